@@ -1,0 +1,614 @@
+"""The central routing-data type: a validated query x LLM interaction matrix.
+
+Queries are users, LLMs are items. ``scores[i, j]`` is how LLM ``j`` did on query
+``i`` (NaN when not observed) and ``costs[i, j]`` what it cost (USD or a proxy).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from .errors import DataValidationError
+
+__all__ = ["RoutingData", "LLM_COLUMNS", "QUERY_COLUMNS"]
+
+log = logging.getLogger(__name__)
+
+QUERY_COLUMNS = ("query_id", "text", "task", "split")
+LLM_COLUMNS = ("name", "input_price", "output_price", "size", "description")
+_DUPLICATE_MODES = ("error", "mean", "first", "last")
+
+
+def _as_float32(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
+    arr = np.asarray(a, dtype=np.float32)
+    if arr.ndim != 2:
+        raise DataValidationError(f"{name} must be a 2-D (queries x LLMs) array, got shape {arr.shape}",
+                                  source=source, column=name)
+    if shape is not None and arr.shape != shape:
+        raise DataValidationError(f"{name} has shape {arr.shape}, expected {shape} (queries x LLMs)",
+                                  source=source, column=name)
+    return arr
+
+
+class RoutingData:
+    """A validated query x LLM matrix of scores and (optionally) costs.
+
+    Parameters
+    ----------
+    queries : pandas.DataFrame or sequence of str
+        One row per query with column ``query_id`` (str, unique) and optionally ``text``,
+        ``task``, ``split`` and any extra columns. A sequence is taken as query ids.
+    llms : pandas.DataFrame or sequence of str
+        One row per LLM with column ``name`` (unique) and optionally ``input_price``,
+        ``output_price`` (USD per 1M tokens), ``size`` (billions of parameters), ``description``.
+    scores : array-like, shape (n_queries, n_llms)
+        Performance; NaN marks an unobserved cell. Stored as float32.
+    costs : array-like, shape (n_queries, n_llms), optional
+        Cost per query (NaN where unknown). Must be >= 0.
+    name : str
+        Dataset name used in reports.
+    source : str, optional
+        File or folder the data came from; named in every validation error.
+    meta : dict, optional
+        Free-form provenance (e.g. ``{"simulated": True}``).
+    require_observed : bool
+        If True, every query and every LLM must have at least one observed score.
+
+    Example
+    -------
+    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, 0], [0, np.nan]])
+    >>> d.shape
+    (2, 2)
+    >>> d.observed.sum()
+    3
+    """
+
+    def __init__(self, queries, llms, scores, costs=None, *, name: str = "data",
+                 source: str | None = None, meta: dict | None = None,
+                 require_observed: bool = False):
+        self.name = name
+        self.source = source
+        self.meta = dict(meta or {})
+        self.queries = self._make_queries(queries, source)
+        self.llms = self._make_llms(llms, source)
+        shape = (len(self.queries), len(self.llms))
+        if shape[0] == 0:
+            raise DataValidationError("no queries: expected at least one query row", source=source)
+        if shape[1] == 0:
+            raise DataValidationError("no LLMs: expected at least one LLM", source=source)
+        self.scores = _as_float32(scores, "scores", shape, source)
+        self.costs = None if costs is None else _as_float32(costs, "costs", shape, source)
+        self._validate_values(require_observed)
+
+    # ------------------------------------------------------------------ construction helpers
+    @staticmethod
+    def _make_queries(queries, source) -> pd.DataFrame:
+        if not isinstance(queries, pd.DataFrame):
+            queries = pd.DataFrame({"query_id": list(queries)})
+        else:
+            queries = queries.reset_index(drop=True).copy()
+        if "query_id" not in queries.columns:
+            raise DataValidationError("queries table has no 'query_id' column", source=source,
+                                      column="query_id")
+        ids = queries["query_id"]
+        if ids.isna().any():
+            row = int(np.flatnonzero(ids.isna().to_numpy())[0])
+            raise DataValidationError("missing query_id; expected a non-empty id", source=source,
+                                      row=row, column="query_id")
+        queries["query_id"] = ids.astype(str)
+        dup = queries["query_id"].duplicated()
+        if dup.any():
+            row = int(np.flatnonzero(dup.to_numpy())[0])
+            raise DataValidationError(
+                f"duplicate query_id {queries['query_id'].iloc[row]!r}; expected unique query ids",
+                source=source, row=row, column="query_id")
+        for col in ("text", "task", "split"):
+            if col not in queries.columns:
+                queries[col] = None
+        return queries
+
+    @staticmethod
+    def _make_llms(llms, source) -> pd.DataFrame:
+        if not isinstance(llms, pd.DataFrame):
+            llms = pd.DataFrame({"name": list(llms)})
+        else:
+            llms = llms.reset_index(drop=True).copy()
+        if "name" not in llms.columns:
+            raise DataValidationError("LLM table has no 'name' column", source=source, column="name")
+        llms["name"] = llms["name"].astype(str)
+        dup = llms["name"].duplicated()
+        if dup.any():
+            row = int(np.flatnonzero(dup.to_numpy())[0])
+            raise DataValidationError(f"duplicate LLM name {llms['name'].iloc[row]!r}", source=source,
+                                      row=row, column="name")
+        for col in ("input_price", "output_price", "size"):
+            if col not in llms.columns:
+                llms[col] = np.nan
+            llms[col] = pd.to_numeric(llms[col], errors="coerce").astype(float)
+            bad = llms[col] < 0
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0])
+                raise DataValidationError(f"negative {col} {llms[col].iloc[row]} for LLM "
+                                          f"{llms['name'].iloc[row]!r}; expected >= 0",
+                                          source=source, row=row, column=col)
+        if "description" not in llms.columns:
+            llms["description"] = None
+        return llms
+
+    def _validate_values(self, require_observed: bool) -> None:
+        s, src = self.scores, self.source
+        inf = np.isinf(s)
+        if inf.any():
+            i, j = np.argwhere(inf)[0]
+            raise DataValidationError(
+                f"non-finite score {s[i, j]} for query {self.query_ids[i]!r} and LLM "
+                f"{self.llm_names[j]!r}; expected a finite number (NaN = not observed)",
+                source=src, row=int(i), column=self.llm_names[j])
+        if self.costs is not None:
+            c = self.costs
+            bad = np.isinf(c) | (c < 0)
+            if bad.any():
+                i, j = np.argwhere(bad)[0]
+                raise DataValidationError(
+                    f"invalid cost {c[i, j]} for query {self.query_ids[i]!r} and LLM "
+                    f"{self.llm_names[j]!r}; expected a finite cost >= 0", source=src, row=int(i),
+                    column=f"{self.llm_names[j]}|cost")
+        if require_observed:
+            obs = self.observed
+            q_empty = ~obs.any(axis=1)
+            if q_empty.any():
+                i = int(np.flatnonzero(q_empty)[0])
+                raise DataValidationError(f"query {self.query_ids[i]!r} has no observed score "
+                                          f"({int(q_empty.sum())} such queries)", source=src, row=i)
+            l_empty = ~obs.any(axis=0)
+            if l_empty.any():
+                j = int(np.flatnonzero(l_empty)[0])
+                raise DataValidationError(f"LLM {self.llm_names[j]!r} has no observed score "
+                                          f"({int(l_empty.sum())} such LLMs)", source=src,
+                                          column=self.llm_names[j])
+
+    # ------------------------------------------------------------------ from a long table
+    @classmethod
+    def from_long(cls, df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
+                  name: str = "data", source: str | None = None, meta: dict | None = None,
+                  row_offset: int = 0) -> "RoutingData":
+        """Build from a long table with one row per (query, LLM) record.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            Columns ``query_id``, ``model``, ``score``; optional ``cost``, ``text``, ``task``,
+            ``split`` and extra per-query columns (first non-null value per query is kept).
+        duplicates : {"error", "mean", "first", "last"}
+            What to do with repeated (query, LLM) records. ``"error"`` raises naming the rows.
+        llms : pandas.DataFrame, optional
+            LLM metadata (column ``name``); LLMs in it but absent from ``df`` are kept.
+        row_offset : int
+            Added to row numbers in error messages (e.g. 1 for files with a header line).
+
+        Returns
+        -------
+        RoutingData
+
+        Example
+        -------
+        >>> df = pd.DataFrame({"query_id": ["a", "a", "b"], "model": ["x", "y", "x"],
+        ...                    "score": [1.0, 0.0, 0.5]})
+        >>> RoutingData.from_long(df).scores.tolist()
+        [[1.0, 0.0], [0.5, nan]]
+        """
+        if duplicates not in _DUPLICATE_MODES:
+            raise ValueError(f"duplicates must be one of {_DUPLICATE_MODES}, got {duplicates!r}")
+        for col in ("query_id", "model", "score"):
+            if col not in df.columns:
+                raise DataValidationError(f"missing required column {col!r}; columns present: "
+                                          f"{list(df.columns)}", source=source, column=col)
+        if len(df) == 0:
+            raise DataValidationError("no records: the table is empty", source=source)
+        for col in ("query_id", "model"):
+            na = df[col].isna().to_numpy()
+            if na.any():
+                raise DataValidationError(f"empty {col}; expected a value on every record",
+                                          source=source, row=int(np.flatnonzero(na)[0]) + row_offset,
+                                          column=col)
+        score = pd.to_numeric(df["score"], errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(score)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise DataValidationError(f"score {df['score'].iloc[r]!r} is not a finite number "
+                                      f"({int(bad.sum())} such records)", source=source,
+                                      row=r + row_offset, column="score")
+        cost = None
+        if "cost" in df.columns:
+            cost = pd.to_numeric(df["cost"], errors="coerce").to_numpy(dtype=np.float64)
+            badc = np.isinf(cost) | (cost < 0) | (np.isnan(cost) & df["cost"].notna().to_numpy())
+            if badc.any():
+                r = int(np.flatnonzero(badc)[0])
+                raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
+                                          source=source, row=r + row_offset, column="cost")
+        qcodes, qids = pd.factorize(df["query_id"].astype(str), sort=False)
+        model_names = df["model"].astype(str)
+        if llms is not None:
+            names = pd.Index(llms["name"].astype(str))
+            mcodes = names.get_indexer(model_names)
+            if (mcodes < 0).any():
+                r = int(np.flatnonzero(mcodes < 0)[0])
+                raise DataValidationError(f"LLM {model_names.iloc[r]!r} is not in the LLM table",
+                                          source=source, row=r + row_offset, column="model")
+            llm_table = llms
+        else:
+            mcodes, names = pd.factorize(model_names, sort=False)
+            llm_table = pd.DataFrame({"name": list(names)})
+        nq, nl = len(qids), len(names)
+        flat = qcodes.astype(np.int64) * nl + mcodes
+        order = np.argsort(flat, kind="stable")
+        sflat = flat[order]
+        is_dup = np.empty(len(sflat), dtype=bool)
+        is_dup[0] = False
+        np.not_equal(sflat[1:], sflat[:-1], out=is_dup[1:])
+        is_dup = ~is_dup
+        n_dup = int(is_dup.sum())
+        scores = np.full(nq * nl, np.nan, dtype=np.float64)
+        costs = None if cost is None else np.full(nq * nl, np.nan, dtype=np.float64)
+        if n_dup:
+            if duplicates == "error":
+                second = int(order[np.flatnonzero(is_dup)[0]])
+                key = flat[second]
+                first = int(np.flatnonzero(flat == key)[0])
+                raise DataValidationError(
+                    f"duplicate record for query {qids[qcodes[second]]!r} and LLM "
+                    f"{names[mcodes[second]]!r} (also at row {first + row_offset}); pass "
+                    f"duplicates='mean'|'first'|'last' to merge ({n_dup} duplicate records)",
+                    source=source, row=second + row_offset)
+            log.info("%s: merged %d duplicate (query, LLM) records with duplicates=%r",
+                     source or name, n_dup, duplicates)
+            if duplicates == "mean":
+                cnt = np.bincount(flat, minlength=nq * nl)
+                has = cnt > 0
+                scores[has] = np.bincount(flat, weights=score, minlength=nq * nl)[has] / cnt[has]
+                if cost is not None:
+                    cc = np.nan_to_num(cost)
+                    ccnt = np.bincount(flat, weights=~np.isnan(cost), minlength=nq * nl)
+                    csum = np.bincount(flat, weights=cc, minlength=nq * nl)
+                    ok = ccnt > 0
+                    costs[ok] = csum[ok] / ccnt[ok]
+            else:
+                idx = np.arange(len(flat))
+                if duplicates == "first":
+                    idx = idx[::-1]  # later writes win, so write in reverse to keep the first
+                scores[flat[idx]] = score[idx]
+                if cost is not None:
+                    costs[flat[idx]] = cost[idx]
+        else:
+            scores[flat] = score
+            if cost is not None:
+                costs[flat] = cost
+        # per-query columns: first non-null value per query
+        qcols = [c for c in df.columns if c not in ("query_id", "model", "score", "cost")]
+        queries = pd.DataFrame({"query_id": list(qids)})
+        if qcols:
+            sub = df[qcols].copy()
+            sub["_q"] = qcodes
+            firsts = sub.groupby("_q", sort=True).first()
+            for c in qcols:
+                queries[c] = firsts[c].reindex(range(nq)).to_numpy()
+        return cls(queries, llm_table, scores.reshape(nq, nl),
+                   None if costs is None else costs.reshape(nq, nl), name=name, source=source,
+                   meta={**(meta or {}), "merged_duplicates": n_dup})
+
+    # ------------------------------------------------------------------ basic properties
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.scores.shape
+
+    @property
+    def n_queries(self) -> int:
+        return self.scores.shape[0]
+
+    @property
+    def n_llms(self) -> int:
+        return self.scores.shape[1]
+
+    @property
+    def query_ids(self) -> list[str]:
+        return self.queries["query_id"].tolist()
+
+    @property
+    def llm_names(self) -> list[str]:
+        return self.llms["name"].tolist()
+
+    @property
+    def texts(self) -> list[str | None]:
+        return self.queries["text"].tolist()
+
+    @property
+    def tasks(self) -> np.ndarray:
+        return self.queries["task"].to_numpy()
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.queries["text"].notna().all())
+
+    @property
+    def observed(self) -> np.ndarray:
+        """Boolean mask of observed score cells."""
+        return ~np.isnan(self.scores)
+
+    @property
+    def density(self) -> float:
+        return float(self.observed.mean())
+
+    @property
+    def is_binary(self) -> bool:
+        s = self.scores[self.observed]
+        return bool(np.all((s == 0) | (s == 1)))
+
+    def llm_index(self, names: Iterable[str]) -> np.ndarray:
+        """Column indices of the given LLM names; raises naming any unknown one."""
+        idx = pd.Index(self.llm_names)
+        names = list(names)
+        pos = idx.get_indexer(names)
+        if (pos < 0).any():
+            bad = [n for n, p in zip(names, pos) if p < 0]
+            raise KeyError(f"unknown LLM(s) {bad}; known: {self.llm_names}")
+        return pos
+
+    def __len__(self) -> int:
+        return self.n_queries
+
+    def __repr__(self) -> str:
+        return (f"RoutingData(name={self.name!r}, queries={self.n_queries}, llms={self.n_llms}, "
+                f"density={self.density:.3f}, costs={'yes' if self.costs is not None else 'no'})")
+
+    # ------------------------------------------------------------------ views
+    def to_dense(self, fill: float | None = None) -> np.ndarray:
+        """Score matrix copy; ``fill`` replaces NaN when given."""
+        out = self.scores.copy()
+        if fill is not None:
+            out[np.isnan(out)] = fill
+        return out
+
+    def to_csr(self, what: str = "scores") -> sparse.csr_matrix:
+        """``scipy.sparse`` CSR of observed cells (zeros that were observed are stored explicitly)."""
+        mat = self.scores if what == "scores" else self.costs
+        if mat is None:
+            raise ValueError(f"this dataset has no {what}")
+        i, j = np.nonzero(self.observed)
+        return sparse.csr_matrix((mat[i, j], (i, j)), shape=self.shape, dtype=np.float32)
+
+    def to_long(self) -> pd.DataFrame:
+        """Long table: one row per observed (query, LLM) cell, in the generic interchange format."""
+        i, j = np.nonzero(self.observed)
+        out = pd.DataFrame({"query_id": self.queries["query_id"].to_numpy()[i],
+                            "model": self.llms["name"].to_numpy()[j],
+                            "score": self.scores[i, j]})
+        if self.costs is not None:
+            out["cost"] = self.costs[i, j]
+        for col in self.queries.columns:
+            if col == "query_id" or self.queries[col].isna().all():
+                continue
+            target = "query_text" if col == "text" else col
+            out[target] = self.queries[col].to_numpy()[i]
+        return out
+
+    def selection_vectors(self, ratio: float = 0.95) -> np.ndarray:
+        """RouterEval selection vectors, shape (n_queries, n_llms), float32 of 0/1.
+
+        For binary scores an LLM is selected when it is correct (score 1). For continuous
+        scores it is selected when ``score >= ratio * max_j score`` of that query (and the
+        best score is > 0). Unobserved cells are 0. A query where no LLM is correct is all-zero.
+        """
+        s = np.nan_to_num(self.scores, nan=-np.inf)
+        if self.is_binary:
+            return (s == 1).astype(np.float32)
+        best = s.max(axis=1, keepdims=True)
+        return ((s >= ratio * best) & (best > 0) & np.isfinite(s)).astype(np.float32)
+
+    def mean_costs(self) -> np.ndarray:
+        """Mean observed cost per LLM (NaN for an LLM with no cost)."""
+        if self.costs is None:
+            return np.full(self.n_llms, np.nan)
+        return _nanmean_cols(self.costs)
+
+    def llm_summary(self) -> pd.DataFrame:
+        """One row per LLM: observed count, mean/std score, mean cost, prices, size."""
+        obs = self.observed
+        n = obs.sum(axis=0)
+        s0 = np.where(obs, self.scores, 0.0).astype(np.float64)
+        mean = np.divide(s0.sum(axis=0), n, out=np.full(self.n_llms, np.nan), where=n > 0)
+        sq = np.divide((s0 ** 2).sum(axis=0), n, out=np.full(self.n_llms, np.nan), where=n > 0)
+        out = pd.DataFrame({"llm": self.llm_names, "n_observed": n, "mean_score": mean,
+                            "std_score": np.sqrt(np.maximum(sq - mean ** 2, 0)),
+                            "mean_cost": _nanmean_cols(self.costs) if self.costs is not None
+                            else np.nan})
+        for col in ("input_price", "output_price", "size"):
+            out[col] = self.llms[col].to_numpy()
+        return out
+
+    def summary(self) -> dict:
+        """Headline numbers: counts, density, score range, tasks, splits."""
+        obs = self.scores[self.observed]
+        tasks = self.queries["task"].dropna()
+        splits = self.queries["split"].dropna()
+        return {
+            "name": self.name, "source": self.source, "n_queries": self.n_queries,
+            "n_llms": self.n_llms, "n_observed": int(obs.size), "density": self.density,
+            "score_min": float(obs.min()) if obs.size else float("nan"),
+            "score_max": float(obs.max()) if obs.size else float("nan"),
+            "binary_scores": self.is_binary, "has_costs": self.costs is not None,
+            "has_text": self.has_text,
+            "tasks": {str(k): int(v) for k, v in tasks.value_counts().sort_index().items()},
+            "splits": {str(k): int(v) for k, v in splits.value_counts().sort_index().items()},
+            "simulated": bool(self.meta.get("simulated", False)),
+        }
+
+    # ------------------------------------------------------------------ operations
+    def subset(self, queries=None, llms=None, *, name: str | None = None) -> "RoutingData":
+        """Rows/columns by integer index, boolean mask, or ids/names.
+
+        Example
+        -------
+        >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, 0], [0, 1]])
+        >>> d.subset(llms=["b"]).scores.tolist()
+        [[0.0], [1.0]]
+        """
+        qi = self._resolve(queries, self.n_queries, self.queries["query_id"], "query")
+        li = self._resolve(llms, self.n_llms, self.llms["name"], "LLM")
+        scores = self.scores[np.ix_(qi, li)]
+        costs = None if self.costs is None else self.costs[np.ix_(qi, li)]
+        return RoutingData(self.queries.iloc[qi], self.llms.iloc[li], scores, costs,
+                           name=name or self.name, source=self.source, meta=self.meta)
+
+    @staticmethod
+    def _resolve(sel, n, labels: pd.Series, what: str) -> np.ndarray:
+        if sel is None:
+            return np.arange(n)
+        arr = np.asarray(sel)
+        if arr.dtype == bool:
+            if arr.shape != (n,):
+                raise ValueError(f"{what} mask has shape {arr.shape}, expected ({n},)")
+            return np.flatnonzero(arr)
+        if arr.size and arr.dtype.kind in "iu":
+            if arr.min() < -n or arr.max() >= n:
+                raise IndexError(f"{what} index out of range for {n} {what}s")
+            return arr.astype(np.int64)
+        pos = pd.Index(labels.astype(str)).get_indexer([str(x) for x in arr])
+        if (pos < 0).any():
+            bad = [x for x, p in zip(arr, pos) if p < 0][:5]
+            raise KeyError(f"unknown {what}(s): {bad}")
+        return pos
+
+    @staticmethod
+    def concat(parts: Sequence["RoutingData"], *, name: str | None = None) -> "RoutingData":
+        """Stack datasets over queries; LLMs are the union (missing cells become NaN)."""
+        if not parts:
+            raise ValueError("concat needs at least one dataset")
+        names: list[str] = []
+        for p in parts:
+            names += [n for n in p.llm_names if n not in set(names)]
+        llm_rows = {}
+        for p in parts:
+            for _, r in p.llms.iterrows():
+                llm_rows.setdefault(r["name"], r)
+        llms = pd.DataFrame([llm_rows[n] for n in names]).reset_index(drop=True)
+        any_cost = any(p.costs is not None for p in parts)
+        blocks_s, blocks_c = [], []
+        for p in parts:
+            pos = pd.Index(names).get_indexer(p.llm_names)
+            s = np.full((p.n_queries, len(names)), np.nan, np.float32)
+            s[:, pos] = p.scores
+            blocks_s.append(s)
+            if any_cost:
+                c = np.full_like(s, np.nan)
+                if p.costs is not None:
+                    c[:, pos] = p.costs
+                blocks_c.append(c)
+        queries = pd.concat([p.queries for p in parts], ignore_index=True)
+        return RoutingData(queries, llms, np.vstack(blocks_s),
+                           np.vstack(blocks_c) if any_cost else None,
+                           name=name or "+".join(dict.fromkeys(p.name for p in parts)),
+                           source=parts[0].source, meta=parts[0].meta)
+
+    def split(self, ratios: Sequence[float] | None = (0.8, 0.1, 0.1), *, seed: int = 0,
+              column: str | None = None, ood_tasks: Sequence[str] | None = None,
+              stratify_task: bool = False) -> dict[str, "RoutingData"]:
+        """Split queries into train/val/test.
+
+        Parameters
+        ----------
+        ratios : sequence of float
+            Train/val/test fractions (2 or 3 values summing to 1) for a seeded random split.
+        seed : int
+            Random seed.
+        column : str, optional
+            Use this query column (e.g. ``"split"``) as given; its values become the keys.
+            ``"validation"``/``"dev"`` are read as ``"val"``.
+        ood_tasks : sequence of str, optional
+            Out-of-domain split: queries of these tasks form ``test``; the rest are split
+            into train/val by the first two ratios (renormalised).
+        stratify_task : bool
+            Split each task separately with the same ratios (in-domain per-task split).
+
+        Returns
+        -------
+        dict
+            ``{"train": RoutingData, "val": ..., "test": ...}`` (empty parts are omitted).
+        """
+        if column is not None:
+            if column not in self.queries.columns:
+                raise DataValidationError(f"no split column {column!r}; query columns: "
+                                          f"{list(self.queries.columns)}", source=self.source,
+                                          column=column)
+            vals = self.queries[column]
+            if vals.isna().any():
+                row = int(np.flatnonzero(vals.isna().to_numpy())[0])
+                raise DataValidationError(f"query {self.query_ids[row]!r} has no value in split "
+                                          f"column {column!r}", source=self.source, row=row,
+                                          column=column)
+            norm = vals.astype(str).str.lower().replace({"validation": "val", "dev": "val",
+                                                         "valid": "val"})
+            return {k: self.subset(np.flatnonzero((norm == k).to_numpy()), name=self.name)
+                    for k in dict.fromkeys(norm.tolist())}
+        rng = np.random.default_rng(seed)
+        ratios = _check_ratios(ratios)
+        if ood_tasks is not None:
+            tasks = self.queries["task"].astype(str)
+            unknown = set(ood_tasks) - set(tasks)
+            if unknown:
+                raise DataValidationError(f"unknown OOD task(s) {sorted(unknown)}; tasks present: "
+                                          f"{sorted(set(tasks))}", source=self.source, column="task")
+            test_mask = tasks.isin(list(ood_tasks)).to_numpy()
+            rest = np.flatnonzero(~test_mask)
+            tr = ratios[0] / (ratios[0] + ratios[1]) if len(ratios) == 3 else 1.0
+            perm = rng.permutation(rest)
+            n_tr = int(round(tr * len(perm)))
+            parts = {"train": perm[:n_tr], "val": perm[n_tr:], "test": np.flatnonzero(test_mask)}
+        elif stratify_task:
+            parts = {"train": [], "val": [], "test": []}
+            for _, idx in self.queries.groupby(self.queries["task"].astype(str)).indices.items():
+                for k, v in _random_parts(idx, ratios, rng).items():
+                    parts[k].extend(v.tolist())
+            parts = {k: np.sort(np.asarray(v, dtype=np.int64)) for k, v in parts.items()}
+        else:
+            parts = _random_parts(np.arange(self.n_queries), ratios, rng)
+        return {k: self.subset(np.sort(v), name=self.name) for k, v in parts.items() if len(v)}
+
+    def kfold(self, k: int = 5, *, seed: int = 0) -> Iterator[tuple["RoutingData", "RoutingData"]]:
+        """Yield ``(train, test)`` for each of ``k`` seeded folds over queries."""
+        if k < 2 or k > self.n_queries:
+            raise ValueError(f"k must be in [2, {self.n_queries}], got {k}")
+        perm = np.random.default_rng(seed).permutation(self.n_queries)
+        folds = np.array_split(perm, k)
+        for f in range(k):
+            test = np.sort(folds[f])
+            train = np.sort(np.concatenate([folds[g] for g in range(k) if g != f]))
+            yield self.subset(train), self.subset(test)
+
+
+def _check_ratios(ratios) -> tuple[float, ...]:
+    ratios = tuple(float(r) for r in ratios)
+    if len(ratios) not in (2, 3) or any(r < 0 for r in ratios) or abs(sum(ratios) - 1) > 1e-6:
+        raise ValueError(f"ratios must be 2 or 3 non-negative fractions summing to 1, got {ratios}")
+    return ratios
+
+
+def _random_parts(idx: np.ndarray, ratios, rng) -> dict[str, np.ndarray]:
+    perm = rng.permutation(idx)
+    n = len(perm)
+    n_tr = int(round(ratios[0] * n))
+    n_va = int(round(ratios[1] * n)) if len(ratios) == 3 else 0
+    if len(ratios) == 2:
+        return {"train": perm[:n_tr], "test": perm[n_tr:]}
+    return {"train": perm[:n_tr], "val": perm[n_tr:n_tr + n_va], "test": perm[n_tr + n_va:]}
+
+
+def _nanmean_cols(a: np.ndarray) -> np.ndarray:
+    ok = ~np.isnan(a)
+    n = ok.sum(axis=0)
+    s = np.where(ok, a, 0.0).astype(np.float64).sum(axis=0)
+    return np.divide(s, n, out=np.full(a.shape[1], np.nan), where=n > 0)

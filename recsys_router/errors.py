@@ -1,0 +1,54 @@
+"""Exceptions raised by recsys-router.
+
+Every validation error names where the problem is (source file, row, column or
+field) and what was expected, so a user can fix the input without reading code.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DataValidationError", "NotFittedError", "where"]
+
+
+def where(source: str | None = None, row: int | None = None, column: str | None = None) -> str:
+    """Format a location prefix such as ``"data.csv, row 12, column 'score': "``.
+
+    Parameters
+    ----------
+    source : str, optional
+        File path or dataset name.
+    row : int, optional
+        Row number in the source (0-based data row; headers are not counted).
+    column : str, optional
+        Column or field name.
+
+    Returns
+    -------
+    str
+        A prefix ending in ``": "``, or an empty string when nothing is known.
+
+    Example
+    -------
+    >>> where("a.csv", 3, "score")
+    "a.csv, row 3, column 'score': "
+    """
+    parts = []
+    if source:
+        parts.append(str(source))
+    if row is not None:
+        parts.append(f"row {row}")
+    if column is not None:
+        parts.append(f"column {column!r}")
+    return (", ".join(parts) + ": ") if parts else ""
+
+
+class DataValidationError(ValueError):
+    """Input data broke a rule; the message says where and what was expected."""
+
+    def __init__(self, message: str, *, source: str | None = None, row: int | None = None,
+                 column: str | None = None):
+        self.source, self.row, self.column = source, row, column
+        super().__init__(where(source, row, column) + message)
+
+
+class NotFittedError(RuntimeError):
+    """A router was used before ``fit`` was called."""

@@ -1,0 +1,118 @@
+"""Decision policies: turn predicted scores and costs into one chosen LLM per query.
+
+All policies are pure, vectorised numpy functions over ``(n_queries, n_llms)`` arrays
+and return integer column indices. Ties go to the cheaper LLM (by predicted cost),
+then to the lower column index, so decisions are deterministic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES"]
+
+
+def _tiebreak_argmax(values: np.ndarray, costs: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64).copy()
+    v[np.isnan(v)] = -np.inf
+    if mask is not None:
+        v[~mask] = -np.inf
+    best = v.max(axis=1, keepdims=True)
+    tied = (v == best)
+    if costs is None:
+        return tied.argmax(axis=1)
+    c = np.where(tied, np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf), np.inf)
+    return c.argmin(axis=1) if np.isfinite(c).any() else tied.argmax(axis=1)
+
+
+def argmax_policy(scores: np.ndarray, costs: np.ndarray | None = None,
+                  mask: np.ndarray | None = None) -> np.ndarray:
+    """Pick ``argmax_j P_hat[i, j]`` (cheapest among ties).
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n_queries, n_llms)
+        Predicted performance.
+    costs : ndarray, shape (n_queries, n_llms), optional
+        Predicted costs, used only to break ties.
+    mask : ndarray of bool, shape (n_llms,) or (n_queries, n_llms), optional
+        Allowed candidates.
+
+    Returns
+    -------
+    ndarray of int, shape (n_queries,)
+
+    Example
+    -------
+    >>> argmax_policy(np.array([[0.2, 0.9, 0.9]]), np.array([[1., 3., 2.]])).tolist()
+    [2]
+    """
+    m = None if mask is None else np.broadcast_to(mask, np.shape(scores))
+    return _tiebreak_argmax(scores, costs, m)
+
+
+def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
+               mask: np.ndarray | None = None) -> np.ndarray:
+    """RouterBench willingness-to-pay: ``argmax_j lambda * P_hat[i, j] - c_hat[i, j]``.
+
+    A large ``wtp`` (lambda) buys quality; ``wtp = 0`` picks the cheapest LLM.
+
+    Example
+    -------
+    >>> s = np.array([[0.5, 0.9]]); c = np.array([[0.1, 1.0]])
+    >>> wtp_policy(s, c, 1.0).tolist(), wtp_policy(s, c, 10.0).tolist()
+    ([0], [1])
+    """
+    if wtp is None or not np.isfinite(wtp) or wtp < 0:
+        raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
+    c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=0.0)
+    util = wtp * np.asarray(scores, dtype=np.float64) - c
+    m = None if mask is None else np.broadcast_to(mask, np.shape(scores))
+    return _tiebreak_argmax(util, c, m)
+
+
+def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
+                  mask: np.ndarray | None = None) -> np.ndarray:
+    """ORBIT budget policy: best predicted score among LLMs with ``c_hat <= C``; the
+    cheapest allowed LLM when none fits.
+
+    Example
+    -------
+    >>> s = np.array([[0.5, 0.9], [0.5, 0.9]]); c = np.array([[0.1, 1.0], [0.1, 0.2]])
+    >>> budget_policy(s, c, 0.5).tolist(), budget_policy(s, c, 0.05).tolist()
+    ([0, 1], [0, 0])
+    """
+    if budget is None or np.isnan(budget):
+        raise ValueError(f"budget must be a number, got {budget!r}")
+    c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf)
+    allowed = np.ones(np.shape(scores), dtype=bool) if mask is None else \
+        np.broadcast_to(mask, np.shape(scores)).copy()
+    fits = allowed & (c <= budget)
+    choice = _tiebreak_argmax(scores, c, fits)
+    none_fit = ~fits.any(axis=1)
+    if none_fit.any():
+        cc = np.where(allowed, c, np.inf)[none_fit]
+        choice[none_fit] = _tiebreak_argmax(-cc, None, None)
+    return choice
+
+
+POLICIES = {"argmax": argmax_policy, "wtp": wtp_policy, "budget": budget_policy}
+
+
+def apply_policy(scores: np.ndarray, costs: np.ndarray | None, *, wtp: float | None = None,
+                 budget: float | None = None, mask: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+    """Dispatch on which parameter is given; returns ``(choices, policy_name)``.
+
+    ``wtp`` and ``budget`` are mutually exclusive; with neither, argmax is used.
+    """
+    if wtp is not None and budget is not None:
+        raise ValueError("give either wtp or budget, not both")
+    if wtp is not None:
+        if costs is None:
+            raise ValueError("the wtp policy needs predicted costs; this router/dataset has none")
+        return wtp_policy(scores, costs, wtp, mask), "wtp"
+    if budget is not None:
+        if costs is None:
+            raise ValueError("the budget policy needs predicted costs; this router/dataset has none")
+        return budget_policy(scores, costs, budget, mask), "budget"
+    return argmax_policy(scores, costs, mask), "argmax"

@@ -1,0 +1,179 @@
+"""The router contract: one base class holding the whole public API.
+
+Every router (classic baseline, collaborative-filtering model, loaded artifact) is a
+:class:`Router`. Conventions (scikit-learn's): the constructor stores hyperparameters
+only; ``fit`` returns ``self``; learned state ends in ``_``; using a router before
+``fit`` raises :class:`~recsys_router.errors.NotFittedError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+import numpy as np
+
+from .data import RoutingData
+from .errors import NotFittedError
+from .policies import apply_policy
+
+__all__ = ["Router"]
+
+
+class Router(ABC):
+    """Abstract base class of every router.
+
+    Subclasses implement ``_fit(train, val)`` (setting attributes ending in ``_``) and
+    ``_predict_scores(data)``. Everything else (cost prediction, candidate masks,
+    policies, parameter introspection) is shared here.
+
+    Example
+    -------
+    >>> from models.baselines import BestSingleRouter  # doctest: +SKIP
+    >>> r = BestSingleRouter().fit(train)               # doctest: +SKIP
+    >>> r.route(test, wtp=100.0)                        # doctest: +SKIP
+    """
+
+    #: whether the router reads query text (via an encoder) to predict
+    uses_text: bool = False
+    #: whether predictions read ground-truth scores of the data routed (oracle-style)
+    uses_ground_truth: bool = False
+
+    # ------------------------------------------------------------------ parameters
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def get_params(self) -> dict:
+        """Constructor arguments as a dict (every one is stored as an attribute)."""
+        return {k: getattr(self, k) for k in self._param_names()}
+
+    def set_params(self, **params) -> "Router":
+        valid = set(self._param_names())
+        for k, v in params.items():
+            if k not in valid:
+                raise ValueError(f"{type(self).__name__} has no parameter {k!r}; valid: {sorted(valid)}")
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, train: RoutingData, val: RoutingData | None = None) -> "Router":
+        """Learn from the train interaction matrix (and optionally a validation set).
+
+        Returns
+        -------
+        Router
+            ``self``.
+        """
+        if not isinstance(train, RoutingData):
+            raise TypeError(f"fit expects a RoutingData, got {type(train).__name__}")
+        self.llm_names_ = list(train.llm_names)
+        self.mean_costs_ = train.mean_costs() if train.costs is not None else None
+        self._fit(train, val)
+        self.fitted_ = True
+        return self
+
+    @abstractmethod
+    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        """Learn state; called by :meth:`fit`."""
+
+    @abstractmethod
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        """Predicted performance, shape (n_queries, n_llms_)."""
+
+    @property
+    def is_fitted(self) -> bool:
+        return bool(getattr(self, "fitted_", False))
+
+    def _check_fitted(self) -> None:
+        if not self.is_fitted:
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit(train) first")
+
+    def _check_llms(self, data: RoutingData) -> None:
+        if list(data.llm_names) != self.llm_names_:
+            raise ValueError(f"{type(self).__name__} was fitted on LLMs {self.llm_names_} but got data "
+                             f"with LLMs {data.llm_names}; subset the data to the same pool and order")
+
+    # ------------------------------------------------------------------ prediction
+    def predict_scores(self, data: RoutingData) -> np.ndarray:
+        """Predicted performance of every LLM on every query.
+
+        Returns
+        -------
+        ndarray of float64, shape (n_queries, n_llms)
+        """
+        self._check_fitted()
+        self._check_llms(data)
+        out = np.asarray(self._predict_scores(data), dtype=np.float64)
+        if out.shape != (data.n_queries, len(self.llm_names_)):
+            raise RuntimeError(f"{type(self).__name__} predicted shape {out.shape}, expected "
+                               f"{(data.n_queries, len(self.llm_names_))}")
+        return out
+
+    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
+        """Predicted cost per (query, LLM); default: each LLM's mean train cost.
+
+        Returns None when the training data had no costs.
+        """
+        self._check_fitted()
+        if self.mean_costs_ is None:
+            return None
+        mc = np.nan_to_num(np.asarray(self.mean_costs_, dtype=np.float64), nan=0.0)
+        return np.broadcast_to(mc, (data.n_queries, len(mc))).copy()
+
+    def selection_probs(self, data: RoutingData) -> np.ndarray | None:
+        """Probability of selecting each LLM per query, when the router defines one."""
+        return None
+
+    def candidate_mask(self, candidates: Sequence[str] | None) -> np.ndarray | None:
+        """Boolean mask over ``llm_names_`` for a candidate subset (None = all)."""
+        self._check_fitted()
+        if candidates is None:
+            return None
+        known = {n: i for i, n in enumerate(self.llm_names_)}
+        bad = [c for c in candidates if c not in known]
+        if bad or not len(candidates):
+            raise ValueError(f"unknown candidate LLM(s) {bad}; this router knows {self.llm_names_}"
+                             if bad else "candidates must name at least one LLM")
+        mask = np.zeros(len(self.llm_names_), dtype=bool)
+        mask[[known[c] for c in candidates]] = True
+        return mask
+
+    def route_indices(self, data: RoutingData, *, wtp: float | None = None,
+                      budget: float | None = None, candidates: Sequence[str] | None = None) -> np.ndarray:
+        """Chosen column index per query (see :meth:`route`)."""
+        scores = self.predict_scores(data)
+        costs = self.predict_costs(data)
+        choice, _ = apply_policy(scores, costs, wtp=wtp, budget=budget,
+                                 mask=self.candidate_mask(candidates))
+        return choice
+
+    def route(self, data: RoutingData, *, wtp: float | None = None, budget: float | None = None,
+              candidates: Sequence[str] | None = None) -> np.ndarray:
+        """Choose one LLM per query.
+
+        Parameters
+        ----------
+        data : RoutingData
+            Queries to route (scores may be all NaN unless the router uses ground truth).
+        wtp : float, optional
+            Willingness to pay (lambda): maximise ``lambda * P_hat - c_hat``.
+        budget : float, optional
+            Per-query cost budget C: best predicted score with ``c_hat <= C``.
+        candidates : list of str, optional
+            Restrict the choice to these LLMs.
+
+        Returns
+        -------
+        ndarray of str, shape (n_queries,)
+            Chosen LLM names.
+        """
+        idx = self.route_indices(data, wtp=wtp, budget=budget, candidates=candidates)
+        return np.asarray(self.llm_names_, dtype=object)[idx]

@@ -1,0 +1,33 @@
+"""Shared fixtures: the real data folder (skipped when absent) and small simulated data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from recsys_router.datasets.synthetic import make_synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("RECSYS_ROUTER_DATA", ROOT.parent / "shared" / "data"))
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def shared_path(*parts: str) -> Path:
+    """Path under the shared data folder; skips the test when it is not there."""
+    p = SHARED_DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"real data not available: {p} is absent (CI has ../shared/data)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def sim_small():
+    """300 queries x 5 LLMs, binary scores, texts, costs (simulated)."""
+    return make_synthetic(300, 5, 4, seed=7)
+
+
+@pytest.fixture(scope="session")
+def sim_split(sim_small):
+    return sim_small.split((0.7, 0.1, 0.2), seed=0)
