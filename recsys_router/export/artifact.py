@@ -1,0 +1,327 @@
+"""Self-contained router artifacts: write (atomically), verify, load, route.
+
+An artifact is a directory::
+
+    manifest.json   format version, router class and parameters, LLM pool (names, prices,
+                    mean costs), encoder identity and dimension, default decision policy,
+                    training-data fingerprint, evaluation metrics, package version, and the
+                    SHA-256 of every other file
+    state.json      the router's fitted state as a tree (see ``serialize``)
+    weights.npz     every array of that state, loaded with ``allow_pickle=False``
+
+Nothing in it is executable; loading verifies the format version and every checksum and
+refuses a tampered or incomplete artifact with a clear error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..data import RoutingData
+from ..policies import apply_policy
+from ..router import Router
+from .serialize import SerializationError, from_tree, to_tree
+
+__all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter", "verify_artifact",
+           "data_fingerprint", "set_default_policy"]
+
+FORMAT_VERSION = 1
+_FILES = ("state.json", "weights.npz")
+
+
+class ArtifactError(ValueError):
+    """An artifact directory is missing, incomplete, tampered with, or of another format."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def data_fingerprint(data: RoutingData) -> str:
+    """SHA-256 over query ids, LLM names, scores and costs of a dataset (first 16 hex digits)."""
+    h = hashlib.sha256()
+    h.update("\x1f".join(data.query_ids).encode())
+    h.update("\x1e".join(data.llm_names).encode())
+    h.update(np.ascontiguousarray(data.scores).tobytes())
+    if data.costs is not None:
+        h.update(np.ascontiguousarray(data.costs).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _jsonable(v):
+    try:
+        json.dumps(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def _encoder_info(router: Router) -> dict | None:
+    enc = getattr(router, "encoder_", None)
+    if enc is not None:
+        return {"identity": getattr(enc, "identity", str(enc)), "dim": getattr(enc, "dim", None)}
+    name = getattr(router, "encoder", None)
+    return {"identity": str(name), "dim": None} if name is not None else None
+
+
+def _write_json(path: Path, obj) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=False, allow_nan=False)
+        fh.write("\n")
+
+
+def export_router(router: Router, out: str | os.PathLike, *, train_data: RoutingData | None = None,
+                  metrics: dict | None = None, llms: pd.DataFrame | None = None,
+                  policy: str = "argmax", policy_value: float | None = None,
+                  overwrite: bool = False) -> Path:
+    """Write a fitted router as a self-contained artifact directory.
+
+    The directory is assembled in a temporary sibling folder and renamed into place at the
+    end, so an interrupted export leaves nothing half-written at ``out``.
+
+    Parameters
+    ----------
+    router : Router
+        A fitted router.
+    out : path
+        Target directory (must not exist unless ``overwrite``).
+    train_data : RoutingData, optional
+        Used for the data fingerprint and the LLM table (prices, mean costs).
+    metrics : dict, optional
+        Evaluation metrics to record (name -> number).
+    llms : DataFrame, optional
+        LLM table (``name``, prices...) when ``train_data`` is not given.
+    policy, policy_value : str, float
+        Default decision policy (``argmax``, ``wtp`` with lambda, ``budget`` with C).
+    overwrite : bool
+        Replace an existing directory.
+
+    Returns
+    -------
+    pathlib.Path
+        The artifact directory.
+
+    Example
+    -------
+    >>> export_router(router, "out/knn", train_data=train)  # doctest: +SKIP
+    """
+    if not router.is_fitted:
+        raise ArtifactError(f"cannot export an unfitted {type(router).__name__}: call fit first")
+    _check_policy(policy, policy_value)
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ArtifactError(f"{out} already exists; pass overwrite=True (CLI: --overwrite)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        tree = to_tree(router, arrays)
+    except SerializationError as exc:
+        raise ArtifactError(f"{type(router).__name__} cannot be exported: {exc}") from exc
+    table = train_data.llms if train_data is not None else llms
+    names = list(router.llm_names_)
+    pool = []
+    for j, n in enumerate(names):
+        row = {"name": n}
+        if table is not None and n in set(table["name"]):
+            r = table.set_index("name").loc[n]
+            for col in ("input_price", "output_price", "size"):
+                v = r.get(col)
+                row[col] = None if v is None or pd.isna(v) else float(v)
+        mc = getattr(router, "mean_costs_", None)
+        row["mean_cost"] = None if mc is None or np.isnan(mc[j]) else float(mc[j])
+        pool.append(row)
+    from .. import __version__
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        _write_json(tmp / "state.json", tree)
+        with open(tmp / "weights.npz", "wb") as fh:
+            np.savez(fh, **arrays)
+        manifest = {
+            "format": "recsys-router-artifact", "format_version": FORMAT_VERSION,
+            "package_version": __version__,
+            "router_class": f"{type(router).__module__}:{type(router).__qualname__}",
+            "router_params": {k: _jsonable(v) for k, v in router.get_params().items()},
+            "llms": pool, "encoder": _encoder_info(router),
+            "uses_text": bool(router.uses_text), "uses_ground_truth": bool(router.uses_ground_truth),
+            "default_policy": {"name": policy, "value": policy_value},
+            "training_data": None if train_data is None else {
+                "name": train_data.name, "fingerprint": data_fingerprint(train_data),
+                "n_queries": train_data.n_queries, "n_llms": train_data.n_llms},
+            "metrics": {k: float(v) for k, v in (metrics or {}).items()},
+            "files": {f: _sha256(tmp / f) for f in _FILES},
+        }
+        _write_json(tmp / "manifest.json", manifest)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _check_policy(policy: str, value) -> None:
+    if policy not in ("argmax", "wtp", "budget"):
+        raise ArtifactError(f"unknown policy {policy!r}; expected argmax, wtp or budget")
+    if policy != "argmax" and (value is None or not np.isfinite(value) or value < 0):
+        raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {value!r}")
+
+
+def _read_manifest(path: Path) -> dict:
+    mf = path / "manifest.json"
+    if not path.is_dir():
+        raise ArtifactError(f"{path}: not an artifact directory (it does not exist)")
+    if not mf.exists():
+        raise ArtifactError(f"{path}: incomplete artifact, manifest.json is missing")
+    try:
+        manifest = json.loads(mf.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{mf}: not valid JSON ({exc})") from exc
+    if manifest.get("format") != "recsys-router-artifact":
+        raise ArtifactError(f"{mf}: not a recsys-router artifact manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ArtifactError(f"{mf}: format_version {manifest.get('format_version')!r} is not supported "
+                            f"(this package reads version {FORMAT_VERSION})")
+    return manifest
+
+
+def verify_artifact(path: str | os.PathLike) -> dict:
+    """Check format version and every file's checksum; return the manifest."""
+    path = Path(path)
+    manifest = _read_manifest(path)
+    files = manifest.get("files") or {}
+    for f in _FILES:
+        if f not in files:
+            raise ArtifactError(f"{path}/manifest.json: no checksum for {f}")
+        p = path / f
+        if not p.exists():
+            raise ArtifactError(f"{path}: incomplete artifact, {f} is missing")
+        if _sha256(p) != files[f]:
+            raise ArtifactError(f"{p}: checksum mismatch (the file was modified or corrupted)")
+    return manifest
+
+
+def load_router(path: str | os.PathLike) -> "ExportedRouter":
+    """Load and verify an artifact directory written by :func:`export_router`.
+
+    Raises
+    ------
+    ArtifactError
+        Missing/extra-version/tampered/incomplete artifacts.
+
+    Example
+    -------
+    >>> r = load_router("out/knn")                       # doctest: +SKIP
+    >>> r.route(["What is 2+2?"], wtp=100.0)[0]["llm"]   # doctest: +SKIP
+    """
+    path = Path(path)
+    manifest = verify_artifact(path)
+    tree = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    with np.load(path / "weights.npz", allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    try:
+        router = from_tree(tree, arrays)
+    except (SerializationError, ImportError, AttributeError) as exc:
+        raise ArtifactError(f"{path}: cannot rebuild the router: {exc}") from exc
+    if not isinstance(router, Router):
+        raise ArtifactError(f"{path}: state.json does not hold a Router")
+    return ExportedRouter(router, manifest, path)
+
+
+class ExportedRouter:
+    """A loaded artifact: the router plus its manifest, routing raw texts.
+
+    ``route`` encodes texts inside (through the router's encoder and its cache) and
+    returns, per query, the chosen LLM, every candidate's predicted score and cost, and
+    the policy used.
+    """
+
+    def __init__(self, router: Router, manifest: dict, path: Path | None = None):
+        self.router = router
+        self.manifest = manifest
+        self.path = path
+
+    @property
+    def llm_names(self) -> list[str]:
+        return list(self.router.llm_names_)
+
+    @property
+    def default_policy(self) -> tuple[str, float | None]:
+        p = self.manifest.get("default_policy") or {"name": "argmax", "value": None}
+        return p["name"], p.get("value")
+
+    def to_data(self, texts: Sequence[str]) -> RoutingData:
+        """Wrap raw texts as an unlabelled RoutingData over this router's LLM pool."""
+        texts = [str(t) for t in texts]
+        if not texts:
+            raise ValueError("no queries to route")
+        q = pd.DataFrame({"query_id": [f"q{i}" for i in range(len(texts))], "text": texts})
+        return RoutingData(q, self.llm_names, np.full((len(texts), len(self.llm_names)), np.nan),
+                           name="requests")
+
+    def predict(self, queries) -> tuple[np.ndarray, np.ndarray | None, RoutingData]:
+        data = queries if isinstance(queries, RoutingData) else self.to_data(queries)
+        if self.router.uses_ground_truth and np.isnan(data.scores).all():
+            raise ValueError(f"{type(self.router).__name__} routes from ground-truth scores; "
+                             "give it a RoutingData with scores, not raw texts")
+        return self.router.predict_scores(data), self.router.predict_costs(data), data
+
+    def route(self, queries, *, wtp: float | None = None, budget: float | None = None,
+              candidates: Sequence[str] | None = None) -> list[dict]:
+        """Route raw texts (or a RoutingData); the artifact's default policy when neither
+        ``wtp`` nor ``budget`` is given.
+
+        Returns
+        -------
+        list of dict
+            ``{"llm", "policy", "policy_value", "scores": {llm: s}, "costs": {llm: c}}`` per query.
+        """
+        scores, costs, data = self.predict(queries)
+        if wtp is None and budget is None:
+            name, value = self.default_policy
+            if name == "wtp":
+                wtp = value
+            elif name == "budget":
+                budget = value
+        mask = self.router.candidate_mask(candidates)
+        choice, policy = apply_policy(scores, costs, wtp=wtp, budget=budget, mask=mask)
+        value = wtp if policy == "wtp" else budget if policy == "budget" else None
+        names = self.llm_names
+        keep = range(len(names)) if mask is None else np.flatnonzero(mask)
+        out = []
+        for i, c in enumerate(choice):
+            out.append({"llm": names[c], "policy": policy, "policy_value": value,
+                        "scores": {names[j]: float(scores[i, j]) for j in keep},
+                        "costs": None if costs is None else {names[j]: float(costs[i, j]) for j in keep}})
+        return out
+
+
+def set_default_policy(path: str | os.PathLike, policy: str, value: float | None,
+                       extra: dict | None = None) -> dict:
+    """Rewrite the artifact's default policy (manifest only; checksums of the data files
+    are unchanged). The manifest is replaced atomically."""
+    path = Path(path)
+    manifest = verify_artifact(path)
+    _check_policy(policy, value)
+    manifest["default_policy"] = {"name": policy, "value": value, **(extra or {})}
+    tmp = path / ".manifest.json.tmp"
+    _write_json(tmp, manifest)
+    os.replace(tmp, path / "manifest.json")
+    return manifest

@@ -1,0 +1,92 @@
+"""Policy calibration: find the willingness-to-pay or budget that meets a target.
+
+RouteLLM calibrates one threshold so that a given share of calls goes to the strong
+model. With many LLMs the decision is ``argmax_j lambda * P_hat_j - c_hat_j`` (wtp) or
+"best predicted score with c_hat_j <= C" (budget); both are step functions of their
+parameter. The decisions only change at finitely many breakpoints, so we evaluate a
+dense, data-derived candidate set of parameter values and keep the one whose outcome is
+closest to the target (ties: the smaller parameter, i.e. the cheaper policy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..policies import budget_policy, wtp_policy
+
+__all__ = ["calibrate_policy", "candidate_values"]
+
+
+def candidate_values(pred_scores: np.ndarray, pred_costs: np.ndarray, policy: str,
+                     max_values: int = 400) -> np.ndarray:
+    """Parameter values at which decisions can change.
+
+    For ``budget`` these are the distinct predicted costs. For ``wtp`` the decision between
+    LLMs j and k flips at ``lambda = (c_j - c_k) / (P_j - P_k)``; we take the quantiles of
+    these pairwise breakpoints (positive ones), plus 0 and a value above all of them.
+    """
+    if policy == "budget":
+        vals = np.unique(pred_costs)
+    elif policy == "wtp":
+        dp = pred_scores[:, :, None] - pred_scores[:, None, :]
+        dc = pred_costs[:, :, None] - pred_costs[:, None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = dc / dp
+        lam = lam[np.isfinite(lam) & (lam > 0)]
+        brk = np.unique(np.concatenate([[0.0], lam]))
+        top = brk.max() * 2 if brk.max() > 0 else 1.0
+        # midpoints sit strictly between breakpoints, where no decision is a float-rounding tie
+        vals = np.concatenate([[0.0], (brk[1:] + brk[:-1]) / 2, [top]])
+    else:
+        raise ValueError(f"policy must be 'wtp' or 'budget', got {policy!r}")
+    if len(vals) > max_values:
+        vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values)))
+    return vals
+
+
+def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy: str = "wtp",
+                     target_cost: float | None = None, target_share: tuple[int, float] | None = None,
+                     true_costs: np.ndarray | None = None, max_values: int = 400) -> dict:
+    """Find the policy parameter meeting a target mean cost or a target share of one LLM.
+
+    Parameters
+    ----------
+    pred_scores, pred_costs : ndarray, shape (n_queries, n_llms)
+        The router's predictions on the calibration data.
+    policy : {"wtp", "budget"}
+    target_cost : float, optional
+        Wanted mean cost per query (actual costs when ``true_costs`` is given, else predicted).
+    target_share : (int, float), optional
+        ``(llm_index, share)``: wanted fraction of queries routed to that LLM.
+    true_costs : ndarray, optional
+        Actual costs of the calibration queries.
+
+    Returns
+    -------
+    dict
+        ``{"policy", "value", "achieved", "target", "kind"}``.
+
+    Example
+    -------
+    >>> s = np.array([[0.2, 0.9]] * 4); c = np.array([[1.0, 10.0]] * 4)
+    >>> calibrate_policy(s, c, policy="budget", target_cost=10.0)["value"]
+    10.0
+    """
+    if (target_cost is None) == (target_share is None):
+        raise ValueError("give exactly one of target_cost or target_share")
+    vals = candidate_values(pred_scores, pred_costs, policy, max_values)
+    fn = wtp_policy if policy == "wtp" else budget_policy
+    cost_mat = pred_costs if true_costs is None else np.nan_to_num(true_costs)
+    rows = np.arange(pred_scores.shape[0])
+    achieved = np.empty(len(vals))
+    for k, v in enumerate(vals):
+        ch = fn(pred_scores, pred_costs, float(v))
+        if target_cost is not None:
+            achieved[k] = cost_mat[rows, ch].mean()
+        else:
+            achieved[k] = (ch == target_share[0]).mean()
+    target = float(target_cost if target_cost is not None else target_share[1])
+    err = np.abs(achieved - target)
+    best = int(np.flatnonzero(err == err.min())[0])
+    return {"policy": policy, "value": float(vals[best]), "achieved": float(achieved[best]),
+            "target": target, "kind": "mean_cost" if target_cost is not None else "share"}

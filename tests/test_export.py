@@ -1,0 +1,172 @@
+"""Artifacts: round trip to identical decisions, tamper/incomplete refusal, atomic writes,
+calibration, pickle-free weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sklearn.cluster import KMeans
+
+from recsys_router.export import (ArtifactError, calibrate_policy, export_router, load_router,
+                                  set_default_policy)
+from recsys_router.export.serialize import allow_module
+from recsys_router.router import Router
+
+allow_module(__name__ + ".")
+
+
+class _MeanRouter(Router):
+    """Predicts each LLM's train mean, shifted per task (numpy state only)."""
+
+    def __init__(self, shrink: float = 0.0):
+        self.shrink = shrink
+
+    def _fit(self, train, val):
+        self.means_ = np.nanmean(train.scores, axis=0) * (1 - self.shrink)
+        self.tasks_ = {t: np.nanmean(train.scores[train.tasks == t], axis=0)
+                       for t in sorted(set(train.tasks))}
+
+    def _predict_scores(self, data):
+        return np.stack([self.tasks_.get(t, self.means_) for t in data.tasks])
+
+
+class _TorchKMeansRouter(Router):
+    """Holds a torch module and a scikit-learn estimator, to exercise the serialiser."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def _fit(self, train, val):
+        torch.manual_seed(self.seed)
+        x = np.stack([[hash(t) % 7, len(t or "")] for t in train.texts]).astype(np.float32)
+        self.km_ = KMeans(3, n_init=2, random_state=self.seed).fit(x)
+        self.net_ = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(),
+                                        torch.nn.Linear(4, train.n_llms))
+        self.rng_ = np.random.default_rng(self.seed)
+
+    def _predict_scores(self, data):
+        x = np.stack([[hash(t) % 7, len(t or "")] for t in data.texts]).astype(np.float32)
+        with torch.no_grad():
+            out = self.net_(torch.from_numpy(x)).numpy()
+        return out + self.km_.predict(x)[:, None] * 0.01
+
+
+@pytest.mark.parametrize("cls", [_MeanRouter, _TorchKMeansRouter])
+def test_round_trip_identical_decisions(tmp_path, sim_split, cls):
+    tr, te = sim_split["train"], sim_split["test"]
+    r = cls().fit(tr)
+    out = export_router(r, tmp_path / "art", train_data=tr, metrics={"mu_o": 0.5})
+    loaded = load_router(out)
+    for kw in ({}, {"wtp": 1000.0}, {"budget": float(np.median(tr.costs))}):
+        np.testing.assert_array_equal(loaded.router.route(te, **kw), r.route(te, **kw))
+    np.testing.assert_allclose(loaded.router.predict_scores(te), r.predict_scores(te))
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["format_version"] == 1 and man["metrics"] == {"mu_o": 0.5}
+    assert [x["name"] for x in man["llms"]] == tr.llm_names
+    assert man["training_data"]["n_queries"] == tr.n_queries
+    # weights load without pickle
+    with np.load(out / "weights.npz", allow_pickle=False) as npz:
+        assert len(npz.files) > 0
+
+
+def test_route_texts_returns_all_candidates(tmp_path, sim_split):
+    tr = sim_split["train"]
+    r = _MeanRouter().fit(tr)
+    loaded = load_router(export_router(r, tmp_path / "a", train_data=tr))
+    res = loaded.route(["alpha beta", "gamma"], candidates=tr.llm_names[:2])
+    assert len(res) == 2 and res[0]["policy"] == "argmax"
+    assert set(res[0]["scores"]) == set(tr.llm_names[:2])
+    best = max(tr.llm_names[:2], key=lambda n: res[0]["scores"][n])
+    assert res[0]["llm"] == best
+
+
+def test_tampered_and_incomplete_refused(tmp_path, sim_split):
+    tr = sim_split["train"]
+    out = export_router(_MeanRouter().fit(tr), tmp_path / "a", train_data=tr)
+    with open(out / "weights.npz", "ab") as fh:
+        fh.write(b"x")
+    with pytest.raises(ArtifactError, match="checksum mismatch"):
+        load_router(out)
+    out2 = export_router(_MeanRouter().fit(tr), tmp_path / "b", train_data=tr)
+    (out2 / "state.json").unlink()
+    with pytest.raises(ArtifactError, match="state.json is missing"):
+        load_router(out2)
+    man = json.loads((out2 / "manifest.json").read_text())
+    man["format_version"] = 99
+    (out2 / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="format_version 99"):
+        load_router(out2)
+
+
+def test_disallowed_class_refused(tmp_path, sim_split):
+    tr = sim_split["train"]
+    out = export_router(_MeanRouter().fit(tr), tmp_path / "a", train_data=tr)
+    state = json.loads((out / "state.json").read_text())
+    state["__object__"] = "os:system"
+    (out / "state.json").write_text(json.dumps(state))
+    # re-sign so only the allow-list stands in the way
+    from recsys_router.export.artifact import _sha256
+    man = json.loads((out / "manifest.json").read_text())
+    man["files"]["state.json"] = _sha256(out / "state.json")
+    (out / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="outside the allowed modules"):
+        load_router(out)
+
+
+def test_export_is_atomic(tmp_path, sim_split, monkeypatch):
+    tr = sim_split["train"]
+    r = _MeanRouter().fit(tr)
+    import recsys_router.export.artifact as art
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(art.np, "savez", boom)
+    with pytest.raises(OSError):
+        export_router(r, tmp_path / "x", train_data=tr)
+    assert list(tmp_path.iterdir()) == []  # nothing half-written, temp folder removed
+
+
+def test_unfitted_and_existing(tmp_path, sim_split):
+    with pytest.raises(ArtifactError, match="unfitted"):
+        export_router(_MeanRouter(), tmp_path / "a")
+    tr = sim_split["train"]
+    export_router(_MeanRouter().fit(tr), tmp_path / "a", train_data=tr)
+    with pytest.raises(ArtifactError, match="already exists"):
+        export_router(_MeanRouter().fit(tr), tmp_path / "a", train_data=tr)
+    export_router(_MeanRouter(0.5).fit(tr), tmp_path / "a", train_data=tr, overwrite=True)
+    assert load_router(tmp_path / "a").router.shrink == 0.5
+
+
+def test_calibrate_budget_and_share_by_hand():
+    # 4 queries, 2 LLMs: cheap (cost 1, score .2) and dear (cost 10, score .9)
+    s = np.array([[0.2, 0.9]] * 4)
+    c = np.array([[1.0, 10.0]] * 4)
+    r = calibrate_policy(s, c, policy="budget", target_cost=1.0)
+    assert r["achieved"] == 1.0 and r["value"] == 1.0
+    # wtp: dear wins when 0.9 L - 10 > 0.2 L - 1  <=>  L > 9/0.7 = 12.857...
+    r = calibrate_policy(s, c, policy="wtp", target_share=(1, 1.0))
+    assert r["achieved"] == 1.0 and r["value"] > 9 / 0.7
+    r = calibrate_policy(s, c, policy="wtp", target_share=(1, 0.0))
+    assert r["achieved"] == 0.0 and r["value"] < 9 / 0.7
+
+
+def test_calibrate_mixed_share():
+    # per-query different breakpoints: share of LLM 1 can be tuned to 50%
+    s = np.array([[0.2, 0.9], [0.2, 0.3], [0.5, 0.6], [0.1, 0.95]])
+    c = np.array([[1.0, 2.0]] * 4)
+    r = calibrate_policy(s, c, policy="wtp", target_share=(1, 0.5))
+    assert r["achieved"] == 0.5
+
+
+def test_set_default_policy(tmp_path, sim_split):
+    tr = sim_split["train"]
+    out = export_router(_MeanRouter().fit(tr), tmp_path / "a", train_data=tr)
+    set_default_policy(out, "budget", 0.001)
+    loaded = load_router(out)
+    assert loaded.default_policy == ("budget", 0.001)
+    assert loaded.route(["x"])[0]["policy"] == "budget"
+    with pytest.raises(ArtifactError, match="needs a finite value"):
+        set_default_policy(out, "wtp", None)
