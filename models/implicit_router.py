@@ -1,0 +1,363 @@
+"""Implicit-feedback matrix factorisation routers: ALS and BPR (the ``implicit`` library).
+
+References
+----------
+Hu, Koren & Volinsky, "Collaborative Filtering for Implicit Feedback Datasets", ICDM 2008 (ALS).
+Rendle et al., "BPR: Bayesian Personalized Ranking from Implicit Feedback", UAI 2009 (BPR).
+Frederickson, ``implicit`` (https://github.com/benfred/implicit), the solvers used here.
+
+Queries are users and LLMs are items. How the interaction matrix is built
+--------------------------------------------------------------------------
+Train scores are first put on ``[0, 1]`` (min-max over the observed train cells; binary
+scores are unchanged). A cell is *positive* when its scaled score ``s`` is > 0 and at least
+the query's mean observed scaled score; for binary scores this is exactly "the LLM answered
+correctly". The CSR matrix (queries x LLMs) stores positive cells with confidence
+``1 + alpha * s``; every other cell (failures, below-average scores, unobserved) is left out,
+i.e. preference 0 with confidence 1 for ALS and a candidate negative for BPR. (Storing *every*
+observed cell as ``1 + alpha * s`` would mark failures as "liked" too and, on a dense
+benchmark matrix, leave ALS nothing to separate.)
+
+How a new query is scored
+-------------------------
+A new query has no row in the matrix, so its factor is folded in from its text embedding:
+
+* ``fold_in="ridge"``: a ridge regression (closed form, with intercept) from train text
+  embeddings to the train queries' learned factors, applied to the new embedding;
+* ``fold_in="knn"``: the mean factor of the ``k`` train queries nearest by embedding cosine.
+
+The raw prediction is ``query_factor . llm_factor``. With ``calibrate=True`` a per-LLM linear
+fit ``score ~ w_j * raw + c_j`` on the train queries' *folded-in* factors (the same path a
+new query takes) maps it to the score scale; with ``calibrate=False`` the raw dot product is
+returned (ranking per query is what routing needs; the wtp policy wants the score scale).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numpy as np
+from scipy import sparse
+
+from recsys_router.data import RoutingData
+from recsys_router.errors import DataValidationError
+from recsys_router.router import Router
+
+__all__ = ["ImplicitRouter", "ALSRouter", "BPRRouter", "interaction_matrix", "encode_queries",
+           "gpu_available"]
+
+log = logging.getLogger(__name__)
+_FOLD_INS = ("ridge", "knn")
+
+
+def gpu_available() -> bool:
+    """Whether ``implicit`` was built with CUDA and a device is visible."""
+    try:
+        import implicit.gpu  # noqa: PLC0415
+        return bool(implicit.gpu.HAS_CUDA)
+    except Exception:  # pragma: no cover - broken optional backend
+        return False
+
+
+def encode_queries(encoder, data: RoutingData) -> np.ndarray:
+    """Embeddings of ``data``'s queries with a fitted encoder, as float64.
+
+    Raises
+    ------
+    DataValidationError
+        When the encoder reads text and a query has none (naming the first such row).
+    """
+    if getattr(encoder, "needs_text", True) and not data.has_text:
+        row = int(np.flatnonzero(data.queries["text"].isna().to_numpy())[0])
+        raise DataValidationError(f"query {data.query_ids[row]!r} has no text; this router reads "
+                                  "query text to route new queries", source=data.source, row=row,
+                                  column="text")
+    texts = [t if isinstance(t, str) else "" for t in data.texts]
+    return np.asarray(encoder.encode(texts, query_ids=data.query_ids), dtype=np.float64)
+
+
+def interaction_matrix(train: RoutingData, alpha: float, lo: float | None = None,
+                       hi: float | None = None) -> sparse.csr_matrix:
+    """Confidence matrix (queries x LLMs) of positive cells, ``1 + alpha * s`` (module docs).
+
+    Parameters
+    ----------
+    train : RoutingData
+        Training interactions.
+    alpha : float
+        Confidence slope (>= 0).
+    lo, hi : float, optional
+        Score range used to scale to [0, 1]; default: min/max of the observed train scores.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of float32
+
+    Example
+    -------
+    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, 0], [np.nan, 1]])
+    >>> interaction_matrix(d, 2.0).toarray().tolist()
+    [[3.0, 0.0], [0.0, 3.0]]
+    """
+    obs = train.observed
+    vals = train.scores[obs].astype(np.float64)
+    lo = float(vals.min()) if lo is None else lo
+    hi = float(vals.max()) if hi is None else hi
+    s = np.where(obs, (train.scores - lo) / (hi - lo) if hi > lo else 1.0, np.nan)
+    n = obs.sum(axis=1, keepdims=True)
+    row_mean = np.divide(np.nansum(s, axis=1, keepdims=True), n, out=np.zeros_like(n, float),
+                         where=n > 0)
+    pos = obs & (np.nan_to_num(s) > 0) & (np.nan_to_num(s, nan=-1.0) >= row_mean - 1e-12)
+    i, j = np.nonzero(pos)
+    return sparse.csr_matrix(((1.0 + alpha * s[i, j]).astype(np.float32), (i, j)),
+                             shape=train.shape)
+
+
+class ImplicitRouter(Router):
+    """Router from an ``implicit`` ALS or BPR factorisation plus a text fold-in.
+
+    Parameters
+    ----------
+    model : {"als", "bpr"}
+        Factorisation algorithm.
+    factors : int
+        Latent dimension.
+    regularization : float
+        L2 penalty of the factorisation.
+    iterations : int
+        ALS sweeps or BPR epochs.
+    alpha : float
+        Confidence slope: a positive cell weighs ``1 + alpha * s``.
+    learning_rate : float
+        BPR step size (ignored by ALS).
+    fold_in : {"ridge", "knn"}
+        How a new query's factor is obtained from its text embedding.
+    ridge_alpha : float
+        Ridge penalty of the embedding -> factor map (on standardised embeddings; larger
+        encoders with few train queries want a larger value).
+    k : int
+        Neighbours for the kNN fold-in.
+    calibrate : bool
+        Map raw dot products to the score scale with a per-LLM linear fit on train.
+    encoder : str
+        Text encoder name for ``recsys_router.encoders.get_encoder``.
+    encoder_kwargs : dict, optional
+        Extra encoder arguments.
+    use_gpu : bool
+        Use ``implicit.gpu`` when CUDA is available; warns and uses the CPU otherwise.
+    num_threads : int
+        Solver threads (1 keeps BPR's SGD deterministic).
+    seed : int
+        Random state of the factorisation.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> parts = make_synthetic(300, 5, 4, seed=0).split((0.8, 0.2), seed=0)
+    >>> r = ImplicitRouter("als", factors=8).fit(parts["train"])   # doctest: +SKIP
+    >>> r.route(parts["test"]).shape                                # doctest: +SKIP
+    (60,)
+    """
+
+    uses_text = True
+
+    def __init__(self, model: str = "als", factors: int = 16, regularization: float = 0.05,
+                 iterations: int = 15, alpha: float = 10.0, learning_rate: float = 0.05,
+                 fold_in: str = "ridge", ridge_alpha: float = 100.0, k: int = 10,
+                 calibrate: bool = True, encoder: str = "hashing", encoder_kwargs: dict | None = None,
+                 use_gpu: bool = False, num_threads: int = 1, seed: int = 0):
+        self.model = model
+        self.factors = factors
+        self.regularization = regularization
+        self.iterations = iterations
+        self.alpha = alpha
+        self.learning_rate = learning_rate
+        self.fold_in = fold_in
+        self.ridge_alpha = ridge_alpha
+        self.k = k
+        self.calibrate = calibrate
+        self.encoder = encoder
+        self.encoder_kwargs = encoder_kwargs
+        self.use_gpu = use_gpu
+        self.num_threads = num_threads
+        self.seed = seed
+
+    # ------------------------------------------------------------------ fitting
+    def _check_params(self) -> None:
+        if self.model not in ("als", "bpr"):
+            raise ValueError(f"model must be 'als' or 'bpr', got {self.model!r}")
+        if self.fold_in not in _FOLD_INS:
+            raise ValueError(f"fold_in must be one of {_FOLD_INS}, got {self.fold_in!r}")
+        if int(self.factors) < 1 or int(self.iterations) < 1 or int(self.k) < 1:
+            raise ValueError("factors, iterations and k must be >= 1")
+        if self.alpha < 0 or self.ridge_alpha < 0 or self.regularization < 0:
+            raise ValueError("alpha, ridge_alpha and regularization must be >= 0")
+
+    def _make_model(self):
+        gpu = bool(self.use_gpu)
+        if gpu and not gpu_available():
+            warnings.warn("use_gpu=True but implicit has no CUDA backend here; using the CPU solver",
+                          RuntimeWarning, stacklevel=3)
+            gpu = False
+        common = dict(factors=int(self.factors), regularization=float(self.regularization),
+                      iterations=int(self.iterations), random_state=int(self.seed))
+        if gpu:  # pragma: no cover - needs a CUDA build of implicit
+            import implicit.gpu.als as gals  # noqa: PLC0415
+            import implicit.gpu.bpr as gbpr  # noqa: PLC0415
+            if self.model == "als":
+                return gals.AlternatingLeastSquares(**common), True
+            return gbpr.BayesianPersonalizedRanking(learning_rate=float(self.learning_rate),
+                                                    **common), True
+        from implicit.cpu.als import AlternatingLeastSquares  # noqa: PLC0415
+        from implicit.cpu.bpr import BayesianPersonalizedRanking  # noqa: PLC0415
+        if self.model == "als":
+            return AlternatingLeastSquares(num_threads=int(self.num_threads), **common), False
+        return BayesianPersonalizedRanking(learning_rate=float(self.learning_rate),
+                                           num_threads=int(self.num_threads), **common), False
+
+    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        from recsys_router.encoders import get_encoder  # noqa: PLC0415 (optional heavy deps)
+
+        self._check_params()
+        obs_vals = train.scores[train.observed]
+        if obs_vals.size == 0:
+            raise DataValidationError("train data has no observed score", source=train.source)
+        self.score_range_ = (float(obs_vals.min()), float(obs_vals.max()))
+        mat = interaction_matrix(train, float(self.alpha), *self.score_range_)
+        if mat.nnz == 0:
+            raise DataValidationError("no positive cell in the train matrix (every observed score "
+                                      "is at the minimum); nothing to factorise",
+                                      source=train.source)
+        model, on_gpu = self._make_model()
+        model.fit(mat, show_progress=False)
+        if on_gpu:  # pragma: no cover
+            model = model.to_cpu()
+        self.query_factors_ = np.asarray(model.user_factors, dtype=np.float64)
+        self.llm_factors_ = np.asarray(model.item_factors, dtype=np.float64)
+        # text side: encoder, train embeddings, ridge map
+        enc = get_encoder(self.encoder, **(self.encoder_kwargs or {}))
+        if enc.needs_fit:
+            if not train.has_text:
+                encode_queries(enc, train)  # raises naming the row without text
+            enc.fit(train.texts)
+        self.encoder_ = enc
+        emb = encode_queries(enc, train)
+        self.emb_mean_ = emb.mean(axis=0)
+        self.emb_scale_ = emb.std(axis=0) + 1e-8
+        z = (emb - self.emb_mean_) / self.emb_scale_
+        self.ridge_coef_ = _ridge(z, self.query_factors_, float(self.ridge_alpha))
+        self.train_unit_emb_ = _unit(emb)
+        # calibration on the folded-in train factors (the path new queries take)
+        self.calib_ = None
+        if self.calibrate:
+            raw = self._fold(emb) @ self.llm_factors_.T
+            self.calib_ = _per_column_linear(raw, train.scores)
+
+    # ------------------------------------------------------------------ prediction
+    def _fold(self, emb: np.ndarray) -> np.ndarray:
+        if self.fold_in == "ridge":
+            z = (emb - self.emb_mean_) / self.emb_scale_
+            return np.hstack([z, np.ones((len(z), 1))]) @ self.ridge_coef_
+        sims = _unit(emb) @ self.train_unit_emb_.T
+        k = min(int(self.k), sims.shape[1])
+        nn = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        return self.query_factors_[nn].mean(axis=1)
+
+    def query_factors(self, data: RoutingData) -> np.ndarray:
+        """Folded-in factors of ``data``'s queries, shape (n_queries, n_factors)."""
+        self._check_fitted()
+        return self._fold(encode_queries(self.encoder_, data))
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        raw = self.query_factors(data) @ self.llm_factors_.T
+        if self.calib_ is None:
+            return raw
+        w, c = self.calib_
+        return raw * w + c
+
+
+class ALSRouter(ImplicitRouter):
+    """:class:`ImplicitRouter` with ``model="als"`` (weighted ALS, Hu et al. 2008).
+
+    Parameters are those of :class:`ImplicitRouter` less ``model`` and ``learning_rate``.
+    """
+
+    model = "als"
+    learning_rate = 0.0
+
+    def __init__(self, factors: int = 16, regularization: float = 0.05, iterations: int = 15,
+                 alpha: float = 10.0, fold_in: str = "ridge", ridge_alpha: float = 100.0,
+                 k: int = 10, calibrate: bool = True, encoder: str = "hashing",
+                 encoder_kwargs: dict | None = None, use_gpu: bool = False, num_threads: int = 1,
+                 seed: int = 0):
+        self.factors = factors
+        self.regularization = regularization
+        self.iterations = iterations
+        self.alpha = alpha
+        self.fold_in = fold_in
+        self.ridge_alpha = ridge_alpha
+        self.k = k
+        self.calibrate = calibrate
+        self.encoder = encoder
+        self.encoder_kwargs = encoder_kwargs
+        self.use_gpu = use_gpu
+        self.num_threads = num_threads
+        self.seed = seed
+
+
+class BPRRouter(ImplicitRouter):
+    """:class:`ImplicitRouter` with ``model="bpr"`` (pairwise ranking, Rendle et al. 2009).
+
+    Parameters are those of :class:`ImplicitRouter` less ``model``.
+    """
+
+    model = "bpr"
+
+    def __init__(self, factors: int = 16, regularization: float = 0.01, iterations: int = 100,
+                 alpha: float = 10.0, learning_rate: float = 0.05, fold_in: str = "ridge",
+                 ridge_alpha: float = 100.0, k: int = 10, calibrate: bool = True,
+                 encoder: str = "hashing", encoder_kwargs: dict | None = None,
+                 use_gpu: bool = False, num_threads: int = 1, seed: int = 0):
+        self.factors = factors
+        self.regularization = regularization
+        self.iterations = iterations
+        self.alpha = alpha
+        self.learning_rate = learning_rate
+        self.fold_in = fold_in
+        self.ridge_alpha = ridge_alpha
+        self.k = k
+        self.calibrate = calibrate
+        self.encoder = encoder
+        self.encoder_kwargs = encoder_kwargs
+        self.use_gpu = use_gpu
+        self.num_threads = num_threads
+        self.seed = seed
+
+
+# ---------------------------------------------------------------------- small linear algebra
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
+
+
+def _ridge(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
+    """Ridge coefficients with an unpenalised intercept (last row), shape (d + 1, t)."""
+    xb = np.hstack([x, np.ones((len(x), 1))])
+    pen = lam * np.eye(xb.shape[1])
+    pen[-1, -1] = 0.0
+    return np.linalg.solve(xb.T @ xb + pen, xb.T @ y)
+
+
+def _per_column_linear(raw: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares ``target[:, j] ~ w_j * raw[:, j] + c_j`` over observed cells, ``w_j >= 0``."""
+    n_col = raw.shape[1]
+    w, c = np.ones(n_col), np.zeros(n_col)
+    for j in range(n_col):
+        ok = ~np.isnan(target[:, j])
+        if ok.sum() < 2:
+            continue
+        x, y = raw[ok, j], target[ok, j].astype(np.float64)
+        vx = x.var()
+        # w >= 0 keeps the factor model's ranking; w = 0 falls back to the LLM's mean score
+        w[j] = max(((x - x.mean()) * (y - y.mean())).mean() / vx, 0.0) if vx > 1e-12 else 0.0
+        c[j] = y.mean() - w[j] * x.mean()
+    return w, c
