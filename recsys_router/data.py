@@ -248,10 +248,8 @@ class RoutingData:
         flat = qcodes.astype(np.int64) * nl + mcodes
         order = np.argsort(flat, kind="stable")
         sflat = flat[order]
-        is_dup = np.empty(len(sflat), dtype=bool)
-        is_dup[0] = False
-        np.not_equal(sflat[1:], sflat[:-1], out=is_dup[1:])
-        is_dup = ~is_dup
+        is_dup = np.zeros(len(sflat), dtype=bool)  # True for the 2nd, 3rd... copy of a cell
+        is_dup[1:] = sflat[1:] == sflat[:-1]
         n_dup = int(is_dup.sum())
         scores = np.full(nq * nl, np.nan, dtype=np.float64)
         costs = None if cost is None else np.full(nq * nl, np.nan, dtype=np.float64)
