@@ -67,13 +67,7 @@ def encode_queries(encoder, data: RoutingData) -> np.ndarray:
     DataValidationError
         When the encoder reads text and a query has none (naming the first such row).
     """
-    if getattr(encoder, "needs_text", True) and not data.has_text:
-        row = int(np.flatnonzero(data.queries["text"].isna().to_numpy())[0])
-        raise DataValidationError(f"query {data.query_ids[row]!r} has no text; this router reads "
-                                  "query text to route new queries", source=data.source, row=row,
-                                  column="text")
-    texts = [t if isinstance(t, str) else "" for t in data.texts]
-    return np.asarray(encoder.encode(texts, query_ids=data.query_ids), dtype=np.float64)
+    return np.asarray(encoder.encode_data(data), dtype=np.float64)
 
 
 def interaction_matrix(train: RoutingData, alpha: float, lo: float | None = None,
@@ -237,7 +231,7 @@ class ImplicitRouter(Router):
         # text side: encoder, train embeddings, ridge map
         enc = get_encoder(self.encoder, **(self.encoder_kwargs or {}))
         if enc.needs_fit:
-            if not train.has_text:
+            if enc.needs_text and not train.has_text:
                 encode_queries(enc, train)  # raises naming the row without text
             enc.fit(train.texts)
         self.encoder_ = enc

@@ -111,7 +111,7 @@ def test_params_and_validation():
     with pytest.raises(ValueError, match="model must be"):
         ImplicitRouter(model="svd").fit(train)
     no_text = RoutingData(["q1", "q2"], ["a", "b"], [[1, 0], [0, 1]])
-    with pytest.raises(DataValidationError, match="has no text"):
+    with pytest.raises(DataValidationError, match="no query text"):
         ALSRouter().fit(no_text)
 
 

@@ -1,0 +1,156 @@
+"""Heterogeneous task-query-LLM graph and the GNN that scores query-LLM edges.
+
+Reference: Feng, Shen & You, "GraphRouter: A Graph-based Router for LLM Selections",
+ICLR 2025 (arXiv 2410.03834). Here the graph has three node types:
+
+* ``task``  - one per task, features = task-name embedding or one-hot;
+* ``query`` - features = text embedding;
+* ``llm``   - features = description embedding plus log prices and log size.
+
+Edges (each with its reverse): query-``in``-task; ``query``-``near``-``query`` from each query to
+its ``k`` nearest *context* queries by embedding cosine; and ``query``-``rates``-``llm`` for the
+observed cells of context queries, carrying ``[score, cost]`` as edge attributes. Queries
+to be predicted (new queries, or a held-out part of the train queries while training) have
+no rating edges: they learn about LLMs through their task and their neighbours, two
+message-passing hops away, which is what the two-layer GNN covers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch_geometric.data import HeteroData
+from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
+
+__all__ = ["build_graph", "knn_edges", "HeteroRouterGNN", "EDGE_TYPES"]
+
+EDGE_TYPES = (("query", "in", "task"), ("task", "has", "query"), ("query", "near", "query"),
+              ("query", "rates", "llm"), ("llm", "rated_by", "query"))
+
+
+def knn_edges(emb: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
+    """Edges ``(source, target)`` from each query's ``k`` nearest context queries (cosine).
+
+    A query is never its own neighbour. Returns int64 array of shape (2, n_edges).
+
+    Example
+    -------
+    >>> e = np.array([[1., 0], [0.9, 0.1], [0, 1]])
+    >>> knn_edges(e, np.array([0, 2]), 1).tolist()
+    [[2, 0, 0], [0, 1, 2]]
+    """
+    context = np.asarray(context, dtype=np.int64)
+    if k < 1 or len(context) == 0:
+        return np.zeros((2, 0), dtype=np.int64)
+    unit = emb / (np.linalg.norm(emb, axis=1, keepdims=True) + 1e-12)
+    sims = unit @ unit[context].T
+    sims[context, np.arange(len(context))] = -np.inf  # no self loops
+    kk = min(k, len(context) - 1 if len(context) > 1 else 1)
+    nn_idx = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+    src = context[nn_idx].ravel()
+    dst = np.repeat(np.arange(len(emb)), kk)
+    keep = src != dst
+    return np.stack([src[keep], dst[keep]])
+
+
+def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
+                llm_x: np.ndarray, rate_q: np.ndarray, rate_l: np.ndarray,
+                rate_attr: np.ndarray, context: np.ndarray, k: int) -> HeteroData:
+    """Assemble the heterogeneous routing graph.
+
+    Parameters
+    ----------
+    query_x : ndarray (n_queries, d_q)
+        Query features (text embeddings).
+    query_task : ndarray of int (n_queries,)
+        Task node of each query.
+    task_x, llm_x : ndarray
+        Task and LLM node features.
+    rate_q, rate_l : ndarray of int
+        Observed (query, LLM) cells of *context* queries, as rating edges.
+    rate_attr : ndarray (n_edges, 2)
+        ``[score, cost]`` of each rating edge (already scaled).
+    context : ndarray of int
+        Query indices that are context (neighbour candidates).
+    k : int
+        Neighbours per query.
+
+    Returns
+    -------
+    torch_geometric.data.HeteroData
+    """
+    g = HeteroData()
+    g["query"].x = torch.as_tensor(query_x, dtype=torch.float32)
+    g["task"].x = torch.as_tensor(task_x, dtype=torch.float32)
+    g["llm"].x = torch.as_tensor(llm_x, dtype=torch.float32)
+    q = np.arange(len(query_x))
+    qt = torch.as_tensor(np.stack([q, query_task]), dtype=torch.long)
+    g["query", "in", "task"].edge_index = qt
+    g["task", "has", "query"].edge_index = qt.flip(0)
+    g["query", "near", "query"].edge_index = torch.as_tensor(knn_edges(query_x, context, k),
+                                                             dtype=torch.long)
+    ql = torch.as_tensor(np.stack([rate_q, rate_l]), dtype=torch.long).reshape(2, -1)
+    attr = torch.as_tensor(rate_attr, dtype=torch.float32).reshape(-1, 2)
+    g["query", "rates", "llm"].edge_index = ql
+    g["query", "rates", "llm"].edge_attr = attr
+    g["llm", "rated_by", "query"].edge_index = ql.flip(0)
+    g["llm", "rated_by", "query"].edge_attr = attr
+    return g
+
+
+class HeteroRouterGNN(nn.Module):
+    """Heterogeneous GNN with two heads (score logit, scaled cost) per query-LLM pair.
+
+    Each layer is a :class:`torch_geometric.nn.HeteroConv`: SAGE convolutions on the task and
+    neighbour edges and edge-attributed GAT convolutions on the rating edges (so the score
+    and cost of a rating travel with its message).
+
+    Parameters
+    ----------
+    in_dims : dict
+        Input feature size per node type (``query``, ``task``, ``llm``).
+    hidden : int
+        Hidden size.
+    num_layers : int
+        Message-passing layers (>= 2 lets a new query see its neighbours' ratings).
+    dropout : float
+        Dropout between layers.
+    """
+
+    def __init__(self, in_dims: dict, hidden: int = 64, num_layers: int = 2, dropout: float = 0.1):
+        super().__init__()
+        self.inp = nn.ModuleDict({t: nn.Linear(int(d), hidden) for t, d in in_dims.items()})
+        self.convs = nn.ModuleList()
+        for _ in range(num_layers):
+            self.convs.append(HeteroConv({
+                ("query", "in", "task"): SAGEConv((hidden, hidden), hidden),
+                ("task", "has", "query"): SAGEConv((hidden, hidden), hidden),
+                ("query", "near", "query"): SAGEConv((hidden, hidden), hidden),
+                ("query", "rates", "llm"): GATConv((hidden, hidden), hidden, edge_dim=2,
+                                                   add_self_loops=False),
+                ("llm", "rated_by", "query"): GATConv((hidden, hidden), hidden, edge_dim=2,
+                                                      add_self_loops=False),
+            }, aggr="sum"))
+        self.dropout = nn.Dropout(dropout)
+        self.score_head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(),
+                                        nn.Linear(hidden, 1))
+        self.cost_head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(),
+                                       nn.Linear(hidden, 1))
+
+    def embed(self, g: HeteroData) -> dict:
+        """Final node embeddings per type."""
+        h = {t: torch.relu(self.inp[t](g[t].x)) for t in self.inp}
+        edge_attr = {et: g[et].edge_attr for et in g.edge_types if "edge_attr" in g[et]}
+        for conv in self.convs:
+            out = conv(h, g.edge_index_dict, edge_attr_dict=edge_attr)
+            # residual: node types without incoming edges this layer keep their state
+            h = {t: self.dropout(torch.relu(out[t])) + h[t] if t in out else h[t] for t in h}
+        return h
+
+    def forward(self, g: HeteroData, q_idx: torch.Tensor, l_idx: torch.Tensor):
+        """``(score_logit, cost)`` tensors of shape (n_pairs,) for the pairs ``(q_idx, l_idx)``."""
+        h = self.embed(g)
+        hq, hl = h["query"][q_idx], h["llm"][l_idx]
+        z = torch.cat([hq, hl, hq * hl], dim=-1)
+        return self.score_head(z).squeeze(-1), self.cost_head(z).squeeze(-1)
