@@ -1,0 +1,304 @@
+"""SQLite storage of judged comparisons (SQLAlchemy Core).
+
+Schema (version :data:`SCHEMA_VERSION`, kept in table ``schema_info``):
+
+* ``records``: one row per judged comparison (query, task, budget, duel pair, label,
+  costs/latencies of the shown LLMs, timestamps, JSON for feasible set / history /
+  all known costs / metadata); indexed on task, label, judged time and each side.
+* ``router_choices``: one row per (record, router): the chosen LLM and the attributed
+  score (NULL = not participating); indexed on router and LLM.
+* ``duel_tokens``: one-time tokens issued with a duel by the voting page; consumed in
+  the same transaction that writes the record, so a replayed token changes nothing.
+
+Every record is written in one transaction (``BEGIN IMMEDIATE``) or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
+                        create_engine, event, func, select, update)
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import DataValidationError
+from .records import JudgeRecord, utc_now
+
+__all__ = ["JudgeStore", "SCHEMA_VERSION", "TokenError"]
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+schema_info = Table("schema_info", metadata, Column("key", String(64), primary_key=True),
+                    Column("value", Text, nullable=False))
+records_t = Table(
+    "records", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("record_id", String(64), nullable=False, unique=True),
+    Column("query_id", String(256)), Column("query", Text, nullable=False),
+    Column("history", Text), Column("task", String(256)), Column("budget", Float),
+    Column("feasible", Text, nullable=False),
+    Column("llm_a", String(256), nullable=False), Column("llm_b", String(256), nullable=False),
+    Column("label", String(16), nullable=False),
+    Column("cost_a", Float), Column("cost_b", Float),
+    Column("latency_a", Float), Column("latency_b", Float),
+    Column("costs", Text, nullable=False), Column("latencies", Text, nullable=False),
+    Column("created_at", String(40), nullable=False), Column("judged_at", String(40), nullable=False),
+    Column("metadata", Text, nullable=False),
+)
+Index("ix_records_task", records_t.c.task)
+Index("ix_records_label", records_t.c.label)
+Index("ix_records_judged_at", records_t.c.judged_at)
+Index("ix_records_llm_a", records_t.c.llm_a)
+Index("ix_records_llm_b", records_t.c.llm_b)
+choices_t = Table(
+    "router_choices", metadata,
+    Column("record", Integer, ForeignKey("records.id", ondelete="CASCADE"), primary_key=True),
+    Column("router", String(256), primary_key=True),
+    Column("llm", String(256), nullable=False),
+    Column("score", Float),
+)
+Index("ix_choices_router", choices_t.c.router)
+Index("ix_choices_llm", choices_t.c.llm)
+tokens_t = Table(
+    "duel_tokens", metadata,
+    Column("token", String(64), primary_key=True),
+    Column("payload", Text, nullable=False),
+    Column("issued_at", String(40), nullable=False),
+    Column("used_at", String(40)),
+    Column("record_id", String(64)),
+)
+Index("ix_tokens_used", tokens_t.c.used_at)
+
+
+class TokenError(LookupError):
+    """A duel token is unknown (``status=404``) or was already used (``status=409``)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+def _engine(url: str) -> Engine:
+    eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(eng, "connect")
+    def _on_connect(dbapi_conn, _rec):
+        dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event issue BEGIN
+        cur = dbapi_conn.cursor()
+        if ":memory:" not in url:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(eng, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return eng
+
+
+class JudgeStore:
+    """A RouteJudge database.
+
+    Parameters
+    ----------
+    path : str or Path
+        SQLite file (created with the schema when absent) or ``":memory:"``.
+
+    Example
+    -------
+    >>> st = JudgeStore(":memory:")
+    >>> st.count()
+    0
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        url = "sqlite://" if self.path == ":memory:" else f"sqlite:///{Path(self.path).resolve()}"
+        if self.path != ":memory:":
+            Path(self.path).resolve().parent.mkdir(parents=True, exist_ok=True)
+        if self.path == ":memory:":
+            from sqlalchemy.pool import StaticPool
+            self.engine = create_engine(url, connect_args={"check_same_thread": False},
+                                        poolclass=StaticPool)
+        else:
+            self.engine = _engine(url)
+        self._init_schema()
+
+    # ------------------------------------------------------------------ schema
+    def _init_schema(self) -> None:
+        with self.engine.begin() as conn:
+            metadata.create_all(conn)
+            row = conn.execute(select(schema_info.c.value).where(schema_info.c.key == "version")).first()
+            if row is None:
+                conn.execute(schema_info.insert().values(key="version", value=str(SCHEMA_VERSION)))
+                conn.execute(schema_info.insert().values(key="created_at", value=utc_now()))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise DataValidationError(
+                    f"database schema version {row[0]} is newer than this recsys-router supports "
+                    f"({SCHEMA_VERSION}); upgrade recsys-router", source=self.path, column="schema_info")
+
+    @property
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(schema_info.c.value)
+                                    .where(schema_info.c.key == "version")).scalar_one())
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ writing
+    @staticmethod
+    def _insert(conn: Connection, rec: JudgeRecord) -> int:
+        row = {
+            "record_id": rec.record_id, "query_id": rec.query_id, "query": rec.query,
+            "history": None if rec.history is None else json.dumps(rec.history),
+            "task": rec.task, "budget": rec.budget, "feasible": json.dumps(list(rec.feasible)),
+            "llm_a": rec.llm_a, "llm_b": rec.llm_b, "label": rec.label,
+            "cost_a": rec.costs.get(rec.llm_a), "cost_b": rec.costs.get(rec.llm_b),
+            "latency_a": rec.latencies.get(rec.llm_a), "latency_b": rec.latencies.get(rec.llm_b),
+            "costs": json.dumps(rec.costs), "latencies": json.dumps(rec.latencies),
+            "created_at": rec.created_at, "judged_at": rec.judged_at,
+            "metadata": json.dumps(rec.metadata),
+        }
+        pk = conn.execute(records_t.insert().values(**row)).inserted_primary_key[0]
+        attr = rec.attribution
+        conn.execute(choices_t.insert(), [{"record": pk, "router": r, "llm": m, "score": attr[r]}
+                                          for r, m in rec.router_choices.items()])
+        return pk
+
+    def add(self, rec: JudgeRecord) -> str:
+        """Write one record in one transaction; returns its ``record_id``."""
+        rec.validate()
+        with self.engine.begin() as conn:
+            self._insert(conn, rec)
+        return rec.record_id
+
+    def add_many(self, recs: Iterable[JudgeRecord]) -> int:
+        """Write records, each in its own transaction; returns how many were written."""
+        n = 0
+        for rec in recs:
+            self.add(rec)
+            n += 1
+        return n
+
+    # ------------------------------------------------------------------ duel tokens
+    def issue_token(self, token: str, payload: dict) -> None:
+        """Remember a duel (the hidden pair, choices, answers) under a one-time token."""
+        with self.engine.begin() as conn:
+            conn.execute(tokens_t.insert().values(token=token, payload=json.dumps(payload),
+                                                  issued_at=utc_now()))
+
+    def get_token(self, token: str) -> dict:
+        """Payload of an unused token; raises :class:`TokenError` otherwise."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(tokens_t).where(tokens_t.c.token == token)).first()
+        if row is None:
+            raise TokenError(f"unknown duel token {token!r}", 404)
+        if row.used_at is not None:
+            raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
+        return json.loads(row.payload)
+
+    def redeem(self, token: str, build) -> JudgeRecord:
+        """Consume ``token`` and write ``build(payload)`` in one transaction.
+
+        ``build`` maps the token's payload to a :class:`JudgeRecord`; if it raises, or the
+        token is unknown or used, nothing is written.
+        """
+        with self.engine.begin() as conn:
+            row = conn.execute(select(tokens_t).where(tokens_t.c.token == token)).first()
+            if row is None:
+                raise TokenError(f"unknown duel token {token!r}", 404)
+            if row.used_at is not None:
+                raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
+            rec = build(json.loads(row.payload))
+            res = conn.execute(update(tokens_t).where(tokens_t.c.token == token)
+                               .where(tokens_t.c.used_at.is_(None))
+                               .values(used_at=utc_now(), record_id=rec.record_id))
+            if res.rowcount != 1:  # guarded by BEGIN IMMEDIATE; kept as a second check
+                raise TokenError(f"duel token {token!r} was already used", 409)
+            self._insert(conn, rec)
+        return rec
+
+    # ------------------------------------------------------------------ reading
+    def count(self) -> int:
+        """Number of stored records."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(records_t)).scalar_one())
+
+    def comparison_counts(self) -> dict[str, int]:
+        """How often each LLM was shown (as A or B) in stored records."""
+        out: dict[str, int] = {}
+        with self.engine.connect() as conn:
+            for col in (records_t.c.llm_a, records_t.c.llm_b):
+                for m, n in conn.execute(select(col, func.count()).group_by(col)):
+                    out[m] = out.get(m, 0) + int(n)
+        return out
+
+    def records(self, *, task: str | None = None) -> list[JudgeRecord]:
+        """All records in insertion order (optionally of one task)."""
+        return list(self.iter_records(task=task))
+
+    def iter_records(self, *, task: str | None = None) -> Iterator[JudgeRecord]:
+        q = select(records_t).order_by(records_t.c.id)
+        if task is not None:
+            q = q.where(records_t.c.task == task)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+            ch: dict[int, dict[str, str]] = {}
+            for pk, r, m in conn.execute(select(choices_t.c.record, choices_t.c.router, choices_t.c.llm)
+                                         .order_by(choices_t.c.record, choices_t.c.router)):
+                ch.setdefault(pk, {})[r] = m
+        for row in rows:
+            yield JudgeRecord(
+                query=row.query, router_choices=ch.get(row.id, {}), llm_a=row.llm_a, llm_b=row.llm_b,
+                label=row.label, feasible=json.loads(row.feasible), task=row.task, query_id=row.query_id,
+                history=None if row.history is None else json.loads(row.history), budget=row.budget,
+                costs=json.loads(row.costs), latencies=json.loads(row.latencies),
+                created_at=row.created_at, judged_at=row.judged_at,
+                metadata=json.loads(row.metadata), record_id=row.record_id)
+
+    # ------------------------------------------------------------------ JSONL
+    def export_jsonl(self, path: str | Path) -> int:
+        """Write every record as one JSON object per line; returns the count."""
+        n = 0
+        with open(path, "w", encoding="utf-8") as fh:
+            for rec in self.iter_records():
+                fh.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
+                n += 1
+        return n
+
+    def import_jsonl(self, path: str | Path, *, skip_existing: bool = True) -> int:
+        """Read records from JSONL (validated in full first); returns how many were added.
+
+        A malformed line raises :class:`DataValidationError` naming the file and line (1-based)
+        before anything is written. Records whose ``record_id`` is already stored are
+        skipped (or raise when ``skip_existing=False``).
+        """
+        recs = []
+        with open(path, encoding="utf-8") as fh:
+            for i, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataValidationError(f"line {i} is not valid JSON ({exc.msg})", source=str(path)) from None
+                recs.append(JudgeRecord.from_dict(d, source=f"{path}, line {i}"))
+        with self.engine.connect() as conn:
+            have = set(conn.execute(select(records_t.c.record_id)).scalars())
+        n = 0
+        for rec in recs:
+            if rec.record_id in have:
+                if not skip_existing:
+                    raise DataValidationError(f"record_id {rec.record_id!r} is already stored",
+                                              source=str(path), column="record_id")
+                continue
+            self.add(rec)
+            have.add(rec.record_id)
+            n += 1
+        return n
