@@ -1,0 +1,315 @@
+"""RouterBench (Hu et al., 2024, "RouterBench: A Benchmark for Multi-LLM Routing System").
+
+Wide format, one row per prompt: ``sample_id``, ``prompt``, ``eval_name``, one score column
+per LLM, ``<llm>|model_response``, ``<llm>|total_cost`` (USD) and
+``oracle_model_to_route_to`` (an LLM name, *not* an LLM column). Two published forms:
+
+* ``routerbench`` -- the pickle ``routerbench_0shot.pkl`` (Hugging Face dataset
+  ``withmartian/routerbench``), a pandas DataFrame with those columns;
+* ``routerbench_zs`` -- the CSV folder used by RouterDC (``<eval>_{train,test}.csv`` with a
+  leading unnamed index column); the split comes from the file name.
+
+The ``prompt`` field is a Python list literal (a string in the CSVs) whose first element is
+the prompt text; a few records carry the same prompt twice (``[p, p]``).
+
+Query identity and duplicates (documented behaviour)
+----------------------------------------------------
+``sample_id`` is not a key: in the CSV folder 14 ids each carry two records whose prompt
+lists differ (``[p]`` and ``[p, p]``) and whose scores are complementary (one has only
+gpt-3.5-turbo-1106 observed, the other the ten other LLMs). A query is therefore keyed on
+its full prompt list (``identity="prompt"``, default) or on the prompt text alone
+(``identity="text"``, which merges those 14 pairs into fully observed queries).
+
+Records with the same key are merged into one query. Files are read train first, then
+test; per (query, LLM) cell the ``duplicates`` rule picks the value (default ``"first"``:
+the training copy; ``"mean"``, ``"last"`` or ``"error"`` also accepted), and the query's
+``split``/``task``/``sample_id`` come from its first record. In the CSV folder this affects
+two MBPP prompts that appear under different ids in ``mbpp_train.csv`` and
+``mbpp_test.csv``; they are kept once, in train. Every merge is logged (warning) and listed
+in ``meta["merged_records"]`` as ``(kept query_id, merged sample_id, file)``; nothing is
+dropped silently. Result on the CSV folder: 3,176 queries x 11 LLMs, 154 unobserved cells.
+
+A query id is the ``sample_id`` when that id maps to one key, else
+``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import RoutingData
+from ..errors import DataValidationError
+from ._common import order_files, task_split_from_stem, text_hash
+from .registry import register
+
+__all__ = ["load_routerbench", "load_routerbench_zs", "routerbench_frame_to_data",
+           "detect_routerbench_csv", "detect_routerbench_pickle"]
+
+log = logging.getLogger(__name__)
+
+_META_COLUMNS = ("sample_id", "prompt", "eval_name", "oracle_model_to_route_to")
+_PICKLE_NAMES = {0: "routerbench_0shot.pkl", 5: "routerbench_5shot.pkl"}
+
+
+def _llm_columns(df: pd.DataFrame) -> list[str]:
+    cols = set(df.columns)
+    return [c for c in df.columns if "|" not in str(c) and c not in _META_COLUMNS
+            and (f"{c}|total_cost" in cols or f"{c}|model_response" in cols)]
+
+
+def _as_list(value, strict: bool):
+    """The prompt/response value as a list of strings (None when it cannot be one)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [str(v) for v in value]
+    if isinstance(value, str):
+        try:
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None if strict else [value]
+        if isinstance(parsed, (list, tuple)) and len(parsed) > 0:
+            return [str(v) for v in parsed]
+        return None if strict else [value]
+    return None
+
+
+def _first_text(value) -> str | None:
+    lst = _as_list(value, strict=False)
+    return lst[0] if lst else None
+
+
+def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
+                              identity: str = "prompt", duplicates: str = "first",
+                              with_responses: bool = False, strict_prompt: bool = True,
+                              rows: np.ndarray | None = None,
+                              files: np.ndarray | None = None) -> RoutingData:
+    """Build :class:`RoutingData` from a RouterBench wide frame (see the module notes).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The wide table (``split`` column optional).
+    identity : {"prompt", "text"}
+        Key queries on the full prompt list or on its first element.
+    duplicates : {"first", "mean", "last", "error"}
+        Rule for a (query, LLM) cell given by several records.
+    with_responses : bool
+        Attach ``data.responses``: DataFrame indexed by query id, one column per LLM,
+        each cell the first element of that LLM's ``model_response`` list.
+    strict_prompt : bool
+        Require ``prompt`` to be a non-empty list (literal); else raise naming the row.
+    rows, files : array, optional
+        Row numbers and file names per record for error messages.
+    """
+    if identity not in ("prompt", "text"):
+        raise ValueError(f"identity must be 'prompt' or 'text', got {identity!r}")
+    frame = frame.reset_index(drop=True)
+    rows = np.arange(len(frame)) if rows is None else np.asarray(rows)
+    files = np.full(len(frame), source, dtype=object) if files is None else np.asarray(files)
+    for col in ("sample_id", "prompt"):
+        if col not in frame.columns:
+            raise DataValidationError(f"missing required column {col!r} of the RouterBench wide "
+                                      f"format; present: {list(frame.columns)[:12]}...",
+                                      source=source, column=col)
+    llms = _llm_columns(frame)
+    if not llms:
+        raise DataValidationError("no LLM columns found: expected a score column <llm> next to "
+                                  "'<llm>|total_cost' or '<llm>|model_response'", source=source)
+    prompts = [_as_list(v, strict_prompt) for v in frame["prompt"].tolist()]
+    bad = [i for i, p in enumerate(prompts) if p is None]
+    if bad:
+        i = bad[0]
+        raise DataValidationError(f"prompt {str(frame['prompt'].iloc[i])[:60]!r} is not a list of "
+                                  f"strings (expected e.g. \"['question text']\"; {len(bad)} such rows)",
+                                  source=str(files[i]), row=int(rows[i]), column="prompt")
+    text = pd.Series([p[0] for p in prompts], dtype=object)
+    key = text if identity == "text" else pd.Series(["\x1f".join(p) for p in prompts], dtype=object)
+    sid = frame["sample_id"].astype(str)
+    keys_per_id = pd.DataFrame({"sid": sid, "key": key}).drop_duplicates().groupby("sid")["key"].size()
+    ambiguous = sid.map(keys_per_id).to_numpy() > 1
+    qid = sid.where(~ambiguous, sid + "#" + text_hash(key, 8))
+    # merged records: same key as an earlier record -> that record's id
+    first_pos = pd.Series(np.arange(len(key))).groupby(key.to_numpy()).transform("min").to_numpy()
+    qid = pd.Series(qid.to_numpy()[first_pos])
+    merged = np.flatnonzero(first_pos != np.arange(len(key)))
+    merged_list = [(qid.iloc[i], sid.iloc[i], str(files[i])) for i in merged]
+    if merged_list:
+        log.warning("%s: %d records repeat an earlier record's prompt and were merged into it "
+                    "(duplicates=%r): %s", source, len(merged_list), duplicates, merged_list[:10])
+    # scores: validate numeric, then long form of observed cells
+    num = {}
+    for c in llms:
+        col = pd.to_numeric(frame[c], errors="coerce")
+        badm = col.isna().to_numpy() & frame[c].notna().to_numpy()
+        if badm.any():
+            i = int(np.flatnonzero(badm)[0])
+            raise DataValidationError(f"score {frame[c].iloc[i]!r} is not a number",
+                                      source=str(files[i]), row=int(rows[i]), column=c)
+        num[c] = col.to_numpy(dtype=np.float64)
+    S = np.column_stack([num[c] for c in llms])
+    has_cost = any(f"{c}|total_cost" in frame.columns for c in llms)
+    C = None
+    if has_cost:
+        C = np.column_stack([pd.to_numeric(frame[f"{c}|total_cost"], errors="coerce").to_numpy(
+            dtype=np.float64) if f"{c}|total_cost" in frame.columns else np.full(len(frame), np.nan)
+            for c in llms])
+    i, j = np.nonzero(~np.isnan(S))
+    long = pd.DataFrame({"query_id": qid.to_numpy()[i], "model": np.asarray(llms, dtype=object)[j],
+                         "score": S[i, j]})
+    if C is not None:
+        long["cost"] = C[i, j]
+    long["text"] = text.to_numpy()[i]
+    long["task"] = frame["eval_name"].to_numpy()[i] if "eval_name" in frame.columns else None
+    long["split"] = frame["split"].to_numpy()[i] if "split" in frame.columns else None
+    long["sample_id"] = sid.to_numpy()[i]
+    if not len(long):
+        raise DataValidationError("no observed scores in any LLM column", source=source)
+    data = RoutingData.from_long(long, duplicates=duplicates, llms=pd.DataFrame({"name": llms}),
+                                 name=name, source=source,
+                                 meta={"merged_records": merged_list, "identity": identity})
+    unscored = sorted(set(qid) - set(data.query_ids))
+    if unscored:  # records without any score carry no routing signal: reported, not kept
+        log.warning("%s: %d prompts have no observed score in any LLM column and are not "
+                    "queries: %s", source, len(unscored), unscored[:10])
+    data.meta["unscored_prompts"] = unscored
+    if with_responses:
+        data.responses = _responses(frame, llms, qid, data.query_ids)
+    return data
+
+
+def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
+    cols = {}
+    for c in llms:
+        rc = f"{c}|model_response"
+        if rc in frame.columns:
+            cols[c] = [None if v is None or (isinstance(v, float) and np.isnan(v)) else _first_text(v)
+                       for v in frame[rc].tolist()]
+        else:
+            cols[c] = [None] * len(frame)
+    resp = pd.DataFrame(cols, dtype=object)
+    resp.index = qid.to_numpy()
+    return resp.groupby(level=0, sort=False).first().reindex(order)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.ParserError as exc:
+        raise DataValidationError(f"malformed CSV: {exc}", source=str(path)) from None
+    return df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed:")])
+
+
+def detect_routerbench_csv(path: Path) -> bool:
+    """A RouterBench wide CSV, or a folder of them."""
+    path = Path(path)
+    files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
+    if not files or not files[0].is_file() or files[0].suffix != ".csv":
+        return False
+    try:
+        cols = list(pd.read_csv(files[0], nrows=0).columns)
+    except Exception:  # noqa: BLE001
+        return False
+    return "sample_id" in cols and "prompt" in cols and any("|total_cost" in c for c in cols)
+
+
+@register("routerbench_zs", folder="routerbench_zs", detect=detect_routerbench_csv,
+          description="RouterBench 0-shot records as RouterDC's train/test CSV folder "
+                      "(3 evals, 11 LLMs, USD costs, model responses)")
+def load_routerbench_zs(path, identity: str = "prompt", duplicates: str = "first",
+                        with_responses: bool = False) -> RoutingData:
+    """Load the RouterBench CSV folder (or one of its CSV files).
+
+    Parameters
+    ----------
+    path : str or Path
+        Folder of ``<eval>_{train,test}.csv`` files, or one such file.
+    identity, duplicates, with_responses
+        See :func:`routerbench_frame_to_data` and the module notes.
+
+    Returns
+    -------
+    RoutingData
+        ``split`` from the file name, ``task`` = ``eval_name``, costs in USD;
+        ``data.responses`` when ``with_responses=True``.
+
+    Example
+    -------
+    >>> d = load_routerbench_zs("../shared/data/routerbench_zs")  # doctest: +SKIP
+    >>> d.shape
+    (3176, 11)
+    """
+    path = Path(path)
+    files = order_files(path.glob("*.csv")) if path.is_dir() else [path]
+    if not files or not files[0].exists():
+        raise FileNotFoundError(f"{path}: no RouterBench CSV files found")
+    frames, rows, names = [], [], []
+    for f in files:
+        df = _read_csv(f)
+        df["split"] = task_split_from_stem(f.stem)[1]
+        frames.append(df)
+        rows.append(np.arange(len(df)) + 2)  # file line: header is line 1
+        names.append(np.full(len(df), str(f), dtype=object))
+    cols = list(dict.fromkeys(c for df in frames for c in df.columns))
+    frame = pd.concat([df.reindex(columns=cols) for df in frames], ignore_index=True)
+    return routerbench_frame_to_data(frame, source=str(path), name="routerbench_zs",
+                                     identity=identity, duplicates=duplicates,
+                                     with_responses=with_responses, strict_prompt=True,
+                                     rows=np.concatenate(rows), files=np.concatenate(names))
+
+
+def detect_routerbench_pickle(path: Path) -> bool:
+    path = Path(path)
+    if path.is_dir():
+        return any((path / n).is_file() for n in _PICKLE_NAMES.values())
+    return path.suffix == ".pkl" and path.name.startswith("routerbench")
+
+
+@register("routerbench", folder="routerbench", hub_repo="withmartian/routerbench",
+          detect=detect_routerbench_pickle,
+          description="RouterBench full pickle routerbench_0shot.pkl (Hugging Face "
+                      "withmartian/routerbench; 11 LLMs, USD costs)")
+def load_routerbench(path, shots: int = 0, identity: str = "prompt", duplicates: str = "first",
+                     with_responses: bool = False) -> RoutingData:
+    """Load the published RouterBench pickle.
+
+    Only load pickles from a source you trust (unpickling can run code).
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.pkl`` file, or a folder holding ``routerbench_0shot.pkl`` /
+        ``routerbench_5shot.pkl``.
+    shots : {0, 5}
+        Which pickle to pick from a folder.
+    identity, duplicates, with_responses
+        See :func:`routerbench_frame_to_data`.
+
+    Returns
+    -------
+    RoutingData
+        ``task`` = ``eval_name``; no split (the pickle has none).
+    """
+    path = Path(path)
+    if path.is_dir():
+        if shots not in _PICKLE_NAMES:
+            raise ValueError(f"shots must be 0 or 5, got {shots!r}")
+        fname = path / _PICKLE_NAMES[shots]
+        if not fname.is_file():
+            raise FileNotFoundError(f"{path}: no {_PICKLE_NAMES[shots]}; download it with "
+                                    f"`recsys-router data download routerbench`")
+        path = fname
+    try:
+        frame = pd.read_pickle(path)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file
+        raise DataValidationError(f"cannot read the pickle: {exc}", source=str(path)) from None
+    if not isinstance(frame, pd.DataFrame):
+        raise DataValidationError(f"expected a pandas DataFrame in the pickle, got "
+                                  f"{type(frame).__name__}", source=str(path))
+    return routerbench_frame_to_data(frame, source=str(path), name="routerbench",
+                                     identity=identity, duplicates=duplicates,
+                                     with_responses=with_responses, strict_prompt=False,
+                                     rows=np.arange(len(frame)) + 1)
