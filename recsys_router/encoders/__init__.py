@@ -1,0 +1,84 @@
+"""Query encoders: text -> float32 vectors, with a shared on-disk cache.
+
+Use :func:`get_encoder` with a name:
+
+* ``"hashing"`` (default): stateless hashed word + char n-grams, ``dim`` (512);
+* ``"tfidf"``: TF-IDF + truncated SVD, needs ``fit(texts)``, ``dim`` (256);
+* ``"minilm"`` / ``"all-MiniLM-L6-v2"`` / ``"sentence-transformers/all-MiniLM-L6-v2"``:
+  384-d unit-norm MiniLM embeddings from packaged weights (works offline);
+* ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);
+* any other name or local folder: ``sentence_transformers.SentenceTransformer(name)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from .base import Encoder
+from .cache import DiskCache, MemoryLRU, cache_root, text_key
+from .neural import (HAS_PACKAGED_MINILM, HAS_SENTENCE_TRANSFORMERS, MINILM_ALIASES, MINILM_NAME,
+                     SentenceTransformerEncoder)
+from .precomputed import PrecomputedEncoder
+from .text import HAS_SKLEARN, HashingEncoder, TfidfEncoder
+
+__all__ = ["get_encoder", "Encoder", "HashingEncoder", "TfidfEncoder", "PrecomputedEncoder",
+           "SentenceTransformerEncoder", "DiskCache", "MemoryLRU", "cache_root", "text_key",
+           "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM", "HAS_SKLEARN", "MINILM_NAME",
+           "BUILTIN_ENCODERS"]
+
+BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "precomputed:<path>")
+
+
+def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **kwargs) -> Encoder:
+    """Build an encoder by name.
+
+    Parameters
+    ----------
+    name : str or Encoder
+        See the module docstring; an :class:`Encoder` instance is returned unchanged.
+    on_missing : {"warn", "raise"}
+        When a sentence-transformers model is asked for but the package is not installed:
+        ``"warn"`` emits a ``RuntimeWarning`` and returns a :class:`HashingEncoder`
+        (with ``dim`` from ``kwargs`` when given); ``"raise"`` raises ``ImportError``.
+    **kwargs
+        Encoder options, e.g. ``dim=``, ``cache=``, ``cache_dir=``, ``batch_size=``,
+        ``device=``, ``seed=`` (tfidf), ``ids_path=`` / ``column=`` (precomputed).
+
+    Returns
+    -------
+    Encoder
+
+    Example
+    -------
+    >>> get_encoder("hashing", dim=64).dim
+    64
+    >>> get_encoder("minilm").identity
+    'st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default'
+    """
+    if isinstance(name, Encoder):
+        return name
+    if on_missing not in ("warn", "raise"):
+        raise ValueError(f"on_missing must be 'warn' or 'raise', got {on_missing!r}")
+    key = str(name).strip()
+    low = key.lower()
+    if low == "hashing":
+        return HashingEncoder(**kwargs)
+    if low == "tfidf":
+        return TfidfEncoder(**kwargs)
+    if low.startswith("precomputed:"):
+        path = key.split(":", 1)[1]
+        if not path:
+            raise ValueError("precomputed encoder needs a path: 'precomputed:<file.npy|file.parquet>'")
+        return PrecomputedEncoder(path, **kwargs)
+    if not key:
+        raise ValueError(f"empty encoder name; built-in encoders: {', '.join(BUILTIN_ENCODERS)}")
+    if not HAS_SENTENCE_TRANSFORMERS:
+        msg = (f"encoder {key!r} needs the sentence-transformers package, which is not installed "
+               f"(pip install sentence-transformers)")
+        if on_missing == "raise":
+            raise ImportError(msg)
+        warnings.warn(msg + "; falling back to the 'hashing' encoder", RuntimeWarning, stacklevel=2)
+        return HashingEncoder(**{k: v for k, v in kwargs.items()
+                                 if k in ("dim", "cache", "cache_dir", "batch_size")})
+    model = MINILM_NAME if low in MINILM_ALIASES else key
+    return SentenceTransformerEncoder(model, **kwargs)

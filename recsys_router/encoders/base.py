@@ -1,0 +1,207 @@
+"""The :class:`Encoder` base class: text -> float32 vectors with transparent caching."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from ..errors import DataValidationError
+from .cache import MEMORY_CACHE, DiskCache, text_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..data import RoutingData
+
+__all__ = ["Encoder"]
+
+_FLUSH_EVERY = 16384  # write a disk shard after this many new vectors
+
+
+class Encoder:
+    """Base class of all query encoders.
+
+    Subclasses set ``identity`` (a stable string naming the encoder and every setting that
+    changes its output; the cache key) and ``dim``, and implement ``_encode_batch(texts)``
+    returning a float32 array of shape ``(len(texts), dim)``. :meth:`encode` adds
+    de-duplication, an in-memory LRU, an on-disk cache and a progress bar.
+
+    Parameters
+    ----------
+    cache : bool, optional
+        Use the in-memory and on-disk caches. ``None`` takes the class default
+        (on for neural encoders, off for the cheap hashing/TF-IDF ones).
+    cache_dir : path, optional
+        Cache root; default ``$RECSYS_ROUTER_CACHE`` or ``~/.cache/recsys-router``.
+    batch_size : int
+        Texts per model call.
+
+    Attributes
+    ----------
+    identity : str
+    dim : int
+    needs_fit : bool
+        True when :meth:`fit` must be called before :meth:`encode`.
+    needs_text : bool
+        False for encoders keyed by query id (precomputed embeddings).
+
+    Example
+    -------
+    >>> from recsys_router.encoders import get_encoder
+    >>> get_encoder("hashing", dim=8).encode(["hello world"]).shape
+    (1, 8)
+    """
+
+    identity: str = "encoder"
+    dim: int = 0
+    needs_fit: bool = False
+    needs_text: bool = True
+    cache_by_default: bool = False
+
+    def __init__(self, *, cache: bool | None = None, cache_dir=None, batch_size: int = 64):
+        self.cache = cache
+        self.cache_dir = cache_dir
+        self.batch_size = batch_size
+
+    # ---------------------------------------------------------------- API
+    @property
+    def use_cache(self) -> bool:
+        return self.cache_by_default if self.cache is None else bool(self.cache)
+
+    def fit(self, texts: Sequence[str]) -> "Encoder":
+        """Learn encoder state from texts; a no-op for stateless encoders. Returns self."""
+        return self
+
+    def encode(self, texts: Sequence[str], query_ids: Sequence[str] | None = None,
+               batch_size: int | None = None, show_progress: bool | None = None) -> np.ndarray:
+        """Encode texts into a float32 array of shape ``(len(texts), dim)``.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            Query texts. ``None`` entries are an error naming the position (and query id).
+        query_ids : sequence of str, optional
+            Ids matching ``texts``; used in error messages, and as the lookup key by
+            encoders with ``needs_text = False``.
+        batch_size : int, optional
+            Overrides the encoder's ``batch_size``.
+        show_progress : bool, optional
+            Force the tqdm bar on/off; by default shown when over 1,000 texts (and more than
+            four batches) must be encoded.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32, shape ``(n, dim)``; identical texts get identical rows.
+        """
+        texts = self._check_texts(texts, query_ids)
+        n = len(texts)
+        if n == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        bs = int(batch_size or self.batch_size)
+        if not self.use_cache:
+            return self._compute(texts, bs, show_progress)
+        ident, dim = self.identity, self.dim
+        keys = [text_key(t) for t in texts]
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        got: dict[str, np.ndarray] = {}
+        for k in first:
+            v = MEMORY_CACHE.get((ident, k))
+            if v is not None:
+                got[k] = v
+        need = [k for k in first if k not in got]
+        disk = DiskCache(ident, dim, root=self.cache_dir) if need else None
+        if need:
+            found = disk.get(need)
+            for k, v in found.items():
+                got[k] = v
+                MEMORY_CACHE.put((ident, k), v)
+            need = [k for k in need if k not in found]
+        if need:
+            new = self._compute([texts[first[k]] for k in need], bs, show_progress, disk=disk,
+                                keys=need)
+            for k, v in zip(need, new):
+                got[k] = v
+                MEMORY_CACHE.put((ident, k), v)
+        out = np.empty((n, dim), dtype=np.float32)
+        for i, k in enumerate(keys):
+            out[i] = got[k]
+        return out
+
+    def encode_data(self, data: "RoutingData", **kwargs) -> np.ndarray:
+        """Encode every query of a :class:`~recsys_router.data.RoutingData` (in row order).
+
+        Raises
+        ------
+        DataValidationError
+            When the encoder needs texts and some queries have none (names the dataset).
+        """
+        ids = data.query_ids
+        if self.needs_text:
+            texts = data.texts
+            missing = [i for i, t in enumerate(texts) if t is None or (isinstance(t, float)
+                                                                        and np.isnan(t))]
+            if missing:
+                i = missing[0]
+                raise DataValidationError(
+                    f"dataset {data.name!r} has no query text for {len(missing)} of "
+                    f"{len(texts)} queries (first: {ids[i]!r}); encoder {self.identity!r} needs "
+                    f"texts: use a dataset with a 'text' column, 'precomputed:<file>' "
+                    f"embeddings, or a router that does not read text",
+                    source=data.source or data.name, row=i, column="text")
+            return self.encode(texts, ids, **kwargs)
+        return self.encode([""] * len(ids), ids, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.identity!r}, dim={self.dim})"
+
+    # ---------------------------------------------------------------- internals
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+        raise TypeError(f"{type(self).__name__} does not implement _encode_batch")
+
+    def _check_texts(self, texts, query_ids) -> list[str]:
+        if isinstance(texts, str):
+            raise TypeError("encode expects a sequence of texts, got a single str; wrap it in a list")
+        texts = list(texts)
+        if query_ids is not None and len(query_ids) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(query_ids)} query_ids")
+        if self.needs_text:
+            for i, t in enumerate(texts):
+                if not isinstance(t, str):
+                    who = f" (query {query_ids[i]!r})" if query_ids is not None else ""
+                    raise DataValidationError(f"text at position {i}{who} is {t!r}; expected a "
+                                              f"string", row=i, column="text")
+        return texts
+
+    def _compute(self, texts: list[str], batch_size: int, show_progress, *,
+                 disk: DiskCache | None = None, keys: list[str] | None = None) -> np.ndarray:
+        n = len(texts)
+        chunk = max(1, batch_size)
+        show = (n > 1000 and n > 4 * chunk) if show_progress is None else bool(show_progress)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        pending = done = 0  # rows [pending, done) are encoded but not yet on disk
+        bar = None
+        if show:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=n, desc=f"encoding ({self.identity[:40]})", unit="text")
+        try:
+            for s in range(0, n, chunk):
+                e = min(n, s + chunk)
+                vec = np.asarray(self._encode_batch(texts[s:e]), dtype=np.float32)
+                if vec.shape != (e - s, self.dim):
+                    raise RuntimeError(f"{type(self).__name__} returned shape {vec.shape}, "
+                                       f"expected {(e - s, self.dim)}")
+                out[s:e] = vec
+                done = e
+                if disk is not None and done - pending >= _FLUSH_EVERY:
+                    disk.put(keys[pending:done], out[pending:done])
+                    pending = done
+                if bar is not None:
+                    bar.update(e - s)
+        finally:
+            if bar is not None:
+                bar.close()
+            if disk is not None and done > pending:  # keep finished work even on interrupt
+                disk.put(keys[pending:done], out[pending:done])
+        return out

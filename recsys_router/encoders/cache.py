@@ -1,0 +1,273 @@
+"""Embedding caches: a process-wide in-memory LRU and a shared on-disk store.
+
+The disk store lives under ``$RECSYS_ROUTER_CACHE`` (default ``~/.cache/recsys-router``),
+in ``embeddings/<slug-of-identity>/``. Each write adds one *shard*: an uncompressed ``.npz``
+holding ``keys`` (sha1 hex of the text) and ``vecs`` (float32 rows), written to a temporary
+file in the same folder and moved into place with :func:`os.replace`, so readers only ever
+see complete shards. Several processes may read and write the same folder at once: shards
+never change after they appear, duplicated keys are harmless (the first one seen wins) and
+a shard removed by another process's compaction triggers a rescan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+import time
+import uuid
+import zipfile
+from collections import OrderedDict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["cache_root", "text_key", "MemoryLRU", "DiskCache", "MEMORY_CACHE"]
+
+_SHARD_SUFFIX = ".npz"
+
+
+def cache_root() -> Path:
+    """Root cache folder: ``$RECSYS_ROUTER_CACHE`` or ``~/.cache/recsys-router``.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Example
+    -------
+    >>> isinstance(cache_root(), Path)
+    True
+    """
+    env = os.environ.get("RECSYS_ROUTER_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "recsys-router"
+
+
+def text_key(text: str) -> str:
+    """sha1 hex digest of a text (UTF-8), the per-text cache key.
+
+    Example
+    -------
+    >>> text_key("abc")
+    'a9993e364706816aba3e25717850c26c9cd0d89d'
+    """
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _slug(identity: str) -> str:
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", identity)[:60].strip("_")
+    return f"{readable}-{hashlib.sha1(identity.encode('utf-8')).hexdigest()[:16]}"
+
+
+class MemoryLRU:
+    """Thread-safe least-recently-used map of ``(identity, text_key) -> vector``.
+
+    Parameters
+    ----------
+    max_bytes : int
+        Evict the least recently used vectors beyond this many bytes of vector data.
+
+    Example
+    -------
+    >>> lru = MemoryLRU(max_bytes=16)
+    >>> lru.put(("e", "k1"), np.zeros(2, np.float32)); lru.get(("e", "k1")).shape
+    (2,)
+    """
+
+    def __init__(self, max_bytes: int = 256 * 2**20):
+        self.max_bytes = max_bytes
+        self._data: OrderedDict = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            vec = self._data.get(key)
+            if vec is not None:
+                self._data.move_to_end(key)
+            return vec
+
+    def put(self, key, vec: np.ndarray) -> None:
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._data[key] = vec
+            self._bytes += vec.nbytes
+            while self._bytes > self.max_bytes and self._data:
+                _, v = self._data.popitem(last=False)
+                self._bytes -= v.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+MEMORY_CACHE = MemoryLRU()
+
+
+class DiskCache:
+    """Append-only sharded store of vectors for one encoder identity.
+
+    Parameters
+    ----------
+    identity : str
+        Encoder identity; each identity gets its own folder.
+    dim : int
+        Vector width; shards of another width are ignored.
+    root : path, optional
+        Cache root; default :func:`cache_root` at construction time.
+    max_shards : int
+        When a write leaves more shards than this, they are merged into one.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> c = DiskCache("demo", 2, root=tempfile.mkdtemp())
+    >>> c.put(["k"], np.ones((1, 2), np.float32)); c.get(["k", "x"])["k"].tolist()
+    [1.0, 1.0]
+    """
+
+    def __init__(self, identity: str, dim: int, root: str | os.PathLike | None = None,
+                 max_shards: int = 64):
+        self.identity = identity
+        self.dim = int(dim)
+        self.max_shards = max_shards
+        self.dir = Path(root if root is not None else cache_root()) / "embeddings" / _slug(identity)
+        self._index: dict[str, tuple[str, int]] = {}
+        self._seen: set[str] = set()
+
+    # ---------------------------------------------------------------- reading
+    def _shards(self) -> list[Path]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(p for p in self.dir.iterdir() if p.name.endswith(_SHARD_SUFFIX))
+
+    def _scan(self) -> None:
+        for p in self._shards():
+            if p.name in self._seen:
+                continue
+            try:
+                with np.load(p, allow_pickle=False) as z:
+                    keys = z["keys"]
+                    width = z["vecs"].shape[1] if z["vecs"].ndim == 2 else -1
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+                continue  # vanished (compacted by another process) or unreadable: skip
+            self._seen.add(p.name)
+            if width != self.dim:
+                continue
+            for r, k in enumerate(keys.tolist()):
+                self._index.setdefault(k, (p.name, r))
+
+    def _reset(self) -> None:
+        """Drop the index (a shard vanished, e.g. merged by another process): rescan next."""
+        self._seen.clear()
+        self._index.clear()
+
+    def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors for those ``keys`` that are stored (missing keys are left out)."""
+        out: dict[str, np.ndarray] = {}
+        for attempt in range(3):
+            self._scan()
+            by_shard: dict[str, list[tuple[str, int]]] = {}
+            for k in keys:
+                if k not in out and k in self._index:
+                    shard, row = self._index[k]
+                    by_shard.setdefault(shard, []).append((k, row))
+            lost = False
+            for shard, items in by_shard.items():
+                try:
+                    with np.load(self.dir / shard, allow_pickle=False) as z:
+                        vecs = z["vecs"]
+                except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+                    self._reset()
+                    lost = True
+                    continue
+                for k, row in items:
+                    out[k] = np.asarray(vecs[row], dtype=np.float32)
+            if not lost:
+                break
+        return out
+
+    # ---------------------------------------------------------------- writing
+    def _write_shard(self, keys: Sequence[str], vecs: np.ndarray) -> str:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ident_file = self.dir / "identity.txt"
+        if not ident_file.exists():
+            _atomic_write_bytes(ident_file, (self.identity + "\n").encode("utf-8"))
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{_SHARD_SUFFIX}"
+        tmp = self.dir / f".tmp-{uuid.uuid4().hex}"
+        try:
+            with open(tmp, "wb") as f:
+                np.savez(f, keys=np.asarray(list(keys), dtype="U40"),
+                         vecs=np.ascontiguousarray(vecs, dtype=np.float32))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.dir / name)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return name
+
+    def put(self, keys: Sequence[str], vecs: np.ndarray) -> None:
+        """Store ``vecs[i]`` under ``keys[i]`` as one new shard (atomic)."""
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if len(keys) == 0:
+            return
+        if vecs.shape != (len(keys), self.dim):
+            raise ValueError(f"expected vectors of shape ({len(keys)}, {self.dim}), got {vecs.shape}")
+        name = self._write_shard(keys, vecs)
+        self._seen.add(name)
+        for r, k in enumerate(keys):
+            self._index.setdefault(k, (name, r))
+        if len(self._shards()) > self.max_shards:
+            self.compact()
+
+    def compact(self) -> None:
+        """Merge all current shards into one; safe while other processes read or write."""
+        shards = self._shards()
+        if len(shards) <= 1:
+            return
+        keys: list[str] = []
+        vecs: list[np.ndarray] = []
+        seen: set[str] = set()
+        merged = []
+        for p in shards:
+            try:
+                with np.load(p, allow_pickle=False) as z:
+                    k, v = z["keys"].tolist(), z["vecs"]
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+                continue
+            merged.append(p)
+            if v.ndim != 2 or v.shape[1] != self.dim:
+                continue
+            keep = [i for i, key in enumerate(k) if key not in seen]
+            seen.update(k)
+            keys += [k[i] for i in keep]
+            vecs.append(v[keep])
+        if not keys:
+            return
+        self._write_shard(keys, np.concatenate(vecs))
+        for p in merged:
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+        self._reset()
+
+    def __len__(self) -> int:
+        self._scan()
+        return len(self._index)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

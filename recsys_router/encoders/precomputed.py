@@ -1,0 +1,151 @@
+"""Embeddings computed elsewhere, looked up by query id (``precomputed:<path>``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataValidationError
+from .base import Encoder
+
+__all__ = ["PrecomputedEncoder", "sidecar_ids_path"]
+
+_SIDE_SUFFIXES = (".ids.txt", ".ids.json", "_ids.txt", "_ids.json")
+
+
+def sidecar_ids_path(npy_path: str | Path) -> Path | None:
+    """The ids file next to a ``.npy`` matrix: ``<stem>.ids.txt|.ids.json|_ids.txt|_ids.json``."""
+    p = Path(npy_path)
+    stem = p.with_suffix("")
+    for suf in _SIDE_SUFFIXES:
+        cand = stem.parent / (stem.name + suf)
+        if cand.exists():
+            return cand
+    return None
+
+
+class PrecomputedEncoder(Encoder):
+    """Look up stored embeddings by query id; texts are ignored.
+
+    Accepted files:
+
+    * ``.npy`` of shape ``(n, dim)`` with a sidecar ids file (see :func:`sidecar_ids_path`:
+      one id per line, or a JSON list), or ``ids_path=``;
+    * ``.parquet`` with a ``query_id`` column and either one list/array column (named by
+      ``column=``, default ``"embedding"`` when present) or numeric columns (all of them
+      except ``query_id``, in file order).
+
+    Parameters
+    ----------
+    path : str or path
+        The file.
+    ids_path : str or path, optional
+        Ids file for a ``.npy`` matrix (overrides the sidecar lookup).
+    column : str, optional
+        Embedding list column of a parquet file.
+
+    Example
+    -------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp(); np.save(os.path.join(d, "e.npy"), np.eye(2, dtype=np.float32))
+    >>> _ = open(os.path.join(d, "e.ids.txt"), "w").write("q1\\nq2\\n")
+    >>> PrecomputedEncoder(os.path.join(d, "e.npy")).encode(["", ""], ["q2", "q1"]).tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    """
+
+    needs_text = False
+
+    def __init__(self, path, *, ids_path=None, column: str | None = None, batch_size: int = 64,
+                 **_ignored):
+        super().__init__(cache=False, batch_size=batch_size)
+        self.path = Path(path).expanduser()
+        if not self.path.exists():
+            raise FileNotFoundError(f"precomputed embeddings file not found: {self.path}")
+        self.ids_path = ids_path
+        self.column = column
+        ids, mat = self._read()
+        if mat.ndim != 2 or len(ids) != mat.shape[0]:
+            raise DataValidationError(f"{len(ids)} ids but an embedding matrix of shape "
+                                      f"{mat.shape}; expected one row per id", source=str(self.path))
+        if not np.isfinite(mat).all():
+            r = int(np.flatnonzero(~np.isfinite(mat).all(axis=1))[0])
+            raise DataValidationError(f"non-finite embedding for query {ids[r]!r}",
+                                      source=str(self.path), row=r)
+        index = pd.Index(ids)
+        if index.has_duplicates:
+            r = int(np.flatnonzero(index.duplicated())[0])
+            raise DataValidationError(f"duplicate query_id {ids[r]!r}; expected unique ids",
+                                      source=str(self.path), row=r, column="query_id")
+        self._index, self._mat = index, mat
+        self.dim = int(mat.shape[1])
+        st = self.path.stat()
+        stamp = hashlib.sha1(f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+        self.identity = f"precomputed:{self.path.resolve()}@{stamp.hexdigest()[:12]}"
+
+    def _read(self) -> tuple[list[str], np.ndarray]:
+        p = self.path
+        if p.suffix == ".npy":
+            mat = np.load(p, allow_pickle=False)
+            side = Path(self.ids_path) if self.ids_path is not None else sidecar_ids_path(p)
+            if side is None:
+                raise DataValidationError(
+                    f"no ids file for the embedding matrix; expected one of "
+                    f"{[p.with_suffix('').name + s for s in _SIDE_SUFFIXES]} next to it "
+                    f"(one query_id per line) or ids_path=", source=str(p))
+            if side.suffix == ".json":
+                ids = [str(x) for x in json.loads(side.read_text(encoding="utf-8"))]
+            else:
+                ids = [ln.rstrip("\r\n") for ln in side.read_text(encoding="utf-8").splitlines()]
+                while ids and ids[-1] == "":
+                    ids.pop()
+            return ids, np.asarray(mat, dtype=np.float32)
+        if p.suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(p)
+            if "query_id" not in df.columns:
+                raise DataValidationError(f"no 'query_id' column; columns: {list(df.columns)}",
+                                          source=str(p), column="query_id")
+            ids = df["query_id"].astype(str).tolist()
+            col = self.column or ("embedding" if "embedding" in df.columns else None)
+            if col is not None:
+                if col not in df.columns:
+                    raise DataValidationError(f"no embedding column {col!r}; columns: "
+                                              f"{list(df.columns)}", source=str(p), column=col)
+                lens = df[col].map(lambda v: -1 if v is None else len(v)).to_numpy()
+                if len(set(lens.tolist())) > 1 or (lens < 0).any():
+                    r = int(np.flatnonzero(lens != lens[0])[0]) if (lens >= 0).all() else \
+                        int(np.flatnonzero(lens < 0)[0])
+                    raise DataValidationError(f"embedding of query {ids[r]!r} has length "
+                                              f"{lens[r]}, expected {lens[0]}", source=str(p),
+                                              row=r, column=col)
+                mat = np.stack([np.asarray(v, dtype=np.float32) for v in df[col]]) if len(df) \
+                    else np.zeros((0, 0), np.float32)
+                return ids, mat
+            num = [c for c in df.columns if c != "query_id"]
+            bad = [c for c in num if not pd.api.types.is_numeric_dtype(df[c])]
+            if bad or not num:
+                raise DataValidationError(f"expected an 'embedding' list column or numeric "
+                                          f"columns; non-numeric: {bad}", source=str(p))
+            return ids, df[num].to_numpy(dtype=np.float32)
+        raise DataValidationError(f"unsupported embeddings file type {p.suffix!r}; expected "
+                                  f".npy (+ ids sidecar) or .parquet", source=str(p))
+
+    def encode(self, texts: Sequence[str] | None, query_ids: Sequence[str] | None = None,
+               batch_size: int | None = None, show_progress: bool | None = None) -> np.ndarray:
+        """Rows for ``query_ids`` (required); ``texts`` are ignored."""
+        if query_ids is None:
+            raise ValueError("precomputed embeddings are looked up by query id: pass query_ids=")
+        ids = [str(q) for q in query_ids]
+        if texts is not None and len(texts) != len(ids):
+            raise ValueError(f"{len(texts)} texts but {len(ids)} query_ids")
+        pos = self._index.get_indexer(ids)
+        if (pos < 0).any():
+            miss = [q for q, p in zip(ids, pos) if p < 0]
+            raise DataValidationError(f"no precomputed embedding for query_id {miss[0]!r} "
+                                      f"({len(miss)} of {len(ids)} ids missing)",
+                                      source=str(self.path), column="query_id")
+        return self._mat[pos].copy()
