@@ -1,0 +1,218 @@
+"""Shared pieces of the metrics package: metric directions, input checks, small helpers.
+
+Every metric function is registered with :func:`metric`, which records in
+:data:`DIRECTIONS` whether a larger value is better (``"higher"``), a smaller one
+(``"lower"``), or neither (``"none"``, for descriptive quantities such as a cost), and
+attaches the same string as ``fn.direction``.
+
+Inputs follow one convention across the package: ``scores`` and ``costs`` are true
+(observed) matrices of shape ``(n_queries, n_llms)``; ``pred_scores``/``pred_costs``
+are a router's predictions of the same shape; ``choices`` is an int vector of column
+indices, one per query. Metrics need complete matrices: drop queries with a missing
+score first (see :func:`complete_rows`), as ORBIT and RouterEval do.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..errors import DataValidationError
+
+__all__ = ["DIRECTIONS", "metric", "as_matrix", "as_choices", "chosen", "entropy_bits",
+           "complete_rows", "best_single", "BestSingle"]
+
+#: metric name -> "higher" | "lower" | "none" (filled by the :func:`metric` decorator)
+DIRECTIONS: dict[str, str] = {}
+_VALID_DIRECTIONS = ("higher", "lower", "none")
+
+
+def metric(name: str, direction: str) -> Callable:
+    """Register a metric's name and direction; attach them as ``.metric_name``/``.direction``.
+
+    Parameters
+    ----------
+    name : str
+        Key under which the metric is reported (e.g. ``"mu_o"``).
+    direction : {"higher", "lower", "none"}
+        Whether a larger value is better, a smaller one, or neither.
+
+    Returns
+    -------
+    callable
+        A decorator returning the function unchanged apart from the two attributes.
+
+    Example
+    -------
+    >>> @metric("demo_metric", "higher")
+    ... def demo(x):
+    ...     return x
+    >>> demo.direction, DIRECTIONS["demo_metric"]
+    ('higher', 'higher')
+    """
+    if direction not in _VALID_DIRECTIONS:
+        raise ValueError(f"direction of metric {name!r} must be one of {_VALID_DIRECTIONS}, "
+                         f"got {direction!r}")
+
+    def deco(fn: Callable) -> Callable:
+        fn.metric_name = name
+        fn.direction = direction
+        DIRECTIONS[name] = direction
+        return fn
+
+    return deco
+
+
+def as_matrix(a, name: str, shape: tuple[int, int] | None = None, *,
+              allow_nan: bool = False, nonnegative: bool = False) -> np.ndarray:
+    """Validate a (queries x LLMs) matrix and return it as float64.
+
+    Parameters
+    ----------
+    a : array-like
+        The matrix.
+    name : str
+        Argument name, used in error messages (e.g. ``"scores"``).
+    shape : tuple of int, optional
+        Required shape.
+    allow_nan : bool
+        Whether NaN cells are accepted (infinite values never are).
+    nonnegative : bool
+        Whether negative values are rejected (costs).
+
+    Returns
+    -------
+    ndarray of float64, shape (n_queries, n_llms)
+
+    Example
+    -------
+    >>> as_matrix([[1, 0]], "scores").dtype
+    dtype('float64')
+    """
+    arr = np.asarray(a, dtype=np.float64)
+    if arr.ndim != 2:
+        raise DataValidationError(f"{name} must be a 2-D (queries x LLMs) array, got shape {arr.shape}",
+                                  column=name)
+    if shape is not None and arr.shape != tuple(shape):
+        raise DataValidationError(f"{name} has shape {arr.shape}, expected {tuple(shape)} "
+                                  f"(queries x LLMs, same as scores)", column=name)
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise DataValidationError(f"{name} is empty (shape {arr.shape}); expected at least one query "
+                                  f"and one LLM", column=name)
+    bad = np.isinf(arr) if allow_nan else ~np.isfinite(arr)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        what = "a finite number" if allow_nan else \
+            "a finite number (drop queries with missing values first, e.g. with complete_rows)"
+        raise DataValidationError(f"{name}[{i}, {j}] is {arr[i, j]}; expected {what}", row=int(i),
+                                  column=name)
+    if nonnegative and (arr < 0).any():
+        i, j = np.argwhere(arr < 0)[0]
+        raise DataValidationError(f"{name}[{i}, {j}] is {arr[i, j]}; expected a cost >= 0",
+                                  row=int(i), column=name)
+    return arr
+
+
+def as_choices(choices, n_queries: int, n_llms: int, name: str = "choices") -> np.ndarray:
+    """Validate chosen column indices: int vector of length ``n_queries`` in ``[0, n_llms)``.
+
+    Example
+    -------
+    >>> as_choices([0, 1], 2, 2).tolist()
+    [0, 1]
+    """
+    c = np.asarray(choices)
+    if c.ndim != 1 or c.shape[0] != n_queries:
+        raise DataValidationError(f"{name} must be a 1-D array of {n_queries} column indices (one per "
+                                  f"query), got shape {c.shape}", column=name)
+    if c.size and not np.issubdtype(c.dtype, np.integer):
+        if not np.all(np.isfinite(c)) or not np.all(np.asarray(c, dtype=np.float64) % 1 == 0):
+            raise DataValidationError(f"{name} must hold integer column indices, got dtype {c.dtype}",
+                                      column=name)
+    c = c.astype(np.int64)
+    bad = (c < 0) | (c >= n_llms)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataValidationError(f"{name}[{i}] = {c[i]} is not a valid LLM index; expected 0..{n_llms - 1}",
+                                  row=i, column=name)
+    return c
+
+
+def chosen(values: np.ndarray, choices: np.ndarray) -> np.ndarray:
+    """Per-query value of the chosen LLM: ``values[i, choices[i]]``.
+
+    Example
+    -------
+    >>> chosen(np.array([[1., 2.], [3., 4.]]), np.array([1, 0])).tolist()
+    [2.0, 3.0]
+    """
+    return values[np.arange(values.shape[0]), choices]
+
+
+def entropy_bits(p: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Shannon entropy in bits along ``axis``: ``H = -sum_k p_k log2 p_k`` (``0 log 0 = 0``).
+
+    Example
+    -------
+    >>> float(entropy_bits(np.array([0.5, 0.5])))
+    1.0
+    """
+    p = np.asarray(p, dtype=np.float64)
+    logs = np.log2(np.where(p > 0, p, 1.0))
+    return np.abs(-(p * logs).sum(axis=axis)) + 0.0
+
+
+def complete_rows(scores: np.ndarray, costs: np.ndarray | None = None) -> np.ndarray:
+    """Boolean mask of queries whose scores (and costs, when given) are all observed.
+
+    Example
+    -------
+    >>> complete_rows(np.array([[1., np.nan], [0., 1.]])).tolist()
+    [False, True]
+    """
+    ok = np.isfinite(np.asarray(scores, dtype=np.float64)).all(axis=1)
+    if costs is not None:
+        ok &= np.isfinite(np.asarray(costs, dtype=np.float64)).all(axis=1)
+    return ok
+
+
+class BestSingle(NamedTuple):
+    """The best single LLM on a test set: column ``index``, mean ``quality`` and mean ``cost``."""
+    index: int
+    quality: float
+    cost: float
+
+
+def best_single(scores: np.ndarray, costs: np.ndarray | None = None) -> BestSingle:
+    """The LLM with the highest mean test score (ties: lower mean cost, then lower index).
+
+    ORBIT's code keeps the first LLM with the highest mean (no cost tie-break); the two agree
+    unless two LLMs have exactly equal mean scores.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n_queries, n_llms)
+    costs : ndarray, shape (n_queries, n_llms), optional
+        When absent the returned cost is NaN.
+
+    Returns
+    -------
+    BestSingle
+
+    Example
+    -------
+    >>> best_single(np.array([[1., 1.], [0., 1.]]), np.array([[1., 2.], [1., 2.]]))
+    BestSingle(index=1, quality=1.0, cost=2.0)
+    """
+    s = as_matrix(scores, "scores")
+    q = s.mean(axis=0)
+    if costs is None:
+        c = np.full(s.shape[1], np.nan)
+        key = np.zeros(s.shape[1])
+    else:
+        c = as_matrix(costs, "costs", s.shape).mean(axis=0)
+        key = c
+    order = np.lexsort((np.arange(s.shape[1]), key, -q))
+    j = int(order[0])
+    return BestSingle(j, float(q[j]), float(c[j]))
