@@ -1,0 +1,1 @@
+"""Evaluation runner: routers x protocols x pools x folds -> metrics, decisions, report."""

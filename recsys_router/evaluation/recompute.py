@@ -1,0 +1,124 @@
+"""Every reported number, computed from the decision table alone.
+
+``decisions.parquet`` holds, per (dataset, protocol, pool, group, fold): one row per query
+for each single LLM of the pool (router ``"LLM:<name>"``; these give the true score and
+cost matrices) and one row per (router, setting, query) for each router decision.
+:func:`metrics_from_decisions` rebuilds the matrices from those rows and calls the
+metric functions of :mod:`recsys_router.metrics` on them, so anyone holding the
+decisions can reproduce ``metrics.csv`` and ``curves.csv`` exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .protocols import HANDLERS, Block
+
+__all__ = ["metrics_from_decisions", "METRIC_COLUMNS", "CURVE_COLUMNS", "aggregate_metrics",
+           "split_block"]
+
+KEYS = ["dataset", "protocol", "pool", "group", "fold"]
+METRIC_COLUMNS = KEYS + ["router", "metric", "value"]
+CURVE_COLUMNS = KEYS + ["router", "curve", "setting", "setting_value", "x", "y"]
+LLM_PREFIX = "LLM:"
+
+
+def split_block(df: pd.DataFrame) -> Block:
+    """Turn the decision rows of one (dataset, protocol, pool, group, fold) into matrices.
+
+    Returns
+    -------
+    Block
+        ``scores``/``costs`` (n_queries x m, from the ``LLM:`` rows; costs None when all NaN),
+        ``llms`` (names), ``roles`` (setting of each LLM row: single/strong/weak), and
+        ``runs``: router -> list of (setting, value, choices, prob_entropy per query).
+    """
+    is_llm = df["router"].str.startswith(LLM_PREFIX).to_numpy()
+    ref = df[is_llm]
+    names = list(dict.fromkeys(ref["llm"].tolist()))
+    qids = list(dict.fromkeys(ref["query_id"].tolist()))
+    qpos = pd.Index(qids)
+    lpos = pd.Index(names)
+    S = np.full((len(qids), len(names)), np.nan)
+    C = np.full_like(S, np.nan)
+    qi = qpos.get_indexer(ref["query_id"])
+    lj = lpos.get_indexer(ref["llm"])
+    S[qi, lj] = ref["score"].to_numpy(dtype=np.float64)
+    C[qi, lj] = ref["cost"].to_numpy(dtype=np.float64)
+    roles = dict(zip(ref["llm"], ref["setting"]))
+    runs: dict[str, list] = {}
+    dec = df[~is_llm]
+    for (router, setting, value), g in dec.groupby(["router", "setting", "setting_value"],
+                                                   sort=False, dropna=False):
+        order = qpos.get_indexer(g["query_id"])
+        if (order < 0).any() or len(order) != len(qids):
+            raise ValueError(f"decisions of router {router!r} ({setting}={value}) do not cover "
+                             f"the queries of the LLM reference rows")
+        ch = np.empty(len(qids), dtype=np.int64)
+        ch[order] = lpos.get_indexer(g["llm"])
+        if (ch < 0).any():
+            raise ValueError(f"router {router!r} chose an LLM outside the pool {names}")
+        ent = np.full(len(qids), np.nan)
+        ent[order] = g["prob_entropy"].to_numpy(dtype=np.float64)
+        runs.setdefault(router, []).append((setting, float(value), ch, ent))
+    for r in runs:
+        runs[r].sort(key=lambda t: (np.isnan(t[1]), t[1]))
+    costs = None if np.isnan(C).all() else C
+    return Block(scores=S, costs=costs, llms=names, roles=roles, runs=runs)
+
+
+def metrics_from_decisions(decisions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Recompute ``metrics`` and ``curves`` from decisions.
+
+    Parameters
+    ----------
+    decisions : pandas.DataFrame
+        As written to ``decisions.parquet``.
+
+    Returns
+    -------
+    (metrics, curves) : pandas.DataFrame, pandas.DataFrame
+        ``metrics`` is long (:data:`METRIC_COLUMNS`) and includes the mean over groups
+        (``group == "mean"``) for sized pools and the mean/std over folds
+        (``fold == "mean"``/``"std"``) when there are several folds.
+    """
+    mrows: list[dict] = []
+    crows: list[dict] = []
+    if len(decisions):
+        for key, df in decisions.groupby(KEYS, sort=False):
+            meta = dict(zip(KEYS, key))
+            meta["fold"] = str(meta["fold"])
+            block = split_block(df)
+            ms, cs = HANDLERS[meta["protocol"]](block)
+            mrows += [{**meta, **r} for r in ms]
+            crows += [{**meta, **r} for r in cs]
+    metrics = pd.DataFrame(mrows, columns=METRIC_COLUMNS)
+    curves = pd.DataFrame(crows, columns=CURVE_COLUMNS)
+    return aggregate_metrics(metrics), curves
+
+
+def aggregate_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Add group means (sized pools) and fold mean/std rows to per-fold metric rows."""
+    if metrics.empty:
+        return metrics
+    metrics = metrics.copy()
+    metrics["fold"] = metrics["fold"].astype(str)
+    parts = [metrics]
+    sized = metrics[metrics["pool"] != "all"]
+    if len(sized):
+        gm = (sized.groupby(["dataset", "protocol", "pool", "fold", "router", "metric"], sort=False)
+              ["value"].mean().reset_index())
+        gm["group"] = "mean"
+        parts.append(gm[METRIC_COLUMNS])
+    per_fold = pd.concat(parts, ignore_index=True)
+    folds = per_fold["fold"].unique()
+    if len(folds) > 1:
+        by = ["dataset", "protocol", "pool", "group", "router", "metric"]
+        g = per_fold.groupby(by, sort=False)["value"]
+        mean = g.mean().reset_index()
+        mean["fold"] = "mean"
+        std = g.std(ddof=1).reset_index()
+        std["fold"] = "std"
+        per_fold = pd.concat([per_fold, mean[METRIC_COLUMNS], std[METRIC_COLUMNS]], ignore_index=True)
+    return per_fold.reset_index(drop=True)

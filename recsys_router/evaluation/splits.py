@@ -1,0 +1,143 @@
+"""Train/val/test folds and candidate pools for the evaluation runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..data import RoutingData
+from ..errors import DataValidationError
+
+__all__ = ["Fold", "make_folds", "resolve_pools", "GROUPS", "parse_pools", "complete_queries"]
+
+#: RouterEval's candidate-group kinds, in report order
+GROUPS = ("all-strong", "all-weak", "strong-to-weak")
+
+
+@dataclass
+class Fold:
+    """One train/val/test split; ``val`` may be None."""
+
+    fold: int
+    train: RoutingData
+    val: RoutingData | None
+    test: RoutingData
+
+
+def make_folds(data: RoutingData, *, split: Sequence[float] | None = None,
+               split_column: str | None = None, ood_tasks: Sequence[str] | None = None,
+               folds: int = 1, seed: int = 0) -> list[Fold]:
+    """Split ``data`` into one or more folds.
+
+    Parameters
+    ----------
+    data : RoutingData
+    split : sequence of float, optional
+        Train/val/test (or train/test) fractions; default ``(0.8, 0.1, 0.1)``.
+    split_column : str, optional
+        Query column holding ``train``/``val``/``test`` labels.
+    ood_tasks : sequence of str, optional
+        Tasks held out as the test set (out-of-domain protocol).
+    folds : int
+        ``K >= 2`` gives K seeded folds over queries (each fold the test set once, no val).
+    seed : int
+
+    Returns
+    -------
+    list of Fold
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> [f.test.n_queries for f in make_folds(make_synthetic(30, 3, 2), folds=3)]
+    [10, 10, 10]
+    """
+    given = [x is not None for x in (split, split_column, ood_tasks)]
+    if split_column is not None and (split is not None or ood_tasks is not None):
+        raise ValueError("give only one of --split, --split-column and --ood-tasks "
+                         "(--ood-tasks may be combined with --split ratios)")
+    if folds < 1:
+        raise ValueError(f"folds must be >= 1, got {folds}")
+    if folds > 1:
+        if sum(given):
+            raise ValueError("--folds K cannot be combined with --split-column or --ood-tasks "
+                             "or --split: folds split the queries themselves")
+        return [Fold(k, tr, None, te) for k, (tr, te) in enumerate(data.kfold(folds, seed=seed))]
+    ratios = tuple(split) if split is not None else (0.8, 0.1, 0.1)
+    if split_column is not None:
+        parts = data.split(None, column=split_column)
+    else:
+        parts = data.split(ratios, seed=seed, ood_tasks=ood_tasks)
+    for key in ("train", "test"):
+        if key not in parts:
+            raise DataValidationError(f"the split has no {key!r} part (parts: {sorted(parts)}); "
+                                      f"expected train and test queries", source=data.source,
+                                      column=split_column or "split")
+    return [Fold(0, parts["train"], parts.get("val"), parts["test"])]
+
+
+def parse_pools(text: str | Sequence) -> list:
+    """Parse ``"3,5,all"`` into ``[3, 5, "all"]`` (validating each entry)."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list = []
+    for it in items:
+        s = str(it).strip().lower()
+        if s == "all":
+            out.append("all")
+            continue
+        try:
+            m = int(s)
+        except ValueError:
+            raise ValueError(f"pool size {it!r} is neither an integer nor 'all'") from None
+        if m < 1:
+            raise ValueError(f"pool size must be >= 1, got {m}")
+        out.append(m)
+    if not out:
+        raise ValueError("--pools needs at least one entry (sizes or 'all')")
+    return list(dict.fromkeys(out))
+
+
+def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | None = None, *,
+                  seed: int = 0) -> list[tuple[str, str, list[str]]]:
+    """Candidate LLM sets per (pool, group).
+
+    ``"all"`` is the whole LLM pool (group ``"all"``). An integer ``m`` takes RouterEval's
+    candidate groups from :func:`recsys_router.pools.candidate_groups` computed on the
+    *train* data (no test leakage), filtered by ``groups``.
+
+    Returns
+    -------
+    list of (pool label, group, LLM names)
+    """
+    wanted = list(groups) if groups else list(GROUPS)
+    out = []
+    for p in pools:
+        if p == "all":
+            out.append(("all", "all", list(train.llm_names)))
+            continue
+        m = int(p)
+        if m > train.n_llms:
+            raise ValueError(f"pool size {m} exceeds the {train.n_llms} LLMs of the data")
+        from ..pools import candidate_groups  # noqa: PLC0415 (imported only for sized pools)
+        got = candidate_groups(train, m, seed=seed)
+        unknown = [g for g in wanted if g not in got]
+        if unknown:
+            raise ValueError(f"unknown candidate group(s) {unknown}; valid: {sorted(got)}")
+        for g in wanted:
+            names = [str(n) for n in got[g]]
+            if len(names) != m:
+                raise RuntimeError(f"candidate_groups gave {len(names)} LLMs for group {g!r}, "
+                                   f"expected {m}")
+            out.append((str(m), g, names))
+    return out
+
+
+def complete_queries(test: RoutingData) -> np.ndarray:
+    """Boolean mask of queries with every score (and every cost, when the data has costs)
+    observed; metrics need complete rows."""
+    ok = ~np.isnan(test.scores).any(axis=1)
+    if test.costs is not None:
+        ok &= ~np.isnan(test.costs).any(axis=1)
+    return ok
