@@ -1,0 +1,133 @@
+"""Historical replay of a router on stored judgements (paper eq. C.21).
+
+The duel of each stored record stays as it was judged. The replayed router ``R`` routes
+the record's query (same budget, restricted to the record's feasible LLMs) and gets
+
+    s_t(R) = s_A  if R picks A,   s_B  if R picks B,   and does not participate otherwise,
+
+with ``(s_A, s_B)`` from the stored label (eq. 1). The replayed records carry ``R`` as an
+extra router choice, so every metric of :mod:`recsys_router.judge.metrics` applies unchanged
+(the stored routers' own scores are unaffected: attribution depends only on each router's
+own choice). Replayed records are for evaluation and are not written back to the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..data import RoutingData
+from ..router import Router
+from .metrics import leaderboard
+from .records import JudgeRecord
+from .routers import resolve_router
+
+__all__ = ["replay", "replay_summary", "queries_of"]
+
+
+def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
+               truth: RoutingData | None = None) -> tuple[RoutingData, np.ndarray]:
+    """Unlabelled RoutingData of the records' distinct queries, and each record's row in it.
+
+    Queries are keyed by ``query_id`` (or by text when there is none). Scores come from
+    ``truth`` (same query ids) when given, else they are NaN; costs come from the records.
+    """
+    keys, rows, pos = [], [], []
+    index: dict[str, int] = {}
+    for rec in records:
+        key = rec.query_id if rec.query_id is not None else "text:" + rec.query
+        if key not in index:
+            index[key] = len(keys)
+            keys.append(key)
+            rows.append({"query_id": rec.query_id or f"judge-{len(keys) - 1}", "text": rec.query,
+                         "task": rec.task})
+        pos.append(index[key])
+    q = pd.DataFrame(rows)
+    llms = list(llms)
+    scores = np.full((len(q), len(llms)), np.nan)
+    costs = np.full((len(q), len(llms)), np.nan)
+    for rec, p in zip(records, pos):
+        for m, c in rec.costs.items():
+            if m in llms:
+                costs[p, llms.index(m)] = c
+    if truth is not None:
+        tpos = pd.Index(truth.query_ids).get_indexer(q["query_id"])
+        tl = pd.Index(truth.llm_names).get_indexer(llms)
+        ok = tpos >= 0
+        for j, col in enumerate(tl):
+            if col >= 0:
+                scores[ok, j] = truth.scores[tpos[ok], col]
+                if truth.costs is not None:
+                    tc = truth.costs[tpos[ok], col]
+                    costs[ok, j] = np.where(np.isnan(tc), costs[ok, j], tc)
+    data = RoutingData(q, llms, scores, None if np.isnan(costs).all() else costs, name="judge-replay")
+    return data, np.asarray(pos, dtype=np.int64)
+
+
+def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
+           train: RoutingData | None = None, truth: RoutingData | None = None,
+           params: dict | None = None) -> list[JudgeRecord]:
+    """Replay a router on stored records (eq. C.21).
+
+    Parameters
+    ----------
+    router : str, Router or loaded artifact
+        A fitted Router, an artifact folder, or a registry name (then ``train`` is required
+        and the router is fitted on it).
+    records : sequence of JudgeRecord
+    name : str, optional
+        Name under which the replayed router appears (default: the registry name or class name).
+    train : RoutingData, optional
+        Training data for unfitted routers.
+    truth : RoutingData, optional
+        Recorded scores of the same query ids, for routers that read ground truth (oracle).
+    params : dict, optional
+        Constructor parameters for a registry name.
+
+    Returns
+    -------
+    list of JudgeRecord
+        Copies of ``records`` with the replayed router added to ``router_choices``.
+    """
+    if not records:
+        raise ValueError("no stored records to replay on")
+    r, needs_fit = resolve_router(router, params)
+    name = name or (router if isinstance(router, str) else type(r).__name__)
+    if needs_fit:
+        if train is None:
+            raise ValueError(f"router {name!r} is not fitted: pass train data to fit it on")
+        r.fit(train)
+    clash = [i for i, rec in enumerate(records) if name in rec.router_choices]
+    if clash:
+        raise ValueError(f"router name {name!r} already voted in stored record {clash[0]}; pick another name")
+    llms = list(r.llm_names_)
+    data, pos = queries_of(records, llms, truth)
+    if r.uses_ground_truth and np.isnan(data.scores).all():
+        raise ValueError(f"{type(r).__name__} routes from ground-truth scores: pass truth= (the recorded data)")
+    groups: dict[tuple, list[int]] = {}
+    for t, rec in enumerate(records):
+        cand = tuple(m for m in rec.feasible if m in set(llms))
+        if not cand:
+            raise ValueError(f"record {rec.record_id}: none of its feasible LLMs {rec.feasible} is known "
+                             f"to router {name!r} ({llms})")
+        groups.setdefault((cand, rec.budget), []).append(t)
+    picks: list[str | None] = [None] * len(records)
+    for (cand, budget), ts in groups.items():
+        rows = np.unique(pos[ts])
+        sub = data.subset(rows)
+        idx = r.route_indices(sub, budget=budget, candidates=list(cand))
+        at = {int(q): llms[int(c)] for q, c in zip(rows, idx)}
+        for t in ts:
+            picks[t] = at[int(pos[t])]
+    return [dataclasses.replace(rec, router_choices={**rec.router_choices, name: m})
+            for rec, m in zip(records, picks)]
+
+
+def replay_summary(replayed: Sequence[JudgeRecord], name: str) -> pd.DataFrame:
+    """Leaderboard of the stored routers plus the replayed one (metrics of eq. C.21)."""
+    lb = leaderboard(replayed)
+    lb["replayed"] = lb["router"] == name
+    return lb
