@@ -1,0 +1,179 @@
+"""RouterDC data (Chen et al., 2024, "RouterDC: Query-Based Router by Dual Contrastive
+Learning for Assembling Large Language Models").
+
+Each ``<task>[_train|_test|-train|-test].json`` file is a JSON list of records
+``{"question": str, "scores": {llm: score}, ...}`` (extra fields such as ``cluster_id``
+become query columns). The task is the file stem without the split suffix; the split is
+the suffix when there is one (``ceval.json`` has none).
+
+Query identity and duplicates (documented behaviour)
+----------------------------------------------------
+A query is a distinct question text (``identity="text"``, default). Files are read train
+first, then unsplit, then test (alphabetical within each); a question met again is merged
+into its first record: per (query, LLM) cell the ``duplicates`` rule picks the value
+(default ``"first"``), and task/split come from the first record. Each merge is logged and
+listed in ``meta["merged_records"]`` as ``(kept query_id, file, index in file)``.
+``identity="file"`` keys on (file, question) instead, so only repeats inside one file merge.
+
+On ``split2_model7`` (16 files, 20,600 records): 11 records repeat a question of the same
+file, giving 20,589 per-file queries (``identity="file"``, the count in SOURCES.md); 24 more
+questions appear in two files (16 MMLU train/test, 4 ARC-Easy train/test, 2 ARC-Challenge
+train/test, 1 CMMLU train/test, 1 in both ARC-Challenge and ARC-Easy train), so the default
+gives 20,565 distinct questions x 7 LLMs.
+
+Query ids are ``"<file stem>:<index of the first record in its file>"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import RoutingData
+from ..errors import DataValidationError
+from ._common import order_files, parse_size, read_json, task_split_from_stem
+from .registry import register
+
+__all__ = ["load_routerdc", "question_records_to_long", "detect_routerdc"]
+
+log = logging.getLogger(__name__)
+
+
+def question_records_to_long(records, source: str, *, question_key: str = "question",
+                             scores_key: str = "scores") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Validate ``[{question, scores: {llm: score}, ...}]`` records.
+
+    Returns
+    -------
+    (long, extra)
+        ``long`` has columns ``rec`` (record index), ``model``, ``score``; ``extra`` has one
+        row per record with the question text and the other scalar fields.
+    """
+    if not isinstance(records, list):
+        raise DataValidationError(f"expected a JSON list of records, got {type(records).__name__}",
+                                  source=source)
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise DataValidationError(f"expected an object, got {type(rec).__name__}", source=source,
+                                      row=i)
+        q = rec.get(question_key)
+        if not isinstance(q, str) or not q:
+            raise DataValidationError(f"{question_key!r} must be a non-empty string, got {q!r:.60}",
+                                      source=source, row=i, column=question_key)
+        s = rec.get(scores_key)
+        if not isinstance(s, dict) or not s:
+            raise DataValidationError(f"{scores_key!r} must be a non-empty object {{llm: score}}, "
+                                      f"got {s!r:.60}", source=source, row=i, column=scores_key)
+    wide = pd.DataFrame.from_records([rec[scores_key] for rec in records])
+    vals = wide.apply(pd.to_numeric, errors="coerce")
+    bad = vals.isna().to_numpy() & wide.notna().to_numpy()
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise DataValidationError(f"score {wide.iat[i, j]!r} for LLM {wide.columns[j]!r} is not a "
+                                  f"number", source=source, row=int(i), column=f"{scores_key}.{wide.columns[j]}")
+    arr = vals.to_numpy(dtype=np.float64)
+    i, j = np.nonzero(~np.isnan(arr))
+    long = pd.DataFrame({"rec": i, "model": np.asarray(wide.columns, dtype=object)[j], "score": arr[i, j]})
+    extra = pd.DataFrame.from_records([{k: v for k, v in rec.items()
+                                        if k != scores_key and not isinstance(v, (dict, list))}
+                                       for rec in records])
+    extra = extra.rename(columns={question_key: "text"})
+    return long, extra
+
+
+def _merge_files(parts, *, identity: str, duplicates: str, source: str, name: str,
+                 llms: pd.DataFrame | None = None, key_column: str = "text") -> RoutingData:
+    """Concatenate per-file long tables and merge repeated questions (see module notes)."""
+    frames = []
+    for long, extra, label in parts:
+        extra = extra.copy()
+        extra["_file"] = label
+        extra["_idx"] = np.arange(len(extra))
+        frames.append((long, extra))
+    allx = pd.concat([x for _, x in frames], ignore_index=True)
+    offsets = np.cumsum([0] + [len(x) for _, x in frames[:-1]])
+    key = allx[key_column].astype(str)
+    if identity == "file":
+        key = allx["_file"].astype(str) + "\x1f" + key
+    elif identity != "text":
+        raise ValueError(f"identity must be 'text' or 'file', got {identity!r}")
+    first = pd.Series(np.arange(len(key))).groupby(key.to_numpy()).transform("min").to_numpy()
+    qid_all = (allx["_file"].astype(str) + ":" + allx["_idx"].astype(str)).to_numpy()
+    qid = qid_all[first]
+    merged = np.flatnonzero(first != np.arange(len(key)))
+    merged_list = [(qid[i], str(allx["_file"].iat[i]), int(allx["_idx"].iat[i])) for i in merged]
+    if merged_list:
+        log.warning("%s: %d records repeat an earlier question (identity=%r) and were merged into "
+                    "it (duplicates=%r): %s", source, len(merged_list), identity, duplicates,
+                    merged_list[:10])
+    longs = []
+    for (long, _), off in zip(frames, offsets):
+        rec = long["rec"].to_numpy() + off
+        lf = pd.DataFrame({"query_id": qid[rec], "model": long["model"].to_numpy(),
+                           "score": long["score"].to_numpy()})
+        if "cost" in long.columns:
+            lf["cost"] = long["cost"].to_numpy()
+        qcols = allx.drop(columns=["_idx"]).iloc[rec].reset_index(drop=True)
+        longs.append(pd.concat([lf, qcols.rename(columns={"_file": "file"})], axis=1))
+    full = pd.concat(longs, ignore_index=True)
+    data = RoutingData.from_long(full, duplicates=duplicates, llms=llms, name=name, source=source,
+                                 meta={"merged_records": merged_list, "identity": identity})
+    data.llms["size"] = [s if pd.notna(s) else parse_size(n)
+                         for n, s in zip(data.llms["name"], data.llms["size"])]
+    return data
+
+
+def detect_routerdc(path: Path) -> bool:
+    path = Path(path)
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not files or files[0].suffix != ".json" or not files[0].is_file():
+        return False
+    if path.is_dir() and (path / "default_llm.json").exists():
+        return False  # the LLMRouter folder
+    with open(files[0], encoding="utf-8") as fh:
+        head = fh.read(4096)
+    return head.lstrip().startswith("[") and '"question"' in head and '"scores"' in head
+
+
+@register("routerdc", folder="routerdc_split2_model7", aliases=("routerdc_split2_model7",),
+          detect=detect_routerdc,
+          description="RouterDC question/scores JSON files (split2_model7: 7 open LLMs, 9 benchmarks)")
+def load_routerdc(path, identity: str = "text", duplicates: str = "first") -> RoutingData:
+    """Load a folder of RouterDC ``*.json`` files (or one file).
+
+    Parameters
+    ----------
+    path : str or Path
+        Folder or file.
+    identity : {"text", "file"}
+        Merge repeated questions across files or only within a file (module notes).
+    duplicates : {"first", "mean", "last", "error"}
+        Rule for a (query, LLM) cell given by several records.
+
+    Returns
+    -------
+    RoutingData
+        ``task`` and ``split`` from the file names, ``file`` column, no costs; LLM sizes
+        parsed from the names.
+
+    Example
+    -------
+    >>> d = load_routerdc("../shared/data/routerdc_split2_model7")  # doctest: +SKIP
+    >>> d.shape
+    (20565, 7)
+    """
+    path = Path(path)
+    files = order_files(path.glob("*.json")) if path.is_dir() else [path]
+    if not files or not files[0].is_file():
+        raise FileNotFoundError(f"{path}: no RouterDC .json files found")
+    parts = []
+    for f in files:
+        long, extra = question_records_to_long(read_json(f), str(f))
+        task, split = task_split_from_stem(f.stem)
+        extra["task"], extra["split"] = task, split
+        parts.append((long, extra, f.stem))
+    return _merge_files(parts, identity=identity, duplicates=duplicates, source=str(path),
+                        name="routerdc")
