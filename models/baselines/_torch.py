@@ -1,0 +1,101 @@
+"""Small, seeded torch MLP trainer with masked losses (used by MLPR and MLC).
+
+Training runs inside ``torch.random.fork_rng`` so the global torch RNG is left untouched,
+uses a private generator for shuffling, and is deterministic on CPU for a given seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["build_mlp", "fit_mlp", "predict_mlp"]
+
+_LOSSES = ("bce", "mse")
+
+
+def build_mlp(in_dim: int, out_dim: int, hidden_size: int, n_hidden: int):
+    """``n_hidden`` x (Linear + ReLU) of width ``hidden_size`` then a Linear output layer."""
+    from torch import nn
+    layers, d = [], in_dim
+    for _ in range(int(n_hidden)):
+        layers += [nn.Linear(d, int(hidden_size)), nn.ReLU()]
+        d = int(hidden_size)
+    layers.append(nn.Linear(d, out_dim))
+    return nn.Sequential(*layers)
+
+
+def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int, n_hidden: int,
+            loss: str, lr: float, epochs: int, batch_size: int, weight_decay: float, seed: int):
+    """Train an MLP on ``x -> y`` with a loss averaged over the cells where ``mask`` is True.
+
+    Parameters
+    ----------
+    x : ndarray, shape (n, d)
+    y : ndarray, shape (n, m)
+        Targets; values where ``mask`` is False are ignored (may be NaN).
+    mask : ndarray of bool, shape (n, m)
+    hidden_size, n_hidden : int
+        Architecture (``n_hidden = 0`` is a linear model).
+    loss : {"bce", "mse"}
+        ``"bce"``: binary cross-entropy on logits (targets in [0, 1]); ``"mse"``: squared error.
+    lr, weight_decay : float
+        Adam settings; the learning rate follows a cosine schedule to 0 over training.
+    epochs, batch_size : int
+        Passes over the data and rows per step (shuffled each epoch).
+    seed : int
+        Seeds initialisation and shuffling.
+
+    Returns
+    -------
+    torch.nn.Sequential
+        The trained model in eval mode.
+    """
+    import torch
+    from torch.nn import functional as F
+    if loss not in _LOSSES:
+        raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
+    if int(epochs) < 1 or int(batch_size) < 1:
+        raise ValueError(f"epochs and batch_size must be >= 1, got {epochs!r}, {batch_size!r}")
+    xt = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    mt = torch.as_tensor(np.asarray(mask, dtype=bool))
+    yt = torch.as_tensor(np.where(mask, np.asarray(y, dtype=np.float32), 0.0).astype(np.float32))
+    n = xt.shape[0]
+    steps_per_epoch = (n + int(batch_size) - 1) // int(batch_size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        model = build_mlp(xt.shape[1], yt.shape[1], hidden_size, n_hidden)
+        gen = torch.Generator().manual_seed(int(seed))
+        opt = torch.optim.Adam(model.parameters(), lr=float(lr), weight_decay=float(weight_decay))
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(epochs) * steps_per_epoch))
+        model.train()
+        for _ in range(int(epochs)):
+            perm = torch.randperm(n, generator=gen)
+            for s in range(0, n, int(batch_size)):
+                b = perm[s:s + int(batch_size)]
+                out = model(xt[b])
+                m = mt[b].to(out.dtype)
+                if loss == "bce":
+                    cell = F.binary_cross_entropy_with_logits(out, yt[b], reduction="none")
+                else:
+                    cell = (out - yt[b]) ** 2
+                value = (cell * m).sum() / m.sum().clamp(min=1.0)
+                opt.zero_grad()
+                value.backward()
+                opt.step()
+                sched.step()
+    model.eval()
+    return model
+
+
+def predict_mlp(model, x: np.ndarray, *, sigmoid: bool, batch: int = 8192) -> np.ndarray:
+    """Model outputs (sigmoid-ed when ``sigmoid``) as float64, shape (n, m)."""
+    import torch
+    xt = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    outs = []
+    with torch.no_grad():
+        for s in range(0, xt.shape[0], batch):
+            o = model(xt[s:s + batch])
+            outs.append(torch.sigmoid(o) if sigmoid else o)
+    if not outs:
+        return np.zeros((0, model[-1].out_features))
+    return torch.cat(outs).numpy().astype(np.float64)

@@ -1,0 +1,153 @@
+"""RouterBench's cascading router with a noisy judge.
+
+Reference
+---------
+Hu et al., "RouterBench: A Benchmark for Multi-LLM Routing System", arXiv:2403.12031
+(2024), cascading router (their ``routers/run_cascading_router.py``): LLMs are tried from
+cheapest to dearest; a judge accepts an answer when its score reaches a threshold (by
+default the 0.95 quantile of the scores, "top 5 % performance"); the judge is wrong with
+probability ``epsilon`` (RouterBench sweeps 0 ... 0.8); a maximum total cost per query
+stops the chain. The paid cost is the sum over every LLM tried.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from recsys_router.data import RoutingData
+from recsys_router.router import Router
+
+from ._common import query_uniforms
+
+__all__ = ["CascadeRouter"]
+
+
+class CascadeRouter(Router):
+    """Cascade: try LLMs in ascending mean train cost until the (noisy) judge accepts.
+
+    For each query, LLM ``j`` of the chain is tried (its cost on the query is paid) and the
+    judge accepts when ``score >= threshold``; with probability ``epsilon`` the verdict is
+    flipped (seeded per query and LLM, so batch-invariant). An unobserved score is always
+    rejected. The first LLM is always tried; a later one is tried only if the total cost so
+    far plus its cost stays ``<= T`` (``T = min(max_cost, budget)``); otherwise the chain
+    stops. The answer used is that of the last LLM tried.
+
+    Costs are the routed data's true per-query costs (mean train cost where unknown), and
+    the judge reads the routed data's true scores, so this router ``uses_ground_truth``.
+    Its realised cost is not the chosen LLM's cost: use :meth:`route_with_costs`.
+
+    Parameters
+    ----------
+    threshold : float, optional
+        Acceptance threshold on the score. Default: the ``threshold_quantile`` quantile of
+        all observed train scores (fixed at fit time).
+    threshold_quantile : float
+        Quantile used when ``threshold`` is None (RouterBench: 0.95).
+    max_cost : float, optional
+        Cap ``T`` on the total cost per query (None = no cap). RouterBench sweeps
+        0.001 ... 100.
+    epsilon : float
+        Judge error rate in [0, 1] (RouterBench: 0, 0.01, ..., 0.8).
+    seed : int
+        Seed of the judge errors.
+
+    Example
+    -------
+    >>> d = RoutingData(["q"], ["a", "b"], [[0., 1.]], [[1., 2.]])
+    >>> names, cost = CascadeRouter(threshold=1.0).fit(d).route_with_costs(d)
+    >>> names.tolist(), cost.tolist()
+    (['b'], [3.0])
+    """
+
+    uses_ground_truth = True
+
+    def __init__(self, threshold: float | None = None, threshold_quantile: float = 0.95,
+                 max_cost: float | None = None, epsilon: float = 0.0, seed: int = 0):
+        self.threshold = threshold
+        self.threshold_quantile = threshold_quantile
+        self.max_cost = max_cost
+        self.epsilon = epsilon
+        self.seed = seed
+
+    def _fit(self, train, val):
+        if not 0.0 <= float(self.epsilon) <= 1.0:
+            raise ValueError(f"cascade: epsilon must be in [0, 1], got {self.epsilon!r}")
+        if self.mean_costs_ is None or not np.isfinite(self.mean_costs_).any():
+            raise ValueError("the cascade router orders LLMs by cost and needs costs in the "
+                             f"training data ({train.name!r} has none)")
+        if self.threshold is not None:
+            self.threshold_ = float(self.threshold)
+        else:
+            if not 0.0 <= float(self.threshold_quantile) <= 1.0:
+                raise ValueError(f"threshold_quantile must be in [0, 1], got {self.threshold_quantile!r}")
+            obs = train.scores[train.observed].astype(np.float64)
+            if not obs.size:
+                raise ValueError("cascade: no observed train score to set the threshold from")
+            self.threshold_ = float(np.quantile(obs, float(self.threshold_quantile)))
+        mc = np.nan_to_num(self.mean_costs_, nan=np.inf)
+        self.chain_ = np.lexsort((np.arange(len(mc)), mc)).astype(np.int64)
+
+    # ------------------------------------------------------------------ the cascade
+    def _costs_of(self, data: RoutingData) -> np.ndarray:
+        mc = np.nan_to_num(np.asarray(self.mean_costs_, dtype=np.float64), nan=0.0)
+        base = np.broadcast_to(mc, data.shape)
+        if data.costs is None:
+            return base.copy()
+        c = data.costs.astype(np.float64)
+        return np.where(np.isnan(c), base, c)
+
+    def _run(self, data: RoutingData, budget: float | None,
+             candidates: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
+        self._check_fitted()
+        self._check_llms(data)
+        mask = self.candidate_mask(candidates)
+        chain = self.chain_ if mask is None else self.chain_[mask[self.chain_]]
+        caps = [c for c in (self.max_cost, budget) if c is not None]
+        if any(np.isnan(c) for c in caps):
+            raise ValueError(f"cost caps must be numbers, got max_cost={self.max_cost!r}, budget={budget!r}")
+        cap = min(caps) if caps else np.inf
+        s = data.scores.astype(np.float64)
+        c = self._costs_of(data)
+        flip = query_uniforms(data.query_ids, self.seed, data.n_llms, stream=3) < float(self.epsilon)
+        n = data.n_queries
+        done = np.zeros(n, dtype=bool)
+        spent = np.zeros(n)
+        choice = np.full(n, chain[0], dtype=np.int64)
+        for step, j in enumerate(chain):
+            if step > 0:
+                done |= spent + c[:, j] > cap
+            run = ~done
+            if not run.any():
+                break
+            spent[run] += c[run, j]
+            choice[run] = j
+            sj = s[:, j]
+            good = np.where(np.isnan(sj), False, sj >= self.threshold_)
+            accepted = np.where(np.isnan(sj), False, good ^ flip[:, j])
+            done |= run & accepted
+        return choice, spent
+
+    def route_with_costs(self, data: RoutingData, *, budget: float | None = None,
+                         candidates: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Route and return ``(chosen LLM names, realised cost per query)``.
+
+        The realised cost sums the costs of every LLM tried on the query.
+        """
+        choice, spent = self._run(data, budget, candidates)
+        return np.asarray(self.llm_names_, dtype=object)[choice], spent
+
+    def route_indices(self, data, *, wtp=None, budget=None, candidates=None):
+        """Column of the LLM whose answer is used; ``budget`` caps the total cost per query."""
+        if wtp is not None:
+            raise ValueError("the cascade router has no willingness-to-pay mode; pass budget= "
+                             "(total cost cap per query) or set max_cost")
+        return self._run(data, budget, candidates)[0]
+
+    def _predict_scores(self, data):
+        """One-hot of the LLM the cascade ends on (with ``max_cost`` only)."""
+        choice, _ = self._run(data, None, None)
+        out = np.zeros(data.shape)
+        out[np.arange(data.n_queries), choice] = 1.0
+        return out

@@ -1,0 +1,220 @@
+"""Embedding -> score predictors: LinearR, MLPR (regression) and MLC (multi-label).
+
+References
+----------
+Huang et al., "RouterEval", arXiv:2503.10657 (2025), baselines ``router/MLPR_LinearR``
+and ``router/RoBERTa-MLC``:
+
+- LinearR: a linear map from the query embedding to every LLM's score. Here one ridge
+  regression per LLM fitted in closed form on its observed scores (RouterEval trains the
+  same linear model with Adam; the closed form is exact, deterministic and fast).
+- MLPR: ``Linear-ReLU-Linear-ReLU-Linear`` with hidden width 256, binary cross-entropy on
+  logits, Adam with a cosine learning-rate schedule, 100 epochs (``test_router.py``).
+  RouterEval steps on single queries at lr 1e-4; the defaults here use batches of 64 at
+  lr 1e-3 to keep CPU training fast (documented deviation; both are parameters).
+- MLC: a multi-label classifier trained with BCE on RouterEval selection vectors
+  (LLM correct / within ``ratio`` of the best). RouterEval fine-tunes RoBERTa-base with a
+  one-hidden-layer head for 10 epochs, batch 10, weight decay 0.01; here the head (hidden
+  256) is trained on the configured encoder's embeddings with those epoch/batch/decay
+  settings.
+
+Unobserved (NaN) scores are masked out of every loss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recsys_router.errors import DataValidationError
+from recsys_router.router import Router
+
+from ._common import TextEmbeddingMixin, safe_llm_means
+from ._torch import fit_mlp, predict_mlp
+
+__all__ = ["LinearRRouter", "MLPRRouter", "MLCRouter"]
+
+
+def _standardiser(x: np.ndarray, on: bool) -> tuple[np.ndarray, np.ndarray]:
+    if not on:
+        return np.zeros(x.shape[1]), np.ones(x.shape[1])
+    mu = x.mean(axis=0)
+    sd = x.std(axis=0)
+    return mu, np.where(sd > 1e-8, sd, 1.0)
+
+
+class LinearRRouter(TextEmbeddingMixin, Router):
+    """LinearR: one ridge regression per LLM from the query embedding to its score.
+
+    Fully observed LLMs share one multi-output solve; the others are fitted on their own
+    observed rows. An LLM with fewer than two observed scores predicts its mean.
+
+    Parameters
+    ----------
+    alpha : float
+        L2 penalty of the ridge regression.
+    encoder : str or Encoder
+        Query encoder.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(80, 3, 2, seed=0)
+    >>> LinearRRouter().fit(d).predict_scores(d).shape
+    (80, 3)
+    """
+
+    def __init__(self, alpha: float = 1.0, encoder="hashing"):
+        self.alpha = alpha
+        self.encoder = encoder
+
+    def _fit(self, train, val):
+        from sklearn.linear_model import Ridge
+        x = self._fit_encoder(train)
+        obs = train.observed
+        y = train.scores.astype(np.float64)
+        n_llms = train.n_llms
+        self.coef_ = np.zeros((n_llms, x.shape[1]))
+        self.intercept_ = safe_llm_means(train.scores).copy()
+        full = np.flatnonzero(obs.all(axis=0))
+        if len(full):
+            m = Ridge(alpha=float(self.alpha)).fit(x, y[:, full])
+            self.coef_[full] = m.coef_.reshape(len(full), -1)
+            self.intercept_[full] = m.intercept_
+        for j in np.flatnonzero(~obs.all(axis=0)):
+            ok = obs[:, j]
+            if ok.sum() < 2:
+                continue
+            m = Ridge(alpha=float(self.alpha)).fit(x[ok], y[ok, j])
+            self.coef_[j] = m.coef_
+            self.intercept_[j] = m.intercept_
+
+    def _predict_scores(self, data):
+        return self._embed(data) @ self.coef_.T + self.intercept_[None, :]
+
+
+class _MLPBase(TextEmbeddingMixin, Router):
+    """Shared fit/predict of the torch MLP routers (targets and loss set by subclasses)."""
+
+    def _targets(self, train) -> tuple[np.ndarray, np.ndarray, str]:
+        raise TypeError("subclasses define _targets")  # pragma: no cover
+
+    def _fit(self, train, val):
+        x = self._fit_encoder(train)
+        y, mask, loss = self._targets(train)
+        keep = mask.any(axis=1)
+        if not keep.any():
+            raise ValueError(f"{type(self).__name__}: no training query has an observed score")
+        self.x_mean_, self.x_scale_ = _standardiser(x[keep], bool(self.standardize))
+        self.loss_ = loss
+        self.model_ = fit_mlp((x[keep] - self.x_mean_) / self.x_scale_, y[keep], mask[keep],
+                              hidden_size=self.hidden_size, n_hidden=self.n_hidden, loss=loss,
+                              lr=self.lr, epochs=self.epochs, batch_size=self.batch_size,
+                              weight_decay=self.weight_decay, seed=self.seed)
+
+    def _predict_scores(self, data):
+        x = (self._embed(data) - self.x_mean_) / self.x_scale_
+        return predict_mlp(self.model_, x, sigmoid=self.loss_ == "bce")
+
+
+class MLPRRouter(_MLPBase):
+    """MLPR (RouterEval): an MLP predicting every LLM's score from the query embedding.
+
+    Parameters
+    ----------
+    hidden_size : int
+        Hidden width (RouterEval: 256).
+    n_hidden : int
+        Hidden layers (RouterEval FNN: 2).
+    loss : {"bce", "mse"}
+        ``"bce"`` (RouterEval; scores must lie in [0, 1], predictions are sigmoid outputs)
+        or ``"mse"`` for unbounded scores.
+    lr, epochs, batch_size, weight_decay : float, int, int, float
+        Adam + cosine schedule settings (RouterEval: 1e-4, 100, 1, 0).
+    standardize : bool
+        Standardise embedding features with train mean/std before the MLP (on by
+        default: hashed text features are tiny and sparse).
+    seed : int
+        Seed of initialisation and shuffling.
+    encoder : str or Encoder
+        Query encoder.
+    """
+
+    def __init__(self, hidden_size: int = 256, n_hidden: int = 2, loss: str = "bce",
+                 lr: float = 1e-3, epochs: int = 100, batch_size: int = 64,
+                 weight_decay: float = 0.0, standardize: bool = True, seed: int = 0,
+                 encoder="hashing"):
+        self.hidden_size = hidden_size
+        self.n_hidden = n_hidden
+        self.loss = loss
+        self.lr = lr
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.weight_decay = weight_decay
+        self.standardize = standardize
+        self.seed = seed
+        self.encoder = encoder
+
+    def _targets(self, train):
+        mask = train.observed
+        y = train.scores.astype(np.float64)
+        if self.loss == "bce":
+            v = y[mask]
+            if v.size and (v.min() < 0 or v.max() > 1):
+                raise DataValidationError(
+                    f"MLPR with loss='bce' needs scores in [0, 1] but {train.name!r} has scores in "
+                    f"[{v.min():g}, {v.max():g}]; use loss='mse'", source=train.source, column="score")
+        return y, mask, self.loss
+
+    def selection_probs(self, data):
+        """Softmax of the predicted scores (RouterEval's routing distribution for MLPR)."""
+        s = self.predict_scores(data)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+
+class MLCRouter(_MLPBase):
+    """MLC (RouterEval): multi-label classifier of which LLMs get a query right.
+
+    Targets are :meth:`RoutingData.selection_vectors` (1 = correct, or within ``ratio`` of
+    the query's best score for continuous scores); unobserved cells are masked out.
+    Predicted scores are the sigmoid probabilities.
+
+    Parameters
+    ----------
+    ratio : float
+        Selection-vector ratio for continuous scores (RouterEval: 0.95).
+    hidden_size, n_hidden : int
+        Classification head (RouterEval's RoBERTa head: one hidden layer).
+    lr, epochs, batch_size, weight_decay : float, int, int, float
+        Adam + cosine schedule (RouterEval: 10 epochs, batch 10, weight decay 0.01).
+    standardize : bool
+        Standardise embedding features with train mean/std.
+    seed : int
+        Seed.
+    encoder : str or Encoder
+        Query encoder.
+    """
+
+    def __init__(self, ratio: float = 0.95, hidden_size: int = 256, n_hidden: int = 1,
+                 lr: float = 1e-3, epochs: int = 10, batch_size: int = 10,
+                 weight_decay: float = 0.01, standardize: bool = True, seed: int = 0,
+                 encoder="hashing"):
+        self.ratio = ratio
+        self.hidden_size = hidden_size
+        self.n_hidden = n_hidden
+        self.lr = lr
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.weight_decay = weight_decay
+        self.standardize = standardize
+        self.seed = seed
+        self.encoder = encoder
+
+    def _targets(self, train):
+        return train.selection_vectors(float(self.ratio)).astype(np.float64), train.observed, "bce"
+
+    def selection_probs(self, data):
+        """Predicted probabilities normalised to sum to one per query."""
+        p = self.predict_scores(data)
+        tot = p.sum(axis=1, keepdims=True)
+        return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / p.shape[1])

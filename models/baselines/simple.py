@@ -1,0 +1,219 @@
+"""Reference routers: random, oracle, r_o (oracle mixed with random) and best-single.
+
+References
+----------
+- RouterEval: Huang et al., "RouterEval: A Comprehensive Benchmark for Routing LLMs to
+  Explore Model-level Scaling Up in LLMs", arXiv:2503.10657 (2025). The oracle, random and
+  ``r_o(p)`` routers follow its ``router/R_o/r_o_router.py``: with probability ``p`` a query
+  goes to its best LLM, otherwise to an LLM drawn uniformly.
+- RouterBench: Hu et al., "RouterBench: A Benchmark for Multi-LLM Routing System",
+  arXiv:2403.12031 (2024): the oracle and the best single model (BSM) reference points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recsys_router.data import RoutingData
+from recsys_router.policies import argmax_policy
+from recsys_router.router import Router
+
+from ._common import nan_col_means, query_uniforms
+
+__all__ = ["RandomRouter", "OracleRouter", "ROracleRouter", "BestSingleRouter", "truth_scores"]
+
+
+def truth_scores(data: RoutingData) -> np.ndarray:
+    """Ground-truth scores with unobserved cells set below every observed score.
+
+    An oracle cannot know an unobserved outcome, so such cells rank last (they get
+    ``min(observed) - 1``; ``-1`` when nothing is observed).
+    """
+    s = data.scores.astype(np.float64)
+    obs = ~np.isnan(s)
+    low = (float(s[obs].min()) - 1.0) if obs.any() else -1.0
+    return np.where(obs, s, low)
+
+
+def _truth_costs(router: Router, data: RoutingData) -> np.ndarray | None:
+    """True per-query costs of ``data`` where known, the router's mean train cost elsewhere."""
+    base = Router.predict_costs(router, data)
+    if data.costs is None:
+        return base
+    c = data.costs.astype(np.float64)
+    if base is None:
+        return np.nan_to_num(c, nan=0.0)
+    return np.where(np.isnan(c), base, c)
+
+
+class RandomRouter(Router):
+    """Uniformly random router (seeded).
+
+    Each query gets iid uniform pseudo-scores derived from ``(seed, query_id, LLM
+    column)``, so the argmax over any candidate subset is uniform over that subset and a
+    query is routed the same way alone or in a batch.
+
+    Parameters
+    ----------
+    seed : int
+        Random seed.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(50, 4, 2, seed=0)
+    >>> RandomRouter(seed=1).fit(d).route(d).shape
+    (50,)
+    """
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def _fit(self, train, val):
+        self.n_llms_ = train.n_llms
+
+    def _predict_scores(self, data):
+        return query_uniforms(data.query_ids, self.seed, self.n_llms_)
+
+    def selection_probs(self, data):
+        """Uniform probabilities ``1 / n_llms`` for every query."""
+        self._check_fitted()
+        return np.full((data.n_queries, self.n_llms_), 1.0 / self.n_llms_)
+
+
+class OracleRouter(Router):
+    """Oracle: each query goes to the LLM with the best ground-truth score.
+
+    Reads the scores (and costs) of the data being routed (``uses_ground_truth``). Ties
+    go to the LLM that was cheapest *on that query* (true cost when the data has costs,
+    else the mean train cost), then to the lower column. Unobserved cells rank last.
+
+    Example
+    -------
+    >>> d = RoutingData(["q"], ["a", "b", "c"], [[1., 0., 1.]], [[3., 1., 2.]])
+    >>> OracleRouter().fit(d).route(d).tolist()
+    ['c']
+    """
+
+    uses_ground_truth = True
+
+    def __init__(self):
+        pass
+
+    def _fit(self, train, val):
+        self.n_llms_ = train.n_llms
+
+    def _predict_scores(self, data):
+        return truth_scores(data)
+
+    def predict_costs(self, data):
+        """True per-query costs of ``data`` (mean train cost where unknown)."""
+        self._check_fitted()
+        return _truth_costs(self, data)
+
+
+class ROracleRouter(Router):
+    """RouterEval's ``r_o(p)``: the oracle with probability ``p``, uniform random otherwise.
+
+    The coin and the random draw are seeded per query (batch-invariant). ``p = 1`` is the
+    oracle and ``p = 0`` the random router. The expected mean score has the closed form
+    :meth:`expected_score`.
+
+    Parameters
+    ----------
+    p : float
+        Probability of routing a query like the oracle, in [0, 1]. RouterEval reports
+        ``r_o(0.5)``; its script default is ``p = 1``.
+    seed : int
+        Random seed.
+
+    Example
+    -------
+    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1., 0.], [0., 1.]])
+    >>> ROracleRouter(p=1.0).fit(d).route(d).tolist()
+    ['a', 'b']
+    """
+
+    uses_ground_truth = True
+
+    def __init__(self, p: float = 0.5, seed: int = 0):
+        self.p = p
+        self.seed = seed
+
+    def _fit(self, train, val):
+        if not 0.0 <= float(self.p) <= 1.0:
+            raise ValueError(f"r_o: p must be in [0, 1], got {self.p!r}")
+        self.n_llms_ = train.n_llms
+
+    def oracle_mask(self, data: RoutingData) -> np.ndarray:
+        """Boolean per query: True where the oracle branch was drawn."""
+        self._check_fitted()
+        return query_uniforms(data.query_ids, self.seed, 1, stream=1)[:, 0] < float(self.p)
+
+    def _predict_scores(self, data):
+        rand = query_uniforms(data.query_ids, self.seed, self.n_llms_)
+        return np.where(self.oracle_mask(data)[:, None], truth_scores(data), rand)
+
+    def predict_costs(self, data):
+        """True per-query costs of ``data`` (mean train cost where unknown)."""
+        self._check_fitted()
+        return _truth_costs(self, data)
+
+    def selection_probs(self, data):
+        """``p * onehot(oracle choice) + (1 - p) / n_llms`` per query."""
+        self._check_fitted()
+        self._check_llms(data)
+        pick = argmax_policy(truth_scores(data), _truth_costs(self, data))
+        probs = np.full((data.n_queries, self.n_llms_), (1.0 - float(self.p)) / self.n_llms_)
+        probs[np.arange(data.n_queries), pick] += float(self.p)
+        return probs
+
+    @staticmethod
+    def expected_score(data: RoutingData, p: float) -> float:
+        """Closed-form expected mean score of ``r_o(p)`` on ``data``.
+
+        ``p * oracle_mean + (1 - p) * mean_j(mean_i s_ij)``, where ``oracle_mean`` is the
+        mean over queries of the best observed score and the second term is what a uniform
+        random pick scores on average (exact for a fully observed matrix).
+
+        Example
+        -------
+        >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1., 0.], [1., 1.]])
+        >>> ROracleRouter.expected_score(d, 0.5)
+        0.875
+        """
+        s = data.scores.astype(np.float64)
+        has = ~np.isnan(s).all(axis=1)
+        oracle = float(np.nanmax(s[has], axis=1).mean())
+        rand = float(np.nanmean(nan_col_means(s, fallback=np.nan)))
+        return float(p) * oracle + (1.0 - float(p)) * rand
+
+
+class BestSingleRouter(Router):
+    """Best single model (BSM): the LLM with the highest mean train score, for every query.
+
+    Predicted scores are the LLMs' mean train scores (the same row for each query), so
+    ``wtp``/``budget`` policies pick the best LLM affordable by mean cost. An LLM never
+    observed in training gets a score below every observed mean.
+
+    Example
+    -------
+    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1., 0.], [0., 0.]])
+    >>> BestSingleRouter().fit(d).route(d).tolist()
+    ['a', 'a']
+    """
+
+    def __init__(self):
+        pass
+
+    def _fit(self, train, val):
+        means = nan_col_means(train.scores, fallback=np.nan)
+        low = (np.nanmin(means) - 1.0) if np.isfinite(means).any() else 0.0
+        self.mean_scores_ = np.where(np.isnan(means), low, means)
+        costs = None if self.mean_costs_ is None else self.mean_costs_[None, :]
+        #: column of the best LLM (highest mean score, cheapest mean cost on ties)
+        self.best_index_ = int(argmax_policy(self.mean_scores_[None, :], costs)[0])
+        self.best_llm_ = self.llm_names_[self.best_index_]
+
+    def _predict_scores(self, data):
+        return np.broadcast_to(self.mean_scores_, (data.n_queries, len(self.mean_scores_))).copy()

@@ -1,0 +1,144 @@
+"""Router registry: build any router by name.
+
+Entries map a name to ``"module:Class"`` (imported lazily, on first use, so importing
+``recsys_router`` never imports ``models``) or to any callable returning a
+:class:`~recsys_router.router.Router`. Adding a router is one line in :data:`_ROUTERS` or
+one :func:`register_router` call.
+
+Example
+-------
+>>> from recsys_router.registry import make_router, available_routers
+>>> "knn" in available_routers()
+True
+>>> make_router("knn", k=5)
+KNNRouter(k=5, metric='cosine', encoder='hashing')
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Callable, Union
+
+from .router import Router
+
+__all__ = ["make_router", "register_router", "available_routers", "router_factory",
+           "router_class"]
+
+Factory = Union[str, Callable[..., Router]]
+
+_ROUTERS: dict[str, Factory] = {
+    "random": "models.baselines.simple:RandomRouter",
+    "oracle": "models.baselines.simple:OracleRouter",
+    "r_o": "models.baselines.simple:ROracleRouter",
+    "best-single": "models.baselines.simple:BestSingleRouter",
+    "zero": "models.baselines.zero:ZeroRouter",
+    "cascade": "models.baselines.cascade:CascadeRouter",
+    "knn": "models.baselines.neighbours:KNNRouter",
+    "prknn": "models.baselines.neighbours:PRKnnRouter",
+    "c-roberta": "models.baselines.cluster:ClusterRouter",
+    "svm": "models.baselines.svm:SVMRouter",
+    "linearr": "models.baselines.regression:LinearRRouter",
+    "mlpr": "models.baselines.regression:MLPRRouter",
+    "mlc": "models.baselines.regression:MLCRouter",
+}
+
+
+def _normalise(name: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"router name must be a non-empty string, got {name!r}")
+    return name.strip().lower()
+
+
+def register_router(name: str, factory: Factory, *, overwrite: bool = False) -> None:
+    """Add a router under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (case-insensitive).
+    factory : str or callable
+        ``"package.module:ClassName"`` (imported lazily) or a callable ``(**params) -> Router``.
+    overwrite : bool
+        Replace an existing entry instead of raising.
+
+    Example
+    -------
+    >>> register_router("my-bsm", "models.baselines.simple:BestSingleRouter")
+    >>> make_router("my-bsm")
+    BestSingleRouter()
+    """
+    key = _normalise(name)
+    if isinstance(factory, str):
+        if factory.count(":") != 1 or not all(factory.split(":")):
+            raise ValueError(f"factory string must look like 'package.module:ClassName', got {factory!r}")
+    elif not callable(factory):
+        raise TypeError(f"factory must be a 'module:Class' string or a callable, got {type(factory).__name__}")
+    if key in _ROUTERS and not overwrite and _ROUTERS[key] != factory:
+        raise ValueError(f"router {key!r} is already registered ({_ROUTERS[key]!r}); "
+                         "pass overwrite=True to replace it")
+    _ROUTERS[key] = factory
+
+
+def available_routers() -> list[str]:
+    """Registered router names, sorted."""
+    return sorted(_ROUTERS)
+
+
+def router_factory(name: str) -> Callable[..., Router]:
+    """The class or callable registered under ``name`` (imports its module if needed)."""
+    key = _normalise(name)
+    if key not in _ROUTERS:
+        raise KeyError(f"unknown router {name!r}; available: {', '.join(available_routers())}")
+    fac = _ROUTERS[key]
+    if isinstance(fac, str):
+        mod, attr = fac.split(":")
+        try:
+            obj = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as err:
+            raise ImportError(f"router {key!r} is registered as {fac!r}, which cannot be imported: "
+                              f"{err}") from err
+        return obj
+    return fac
+
+
+def router_class(name: str) -> type:
+    """The router class for ``name`` (raises TypeError for a non-class factory)."""
+    fac = router_factory(name)
+    if not inspect.isclass(fac):
+        raise TypeError(f"router {name!r} is registered with a factory function, not a class")
+    return fac
+
+
+def make_router(name: str, **params) -> Router:
+    """Build an unfitted router by registry name.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available_routers` (case-insensitive).
+    **params
+        Constructor hyperparameters.
+
+    Returns
+    -------
+    Router
+
+    Raises
+    ------
+    KeyError
+        Unknown name (the message lists the available ones).
+    TypeError
+        A parameter the router does not take (the message lists the valid ones).
+    """
+    fac = router_factory(name)
+    if inspect.isclass(fac) and issubclass(fac, Router):
+        valid = fac._param_names()
+        bad = sorted(set(params) - set(valid))
+        if bad:
+            raise TypeError(f"router {name!r} ({fac.__name__}) has no parameter(s) {bad}; "
+                            f"valid: {valid}")
+    router = fac(**params)
+    if not isinstance(router, Router):
+        raise TypeError(f"factory for {name!r} returned {type(router).__name__}, not a Router")
+    return router
