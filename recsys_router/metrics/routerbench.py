@@ -154,7 +154,8 @@ def ndch(points: np.ndarray) -> np.ndarray:
     point up to the highest-quality one.
 
     Built with Andrew's monotone chain (points sorted by cost, then quality descending, a
-    vertex dropped whenever it is on or below the chord of its neighbours), then cut at
+    vertex dropped whenever it is on or below the chord of its neighbours, up to a
+    relative rounding tolerance of 1e-12), then cut at
     the first vertex of maximal quality. Collinear middle points are dropped.
 
     Parameters
@@ -182,8 +183,10 @@ def ndch(points: np.ndarray) -> np.ndarray:
     for k in range(len(p)):  # loop over points (few), not over queries
         while len(hull) >= 2:
             o, a = p[hull[-2]], p[hull[-1]]
-            cross = (a[0] - o[0]) * (p[k, 1] - o[1]) - (a[1] - o[1]) * (p[k, 0] - o[0])
-            if cross >= 0:  # a is on or below the chord o -> p[k]: not an upper-hull vertex
+            u, v = a - o, p[k] - o
+            cross = u[0] * v[1] - u[1] * v[0]
+            # a on (up to rounding) or below the chord o -> p[k]: not an upper-hull vertex
+            if cross >= -1e-12 * np.hypot(*u) * np.hypot(*v):
                 hull.pop()
             else:
                 break

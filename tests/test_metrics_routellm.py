@@ -1,0 +1,89 @@
+"""RouteLLM metrics: hand-worked threshold sweep, APGR and CPT; a loop re-implementation of
+RouteLLM's evaluation (pd.qcut edges, >= then > at the last edge) on random data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recsys_router.errors import DataValidationError
+from recsys_router.metrics import DIRECTIONS, apgr, cpt, routellm_metrics, threshold_sweep
+
+# 4 queries; column 0 = strong, column 1 = weak
+S = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+W = np.array([0.9, 0.1, 0.5, 0.7])
+
+
+def test_threshold_sweep_by_hand():
+    cv = threshold_sweep(W, S, n_thresholds=2)
+    # edges: quantiles 0, .5, 1 of W = 0.1, 0.6, 0.9
+    # t=0.1 (>=): all strong -> 3/4; t=0.6: queries 0, 3 strong -> 1 + 1 + 0 + 1 = 3/4;
+    # t=0.9 (strict >): none strong -> weak mean 1/4
+    assert cv.thresholds == pytest.approx([0.9, 0.6, 0.1])
+    assert cv.strong_frac.tolist() == [0.0, 0.5, 1.0]
+    assert cv.qualities == pytest.approx([0.25, 0.75, 0.75])
+
+
+def test_apgr_cpt_by_hand():
+    r = routellm_metrics(W, S, n_thresholds=2)
+    assert (r["weak_quality"], r["strong_quality"]) == (0.25, 0.75)
+    # AUC = .5 * (.25 + .75) / 2 + .5 * .75 = 0.625; (0.625 - 0.25) / (0.75 - 0.25) = 0.75
+    assert r["apgr"] == pytest.approx(0.75)
+    # 50% of the gap = 0.5, reached half-way along [0, .5] -> 0.25; 80% = 0.65 -> 0.4
+    assert r["cpt50"] == pytest.approx(0.25) and r["cpt80"] == pytest.approx(0.4)
+    # a straight line from weak to strong: APGR 1/2, CPT(p) = p; a curve never reaching 0.52
+    assert apgr([0.0, 1.0], [0.2, 0.6], 0.2, 0.6) == pytest.approx(0.5)
+    assert cpt([0.0, 1.0], [0.2, 0.6], 0.2, 0.6, pgr=0.8) == pytest.approx(0.8)
+    assert math.isnan(cpt([0.0, 0.5, 1.0], [0.2, 0.3, 0.4], 0.2, 0.6, pgr=0.8))
+    assert math.isnan(apgr([0.0, 1.0], [0.5, 0.5], 0.5, 0.5))
+
+
+def _routellm_loop(w, strong_q, weak_q, n):
+    """RouteLLM's evaluate loop, one threshold and one query at a time."""
+    _, edges = pd.qcut(w, n, retbins=True)
+    fr, qu = [], []
+    for i, t in enumerate(edges):
+        picks = [(x > t) if i == len(edges) - 1 else (x >= t) for x in w]
+        qu.append(sum(sq if p else wq for p, sq, wq in zip(picks, strong_q, weak_q)) / len(w))
+        fr.append(sum(picks) / len(w))
+    o = np.argsort(fr, kind="stable")
+    return np.array(fr)[o], np.array(qu)[o]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sweep_matches_routellm_loop(seed):
+    rng = np.random.default_rng(seed)
+    n = 400
+    s = (rng.random((n, 2)) < [0.8, 0.5]).astype(float)
+    w = rng.random(n)
+    cv = threshold_sweep(w, s, n_thresholds=10)
+    fr, qu = _routellm_loop(w, s[:, 0], s[:, 1], 10)
+    assert cv.strong_frac == pytest.approx(fr) and cv.qualities == pytest.approx(qu)
+    # RouteLLM's AUC/APGR arithmetic on the loop's curve
+    weak, strong = s[:, 1].mean(), s[:, 0].mean()
+    ref = (np.trapezoid(qu, fr) - weak) / (strong - weak)
+    assert routellm_metrics(w, s)["apgr"] == pytest.approx(ref)
+
+
+def test_random_router_apgr_near_half_and_oracle_high():
+    rng = np.random.default_rng(0)
+    n = 20_000
+    s = (rng.random((n, 2)) < [0.8, 0.5]).astype(float)
+    r = routellm_metrics(rng.random(n), s, n_thresholds=20)
+    assert abs(r["apgr"] - 0.5) < 0.03
+    oracle = routellm_metrics(s[:, 0] - s[:, 1], s, n_thresholds=20)
+    assert oracle["apgr"] > 0.8 and oracle["cpt80"] < r["cpt80"]
+
+
+def test_directions_and_errors():
+    assert DIRECTIONS["apgr"] == "higher"
+    assert DIRECTIONS["cpt50"] == DIRECTIONS["cpt80"] == "lower"
+    with pytest.raises(ValueError, match="different"):
+        threshold_sweep(W, S, 0, 0)
+    with pytest.raises(DataValidationError, match="strong = 5"):
+        threshold_sweep(W, S, 5, 1)
+    with pytest.raises(DataValidationError, match="win_prob"):
+        threshold_sweep(W[:3], S)
