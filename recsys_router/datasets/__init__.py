@@ -9,7 +9,7 @@ from .registry import available_datasets, default_data_dirs, load_dataset, regis
 __all__ = ["load_dataset", "available_datasets", "register", "default_data_dirs"]
 
 # loader modules register themselves on import; listed here so the registry is complete
-_LOADER_MODULES: list[str] = ["synthetic", "generic", "routerbench", "routerdc", "llmrouter", "routellm"]
+_LOADER_MODULES: list[str] = ["synthetic", "generic", "routerbench", "routerdc", "llmrouter", "routellm", "routereval", "embedllm"]
 _loaded = False
 
 

@@ -68,7 +68,9 @@ def load_dataset(name_or_path, data_dir=None, **options):
     data_dir : str or path, optional
         Folder holding the named dataset's folder; default: :func:`default_data_dirs`.
     **options
-        Passed to the loader (e.g. ``duplicates="mean"``, ``seed=0``).
+        Passed to the loader (e.g. ``duplicates="mean"``, ``seed=0``), except
+        ``download=True`` (fetch a Hugging Face dataset that is not found locally) and
+        ``cache_dir`` (where downloads go and are looked for; see :mod:`.hub`).
 
     Returns
     -------
@@ -76,12 +78,20 @@ def load_dataset(name_or_path, data_dir=None, **options):
     """
     from . import _ensure_loaded
     _ensure_loaded()
+    download = options.pop("download", False)
+    cache_dir = options.pop("cache_dir", None)
     key = str(name_or_path)
     spec = _REGISTRY.get(key) or _REGISTRY.get(key.lower())
     if spec is not None:
         if not spec.needs_path:
             return spec.loader(None, **options)
-        path = _find_named(spec, data_dir)
+        try:
+            path = _find_named(spec, data_dir, cache_dir)
+        except FileNotFoundError:
+            if not (download and spec.hub_repo):
+                raise
+            from .hub import download_dataset
+            path = download_dataset(spec.name, cache_dir)
         return spec.loader(path, **options)
     path = Path(key)
     if path.exists():
@@ -94,9 +104,12 @@ def load_dataset(name_or_path, data_dir=None, **options):
                      f"{', '.join(sorted(available_datasets()))}")
 
 
-def _find_named(spec: DatasetSpec, data_dir) -> Path:
+def _find_named(spec: DatasetSpec, data_dir, cache_dir=None) -> Path:
     folder = spec.folder or spec.name
     candidates = [Path(data_dir)] if data_dir is not None else default_data_dirs()
+    if spec.hub_repo:  # where `recsys-router data download` puts hub datasets
+        from .hub import default_cache_dir
+        candidates.append(Path(cache_dir) if cache_dir is not None else default_cache_dir())
     tried = []
     for d in candidates:
         p = d / folder

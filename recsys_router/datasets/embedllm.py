@@ -1,0 +1,155 @@
+"""EmbedLLM correctness data (Zhuang et al., 2025, "EmbedLLM: Learning Compact
+Representations of Large Language Models"; Hugging Face ``RZ412/EmbedLLM``).
+
+Folder layout::
+
+    train.csv, val.csv, test.csv   # one row per (prompt, model): prompt_id, model_id, label,
+                                   # category, model_name, prompt (text, where present)
+    model_order.csv                # model_id, model_name
+    question_order.csv             # prompt_id, prompt
+
+Queries are ``prompt_id`` values (ids kept as strings), LLMs the ``model_id`` values named
+through ``model_order.csv`` (else the ``model_name`` column, else ``model_<id>``), scores
+the 0/1 ``label``; ``task`` = ``category``; ``split`` = the file. Texts come from
+``question_order.csv`` (else the ``prompt`` column). Only the needed columns are read, so
+the 2.7 GB ``train.csv`` is parsed without its repeated prompt texts.
+
+The same prompt can be listed under several category variants, giving repeated
+(prompt, model) records: the ``duplicates`` rule picks the value (default ``"first"`` in
+file order train, val, test; ``"mean"`` averages); the number merged is logged and kept in
+``meta["merged_duplicates"]``. No costs are published.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import RoutingData
+from ..errors import DataValidationError
+from ._common import parse_size, require_columns
+from .registry import register
+
+__all__ = ["load_embedllm", "detect_embedllm"]
+
+log = logging.getLogger(__name__)
+
+_SPLIT_FILES = (("train", "train.csv"), ("val", "val.csv"), ("test", "test.csv"))
+_WANT = ("prompt_id", "model_id", "label", "category", "model_name")
+
+
+def _int_column(df: pd.DataFrame, col: str, source: Path) -> pd.Series:
+    vals = pd.to_numeric(df[col], errors="coerce")
+    bad = vals.isna() | (vals != np.floor(vals))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not an integer id", source=str(source),
+                                  row=i + 2, column=col)
+    return vals.astype(np.int64)
+
+
+def _read_split(path: Path, with_prompt: bool) -> pd.DataFrame:
+    try:
+        header = list(pd.read_csv(path, nrows=0).columns)
+        want = [c for c in header if c in _WANT or (with_prompt and c == "prompt")]
+        df = pd.read_csv(path, usecols=want)
+    except pd.errors.ParserError as exc:
+        raise DataValidationError(f"malformed CSV: {exc}", source=str(path)) from None
+    require_columns(df, ("prompt_id", "model_id", "label"), path)
+    return df
+
+
+def detect_embedllm(path: Path) -> bool:
+    path = Path(path)
+    return path.is_dir() and (path / "model_order.csv").is_file() and any(
+        (path / f).is_file() for _, f in _SPLIT_FILES)
+
+
+@register("embedllm", folder="embedllm", hub_repo="RZ412/EmbedLLM", detect=detect_embedllm,
+          description="EmbedLLM correctness (112 LLMs, ~36k prompts, 0/1 labels; train/val/test)")
+def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test")) -> RoutingData:
+    """Load the EmbedLLM folder.
+
+    Parameters
+    ----------
+    path : str or Path
+        Folder with ``train.csv``/``val.csv``/``test.csv`` (any subset) and, ideally,
+        ``model_order.csv`` and ``question_order.csv``.
+    duplicates : {"first", "mean", "last", "error"}
+        Rule for repeated (prompt, model) records.
+    splits : sequence of str
+        Which split files to read.
+
+    Returns
+    -------
+    RoutingData
+    """
+    path = Path(path)
+    order_f, q_f = path / "model_order.csv", path / "question_order.csv"
+    need_prompt = not q_f.is_file()
+    frames, offsets, files = [], [], []
+    for split, fname in _SPLIT_FILES:
+        f = path / fname
+        if split not in splits or not f.is_file():
+            continue
+        df = _read_split(f, need_prompt)
+        df["prompt_id"] = _int_column(df, "prompt_id", f)
+        df["model_id"] = _int_column(df, "model_id", f)
+        df["split"] = split
+        frames.append(df)
+        files.append(f)
+    if not frames:
+        raise FileNotFoundError(f"{path}: none of {[f for _, f in _SPLIT_FILES]} found "
+                                f"(EmbedLLM layout); download with `recsys-router data download "
+                                f"embedllm`")
+    if order_f.is_file():
+        order = pd.read_csv(order_f)
+        require_columns(order, ("model_id", "model_name"), order_f)
+        order["model_id"] = _int_column(order, "model_id", order_f)
+        names = order.set_index("model_id")["model_name"].astype(str)
+    elif "model_name" in frames[0].columns:
+        names = (pd.concat([f[["model_id", "model_name"]] for f in frames])
+                 .drop_duplicates("model_id").set_index("model_id")["model_name"].astype(str))
+    else:
+        ids = sorted(set(np.concatenate([f["model_id"].unique() for f in frames])))
+        names = pd.Series([f"model_{i}" for i in ids], index=ids)
+    for df, f in zip(frames, files):
+        unknown = ~df["model_id"].isin(names.index)
+        if unknown.any():
+            i = int(np.flatnonzero(unknown.to_numpy())[0])
+            raise DataValidationError(f"model_id {df['model_id'].iloc[i]} is not in "
+                                      f"{order_f.name}", source=str(f), row=i + 2, column="model_id")
+    # validate labels per file so errors name the right file and row
+    for df, f in zip(frames, files):
+        lab = pd.to_numeric(df["label"], errors="coerce")
+        bad = lab.isna().to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataValidationError(f"label {df['label'].iloc[i]!r} is not a number", source=str(f),
+                                      row=i + 2, column="label")
+        df["label"] = lab
+    full = pd.concat(frames, ignore_index=True)
+    llms = pd.DataFrame({"name": names.to_numpy(), "model_id": names.index.to_numpy()})
+    llms["size"] = [parse_size(n) for n in llms["name"]]
+    long = pd.DataFrame({"query_id": full["prompt_id"].astype(str), "model": full["model_id"].map(names),
+                         "score": full["label"], "split": full["split"]})
+    if "category" in full.columns:
+        long["task"] = full["category"].to_numpy()
+    if need_prompt and "prompt" in full.columns:
+        long["text"] = full["prompt"].to_numpy()
+    data = RoutingData.from_long(long, duplicates=duplicates, llms=llms, name="embedllm",
+                                 source=str(path))
+    if data.meta.get("merged_duplicates"):
+        log.warning("%s: %d repeated (prompt, model) records merged with duplicates=%r", path,
+                    data.meta["merged_duplicates"], duplicates)
+    if not need_prompt:
+        qo = pd.read_csv(q_f)
+        require_columns(qo, ("prompt_id", "prompt"), q_f)
+        qo["prompt_id"] = _int_column(qo, "prompt_id", q_f)
+        qo = qo.drop_duplicates("prompt_id")
+        text = pd.Series(qo["prompt"].to_numpy(), index=qo["prompt_id"].astype(str).to_numpy())
+        data.queries["text"] = data.queries["query_id"].map(text).to_numpy()
+    return data
