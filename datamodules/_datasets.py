@@ -1,0 +1,117 @@
+"""Torch datasets over encoded routing data: query lists, observed cells, LLM pairs.
+
+Each dataset implements ``__getitems__`` (a whole batch at once, gathered with numpy
+fancy indexing) and is used with :func:`batch_collate`, so a batch costs one indexing
+call instead of one Python call per item.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+__all__ = ["QueryListDataset", "CellDataset", "PairDataset", "batch_collate"]
+
+
+def batch_collate(batch):
+    """Collate function for datasets whose ``__getitems__`` already returns a batch dict."""
+    if isinstance(batch, dict):
+        return batch
+    # a list of single-item dicts (a sampler that bypasses __getitems__)
+    return {k: torch.stack([b[k] for b in batch]) for k in batch[0]}
+
+
+class _BatchDataset(Dataset):
+    def __init__(self, arrays: dict[str, np.ndarray], row_key: str | None = None,
+                 x: np.ndarray | None = None):
+        self.arrays = arrays
+        self.row_key = row_key
+        self.x = x
+        self._n = len(next(iter(arrays.values())))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitems__(self, idx) -> dict[str, torch.Tensor]:
+        idx = np.asarray(idx, dtype=np.int64)
+        out = {k: torch.from_numpy(np.ascontiguousarray(v[idx])) for k, v in self.arrays.items()}
+        if self.x is not None:
+            rows = self.arrays[self.row_key][idx]
+            out["x"] = torch.from_numpy(np.ascontiguousarray(self.x[rows]))
+        return out
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {k: v[0] for k, v in self.__getitems__([i]).items()}
+
+
+class QueryListDataset(_BatchDataset):
+    """One item per query: ``x`` (D,), ``y`` (L,) scores (0 where unobserved), ``mask`` (L,),
+    ``sel`` (L,) selection vector, ``cost`` (L,) when costs exist, ``index`` (row number).
+
+    Parameters
+    ----------
+    x : ndarray (n, D) float32
+    scores : ndarray (n, L) with NaN = unobserved
+    selection : ndarray (n, L)
+    costs : ndarray (n, L), optional
+    """
+
+    def __init__(self, x: np.ndarray, scores: np.ndarray, selection: np.ndarray,
+                 costs: np.ndarray | None = None):
+        mask = ~np.isnan(scores)
+        arrays = {"index": np.arange(len(x), dtype=np.int64), "x": np.asarray(x, np.float32),
+                  "y": np.nan_to_num(scores, nan=0.0).astype(np.float32), "mask": mask,
+                  "sel": np.asarray(selection, np.float32)}
+        if costs is not None:
+            arrays["cost"] = np.nan_to_num(costs, nan=0.0).astype(np.float32)
+        super().__init__(arrays)
+
+
+class CellDataset(_BatchDataset):
+    """One item per observed (query, LLM) cell: ``x``, ``llm`` (long), ``y`` (float)."""
+
+    def __init__(self, x: np.ndarray, scores: np.ndarray):
+        rows, cols = np.nonzero(~np.isnan(scores))
+        super().__init__({"row": rows.astype(np.int64), "llm": cols.astype(np.int64),
+                          "y": scores[rows, cols].astype(np.float32)}, "row", np.asarray(x, np.float32))
+
+
+class PairDataset(_BatchDataset):
+    """One item per (query, better LLM, worse LLM) pair: ``x``, ``pos``, ``neg``, ``tie``.
+
+    Parameters
+    ----------
+    x : ndarray (n, D)
+    rows, pos, neg : ndarray of int
+        Query row, winner column and loser column of each pair.
+    tie : ndarray of float, optional
+        1 where the battle was a tie (then pos/neg are just the two LLMs).
+    """
+
+    def __init__(self, x: np.ndarray, rows, pos, neg, tie=None):
+        rows = np.asarray(rows, np.int64)
+        tie = np.zeros(len(rows), np.float32) if tie is None else np.asarray(tie, np.float32)
+        super().__init__({"row": rows, "pos": np.asarray(pos, np.int64),
+                          "neg": np.asarray(neg, np.int64), "tie": tie}, "row",
+                         np.asarray(x, np.float32))
+
+
+def score_pairs(scores: np.ndarray, max_pairs_per_query: int | None, seed: int):
+    """All (row, better, worse) pairs with a strictly higher observed score, optionally
+    sub-sampled to at most ``max_pairs_per_query`` per query (seeded)."""
+    rng = np.random.default_rng(seed)
+    rows, pos, neg = [], [], []
+    s = np.nan_to_num(scores, nan=-np.inf)
+    obs = ~np.isnan(scores)
+    for i in range(scores.shape[0]):
+        better = (s[i][:, None] > s[i][None, :]) & obs[i][:, None] & obs[i][None, :]
+        b, w = np.nonzero(better)
+        if max_pairs_per_query is not None and len(b) > max_pairs_per_query:
+            keep = rng.choice(len(b), size=max_pairs_per_query, replace=False)
+            b, w = b[keep], w[keep]
+        rows.append(np.full(len(b), i))
+        pos.append(b)
+        neg.append(w)
+    cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
+    return cat(rows), cat(pos), cat(neg)

@@ -1,0 +1,360 @@
+"""RoutingDataModule: any registered routing dataset as Lightning dataloaders.
+
+Queries are encoded once (``prepare_data``; the encoder's on-disk cache makes later runs
+and other ranks cheap), splits are made in ``setup``. Training batches follow ``mode``:
+
+* ``pointwise`` - observed (query, LLM, score) cells: keys ``x, llm, y``;
+* ``listwise`` - one row per query: ``x, y, mask, sel[, cost], index``;
+* ``pairwise`` - (query, better LLM, worse LLM) pairs: ``x, pos, neg, tie``.
+
+Validation, test and predict batches are always listwise, so routing metrics can be
+computed on whole queries.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from recsys_router.data import RoutingData
+from recsys_router.errors import DataValidationError
+
+from ._datasets import CellDataset, PairDataset, QueryListDataset, batch_collate, score_pairs
+
+__all__ = ["RoutingDataModule", "MODES", "N_LLM_NUMERIC_FEATURES", "llm_feature_matrix"]
+
+MODES = ("pointwise", "listwise", "pairwise")
+#: numeric LLM features after the description embedding: z(log price), price missing,
+#: z(log1p size), size missing
+N_LLM_NUMERIC_FEATURES = 4
+_SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val"}
+
+
+def llm_feature_matrix(llms: pd.DataFrame, encoder, stats: dict | None = None):
+    """LLM side features: ``[description embedding, z(log price), price missing, z(log1p size),
+    size missing]``.
+
+    Parameters
+    ----------
+    llms : DataFrame
+        Columns ``name``, ``input_price``, ``output_price``, ``size``, ``description``.
+    encoder : Encoder
+        The query encoder (descriptions live in the same space as queries); an encoder that
+        does not read text (``needs_text = False``) gives zero description vectors.
+    stats : dict, optional
+        Standardisation statistics from an earlier call (to featurise a new LLM exactly like
+        the training pool); computed from ``llms`` when None.
+
+    Returns
+    -------
+    features : ndarray float32, shape (n_llms, encoder.dim + 4)
+    stats : dict
+        ``{"price_mean", "price_std", "size_mean", "size_std"}``.
+
+    Example
+    -------
+    >>> from recsys_router.encoders import get_encoder
+    >>> t = pd.DataFrame({"name": ["a", "b"], "input_price": [1.0, 10.0], "output_price": [1.0, 10.0],
+    ...                   "size": [7.0, None], "description": ["small", "large"]})
+    >>> f, s = llm_feature_matrix(t, get_encoder("hashing", dim=8))
+    >>> f.shape, f[:, -1].tolist()
+    ((2, 12), [0.0, 1.0])
+    """
+    names = llms["name"].astype(str).tolist()
+    desc = [d if isinstance(d, str) and d.strip() else n
+            for d, n in zip(llms["description"].tolist(), names)]
+    if getattr(encoder, "needs_text", True):
+        emb = encoder.encode(desc)
+    else:
+        emb = np.zeros((len(names), encoder.dim), np.float32)
+    price = llms[["input_price", "output_price"]].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        p = np.where(np.isnan(price).all(axis=1), np.nan, np.nanmean(np.where(np.isnan(price), np.nan,
+                                                                              price), axis=1)
+                     if len(price) else np.zeros(0))
+    logp = np.log(np.asarray(p, float) + 1e-3)
+    logs = np.log1p(llms["size"].to_numpy(dtype=float))
+    if stats is None:
+        stats = {}
+        for key, v in (("price", logp), ("size", logs)):
+            ok = v[~np.isnan(v)]
+            stats[f"{key}_mean"] = float(ok.mean()) if ok.size else 0.0
+            sd = float(ok.std()) if ok.size else 0.0
+            stats[f"{key}_std"] = sd if sd > 1e-9 else 1.0
+    cols = []
+    for key, v in (("price", logp), ("size", logs)):
+        miss = np.isnan(v)
+        z = np.where(miss, 0.0, (v - stats[f"{key}_mean"]) / stats[f"{key}_std"])
+        cols += [z, miss.astype(float)]
+    feats = np.hstack([emb.astype(np.float32), np.stack(cols, axis=1).astype(np.float32)])
+    return feats, stats
+
+
+class RoutingDataModule(pl.LightningDataModule):
+    """Lightning data module over a routing dataset.
+
+    Parameters
+    ----------
+    dataset : str
+        Registered dataset name (``load_dataset``) or a path to a file/folder.
+    data_dir : str, optional
+        Folder holding the named dataset's folder (default: the registry's search path).
+    dataset_options : dict, optional
+        Extra loader options (e.g. ``{"n_queries": 300, "seed": 1}`` for ``synthetic``).
+    encoder : str
+        Encoder name for ``recsys_router.encoders.get_encoder`` (``hashing``, ``tfidf``,
+        ``minilm``, ``precomputed:<file>``...).
+    encoder_options : dict, optional
+        Encoder options (e.g. ``{"dim": 256}``).
+    split_ratios : sequence of float
+        Train/val/test fractions of a seeded random split (used when the dataset has no
+        split of its own and neither ``split_column`` nor ``ood_tasks`` is given). When a
+        split has no validation part, ``val`` is carved out of train with fraction
+        ``r_val / (r_train + r_val)``.
+    split_column : str, optional
+        Use this query column as the split (e.g. ``"split"``).
+    ood_tasks : list of str, optional
+        Out-of-domain split: these tasks form the test set.
+    seed : int
+        Seed of the split, pair sampling and shuffling.
+    candidates : list of str, optional
+        Restrict the LLM pool to these LLMs (in this order).
+    batch_size : int
+        Training/eval batch size.
+    mode : {"pointwise", "listwise", "pairwise"}
+        Layout of training batches (see the module docstring).
+    selection_ratio : float
+        RouterEval selection-vector ratio for continuous scores.
+    max_pairs_per_query : int, optional
+        Pairwise mode: sample at most this many pairs per query.
+    num_workers : int
+        DataLoader workers.
+    carve_val : bool
+        Carve a validation split out of train when the data has none (else: no validation).
+
+    Attributes
+    ----------
+    n_llms, embed_dim, llm_feature_dim : int
+        Sizes for the model (available right after construction; the dataset is loaded
+        and the encoder fitted lazily on first access).
+    llm_names : list of str
+    llm_features : ndarray (n_llms, embed_dim + 4)
+    train_positives : ndarray (n_llms,)
+        Count of selected (positive) train cells per LLM (the prior for debiasing losses).
+
+    Example
+    -------
+    >>> dm = RoutingDataModule("synthetic", dataset_options={"n_queries": 60, "n_llms": 3},
+    ...                        encoder_options={"dim": 16}, batch_size=8)
+    >>> dm.n_llms, dm.embed_dim, dm.llm_feature_dim
+    (3, 16, 20)
+    """
+
+    def __init__(self, dataset: str = "synthetic", data_dir: str | None = None,
+                 dataset_options: dict | None = None, encoder: str = "hashing",
+                 encoder_options: dict | None = None,
+                 split_ratios: Sequence[float] = (0.8, 0.1, 0.1), split_column: str | None = None,
+                 ood_tasks: list[str] | None = None, seed: int = 0,
+                 candidates: list[str] | None = None, batch_size: int = 64,
+                 mode: str = "pointwise", selection_ratio: float = 0.95,
+                 max_pairs_per_query: int | None = None, num_workers: int = 0,
+                 carve_val: bool = True):
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.save_hyperparameters()
+        self.dataset = dataset
+        self.data_dir = data_dir
+        self.dataset_options = dict(dataset_options or {})
+        self.encoder_name = encoder
+        self.encoder_options = dict(encoder_options or {})
+        self.split_ratios = tuple(split_ratios)
+        self.split_column = split_column
+        self.ood_tasks = ood_tasks
+        self.seed = seed
+        self.candidates = candidates
+        self.batch_size = batch_size
+        self.mode = mode
+        self.selection_ratio = selection_ratio
+        self.max_pairs_per_query = max_pairs_per_query
+        self.num_workers = num_workers
+        self.carve_val = carve_val
+        self._splits: dict[str, RoutingData] | None = None
+        self._encoder = None
+        self._x: dict[str, np.ndarray] = {}
+        self._llm_features: np.ndarray | None = None
+        self.llm_feature_stats: dict | None = None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_splits(cls, splits: dict[str, RoutingData], **kwargs) -> "RoutingDataModule":
+        """A data module over in-memory splits (``{"train": ..., "val": ..., "test": ...}``).
+
+        Example
+        -------
+        >>> from recsys_router.datasets.synthetic import make_synthetic
+        >>> dm = RoutingDataModule.from_splits({"train": make_synthetic(40, 3, seed=0)},
+        ...                                    encoder_options={"dim": 8})
+        >>> sorted(dm.splits)
+        ['train', 'val']
+        """
+        if "train" not in splits or not isinstance(splits["train"], RoutingData):
+            raise ValueError("from_splits needs at least a 'train' RoutingData")
+        dm = cls(dataset=splits["train"].name, **kwargs)
+        dm._splits = dm._finish_splits({k: v for k, v in splits.items() if v is not None})
+        return dm
+
+    # ------------------------------------------------------------------ loading
+    @property
+    def splits(self) -> dict[str, RoutingData]:
+        """The train/val/test RoutingData (loaded on first access)."""
+        if self._splits is None:
+            self._splits = self._finish_splits(self._load_splits())
+        return self._splits
+
+    def _load_splits(self) -> dict[str, RoutingData]:
+        from recsys_router.datasets import load_dataset
+        data = load_dataset(self.dataset, data_dir=self.data_dir, **self.dataset_options)
+        if isinstance(data, dict):
+            parts = {_SPLIT_ALIASES.get(str(k).lower(), str(k).lower()): v for k, v in data.items()}
+            if "train" not in parts:
+                data = RoutingData.concat(list(parts.values()))
+            else:
+                return parts
+        if self.split_column is not None:
+            return data.split(column=self.split_column)
+        if self.ood_tasks is not None:
+            return data.split(self.split_ratios, seed=self.seed, ood_tasks=self.ood_tasks)
+        return data.split(self.split_ratios, seed=self.seed)
+
+    def _finish_splits(self, parts: dict[str, RoutingData]) -> dict[str, RoutingData]:
+        if "train" not in parts:
+            raise DataValidationError(f"dataset {self.dataset!r} has no 'train' split; splits: "
+                                      f"{sorted(parts)}", column="split")
+        if self.candidates is not None:
+            parts = {k: v.subset(llms=list(self.candidates)) for k, v in parts.items()}
+        names = parts["train"].llm_names
+        for k, v in parts.items():
+            if v.llm_names != names:
+                raise DataValidationError(f"split {k!r} has LLMs {v.llm_names}, train has {names}",
+                                          source=v.source, column="llm")
+        if "val" not in parts and self.carve_val:
+            r = self.split_ratios
+            frac = r[1] / (r[0] + r[1]) if len(r) == 3 and r[0] + r[1] > 0 else 0.1
+            n = parts["train"].n_queries
+            n_val = max(1, int(round(frac * n))) if n > 1 else 0
+            if n_val:
+                perm = np.random.default_rng(self.seed).permutation(n)
+                train = parts["train"]
+                parts = {**parts, "train": train.subset(np.sort(perm[n_val:])),
+                         "val": train.subset(np.sort(perm[:n_val]))}
+        return parts
+
+    @property
+    def encoder(self):
+        """The query encoder (fitted on the train texts when it needs fitting)."""
+        if self._encoder is None:
+            from recsys_router.encoders import get_encoder
+            enc = get_encoder(self.encoder_name, **self.encoder_options)
+            if enc.needs_fit:
+                enc.fit(self.splits["train"].texts)
+            self._encoder = enc
+        return self._encoder
+
+    # ------------------------------------------------------------------ sizes & features
+    @property
+    def n_llms(self) -> int:
+        return self.splits["train"].n_llms
+
+    @property
+    def llm_names(self) -> list[str]:
+        return self.splits["train"].llm_names
+
+    @property
+    def embed_dim(self) -> int:
+        return int(self.encoder.dim)
+
+    @property
+    def llm_feature_dim(self) -> int:
+        return self.embed_dim + N_LLM_NUMERIC_FEATURES
+
+    @property
+    def llm_features(self) -> np.ndarray:
+        if self._llm_features is None:
+            self._llm_features, self.llm_feature_stats = llm_feature_matrix(
+                self.splits["train"].llms, self.encoder)
+        return self._llm_features
+
+    @property
+    def train_positives(self) -> np.ndarray:
+        return self.splits["train"].selection_vectors(self.selection_ratio).sum(axis=0)
+
+    @property
+    def mean_costs(self) -> np.ndarray | None:
+        tr = self.splits["train"]
+        return tr.mean_costs() if tr.costs is not None else None
+
+    def embeddings(self, split: str) -> np.ndarray:
+        """Encoded queries of a split, float32 (n_queries, embed_dim)."""
+        if split not in self._x:
+            if split not in self.splits:
+                raise KeyError(f"no split {split!r}; splits: {sorted(self.splits)}")
+            self._x[split] = self.encoder.encode_data(self.splits[split])
+        return self._x[split]
+
+    # ------------------------------------------------------------------ Lightning hooks
+    def prepare_data(self) -> None:
+        """Load the dataset and encode every split (filling the encoder's cache)."""
+        for split in self.splits:
+            self.embeddings(split)
+        _ = self.llm_features
+
+    def setup(self, stage: str | None = None) -> None:
+        for split in self.splits:
+            self.embeddings(split)
+        _ = self.llm_features
+
+    def _list_dataset(self, split: str) -> QueryListDataset:
+        d = self.splits[split]
+        return QueryListDataset(self.embeddings(split), d.scores, d.selection_vectors(self.selection_ratio),
+                                d.costs)
+
+    def _train_dataset(self) -> Dataset:
+        tr, x = self.splits["train"], self.embeddings("train")
+        if self.mode == "pointwise":
+            return CellDataset(x, tr.scores)
+        if self.mode == "pairwise":
+            rows, pos, neg = score_pairs(tr.scores, self.max_pairs_per_query, self.seed)
+            if not len(rows):
+                raise DataValidationError("pairwise mode found no query with two different observed "
+                                          "scores in the train split", source=tr.source)
+            return PairDataset(x, rows, pos, neg)
+        return self._list_dataset("train")
+
+    def _loader(self, ds: Dataset, shuffle: bool) -> DataLoader:
+        gen = torch.Generator().manual_seed(int(self.seed)) if shuffle else None
+        return DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle, generator=gen,
+                          collate_fn=batch_collate, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self._train_dataset(), shuffle=True)
+
+    def val_dataloader(self):
+        if "val" not in self.splits:
+            return []
+        return self._loader(self._list_dataset("val"), shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        split = "test" if "test" in self.splits else "val"
+        return self._loader(self._list_dataset(split), shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self.test_dataloader()

@@ -1,0 +1,233 @@
+"""RouterModule: the one LightningModule base of every trainable collaborative-filtering router.
+
+A subclass only builds ``self.net``: a plain ``nn.Module`` mapping query embeddings
+``x`` (B, D) to logits over the LLM pool (B, n_llms). Everything else - the shared step
+over pointwise / listwise / pairwise batches, the configurable loss
+(:class:`~models.losses.RoutingLoss`), per-stage routing metrics (``val/mu_o``,
+``val/v_b``, ``val/e_p``, ``val/aiq``), optimisers, and :meth:`RouterModule.to_router`
+(a fitted :class:`~recsys_router.router.Router` needing no Trainer) - lives here.
+The structure follows the lightning-hydra-template's ``MNISTLitModule``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch import nn
+
+from models.losses import RoutingLoss
+
+from .eval_metrics import epoch_metrics
+
+__all__ = ["RouterModule", "predict_logits"]
+
+
+@torch.no_grad()
+def predict_logits(net: nn.Module, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+    """Run ``net`` in eval mode without gradients over query embeddings.
+
+    Parameters
+    ----------
+    net : nn.Module
+        Maps (B, D) float tensors to (B, L) logits.
+    x : ndarray (n, D)
+    batch_size : int
+
+    Returns
+    -------
+    ndarray float32 (n, L)
+    """
+    was_training = net.training
+    net.eval()
+    try:
+        device = next((p.device for p in net.parameters()), torch.device("cpu"))
+        outs = [net(torch.as_tensor(np.asarray(x[s:s + batch_size], np.float32), device=device))
+                .float().cpu().numpy() for s in range(0, len(x), batch_size)]
+    finally:
+        net.train(was_training)
+    if not outs:
+        return np.zeros((0, 0), np.float32)
+    return np.concatenate(outs, axis=0)
+
+
+class RouterModule(pl.LightningModule):
+    """Base LightningModule of the CF routers.
+
+    Parameters
+    ----------
+    n_llms : int
+        Size of the LLM pool (linked from the data module: ``data.n_llms``).
+    embed_dim : int
+        Query-embedding width (linked from ``data.embed_dim``).
+    loss : RoutingLoss, optional
+        Training objective (default: pointwise BCE). Injected, so it is left out of the
+        saved hyperparameters.
+    lr : float
+        Adam learning rate.
+    weight_decay : float
+        Adam (decoupled: AdamW) weight decay.
+
+    Subclass contract
+    -----------------
+    * call ``super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)``,
+      then ``self.save_hyperparameters(ignore=["loss"])`` and set ``self.net``;
+    * ``self.net(x)`` returns logits (B, n_llms); it may define ``cell_logits(x, llm)``
+      (logit of one LLM per row) to avoid scoring the whole pool on pointwise batches;
+    * override :meth:`on_data` to read training data (LLM features, the train matrix)
+      before the first step.
+
+    Example
+    -------
+    >>> from models.mf_module import MFModule
+    >>> m = MFModule(n_llms=3, embed_dim=8, dim=4)
+    >>> m(torch.zeros(2, 8)).shape
+    torch.Size([2, 3])
+    """
+
+    def __init__(self, n_llms: int, embed_dim: int, loss: RoutingLoss | None = None,
+                 lr: float = 1e-3, weight_decay: float = 0.0):
+        super().__init__()
+        if int(n_llms) < 1 or int(embed_dim) < 1:
+            raise ValueError(f"n_llms and embed_dim must be >= 1, got {n_llms}, {embed_dim}")
+        self.n_llms = int(n_llms)
+        self.embed_dim = int(embed_dim)
+        self.loss_fn = loss if loss is not None else RoutingLoss("bce")
+        self.lr = float(lr)
+        self.weight_decay = float(weight_decay)
+        self._eval_store: dict[str, list[dict]] = {}
+        self.eval_mean_costs: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ network
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of every LLM, shape (B, n_llms)."""
+        return self.net(x)
+
+    def cell_logits(self, x: torch.Tensor, llm: torch.Tensor) -> torch.Tensor:
+        """Logit of LLM ``llm[b]`` for query ``x[b]``, shape (B,)."""
+        if hasattr(self.net, "cell_logits"):
+            return self.net.cell_logits(x, llm)
+        return self.net(x).gather(1, llm[:, None]).squeeze(1)
+
+    # ------------------------------------------------------------------ data hooks
+    def setup(self, stage: str) -> None:
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is None:
+            return
+        if getattr(dm, "n_llms", self.n_llms) != self.n_llms:
+            raise ValueError(f"{type(self).__name__} was built for {self.n_llms} LLMs but the data "
+                             f"module has {dm.n_llms}; link data.n_llms to model.n_llms")
+        if hasattr(dm, "train_positives"):
+            self.loss_fn.set_positives(dm.train_positives)
+        if getattr(dm, "mean_costs", None) is not None:
+            self.eval_mean_costs = np.asarray(dm.mean_costs, np.float64)
+        self.on_data(dm)
+
+    def on_data(self, datamodule) -> None:
+        """Hook: read what the network needs from the data module (default: nothing)."""
+
+    # ------------------------------------------------------------------ shared step
+    def model_step(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """Loss and network outputs of any batch layout (cells, pairs or lists)."""
+        x = batch["x"]
+        out: dict[str, torch.Tensor] = {}
+        if "pos" in batch:
+            if self.loss_fn.needs_all_logits or not hasattr(self.net, "cell_logits"):
+                all_logits = self(x)
+                out["all_logits"] = all_logits
+                out["pos"] = all_logits.gather(1, batch["pos"][:, None]).squeeze(1)
+                out["neg"] = all_logits.gather(1, batch["neg"][:, None]).squeeze(1)
+            else:
+                out["pos"] = self.cell_logits(x, batch["pos"])
+                out["neg"] = self.cell_logits(x, batch["neg"])
+        elif "llm" in batch:
+            if self.loss_fn.needs_all_logits:
+                out["all_logits"] = self(x)
+                out["logits"] = out["all_logits"].gather(1, batch["llm"][:, None]).squeeze(1)
+            else:
+                out["logits"] = self.cell_logits(x, batch["llm"])
+        else:
+            out["logits"] = self(x)
+        return self.loss_fn(out, batch), out
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, _ = self.model_step(batch)
+        self.log("train/loss", loss, on_step=False, on_epoch=True, prog_bar=True,
+                 batch_size=len(batch["x"]))
+        return loss
+
+    def _eval_step(self, batch: dict, stage: str) -> None:
+        loss, out = self.model_step(batch)
+        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=stage == "val",
+                 batch_size=len(batch["x"]), sync_dist=True)
+        rec = {"pred": torch.sigmoid(out["logits"]).detach(),
+               "y": torch.where(batch["mask"], batch["y"], torch.full_like(batch["y"], float("nan")))}
+        if "cost" in batch:
+            rec["cost"] = batch["cost"]
+        self._eval_store.setdefault(stage, []).append(rec)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def _eval_epoch_end(self, stage: str) -> None:
+        recs = self._eval_store.pop(stage, [])
+        if not recs:
+            return
+        cat = {k: torch.cat([r[k] for r in recs]) for k in recs[0]}
+        if self.trainer.world_size > 1:  # DistributedSampler pads ranks to equal sizes
+            cat = {k: self.all_gather(v).reshape(-1, v.shape[-1]) for k, v in cat.items()}
+        arr = {k: v.float().cpu().numpy() for k, v in cat.items()}
+        metrics = epoch_metrics(arr["pred"], arr["y"], arr.get("cost"),
+                                None if "cost" not in arr else self.eval_mean_costs)
+        for name, value in metrics.items():
+            self.log(f"{stage}/{name}", float(value), prog_bar=name == "mu_o", rank_zero_only=False,
+                     sync_dist=False)
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    def predict_step(self, batch: dict, batch_idx: int) -> dict:
+        """Predicted scores (sigmoid of the logits) of every LLM, with the query row index."""
+        return {"index": batch["index"], "scores": torch.sigmoid(self(batch["x"]))}
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+
+    # ------------------------------------------------------------------ export
+    def loss_config(self) -> dict:
+        """The loss's constructor arguments (to rebuild it without the module)."""
+        lf = self.loss_fn
+        return {"kind": lf.kind, "wtp": lf.wtp, "temperature": lf.temperature,
+                "selection_ratio": lf.selection_ratio, "ipw_clip": lf.ipw_clip,
+                "logit_adjust": lf.logit_adjust, "entropy_weight": lf.entropy_weight}
+
+    def to_router(self, datamodule=None, **router_options):
+        """A fitted :class:`~models.base.lightning_router.ModuleRouter` that needs no Trainer.
+
+        Parameters
+        ----------
+        datamodule : RoutingDataModule, optional
+            Supplies the encoder, LLM names and mean train costs (default: the trainer's).
+        **router_options
+            Training options of the returned router (``max_epochs``, ``batch_size``...),
+            used only if it is re-fitted.
+
+        Returns
+        -------
+        ModuleRouter
+            Holds a CPU copy of ``self.net`` in eval mode and the fitted encoder.
+        """
+        from .lightning_router import ModuleRouter
+        dm = datamodule
+        if dm is None and self._trainer is not None:
+            dm = getattr(self.trainer, "datamodule", None)
+        if dm is None:
+            raise ValueError("to_router needs the data module that the model was trained on "
+                             "(for the encoder and LLM names): pass datamodule=")
+        return ModuleRouter.from_module(self, dm, **router_options)

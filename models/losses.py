@@ -1,0 +1,366 @@
+"""Training losses of the collaborative-filtering routers, selectable in config.
+
+References
+----------
+* Pointwise BCE / MSE: the usual rating-prediction objectives (EmbedLLM, Zhuang et al. 2024).
+* Listwise softmax cross-entropy: Cao et al., "Learning to Rank: From Pairwise Approach to
+  Listwise Approach" (ListNet), ICML 2007; targets are RouterEval selection vectors.
+* Pairwise BPR / Bradley-Terry: Rendle et al., "BPR", UAI 2009; RouteLLM (Ong et al. 2024).
+* Cost-aware utility ``lambda * score - cost``: RouterBench's willingness to pay
+  (Hu et al. 2024).
+* Inverse-propensity weighting: Saito et al., "Unbiased Recommender Learning from
+  Missing-Not-At-Random Implicit Feedback", WSDM 2020.
+* Logit adjustment: Menon et al., "Long-tail learning via logit adjustment", ICLR 2021.
+* Selection-entropy regulariser: against the collapse RouterEval measures with ``E_p``.
+
+All functions take logits (pre-sigmoid scores) and boolean masks of observed cells, so
+unobserved (NaN) cells never reach a loss. :class:`RoutingLoss` combines them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["LOSS_KINDS", "RoutingLoss", "default_mode", "pointwise_bce", "pointwise_mse", "listwise_softmax_ce",
+           "pairwise_bpr", "pairs_from_lists", "utility_selection", "propensity_weights",
+           "selection_entropy"]
+
+LOSS_KINDS = ("bce", "mse", "listwise", "bpr", "utility")
+_DEFAULT_MODES = {"bce": "pointwise", "mse": "pointwise", "listwise": "listwise",
+                  "utility": "listwise", "bpr": "pairwise"}
+
+
+def default_mode(kind: str) -> str:
+    """The training-batch layout that suits a loss kind.
+
+    Example
+    -------
+    >>> default_mode("bpr")
+    'pairwise'
+    """
+    if kind not in _DEFAULT_MODES:
+        raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
+    return _DEFAULT_MODES[kind]
+
+
+def _wmean(values: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    if weight is None:
+        return values.mean() if values.numel() else values.sum()
+    total = weight.sum()
+    return (values * weight).sum() / total.clamp_min(1e-12)
+
+
+def pointwise_bce(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None,
+                  pos_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Binary cross-entropy on 0/1 targets, or soft-label BCE on continuous targets in [0, 1].
+
+    Parameters
+    ----------
+    logits, target : Tensor, same shape (already restricted to observed cells)
+    weight : Tensor, optional
+        Per-cell weight (e.g. 0 for unobserved cells).
+    pos_weight : Tensor, optional
+        Extra weight of each cell's positive term (inverse propensity).
+
+    Returns
+    -------
+    Tensor (scalar)
+
+    Example
+    -------
+    >>> round(float(pointwise_bce(torch.tensor([0.0]), torch.tensor([1.0]))), 4)  # log 2
+    0.6931
+    """
+    if target.numel() and (target.min() < 0 or target.max() > 1):
+        raise ValueError(f"BCE needs targets in [0, 1], got range [{float(target.min())}, "
+                         f"{float(target.max())}]; rescale the scores or use loss kind 'mse'")
+    pos = -F.logsigmoid(logits) * target
+    neg = -F.logsigmoid(-logits) * (1 - target)
+    if pos_weight is not None:
+        pos = pos * pos_weight
+    return _wmean(pos + neg, weight)
+
+
+def pointwise_mse(logits: torch.Tensor, target: torch.Tensor,
+                  weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Squared error between ``sigmoid(logits)`` and continuous targets.
+
+    Example
+    -------
+    >>> float(pointwise_mse(torch.tensor([0.0]), torch.tensor([1.0])))
+    0.25
+    """
+    return _wmean((torch.sigmoid(logits) - target) ** 2, weight)
+
+
+def listwise_softmax_ce(logits: torch.Tensor, selection: torch.Tensor, mask: torch.Tensor,
+                        llm_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax cross-entropy against the normalised selection vector of each query.
+
+    ``loss_i = -sum_j t_ij log softmax_j(logits_i)`` with ``t_i = sel_i / sum(sel_i)``; unobserved
+    LLMs are excluded from the softmax and queries without any selected LLM are skipped.
+
+    Parameters
+    ----------
+    logits : Tensor (B, L)
+    selection : Tensor (B, L)
+        Non-negative target mass (0/1 selection vectors, or soft targets).
+    mask : Tensor (B, L) of bool
+        Observed cells.
+    llm_weight : Tensor (L,), optional
+        Re-weights each LLM's target mass before normalising (inverse propensity).
+
+    Example
+    -------
+    >>> l = torch.zeros(1, 2); s = torch.tensor([[1.0, 0.0]]); m = torch.ones(1, 2, dtype=torch.bool)
+    >>> round(float(listwise_softmax_ce(l, s, m)), 4)  # -log(1/2)
+    0.6931
+    """
+    sel = selection * mask
+    if llm_weight is not None:
+        sel = sel * llm_weight
+    total = sel.sum(dim=1, keepdim=True)
+    keep = total.squeeze(1) > 0
+    if not bool(keep.any()):
+        return logits.sum() * 0.0
+    target = sel[keep] / total[keep]
+    logp = torch.log_softmax(logits[keep].masked_fill(~mask[keep], float("-inf")), dim=1)
+    logp = torch.where(mask[keep], logp, torch.zeros_like(logp))
+    return -(target * logp).sum(dim=1).mean()
+
+
+def pairwise_bpr(s_pos: torch.Tensor, s_neg: torch.Tensor, tie: torch.Tensor | None = None,
+                 weight: torch.Tensor | None = None) -> torch.Tensor:
+    """BPR / Bradley-Terry: ``-log sigmoid(s_w - s_l)``; a tie is a soft label 0.5.
+
+    Example
+    -------
+    >>> round(float(pairwise_bpr(torch.tensor([1.0]), torch.tensor([1.0]))), 4)
+    0.6931
+    """
+    d = s_pos - s_neg
+    if tie is None:
+        per = -F.logsigmoid(d)
+    else:
+        t = 1.0 - 0.5 * tie.float()
+        per = -(t * F.logsigmoid(d) + (1 - t) * F.logsigmoid(-d))
+    return _wmean(per, weight)
+
+
+def pairs_from_lists(target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """All (row, better, worse) index triples of a batch of score lists.
+
+    Returns
+    -------
+    Tensor (P, 3) of long: query row, index of the better LLM, index of the worse LLM.
+
+    Example
+    -------
+    >>> pairs_from_lists(torch.tensor([[1.0, 0.0, 0.5]]), torch.ones(1, 3, dtype=torch.bool)).tolist()
+    [[0, 0, 1], [0, 0, 2], [0, 2, 1]]
+    """
+    better = (target[:, :, None] > target[:, None, :]) & mask[:, :, None] & mask[:, None, :]
+    return better.nonzero()
+
+
+def utility_selection(target: torch.Tensor, cost: torch.Tensor, mask: torch.Tensor, wtp: float,
+                      temperature: float = 0.0) -> torch.Tensor:
+    """Target mass from the cost-aware utility ``u = wtp * score - cost``.
+
+    ``temperature = 0`` selects the utility-maximising LLM(s) of each query (ties all
+    selected); ``temperature > 0`` gives ``softmax(u / temperature)`` over observed LLMs.
+
+    Example
+    -------
+    >>> s = torch.tensor([[1.0, 1.0]]); c = torch.tensor([[0.5, 0.1]]); m = torch.ones(1, 2, dtype=torch.bool)
+    >>> utility_selection(s, c, m, wtp=1.0).tolist()
+    [[0.0, 1.0]]
+    """
+    u = (wtp * target - cost).masked_fill(~mask, float("-inf"))
+    if temperature > 0:
+        out = torch.softmax(u / temperature, dim=1)
+        return torch.nan_to_num(out, nan=0.0)
+    best = u.max(dim=1, keepdim=True).values
+    return ((u == best) & mask).float()
+
+
+def propensity_weights(positives: torch.Tensor, clip: float) -> torch.Tensor:
+    """Inverse-propensity weight per LLM from its share of positives, clipped.
+
+    ``w_j = min(clip, 1 / (L * share_j))`` with ``share_j = pos_j / sum(pos)``; an LLM with
+    the average share gets 1, the dominant LLM less, rare ones more (at most ``clip``).
+
+    Example
+    -------
+    >>> propensity_weights(torch.tensor([6.0, 2.0, 0.0]), clip=5.0).tolist()
+    [0.4444444477558136, 1.3333333730697632, 5.0]
+    """
+    if clip < 1:
+        raise ValueError(f"ipw_clip must be >= 1, got {clip}")
+    share = positives.float() / positives.float().sum().clamp_min(1e-12)
+    w = 1.0 / (len(share) * share.clamp_min(1e-12))
+    return w.clamp(max=clip)
+
+
+def selection_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Entropy (nats) of the batch's mean selection distribution ``mean_i softmax(logits_i)``.
+
+    High when the batch's queries are spread over many LLMs; 0 when all go to one.
+
+    Example
+    -------
+    >>> round(float(selection_entropy(torch.zeros(3, 4))), 4)  # log 4
+    1.3863
+    """
+    if mask is not None:
+        logits = logits.masked_fill(~mask, float("-inf"))
+    p = torch.softmax(logits, dim=1).mean(dim=0)
+    return -(p * torch.log(p.clamp_min(1e-12))).sum()
+
+
+class RoutingLoss(nn.Module):
+    """One configurable training objective (pick ``kind``, add debiasing terms).
+
+    Parameters
+    ----------
+    kind : {"bce", "mse", "listwise", "bpr", "utility"}
+        ``bce`` pointwise BCE (0/1 or soft labels); ``mse`` squared error of
+        ``sigmoid(logit)``; ``listwise`` softmax cross-entropy against selection vectors;
+        ``bpr`` pairwise BPR (better vs worse LLM of a query, or battle winner vs loser);
+        ``utility`` listwise cross-entropy against the LLM(s) maximising
+        ``wtp * score - cost`` (a router trained so should be used with the argmax policy).
+    wtp : float
+        The willingness to pay lambda of ``utility``.
+    temperature : float
+        Softness of the ``utility`` target (0 = hard argmax).
+    selection_ratio : float
+        Continuous scores: an LLM is "selected" (positive) when its score is at least this
+        fraction of the query's best (RouterEval's selection vector).
+    ipw_clip : float, optional
+        Inverse-propensity weighting of positives by each LLM's share of train positives,
+        clipped at this maximum weight (None = off).
+    logit_adjust : float
+        ``tau`` of logit adjustment: training logits get ``+ tau * log prior_j`` (prior = the
+        LLM's share of positives), so the learned logits are prior-free (0 = off).
+    entropy_weight : float
+        Weight ``beta`` of the batch selection-entropy bonus: ``loss - beta * H`` (0 = off).
+
+    Example
+    -------
+    >>> loss = RoutingLoss("listwise", entropy_weight=0.1)
+    >>> batch = {"y": torch.tensor([[1.0, 0.0]]), "mask": torch.ones(1, 2, dtype=torch.bool),
+    ...          "sel": torch.tensor([[1.0, 0.0]])}
+    >>> float(loss({"logits": torch.zeros(1, 2)}, batch)) < 0.6931
+    True
+    """
+
+    def __init__(self, kind: str = "bce", wtp: float = 1.0, temperature: float = 0.0,
+                 selection_ratio: float = 0.95, ipw_clip: float | None = None,
+                 logit_adjust: float = 0.0, entropy_weight: float = 0.0):
+        super().__init__()
+        if kind not in LOSS_KINDS:
+            raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
+        if ipw_clip is not None and ipw_clip < 1:
+            raise ValueError(f"ipw_clip must be >= 1 (or None), got {ipw_clip}")
+        self.kind = kind
+        self.wtp = float(wtp)
+        self.temperature = float(temperature)
+        self.selection_ratio = float(selection_ratio)
+        self.ipw_clip = ipw_clip
+        self.logit_adjust = float(logit_adjust)
+        self.entropy_weight = float(entropy_weight)
+        self.register_buffer("positives", torch.zeros(0), persistent=False)
+
+    @property
+    def needs_all_logits(self) -> bool:
+        """Whether cell/pair batches must also provide every LLM's logits (entropy term)."""
+        return self.entropy_weight > 0
+
+    def set_positives(self, positives) -> None:
+        """Give the per-LLM count of train positives (prior for IPW and logit adjustment)."""
+        self.positives = torch.as_tensor(positives, dtype=torch.float32,
+                                         device=self.positives.device).clone()
+
+    def _prior_terms(self, n_llms: int, device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        if self.ipw_clip is None and self.logit_adjust == 0:
+            return None, None
+        if self.positives.numel() != n_llms:
+            raise RuntimeError(f"the loss needs each LLM's train positives for IPW / logit "
+                               f"adjustment ({n_llms} LLMs); got {self.positives.numel()} values: "
+                               f"train through a RoutingDataModule or call set_positives()")
+        pos = self.positives.to(device)
+        w = propensity_weights(pos, self.ipw_clip) if self.ipw_clip is not None else None
+        adj = None
+        if self.logit_adjust:
+            prior = (pos + 1.0) / (pos + 1.0).sum()
+            adj = self.logit_adjust * torch.log(prior)
+        return w, adj
+
+    def forward(self, out: dict, batch: dict) -> torch.Tensor:
+        """Loss of a batch.
+
+        ``batch`` is a list batch (``y``, ``mask``, ``sel``, optional ``cost``), a cell batch
+        (``llm``, ``y``) or a pair batch (``pos``, ``neg``, optional ``tie``); ``out`` holds
+        ``logits`` ((B, L) for lists, (B,) for cells), or ``pos``/``neg`` logits for pairs,
+        and ``all_logits`` (B, L) when :attr:`needs_all_logits`.
+        """
+        if "pos" in batch:
+            loss = self._pairs(out, batch)
+        elif "llm" in batch:
+            loss = self._cells(out, batch)
+        else:
+            loss = self._lists(out, batch)
+        if self.entropy_weight > 0:
+            all_logits = out["logits"] if out.get("logits") is not None and out["logits"].dim() == 2 \
+                else out["all_logits"]
+            loss = loss - self.entropy_weight * selection_entropy(all_logits, batch.get("mask"))
+        return loss
+
+    def _cells(self, out, batch):
+        logits, y, llm = out["logits"], batch["y"].float(), batch["llm"]
+        n_llms = out["all_logits"].shape[1] if "all_logits" in out else int(self.positives.numel())
+        w, adj = self._prior_terms(n_llms, logits.device)
+        if adj is not None:
+            logits = logits + adj[llm]
+        if self.kind == "mse":
+            return pointwise_mse(logits, y)
+        if self.kind != "bce":
+            raise ValueError(f"loss kind {self.kind!r} needs listwise or pairwise batches; the data "
+                             f"module yields pointwise cells (set data mode to 'listwise')")
+        pw = None if w is None else w[llm]
+        return pointwise_bce(logits, y, pos_weight=pw)
+
+    def _pairs(self, out, batch):
+        if self.kind != "bpr":
+            raise ValueError(f"pairwise batches need loss kind 'bpr', got {self.kind!r}")
+        s_pos, s_neg, pos, neg = out["pos"], out["neg"], batch["pos"], batch["neg"]
+        n_llms = out["all_logits"].shape[1] if "all_logits" in out else int(self.positives.numel())
+        w, adj = self._prior_terms(n_llms, s_pos.device)
+        if adj is not None:
+            s_pos, s_neg = s_pos + adj[pos], s_neg + adj[neg]
+        return pairwise_bpr(s_pos, s_neg, batch.get("tie"), None if w is None else w[pos])
+
+    def _lists(self, out, batch):
+        logits, y, mask = out["logits"], batch["y"].float(), batch["mask"]
+        w, adj = self._prior_terms(logits.shape[1], logits.device)
+        if adj is not None:
+            logits = logits + adj
+        if self.kind in ("bce", "mse"):
+            m = mask.float()
+            if self.kind == "mse":
+                return pointwise_mse(logits, y, weight=m)
+            pw = None if w is None else w.expand_as(logits)
+            return pointwise_bce(logits, y * m, weight=m, pos_weight=pw)
+        if self.kind == "listwise":
+            return listwise_softmax_ce(logits, batch["sel"], mask, w)
+        if self.kind == "utility":
+            if batch.get("cost") is None:
+                raise ValueError("loss kind 'utility' needs costs; this dataset has none")
+            sel = utility_selection(y, batch["cost"].float(), mask, self.wtp, self.temperature)
+            return listwise_softmax_ce(logits, sel, mask, w)
+        trip = pairs_from_lists(y, mask)
+        r, b, c = trip[:, 0], trip[:, 1], trip[:, 2]
+        s_pos, s_neg = logits[r, b], logits[r, c]
+        return pairwise_bpr(s_pos, s_neg, weight=None if w is None else w[b])
