@@ -25,7 +25,12 @@ _DUPLICATE_MODES = ("error", "mean", "first", "last")
 
 
 def _as_float32(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
-    arr = np.asarray(a, dtype=np.float32)
+    try:
+        arr = np.asarray(a, dtype=np.float32)
+    except (ValueError, TypeError) as err:
+        raise DataValidationError(f"{name} must be a rectangular numeric (queries x LLMs) array; "
+                                  f"got ragged rows or non-numeric values ({err})", source=source,
+                                  column=name) from err
     if arr.ndim != 2:
         raise DataValidationError(f"{name} must be a 2-D (queries x LLMs) array, got shape {arr.shape}",
                                   source=source, column=name)
@@ -96,8 +101,9 @@ class RoutingData:
             raise DataValidationError("queries table has no 'query_id' column", source=source,
                                       column="query_id")
         ids = queries["query_id"]
-        if ids.isna().any():
-            row = int(np.flatnonzero(ids.isna().to_numpy())[0])
+        empty = (ids.isna() | (ids.astype(str).str.strip() == "")).to_numpy()
+        if empty.any():
+            row = int(np.flatnonzero(empty)[0])
             raise DataValidationError("missing query_id; expected a non-empty id", source=source,
                                       row=row, column="query_id")
         queries["query_id"] = ids.astype(str)
@@ -120,6 +126,11 @@ class RoutingData:
             llms = llms.reset_index(drop=True).copy()
         if "name" not in llms.columns:
             raise DataValidationError("LLM table has no 'name' column", source=source, column="name")
+        empty = (llms["name"].isna() | (llms["name"].astype(str).str.strip() == "")).to_numpy()
+        if empty.any():
+            row = int(np.flatnonzero(empty)[0])
+            raise DataValidationError("missing LLM name; expected a non-empty name", source=source,
+                                      row=row, column="name")
         llms["name"] = llms["name"].astype(str)
         dup = llms["name"].duplicated()
         if dup.any():
@@ -234,7 +245,8 @@ class RoutingData:
         qcodes, qids = pd.factorize(df["query_id"].astype(str), sort=False)
         model_names = df["model"].astype(str)
         if llms is not None:
-            names = pd.Index(llms["name"].astype(str))
+            llms = cls._make_llms(llms, source)
+            names = pd.Index(llms["name"])
             mcodes = names.get_indexer(model_names)
             if (mcodes < 0).any():
                 r = int(np.flatnonzero(mcodes < 0)[0])
@@ -286,7 +298,10 @@ class RoutingData:
             scores[flat] = score
             if cost is not None:
                 costs[flat] = cost
-        # per-query columns: first non-null value per query
+        # per-query columns: first non-null value per query ("query_text", the interchange
+        # name written by to_long, is read as "text")
+        if "query_text" in df.columns and "text" not in df.columns:
+            df = df.rename(columns={"query_text": "text"})
         qcols = [c for c in df.columns if c not in ("query_id", "model", "score", "cost")]
         queries = pd.DataFrame({"query_id": list(qids)})
         if qcols:
@@ -486,9 +501,7 @@ class RoutingData:
         """Stack datasets over queries; LLMs are the union (missing cells become NaN)."""
         if not parts:
             raise ValueError("concat needs at least one dataset")
-        names: list[str] = []
-        for p in parts:
-            names += [n for n in p.llm_names if n not in set(names)]
+        names = list(dict.fromkeys(n for p in parts for n in p.llm_names))
         llm_rows = {}
         for p in parts:
             for _, r in p.llms.iterrows():
