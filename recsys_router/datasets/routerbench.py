@@ -30,7 +30,8 @@ in ``meta["merged_records"]`` as ``(kept query_id, merged sample_id, file)``; no
 dropped silently. Result on the CSV folder: 3,176 queries x 11 LLMs, 154 unobserved cells.
 
 A query id is the ``sample_id`` when that id maps to one key, else
-``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``.
+``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``. LLM sizes (billions of
+parameters) are parsed from the names where present (``llama-2-70b`` -> 70).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import order_files, task_split_from_stem, text_hash
+from ._common import order_files, parse_size, task_split_from_stem, text_hash
 from .registry import register
 
 __all__ = ["load_routerbench", "load_routerbench_zs", "routerbench_frame_to_data",
@@ -168,7 +169,7 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     long["sample_id"] = sid.to_numpy()[i]
     if not len(long):
         raise DataValidationError("no observed scores in any LLM column", source=source)
-    data = RoutingData.from_long(long, duplicates=duplicates, llms=pd.DataFrame({"name": llms}),
+    data = RoutingData.from_long(long, duplicates=duplicates, llms=pd.DataFrame({"name": llms, "size": [parse_size(n) for n in llms]}),
                                  name=name, source=source,
                                  meta={"merged_records": merged_list, "identity": identity})
     unscored = sorted(set(qid) - set(data.query_ids))
