@@ -49,8 +49,9 @@ def nondecreasing_hull(costs: np.ndarray, scores: np.ndarray) -> np.ndarray:
     for j in pts:
         while len(hull) >= 2:
             o, a = hull[-2], hull[-1]
-            cross = (c[a] - c[o]) * (s[j] - s[o]) - (s[a] - s[o]) * (c[j] - c[o])
-            if cross >= 0:  # a lies on or below the segment o -> j
+            t1 = (c[a] - c[o]) * (s[j] - s[o])
+            t2 = (s[a] - s[o]) * (c[j] - c[o])
+            if t1 - t2 >= -1e-12 * (abs(t1) + abs(t2)):  # a on/below the segment o -> j
                 hull.pop()
             else:
                 break
