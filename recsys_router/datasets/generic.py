@@ -209,11 +209,24 @@ def write_long(data: RoutingData, path) -> Path:
         elif suf == ".parquet":
             df.to_parquet(tmp, index=False)
         else:
-            df.to_json(tmp, orient="records", lines=True, force_ascii=False,
-                       compression="gzip" if suf.endswith(".gz") else None)
+            _write_jsonl(df, tmp, gz=suf.endswith(".gz"))
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
     return path
 
+
+
+def _write_jsonl(df: pd.DataFrame, path: Path, gz: bool) -> None:
+    """One JSON object per line; floats written with Python's shortest exact repr so that
+    float32 scores/costs read back bit-identical (pandas' writer rounds them)."""
+    import gzip
+    import json
+    out = df.astype({c: "float64" for c in df.columns if df[c].dtype == "float32"})
+    out = out.astype(object).where(out.notna(), None)
+    opener = gzip.open if gz else open
+    with opener(path, "wt", encoding="utf-8") as fh:
+        for rec in out.to_dict("records"):
+            fh.write(json.dumps(rec, ensure_ascii=False))
+            fh.write("\n")
