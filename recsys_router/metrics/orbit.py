@@ -22,7 +22,9 @@ highest predicted score among LLMs with predicted cost ``<= C``; the curve point
 
 Tie-breaks: ``tie_break="cheapest"`` (default) is :func:`recsys_router.policies.budget_policy`
 (cheapest predicted cost among equal predicted scores; the cheapest LLM when none fits);
-``tie_break="first"`` is ORBIT's code (lowest column index; column 0 when none fits).
+``tie_break="first"`` is ORBIT's code for learned routers (lowest column index; column 0
+when none fits); ``tie_break="random"`` (seeded; cheapest when none fits) is what ORBIT's
+oracle does among equally good LLMs.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from .base import DIRECTIONS, as_choices, as_matrix, best_single, chosen, metric
 __all__ = ["BudgetCurve", "QNC", "budget_grid", "budget_choices", "budget_sweep", "pareto_front",
            "nauc_code", "nauc_paper", "peak_score", "qnc", "rci", "orbit_metrics"]
 
-_TIE_BREAKS = ("cheapest", "first")
+_TIE_BREAKS = ("cheapest", "first", "random")
 _CHUNK_CELLS = 4_000_000  # bool cells per block of the (queries x LLMs x budgets) comparison
 
 
@@ -73,14 +75,17 @@ def budget_grid(pred_costs: np.ndarray, max_budgets: int = 100) -> np.ndarray:
     return np.quantile(u, np.linspace(0.0, 1.0, max_budgets)) if u.size > max_budgets else u
 
 
-def _prepare(pred_scores, pred_costs, tie_break):
+def _prepare(pred_scores, pred_costs, tie_break, seed=0):
     if tie_break not in _TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {_TIE_BREAKS}, got {tie_break!r}")
     ps = as_matrix(pred_scores, "pred_scores")
     pc = as_matrix(pred_costs, "pred_costs", ps.shape)
     n, m = ps.shape
     cols = np.broadcast_to(np.arange(m), (n, m))
-    keys = (cols, pc, -ps) if tie_break == "cheapest" else (cols, -ps)
+    if tie_break == "random":   # uniform among equal predicted scores (one draw per query x LLM)
+        keys = (cols, np.random.default_rng(seed).random((n, m)), -ps)
+    else:
+        keys = (cols, pc, -ps) if tie_break == "cheapest" else (cols, -ps)
     by_pref = np.lexsort(keys, axis=-1)          # by_pref[i, 0] = most preferred column
     rank = np.empty((n, m), dtype=np.int64)      # higher = preferred (unique per row)
     np.put_along_axis(rank, by_pref, np.arange(m - 1, -1, -1)[None, :], axis=1)
@@ -88,7 +93,7 @@ def _prepare(pred_scores, pred_costs, tie_break):
     by_cost = np.lexsort((cols, pc), axis=-1)    # cheapest predicted cost first
     sorted_cost = np.take_along_axis(pc, by_cost, axis=1)
     prefix_best = np.maximum.accumulate(np.take_along_axis(rank, by_cost, axis=1), axis=1)
-    fallback = by_cost[:, 0] if tie_break == "cheapest" else np.zeros(n, dtype=np.int64)
+    fallback = np.zeros(n, dtype=np.int64) if tie_break == "first" else by_cost[:, 0]
     return sorted_cost, prefix_best, col_of_rank, fallback
 
 
@@ -100,7 +105,7 @@ def _choices_block(sorted_cost, prefix_best, col_of_rank, fallback, budgets):
 
 
 def budget_choices(pred_scores: np.ndarray, pred_costs: np.ndarray, budgets, *,
-                   tie_break: str = "cheapest") -> np.ndarray:
+                   tie_break: str = "cheapest", seed: int = 0) -> np.ndarray:
     """Chosen column per (query, budget): the best predicted score among LLMs whose predicted
     cost is ``<= C``; computed for all budgets at once (prefix maxima over LLMs sorted by
     predicted cost). With ``tie_break="cheapest"`` each column equals
@@ -117,12 +122,12 @@ def budget_choices(pred_scores: np.ndarray, pred_costs: np.ndarray, budgets, *,
     [[0, 0], [0, 1]]
     """
     b = np.atleast_1d(np.asarray(budgets, dtype=np.float64))
-    return _choices_block(*_prepare(pred_scores, pred_costs, tie_break), b)
+    return _choices_block(*_prepare(pred_scores, pred_costs, tie_break, seed), b)
 
 
 def budget_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,
                  costs: np.ndarray, budgets=None, *, max_budgets: int = 100,
-                 tie_break: str = "cheapest") -> BudgetCurve:
+                 tie_break: str = "cheapest", seed: int = 0) -> BudgetCurve:
     """ORBIT's budget sweep: per budget ``C``, curve point
     ``(mean_i c[i, ch_i(C)], mean_i s[i, ch_i(C)])`` with ``ch_i(C)`` from :func:`budget_choices`.
 
@@ -136,8 +141,10 @@ def budget_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nda
         Default :func:`budget_grid` of ``pred_costs``; sorted ascending either way.
     max_budgets : int
         Passed to :func:`budget_grid`.
-    tie_break : {"cheapest", "first"}
+    tie_break : {"cheapest", "first", "random"}
         See the module docstring.
+    seed : int
+        Seed of the ``"random"`` tie-break.
 
     Returns
     -------
@@ -154,7 +161,7 @@ def budget_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nda
     """
     s = as_matrix(scores, "scores")
     c = as_matrix(costs, "costs", s.shape, nonnegative=True)
-    prep = _prepare(pred_scores, pred_costs, tie_break)
+    prep = _prepare(pred_scores, pred_costs, tie_break, seed)
     if prep[0].shape != s.shape:
         raise ValueError(f"pred_scores has shape {prep[0].shape}, expected {s.shape} like scores")
     b = budget_grid(pred_costs, max_budgets) if budgets is None else \
@@ -335,12 +342,12 @@ def rci(scores: np.ndarray, costs: np.ndarray, choices: np.ndarray, *, variant: 
 
 def orbit_metrics(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,
                   costs: np.ndarray, *, budgets=None, max_budgets: int = 100,
-                  tie_break: str = "cheapest") -> dict:
+                  tie_break: str = "cheapest", seed: int = 0) -> dict:
     """Every ORBIT number for one router (code and paper variants).
 
     Parameters
     ----------
-    pred_scores, pred_costs, scores, costs, budgets, max_budgets, tie_break
+    pred_scores, pred_costs, scores, costs, budgets, max_budgets, tie_break, seed
         As in :func:`budget_sweep`.
 
     Returns
@@ -362,7 +369,7 @@ def orbit_metrics(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nd
     s = as_matrix(scores, "scores")
     c = as_matrix(costs, "costs", s.shape, nonnegative=True)
     curve = budget_sweep(pred_scores, pred_costs, s, c, budgets, max_budgets=max_budgets,
-                         tie_break=tie_break)
+                         tie_break=tie_break, seed=seed)
     front = pareto_front(curve.costs, curve.qualities)
     bs = best_single(s, c)
     last_q, last_c = float(curve.qualities[-1]), float(curve.costs[-1])
