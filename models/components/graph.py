@@ -23,7 +23,7 @@ from torch import nn
 from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
-__all__ = ["build_graph", "knn_edges", "HeteroRouterGNN", "EDGE_TYPES"]
+__all__ = ["build_graph", "knn_edges", "HeteroRouterGNN", "RoutingGraphBuilder", "EDGE_TYPES"]
 
 EDGE_TYPES = (("query", "in", "task"), ("task", "has", "query"), ("query", "near", "query"),
               ("query", "rates", "llm"), ("llm", "rated_by", "query"))
@@ -154,3 +154,96 @@ class HeteroRouterGNN(nn.Module):
         hq, hl = h["query"][q_idx], h["llm"][l_idx]
         z = torch.cat([hq, hl, hq * hl], dim=-1)
         return self.score_head(z).squeeze(-1), self.cost_head(z).squeeze(-1)
+
+
+class RoutingGraphBuilder:
+    """Builds training and inference graphs over a fixed set of train (context) queries.
+
+    Parameters
+    ----------
+    train_x : ndarray (n_train, d)
+        Train query embeddings.
+    train_tasks : sequence of str
+        Task of each train query (None/NaN read as ``"unknown"``).
+    scores, costs : ndarray (n_train, n_llms)
+        Train scores (NaN = unobserved), already scaled to [0, 1], and costs (or None).
+    llm_x : ndarray (n_llms, d_llm)
+        LLM node features.
+    task_featurizer : callable
+        ``list of task names -> ndarray (n, d_task)``; must handle unseen names.
+    k : int
+        Query-query neighbours.
+    cost_scale : float
+        Costs are divided by this before they become edge attributes / targets.
+    """
+
+    def __init__(self, train_x, train_tasks, scores, costs, llm_x, task_featurizer, k: int = 5,
+                 cost_scale: float = 1.0):
+        self.train_x = np.asarray(train_x, np.float32)
+        self.train_tasks = [_task_name(t) for t in train_tasks]
+        self.scores = np.asarray(scores, np.float32)
+        self.costs = None if costs is None else np.asarray(costs, np.float32) / cost_scale
+        self.llm_x = np.asarray(llm_x, np.float32)
+        self.task_featurizer = task_featurizer
+        self.k = int(k)
+        self.task_names = sorted(set(self.train_tasks))
+        self.task_x = np.asarray(task_featurizer(self.task_names), np.float32)
+
+    @property
+    def n_train(self) -> int:
+        return len(self.train_x)
+
+    def _tasks(self, extra: list[str]):
+        names = list(self.task_names) + sorted(set(extra) - set(self.task_names))
+        x = self.task_x
+        if len(names) > len(self.task_names):
+            x = np.vstack([x, np.asarray(self.task_featurizer(names[len(self.task_names):]),
+                                         np.float32)])
+        return {n: i for i, n in enumerate(names)}, x
+
+    def _rating_edges(self, context_mask: np.ndarray):
+        obs = ~np.isnan(self.scores) & context_mask[:, None]
+        qi, li = np.nonzero(obs)
+        cost = self.costs[qi, li] if self.costs is not None else np.zeros(len(qi), np.float32)
+        return qi, li, np.stack([self.scores[qi, li], np.nan_to_num(cost)], axis=1)
+
+    def training_graph(self, rng: np.random.Generator, target_fraction: float):
+        """A graph where a random ``target_fraction`` of train queries lose their rating edges.
+
+        Returns
+        -------
+        graph : HeteroData
+        targets : dict of ndarray
+            ``q``, ``l`` (pair indices), ``y`` (score) and ``cost`` (scaled, NaN if unknown).
+        """
+        target = rng.random(self.n_train) < target_fraction
+        if not target.any():
+            target[rng.integers(self.n_train)] = True
+        if target.all():
+            target[rng.integers(self.n_train)] = False
+        tix, task_x = self._tasks([])
+        qi, li, attr = self._rating_edges(~target)
+        g = build_graph(self.train_x, np.array([tix[t] for t in self.train_tasks]), task_x,
+                        self.llm_x, qi, li, attr, np.flatnonzero(~target), self.k)
+        tq, tl = np.nonzero(~np.isnan(self.scores) & target[:, None])
+        cost = self.costs[tq, tl] if self.costs is not None else np.full(len(tq), np.nan, np.float32)
+        return g, {"q": tq, "l": tl, "y": self.scores[tq, tl], "cost": cost}
+
+    def inference_graph(self, new_x: np.ndarray, new_tasks) -> tuple[HeteroData, int]:
+        """Graph of all train queries (context) plus the new queries appended after them.
+
+        Returns the graph and the node offset of the first new query.
+        """
+        new_tasks = [_task_name(t) for t in new_tasks]
+        tix, task_x = self._tasks(new_tasks)
+        qx = np.vstack([self.train_x, np.asarray(new_x, np.float32)])
+        qt = np.array([tix[t] for t in self.train_tasks + new_tasks])
+        qi, li, attr = self._rating_edges(np.ones(self.n_train, bool))
+        g = build_graph(qx, qt, task_x, self.llm_x, qi, li, attr, np.arange(self.n_train), self.k)
+        return g, self.n_train
+
+
+def _task_name(t) -> str:
+    if t is None or (isinstance(t, float) and np.isnan(t)):
+        return "unknown"
+    return str(t)

@@ -77,6 +77,15 @@ class MIRTNet(nn.Module):
         theta = self.ability(llm_idx, llm_feats)
         return (a * theta).sum(-1) - b
 
+    def all_logits(self, emb: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """Logits of every query (B) against every ability row of ``theta`` (L, K): (B, L)."""
+        a, b = self.query_params(emb)
+        return a @ theta.T - b[:, None]
+
+    def difficulty(self, emb: torch.Tensor) -> torch.Tensor:
+        """Difficulty ``b`` per query."""
+        return self.query_params(emb)[1]
+
 
 class PositiveLinear(nn.Module):
     """Linear layer whose weights are ``softplus(raw) > 0`` (monotone increasing map)."""
@@ -146,4 +155,12 @@ class NIRTNet(nn.Module):
 
     def forward(self, emb: torch.Tensor, llm_idx: torch.Tensor,
                 llm_feats: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits for pairs (row ``i`` of ``emb``, LLM ``llm_idx[i]``)."""
         return self.interact(self.ability(llm_idx, llm_feats), emb)
+
+    def all_logits(self, emb: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """Logits of every query (B) against every ability row of ``theta`` (L, K): (B, L)."""
+        a, r, beta = self.query_params(emb)
+        x = (a[:, None, None] * r[:, None, :]
+             * (torch.sigmoid(theta)[None, :, :] - torch.sigmoid(beta)[:, None, :]))
+        return self.interaction(x).squeeze(-1)

@@ -1,0 +1,240 @@
+"""Graph router: a heterogeneous task-query-LLM GNN predicting score and cost per edge.
+
+Reference: Feng, Shen & You, "GraphRouter: A Graph-based Router for LLM Selections",
+ICLR 2025 (arXiv 2410.03834).
+
+The graph (:class:`~models.components.graph.RoutingGraphBuilder`) holds task, query and
+LLM nodes; train query-LLM edges carry ``[score, cost]``; a query is linked to its task and
+to its ``k`` nearest train queries. Training is full-batch with our own sampling: every
+step hides the rating edges of a random ``target_fraction`` of the train queries and
+predicts them (score: BCE, cost: MSE on cost / mean train cost), which is exactly the
+position of a new query at routing time (no ``NeighborLoader``, no torch-sparse).
+
+The module works with the ordinary :class:`~datamodules.routing_datamodule.RoutingDataModule`:
+it builds the graph from the data module's train split in :meth:`GraphModule.on_data` and
+uses each training batch only as a clock (one full-graph step per batch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from models.base.lightning_router import LightningRouter
+from models.base.router_module import RouterModule
+from models.components.graph import HeteroRouterGNN, RoutingGraphBuilder
+from recsys_router.data import RoutingData
+from recsys_router.errors import DataValidationError
+
+__all__ = ["GraphModule", "GraphRouter", "make_builder"]
+
+_N_LLM_NUMERIC = 4  # numeric LLM features after the description embedding (data module)
+
+
+def make_builder(train: RoutingData, train_x: np.ndarray, llm_features: np.ndarray, encoder,
+                 k: int) -> tuple[RoutingGraphBuilder, float]:
+    """Graph builder over a train split; returns it with the cost scale (mean train cost)."""
+    obs = train.scores[train.observed]
+    if obs.size and (obs.min() < 0 or obs.max() > 1):
+        raise DataValidationError(f"the graph router trains with BCE and needs scores in [0, 1]; "
+                                  f"train scores range over [{obs.min()}, {obs.max()}]",
+                                  source=train.source, column="score")
+    scale = 1.0
+    if train.costs is not None and np.isfinite(train.costs).any():
+        scale = float(np.nanmean(train.costs)) or 1.0
+
+    def featurize(names):
+        if not getattr(encoder, "needs_text", True):
+            return np.eye(len(names), encoder.dim, dtype=np.float32)
+        return encoder.encode([f"task: {n}" for n in names])
+
+    return RoutingGraphBuilder(train_x, train.tasks, train.scores, train.costs, llm_features,
+                               featurize, k=k, cost_scale=scale), scale
+
+
+class GraphModule(RouterModule):
+    """LightningModule of the graph router.
+
+    Parameters
+    ----------
+    n_llms, embed_dim : int
+        Linked from the data module.
+    hidden : int
+        GNN width.
+    num_layers : int
+        Message-passing layers.
+    dropout : float
+    k : int
+        Query-query neighbours.
+    target_fraction : float
+        Share of train queries whose ratings are hidden (and predicted) at each step.
+    cost_weight : float
+        Weight of the cost head's MSE (0 = score only).
+    lr, weight_decay : float
+    seed : int
+        Seed of the per-step target sampling.
+
+    Example
+    -------
+    >>> GraphModule(n_llms=3, embed_dim=8).net.score_head[-1].out_features
+    1
+    """
+
+    def __init__(self, n_llms: int, embed_dim: int, hidden: int = 64, num_layers: int = 2,
+                 dropout: float = 0.1, k: int = 5, target_fraction: float = 0.3,
+                 cost_weight: float = 0.5, lr: float = 5e-3, weight_decay: float = 1e-5,
+                 seed: int = 0):
+        super().__init__(n_llms, embed_dim, lr=lr, weight_decay=weight_decay)
+        if not 0 < target_fraction < 1:
+            raise ValueError(f"target_fraction must be in (0, 1), got {target_fraction}")
+        self.save_hyperparameters()
+        self.k = int(k)
+        self.target_fraction = float(target_fraction)
+        self.cost_weight = float(cost_weight)
+        self.seed = int(seed)
+        self.net = HeteroRouterGNN({"query": embed_dim, "task": embed_dim,
+                                    "llm": embed_dim + _N_LLM_NUMERIC}, hidden, num_layers, dropout)
+        self.builder: RoutingGraphBuilder | None = None
+        self.cost_scale = 1.0
+        self._tasks: dict[str, np.ndarray] = {}
+
+    def on_data(self, datamodule) -> None:
+        train = datamodule.splits["train"]
+        self.builder, self.cost_scale = make_builder(train, datamodule.embeddings("train"),
+                                                     datamodule.llm_features, datamodule.encoder,
+                                                     self.k)
+        self._tasks = {k: v.tasks for k, v in datamodule.splits.items()}
+        self._rng = np.random.default_rng(self.seed)
+
+    def _require_builder(self) -> RoutingGraphBuilder:
+        if self.builder is None:
+            raise RuntimeError("GraphModule has no graph: train it through a RoutingDataModule "
+                               "(its train split becomes the graph)")
+        return self.builder
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        g, t = self._require_builder().training_graph(self._rng, self.target_fraction)
+        g = g.to(self.device)
+        s, c = self.net(g, torch.as_tensor(t["q"], device=self.device),
+                        torch.as_tensor(t["l"], device=self.device))
+        loss = F.binary_cross_entropy_with_logits(s, torch.as_tensor(t["y"], device=self.device))
+        cost = torch.as_tensor(t["cost"], device=self.device)
+        ok = ~torch.isnan(cost)
+        if self.cost_weight > 0 and bool(ok.any()):
+            loss = loss + self.cost_weight * F.mse_loss(c[ok], cost[ok])
+        self.log("train/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=1)
+        return loss
+
+    def predict_new(self, x: np.ndarray, tasks) -> tuple[torch.Tensor, torch.Tensor]:
+        """Score logits and scaled costs (n, n_llms) of new queries (embeddings, tasks)."""
+        builder = self._require_builder()
+        return predict_graph(self.net, builder, x, tasks, self.device)
+
+    def _eval_step(self, batch: dict, stage: str) -> None:
+        split = stage if stage in self._tasks else "val"
+        tasks = np.asarray(self._tasks[split])[batch["index"].cpu().numpy()]
+        logits, _ = self.predict_new(batch["x"].cpu().numpy(), tasks)
+        y = torch.where(batch["mask"], batch["y"], torch.full_like(batch["y"], float("nan")))
+        m = batch["mask"]
+        loss = F.binary_cross_entropy_with_logits(logits[m], batch["y"][m].float())
+        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=stage == "val",
+                 batch_size=len(batch["x"]))
+        rec = {"pred": torch.sigmoid(logits), "y": y}
+        if "cost" in batch:
+            rec["cost"] = batch["cost"]
+        self._eval_store.setdefault(stage, []).append(rec)
+
+    def predict_step(self, batch: dict, batch_idx: int) -> dict:
+        tasks = np.asarray(self._tasks.get("test", self._tasks.get("val")))[batch["index"].cpu().numpy()]
+        logits, _ = self.predict_new(batch["x"].cpu().numpy(), tasks)
+        return {"index": batch["index"], "scores": torch.sigmoid(logits)}
+
+
+@torch.no_grad()
+def predict_graph(net: HeteroRouterGNN, builder: RoutingGraphBuilder, x: np.ndarray, tasks,
+                  device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Score logits and scaled costs (n, n_llms) of new queries joined to the train graph."""
+    was = net.training
+    net.eval()
+    try:
+        g, off = builder.inference_graph(np.asarray(x, np.float32), list(tasks))
+        device = device or next(net.parameters()).device
+        g = g.to(device)
+        n, n_llms = len(x), len(builder.llm_x)
+        q = torch.arange(off, off + n, device=device).repeat_interleave(n_llms)
+        lidx = torch.arange(n_llms, device=device).repeat(n)
+        s, c = net(g, q, lidx)
+    finally:
+        net.train(was)
+    return s.reshape(n, n_llms), c.reshape(n, n_llms)
+
+
+class GraphRouter(LightningRouter):
+    """GraphRouter-style heterogeneous GNN router (registered as ``"graph"``).
+
+    Parameters
+    ----------
+    hidden, num_layers, dropout, k, target_fraction, cost_weight, lr, weight_decay
+        See :class:`GraphModule`.
+    encoder, encoder_options, batch_size, max_epochs, seed, accelerator
+        See :class:`~models.base.lightning_router.LightningRouter`; one full-graph step is
+        taken per training batch of cells, so ``batch_size`` sets the steps per epoch.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(100, 3, 2, seed=0)
+    >>> r = GraphRouter(hidden=8, max_epochs=1, encoder_options={"dim": 16}).fit(d)
+    >>> r.predict_scores(d).shape, r.predict_costs(d).shape
+    ((100, 3), (100, 3))
+    """
+
+    def __init__(self, hidden: int = 64, num_layers: int = 2, dropout: float = 0.1, k: int = 5,
+                 target_fraction: float = 0.3, cost_weight: float = 0.5, lr: float = 5e-3,
+                 weight_decay: float = 1e-5, encoder: str = "hashing",
+                 encoder_options: dict | None = None, batch_size: int = 256, max_epochs: int = 20,
+                 seed: int = 0, accelerator: str = "cpu"):
+        super().__init__(encoder=encoder, encoder_options=encoder_options, mode="pointwise",
+                         batch_size=batch_size, max_epochs=max_epochs, seed=seed,
+                         accelerator=accelerator)
+        del self.mode  # not a parameter of this router (always pointwise cells as the clock)
+        self.hidden = hidden
+        self.num_layers = num_layers
+        self.dropout = dropout
+        self.k = k
+        self.target_fraction = target_fraction
+        self.cost_weight = cost_weight
+        self.lr = lr
+        self.weight_decay = weight_decay
+
+    mode = "pointwise"
+
+    def build_module(self, n_llms: int, embed_dim: int) -> GraphModule:
+        return GraphModule(n_llms, embed_dim, hidden=self.hidden, num_layers=self.num_layers,
+                           dropout=self.dropout, k=self.k, target_fraction=self.target_fraction,
+                           cost_weight=self.cost_weight, lr=self.lr,
+                           weight_decay=self.weight_decay, seed=self.seed)
+
+    def _set_fitted_state(self, module: GraphModule, dm) -> None:
+        super()._set_fitted_state(module, dm)
+        self.builder_ = module._require_builder()
+        self.cost_scale_ = float(module.cost_scale)
+        self.has_costs_ = dm.splits["train"].costs is not None
+
+    def _predict_both(self, data: RoutingData) -> tuple[np.ndarray, np.ndarray]:
+        s, c = predict_graph(self.net_, self.builder_, self.embed(data), data.tasks,
+                             torch.device("cpu"))
+        return s.double().numpy(), c.double().numpy()
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        s, _ = self._predict_both(data)
+        return 1.0 / (1.0 + np.exp(-s))
+
+    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
+        """Cost head's prediction per (query, LLM) (>= 0), or None without train costs."""
+        self._check_fitted()
+        if not self.has_costs_ or self.cost_weight <= 0:
+            return super().predict_costs(data)
+        _, c = self._predict_both(data)
+        return np.maximum(c * self.cost_scale_, 0.0)
