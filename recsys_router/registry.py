@@ -41,6 +41,11 @@ _ROUTERS: dict[str, Factory] = {
     "linearr": "models.baselines.regression:LinearRRouter",
     "mlpr": "models.baselines.regression:MLPRRouter",
     "mlc": "models.baselines.regression:MLCRouter",
+    "als": "models.implicit_router:ALSRouter",
+    "bpr": "models.implicit_router:BPRRouter",
+    "mirt": "models.irt_module:MIRTRouter",
+    "nirt": "models.irt_module:NIRTRouter",
+    "graph": "models.graph_module:GraphRouter",
 }
 
 
