@@ -87,3 +87,5 @@ def test_directions_and_errors():
         threshold_sweep(W, S, 5, 1)
     with pytest.raises(DataValidationError, match="win_prob"):
         threshold_sweep(W[:3], S)
+    with pytest.raises(ValueError, match="equal length"):
+        apgr([0.0, 1.0], [0.5], 0.2, 0.6)

@@ -47,6 +47,16 @@ def _pair(scores, strong: int, weak: int) -> tuple[np.ndarray, np.ndarray]:
     return s[:, int(strong)], s[:, int(weak)]
 
 
+def _sorted_curve(strong_frac, qualities) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(strong_frac, dtype=np.float64).ravel()
+    y = np.asarray(qualities, dtype=np.float64).ravel()
+    if x.shape != y.shape or x.size == 0:
+        raise ValueError(f"strong_frac and qualities must be non-empty and of equal length, got "
+                         f"{x.shape} and {y.shape}")
+    o = np.argsort(x, kind="stable")
+    return x[o], y[o]
+
+
 def threshold_sweep(win_prob, scores: np.ndarray, strong: int = 0, weak: int = 1, *,
                     n_thresholds: int = 10) -> ThresholdCurve:
     """Quality vs. fraction of strong-model calls over score-quantile thresholds.
@@ -107,10 +117,7 @@ def apgr(strong_frac, qualities, weak_quality: float, strong_quality: float) -> 
     >>> apgr([0.0, 0.5, 1.0], [0.25, 0.75, 0.75], 0.25, 0.75)
     0.75
     """
-    x = np.asarray(strong_frac, dtype=np.float64)
-    y = np.asarray(qualities, dtype=np.float64)
-    o = np.argsort(x, kind="stable")
-    x, y = x[o], y[o]
+    x, y = _sorted_curve(strong_frac, qualities)
     width = x[-1] - x[0]
     gap = (strong_quality - weak_quality) * width
     if gap == 0:
@@ -131,10 +138,7 @@ def cpt(strong_frac, qualities, weak_quality: float, strong_quality: float, pgr:
     >>> cpt([0.0, 0.5, 1.0], [0.25, 0.75, 0.75], 0.25, 0.75, pgr=0.5)
     0.25
     """
-    x = np.asarray(strong_frac, dtype=np.float64)
-    y = np.asarray(qualities, dtype=np.float64)
-    o = np.argsort(x, kind="stable")
-    x, y = x[o], y[o]
+    x, y = _sorted_curve(strong_frac, qualities)
     target = weak_quality + pgr * (strong_quality - weak_quality)
     hit = y >= target
     if not hit.any():
