@@ -50,6 +50,7 @@ def metric(name: str, direction: str) -> Callable:
     ...     return x
     >>> demo.direction, DIRECTIONS["demo_metric"]
     ('higher', 'higher')
+    >>> del DIRECTIONS["demo_metric"]
     """
     if direction not in _VALID_DIRECTIONS:
         raise ValueError(f"direction of metric {name!r} must be one of {_VALID_DIRECTIONS}, "
