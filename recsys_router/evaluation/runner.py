@@ -221,7 +221,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
     folds = make_folds(data, split=cfg.split, split_column=cfg.split_column,
                        ood_tasks=cfg.ood_tasks, folds=cfg.folds, seed=cfg.seed)
     _warm_encoder(data, cfg, notes)
-    blocks, timings = [], []
+    blocks, timings, truth = [], [], set()
     simulated = bool(data.meta.get("simulated", False))
     total = _count_steps(cfg, protocols, folds)
     bar = tqdm(total=total, desc="routers x settings", disable=not progress, unit="step")
@@ -251,7 +251,11 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                              f"{type(exc).__name__}: {exc}")
                 log.warning("router %s failed: %s", label, exc)
                 continue
+            finally:
+                bar.update(1)
             preds[label] = (P, C, probs)
+            if getattr(router, "uses_ground_truth", False):
+                truth.add(label)
             timings.append({"dataset": data.name, "fold": fold.fold, "router": label,
                             "fit_s": t1 - t0, "predict_s": t2 - t1, "n_train": fold.train.n_queries,
                             "n_test": test.n_queries})
@@ -299,12 +303,18 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
         decisions[col] = decisions[col].astype(str)
     decisions["fold"] = decisions["fold"].astype(np.int64)
     metrics, curves = metrics_from_decisions(decisions)
+    if truth:
+        notes.append(f"router(s) {', '.join(sorted(truth))} read the test queries' true scores: "
+                     f"upper bounds for comparison, not deployable routers")
+    if cfg.router_params:
+        notes.append(f"router parameters set for this run: {cfg.router_params}")
     info = {"n_queries": data.n_queries, "n_llms": data.n_llms, "folds": len(folds),
-            "protocols_run": protocols, "llms": data.llm_names}
+            "protocols_run": protocols, "llms": data.llm_names,
+            "ground_truth_routers": sorted(truth)}
     return EvalResult(data.name, cfg, decisions, metrics, curves, pd.DataFrame(timings), notes,
                       simulated, info)
 
 
 def _count_steps(cfg: EvalConfig, protocols: list[str], folds) -> int:
     n_pools = sum(1 if p == "all" else len(cfg.groups or ("a", "b", "c")) for p in cfg.pools)
-    return len(folds) * n_pools * len(protocols) * len(cfg.routers)
+    return len(folds) * len(cfg.routers) * (1 + n_pools * len(protocols))

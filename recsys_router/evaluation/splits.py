@@ -121,10 +121,10 @@ def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | N
         if m > train.n_llms:
             raise ValueError(f"pool size {m} exceeds the {train.n_llms} LLMs of the data")
         from ..pools import candidate_groups  # noqa: PLC0415 (imported only for sized pools)
-        got = candidate_groups(train, m, seed=seed)
-        unknown = [g for g in wanted if g not in got]
+        unknown = [g for g in wanted if g not in GROUPS]
         if unknown:
-            raise ValueError(f"unknown candidate group(s) {unknown}; valid: {sorted(got)}")
+            raise ValueError(f"unknown candidate group(s) {unknown}; valid: {', '.join(GROUPS)}")
+        got = candidate_groups(train, m, seed=seed, groups=wanted)
         for g in wanted:
             names = [str(n) for n in got[g]]
             if len(names) != m:

@@ -1,0 +1,176 @@
+"""``recsys-router evaluate | demo | scaling``: benchmark routers under the RouterEval,
+RouterBench, ORBIT and RouteLLM protocols, a quick simulated demo, and RouterEval's
+model-level scaling-up experiment."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["add_parser", "run_evaluate", "run_demo", "run_scaling", "load_eval_data",
+           "DEMO_ROUTERS", "DEMO_PARAMS"]
+
+#: every baseline of the registry, in the order the demo runs them
+DEMO_ROUTERS = ["random", "oracle", "r_o", "best-single", "zero", "cascade", "knn", "prknn",
+                "c-roberta", "svm", "linearr", "mlpr", "mlc"]
+
+
+#: shorter training for the two MLP baselines so the demo stays under two minutes on 2 cores
+DEMO_PARAMS = {"mlpr": {"epochs": 20}, "mlc": {"epochs": 5}}
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def load_eval_data(name_or_path: str, **options):
+    """Load a dataset for evaluation; a loader's ``{split: data}`` dict is stacked back into
+    one dataset whose ``split`` column keeps the parts (so ``--split-column split`` works)."""
+    from ..data import RoutingData  # noqa: PLC0415
+    from ..datasets import load_dataset  # noqa: PLC0415
+    data = load_dataset(name_or_path, **options)
+    if isinstance(data, dict):
+        parts = []
+        for key, part in data.items():
+            q = part.queries.copy()
+            q["split"] = str(key)
+            parts.append(RoutingData(q, part.llms, part.scores, part.costs, name=part.name,
+                                     source=part.source, meta=part.meta))
+        data = RoutingData.concat(parts)
+    return data
+
+
+def _add_split_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("splitting")
+    g.add_argument("--split", type=_floats, default=None, metavar="TR,VA,TE",
+                   help="random train/val/test fractions (default 0.8,0.1,0.1)")
+    g.add_argument("--split-column", default=None, metavar="COL",
+                   help="query column holding train/val/test labels")
+    g.add_argument("--ood-tasks", type=_names, default=None, metavar="T1,T2",
+                   help="tasks held out as the (out-of-domain) test set")
+    g.add_argument("--folds", type=int, default=1, metavar="K", help="K-fold cross-validation")
+
+
+def add_parser(subparsers) -> None:
+    """Add the ``evaluate``, ``demo`` and ``scaling`` sub-commands."""
+    p = subparsers.add_parser("evaluate", help="benchmark routers under routing protocols",
+                              description="Fit routers, sweep their operating points and write "
+                                          "metrics, decisions, curves, a report and plots.")
+    p.add_argument("--data", required=True, help="dataset name or path")
+    p.add_argument("--routers", type=_names, required=True, metavar="R1,R2",
+                   help="registry names, comma separated (see the registry)")
+    p.add_argument("--protocol", default="all",
+                   help="routereval|routerbench|orbit|routellm|all (comma list allowed)")
+    p.add_argument("--pools", default="all", metavar="3,5,all",
+                   help="candidate pool sizes and/or 'all' (the whole LLM pool; default)")
+    p.add_argument("--groups", type=_names, default=None, metavar="G1,G2",
+                   help="candidate groups for sized pools: all-strong,all-weak,strong-to-weak")
+    _add_split_args(p)
+    p.add_argument("--encoder", default=None, help="encoder for text routers (e.g. hashing, minilm)")
+    p.add_argument("--p", type=float, default=None, help="p of the r_o router")
+    p.add_argument("--routellm-pair", type=_names, default=None, metavar="STRONG,WEAK",
+                   help="LLM pair for the routellm protocol (default: best train mean, cheapest other)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run_evaluate)
+
+    d = subparsers.add_parser("demo", help="evaluate every baseline on SIMULATED data (< 2 min)")
+    d.add_argument("--data", default="synthetic", help="dataset (default: the built-in simulator)")
+    d.add_argument("--out", default="demo-results", help="output folder")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--no-progress", action="store_true")
+    d.set_defaults(func=run_demo)
+
+    s = subparsers.add_parser("scaling", help="RouterEval scaling-up: r_o(p) score against pool size")
+    s.add_argument("--data", required=True, help="dataset name or path")
+    s.add_argument("--p", type=_floats, default=[0.0, 0.25, 0.5, 0.75, 1.0], metavar="P1,P2",
+                   help="oracle probabilities (default 0,0.25,0.5,0.75,1)")
+    s.add_argument("--max-m", type=int, default=None, help="largest pool size (default: all LLMs)")
+    s.add_argument("--grid", choices=("linear", "log"), default="linear",
+                   help="m = 1..max-m (linear) or a log grid of about 20 sizes")
+    s.add_argument("--subsets", type=int, default=100, help="random candidate subsets per m")
+    _add_split_args(s)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    s.set_defaults(func=run_scaling)
+
+
+def _print_leaderboard(lb, out: Path, simulated: bool, seconds: float) -> None:
+    from ..evaluation import markdown_table  # noqa: PLC0415
+    tag = " (SIMULATED data)" if simulated else ""
+    print(f"\nLeaderboard{tag}:\n")
+    print(markdown_table(lb) if len(lb) else "(no router produced results)")
+    print(f"\nwrote {out}/report.md (+ metrics.csv, metrics.json, decisions.parquet, curves.csv, "
+          f"plots) in {seconds:.1f} s")
+
+
+def run_evaluate(args) -> int:
+    """Handler of ``recsys-router evaluate``."""
+    from ..evaluation import EvalConfig, evaluate, parse_pools, parse_protocols, write_results  # noqa: PLC0415
+    t0 = time.perf_counter()
+    data = load_eval_data(args.data)
+    if args.routellm_pair is not None and len(args.routellm_pair) != 2:
+        raise ValueError(f"--routellm-pair needs two LLM names STRONG,WEAK, got {args.routellm_pair}")
+    cfg = EvalConfig(routers=args.routers, protocols=parse_protocols(args.protocol),
+                     pools=parse_pools(args.pools), groups=args.groups, split=args.split,
+                     split_column=args.split_column, ood_tasks=args.ood_tasks, folds=args.folds,
+                     encoder=args.encoder, p=args.p, seed=args.seed,
+                     routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None)
+    res = evaluate(data, cfg, progress=not args.no_progress)
+    out, lb = write_results(res, args.out, plots=not args.no_plots)
+    for note in res.notes:
+        print(f"note: {note}", file=sys.stderr)
+    _print_leaderboard(lb, out, res.simulated, time.perf_counter() - t0)
+    return 0
+
+
+def run_demo(args) -> int:
+    """Handler of ``recsys-router demo``: every baseline on the built-in simulated data."""
+    from ..evaluation import EvalConfig, evaluate, write_results  # noqa: PLC0415
+    t0 = time.perf_counter()
+    options = {"n_queries": 1000, "n_llms": 12, "n_topics": 6, "seed": args.seed} \
+        if args.data in ("synthetic", "simulated") else {}
+    data = load_eval_data(args.data, **options)
+    cfg = EvalConfig(routers=list(DEMO_ROUTERS), pools=["all", 3] if data.n_llms >= 11 else ["all"],
+                     encoder="hashing", p=0.5, seed=args.seed, router_params=DEMO_PARAMS)
+    res = evaluate(data, cfg, progress=not args.no_progress)
+    out, lb = write_results(res, args.out)
+    if res.simulated:
+        print("demo data: SIMULATED (seeded topic/IRT simulator), not real LLM records")
+    _print_leaderboard(lb, out, res.simulated, time.perf_counter() - t0)
+    print(f"report: {Path(out).absolute() / 'report.md'}")
+    return 0
+
+
+def run_scaling(args) -> int:
+    """Handler of ``recsys-router scaling``."""
+    from ..evaluation import atomic_dir, make_folds, pool_sizes, scaling_curve  # noqa: PLC0415
+    from ..evaluation.io import write_json  # noqa: PLC0415
+    from ..evaluation.plots import plot_scaling  # noqa: PLC0415
+    data = load_eval_data(args.data)
+    test = make_folds(data, split=args.split, split_column=args.split_column,
+                      ood_tasks=args.ood_tasks, folds=1, seed=args.seed)[0].test
+    max_m = args.max_m or data.n_llms
+    sizes = pool_sizes(max_m, args.grid)
+    table = scaling_curve(test, args.p, sizes, subsets=args.subsets, seed=args.seed)
+    sim = " [SIMULATED]" if data.meta.get("simulated") else ""
+    with atomic_dir(args.out) as tmp:
+        table.to_csv(tmp / "scaling.csv", index=False)
+        plot_scaling(table, tmp / "scaling.png", f"r_o(p) vs pool size: {data.name}{sim}")
+        write_json(tmp / "scaling.json", {"dataset": data.name, "simulated": bool(sim),
+                                          "n_test_queries": test.n_queries, "sizes": sizes,
+                                          "p": args.p, "subsets": args.subsets, "seed": args.seed})
+    print(table.pivot(index="m", columns="p", values="mean_score").round(4).to_string())
+    print(f"\nwrote {Path(args.out) / 'scaling.csv'} and scaling.png")
+    return 0
