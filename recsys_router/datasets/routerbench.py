@@ -163,15 +163,19 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
                          "score": S[i, j]})
     if C is not None:
         long["cost"] = C[i, j]
-    long["text"] = text.to_numpy()[i]
-    long["task"] = frame["eval_name"].to_numpy()[i] if "eval_name" in frame.columns else None
-    long["split"] = frame["split"].to_numpy()[i] if "split" in frame.columns else None
-    long["sample_id"] = sid.to_numpy()[i]
     if not len(long):
         raise DataValidationError("no observed scores in any LLM column", source=source)
     data = RoutingData.from_long(long, duplicates=duplicates, llms=pd.DataFrame({"name": llms, "size": [parse_size(n) for n in llms]}),
                                  name=name, source=source,
                                  meta={"merged_records": merged_list, "identity": identity})
+    # query columns come from each query's first record only
+    fr = np.unique(first_pos)
+    firsts = pd.DataFrame({"query_id": qid.to_numpy()[fr], "text": text.to_numpy()[fr],
+                           "task": frame["eval_name"].to_numpy()[fr] if "eval_name" in frame.columns
+                           else None,
+                           "split": frame["split"].to_numpy()[fr] if "split" in frame.columns else None,
+                           "sample_id": sid.to_numpy()[fr]})
+    data.queries = data.queries[["query_id"]].merge(firsts, on="query_id", how="left")
     unscored = sorted(set(qid) - set(data.query_ids))
     if unscored:  # records without any score carry no routing signal: reported, not kept
         log.warning("%s: %d prompts have no observed score in any LLM column and are not "

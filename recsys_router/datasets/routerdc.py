@@ -116,11 +116,14 @@ def _merge_files(parts, *, identity: str, duplicates: str, source: str, name: st
                            "score": long["score"].to_numpy()})
         if "cost" in long.columns:
             lf["cost"] = long["cost"].to_numpy()
-        qcols = allx.drop(columns=["_idx"]).iloc[rec].reset_index(drop=True)
-        longs.append(pd.concat([lf, qcols.rename(columns={"_file": "file"})], axis=1))
+        longs.append(lf)
     full = pd.concat(longs, ignore_index=True)
     data = RoutingData.from_long(full, duplicates=duplicates, llms=llms, name=name, source=source,
                                  meta={"merged_records": merged_list, "identity": identity})
+    # query columns (text, task, split, ...) come from each query's first record only
+    firsts = allx.drop(columns=["_idx"]).rename(columns={"_file": "file"}).iloc[np.unique(first)]
+    firsts.insert(0, "query_id", qid[np.unique(first)])
+    data.queries = data.queries[["query_id"]].merge(firsts, on="query_id", how="left")
     data.llms["size"] = [s if pd.notna(s) else parse_size(n)
                          for n, s in zip(data.llms["name"], data.llms["size"])]
     return data
