@@ -1,0 +1,233 @@
+"""``recsys-router judge``: RouteJudge tournaments, reports, replay and the voting page.
+
+Examples::
+
+    recsys-router judge simulate --data routerbench_zs --routers random best-single oracle knn \\
+        --n 500 --seed 0 --db judge.db --threshold 0.5 --noise 0.1
+    recsys-router judge report --db judge.db --out judge_report
+    recsys-router judge replay --db judge.db --data routerbench_zs --router svm
+    recsys-router judge serve --data routerbench_zs --routers best-single knn svm --db judge.db
+    recsys-router judge export --db judge.db --out judge.jsonl
+    recsys-router judge import --db other.db --jsonl judge.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import yaml
+
+__all__ = ["add_parser", "load_data"]
+
+log = logging.getLogger(__name__)
+
+
+def _parse_options(items) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"-o expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def load_data(name_or_path: str, data_dir=None, options: dict | None = None, *, with_responses: bool = False):
+    """Load one RoutingData (optionally with ``data.responses``) by name or path."""
+    from ..data import RoutingData  # noqa: PLC0415
+    from ..datasets import load_dataset  # noqa: PLC0415
+    opts = dict(options or {})
+    if with_responses:
+        opts["with_responses"] = True
+    try:
+        data = load_dataset(name_or_path, data_dir=data_dir, **opts)
+    except TypeError as exc:
+        if with_responses and "with_responses" in str(exc):
+            raise ValueError(f"dataset {name_or_path!r} carries no recorded answers (its loader has no "
+                             "with_responses option); use routerbench_zs, or live mode with --backends") from None
+        raise ValueError(f"dataset {name_or_path!r}: {exc}") from None
+    if not isinstance(data, RoutingData):
+        raise ValueError(f"{name_or_path!r} holds several datasets ({sorted(data)}); pass one file or "
+                         "loader options (-o KEY=VALUE) that select one")
+    return data
+
+
+def _data_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--data", required=required, metavar="NAME_OR_PATH", help="dataset name or file/folder")
+    p.add_argument("--data-dir", default=None, help="folder holding the named dataset's folder")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="loader option, repeatable (e.g. -o n_queries=500 for synthetic)")
+    p.add_argument("--router-params", default=None, metavar="JSON",
+                   help='constructor parameters per router, e.g. \'{"knn": {"k": 10}}\' (or a JSON file)')
+    p.add_argument("--test-size", type=float, default=0.3,
+                   help="test fraction when the data has no train/test split (default 0.3)")
+
+
+def add_parser(subparsers) -> None:
+    """Add the ``judge`` command group."""
+    p = subparsers.add_parser("judge", help="RouteJudge: preference duels between routers",
+                              description="RouteJudge: simulate tournaments, report, replay, serve the voting page.")
+    sub = p.add_subparsers(dest="judge_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    s = sub.add_parser("simulate", help="offline tournament judged from recorded scores")
+    _data_args(s)
+    s.add_argument("--routers", nargs="+", required=True, help="registry names or artifact folders (>= 2)")
+    s.add_argument("--n", type=int, default=200, help="number of judged duels (default 200)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--db", required=True, help="SQLite database to append the records to")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--budget", type=float, default=None, help="per-query cost budget C for every router")
+    g.add_argument("--wtp", type=float, default=None, help="willingness to pay (lambda) for every router")
+    s.add_argument("--noise", type=float, default=0.0, help="probability of a uniformly random label")
+    s.add_argument("--threshold", type=float, default=None, help="both scores below it -> 'both bad'")
+    s.add_argument("--report", default=None, metavar="DIR", help="also write the report of this run here")
+    s.set_defaults(func=_cmd_simulate)
+
+    r = sub.add_parser("report", help="Markdown/CSV tables and PNG plots from a database")
+    r.add_argument("--db", required=True)
+    r.add_argument("--out", required=True, metavar="DIR")
+    r.add_argument("--n-boot", type=int, default=200, help="bootstrap replays for Elo intervals")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--task", default=None, help="only records of this task")
+    r.set_defaults(func=_cmd_report)
+
+    rp = sub.add_parser("replay", help="replay a router on stored records (eq. C.21)")
+    _data_args(rp, required=False)
+    rp.add_argument("--db", required=True)
+    rp.add_argument("--router", required=True, help="registry name (fitted on --data's train split) "
+                                                    "or an exported artifact folder")
+    rp.add_argument("--name", default=None, help="display name (default: --router)")
+    rp.add_argument("--seed", type=int, default=0, help="seed of the train/test split when the data has none")
+    rp.add_argument("--out", default=None, metavar="CSV", help="write the leaderboard here")
+    rp.set_defaults(func=_cmd_replay)
+
+    v = sub.add_parser("serve", help="the local voting page (FastAPI + uvicorn)")
+    _data_args(v)
+    v.add_argument("--routers", nargs="+", required=True, help="registry names or artifact folders (>= 2)")
+    v.add_argument("--db", required=True)
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=int, default=8765)
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--split", default="test", help="which split's prompts are judged (default test)")
+    v.add_argument("--backends", default=None, metavar="YAML",
+                   help="live mode: forward prompts to OpenAI-compatible backends instead of recorded answers")
+    v.set_defaults(func=_cmd_serve)
+
+    e = sub.add_parser("export", help="write every record as JSONL")
+    e.add_argument("--db", required=True)
+    e.add_argument("--out", required=True, metavar="JSONL")
+    e.set_defaults(func=_cmd_export)
+
+    i = sub.add_parser("import", help="add records from JSONL (validated first)")
+    i.add_argument("--db", required=True)
+    i.add_argument("--jsonl", required=True)
+    i.set_defaults(func=_cmd_import)
+
+
+def _fmt(df) -> str:
+    return df.to_string(float_format=lambda x: f"{x:.4g}")
+
+
+def _cmd_simulate(args) -> int:
+    from ..judge.report import write_report  # noqa: PLC0415
+    from ..judge.routers import parse_router_params  # noqa: PLC0415
+    from ..judge.simulate import simulate_tournament  # noqa: PLC0415
+    from ..judge.store import JudgeStore  # noqa: PLC0415
+    data = load_data(args.data, args.data_dir, _parse_options(args.option))
+    store = JudgeStore(args.db)
+    res = simulate_tournament(data, list(args.routers), n=args.n, seed=args.seed, budget=args.budget,
+                              wtp=args.wtp, noise=args.noise, threshold=args.threshold, test_size=args.test_size,
+                              router_params=parse_router_params(args.router_params), store=store, progress=True)
+    comp = res.comparison(seed=args.seed)
+    print(f"{len(res.records)} duels written to {args.db} ({store.count()} records in total)")
+    print(_fmt(comp.sort_values("elo", ascending=False)))
+    print(f"Spearman(PrefScore, offline score) = {res.rank_correlation('pref_score'):.3f}; "
+          f"Spearman(Elo, offline score) = {res.rank_correlation('elo'):.3f}")
+    if args.report:
+        write_report(res.records, args.report, seed=args.seed, title=f"RouteJudge simulation on {data.name}")
+        print(f"report written to {args.report}/report.md")
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from ..judge.report import write_report  # noqa: PLC0415
+    from ..judge.store import JudgeStore  # noqa: PLC0415
+    if not Path(args.db).exists():
+        raise FileNotFoundError(f"{args.db}: no such database")
+    recs = JudgeStore(args.db).records(task=args.task)
+    paths = write_report(recs, args.out, n_boot=args.n_boot, seed=args.seed)
+    print(f"{len(recs)} records; wrote {len(paths)} files to {args.out} (see {paths['report.md']})")
+    return 0
+
+
+def _cmd_replay(args) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from ..judge.replay import replay, replay_summary  # noqa: PLC0415
+    from ..judge.routers import parse_router_params, train_test  # noqa: PLC0415
+    from ..judge.store import JudgeStore  # noqa: PLC0415
+    if not Path(args.db).exists():
+        raise FileNotFoundError(f"{args.db}: no such database")
+    recs = JudgeStore(args.db).records()
+    train = truth = None
+    if args.data:
+        truth = load_data(args.data, args.data_dir, _parse_options(args.option))
+        train, _ = train_test(truth, test_size=args.test_size, seed=args.seed)
+    name = args.name or Path(args.router).name
+    params = parse_router_params(args.router_params).get(args.router)
+    out = replay(args.router, recs, name=name, train=train, truth=truth, params=params)
+    lb = replay_summary(out, name)
+    print(f"replayed {name!r} on {len(out)} stored records")
+    print(_fmt(lb))
+    if args.out:
+        lb.to_csv(args.out, index=False)
+    return 0
+
+
+def _cmd_serve(args) -> int:
+    import uvicorn  # noqa: PLC0415
+
+    from ..judge.routers import fit_routers, parse_router_params  # noqa: PLC0415
+    from ..judge.store import JudgeStore  # noqa: PLC0415
+    from ..judge.web import JudgeSession, create_app, load_backends  # noqa: PLC0415
+    live = args.backends is not None
+    data = load_data(args.data, args.data_dir, _parse_options(args.option), with_responses=not live)
+    responses = getattr(data, "responses", None)
+    parts = data.split(column="split") if data.queries["split"].notna().all() else None
+    if parts and args.split in parts and "train" in parts and args.split != "train":
+        train, pool = parts["train"], parts[args.split]
+    else:
+        from ..judge.routers import train_test  # noqa: PLC0415
+        train, pool = train_test(data, test_size=args.test_size, seed=args.seed)
+    routers = fit_routers(list(args.routers), train, params=parse_router_params(args.router_params),
+                          progress=True)
+    backends = load_backends(args.backends, data.llm_names) if live else None
+    session = JudgeSession(pool, routers, JudgeStore(args.db), responses=responses, backends=backends,
+                           seed=args.seed)
+    print(f"RouteJudge voting page on http://{args.host}:{args.port}/ ({pool.n_queries} prompts, "
+          f"routers {list(routers)}, database {args.db})", file=sys.stderr)
+    uvicorn.run(create_app(session), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def _cmd_export(args) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from ..judge.store import JudgeStore  # noqa: PLC0415
+    if not Path(args.db).exists():
+        raise FileNotFoundError(f"{args.db}: no such database")
+    n = JudgeStore(args.db).export_jsonl(args.out)
+    print(f"exported {n} records to {args.out}")
+    return 0
+
+
+def _cmd_import(args) -> int:
+    from ..judge.store import JudgeStore  # noqa: PLC0415
+    n = JudgeStore(args.db).import_jsonl(args.jsonl)
+    print(f"imported {n} new records into {args.db}")
+    return 0

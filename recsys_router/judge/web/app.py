@@ -1,0 +1,265 @@
+"""The RouteJudge voting page: a FastAPI application over recorded (or live) answers.
+
+Flow: ``POST /api/duel`` (a prompt id or a random draw, and an optional budget) makes
+every router vote, selects the duel pair, and returns the two answers in random order
+with identities hidden, plus a one-time token. ``POST /api/vote`` with the token and a
+label writes the record (token consumption and record in one transaction) and returns
+the reveal: LLM identities, router votes, costs and attribution. A malformed body gets
+422, an unknown token 404, a token used before 409; none of them changes the database.
+Pending duels live in the database too, so a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+from pathlib import Path
+from typing import Literal, Mapping
+
+import numpy as np
+import pandas as pd
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...data import RoutingData
+from ...router import Router
+from ..metrics import h2h_matrix, leaderboard, routers_of
+from ..rating import elo_bootstrap
+from ..records import JudgeRecord, select_duel, utc_now
+from ..store import JudgeStore, TokenError
+from .live import BackendError, ask_backend
+
+__all__ = ["JudgeSession", "create_app", "DuelRequest", "VoteRequest"]
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+class DuelRequest(BaseModel):
+    """Body of ``POST /api/duel``."""
+
+    model_config = ConfigDict(extra="forbid")
+    query_id: str | None = Field(default=None, description="prompt id; omitted = random draw")
+    budget: float | None = Field(default=None, ge=0, description="per-query cost budget C (USD)")
+
+
+class VoteRequest(BaseModel):
+    """Body of ``POST /api/vote``."""
+
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(min_length=8, max_length=128)
+    label: Literal["A", "B", "tie", "both_bad"]
+
+
+def _clean(v):
+    """JSON-safe value (NaN/inf -> None, numpy scalars -> Python)."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, (np.floating, float)):
+        return None if not math.isfinite(float(v)) else float(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+class JudgeSession:
+    """State behind the voting page.
+
+    Parameters
+    ----------
+    data : RoutingData
+        The prompts that can be judged (e.g. a test split); its costs (when any) are the
+        recorded cost of every LLM on every prompt.
+    routers : mapping name -> fitted Router
+    store : JudgeStore
+    responses : pandas.DataFrame, optional
+        Recorded answers: index = query ids, one column per LLM (missing = not feasible).
+    backends : dict, optional
+        Live mode: LLM -> ``{"base_url", "model", "api_key_env"}`` (see :mod:`.live`).
+    seed : int
+        Seed for prompt draws, duel tie-breaks and the A/B order.
+    """
+
+    def __init__(self, data: RoutingData, routers: Mapping[str, Router], store: JudgeStore, *,
+                 responses: pd.DataFrame | None = None, backends: dict | None = None, seed: int = 0):
+        if responses is None and not backends:
+            raise ValueError("the voting page needs recorded responses (load the data with "
+                             "with_responses=True) or live backends (--backends backends.yaml)")
+        if len(routers) < 2:
+            raise ValueError(f"give at least two routers, got {list(routers)}")
+        for name, r in routers.items():
+            if not r.is_fitted or list(r.llm_names_) != data.llm_names:
+                raise ValueError(f"router {name!r} must be fitted on the same LLM pool as the data")
+        self.data, self.routers, self.store = data, dict(routers), store
+        self.responses, self.backends = responses, dict(backends or {})
+        self.rng = np.random.default_rng(seed)
+        self._lock = threading.Lock()
+        self._row = {q: i for i, q in enumerate(data.query_ids)}
+
+    @property
+    def live(self) -> bool:
+        return bool(self.backends)
+
+    def feasible(self, i: int) -> list[str]:
+        """LLMs that can be shown for prompt row ``i`` (a recorded answer, or a live backend)."""
+        names = self.data.llm_names
+        if self.live:
+            return [m for m in names if m in self.backends]
+        row = self.responses.loc[self.data.query_ids[i]] if self.data.query_ids[i] in self.responses.index else None
+        if row is None:
+            return []
+        return [m for m in names if m in row.index and isinstance(row[m], str) and row[m].strip()]
+
+    def prompts(self, task: str | None = None, search: str | None = None, limit: int = 50) -> list[dict]:
+        """Prompt list for the picker (id, task, 160-character preview)."""
+        out = []
+        for qid, text, t in zip(self.data.query_ids, self.data.texts, self.data.tasks):
+            if task and str(t) != task:
+                continue
+            if search and search.lower() not in str(text).lower():
+                continue
+            out.append({"query_id": qid, "task": None if t is None else str(t),
+                        "preview": str(text)[-160:].strip()})
+            if len(out) >= limit:
+                break
+        return out
+
+    def info(self) -> dict:
+        tasks = sorted({str(t) for t in self.data.tasks if t is not None})
+        mc = self.data.mean_costs() if self.data.costs is not None else None
+        return _clean({"routers": list(self.routers), "llms": self.data.llm_names, "tasks": tasks,
+                       "n_prompts": self.data.n_queries, "live": self.live,
+                       "mean_costs": None if mc is None else dict(zip(self.data.llm_names, mc))})
+
+    def new_duel(self, query_id: str | None = None, budget: float | None = None) -> dict:
+        """Route one prompt with every router, pick the pair, issue a token (hidden identities)."""
+        with self._lock:
+            if query_id is None:
+                i = int(self.rng.integers(self.data.n_queries))
+            elif query_id in self._row:
+                i = self._row[query_id]
+            else:
+                raise HTTPException(404, f"unknown prompt id {query_id!r}")
+            feas = self.feasible(i)
+            if len(feas) < 2:
+                raise HTTPException(409, f"prompt {self.data.query_ids[i]!r} has fewer than two answers to compare")
+            sub = self.data.subset([i])
+            choices = {}
+            for name, r in self.routers.items():
+                try:
+                    c = r.route_indices(sub, budget=budget, candidates=feas)
+                except ValueError as exc:
+                    raise HTTPException(422, f"router {name!r} cannot route with this budget: {exc}") from None
+                choices[name] = self.data.llm_names[int(c[0])]
+            a, b = select_duel(choices, feas, self.store.comparison_counts(), self.rng)
+        qid, text = self.data.query_ids[i], self.data.texts[i]
+        text = text if isinstance(text, str) and text else f"[query {qid}]"
+        costs = {}
+        if self.data.costs is not None:
+            costs = {m: float(self.data.costs[i, j]) for j, m in enumerate(self.data.llm_names)
+                     if not np.isnan(self.data.costs[i, j])}
+        latencies, answers = {}, {}
+        for side, m in (("A", a), ("B", b)):
+            if self.live:
+                try:
+                    got = ask_backend(self.backends[m], text)
+                except BackendError as exc:
+                    raise HTTPException(502, f"backend of {m!r} failed: {exc}") from None
+                answers[side], latencies[m] = got["text"], got["latency"]
+                live_cost = self._live_cost(m, got)
+                if live_cost is not None:
+                    costs[m] = live_cost
+            else:
+                answers[side] = str(self.responses.loc[qid, m])
+        task = self.data.tasks[i]
+        payload = {"query_id": qid, "query": text, "task": None if task is None else str(task),
+                   "budget": budget, "feasible": feas, "router_choices": choices, "llm_a": a, "llm_b": b,
+                   "costs": costs, "latencies": latencies, "created_at": utc_now(),
+                   "metadata": {"source": "live" if self.live else "recorded", "dataset": self.data.name,
+                                "answers": answers}}
+        token = secrets.token_urlsafe(24)
+        self.store.issue_token(token, payload)
+        return {"token": token, "query_id": qid, "query": text, "task": payload["task"], "budget": budget,
+                "answers": answers}
+
+    def _live_cost(self, m: str, got: dict) -> float | None:
+        row = self.data.llms.set_index("name").loc[m]
+        pi, po = row.get("input_price"), row.get("output_price")
+        if got["prompt_tokens"] is None or got["completion_tokens"] is None or pd.isna(pi) or pd.isna(po):
+            return None
+        return (got["prompt_tokens"] * float(pi) + got["completion_tokens"] * float(po)) / 1e6
+
+    def vote(self, token: str, label: str) -> dict:
+        """Consume the token and store the judgement; returns the reveal."""
+        def build(p: dict) -> JudgeRecord:
+            return JudgeRecord(query=p["query"], router_choices=p["router_choices"], llm_a=p["llm_a"],
+                               llm_b=p["llm_b"], label=label, feasible=p["feasible"], task=p["task"],
+                               query_id=p["query_id"], budget=p["budget"], costs=p["costs"],
+                               latencies=p["latencies"], created_at=p["created_at"], judged_at=utc_now(),
+                               metadata=p["metadata"])
+        try:
+            rec = self.store.redeem(token, build)
+        except TokenError as exc:
+            raise HTTPException(exc.status, str(exc)) from None
+        return _clean({"record_id": rec.record_id, "label": rec.label, "llm_a": rec.llm_a, "llm_b": rec.llm_b,
+                       "router_choices": rec.router_choices, "votes": rec.votes, "attribution": rec.attribution,
+                       "costs": {"A": rec.costs.get(rec.llm_a), "B": rec.costs.get(rec.llm_b)},
+                       "latencies": {"A": rec.latencies.get(rec.llm_a), "B": rec.latencies.get(rec.llm_b)}})
+
+    def stats(self, n_boot: int = 100) -> dict:
+        """Live leaderboard (with Elo intervals) and H2H matrix over every stored record."""
+        recs = self.store.records()
+        routers = list(dict.fromkeys([*self.routers, *routers_of(recs)]))
+        if not recs:
+            return {"n_records": 0, "leaderboard": [], "h2h": {"routers": routers, "matrix": []}}
+        lb = leaderboard(recs, routers).set_index("router")
+        el = elo_bootstrap(recs, routers, n_boot=n_boot, seed=0)
+        lb = pd.concat([lb, el], axis=1).reset_index().sort_values("elo_median", ascending=False, kind="stable")
+        h = h2h_matrix(recs, list(lb["router"]))
+        return _clean({"n_records": len(recs), "leaderboard": lb.to_dict(orient="records"),
+                       "h2h": {"routers": list(h.index), "matrix": h.to_numpy().tolist()}})
+
+
+def create_app(session: JudgeSession) -> FastAPI:
+    """The FastAPI application (pages ``/`` and ``/stats``, JSON API under ``/api``)."""
+    app = FastAPI(title="RouteJudge", description="Judge two routed answers side by side.")
+    app.state.session = session
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index():
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/stats", include_in_schema=False)
+    def stats_page():
+        return FileResponse(STATIC / "stats.html")
+
+    @app.get("/api/info")
+    def info():
+        return session.info()
+
+    @app.get("/api/prompts")
+    def prompts(task: str | None = None, q: str | None = None, limit: int = 50):
+        if not 1 <= limit <= 500:
+            raise HTTPException(422, "limit must be between 1 and 500")
+        return session.prompts(task, q, limit)
+
+    @app.post("/api/duel")
+    def duel(req: DuelRequest):
+        return session.new_duel(req.query_id, req.budget)
+
+    @app.post("/api/vote")
+    def vote(req: VoteRequest):
+        return session.vote(req.token, req.label)
+
+    @app.get("/api/stats")
+    def stats():
+        return session.stats()
+
+    return app

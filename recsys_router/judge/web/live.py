@@ -1,0 +1,93 @@
+"""Live mode of the voting page: forward the prompt to OpenAI-compatible backends.
+
+``backends.yaml`` maps each LLM name to its endpoint (the same layout as the serving
+proxy's file; the top-level ``backends:`` key is optional)::
+
+    backends:
+      gpt-4-1106-preview: {base_url: "https://api.openai.com/v1", model: gpt-4-1106-preview,
+                           api_key_env: OPENAI_API_KEY}
+      mistralai/mixtral-8x7b-chat: {base_url: "http://127.0.0.1:8001/v1", model: mixtral}
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+from ...errors import DataValidationError
+
+__all__ = ["load_backends", "ask_backend", "BackendError"]
+
+
+class BackendError(RuntimeError):
+    """A backend could not be reached or answered in an unexpected format."""
+
+
+def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict[str, dict]:
+    """Read ``backends.yaml``; errors name the file and the entry.
+
+    Returns
+    -------
+    dict LLM name -> ``{"base_url", "model", "api_key_env"}``
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DataValidationError(f"cannot read the backends file ({exc})", source=str(path)) from None
+    if isinstance(raw, dict) and isinstance(raw.get("backends"), dict):
+        raw = raw["backends"]
+    if not isinstance(raw, dict) or not raw:
+        raise DataValidationError("expected a mapping of LLM name -> {base_url, model, api_key_env}",
+                                  source=str(path))
+    out = {}
+    for name, spec in raw.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("base_url"), str):
+            raise DataValidationError(f"backend {name!r} needs a 'base_url' string", source=str(path),
+                                      column=str(name))
+        if known_llms is not None and str(name) not in known_llms:
+            raise DataValidationError(f"backend {name!r} is not one of the routers' LLMs {known_llms}",
+                                      source=str(path), column=str(name))
+        out[str(name)] = {"base_url": spec["base_url"].rstrip("/"), "model": str(spec.get("model", name)),
+                          "api_key_env": spec.get("api_key_env")}
+    return out
+
+
+def ask_backend(backend: dict, prompt: str, history: list[dict] | None = None, *,
+                timeout: float = 120.0) -> dict:
+    """One chat completion; returns ``{"text", "latency", "prompt_tokens", "completion_tokens"}``.
+
+    Raises
+    ------
+    BackendError
+        Missing API key variable, connection failure, non-2xx status or malformed body.
+    """
+    headers = {"content-type": "application/json"}
+    env = backend.get("api_key_env")
+    if env:
+        key = os.environ.get(env)
+        if not key:
+            raise BackendError(f"environment variable {env} (API key for {backend['model']}) is not set")
+        headers["authorization"] = f"Bearer {key}"
+    body = {"model": backend["model"], "messages": [*(history or []), {"role": "user", "content": prompt}]}
+    url = backend["base_url"] + "/chat/completions"
+    t0 = time.perf_counter()
+    try:
+        resp = httpx.post(url, json=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise BackendError(f"{url}: {type(exc).__name__}: {exc}") from None
+    latency = time.perf_counter() - t0
+    if resp.status_code // 100 != 2:
+        raise BackendError(f"{url}: HTTP {resp.status_code}: {resp.text[:200]}")
+    try:
+        data = resp.json()
+        text = data["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise BackendError(f"{url}: not an OpenAI chat completion: {resp.text[:200]}") from None
+    usage = data.get("usage") or {}
+    return {"text": str(text), "latency": latency, "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens")}

@@ -1,0 +1,1 @@
+"""Static files of the voting page (a package so that setuptools ships them)."""
