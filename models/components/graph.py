@@ -7,7 +7,8 @@ ICLR 2025 (arXiv 2410.03834). Here the graph has three node types:
 * ``query`` - features = text embedding;
 * ``llm``   - features = description embedding plus log prices and log size.
 
-Edges (each with its reverse): query-``in``-task; ``query``-``near``-``query`` from each query to
+Edges: ``query``-``in``-``task`` (context queries only) and ``task``-``has``-``query`` (every
+query); ``query``-``near``-``query`` from each query to
 its ``k`` nearest *context* queries by embedding cosine; and ``query``-``rates``-``llm`` for the
 observed cells of context queries, carrying ``[score, cost]`` as edge attributes. Queries
 to be predicted (new queries, or a held-out part of the train queries while training) have
@@ -86,7 +87,10 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
     g["llm"].x = torch.as_tensor(llm_x, dtype=torch.float32)
     q = np.arange(len(query_x))
     qt = torch.as_tensor(np.stack([q, query_task]), dtype=torch.long)
-    g["query", "in", "task"].edge_index = qt
+    ctx = torch.as_tensor(np.asarray(context, dtype=np.int64))
+    # only context queries feed their task node, so a predicted query never changes what
+    # another one sees (routing a batch equals routing each query alone)
+    g["query", "in", "task"].edge_index = qt[:, ctx]
     g["task", "has", "query"].edge_index = qt.flip(0)
     g["query", "near", "query"].edge_index = torch.as_tensor(knn_edges(query_x, context, k),
                                                              dtype=torch.long)
