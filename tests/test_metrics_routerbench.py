@@ -7,7 +7,7 @@ import pytest
 from scipy.spatial import ConvexHull
 
 from recsys_router.errors import DataValidationError
-from recsys_router.metrics import (DIRECTIONS, aiq, aiq_many, default_lambdas, hull_value,
+from recsys_router.metrics import (DIRECTIONS, aiq, aiq_code, aiq_many, default_lambdas, hull_value,
                                    interpolate, llm_points, ndch, routerbench_metrics,
                                    shared_domain, wtp_sweep, zero_router)
 
@@ -85,6 +85,15 @@ def test_aiq_uses_a_shared_domain():
     # a flat at 0.5 on [1, 2]; b rises 0.5 -> 1 from (0, 0) towards (2, 1): mean 0.75
     assert aiq_many([a, b]) == pytest.approx([0.5, 0.75])
     assert aiq_many([a, b], domain=(0.0, 2.0)) == pytest.approx([(0.25 + 0.5) / 2, 0.5])
+
+
+def test_aiq_code_variant_by_hand():
+    a = np.array([[2.0, 0.4], [4.0, 0.8]])
+    b = np.array([[1.0, 0.5]])
+    # x_max = 4; a: 2 * (0.4 + 0.8) / 2 = 1.2 (+0 for the appended point) -> 0.3
+    # b: (1, .5) -> (4, .5): 3 * 0.5 = 1.5 -> 0.375 (nothing below the cheapest point)
+    assert aiq_code([a, b]) == pytest.approx([0.3, 0.375])
+    assert DIRECTIONS["aiq_code"] == "higher"
 
 
 def test_zero_router_by_hand():

@@ -13,6 +13,11 @@ arXiv:2403.12031; code withmartian/routerbench.
   NDCH extended below its cheapest point by the segment to the null router ``(0, 0)`` and
   flat beyond its dearest point; ``[c_min, c_max]`` must be shared by all compared routers.
 * The Zero router is the NDCH of the LLMs' own points (random mixing of single LLMs).
+
+RouterBench's code (``evaluation/AIQ.py`` @ cc67d10) integrates differently: each hull gets
+a last point ``(x_max, y_last)`` at the largest cost of all compared hulls, and
+``AIQ = trapz(hull) / x_max`` - nothing is counted below a hull's cheapest point.
+:func:`aiq_code` gives that variant (on the NDCH built here).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from ..policies import wtp_policy
 from .base import as_matrix, metric
 
 __all__ = ["llm_points", "wtp_sweep", "default_lambdas", "interpolate", "ndch", "hull_value",
-           "shared_domain", "aiq", "aiq_many", "zero_router", "routerbench_metrics"]
+           "shared_domain", "aiq", "aiq_many", "aiq_code", "zero_router", "routerbench_metrics"]
 
 
 def _points(points, name: str = "points") -> np.ndarray:
@@ -271,6 +276,27 @@ def aiq_many(hulls: Sequence[np.ndarray], domain: tuple[float, float] | None = N
     hs = list(hulls)
     dom = shared_domain(hs) if domain is None else domain
     return np.array([aiq(h, dom) for h in hs])
+
+
+@metric("aiq_code", "higher")
+def aiq_code(hulls: Sequence[np.ndarray]) -> np.ndarray:
+    """AIQ as RouterBench's code computes it, for routers compared together:
+    ``x_max = max over hulls of the dearest cost``; each hull ``H`` gets the extra point
+    ``(x_max, y_last(H))`` and ``AIQ(H) = trapz(H) / x_max``.
+
+    Example
+    -------
+    >>> aiq_code([np.array([[2., .4], [4., .8]]), np.array([[1., .5]])]).round(6).tolist()
+    [0.3, 0.375]
+    """
+    hs = [_points(h, "hull") for h in hulls]
+    if not hs:
+        raise ValueError("aiq_code needs at least one hull")
+    x_max = max(float(h[:, 0].max()) for h in hs)
+    if x_max <= 0:
+        raise ValueError(f"aiq_code needs a positive largest cost, got {x_max}")
+    return np.array([np.trapezoid(np.append(h[:, 1], h[-1, 1]), np.append(h[:, 0], x_max)) / x_max
+                     for h in hs])
 
 
 def zero_router(scores: np.ndarray, costs: np.ndarray) -> np.ndarray:
