@@ -127,7 +127,8 @@ class RoutingDataModule(pl.LightningDataModule):
     batch_size : int
         Training/eval batch size.
     mode : {"pointwise", "listwise", "pairwise"}
-        Layout of training batches (see the module docstring).
+        Layout of training batches (see the module docstring). ``listwise`` suits every
+        loss kind; ``pointwise`` only ``bce``/``mse``; ``pairwise`` only ``bpr``.
     selection_ratio : float
         RouterEval selection-vector ratio for continuous scores.
     max_pairs_per_query : int, optional
@@ -161,7 +162,7 @@ class RoutingDataModule(pl.LightningDataModule):
                  split_ratios: Sequence[float] = (0.8, 0.1, 0.1), split_column: str | None = None,
                  ood_tasks: list[str] | None = None, seed: int = 0,
                  candidates: list[str] | None = None, batch_size: int = 64,
-                 mode: str = "pointwise", selection_ratio: float = 0.95,
+                 mode: str = "listwise", selection_ratio: float = 0.95,
                  max_pairs_per_query: int | None = None, num_workers: int = 0,
                  carve_val: bool = True):
         super().__init__()
