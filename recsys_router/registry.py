@@ -46,6 +46,8 @@ _ROUTERS: dict[str, Factory] = {
     "mirt": "models.irt_module:MIRTRouter",
     "nirt": "models.irt_module:NIRTRouter",
     "graph": "models.graph_module:GraphRouter",
+    "mf": "models.mf_module:MFRouter",
+    "two-tower": "models.two_tower_module:TwoTowerRouter",
 }
 
 
