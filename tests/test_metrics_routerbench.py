@@ -120,6 +120,10 @@ def test_routerbench_metrics_by_hand():
     assert r["aiq"] == pytest.approx((8 / 9 + 2 / 3) / 2)
     # zero: 1/3 -> 2/3 over [1, 3] -> mean 1/2
     assert r["zero_aiq"] == pytest.approx(0.5)
+    # RouterBench's code: x_max = 3; router (1, 1/3) -> (7/3, 1) -> (3, 1): 8/9 + 2/3 over 3;
+    # zero hull (1, 1/3), (3, 2/3): 2 * 1/2 = 1 over 3
+    assert r["aiq_code"] == pytest.approx((8 / 9 + 2 / 3) / 3)
+    assert r["zero_aiq_code"] == pytest.approx(1 / 3)
     assert DIRECTIONS["aiq"] == "higher"
 
 

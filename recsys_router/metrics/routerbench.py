@@ -328,7 +328,8 @@ def routerbench_metrics(pred_scores: np.ndarray, pred_costs: np.ndarray, scores:
     Returns
     -------
     dict
-        ``points`` (k, 2), ``hull``, ``aiq``, ``zero_hull``, ``zero_aiq``, ``llm_points``,
+        ``points`` (k, 2), ``hull``, ``aiq``, ``zero_hull``, ``zero_aiq``, ``aiq_code`` and
+        ``zero_aiq_code`` (:func:`aiq_code` of the two hulls together), ``llm_points``,
         ``domain``, ``lambdas``.
 
     Example
@@ -344,5 +345,7 @@ def routerbench_metrics(pred_scores: np.ndarray, pred_costs: np.ndarray, scores:
     lp = llm_points(scores, costs)
     zhull = ndch(lp)
     dom = shared_domain([hull, zhull]) if domain is None else (float(domain[0]), float(domain[1]))
+    code = aiq_code([hull, zhull])
     return {"points": pts, "hull": hull, "aiq": aiq(hull, dom), "zero_hull": zhull,
-            "zero_aiq": aiq(zhull, dom), "llm_points": lp, "domain": dom, "lambdas": lam}
+            "zero_aiq": aiq(zhull, dom), "aiq_code": float(code[0]), "zero_aiq_code": float(code[1]),
+            "llm_points": lp, "domain": dom, "lambdas": lam}
