@@ -15,6 +15,8 @@ from models.implicit_router import (ALSRouter, BPRRouter, ImplicitRouter,  # noq
 from recsys_router.data import RoutingData  # noqa: E402
 from recsys_router.datasets.synthetic import make_synthetic  # noqa: E402
 from recsys_router.errors import DataValidationError  # noqa: E402
+from recsys_router.registry import make_router  # noqa: E402
+from router_contract import RouterContract  # noqa: E402
 
 
 def _held_out(seed: int):
@@ -123,3 +125,11 @@ def test_gpu_flag_warns_and_falls_back_without_cuda():
     with pytest.warns(RuntimeWarning, match="CPU"):
         r = ALSRouter(use_gpu=True, iterations=3).fit(train)
     assert r.predict_scores(test).shape == (test.n_queries, 5)
+
+
+class TestALSContract(RouterContract):
+    router_factory = staticmethod(lambda: make_router("als"))
+
+
+class TestBPRKnnContract(RouterContract):
+    router_factory = staticmethod(lambda: make_router("bpr", fold_in="knn"))
