@@ -82,6 +82,7 @@ class ZeroRouter(Router):
 
     Example
     -------
+    >>> from recsys_router.data import RoutingData
     >>> d = RoutingData(["q"], list("abcd"), [[.5, .55, .9, .8]], [[1., 2., 3., 4.]])
     >>> ZeroRouter().fit(d).budget_mix(2.5)
     {'a': 0.25, 'c': 0.75}
