@@ -112,7 +112,7 @@ def load_llmrouter(path, duplicates: str = "first", chars_per_token: float = 4.0
     Example
     -------
     >>> d = load_llmrouter("../shared/data/llmrouter")  # doctest: +SKIP
-    >>> d.shape
+    >>> d.shape  # doctest: +SKIP
     (5989, 9)
     """
     path = Path(path)

@@ -45,6 +45,8 @@ def register(name: str, *, folder: str | None = None, description: str = "", ali
 
 def available_datasets() -> dict[str, str]:
     """Canonical dataset names and their one-line descriptions."""
+    from . import _ensure_loaded
+    _ensure_loaded()
     return {s.name: s.description for s in sorted({id(s): s for s in _REGISTRY.values()}.values(),
                                                    key=lambda s: s.name)}
 

@@ -244,7 +244,7 @@ def load_routerbench_zs(path, identity: str = "prompt", duplicates: str = "first
     Example
     -------
     >>> d = load_routerbench_zs("../shared/data/routerbench_zs")  # doctest: +SKIP
-    >>> d.shape
+    >>> d.shape  # doctest: +SKIP
     (3176, 11)
     """
     path = Path(path)

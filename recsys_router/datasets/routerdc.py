@@ -134,7 +134,7 @@ def detect_routerdc(path: Path) -> bool:
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     if not files or files[0].suffix != ".json" or not files[0].is_file():
         return False
-    if path.is_dir() and (path / "default_llm.json").exists():
+    if path.is_dir() and ((path / "default_llm.json").exists() or (path / "dcrouter_train.json").exists()):
         return False  # the LLMRouter folder
     with open(files[0], encoding="utf-8") as fh:
         head = fh.read(4096)
@@ -165,7 +165,7 @@ def load_routerdc(path, identity: str = "text", duplicates: str = "first") -> Ro
     Example
     -------
     >>> d = load_routerdc("../shared/data/routerdc_split2_model7")  # doctest: +SKIP
-    >>> d.shape
+    >>> d.shape  # doctest: +SKIP
     (20565, 7)
     """
     path = Path(path)
