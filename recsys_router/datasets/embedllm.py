@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from ..data import RoutingData
 from ..errors import DataValidationError
@@ -91,10 +92,10 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
     order_f, q_f = path / "model_order.csv", path / "question_order.csv"
     need_prompt = not q_f.is_file()
     frames, offsets, files = [], [], []
-    for split, fname in _SPLIT_FILES:
-        f = path / fname
-        if split not in splits or not f.is_file():
-            continue
+    splits = (splits,) if isinstance(splits, str) else tuple(splits)
+    todo = [(s, path / f) for s, f in _SPLIT_FILES if s in splits and (path / f).is_file()]
+    # the published train.csv is 2.7 GB: show progress on a terminal (silent otherwise)
+    for split, f in tqdm(todo, desc="EmbedLLM files", unit="file", disable=None):
         df = _read_split(f, need_prompt)
         df["prompt_id"] = _int_column(df, "prompt_id", f)
         df["model_id"] = _int_column(df, "model_id", f)
