@@ -66,11 +66,14 @@ class RouterContract:
         return sim_split
 
     @pytest.fixture(scope="class")
-    def fitted(self, data):
+    def fit_result(self, data):
+        """``(router, value returned by fit)``, fitted once per test class."""
         router = self.router_factory()
-        returned = router.fit(data["train"], data.get("val"))
-        router._contract_fit_returned = returned
-        return router
+        return router, router.fit(data["train"], data.get("val"))
+
+    @pytest.fixture(scope="class")
+    def fitted(self, fit_result):
+        return fit_result[0]
 
     def _fresh(self) -> Router:
         r = self.router_factory()
@@ -86,10 +89,11 @@ class RouterContract:
         with pytest.raises(NotFittedError):
             r.predict_scores(data["test"])
 
-    def test_fit_returns_self(self, fitted):
-        assert fitted._contract_fit_returned is fitted
-        assert fitted.is_fitted
-        assert fitted.llm_names_ == fitted._contract_fit_returned.llm_names_
+    def test_fit_returns_self(self, fit_result, data):
+        router, returned = fit_result
+        assert returned is router
+        assert router.is_fitted
+        assert router.llm_names_ == data["train"].llm_names
 
     def test_params_are_attributes_and_round_trip(self):
         r = self._fresh()
