@@ -108,3 +108,9 @@ def test_list(capsys):
                  "routerdc", "routellm", "routellm_mmlu", "routellm_gsm8k", "routellm_mtbench",
                  "synthetic"):
         assert any(line.split()[0] == name for line in out.splitlines()), name
+
+
+def test_unknown_loader_option_is_a_clean_error(capsys):
+    assert main(["data", "info", "embedllm", "-o", "colour=red"]) == 2
+    err = capsys.readouterr().err
+    assert "colour" in err and "duplicates" in err

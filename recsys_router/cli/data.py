@@ -97,6 +97,11 @@ def load_from_args(args):
             options[name] = value
         elif name != "seed":
             raise ValueError(f"--{name.replace('_', '-')} applies to generated (synthetic) data only")
+    if spec is not None and not _takes_kwargs(spec):
+        unknown = sorted(set(options) - accepts)
+        if unknown:
+            raise ValueError(f"{spec.name} has no option(s) {unknown}; options: "
+                             f"{sorted(accepts - {'path'}) or 'none'}")
     if getattr(args, "download", False):
         options["download"] = True
     try:
@@ -110,6 +115,11 @@ def _accepted(spec) -> set[str]:
         return set()
     params = inspect.signature(spec.loader).parameters
     return {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def _takes_kwargs(spec) -> bool:
+    params = inspect.signature(spec.loader).parameters.values()
+    return any(p.kind == p.VAR_KEYWORD for p in params)
 
 
 def _clean(v):

@@ -31,7 +31,8 @@ from ..errors import DataValidationError
 from ._common import read_jsonl
 from .registry import register
 
-__all__ = ["load_generic", "read_long_table", "write_long", "detect_generic", "LONG_SUFFIXES"]
+__all__ = ["load_generic", "read_long_table", "write_long", "detect_generic", "frame_to_data",
+           "LONG_SUFFIXES"]
 
 LONG_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".jsonl", ".jsonl.gz")
 _ALIASES = {"llm": "model", "prompt": "query_text", "text": "query_text", "category": "task",

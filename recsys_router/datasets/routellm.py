@@ -239,7 +239,7 @@ def load_routellm(path, benchmark: str | None = None, **options) -> RoutingData:
             raise ValueError(f"benchmark must be one of mmlu, gsm8k, mt_bench; got {benchmark!r}")
         return loaders[benchmark](path, **options)
     if options:
-        raise TypeError(f"options {sorted(options)} need benchmark=...")
+        raise ValueError(f"options {sorted(options)} need benchmark=mmlu|gsm8k|mt_bench")
     parts = [load_routellm_mmlu(path), load_routellm_gsm8k(path),
              load_routellm_mtbench(path, normalize=True)]
     parts[2].queries["query_id"] = "mt_bench/" + parts[2].queries["query_id"]
