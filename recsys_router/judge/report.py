@@ -147,9 +147,13 @@ def _plot_cost(lb: pd.DataFrame, path: Path) -> None:
     ax.margins(x=0.25, y=0.12)
     front = d[d["pareto"]].sort_values("mean_cost")
     if len(front):
-        ax.step(front["mean_cost"], front["pref_score"], where="post", color="tab:red", lw=1.5,
-                label="Pareto frontier", zorder=2)
+        ax.scatter(front["mean_cost"], front["pref_score"], s=140, facecolors="none", edgecolors="tab:red",
+                   linewidths=1.8, zorder=4, label="Pareto frontier (not dominated)")
+        if len(front) > 1:
+            ax.step(front["mean_cost"], front["pref_score"], where="post", color="tab:red", lw=1.2, zorder=2)
         ax.legend(loc="best")
+    if len(d) and d["mean_cost"].min() >= 0:
+        ax.set_xlim(left=0)
     ax.set_xlabel("mean cost of the chosen LLM (USD per query)")
     ax.set_ylabel("PrefScore")
     ax.set_title("Cost vs PrefScore")
@@ -191,7 +195,7 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
         df.to_csv(paths[f"{name}.csv"], index=idx)
     show = lb[["router", "n_voted", "participation", "pref_score", "win_rate", "elo_median", "elo_lower",
                "elo_upper", "bt", "entropy_norm", "mean_cost", "pareto"]]
-    (out / "leaderboard.md").write_text(_md(show) + "\n", encoding="utf-8")
+    (out / "leaderboard.md").write_text(_md(show, floatfmt="{:.4g}") + "\n", encoding="utf-8")
     (out / "h2h.md").write_text(_md(h2h, index=True) + "\n", encoding="utf-8")
     paths["leaderboard.md"], paths["h2h.md"] = out / "leaderboard.md", out / "h2h.md"
     for name, fn, arg in [("leaderboard_elo.png", _plot_elo, lb), ("h2h_heatmap.png", _plot_h2h, h2h),
@@ -203,7 +207,7 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
     body = [f"# {title}", "", f"{len(records)} judged records, {len(routers)} routers, {len(tasks)} task(s); "
             f"mean consensus strength {mean_consensus(records):.3f}. Elo: K=4, start 1000, "
             f"{n_boot} bootstrap replays (seed {seed}); BT: Bradley-Terry MLE on the same games.", "",
-            "## Leaderboard", "", _md(show), "", "![Elo](leaderboard_elo.png)", "",
+            "## Leaderboard", "", _md(show, floatfmt="{:.4g}"), "", "![Elo](leaderboard_elo.png)", "",
             "## Head-to-head", "", _md(h2h, index=True), "", "![H2H](h2h_heatmap.png)", "",
             "## McNemar tests", "", _md(mc, floatfmt="{:.4g}"), "",
             "## Agreement between routers", "", _md(ag), "",
