@@ -133,3 +133,16 @@ class TestALSContract(RouterContract):
 
 class TestBPRKnnContract(RouterContract):
     router_factory = staticmethod(lambda: make_router("bpr", fold_in="knn"))
+
+
+@pytest.mark.parametrize("name", ["als", "bpr"])
+def test_router_config_builds_and_fits(name):
+    import yaml
+    from pathlib import Path
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "routers"
+                          / f"{name}.yaml").read_text())
+    r = make_router(cfg["router"], **cfg["params"])
+    assert type(r) is {"als": ALSRouter, "bpr": BPRRouter}[name]
+    assert r.get_params() == {**r.get_params(), **cfg["params"]}
+    train, test = _held_out(8)
+    assert r.fit(train).predict_scores(test).shape == (test.n_queries, 5)
