@@ -83,8 +83,7 @@ class ClusterRouter(TextEmbeddingMixin, Router):
         """RouterEval's soft assignment: inverse distance to each centre, summed per best LLM."""
         self._check_fitted()
         self._check_llms(data)
-        x = self._embed(data)
-        d = np.linalg.norm(x[:, None, :] - self.kmeans_.cluster_centers_[None, :, :], axis=2)
+        d = self.kmeans_.transform(self._embed(data))  # Euclidean distance to each centre
         w = 1.0 / (d + 1e-10)
         w /= w.sum(axis=1, keepdims=True)
         probs = np.zeros((data.n_queries, len(self.llm_names_)))

@@ -108,11 +108,14 @@ class KNNRouter(TextEmbeddingMixin, Router):
 
     def _predict_scores(self, data):
         idx = self.neighbours(data)
-        y = self.y_train_[idx]  # (n, k, n_llms)
-        ok = ~np.isnan(y)
-        cnt = ok.sum(axis=1)
-        tot = np.where(ok, y, 0.0).sum(axis=1)
-        return np.where(cnt > 0, tot / np.maximum(cnt, 1), self.fallback_[None, :])
+        out = np.empty((data.n_queries, self.y_train_.shape[1]))
+        for s in range(0, data.n_queries, _CHUNK):  # bounded (chunk, k, n_llms) memory
+            y = self.y_train_[idx[s:s + _CHUNK]]
+            ok = ~np.isnan(y)
+            cnt = ok.sum(axis=1)
+            tot = np.where(ok, y, 0.0).sum(axis=1)
+            out[s:s + _CHUNK] = np.where(cnt > 0, tot / np.maximum(cnt, 1), self.fallback_[None, :])
+        return out
 
 
 class PRKnnRouter(KNNRouter):
