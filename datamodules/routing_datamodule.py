@@ -73,11 +73,10 @@ def llm_feature_matrix(llms: pd.DataFrame, encoder, stats: dict | None = None):
     else:
         emb = np.zeros((len(names), encoder.dim), np.float32)
     price = llms[["input_price", "output_price"]].to_numpy(dtype=float)
-    with np.errstate(invalid="ignore"):
-        p = np.where(np.isnan(price).all(axis=1), np.nan, np.nanmean(np.where(np.isnan(price), np.nan,
-                                                                              price), axis=1)
-                     if len(price) else np.zeros(0))
-    logp = np.log(np.asarray(p, float) + 1e-3)
+    n_known = (~np.isnan(price)).sum(axis=1)
+    p = np.divide(np.nansum(price, axis=1), n_known, out=np.full(len(price), np.nan),
+                  where=n_known > 0)
+    logp = np.log(p + 1e-3)
     logs = np.log1p(llms["size"].to_numpy(dtype=float))
     if stats is None:
         stats = {}
