@@ -104,6 +104,13 @@ def test_budget_steers_votes(tmp_path):
     assert [r.budget for r in JudgeStore(tmp_path / "j.db").records()] == [2.5, 1.5]
 
 
+def test_random_draw_by_task(tmp_path):
+    c = TestClient(create_app(make_session(tmp_path / "j.db")))
+    seen = {c.post("/api/duel", json={"task": "k2"}).json()["query_id"] for _ in range(5)}
+    assert seen == {"qb"}  # the only prompt of task k2
+    assert c.post("/api/duel", json={"task": "nope"}).status_code == 404
+
+
 def test_bad_requests_change_nothing(tmp_path):
     c = TestClient(create_app(make_session(tmp_path / "j.db")))
     tok = c.post("/api/duel", json={}).json()["token"]

@@ -43,6 +43,7 @@ class DuelRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query_id: str | None = Field(default=None, description="prompt id; omitted = random draw")
     budget: float | None = Field(default=None, ge=0, description="per-query cost budget C (USD)")
+    task: str | None = Field(default=None, description="random draws: only prompts of this task")
 
 
 class VoteRequest(BaseModel):
@@ -125,7 +126,7 @@ class JudgeSession:
             if search and search.lower() not in str(text).lower():
                 continue
             out.append({"query_id": qid, "task": None if t is None else str(t),
-                        "preview": str(text)[-160:].strip()})
+                        "preview": ("\u2026" if len(str(text)) > 160 else "") + str(text)[-160:].strip()})
             if len(out) >= limit:
                 break
         return out
@@ -137,11 +138,18 @@ class JudgeSession:
                        "n_prompts": self.data.n_queries, "live": self.live,
                        "mean_costs": None if mc is None else dict(zip(self.data.llm_names, mc))})
 
-    def new_duel(self, query_id: str | None = None, budget: float | None = None) -> dict:
-        """Route one prompt with every router, pick the pair, issue a token (hidden identities)."""
+    def new_duel(self, query_id: str | None = None, budget: float | None = None, task: str | None = None) -> dict:
+        """Route one prompt with every router, pick the pair, issue a token (hidden identities).
+
+        Without ``query_id`` a prompt is drawn at random (seeded), among ``task``'s prompts if given.
+        """
         with self._lock:
             if query_id is None:
-                i = int(self.rng.integers(self.data.n_queries))
+                pool = np.arange(self.data.n_queries) if not task else \
+                    np.flatnonzero(self.data.queries["task"].astype(str).to_numpy() == task)
+                if pool.size == 0:
+                    raise HTTPException(404, f"no prompt of task {task!r}")
+                i = int(self.rng.choice(pool))
             elif query_id in self._row:
                 i = self._row[query_id]
             else:
@@ -214,6 +222,15 @@ class JudgeSession:
 
     def stats(self, n_boot: int = 100) -> dict:
         """Live leaderboard (with Elo intervals) and H2H matrix over every stored record."""
+        n = self.store.count()
+        cached = getattr(self, "_stats_cache", None)
+        if cached is not None and cached[0] == (n, n_boot):  # records are append-only
+            return cached[1]
+        out = self._stats(n_boot)
+        self._stats_cache = ((n, n_boot), out)
+        return out
+
+    def _stats(self, n_boot: int) -> dict:
         recs = self.store.records()
         routers = list(dict.fromkeys([*self.routers, *routers_of(recs)]))
         if not recs:
@@ -252,7 +269,7 @@ def create_app(session: JudgeSession) -> FastAPI:
 
     @app.post("/api/duel")
     def duel(req: DuelRequest):
-        return session.new_duel(req.query_id, req.budget)
+        return session.new_duel(req.query_id, req.budget, req.task)
 
     @app.post("/api/vote")
     def vote(req: VoteRequest):

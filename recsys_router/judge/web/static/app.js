@@ -53,12 +53,16 @@ async function startDuel(random) {
   if (!random) {
     if (!$("prompt").value) { showError("select a prompt first (or draw a random one)"); return; }
     body.query_id = $("prompt").value;
+  } else if ($("task").value) {
+    body.task = $("task").value;
   }
   if ($("budget").value !== "") body.budget = Number($("budget").value);
   try {
     current = await api("/api/duel", body);
   } catch (err) { showError(err.message); return; }
   $("query").textContent = current.query;
+  $("duel").hidden = false;
+  $("query").scrollTop = $("query").scrollHeight;  // few-shot prompts end with the actual question
   $("task-badge").textContent = current.task ?? "";
   $("answer-A").textContent = current.answers.A;
   $("answer-B").textContent = current.answers.B;
