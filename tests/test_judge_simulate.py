@@ -109,3 +109,19 @@ def test_replay_truth_and_errors():
         replay(FixedRouter("x"), _recs(), name="F")
     with pytest.raises(ValueError, match="already voted"):
         replay(FixedRouter("x").fit(data), _recs(), name="r1")
+
+
+def test_replay_artifact_folder_and_registry_name(tmp_path):
+    from recsys_router.export import export_router
+    from recsys_router.registry import make_router
+
+    train = tiny_data().subset([0, 1])  # x: mean 0.5, y: 0.5, z: 0.5 -> best-single ties go to the cheapest, x
+    fitted = make_router("best-single").fit(train)
+    path = export_router(fitted, tmp_path / "bsm")
+    by_path = replay(str(path), _recs(), name="bsm")
+    by_name = replay("best-single", _recs(), name="bsm", train=train)
+    expect = [fitted.route(tiny_data().subset([2]), budget=b, candidates=c)[0]
+              for b, c in ((1.5, ["x", "y", "z"]), (None, ["x", "y", "z"]), (None, ["y", "z"]))]
+    assert expect == ["x", "x", "y"]
+    assert [r.router_choices["bsm"] for r in by_path] == expect
+    assert [r.router_choices["bsm"] for r in by_name] == expect

@@ -3,6 +3,11 @@
 Records of judged comparisons (:mod:`.records`), a SQLite store (:mod:`.store`), metrics
 (:mod:`.metrics`, :mod:`.rating`), historical replay (:mod:`.replay`), offline tournaments on
 recorded scores (:mod:`.simulate`), reports (:mod:`.report`) and a local voting page (:mod:`.web`).
+
+Reference
+---------
+G. Lai, H. Hu, H.-J. Ye, "RouteJudge: An Open Platform for Reproducible and Preference-Aware LLM
+Routing", arXiv:2606.18774 (2026): duel selection, attribution (eq. 1), historical replay (eq. C.21).
 """
 
 from __future__ import annotations

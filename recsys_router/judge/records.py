@@ -14,6 +14,9 @@ to one query; the routers whose choices produced those answers are credited). Ru
   (0, 1) for "B wins", (0.5, 0.5) for a tie and (0, 0) for "both bad". A router that
   chose A gets ``s_A``, one that chose B gets ``s_B``; any other router does not
   participate in this record (its attribution is ``None``).
+
+Reference: Lai, Hu, Ye, "RouteJudge: An Open Platform for Reproducible and Preference-Aware
+LLM Routing", arXiv:2606.18774 (2026).
 """
 
 from __future__ import annotations
