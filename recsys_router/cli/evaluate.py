@@ -89,6 +89,9 @@ def add_parser(subparsers) -> None:
     d.add_argument("--data", default="synthetic", help="dataset (default: the built-in simulator)")
     d.add_argument("--out", default="demo-results", help="output folder")
     d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--n-queries", type=int, default=1000, help="simulated queries (default 1000)")
+    d.add_argument("--routers", type=_names, default=list(DEMO_ROUTERS), metavar="R1,R2",
+                   help="routers to run (default: every baseline)")
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=run_demo)
 
@@ -139,10 +142,10 @@ def run_demo(args) -> int:
     """Handler of ``recsys-router demo``: every baseline on the built-in simulated data."""
     from ..evaluation import EvalConfig, evaluate, write_results  # noqa: PLC0415
     t0 = time.perf_counter()
-    options = {"n_queries": 1000, "n_llms": 12, "n_topics": 6, "seed": args.seed} \
+    options = {"n_queries": args.n_queries, "n_llms": 12, "n_topics": 6, "seed": args.seed} \
         if args.data in ("synthetic", "simulated") else {}
     data = load_eval_data(args.data, **options)
-    cfg = EvalConfig(routers=list(DEMO_ROUTERS), pools=["all", 3] if data.n_llms >= 11 else ["all"],
+    cfg = EvalConfig(routers=list(args.routers), pools=["all", 3] if data.n_llms >= 11 else ["all"],
                      encoder="hashing", p=0.5, seed=args.seed, router_params=DEMO_PARAMS)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out)

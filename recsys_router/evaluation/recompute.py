@@ -49,19 +49,32 @@ def split_block(df: pd.DataFrame) -> Block:
     roles = dict(zip(ref["llm"], ref["setting"]))
     runs: dict[str, list] = {}
     dec = df[~is_llm]
-    for (router, setting, value), g in dec.groupby(["router", "setting", "setting_value"],
-                                                   sort=False, dropna=False):
-        order = qpos.get_indexer(g["query_id"])
-        if (order < 0).any() or len(order) != len(qids):
-            raise ValueError(f"decisions of router {router!r} ({setting}={value}) do not cover "
-                             f"the queries of the LLM reference rows")
-        ch = np.empty(len(qids), dtype=np.int64)
-        ch[order] = lpos.get_indexer(g["llm"])
-        if (ch < 0).any():
-            raise ValueError(f"router {router!r} chose an LLM outside the pool {names}")
-        ent = np.full(len(qids), np.nan)
-        ent[order] = g["prob_entropy"].to_numpy(dtype=np.float64)
-        runs.setdefault(router, []).append((setting, float(value), ch, ent))
+    if len(dec):
+        gid = dec.groupby(["router", "setting", "setting_value"], sort=False, dropna=False,
+                          observed=True).ngroup()
+        gid = gid.to_numpy()
+        n_groups = int(gid.max()) + 1
+        qi = qpos.get_indexer(dec["query_id"])
+        lj = lpos.get_indexer(dec["llm"])
+        first = np.unique(gid, return_index=True)[1]
+        keys = dec.iloc[first][["router", "setting", "setting_value"]].to_numpy()
+        if (qi < 0).any():
+            raise ValueError(f"decision for query {dec['query_id'].iloc[int(np.argmax(qi < 0))]!r} "
+                             f"has no LLM reference rows")
+        if (lj < 0).any():
+            k = int(np.argmax(lj < 0))
+            raise ValueError(f"router {dec['router'].iloc[k]!r} chose LLM {dec['llm'].iloc[k]!r} "
+                             f"outside the pool {names}")
+        ch = np.full((n_groups, len(qids)), -1, dtype=np.int64)
+        ch[gid, qi] = lj
+        count = np.bincount(gid, minlength=n_groups)
+        ent = np.full((n_groups, len(qids)), np.nan)
+        ent[gid, qi] = dec["prob_entropy"].to_numpy(dtype=np.float64)
+        for g, (router, setting, value) in enumerate(keys):
+            if count[g] != len(qids) or (ch[g] < 0).any():
+                raise ValueError(f"decisions of router {router!r} ({setting}={value}) do not cover "
+                                 f"the {len(qids)} queries of the LLM reference rows exactly once")
+            runs.setdefault(str(router), []).append((str(setting), float(value), ch[g], ent[g]))
     for r in runs:
         runs[r].sort(key=lambda t: (np.isnan(t[1]), t[1]))
     costs = None if np.isnan(C).all() else C
@@ -86,7 +99,7 @@ def metrics_from_decisions(decisions: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     mrows: list[dict] = []
     crows: list[dict] = []
     if len(decisions):
-        for key, df in decisions.groupby(KEYS, sort=False):
+        for key, df in decisions.groupby(KEYS, sort=False, observed=True):
             meta = dict(zip(KEYS, key))
             meta["fold"] = str(meta["fold"])
             block = split_block(df)

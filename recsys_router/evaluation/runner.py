@@ -144,17 +144,48 @@ def _warm_encoder(data: RoutingData, cfg: EvalConfig, notes: list[str]) -> None:
                  f"({time.perf_counter() - t0:.1f} s); routers read the cached embeddings")
 
 
-def _block(meta: dict, router: str, setting: str, value: float, qids: np.ndarray,
-           names: np.ndarray, choice: np.ndarray, s: np.ndarray, c: np.ndarray | None,
+_SCALARS = ("dataset", "protocol", "pool", "group", "fold", "router", "setting", "setting_value")
+
+
+def _block(meta: dict, router: str, setting: str, value: float, qcode: np.ndarray,
+           lcode: np.ndarray, choice: np.ndarray, s: np.ndarray, c: np.ndarray | None,
            ent: np.ndarray | None) -> dict:
-    n = len(qids)
+    """One (router, setting) block of decisions: scalars plus per-query arrays.
+
+    ``qcode`` indexes the dataset's query ids, ``lcode[choice]`` its LLM names.
+    """
+    n = len(qcode)
     rows = np.arange(n)
-    return {**{k: np.repeat(v, n) for k, v in meta.items()},
-            "router": np.repeat(router, n), "setting": np.repeat(setting, n),
-            "setting_value": np.full(n, value, dtype=np.float64), "query_id": qids,
-            "llm": names[choice], "score": s[rows, choice].astype(np.float64),
+    return {**meta, "router": router, "setting": setting, "setting_value": float(value),
+            "qcode": qcode, "lcode": lcode[choice], "score": s[rows, choice].astype(np.float64),
             "cost": (c[rows, choice].astype(np.float64) if c is not None else np.full(n, np.nan)),
             "prob_entropy": ent if ent is not None else np.full(n, np.nan)}
+
+
+def _assemble(blocks: list[dict], query_ids: list[str], llm_names: list[str]) -> pd.DataFrame:
+    """Stack decision blocks into the long table; text columns are categorical (compact)."""
+    if not blocks:
+        return pd.DataFrame({k: pd.Series(dtype=float if k in ("score", "cost", "prob_entropy",
+                                                                "setting_value") else object)
+                             for k in DECISION_COLUMNS})
+    lengths = np.array([len(b["qcode"]) for b in blocks])
+    cols = {}
+    for key in _SCALARS:
+        vals = [b[key] for b in blocks]
+        if key == "fold":
+            cols[key] = np.repeat(np.asarray(vals, dtype=np.int64), lengths)
+        elif key == "setting_value":
+            cols[key] = np.repeat(np.asarray(vals, dtype=np.float64), lengths)
+        else:
+            cats, codes = np.unique(np.asarray(vals, dtype=str), return_inverse=True)
+            cols[key] = pd.Categorical.from_codes(np.repeat(codes, lengths), categories=list(cats))
+    cols["query_id"] = pd.Categorical.from_codes(np.concatenate([b["qcode"] for b in blocks]),
+                                                 categories=list(query_ids))
+    cols["llm"] = pd.Categorical.from_codes(np.concatenate([b["lcode"] for b in blocks]),
+                                            categories=list(llm_names))
+    for key in ("score", "cost", "prob_entropy"):
+        cols[key] = np.concatenate([b[key] for b in blocks])
+    return pd.DataFrame({k: cols[k] for k in DECISION_COLUMNS})
 
 
 def _routellm_pair(train: RoutingData, names: list[str], cfg: EvalConfig,
@@ -231,7 +262,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
         if not keep.all():
             notes.append(f"fold {fold.fold}: {int((~keep).sum())} test queries with unobserved "
                          f"scores dropped ({int(keep.sum())} kept)")
-        qids = np.asarray(test.query_ids, dtype=object)
+        qcode = pd.Index(data.query_ids).get_indexer(test.query_ids)
         pools = resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed)
         preds = {}
         for name in cfg.routers:
@@ -264,7 +295,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
             S = test.scores[:, cols]
             Ct = None if test.costs is None else test.costs[:, cols]
             meta = {"dataset": data.name, "pool": pool, "group": group, "fold": fold.fold}
-            nm = np.asarray(names, dtype=object)
+            nm = pd.Index(data.llm_names).get_indexer(names)
             for proto in protocols:
                 pcols = np.arange(len(names))
                 pair = None
@@ -277,8 +308,8 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                 m = {**meta, "protocol": proto}
                 for k, j in enumerate(pcols):
                     tag = ("strong" if k == 0 else "weak") if proto == "routellm" else "single"
-                    blocks.append(_block(m, LLM_PREFIX + names[j], tag, np.nan, qids, nm,
-                                         np.full(len(qids), j), S, Ct, None))
+                    blocks.append(_block(m, LLM_PREFIX + names[j], tag, np.nan, qcode, nm,
+                                         np.full(len(qcode), j), S, Ct, None))
                 for label, (P, C, probs) in preds.items():
                     Pp, Cp = P[:, cols], (None if C is None else C[:, cols])
                     ent = None
@@ -294,14 +325,11 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                         sname, pts = threshold_settings(Pp, int(pcols[0]), int(pcols[1]),
                                                         cfg.n_thresholds)
                     for value, choice in pts:
-                        blocks.append(_block(m, label, sname, value, qids, nm, choice, S, Ct, ent))
+                        blocks.append(_block(m, label, sname, value, qcode, nm, choice, S, Ct,
+                                             ent))
                     bar.update(1)
     bar.close()
-    decisions = (pd.DataFrame({k: np.concatenate([b[k] for b in blocks]) for k in DECISION_COLUMNS})
-                 if blocks else pd.DataFrame(columns=DECISION_COLUMNS))
-    for col in ("dataset", "protocol", "pool", "group", "router", "setting", "query_id", "llm"):
-        decisions[col] = decisions[col].astype(str)
-    decisions["fold"] = decisions["fold"].astype(np.int64)
+    decisions = _assemble(blocks, data.query_ids, data.llm_names)
     metrics, curves = metrics_from_decisions(decisions)
     if truth:
         notes.append(f"router(s) {', '.join(sorted(truth))} read the test queries' true scores: "

@@ -45,7 +45,7 @@ def pool_sizes(max_m: int, grid: str = "linear", n_points: int = 20) -> list[int
 
 
 def scaling_curve(data: RoutingData, p_values: Sequence[float], sizes: Sequence[int], *,
-                  subsets: int = 100, seed: int = 0) -> pd.DataFrame:
+                  subsets: int = 100, seed: int = 0, return_subsets: bool = False):
     """Mean expected test score of ``r_o(p)`` per pool size, over random candidate subsets.
 
     Parameters
@@ -60,10 +60,12 @@ def scaling_curve(data: RoutingData, p_values: Sequence[float], sizes: Sequence[
         Random subsets drawn per ``m`` (the same subsets serve every ``p``). When ``m``
         equals the number of LLMs a single subset (the whole pool) is used.
     seed : int
+    return_subsets : bool
+        Also return ``{m: [column indices of each subset]}``.
 
     Returns
     -------
-    pandas.DataFrame
+    pandas.DataFrame, or (DataFrame, dict) with ``return_subsets``
         :data:`SCALING_COLUMNS`: per (m, p) the mean and standard deviation over subsets,
         the number of subsets and the mean number of queries scored (queries with every
         candidate observed).
@@ -88,13 +90,14 @@ def scaling_curve(data: RoutingData, p_values: Sequence[float], sizes: Sequence[
     rng = np.random.default_rng(seed)
     S = data.scores.astype(np.float64)
     obs = ~np.isnan(S)
-    rows = []
+    rows, drawn = [], {}
     for m in sorted({int(x) for x in sizes}):
         k = 1 if m == n_llms else subsets
         vals = np.full((k, len(ps)), np.nan)
         nq = np.zeros(k)
         for t in range(k):
             cols = np.sort(rng.choice(n_llms, size=m, replace=False))
+            drawn.setdefault(m, []).append(cols.tolist())
             keep = obs[:, cols].all(axis=1)
             nq[t] = keep.sum()
             if not keep.any():
@@ -108,4 +111,5 @@ def scaling_curve(data: RoutingData, p_values: Sequence[float], sizes: Sequence[
             rows.append({"m": m, "p": p, "mean_score": float(v.mean()),
                          "std_score": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
                          "n_subsets": int(len(v)), "n_queries_mean": float(nq.mean())})
-    return pd.DataFrame(rows, columns=SCALING_COLUMNS)
+    table = pd.DataFrame(rows, columns=SCALING_COLUMNS)
+    return (table, drawn) if return_subsets else table
