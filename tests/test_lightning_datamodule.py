@@ -1,0 +1,149 @@
+"""RoutingDataModule / PreferenceDataModule: sizes, splits, batch layouts, features, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from datamodules import (N_LLM_NUMERIC_FEATURES, PreferenceDataModule, RoutingDataModule,
+                         battles_from_scores, llm_feature_matrix, read_battles)
+from datamodules._datasets import score_pairs
+from recsys_router.data import RoutingData
+from recsys_router.encoders import get_encoder
+from recsys_router.errors import DataValidationError
+
+torch.set_num_threads(1)
+SMALL = {"dataset_options": {"n_queries": 120, "n_llms": 4, "n_topics": 3, "seed": 3},
+         "encoder_options": {"dim": 16}, "batch_size": 16}
+
+
+def _tiny() -> RoutingData:
+    q = pd.DataFrame({"query_id": ["a", "b", "c"], "text": ["x y", "y z", "z x"],
+                      "task": ["t1", "t2", "t1"]})
+    return RoutingData(q, ["m0", "m1", "m2"],
+                       [[1.0, 0.0, np.nan], [0.5, 0.5, 0.9], [0.0, 1.0, 1.0]],
+                       [[0.1, 0.2, np.nan], [0.1, 0.2, 0.3], [0.1, 0.2, 0.3]])
+
+
+def test_sizes_are_known_right_after_construction():
+    dm = RoutingDataModule("synthetic", **SMALL)
+    assert (dm.n_llms, dm.embed_dim, dm.llm_feature_dim) == (4, 16, 16 + N_LLM_NUMERIC_FEATURES)
+    assert dm.llm_features.shape == (4, 20)
+    assert sorted(dm.splits) == ["test", "train", "val"]
+    assert sum(s.n_queries for s in dm.splits.values()) == 120
+    assert (dm.splits["train"].n_queries, dm.splits["val"].n_queries) == (96, 12)
+
+
+def test_batch_layouts_per_mode():
+    tiny = _tiny()
+    dm = RoutingDataModule.from_splits({"train": tiny, "val": tiny}, mode="pointwise",
+                                       encoder_options={"dim": 8}, batch_size=100)
+    cells = next(iter(dm.train_dataloader()))
+    assert sorted(cells) == ["llm", "row", "x", "y"]
+    assert len(cells["y"]) == 8                      # 8 observed cells
+    got = sorted(zip(cells["row"].tolist(), cells["llm"].tolist(), cells["y"].tolist()))
+    assert got[:3] == [(0, 0, 1.0), (0, 1, 0.0), (1, 0, 0.5)]
+    np.testing.assert_allclose(cells["x"].numpy(), dm.embeddings("train")[cells["row"].numpy()])
+
+    dm.mode = "listwise"
+    lists = next(iter(dm.train_dataloader()))
+    order = lists["index"].argsort()                 # training batches are shuffled
+    assert lists["y"].shape == (3, 3) and lists["mask"][order].tolist()[0] == [True, True, False]
+    # selection vectors (continuous scores: >= 0.95 * best)
+    assert lists["sel"][order].tolist() == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    assert lists["cost"][order][0].tolist() == pytest.approx([0.1, 0.2, 0.0])
+
+    dm.mode = "pairwise"
+    pairs = next(iter(dm.train_dataloader()))
+    trip = sorted(zip(pairs["row"].tolist(), pairs["pos"].tolist(), pairs["neg"].tolist()))
+    assert trip == [(0, 0, 1), (1, 2, 0), (1, 2, 1), (2, 1, 0), (2, 2, 0)]
+    val = next(iter(dm.val_dataloader()))
+    assert "mask" in val                              # evaluation batches are always listwise
+
+
+def test_score_pairs_subsampling_is_seeded():
+    s = np.array([[0.0, 0.1, 0.2, 0.3]])
+    r1 = score_pairs(s, 3, seed=5)
+    assert len(r1[0]) == 3 and all((a > b) for a, b in zip(s[0][r1[1]], s[0][r1[2]]))
+    np.testing.assert_array_equal(r1[1], score_pairs(s, 3, seed=5)[1])
+
+
+def test_splits_column_ood_candidates_and_carving():
+    d = _tiny()
+    q = d.queries.copy()
+    q["split"] = ["train", "train", "test"]
+    col = RoutingData(q, d.llms, d.scores, d.costs)
+    dm = RoutingDataModule.from_splits({"train": col.subset([0, 1]), "test": col.subset([2])},
+                                       encoder_options={"dim": 8}, split_ratios=(0.5, 0.5, 0.0))
+    assert dm.splits["val"].n_queries == 1 and dm.splits["train"].n_queries == 1
+    dm2 = RoutingDataModule.from_splits({"train": d}, carve_val=False, candidates=["m2", "m0"],
+                                        encoder_options={"dim": 8})
+    assert "val" not in dm2.splits and dm2.llm_names == ["m2", "m0"] and dm2.val_dataloader() == []
+    ood = RoutingDataModule("synthetic", ood_tasks=["topic_0"], **SMALL)
+    assert set(ood.splits["test"].tasks) == {"topic_0"}
+    assert "topic_0" not in set(ood.splits["train"].tasks)
+    with pytest.raises(ValueError, match="mode"):
+        RoutingDataModule("synthetic", mode="triplet")
+    with pytest.raises(ValueError, match="unknown dataset"):
+        _ = RoutingDataModule("no-such-dataset").n_llms
+
+
+def test_llm_features_by_hand():
+    t = pd.DataFrame({"name": ["a", "b", "c"], "input_price": [1.0, 10.0, np.nan],
+                      "output_price": [3.0, np.nan, np.nan], "size": [7.0, 70.0, 7.0],
+                      "description": ["small fast", None, "big"]})
+    enc = get_encoder("hashing", dim=8)
+    f, stats = llm_feature_matrix(t, enc)
+    logp = np.log(np.array([2.0, 10.0]) + 1e-3)          # mean of the known prices
+    z = (logp - logp.mean()) / logp.std()
+    np.testing.assert_allclose(f[:, 8], [z[0], z[1], 0.0], rtol=1e-5)
+    assert f[:, 9].tolist() == [0.0, 0.0, 1.0]           # price missing for c
+    logs = np.log1p([7.0, 70.0, 7.0])
+    np.testing.assert_allclose(f[:, 10], (logs - logs.mean()) / logs.std(), rtol=1e-5)
+    np.testing.assert_allclose(f[1, :8], enc.encode(["b"])[0])   # no description -> the name
+    # a new LLM featurised with the pool's statistics
+    f_new, _ = llm_feature_matrix(t.iloc[[1]], enc, stats=stats)
+    np.testing.assert_allclose(f_new[0], f[1], rtol=1e-6)
+
+
+def test_train_positives_and_mean_costs():
+    dm = RoutingDataModule.from_splits({"train": _tiny()}, carve_val=False, encoder_options={"dim": 8})
+    assert dm.train_positives.tolist() == [1, 1, 2]
+    np.testing.assert_allclose(dm.mean_costs, [0.1, 0.2, 0.3], rtol=1e-6)
+
+
+def test_battles_from_scores_and_preference_module(tmp_path):
+    s = np.array([[1.0, 0.0, np.nan], [0.5, 0.5, 0.2]])
+    rows, w, l_, t = battles_from_scores(s)
+    assert list(zip(rows.tolist(), w.tolist(), l_.tolist(), t.tolist())) == \
+        [(0, 0, 1, 0.0), (1, 0, 1, 1.0), (1, 0, 2, 0.0), (1, 1, 2, 0.0)]
+    assert len(battles_from_scores(s, include_ties=False)[0]) == 3
+    dm = PreferenceDataModule(**SMALL)
+    assert dm.mode == "pairwise"
+    b = next(iter(dm.train_dataloader()))
+    assert set(b) == {"x", "pos", "neg", "tie", "row"}
+
+    f = tmp_path / "battles.csv"
+    names = dm.llm_names
+    pd.DataFrame({"prompt": ["p one", "p two", "p three"], "model_a": [names[0], names[1], names[2]],
+                  "model_b": [names[1], names[2], names[0]],
+                  "winner": ["model_b", "tie", "model_a"]}).to_csv(f, index=False)
+    table = read_battles(f, names)
+    assert table[["winner_idx", "loser_idx", "tie"]].values.tolist() == [[1, 0, 0], [1, 2, 1], [2, 0, 0]]
+    dmf = PreferenceDataModule(battles=str(f), **SMALL)
+    bf = next(iter(dmf.train_dataloader()))
+    assert len(bf["pos"]) == 3
+    np.testing.assert_allclose(bf["x"][bf["row"].argsort()][0].numpy(),
+                               dmf.encoder.encode(["p one"])[0])
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"prompt": ["p"], "model_a": [names[0]], "model_b": ["gpt-x"],
+                  "winner": ["model_a"]}).to_csv(bad, index=False)
+    with pytest.raises(DataValidationError, match="gpt-x") as err:
+        read_battles(bad, names)
+    assert err.value.row == 0 and err.value.column == "model_b"
+    pd.DataFrame({"prompt": ["p"], "model_a": [names[0]], "model_b": [names[1]],
+                  "winner": ["maybe"]}).to_csv(bad, index=False)
+    with pytest.raises(DataValidationError, match="winner"):
+        read_battles(bad, names)
