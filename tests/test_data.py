@@ -336,3 +336,18 @@ def test_kfold_partitions_queries():
     assert [t.query_ids for _, t in d.kfold(4, seed=0)] == [t.query_ids for _, t in folds]
     with pytest.raises(ValueError, match="k must be in"):
         list(d.kfold(1))
+
+
+def test_from_long_categorical_ids_and_mixed_types():
+    df = pd.DataFrame({
+        "query_id": pd.Categorical(["b", "a", "b"], categories=["z", "b", "a"]),  # 'z' unused
+        "model": pd.Categorical(["y", "x", "x"], categories=["x", "y"]),
+        "score": np.array([1.0, 0.0, 0.5], dtype=np.float32)})
+    d = RoutingData.from_long(df)
+    assert d.query_ids == ["b", "a"] and d.llm_names == ["x", "y"]  # category order, z dropped
+    np.testing.assert_array_equal(d.scores, [[0.5, 1.0], [0.0, NAN]])
+    # 1 and "1" are the same query id once read as text
+    mixed = pd.DataFrame({"query_id": [1, "1"], "model": ["x", "y"], "score": [1.0, 0.0]},
+                         dtype=object).astype({"score": float})
+    m = RoutingData.from_long(mixed)
+    assert m.query_ids == ["1"] and m.scores.tolist() == [[1.0, 0.0]]
