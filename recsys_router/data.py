@@ -69,7 +69,7 @@ class RoutingData:
     >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, 0], [0, np.nan]])
     >>> d.shape
     (2, 2)
-    >>> d.observed.sum()
+    >>> int(d.observed.sum())
     3
     """
 
