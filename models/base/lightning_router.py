@@ -87,12 +87,14 @@ class LightningRouter(Router):
     net_ : nn.Module
         The trained scoring network (CPU, eval mode).
     encoder_ : Encoder
-        The fitted query encoder.
+        The fitted query encoder (a property: stateless encoders are rebuilt by name, so
+        exported artifacts hold only fitted ones, as ``fitted_encoder_``).
     train_history_ : dict
         Last logged values (``train/loss``, and ``val/...`` when a val set was given).
     """
 
     uses_text = True
+    _transient_attrs_ = ("_encoder",)
 
     def __init__(self, encoder: str = "hashing", encoder_options: dict | None = None,
                  mode: str | None = None, batch_size: int = 64, max_epochs: int = 10,
@@ -138,8 +140,23 @@ class LightningRouter(Router):
 
     def _set_fitted_state(self, module: RouterModule, dm) -> None:
         self.net_ = copy.deepcopy(module.net).cpu().eval()
-        self.encoder_ = dm.encoder
+        enc = dm.encoder
+        # a stateless encoder is rebuilt from its name (not stored in exported artifacts)
+        self.fitted_encoder_ = enc if enc.needs_fit else None
+        self._encoder = enc
         self.llm_feature_stats_ = dm.llm_feature_stats
+
+    @property
+    def encoder_(self):
+        """The fitted query encoder (rebuilt from ``encoder``/``encoder_options`` when stateless)."""
+        enc = getattr(self, "_encoder", None)
+        if enc is None:
+            enc = self.fitted_encoder_
+            if enc is None:
+                from recsys_router.encoders import get_encoder
+                enc = get_encoder(self.encoder, **(self.encoder_options or {}))
+            self._encoder = enc
+        return enc
 
     # ------------------------------------------------------------------ prediction
     def embed(self, data: RoutingData) -> np.ndarray:

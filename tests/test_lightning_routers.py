@@ -1,0 +1,92 @@
+"""Lightning routers (mf, two-tower): the shared contract, to_router, registry and export."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from datamodules.routing_datamodule import RoutingDataModule
+from models.base import ModuleRouter, quiet_trainer
+from models.mf_module import MFModule, MFRouter
+from models.two_tower_module import TwoTowerRouter
+from recsys_router.registry import make_router
+from router_contract import RouterContract
+
+torch.set_num_threads(1)
+FAST = {"encoder_options": {"dim": 64}, "max_epochs": 3, "dim": 16}
+
+
+class TestMFContract(RouterContract):
+    router_factory = staticmethod(lambda: make_router("mf", **FAST))
+
+
+class TestMFBattlesContract(RouterContract):
+    """MF trained on pairwise comparisons (Bradley-Terry / BPR)."""
+    router_factory = staticmethod(lambda: make_router("mf", loss="bpr", **FAST))
+
+
+class TestTwoTowerContract(RouterContract):
+    router_factory = staticmethod(lambda: make_router(
+        "two-tower", query_hidden=(32,), llm_hidden=(32,), id_dim=8, **FAST))
+
+
+def test_registry_builds_the_lightning_routers():
+    assert isinstance(make_router("mf", dim=8), MFRouter)
+    assert isinstance(make_router("two-tower"), TwoTowerRouter)
+    with pytest.raises(TypeError, match="no parameter"):
+        make_router("mf", n_layers=3)
+
+
+@pytest.fixture(scope="module")
+def trained(sim_small):
+    """An MFModule trained by a plain Trainer on a RoutingDataModule."""
+    dm = RoutingDataModule.from_splits(sim_small.split((0.7, 0.1, 0.2), seed=0),
+                                       encoder_options={"dim": 32}, batch_size=32)
+    module = MFModule(dm.n_llms, dm.embed_dim, dim=8)
+    trainer = quiet_trainer(2)
+    trainer.fit(module, datamodule=dm)
+    return module, dm, trainer
+
+
+def test_val_metrics_are_logged_each_epoch(trained):
+    _, _, trainer = trained
+    m = trainer.callback_metrics
+    for key in ("val/mu_o", "val/v_b", "val/e_p", "val/aiq", "val/loss", "train/loss"):
+        assert key in m, key
+    assert 0.0 <= float(m["val/mu_o"]) <= 1.0
+    assert 0.0 <= float(m["val/e_p"]) <= np.log2(5) + 1e-6
+
+
+def test_to_router_matches_the_module_without_a_trainer(trained):
+    module, dm, trainer = trained
+    router = module.to_router()
+    assert isinstance(router, ModuleRouter) and router.is_fitted
+    test = dm.splits["test"]
+    x = torch.as_tensor(dm.embeddings("test"))
+    module.eval()
+    with torch.no_grad():
+        expect = torch.sigmoid(module(x)).numpy()
+    np.testing.assert_allclose(router.predict_scores(test), expect, rtol=1e-5, atol=1e-6)
+    # the Trainer's own predict loop gives the same numbers
+    preds = trainer.predict(module, datamodule=dm)
+    got = np.concatenate([p["scores"].numpy() for p in preds])
+    idx = np.concatenate([p["index"].numpy() for p in preds])
+    np.testing.assert_allclose(got[np.argsort(idx)], expect, rtol=1e-5, atol=1e-6)
+    # the router holds no Lightning object and re-fits a fresh module of the same class
+    assert not any("pytorch_lightning" in type(v).__module__ for v in vars(router).values())
+    refit = ModuleRouter(**router.get_params()).set_params(max_epochs=1).fit(dm.splits["train"])
+    assert type(refit.net_) is type(router.net_)
+    assert refit.module_options["dim"] == 8
+
+
+def test_export_round_trip(tmp_path, sim_split):
+    from recsys_router.export import export_router, load_router
+    r = TwoTowerRouter(dim=8, id_dim=4, query_hidden=(16,), llm_hidden=(16,), max_epochs=1,
+                       encoder_options={"dim": 32}).fit(sim_split["train"])
+    path = export_router(r, tmp_path / "tt", train_data=sim_split["train"])
+    loaded = load_router(path)
+    test = sim_split["test"]
+    texts = test.texts
+    scores, _, _ = loaded.predict(texts)
+    np.testing.assert_allclose(scores, r.predict_scores(test), rtol=1e-6)
