@@ -180,6 +180,8 @@ def _cmd_replay(args) -> int:
         train, _ = train_test(truth, test_size=args.test_size, seed=args.seed)
     name = args.name or Path(args.router).name
     params = parse_router_params(args.router_params).get(args.router)
+    if train is not None and not Path(args.router).is_dir():
+        print(f"fitting {args.router!r} on {train.n_queries} train queries of {truth.name} ...", file=sys.stderr)
     out = replay(args.router, recs, name=name, train=train, truth=truth, params=params)
     lb = replay_summary(out, name)
     print(f"replayed {name!r} on {len(out)} stored records")

@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
-from ..router import Router
 from .metrics import leaderboard
 from .records import JudgeRecord
 from .routers import resolve_router
