@@ -60,6 +60,10 @@ def test_vote_reveal_stats_in_browser(tmp_path, browser):
         shown_a = browser.find_element(By.ID, "answer-A").text
         shown_b = browser.find_element(By.ID, "answer-B").text
         assert not browser.find_element(By.ID, "reveal").is_displayed()  # identities hidden before the vote
+        browser.refresh()  # a reload in the middle of a duel keeps it
+        wait.until(lambda d: d.find_element(By.ID, "answer-A").text == shown_a)
+        assert browser.find_element(By.ID, "answer-B").text == shown_b
+        wait.until(EC.element_to_be_clickable((By.ID, "vote-A")))
         browser.find_element(By.ID, "vote-A").click()
         wait.until(EC.visibility_of_element_located((By.ID, "reveal")))
         llm_a = browser.find_element(By.ID, "llm-A").text

@@ -45,6 +45,8 @@ async function init() {
       (info.live ? " (live backends)" : " (recorded answers)");
     await loadPrompts();
   } catch (err) { showError(err.message); }
+  const saved = sessionStorage.getItem("routejudge-duel");
+  if (saved) { current = JSON.parse(saved); showDuel(); }  // an unfinished duel from before a reload
 }
 
 async function startDuel(random) {
@@ -60,6 +62,11 @@ async function startDuel(random) {
   try {
     current = await api("/api/duel", body);
   } catch (err) { showError(err.message); return; }
+  sessionStorage.setItem("routejudge-duel", JSON.stringify(current));  // survives a page reload
+  showDuel();
+}
+
+function showDuel() {
   $("query").textContent = current.query;
   $("duel").hidden = false;
   $("query").scrollTop = $("query").scrollHeight;  // few-shot prompts end with the actual question
@@ -77,8 +84,13 @@ async function vote(label) {
   let res;
   try {
     res = await api("/api/vote", {token: current.token, label: label});
-  } catch (err) { showError(err.message); return; }
+  } catch (err) {
+    showError(err.message);
+    if (err.message.startsWith("409") || err.message.startsWith("404")) sessionStorage.removeItem("routejudge-duel");
+    return;
+  }
   current = null;
+  sessionStorage.removeItem("routejudge-duel");
   $("llm-A").textContent = res.llm_a;
   $("llm-B").textContent = res.llm_b;
   $("cost-A").textContent = fmtCost(res.costs.A);
