@@ -152,6 +152,9 @@ def add_llm(router: LightningRouter, name: str, *, description: str | None = Non
                 if ratio.size:
                     est = float(np.median(ratio) * (input_price + output_price) / 2)
         router.mean_costs_ = np.append(mc, est)
+    if getattr(router, "llm_prices_", None) is not None:
+        new_price = np.nan if input_price is None else (input_price + output_price) / 2
+        router.llm_prices_ = np.append(np.asarray(router.llm_prices_, np.float64), new_price)
     return router
 
 
@@ -214,11 +217,6 @@ class TwoTowerRouter(LightningRouter):
                               query_hidden=tuple(self.query_hidden), llm_hidden=tuple(self.llm_hidden),
                               dropout=self.dropout, id_dropout=self.id_dropout, loss=loss, lr=self.lr,
                               weight_decay=self.weight_decay)
-
-    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
-        super()._fit(train, val)
-        prices = train.llms[["input_price", "output_price"]].to_numpy(dtype=float).mean(axis=1)
-        self.llm_prices_ = prices
 
     def add_llm(self, name: str, *, description: str | None = None, price: float | None = None,
                 size: float | None = None, records: RoutingData | None = None, **options):

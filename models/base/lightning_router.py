@@ -145,6 +145,8 @@ class LightningRouter(Router):
         self.fitted_encoder_ = enc if enc.needs_fit else None
         self._encoder = enc
         self.llm_feature_stats_ = dm.llm_feature_stats
+        prices = dm.splits["train"].llms[["input_price", "output_price"]].to_numpy(dtype=float)
+        self.llm_prices_ = prices.mean(axis=1)   # USD per 1M tokens (NaN when unknown)
 
     @property
     def encoder_(self):
