@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..router import Router
+from .embedding import share_encoder
 from .recompute import metrics_from_decisions
 from .settings import (argmax_settings, budget_settings, query_prob_entropy, threshold_settings,
                        wtp_settings)
@@ -62,8 +63,10 @@ class EvalConfig:
     groups : list of str, optional
         Candidate groups to keep for sized pools (default: all three).
     split, split_column, ood_tasks, folds : see :func:`~recsys_router.evaluation.splits.make_folds`
-    encoder : str, optional
-        Encoder name passed to every router with an ``encoder`` parameter.
+    encoder : str or Encoder, optional
+        Encoder (name or instance) given to every router with an ``encoder`` parameter;
+        by default each router's own. Either way the dataset's texts are embedded once
+        per encoder and shared by all routers and folds.
     p : float, optional
         ``p`` of the ``r_o`` router.
     seed : int
@@ -83,7 +86,7 @@ class EvalConfig:
     split_column: str | None = None
     ood_tasks: Sequence[str] | None = None
     folds: int = 1
-    encoder: str | None = None
+    encoder: object = None
     p: float | None = None
     seed: int = 0
     router_params: dict = field(default_factory=dict)
@@ -108,40 +111,47 @@ class EvalResult:
     info: dict = field(default_factory=dict)
 
 
-def _build_router(spec, cfg: EvalConfig):
+def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes: list[str]):
     if isinstance(spec, Router):  # a configured instance: fit a fresh clone per fold
-        return type(spec)(**spec.get_params())
-    from ..registry import make_router  # noqa: PLC0415 (the registry imports models lazily)
-    name = spec
-    user = dict(cfg.router_params.get(name, {}))
-    router = make_router(name, **user)
+        router = type(spec)(**spec.get_params())
+        user = {}
+    else:
+        from ..registry import make_router  # noqa: PLC0415 (the registry imports models lazily)
+        user = dict(cfg.router_params.get(spec, {}))
+        router = make_router(spec, **user)
     params = router.get_params()
     extra = {}
-    if cfg.encoder is not None and "encoder" in params and "encoder" not in user:
-        extra["encoder"] = cfg.encoder
-    for key in ("seed", "random_state"):
-        if key in params and key not in user:
-            extra[key] = cfg.seed
-    if cfg.p is not None and "p" in params and "p" not in user:
-        extra["p"] = cfg.p
+    if "encoder" in params and "encoder" not in user:
+        enc = cfg.encoder if cfg.encoder is not None else params["encoder"]
+        if isinstance(enc, str) or cfg.encoder is not None:
+            extra["encoder"] = _shared_encoder(enc, shared, data, notes)
+    if not isinstance(spec, Router):
+        for key in ("seed", "random_state"):
+            if key in params and key not in user:
+                extra[key] = cfg.seed
+        if cfg.p is not None and "p" in params and "p" not in user:
+            extra["p"] = cfg.p
     return router.set_params(**extra)
+
+
+def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):
+    """The dataset's texts embedded once per encoder (name or instance); the encoder itself
+    when it cannot be shared (no texts, or fitted per train split)."""
+    key = name if isinstance(name, str) else id(name)
+    if key not in shared:
+        t0 = time.perf_counter()
+        enc = share_encoder(name, data)
+        shared[key] = name if enc is None else enc
+        if enc is not None:
+            notes.append(f"query texts embedded once with encoder {enc.identity!r} "
+                         f"({time.perf_counter() - t0:.1f} s), shared by every router and fold")
+    return shared[key]
 
 
 def _label(spec, cfg: EvalConfig) -> str:
     if isinstance(spec, Router):
         return type(spec).__name__
     return f"{spec}(p={cfg.p:g})" if (cfg.p is not None and spec == "r_o") else str(spec)
-
-
-def _warm_encoder(data: RoutingData, cfg: EvalConfig, notes: list[str]) -> None:
-    """Encode every query text once so routers hit the encoder cache."""
-    if cfg.encoder is None or not data.has_text:
-        return
-    from ..encoders import get_encoder  # noqa: PLC0415
-    t0 = time.perf_counter()
-    get_encoder(cfg.encoder).encode(data.texts)
-    notes.append(f"query texts encoded once with encoder {cfg.encoder!r} "
-                 f"({time.perf_counter() - t0:.1f} s); routers read the cached embeddings")
 
 
 _SCALARS = ("dataset", "protocol", "pool", "group", "fold", "router", "setting", "setting_value")
@@ -251,8 +261,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
         protocols = [p for p in protocols if p not in dropped]
     folds = make_folds(data, split=cfg.split, split_column=cfg.split_column,
                        ood_tasks=cfg.ood_tasks, folds=cfg.folds, seed=cfg.seed)
-    _warm_encoder(data, cfg, notes)
-    blocks, timings, truth = [], [], set()
+    blocks, timings, truth, shared = [], [], set(), {}
     simulated = bool(data.meta.get("simulated", False))
     total = _count_steps(cfg, protocols, folds)
     bar = tqdm(total=total, desc="routers x settings", disable=not progress, unit="step")
@@ -269,7 +278,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
             label = _label(name, cfg)
             bar.set_postfix_str(f"fold {fold.fold} fit {label}")
             try:
-                router = _build_router(name, cfg)
+                router = _build_router(name, cfg, shared, data, notes)
                 t0 = time.perf_counter()
                 router.fit(fold.train, fold.val)
                 t1 = time.perf_counter()
