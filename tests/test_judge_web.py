@@ -125,6 +125,8 @@ def test_bad_requests_change_nothing(tmp_path):
         assert "detail" in r.json()
     assert c.post("/api/vote", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
     assert c.get("/api/prompts?limit=0").status_code == 422
+    r = c.post("/api/duel", json={"text": "my own prompt"})  # recorded mode has no answer to a custom prompt
+    assert r.status_code == 422 and "live mode" in r.json()["detail"]
     assert JudgeStore(tmp_path / "j.db").count() == 0
     assert c.post("/api/vote", json={"token": tok, "label": "A"}).status_code == 200
     again = c.post("/api/vote", json={"token": tok, "label": "B"})
@@ -180,7 +182,8 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         prompt = body["messages"][-1]["content"]
         out = json.dumps({"id": "c1", "object": "chat.completion", "model": body["model"],
                           "choices": [{"index": 0, "message": {"role": "assistant",
-                                                               "content": f"{body['model']} live: {prompt}"}}],
+                                                               "content": f"{body['model']} live: {prompt} "
+                                                                          f"[{len(body['messages'])} msg]"}}],
                           "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -210,14 +213,23 @@ def test_live_mode_fake_openai_server(tmp_path, monkeypatch):
         monkeypatch.setenv("FAKE_KEY", "sekrit")
         duel = c.post("/api/duel", json={"query_id": "qa"}).json()
         rev = c.post("/api/vote", json={"token": duel["token"], "label": "A"}).json()
-        assert duel["answers"]["A"] == f"model-{rev['llm_a']} live: alpha?"
-        assert duel["answers"]["B"] == f"model-{rev['llm_b']} live: alpha?"
+        assert duel["answers"]["A"] == f"model-{rev['llm_a']} live: alpha? [1 msg]"
+        assert duel["answers"]["B"] == f"model-{rev['llm_b']} live: alpha? [1 msg]"
         price = {"x": (1.0, 2.0), "y": (2.0, 4.0), "z": (3.0, 6.0)}
         for side, m in (("A", rev["llm_a"]), ("B", rev["llm_b"])):
             assert rev["costs"][side] == pytest.approx((10 * price[m][0] + 5 * price[m][1]) / 1e6)
             assert rev["latencies"][side] > 0
         rec = JudgeStore(tmp_path / "j.db").records()[0]
         assert rec.metadata["source"] == "live" and set(rec.latencies) == {rev["llm_a"], rev["llm_b"]}
+        # a custom prompt with conversation history is forwarded as is (2 earlier turns + the prompt)
+        hist = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+        duel = c.post("/api/duel", json={"text": "my own question", "history": hist, "task": "chat"}).json()
+        assert duel["answers"]["A"].endswith("live: my own question [3 msg]") and duel["query_id"].startswith("custom-")
+        rev = c.post("/api/vote", json={"token": duel["token"], "label": "tie"}).json()
+        rec = JudgeStore(tmp_path / "j.db").records()[1]
+        assert (rec.query, rec.history, rec.task) == ("my own question", hist, "chat")
+        bad_turn = c.post("/api/duel", json={"text": "q", "history": [{"role": "robot", "content": "x"}]})
+        assert bad_turn.status_code == 422
     finally:
         fake.shutdown()
     (tmp_path / "bad.yaml").write_text("backends:\n  q: {base_url: 'http://127.0.0.1:1/v1'}\n")

@@ -37,6 +37,14 @@ __all__ = ["JudgeSession", "create_app", "DuelRequest", "VoteRequest"]
 STATIC = Path(__file__).resolve().parent / "static"
 
 
+class Turn(BaseModel):
+    """One earlier conversation turn."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
 class DuelRequest(BaseModel):
     """Body of ``POST /api/duel``."""
 
@@ -44,6 +52,9 @@ class DuelRequest(BaseModel):
     query_id: str | None = Field(default=None, description="prompt id; omitted = random draw")
     budget: float | None = Field(default=None, ge=0, description="per-query cost budget C (USD)")
     task: str | None = Field(default=None, description="random draws: only prompts of this task")
+    text: str | None = Field(default=None, min_length=1, max_length=100_000,
+                             description="live mode: a custom prompt instead of a dataset prompt")
+    history: list[Turn] | None = Field(default=None, max_length=100, description="live mode: earlier turns")
 
 
 class VoteRequest(BaseModel):
@@ -125,58 +136,89 @@ class JudgeSession:
                 continue
             if search and search.lower() not in str(text).lower():
                 continue
-            out.append({"query_id": qid, "task": None if t is None else str(t),
+            out.append({"query_id": qid, "task": None if pd.isna(t) else str(t),
                         "preview": ("\u2026" if len(str(text)) > 160 else "") + str(text)[-160:].strip()})
             if len(out) >= limit:
                 break
         return out
 
     def info(self) -> dict:
-        tasks = sorted({str(t) for t in self.data.tasks if t is not None})
+        tasks = sorted({str(t) for t in self.data.tasks if not pd.isna(t)})
         mc = self.data.mean_costs() if self.data.costs is not None else None
         return _clean({"routers": list(self.routers), "llms": self.data.llm_names, "tasks": tasks,
                        "n_prompts": self.data.n_queries, "live": self.live,
                        "mean_costs": None if mc is None else dict(zip(self.data.llm_names, mc))})
 
-    def new_duel(self, query_id: str | None = None, budget: float | None = None, task: str | None = None) -> dict:
+    def _pick(self, query_id: str | None, task: str | None) -> int:
+        if query_id is None:
+            pool = np.arange(self.data.n_queries) if not task else \
+                np.flatnonzero(self.data.queries["task"].astype(str).to_numpy() == task)
+            if pool.size == 0:
+                raise HTTPException(404, f"no prompt of task {task!r}")
+            return int(self.rng.choice(pool))
+        if query_id not in self._row:
+            raise HTTPException(404, f"unknown prompt id {query_id!r}")
+        return self._row[query_id]
+
+    def new_duel(self, query_id: str | None = None, budget: float | None = None, task: str | None = None, *,
+                 text: str | None = None, history: list[dict] | None = None) -> dict:
         """Route one prompt with every router, pick the pair, issue a token (hidden identities).
 
-        Without ``query_id`` a prompt is drawn at random (seeded), among ``task``'s prompts if given.
+        Parameters
+        ----------
+        query_id : str, optional
+            A prompt of the data; without it (and without ``text``) one is drawn at random
+            (seeded), among ``task``'s prompts if given.
+        budget : float, optional
+            Per-query cost budget C given to every router.
+        task : str, optional
+            Task filter for random draws; the task recorded with a custom ``text``.
+        text : str, optional
+            Live mode only: a prompt typed by the person (routers reading ground truth cannot route it).
+        history : list of dict, optional
+            Live mode only: earlier turns ``{"role", "content"}`` forwarded to the backends.
+
+        Returns
+        -------
+        dict with ``token``, ``query_id``, ``query``, ``task``, ``budget``, ``answers`` {"A", "B"}.
         """
+        if (text is not None or history) and not self.live:
+            raise HTTPException(422, "custom prompts and conversation history need live mode (--backends): "
+                                     "recorded answers exist only for the dataset's prompts")
         with self._lock:
-            if query_id is None:
-                pool = np.arange(self.data.n_queries) if not task else \
-                    np.flatnonzero(self.data.queries["task"].astype(str).to_numpy() == task)
-                if pool.size == 0:
-                    raise HTTPException(404, f"no prompt of task {task!r}")
-                i = int(self.rng.choice(pool))
-            elif query_id in self._row:
-                i = self._row[query_id]
+            if text is not None:
+                i, qid = None, f"custom-{secrets.token_hex(6)}"
+                sub = RoutingData(pd.DataFrame({"query_id": [qid], "text": [text], "task": [task]}), self.data.llms,
+                                  np.full((1, self.data.n_llms), np.nan), name="custom")
+                feas = [m for m in self.data.llm_names if m in self.backends]
             else:
-                raise HTTPException(404, f"unknown prompt id {query_id!r}")
-            feas = self.feasible(i)
+                i = self._pick(query_id, task)
+                qid, sub, feas = self.data.query_ids[i], self.data.subset([i]), self.feasible(i)
+                text = self.data.texts[i] if isinstance(self.data.texts[i], str) and self.data.texts[i] \
+                    else f"[query {qid}]"
+                task = None if pd.isna(self.data.tasks[i]) else str(self.data.tasks[i])
             if len(feas) < 2:
-                raise HTTPException(409, f"prompt {self.data.query_ids[i]!r} has fewer than two answers to compare")
-            sub = self.data.subset([i])
+                raise HTTPException(409, f"prompt {qid!r} has fewer than two answers to compare")
             choices = {}
             for name, r in self.routers.items():
+                if r.uses_ground_truth and i is None:
+                    raise HTTPException(422, f"router {name!r} routes from recorded scores and cannot route "
+                                             "a custom prompt; pick one of the dataset's prompts")
                 try:
                     c = r.route_indices(sub, budget=budget, candidates=feas)
                 except ValueError as exc:
                     raise HTTPException(422, f"router {name!r} cannot route with this budget: {exc}") from None
                 choices[name] = self.data.llm_names[int(c[0])]
             a, b = select_duel(choices, feas, self.store.comparison_counts(), self.rng)
-        qid, text = self.data.query_ids[i], self.data.texts[i]
-        text = text if isinstance(text, str) and text else f"[query {qid}]"
         costs = {}
-        if self.data.costs is not None:
+        if self.data.costs is not None and i is not None:
             costs = {m: float(self.data.costs[i, j]) for j, m in enumerate(self.data.llm_names)
                      if not np.isnan(self.data.costs[i, j])}
         latencies, answers = {}, {}
         for side, m in (("A", a), ("B", b)):
             if self.live:
                 try:
-                    got = ask_backend(self.backends[m], text)
+                    got = ask_backend(self.backends[m], text, history)
                 except BackendError as exc:
                     raise HTTPException(502, f"backend of {m!r} failed: {exc}") from None
                 answers[side], latencies[m] = got["text"], got["latency"]
@@ -185,16 +227,14 @@ class JudgeSession:
                     costs[m] = live_cost
             else:
                 answers[side] = str(self.responses.loc[qid, m])
-        task = self.data.tasks[i]
-        payload = {"query_id": qid, "query": text, "task": None if task is None else str(task),
+        payload = {"query_id": qid, "query": text, "task": task, "history": history or None,
                    "budget": budget, "feasible": feas, "router_choices": choices, "llm_a": a, "llm_b": b,
                    "costs": costs, "latencies": latencies, "created_at": utc_now(),
                    "metadata": {"source": "live" if self.live else "recorded", "dataset": self.data.name,
                                 "answers": answers}}
         token = secrets.token_urlsafe(24)
         self.store.issue_token(token, payload)
-        return {"token": token, "query_id": qid, "query": text, "task": payload["task"], "budget": budget,
-                "answers": answers}
+        return {"token": token, "query_id": qid, "query": text, "task": task, "budget": budget, "answers": answers}
 
     def _live_cost(self, m: str, got: dict) -> float | None:
         row = self.data.llms.set_index("name").loc[m]
@@ -208,7 +248,7 @@ class JudgeSession:
         def build(p: dict) -> JudgeRecord:
             return JudgeRecord(query=p["query"], router_choices=p["router_choices"], llm_a=p["llm_a"],
                                llm_b=p["llm_b"], label=label, feasible=p["feasible"], task=p["task"],
-                               query_id=p["query_id"], budget=p["budget"], costs=p["costs"],
+                               query_id=p["query_id"], history=p.get("history"), budget=p["budget"], costs=p["costs"],
                                latencies=p["latencies"], created_at=p["created_at"], judged_at=utc_now(),
                                metadata=p["metadata"])
         try:
@@ -269,7 +309,10 @@ def create_app(session: JudgeSession) -> FastAPI:
 
     @app.post("/api/duel")
     def duel(req: DuelRequest):
-        return session.new_duel(req.query_id, req.budget, req.task)
+        if req.text is not None and req.query_id is not None:
+            raise HTTPException(422, "give either query_id or text, not both")
+        history = None if req.history is None else [t.model_dump() for t in req.history]
+        return session.new_duel(req.query_id, req.budget, req.task, text=req.text, history=history)
 
     @app.post("/api/vote")
     def vote(req: VoteRequest):

@@ -43,16 +43,21 @@ async function init() {
     }
     $("mode").textContent = `${info.n_prompts} prompts, routers: ${info.routers.join(", ")}` +
       (info.live ? " (live backends)" : " (recorded answers)");
+    $("custom-row").hidden = !info.live;
     await loadPrompts();
   } catch (err) { showError(err.message); }
   const saved = sessionStorage.getItem("routejudge-duel");
   if (saved) { current = JSON.parse(saved); showDuel(); }  // an unfinished duel from before a reload
 }
 
-async function startDuel(random) {
+async function startDuel(random, custom) {
   showError("");
   const body = {};
-  if (!random) {
+  if (custom) {
+    if (!$("custom-text").value.trim()) { showError("type a prompt first"); return; }
+    body.text = $("custom-text").value;
+    if ($("task").value) body.task = $("task").value;
+  } else if (!random) {
     if (!$("prompt").value) { showError("select a prompt first (or draw a random one)"); return; }
     body.query_id = $("prompt").value;
   } else if ($("task").value) {
@@ -113,6 +118,7 @@ async function vote(label) {
 
 $("start-picked").addEventListener("click", () => startDuel(false));
 $("start-random").addEventListener("click", () => startDuel(true));
+$("start-custom").addEventListener("click", () => startDuel(false, true));
 $("next").addEventListener("click", () => { $("reveal").hidden = true; $("duel").hidden = true; });
 $("task").addEventListener("change", () => loadPrompts().catch((e) => showError(e.message)));
 $("search").addEventListener("change", () => loadPrompts().catch((e) => showError(e.message)));
