@@ -97,3 +97,42 @@ def test_vote_reveal_stats_in_browser(tmp_path, browser):
         browser.get(srv.url + "/")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#prompt option")) == 4)
         browser.save_screenshot(str(tmp_path / "routejudge_vote.png"))
+
+
+def test_live_mode_custom_prompt_in_browser(tmp_path, browser, monkeypatch):
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from recsys_router.judge.web import load_backends
+    from test_judge_web import _FakeOpenAI
+
+    fake = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    monkeypatch.setenv("FAKE_KEY", "sekrit")
+    url = f"http://127.0.0.1:{fake.server_address[1]}/v1"
+    (tmp_path / "b.yaml").write_text("".join(f"{m}: {{base_url: '{url}', model: m-{m}, api_key_env: FAKE_KEY}}\n"
+                                             for m in "xyz"))
+    wait = WebDriverWait(browser, 20)
+    try:
+        session = make_session(tmp_path / "j.db", backends=load_backends(tmp_path / "b.yaml", ["x", "y", "z"]))
+        with LiveServer(create_app(session)) as srv:
+            browser.get(srv.url + "/")
+            wait.until(EC.visibility_of_element_located((By.ID, "custom-text")))
+            browser.find_element(By.ID, "custom-text").send_keys("Why is the sky blue?")
+            browser.find_element(By.ID, "start-custom").click()
+            wait.until(lambda d: d.find_element(By.ID, "answer-B").text.strip() != "")
+            shown_a = browser.find_element(By.ID, "answer-A").text
+            browser.find_element(By.ID, "vote-both_bad").click()
+            wait.until(EC.visibility_of_element_located((By.ID, "reveal")))
+            llm_a = browser.find_element(By.ID, "llm-A").text
+            assert shown_a == f"m-{llm_a} live: Why is the sky blue? [1 msg]"
+            assert browser.find_element(By.ID, "verdict").text == "both are bad"
+    finally:
+        fake.shutdown()
+    rec = JudgeStore(tmp_path / "j.db").records()[0]
+    assert (rec.query, rec.label, rec.llm_a, rec.metadata["source"]) == ("Why is the sky blue?", "both_bad", llm_a, "live")
+    assert all(v is None or v == 0.0 for v in rec.attribution.values())
