@@ -1,0 +1,115 @@
+"""Every model config x the synthetic data config runs under LightningCLI (fast_dev_run);
+every data config names a registered dataset; fit/validate/test/predict and DDP work."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from datamodules.routing_datamodule import RoutingDataModule
+from recsys_router.cli import main
+from recsys_router.cli.lightning import build_cli
+from recsys_router.datasets import available_datasets
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_CONFIGS = sorted((ROOT / "configs" / "models").glob("*.yaml"))
+DATA_CONFIGS = sorted((ROOT / "configs" / "data").glob("*.yaml"))
+SYNTHETIC = str(ROOT / "configs" / "data" / "synthetic.yaml")
+TINY = ["--data.init_args.dataset_options={n_queries: 80, n_llms: 4, n_topics: 3, seed: 0}",
+        "--data.init_args.encoder=hashing", "--data.init_args.encoder_options={dim: 32}",
+        "--data.init_args.batch_size=16", "--trainer.accelerator=cpu"]
+# LLM counts of the shared data (../shared/data/SOURCES.md)
+SHARED_N_LLMS = {"routerbench_zs": 11, "routerdc_split2_model7": 7, "llmrouter": 9,
+                 "routellm_mmlu": 2}
+
+
+def _logger(tmp_path) -> list[str]:
+    return ["--trainer.logger=CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
+            f"--trainer.default_root_dir={tmp_path}"]
+
+
+def test_configs_exist():
+    names = {p.stem for p in MODEL_CONFIGS}
+    assert {"mf", "two_tower"} <= names
+    assert {"synthetic", *SHARED_N_LLMS} <= {p.stem for p in DATA_CONFIGS}
+
+
+@pytest.mark.parametrize("model_cfg", MODEL_CONFIGS, ids=lambda p: p.stem)
+def test_every_model_config_runs_fast_dev_run(model_cfg, tmp_path):
+    cli = build_cli(["fit", "-c", str(model_cfg), "-c", SYNTHETIC, *TINY,
+                     "--trainer.fast_dev_run=true", *_logger(tmp_path)])
+    assert cli.trainer.state.finished
+    # sizes were linked from the data module, not written in YAML
+    assert (cli.model.hparams["n_llms"], cli.model.hparams["embed_dim"]) == (4, 32)
+    init_args = yaml.safe_load(model_cfg.read_text())["model"].get("init_args", {})
+    assert not {"n_llms", "embed_dim"} & set(init_args)
+
+
+@pytest.mark.parametrize("data_cfg", DATA_CONFIGS, ids=lambda p: p.stem)
+def test_every_data_config_names_a_dataset_and_valid_arguments(data_cfg):
+    cfg = yaml.safe_load(data_cfg.read_text())["data"]
+    assert cfg["class_path"] == "datamodules.routing_datamodule.RoutingDataModule"
+    args = cfg["init_args"]
+    valid = set(inspect.signature(RoutingDataModule.__init__).parameters) - {"self"}
+    assert set(args) <= valid, set(args) - valid
+    assert args["dataset"] in available_datasets() or args["dataset"] in SHARED_N_LLMS
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_N_LLMS))
+def test_shared_data_configs_load_the_real_data(name):
+    from conftest import shared_path
+    data_dir = shared_path()
+    args = yaml.safe_load((ROOT / "configs" / "data" / f"{name}.yaml").read_text())["data"]["init_args"]
+    args = {**args, "encoder": "hashing", "encoder_options": {"dim": 16}, "data_dir": str(data_dir)}
+    dm = RoutingDataModule(**args)
+    assert dm.n_llms == SHARED_N_LLMS[name]
+    assert {"train", "val", "test"} <= set(dm.splits)
+
+
+def test_fit_then_validate_test_predict_from_the_checkpoint(tmp_path):
+    base = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path)]
+    assert main(["fit", *base, "--trainer.max_epochs=2", "--seed_everything=3"]) == 0
+    (log_dir,) = [p for p in (tmp_path / "lightning_logs").iterdir() if p.is_dir()]
+    metrics = pd.read_csv(log_dir / "metrics.csv")
+    for col in ("val/mu_o", "val/v_b", "val/e_p", "val/aiq", "train/loss"):
+        assert metrics[col].notna().sum() == 2, col          # logged once per epoch
+    ckpts = sorted(p.name for p in (log_dir / "checkpoints").iterdir())
+    assert "last.ckpt" in ckpts and any(c.startswith("epoch") for c in ckpts)
+    assert yaml.safe_load((log_dir / "config.yaml").read_text())["seed_everything"] == 3
+    ckpt = str(log_dir / "checkpoints" / "last.ckpt")
+    for cmd in ("validate", "test"):
+        cli = build_cli([cmd, *base, f"--ckpt_path={ckpt}"])
+        key = "val/mu_o" if cmd == "validate" else "test/mu_o"
+        assert 0.0 <= float(cli.trainer.callback_metrics[key]) <= 1.0
+    cli = build_cli(["predict", *base, f"--ckpt_path={ckpt}"])
+    preds = cli.trainer.predict_loop.predictions
+    n_test = cli.datamodule.splits["test"].n_queries
+    assert sum(len(p["scores"]) for p in preds) == n_test
+    assert preds[0]["scores"].shape[1] == 4
+    assert ((preds[0]["scores"] >= 0) & (preds[0]["scores"] <= 1)).all()
+
+
+def test_ddp_two_cpu_processes(tmp_path):
+    """``--trainer.strategy=ddp --trainer.devices=2 --trainer.accelerator=cpu`` (gloo)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "recsys_router.cli.lightning", "fit",
+           "-c", str(ROOT / "configs" / "models" / "two_tower.yaml"), "-c", SYNTHETIC, *TINY,
+           *_logger(tmp_path), "--trainer.max_epochs=1", "--trainer.strategy=ddp",
+           "--trainer.devices=2", "--trainer.enable_progress_bar=false"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "distributed_backend=gloo" in proc.stderr + proc.stdout
+    (log_dir,) = [p for p in (tmp_path / "lightning_logs").iterdir() if p.is_dir()]
+    metrics = pd.read_csv(log_dir / "metrics.csv")
+    assert metrics["val/mu_o"].notna().sum() == 1
