@@ -71,3 +71,19 @@ def test_real_routerbench_oracle_beats_every_llm():
     m2, _ = metrics_from_decisions(res.decisions)
     np.testing.assert_allclose(np.sort(m2["value"].to_numpy()), np.sort(m["value"].to_numpy()),
                                equal_nan=True)
+
+
+def test_v_r_for_routereval_benchmarks_and_data_options():
+    from recsys_router.cli.evaluate import _options
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation.protocols import reference_benchmark
+    assert _options(["m=5", "group=all-strong", "x=0.5"]) == {"m": 5, "group": "all-strong",
+                                                              "x": 0.5}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        _options(["m5"])
+    assert reference_benchmark("routereval-arc-easy-5-all_strong") == "arc"
+    d = make_synthetic(150, 3, 2, seed=9, with_text=False)
+    d.name = "routereval-gsm8k-easy-3-all_strong"
+    res = evaluate(d, EvalConfig(["oracle"], protocols=["routereval"]), progress=False)
+    m = res.metrics.set_index(["router", "metric"])["value"]
+    assert m[("oracle", "v_r")] == pytest.approx(m[("oracle", "mu_o")] / 0.92)  # gsm8k reference

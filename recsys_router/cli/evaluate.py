@@ -32,12 +32,36 @@ def _names(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+_SPLIT_KEYS = {"train", "val", "test", "validation", "dev", "valid"}
+
+
+def _options(pairs) -> dict:
+    """``["m=5", "group=all-strong"]`` -> ``{"m": 5, "group": "all-strong"}`` (numbers parsed)."""
+    out = {}
+    for item in pairs or []:
+        if "=" not in item:
+            raise ValueError(f"--data-option expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        for cast in (int, float):
+            try:
+                v = cast(v)
+                break
+            except ValueError:
+                continue
+        out[k.strip()] = v
+    return out
+
+
 def load_eval_data(name_or_path: str, **options):
     """Load a dataset for evaluation; a loader's ``{split: data}`` dict is stacked back into
-    one dataset whose ``split`` column keeps the parts (so ``--split-column split`` works)."""
+    one dataset whose ``split`` column keeps the parts (so ``--split-column split`` works).
+    A dict of several datasets (e.g. RouterEval candidate groups) is an error naming them."""
     from ..data import RoutingData  # noqa: PLC0415
     from ..datasets import load_dataset  # noqa: PLC0415
     data = load_dataset(name_or_path, **options)
+    if isinstance(data, dict) and not set(map(str, data)) <= _SPLIT_KEYS:
+        raise ValueError(f"{name_or_path} holds several datasets ({', '.join(map(str, data))}); "
+                         f"pick one with --data-option KEY=VALUE (the loader's options)")
     if isinstance(data, dict):
         parts = []
         for key, part in data.items():
@@ -47,6 +71,12 @@ def load_eval_data(name_or_path: str, **options):
                                      source=part.source, meta=part.meta))
         data = RoutingData.concat(parts)
     return data
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="dataset name or path")
+    p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="loader option, repeatable (e.g. benchmark=arc, m=5, group=all-strong)")
 
 
 def _add_split_args(p: argparse.ArgumentParser) -> None:
@@ -65,7 +95,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("evaluate", help="benchmark routers under routing protocols",
                               description="Fit routers, sweep their operating points and write "
                                           "metrics, decisions, curves, a report and plots.")
-    p.add_argument("--data", required=True, help="dataset name or path")
+    _add_data_args(p)
     p.add_argument("--routers", type=_names, required=True, metavar="R1,R2",
                    help="registry names, comma separated (see the registry)")
     p.add_argument("--protocol", default="all",
@@ -96,7 +126,7 @@ def add_parser(subparsers) -> None:
     d.set_defaults(func=run_demo)
 
     s = subparsers.add_parser("scaling", help="RouterEval scaling-up: r_o(p) score against pool size")
-    s.add_argument("--data", required=True, help="dataset name or path")
+    _add_data_args(s)
     s.add_argument("--p", type=_floats, default=[0.0, 0.25, 0.5, 0.75, 1.0], metavar="P1,P2",
                    help="oracle probabilities (default 0,0.25,0.5,0.75,1)")
     s.add_argument("--max-m", type=int, default=None, help="largest pool size (default: all LLMs)")
@@ -122,7 +152,7 @@ def run_evaluate(args) -> int:
     """Handler of ``recsys-router evaluate``."""
     from ..evaluation import EvalConfig, evaluate, parse_pools, parse_protocols, write_results  # noqa: PLC0415
     t0 = time.perf_counter()
-    data = load_eval_data(args.data)
+    data = load_eval_data(args.data, **_options(args.data_option))
     if args.routellm_pair is not None and len(args.routellm_pair) != 2:
         raise ValueError(f"--routellm-pair needs two LLM names STRONG,WEAK, got {args.routellm_pair}")
     cfg = EvalConfig(routers=args.routers, protocols=parse_protocols(args.protocol),
@@ -161,7 +191,7 @@ def run_scaling(args) -> int:
     from ..evaluation import atomic_dir, make_folds, pool_sizes, scaling_curve  # noqa: PLC0415
     from ..evaluation.io import write_json  # noqa: PLC0415
     from ..evaluation.plots import plot_scaling  # noqa: PLC0415
-    data = load_eval_data(args.data)
+    data = load_eval_data(args.data, **_options(args.data_option))
     test = make_folds(data, split=args.split, split_column=args.split_column,
                       ood_tasks=args.ood_tasks, folds=1, seed=args.seed)[0].test
     max_m = args.max_m or data.n_llms

@@ -15,9 +15,9 @@ from ..metrics import orbit as ob
 from ..metrics import routellm as rl
 from ..metrics import routerbench as rb
 from ..metrics.base import best_single
-from ..metrics.routereval import mu_o, oracle_mean, routereval_metrics
+from ..metrics.routereval import REFERENCE_SCORES, mu_o, oracle_mean, routereval_metrics
 
-__all__ = ["Block", "HANDLERS", "LLM_HULL"]
+__all__ = ["Block", "HANDLERS", "LLM_HULL", "reference_benchmark"]
 
 #: router label of RouterBench's Zero router drawn from the LLMs' own points
 LLM_HULL = "zero (LLM hull)"
@@ -46,9 +46,28 @@ def _point(b: Block, ch: np.ndarray) -> tuple[float, float]:
     return mu_o(b.costs, ch), mu_o(b.scores, ch)
 
 
-def routereval(b: Block):
-    """mu_o, V_B, E_p, mean prob entropy, mean cost; single LLMs and the oracle bound."""
+def reference_benchmark(dataset: str) -> str | None:
+    """RouterEval benchmark of a dataset named ``routereval-<benchmark>-...`` (for V_R).
+
+    Example
+    -------
+    >>> reference_benchmark("routereval-gsm8k-easy-5-all_strong"), reference_benchmark("x")
+    ('gsm8k', None)
+    """
+    parts = str(dataset).split("-")
+    if len(parts) > 1 and parts[0] == "routereval":
+        for k in range(len(parts), 1, -1):  # benchmark names may contain '-' (none do today)
+            cand = "-".join(parts[1:k])
+            if cand in REFERENCE_SCORES:
+                return cand
+    return None
+
+
+def routereval(b: Block, dataset: str = ""):
+    """mu_o, V_R (RouterEval benchmarks only), V_B, E_p, mean prob entropy, mean cost; single
+    LLMs and the oracle bound."""
     S, ms = b.scores, []
+    bench = reference_benchmark(dataset)
     n = S.shape[0]
     for j, name in enumerate(b.llms):
         ch = np.full(n, j)
@@ -59,8 +78,8 @@ def routereval(b: Block):
     ms.append(_m("LLM:oracle-bound", "mu_o", oracle_mean(S)))
     for router, runs in b.runs.items():
         _, _, ch, ent = runs[0]
-        r = routereval_metrics(S, ch)
-        for key in ("mu_o", "v_b", "e_p"):
+        r = routereval_metrics(S, ch, benchmark=bench)
+        for key in ("mu_o", "v_r", "v_b", "e_p") if bench else ("mu_o", "v_b", "e_p"):
             ms.append(_m(router, key, r[key]))
         if np.isfinite(ent).all():
             ms.append(_m(router, "prob_entropy", ent.mean()))
@@ -69,7 +88,7 @@ def routereval(b: Block):
     return ms, []
 
 
-def routerbench(b: Block):
+def routerbench(b: Block, dataset: str = ""):
     """Per-lambda points, NDCH and AIQ on the domain shared by all routers of the block."""
     ms, cs, hulls = [], [], {}
     for router, runs in b.runs.items():
@@ -94,7 +113,7 @@ def routerbench(b: Block):
     return ms, cs
 
 
-def orbit(b: Block):
+def orbit(b: Block, dataset: str = ""):
     """ORBIT's curve, Pareto front, nAUC (code and paper), Peak, QNC/rQNC, RCI (both)."""
     ms, cs = [], []
     bs = best_single(b.scores, b.costs)
@@ -120,7 +139,7 @@ def orbit(b: Block):
     return ms, cs
 
 
-def routellm(b: Block):
+def routellm(b: Block, dataset: str = ""):
     """Quality vs share of strong calls, APGR, CPT(50 %), CPT(80 %) on the strong/weak pair."""
     ms, cs = [], []
     strong = next(n for n, r in b.roles.items() if r == "strong")

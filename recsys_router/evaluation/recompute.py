@@ -103,7 +103,7 @@ def metrics_from_decisions(decisions: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
             meta = dict(zip(KEYS, key))
             meta["fold"] = str(meta["fold"])
             block = split_block(df)
-            ms, cs = HANDLERS[meta["protocol"]](block)
+            ms, cs = HANDLERS[meta["protocol"]](block, meta["dataset"])
             mrows += [{**meta, **r} for r in ms]
             crows += [{**meta, **r} for r in cs]
     metrics = pd.DataFrame(mrows, columns=METRIC_COLUMNS)

@@ -21,7 +21,7 @@ _ORBIT = [("nauc", "nAUC (code)"), ("nauc_paper", "nAUC (paper)"), ("peak", "Pea
 _ROUTERBENCH = [("aiq", "AIQ"), ("max_quality", "max quality"),
                 ("cost_at_max_quality", "cost at max quality")]
 _ROUTELLM = [("apgr", "APGR"), ("cpt50", "CPT(50%)"), ("cpt80", "CPT(80%)")]
-_ROUTEREVAL = [("mu_o", "mu_o"), ("v_b", "V_B"), ("e_p", "E_p")]
+_ROUTEREVAL = [("mu_o", "mu_o"), ("v_r", "V_R"), ("v_b", "V_B"), ("e_p", "E_p")]
 
 
 def _fmt(mean: float, std: float | None = None) -> str:
@@ -156,17 +156,18 @@ def _routereval_table(metrics: pd.DataFrame, pool: str) -> str | None:
     get = _lookup(mean, std)
     groups = list(dict.fromkeys(sel["group"]))
     groups = [g for g in groups if g != "mean"] + (["mean"] if "mean" in groups else [])
+    spec = [(k, t) for k, t in _ROUTEREVAL if (sel["metric"] == k).any()]
     rows = []
     for r in _routers(sel):
         row = {"router": r}
         for g in groups:
-            for m, title in _ROUTEREVAL:
+            for m, title in spec:
                 row[f"{g} {title}" if len(groups) > 1 else title] = _fmt(*get("routereval", pool, g, r, m))
         rows.append(row)
     for ref in ("LLM:best", "LLM:oracle-bound"):
         row = {"router": ref.replace("LLM:", "") + " (reference)"}
         for g in groups:
-            for m, title in _ROUTEREVAL:
+            for m, title in spec:
                 v = get("routereval", pool, g, ref, "mu_o")[0] if m == "mu_o" else np.nan
                 row[f"{g} {title}" if len(groups) > 1 else title] = _fmt(v)
         rows.append(row)
