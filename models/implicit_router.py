@@ -33,6 +33,7 @@ returned (ranking per query is what routing needs; the wtp policy wants the scor
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 
@@ -62,12 +63,23 @@ def gpu_available() -> bool:
 def encode_queries(encoder, data: RoutingData) -> np.ndarray:
     """Embeddings of ``data``'s queries with a fitted encoder, as float64.
 
+    ``encoder`` is an :class:`~recsys_router.encoders.Encoder` or any object with
+    ``encode(texts, query_ids=None)`` (e.g. the evaluation runner's shared embeddings).
+
     Raises
     ------
     DataValidationError
         When the encoder reads text and a query has none (naming the first such row).
     """
-    return np.asarray(encoder.encode_data(data), dtype=np.float64)
+    if hasattr(encoder, "encode_data"):
+        return np.asarray(encoder.encode_data(data), dtype=np.float64)
+    if getattr(encoder, "needs_text", True) and not data.has_text:
+        row = int(np.flatnonzero(data.queries["text"].isna().to_numpy())[0])
+        raise DataValidationError(f"query {data.query_ids[row]!r} has no query text; this router "
+                                  "reads text to route new queries", source=data.source, row=row,
+                                  column="text")
+    texts = [t if isinstance(t, str) else "" for t in data.texts]
+    return np.asarray(encoder.encode(texts, query_ids=data.query_ids), dtype=np.float64)
 
 
 def interaction_matrix(train: RoutingData, alpha: float, lo: float | None = None,
@@ -133,8 +145,9 @@ class ImplicitRouter(Router):
         Neighbours for the kNN fold-in.
     calibrate : bool
         Map raw dot products to the score scale with a per-LLM linear fit on train.
-    encoder : str
-        Text encoder name for ``recsys_router.encoders.get_encoder``.
+    encoder : str or encoder object
+        Text encoder name for ``recsys_router.encoders.get_encoder``, or an object with
+        ``encode(texts, query_ids=None)`` (and optionally ``fit``/``needs_fit``).
     encoder_kwargs : dict, optional
         Extra encoder arguments.
     use_gpu : bool
@@ -229,9 +242,13 @@ class ImplicitRouter(Router):
         self.query_factors_ = np.asarray(model.user_factors, dtype=np.float64)
         self.llm_factors_ = np.asarray(model.item_factors, dtype=np.float64)
         # text side: encoder, train embeddings, ridge map
-        enc = get_encoder(self.encoder, **(self.encoder_kwargs or {}))
-        if enc.needs_fit:
-            if enc.needs_text and not train.has_text:
+        if isinstance(self.encoder, str):
+            enc = get_encoder(self.encoder, **(self.encoder_kwargs or {}))
+        else:  # an encoder object: never mutate the user's hyperparameter
+            enc = copy.deepcopy(self.encoder) if getattr(self.encoder, "needs_fit", False) \
+                else self.encoder
+        if getattr(enc, "needs_fit", False):
+            if getattr(enc, "needs_text", True) and not train.has_text:
                 encode_queries(enc, train)  # raises naming the row without text
             enc.fit(train.texts)
         self.encoder_ = enc
