@@ -87,3 +87,12 @@ def test_v_r_for_routereval_benchmarks_and_data_options():
     res = evaluate(d, EvalConfig(["oracle"], protocols=["routereval"]), progress=False)
     m = res.metrics.set_index(["router", "metric"])["value"]
     assert m[("oracle", "v_r")] == pytest.approx(m[("oracle", "mu_o")] / 0.92)  # gsm8k reference
+
+
+def test_unknown_or_duplicate_routers_fail_before_fitting():
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(60, 3, 2, seed=1, with_text=False)
+    with pytest.raises(ValueError, match="unknown router"):
+        evaluate(d, EvalConfig(["oracle", "no-such-router"]), progress=False)
+    with pytest.raises(ValueError, match="more than once"):
+        evaluate(d, EvalConfig(["oracle", "oracle"]), progress=False)

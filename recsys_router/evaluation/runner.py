@@ -251,6 +251,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
     >>> res = evaluate(make_synthetic(200, 4), EvalConfig(["oracle", "random"]))  # doctest: +SKIP
     """
     from tqdm.auto import tqdm  # noqa: PLC0415
+    _check_routers(cfg)
     notes: list[str] = []
     protocols = list(cfg.protocols)
     if data.costs is None:
@@ -350,6 +351,28 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
             "ground_truth_routers": sorted(truth)}
     return EvalResult(data.name, cfg, decisions, metrics, curves, pd.DataFrame(timings), notes,
                       simulated, info)
+
+
+def _check_routers(cfg: EvalConfig) -> None:
+    """Unknown registry names and duplicate labels are errors before anything is fitted."""
+    if not cfg.routers:
+        raise ValueError("no routers to evaluate")
+    names = [r for r in cfg.routers if not isinstance(r, Router)]
+    if names:
+        from ..registry import available_routers, router_factory  # noqa: PLC0415
+        bad = []
+        for n in names:
+            try:
+                router_factory(n)
+            except KeyError:
+                bad.append(n)
+        if bad:
+            raise ValueError(f"unknown router(s) {bad}; available: "
+                             f"{', '.join(available_routers())}")
+    labels = [_label(r, cfg) for r in cfg.routers]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise ValueError(f"router(s) {dup} given more than once")
 
 
 def _count_steps(cfg: EvalConfig, protocols: list[str], folds) -> int:
