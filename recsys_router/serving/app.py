@@ -1,0 +1,226 @@
+"""The router HTTP service (FastAPI).
+
+Endpoints: ``POST /route`` (one query or a batch, optional ``wtp``/``budget``/
+``candidates``), ``GET /llms``, ``GET /health``, ``GET /metrics`` (Prometheus text), and,
+when backends are configured, the OpenAI-compatible ``POST /v1/chat/completions`` (see
+:mod:`recsys_router.serving.openai_proxy`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import time
+from collections import Counter
+from typing import Optional
+
+import numpy as np
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, Field, field_validator
+
+from ..export.artifact import ExportedRouter
+from ..policies import apply_policy
+from .batcher import MicroBatcher
+
+__all__ = ["create_app", "ServiceConfig", "RouteRequest"]
+
+
+class ServiceConfig(BaseModel):
+    """Limits and options of the service."""
+
+    max_batch: int = 256
+    max_body_bytes: int = 1_000_000
+    max_text_chars: int = 100_000
+    api_key: Optional[str] = None
+    batch_wait_ms: float = 5.0
+    backends: Optional[dict] = None
+    backend_timeout_s: float = 120.0
+
+
+class RouteRequest(BaseModel):
+    """Body of ``POST /route``: give ``query`` or ``queries``."""
+
+    query: Optional[str] = None
+    queries: Optional[list[str]] = None
+    wtp: Optional[float] = Field(default=None, ge=0)
+    budget: Optional[float] = Field(default=None, ge=0)
+    candidates: Optional[list[str]] = None
+
+    model_config = {"extra": "forbid"}
+
+    @field_validator("wtp", "budget")
+    @classmethod
+    def _finite(cls, v):
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+
+class _Stats:
+    def __init__(self):
+        self.requests = Counter()       # (endpoint, status) -> count
+        self.chosen = Counter()         # llm -> count
+        self.latency_sum = Counter()    # endpoint -> seconds
+        self.latency_count = Counter()
+        self.buckets = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+        self.hist = {}                  # endpoint -> list of bucket counts
+
+    def observe(self, endpoint: str, status: int, seconds: float) -> None:
+        self.requests[(endpoint, status)] += 1
+        self.latency_sum[endpoint] += seconds
+        self.latency_count[endpoint] += 1
+        h = self.hist.setdefault(endpoint, [0] * len(self.buckets))
+        for k, b in enumerate(self.buckets):
+            if seconds <= b:
+                h[k] += 1
+
+    def prometheus(self, batcher: MicroBatcher) -> str:
+        lines = ["# HELP recsys_router_requests_total HTTP requests by endpoint and status.",
+                 "# TYPE recsys_router_requests_total counter"]
+        for (ep, st), n in sorted(self.requests.items()):
+            lines.append(f'recsys_router_requests_total{{endpoint="{ep}",status="{st}"}} {n}')
+        lines += ["# HELP recsys_router_request_seconds Request latency.",
+                  "# TYPE recsys_router_request_seconds histogram"]
+        for ep, h in sorted(self.hist.items()):
+            for b, n in zip(self.buckets, h):
+                lines.append(f'recsys_router_request_seconds_bucket{{endpoint="{ep}",le="{b}"}} {n}')
+            lines.append(f'recsys_router_request_seconds_bucket{{endpoint="{ep}",le="+Inf"}} '
+                         f"{self.latency_count[ep]}")
+            lines.append(f'recsys_router_request_seconds_sum{{endpoint="{ep}"}} {self.latency_sum[ep]:.6f}')
+            lines.append(f'recsys_router_request_seconds_count{{endpoint="{ep}"}} {self.latency_count[ep]}')
+        lines += ["# HELP recsys_router_chosen_total Queries routed to each LLM.",
+                  "# TYPE recsys_router_chosen_total counter"]
+        for llm, n in sorted(self.chosen.items()):
+            lines.append(f'recsys_router_chosen_total{{llm="{llm}"}} {n}')
+        lines += ["# HELP recsys_router_batches_total Model calls made by the micro-batcher.",
+                  "# TYPE recsys_router_batches_total counter",
+                  f"recsys_router_batches_total {batcher.batches_run}",
+                  "# TYPE recsys_router_batched_queries_total counter",
+                  f"recsys_router_batched_queries_total {batcher.texts_run}"]
+        return "\n".join(lines) + "\n"
+
+
+def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> FastAPI:
+    """Build the FastAPI application around a loaded artifact.
+
+    Example
+    -------
+    >>> app = create_app(load_router("out/knn"))   # doctest: +SKIP
+    """
+    cfg = config or ServiceConfig()
+    app = FastAPI(title="recsys-router", version=str(router.manifest.get("package_version")))
+    stats = _Stats()
+    names = router.llm_names
+
+    def _predict(texts):
+        scores, costs, _ = router.predict(texts)
+        return scores, costs
+
+    batcher = MicroBatcher(_predict, max_batch=cfg.max_batch, max_wait_ms=cfg.batch_wait_ms)
+    app.state.router, app.state.config, app.state.stats, app.state.batcher = router, cfg, stats, batcher
+
+    @app.on_event("shutdown")
+    async def _stop():  # pragma: no cover - exercised by uvicorn
+        await batcher.stop()
+
+    @app.middleware("http")
+    async def _guard(request: Request, call_next):
+        t0 = time.perf_counter()
+        path = request.url.path
+        if cfg.api_key and path not in ("/health",):
+            given = request.headers.get("authorization", "")
+            token = given[7:] if given.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
+            if not hmac.compare_digest(token.encode(), cfg.api_key.encode()):
+                resp = JSONResponse({"error": "missing or wrong API key (send 'Authorization: Bearer KEY')"},
+                                    status_code=401)
+                stats.observe(path, 401, time.perf_counter() - t0)
+                return resp
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > cfg.max_body_bytes:
+            stats.observe(path, 413, time.perf_counter() - t0)
+            return JSONResponse({"error": f"request body of {length} bytes exceeds the limit of "
+                                          f"{cfg.max_body_bytes} bytes"}, status_code=413)
+        resp = await call_next(request)
+        stats.observe(path, resp.status_code, time.perf_counter() - t0)
+        return resp
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        msgs = []
+        for e in exc.errors():
+            loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            msgs.append(f"{loc or 'body'}: {e.get('msg')}")
+        return JSONResponse({"error": "invalid request: " + "; ".join(msgs)}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException):
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "router": router.manifest.get("router_class"), "n_llms": len(names)}
+
+    @app.get("/llms")
+    async def llms():
+        name, value = router.default_policy
+        return {"llms": router.manifest.get("llms", [{"name": n} for n in names]),
+                "default_policy": {"name": name, "value": value},
+                "encoder": router.manifest.get("encoder")}
+
+    @app.get("/metrics")
+    async def metrics():
+        return PlainTextResponse(stats.prometheus(batcher), media_type="text/plain; version=0.0.4")
+
+    async def route_texts(texts: list[str], wtp, budget, candidates) -> list[dict]:
+        if not texts:
+            raise HTTPException(400, "give 'query' (a string) or 'queries' (a non-empty list)")
+        if len(texts) > cfg.max_batch:
+            raise HTTPException(413, f"batch of {len(texts)} queries exceeds the limit of {cfg.max_batch}")
+        for i, t in enumerate(texts):
+            if not t.strip():
+                raise HTTPException(400, f"queries[{i}] is empty")
+            if len(t) > cfg.max_text_chars:
+                raise HTTPException(413, f"queries[{i}] has {len(t)} characters; the limit is "
+                                         f"{cfg.max_text_chars}")
+        if wtp is not None and budget is not None:
+            raise HTTPException(400, "give either 'wtp' or 'budget', not both")
+        try:
+            mask = router.router.candidate_mask(candidates)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        scores, costs = await batcher.submit(texts)
+        if wtp is None and budget is None:
+            pname, pval = router.default_policy
+            wtp = pval if pname == "wtp" else None
+            budget = pval if pname == "budget" else None
+        try:
+            choice, policy = apply_policy(scores, costs, wtp=wtp, budget=budget, mask=mask)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        keep = range(len(names)) if mask is None else np.flatnonzero(mask)
+        out = []
+        for i, c in enumerate(choice):
+            stats.chosen[names[c]] += 1
+            out.append({"llm": names[c], "policy": policy,
+                        "policy_value": wtp if policy == "wtp" else budget if policy == "budget" else None,
+                        "scores": {names[j]: float(scores[i, j]) for j in keep},
+                        "costs": None if costs is None else {names[j]: float(costs[i, j]) for j in keep}})
+        return out
+
+    app.state.route_texts = route_texts
+
+    @app.post("/route")
+    async def route(req: RouteRequest):
+        if (req.query is None) == (req.queries is None):
+            raise HTTPException(400, "give exactly one of 'query' (a string) or 'queries' (a list)")
+        texts = [req.query] if req.query is not None else req.queries
+        results = await route_texts(texts, req.wtp, req.budget, req.candidates)
+        return results[0] if req.query is not None else {"results": results}
+
+    if cfg.backends:
+        from .openai_proxy import add_openai_routes
+        add_openai_routes(app, router, cfg)
+    return app
+

@@ -1,0 +1,104 @@
+"""Micro-batching of concurrent routing requests through one encoder/model call.
+
+Requests arriving within ``max_wait_ms`` of each other (up to ``max_batch`` texts) are
+predicted together: one encoder call and one forward pass for all of them. Each request
+then applies its own policy (wtp, budget, candidates) to its rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["MicroBatcher"]
+
+
+@dataclass
+class _Pending:
+    texts: list[str]
+    future: asyncio.Future = field(repr=False)
+
+
+class MicroBatcher:
+    """Collect concurrent prediction requests and run them as one batch.
+
+    Parameters
+    ----------
+    predict : callable
+        ``predict(texts) -> (scores, costs)`` arrays of shape (n, n_llms); runs in a worker
+        thread so the event loop stays free.
+    max_batch : int
+        Most texts per model call.
+    max_wait_ms : float
+        How long the first request of a batch waits for company.
+
+    Example
+    -------
+    >>> b = MicroBatcher(lambda t: (np.zeros((len(t), 2)), None))  # doctest: +SKIP
+    >>> scores, costs = await b.submit(["hello"])                   # doctest: +SKIP
+    """
+
+    def __init__(self, predict, max_batch: int = 256, max_wait_ms: float = 5.0):
+        self.predict = predict
+        self.max_batch = max_batch
+        self.max_wait_ms = max_wait_ms
+        self._queue: asyncio.Queue | None = None
+        self._task: asyncio.Task | None = None
+        self.batches_run = 0
+        self.texts_run = 0
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._queue = asyncio.Queue()
+            self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def submit(self, texts: list[str]):
+        await self.start()
+        fut = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Pending(list(texts), fut))
+        return await fut
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            first = await self._queue.get()
+            batch, n = [first], len(first.texts)
+            deadline = loop.time() + self.max_wait_ms / 1000.0
+            while n < self.max_batch:
+                timeout = deadline - loop.time()
+                if timeout <= 0:
+                    break
+                try:
+                    nxt = await asyncio.wait_for(self._queue.get(), timeout)
+                except asyncio.TimeoutError:
+                    break
+                batch.append(nxt)
+                n += len(nxt.texts)
+            texts = [t for p in batch for t in p.texts]
+            try:
+                scores, costs = await asyncio.to_thread(self.predict, texts)
+            except Exception as exc:  # hand the error to every waiting request
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                continue
+            self.batches_run += 1
+            self.texts_run += len(texts)
+            start = 0
+            for p in batch:
+                stop = start + len(p.texts)
+                if not p.future.done():
+                    p.future.set_result((np.asarray(scores[start:stop]),
+                                         None if costs is None else np.asarray(costs[start:stop])))
+                start = stop

@@ -1,0 +1,176 @@
+"""OpenAI-compatible routing proxy: ``POST /v1/chat/completions`` with ``model: "router"``.
+
+The last user message is routed; the request is forwarded to the chosen LLM's backend
+(its base URL, model name and API key from ``backends.yaml``), streaming included, and
+the answer says which LLM answered: header ``x-recsys-router-llm`` and the ``model``
+field of the JSON body (or of every streamed chunk).
+
+Model names: ``router`` (the artifact's default policy), ``router-argmax``,
+``router-wtp-<lambda>``, ``router-budget-<C>``; ``router-wtp``/``router-budget`` without a
+value take the request's ``wtp``/``budget`` extra field.
+
+``backends.yaml``::
+
+    backends:
+      gpt-4-1106-preview: {base_url: "http://127.0.0.1:9000/v1", model: gpt-4, api_key_env: OPENAI_API_KEY}
+      mistralai/mixtral-8x7b-chat: {base_url: "http://127.0.0.1:9001/v1", model: mixtral}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+import yaml
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+__all__ = ["load_backends", "add_openai_routes", "parse_router_model"]
+
+
+def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict:
+    """Read and check ``backends.yaml``; errors name the file and the entry."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read backends file ({exc})") from exc
+    backends = (raw or {}).get("backends") if isinstance(raw, dict) else None
+    if not isinstance(backends, dict) or not backends:
+        raise ValueError(f"{path}: expected a top-level 'backends:' mapping of LLM name -> "
+                         "{base_url, model, api_key_env}")
+    out = {}
+    for name, spec in backends.items():
+        if not isinstance(spec, dict) or "base_url" not in spec:
+            raise ValueError(f"{path}: backend {name!r} needs at least 'base_url'")
+        if known_llms is not None and name not in known_llms:
+            raise ValueError(f"{path}: backend {name!r} is not an LLM of this router "
+                             f"(its LLMs: {known_llms})")
+        out[str(name)] = {"base_url": str(spec["base_url"]).rstrip("/"),
+                          "model": str(spec.get("model", name)),
+                          "api_key_env": spec.get("api_key_env")}
+    return out
+
+
+def parse_router_model(model: str, body: dict) -> tuple[float | None, float | None]:
+    """``(wtp, budget)`` from a ``router[-policy[-value]]`` model name."""
+    if model == "router":
+        return None, None
+    parts = model.split("-", 2)
+    if parts[0] != "router" or len(parts) < 2 or parts[1] not in ("argmax", "wtp", "budget"):
+        raise HTTPException(400, f"model must be 'router', 'router-argmax', 'router-wtp-<lambda>' or "
+                                 f"'router-budget-<C>', got {model!r}")
+    if parts[1] == "argmax":
+        return None, None
+    raw = parts[2] if len(parts) == 3 else body.get(parts[1])
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a number "
+                                 f"(in the model name or the request's '{parts[1]}' field)") from None
+    if value < 0:
+        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be >= 0")
+    return (value, None) if parts[1] == "wtp" else (None, value)
+
+
+def _last_user_text(body: dict) -> str:
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise HTTPException(400, "'messages' must be a non-empty list of {role, content}")
+    for m in reversed(msgs):
+        if isinstance(m, dict) and m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, list):  # content parts
+                c = " ".join(p.get("text", "") for p in c if isinstance(p, dict))
+            if isinstance(c, str) and c.strip():
+                return c
+    raise HTTPException(400, "no user message with text content to route")
+
+
+def add_openai_routes(app: FastAPI, router, cfg) -> None:
+    backends = cfg.backends
+    candidates = [n for n in router.llm_names if n in backends]
+
+    @app.get("/v1/models")
+    async def models():
+        ids = ["router", "router-argmax", "router-wtp", "router-budget"]
+        return {"object": "list", "data": [{"id": i, "object": "model", "owned_by": "recsys-router"}
+                                           for i in ids]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise HTTPException(400, "request body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise HTTPException(400, "request body must be a JSON object")
+        wtp, budget = parse_router_model(str(body.get("model", "")), body)
+        text = _last_user_text(body)
+        result = (await app.state.route_texts([text], wtp, budget, candidates))[0]
+        llm = result["llm"]
+        be = backends[llm]
+        fwd = {k: v for k, v in body.items() if k not in ("wtp", "budget")}
+        fwd["model"] = be["model"]
+        headers = {"content-type": "application/json"}
+        if be.get("api_key_env"):
+            key = os.environ.get(be["api_key_env"])
+            if key:
+                headers["authorization"] = f"Bearer {key}"
+        route_headers = {"x-recsys-router-llm": llm, "x-recsys-router-policy": result["policy"]}
+        url = be["base_url"] + "/chat/completions"
+        client = httpx.AsyncClient(timeout=cfg.backend_timeout_s)
+        if fwd.get("stream"):
+            req = client.build_request("POST", url, json=fwd, headers=headers)
+            try:
+                resp = await client.send(req, stream=True)
+            except httpx.HTTPError as exc:
+                await client.aclose()
+                raise HTTPException(502, f"backend for {llm!r} at {url} failed: {exc}") from exc
+
+            async def relay():
+                try:
+                    buf = b""
+                    async for chunk in resp.aiter_bytes():
+                        buf += chunk
+                        while b"\n" in buf:
+                            line, buf = buf.split(b"\n", 1)
+                            yield _rewrite_sse_line(line, llm) + b"\n"
+                    if buf:
+                        yield _rewrite_sse_line(buf, llm)
+                finally:
+                    await resp.aclose()
+                    await client.aclose()
+            return StreamingResponse(relay(), status_code=resp.status_code,
+                                     media_type="text/event-stream", headers=route_headers)
+        try:
+            resp = await client.post(url, json=fwd, headers=headers)
+        except httpx.HTTPError as exc:
+            raise HTTPException(502, f"backend for {llm!r} at {url} failed: {exc}") from exc
+        finally:
+            await client.aclose()
+        try:
+            data = resp.json()
+        except ValueError:
+            raise HTTPException(502, f"backend for {llm!r} returned non-JSON "
+                                     f"(status {resp.status_code})") from None
+        if isinstance(data, dict) and resp.status_code < 400:
+            data["model"] = llm
+        return JSONResponse(data, status_code=resp.status_code, headers=route_headers)
+
+
+def _rewrite_sse_line(line: bytes, llm: str) -> bytes:
+    if not line.startswith(b"data:"):
+        return line
+    payload = line[5:].strip()
+    if payload == b"[DONE]" or not payload:
+        return line
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return line
+    if isinstance(obj, dict) and "model" in obj:
+        obj["model"] = llm
+    return b"data: " + json.dumps(obj).encode()
