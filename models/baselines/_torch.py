@@ -1,7 +1,9 @@
 """Small, seeded torch MLP trainer with masked losses (used by MLPR and MLC).
 
 Training runs inside ``torch.random.fork_rng`` so the global torch RNG is left untouched,
-uses a private generator for shuffling, and is deterministic on CPU for a given seed.
+uses a private generator for shuffling, and is deterministic on CPU for a given seed. It
+runs single-threaded (restoring the caller's thread count afterwards): these MLPs are tiny,
+and extra threads only contend with each other on shared machines.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int,
         The trained model in eval mode.
     """
     import torch
-    from torch.nn import functional as F
     if loss not in _LOSSES:
         raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
     if int(epochs) < 1 or int(batch_size) < 1:
@@ -61,29 +62,45 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int,
     yt = torch.as_tensor(np.where(mask, np.asarray(y, dtype=np.float32), 0.0).astype(np.float32))
     n = xt.shape[0]
     steps_per_epoch = (n + int(batch_size) - 1) // int(batch_size)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        model = build_mlp(xt.shape[1], yt.shape[1], hidden_size, n_hidden)
-        gen = torch.Generator().manual_seed(int(seed))
-        opt = torch.optim.Adam(model.parameters(), lr=float(lr), weight_decay=float(weight_decay))
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(epochs) * steps_per_epoch))
-        model.train()
-        for _ in range(int(epochs)):
-            perm = torch.randperm(n, generator=gen)
-            for s in range(0, n, int(batch_size)):
-                b = perm[s:s + int(batch_size)]
-                out = model(xt[b])
-                m = mt[b].to(out.dtype)
-                if loss == "bce":
-                    cell = F.binary_cross_entropy_with_logits(out, yt[b], reduction="none")
-                else:
-                    cell = (out - yt[b]) ** 2
-                value = (cell * m).sum() / m.sum().clamp(min=1.0)
-                opt.zero_grad()
-                value.backward()
-                opt.step()
-                sched.step()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: one thread is fastest and avoids oversubscription
+    try:
+        with torch.random.fork_rng(devices=[]):
+            model = _train(xt, yt, mt, n, steps_per_epoch, hidden_size=hidden_size,
+                           n_hidden=n_hidden, loss=loss, lr=lr, epochs=epochs,
+                           batch_size=batch_size, weight_decay=weight_decay, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
     model.eval()
+    return model
+
+
+def _train(xt, yt, mt, n, steps_per_epoch, *, hidden_size, n_hidden, loss, lr, epochs,
+           batch_size, weight_decay, seed):
+    import torch
+    from torch.nn import functional as F
+    torch.manual_seed(int(seed))
+    model = build_mlp(xt.shape[1], yt.shape[1], hidden_size, n_hidden)
+    gen = torch.Generator().manual_seed(int(seed))
+    opt = torch.optim.Adam(model.parameters(), lr=float(lr), weight_decay=float(weight_decay))
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(epochs) * steps_per_epoch))
+    bs = int(batch_size)
+    model.train()
+    for _ in range(int(epochs)):
+        perm = torch.randperm(n, generator=gen)
+        for s in range(0, n, bs):
+            b = perm[s:s + bs]
+            out = model(xt[b])
+            m = mt[b].to(out.dtype)
+            if loss == "bce":
+                cell = F.binary_cross_entropy_with_logits(out, yt[b], reduction="none")
+            else:
+                cell = (out - yt[b]) ** 2
+            value = (cell * m).sum() / m.sum().clamp(min=1.0)
+            opt.zero_grad()
+            value.backward()
+            opt.step()
+            sched.step()
     return model
 
 
