@@ -22,8 +22,8 @@ from typing import Callable, Union
 
 from .router import Router
 
-__all__ = ["make_router", "register_router", "available_routers", "router_factory",
-           "router_class"]
+__all__ = ["make_router", "register_router", "unregister_router", "available_routers",
+           "router_factory", "router_class"]
 
 Factory = Union[str, Callable[..., Router]]
 
@@ -74,6 +74,7 @@ def register_router(name: str, factory: Factory, *, overwrite: bool = False) -> 
     >>> register_router("my-bsm", "models.baselines.simple:BestSingleRouter")
     >>> make_router("my-bsm")
     BestSingleRouter()
+    >>> unregister_router("my-bsm")
     """
     key = _normalise(name)
     if isinstance(factory, str):
@@ -85,6 +86,14 @@ def register_router(name: str, factory: Factory, *, overwrite: bool = False) -> 
         raise ValueError(f"router {key!r} is already registered ({_ROUTERS[key]!r}); "
                          "pass overwrite=True to replace it")
     _ROUTERS[key] = factory
+
+
+def unregister_router(name: str) -> None:
+    """Remove a registered router (KeyError naming the available ones when unknown)."""
+    key = _normalise(name)
+    if key not in _ROUTERS:
+        raise KeyError(f"unknown router {name!r}; available: {', '.join(available_routers())}")
+    del _ROUTERS[key]
 
 
 def available_routers() -> list[str]:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from recsys_router import registry
-from recsys_router.registry import available_routers, make_router, register_router, router_class
+from recsys_router.registry import (available_routers, make_router, register_router, router_class,
+                                    unregister_router)
 from recsys_router.router import Router
 
 BASELINES = {"random": "RandomRouter", "oracle": "OracleRouter", "r_o": "ROracleRouter",
@@ -71,6 +72,10 @@ def test_register_string_and_callable(isolated):
         register_router("bsm-alias", "models.baselines.simple:OracleRouter")
     register_router("bsm-alias", "models.baselines.simple:OracleRouter", overwrite=True)
     assert type(make_router("bsm-alias")).__name__ == "OracleRouter"
+    unregister_router("BSM-alias")
+    assert "bsm-alias" not in available_routers()
+    with pytest.raises(KeyError):
+        unregister_router("bsm-alias")
 
 
 def test_bad_registrations(isolated):
