@@ -56,6 +56,10 @@ class SharedEmbeddings:
                 return self.matrix[pos]
         return self.base.encode(texts, query_ids=query_ids, **kwargs)
 
+    def encode_data(self, data, **kwargs) -> np.ndarray:
+        """Rows for a RoutingData's queries (same contract as ``Encoder.encode_data``)."""
+        return self.encode(data.texts, query_ids=data.query_ids, **kwargs)
+
     def __repr__(self) -> str:
         return f"SharedEmbeddings({self.identity}, {len(self._index)} queries)"
 

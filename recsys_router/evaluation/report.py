@@ -24,12 +24,16 @@ _ROUTELLM = [("apgr", "APGR"), ("cpt50", "CPT(50%)"), ("cpt80", "CPT(80%)")]
 _ROUTEREVAL = [("mu_o", "mu_o"), ("v_r", "V_R"), ("v_b", "V_B"), ("e_p", "E_p")]
 
 
+def _num(x: float) -> str:
+    return f"{x:.4g}" if abs(x) < 1e-3 and x != 0 else f"{x:.4f}"
+
+
 def _fmt(mean: float, std: float | None = None) -> str:
     if mean is None or not np.isfinite(mean):
         return "-"
-    s = f"{mean:.4g}" if abs(mean) < 1e-3 and mean != 0 else f"{mean:.4f}"
+    s = _num(mean)
     if std is not None and np.isfinite(std):
-        s += f" ± {std:.4f}"
+        s += f" ± {_num(std)}"
     return s
 
 
@@ -137,7 +141,10 @@ def _protocol_table(metrics, protocol, pool, group, spec, timings=None) -> str |
     for r in _routers(sel):
         row = {"router": r}
         for m, title in spec:
-            row[title] = _fmt(*get(protocol, pool, group, r, m))
+            mean_v, std_v = get(protocol, pool, group, r, m)
+            unreached = m in ("rqnc", "qnc", "cpt50", "cpt80") and not np.isfinite(mean_v) and \
+                ((sel["router"] == r) & (sel["metric"] == m)).any()
+            row[title] = "not reached" if unreached else _fmt(mean_v, std_v)
         rows.append(row)
     df = pd.DataFrame(rows)
     if timings is not None and len(timings):

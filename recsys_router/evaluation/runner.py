@@ -287,6 +287,9 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                 C = router.predict_costs(test)
                 probs = router.selection_probs(test)
                 t2 = time.perf_counter()
+                for what, arr in (("scores", P), ("costs", C)):
+                    if arr is not None and not np.isfinite(arr).all():
+                        raise RuntimeError(f"predicted {what} contain NaN or infinite values")
             except (ValueError, TypeError, RuntimeError, ImportError, KeyError) as exc:
                 notes.append(f"router {label} failed on fold {fold.fold} and is left out: "
                              f"{type(exc).__name__}: {exc}")
@@ -310,8 +313,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                 pcols = np.arange(len(names))
                 pair = None
                 if proto == "routellm":
-                    pair = _routellm_pair(fold.train, names, cfg, notes,
-                                          f"pool {pool}/{group} fold {fold.fold}")
+                    pair = _routellm_pair(fold.train, names, cfg, notes, f"pool {pool}/{group}")
                     if pair is None:
                         continue
                     pcols = np.array([names.index(pair[0]), names.index(pair[1])])
@@ -346,6 +348,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                      f"upper bounds for comparison, not deployable routers")
     if cfg.router_params:
         notes.append(f"router parameters set for this run: {cfg.router_params}")
+    notes = list(dict.fromkeys(notes))  # the same note from several folds once
     info = {"n_queries": data.n_queries, "n_llms": data.n_llms, "folds": len(folds),
             "protocols_run": protocols, "llms": data.llm_names,
             "ground_truth_routers": sorted(truth)}
