@@ -151,24 +151,41 @@ class TextEmbeddingMixin:
 
     The router's ``encoder`` parameter is either an encoder name understood by
     :func:`recsys_router.encoders.get_encoder` (e.g. ``"hashing"``) or an encoder object
-    with ``encode(texts, query_ids=None)``. It is resolved (and fitted on the train texts
-    when the encoder needs fitting) by :meth:`_fit_encoder`; :meth:`_embed` then turns a
+    with ``encode(texts, query_ids=None)``. :meth:`_fit_encoder` fits a copy on the train
+    texts when the encoder needs fitting (kept as ``fitted_encoder_``); stateless encoders
+    named by a string are rebuilt from the name on demand (the ``encoder_`` property), so
+    exported artifacts hold only fitted encoder state. :meth:`_embed` turns a
     :class:`RoutingData` into a float array, raising a clear error for missing text.
     """
 
     uses_text = True
+    _transient_attrs_ = ("_encoder",)
+
+    @property
+    def encoder_(self):
+        """The encoder in use: the fitted one, the object passed, or one built by name."""
+        fitted = getattr(self, "fitted_encoder_", None)
+        if fitted is not None:
+            return fitted
+        if not isinstance(self.encoder, str):
+            return self.encoder
+        cached = getattr(self, "_encoder", None)
+        if cached is None or getattr(self, "_encoder_name", None) != self.encoder:
+            from recsys_router.encoders import get_encoder
+            cached = get_encoder(self.encoder)
+            self._encoder, self._encoder_name = cached, self.encoder
+        return cached
 
     def _fit_encoder(self, train: RoutingData) -> np.ndarray:
-        enc = self.encoder
-        if isinstance(enc, str):
-            from recsys_router.encoders import get_encoder
-            enc = get_encoder(enc)
+        self.fitted_encoder_ = None
+        self._encoder = None
+        enc = self.encoder_
         if getattr(enc, "needs_fit", False):
             if enc is self.encoder:  # never mutate a user-supplied hyperparameter
                 enc = copy.deepcopy(enc)
             self._check_text(train)
             enc.fit(list(train.texts))
-        self.encoder_ = enc
+            self.fitted_encoder_ = enc
         return self._embed(train)
 
     @staticmethod
