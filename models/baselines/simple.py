@@ -18,7 +18,7 @@ from recsys_router.data import RoutingData
 from recsys_router.policies import argmax_policy
 from recsys_router.router import Router
 
-from ._common import nan_col_means, query_uniforms
+from ._common import nan_col_means, query_uniforms, safe_llm_means
 
 __all__ = ["RandomRouter", "OracleRouter", "ROracleRouter", "BestSingleRouter", "truth_scores"]
 
@@ -207,9 +207,7 @@ class BestSingleRouter(Router):
         pass
 
     def _fit(self, train, val):
-        means = nan_col_means(train.scores, fallback=np.nan)
-        low = (np.nanmin(means) - 1.0) if np.isfinite(means).any() else 0.0
-        self.mean_scores_ = np.where(np.isnan(means), low, means)
+        self.mean_scores_ = safe_llm_means(train.scores)
         costs = None if self.mean_costs_ is None else self.mean_costs_[None, :]
         #: column of the best LLM (highest mean score, cheapest mean cost on ties)
         self.best_index_ = int(argmax_policy(self.mean_scores_[None, :], costs)[0])
