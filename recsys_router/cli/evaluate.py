@@ -96,8 +96,9 @@ def add_parser(subparsers) -> None:
                               description="Fit routers, sweep their operating points and write "
                                           "metrics, decisions, curves, a report and plots.")
     _add_data_args(p)
+    from ..registry import available_routers  # noqa: PLC0415 (names only; models load lazily)
     p.add_argument("--routers", type=_names, required=True, metavar="R1,R2",
-                   help="registry names, comma separated (see the registry)")
+                   help="registry names, comma separated: " + ", ".join(available_routers()))
     p.add_argument("--protocol", default="all",
                    help="routereval|routerbench|orbit|routellm|all (comma list allowed)")
     p.add_argument("--pools", default="all", metavar="3,5,all",
