@@ -15,7 +15,7 @@ import sys
 __all__ = ["main", "build_parser"]
 
 # command modules, in the order they appear in --help
-_COMMAND_MODULES = ["data", "evaluate", "judge"]
+_COMMAND_MODULES = ["data", "evaluate", "judge", "tune"]
 _LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
 

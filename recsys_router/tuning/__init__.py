@@ -1,0 +1,77 @@
+"""Hyperparameter tuning with Optuna: LightningCLI models and registry routers.
+
+Command line
+------------
+::
+
+    recsys-router tune -c configs/models/mf.yaml -c configs/data/routerbench_zs.yaml \\
+        --search configs/search/mf.yaml --n-trials 30 --metric val/aiq --direction maximize \\
+        --storage sqlite:///studies.db --study-name mf-rb [--timeout S] [--seed S] \\
+        [--pruner median|hyperband|none] [--out DIR] [--trainer.max_epochs=5 ...]
+    recsys-router tune --router knn -c configs/data/synthetic.yaml --search configs/search/knn.yaml
+
+Arguments the command does not know (``--trainer.max_epochs=5``) are LightningCLI
+overrides applied to every trial.
+
+Search-space YAML
+-----------------
+A mapping from a dotted config key (a LightningCLI path such as ``model.init_args.lr``; for
+a registry router ``params.<hyperparameter>``) to a parameter spec::
+
+    model.init_args.lr:          {type: float, low: 1.0e-4, high: 1.0e-1, log: true}
+    model.init_args.dim:         {type: int, low: 16, high: 128, step: 16}
+    model.init_args.hidden:      {type: categorical, choices: [[], [64], [128, 64]]}
+    model.init_args.loss.init_args.kind: {type: categorical, choices: [bce, listwise, bpr]}
+    model.init_args.loss.init_args.temperature:
+      {type: float, low: 0.1, high: 2.0, when: {model.init_args.loss.init_args.kind: [listwise, bpr]}}
+
+* ``float``: ``low``, ``high`` (inclusive), optional ``log`` (needs ``low > 0``) or ``step``.
+* ``int``: the same, integers (``step`` defaults to 1).
+* ``categorical``: ``choices``, a non-empty list of distinct values; scalars go to Optuna as
+  they are, lists/mappings through their JSON text (decoded back before use).
+* ``when`` (any type): ``{other_key: value}`` or ``{other_key: [values]}``; the parameter
+  is sampled (and overridden) only when every ``other_key`` was sampled with one of those
+  values. ``other_key`` must be a categorical key of the same file; cycles are rejected.
+  Otherwise the base config's value stays.
+
+A wrong file is rejected before any trial with a
+:class:`~recsys_router.errors.DataValidationError` naming the file and the key.
+
+Studies
+-------
+* Sampler: TPE, re-seeded with ``seed + trial.number`` before each trial (one worker with
+  the same seed repeats its trial sequence; workers never share start-up points). Trial
+  ``n`` of a Lightning model trains with ``seed_everything = seed + n``.
+* Pruner: ``median`` (default) or ``hyperband`` on the epoch-wise validation metric via
+  :class:`PruningCallback` (a ``pytorch_lightning`` callback; optuna-integration's one is for
+  ``lightning.pytorch``); ``none`` to switch off. Routers are not pruned.
+* Storage: any Optuna RDB URL, default ``sqlite:///<out>/study.db``. Workers with the same
+  URL and study name share the study (``load_if_exists``); absolute SQLite paths take four
+  slashes (``sqlite:////tmp/x.db``), PostgreSQL/MySQL URLs are passed through.
+* ``--n-trials`` is the study total (trials of every state, all workers and earlier runs):
+  a rerun after a kill runs only what is left, a rerun with a larger value extends. A trial
+  still RUNNING in a killed process is marked FAIL by the heartbeat (after 3 minutes) and
+  counts. When two workers ask in the same instant, the one numbered past the total is not
+  trained and is recorded FAIL with user attribute ``over_budget``.
+* Trial user attributes: ``overrides``, ``config`` (full merged YAML), ``metrics``,
+  ``seed``, ``checkpoint_path``/``best_checkpoint_path``/``trial_dir`` (Lightning), ``error``.
+
+Outputs (``--out``, default ``tuning/<study-name>``): ``best_config.yaml`` (runs with
+``recsys-router fit -c DIR/best_config.yaml``; for a router: ``router``/``params``/``data``),
+``trials.csv``, ``history.png``, ``importance.png`` (when >= 2 completed trials vary), and
+``trials/trial_NNNN/`` (checkpoints and CSV logs). A summary table of the top trials is
+printed at the end.
+"""
+
+from .objective import LightningObjective, RouterObjective, TrialFailed, TuningConfigError
+from .pruning import PruningCallback
+from .report import best_trial, summary_table, write_best_config, write_plots, write_trials_csv
+from .run import TuneResult, default_storage, tune
+from .space import Param, SearchSpace, load_search_space, parse_search_space
+from .study import PRUNERS, TrialSeededSampler, make_pruner, make_storage, open_study, run_study
+
+__all__ = ["tune", "TuneResult", "default_storage", "Param", "SearchSpace", "load_search_space",
+           "parse_search_space", "PruningCallback", "LightningObjective", "RouterObjective",
+           "TrialFailed", "TuningConfigError", "TrialSeededSampler", "make_pruner", "make_storage",
+           "open_study", "run_study", "PRUNERS", "best_trial", "summary_table", "write_best_config",
+           "write_plots", "write_trials_csv"]

@@ -1,0 +1,258 @@
+"""Trial objectives: a LightningCLI model run, or a registry router fitted on a data config.
+
+Both sample the search space on the trial, apply the values as overrides of the base
+config, train, and return the validation metric; the overrides, the full merged config and
+(for Lightning) the checkpoint paths are stored as trial user attributes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .pruning import PruningCallback
+from .space import SearchSpace, flatten_keys, set_dotted
+
+__all__ = ["LightningObjective", "RouterObjective", "TrialFailed", "TuningConfigError",
+           "merge_yaml_configs"]
+
+
+class TuningConfigError(ValueError):
+    """The base config, the overrides or the metric cannot work for any trial."""
+
+
+class TrialFailed(RuntimeError):
+    """Training of one trial raised; the trial is recorded as FAIL and the study goes on."""
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def merge_yaml_configs(paths) -> dict:
+    """Deep-merge YAML config files in order (later files win), like repeated ``-c``.
+
+    Raises
+    ------
+    FileNotFoundError, TuningConfigError
+        A missing file, or one that is not a YAML mapping.
+    """
+    merged: dict = {}
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"config file not found: {p}")
+        data = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(data, dict):
+            raise TuningConfigError(f"{p}: a config file must be a YAML mapping, got {type(data).__name__}")
+        merged = _deep_merge(merged, data)
+    return merged
+
+
+def _float_metrics(metrics) -> dict[str, float]:
+    return {str(k): float(v) for k, v in metrics.items()}
+
+
+def _metric_value(metrics: dict[str, float], metric: str) -> float:
+    if metric not in metrics:
+        raise TuningConfigError(f"metric {metric!r} was not logged; available: {sorted(metrics)}")
+    return metrics[metric]
+
+
+class LightningObjective:
+    """Objective that trains one LightningCLI model per trial (``recsys-router fit`` settings).
+
+    Parameters
+    ----------
+    configs : list of path
+        LightningCLI config files (``-c``), e.g. model + data (+ trainer).
+    space : SearchSpace
+    metric : str
+        ``trainer.callback_metrics`` key after ``fit`` (the last validation epoch's value).
+    out_dir : path
+        Trial folders go to ``out_dir/trials/trial_NNNN`` (checkpoints, CSV logs).
+    seed : int
+        Trial ``n`` runs with ``seed_everything = seed + n``.
+    overrides : list of str
+        Extra LightningCLI arguments for every trial (``--trainer.max_epochs=5``).
+    prune : bool
+        Attach a :class:`PruningCallback` on ``metric``.
+
+    Notes
+    -----
+    Trial user attributes: ``overrides`` (the sampled ``--key=value`` arguments), ``seed``,
+    ``config`` (YAML of the full merged config, ready for ``recsys-router fit -c``),
+    ``metrics`` (every final callback metric), ``checkpoint_path`` (last checkpoint: the
+    state whose metric is the trial value), ``best_checkpoint_path``, ``trial_dir``, and
+    ``error`` for a failed trial.
+    """
+
+    def __init__(self, configs, space: SearchSpace, metric: str, out_dir, seed: int = 0,
+                 overrides=(), prune: bool = True):
+        self.configs = [str(c) for c in configs]
+        self.space = space
+        self.metric = metric
+        self.out_dir = Path(out_dir)
+        self.seed = int(seed)
+        self.overrides = list(overrides)
+        self.prune = prune
+        self._base = merge_yaml_configs(self.configs)
+        keys = flatten_keys(self._base)
+        if "model" in self._base:  # class arguments not written in the files are also valid
+            for key in self.space.keys:
+                if key.startswith(("model.", "data.", "trainer.", "checkpoint.", "early_stopping.",
+                                   "optimizer", "lr_scheduler", "seed_everything")):
+                    keys.add(key)
+        self.space.check_keys(keys, "the LightningCLI config")
+
+    def user_args(self, number: int, values: dict[str, Any]) -> list[str]:
+        """The arguments that define trial ``number`` (what ``best_config.yaml`` holds)."""
+        args = [a for c in self.configs for a in ("-c", c)]
+        return [*args, f"--seed_everything={self.seed + number}", *self.overrides,
+                *self.space.to_args(values)]
+
+    def _infra_args(self, trial_dir: Path) -> list[str]:
+        args = [f"--trainer.default_root_dir={trial_dir}", f"--checkpoint.dirpath={trial_dir / 'checkpoints'}",
+                "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+        logger = self._base.get("trainer", {}).get("logger", "default")
+        user_logger = any(a.startswith("--trainer.logger") for a in self.overrides)
+        if not user_logger and (logger == "default" or (isinstance(logger, dict) and "class_path" in logger)):
+            args.append(f"--trainer.logger.init_args.save_dir={trial_dir}")
+        return args
+
+    def _build(self, args: list[str]):
+        from recsys_router.cli.lightning import build_cli
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                return build_cli(args, run=False)
+        except SystemExit as exc:
+            raise TuningConfigError("LightningCLI rejected the trial arguments "
+                                    f"{args}:\n{err.getvalue().strip()}") from exc
+
+    def __call__(self, trial) -> float:
+        import optuna
+
+        values = self.space.suggest(trial)
+        number = trial.number
+        trial_dir = self.out_dir / "trials" / f"trial_{number:04d}"
+        user = self.user_args(number, values)
+        trial.set_user_attr("overrides", self.space.to_args(values))
+        trial.set_user_attr("seed", self.seed + number)
+        trial.set_user_attr("trial_dir", str(trial_dir))
+        cli = self._build(user + self._infra_args(trial_dir))
+        trial.set_user_attr("config", cli.parser.dump(cli.parser.parse_args(user)))
+        pruner = PruningCallback(trial, self.metric) if self.prune else None
+        if pruner is not None:
+            cli.trainer.callbacks.append(pruner)
+        try:
+            cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        except optuna.TrialPruned:
+            self._record_checkpoints(trial, cli.trainer)
+            raise
+        except Exception as exc:  # a diverging or crashing run fails this trial only
+            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}")
+            raise TrialFailed(f"trial {number} raised {type(exc).__name__}: {exc}") from exc
+        self._record_checkpoints(trial, cli.trainer)
+        metrics = _float_metrics(cli.trainer.callback_metrics)
+        trial.set_user_attr("metrics", metrics)
+        return _metric_value(metrics, self.metric)
+
+    @staticmethod
+    def _record_checkpoints(trial, trainer) -> None:
+        ckpt = trainer.checkpoint_callback
+        if ckpt is not None:
+            trial.set_user_attr("checkpoint_path", ckpt.last_model_path or None)
+            trial.set_user_attr("best_checkpoint_path", ckpt.best_model_path or None)
+
+
+class RouterObjective:
+    """Objective that fits a registry router (``make_router``) on a data config's splits.
+
+    Parameters
+    ----------
+    router : str
+        Registry name (``knn``, ``als``...); a config's ``router:`` key takes its place
+        when ``router`` is None.
+    configs : list of path
+        YAML files merged in order: an optional router file (``router:``, ``params:``,
+        as in ``configs/routers/``) and a data file (``data: {class_path, init_args}``).
+    space : SearchSpace
+        Keys ``params.<name>`` (router hyperparameters) or ``data.init_args.<name>``.
+    metric : str
+        ``val/mu_o``, ``val/v_b``, ``val/e_p`` or (with costs) ``val/aiq``: the same routing
+        metrics the Lightning modules log, on the data module's validation split.
+
+    Notes
+    -----
+    Trial user attributes: ``overrides``, ``config`` (YAML: ``router``, ``params``, ``data``)
+    and ``metrics``. Data modules are cached per distinct data section within a process.
+    """
+
+    def __init__(self, router: str | None, configs, space: SearchSpace, metric: str):
+        from recsys_router.registry import router_class
+        self.base = merge_yaml_configs(configs)
+        name = router or self.base.get("router")
+        if not name:
+            raise TuningConfigError("no router: pass --router NAME or a config with a 'router:' key")
+        self.base["router"] = name
+        self.base.setdefault("params", {})
+        if not isinstance(self.base.get("data"), dict) or "class_path" not in self.base["data"]:
+            raise TuningConfigError("router tuning needs a data config with 'data: {class_path: ..., "
+                                    "init_args: ...}' (e.g. configs/data/synthetic.yaml)")
+        cls = router_class(name)
+        known = {f"params.{p}" for p in cls._param_names()} | flatten_keys({"data": self.base["data"]})
+        known |= {k for k in space.keys if k.startswith("data.init_args.")}
+        space.check_keys(known, f"router {name!r} ({cls.__name__}) or its data config")
+        self.router = name
+        self.space = space
+        self.metric = metric
+        self._dms: dict[str, Any] = {}
+
+    def _datamodule(self, data_cfg: dict):
+        key = json.dumps(data_cfg, sort_keys=True, default=str)
+        if key not in self._dms:
+            mod, _, cls = data_cfg["class_path"].rpartition(".")
+            dm_cls = getattr(importlib.import_module(mod), cls)
+            self._dms = {key: dm_cls(**(data_cfg.get("init_args") or {}))}  # keep one
+        return self._dms[key]
+
+    def __call__(self, trial) -> float:
+        from models.base.eval_metrics import epoch_metrics
+        from recsys_router.registry import make_router
+
+        values = self.space.suggest(trial)
+        cfg = copy.deepcopy(self.base)
+        for key, value in values.items():
+            set_dotted(cfg, key, value)
+        trial.set_user_attr("overrides", self.space.to_args(values))
+        trial.set_user_attr("config", yaml.safe_dump(cfg, sort_keys=False))
+        splits = self._datamodule(cfg["data"]).splits
+        if "val" not in splits:
+            raise TuningConfigError("the data config has no validation split to tune on")
+        train, val = splits["train"], splits["val"]
+        try:
+            router = make_router(self.router, **cfg["params"]).fit(train, val)
+            pred = router.predict_scores(val)
+            pred_costs = router.predict_costs(val) if val.costs is not None else None
+        except (TypeError, KeyError) as exc:
+            raise TuningConfigError(f"router {self.router!r} rejected params {cfg['params']}: {exc}") from exc
+        except Exception as exc:
+            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}")
+            raise TrialFailed(f"trial {trial.number} raised {type(exc).__name__}: {exc}") from exc
+        metrics = {f"val/{k}": float(v) for k, v in
+                   epoch_metrics(pred, val.scores, val.costs, pred_costs).items()}
+        trial.set_user_attr("metrics", metrics)
+        value = _metric_value(metrics, self.metric)
+        return value if math.isfinite(value) else float("nan")

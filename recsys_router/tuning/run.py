@@ -1,0 +1,118 @@
+"""``tune()``: one worker of a (possibly shared) hyperparameter study, end to end."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+
+from .objective import LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs
+from .report import summary_table, write_best_config, write_plots, write_trials_csv
+from .space import load_search_space
+from .study import open_study, run_study
+
+__all__ = ["tune", "TuneResult", "default_storage"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` did.
+
+    Attributes
+    ----------
+    study : optuna.Study
+    n_run : int
+        Trials this worker ran.
+    out_dir : Path
+    best_config : Path or None
+        ``out_dir/best_config.yaml`` (None when no trial completed).
+    plots : list of Path
+    summary : str
+        The summary table.
+    """
+
+    study: optuna.Study
+    n_run: int
+    out_dir: Path
+    best_config: Path | None
+    plots: list[Path] = field(default_factory=list)
+    summary: str = ""
+
+
+def default_storage(out_dir) -> str:
+    """``sqlite:///<out_dir>/study.db`` (absolute paths give the four-slash form)."""
+    return f"sqlite:///{Path(out_dir) / 'study.db'}"
+
+
+def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
+         metric: str = "val/mu_o", direction: str = "maximize", storage: str | None = None,
+         study_name: str | None = None, timeout: float | None = None, seed: int = 0,
+         pruner: str = "median", out_dir=None, overrides=(), top: int = 10,
+         progress: bool = True, plots: bool = True) -> TuneResult:
+    """Run one tuning worker and write the study's results.
+
+    Parameters
+    ----------
+    configs : list of path
+        LightningCLI configs (model + data), or for a registry router an optional router
+        config plus a data config.
+    search : path
+        Search-space YAML (schema: :mod:`recsys_router.tuning`).
+    router : str, optional
+        Tune this registry router instead of a Lightning model (also implied by a
+        ``router:`` key in the configs).
+    n_trials : int
+        Study total over every worker and earlier run (see :func:`run_study`).
+    metric : str
+        Validation metric to optimise (``val/mu_o``, ``val/aiq``, ``val/loss``...).
+    direction : {"maximize", "minimize"}
+    storage : str, optional
+        Optuna storage URL (default :func:`default_storage` of ``out_dir``).
+    study_name : str, optional
+        Default: the search file's stem.
+    timeout : float, optional
+        Seconds for this worker.
+    seed : int
+        Sampler seed; trial ``n`` also trains with seed ``seed + n``.
+    pruner : {"median", "hyperband", "none"}
+        Lightning models only (router fits have no epochs to prune on).
+    out_dir : path, optional
+        Default ``tuning/<study_name>``.
+    overrides : list of str
+        Extra LightningCLI arguments for every trial.
+    top : int
+        Rows of the summary table.
+    progress, plots : bool
+        Optuna's progress bar; PNG plots.
+
+    Returns
+    -------
+    TuneResult
+    """
+    space = load_search_space(search)
+    study_name = study_name or Path(search).stem
+    out = Path(out_dir) if out_dir is not None else Path("tuning") / study_name
+    out.mkdir(parents=True, exist_ok=True)
+    storage = storage or default_storage(out)
+    is_router = router is not None or "router" in merge_yaml_configs(configs)
+    if is_router:
+        if overrides:
+            raise ValueError(f"extra LightningCLI arguments {list(overrides)} do not apply to "
+                             "registry routers; put them in the search space or the configs")
+        objective = RouterObjective(router, configs, space, metric)
+    else:
+        objective = LightningObjective(configs, space, metric, out, seed=seed, overrides=overrides,
+                                       prune=pruner != "none")
+    study = open_study(study_name, storage, direction=direction, seed=seed,
+                       pruner="none" if is_router else pruner)
+    n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
+                      catch=(TrialFailed,))
+    summary = summary_table(study, top=top)
+    best = write_best_config(study, out, metric)
+    write_trials_csv(study, out)
+    written = write_plots(study, out) if plots else []
+    return TuneResult(study, n_run, out, best, written, summary)
