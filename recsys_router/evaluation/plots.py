@@ -21,6 +21,12 @@ def _plt():
     return plt
 
 
+def _xscale(ax, x: pd.Series) -> None:
+    """Log cost axis when costs are positive and span more than 50x."""
+    if len(x) and (x > 0).all() and x.max() / x.min() > 50:
+        ax.set_xscale("log")
+
+
 def _first_block(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of the pool 'all' (else the first pool/group) and the first fold."""
     if df.empty:
@@ -54,8 +60,7 @@ def _cost_quality(curves: pd.DataFrame, path: Path, simulated: bool) -> bool:
         style = dict(ls="--", color="grey") if router.startswith("zero (LLM") else \
             dict(marker=".", ls=_LINES[(k // 10) % len(_LINES)])
         ax.plot(h["x"], h["y"], label=router, **style)
-    ax.set_xscale("log" if (sub["x"] > 0).all() and sub["x"].max() / max(sub["x"].min(), 1e-12) > 50
-                  else "linear")
+    _xscale(ax, sub["x"])
     ax.set_xlabel("mean cost per query")
     ax.set_ylabel("mean quality")
     ax.set_title(_title("Cost-quality (NDCH per router)", sub, simulated))
@@ -75,6 +80,7 @@ def _budget_curves(curves: pd.DataFrame, path: Path, simulated: bool) -> bool:
     for k, (router, c) in enumerate(sub.groupby("router", sort=False)):
         c = c.sort_values("setting_value")
         ax.plot(c["x"], c["y"], marker=".", ls=_LINES[(k // 10) % len(_LINES)], label=router)
+    _xscale(ax, sub["x"])
     ax.set_xlabel("mean cost per query (at each budget)")
     ax.set_ylabel("mean quality")
     ax.set_title(_title("ORBIT budget curves", sub, simulated))
