@@ -55,8 +55,8 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
     >>> get_encoder("minilm").identity
     'st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default'
     """
-    if isinstance(name, Encoder):
-        return name
+    if isinstance(name, Encoder) or (not isinstance(name, str) and callable(getattr(name, "encode", None))):
+        return name  # an encoder object (or a stand-in with the same interface) is used as is
     if on_missing not in ("warn", "raise"):
         raise ValueError(f"on_missing must be 'warn' or 'raise', got {on_missing!r}")
     key = str(name).strip()

@@ -7,9 +7,12 @@ values or references to arrays stored separately (``.npz`` loaded with
 module prefixes, by creating an empty instance and restoring its attributes: nothing
 in an artifact is executed, and no arbitrary class can be named.
 
-Attributes that must not be stored (large models rebuilt from a name, caches) are
-listed by a class in ``_transient_attrs_``; they are skipped on save and the class's
-``_restore_transient()`` (if any) rebuilds them on load.
+Attributes that must not be stored (large models rebuilt from a name, caches, modules
+holding non-data helpers such as torch_geometric's inspectors) are listed by a class in
+``_transient_attrs_``; they are skipped on save. A class may also define
+``_transient_state_()`` returning plain data (arrays, tensors, numbers) that is stored in
+their place; on load, ``_restore_transient(state)`` is called with that data (or
+``_restore_transient()`` without arguments when the class stores none) to rebuild them.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ def _allowed(path: str) -> bool:
     return any(mod.startswith(p) for p in (*ALLOWED_MODULE_PREFIXES, *_EXTRA_PREFIXES))
 
 
+#: plain types an artifact may name as a value (e.g. a ``dtype=np.float32`` parameter);
+#: they are returned as classes, never instantiated
+_PLAIN_TYPES = {f"builtins:{t.__qualname__}": t for t in (int, float, bool, str, complex)}
+_PLAIN_TYPES.update({f"numpy:{t.__name__}": t for t in (
+    np.float16, np.float32, np.float64, np.longdouble, np.int8, np.int16, np.int32, np.int64,
+    np.uint8, np.uint16, np.uint32, np.uint64, np.bool_, np.complex64, np.complex128)})
+
+
 def to_tree(obj, arrays: dict, path: str = "root"):
     """Encode ``obj`` into a JSON-able tree, moving arrays into ``arrays`` (name -> ndarray).
 
@@ -87,7 +98,10 @@ def to_tree(obj, arrays: dict, path: str = "root"):
     if isinstance(obj, (torch.dtype, torch.device)):
         return {"__torchattr__": str(obj)}
     if isinstance(obj, type):
-        return {"__type__": f"{obj.__module__}:{obj.__qualname__}"}
+        name = f"{obj.__module__}:{obj.__qualname__}"
+        if obj in _PLAIN_TYPES.values():
+            name = next(k for k, v in _PLAIN_TYPES.items() if v is obj)
+        return {"__type__": name}
     if isinstance(obj, (set, frozenset)):
         return {"__set__": [to_tree(v, arrays, f"{path}.{i}") for i, v in enumerate(sorted(obj, key=repr))],
                 "frozen": isinstance(obj, frozenset)}
@@ -125,7 +139,11 @@ def to_tree(obj, arrays: dict, path: str = "root"):
     if hasattr(obj, "__dict__") and _allowed(qn):
         skip = set(getattr(type(obj), "_transient_attrs_", ()))
         state = {k: v for k, v in vars(obj).items() if k not in skip}
-        return {"__object__": qn, "state": to_tree(state, arrays, path)}
+        node = {"__object__": qn, "state": to_tree(state, arrays, path)}
+        extra = getattr(obj, "_transient_state_", None)
+        if callable(extra):
+            node["transient"] = to_tree(extra(), arrays, path + ".__transient__")
+        return node
     raise SerializationError(f"cannot serialise {qn} at {path}: not a plain value, array, or object of "
                              f"an allowed module ({', '.join(ALLOWED_MODULE_PREFIXES)})")
 
@@ -189,6 +207,10 @@ def from_tree(tree, arrays):
         s = tree["__torchattr__"]
         return getattr(torch, s.replace("torch.", "")) if s.startswith("torch.") else torch.device(s)
     if "__type__" in tree:
+        mod, _, qual = tree["__type__"].partition(":")
+        if mod == "numpy" and isinstance(getattr(np, qual, None), type) \
+                and issubclass(getattr(np, qual), np.generic):
+            return getattr(np, qual)  # numpy scalar types (e.g. a vectoriser's dtype=np.float64)
         return _import(tree["__type__"])
     if "__dataframe__" in tree:
         import pandas as pd
@@ -206,7 +228,12 @@ def from_tree(tree, arrays):
         obj = cls.__new__(cls)
         obj.__dict__.update(from_tree(tree["state"], arrays))
         restore = getattr(obj, "_restore_transient", None)
-        if callable(restore):
+        if "transient" in tree:
+            if not callable(restore):
+                raise SerializationError(f"{tree['__object__']} stored transient state but has no "
+                                         "_restore_transient(state) to rebuild it")
+            restore(from_tree(tree["transient"], arrays))
+        elif callable(restore):
             restore()
         return obj
     raise SerializationError(f"malformed artifact node with keys {sorted(tree)[:5]}")
