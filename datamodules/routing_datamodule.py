@@ -123,6 +123,11 @@ class RoutingDataModule(pl.LightningDataModule):
         Seed of the split, pair sampling and shuffling.
     candidates : list of str, optional
         Restrict the LLM pool to these LLMs (in this order).
+    candidate_group : {"all-strong", "all-weak", "strong-to-weak"}, optional
+        Restrict the pool to a RouterEval candidate group of ``pool_size`` LLMs, chosen on
+        the train split (:func:`recsys_router.pools.candidate_groups`, seeded).
+    pool_size : int
+        Size of that group.
     batch_size : int
         Training/eval batch size.
     mode : {"pointwise", "listwise", "pairwise"}
@@ -160,7 +165,8 @@ class RoutingDataModule(pl.LightningDataModule):
                  encoder_options: dict | None = None,
                  split_ratios: Sequence[float] = (0.8, 0.1, 0.1), split_column: str | None = None,
                  ood_tasks: list[str] | None = None, seed: int = 0,
-                 candidates: list[str] | None = None, batch_size: int = 64,
+                 candidates: list[str] | None = None, candidate_group: str | None = None,
+                 pool_size: int = 5, batch_size: int = 64,
                  mode: str = "listwise", selection_ratio: float = 0.95,
                  max_pairs_per_query: int | None = None, num_workers: int = 0,
                  carve_val: bool = True):
@@ -180,6 +186,8 @@ class RoutingDataModule(pl.LightningDataModule):
         self.ood_tasks = ood_tasks
         self.seed = seed
         self.candidates = candidates
+        self.candidate_group = candidate_group
+        self.pool_size = pool_size
         self.batch_size = batch_size
         self.mode = mode
         self.selection_ratio = selection_ratio
@@ -238,8 +246,17 @@ class RoutingDataModule(pl.LightningDataModule):
         if "train" not in parts:
             raise DataValidationError(f"dataset {self.dataset!r} has no 'train' split; splits: "
                                       f"{sorted(parts)}", column="split")
+        if self.candidates is not None and self.candidate_group is not None:
+            raise ValueError("give either candidates or candidate_group, not both")
         if self.candidates is not None:
             parts = {k: v.subset(llms=list(self.candidates)) for k, v in parts.items()}
+        if self.candidate_group is not None:
+            from recsys_router.pools import GROUPS, candidate_groups
+            if self.candidate_group not in GROUPS:
+                raise ValueError(f"candidate_group must be one of {GROUPS}, got {self.candidate_group!r}")
+            pool = candidate_groups(parts["train"], int(self.pool_size), seed=self.seed,
+                                    groups=[self.candidate_group])[self.candidate_group]
+            parts = {k: v.subset(llms=pool) for k, v in parts.items()}
         names = parts["train"].llm_names
         for k, v in parts.items():
             if v.llm_names != names:

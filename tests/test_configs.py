@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -91,12 +92,18 @@ def test_fit_then_validate_test_predict_from_the_checkpoint(tmp_path):
         cli = build_cli([cmd, *base, f"--ckpt_path={ckpt}"])
         key = "val/mu_o" if cmd == "validate" else "test/mu_o"
         assert 0.0 <= float(cli.trainer.callback_metrics[key]) <= 1.0
-    cli = build_cli(["predict", *base, f"--ckpt_path={ckpt}"])
-    preds = cli.trainer.predict_loop.predictions
-    n_test = cli.datamodule.splits["test"].n_queries
-    assert sum(len(p["scores"]) for p in preds) == n_test
-    assert preds[0]["scores"].shape[1] == 4
-    assert ((preds[0]["scores"] >= 0) & (preds[0]["scores"] <= 1)).all()
+    out = tmp_path / "pred"
+    cli = build_cli(["predict", *base, f"--ckpt_path={ckpt}", f"--predictions.output_dir={out}"])
+    table = pd.read_csv(out / "predictions.csv")
+    test = cli.datamodule.splits["test"]
+    assert sorted(table["query_id"]) == sorted(test.query_ids)
+    scores = table[test.llm_names].to_numpy()
+    assert ((scores >= 0) & (scores <= 1)).all()
+    assert (table["routed_llm"] == np.asarray(test.llm_names)[scores.argmax(axis=1)]).all()
+    # the same numbers as the fitted router built from the checkpointed module
+    router = cli.model.to_router(cli.datamodule)
+    by_id = table.set_index("query_id").loc[test.query_ids, test.llm_names].to_numpy()
+    np.testing.assert_allclose(by_id, router.predict_scores(test), rtol=1e-5, atol=1e-6)
 
 
 def test_ddp_two_cpu_processes(tmp_path):

@@ -81,6 +81,13 @@ def test_splits_column_ood_candidates_and_carving():
     dm2 = RoutingDataModule.from_splits({"train": d}, carve_val=False, candidates=["m2", "m0"],
                                         encoder_options={"dim": 8})
     assert "val" not in dm2.splits and dm2.llm_names == ["m2", "m0"] and dm2.val_dataloader() == []
+    from recsys_router.pools import candidate_groups
+    many = dict(SMALL, dataset_options={"n_queries": 120, "n_llms": 12, "seed": 3})
+    grouped = RoutingDataModule("synthetic", candidate_group="all-weak", pool_size=3, **many)
+    expect = candidate_groups(RoutingDataModule("synthetic", **many).splits["train"], 3,
+                              seed=0, groups=["all-weak"])["all-weak"]
+    assert grouped.llm_names == expect and grouped.n_llms == 3
+    assert grouped.splits["test"].llm_names == expect
     ood = RoutingDataModule("synthetic", ood_tasks=["topic_0"], **SMALL)
     assert set(ood.splits["test"].tasks) == {"topic_0"}
     assert "topic_0" not in set(ood.splits["train"].tasks)

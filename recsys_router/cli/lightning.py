@@ -12,7 +12,8 @@ The model is any :class:`~models.base.router_module.RouterModule` subclass and t
 any :class:`~datamodules.routing_datamodule.RoutingDataModule` (``class_path`` in YAML).
 ``n_llms`` and ``embed_dim`` are linked from the data module, never written in YAML.
 Defaults: CSVLogger under ``lightning_logs/``, ModelCheckpoint and EarlyStopping on
-``val/mu_o`` (maximised), ``seed_everything=0``.
+``val/mu_o`` (maximised), ``seed_everything=0``; ``predict`` writes ``predictions.csv``
+(query id, routed LLM, predicted score per LLM) to the log dir or ``--predictions.output_dir``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from jsonargparse import lazy_instance
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.loggers import CSVLogger
+
+from models.base.callbacks import ScoresWriter
 
 __all__ = ["run_lightning_cli", "RouterCLI", "build_cli"]
 
@@ -40,12 +43,13 @@ class RouterCLI(LightningCLI):
                              "checkpoint.save_last": True,
                              "checkpoint.filename": "epoch{epoch:03d}-mu_o{val/mu_o:.4f}",
                              "checkpoint.auto_insert_metric_name": False})
+        parser.add_lightning_class_args(ScoresWriter, "predictions")
         parser.add_lightning_class_args(EarlyStopping, "early_stopping")
         parser.set_defaults({"early_stopping.monitor": MONITOR, "early_stopping.mode": "max",
                              "early_stopping.patience": 5, "early_stopping.strict": False})
 
 
-def build_cli(argv: list[str], *, run: bool = True):
+def build_cli(argv: list[str] | None, *, run: bool = True):
     """Build (and by default run) the CLI on ``argv`` (``["fit", "-c", ...]`` or, with
     ``run=False``, arguments without the sub-command).
 
@@ -58,7 +62,7 @@ def build_cli(argv: list[str], *, run: bool = True):
     from models.base.router_module import RouterModule
 
     return RouterCLI(RouterModule, RoutingDataModule, subclass_mode_model=True, subclass_mode_data=True,
-               seed_everything_default=0, args=list(argv), run=run,
+               seed_everything_default=0, args=None if argv is None else list(argv), run=run,
                trainer_defaults={"logger": lazy_instance(CSVLogger, save_dir=".", name="lightning_logs")},
                save_config_kwargs={"overwrite": True}, parser_kwargs=_parser_kwargs(run))
 
@@ -84,7 +88,10 @@ def run_lightning_cli(argv: list[str]) -> int:
     int
         Exit status (0 on success; argument errors exit through jsonargparse).
     """
-    build_cli(argv, run=True)
+    argv = list(argv)
+    # when argv is the process's own command line, let LightningCLI read sys.argv itself
+    # (passing both makes it warn)
+    build_cli(None if argv == sys.argv[1:] else argv, run=True)
     return 0
 
 
