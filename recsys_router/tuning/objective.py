@@ -13,6 +13,7 @@ import importlib
 import io
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,8 @@ class LightningObjective:
         from recsys_router.cli.lightning import build_cli
         err = io.StringIO()
         try:
-            with contextlib.redirect_stderr(err):
+            with contextlib.redirect_stderr(err), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*args parameter is intended.*")
                 return build_cli(args, run=False)
         except SystemExit as exc:
             raise TuningConfigError("LightningCLI rejected the trial arguments "

@@ -7,6 +7,8 @@ Several processes that open the same storage URL and study name share one study;
 from __future__ import annotations
 
 import logging
+import time
+import warnings
 from pathlib import Path
 
 import optuna
@@ -90,8 +92,18 @@ def make_storage(url: str | None):
         path = url.split(":///", 1)[1] if ":///" in url else ""
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=60,
-                                      grace_period=180)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    for attempt in range(6):  # workers starting together race to create the schema: retry
+        try:
+            with warnings.catch_warnings():  # heartbeat_interval is flagged experimental
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
+                                                  heartbeat_interval=60, grace_period=180)
+        except SQLAlchemyError:
+            if attempt == 5:
+                raise
+            time.sleep(0.5 * (attempt + 1))
 
 
 def make_pruner(name: str):
