@@ -17,7 +17,6 @@ import logging
 import warnings
 
 import numpy as np
-import torch
 
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
