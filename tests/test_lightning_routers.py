@@ -90,3 +90,18 @@ def test_export_round_trip(tmp_path, sim_split):
     texts = test.texts
     scores, _, _ = loaded.predict(texts)
     np.testing.assert_allclose(scores, r.predict_scores(test), rtol=1e-6)
+
+
+def test_epoch_metrics_by_hand():
+    from models.base import epoch_metrics
+    s = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [np.nan, 1.0]])
+    pred = np.array([[0.9, 0.1], [0.2, 0.8], [0.1, 0.9], [0.5, 0.5]])
+    m = epoch_metrics(pred, s)                      # the incomplete 4th query is left out
+    assert m["mu_o"] == pytest.approx(2 / 3)        # choices 0, 1, 1 -> scores 1, 1, 0
+    assert m["v_b"] == pytest.approx((2 / 3) / (2 / 3))
+    assert m["e_p"] == pytest.approx(-(1 / 3) * np.log2(1 / 3) - (2 / 3) * np.log2(2 / 3))
+    c = np.array([[1.0, 3.0], [1.0, 3.0], [1.0, 3.0], [1.0, 3.0]])
+    assert "aiq" in epoch_metrics(pred[:3], s[:3], c[:3])
+    sparse = np.array([[1.0, np.nan], [np.nan, 0.0], [np.nan, np.nan]])
+    got = epoch_metrics(np.array([[0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]), sparse)
+    assert got == {"mu_o": 0.5, "e_p": 1.0}          # choices restricted to observed LLMs

@@ -33,8 +33,9 @@ def epoch_metrics(pred: np.ndarray, scores: np.ndarray, costs: np.ndarray | None
     Returns
     -------
     dict
-        ``mu_o``, ``v_b``, ``e_p`` (bits) and, with costs, ``aiq``; empty when no query is
-        complete.
+        ``mu_o``, ``v_b``, ``e_p`` (bits) and, with costs, ``aiq``. When no query has every
+        score observed (sparse data), only ``mu_o`` and ``e_p`` with the choice restricted
+        to each query's observed LLMs; empty when nothing is observed.
 
     Example
     -------
@@ -48,7 +49,7 @@ def epoch_metrics(pred: np.ndarray, scores: np.ndarray, costs: np.ndarray | None
 
     ok = complete_rows(scores, costs)
     if not ok.any():
-        return {}
+        return _sparse_metrics(pred, scores)
     p, s = np.asarray(pred, np.float64)[ok], np.asarray(scores, np.float64)[ok]
     c = None if costs is None else np.asarray(costs, np.float64)[ok]
     if pred_costs is None and c is not None:
@@ -63,3 +64,25 @@ def epoch_metrics(pred: np.ndarray, scores: np.ndarray, costs: np.ndarray | None
         from recsys_router.metrics.routerbench import routerbench_metrics
         out["aiq"] = float(routerbench_metrics(p, np.nan_to_num(pc, nan=0.0), s, c)["aiq"])
     return out
+
+
+def _sparse_metrics(pred: np.ndarray, scores: np.ndarray) -> dict[str, float]:
+    """mu_o and E_p of choices restricted to each query's observed LLMs.
+
+    Example
+    -------
+    >>> s = np.array([[1., np.nan], [np.nan, 0.]])
+    >>> _sparse_metrics(np.array([[0.1, 0.9], [0.9, 0.1]]), s)
+    {'mu_o': 0.5, 'e_p': 1.0}
+    """
+    from recsys_router.metrics.routereval import selection_entropy
+
+    s = np.asarray(scores, np.float64)
+    obs = ~np.isnan(s)
+    rows = obs.any(axis=1)
+    if not rows.any():
+        return {}
+    masked = np.where(obs, np.asarray(pred, np.float64), -np.inf)[rows]
+    choice = masked.argmax(axis=1)
+    picked = s[rows][np.arange(len(choice)), choice]
+    return {"mu_o": float(picked.mean()), "e_p": selection_entropy(choice, s.shape[1])}
