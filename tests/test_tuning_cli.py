@@ -73,7 +73,11 @@ def test_tune_lightning_best_config_round_trip_and_resume(tmp_path, monkeypatch)
         assert Path(t.user_attrs["checkpoint_path"]).is_file()
         assert t.user_attrs["metrics"]["val/aiq"] == t.value
         log = pd.read_csv(Path(t.user_attrs["trial_dir"]) / "lightning_logs" / "version_0" / "metrics.csv")
-        assert log["val/aiq"].dropna().iloc[-1] == pytest.approx(t.value)  # last epoch's value
+        per_epoch = log["val/aiq"].dropna().tolist()
+        assert per_epoch[-1] == pytest.approx(t.value)  # the trial value is the last epoch's
+        # the pruning callback reported every validation epoch to the trial
+        assert sorted(t.intermediate_values) == [0, 1]
+        assert [t.intermediate_values[e] for e in (0, 1)] == pytest.approx(per_epoch)
     best = max(trials, key=lambda t: t.value)
     assert res.best_config == out / "best_config.yaml"
     assert {p.name for p in res.plots} == {"history.png", "importance.png"}

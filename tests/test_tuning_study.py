@@ -11,7 +11,7 @@ import torch
 
 from recsys_router.tuning import study as study_mod
 from recsys_router.tuning.pruning import PruningCallback
-from recsys_router.tuning.report import summary_table
+from recsys_router.tuning.report import summary_table, write_best_config, write_plots
 from recsys_router.tuning.study import TrialSeededSampler, make_pruner, open_study, run_study
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -144,3 +144,17 @@ def test_summary_table_orders_by_value_and_state():
                                                     ["2", "PRUNED", "0.3"]]
     assert lines[3].endswith("(epoch 1)  lr=0.5")
     assert len(summary_table(st, top=1).splitlines()) == 2
+
+
+def test_plots_skip_importance_gracefully(tmp_path):
+    st = optuna.create_study()
+    assert write_best_config(st, tmp_path) is None  # no completed trial: nothing written
+    dist = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    st.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions=dist, value=1.0))
+    assert [p.name for p in write_plots(st, tmp_path / "one")] == ["history.png"]
+    st.add_trial(optuna.trial.create_trial(params={"x": 0.5}, distributions=dist, value=2.0))
+    assert [p.name for p in write_plots(st, tmp_path / "same")] == ["history.png"]  # nothing varies
+    st.add_trial(optuna.trial.create_trial(params={"x": 0.1}, distributions=dist, value=0.5))
+    written = write_plots(st, tmp_path / "vary")
+    assert [p.name for p in written] == ["history.png", "importance.png"]
+    assert all(p.stat().st_size > 1000 for p in written)
