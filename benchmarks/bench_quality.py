@@ -1,0 +1,218 @@
+"""Routing quality of the CF models and the classic baselines on the shared data.
+
+Two parts, both through :func:`recsys_router.evaluation.evaluate` (metrics are the
+library's own, computed from the decision table; nothing is re-implemented here):
+
+1. ``folds``: K-fold cross-validation (default 5) on ``routerbench_zs`` (cost-aware:
+   RouterBench AIQ, ORBIT nAUC / rQNC / RCI, plus mu_o), ``routerdc`` and ``llmrouter``
+   (RouterEval mu_o, V_B, E_p); mean and std over folds.
+2. ``anchor``: ORBIT's protocol on ``routerbench_zs`` (see ``/work/shared/ANCHORS.md``):
+   the six CSVs pooled row by row, rows with any missing value dropped (3,150 kept),
+   20 % train / 80 % test by query (seed 0), MiniLM embeddings, ORBIT budget sweep over
+   the router's predicted costs; our routers printed next to ORBIT's measured numbers.
+
+Routers: registry names, plus ``ca-<name>`` = :class:`benchmarks.cost_aware.CostAwareRouter`
+around ``<name>`` (cost penalty chosen on an inner split of the training queries).
+
+Writes ``<out>/<part>_<dataset>.md`` and ``.csv`` (metrics, long) and prints the tables.
+
+Usage::
+
+    python benchmarks/bench_quality.py --seed 0 --part anchor --routers knn,mf,ca-mf
+    python benchmarks/bench_quality.py --seed 0 --part folds --folds 5 --datasets routerbench_zs
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from benchmarks.cost_aware import CostAwareRouter  # noqa: E402
+from recsys_router.data import RoutingData  # noqa: E402
+from recsys_router.datasets.registry import load_dataset  # noqa: E402
+from recsys_router.evaluation import EvalConfig, evaluate  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CF = ["mf", "two-tower", "als", "bpr", "mirt", "nirt", "graph"]
+BASELINES = ["oracle", "random", "best-single", "knn", "prknn", "c-roberta", "svm", "linearr",
+             "mlpr", "mlc"]
+#: ORBIT's numbers from ANCHORS.md: router -> (nAUC, Peak, rQNC or None, RCI or None, q@max)
+ANCHORS = {
+    "oracle": (0.9519, 0.9750, 0.0346, 0.120, 0.9750),
+    "knn": (0.8088, 0.8750, 0.9986, 0.993, 0.8750),
+    "mlp": (0.7965, 0.8750, 1.0000, 0.994, 0.8750),
+    "EmbedLLM": (0.7775, 0.8750, 1.0000, 0.994, 0.8750),
+    "MIRT": (0.7078, 0.8750, 1.0000, 0.994, 0.8750),
+    "RouteLLM-MF": (0.7040, 0.8746, None, None, 0.8746),
+    "GraphRouter": (0.6404, 0.6623, None, 0.356, 0.6623),
+    "svm": (0.6347, 0.6921, None, 0.466, 0.5988),
+}
+PROTOCOLS = {"routerbench_zs": ["routerbench", "orbit", "routereval"],
+             "routerdc": ["routereval"], "llmrouter": ["routereval"]}
+COLUMNS = {"routerbench": [("aiq", "AIQ")],
+           "orbit": [("nauc", "nAUC"), ("peak", "Peak"), ("rqnc", "rQNC"), ("rci", "RCI"),
+                     ("quality_at_max_budget", "q@max"), ("cost_at_max_budget", "cost@max")],
+           "routereval": [("mu_o", "mu_o"), ("v_b", "V_B"), ("e_p", "E_p")]}
+
+
+def anchor_data() -> RoutingData:
+    """The six routerbench_zs CSVs pooled row by row; rows with any NaN dropped (ORBIT)."""
+    folder = DATA / "routerbench_zs"
+    frames = []
+    for f in sorted(folder.glob("*.csv")):
+        df = pd.read_csv(f)
+        df["file"] = f.stem
+        frames.append(df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed")]))
+    raw = pd.concat(frames, ignore_index=True)
+    raw = raw.dropna(subset=[c for c in raw.columns if c != "oracle_model_to_route_to"])
+    raw = raw.reset_index(drop=True)
+    llms = [c[: -len("|total_cost")] for c in raw.columns if c.endswith("|total_cost")]
+    text = [ast.literal_eval(p)[0] for p in raw["prompt"]]
+    queries = pd.DataFrame({"query_id": [f"{s}@{f}:{i}" for i, (s, f) in
+                                         enumerate(zip(raw["sample_id"], raw["file"]))],
+                            "text": text, "task": raw["eval_name"].astype(str)})
+    scores = raw[llms].to_numpy(dtype=np.float32)
+    costs = raw[[f"{m}|total_cost" for m in llms]].to_numpy(dtype=np.float32)
+    # ORBIT's split: legacy-seeded permutation, the first 20 % train (reproduces ANCHORS'
+    # test quality 0.8750 of gpt-4-1106-preview)
+    perm = np.random.RandomState(0).permutation(len(queries))
+    split = np.full(len(queries), "test", dtype=object)
+    split[perm[: int(0.2 * len(queries))]] = "train"
+    queries["split"] = split
+    return RoutingData(queries, pd.DataFrame({"name": llms}), scores, costs,
+                       name="routerbench_zs-orbit", source=str(folder))
+
+
+def router_spec(name: str, encoder: str, seed: int):
+    """A registry name, or a configured :class:`CostAwareRouter` for ``ca-<name>``."""
+    if name.startswith("ca-"):  # a subclass per name: the runner labels instances by class
+        cls = _CA_CLASSES.setdefault(name, type(name, (CostAwareRouter,), {}))
+        return cls(name[3:], None, penalty="auto", encoder=encoder, seed=seed)
+    return name
+
+
+_CA_CLASSES: dict = {}
+
+
+def _cell(mean: float, std: float | None) -> str:
+    if mean is None or not np.isfinite(mean):
+        return "-"
+    return f"{mean:.4f}" if std is None or not np.isfinite(std) else f"{mean:.4f} ± {std:.4f}"
+
+
+def summary(res, protocols) -> pd.DataFrame:
+    """One row per router: mean (± std over folds) of the headline metrics."""
+    m = res.metrics
+    m = m[(m["pool"] == "all") & (m["group"] == "all")]
+    folds = set(m["fold"])
+    mean = m[m["fold"] == "mean"] if "mean" in folds else m
+    std = m[m["fold"] == "std"] if "std" in folds else None
+    routers = [r for r in dict.fromkeys(mean["router"]) if r != "zero (LLM hull)"]
+    llm_rows = [r for r in routers if r.startswith("LLM:")]
+    routers = [r for r in routers if not r.startswith("LLM:")] + llm_rows
+    timing = res.timings.groupby("router")[["fit_s", "predict_s"]].mean() if len(res.timings) \
+        else pd.DataFrame()
+    rows = []
+    for r in routers:
+        row = {"router": r}
+        for proto in protocols:
+            for key, title in COLUMNS[proto]:
+                sel = (mean["protocol"] == proto) & (mean["router"] == r) & (mean["metric"] == key)
+                if not sel.any():
+                    continue
+                v = float(mean.loc[sel, "value"].iloc[0])
+                s = None
+                if std is not None:
+                    ss = (std["protocol"] == proto) & (std["router"] == r) & (std["metric"] == key)
+                    s = float(std.loc[ss, "value"].iloc[0]) if ss.any() else None
+                row[title] = _cell(v, s)
+        if r in timing.index:
+            row["fit s"] = f"{timing.loc[r, 'fit_s']:.1f}"
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("-")
+
+
+def markdown(df: pd.DataFrame) -> str:
+    head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns)
+    return "\n".join([head] + ["| " + " | ".join(str(v) for v in r) + " |"
+                               for r in df.itertuples(index=False)])
+
+
+def anchor_table(ours: pd.DataFrame) -> pd.DataFrame:
+    """Our rows then ORBIT's measured rows, same columns."""
+    rows = [dict(r) for _, r in ours.iterrows() if not str(r["router"]).startswith("LLM:")]
+    for name, (nauc, peak, rqnc, rci, qmax) in ANCHORS.items():
+        rows.append({"router": f"ORBIT {name}", "nAUC": f"{nauc:.4f}", "Peak": f"{peak:.4f}",
+                     "rQNC": "-" if rqnc is None else f"{rqnc:.4f}",
+                     "RCI": "-" if rci is None else f"{rci:.3f}", "q@max": f"{qmax:.4f}"})
+    return pd.DataFrame(rows).fillna("-")
+
+
+def write(out: Path, stem: str, table: pd.DataFrame, res, header: str) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    text = f"{header}\n\n{markdown(table)}\n"
+    if res.notes:
+        text += "\nNotes:\n" + "\n".join(f"- {n}" for n in dict.fromkeys(res.notes)) + "\n"
+    (out / f"{stem}.md").write_text(text)
+    res.metrics.to_csv(out / f"{stem}.csv", index=False)
+    print(text, flush=True)
+    return text
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--part", choices=["folds", "anchor", "both"], default="both")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--datasets", default="routerbench_zs,routerdc,llmrouter")
+    ap.add_argument("--routers", default=",".join(BASELINES + CF))
+    ap.add_argument("--encoder", default="minilm",
+                    help="encoder for all datasets; override per dataset with --encoders")
+    ap.add_argument("--encoders", default="", help="e.g. routerdc=hashing,llmrouter=hashing")
+    ap.add_argument("--max-queries", type=int, default=0,
+                    help="seeded random subset of queries per dataset (0 = all)")
+    ap.add_argument("--out", default="benchmarks/results")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    cmd = "python benchmarks/bench_quality.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    per = dict(kv.split("=", 1) for kv in a.encoders.split(",") if kv.strip())
+    names = [r.strip() for r in a.routers.split(",") if r.strip()]
+    if a.part in ("anchor", "both"):
+        t0 = time.perf_counter()
+        data = anchor_data()
+        cfg = EvalConfig([router_spec(n, a.encoder, a.seed) for n in names], protocols=["orbit"],
+                         split_column="split", seed=0, encoder=a.encoder)
+        res = evaluate(data, cfg)
+        tab = summary(res, ["orbit"])
+        write(out, "anchor_routerbench_zs", anchor_table(tab), res,
+              f"### ORBIT protocol on routerbench_zs ({data.n_queries} rows, ORBIT 20/80 split, "
+              f"encoder {a.encoder}; {time.perf_counter() - t0:.0f} s)\n\n`{cmd}`")
+    if a.part in ("folds", "both"):
+        for ds in [d.strip() for d in a.datasets.split(",") if d.strip()]:
+            t0 = time.perf_counter()
+            data = load_dataset(ds)
+            if a.max_queries and data.n_queries > a.max_queries:
+                keep = np.random.default_rng(a.seed).choice(data.n_queries, a.max_queries,
+                                                            replace=False)
+                data = data.subset(np.sort(keep))
+            enc = per.get(ds, a.encoder)
+            protos = PROTOCOLS.get(ds, ["routereval"])
+            cfg = EvalConfig([router_spec(n, enc, a.seed) for n in names], protocols=protos,
+                             folds=a.folds, seed=a.seed, encoder=enc)
+            res = evaluate(data, cfg)
+            tab = summary(res, protos)
+            write(out, f"folds_{ds}", tab, res,
+                  f"### {ds}: {a.folds}-fold CV, {data.n_queries} queries x {data.n_llms} LLMs, "
+                  f"encoder {enc}, seed {a.seed} ({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`")
+
+
+if __name__ == "__main__":
+    main()

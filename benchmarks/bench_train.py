@@ -1,0 +1,159 @@
+"""Training throughput and peak memory of every CF router on a 1M-record simulated set.
+
+``make_synthetic(--queries, --llms)`` (default 100,000 x 10 = 1,000,000 records, no texts);
+query embeddings are random unit vectors (``--dim``, default 384 like MiniLM) stored once
+as a ``.npy`` and served by the ``precomputed:`` encoder, so encoding is not timed.
+
+Each model is fitted in its own subprocess (clean peak memory: ``VmHWM`` of
+``/proc/self/status``, minus the process's VmHWM just before fitting is also shown), with
+``--epochs`` epochs/iterations (default 1) so the whole run takes a few minutes. The
+reference is ``implicit``'s own ALS (``implicit.cpu.als.AlternatingLeastSquares``) fitted
+on the same 1M-record matrix in the same run; every row shows its throughput as a ratio
+to it. Throughput = records x epochs / fit seconds.
+
+Usage: ``python benchmarks/bench_train.py --seed 0``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODELS = ["implicit-als", "als", "bpr", "mf", "two-tower", "mirt", "nirt", "graph"]
+#: constructor parameters per model; ``{E}`` = epochs, ``{ENC}`` = the precomputed encoder
+PARAMS = {
+    "als": {"iterations": "{E}", "encoder": "{ENC}"},
+    "bpr": {"iterations": "{E}", "encoder": "{ENC}"},
+    "mf": {"max_epochs": "{E}", "encoder": "{ENC}"},
+    "two-tower": {"max_epochs": "{E}", "encoder": "{ENC}"},
+    "mirt": {"max_epochs": "{E}", "encoder": "{ENC}"},
+    "nirt": {"max_epochs": "{E}", "encoder": "{ENC}"},
+    "graph": {"max_epochs": "{E}", "encoder": "{ENC}"},
+}
+
+
+def vm_hwm_mb() -> float:
+    """Peak resident memory of this process (MiB), from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def build(args, folder: Path):
+    """The simulated data and its random embeddings (``.npy`` + ids sidecar) in ``folder``."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    data = make_synthetic(args.queries, args.llms, 8, seed=args.seed, with_text=False)
+    emb = np.random.default_rng(args.seed).standard_normal((data.n_queries, args.dim))
+    emb = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32)
+    np.save(folder / "emb.npy", emb)
+    (folder / "emb.ids.txt").write_text("\n".join(map(str, data.query_ids)) + "\n")
+    return data
+
+
+def child(args) -> None:
+    """Fit one model; print one JSON line with its timings and memory."""
+    import torch
+    torch.set_num_threads(args.threads)
+    folder = Path(args.folder)
+    data = build(args, folder) if not (folder / "data.pkl").exists() else None
+    if data is None:
+        import pickle
+        with open(folder / "data.pkl", "rb") as fh:
+            data = pickle.load(fh)
+    n_rec = int((~np.isnan(data.scores)).sum())
+    before = vm_hwm_mb()
+    t0 = time.perf_counter()
+    if args.model == "implicit-als":
+        from implicit.cpu.als import AlternatingLeastSquares
+        from scipy import sparse
+        s = np.nan_to_num(data.scores, nan=0.0)
+        mat = sparse.csr_matrix(s.astype(np.float32) * 10.0)  # confidence alpha * score
+        als = AlternatingLeastSquares(factors=16, regularization=0.05, iterations=args.epochs,
+                                      random_state=args.seed, num_threads=args.threads)
+        als.fit(mat, show_progress=False)
+    else:
+        from recsys_router.registry import make_router
+        enc = f"precomputed:{folder / 'emb.npy'}"
+        params = {k: (args.epochs if v == "{E}" else enc if v == "{ENC}" else v)
+                  for k, v in PARAMS[args.model].items()}
+        make_router(args.model, **params).fit(data)
+    fit_s = time.perf_counter() - t0
+    print(json.dumps({"model": args.model, "records": n_rec, "epochs": args.epochs,
+                      "fit_s": fit_s, "records_per_s": n_rec * args.epochs / fit_s,
+                      "peak_mb": vm_hwm_mb(), "before_mb": before}), flush=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--queries", type=int, default=100_000)
+    ap.add_argument("--llms", type=int, default=10)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--model", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--folder", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args)
+        return
+    import pickle
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        data = build(args, folder)
+        with open(folder / "data.pkl", "wb") as fh:
+            pickle.dump(data, fh)
+        print(f"simulated {data.n_queries} x {data.n_llms} "
+              f"({int((~np.isnan(data.scores)).sum()):,} records) + {args.dim}-d embeddings in "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        for m in [x.strip() for x in args.models.split(",") if x.strip()]:
+            cmd = [sys.executable, __file__, "--child", "1", "--model", m, "--folder", tmp,
+                   "--seed", str(args.seed), "--queries", str(args.queries), "--llms",
+                   str(args.llms), "--dim", str(args.dim), "--epochs", str(args.epochs),
+                   "--threads", str(args.threads)]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                   timeout=args.timeout)
+                line = [x for x in p.stdout.splitlines() if x.startswith("{")]
+                if p.returncode != 0 or not line:
+                    err = (p.stderr.strip().splitlines() or ["?"])[-1]
+                    rows.append({"model": m, "error": err[:120]})
+                else:
+                    rows.append(json.loads(line[-1]))
+            except subprocess.TimeoutExpired:
+                rows.append({"model": m, "error": f"timeout after {args.timeout:.0f} s"})
+            print(rows[-1], flush=True)
+    ref = next((r for r in rows if r["model"] == "implicit-als" and "fit_s" in r), None)
+    cmdline = "python benchmarks/bench_train.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    print(f"\n`{cmdline}` ({args.epochs} epoch(s)/iteration(s) each, {args.threads} thread(s))\n")
+    print("| model | records | fit s | records/s | ratio vs implicit ALS | peak MiB | "
+          "peak - before fit MiB |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | - | - | - | - | - | failed: {r['error']} |")
+            continue
+        ratio = r["records_per_s"] / ref["records_per_s"] if ref else float("nan")
+        print(f"| {r['model']} | {r['records']:,} | {r['fit_s']:.1f} | {r['records_per_s']:,.0f} | "
+              f"{ratio:.3f} | {r['peak_mb']:.0f} | {r['peak_mb'] - r['before_mb']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

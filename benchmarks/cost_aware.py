@@ -1,0 +1,121 @@
+"""Cost-aware wrapper for any registered score-predicting router (used by ``bench_quality``).
+
+Reference: Hu et al., "RouterBench: A Benchmark for Multi-LLM Routing System" (2024),
+willingness-to-pay utility ``score - cost / lambda``; the penalty is chosen on a held-out
+part of the *training* queries by ORBIT's nAUC (Lai et al., ORBIT toolbox), never on test.
+
+The wrapped router predicts ``P(score)`` per (query, LLM); this wrapper returns
+``P - penalty * mean_cost / max(mean_cost)`` so that, at the largest budget of ORBIT's
+sweep (plain argmax), a cheap LLM that is predicted almost as good as the dearest one is
+preferred. Without costs it is the wrapped router unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recsys_router.data import RoutingData
+from recsys_router.metrics.orbit import orbit_metrics
+from recsys_router.router import Router
+
+__all__ = ["CostAwareRouter", "PENALTY_GRID"]
+
+#: penalties tried when ``penalty="auto"`` (units: predicted score per max mean LLM cost)
+PENALTY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
+
+
+class CostAwareRouter(Router):
+    """Score router plus a cost penalty chosen on an inner validation split.
+
+    Parameters
+    ----------
+    base : str
+        Registry name of the wrapped router (e.g. ``"mf"``).
+    base_params : dict, optional
+        Its constructor parameters.
+    penalty : float or "auto"
+        Fixed penalty, or ``"auto"``: the :data:`PENALTY_GRID` value of highest nAUC on
+        ``val_fraction`` of the training queries (the wrapped router is then refitted on
+        all of them).
+    val_fraction : float
+    encoder : object, optional
+        Given to the wrapped router when it takes one (lets the runner share embeddings).
+    seed : int
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(120, 3, 2, seed=0)
+    >>> r = CostAwareRouter("knn", {"k": 5}, penalty=0.1).fit(d)
+    >>> r.predict_scores(d).shape
+    (120, 3)
+    """
+
+    uses_text = True
+
+    def __init__(self, base: str = "mf", base_params: dict | None = None, penalty="auto",
+                 val_fraction: float = 0.25, encoder=None, seed: int = 0):
+        self.base = base
+        self.base_params = base_params
+        self.penalty = penalty
+        self.val_fraction = val_fraction
+        self.encoder = encoder
+        self.seed = seed
+
+    def _make(self) -> Router:
+        from recsys_router.registry import make_router  # noqa: PLC0415
+        params = dict(self.base_params or {})
+        router = make_router(self.base, **params)
+        names = router.get_params()
+        extra = {}
+        if self.encoder is not None and "encoder" in names and "encoder" not in params:
+            extra["encoder"] = self.encoder
+        for key in ("seed", "random_state"):
+            if key in names and key not in params:
+                extra[key] = self.seed
+        return router.set_params(**extra)
+
+    def _shift(self, data_costs: np.ndarray | None) -> np.ndarray | None:
+        if data_costs is None:
+            return None
+        mc = np.nan_to_num(np.asarray(data_costs, dtype=np.float64), nan=0.0)
+        top = mc.max()
+        return mc / top if top > 0 else np.zeros_like(mc)
+
+    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        pen = self.penalty
+        self.val_nauc_ = {}
+        if pen == "auto":
+            pen = 0.0
+            if train.costs is not None and train.n_queries >= 40:
+                pen = self._choose(train)
+        self.penalty_ = float(pen)
+        self.router_ = self._make().fit(train, val)
+
+    def _choose(self, train: RoutingData) -> float:
+        rng = np.random.default_rng(self.seed)
+        perm = rng.permutation(train.n_queries)
+        n_val = max(10, int(round(self.val_fraction * train.n_queries)))
+        inner, held = train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
+        ok = ~np.isnan(held.scores).any(axis=1) & ~np.isnan(held.costs).any(axis=1)
+        held = held.subset(np.flatnonzero(ok))
+        router = self._make().fit(inner)
+        P = router.predict_scores(held)
+        C = router.predict_costs(held)
+        shift = self._shift(router.mean_costs_)
+        best, best_v = 0.0, -np.inf
+        for p in PENALTY_GRID:
+            v = orbit_metrics(P - p * shift[None, :], C, held.scores, held.costs)["nauc"]
+            self.val_nauc_[p] = float(v)
+            if v > best_v + 1e-9:
+                best, best_v = p, v
+        return best
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        P = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
+        shift = self._shift(self.mean_costs_)
+        return P if shift is None else P - self.penalty_ * shift[None, :]
+
+    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
+        self._check_fitted()
+        return self.router_.predict_costs(data)
