@@ -31,6 +31,10 @@ class SharedEmbeddings:
     >>> shared = SharedEmbeddings(enc, ["a"], ["hello"], enc.encode(["hello"]))
     >>> bool(np.allclose(shared.encode(["hello"], query_ids=["a"]), enc.encode(["hello"])))
     True
+    >>> from recsys_router.data import RoutingData
+    >>> d = RoutingData(pd.DataFrame({"query_id": ["a"], "text": ["hello"]}), ["x"], [[1.0]])
+    >>> shared.encode_data(d).shape
+    (1, 8)
     """
 
     needs_fit = False
@@ -59,6 +63,12 @@ class SharedEmbeddings:
     def encode_data(self, data, **kwargs) -> np.ndarray:
         """Rows for a RoutingData's queries (same contract as ``Encoder.encode_data``)."""
         return self.encode(data.texts, query_ids=data.query_ids, **kwargs)
+
+    def encode_data(self, data, **kwargs) -> np.ndarray:
+        """Rows for every query of a :class:`~recsys_router.data.RoutingData` (row order)."""
+        if data.has_text:
+            return self.encode(list(data.texts), query_ids=list(data.query_ids), **kwargs)
+        return self.base.encode_data(data, **kwargs)
 
     def __repr__(self) -> str:
         return f"SharedEmbeddings({self.identity}, {len(self._index)} queries)"
