@@ -194,3 +194,22 @@ def test_output_folder_is_replaced_atomically(tmp_path):
     write_results(res, out, plots=False)
     assert not (out / "stale.txt").exists() and (out / "metrics.csv").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+
+
+def test_folds_ood_and_split_column():
+    from recsys_router.evaluation import make_folds
+    d = make_synthetic(90, 3, 3, seed=6, with_text=False)
+    (f,) = make_folds(d, ood_tasks=["topic_0"], seed=0)
+    assert set(f.test.tasks) == {"topic_0"} and "topic_0" not in set(f.train.tasks)
+    assert f.train.n_queries + f.val.n_queries + f.test.n_queries == 90
+    q = d.queries.copy()
+    q["split"] = ["train"] * 60 + ["test"] * 30
+    from recsys_router.data import RoutingData
+    d2 = RoutingData(q, d.llms, d.scores, d.costs)
+    (g,) = make_folds(d2, split_column="split")
+    assert g.val is None and g.test.query_ids == d2.query_ids[60:]
+    folds = make_folds(d, folds=3, seed=1)
+    ids = sorted(sum((f.test.query_ids for f in folds), []))
+    assert ids == sorted(d.query_ids)  # every query is tested exactly once
+    with pytest.raises(ValueError, match="cannot be combined"):
+        make_folds(d, folds=3, split_column="split")
