@@ -210,6 +210,33 @@ class GraphRouter(LightningRouter):
 
     mode = "pointwise"
 
+    # export hooks (recsys_router.export.serialize): the torch_geometric network holds
+    # signature inspectors, and the graph builder a task featuriser closing over the
+    # encoder; both are rebuilt on load from the weights and sizes below.
+    _transient_attrs_ = ("_encoder", "net_")
+
+    def _transient_state_(self) -> dict:
+        net = self.net_
+        return {"in_dims": {t: int(lin.in_features) for t, lin in net.inp.items()},
+                "hidden": int(net.score_head[0].out_features), "num_layers": len(net.convs),
+                "dropout": float(net.dropout.p),
+                "weights": {k: v.detach().cpu() for k, v in net.state_dict().items()}}
+
+    def _restore_transient(self, state: dict | None = None) -> None:
+        if state is not None:
+            net = HeteroRouterGNN(state["in_dims"], state["hidden"], state["num_layers"],
+                                  state["dropout"])
+            net.load_state_dict(state["weights"])
+            self.net_ = net.eval()
+        router = self
+
+        def featurize(names):
+            enc = router.encoder_
+            if not getattr(enc, "needs_text", True):
+                return np.eye(len(names), enc.dim, dtype=np.float32)
+            return enc.encode([f"task: {n}" for n in names])
+        self.builder_.task_featurizer = featurize
+
     def build_module(self, n_llms: int, embed_dim: int) -> GraphModule:
         return GraphModule(n_llms, embed_dim, hidden=self.hidden, num_layers=self.num_layers,
                            dropout=self.dropout, k=self.k, target_fraction=self.target_fraction,

@@ -181,6 +181,10 @@ class RoutingGraphBuilder:
         Costs are divided by this before they become edge attributes / targets.
     """
 
+    #: the featuriser (a closure over the encoder) is not stored in exported artifacts;
+    #: the owning router sets it again on load
+    _transient_attrs_ = ("task_featurizer",)
+
     def __init__(self, train_x, train_tasks, scores, costs, llm_x, task_featurizer, k: int = 5,
                  cost_scale: float = 1.0):
         self.train_x = np.asarray(train_x, np.float32)

@@ -8,10 +8,12 @@ when backends are configured, the OpenAI-compatible ``POST /v1/chat/completions`
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import math
 import time
 from collections import Counter
+from contextlib import asynccontextmanager
 from typing import Optional
 
 import numpy as np
@@ -21,7 +23,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 
 from ..export.artifact import ExportedRouter
-from ..policies import apply_policy
 from .batcher import MicroBatcher
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
@@ -56,6 +57,10 @@ class RouteRequest(BaseModel):
         if v is not None and not math.isfinite(v):
             raise ValueError("must be a finite number")
         return v
+
+
+def _label(v) -> str:
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class _Stats:
@@ -93,7 +98,7 @@ class _Stats:
         lines += ["# HELP recsys_router_chosen_total Queries routed to each LLM.",
                   "# TYPE recsys_router_chosen_total counter"]
         for llm, n in sorted(self.chosen.items()):
-            lines.append(f'recsys_router_chosen_total{{llm="{llm}"}} {n}')
+            lines.append(f'recsys_router_chosen_total{{llm="{_label(llm)}"}} {n}')
         lines += ["# HELP recsys_router_batches_total Model calls made by the micro-batcher.",
                   "# TYPE recsys_router_batches_total counter",
                   f"recsys_router_batches_total {batcher.batches_run}",
@@ -110,7 +115,9 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     >>> app = create_app(load_router("out/knn"))   # doctest: +SKIP
     """
     cfg = config or ServiceConfig()
-    app = FastAPI(title="recsys-router", version=str(router.manifest.get("package_version")))
+    if router.router.uses_ground_truth:
+        raise ValueError(f"{type(router.router).__name__} routes from ground-truth scores, which "
+                         "requests do not have; it cannot be served")
     stats = _Stats()
     names = router.llm_names
 
@@ -119,11 +126,15 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         return scores, costs
 
     batcher = MicroBatcher(_predict, max_batch=cfg.max_batch, max_wait_ms=cfg.batch_wait_ms)
-    app.state.router, app.state.config, app.state.stats, app.state.batcher = router, cfg, stats, batcher
 
-    @app.on_event("shutdown")
-    async def _stop():  # pragma: no cover - exercised by uvicorn
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
         await batcher.stop()
+
+    app = FastAPI(title="recsys-router", version=str(router.manifest.get("package_version")),
+                  lifespan=lifespan)
+    app.state.router, app.state.config, app.state.stats, app.state.batcher = router, cfg, stats, batcher
 
     @app.middleware("http")
     async def _guard(request: Request, call_next):
@@ -190,23 +201,21 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             mask = router.router.candidate_mask(candidates)
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
-        scores, costs = await batcher.submit(texts)
-        if wtp is None and budget is None:
-            pname, pval = router.default_policy
-            wtp = pval if pname == "wtp" else None
-            budget = pval if pname == "budget" else None
         try:
-            choice, policy = apply_policy(scores, costs, wtp=wtp, budget=budget, mask=mask)
+            scores, costs = await batcher.submit(texts)
+            if router.custom_routing:  # e.g. zero: the router's own decision rule
+                choice, policy, value = await asyncio.to_thread(
+                    router.decide, texts, scores, costs, wtp=wtp, budget=budget, candidates=candidates)
+            else:
+                choice, policy, value = router.decide(texts, scores, costs, wtp=wtp, budget=budget,
+                                                      candidates=candidates)
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
-        keep = range(len(names)) if mask is None else np.flatnonzero(mask)
-        out = []
-        for i, c in enumerate(choice):
-            stats.chosen[names[c]] += 1
-            out.append({"llm": names[c], "policy": policy,
-                        "policy_value": wtp if policy == "wtp" else budget if policy == "budget" else None,
-                        "scores": {names[j]: float(scores[i, j]) for j in keep},
-                        "costs": None if costs is None else {names[j]: float(costs[i, j]) for j in keep}})
+        except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
+            raise HTTPException(500, f"routing failed: {type(exc).__name__}: {exc}") from exc
+        out = router.results(choice, policy, value, scores, costs, candidates)
+        for r in out:
+            stats.chosen[r["llm"]] += 1
         return out
 
     app.state.route_texts = route_texts
@@ -222,5 +231,30 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     if cfg.backends:
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, router, cfg)
+    app.add_middleware(_BodyLimit, limit=cfg.max_body_bytes)
     return app
+
+
+class _BodyLimit:
+    """ASGI middleware: a body sent without Content-Length (chunked) is cut off at the limit
+    with a 413, raised where the endpoint reads it."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = int(limit)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            msg = await receive()
+            if msg.get("type") == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body exceeds the limit of {self.limit} bytes")
+            return msg
+        await self.app(scope, limited, send)
 

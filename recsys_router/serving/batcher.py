@@ -46,22 +46,27 @@ class MicroBatcher:
         self.max_wait_ms = max_wait_ms
         self._queue: asyncio.Queue | None = None
         self._task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.batches_run = 0
         self.texts_run = 0
 
     async def start(self) -> None:
-        if self._task is None:
+        """Start the batching task on the running event loop (again, if the loop changed:
+        a test client may run each request in a fresh loop)."""
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._loop is not loop or self._task.done():
+            self._loop = loop
             self._queue = asyncio.Queue()
-            self._task = asyncio.create_task(self._loop())
+            self._task = loop.create_task(self._loop_body())
 
     async def stop(self) -> None:
-        if self._task is not None:
+        if self._task is not None and self._loop is asyncio.get_running_loop():
             self._task.cancel()
             try:
                 await self._task
             except asyncio.CancelledError:
                 pass
-            self._task = None
+        self._task = None
 
     async def submit(self, texts: list[str]):
         await self.start()
@@ -69,7 +74,7 @@ class MicroBatcher:
         await self._queue.put(_Pending(list(texts), fut))
         return await fut
 
-    async def _loop(self) -> None:
+    async def _loop_body(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             first = await self._queue.get()
