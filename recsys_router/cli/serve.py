@@ -190,6 +190,8 @@ def build_from_args(args):
 
 
 def _from_checkpoint(args):
+    import importlib
+
     import torch
     from models.base.router_module import RouterModule
     ckpt = Path(args.ckpt)
@@ -207,9 +209,15 @@ def _from_checkpoint(args):
             raise ValueError(f"{ckpt}: the checkpoint does not record its data module; pass the "
                              "data config with -c data.yaml")
         dm = _datamodule({"class_path": hp.pop("_class_path"), "init_args": hp}, str(ckpt))
-    if "_class_path" not in (raw.get("hyper_parameters") or {}):
-        raise ValueError(f"{ckpt}: hyper_parameters has no _class_path (train with recsys-router fit)")
-    module = RouterModule.load_from_checkpoint(ckpt, map_location="cpu")
+    cls_path = str((raw.get("hyper_parameters") or {}).get("_class_path", ""))
+    mod, _, name = cls_path.rpartition(".")
+    if not mod.startswith("models."):
+        raise ValueError(f"{ckpt}: hyper_parameters._class_path {cls_path!r} is not a models. "
+                         "RouterModule (train with recsys-router fit)")
+    cls = getattr(importlib.import_module(mod), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, RouterModule)):
+        raise ValueError(f"{ckpt}: {cls_path!r} is not a RouterModule subclass")
+    module = cls.load_from_checkpoint(ckpt, map_location="cpu")
     if hasattr(module, "on_data") and getattr(module, "builder", "absent") is None:
         raise ValueError(f"{type(module).__name__} checkpoints need their registry router: "
                          "export it with --router graph --data ... instead")
