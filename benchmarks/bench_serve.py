@@ -1,0 +1,163 @@
+"""Throughput and latency of ``POST /route`` over loopback HTTP vs ``router.route`` in process.
+
+Two exported kNN routers fitted on SIMULATED data: one with the cheap ``hashing`` encoder
+(stands for precomputed embeddings: encoding costs next to nothing) and one with the
+packaged MiniLM sentence encoder (real neural encoding per query). Each is served by a
+``recsys-router serve`` subprocess (uvicorn, micro-batching on) and hit by an
+``httpx.AsyncClient`` with 1, 16 and 128 concurrent clients, ``--requests`` single-query
+requests per level, every text distinct (the encoder cache never answers) and no failed
+request allowed. The in-process baseline calls ``ExportedRouter.route([text])`` one text
+at a time on other distinct texts, in the same run.
+
+Printed per router and concurrency: requests/s, p50/p99 latency (ms), the mean number of
+queries per model call (micro-batching), and the ratio HTTP throughput / in-process
+throughput (> 1: micro-batching more than pays for HTTP; < 1: the HTTP overhead).
+
+Usage::
+
+    python benchmarks/bench_serve.py --seed 0
+    python benchmarks/bench_serve.py --requests 200 --encoders hashing   # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _texts(rng: np.random.Generator, n: int, tag: str) -> list[str]:
+    words = ["route", "model", "cost", "query", "answer", "python", "proof", "story", "table",
+             "graph", "energy", "market", "history", "poem", "translate", "sum", "list", "code"]
+    return [f"{tag} {i}: " + " ".join(rng.choice(words, size=int(rng.integers(5, 30))))
+            for i in range(n)]
+
+
+async def _load(url: str, texts: list[str], concurrency: int) -> tuple[float, np.ndarray, int]:
+    import httpx
+    lat = np.empty(len(texts))
+    failures = 0
+    it = iter(range(len(texts)))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as client:
+        async def worker():
+            nonlocal failures
+            for i in it:
+                t0 = time.perf_counter()
+                r = await client.post("/route", json={"query": texts[i]})
+                lat[i] = time.perf_counter() - t0
+                if r.status_code != 200 or "llm" not in r.json():
+                    failures += 1
+        t0 = time.perf_counter()
+        await asyncio.gather(*[worker() for _ in range(concurrency)])
+        wall = time.perf_counter() - t0
+    return wall, lat, failures
+
+
+def _batches(url: str) -> tuple[float, float]:
+    import httpx
+    vals = {}
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if line.startswith(("recsys_router_batches_total ", "recsys_router_batched_queries_total ")):
+            k, v = line.split()
+            vals[k] = float(v)
+    return vals.get("recsys_router_batches_total", 0.0), vals.get("recsys_router_batched_queries_total", 0.0)
+
+
+def _serve(art: Path, env: dict) -> tuple[subprocess.Popen, str]:
+    import httpx
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from recsys_router.cli import main; "
+                             "sys.exit(main())", "serve", str(art), "--port", str(port),
+                             "--max-batch", "256"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode()[-2000:])
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--requests", type=int, default=400, help="requests per concurrency level")
+    ap.add_argument("--concurrency", default="1,16,128")
+    ap.add_argument("--encoders", default="hashing,minilm")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router, load_router
+    from recsys_router.registry import make_router
+
+    rng = np.random.default_rng(args.seed)
+    levels = [int(x) for x in args.concurrency.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    env = dict(os.environ, RECSYS_ROUTER_CACHE=str(tmp / "cache"), OPENBLAS_NUM_THREADS="1",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    os.environ["RECSYS_ROUTER_CACHE"] = str(tmp / "cache")  # cold cache in process too
+    train = make_synthetic(1000, 8, 6, seed=args.seed)
+    print(f"SIMULATED data: {train.n_queries} train queries x {train.n_llms} LLMs; "
+          f"{args.requests} single-query requests per level; all texts distinct\n")
+    print(f"{'encoder':8} {'mode':>11} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'q/batch':>7} {'vs in-proc':>10}")
+    for enc in args.encoders.split(","):
+        art_dir = export_router(make_router("knn", k=10, encoder=enc).fit(train), tmp / f"knn-{enc}")
+        art = load_router(art_dir)
+        art.route(["warm up the encoder"])
+        texts = _texts(rng, args.requests, "inproc")
+        lat = np.empty(len(texts))
+        t0 = time.perf_counter()
+        for i, t in enumerate(texts):
+            s = time.perf_counter()
+            art.route([t])
+            lat[i] = time.perf_counter() - s
+        base = len(texts) / (time.perf_counter() - t0)
+        print(f"{enc:8} {'in-process':>11} {1:>7} {base:8.1f} {np.percentile(lat, 50) * 1e3:8.2f} "
+              f"{np.percentile(lat, 99) * 1e3:8.2f} {1:>7} {1.0:>10.2f}")
+        proc, url = _serve(art_dir, env)
+        try:
+            asyncio.run(_load(url, _texts(rng, 32, "warm"), 4))
+            for c in levels:
+                b0, q0 = _batches(url)
+                wall, lat, failed = asyncio.run(_load(url, _texts(rng, args.requests, f"http{c}"), c))
+                b1, q1 = _batches(url)
+                assert failed == 0, f"{failed} failed requests ({enc}, {c} clients)"
+                rps = args.requests / wall
+                print(f"{enc:8} {'HTTP':>11} {c:>7} {rps:8.1f} {np.percentile(lat, 50) * 1e3:8.2f} "
+                      f"{np.percentile(lat, 99) * 1e3:8.2f} {(q1 - q0) / max(b1 - b0, 1):7.1f} "
+                      f"{rps / base:10.2f}")
+        finally:
+            proc.terminate()
+            proc.wait(15)
+    print("\nvs in-proc = HTTP requests/s divided by in-process route([text]) calls/s (same run).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
