@@ -10,6 +10,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
@@ -198,3 +199,46 @@ def test_backends_file_errors(tmp_path, artifact):
     p.write_text("x: 1\n")
     with pytest.raises(ValueError, match="top-level 'backends:'"):
         load_backends(p)
+
+
+# ---------------------------------------------------------------- hardening
+def test_chunked_body_over_limit_is_413(artifact):
+    c = TestClient(create_app(artifact, ServiceConfig(max_body_bytes=100)))
+
+    def chunks():  # no Content-Length: httpx sends Transfer-Encoding: chunked
+        yield b'{"query": "'
+        for _ in range(20):
+            yield b"word word "
+        yield b'"}'
+    r = c.post("/route", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "100 bytes" in r.json()["error"]
+
+    def small():
+        yield b'{"query": "a b"}'
+    r = c.post("/route", content=small(), headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.json()["llm"] == _expected(artifact, "a b")
+
+
+def test_own_rule_router_served_and_ground_truth_refused(sim_split, tmp_path):
+    from recsys_router.registry import make_router
+    tr = sim_split["train"]
+    zero = load_router(export_router(make_router("zero").fit(tr), tmp_path / "zero", train_data=tr))
+    assert zero.custom_routing
+    c = TestClient(create_app(zero))
+    texts = [f"query number {i}" for i in range(12)]
+    mc = np.asarray(zero.router.mean_costs_)
+    budget = float(np.sort(mc)[2] * 0.5 + np.sort(mc)[3] * 0.5)
+    got = [x["llm"] for x in c.post("/route", json={"queries": texts, "budget": budget}).json()["results"]]
+    want = list(zero.router.route(zero.to_data(texts), budget=budget))
+    assert got == want
+    # the zero router mixes two hull LLMs at this budget; each text keeps its draw alone
+    assert [c.post("/route", json={"query": t, "budget": budget}).json()["llm"] for t in texts] == got
+    oracle = load_router(export_router(make_router("oracle").fit(tr), tmp_path / "or", train_data=tr))
+    with pytest.raises(ValueError, match="ground-truth"):
+        create_app(oracle)
+
+
+def test_repeated_texts_in_a_batch(artifact):
+    c = TestClient(create_app(artifact))
+    r = c.post("/route", json={"queries": ["a b c", "x", "a b c"]}).json()["results"]
+    assert r[0] == r[2] and r[0]["llm"] == _expected(artifact, "a b c")

@@ -236,25 +236,35 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
 
 
 class _BodyLimit:
-    """ASGI middleware: a body sent without Content-Length (chunked) is cut off at the limit
-    with a 413, raised where the endpoint reads it."""
+    """ASGI middleware for bodies sent without Content-Length (chunked): the body is read
+    up front, at most ``limit`` bytes; a longer one gets a 413 before the app sees it."""
 
     def __init__(self, app, limit: int):
         self.app = app
         self.limit = int(limit)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
+        if scope["type"] != "http" or b"content-length" in headers or \
+                scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
-        seen = 0
-
-        async def limited():
-            nonlocal seen
+        body, more = b"", True
+        while more:
             msg = await receive()
-            if msg.get("type") == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.limit:
-                    raise HTTPException(413, f"request body exceeds the limit of {self.limit} bytes")
-            return msg
-        await self.app(scope, limited, send)
+            if msg["type"] != "http.request":
+                return await self.app(scope, receive, send)  # disconnect: let the app see it
+            body += msg.get("body", b"")
+            more = msg.get("more_body", False)
+            if len(body) > self.limit:
+                resp = JSONResponse({"error": f"request body exceeds the limit of {self.limit} bytes"},
+                                    status_code=413)
+                return await resp(scope, receive, send)
+        sent = False
 
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+        await self.app(scope, replay, send)
