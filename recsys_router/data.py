@@ -14,6 +14,8 @@ import pandas as pd
 from scipy import sparse
 
 from .errors import DataValidationError
+from .long_table import long_to_matrix
+from .splitting import split_indices
 
 __all__ = ["RoutingData", "LLM_COLUMNS", "QUERY_COLUMNS"]
 
@@ -21,7 +23,6 @@ log = logging.getLogger(__name__)
 
 QUERY_COLUMNS = ("query_id", "text", "task", "split")
 LLM_COLUMNS = ("name", "input_price", "output_price", "size", "description")
-_DUPLICATE_MODES = ("error", "mean", "first", "last")
 
 
 def _as_float32(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
@@ -216,108 +217,10 @@ class RoutingData:
         >>> RoutingData.from_long(df).scores.tolist()
         [[1.0, 0.0], [0.5, nan]]
         """
-        if duplicates not in _DUPLICATE_MODES:
-            raise ValueError(f"duplicates must be one of {_DUPLICATE_MODES}, got {duplicates!r}")
-        for col in ("query_id", "model", "score"):
-            if col not in df.columns:
-                raise DataValidationError(f"missing required column {col!r}; columns present: "
-                                          f"{list(df.columns)}", source=source, column=col)
-        if len(df) == 0:
-            raise DataValidationError("no records: the table is empty", source=source)
-        for col in ("query_id", "model"):
-            na = df[col].isna().to_numpy()
-            if na.any():
-                raise DataValidationError(f"empty {col}; expected a value on every record",
-                                          source=source, row=int(np.flatnonzero(na)[0]) + row_offset,
-                                          column=col)
-        score = _numeric(df["score"])
-        bad = ~np.isfinite(score)
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            raise DataValidationError(f"score {df['score'].iloc[r]!r} is not a finite number "
-                                      f"({int(bad.sum())} such records)", source=source,
-                                      row=r + row_offset, column="score")
-        cost = None
-        if "cost" in df.columns:
-            cost = _numeric(df["cost"])
-            badc = np.isinf(cost) | (cost < 0)
-            if df["cost"].dtype.kind != "f":  # a non-numeric entry was coerced to NaN
-                badc |= np.isnan(cost) & df["cost"].notna().to_numpy()
-            if badc.any():
-                r = int(np.flatnonzero(badc)[0])
-                raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
-                                          source=source, row=r + row_offset, column="cost")
-        qcodes, qids = _factorize_str(df["query_id"])
-        if llms is not None:
-            llms = cls._make_llms(llms, source)
-            names = pd.Index(llms["name"])
-            mcodes_raw, mnames = _factorize_str(df["model"])
-            lookup = names.get_indexer(mnames)
-            if (lookup < 0).any():
-                bad = int(np.flatnonzero(lookup < 0)[0])
-                r = int(np.flatnonzero(mcodes_raw == bad)[0])
-                raise DataValidationError(f"LLM {mnames[bad]!r} is not in the LLM table",
-                                          source=source, row=r + row_offset, column="model")
-            mcodes = lookup[mcodes_raw]
-            llm_table = llms
-        else:
-            mcodes, names = _factorize_str(df["model"])
-            llm_table = pd.DataFrame({"name": list(names)})
-        nq, nl = len(qids), len(names)
-        flat = qcodes.astype(np.int64)
-        flat *= nl
-        flat += mcodes
-        scores = np.full(nq * nl, np.nan, dtype=np.float32)
-        scores[flat] = score  # scores are finite, so #observed cells < #records iff duplicates
-        n_dup = int(len(flat) - np.count_nonzero(~np.isnan(scores)))
-        costs = None if cost is None else np.full(nq * nl, np.nan, dtype=np.float32)
-        if n_dup:
-            cnt = np.bincount(flat, minlength=nq * nl)
-            if duplicates == "error":
-                rows = np.flatnonzero(cnt[flat] > 1)          # every record of a repeated cell
-                first_seen = np.full(nq * nl, len(flat), dtype=np.int64)
-                np.minimum.at(first_seen, flat[rows], rows)
-                second = int(rows[np.flatnonzero(first_seen[flat[rows]] != rows)[0]])
-                first = int(first_seen[flat[second]])
-                raise DataValidationError(
-                    f"duplicate record for query {qids[qcodes[second]]!r} and LLM "
-                    f"{names[mcodes[second]]!r} (also at row {first + row_offset}); pass "
-                    f"duplicates='mean'|'first'|'last' to merge ({n_dup} duplicate records)",
-                    source=source, row=second + row_offset)
-            log.info("%s: merged %d duplicate (query, LLM) records with duplicates=%r",
-                     source or name, n_dup, duplicates)
-            has = cnt > 0
-            if duplicates == "mean":
-                scores[has] = np.bincount(flat, weights=score, minlength=nq * nl)[has] / cnt[has]
-                if cost is not None:
-                    ccnt = np.bincount(flat, weights=~np.isnan(cost), minlength=nq * nl)
-                    csum = np.bincount(flat, weights=np.nan_to_num(cost), minlength=nq * nl)
-                    ok = ccnt > 0
-                    costs[ok] = csum[ok] / ccnt[ok]
-            else:  # the winning record of each cell: its first or last row
-                rows = np.arange(len(flat), dtype=np.int64)
-                if duplicates == "first":
-                    win = np.full(nq * nl, len(flat), dtype=np.int64)
-                    np.minimum.at(win, flat, rows)
-                else:
-                    win = np.full(nq * nl, -1, dtype=np.int64)
-                    np.maximum.at(win, flat, rows)
-                cells = np.flatnonzero(has)
-                scores[cells] = score[win[cells]]
-                if cost is not None:
-                    costs[cells] = cost[win[cells]]
-        elif cost is not None:
-            costs[flat] = cost
-        # per-query columns: first non-null value per query ("query_text", the interchange
-        # name written by to_long, is read as "text")
-        if "query_text" in df.columns and "text" not in df.columns:
-            df = df.rename(columns={"query_text": "text"})
-        qcols = [c for c in df.columns if c not in ("query_id", "model", "score", "cost")]
-        queries = pd.DataFrame({"query_id": list(qids)})
-        for c in qcols:
-            queries[c] = _first_per_group(df[c], qcodes, nq)
-        return cls(queries, llm_table, scores.reshape(nq, nl),
-                   None if costs is None else costs.reshape(nq, nl), name=name, source=source,
+        queries, llm_table, scores, costs, n_dup = long_to_matrix(
+            df, duplicates=duplicates, llms=None if llms is None else cls._make_llms(llms, source),
+            name=name, source=source, row_offset=row_offset)
+        return cls(queries, llm_table, scores, costs, name=name, source=source,
                    meta={**(meta or {}), "merged_duplicates": n_dup})
 
     # ------------------------------------------------------------------ basic properties
@@ -556,44 +459,9 @@ class RoutingData:
         dict
             ``{"train": RoutingData, "val": ..., "test": ...}`` (empty parts are omitted).
         """
-        if column is not None:
-            if column not in self.queries.columns:
-                raise DataValidationError(f"no split column {column!r}; query columns: "
-                                          f"{list(self.queries.columns)}", source=self.source,
-                                          column=column)
-            vals = self.queries[column]
-            if vals.isna().any():
-                row = int(np.flatnonzero(vals.isna().to_numpy())[0])
-                raise DataValidationError(f"query {self.query_ids[row]!r} has no value in split "
-                                          f"column {column!r}", source=self.source, row=row,
-                                          column=column)
-            norm = vals.astype(str).str.lower().replace({"validation": "val", "dev": "val",
-                                                         "valid": "val"})
-            return {k: self.subset(np.flatnonzero((norm == k).to_numpy()), name=self.name)
-                    for k in dict.fromkeys(norm.tolist())}
-        rng = np.random.default_rng(seed)
-        ratios = _check_ratios(ratios)
-        if ood_tasks is not None:
-            tasks = self.queries["task"].astype(str)
-            unknown = set(ood_tasks) - set(tasks)
-            if unknown:
-                raise DataValidationError(f"unknown OOD task(s) {sorted(unknown)}; tasks present: "
-                                          f"{sorted(set(tasks))}", source=self.source, column="task")
-            test_mask = tasks.isin(list(ood_tasks)).to_numpy()
-            rest = np.flatnonzero(~test_mask)
-            tr = ratios[0] / (ratios[0] + ratios[1]) if len(ratios) == 3 else 1.0
-            perm = rng.permutation(rest)
-            n_tr = int(round(tr * len(perm)))
-            parts = {"train": perm[:n_tr], "val": perm[n_tr:], "test": np.flatnonzero(test_mask)}
-        elif stratify_task:
-            parts = {"train": [], "val": [], "test": []}
-            for _, idx in self.queries.groupby(self.queries["task"].astype(str)).indices.items():
-                for k, v in _random_parts(idx, ratios, rng).items():
-                    parts[k].extend(v.tolist())
-            parts = {k: np.sort(np.asarray(v, dtype=np.int64)) for k, v in parts.items()}
-        else:
-            parts = _random_parts(np.arange(self.n_queries), ratios, rng)
-        return {k: self.subset(np.sort(v), name=self.name) for k, v in parts.items() if len(v)}
+        parts = split_indices(self.queries, ratios, seed=seed, column=column, ood_tasks=ood_tasks,
+                              stratify_task=stratify_task, source=self.source)
+        return {k: self.subset(v, name=self.name) for k, v in parts.items()}
 
     def kfold(self, k: int = 5, *, seed: int = 0) -> Iterator[tuple["RoutingData", "RoutingData"]]:
         """Yield ``(train, test)`` for each of ``k`` seeded folds over queries."""
@@ -605,66 +473,6 @@ class RoutingData:
             test = np.sort(folds[f])
             train = np.sort(np.concatenate([folds[g] for g in range(k) if g != f]))
             yield self.subset(train), self.subset(test)
-
-
-def _numeric(col: pd.Series) -> np.ndarray:
-    """Float array of a column (no copy for float columns); non-numbers become NaN."""
-    if col.dtype in (np.float32, np.float64):
-        return col.to_numpy()
-    return pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def _factorize_str(col: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Integer codes and string labels of a column, without stringifying every row.
-
-    Labels are factorized as they are and only the uniques are turned into ``str``; if two
-    distinct raw values share a string form (``1`` and ``"1"``) the column is re-factorized
-    on its string form so that they merge. A categorical column keeps its category order
-    (unused categories are dropped) and reuses its codes, which is much faster.
-    """
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        codes = col.cat.codes.to_numpy()
-        used = np.bincount(codes, minlength=len(col.cat.categories)) > 0
-        labels = pd.Index(col.cat.categories[used]).astype(str).tolist()
-        if len(set(labels)) == len(labels):
-            if used.all():
-                return codes, labels
-            remap = (np.cumsum(used) - 1).astype(np.int64)
-            return remap[codes], labels
-    codes, uniques = pd.factorize(col, sort=False)
-    labels = pd.Index(uniques).astype(str).tolist()
-    if len(set(labels)) != len(labels):
-        codes, uniques = pd.factorize(col.astype(str), sort=False)
-        labels = pd.Index(uniques).astype(str).tolist()
-    return np.asarray(codes), labels
-
-
-def _first_per_group(col: pd.Series, codes: np.ndarray, n_groups: int) -> pd.Series:
-    """First non-null value of ``col`` per group code (missing where a group has none)."""
-    rows = np.flatnonzero(col.notna().to_numpy())
-    first = np.full(n_groups, len(col), dtype=np.int64)
-    if len(rows):
-        np.minimum.at(first, codes[rows], rows)
-    has = first < len(col)
-    out = col.iloc[np.where(has, first, 0) if len(col) else first].reset_index(drop=True)
-    return out.where(pd.Series(has)) if not has.all() else out
-
-
-def _check_ratios(ratios) -> tuple[float, ...]:
-    ratios = tuple(float(r) for r in ratios)
-    if len(ratios) not in (2, 3) or any(r < 0 for r in ratios) or abs(sum(ratios) - 1) > 1e-6:
-        raise ValueError(f"ratios must be 2 or 3 non-negative fractions summing to 1, got {ratios}")
-    return ratios
-
-
-def _random_parts(idx: np.ndarray, ratios, rng) -> dict[str, np.ndarray]:
-    perm = rng.permutation(idx)
-    n = len(perm)
-    n_tr = int(round(ratios[0] * n))
-    n_va = int(round(ratios[1] * n)) if len(ratios) == 3 else 0
-    if len(ratios) == 2:
-        return {"train": perm[:n_tr], "test": perm[n_tr:]}
-    return {"train": perm[:n_tr], "val": perm[n_tr:n_tr + n_va], "test": perm[n_tr + n_va:]}
 
 
 def _nanmean_cols(a: np.ndarray) -> np.ndarray:

@@ -1,0 +1,83 @@
+"""Query splits: seeded random ratios, a given split column, out-of-domain tasks, per task.
+
+Pure index arithmetic over a queries table; :meth:`RoutingData.split` turns the index
+arrays into datasets.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import DataValidationError
+
+__all__ = ["split_indices"]
+
+
+def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 0.1, 0.1), *,
+                  seed: int = 0, column: str | None = None, ood_tasks: Sequence[str] | None = None,
+                  stratify_task: bool = False, source: str | None = None) -> dict[str, np.ndarray]:
+    """Sorted query row indices per part (see :meth:`RoutingData.split` for the options).
+
+    Example
+    -------
+    >>> q = pd.DataFrame({"query_id": list("abcd"), "split": ["train", "test", "train", "dev"]})
+    >>> {k: v.tolist() for k, v in split_indices(q, column="split").items()}
+    {'train': [0, 2], 'test': [1], 'val': [3]}
+    """
+    if column is not None:
+        if column not in queries.columns:
+            raise DataValidationError(f"no split column {column!r}; query columns: "
+                                      f"{list(queries.columns)}", source=source,
+                                      column=column)
+        vals = queries[column]
+        if vals.isna().any():
+            row = int(np.flatnonzero(vals.isna().to_numpy())[0])
+            raise DataValidationError(f"query {queries['query_id'].iloc[row]!r} has no value in split "
+                                      f"column {column!r}", source=source, row=row,
+                                      column=column)
+        norm = vals.astype(str).str.lower().replace({"validation": "val", "dev": "val",
+                                                     "valid": "val"})
+        return {k: np.flatnonzero((norm == k).to_numpy()) for k in dict.fromkeys(norm.tolist())}
+    rng = np.random.default_rng(seed)
+    ratios = _check_ratios(ratios)
+    if ood_tasks is not None:
+        tasks = queries["task"].astype(str)
+        unknown = set(ood_tasks) - set(tasks)
+        if unknown:
+            raise DataValidationError(f"unknown OOD task(s) {sorted(unknown)}; tasks present: "
+                                      f"{sorted(set(tasks))}", source=source, column="task")
+        test_mask = tasks.isin(list(ood_tasks)).to_numpy()
+        rest = np.flatnonzero(~test_mask)
+        tr = ratios[0] / (ratios[0] + ratios[1]) if len(ratios) == 3 else 1.0
+        perm = rng.permutation(rest)
+        n_tr = int(round(tr * len(perm)))
+        parts = {"train": perm[:n_tr], "val": perm[n_tr:], "test": np.flatnonzero(test_mask)}
+    elif stratify_task:
+        parts = {"train": [], "val": [], "test": []}
+        for _, idx in queries.groupby(queries["task"].astype(str)).indices.items():
+            for k, v in _random_parts(idx, ratios, rng).items():
+                parts[k].extend(v.tolist())
+        parts = {k: np.sort(np.asarray(v, dtype=np.int64)) for k, v in parts.items()}
+    else:
+        parts = _random_parts(np.arange(len(queries)), ratios, rng)
+    return {k: np.sort(v) for k, v in parts.items() if len(v)}
+
+
+def _check_ratios(ratios) -> tuple[float, ...]:
+    ratios = tuple(float(r) for r in ratios)
+    if len(ratios) not in (2, 3) or any(r < 0 for r in ratios) or abs(sum(ratios) - 1) > 1e-6:
+        raise ValueError(f"ratios must be 2 or 3 non-negative fractions summing to 1, got {ratios}")
+    return ratios
+
+
+def _random_parts(idx: np.ndarray, ratios, rng) -> dict[str, np.ndarray]:
+    perm = rng.permutation(idx)
+    n = len(perm)
+    n_tr = int(round(ratios[0] * n))
+    n_va = int(round(ratios[1] * n)) if len(ratios) == 3 else 0
+    if len(ratios) == 2:
+        return {"train": perm[:n_tr], "test": perm[n_tr:]}
+    return {"train": perm[:n_tr], "val": perm[n_tr:n_tr + n_va], "test": perm[n_tr + n_va:]}
