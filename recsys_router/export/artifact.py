@@ -32,7 +32,8 @@ from ..policies import apply_policy
 from ..router import Router
 from .serialize import SerializationError, from_tree, to_tree
 
-__all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter", "verify_artifact",
+__all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
+           "verify_artifact",
            "data_fingerprint", "set_default_policy"]
 
 FORMAT_VERSION = 1

@@ -16,7 +16,6 @@ from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Optional
 
-import numpy as np
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -198,7 +197,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         if wtp is not None and budget is not None:
             raise HTTPException(400, "give either 'wtp' or 'budget', not both")
         try:
-            mask = router.router.candidate_mask(candidates)
+            router.router.candidate_mask(candidates)  # validate before predicting
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
         try:
