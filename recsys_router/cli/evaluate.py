@@ -108,6 +108,9 @@ def add_parser(subparsers) -> None:
     _add_split_args(p)
     p.add_argument("--encoder", default=None, help="encoder for text routers (e.g. hashing, minilm)")
     p.add_argument("--p", type=float, default=None, help="p of the r_o router")
+    p.add_argument("--reference-score", type=float, default=None, metavar="S",
+                   help="reference score for RouterEval's V_R = mu_o / S (default: the paper's "
+                        "value for RouterEval benchmarks; none otherwise)")
     p.add_argument("--routellm-pair", type=_names, default=None, metavar="STRONG,WEAK",
                    help="LLM pair for the routellm protocol (default: best train mean, cheapest other)")
     p.add_argument("--seed", type=int, default=0)
@@ -160,6 +163,7 @@ def run_evaluate(args) -> int:
                      pools=parse_pools(args.pools), groups=args.groups, split=args.split,
                      split_column=args.split_column, ood_tasks=args.ood_tasks, folds=args.folds,
                      encoder=args.encoder, p=args.p, seed=args.seed,
+                     reference_score=args.reference_score,
                      routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out, plots=not args.no_plots)

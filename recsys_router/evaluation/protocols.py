@@ -63,11 +63,15 @@ def reference_benchmark(dataset: str) -> str | None:
     return None
 
 
-def routereval(b: Block, dataset: str = ""):
-    """mu_o, V_R (RouterEval benchmarks only), V_B, E_p, mean prob entropy, mean cost; single
-    LLMs and the oracle bound."""
+def routereval(b: Block, dataset: str = "", reference: float | None = None):
+    """mu_o, V_R (with a given reference score, or the paper's for RouterEval benchmarks),
+    V_B, E_p, mean prob entropy, mean cost; single LLMs and the oracle bound."""
     S, ms = b.scores, []
-    bench = reference_benchmark(dataset)
+    bench = None if reference is not None else reference_benchmark(dataset)
+    if reference is not None:
+        if not np.isfinite(reference) or reference <= 0:
+            raise ValueError(f"reference score must be a positive number, got {reference!r}")
+        ms.append(_m("LLM:reference", "reference_score", reference))
     n = S.shape[0]
     for j, name in enumerate(b.llms):
         ch = np.full(n, j)
@@ -78,8 +82,9 @@ def routereval(b: Block, dataset: str = ""):
     ms.append(_m("LLM:oracle-bound", "mu_o", oracle_mean(S)))
     for router, runs in b.runs.items():
         _, _, ch, ent = runs[0]
-        r = routereval_metrics(S, ch, benchmark=bench)
-        for key in ("mu_o", "v_r", "v_b", "e_p") if bench else ("mu_o", "v_b", "e_p"):
+        r = routereval_metrics(S, ch, benchmark=bench, reference=reference)
+        has_ref = bench is not None or reference is not None
+        for key in ("mu_o", "v_r", "v_b", "e_p") if has_ref else ("mu_o", "v_b", "e_p"):
             ms.append(_m(router, key, r[key]))
         if np.isfinite(ent).all():
             ms.append(_m(router, "prob_entropy", ent.mean()))

@@ -81,13 +81,17 @@ def split_block(df: pd.DataFrame) -> Block:
     return Block(scores=S, costs=costs, llms=names, roles=roles, runs=runs)
 
 
-def metrics_from_decisions(decisions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def metrics_from_decisions(decisions: pd.DataFrame, *, reference_score: float | None = None
+                           ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Recompute ``metrics`` and ``curves`` from decisions.
 
     Parameters
     ----------
     decisions : pandas.DataFrame
         As written to ``decisions.parquet``.
+    reference_score : float, optional
+        RouterEval V_R reference (``--reference-score``); otherwise the paper's value for
+        RouterEval benchmarks, and no V_R for other datasets.
 
     Returns
     -------
@@ -103,7 +107,8 @@ def metrics_from_decisions(decisions: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
             meta = dict(zip(KEYS, key))
             meta["fold"] = str(meta["fold"])
             block = split_block(df)
-            ms, cs = HANDLERS[meta["protocol"]](block, meta["dataset"])
+            extra = {"reference": reference_score} if meta["protocol"] == "routereval" else {}
+            ms, cs = HANDLERS[meta["protocol"]](block, meta["dataset"], **extra)
             mrows += [{**meta, **r} for r in ms]
             crows += [{**meta, **r} for r in cs]
     metrics = pd.DataFrame(mrows, columns=METRIC_COLUMNS)

@@ -10,7 +10,8 @@ __all__ = ["leaderboard", "markdown_table", "render_report", "LEADERBOARD_COLUMN
 
 #: (protocol, metric, column title) of the leaderboard, in order
 LEADERBOARD_COLUMNS = [
-    ("routereval", "mu_o", "mu_o"), ("routereval", "v_b", "V_B"), ("routereval", "e_p", "E_p"),
+    ("routereval", "mu_o", "mu_o"), ("routereval", "v_r", "V_R"), ("routereval", "v_b", "V_B"),
+    ("routereval", "e_p", "E_p"),
     ("routerbench", "aiq", "AIQ"), ("orbit", "nauc", "nAUC"), ("orbit", "peak", "Peak"),
     ("orbit", "rqnc", "rQNC"), ("orbit", "rci", "RCI"), ("routellm", "apgr", "APGR"),
     ("routellm", "cpt50", "CPT(50%)"),

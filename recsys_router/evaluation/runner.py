@@ -72,6 +72,9 @@ class EvalConfig:
     seed : int
     router_params : dict, optional
         Extra constructor parameters per router name.
+    reference_score : float, optional
+        Reference score for RouterEval's V_R (default: the paper's value when the dataset is
+        a RouterEval benchmark). Recorded in the metrics as router ``LLM:reference``, metric ``reference_score``.
     routellm_pair : (strong, weak), optional
         LLM names for the RouteLLM protocol; default (best train mean, cheapest other).
     n_wtp, n_thresholds, max_budgets : int
@@ -91,6 +94,7 @@ class EvalConfig:
     seed: int = 0
     router_params: dict = field(default_factory=dict)
     routellm_pair: tuple[str, str] | None = None
+    reference_score: float | None = None
     n_wtp: int = 100
     n_thresholds: int = 10
     max_budgets: int = 100
@@ -342,7 +346,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                     bar.update(1)
     bar.close()
     decisions = _assemble(blocks, data.query_ids, data.llm_names)
-    metrics, curves = metrics_from_decisions(decisions)
+    metrics, curves = metrics_from_decisions(decisions, reference_score=cfg.reference_score)
     if truth:
         notes.append(f"router(s) {', '.join(sorted(truth))} read the test queries' true scores: "
                      f"upper bounds for comparison, not deployable routers")
