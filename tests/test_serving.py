@@ -242,3 +242,15 @@ def test_repeated_texts_in_a_batch(artifact):
     c = TestClient(create_app(artifact))
     r = c.post("/route", json={"queries": ["a b c", "x", "a b c"]}).json()["results"]
     assert r[0] == r[2] and r[0]["llm"] == _expected(artifact, "a b c")
+
+
+def test_proxy_backend_down_is_502(artifact):
+    port = _free_port()  # nothing listens there
+    names = artifact.llm_names
+    backends = {n: {"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "api_key_env": None}
+                for n in names}
+    c = TestClient(create_app(artifact, ServiceConfig(backends=backends, backend_timeout_s=5)))
+    for stream in (False, True):
+        r = c.post("/v1/chat/completions", json={"model": "router", "stream": stream,
+                                                 "messages": [{"role": "user", "content": "a b"}]})
+        assert r.status_code == 502 and _expected(artifact, "a b") in r.json()["error"]
