@@ -51,6 +51,8 @@ def test_export_registry_router_metrics_by_hand(tmp_path, capsys):
                  "--overwrite"]) == 0
     assert load_router(out).router.k == 3
     assert main(["export", "--router", "knn", "--out", str(tmp_path / "x")]) == 2  # no data
+    assert main(["export", "--router", "knn", "--param", "kk=3", *SIM, "--out", str(tmp_path / "x")]) == 2
+    assert main(["export", "--router", "knn", *SIM, "--policy", "wtp", "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
 
 

@@ -159,7 +159,10 @@ def build_from_args(args):
         cfg = _load_yamls(args.config) if args.config else {}
         name = args.router or cfg["router"]
         params = {**(cfg.get("params") or {}), **dict(args.param)}
-        router = make_router(name, **params)
+        try:
+            router = make_router(name, **params)
+        except TypeError as exc:  # unknown hyperparameter: a usage error, not a crash
+            raise ValueError(str(exc)) from None
         if "seed" in router.get_params() and "seed" not in params:
             router.set_params(seed=args.seed or 0)
         if args.data:
@@ -229,6 +232,8 @@ def _from_checkpoint(args):
 def run_export(args) -> int:
     """Handler of ``recsys-router export``."""
     from ..export import export_router, heldout_metrics
+    if args.policy != "argmax" and args.policy_value is None:
+        raise ValueError(f"--policy {args.policy} needs --policy-value (lambda or budget C)")
     router, train, val, test, what = build_from_args(args)
     metrics: dict = {}
     for name, part in (("val", val), ("test", test)):
