@@ -90,6 +90,10 @@ class MicroBatcher:
                     break
                 batch.append(nxt)
                 n += len(nxt.texts)
+            while n < self.max_batch and not self._queue.empty():  # already waiting: take them too
+                nxt = self._queue.get_nowait()
+                batch.append(nxt)
+                n += len(nxt.texts)
             texts = [t for p in batch for t in p.texts]
             try:
                 scores, costs = await asyncio.to_thread(self.predict, texts)
