@@ -56,9 +56,10 @@ def test_export_registry_router_metrics_by_hand(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_calibrate_recomputed(tmp_path, capsys):
-    out = tmp_path / "knn"
-    assert main(["export", "--router", "knn", *SIM, "--out", str(out)]) == 0
+@pytest.mark.parametrize("router", ["knn", "zero"])
+def test_calibrate_recomputed(tmp_path, capsys, router):
+    out = tmp_path / router
+    assert main(["export", "--router", router, *SIM, "--out", str(out)]) == 0
     d = _sim()
     lo, hi = np.sort(np.nanmean(d.costs, axis=0))[[0, -1]]
     target = float(lo + 0.4 * (hi - lo))

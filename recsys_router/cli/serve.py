@@ -278,8 +278,12 @@ def run_calibrate(args) -> int:
             raise ValueError(f"--target-share: unknown LLM {llm!r}; the artifact's LLMs: {art.llm_names}")
         share = (art.llm_names.index(llm), float(frac))
     true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).all() else None
+    choose = None
+    if art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
+        def choose(v):
+            return art.router.route_indices(data, **{args.policy: v})
     res = calibrate_policy(scores, costs, policy=args.policy, target_cost=args.target_cost,
-                           target_share=share, true_costs=true_costs)
+                           target_share=share, true_costs=true_costs, choose=choose)
     res["cost_source"] = "true" if true_costs is not None else "predicted"
     res["data"] = {"name": data.name, "n_queries": data.n_queries, "split": args.split}
     set_default_policy(args.artifact, res["policy"], res["value"],

@@ -46,7 +46,8 @@ def candidate_values(pred_scores: np.ndarray, pred_costs: np.ndarray, policy: st
 
 def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy: str = "wtp",
                      target_cost: float | None = None, target_share: tuple[int, float] | None = None,
-                     true_costs: np.ndarray | None = None, max_values: int = 400) -> dict:
+                     true_costs: np.ndarray | None = None, max_values: int = 400,
+                     choose=None) -> dict:
     """Find the policy parameter meeting a target mean cost or a target share of one LLM.
 
     Parameters
@@ -60,6 +61,9 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
         ``(llm_index, share)``: wanted fraction of queries routed to that LLM.
     true_costs : ndarray, optional
         Actual costs of the calibration queries.
+    choose : callable, optional
+        ``choose(value) -> choices`` for routers with their own decision rule (e.g. the
+        zero router's mixing); default: the wtp/budget policy on the predictions.
 
     Returns
     -------
@@ -80,7 +84,7 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     rows = np.arange(pred_scores.shape[0])
     achieved = np.empty(len(vals))
     for k, v in enumerate(vals):
-        ch = fn(pred_scores, pred_costs, float(v))
+        ch = fn(pred_scores, pred_costs, float(v)) if choose is None else np.asarray(choose(float(v)))
         if target_cost is not None:
             achieved[k] = cost_mat[rows, ch].mean()
         else:
