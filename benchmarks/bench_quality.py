@@ -12,7 +12,9 @@ library's own, computed from the decision table; nothing is re-implemented here)
    the router's predicted costs; our routers printed next to ORBIT's measured numbers.
 
 Routers: registry names, plus ``ca-<name>`` = :class:`benchmarks.cost_aware.CostAwareRouter`
-around ``<name>`` (cost penalty chosen on an inner split of the training queries).
+around ``<name>``: per-query predicted costs (ridge on the query embedding) and a cost
+penalty on the predicted scores chosen on an inner split of the training queries;
+``cam-<name>`` is the same with each LLM's mean train cost as predicted cost.
 
 Writes ``<out>/<part>_<dataset>.md`` and ``.csv`` (metrics, long) and prints the tables.
 
@@ -91,12 +93,32 @@ def anchor_data() -> RoutingData:
                        name="routerbench_zs-orbit", source=str(folder))
 
 
-def router_spec(name: str, encoder: str, seed: int):
-    """A registry name, or a configured :class:`CostAwareRouter` for ``ca-<name>``."""
-    if name.startswith("ca-"):  # a subclass per name: the runner labels instances by class
-        cls = _CA_CLASSES.setdefault(name, type(name, (CostAwareRouter,), {}))
-        return cls(name[3:], None, penalty="auto", encoder=encoder, seed=seed)
+def router_spec(name: str, encoder: str, seed: int, params: dict | None = None):
+    """A registry name, or a configured :class:`CostAwareRouter` for ``ca-<name>`` (whose
+    wrapped router gets ``params[<name>]``)."""
+    for prefix, costs in (("ca-", "ridge"), ("cam-", "mean")):
+        if name.startswith(prefix):  # a subclass per name: the runner labels instances by class
+            cls = _CA_CLASSES.setdefault(name, type(name, (CostAwareRouter,), {}))
+            base = name[len(prefix):]
+            return cls(base, (params or {}).get(base), penalty="auto", cost_model=costs,
+                       encoder=encoder, seed=seed)
     return name
+
+
+def parse_params(text: str) -> dict:
+    """``"mf.batch_size=512,mirt.max_epochs=5"`` -> ``{"mf": {"batch_size": 512}, ...}``."""
+    out: dict = {}
+    for item in [x.strip() for x in text.split(",") if x.strip()]:
+        key, _, val = item.partition("=")
+        router, _, param = key.partition(".")
+        if not param or not val:
+            raise ValueError(f"--params entry {item!r} must look like router.param=value")
+        try:
+            v = ast.literal_eval(val)
+        except (ValueError, SyntaxError):
+            v = val
+        out.setdefault(router.strip(), {})[param.strip()] = v
+    return out
 
 
 _CA_CLASSES: dict = {}
@@ -179,17 +201,22 @@ def main(argv=None) -> None:
     ap.add_argument("--encoders", default="", help="e.g. routerdc=hashing,llmrouter=hashing")
     ap.add_argument("--max-queries", type=int, default=0,
                     help="seeded random subset of queries per dataset (0 = all)")
+    ap.add_argument("--params", default="",
+                    help="router parameters, e.g. mf.batch_size=512,mirt.batch_size=512")
     ap.add_argument("--out", default="benchmarks/results")
     a = ap.parse_args(argv)
     out = Path(a.out)
     cmd = "python benchmarks/bench_quality.py " + " ".join(sys.argv[1:] if argv is None else argv)
     per = dict(kv.split("=", 1) for kv in a.encoders.split(",") if kv.strip())
     names = [r.strip() for r in a.routers.split(",") if r.strip()]
+    params = parse_params(a.params)
+    rparams = {n: p for n, p in params.items() if n in names}
     if a.part in ("anchor", "both"):
         t0 = time.perf_counter()
         data = anchor_data()
-        cfg = EvalConfig([router_spec(n, a.encoder, a.seed) for n in names], protocols=["orbit"],
-                         split_column="split", seed=0, encoder=a.encoder)
+        cfg = EvalConfig([router_spec(n, a.encoder, a.seed, params) for n in names],
+                         protocols=["orbit"], split_column="split", seed=0, encoder=a.encoder,
+                         router_params=rparams)
         res = evaluate(data, cfg)
         tab = summary(res, ["orbit"])
         write(out, "anchor_routerbench_zs", anchor_table(tab), res,
@@ -205,8 +232,9 @@ def main(argv=None) -> None:
                 data = data.subset(np.sort(keep))
             enc = per.get(ds, a.encoder)
             protos = PROTOCOLS.get(ds, ["routereval"])
-            cfg = EvalConfig([router_spec(n, enc, a.seed) for n in names], protocols=protos,
-                             folds=a.folds, seed=a.seed, encoder=enc)
+            cfg = EvalConfig([router_spec(n, enc, a.seed, params) for n in names],
+                             protocols=protos, folds=a.folds, seed=a.seed, encoder=enc,
+                             router_params=rparams)
             res = evaluate(data, cfg)
             tab = summary(res, protos)
             write(out, f"folds_{ds}", tab, res,

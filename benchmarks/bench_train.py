@@ -31,15 +31,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MODELS = ["implicit-als", "als", "bpr", "mf", "two-tower", "mirt", "nirt", "graph"]
-#: constructor parameters per model; ``{E}`` = epochs, ``{ENC}`` = the precomputed encoder
+#: constructor parameters per model; ``{E}`` = epochs, ``{ENC}`` = the precomputed encoder,
+#: ``{B}`` = ``--batch-size`` (Lightning models; their default 64 would need ~15k steps/epoch)
 PARAMS = {
     "als": {"iterations": "{E}", "encoder": "{ENC}"},
     "bpr": {"iterations": "{E}", "encoder": "{ENC}"},
-    "mf": {"max_epochs": "{E}", "encoder": "{ENC}"},
-    "two-tower": {"max_epochs": "{E}", "encoder": "{ENC}"},
-    "mirt": {"max_epochs": "{E}", "encoder": "{ENC}"},
-    "nirt": {"max_epochs": "{E}", "encoder": "{ENC}"},
-    "graph": {"max_epochs": "{E}", "encoder": "{ENC}"},
+    "mf": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
+    "two-tower": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
+    "mirt": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
+    "nirt": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
+    "graph": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
 }
 
 
@@ -86,8 +87,8 @@ def child(args) -> None:
     else:
         from recsys_router.registry import make_router
         enc = f"precomputed:{folder / 'emb.npy'}"
-        params = {k: (args.epochs if v == "{E}" else enc if v == "{ENC}" else v)
-                  for k, v in PARAMS[args.model].items()}
+        subst = {"{E}": args.epochs, "{ENC}": enc, "{B}": args.batch_size}
+        params = {k: subst.get(v, v) for k, v in PARAMS[args.model].items()}
         make_router(args.model, **params).fit(data)
     fit_s = time.perf_counter() - t0
     print(json.dumps({"model": args.model, "records": n_rec, "epochs": args.epochs,
@@ -103,6 +104,7 @@ def main(argv=None) -> None:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=4096, help="Lightning models' batch size")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -128,7 +130,7 @@ def main(argv=None) -> None:
             cmd = [sys.executable, __file__, "--child", "1", "--model", m, "--folder", tmp,
                    "--seed", str(args.seed), "--queries", str(args.queries), "--llms",
                    str(args.llms), "--dim", str(args.dim), "--epochs", str(args.epochs),
-                   "--threads", str(args.threads)]
+                   "--threads", str(args.threads), "--batch-size", str(args.batch_size)]
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                    timeout=args.timeout)
@@ -143,7 +145,8 @@ def main(argv=None) -> None:
             print(rows[-1], flush=True)
     ref = next((r for r in rows if r["model"] == "implicit-als" and "fit_s" in r), None)
     cmdline = "python benchmarks/bench_train.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    print(f"\n`{cmdline}` ({args.epochs} epoch(s)/iteration(s) each, {args.threads} thread(s))\n")
+    print(f"\n`{cmdline}` ({args.epochs} epoch(s)/iteration(s) each, {args.threads} thread(s), "
+          f"batch size {args.batch_size} for Lightning models)\n")
     print("| model | records | fit s | records/s | ratio vs implicit ALS | peak MiB | "
           "peak - before fit MiB |\n|---|---|---|---|---|---|---|")
     for r in rows:

@@ -7,7 +7,10 @@ part of the *training* queries by ORBIT's nAUC (Lai et al., ORBIT toolbox), neve
 The wrapped router predicts ``P(score)`` per (query, LLM); this wrapper returns
 ``P - penalty * mean_cost / max(mean_cost)`` so that, at the largest budget of ORBIT's
 sweep (plain argmax), a cheap LLM that is predicted almost as good as the dearest one is
-preferred. Without costs it is the wrapped router unchanged.
+preferred. With ``cost_model="ridge"`` the predicted cost of each (query, LLM) is a ridge
+regression of the log cost on the query embedding (fitted on the training queries), so
+ORBIT's budget sweep gets per-query budgets instead of one mean cost per LLM. Without
+costs it is the wrapped router unchanged.
 """
 
 from __future__ import annotations
@@ -38,8 +41,13 @@ class CostAwareRouter(Router):
         ``val_fraction`` of the training queries (the wrapped router is then refitted on
         all of them).
     val_fraction : float
+    cost_model : {"mean", "ridge"}
+        Predicted costs: each LLM's mean train cost, or a per-LLM ridge regression of
+        ``log(cost)`` on the query embedding (needs ``encoder``).
+    ridge_alpha : float
     encoder : object, optional
-        Given to the wrapped router when it takes one (lets the runner share embeddings).
+        Given to the wrapped router when it takes one (lets the runner share embeddings);
+        also the features of the ``ridge`` cost model (default ``"minilm"``).
     seed : int
 
     Example
@@ -54,11 +62,14 @@ class CostAwareRouter(Router):
     uses_text = True
 
     def __init__(self, base: str = "mf", base_params: dict | None = None, penalty="auto",
-                 val_fraction: float = 0.25, encoder=None, seed: int = 0):
+                 val_fraction: float = 0.25, cost_model: str = "mean", ridge_alpha: float = 1.0,
+                 encoder=None, seed: int = 0):
         self.base = base
         self.base_params = base_params
         self.penalty = penalty
         self.val_fraction = val_fraction
+        self.cost_model = cost_model
+        self.ridge_alpha = ridge_alpha
         self.encoder = encoder
         self.seed = seed
 
@@ -75,12 +86,38 @@ class CostAwareRouter(Router):
                 extra[key] = self.seed
         return router.set_params(**extra)
 
-    def _shift(self, data_costs: np.ndarray | None) -> np.ndarray | None:
-        if data_costs is None:
+    def _features(self, data: RoutingData) -> np.ndarray:
+        from recsys_router.encoders import get_encoder  # noqa: PLC0415
+        enc = self.encoder if self.encoder is not None else "minilm"
+        enc = get_encoder(enc) if isinstance(enc, str) else enc
+        return np.asarray(enc.encode(list(data.texts), query_ids=list(data.query_ids)))
+
+    def _fit_costs(self, train: RoutingData):
+        """Per-LLM ridge of log cost on embeddings: (coef (d, m), intercept (m,)) or None."""
+        if self.cost_model not in ("mean", "ridge"):
+            raise ValueError(f"cost_model must be 'mean' or 'ridge', got {self.cost_model!r}")
+        if self.cost_model == "mean" or train.costs is None or not train.has_text:
             return None
-        mc = np.nan_to_num(np.asarray(data_costs, dtype=np.float64), nan=0.0)
-        top = mc.max()
-        return mc / top if top > 0 else np.zeros_like(mc)
+        from sklearn.linear_model import Ridge  # noqa: PLC0415
+        X = self._features(train)
+        coef, icpt = np.zeros((X.shape[1], train.n_llms)), np.zeros(train.n_llms)
+        for j in range(train.n_llms):
+            ok = np.isfinite(train.costs[:, j])
+            if ok.sum() < 2:
+                icpt[j] = np.log(np.nanmean(train.costs[:, j]) + 1e-9) if ok.any() else 0.0
+                continue
+            m = Ridge(alpha=self.ridge_alpha).fit(X[ok], np.log(train.costs[ok, j] + 1e-9))
+            coef[:, j], icpt[j] = m.coef_, m.intercept_
+        return coef, icpt
+
+    def _costs(self, model, mean_costs, data: RoutingData) -> np.ndarray | None:
+        if mean_costs is None:
+            return None
+        if model is None:
+            mc = np.nan_to_num(np.asarray(mean_costs, dtype=np.float64), nan=0.0)
+            return np.broadcast_to(mc, (data.n_queries, len(mc))).copy()
+        coef, icpt = model
+        return np.exp(self._features(data) @ coef + icpt[None, :])
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         pen = self.penalty
@@ -91,6 +128,7 @@ class CostAwareRouter(Router):
                 pen = self._choose(train)
         self.penalty_ = float(pen)
         self.router_ = self._make().fit(train, val)
+        self.cost_model_ = self._fit_costs(train)
 
     def _choose(self, train: RoutingData) -> float:
         rng = np.random.default_rng(self.seed)
@@ -101,11 +139,11 @@ class CostAwareRouter(Router):
         held = held.subset(np.flatnonzero(ok))
         router = self._make().fit(inner)
         P = router.predict_scores(held)
-        C = router.predict_costs(held)
-        shift = self._shift(router.mean_costs_)
+        C = self._costs(self._fit_costs(inner), router.mean_costs_, held)
+        shift = C / max(float(np.nanmax(router.mean_costs_)), 1e-12)
         best, best_v = 0.0, -np.inf
         for p in PENALTY_GRID:
-            v = orbit_metrics(P - p * shift[None, :], C, held.scores, held.costs)["nauc"]
+            v = orbit_metrics(P - p * shift, C, held.scores, held.costs)["nauc"]
             self.val_nauc_[p] = float(v)
             if v > best_v + 1e-9:
                 best, best_v = p, v
@@ -113,9 +151,11 @@ class CostAwareRouter(Router):
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         P = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
-        shift = self._shift(self.mean_costs_)
-        return P if shift is None else P - self.penalty_ * shift[None, :]
+        C = self._costs(self.cost_model_, self.mean_costs_, data)
+        if C is None:
+            return P
+        return P - self.penalty_ * C / max(float(np.nanmax(self.mean_costs_)), 1e-12)
 
     def predict_costs(self, data: RoutingData) -> np.ndarray | None:
         self._check_fitted()
-        return self.router_.predict_costs(data)
+        return self._costs(self.cost_model_, self.mean_costs_, data)
