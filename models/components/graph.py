@@ -30,6 +30,10 @@ EDGE_TYPES = (("query", "in", "task"), ("task", "has", "query"), ("query", "near
               ("query", "rates", "llm"), ("llm", "rated_by", "query"))
 
 
+#: similarity cells computed at once by :func:`knn_edges` (bounds its memory)
+_CHUNK_CELLS = 1 << 24
+
+
 def knn_edges(emb: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
     """Edges ``(source, target)`` from each query's ``k`` nearest context queries (cosine).
 
@@ -45,14 +49,43 @@ def knn_edges(emb: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
     if k < 1 or len(context) == 0:
         return np.zeros((2, 0), dtype=np.int64)
     unit = emb / (np.linalg.norm(emb, axis=1, keepdims=True) + 1e-12)
-    sims = unit @ unit[context].T
-    sims[context, np.arange(len(context))] = -np.inf  # no self loops
-    kk = min(k, len(context) - 1 if len(context) > 1 else 1)
-    nn_idx = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
-    src = context[nn_idx].ravel()
-    dst = np.repeat(np.arange(len(emb)), kk)
+    ctx_unit = unit[context]
+    n_ctx = len(context)
+    kk = min(k, n_ctx - 1 if n_ctx > 1 else 1)
+    ctx_pos = np.full(len(emb), -1, dtype=np.int64)
+    ctx_pos[context] = np.arange(n_ctx)
+    # rows in chunks so memory stays O(chunk x n_ctx), not O(n_queries x n_ctx)
+    chunk = max(1, min(len(emb), _CHUNK_CELLS // max(n_ctx, 1)))
+    src_parts, dst_parts = [], []
+    for start in range(0, len(emb), chunk):
+        rows = np.arange(start, min(start + chunk, len(emb)))
+        sims = unit[rows] @ ctx_unit.T
+        own = ctx_pos[rows]
+        sims[np.flatnonzero(own >= 0), own[own >= 0]] = -np.inf  # no self loops
+        src_parts.append(context[_top_k_stable(sims, kk)].ravel())
+        dst_parts.append(np.repeat(rows, kk))
+    src, dst = np.concatenate(src_parts), np.concatenate(dst_parts)
     keep = src != dst
     return np.stack([src[keep], dst[keep]])
+
+
+def _top_k_stable(sims: np.ndarray, kk: int) -> np.ndarray:
+    """Column indices of each row's ``kk`` largest values, largest first, ties to the lower
+    index: the same as ``np.argsort(-sims, kind="stable")[:, :kk]`` without a full sort.
+
+    Example
+    -------
+    >>> _top_k_stable(np.array([[0.1, 0.5, 0.5, 0.2]]), 2).tolist()
+    [[1, 2]]
+    """
+    n_rows, n = sims.shape
+    kth = np.partition(sims, n - kk, axis=1)[:, n - kk]
+    r, c = np.nonzero(sims >= kth[:, None])          # candidates (ties at the boundary included)
+    order = np.lexsort((c, -sims[r, c], r))           # by row, then value desc, then index
+    r, c = r[order], c[order]
+    first = np.searchsorted(r, np.arange(n_rows))
+    pos = np.arange(len(r)) - first[r]
+    return c[pos < kk].reshape(n_rows, kk)
 
 
 def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
