@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from models.base.lightning_router import LightningRouter
+from models.base.lightning_router import LightningRouter, LossConfigured
 from models.base.router_module import RouterModule
 from models.components.mf import MFScorer
-from models.losses import RoutingLoss, default_mode
+from models.losses import RoutingLoss
 
 __all__ = ["MFModule", "MFRouter"]
 
@@ -60,7 +60,7 @@ class MFModule(RouterModule):
                             dropout=dropout, normalize_llm=normalize_llm)
 
 
-class MFRouter(LightningRouter):
+class MFRouter(LossConfigured, LightningRouter):
     """Matrix-factorisation router trained with Lightning (registered as ``"mf"``).
 
     Parameters
@@ -106,12 +106,8 @@ class MFRouter(LightningRouter):
         self.lr = lr
         self.weight_decay = weight_decay
 
-    def resolved_mode(self) -> str:
-        return self.mode or default_mode(self.loss)
-
     def build_module(self, n_llms: int, embed_dim: int) -> MFModule:
-        loss = RoutingLoss(self.loss, wtp=self.wtp, ipw_clip=self.ipw_clip,
-                           logit_adjust=self.logit_adjust, entropy_weight=self.entropy_weight)
+        loss = self.routing_loss()
         return MFModule(n_llms, embed_dim, dim=self.dim, scoring=self.scoring,
                         hidden=tuple(self.hidden), dropout=self.dropout,
                         normalize_llm=self.normalize_llm, loss=loss, lr=self.lr,

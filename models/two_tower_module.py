@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 
 from datamodules.routing_datamodule import N_LLM_NUMERIC_FEATURES, llm_feature_matrix
-from models.base.lightning_router import LightningRouter
+from models.base.lightning_router import LightningRouter, LossConfigured
 from models.base.router_module import RouterModule
 from models.components.two_tower import TwoTowerScorer
-from models.losses import RoutingLoss, default_mode
+from models.losses import RoutingLoss
 from recsys_router.data import RoutingData
 
 __all__ = ["TwoTowerModule", "TwoTowerRouter", "add_llm"]
@@ -158,7 +158,7 @@ def add_llm(router: LightningRouter, name: str, *, description: str | None = Non
     return router
 
 
-class TwoTowerRouter(LightningRouter):
+class TwoTowerRouter(LossConfigured, LightningRouter):
     """Two-tower router (registered as ``"two-tower"``) with cold start via :meth:`add_llm`.
 
     Parameters
@@ -207,12 +207,8 @@ class TwoTowerRouter(LightningRouter):
         self.lr = lr
         self.weight_decay = weight_decay
 
-    def resolved_mode(self) -> str:
-        return self.mode or default_mode(self.loss)
-
     def build_module(self, n_llms: int, embed_dim: int) -> TwoTowerModule:
-        loss = RoutingLoss(self.loss, wtp=self.wtp, ipw_clip=self.ipw_clip,
-                           logit_adjust=self.logit_adjust, entropy_weight=self.entropy_weight)
+        loss = self.routing_loss()
         return TwoTowerModule(n_llms, embed_dim, dim=self.dim, id_dim=self.id_dim,
                               query_hidden=tuple(self.query_hidden), llm_hidden=tuple(self.llm_hidden),
                               dropout=self.dropout, id_dropout=self.id_dropout, loss=loss, lr=self.lr,

@@ -23,7 +23,7 @@ from recsys_router.router import Router
 
 from .router_module import RouterModule, predict_logits
 
-__all__ = ["LightningRouter", "ModuleRouter", "quiet_trainer"]
+__all__ = ["LightningRouter", "LossConfigured", "ModuleRouter", "quiet_trainer"]
 
 _QUIET_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning.pytorch", "lightning")
 
@@ -246,3 +246,20 @@ class ModuleRouter(LightningRouter):
         router.train_history_ = {}
         router.fitted_ = True
         return router
+
+
+class LossConfigured:
+    """Mixin for routers whose loss is set by the parameters ``loss``, ``wtp``, ``ipw_clip``,
+    ``logit_adjust`` and ``entropy_weight``: builds the loss and derives the batch layout."""
+
+    def routing_loss(self):
+        """The :class:`~models.losses.RoutingLoss` these parameters describe."""
+        from models.losses import RoutingLoss
+        return RoutingLoss(self.loss, wtp=self.wtp, ipw_clip=self.ipw_clip,
+                           logit_adjust=self.logit_adjust, entropy_weight=self.entropy_weight)
+
+    def resolved_mode(self) -> str:
+        """``mode`` when given, else the layout the loss needs (pointwise/listwise/pairwise)."""
+        from models.losses import default_mode
+        return self.mode or default_mode(self.loss)
+
