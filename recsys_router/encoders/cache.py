@@ -124,7 +124,11 @@ class DiskCache:
     root : path, optional
         Cache root; default :func:`cache_root` at construction time.
     max_shards : int
-        When a write leaves more shards than this, they are merged into one.
+        When a write leaves more than this many small shards, the small ones are merged into
+        one; large shards (over ``small_bytes``) are never rewritten by a write, so a
+        service that adds one text at a time does not copy the whole cache again and again.
+    small_bytes : int
+        Size under which a shard counts as small.
 
     Example
     -------
@@ -135,10 +139,11 @@ class DiskCache:
     """
 
     def __init__(self, identity: str, dim: int, root: str | os.PathLike | None = None,
-                 max_shards: int = 64):
+                 max_shards: int = 64, small_bytes: int = 4 * 2**20):
         self.identity = identity
         self.dim = int(dim)
         self.max_shards = max_shards
+        self.small_bytes = small_bytes
         self.dir = Path(root if root is not None else cache_root()) / "embeddings" / _slug(identity)
         self._index: dict[str, tuple[str, int]] = {}
         self._seen: set[str] = set()
@@ -207,8 +212,8 @@ class DiskCache:
             with open(tmp, "wb") as f:
                 np.savez(f, keys=np.asarray(list(keys), dtype="U40"),
                          vecs=np.ascontiguousarray(vecs, dtype=np.float32))
-                f.flush()
-                os.fsync(f.fileno())
+            # the rename makes the shard appear whole or not at all; no fsync: a cache entry
+            # lost in a power cut is only recomputed
             os.replace(tmp, self.dir / name)
         finally:
             if tmp.exists():
@@ -226,12 +231,23 @@ class DiskCache:
         self._seen.add(name)
         for r, k in enumerate(keys):
             self._index.setdefault(k, (name, r))
-        if len(self._shards()) > self.max_shards:
-            self.compact()
+        if len(self._small_shards()) > self.max_shards:
+            self.compact(small_only=True)
 
-    def compact(self) -> None:
-        """Merge all current shards into one; safe while other processes read or write."""
-        shards = self._shards()
+    def _small_shards(self) -> list[Path]:
+        out = []
+        for p in self._shards():
+            try:
+                if p.stat().st_size < self.small_bytes:
+                    out.append(p)
+            except FileNotFoundError:
+                continue
+        return out
+
+    def compact(self, small_only: bool = False) -> None:
+        """Merge the current shards (or only the small ones) into one; safe while other
+        processes read or write."""
+        shards = self._small_shards() if small_only else self._shards()
         if len(shards) <= 1:
             return
         keys: list[str] = []
