@@ -80,6 +80,8 @@ def add_parser(subparsers) -> None:
     t.add_argument("--target-cost", type=float, help="wanted mean cost per query")
     t.add_argument("--target-share", metavar="LLM=SHARE", help="wanted share of one LLM, e.g. gpt-4=0.3")
     c.add_argument("--policy", choices=("wtp", "budget"), default="wtp")
+    c.add_argument("--seed", type=int, default=0,
+                   help="seeds Python, numpy and torch (routers are already seeded per query)")
     c.set_defaults(func=run_calibrate)
 
     s = subparsers.add_parser("serve", help="serve an artifact over HTTP (route, metrics, OpenAI proxy)")
@@ -95,6 +97,8 @@ def add_parser(subparsers) -> None:
     s.add_argument("--batch-wait-ms", type=float, default=2.0,
                    help="how long a request waits for others to share a model call")
     s.add_argument("--log-level", default="warning")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seeds Python, numpy and torch (routers are already seeded per query)")
     s.set_defaults(func=run_serve)
 
 
@@ -254,6 +258,7 @@ def run_calibrate(args) -> int:
 
     from ..export import calibrate_policy, load_router, set_default_policy
     from .evaluate import load_eval_data
+    _seed_all(args.seed)
     art = load_router(args.artifact)
     data = load_eval_data(args.data, **dict(args.data_option))
     if args.split is not None:
@@ -302,6 +307,7 @@ def run_serve(args) -> int:
 
     from ..export import load_router
     from ..serving import ServiceConfig, create_app, load_backends
+    _seed_all(args.seed)
     art = load_router(args.artifact)
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
     backends = load_backends(args.backends, art.llm_names) if args.backends else None
@@ -316,3 +322,17 @@ def run_serve(args) -> int:
           f"http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _seed_all(seed: int) -> None:
+    """Seed the global generators (Python, numpy, torch) for the whole process."""
+    import random
+
+    import numpy as np
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
