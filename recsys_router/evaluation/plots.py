@@ -21,6 +21,13 @@ def _plt():
     return plt
 
 
+def _save(fig, path: Path) -> None:
+    """Lay out, write as PNG and close (so long sweeps do not pile up open figures)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+
+
 def _xscale(ax, x: pd.Series) -> None:
     """Log cost axis when costs are positive and span more than 50x."""
     if len(x) and (x > 0).all() and x.max() / x.min() > 50:
@@ -65,9 +72,7 @@ def _cost_quality(curves: pd.DataFrame, path: Path, simulated: bool) -> bool:
     ax.set_ylabel("mean quality")
     ax.set_title(_title("Cost-quality (NDCH per router)", sub, simulated))
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -85,9 +90,7 @@ def _budget_curves(curves: pd.DataFrame, path: Path, simulated: bool) -> bool:
     ax.set_ylabel("mean quality")
     ax.set_title(_title("ORBIT budget curves", sub, simulated))
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -110,9 +113,7 @@ def _chosen_distribution(decisions: pd.DataFrame, path: Path, simulated: bool) -
     ax.invert_yaxis()
     ax.set_title(_title("Chosen-LLM distribution", sub, simulated))
     ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -129,9 +130,7 @@ def _routellm(curves: pd.DataFrame, path: Path, simulated: bool) -> bool:
     ax.set_ylabel("mean quality")
     ax.set_title(_title("RouteLLM threshold sweep", sub, simulated))
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -163,6 +162,4 @@ def plot_scaling(table: pd.DataFrame, path: Path, title: str) -> None:
     ax.set_ylabel("mean test score (expected over r_o's coin)")
     ax.set_title(title)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
