@@ -5,14 +5,18 @@ ICLR 2025 (arXiv 2410.03834).
 
 The graph (:class:`~models.components.graph.RoutingGraphBuilder`) holds task, query and
 LLM nodes; train query-LLM edges carry ``[score, cost]``; a query is linked to its task and
-to its ``k`` nearest train queries. Training is full-batch with our own sampling: every
-step hides the rating edges of a random ``target_fraction`` of the train queries and
-predicts them (score: BCE, cost: MSE on cost / mean train cost), which is exactly the
-position of a new query at routing time (no ``NeighborLoader``, no torch-sparse).
+to its ``k`` nearest train queries. Training samples its own subgraphs (no
+``NeighborLoader``, no torch-sparse): each step hides the rating edges of the queries of a
+training batch (at most ``target_fraction`` of the train queries) and predicts them
+(score: BCE, cost: MSE on cost / mean train cost), which is exactly the position of a new
+query at routing time. The step's graph holds those target queries, their ``k`` nearest
+context queries and at most ``context_size`` further context queries drawn at random, so
+a step costs O(batch) whatever the train set's size (``context_size=0``: every train
+query, full-batch).
 
 The module works with the ordinary :class:`~datamodules.routing_datamodule.RoutingDataModule`:
 it builds the graph from the data module's train split in :meth:`GraphModule.on_data` and
-uses each training batch only as a clock (one full-graph step per batch).
+takes the queries of each training batch of cells as the step's targets.
 """
 
 from __future__ import annotations
@@ -68,7 +72,11 @@ class GraphModule(RouterModule):
     k : int
         Query-query neighbours.
     target_fraction : float
-        Share of train queries whose ratings are hidden (and predicted) at each step.
+        The most train queries a step may hide (and predict), as a share; a batch with
+        more distinct queries keeps a random subset of them.
+    context_size : int
+        Random context queries added to a step's subgraph besides the targets' nearest
+        neighbours; 0 = all train queries (full-batch steps).
     cost_weight : float
         Weight of the cost head's MSE (0 = score only).
     lr, weight_decay : float
@@ -83,14 +91,17 @@ class GraphModule(RouterModule):
 
     def __init__(self, n_llms: int, embed_dim: int, hidden: int = 64, num_layers: int = 2,
                  dropout: float = 0.1, k: int = 5, target_fraction: float = 0.3,
-                 cost_weight: float = 0.5, lr: float = 5e-3, weight_decay: float = 1e-5,
-                 seed: int = 0):
+                 context_size: int = 4096, cost_weight: float = 0.5, lr: float = 5e-3,
+                 weight_decay: float = 1e-5, seed: int = 0):
         super().__init__(n_llms, embed_dim, lr=lr, weight_decay=weight_decay)
         if not 0 < target_fraction < 1:
             raise ValueError(f"target_fraction must be in (0, 1), got {target_fraction}")
         self.save_hyperparameters()
         self.k = int(k)
         self.target_fraction = float(target_fraction)
+        if context_size < 0:
+            raise ValueError(f"context_size must be >= 0, got {context_size}")
+        self.context_size = int(context_size)
         self.cost_weight = float(cost_weight)
         self.seed = int(seed)
         self.net = HeteroRouterGNN({"query": embed_dim, "task": embed_dim,
@@ -114,7 +125,11 @@ class GraphModule(RouterModule):
         return self.builder
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        g, t = self._require_builder().training_graph(self._rng, self.target_fraction)
+        # cell batches name their query as "row", query-list batches as "index"
+        rows = batch["row"] if "row" in batch else batch["index"]
+        g, t = self._require_builder().training_graph(
+            self._rng, self.target_fraction, targets=rows.cpu().numpy(),
+            context_size=self.context_size)
         g = g.to(self.device)
         s, c = self.net(g, torch.as_tensor(t["q"], device=self.device),
                         torch.as_tensor(t["l"], device=self.device))
@@ -175,11 +190,11 @@ class GraphRouter(LightningRouter):
 
     Parameters
     ----------
-    hidden, num_layers, dropout, k, target_fraction, cost_weight, lr, weight_decay
+    hidden, num_layers, dropout, k, target_fraction, context_size, cost_weight, lr, weight_decay
         See :class:`GraphModule`.
     encoder, encoder_options, batch_size, max_epochs, seed, accelerator
-        See :class:`~models.base.lightning_router.LightningRouter`; one full-graph step is
-        taken per training batch of cells, so ``batch_size`` sets the steps per epoch.
+        See :class:`~models.base.lightning_router.LightningRouter`; one graph step is taken
+        per training batch of cells, whose queries are that step's targets.
 
     Example
     -------
@@ -191,19 +206,21 @@ class GraphRouter(LightningRouter):
     """
 
     def __init__(self, hidden: int = 64, num_layers: int = 2, dropout: float = 0.1, k: int = 5,
-                 target_fraction: float = 0.3, cost_weight: float = 0.5, lr: float = 5e-3,
+                 target_fraction: float = 0.3, context_size: int = 4096,
+                 cost_weight: float = 0.5, lr: float = 5e-3,
                  weight_decay: float = 1e-5, encoder: str = "hashing",
                  encoder_options: dict | None = None, batch_size: int = 256, max_epochs: int = 20,
                  seed: int = 0, accelerator: str = "cpu"):
         super().__init__(encoder=encoder, encoder_options=encoder_options, mode="pointwise",
                          batch_size=batch_size, max_epochs=max_epochs, seed=seed,
                          accelerator=accelerator)
-        del self.mode  # not a parameter of this router (always pointwise cells as the clock)
+        del self.mode  # not a parameter of this router (always pointwise cells: their queries are the targets)
         self.hidden = hidden
         self.num_layers = num_layers
         self.dropout = dropout
         self.k = k
         self.target_fraction = target_fraction
+        self.context_size = context_size
         self.cost_weight = cost_weight
         self.lr = lr
         self.weight_decay = weight_decay
@@ -240,7 +257,7 @@ class GraphRouter(LightningRouter):
     def build_module(self, n_llms: int, embed_dim: int) -> GraphModule:
         return GraphModule(n_llms, embed_dim, hidden=self.hidden, num_layers=self.num_layers,
                            dropout=self.dropout, k=self.k, target_fraction=self.target_fraction,
-                           cost_weight=self.cost_weight, lr=self.lr,
+                           context_size=self.context_size, cost_weight=self.cost_weight, lr=self.lr,
                            weight_decay=self.weight_decay, seed=self.seed)
 
     def _set_fitted_state(self, module: GraphModule, dm) -> None:

@@ -24,7 +24,8 @@ from torch import nn
 from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
-__all__ = ["build_graph", "knn_edges", "HeteroRouterGNN", "RoutingGraphBuilder", "EDGE_TYPES"]
+__all__ = ["build_graph", "knn_edges", "neighbour_pool", "nearest_context", "HeteroRouterGNN",
+           "RoutingGraphBuilder", "EDGE_TYPES"]
 
 EDGE_TYPES = (("query", "in", "task"), ("task", "has", "query"), ("query", "near", "query"),
               ("query", "rates", "llm"), ("llm", "rated_by", "query"))
@@ -32,6 +33,30 @@ EDGE_TYPES = (("query", "in", "task"), ("task", "has", "query"), ("query", "near
 
 #: similarity cells computed at once by :func:`knn_edges` (bounds its memory)
 _CHUNK_CELLS = 1 << 24
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    return x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
+
+
+def _nearest(rows_unit: np.ndarray, ctx_unit: np.ndarray, kk: int,
+             own: np.ndarray | None = None) -> np.ndarray:
+    """(len(rows), kk) indices of each row's ``kk`` most cosine-similar context rows, most
+    similar first; ``own[i] >= 0`` excludes that context row from row ``i`` (itself).
+    Works in row chunks so memory stays O(chunk x n_ctx)."""
+    n_ctx = len(ctx_unit)
+    chunk = max(1, min(len(rows_unit), _CHUNK_CELLS // max(n_ctx, 1)))
+    parts = []
+    for start in range(0, len(rows_unit), chunk):
+        sims = rows_unit[start:start + chunk] @ ctx_unit.T
+        if own is not None:
+            o = own[start:start + chunk]
+            sims[np.flatnonzero(o >= 0), o[o >= 0]] = -np.inf  # no self loops
+        parts.append(_top_k_stable(sims, kk))
+    return np.concatenate(parts) if parts else np.zeros((0, kk), np.int64)
 
 
 def knn_edges(emb: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
@@ -48,25 +73,47 @@ def knn_edges(emb: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
     context = np.asarray(context, dtype=np.int64)
     if k < 1 or len(context) == 0:
         return np.zeros((2, 0), dtype=np.int64)
-    unit = emb / (np.linalg.norm(emb, axis=1, keepdims=True) + 1e-12)
-    ctx_unit = unit[context]
+    unit = _unit(emb)
     n_ctx = len(context)
     kk = min(k, n_ctx - 1 if n_ctx > 1 else 1)
     ctx_pos = np.full(len(emb), -1, dtype=np.int64)
     ctx_pos[context] = np.arange(n_ctx)
-    # rows in chunks so memory stays O(chunk x n_ctx), not O(n_queries x n_ctx)
-    chunk = max(1, min(len(emb), _CHUNK_CELLS // max(n_ctx, 1)))
-    src_parts, dst_parts = [], []
-    for start in range(0, len(emb), chunk):
-        rows = np.arange(start, min(start + chunk, len(emb)))
-        sims = unit[rows] @ ctx_unit.T
-        own = ctx_pos[rows]
-        sims[np.flatnonzero(own >= 0), own[own >= 0]] = -np.inf  # no self loops
-        src_parts.append(context[_top_k_stable(sims, kk)].ravel())
-        dst_parts.append(np.repeat(rows, kk))
-    src, dst = np.concatenate(src_parts), np.concatenate(dst_parts)
+    src = context[_nearest(unit, unit[context], kk, ctx_pos)].ravel()
+    dst = np.repeat(np.arange(len(emb)), kk)
     keep = src != dst
     return np.stack([src[keep], dst[keep]])
+
+
+def neighbour_pool(emb: np.ndarray, width: int) -> np.ndarray:
+    """Each row's ``width`` nearest other rows (cosine), nearest first: int64 (n, w) with
+    ``w = min(width, n - 1)``.
+
+    Example
+    -------
+    >>> neighbour_pool(np.array([[1., 0], [0.9, 0.1], [0, 1]]), 2).tolist()
+    [[1, 2], [0, 2], [1, 0]]
+    """
+    n = len(emb)
+    w = min(int(width), n - 1)
+    if w < 1:
+        return np.zeros((n, 0), dtype=np.int64)
+    unit = _unit(emb)
+    return _nearest(unit, unit, w, np.arange(n)).astype(np.int64)
+
+
+def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int) -> np.ndarray:
+    """Edges ``(context row, new row)`` from each new row's ``k`` nearest context rows.
+
+    Example
+    -------
+    >>> nearest_context(np.array([[0., 1]]), np.array([[1., 0], [0.1, 1]]), 1).tolist()
+    [[1], [0]]
+    """
+    kk = min(int(k), len(ctx_x))
+    if kk < 1 or len(new_x) == 0:
+        return np.zeros((2, 0), dtype=np.int64)
+    idx = _nearest(_unit(new_x), _unit(ctx_x), kk)
+    return np.stack([idx.ravel(), np.repeat(np.arange(len(new_x)), kk)]).astype(np.int64)
 
 
 def _top_k_stable(sims: np.ndarray, kk: int) -> np.ndarray:
@@ -90,7 +137,8 @@ def _top_k_stable(sims: np.ndarray, kk: int) -> np.ndarray:
 
 def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
                 llm_x: np.ndarray, rate_q: np.ndarray, rate_l: np.ndarray,
-                rate_attr: np.ndarray, context: np.ndarray, k: int) -> HeteroData:
+                rate_attr: np.ndarray, context: np.ndarray, k: int,
+                near_edges: np.ndarray | None = None) -> HeteroData:
     """Assemble the heterogeneous routing graph.
 
     Parameters
@@ -109,6 +157,8 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
         Query indices that are context (neighbour candidates).
     k : int
         Neighbours per query.
+    near_edges : ndarray of int (2, n_edges), optional
+        Query-query edges already chosen (then ``k`` is not used for them).
 
     Returns
     -------
@@ -125,8 +175,9 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
     # another one sees (routing a batch equals routing each query alone)
     g["query", "in", "task"].edge_index = qt[:, ctx]
     g["task", "has", "query"].edge_index = qt.flip(0)
-    g["query", "near", "query"].edge_index = torch.as_tensor(knn_edges(query_x, context, k),
-                                                             dtype=torch.long)
+    if near_edges is None:
+        near_edges = knn_edges(query_x, context, k)
+    g["query", "near", "query"].edge_index = torch.as_tensor(near_edges, dtype=torch.long)
     ql = torch.as_tensor(np.stack([rate_q, rate_l]), dtype=torch.long).reshape(2, -1)
     attr = torch.as_tensor(rate_attr, dtype=torch.float32).reshape(-1, 2)
     g["query", "rates", "llm"].edge_index = ql
@@ -196,6 +247,14 @@ class HeteroRouterGNN(nn.Module):
 class RoutingGraphBuilder:
     """Builds training and inference graphs over a fixed set of train (context) queries.
 
+    Each train query's ``pool`` nearest other train queries are found once (exact cosine,
+    chunked); a step's query-query edges then link every query to its ``k`` nearest
+    queries among those that are context *in that step*, read off the pool. This equals a
+    fresh exact kNN over the step's context whenever at least ``k`` of a query's pool
+    members are context (the pool is ``max(3k, k + 8)`` wide and a step hides at most
+    ``target_fraction`` of the queries, so a shortfall is rare; a query then keeps fewer
+    neighbours).
+
     Parameters
     ----------
     train_x : ndarray (n_train, d)
@@ -212,6 +271,8 @@ class RoutingGraphBuilder:
         Query-query neighbours.
     cost_scale : float
         Costs are divided by this before they become edge attributes / targets.
+    pool : int, optional
+        Precomputed neighbours per train query (default ``max(3k, k + 8)``).
     """
 
     #: the featuriser (a closure over the encoder) is not stored in exported artifacts;
@@ -219,7 +280,7 @@ class RoutingGraphBuilder:
     _transient_attrs_ = ("task_featurizer",)
 
     def __init__(self, train_x, train_tasks, scores, costs, llm_x, task_featurizer, k: int = 5,
-                 cost_scale: float = 1.0):
+                 cost_scale: float = 1.0, pool: int | None = None):
         self.train_x = np.asarray(train_x, np.float32)
         self.train_tasks = [_task_name(t) for t in train_tasks]
         self.scores = np.asarray(scores, np.float32)
@@ -229,6 +290,10 @@ class RoutingGraphBuilder:
         self.k = int(k)
         self.task_names = sorted(set(self.train_tasks))
         self.task_x = np.asarray(task_featurizer(self.task_names), np.float32)
+        width = max(3 * self.k, self.k + 8) if pool is None else int(pool)
+        self.neighbour_pool = neighbour_pool(self.train_x, width)
+        tix = {n: i for i, n in enumerate(self.task_names)}
+        self.train_task_index = np.array([tix[t] for t in self.train_tasks], dtype=np.int64)
 
     @property
     def n_train(self) -> int:
@@ -242,33 +307,88 @@ class RoutingGraphBuilder:
                                          np.float32)])
         return {n: i for i, n in enumerate(names)}, x
 
-    def _rating_edges(self, context_mask: np.ndarray):
-        obs = ~np.isnan(self.scores) & context_mask[:, None]
-        qi, li = np.nonzero(obs)
+    def _rating_edges(self, rows: np.ndarray):
+        """Observed cells of train queries ``rows``: (row position in ``rows``, LLM, attr)."""
+        sub = self.scores[rows]
+        pi, li = np.nonzero(~np.isnan(sub))
+        qi = rows[pi]
         cost = self.costs[qi, li] if self.costs is not None else np.zeros(len(qi), np.float32)
-        return qi, li, np.stack([self.scores[qi, li], np.nan_to_num(cost)], axis=1)
+        return pi, li, np.stack([sub[pi, li], np.nan_to_num(cost)], axis=1)
 
-    def training_graph(self, rng: np.random.Generator, target_fraction: float):
-        """A graph where a random ``target_fraction`` of train queries lose their rating edges.
+    def _near(self, rows: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
+        """Pool edges ``(source, target)`` (train ids) from each row's first ``k`` allowed
+        pool members."""
+        cand = self.neighbour_pool[rows]
+        ok = allowed[cand]
+        keep = ok & (np.cumsum(ok, axis=1) <= k)
+        return np.stack([cand[keep], np.repeat(rows, keep.sum(axis=1))])
+
+    def training_graph(self, rng: np.random.Generator, target_fraction: float,
+                       targets: np.ndarray | None = None, context_size: int = 0):
+        """A step's graph: target queries lose their rating edges and are predicted.
+
+        Parameters
+        ----------
+        rng : numpy Generator
+        target_fraction : float
+            Without ``targets``: the share of train queries drawn as targets. With them: the
+            most that may be targets (a random subset is kept beyond it), so the step
+            always keeps context.
+        targets : ndarray of int, optional
+            Train query ids to predict (e.g. the queries of a training batch).
+        context_size : int
+            0: every non-target train query is context (full graph). Otherwise the graph
+            holds the targets, their ``k`` nearest context queries and at most
+            ``context_size`` further context queries drawn at random (a sampled subgraph,
+            so a step costs O(batch), not O(train set)).
 
         Returns
         -------
         graph : HeteroData
+            Query nodes are the step's queries in increasing train id order.
         targets : dict of ndarray
-            ``q``, ``l`` (pair indices), ``y`` (score) and ``cost`` (scaled, NaN if unknown).
+            ``q``, ``l`` (pair indices into the graph), ``y`` (score), ``cost`` (scaled,
+            NaN if unknown) and ``nodes`` (train id of each query node).
         """
-        target = rng.random(self.n_train) < target_fraction
+        n = self.n_train
+        target = np.zeros(n, bool)
+        if targets is None:
+            target = rng.random(n) < target_fraction
+        else:
+            t = np.unique(np.asarray(targets, np.int64))
+            cap = max(1, int(target_fraction * n))
+            if len(t) > cap:
+                t = np.sort(rng.choice(t, cap, replace=False))
+            target[t] = True
         if not target.any():
-            target[rng.integers(self.n_train)] = True
-        if target.all():
-            target[rng.integers(self.n_train)] = False
+            target[rng.integers(n)] = True
+        if target.all() and n > 1:
+            target[rng.integers(n)] = False
+        context = ~target
+        if context_size and context.sum() > context_size:
+            tid = np.flatnonzero(target)
+            near_t = self._near(tid, context, self.k)[0]
+            rest = np.flatnonzero(context)
+            extra = rng.choice(rest, min(int(context_size), len(rest)), replace=False)
+            nodes = np.unique(np.concatenate([tid, near_t, extra]))
+        else:
+            nodes = np.arange(n)
+        local = np.full(n, -1, dtype=np.int64)
+        local[nodes] = np.arange(len(nodes))
+        in_graph = np.zeros(n, bool)
+        in_graph[nodes] = True
+        near = local[self._near(nodes, context & in_graph, self.k)]
+        ctx_nodes = nodes[context[nodes]]
+        pi, li, attr = self._rating_edges(ctx_nodes)
         tix, task_x = self._tasks([])
-        qi, li, attr = self._rating_edges(~target)
-        g = build_graph(self.train_x, np.array([tix[t] for t in self.train_tasks]), task_x,
-                        self.llm_x, qi, li, attr, np.flatnonzero(~target), self.k)
-        tq, tl = np.nonzero(~np.isnan(self.scores) & target[:, None])
+        g = build_graph(self.train_x[nodes], self.train_task_index[nodes], task_x, self.llm_x,
+                        local[ctx_nodes][pi], li, attr, local[ctx_nodes], self.k, near_edges=near)
+        tnodes = nodes[target[nodes]]
+        tp, tl = np.nonzero(~np.isnan(self.scores[tnodes]))
+        tq = tnodes[tp]
         cost = self.costs[tq, tl] if self.costs is not None else np.full(len(tq), np.nan, np.float32)
-        return g, {"q": tq, "l": tl, "y": self.scores[tq, tl], "cost": cost}
+        return g, {"q": local[tq], "l": tl, "y": self.scores[tq, tl], "cost": cost,
+                   "nodes": nodes}
 
     def inference_graph(self, new_x: np.ndarray, new_tasks) -> tuple[HeteroData, int]:
         """Graph of all train queries (context) plus the new queries appended after them.
@@ -277,10 +397,18 @@ class RoutingGraphBuilder:
         """
         new_tasks = [_task_name(t) for t in new_tasks]
         tix, task_x = self._tasks(new_tasks)
-        qx = np.vstack([self.train_x, np.asarray(new_x, np.float32)])
-        qt = np.array([tix[t] for t in self.train_tasks + new_tasks])
-        qi, li, attr = self._rating_edges(np.ones(self.n_train, bool))
-        g = build_graph(qx, qt, task_x, self.llm_x, qi, li, attr, np.arange(self.n_train), self.k)
+        new_x = np.asarray(new_x, np.float32)
+        qx = np.vstack([self.train_x, new_x])
+        qt = np.concatenate([self.train_task_index,
+                             np.array([tix[t] for t in new_tasks], dtype=np.int64)])
+        rows = np.arange(self.n_train)
+        qi, li, attr = self._rating_edges(rows)
+        # train rows read their neighbours off the pool; new rows search every train query
+        near_train = self._near(rows, np.ones(self.n_train, bool), self.k)
+        near_new = nearest_context(new_x, self.train_x, self.k)
+        near_new = np.stack([near_new[0], near_new[1] + self.n_train])
+        g = build_graph(qx, qt, task_x, self.llm_x, qi, li, attr, rows, self.k,
+                        near_edges=np.concatenate([near_train, near_new], axis=1))
         return g, self.n_train
 
 
