@@ -195,6 +195,9 @@ class GraphRouter(LightningRouter):
     encoder, encoder_options, batch_size, max_epochs, seed, accelerator
         See :class:`~models.base.lightning_router.LightningRouter`; one graph step is taken
         per training batch of cells, whose queries are that step's targets.
+        The defaults (batches of 2,048 cells; 10 epochs, as in ``configs/models/graph.yaml``)
+        were the better of the settings measured on ``llmrouter`` (``benchmarks/README.md``):
+        20 epochs overfitted there.
 
     Example
     -------
@@ -209,7 +212,7 @@ class GraphRouter(LightningRouter):
                  target_fraction: float = 0.3, context_size: int = 4096,
                  cost_weight: float = 0.5, lr: float = 5e-3,
                  weight_decay: float = 1e-5, encoder: str = "hashing",
-                 encoder_options: dict | None = None, batch_size: int = 256, max_epochs: int = 20,
+                 encoder_options: dict | None = None, batch_size: int = 2048, max_epochs: int = 10,
                  seed: int = 0, accelerator: str = "cpu"):
         super().__init__(encoder=encoder, encoder_options=encoder_options, mode="pointwise",
                          batch_size=batch_size, max_epochs=max_epochs, seed=seed,
