@@ -32,6 +32,7 @@ _ROUTERS: dict[str, Factory] = {
     "oracle": "models.baselines.simple:OracleRouter",
     "r_o": "models.baselines.simple:ROracleRouter",
     "best-single": "models.baselines.simple:BestSingleRouter",
+    "task-best": "models.baselines.simple:TaskBestRouter",
     "zero": "models.baselines.zero:ZeroRouter",
     "cascade": "models.baselines.cascade:CascadeRouter",
     "knn": "models.baselines.neighbours:KNNRouter",

@@ -71,3 +71,7 @@ class TestMlpr(RouterContract):
 
 class TestMlc(RouterContract):
     router_factory = staticmethod(lambda: make_router("mlc"))
+
+
+class TestTaskBest(RouterContract):
+    router_factory = staticmethod(lambda: make_router("task-best"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from recsys_router.data import RoutingData
@@ -123,3 +124,20 @@ def test_registry_builds_reference_routers():
     assert isinstance(make_router("r_o", p=0.2), ROracleRouter)
     assert make_router("best-single").uses_ground_truth is False
     assert make_router("oracle").uses_ground_truth is True
+
+
+def test_task_best_hand_example_unseen_and_missing_tasks():
+    from models.baselines import TaskBestRouter
+    # task x: a 1/1, b 0/1 -> a; task y: a 0.25, b 0.5 (c unobserved in y -> overall 0.5)
+    scores = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.5, 0.0, np.nan]])
+    d = RoutingData(pd.DataFrame({"query_id": ["q1", "q2", "q3"], "task": ["x", "y", "y"]}),
+                    ["a", "b", "c"], scores)
+    r = TaskBestRouter().fit(d)
+    assert r.tasks_ == ["x", "y"]
+    np.testing.assert_allclose(r.task_means_, [[1.0, 0.0, 0.5], [0.25, 0.5, 0.5]])
+    new = RoutingData(pd.DataFrame({"query_id": ["n1", "n2", "n3"], "task": ["y", "z", None]}),
+                      ["a", "b", "c"], np.zeros((3, 3)))
+    # y -> b (0.5 ties c at 0.5: lower column wins without costs); unseen z and missing
+    # task -> overall means (a 0.5, b 1/3, c 0.5) -> a
+    assert r.route(new).tolist() == ["b", "a", "a"]
+    np.testing.assert_allclose(r.predict_scores(new)[1], [0.5, 1 / 3, 0.5])

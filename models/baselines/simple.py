@@ -1,4 +1,5 @@
-"""Reference routers: random, oracle, r_o (oracle mixed with random) and best-single.
+"""Reference routers: random, oracle, r_o (oracle mixed with random), best-single and
+task-best (the best LLM per task).
 
 References
 ----------
@@ -18,9 +19,10 @@ from recsys_router.data import RoutingData
 from recsys_router.policies import argmax_policy
 from recsys_router.router import Router
 
-from ._common import nan_col_means, query_uniforms, safe_llm_means
+from ._common import masked_group_means, nan_col_means, query_uniforms, safe_llm_means
 
-__all__ = ["RandomRouter", "OracleRouter", "ROracleRouter", "BestSingleRouter", "truth_scores"]
+__all__ = ["RandomRouter", "OracleRouter", "ROracleRouter", "BestSingleRouter", "TaskBestRouter",
+           "truth_scores"]
 
 
 def truth_scores(data: RoutingData) -> np.ndarray:
@@ -215,3 +217,50 @@ class BestSingleRouter(Router):
 
     def _predict_scores(self, data):
         return np.broadcast_to(self.mean_scores_, (data.n_queries, len(self.mean_scores_))).copy()
+
+
+def _task_keys(data: RoutingData) -> list[str]:
+    return ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t)
+            for t in data.tasks]
+
+
+class TaskBestRouter(Router):
+    """Best LLM per task: each query goes to the LLM with the highest mean train score on
+    the query's task (its ``task`` label, e.g. the benchmark it comes from).
+
+    The per-task form of the best single model: it needs the task of a new query at
+    routing time (as GraphRouter does) and nothing of its text. Predicted scores are the
+    task's mean train scores per LLM (the LLM's overall mean where the task never saw
+    it); a task unseen in training, or a query without one, gets the overall means (the
+    best single model's row).
+
+    Example
+    -------
+    >>> import pandas as pd
+    >>> d = RoutingData.from_long(pd.DataFrame({
+    ...     "query_id": ["q1", "q1", "q2", "q2", "q3", "q3"], "model": ["a", "b"] * 3,
+    ...     "score": [1., 0., 0., 1., 0., 1.], "task": ["x", "x", "y", "y", "y", "y"]}))
+    >>> TaskBestRouter().fit(d).route(d).tolist()
+    ['a', 'b', 'b']
+    """
+
+    def __init__(self):
+        pass
+
+    def _fit(self, train, val):
+        keys = _task_keys(train)
+        self.tasks_ = sorted(set(keys) - {""})
+        index = {t: i for i, t in enumerate(self.tasks_)}
+        self.mean_scores_ = safe_llm_means(train.scores)
+        rows = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
+        seen = rows >= 0
+        self.task_means_ = masked_group_means(train.scores[seen], rows[seen], len(self.tasks_),
+                                              self.mean_scores_)
+
+    def _predict_scores(self, data):
+        index = {t: i for i, t in enumerate(self.tasks_)}
+        rows = np.array([index.get(k, -1) for k in _task_keys(data)], dtype=np.int64)
+        out = np.broadcast_to(self.mean_scores_, (data.n_queries, len(self.mean_scores_))).copy()
+        out[rows >= 0] = self.task_means_[rows[rows >= 0]]
+        return out
+
