@@ -49,6 +49,7 @@ _ROUTERS: dict[str, Factory] = {
     "graph": "models.graph_module:GraphRouter",
     "mf": "models.mf_module:MFRouter",
     "two-tower": "models.two_tower_module:TwoTowerRouter",
+    "task-residual": "models.task_residual:TaskResidualRouter",
 }
 
 

@@ -22,7 +22,7 @@ from recsys_router.router import Router
 from ._common import masked_group_means, nan_col_means, query_uniforms, safe_llm_means
 
 __all__ = ["RandomRouter", "OracleRouter", "ROracleRouter", "BestSingleRouter", "TaskBestRouter",
-           "truth_scores"]
+           "truth_scores", "task_keys"]
 
 
 def truth_scores(data: RoutingData) -> np.ndarray:
@@ -219,7 +219,8 @@ class BestSingleRouter(Router):
         return np.broadcast_to(self.mean_scores_, (data.n_queries, len(self.mean_scores_))).copy()
 
 
-def _task_keys(data: RoutingData) -> list[str]:
+def task_keys(data: RoutingData) -> list[str]:
+    """Each query's task label as a string (``""`` where it has none)."""
     return ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t)
             for t in data.tasks]
 
@@ -248,7 +249,7 @@ class TaskBestRouter(Router):
         pass
 
     def _fit(self, train, val):
-        keys = _task_keys(train)
+        keys = task_keys(train)
         self.tasks_ = sorted(set(keys) - {""})
         index = {t: i for i, t in enumerate(self.tasks_)}
         self.mean_scores_ = safe_llm_means(train.scores)
@@ -259,7 +260,7 @@ class TaskBestRouter(Router):
 
     def _predict_scores(self, data):
         index = {t: i for i, t in enumerate(self.tasks_)}
-        rows = np.array([index.get(k, -1) for k in _task_keys(data)], dtype=np.int64)
+        rows = np.array([index.get(k, -1) for k in task_keys(data)], dtype=np.int64)
         out = np.broadcast_to(self.mean_scores_, (data.n_queries, len(self.mean_scores_))).copy()
         out[rows >= 0] = self.task_means_[rows[rows >= 0]]
         return out

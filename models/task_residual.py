@@ -1,0 +1,183 @@
+"""Task-residual router: any CF router's predictions re-centred on per-task mean scores.
+
+References
+----------
+* Feng, Shen & You, "GraphRouter: A Graph-based Router for LLM Selections", ICLR 2025
+  (arXiv 2410.03834): the task of a query is known at routing time and is a node of its
+  graph; here it is used as a prior instead.
+* Koren, "Factorization meets the neighborhood", KDD 2008: baseline predictors (global,
+  group and item biases) plus a factor model of the residual around them.
+
+On benchmarks built from several tasks most of the routing signal is which LLM is best on
+the *task* (``task-best``); a CF model's per-query predictions add within-task noise to it.
+This router predicts
+
+    s(q, j) = m(t(q), j) + alpha * (f(q, j) - c(t(q), j))
+
+where ``m`` is the mean train score of LLM ``j`` on task ``t``, ``f`` the wrapped CF
+router's prediction and ``c`` the mean of its predictions over the task's train queries.
+``alpha = 0`` is ``task-best``; ``alpha = 1`` keeps the CF model's within-task ranking at
+the task's mean level. With ``alpha="auto"`` it is chosen on a held-out part of the
+training queries (never on test), then the CF router is refitted on all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from recsys_router.data import RoutingData
+from recsys_router.router import Router
+
+from .baselines._common import masked_group_means, safe_llm_means
+from .baselines.simple import task_keys
+
+__all__ = ["TaskResidualRouter", "ALPHA_GRID"]
+
+#: values of ``alpha`` tried when ``alpha="auto"``
+ALPHA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+
+
+class TaskResidualRouter(Router):
+    """A CF router's within-task deviations added to per-task mean scores.
+
+    Parameters
+    ----------
+    base : str
+        Registry name of the wrapped router (default ``"mf"``).
+    base_params : dict, optional
+        Its constructor parameters.
+    alpha : float or "auto"
+        Weight of the CF residual, or ``"auto"``: the :data:`ALPHA_GRID` value with the
+        highest mean observed score of the argmax choice on ``val_fraction`` of the training
+        queries.
+    alphas : sequence of float, optional
+        Grid for ``"auto"`` (default :data:`ALPHA_GRID`).
+    val_fraction : float
+        Share of training queries held out to choose ``alpha``.
+    encoder : str or Encoder, optional
+        Given to the wrapped router when it takes one.
+    seed : int
+        Seeds the held-out split and the wrapped router.
+
+    Attributes
+    ----------
+    alpha_ : float
+        The residual weight in use.
+    val_scores_ : dict
+        ``alpha -> held-out mean observed score`` (empty unless ``alpha="auto"``).
+    router_ : Router
+        The wrapped router, fitted on all training queries.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(120, 3, 2, seed=0)
+    >>> r = TaskResidualRouter("knn", {"k": 5}, alpha=0.5).fit(d)
+    >>> r.predict_scores(d).shape
+    (120, 3)
+    """
+
+    uses_text = True
+
+    def __init__(self, base: str = "mf", base_params: dict | None = None, alpha="auto",
+                 alphas: Sequence[float] | None = None, val_fraction: float = 0.2,
+                 encoder=None, seed: int = 0):
+        self.base = base
+        self.base_params = base_params
+        self.alpha = alpha
+        self.alphas = alphas
+        self.val_fraction = val_fraction
+        self.encoder = encoder
+        self.seed = seed
+
+    def _make(self) -> Router:
+        from recsys_router.registry import make_router  # noqa: PLC0415 (registry imports models)
+        params = dict(self.base_params or {})
+        router = make_router(self.base, **params)
+        names = router.get_params()
+        extra = {}
+        if self.encoder is not None and "encoder" in names and "encoder" not in params:
+            extra["encoder"] = self.encoder
+        if "seed" in names and "seed" not in params:
+            extra["seed"] = self.seed
+        return router.set_params(**extra)
+
+    @staticmethod
+    def _task_stats(router: Router, train: RoutingData):
+        """(task names, task means (T, m), CF centres (T, m), overall means, overall centre)."""
+        keys = task_keys(train)
+        tasks = sorted(set(keys) - {""})
+        index = {t: i for i, t in enumerate(tasks)}
+        rows = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
+        seen = rows >= 0
+        overall = safe_llm_means(train.scores)
+        means = masked_group_means(train.scores[seen], rows[seen], len(tasks), overall)
+        pred = np.asarray(router.predict_scores(train), dtype=np.float64)
+        centre_all = pred.mean(axis=0)
+        centres = masked_group_means(pred[seen], rows[seen], len(tasks), centre_all)
+        return tasks, means, centres, overall, centre_all
+
+    @staticmethod
+    def _combine(pred, rows, means, centres, overall, centre_all, alpha: float) -> np.ndarray:
+        prior = np.broadcast_to(overall, pred.shape).copy()
+        centre = np.broadcast_to(centre_all, pred.shape).copy()
+        known = rows >= 0
+        prior[known] = means[rows[known]]
+        centre[known] = centres[rows[known]]
+        return prior + alpha * (pred - centre)
+
+    def _rows(self, data: RoutingData, tasks: list[str]) -> np.ndarray:
+        index = {t: i for i, t in enumerate(tasks)}
+        return np.array([index.get(k, -1) for k in task_keys(data)], dtype=np.int64)
+
+    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        self.val_scores_: dict[float, float] = {}
+        if self.alpha == "auto":
+            alpha = self._choose(train)
+        else:
+            alpha = float(self.alpha)
+            if not np.isfinite(alpha) or alpha < 0:
+                raise ValueError(f"alpha must be 'auto' or a finite number >= 0, got {self.alpha!r}")
+        self.alpha_ = float(alpha)
+        self.router_ = self._make().fit(train, val)
+        (self.tasks_, self.task_means_, self.task_centres_, self.overall_means_,
+         self.overall_centre_) = self._task_stats(self.router_, train)
+
+    def _choose(self, train: RoutingData) -> float:
+        grid = tuple(ALPHA_GRID if self.alphas is None else self.alphas)
+        if not grid or any((not np.isfinite(a)) or a < 0 for a in grid):
+            raise ValueError(f"alphas must be finite numbers >= 0, got {grid!r}")
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
+        if train.n_queries < 20:
+            return 1.0  # too few queries to hold any out: keep the CF model's ranking
+        perm = np.random.default_rng(self.seed).permutation(train.n_queries)
+        n_val = max(5, int(round(self.val_fraction * train.n_queries)))
+        inner, held = train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
+        router = self._make().fit(inner)
+        stats = self._task_stats(router, inner)
+        pred = np.asarray(router.predict_scores(held), dtype=np.float64)
+        rows = self._rows(held, stats[0])
+        truth = held.scores
+        best, best_v = grid[0], -np.inf
+        for a in grid:
+            s = self._combine(pred, rows, *stats[1:], a)
+            pick = np.argmax(np.where(np.isnan(truth), -np.inf, s), axis=1)
+            v = float(np.nanmean(truth[np.arange(len(pick)), pick]))
+            self.val_scores_[float(a)] = v
+            if v > best_v + 1e-12:
+                best, best_v = a, v
+        return float(best)
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        pred = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
+        return self._combine(pred, self._rows(data, self.tasks_), self.task_means_,
+                             self.task_centres_, self.overall_means_, self.overall_centre_,
+                             self.alpha_)
+
+    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
+        """The wrapped router's predicted costs."""
+        self._check_fitted()
+        return self.router_.predict_costs(data)
