@@ -106,9 +106,21 @@ def router_spec(name: str, encoder: str, seed: int, params: dict | None = None):
 
 
 def parse_params(text: str) -> dict:
-    """``"mf.batch_size=512,mirt.max_epochs=5"`` -> ``{"mf": {"batch_size": 512}, ...}``."""
+    """``"mf.batch_size=512,mirt.max_epochs=5"`` -> ``{"mf": {"batch_size": 512}, ...}``;
+    a value may be a Python literal with commas inside brackets, e.g.
+    ``task-residual.base_params={'batch_size':512}``."""
     out: dict = {}
-    for item in [x.strip() for x in text.split(",") if x.strip()]:
+    items, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    items.append(cur)
+    for item in [x.strip() for x in items if x.strip()]:
         key, _, val = item.partition("=")
         router, _, param = key.partition(".")
         if not param or not val:

@@ -155,7 +155,7 @@ def main(argv=None) -> None:
             continue
         ratio = r["records_per_s"] / ref["records_per_s"] if ref else float("nan")
         print(f"| {r['model']} | {r['records']:,} | {r['fit_s']:.1f} | {r['records_per_s']:,.0f} | "
-              f"{ratio:.3f} | {r['peak_mb']:.0f} | {r['peak_mb'] - r['before_mb']:.0f} |")
+              f"{ratio:.3g} | {r['peak_mb']:.0f} | {r['peak_mb'] - r['before_mb']:.0f} |")
 
 
 if __name__ == "__main__":

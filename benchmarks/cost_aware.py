@@ -74,17 +74,9 @@ class CostAwareRouter(Router):
         self.seed = seed
 
     def _make(self) -> Router:
-        from recsys_router.registry import make_router  # noqa: PLC0415
-        params = dict(self.base_params or {})
-        router = make_router(self.base, **params)
-        names = router.get_params()
-        extra = {}
-        if self.encoder is not None and "encoder" in names and "encoder" not in params:
-            extra["encoder"] = self.encoder
-        for key in ("seed", "random_state"):
-            if key in names and key not in params:
-                extra[key] = self.seed
-        return router.set_params(**extra)
+        from recsys_router.registry import make_inner_router  # noqa: PLC0415
+        return make_inner_router(self.base, self.base_params, encoder=self.encoder,
+                                 seed=self.seed)
 
     def _features(self, data: RoutingData) -> np.ndarray:
         from recsys_router.encoders import get_encoder  # noqa: PLC0415

@@ -93,16 +93,9 @@ class TaskResidualRouter(Router):
         self.seed = seed
 
     def _make(self) -> Router:
-        from recsys_router.registry import make_router  # noqa: PLC0415 (registry imports models)
-        params = dict(self.base_params or {})
-        router = make_router(self.base, **params)
-        names = router.get_params()
-        extra = {}
-        if self.encoder is not None and "encoder" in names and "encoder" not in params:
-            extra["encoder"] = self.encoder
-        if "seed" in names and "seed" not in params:
-            extra["seed"] = self.seed
-        return router.set_params(**extra)
+        from recsys_router.registry import make_inner_router  # noqa: PLC0415 (imports models)
+        return make_inner_router(self.base, self.base_params, encoder=self.encoder,
+                                 seed=self.seed)
 
     @staticmethod
     def _task_stats(router: Router, train: RoutingData):
