@@ -197,7 +197,9 @@ class GraphRouter(LightningRouter):
         per training batch of cells, whose queries are that step's targets.
         The defaults (batches of 2,048 cells; 10 epochs, as in ``configs/models/graph.yaml``)
         were the better of the settings measured on ``llmrouter`` (``benchmarks/README.md``):
-        20 epochs overfitted there.
+        20 epochs overfitted there. On a few hundred train queries a 2,048-cell batch leaves
+        only a few steps per epoch: use a smaller ``batch_size`` or more epochs there (the
+        ORBIT-protocol run, 630 train queries, uses 256 and 20).
 
     Example
     -------
