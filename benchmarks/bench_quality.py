@@ -16,7 +16,8 @@ around ``<name>``: per-query predicted costs (ridge on the query embedding) and 
 penalty on the predicted scores chosen on an inner split of the training queries;
 ``cam-<name>`` is the same with each LLM's mean train cost as predicted cost.
 
-Writes ``<out>/<part>_<dataset>.md`` and ``.csv`` (metrics, long) and prints the tables.
+Writes ``<out>/<part>_<dataset>.md`` and ``.csv`` (metrics, long) and prints the tables;
+``--readme FILE`` also puts each table into FILE between its own markers.
 
 Usage::
 
@@ -190,15 +191,47 @@ def anchor_table(ours: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("-")
 
 
-def write(out: Path, stem: str, table: pd.DataFrame, res, header: str) -> str:
+def write(out: Path, stem: str, table: pd.DataFrame, res, header: str,
+          readme: Path | None = None) -> str:
     out.mkdir(parents=True, exist_ok=True)
     text = f"{header}\n\n{markdown(table)}\n"
     if res.notes:
         text += "\nNotes:\n" + "\n".join(f"- {n}" for n in dict.fromkeys(res.notes)) + "\n"
     (out / f"{stem}.md").write_text(text)
     res.metrics.to_csv(out / f"{stem}.csv", index=False)
+    if readme is not None:
+        update_readme(readme, f"{out.as_posix()}/{stem}", text)
     print(text, flush=True)
     return text
+
+
+def update_readme(path: Path, key: str, text: str) -> None:
+    r"""Put ``text`` between the markers ``<!-- bench_quality: key -->`` and
+    ``<!-- /bench_quality: key -->`` of the Markdown file ``path`` (appended with its markers
+    when absent). Written to a temporary file, then renamed over ``path``.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> f = Path(tempfile.mkdtemp()) / "R.md"
+    >>> _ = f.write_text("intro\n")
+    >>> update_readme(f, "r/folds_x", "table 1\n"); update_readme(f, "r/folds_x", "table 2\n")
+    >>> f.read_text().count("table"), "table 2" in f.read_text()
+    (1, True)
+    """
+    begin, end = f"<!-- bench_quality: {key} -->", f"<!-- /bench_quality: {key} -->"
+    old = path.read_text() if path.exists() else ""
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    i, j = old.find(begin), old.find(end)
+    if i >= 0 and j > i:
+        new = old[:i] + block + old[j + len(end):]
+    elif i >= 0 or j >= 0:
+        raise ValueError(f"{path}: marker {begin!r} or {end!r} appears without its pair")
+    else:
+        new = old.rstrip("\n") + ("\n\n" if old else "") + block + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(new)
+    tmp.replace(path)
 
 
 def main(argv=None) -> None:
@@ -216,8 +249,12 @@ def main(argv=None) -> None:
     ap.add_argument("--params", default="",
                     help="router parameters, e.g. mf.batch_size=512,mirt.batch_size=512")
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--readme", default="",
+                    help="also write each table into this Markdown file, between "
+                         "'<!-- bench_quality: <out>/<table> -->' markers (e.g. benchmarks/README.md)")
     a = ap.parse_args(argv)
     out = Path(a.out)
+    readme = Path(a.readme) if a.readme else None
     cmd = "python benchmarks/bench_quality.py " + " ".join(sys.argv[1:] if argv is None else argv)
     per = dict(kv.split("=", 1) for kv in a.encoders.split(",") if kv.strip())
     names = [r.strip() for r in a.routers.split(",") if r.strip()]
@@ -233,7 +270,7 @@ def main(argv=None) -> None:
         tab = summary(res, ["orbit"])
         write(out, "anchor_routerbench_zs", anchor_table(tab), res,
               f"### ORBIT protocol on routerbench_zs ({data.n_queries} rows, ORBIT 20/80 split, "
-              f"encoder {a.encoder}; {time.perf_counter() - t0:.0f} s)\n\n`{cmd}`")
+              f"encoder {a.encoder}; {time.perf_counter() - t0:.0f} s)\n\n`{cmd}`", readme)
     if a.part in ("folds", "both"):
         for ds in [d.strip() for d in a.datasets.split(",") if d.strip()]:
             t0 = time.perf_counter()
@@ -251,7 +288,8 @@ def main(argv=None) -> None:
             tab = summary(res, protos)
             write(out, f"folds_{ds}", tab, res,
                   f"### {ds}: {a.folds}-fold CV, {data.n_queries} queries x {data.n_llms} LLMs, "
-                  f"encoder {enc}, seed {a.seed} ({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`")
+                  f"encoder {enc}, seed {a.seed} ({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`",
+                  readme)
 
 
 if __name__ == "__main__":

@@ -22,3 +22,26 @@ def test_nested_literals_keep_their_commas():
 def test_entry_without_router_and_param_is_rejected():
     with pytest.raises(ValueError, match="router.param=value"):
         parse_params("batch_size=512")
+
+
+def test_readme_block_is_replaced_in_place_or_appended(tmp_path):
+    from benchmarks.bench_quality import update_readme
+    f = tmp_path / "README.md"
+    f.write_text("# B\n\n<!-- bench_quality: r/folds_a -->\nold\n<!-- /bench_quality: r/folds_a -->\n"
+                 "\ntail text\n")
+    update_readme(f, "r/folds_a", "| new | table |\n")
+    update_readme(f, "r/folds_b", "second\n")
+    assert f.read_text() == ("# B\n\n<!-- bench_quality: r/folds_a -->\n| new | table |\n"
+                             "<!-- /bench_quality: r/folds_a -->\n\ntail text\n\n"
+                             "<!-- bench_quality: r/folds_b -->\nsecond\n"
+                             "<!-- /bench_quality: r/folds_b -->\n")
+    assert not (tmp_path / "README.md.tmp").exists()
+
+
+def test_unpaired_readme_marker_is_an_error(tmp_path):
+    from benchmarks.bench_quality import update_readme
+    f = tmp_path / "README.md"
+    f.write_text("<!-- bench_quality: r/x -->\nno end\n")
+    with pytest.raises(ValueError, match="without its pair"):
+        update_readme(f, "r/x", "t\n")
+    assert f.read_text() == "<!-- bench_quality: r/x -->\nno end\n"
