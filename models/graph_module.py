@@ -215,10 +215,12 @@ class GraphRouter(LightningRouter):
                  cost_weight: float = 0.5, lr: float = 5e-3,
                  weight_decay: float = 1e-5, encoder: str = "hashing",
                  encoder_options: dict | None = None, batch_size: int = 2048, max_epochs: int = 10,
-                 seed: int = 0, accelerator: str = "cpu"):
+                 seed: int = 0, accelerator: str = "cpu",
+                 val_fraction: float = 0.0, patience: int = 3):
         super().__init__(encoder=encoder, encoder_options=encoder_options, mode="pointwise",
                          batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator)
+                         accelerator=accelerator,
+                         val_fraction=val_fraction, patience=patience)
         del self.mode  # not a parameter of this router (always pointwise cells: their queries are the targets)
         self.hidden = hidden
         self.num_layers = num_layers

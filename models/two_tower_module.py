@@ -189,10 +189,12 @@ class TwoTowerRouter(LossConfigured, LightningRouter):
                  weight_decay: float = 1e-5, encoder: str = "hashing",
                  encoder_options: dict | None = None, mode: str | None = None,
                  batch_size: int = 64, max_epochs: int = 10, seed: int = 0,
-                 accelerator: str = "cpu"):
+                 accelerator: str = "cpu",
+                 val_fraction: float = 0.0, patience: int = 3):
         super().__init__(encoder=encoder, encoder_options=encoder_options, mode=mode,
                          batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator)
+                         accelerator=accelerator,
+                         val_fraction=val_fraction, patience=patience)
         self.dim = dim
         self.id_dim = id_dim
         self.query_hidden = query_hidden

@@ -61,6 +61,35 @@ def quiet_trainer(max_epochs: int, *, accelerator: str = "cpu", devices=1, valid
                           limit_val_batches=None if validate else 0, **kwargs)
 
 
+def _hold_out(train: RoutingData, frac: float, seed: int):
+    """Seeded (inner train, held-out) split of the training queries for early stopping."""
+    n_val = int(round(frac * train.n_queries))
+    if n_val < 1 or n_val >= train.n_queries:
+        raise ValueError(f"val_fraction={frac} holds out {n_val} of {train.n_queries} training "
+                         "queries; it must leave at least one on each side")
+    perm = np.random.default_rng(seed).permutation(train.n_queries)
+    return train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
+
+
+def _best_net_callback():
+    """A callback keeping the weights of the epoch with the best ``val/mu_o`` (Lightning is
+    imported only when it is needed)."""
+    from pytorch_lightning.callbacks import Callback
+
+    class BestNet(Callback):
+        """Keeps a copy of ``pl_module.net``'s weights at the best ``val/mu_o`` so far."""
+
+        def __init__(self):
+            self.value, self.state, self.epoch = -np.inf, None, None
+
+        def on_validation_end(self, trainer, pl_module):  # after the epoch's metrics are logged
+            v = trainer.callback_metrics.get("val/mu_o")
+            if v is not None and float(v) > self.value:
+                self.value, self.epoch = float(v), int(trainer.current_epoch)
+                self.state = copy.deepcopy(pl_module.net.state_dict())
+    return BestNet()
+
+
 class LightningRouter(Router):
     """Base of routers that train a :class:`RouterModule` with Lightning.
 
@@ -80,6 +109,13 @@ class LightningRouter(Router):
         dropout: the same seed gives the same fitted router.
     accelerator : str
         ``"cpu"``, ``"gpu"`` or ``"auto"``; prediction always runs on CPU.
+    val_fraction : float
+        0 (default): train ``max_epochs`` epochs on all the data. Otherwise early stopping:
+        this seeded share of the training queries is held out (unless ``fit`` is given a
+        ``val`` set, which is then used), the network of the epoch with the best held-out
+        ``mu_o`` is kept, and training stops after ``patience`` epochs without improvement.
+    patience : int
+        Epochs without a better held-out ``mu_o`` before stopping (with ``val_fraction``).
 
     Attributes
     ----------
@@ -90,6 +126,9 @@ class LightningRouter(Router):
         exported artifacts hold only fitted ones, as ``fitted_encoder_``).
     train_history_ : dict
         Last logged values (``train/loss``, and ``val/...`` when a val set was given).
+    best_epoch_, val_score_ : int or None, float or None
+        With ``val_fraction``: the (0-based) epoch whose network was kept, and its held-out
+        ``mu_o``.
     """
 
     uses_text = True
@@ -97,7 +136,8 @@ class LightningRouter(Router):
 
     def __init__(self, encoder: str = "hashing", encoder_options: dict | None = None,
                  mode: str | None = None, batch_size: int = 64, max_epochs: int = 10,
-                 seed: int = 0, accelerator: str = "cpu"):
+                 seed: int = 0, accelerator: str = "cpu",
+                 val_fraction: float = 0.0, patience: int = 3):
         self.encoder = encoder
         self.encoder_options = encoder_options
         self.mode = mode
@@ -105,6 +145,8 @@ class LightningRouter(Router):
         self.max_epochs = max_epochs
         self.seed = seed
         self.accelerator = accelerator
+        self.val_fraction = val_fraction
+        self.patience = patience
 
     # ------------------------------------------------------------------ to implement
     def build_module(self, n_llms: int, embed_dim: int) -> RouterModule:
@@ -127,14 +169,30 @@ class LightningRouter(Router):
         import pytorch_lightning as pl
         if self.max_epochs < 1:
             raise ValueError(f"max_epochs must be >= 1, got {self.max_epochs}")
+        frac = float(getattr(self, "val_fraction", 0.0) or 0.0)
+        if not 0 <= frac < 1:
+            raise ValueError(f"val_fraction must be in [0, 1), got {frac!r}")
+        if frac > 0 and val is None:
+            train, val = _hold_out(train, frac, int(self.seed))
         dm = self._datamodule(train, val)
+        callbacks = []
+        best = None
+        if frac > 0:
+            from pytorch_lightning.callbacks import EarlyStopping
+            best = _best_net_callback()
+            callbacks = [best, EarlyStopping("val/mu_o", mode="max",
+                                             patience=int(getattr(self, "patience", 3)))]
         with _quiet():
             pl.seed_everything(int(self.seed), workers=True, verbose=False)
             module = self.build_module(dm.n_llms, dm.embed_dim)
             trainer = quiet_trainer(self.max_epochs, accelerator=self.accelerator,
-                                    validate=val is not None)
+                                    validate=val is not None, callbacks=callbacks)
             trainer.fit(module, datamodule=dm)
         self.train_history_ = {k: float(v) for k, v in trainer.callback_metrics.items()}
+        self.best_epoch_, self.val_score_ = None, None
+        if best is not None and best.state is not None:
+            module.net.load_state_dict(best.state)
+            self.best_epoch_, self.val_score_ = best.epoch, best.value
         self._set_fitted_state(module, dm)
 
     def _set_fitted_state(self, module: RouterModule, dm) -> None:
@@ -204,10 +262,12 @@ class ModuleRouter(LightningRouter):
     def __init__(self, module_class: str, module_options: dict | None = None,
                  encoder: str = "hashing", encoder_options: dict | None = None,
                  mode: str = "pointwise", batch_size: int = 64, max_epochs: int = 10, seed: int = 0,
-                 accelerator: str = "cpu"):
+                 accelerator: str = "cpu",
+                 val_fraction: float = 0.0, patience: int = 3):
         super().__init__(encoder=encoder, encoder_options=encoder_options, mode=mode,
                          batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator)
+                         accelerator=accelerator,
+                         val_fraction=val_fraction, patience=patience)
         self.module_class = module_class
         self.module_options = module_options
 
