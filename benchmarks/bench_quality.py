@@ -251,7 +251,8 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--readme", default="",
                     help="also write each table into this Markdown file, between "
-                         "'<!-- bench_quality: <out>/<table> -->' markers (e.g. benchmarks/README.md)")
+                         "'<!-- bench_quality: <out>/<table> -->' markers "
+                         "(e.g. benchmarks/README.md)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     readme = Path(a.readme) if a.readme else None

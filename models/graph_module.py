@@ -221,7 +221,8 @@ class GraphRouter(LightningRouter):
                          batch_size=batch_size, max_epochs=max_epochs, seed=seed,
                          accelerator=accelerator,
                          val_fraction=val_fraction, patience=patience)
-        del self.mode  # not a parameter of this router (always pointwise cells: their queries are the targets)
+        # not a parameter of this router: always pointwise cells, whose queries are the targets
+        del self.mode
         self.hidden = hidden
         self.num_layers = num_layers
         self.dropout = dropout

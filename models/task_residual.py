@@ -132,7 +132,8 @@ class TaskResidualRouter(Router):
         else:
             alpha = float(self.alpha)
             if not np.isfinite(alpha) or alpha < 0:
-                raise ValueError(f"alpha must be 'auto' or a finite number >= 0, got {self.alpha!r}")
+                raise ValueError(f"alpha must be 'auto' or a finite number >= 0, "
+                                 f"got {self.alpha!r}")
         self.alpha_ = float(alpha)
         self.router_ = self._make().fit(train, val)
         (self.tasks_, self.task_means_, self.task_centres_, self.overall_means_,

@@ -70,7 +70,8 @@ def test_within_task_signal_gives_a_positive_alpha():
     assert r.alpha_ > 0, r.val_scores_
     te = parts["test"]
     got = te.scores[np.arange(te.n_queries), r.route_indices(te)].mean()
-    flat = te.scores[np.arange(te.n_queries), TaskBestRouter().fit(parts["train"]).route_indices(te)].mean()
+    tb = TaskBestRouter().fit(parts["train"])
+    flat = te.scores[np.arange(te.n_queries), tb.route_indices(te)].mean()
     assert got > flat + 0.03, (got, flat)
 
 

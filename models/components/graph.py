@@ -386,7 +386,8 @@ class RoutingGraphBuilder:
         tnodes = nodes[target[nodes]]
         tp, tl = np.nonzero(~np.isnan(self.scores[tnodes]))
         tq = tnodes[tp]
-        cost = self.costs[tq, tl] if self.costs is not None else np.full(len(tq), np.nan, np.float32)
+        cost = (self.costs[tq, tl] if self.costs is not None
+                else np.full(len(tq), np.nan, np.float32))
         return g, {"q": local[tq], "l": tl, "y": self.scores[tq, tl], "cost": cost,
                    "nodes": nodes}
 
