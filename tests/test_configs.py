@@ -1,4 +1,5 @@
-"""Every model config x the synthetic data config runs under LightningCLI (fast_dev_run);
+"""Every model config x the synthetic data config, and x the real routerbench_zs config, runs
+under LightningCLI (fast_dev_run);
 every data config names a registered dataset; fit/validate/test/predict and DDP work."""
 
 from __future__ import annotations
@@ -120,3 +121,20 @@ def test_ddp_two_cpu_processes(tmp_path):
     (log_dir,) = [p for p in (tmp_path / "lightning_logs").iterdir() if p.is_dir()]
     metrics = pd.read_csv(log_dir / "metrics.csv")
     assert metrics["val/mu_o"].notna().sum() == 1
+
+
+@pytest.mark.parametrize("model_cfg", MODEL_CONFIGS, ids=lambda p: p.stem)
+def test_every_model_config_trains_on_the_shared_data(model_cfg, tmp_path):
+    """Each model config with the real routerbench_zs data config: one training and one
+    validation batch (fast_dev_run), sizes linked from the real data (11 LLMs)."""
+    from conftest import shared_path
+    data_dir = shared_path("routerbench_zs")
+    cli = build_cli(["fit", "-c", str(model_cfg), "-c", str(ROOT / "configs" / "data" /
+                                                          "routerbench_zs.yaml"),
+                     f"--data.init_args.data_dir={data_dir.parent}",
+                     "--data.init_args.encoder=hashing", "--data.init_args.encoder_options={dim: 32}",
+                     "--trainer.accelerator=cpu", "--trainer.fast_dev_run=true",
+                     *_logger(tmp_path)])
+    assert cli.trainer.state.finished
+    assert (cli.model.hparams["n_llms"], cli.model.hparams["embed_dim"]) == (11, 32)
+    assert np.isfinite(float(cli.trainer.callback_metrics["train/loss"]))
