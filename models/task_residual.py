@@ -31,7 +31,7 @@ from recsys_router.data import RoutingData
 from recsys_router.router import Router
 
 from .baselines._common import masked_group_means, safe_llm_means
-from .baselines.simple import task_keys
+from .baselines.simple import rows_or_default, task_groups, task_rows
 
 __all__ = ["TaskResidualRouter", "ALPHA_GRID"]
 
@@ -100,10 +100,7 @@ class TaskResidualRouter(Router):
     @staticmethod
     def _task_stats(router: Router, train: RoutingData):
         """(task names, task means (T, m), CF centres (T, m), overall means, overall centre)."""
-        keys = task_keys(train)
-        tasks = sorted(set(keys) - {""})
-        index = {t: i for i, t in enumerate(tasks)}
-        rows = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
+        tasks, rows = task_groups(train)
         seen = rows >= 0
         overall = safe_llm_means(train.scores)
         means = masked_group_means(train.scores[seen], rows[seen], len(tasks), overall)
@@ -114,16 +111,8 @@ class TaskResidualRouter(Router):
 
     @staticmethod
     def _combine(pred, rows, means, centres, overall, centre_all, alpha: float) -> np.ndarray:
-        prior = np.broadcast_to(overall, pred.shape).copy()
-        centre = np.broadcast_to(centre_all, pred.shape).copy()
-        known = rows >= 0
-        prior[known] = means[rows[known]]
-        centre[known] = centres[rows[known]]
-        return prior + alpha * (pred - centre)
-
-    def _rows(self, data: RoutingData, tasks: list[str]) -> np.ndarray:
-        index = {t: i for i, t in enumerate(tasks)}
-        return np.array([index.get(k, -1) for k in task_keys(data)], dtype=np.int64)
+        prior = rows_or_default(means, rows, overall)
+        return prior + alpha * (pred - rows_or_default(centres, rows, centre_all))
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         self.val_scores_: dict[float, float] = {}
@@ -153,7 +142,7 @@ class TaskResidualRouter(Router):
         router = self._make().fit(inner)
         stats = self._task_stats(router, inner)
         pred = np.asarray(router.predict_scores(held), dtype=np.float64)
-        rows = self._rows(held, stats[0])
+        rows = task_rows(held, stats[0])
         truth = held.scores
         best, best_v = grid[0], -np.inf
         for a in grid:
@@ -167,7 +156,7 @@ class TaskResidualRouter(Router):
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         pred = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
-        return self._combine(pred, self._rows(data, self.tasks_), self.task_means_,
+        return self._combine(pred, task_rows(data, self.tasks_), self.task_means_,
                              self.task_centres_, self.overall_means_, self.overall_centre_,
                              self.alpha_)
 

@@ -22,7 +22,7 @@ from recsys_router.router import Router
 from ._common import masked_group_means, nan_col_means, query_uniforms, safe_llm_means
 
 __all__ = ["RandomRouter", "OracleRouter", "ROracleRouter", "BestSingleRouter", "TaskBestRouter",
-           "truth_scores", "task_keys"]
+           "truth_scores", "task_groups", "task_rows", "rows_or_default"]
 
 
 def truth_scores(data: RoutingData) -> np.ndarray:
@@ -219,10 +219,29 @@ class BestSingleRouter(Router):
         return np.broadcast_to(self.mean_scores_, (data.n_queries, len(self.mean_scores_))).copy()
 
 
-def task_keys(data: RoutingData) -> list[str]:
-    """Each query's task label as a string (``""`` where it has none)."""
+def _task_keys(data: RoutingData) -> list[str]:
     return ["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t)
             for t in data.tasks]
+
+
+def task_rows(data: RoutingData, tasks: list[str]) -> np.ndarray:
+    """Index of each query's task label in ``tasks`` (-1: no label, or not in ``tasks``)."""
+    index = {t: i for i, t in enumerate(tasks)}
+    return np.array([index.get(k, -1) for k in _task_keys(data)], dtype=np.int64)
+
+
+def task_groups(data: RoutingData) -> tuple[list[str], np.ndarray]:
+    """The sorted task labels of ``data`` and each query's index among them (-1: none)."""
+    tasks = sorted(set(_task_keys(data)) - {""})
+    return tasks, task_rows(data, tasks)
+
+
+def rows_or_default(table: np.ndarray, rows: np.ndarray, default: np.ndarray) -> np.ndarray:
+    """``table[rows[i]]`` per query, ``default`` where ``rows[i] < 0``: shape (n, m)."""
+    out = np.broadcast_to(default, (len(rows), len(default))).astype(np.float64)
+    known = rows >= 0
+    out[known] = table[rows[known]]
+    return out
 
 
 class TaskBestRouter(Router):
@@ -249,19 +268,11 @@ class TaskBestRouter(Router):
         pass
 
     def _fit(self, train, val):
-        keys = task_keys(train)
-        self.tasks_ = sorted(set(keys) - {""})
-        index = {t: i for i, t in enumerate(self.tasks_)}
+        self.tasks_, rows = task_groups(train)
         self.mean_scores_ = safe_llm_means(train.scores)
-        rows = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
         seen = rows >= 0
         self.task_means_ = masked_group_means(train.scores[seen], rows[seen], len(self.tasks_),
                                               self.mean_scores_)
 
     def _predict_scores(self, data):
-        index = {t: i for i, t in enumerate(self.tasks_)}
-        rows = np.array([index.get(k, -1) for k in task_keys(data)], dtype=np.int64)
-        out = np.broadcast_to(self.mean_scores_, (data.n_queries, len(self.mean_scores_))).copy()
-        out[rows >= 0] = self.task_means_[rows[rows >= 0]]
-        return out
-
+        return rows_or_default(self.task_means_, task_rows(data, self.tasks_), self.mean_scores_)
