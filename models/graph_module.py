@@ -3,7 +3,7 @@
 Reference: Feng, Shen & You, "GraphRouter: A Graph-based Router for LLM Selections",
 ICLR 2025 (arXiv 2410.03834).
 
-The graph (:class:`~models.components.graph.RoutingGraphBuilder`) holds task, query and
+The graph (:class:`~recsys_router.models.components.graph.RoutingGraphBuilder`) holds task, query and
 LLM nodes; train query-LLM edges carry ``[score, cost]``; a query is linked to its task and
 to its ``k`` nearest train queries. Training samples its own subgraphs (no
 ``NeighborLoader``, no torch-sparse): each step hides the rating edges of the queries of a
@@ -14,7 +14,7 @@ context queries and at most ``context_size`` further context queries drawn at ra
 a step costs O(batch) whatever the train set's size (``context_size=0``: every train
 query, full-batch).
 
-The module works with the ordinary :class:`~datamodules.routing_datamodule.RoutingDataModule`:
+The module works with the ordinary :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`:
 it builds the graph from the data module's train split in :meth:`GraphModule.on_data` and
 takes the queries of each training batch of cells as the step's targets.
 """
@@ -25,9 +25,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models.base.lightning_router import LightningRouter
-from models.base.router_module import RouterModule
-from models.components.graph import HeteroRouterGNN, RoutingGraphBuilder
+from recsys_router.models.base.lightning_router import LightningRouter
+from recsys_router.models.base.router_module import RouterModule
+from recsys_router.models.components.graph import HeteroRouterGNN, RoutingGraphBuilder
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 
@@ -193,7 +193,7 @@ class GraphRouter(LightningRouter):
     hidden, num_layers, dropout, k, target_fraction, context_size, cost_weight, lr, weight_decay
         See :class:`GraphModule`.
     encoder, encoder_options, batch_size, max_epochs, seed, accelerator
-        See :class:`~models.base.lightning_router.LightningRouter`; one graph step is taken
+        See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; one graph step is taken
         per training batch of cells, whose queries are that step's targets.
         The defaults (batches of 2,048 cells; 10 epochs, as in ``configs/models/graph.yaml``)
         were the better of the settings measured on ``llmrouter`` (``benchmarks/README.md``):

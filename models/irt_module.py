@@ -5,7 +5,7 @@ Response Theory", ACL 2025 (arXiv 2506.01048).
 
 * MIRT: ``P(query i solved by LLM j) = sigmoid(sum_k a_ik theta_jk - b_i)``;
 * NIRT: ``P = f(a_i * r_i (.) (sigmoid(theta_j) - sigmoid(beta_i)))`` with a positive-weight
-  (monotone) network ``f`` (see :mod:`models.components.irt`).
+  (monotone) network ``f`` (see :mod:`recsys_router.models.components.irt`).
 
 The LLM ability ``theta_j`` comes from the LLM's ID embedding plus a linear map of its
 features (description embedding, prices, size: the data module's ``llm_features``); the
@@ -23,15 +23,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from models.base.lightning_router import LightningRouter
-from models.base.router_module import RouterModule
-from models.components.irt import MIRTNet, NIRTNet
-from models.losses import RoutingLoss
+from recsys_router.models.base.lightning_router import LightningRouter
+from recsys_router.models.base.router_module import RouterModule
+from recsys_router.models.components.irt import MIRTNet, NIRTNet
+from recsys_router.models.losses import RoutingLoss
 from recsys_router.data import RoutingData
 
 __all__ = ["IRTScorer", "MIRTModule", "NIRTModule", "IRTRouter", "MIRTRouter", "NIRTRouter"]
 
-#: numeric LLM features after the description embedding (datamodules.routing_datamodule)
+#: numeric LLM features after the description embedding (recsys_router.datamodules.routing_datamodule)
 _N_LLM_NUMERIC = 4
 
 
@@ -202,7 +202,7 @@ class MIRTRouter(IRTRouter):
     dim, use_llm_features, lr, weight_decay
         See :class:`MIRTModule`.
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
-        See :class:`~models.base.lightning_router.LightningRouter`.
+        See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.
 
     Example
     -------
@@ -243,7 +243,7 @@ class NIRTRouter(IRTRouter):
     dim, use_llm_features, hidden, dropout, lr, weight_decay
         See :class:`NIRTModule`.
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
-        See :class:`~models.base.lightning_router.LightningRouter`.
+        See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.
     """
 
     kind = "nirt"

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from models.base.lightning_router import LightningRouter, LossConfigured
-from models.base.router_module import RouterModule
-from models.components.mf import MFScorer
-from models.losses import RoutingLoss
+from recsys_router.models.base.lightning_router import LightningRouter, LossConfigured
+from recsys_router.models.base.router_module import RouterModule
+from recsys_router.models.components.mf import MFScorer
+from recsys_router.models.losses import RoutingLoss
 
 __all__ = ["MFModule", "MFRouter"]
 
@@ -68,11 +68,11 @@ class MFRouter(LossConfigured, LightningRouter):
     dim, scoring, hidden, dropout, normalize_llm, lr, weight_decay
         See :class:`MFModule`.
     loss : {"bce", "mse", "listwise", "bpr", "utility"}
-        Loss kind (:class:`~models.losses.RoutingLoss`).
+        Loss kind (:class:`~recsys_router.models.losses.RoutingLoss`).
     wtp, ipw_clip, logit_adjust, entropy_weight
         Loss options (cost-aware utility and debiasing).
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
-        See :class:`~models.base.lightning_router.LightningRouter`; ``mode=None`` picks
+        See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; ``mode=None`` picks
         the batch layout that suits ``loss``.
 
     Example

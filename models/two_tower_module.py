@@ -23,11 +23,11 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from datamodules.routing_datamodule import N_LLM_NUMERIC_FEATURES, llm_feature_matrix
-from models.base.lightning_router import LightningRouter, LossConfigured
-from models.base.router_module import RouterModule
-from models.components.two_tower import TwoTowerScorer
-from models.losses import RoutingLoss
+from recsys_router.datamodules.routing_datamodule import N_LLM_NUMERIC_FEATURES, llm_feature_matrix
+from recsys_router.models.base.lightning_router import LightningRouter, LossConfigured
+from recsys_router.models.base.router_module import RouterModule
+from recsys_router.models.components.two_tower import TwoTowerScorer
+from recsys_router.models.losses import RoutingLoss
 from recsys_router.data import RoutingData
 
 __all__ = ["TwoTowerModule", "TwoTowerRouter", "add_llm"]
@@ -41,7 +41,7 @@ class TwoTowerModule(RouterModule):
     n_llms, embed_dim : int
         Linked from the data module (the LLM feature width is ``embed_dim + 4``).
     dim, id_dim, query_hidden, llm_hidden, dropout, id_dropout
-        See :class:`~models.components.two_tower.TwoTowerScorer`.
+        See :class:`~recsys_router.models.components.two_tower.TwoTowerScorer`.
     loss : RoutingLoss, optional
         Default listwise softmax cross-entropy.
     lr, weight_decay : float
@@ -170,7 +170,7 @@ class TwoTowerRouter(LossConfigured, LightningRouter):
     wtp, ipw_clip, logit_adjust, entropy_weight
         Loss options.
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
-        See :class:`~models.base.lightning_router.LightningRouter`.
+        See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.
 
     Example
     -------

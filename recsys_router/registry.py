@@ -28,28 +28,28 @@ __all__ = ["make_router", "make_inner_router", "register_router", "unregister_ro
 Factory = Union[str, Callable[..., Router]]
 
 _ROUTERS: dict[str, Factory] = {
-    "random": "models.baselines.simple:RandomRouter",
-    "oracle": "models.baselines.simple:OracleRouter",
-    "r_o": "models.baselines.simple:ROracleRouter",
-    "best-single": "models.baselines.simple:BestSingleRouter",
-    "task-best": "models.baselines.simple:TaskBestRouter",
-    "zero": "models.baselines.zero:ZeroRouter",
-    "cascade": "models.baselines.cascade:CascadeRouter",
-    "knn": "models.baselines.neighbours:KNNRouter",
-    "prknn": "models.baselines.neighbours:PRKnnRouter",
-    "c-roberta": "models.baselines.cluster:ClusterRouter",
-    "svm": "models.baselines.svm:SVMRouter",
-    "linearr": "models.baselines.regression:LinearRRouter",
-    "mlpr": "models.baselines.regression:MLPRRouter",
-    "mlc": "models.baselines.regression:MLCRouter",
-    "als": "models.implicit_router:ALSRouter",
-    "bpr": "models.implicit_router:BPRRouter",
-    "mirt": "models.irt_module:MIRTRouter",
-    "nirt": "models.irt_module:NIRTRouter",
-    "graph": "models.graph_module:GraphRouter",
-    "mf": "models.mf_module:MFRouter",
-    "two-tower": "models.two_tower_module:TwoTowerRouter",
-    "task-residual": "models.task_residual:TaskResidualRouter",
+    "random": "recsys_router.models.baselines.simple:RandomRouter",
+    "oracle": "recsys_router.models.baselines.simple:OracleRouter",
+    "r_o": "recsys_router.models.baselines.simple:ROracleRouter",
+    "best-single": "recsys_router.models.baselines.simple:BestSingleRouter",
+    "task-best": "recsys_router.models.baselines.simple:TaskBestRouter",
+    "zero": "recsys_router.models.baselines.zero:ZeroRouter",
+    "cascade": "recsys_router.models.baselines.cascade:CascadeRouter",
+    "knn": "recsys_router.models.baselines.neighbours:KNNRouter",
+    "prknn": "recsys_router.models.baselines.neighbours:PRKnnRouter",
+    "c-roberta": "recsys_router.models.baselines.cluster:ClusterRouter",
+    "svm": "recsys_router.models.baselines.svm:SVMRouter",
+    "linearr": "recsys_router.models.baselines.regression:LinearRRouter",
+    "mlpr": "recsys_router.models.baselines.regression:MLPRRouter",
+    "mlc": "recsys_router.models.baselines.regression:MLCRouter",
+    "als": "recsys_router.models.implicit_router:ALSRouter",
+    "bpr": "recsys_router.models.implicit_router:BPRRouter",
+    "mirt": "recsys_router.models.irt_module:MIRTRouter",
+    "nirt": "recsys_router.models.irt_module:NIRTRouter",
+    "graph": "recsys_router.models.graph_module:GraphRouter",
+    "mf": "recsys_router.models.mf_module:MFRouter",
+    "two-tower": "recsys_router.models.two_tower_module:TwoTowerRouter",
+    "task-residual": "recsys_router.models.task_residual:TaskResidualRouter",
 }
 
 
@@ -73,7 +73,7 @@ def register_router(name: str, factory: Factory, *, overwrite: bool = False) -> 
 
     Example
     -------
-    >>> register_router("my-bsm", "models.baselines.simple:BestSingleRouter")
+    >>> register_router("my-bsm", "recsys_router.models.baselines.simple:BestSingleRouter")
     >>> make_router("my-bsm")
     BestSingleRouter()
     >>> unregister_router("my-bsm")

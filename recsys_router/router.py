@@ -30,7 +30,7 @@ class Router(ABC):
 
     Example
     -------
-    >>> from models.baselines import BestSingleRouter  # doctest: +SKIP
+    >>> from recsys_router.models.baselines import BestSingleRouter  # doctest: +SKIP
     >>> r = BestSingleRouter().fit(train)               # doctest: +SKIP
     >>> r.route(test, wtp=100.0)                        # doctest: +SKIP
     """

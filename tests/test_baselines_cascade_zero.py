@@ -7,7 +7,7 @@ import pytest
 
 from recsys_router.data import RoutingData
 
-from models.baselines import CascadeRouter, ZeroRouter, nondecreasing_hull
+from recsys_router.models.baselines import CascadeRouter, ZeroRouter, nondecreasing_hull
 
 
 # ---------------------------------------------------------------------------- zero router

@@ -9,9 +9,9 @@ import pytest
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 
-from models.baselines import (ClusterRouter, KNNRouter, LinearRRouter, MLCRouter, MLPRRouter,
+from recsys_router.models.baselines import (ClusterRouter, KNNRouter, LinearRRouter, MLCRouter, MLPRRouter,
                               PRKnnRouter, SVMRouter)
-from models.baselines.neighbours import knn_indices
+from recsys_router.models.baselines.neighbours import knn_indices
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)

@@ -10,8 +10,8 @@ from recsys_router.data import RoutingData
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.registry import make_router
 
-from models.baselines import BestSingleRouter, OracleRouter, RandomRouter, ROracleRouter
-from models.baselines._common import best_llm_labels, query_uniforms
+from recsys_router.models.baselines import BestSingleRouter, OracleRouter, RandomRouter, ROracleRouter
+from recsys_router.models.baselines._common import best_llm_labels, query_uniforms
 
 
 def _oracle_data():
@@ -127,7 +127,7 @@ def test_registry_builds_reference_routers():
 
 
 def test_task_best_hand_example_unseen_and_missing_tasks():
-    from models.baselines import TaskBestRouter
+    from recsys_router.models.baselines import TaskBestRouter
     # task x: a 1/1, b 0/1 -> a; task y: a 0.25, b 0.5 (c unobserved in y -> overall 0.5)
     scores = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.5, 0.0, np.nan]])
     d = RoutingData(pd.DataFrame({"query_id": ["q1", "q2", "q3"], "task": ["x", "y", "y"]}),

@@ -91,7 +91,7 @@ def test_export_lightning_config_and_checkpoint(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data_cfg = tmp_path / "data.yaml"
     data_cfg.write_text(
-        "data:\n  class_path: datamodules.routing_datamodule.RoutingDataModule\n  init_args:\n"
+        "data:\n  class_path: recsys_router.datamodules.routing_datamodule.RoutingDataModule\n  init_args:\n"
         "    dataset: synthetic\n    dataset_options: {n_queries: 200, n_llms: 4, n_topics: 3, seed: 0}\n"
         "    encoder: hashing\n    encoder_options: {dim: 32}\n    split_ratios: [0.7, 0.15, 0.15]\n"
         "    mode: listwise\ntrainer:\n  max_epochs: 1\n  accelerator: cpu\n"
@@ -163,7 +163,7 @@ def test_flow_tune_export_calibrate_serve(tmp_path, fake_backend, monkeypatch):
     data_args, split_args, data, test = _real_or_sim(tmp_path)
     path = data_args[1] if data_args[1] != "synthetic" else "synthetic"
     (tmp_path / "data.yaml").write_text(
-        "data:\n  class_path: datamodules.routing_datamodule.RoutingDataModule\n  init_args:\n"
+        "data:\n  class_path: recsys_router.datamodules.routing_datamodule.RoutingDataModule\n  init_args:\n"
         f"    dataset: {path}\n    encoder: hashing\n    split_ratios: [0.8, 0.1, 0.1]\n    seed: 0\n"
         + ("    dataset_options: {n_queries: 240, n_llms: 4, n_topics: 3, seed: 3}\n"
            if path == "synthetic" else ""))

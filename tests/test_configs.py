@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from datamodules.routing_datamodule import RoutingDataModule
+from recsys_router.datamodules.routing_datamodule import RoutingDataModule
 from recsys_router.cli import main
 from recsys_router.cli.lightning import build_cli
 from recsys_router.datasets import available_datasets
@@ -59,7 +59,7 @@ def test_every_model_config_runs_fast_dev_run(model_cfg, tmp_path):
 @pytest.mark.parametrize("data_cfg", DATA_CONFIGS, ids=lambda p: p.stem)
 def test_every_data_config_names_a_dataset_and_valid_arguments(data_cfg):
     cfg = yaml.safe_load(data_cfg.read_text())["data"]
-    assert cfg["class_path"] == "datamodules.routing_datamodule.RoutingDataModule"
+    assert cfg["class_path"] == "recsys_router.datamodules.routing_datamodule.RoutingDataModule"
     args = cfg["init_args"]
     valid = set(inspect.signature(RoutingDataModule.__init__).parameters) - {"self"}
     assert set(args) <= valid, set(args) - valid

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.base.lightning_router import _hold_out
+from recsys_router.models.base.lightning_router import _hold_out
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.registry import make_router
 

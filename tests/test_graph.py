@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.components.graph import RoutingGraphBuilder, build_graph, knn_edges
-from models.graph_module import GraphRouter
+from recsys_router.models.components.graph import RoutingGraphBuilder, build_graph, knn_edges
+from recsys_router.models.graph_module import GraphRouter
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.registry import make_router
 from router_contract import RouterContract

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.components import graph as graph_mod
-from models.components.graph import knn_edges
+from recsys_router.models.components import graph as graph_mod
+from recsys_router.models.components.graph import knn_edges
 
 
 def _plain(emb, context, k):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.components.graph import RoutingGraphBuilder, knn_edges, neighbour_pool
-from models.graph_module import GraphModule, GraphRouter
+from recsys_router.models.components.graph import RoutingGraphBuilder, knn_edges, neighbour_pool
+from recsys_router.models.graph_module import GraphModule, GraphRouter
 from recsys_router.datasets.synthetic import make_synthetic
 
 

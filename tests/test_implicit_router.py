@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from sklearn.linear_model import Ridge  # noqa: E402
 
-from models.implicit_router import (ALSRouter, BPRRouter, ImplicitRouter,  # noqa: E402
+from recsys_router.models.implicit_router import (ALSRouter, BPRRouter, ImplicitRouter,  # noqa: E402
                                     _per_column_linear, _ridge, interaction_matrix)
 from recsys_router.data import RoutingData  # noqa: E402
 from recsys_router.datasets.synthetic import make_synthetic  # noqa: E402
@@ -86,7 +86,7 @@ def test_knn_fold_in_with_k1_returns_own_train_factor():
 def test_knn_fold_in_is_mean_of_neighbour_factors():
     train, test = _held_out(4)
     r = ALSRouter(fold_in="knn", k=3, factors=4, iterations=5, calibrate=False).fit(train)
-    from models.implicit_router import encode_queries
+    from recsys_router.models.implicit_router import encode_queries
     e_tr, e_te = encode_queries(r.encoder_, train), encode_queries(r.encoder_, test)
     cos = (e_te / np.linalg.norm(e_te, axis=1, keepdims=True)) @ \
         (e_tr / np.linalg.norm(e_tr, axis=1, keepdims=True)).T
@@ -118,7 +118,7 @@ def test_params_and_validation():
 
 
 def test_gpu_flag_warns_and_falls_back_without_cuda():
-    from models.implicit_router import gpu_available
+    from recsys_router.models.implicit_router import gpu_available
     if gpu_available():
         pytest.skip("a CUDA build of implicit is present")
     train, test = _held_out(7)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from models.components.irt import MIRTNet, NIRTNet, PositiveLinear
-from models.irt_module import MIRTModule, MIRTRouter, NIRTRouter
+from recsys_router.models.components.irt import MIRTNet, NIRTNet, PositiveLinear
+from recsys_router.models.irt_module import MIRTModule, MIRTRouter, NIRTRouter
 from recsys_router.data import RoutingData
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.registry import make_router

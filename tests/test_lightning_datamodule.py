@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from datamodules import (N_LLM_NUMERIC_FEATURES, PreferenceDataModule, RoutingDataModule,
+from recsys_router.datamodules import (N_LLM_NUMERIC_FEATURES, PreferenceDataModule, RoutingDataModule,
                          battles_from_scores, llm_feature_matrix, read_battles)
-from datamodules._datasets import score_pairs
+from recsys_router.datamodules._datasets import score_pairs
 from recsys_router.data import RoutingData
 from recsys_router.encoders import get_encoder
 from recsys_router.errors import DataValidationError

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.routing_datamodule import RoutingDataModule
-from models.base import ModuleRouter, quiet_trainer
-from models.mf_module import MFModule, MFRouter
-from models.two_tower_module import TwoTowerRouter
+from recsys_router.datamodules.routing_datamodule import RoutingDataModule
+from recsys_router.models.base import ModuleRouter, quiet_trainer
+from recsys_router.models.mf_module import MFModule, MFRouter
+from recsys_router.models.two_tower_module import TwoTowerRouter
 from recsys_router.registry import make_router
 from router_contract import RouterContract
 
@@ -93,7 +93,7 @@ def test_export_round_trip(tmp_path, sim_split):
 
 
 def test_epoch_metrics_by_hand():
-    from models.base import epoch_metrics
+    from recsys_router.models.base import epoch_metrics
     s = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [np.nan, 1.0]])
     pred = np.array([[0.9, 0.1], [0.2, 0.8], [0.1, 0.9], [0.5, 0.5]])
     m = epoch_metrics(pred, s)                      # the incomplete 4th query is left out

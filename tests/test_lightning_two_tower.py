@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from models.components.two_tower import TwoTowerScorer
-from models.two_tower_module import TwoTowerRouter
+from recsys_router.models.components.two_tower import TwoTowerScorer
+from recsys_router.models.two_tower_module import TwoTowerRouter
 from recsys_router.data import RoutingData
 
 torch.set_num_threads(1)

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from models.losses import (RoutingLoss, default_mode, listwise_softmax_ce, pairs_from_lists,
+from recsys_router.models.losses import (RoutingLoss, default_mode, listwise_softmax_ce, pairs_from_lists,
                            pairwise_bpr, pointwise_bce, pointwise_mse, propensity_weights,
                            selection_entropy, utility_selection)
-from models.mf_module import MFRouter
+from recsys_router.models.mf_module import MFRouter
 from recsys_router.data import RoutingData
 from recsys_router.metrics.routereval import mu_o
 from recsys_router.metrics.routereval import selection_entropy as e_p

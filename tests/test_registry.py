@@ -59,7 +59,7 @@ def test_unknown_name_and_parameter_errors():
 
 
 def test_register_string_and_callable(isolated):
-    register_router("bsm-alias", "models.baselines.simple:BestSingleRouter")
+    register_router("bsm-alias", "recsys_router.models.baselines.simple:BestSingleRouter")
     assert type(make_router("bsm-alias")).__name__ == "BestSingleRouter"
     register_router("knn3", lambda **kw: make_router("knn", k=3, **kw))
     assert make_router("knn3").k == 3
@@ -67,10 +67,10 @@ def test_register_string_and_callable(isolated):
     with pytest.raises(TypeError, match="factory function"):
         router_class("knn3")
     # re-registering the same name needs overwrite=True (identical re-registration is fine)
-    register_router("bsm-alias", "models.baselines.simple:BestSingleRouter")
+    register_router("bsm-alias", "recsys_router.models.baselines.simple:BestSingleRouter")
     with pytest.raises(ValueError, match="already registered"):
-        register_router("bsm-alias", "models.baselines.simple:OracleRouter")
-    register_router("bsm-alias", "models.baselines.simple:OracleRouter", overwrite=True)
+        register_router("bsm-alias", "recsys_router.models.baselines.simple:OracleRouter")
+    register_router("bsm-alias", "recsys_router.models.baselines.simple:OracleRouter", overwrite=True)
     assert type(make_router("bsm-alias")).__name__ == "OracleRouter"
     unregister_router("BSM-alias")
     assert "bsm-alias" not in available_routers()
@@ -80,10 +80,10 @@ def test_register_string_and_callable(isolated):
 
 def test_bad_registrations(isolated):
     with pytest.raises(ValueError, match="module:ClassName"):
-        register_router("x", "models.baselines.simple.BestSingleRouter")
+        register_router("x", "recsys_router.models.baselines.simple.BestSingleRouter")
     with pytest.raises(TypeError):
         register_router("x", 42)
-    register_router("ghost", "models.nowhere:Ghost")
+    register_router("ghost", "recsys_router.models.nowhere:Ghost")
     with pytest.raises(ImportError, match="ghost"):
         make_router("ghost")
     register_router("not-a-router", lambda: object())
@@ -93,7 +93,8 @@ def test_bad_registrations(isolated):
 
 def test_importing_the_library_does_not_import_models():
     code = ("import sys, recsys_router, recsys_router.registry as r; r.available_routers(); "
-            "bad = [m for m in sys.modules if m == 'models' or m.startswith('models.')]; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('models', 'datamodules') "
+            "or m.startswith('recsys_router.models')]; "
             "assert not bad, bad; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[1])

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from router_contract import RouterContract
 
-from models.baselines import TaskBestRouter
-from models.task_residual import TaskResidualRouter
+from recsys_router.models.baselines import TaskBestRouter
+from recsys_router.models.task_residual import TaskResidualRouter
 from recsys_router.data import RoutingData
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.registry import make_router

@@ -130,7 +130,7 @@ def test_tune_registry_router_knn(tmp_path):
     from recsys_router.registry import make_router
     data_cfg = tmp_path / "data.yaml"
     data_cfg.write_text(yaml.safe_dump({"data": {
-        "class_path": "datamodules.routing_datamodule.RoutingDataModule",
+        "class_path": "recsys_router.datamodules.routing_datamodule.RoutingDataModule",
         "init_args": {"dataset": "synthetic", "encoder": "hashing", "encoder_options": {"dim": 64},
                       "dataset_options": {"n_queries": 300, "n_llms": 4, "n_topics": 3, "seed": 1}}}}))
     res = tune([data_cfg], ROOT / "configs" / "search" / "knn.yaml", router="knn", n_trials=3,
@@ -139,7 +139,7 @@ def test_tune_registry_router_knn(tmp_path):
     cfg = yaml.safe_load(res.best_config.read_text())
     assert cfg["router"] == "knn" and cfg["params"]["k"] == res.study.best_params["params.k"]
     # independent check of the recorded value: refit the best router and score by hand
-    from datamodules.routing_datamodule import RoutingDataModule
+    from recsys_router.datamodules.routing_datamodule import RoutingDataModule
     splits = RoutingDataModule(**cfg["data"]["init_args"]).splits
     router = make_router(cfg["router"], **cfg["params"]).fit(splits["train"], splits["val"])
     val = splits["val"]

@@ -1,8 +1,8 @@
 """Routers trained through Lightning that need no Trainer once fitted.
 
 :class:`LightningRouter` is the :class:`~recsys_router.router.Router` side of a
-:class:`~models.base.router_module.RouterModule`: ``fit(train, val)`` builds a
-:class:`~datamodules.routing_datamodule.RoutingDataModule` over the given data, trains
+:class:`~recsys_router.models.base.router_module.RouterModule`: ``fit(train, val)`` builds a
+:class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule` over the given data, trains
 the module with a quiet, seeded Trainer and keeps only what prediction needs - the
 fitted encoder and a CPU copy of the module's plain ``net`` (no Lightning object), so
 the router can be exported pickle-free and used inside ``recsys-router evaluate``.
@@ -159,7 +159,7 @@ class LightningRouter(Router):
 
     # ------------------------------------------------------------------ fitting
     def _datamodule(self, train: RoutingData, val: RoutingData | None):
-        from datamodules.routing_datamodule import RoutingDataModule
+        from recsys_router.datamodules.routing_datamodule import RoutingDataModule
         splits = {"train": train} if val is None else {"train": train, "val": val}
         return RoutingDataModule.from_splits(splits, carve_val=False, encoder=self.encoder,
                                              encoder_options=self.encoder_options, seed=self.seed,
@@ -245,7 +245,7 @@ class ModuleRouter(LightningRouter):
         ``"package.module:Class"`` or ``"package.module.Class"`` of a RouterModule.
     module_options : dict, optional
         Constructor arguments except ``n_llms`` and ``embed_dim``; a ``loss`` given as a
-        dict is built into a :class:`~models.losses.RoutingLoss`.
+        dict is built into a :class:`~recsys_router.models.losses.RoutingLoss`.
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
         See :class:`LightningRouter`.
 
@@ -253,7 +253,7 @@ class ModuleRouter(LightningRouter):
     -------
     >>> from recsys_router.datasets.synthetic import make_synthetic
     >>> d = make_synthetic(80, 3, 2, seed=0)
-    >>> r = ModuleRouter("models.mf_module:MFModule", {"dim": 4}, encoder_options={"dim": 16},
+    >>> r = ModuleRouter("recsys_router.models.mf_module:MFModule", {"dim": 4}, encoder_options={"dim": 16},
     ...                  max_epochs=1).fit(d)
     >>> r.predict_scores(d).shape
     (80, 3)
@@ -274,8 +274,8 @@ class ModuleRouter(LightningRouter):
     def _resolve_class(self):
         path = self.module_class.replace(":", ".")
         mod, _, name = path.rpartition(".")
-        if not mod.startswith(("models.", "recsys_router.")):
-            raise ValueError(f"module_class must live under models. or recsys_router., got "
+        if not mod.startswith("recsys_router.models."):
+            raise ValueError(f"module_class must live under recsys_router.models., got "
                              f"{self.module_class!r}")
         cls = getattr(importlib.import_module(mod), name, None)
         if not (isinstance(cls, type) and issubclass(cls, RouterModule)):
@@ -283,7 +283,7 @@ class ModuleRouter(LightningRouter):
         return cls
 
     def build_module(self, n_llms: int, embed_dim: int) -> RouterModule:
-        from models.losses import RoutingLoss
+        from recsys_router.models.losses import RoutingLoss
         opts = dict(self.module_options or {})
         if isinstance(opts.get("loss"), dict):
             opts["loss"] = RoutingLoss(**opts["loss"])
@@ -313,13 +313,13 @@ class LossConfigured:
     ``logit_adjust`` and ``entropy_weight``: builds the loss and derives the batch layout."""
 
     def routing_loss(self):
-        """The :class:`~models.losses.RoutingLoss` these parameters describe."""
-        from models.losses import RoutingLoss
+        """The :class:`~recsys_router.models.losses.RoutingLoss` these parameters describe."""
+        from recsys_router.models.losses import RoutingLoss
         return RoutingLoss(self.loss, wtp=self.wtp, ipw_clip=self.ipw_clip,
                            logit_adjust=self.logit_adjust, entropy_weight=self.entropy_weight)
 
     def resolved_mode(self) -> str:
         """``mode`` when given, else the layout the loss needs (pointwise/listwise/pairwise)."""
-        from models.losses import default_mode
+        from recsys_router.models.losses import default_mode
         return self.mode or default_mode(self.loss)
 

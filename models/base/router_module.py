@@ -3,7 +3,7 @@
 A subclass only builds ``self.net``: a plain ``nn.Module`` mapping query embeddings
 ``x`` (B, D) to logits over the LLM pool (B, n_llms). Everything else - the shared step
 over pointwise / listwise / pairwise batches, the configurable loss
-(:class:`~models.losses.RoutingLoss`), per-stage routing metrics (``val/mu_o``,
+(:class:`~recsys_router.models.losses.RoutingLoss`), per-stage routing metrics (``val/mu_o``,
 ``val/v_b``, ``val/e_p``, ``val/aiq``), optimisers, and :meth:`RouterModule.to_router`
 (a fitted :class:`~recsys_router.router.Router` needing no Trainer) - lives here.
 The structure follows the lightning-hydra-template's ``MNISTLitModule``.
@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from models.losses import RoutingLoss
+from recsys_router.models.losses import RoutingLoss
 
 from .eval_metrics import epoch_metrics
 
@@ -79,7 +79,7 @@ class RouterModule(pl.LightningModule):
 
     Example
     -------
-    >>> from models.mf_module import MFModule
+    >>> from recsys_router.models.mf_module import MFModule
     >>> m = MFModule(n_llms=3, embed_dim=8, dim=4)
     >>> m(torch.zeros(2, 8)).shape
     torch.Size([2, 3])
@@ -208,7 +208,7 @@ class RouterModule(pl.LightningModule):
                 "logit_adjust": lf.logit_adjust, "entropy_weight": lf.entropy_weight}
 
     def to_router(self, datamodule=None, **router_options):
-        """A fitted :class:`~models.base.lightning_router.ModuleRouter` that needs no Trainer.
+        """A fitted :class:`~recsys_router.models.base.lightning_router.ModuleRouter` that needs no Trainer.
 
         Parameters
         ----------

@@ -8,8 +8,8 @@ recsys-router test -c configs/models/mf.yaml -c configs/data/routerbench_zs.yaml
 recsys-router fit -c configs/models/two_tower.yaml -c configs/data/synthetic.yaml \\
     --trainer.strategy=ddp --trainer.devices=2 --trainer.accelerator=cpu
 
-The model is any :class:`~models.base.router_module.RouterModule` subclass and the data
-any :class:`~datamodules.routing_datamodule.RoutingDataModule` (``class_path`` in YAML).
+The model is any :class:`~recsys_router.models.base.router_module.RouterModule` subclass and the data
+any :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule` (``class_path`` in YAML).
 ``n_llms`` and ``embed_dim`` are linked from the data module, never written in YAML.
 Defaults: CSVLogger under ``lightning_logs/``, ModelCheckpoint and EarlyStopping on
 ``val/mu_o`` (maximised), ``seed_everything=0``; ``predict`` writes ``predictions.csv``
@@ -25,7 +25,7 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.loggers import CSVLogger
 
-from models.base.callbacks import ScoresWriter
+from recsys_router.models.base.callbacks import ScoresWriter
 
 __all__ = ["run_lightning_cli", "RouterCLI", "build_cli"]
 
@@ -58,8 +58,8 @@ def build_cli(argv: list[str] | None, *, run: bool = True):
     LightningCLI
         With ``.model``, ``.datamodule``, ``.trainer`` (useful for Optuna objectives).
     """
-    from datamodules.routing_datamodule import RoutingDataModule
-    from models.base.router_module import RouterModule
+    from recsys_router.datamodules.routing_datamodule import RoutingDataModule
+    from recsys_router.models.base.router_module import RouterModule
 
     return RouterCLI(RouterModule, RoutingDataModule, subclass_mode_model=True, subclass_mode_data=True,
                seed_everything_default=0, args=None if argv is None else list(argv), run=run,

@@ -131,8 +131,9 @@ def _datamodule(spec: dict, source: str):
         raise ValueError(f"{source}: 'data' must be a mapping with class_path and init_args")
     path = str(spec["class_path"])
     mod, _, name = path.rpartition(".")
-    if not mod.startswith("datamodules"):
-        raise ValueError(f"{source}: data class_path must live under datamodules., got {path!r}")
+    if not mod.startswith("recsys_router.datamodules."):
+        raise ValueError(f"{source}: data class_path must live under recsys_router.datamodules., "
+                         f"got {path!r}")
     cls = getattr(importlib.import_module(mod), name)
     args = {k: v for k, v in (spec.get("init_args") or {}).items() if not k.startswith("_")}
     return cls(**args)
@@ -200,7 +201,7 @@ def _from_checkpoint(args):
     import importlib
 
     import torch
-    from models.base.router_module import RouterModule
+    from recsys_router.models.base.router_module import RouterModule
     ckpt = Path(args.ckpt)
     if not ckpt.is_file():
         raise FileNotFoundError(f"--ckpt {ckpt}: no such checkpoint file")
@@ -218,8 +219,8 @@ def _from_checkpoint(args):
         dm = _datamodule({"class_path": hp.pop("_class_path"), "init_args": hp}, str(ckpt))
     cls_path = str((raw.get("hyper_parameters") or {}).get("_class_path", ""))
     mod, _, name = cls_path.rpartition(".")
-    if not mod.startswith("models."):
-        raise ValueError(f"{ckpt}: hyper_parameters._class_path {cls_path!r} is not a models. "
+    if not mod.startswith("recsys_router.models."):
+        raise ValueError(f"{ckpt}: hyper_parameters._class_path {cls_path!r} is not a recsys_router.models "
                          "RouterModule (train with recsys-router fit)")
     cls = getattr(importlib.import_module(mod), name, None)
     if not (isinstance(cls, type) and issubclass(cls, RouterModule)):

@@ -37,7 +37,7 @@ def heldout_metrics(router: Router, data: RoutingData, prefix: str = "test") -> 
     Example
     -------
     >>> from recsys_router.datasets.synthetic import make_synthetic
-    >>> from models.baselines.simple import BestSingleRouter
+    >>> from recsys_router.models.baselines.simple import BestSingleRouter
     >>> d = make_synthetic(60, 3, 2, seed=0)
     >>> m = heldout_metrics(BestSingleRouter().fit(d), d)
     >>> round(m["test/mu_o"], 4) == round(float(np.nanmean(d.scores, axis=0).max()), 4)

@@ -25,7 +25,7 @@ import numpy as np
 
 __all__ = ["to_tree", "from_tree", "ALLOWED_MODULE_PREFIXES", "SerializationError", "allow_module"]
 
-ALLOWED_MODULE_PREFIXES = ("recsys_router.", "models.", "datamodules.", "sklearn.", "torch.nn.",
+ALLOWED_MODULE_PREFIXES = ("recsys_router.", "sklearn.", "torch.nn.",
                            "torch_geometric.nn.", "implicit.", "scipy.sparse.", "numpy.random.",
                            "collections.", "pandas.")
 

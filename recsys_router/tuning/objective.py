@@ -231,7 +231,7 @@ class RouterObjective:
         return self._dms[key]
 
     def __call__(self, trial) -> float:
-        from models.base.eval_metrics import epoch_metrics
+        from recsys_router.models.base.eval_metrics import epoch_metrics
         from recsys_router.registry import make_router
 
         values = self.space.suggest(trial)
