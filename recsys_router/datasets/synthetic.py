@@ -20,7 +20,14 @@ import pandas as pd
 from ..data import RoutingData
 from .registry import register
 
-__all__ = ["make_synthetic", "load_synthetic"]
+__all__ = ["make_synthetic", "load_synthetic", "load_synthetic_many", "PRESETS"]
+
+#: named simulator settings; ``many-llms``: a 40-LLM x 20,000-query pool with 12 tasks whose
+#: best LLM differs, tasks of different mean difficulty and a spread of difficulty within each
+PRESETS = {
+    "many-llms": {"n_queries": 20_000, "n_llms": 40, "n_topics": 12, "specialisation": 1.0,
+                  "task_difficulty": 0.8},
+}
 
 _SYLLABLES = ["ka", "lo", "mi", "ra", "ten", "su", "vo", "pe", "dri", "zan", "qu", "fel", "om",
               "bri", "cas", "nu", "yor", "gel", "tas", "wim"]
@@ -36,7 +43,7 @@ def _vocab(rng, n_words: int) -> list[str]:
 def make_synthetic(n_queries: int = 2000, n_llms: int = 8, n_topics: int = 6, *, seed: int = 0,
                    binary: bool = True, words_per_query: int = 12, topic_vocab: int = 40,
                    shared_vocab: int = 60, specialisation: float = 1.5,
-                   with_text: bool = True) -> RoutingData:
+                   task_difficulty: float = 0.0, with_text: bool = True) -> RoutingData:
     """Generate a simulated routing dataset.
 
     Parameters
@@ -53,6 +60,9 @@ def make_synthetic(n_queries: int = 2000, n_llms: int = 8, n_topics: int = 6, *,
         Vocabulary sizes per topic and shared across topics.
     specialisation : float
         Scale of per-topic LLM strengths; 0 makes one LLM best everywhere.
+    task_difficulty : float
+        Spread (sd) of the per-topic mean difficulty added to every query's own difficulty
+        ``b_i`` (0: all topics equally hard on average; within a topic ``b_i`` still varies).
     with_text : bool
         Generate query texts (skip for very large matrices to save memory).
 
@@ -78,6 +88,8 @@ def make_synthetic(n_queries: int = 2000, n_llms: int = 8, n_topics: int = 6, *,
     delta = rng.normal(0.0, specialisation, size=(n_llms, n_topics))
     a = rng.lognormal(0.0, 0.3, size=n_queries)
     b = rng.normal(-0.3, 1.0, size=n_queries)
+    if task_difficulty:     # drawn after everything else so that 0 keeps older data identical
+        b = b + np.random.default_rng([seed, 1]).normal(0.0, task_difficulty, n_topics)[topic]
     logits = a[:, None] * (theta[None, :] + delta[:, topic].T) - b[:, None]
     p = 1.0 / (1.0 + np.exp(-logits))
     scores = (rng.random(p.shape) < p).astype(np.float32) if binary else p.astype(np.float32)
@@ -110,3 +122,20 @@ def make_synthetic(n_queries: int = 2000, n_llms: int = 8, n_topics: int = 6, *,
 def load_synthetic(_path=None, **options) -> RoutingData:
     """Registry entry: ``load_dataset("synthetic", n_queries=..., n_llms=..., seed=...)``."""
     return make_synthetic(**options)
+
+
+@register("synthetic-many", aliases=("simulated-many",), needs_path=False,
+          description="SIMULATED: 40 LLMs x 20,000 queries, 12 tasks, task and within-task "
+                      "difficulty (preset many-llms)")
+def load_synthetic_many(_path=None, **options) -> RoutingData:
+    """The ``many-llms`` preset (:data:`PRESETS`); options override its values.
+
+    Example
+    -------
+    >>> d = load_synthetic_many(n_queries=300, with_text=False)
+    >>> d.shape, len(set(d.tasks))
+    ((300, 40), 12)
+    """
+    data = make_synthetic(**{**PRESETS["many-llms"], **options})
+    data.name = "synthetic-many"
+    return data
