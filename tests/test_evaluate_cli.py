@@ -9,7 +9,7 @@ import pytest
 from conftest import shared_path
 from recsys_router.cli import main
 from recsys_router.evaluation import EvalConfig, evaluate, metrics_from_decisions
-from recsys_router.evaluation.runner import parse_protocols
+from recsys_router.evaluation.protocols import parse_protocols
 from recsys_router.evaluation.splits import parse_pools
 
 
@@ -76,7 +76,7 @@ def test_real_routerbench_oracle_beats_every_llm():
 def test_v_r_for_routereval_benchmarks_and_data_options():
     from recsys_router.cli.evaluate import _options
     from recsys_router.datasets.synthetic import make_synthetic
-    from recsys_router.evaluation.protocols import reference_benchmark
+    from recsys_router.evaluation.protocols.routereval import reference_benchmark
     assert _options(["m=5", "group=all-strong", "x=0.5"]) == {"m": 5, "group": "all-strong",
                                                               "x": 0.5}
     with pytest.raises(ValueError, match="KEY=VALUE"):

@@ -99,8 +99,9 @@ def add_parser(subparsers) -> None:
     from ..registry import available_routers  # noqa: PLC0415 (names only; models load lazily)
     p.add_argument("--routers", type=_names, required=True, metavar="R1,R2",
                    help="registry names, comma separated: " + ", ".join(available_routers()))
+    from ..evaluation.protocols import protocol_names  # noqa: PLC0415
     p.add_argument("--protocol", default="all",
-                   help="routereval|routerbench|orbit|routellm|all (comma list allowed)")
+                   help="|".join(protocol_names()) + "|all (comma list allowed)")
     p.add_argument("--pools", default="all", metavar="3,5,all",
                    help="candidate pool sizes and/or 'all' (the whole LLM pool; default)")
     p.add_argument("--groups", type=_names, default=None, metavar="G1,G2",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .protocols import HANDLERS, Block
+from .protocols import LLM_PREFIX, Block, MetricContext, get_protocol
 
 __all__ = ["metrics_from_decisions", "METRIC_COLUMNS", "CURVE_COLUMNS", "aggregate_metrics",
            "split_block"]
@@ -21,7 +21,6 @@ __all__ = ["metrics_from_decisions", "METRIC_COLUMNS", "CURVE_COLUMNS", "aggrega
 KEYS = ["dataset", "protocol", "pool", "group", "fold"]
 METRIC_COLUMNS = KEYS + ["router", "metric", "value"]
 CURVE_COLUMNS = KEYS + ["router", "curve", "setting", "setting_value", "x", "y"]
-LLM_PREFIX = "LLM:"
 
 
 def split_block(df: pd.DataFrame) -> Block:
@@ -106,9 +105,9 @@ def metrics_from_decisions(decisions: pd.DataFrame, *, reference_score: float | 
         for key, df in decisions.groupby(KEYS, sort=False, observed=True):
             meta = dict(zip(KEYS, key))
             meta["fold"] = str(meta["fold"])
+            protocol = get_protocol(meta["protocol"])
             block = split_block(df)
-            extra = {"reference": reference_score} if meta["protocol"] == "routereval" else {}
-            ms, cs = HANDLERS[meta["protocol"]](block, meta["dataset"], **extra)
+            ms, cs = protocol.metrics(block, MetricContext(str(meta["dataset"]), reference_score))
             mrows += [{**meta, **r} for r in ms]
             crows += [{**meta, **r} for r in cs]
     metrics = pd.DataFrame(mrows, columns=METRIC_COLUMNS)

@@ -18,32 +18,17 @@ import pandas as pd
 from ..data import RoutingData
 from ..router import Router
 from .embedding import share_encoder
+from .protocols import (LLM_PREFIX, PoolView, Predictions, Protocol, get_protocol,
+                        parse_protocols, protocol_names)
 from .recompute import metrics_from_decisions
-from .settings import (argmax_settings, budget_settings, query_prob_entropy, threshold_settings,
-                       wtp_settings)
 from .splits import complete_queries, make_folds, resolve_pools
 
-__all__ = ["EvalConfig", "EvalResult", "evaluate", "PROTOCOLS", "DECISION_COLUMNS", "parse_protocols"]
+__all__ = ["EvalConfig", "EvalResult", "evaluate", "DECISION_COLUMNS"]
 
 log = logging.getLogger(__name__)
 
-PROTOCOLS = ("routereval", "routerbench", "orbit", "routellm")
 DECISION_COLUMNS = ["dataset", "protocol", "pool", "group", "fold", "router", "setting",
                     "setting_value", "query_id", "llm", "score", "cost", "prob_entropy"]
-#: prefix of the decision rows that record each single LLM (the reference points)
-LLM_PREFIX = "LLM:"
-
-
-def parse_protocols(text: str | Sequence[str]) -> list[str]:
-    """``"all"`` or a comma list of protocol names -> validated list."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    items = [s.strip().lower() for s in items if s.strip()]
-    if "all" in items:
-        return list(PROTOCOLS)
-    bad = [s for s in items if s not in PROTOCOLS]
-    if bad or not items:
-        raise ValueError(f"unknown protocol(s) {bad}; valid: {', '.join(PROTOCOLS)}, all")
-    return list(dict.fromkeys(items))
 
 
 @dataclass
@@ -57,7 +42,8 @@ class EvalConfig:
         :class:`~recsys_router.router.Router` instances (cloned and fitted per fold,
         labelled by class name).
     protocols : list of str
-        Subset of :data:`PROTOCOLS`.
+        Registered protocol names (default: those ``all`` stands for; see
+        :func:`~recsys_router.evaluation.protocols.protocol_names`).
     pools : list
         Pool sizes (int) and/or ``"all"``.
     groups : list of str, optional
@@ -82,7 +68,7 @@ class EvalConfig:
     """
 
     routers: list
-    protocols: list[str] = field(default_factory=lambda: list(PROTOCOLS))
+    protocols: list[str] = field(default_factory=lambda: protocol_names(all_only=True))
     pools: list = field(default_factory=lambda: ["all"])
     groups: list[str] | None = None
     split: Sequence[float] | None = None
@@ -202,34 +188,89 @@ def _assemble(blocks: list[dict], query_ids: list[str], llm_names: list[str]) ->
     return pd.DataFrame({k: cols[k] for k in DECISION_COLUMNS})
 
 
-def _routellm_pair(train: RoutingData, names: list[str], cfg: EvalConfig,
-                   notes: list[str], where: str) -> tuple[str, str] | None:
-    if cfg.routellm_pair is not None:
-        strong, weak = cfg.routellm_pair
-        missing = [x for x in (strong, weak) if x not in names]
-        if missing:
-            notes.append(f"routellm {where}: given pair LLM(s) {missing} not in this pool; skipped")
-            return None
-        return strong, weak
-    if len(names) < 2:
-        notes.append(f"routellm {where}: needs at least 2 LLMs; skipped")
-        return None
-    sub = train.subset(llms=names)
-    mean = sub.llm_summary()["mean_score"].to_numpy()
-    strong = names[int(np.nanargmax(mean))]
-    if len(names) == 2:
-        return strong, [n for n in names if n != strong][0]
-    if train.costs is None:
-        weak = names[int(np.argsort(-np.nan_to_num(mean, nan=-np.inf))[1])]
-        why = "second-best train mean (no costs)"
-    else:
-        mc = np.nan_to_num(sub.mean_costs(), nan=np.inf)
-        mc[names.index(strong)] = np.inf
-        weak = names[int(np.argmin(mc))]
-        why = "cheapest other LLM by mean train cost"
-    notes.append(f"routellm {where}: the pool has {len(names)} LLMs; evaluated the pair strong="
-                 f"{strong} (best train mean) vs weak={weak} ({why})")
-    return strong, weak
+def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: list[str],
+              bar) -> tuple[RoutingData, dict, list[dict], set]:
+    """Fit every router on one fold and predict its test queries.
+
+    Returns
+    -------
+    (test, preds, timings, truth)
+        ``test`` the fold's test queries with every score observed; ``preds`` router label ->
+        :class:`~recsys_router.evaluation.protocols.Predictions` over all LLMs; one timing row per
+        fitted router; labels of routers that read the true test scores. A router that
+        fails is left out with a note.
+    """
+    keep = complete_queries(fold.test)
+    test = fold.test if keep.all() else fold.test.subset(np.flatnonzero(keep))
+    if not keep.all():
+        notes.append(f"fold {fold.fold}: {int((~keep).sum())} test queries with unobserved "
+                     f"scores dropped ({int(keep.sum())} kept)")
+    preds, timings, truth = {}, [], set()
+    for name in cfg.routers:
+        label = _label(name, cfg)
+        bar.set_postfix_str(f"fold {fold.fold} fit {label}")
+        try:
+            router = _build_router(name, cfg, shared, data, notes)
+            t0 = time.perf_counter()
+            router.fit(fold.train, fold.val)
+            t1 = time.perf_counter()
+            P = router.predict_scores(test)
+            C = router.predict_costs(test)
+            probs = router.selection_probs(test)
+            t2 = time.perf_counter()
+            for what, arr in (("scores", P), ("costs", C)):
+                if arr is not None and not np.isfinite(arr).all():
+                    raise RuntimeError(f"predicted {what} contain NaN or infinite values")
+        except (ValueError, TypeError, RuntimeError, ImportError, KeyError) as exc:
+            notes.append(f"router {label} failed on fold {fold.fold} and is left out: "
+                         f"{type(exc).__name__}: {exc}")
+            log.warning("router %s failed: %s", label, exc)
+            continue
+        finally:
+            bar.update(1)
+        preds[label] = Predictions(P, C, probs)
+        if getattr(router, "uses_ground_truth", False):
+            truth.add(label)
+        timings.append({"dataset": data.name, "fold": fold.fold, "router": label,
+                        "fit_s": t1 - t0, "predict_s": t2 - t1, "n_train": fold.train.n_queries,
+                        "n_test": test.n_queries})
+    return test, preds, timings, truth
+
+
+def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: str, group: str,
+                names: list[str], protocols: list[Protocol], cfg: EvalConfig,
+                notes: list[str], bar) -> list[dict]:
+    """Decision blocks of one candidate pool: each protocol's reference LLM rows, then every
+    router's operating points (the protocol's sweep of its predictions on the pool)."""
+    qcode = pd.Index(data.query_ids).get_indexer(test.query_ids)
+    nm = pd.Index(data.llm_names).get_indexer(names)
+    cols = test.llm_index(names)
+    S = test.scores[:, cols]
+    Ct = None if test.costs is None else test.costs[:, cols]
+    pool_preds = {label: Predictions(p.scores[:, cols],
+                                     None if p.costs is None else p.costs[:, cols],
+                                     None if p.probs is None
+                                     else np.asarray(p.probs, dtype=np.float64)[:, cols])
+                  for label, p in preds.items()}
+    blocks = []
+    for proto in protocols:
+        view = PoolView(pool, group, list(names), fold.train, cfg, notes)
+        refs = proto.references(view)
+        if refs is None:
+            continue
+        view.refs = list(refs)
+        m = {"dataset": data.name, "pool": pool, "group": group, "fold": fold.fold,
+             "protocol": proto.name}
+        for j, role in view.refs:
+            blocks.append(_block(m, LLM_PREFIX + names[j], role, np.nan, qcode, nm,
+                                 np.full(len(qcode), j), S, Ct, None))
+        for label, pred in pool_preds.items():
+            sweep = proto.sweep(pred, view)
+            for value, choice in sweep.points:
+                blocks.append(_block(m, label, sweep.setting, value, qcode, nm, choice, S, Ct,
+                                     sweep.prob_entropy))
+            bar.update(1)
+    return blocks
 
 
 def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> EvalResult:
@@ -251,99 +292,34 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
 
     Example
     -------
-    >>> from recsys_router.datasets.synthetic import make_synthetic    # doctest: +SKIP
-    >>> res = evaluate(make_synthetic(200, 4), EvalConfig(["oracle", "random"]))  # doctest: +SKIP
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> res = evaluate(make_synthetic(120, 4, seed=0), EvalConfig(["oracle", "best-single"],
+    ...                protocols=["routereval"]), progress=False)
+    >>> res.metrics.query("router == 'oracle' and metric == 'v_b'")["value"].item() >= 1.0
+    True
     """
     from tqdm.auto import tqdm  # noqa: PLC0415
     _check_routers(cfg)
     notes: list[str] = []
-    protocols = list(cfg.protocols)
+    protocols = [get_protocol(p) for p in parse_protocols(cfg.protocols)]
     if data.costs is None:
-        dropped = [p for p in protocols if p in ("routerbench", "orbit")]
+        dropped = [p.name for p in protocols if p.needs_costs]
         if dropped:
             notes.append(f"protocol(s) {', '.join(dropped)} skipped: dataset {data.name!r} has no "
                          f"costs (and no cost proxy); they need a cost per query and LLM")
-        protocols = [p for p in protocols if p not in dropped]
+        protocols = [p for p in protocols if not p.needs_costs]
     folds = make_folds(data, split=cfg.split, split_column=cfg.split_column,
                        ood_tasks=cfg.ood_tasks, folds=cfg.folds, seed=cfg.seed)
     blocks, timings, truth, shared = [], [], set(), {}
-    simulated = bool(data.meta.get("simulated", False))
-    total = _count_steps(cfg, protocols, folds)
-    bar = tqdm(total=total, desc="routers x settings", disable=not progress, unit="step")
+    bar = tqdm(total=_count_steps(cfg, protocols, folds), desc="routers x settings",
+               disable=not progress, unit="step")
     for fold in folds:
-        keep = complete_queries(fold.test)
-        test = fold.test if keep.all() else fold.test.subset(np.flatnonzero(keep))
-        if not keep.all():
-            notes.append(f"fold {fold.fold}: {int((~keep).sum())} test queries with unobserved "
-                         f"scores dropped ({int(keep.sum())} kept)")
-        qcode = pd.Index(data.query_ids).get_indexer(test.query_ids)
-        pools = resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed)
-        preds = {}
-        for name in cfg.routers:
-            label = _label(name, cfg)
-            bar.set_postfix_str(f"fold {fold.fold} fit {label}")
-            try:
-                router = _build_router(name, cfg, shared, data, notes)
-                t0 = time.perf_counter()
-                router.fit(fold.train, fold.val)
-                t1 = time.perf_counter()
-                P = router.predict_scores(test)
-                C = router.predict_costs(test)
-                probs = router.selection_probs(test)
-                t2 = time.perf_counter()
-                for what, arr in (("scores", P), ("costs", C)):
-                    if arr is not None and not np.isfinite(arr).all():
-                        raise RuntimeError(f"predicted {what} contain NaN or infinite values")
-            except (ValueError, TypeError, RuntimeError, ImportError, KeyError) as exc:
-                notes.append(f"router {label} failed on fold {fold.fold} and is left out: "
-                             f"{type(exc).__name__}: {exc}")
-                log.warning("router %s failed: %s", label, exc)
-                continue
-            finally:
-                bar.update(1)
-            preds[label] = (P, C, probs)
-            if getattr(router, "uses_ground_truth", False):
-                truth.add(label)
-            timings.append({"dataset": data.name, "fold": fold.fold, "router": label,
-                            "fit_s": t1 - t0, "predict_s": t2 - t1, "n_train": fold.train.n_queries,
-                            "n_test": test.n_queries})
-        for pool, group, names in pools:
-            cols = test.llm_index(names)
-            S = test.scores[:, cols]
-            Ct = None if test.costs is None else test.costs[:, cols]
-            meta = {"dataset": data.name, "pool": pool, "group": group, "fold": fold.fold}
-            nm = pd.Index(data.llm_names).get_indexer(names)
-            for proto in protocols:
-                pcols = np.arange(len(names))
-                pair = None
-                if proto == "routellm":
-                    pair = _routellm_pair(fold.train, names, cfg, notes, f"pool {pool}/{group}")
-                    if pair is None:
-                        continue
-                    pcols = np.array([names.index(pair[0]), names.index(pair[1])])
-                m = {**meta, "protocol": proto}
-                for k, j in enumerate(pcols):
-                    tag = ("strong" if k == 0 else "weak") if proto == "routellm" else "single"
-                    blocks.append(_block(m, LLM_PREFIX + names[j], tag, np.nan, qcode, nm,
-                                         np.full(len(qcode), j), S, Ct, None))
-                for label, (P, C, probs) in preds.items():
-                    Pp, Cp = P[:, cols], (None if C is None else C[:, cols])
-                    ent = None
-                    if proto == "routereval" and probs is not None:
-                        ent = query_prob_entropy(np.asarray(probs, dtype=np.float64)[:, cols])
-                    if proto == "routereval":
-                        sname, pts = argmax_settings(Pp, Cp)
-                    elif proto == "routerbench":
-                        sname, pts = wtp_settings(Pp, Cp, cfg.n_wtp)
-                    elif proto == "orbit":
-                        sname, pts = budget_settings(Pp, Cp, cfg.max_budgets)
-                    else:
-                        sname, pts = threshold_settings(Pp, int(pcols[0]), int(pcols[1]),
-                                                        cfg.n_thresholds)
-                    for value, choice in pts:
-                        blocks.append(_block(m, label, sname, value, qcode, nm, choice, S, Ct,
-                                             ent))
-                    bar.update(1)
+        test, preds, fold_timings, fold_truth = _fit_fold(fold, cfg, data, shared, notes, bar)
+        timings += fold_timings
+        truth |= fold_truth
+        for pool, group, names in resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed):
+            blocks += _sweep_pool(data, fold, test, preds, pool, group, names, protocols, cfg,
+                                  notes, bar)
     bar.close()
     decisions = _assemble(blocks, data.query_ids, data.llm_names)
     metrics, curves = metrics_from_decisions(decisions, reference_score=cfg.reference_score)
@@ -354,10 +330,10 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
         notes.append(f"router parameters set for this run: {cfg.router_params}")
     notes = list(dict.fromkeys(notes))  # the same note from several folds once
     info = {"n_queries": data.n_queries, "n_llms": data.n_llms, "folds": len(folds),
-            "protocols_run": protocols, "llms": data.llm_names,
+            "protocols_run": [p.name for p in protocols], "llms": data.llm_names,
             "ground_truth_routers": sorted(truth)}
     return EvalResult(data.name, cfg, decisions, metrics, curves, pd.DataFrame(timings), notes,
-                      simulated, info)
+                      bool(data.meta.get("simulated", False)), info)
 
 
 def _check_routers(cfg: EvalConfig) -> None:
@@ -382,6 +358,6 @@ def _check_routers(cfg: EvalConfig) -> None:
         raise ValueError(f"router(s) {dup} given more than once")
 
 
-def _count_steps(cfg: EvalConfig, protocols: list[str], folds) -> int:
+def _count_steps(cfg: EvalConfig, protocols: list, folds) -> int:
     n_pools = sum(1 if p == "all" else len(cfg.groups or ("a", "b", "c")) for p in cfg.pools)
     return len(folds) * len(cfg.routers) * (1 + n_pools * len(protocols))

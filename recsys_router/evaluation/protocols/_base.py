@@ -1,0 +1,220 @@
+"""The protocol record and its registry.
+
+A protocol is everything the evaluation needs to score routers one way: which reference LLMs
+of a candidate pool it records, how it sweeps a router's operating points, which metrics it
+computes from the resulting decisions, its leaderboard columns, its report section and its
+plots. :class:`Protocol` holds those pieces; :func:`register_protocol` files it under its
+name. Every module of this package whose name does not start with ``_`` is imported when the
+package is, so adding a protocol is one new file that ends with a ``register_protocol`` call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+__all__ = ["Protocol", "Block", "PoolView", "Predictions", "Sweep", "MetricContext",
+           "register_protocol", "unregister_protocol", "get_protocol", "protocol_names",
+           "registered_protocols", "parse_protocols", "all_singles", "metric_row", "curve_row",
+           "LLM_PREFIX"]
+
+#: prefix of the decision rows (and metric rows) that describe a single LLM, not a router
+LLM_PREFIX = "LLM:"
+
+
+class Block(NamedTuple):
+    """Decisions of one (dataset, protocol, pool, group, fold), as matrices.
+
+    ``scores``/``costs`` are the true matrices (queries x pool LLMs, from the ``LLM:`` rows),
+    ``roles`` the setting of each reference LLM (``single``/``strong``/``weak``), ``runs``
+    router -> list of (setting, value, chosen column per query, prob entropy per query).
+    """
+    scores: np.ndarray
+    costs: np.ndarray | None
+    llms: list[str]
+    roles: dict
+    runs: dict
+
+
+class Predictions(NamedTuple):
+    """One fitted router's predictions on the test queries of one candidate pool."""
+    scores: np.ndarray
+    costs: np.ndarray | None
+    probs: np.ndarray | None
+
+
+class Sweep(NamedTuple):
+    """A router's operating points: ``points`` is a list of (value, chosen column per query)."""
+    setting: str
+    points: list
+    prob_entropy: np.ndarray | None = None
+
+
+@dataclass
+class PoolView:
+    """One candidate pool of one fold, as a protocol sees it while sweeping.
+
+    Parameters
+    ----------
+    pool, group : str
+        Labels of the pool (``"all"`` or a size) and candidate group.
+    names : list of str
+        The pool's LLM names (columns of every matrix the sweep receives).
+    train : RoutingData
+        The fold's training data (e.g. to pick a reference pair).
+    config : EvalConfig
+        The run's configuration (sweep sizes, protocol options).
+    notes : list of str
+        Notes of the run; a protocol appends what it skipped or adapted.
+    refs : list of (int, str)
+        The reference columns and their roles, once :attr:`Protocol.references` chose them.
+    """
+
+    pool: str
+    group: str
+    names: list
+    train: object
+    config: object
+    notes: list
+    refs: list = field(default_factory=list)
+
+
+class MetricContext(NamedTuple):
+    """What a protocol's metrics may know besides the decisions."""
+    dataset: str
+    reference_score: float | None = None
+
+
+def all_singles(view: PoolView) -> list[tuple[int, str]]:
+    """Default reference LLMs: every LLM of the pool, role ``single``.
+
+    Example
+    -------
+    >>> all_singles(PoolView("all", "all", ["a", "b"], None, None, []))
+    [(0, 'single'), (1, 'single')]
+    """
+    return [(j, "single") for j in range(len(view.names))]
+
+
+def metric_row(router: str, metric: str, value) -> dict:
+    """One metric row (router, metric, value as float)."""
+    return {"router": router, "metric": metric, "value": float(value)}
+
+
+def curve_row(router: str, curve: str, setting: str, value, x, y) -> dict:
+    """One curve point row."""
+    return {"router": router, "curve": curve, "setting": setting, "setting_value": float(value),
+            "x": float(x), "y": float(y)}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One evaluation protocol, as a record.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (``--protocol NAME``).
+    sweep : callable
+        ``(Predictions, PoolView) -> Sweep``: the router's operating points on the pool.
+    metrics : callable
+        ``(Block, MetricContext) -> (metric rows, curve rows)``, computed from decisions only.
+    rank : int
+        Position in ``all`` and in the report (smaller first).
+    needs_costs : bool
+        Skipped (with a note) on data without costs.
+    in_all : bool
+        Included when the user asks for ``all``.
+    references : callable
+        ``PoolView -> list of (pool column, role)`` or None to skip the pool (with a note).
+    leaderboard : tuple of (metric, title)
+        Leaderboard columns; the first one orders the leaderboard.
+    report : callable, optional
+        ``(metrics, pool, timings) -> (heading, markdown table) or None``.
+    plots : tuple of (file name, callable)
+        ``fn(result, path) -> bool`` writes one PNG (False when there is nothing to draw).
+    description : str
+        One line for ``--help`` and ARCHITECTURE.md.
+    """
+
+    name: str
+    sweep: Callable
+    metrics: Callable
+    rank: int = 100
+    needs_costs: bool = False
+    in_all: bool = True
+    references: Callable = all_singles
+    leaderboard: tuple = ()
+    report: Callable | None = None
+    plots: tuple = ()
+    description: str = ""
+
+
+_PROTOCOLS: dict[str, Protocol] = {}
+
+
+def register_protocol(protocol: Protocol, *, overwrite: bool = False) -> Protocol:
+    """File ``protocol`` under its name; returns it.
+
+    Example
+    -------
+    >>> p = register_protocol(Protocol("toy", sweep=None, metrics=None, in_all=False))
+    >>> get_protocol("toy") is p, "toy" in protocol_names()
+    (True, True)
+    >>> unregister_protocol("toy")
+    """
+    if not isinstance(protocol, Protocol):
+        raise TypeError(f"register_protocol takes a Protocol record, got {type(protocol).__name__}")
+    name = protocol.name
+    if not isinstance(name, str) or not name or name != name.strip().lower() or "," in name:
+        raise ValueError(f"protocol name must be a lower-case word without commas, got {name!r}")
+    if name == "all":
+        raise ValueError("'all' is reserved (it means every protocol)")
+    if name in _PROTOCOLS and not overwrite:
+        raise ValueError(f"protocol {name!r} is already registered")
+    _PROTOCOLS[name] = protocol
+    return protocol
+
+
+def unregister_protocol(name: str) -> None:
+    """Remove a registered protocol (KeyError when absent)."""
+    del _PROTOCOLS[name]
+
+
+def registered_protocols() -> list[Protocol]:
+    """Every registered protocol, by rank then name."""
+    return sorted(_PROTOCOLS.values(), key=lambda p: (p.rank, p.name))
+
+
+def protocol_names(*, all_only: bool = False) -> list[str]:
+    """Registered names, by rank (``all_only``: those that ``all`` expands to)."""
+    return [p.name for p in registered_protocols() if p.in_all or not all_only]
+
+
+def get_protocol(name: str) -> Protocol:
+    """The protocol registered as ``name``; a ValueError lists the valid names."""
+    try:
+        return _PROTOCOLS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown protocol {name!r}; registered: "
+                         f"{', '.join(protocol_names())}") from None
+
+
+def parse_protocols(text) -> list[str]:
+    """``"all"`` or a comma/space list of protocol names -> validated list (no repeats).
+
+    Example
+    -------
+    >>> parse_protocols("orbit, routereval orbit")
+    ['orbit', 'routereval']
+    """
+    items = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    items = [str(s).strip().lower() for s in items if str(s).strip()]
+    if "all" in items:
+        return protocol_names(all_only=True)
+    bad = [s for s in items if s not in _PROTOCOLS]
+    if bad or not items:
+        raise ValueError(f"unknown protocol(s) {bad}; valid: {', '.join(protocol_names())}, all")
+    return list(dict.fromkeys(items))

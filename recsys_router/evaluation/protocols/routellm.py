@@ -1,0 +1,128 @@
+"""RouteLLM protocol: a strong/weak LLM pair, a threshold sweep on the predicted win score,
+APGR and CPT(50 %), CPT(80 %).
+
+Reference: Ong et al., "RouteLLM: Learning to Route LLMs with Preference Data",
+arXiv:2406.18665.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...metrics import routellm as rl
+from ...metrics.routereval import mu_o
+from ..figures import first_block, router_curves
+from ..tables import pool_section
+from ._base import Protocol, Sweep, curve_row, metric_row, register_protocol
+
+__all__ = ["ROUTELLM", "threshold_settings", "routellm_pair"]
+
+_TABLE = (("apgr", "APGR"), ("cpt50", "CPT(50%)"), ("cpt80", "CPT(80%)"))
+
+
+def threshold_settings(scores, strong: int, weak: int, n: int = 10):
+    """RouteLLM's threshold sweep on the win score ``P_hat[strong] - P_hat[weak]``.
+
+    Thresholds are the ``n + 1`` quantile edges of the win scores (RouteLLM's bins, repeated
+    edges kept once since they give the same decisions and add no area); a
+    query goes to the strong LLM when its win score is ``>= threshold``, except at the
+    last edge where RouteLLM uses ``>``: that edge is stored as the next float above it,
+    so ``>=`` holds for every stored value and the sweep ends at 0 % strong calls.
+
+    Example
+    -------
+    >>> s = np.array([[0.9, 0.1], [0.5, 0.5], [0.2, 0.8]])
+    >>> [ch.tolist() for t, ch in threshold_settings(s, 0, 1, n=2)[1]]
+    [[0, 0, 0], [0, 0, 1], [1, 1, 1]]
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    win = np.nan_to_num(s[:, strong] - s[:, weak], nan=0.0)
+    grid = np.quantile(win, np.linspace(0.0, 1.0, n + 1))
+    grid[-1] = np.nextafter(grid[-1], np.inf)
+    grid = np.unique(grid)  # repeated edges (tied scores) give identical decisions
+    return "threshold", [(float(t), np.where(win >= t, strong, weak)) for t in grid]
+
+
+def routellm_pair(train, names: list[str], pair, notes: list[str],
+                  where: str) -> tuple[str, str] | None:
+    """The (strong, weak) pair of a pool: the given one, else the best train mean against the
+    cheapest other LLM (second-best mean without costs); None (with a note) to skip."""
+    if pair is not None:
+        strong, weak = pair
+        missing = [x for x in (strong, weak) if x not in names]
+        if missing:
+            notes.append(f"routellm {where}: given pair LLM(s) {missing} not in this pool; skipped")
+            return None
+        return strong, weak
+    if len(names) < 2:
+        notes.append(f"routellm {where}: needs at least 2 LLMs; skipped")
+        return None
+    sub = train.subset(llms=names)
+    mean = sub.llm_summary()["mean_score"].to_numpy()
+    strong = names[int(np.nanargmax(mean))]
+    if len(names) == 2:
+        return strong, [n for n in names if n != strong][0]
+    if train.costs is None:
+        weak = names[int(np.argsort(-np.nan_to_num(mean, nan=-np.inf))[1])]
+        why = "second-best train mean (no costs)"
+    else:
+        mc = np.nan_to_num(sub.mean_costs(), nan=np.inf)
+        mc[names.index(strong)] = np.inf
+        weak = names[int(np.argmin(mc))]
+        why = "cheapest other LLM by mean train cost"
+    notes.append(f"routellm {where}: the pool has {len(names)} LLMs; evaluated the pair strong="
+                 f"{strong} (best train mean) vs weak={weak} ({why})")
+    return strong, weak
+
+
+def _references(view):
+    pair = routellm_pair(view.train, view.names, view.config.routellm_pair, view.notes,
+                         f"pool {view.pool}/{view.group}")
+    if pair is None:
+        return None
+    return [(view.names.index(pair[0]), "strong"), (view.names.index(pair[1]), "weak")]
+
+
+def _sweep(pred, view) -> Sweep:
+    strong, weak = (j for j, _ in view.refs)
+    return Sweep(*threshold_settings(pred.scores, strong, weak, view.config.n_thresholds))
+
+
+def _metrics(b, ctx):
+    """Quality vs share of strong calls, APGR, CPT(50 %), CPT(80 %) on the strong/weak pair."""
+    ms, cs = [], []
+    strong = next(n for n, r in b.roles.items() if r == "strong")
+    weak = next(n for n, r in b.roles.items() if r == "weak")
+    js, jw = b.llms.index(strong), b.llms.index(weak)
+    n = b.scores.shape[0]
+    sq, wq = mu_o(b.scores, np.full(n, js)), mu_o(b.scores, np.full(n, jw))
+    for router, runs in b.runs.items():
+        frac = np.array([float(np.mean(ch == js)) for _, _, ch, _ in runs])
+        qual = np.array([mu_o(b.scores, ch) for _, _, ch, _ in runs])
+        for (setting, value, _, _), x, y in zip(runs, frac, qual):
+            cs.append(curve_row(router, "strong_share", setting, value, x, y))
+        ms.append(metric_row(router, "apgr", rl.apgr(frac, qual, wq, sq)))
+        ms.append(metric_row(router, "cpt50", rl.cpt(frac, qual, wq, sq, 0.5)))
+        ms.append(metric_row(router, "cpt80", rl.cpt(frac, qual, wq, sq, 0.8)))
+    ms.append(metric_row("LLM:" + strong, "mu_o", sq))
+    ms.append(metric_row("LLM:" + weak, "mu_o", wq))
+    return ms, cs
+
+
+def _report(metrics, pool, timings=None):
+    return pool_section(metrics, "routellm", pool, _TABLE, "RouteLLM (strong/weak threshold sweep)")
+
+
+def _threshold_plot(result, path) -> bool:
+    """Mean quality against the share of calls to the strong LLM, one line per router."""
+    sub = first_block(result.curves[result.curves["protocol"] == "routellm"])
+    return router_curves(sub, path, sort_by="x", x_factor=100.0, figsize=(7, 5),
+                         xlabel="% calls to the strong LLM", title="RouteLLM threshold sweep",
+                         simulated=result.simulated)
+
+
+ROUTELLM = register_protocol(Protocol(
+    "routellm", sweep=_sweep, metrics=_metrics, rank=40, references=_references,
+    leaderboard=(("apgr", "APGR"), ("cpt50", "CPT(50%)")), report=_report,
+    plots=(("routellm_threshold.png", _threshold_plot),),
+    description="strong/weak pair, threshold sweep; APGR, CPT (RouteLLM)"))

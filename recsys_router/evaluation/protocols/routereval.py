@@ -1,0 +1,159 @@
+"""RouterEval protocol: one argmax decision per query, scored by mu_o, V_R, V_B and E_p.
+
+Reference: Huang et al., "RouterEval: A Comprehensive Benchmark for Routing LLMs to Explore
+Model-level Scaling Up in LLMs", arXiv:2503.10657.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...metrics.base import best_single, entropy_bits
+from ...metrics.routereval import REFERENCE_SCORES, mu_o, oracle_mean, routereval_metrics
+from ...policies import argmax_policy
+from ..figures import first_block, plot_title, pyplot, save_figure
+from ..tables import fmt, lookup, markdown_table, router_names, summary_fold
+from ._base import Protocol, Sweep, metric_row, register_protocol
+
+__all__ = ["ROUTEREVAL", "argmax_settings", "query_prob_entropy", "reference_benchmark"]
+
+_SPEC = (("mu_o", "mu_o"), ("v_r", "V_R"), ("v_b", "V_B"), ("e_p", "E_p"))
+
+
+def argmax_settings(scores, costs):
+    """The single argmax operating point (``value`` NaN), cheapest predicted on ties.
+
+    Example
+    -------
+    >>> name, pts = argmax_settings(np.array([[0.2, 0.9]]), None)
+    >>> name, pts[0][1].tolist()
+    ('argmax', [1])
+    """
+    return "argmax", [(np.nan, argmax_policy(scores, costs))]
+
+
+def query_prob_entropy(probs: np.ndarray) -> np.ndarray:
+    """Per-query entropy (bits) of selection probabilities renormalised over the pool.
+
+    Example
+    -------
+    >>> query_prob_entropy(np.array([[0.25, 0.25, 0.5], [1.0, 0.0, 0.0]])).tolist()
+    [1.5, 0.0]
+    """
+    p = np.clip(np.asarray(probs, dtype=np.float64), 0.0, None)
+    tot = p.sum(axis=1, keepdims=True)
+    p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
+    return entropy_bits(p, axis=1) + 0.0
+
+
+def reference_benchmark(dataset: str) -> str | None:
+    """RouterEval benchmark of a dataset named ``routereval-<benchmark>-...`` (for V_R).
+
+    Example
+    -------
+    >>> reference_benchmark("routereval-gsm8k-easy-5-all_strong"), reference_benchmark("x")
+    ('gsm8k', None)
+    """
+    parts = str(dataset).split("-")
+    if len(parts) > 1 and parts[0] == "routereval":
+        for k in range(len(parts), 1, -1):  # benchmark names may contain '-' (none do today)
+            cand = "-".join(parts[1:k])
+            if cand in REFERENCE_SCORES:
+                return cand
+    return None
+
+
+def _sweep(pred, view) -> Sweep:
+    ent = None if pred.probs is None else query_prob_entropy(pred.probs)
+    setting, points = argmax_settings(pred.scores, pred.costs)
+    return Sweep(setting, points, ent)
+
+
+def _metrics(b, ctx):
+    """mu_o, V_R (with a given reference score, or the paper's for RouterEval benchmarks),
+    V_B, E_p, mean prob entropy, mean cost; single LLMs and the oracle bound."""
+    S, ms, reference = b.scores, [], ctx.reference_score
+    bench = None if reference is not None else reference_benchmark(ctx.dataset)
+    if reference is not None:
+        if not np.isfinite(reference) or reference <= 0:
+            raise ValueError(f"reference score must be a positive number, got {reference!r}")
+        ms.append(metric_row("LLM:reference", "reference_score", reference))
+    n = S.shape[0]
+    for j, name in enumerate(b.llms):
+        ch = np.full(n, j)
+        ms.append(metric_row("LLM:" + name, "mu_o", mu_o(S, ch)))
+        if b.costs is not None:
+            ms.append(metric_row("LLM:" + name, "mean_cost", mu_o(b.costs, ch)))
+    ms.append(metric_row("LLM:best", "mu_o", best_single(S).quality))
+    ms.append(metric_row("LLM:oracle-bound", "mu_o", oracle_mean(S)))
+    for router, runs in b.runs.items():
+        _, _, ch, ent = runs[0]
+        r = routereval_metrics(S, ch, benchmark=bench, reference=reference)
+        has_ref = bench is not None or reference is not None
+        for key in ("mu_o", "v_r", "v_b", "e_p") if has_ref else ("mu_o", "v_b", "e_p"):
+            ms.append(metric_row(router, key, r[key]))
+        if np.isfinite(ent).all():
+            ms.append(metric_row(router, "prob_entropy", ent.mean()))
+        if b.costs is not None:
+            ms.append(metric_row(router, "mean_cost", mu_o(b.costs, ch)))
+    return ms, []
+
+
+def _report(metrics: pd.DataFrame, pool: str, timings=None):
+    """RouterEval Table 1 style: one row per router, (mu_o, V_B, E_p) per candidate group."""
+    sel = metrics[(metrics["protocol"] == "routereval") & (metrics["pool"] == pool)]
+    if sel.empty:
+        return None
+    mean, std = summary_fold(sel)
+    get = lookup(mean, std)
+    groups = list(dict.fromkeys(sel["group"]))
+    groups = [g for g in groups if g != "mean"] + (["mean"] if "mean" in groups else [])
+    spec = [(k, t) for k, t in _SPEC if (sel["metric"] == k).any()]
+
+    def col(g, title):
+        return f"{g} {title}" if len(groups) > 1 else title
+    rows = []
+    for r in router_names(sel):
+        rows.append({"router": r, **{col(g, t): fmt(*get("routereval", pool, g, r, m))
+                                     for g in groups for m, t in spec}})
+    for ref in ("LLM:best", "LLM:oracle-bound"):
+        row = {"router": ref.replace("LLM:", "") + " (reference)"}
+        for g in groups:
+            for m, title in spec:
+                v = get("routereval", pool, g, ref, "mu_o")[0] if m == "mu_o" else np.nan
+                row[col(g, title)] = fmt(v)
+        rows.append(row)
+    title = "whole pool" if pool == "all" else f"m = {pool} (candidate groups and their mean)"
+    return f"RouterEval: {title}", markdown_table(pd.DataFrame(rows))
+
+
+def _chosen_distribution(result, path) -> bool:
+    """Stacked bars: share of test queries each router sends to each LLM (argmax policy)."""
+    decisions = result.decisions
+    sub = first_block(decisions[(decisions["protocol"] == "routereval")
+                                & ~decisions["router"].str.startswith("LLM:")])
+    if sub.empty:
+        return False
+    plt = pyplot()
+    share = pd.crosstab(sub["router"], sub["llm"], normalize="index")
+    routers = list(dict.fromkeys(sub["router"]))
+    share = share.reindex(routers)
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(routers) + 2))
+    left = np.zeros(len(share))
+    cmap = plt.get_cmap("tab20")
+    for k, llm in enumerate(share.columns):
+        ax.barh(share.index, share[llm], left=left, color=cmap(k % 20), label=llm.split("/")[-1][:22])
+        left += share[llm].to_numpy()
+    ax.set_xlabel("share of test queries (argmax policy)")
+    ax.invert_yaxis()
+    ax.set_title(plot_title("Chosen-LLM distribution", sub, result.simulated))
+    ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    save_figure(fig, path)
+    return True
+
+
+ROUTEREVAL = register_protocol(Protocol(
+    "routereval", sweep=_sweep, metrics=_metrics, rank=10, leaderboard=_SPEC, report=_report,
+    plots=(("chosen_llm_distribution.png", _chosen_distribution),),
+    description="argmax choice per query; mu_o, V_R, V_B, E_p (RouterEval)"))
