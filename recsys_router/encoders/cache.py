@@ -46,14 +46,32 @@ def cache_root() -> Path:
 
 
 def text_key(text: str) -> str:
-    """sha1 hex digest of a text (UTF-8), the per-text cache key.
+    """sha1 hex digest of a text (UTF-8), the per-text cache key. Never raises.
+
+    A Python string may hold lone surrogates (e.g. ``"\\ud800"`` from a JSON escape or a
+    file decoded with ``surrogateescape``), which strict UTF-8 refuses. They are encoded with
+    ``surrogatepass`` (three bytes each, as in CESU-8): the key of every valid text is its
+    plain UTF-8 digest, unchanged, and distinct strings keep distinct keys (a surrogate's
+    bytes are not valid UTF-8, so no valid text shares them). The HTTP services refuse such
+    text at validation (422); in process, the key still works.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+        40 hex characters.
 
     Example
     -------
     >>> text_key("abc")
     'a9993e364706816aba3e25717850c26c9cd0d89d'
+    >>> text_key("a\\ud800") == hashlib.sha1(b"a\\xed\\xa0\\x80").hexdigest()
+    True
     """
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _slug(identity: str) -> str:

@@ -18,11 +18,12 @@ from typing import Optional
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 
 from ..export.artifact import ExportedRouter
 from .batcher import MicroBatcher
+from .guards import SafeJSONResponse, SafeStr, check_text, route_label, validation_message
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
 
@@ -42,11 +43,11 @@ class ServiceConfig(BaseModel):
 class RouteRequest(BaseModel):
     """Body of ``POST /route``: give ``query`` or ``queries``."""
 
-    query: Optional[str] = None
-    queries: Optional[list[str]] = None
+    query: Optional[SafeStr] = None
+    queries: Optional[list[SafeStr]] = None
     wtp: Optional[float] = Field(default=None, ge=0)
     budget: Optional[float] = Field(default=None, ge=0)
-    candidates: Optional[list[str]] = None
+    candidates: Optional[list[SafeStr]] = None
 
     model_config = {"extra": "forbid"}
 
@@ -59,6 +60,7 @@ class RouteRequest(BaseModel):
 
 
 def _label(v) -> str:
+    """A Prometheus label value: backslash, double quote and line feed escaped."""
     return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -84,10 +86,11 @@ class _Stats:
         lines = ["# HELP recsys_router_requests_total HTTP requests by endpoint and status.",
                  "# TYPE recsys_router_requests_total counter"]
         for (ep, st), n in sorted(self.requests.items()):
-            lines.append(f'recsys_router_requests_total{{endpoint="{ep}",status="{st}"}} {n}')
+            lines.append(f'recsys_router_requests_total{{endpoint="{_label(ep)}",status="{st}"}} {n}')
         lines += ["# HELP recsys_router_request_seconds Request latency.",
                   "# TYPE recsys_router_request_seconds histogram"]
         for ep, h in sorted(self.hist.items()):
+            ep = _label(ep)
             for b, n in zip(self.buckets, h):
                 lines.append(f'recsys_router_request_seconds_bucket{{endpoint="{ep}",le="{b}"}} {n}')
             lines.append(f'recsys_router_request_seconds_bucket{{endpoint="{ep}",le="+Inf"}} '
@@ -101,8 +104,15 @@ class _Stats:
         lines += ["# HELP recsys_router_batches_total Model calls made by the micro-batcher.",
                   "# TYPE recsys_router_batches_total counter",
                   f"recsys_router_batches_total {batcher.batches_run}",
+                  "# HELP recsys_router_batched_queries_total Queries predicted by the micro-batcher.",
                   "# TYPE recsys_router_batched_queries_total counter",
-                  f"recsys_router_batched_queries_total {batcher.texts_run}"]
+                  f"recsys_router_batched_queries_total {batcher.texts_run}",
+                  "# HELP recsys_router_batches_split_total Failed batches retried request by request.",
+                  "# TYPE recsys_router_batches_split_total counter",
+                  f"recsys_router_batches_split_total {batcher.batches_split}",
+                  "# HELP recsys_router_prediction_failures_total Requests whose own model call failed.",
+                  "# TYPE recsys_router_prediction_failures_total counter",
+                  f"recsys_router_prediction_failures_total {batcher.requests_failed}"]
         return "\n".join(lines) + "\n"
 
 
@@ -132,41 +142,39 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         await batcher.stop()
 
     app = FastAPI(title="recsys-router", version=str(router.manifest.get("package_version")),
-                  lifespan=lifespan)
+                  lifespan=lifespan, default_response_class=SafeJSONResponse)
     app.state.router, app.state.config, app.state.stats, app.state.batcher = router, cfg, stats, batcher
 
     @app.middleware("http")
     async def _guard(request: Request, call_next):
         t0 = time.perf_counter()
         path = request.url.path
+        label = route_label(app.router.routes, request.scope)  # never the raw path
         if cfg.api_key and path not in ("/health",):
             given = request.headers.get("authorization", "")
             token = given[7:] if given.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
             if not hmac.compare_digest(token.encode(), cfg.api_key.encode()):
-                resp = JSONResponse({"error": "missing or wrong API key (send 'Authorization: Bearer KEY')"},
-                                    status_code=401)
-                stats.observe(path, 401, time.perf_counter() - t0)
+                resp = SafeJSONResponse({"error": "missing or wrong API key (send 'Authorization: Bearer KEY')"},
+                                        status_code=401)
+                stats.observe(label, 401, time.perf_counter() - t0)
                 return resp
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > cfg.max_body_bytes:
-            stats.observe(path, 413, time.perf_counter() - t0)
-            return JSONResponse({"error": f"request body of {length} bytes exceeds the limit of "
+            stats.observe(label, 413, time.perf_counter() - t0)
+            return SafeJSONResponse({"error": f"request body of {length} bytes exceeds the limit of "
                                           f"{cfg.max_body_bytes} bytes"}, status_code=413)
         resp = await call_next(request)
-        stats.observe(path, resp.status_code, time.perf_counter() - t0)
+        stats.observe(label, resp.status_code, time.perf_counter() - t0)
         return resp
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        msgs = []
-        for e in exc.errors():
-            loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-            msgs.append(f"{loc or 'body'}: {e.get('msg')}")
-        return JSONResponse({"error": "invalid request: " + "; ".join(msgs)}, status_code=422)
+        return SafeJSONResponse({"error": validation_message(exc.errors())}, status_code=422)
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException):
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        return SafeJSONResponse({"error": exc.detail}, status_code=exc.status_code,
+                                headers=getattr(exc, "headers", None))
 
     @app.get("/health")
     async def health():
@@ -191,6 +199,10 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         for i, t in enumerate(texts):
             if not t.strip():
                 raise HTTPException(400, f"queries[{i}] is empty")
+            try:
+                check_text(t)  # the proxy reaches here without the request model's check
+            except ValueError as exc:
+                raise HTTPException(422, f"queries[{i}]: {exc}") from None
             if len(t) > cfg.max_text_chars:
                 raise HTTPException(413, f"queries[{i}] has {len(t)} characters; the limit is "
                                          f"{cfg.max_text_chars}")
@@ -255,7 +267,7 @@ class _BodyLimit:
             body += msg.get("body", b"")
             more = msg.get("more_body", False)
             if len(body) > self.limit:
-                resp = JSONResponse({"error": f"request body exceeds the limit of {self.limit} bytes"},
+                resp = SafeJSONResponse({"error": f"request body exceeds the limit of {self.limit} bytes"},
                                     status_code=413)
                 return await resp(scope, receive, send)
         sent = False

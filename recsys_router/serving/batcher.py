@@ -3,6 +3,9 @@
 Requests arriving within ``max_wait_ms`` of each other (up to ``max_batch`` texts) are
 predicted together: one encoder call and one forward pass for all of them. Each request
 then applies its own policy (wtp, budget, candidates) to its rows.
+
+Isolation: when the model call of a batch raises, the batch is retried request by request,
+so only the request(s) that fail alone get the error; the others get their results.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class MicroBatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.batches_run = 0
         self.texts_run = 0
+        self.batches_split = 0   # failed batches retried request by request
+        self.requests_failed = 0  # requests whose own model call failed
 
     async def start(self) -> None:
         """Start the batching task on the running event loop (again, if the loop changed:
@@ -97,17 +102,40 @@ class MicroBatcher:
             texts = [t for p in batch for t in p.texts]
             try:
                 scores, costs = await asyncio.to_thread(self.predict, texts)
-            except Exception as exc:  # hand the error to every waiting request
-                for p in batch:
-                    if not p.future.done():
-                        p.future.set_exception(exc)
+            except Exception as exc:  # noqa: BLE001 - isolate the failing request(s)
+                if len(batch) == 1:
+                    self._fail(batch[0], exc)
+                else:
+                    self.batches_split += 1
+                    for p in batch:
+                        await self._run_alone(p)
                 continue
             self.batches_run += 1
             self.texts_run += len(texts)
             start = 0
             for p in batch:
                 stop = start + len(p.texts)
-                if not p.future.done():
-                    p.future.set_result((np.asarray(scores[start:stop]),
-                                         None if costs is None else np.asarray(costs[start:stop])))
+                self._resolve(p, scores[start:stop], None if costs is None else costs[start:stop])
                 start = stop
+
+    async def _run_alone(self, p: _Pending) -> None:
+        if p.future.done():  # the client went away meanwhile
+            return
+        try:
+            scores, costs = await asyncio.to_thread(self.predict, p.texts)
+        except Exception as exc:  # noqa: BLE001 - this request's own error
+            self._fail(p, exc)
+            return
+        self.batches_run += 1
+        self.texts_run += len(p.texts)
+        self._resolve(p, scores, costs)
+
+    def _fail(self, p: _Pending, exc: Exception) -> None:
+        self.requests_failed += 1
+        if not p.future.done():
+            p.future.set_exception(exc)
+
+    @staticmethod
+    def _resolve(p: _Pending, scores, costs) -> None:
+        if not p.future.done():
+            p.future.set_result((np.asarray(scores), None if costs is None else np.asarray(costs)))

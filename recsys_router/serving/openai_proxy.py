@@ -19,6 +19,7 @@ value take the request's ``wtp``/``budget`` extra field.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -27,7 +28,10 @@ import yaml
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-__all__ = ["load_backends", "add_openai_routes", "parse_router_model"]
+__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body"]
+
+_MAX_MESSAGES = 1_000
+_MAX_PARTS = 1_000
 
 
 def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict:
@@ -66,26 +70,89 @@ def parse_router_model(model: str, body: dict) -> tuple[float | None, float | No
         return None, None
     raw = parts[2] if len(parts) == 3 else body.get(parts[1])
     try:
+        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+            raise TypeError
         value = float(raw)
     except (TypeError, ValueError):
         raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a number "
                                  f"(in the model name or the request's '{parts[1]}' field)") from None
-    if value < 0:
-        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be >= 0")
+    if not math.isfinite(value) or value < 0:
+        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a finite number >= 0")
     return (value, None) if parts[1] == "wtp" else (None, value)
 
 
-def _last_user_text(body: dict) -> str:
+def _message_text(m, i: int) -> str:
+    """Text of ``messages[i]``; any other shape than the chat format is a 400."""
+    where = f"messages[{i}]"
+    if not isinstance(m, dict):
+        raise HTTPException(400, f"{where} must be an object with 'role' and 'content', "
+                                 f"got {type(m).__name__}")
+    role = m.get("role")
+    if not isinstance(role, str) or not role:
+        raise HTTPException(400, f"{where}.role must be a non-empty string")
+    c = m.get("content")
+    if c is None:
+        if role == "user":
+            raise HTTPException(400, f"{where}.content is missing (a user message needs content)")
+        return ""
+    if isinstance(c, str):
+        return c
+    if not isinstance(c, list):
+        raise HTTPException(400, f"{where}.content must be a string or a list of content parts, "
+                                 f"got {type(c).__name__}")
+    if len(c) > _MAX_PARTS:
+        raise HTTPException(400, f"{where}.content has {len(c)} parts; the limit is {_MAX_PARTS}")
+    texts = []
+    for k, part in enumerate(c):
+        if not isinstance(part, dict):
+            raise HTTPException(400, f"{where}.content[{k}] must be an object with 'type', "
+                                     f"got {type(part).__name__}")
+        kind = part.get("type")
+        if not isinstance(kind, str):
+            raise HTTPException(400, f"{where}.content[{k}].type must be a string")
+        if kind == "text" or "text" in part:
+            if not isinstance(part.get("text"), str):
+                raise HTTPException(400, f"{where}.content[{k}].text must be a string")
+            texts.append(part["text"])
+    return " ".join(texts)
+
+
+def check_chat_body(body) -> str:
+    """Check a chat-completions body and return the text to route (the last user message).
+
+    Every malformed shape is an ``HTTPException(400)`` naming the field: a body that is not
+    an object, ``model`` not a string, ``stream`` not a boolean, ``messages`` not a non-empty
+    list, a message that is not an object or lacks a string ``role``, content that is not a
+    string or a list of part objects, a text part whose ``text`` is not a string.
+
+    Example
+    -------
+    >>> check_chat_body({"model": "router", "messages": [{"role": "user", "content": "hi"}]})
+    'hi'
+    """
+    if not isinstance(body, dict):
+        raise HTTPException(400, "request body must be a JSON object")
+    if not isinstance(body.get("model", ""), str):
+        raise HTTPException(400, "'model' must be a string")
+    if not isinstance(body.get("stream", False), bool):
+        raise HTTPException(400, "'stream' must be true or false")
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise HTTPException(400, "'messages' must be a non-empty list of {role, content}")
-    for m in reversed(msgs):
-        if isinstance(m, dict) and m.get("role") == "user":
-            c = m.get("content")
-            if isinstance(c, list):  # content parts
-                c = " ".join(p.get("text", "") for p in c if isinstance(p, dict))
-            if isinstance(c, str) and c.strip():
-                return c
+    if len(msgs) > _MAX_MESSAGES:
+        raise HTTPException(400, f"'messages' has {len(msgs)} entries; the limit is {_MAX_MESSAGES}")
+    texts = [_message_text(m, i) for i, m in enumerate(msgs)]
+    try:
+        json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HTTPException(422, "the request contains text that cannot be UTF-8 encoded "
+                                 "(a lone surrogate)") from None
+    except (ValueError, RecursionError):  # non-finite numbers, nesting: not forwardable as JSON
+        raise HTTPException(400, "the request cannot be forwarded as JSON (non-finite number "
+                                 "or nesting too deep)") from None
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i]["role"] == "user" and texts[i].strip():
+            return texts[i]
     raise HTTPException(400, "no user message with text content to route")
 
 
@@ -103,12 +170,10 @@ def add_openai_routes(app: FastAPI, router, cfg) -> None:
     async def chat(request: Request):
         try:
             body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise HTTPException(400, "request body is not valid JSON") from None
-        if not isinstance(body, dict):
-            raise HTTPException(400, "request body must be a JSON object")
-        wtp, budget = parse_router_model(str(body.get("model", "")), body)
-        text = _last_user_text(body)
+        except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise HTTPException(400, "request body is not valid JSON (or nests too deep)") from None
+        text = check_chat_body(body)
+        wtp, budget = parse_router_model(body.get("model", ""), body)
         result = (await app.state.route_texts([text], wtp, budget, candidates))[0]
         llm = result["llm"]
         be = backends[llm]

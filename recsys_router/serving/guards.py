@@ -1,0 +1,176 @@
+"""Input guards shared by the HTTP services (router service and RouteJudge voting page).
+
+* :data:`SafeStr`: a pydantic string type that refuses text which cannot be UTF-8 encoded
+  (lone surrogates, e.g. from a ``"\\ud800"`` JSON escape), so such text is a 422 at
+  request validation and never reaches a model, a database or a log.
+* :class:`SafeJSONResponse`: JSON responses that can always be written (ASCII-escaped).
+* :func:`validation_message`: a one-line 422 message that never echoes the input.
+* :func:`route_label`: the route-table template a request matched, else ``"other"``
+  (bounded metric labels).
+* :class:`TokenBucket`: a per-client rate limit with a bounded client table.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from typing import Annotated, Iterable
+
+from pydantic import AfterValidator
+from starlette.responses import JSONResponse
+from starlette.routing import Match
+
+__all__ = ["check_text", "SafeStr", "SafeJSONResponse", "validation_message", "printable",
+           "route_label", "TokenBucket"]
+
+
+def check_text(text: str) -> str:
+    """Return ``text`` if it can be UTF-8 encoded, else raise ``ValueError`` saying where not.
+
+    Parameters
+    ----------
+    text : str
+        A string from a request.
+
+    Returns
+    -------
+    str
+        ``text`` unchanged.
+
+    Example
+    -------
+    >>> check_text("caf\\u00e9")
+    'café'
+    >>> check_text("a\\ud800")
+    Traceback (most recent call last):
+    ...
+    ValueError: text cannot be UTF-8 encoded: lone surrogate U+D800 at character 1
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"text cannot be UTF-8 encoded: lone surrogate "
+                         f"U+{ord(text[exc.start]):04X} at character {exc.start}") from None
+    return text
+
+
+SafeStr = Annotated[str, AfterValidator(check_text)]
+"""A request string that must be valid Unicode (UTF-8 encodable)."""
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters with unencodable characters escaped (``\\ud800``).
+
+    Example
+    -------
+    >>> printable("a\\ud800b")
+    'a\\\\ud800b'
+    """
+    text = str(text)
+    cut = text[:limit] + ("..." if len(text) > limit else "")
+    return cut.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class SafeJSONResponse(JSONResponse):
+    """A JSON response rendered with ASCII escapes, so odd text in a message can never
+    turn an error answer into a 500."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
+
+def validation_message(errors: Iterable[dict], max_errors: int = 5) -> str:
+    """One line from pydantic/FastAPI validation errors: ``loc: msg; ...``. The input values
+    are never echoed (they may be huge, non-finite or not valid Unicode).
+
+    Example
+    -------
+    >>> validation_message([{"loc": ("body", "budget"), "msg": "Input should be a finite number"}])
+    'invalid request: budget: Input should be a finite number'
+    """
+    errors = list(errors)
+    msgs = []
+    for e in errors[:max_errors]:
+        loc = ".".join(printable(x, 60) for x in e.get("loc", ()) if x != "body")
+        msgs.append(f"{loc or 'body'}: {printable(e.get('msg', 'invalid'))}")
+    more = f"; and {len(errors) - max_errors} more" if len(errors) > max_errors else ""
+    return "invalid request: " + "; ".join(msgs) + more
+
+
+def route_label(routes, scope) -> str:
+    """The path template of the first route in ``routes`` matching ``scope`` (a full match
+    or a method mismatch), else ``"other"``: metric labels come from the route table only.
+
+    Example
+    -------
+    >>> from starlette.routing import Route
+    >>> routes = [Route("/llms/{name}", lambda r: None, methods=["DELETE"])]
+    >>> route_label(routes, {"type": "http", "path": "/llms/gpt-4", "method": "DELETE"})
+    '/llms/{name}'
+    >>> route_label(routes, {"type": "http", "path": "/etc/passwd", "method": "GET"})
+    'other'
+    """
+    for r in routes:
+        try:
+            match, _ = r.matches(scope)
+        except Exception:  # noqa: BLE001 - a route that cannot judge the path does not match
+            continue
+        if match != Match.NONE:
+            return getattr(r, "path", None) or "other"
+    return "other"
+
+
+class TokenBucket:
+    """Per-client token-bucket rate limit: ``burst`` requests at once, refilled at ``rate``
+    per second. At most ``max_clients`` buckets are kept; the least recently seen client
+    is forgotten first (it comes back with a full bucket).
+
+    Parameters
+    ----------
+    rate : float
+        Requests per second per client (> 0).
+    burst : int
+        Bucket size (>= 1).
+    max_clients : int
+        Most clients remembered.
+    clock : callable
+        Seconds, monotonic (tests pass a fake clock).
+
+    Example
+    -------
+    >>> now = [0.0]
+    >>> tb = TokenBucket(rate=1.0, burst=2, clock=lambda: now[0])
+    >>> [tb.take("ip") for _ in range(3)]
+    [0.0, 0.0, 1.0]
+    >>> now[0] = 1.0; tb.take("ip")
+    0.0
+    """
+
+    def __init__(self, rate: float, burst: int, max_clients: int = 100_000, clock=time.monotonic):
+        if not rate > 0 or burst < 1:
+            raise ValueError(f"rate limit needs rate > 0 and burst >= 1, got rate={rate}, burst={burst}")
+        self.rate, self.burst, self.max_clients, self.clock = float(rate), int(burst), int(max_clients), clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, client: str) -> float:
+        """Spend one token of ``client``: 0.0 if allowed, else the seconds until one is free."""
+        with self._lock:
+            now = self.clock()
+            tokens, last = self._buckets.pop(client, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            wait = 0.0
+            if tokens >= 1.0:
+                tokens -= 1.0
+            else:
+                wait = (1.0 - tokens) / self.rate
+            self._buckets[client] = (tokens, now)
+            while len(self._buckets) > self.max_clients:
+                self._buckets.popitem(last=False)
+            return wait
+
+    def __len__(self) -> int:
+        return len(self._buckets)
