@@ -29,31 +29,44 @@ import numpy as np
 from .data import RoutingData
 from .router import Router
 
-__all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallback_summary"]
+__all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallback_summary",
+           "task_keys"]
 
 MIN_VAL_QUERIES = 5
 
 
-def _task_keys(data: RoutingData) -> np.ndarray:
+def task_keys(tasks) -> np.ndarray:
+    """Task labels as strings ("" for a missing one)."""
     return np.array(["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t)
-                     for t in data.tasks], dtype=object)
+                     for t in tasks], dtype=object)
 
 
-def stratified_holdout(data: RoutingData, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _task_keys(data: RoutingData) -> np.ndarray:
+    return task_keys(data.tasks)
+
+
+def stratified_holdout(tasks, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded split of query rows into (inner-train, inner-validation), the same share of
     every task in each part (a task with one query stays in inner-train).
 
+    Parameters
+    ----------
+    tasks : sequence
+        Task label per query (None/NaN = no task; those form one group).
+    fraction : float
+        Share held out, in (0, 1).
+    seed : int
+
     Example
     -------
-    >>> d = RoutingData([f"q{i}" for i in range(10)], ["a"], np.zeros((10, 1)))
-    >>> tr, va = stratified_holdout(d, 0.2, 0)
+    >>> tr, va = stratified_holdout(["a"] * 10, 0.2, 0)
     >>> len(tr), len(va)
     (8, 2)
     """
     if not 0 < fraction < 1:
         raise ValueError(f"validation fraction must be in (0, 1), got {fraction!r}")
     rng = np.random.default_rng(seed)
-    keys = _task_keys(data)
+    keys = task_keys(tasks)
     val = []
     for t in sorted(set(keys)):
         rows = np.flatnonzero(keys == t)
@@ -63,7 +76,7 @@ def stratified_holdout(data: RoutingData, fraction: float, seed: int) -> tuple[n
                     len(rows) - 1)
         val.extend(rng.permutation(rows)[:n_val])
     val = np.sort(np.asarray(val, dtype=np.int64))
-    train = np.setdiff1d(np.arange(data.n_queries), val)
+    train = np.setdiff1d(np.arange(len(keys)), val)
     return train, val
 
 
@@ -206,7 +219,8 @@ class SafeFallbackRouter(Router):
             self.router_ = self._clone().fit(train, val)
             self.fallback_ = {"enabled": False, "tasks": {}, "default": "router"}
             return
-        tr_rows, va_rows = stratified_holdout(train, float(self.val_fraction), int(self.seed))
+        tr_rows, va_rows = stratified_holdout(train.tasks, float(self.val_fraction),
+                                            int(self.seed))
         if len(va_rows) < MIN_VAL_QUERIES or len(tr_rows) < MIN_VAL_QUERIES:
             self.router_ = self._clone().fit(train, val)
             self.fallback_ = {"enabled": True, "tasks": {}, "default": "router",

@@ -11,7 +11,7 @@ Example
 >>> "knn" in available_routers()
 True
 >>> make_router("knn", k=5)
-KNNRouter(k=5, metric='cosine', encoder='hashing')
+KNNRouter(k=5, metric='cosine', encoder='hashing', seed=0)
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_knn_matches_sklearn_neighbours():
 def test_prknn_defaults_and_validation():
     r = PRKnnRouter()
     assert (r.k, r.metric) == (5, "cosine")
-    assert KNNRouter().k == 10
+    assert KNNRouter().k is None     # chosen by inner validation
     with pytest.raises(ValueError, match="metric"):
         KNNRouter(metric="manhattan", encoder=DictEncoder(VEC)).fit(TRAIN)
     with pytest.raises(ValueError, match="k must be"):

@@ -109,9 +109,9 @@ def test_realised_scores_choose_among_observed_llms_only():
 
 def test_stratified_holdout_takes_the_same_share_of_every_task():
     d = _data()
-    tr, va = stratified_holdout(d, 0.25, 3)
+    tr, va = stratified_holdout(d.tasks, 0.25, 3)
     tasks = np.asarray(d.tasks)
     assert (tasks[va] == "t1").sum() == 5 and (tasks[va] == "t2").sum() == 5
     assert len(np.intersect1d(tr, va)) == 0 and len(tr) + len(va) == 40
     with pytest.raises(ValueError, match="fraction"):
-        stratified_holdout(d, 1.0, 0)
+        stratified_holdout(d.tasks, 1.0, 0)

@@ -52,7 +52,7 @@ def test_params_are_passed_and_names_are_case_insensitive():
 def test_unknown_name_and_parameter_errors():
     with pytest.raises(KeyError, match="available: .*knn"):
         make_router("no-such-router")
-    with pytest.raises(TypeError, match=r"no parameter\(s\) \['kk'\]; valid: \['k', 'metric', 'encoder'\]"):
+    with pytest.raises(TypeError, match=r"no parameter\(s\) \['kk'\]; valid: \['k', 'metric', 'encoder', 'seed'\]"):
         make_router("knn", kk=3)
     with pytest.raises(ValueError):
         make_router("")

@@ -9,20 +9,31 @@ References
 - Huang et al., "RouterEval", arXiv:2503.10657 (2025): PRkNN baseline
   (``router/PRKnn-knn/knn.py``): the same estimator with ``k = 5`` (``test_router.py``)
   and cosine distance (``NearestNeighbors(metric='cosine')``).
+
+With ``k=None`` (the :class:`KNNRouter` default) ``k`` is chosen on an inner validation
+split of the training queries: 20% of each task's queries (seeded) are held out, each
+``k`` of :data:`K_GRID` (up to the inner-train size) predicts them from the other 80%,
+and the ``k`` whose argmax choices reach the highest mean true score wins (the larger
+``k`` on ties); the router is then fitted on all training queries with it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from recsys_router.fallback import realised_scores, stratified_holdout
 from recsys_router.router import Router
 
 from ._common import TextEmbeddingMixin, safe_llm_means
 
-__all__ = ["KNNRouter", "PRKnnRouter", "knn_indices"]
+__all__ = ["KNNRouter", "PRKnnRouter", "knn_indices", "K_GRID", "choose_k"]
 
 _METRICS = ("cosine", "euclidean")
 _CHUNK = 1024
+#: candidate neighbourhood sizes for ``k=None``
+K_GRID = (1, 2, 3, 5, 10, 20, 40, 80)
+VAL_FRACTION = 0.2
+MIN_VAL = 5
 
 
 def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str) -> np.ndarray:
@@ -58,6 +69,64 @@ def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str) -
     return out
 
 
+def _prefix_means(y: np.ndarray, ks, fallback: np.ndarray) -> list[np.ndarray]:
+    """Mean observed score of the first ``k`` neighbours for each ``k`` in ``ks``.
+
+    ``y`` is (n, kmax, L) neighbour scores with NaN = unobserved; an LLM none of the first
+    ``k`` neighbours saw gets ``fallback``.
+    """
+    ok = ~np.isnan(y)
+    tot = np.cumsum(np.where(ok, y, 0.0), axis=1)
+    cnt = np.cumsum(ok, axis=1)
+    return [np.where(cnt[:, k - 1] > 0, tot[:, k - 1] / np.maximum(cnt[:, k - 1], 1),
+                     fallback[None, :]) for k in ks]
+
+
+def choose_k(x: np.ndarray, scores: np.ndarray, tasks, metric: str, seed: int,
+             grid=K_GRID) -> tuple[int, dict]:
+    """``k`` with the best held-out routing score (see the module docstring).
+
+    Parameters
+    ----------
+    x : ndarray (n, D)
+        Training-query embeddings.
+    scores : ndarray (n, L)
+        Training scores, NaN = unobserved (every row has at least one observed cell).
+    tasks : sequence
+        Task label per query (stratifies the split).
+    metric : str
+    seed : int
+
+    Returns
+    -------
+    (k, table)
+        The chosen ``k`` and ``{k: mean realised held-out score}``.
+
+    Example
+    -------
+    >>> x = np.repeat(np.eye(2), 15, axis=0) + 0.01 * np.arange(30)[:, None]
+    >>> s = np.repeat(np.array([[1.0, 0.0], [0.0, 1.0]]), 15, axis=0)
+    >>> k, table = choose_k(x, s, ["t"] * 30, "cosine", 0)
+    >>> k, table[1]        # two clean clusters: every k routes perfectly, the largest wins
+    (20, 1.0)
+    """
+    n = len(scores)
+    tr, va = stratified_holdout(tasks, VAL_FRACTION, seed)
+    ks = [k for k in grid if k <= len(tr)]
+    if len(va) < MIN_VAL or not ks:
+        k = min(10, n)
+        return k, {}
+    y_tr, y_va = scores[tr].astype(np.float64), scores[va].astype(np.float64)
+    fallback = safe_llm_means(y_tr)
+    idx = knn_indices(x[va], x[tr], max(ks), metric)
+    table = {}
+    preds = _prefix_means(y_tr[idx], ks, fallback)
+    for k, p in zip(ks, preds):
+        table[k] = float(np.nanmean(realised_scores(p, y_va)))
+    best = max(table.values())
+    return max(k for k, v in table.items() if v >= best - 1e-12), table
+
+
 class KNNRouter(TextEmbeddingMixin, Router):
     """kNN router (RouterBench): mean score of the ``k`` nearest training queries per LLM.
 
@@ -67,12 +136,22 @@ class KNNRouter(TextEmbeddingMixin, Router):
 
     Parameters
     ----------
-    k : int
-        Number of neighbours (RouterBench sweeps 5, 10, 40; default 10).
+    k : int or None
+        Number of neighbours (RouterBench sweeps 5, 10, 40). None (default): chosen from
+        :data:`K_GRID` on an inner validation split of the training queries.
     metric : {"cosine", "euclidean"}
         Distance between query embeddings.
     encoder : str or Encoder
         Query encoder name for :func:`recsys_router.encoders.get_encoder`, or an encoder.
+    seed : int
+        Seeds the inner split (``k=None``).
+
+    Attributes
+    ----------
+    k_ : int
+        The number of neighbours used.
+    k_scores_ : dict
+        ``{k: held-out mean score}`` of the inner search (empty when ``k`` was given).
 
     Example
     -------
@@ -82,14 +161,16 @@ class KNNRouter(TextEmbeddingMixin, Router):
     (80, 3)
     """
 
-    def __init__(self, k: int = 10, metric: str = "cosine", encoder="hashing"):
+    def __init__(self, k: int | None = None, metric: str = "cosine", encoder="hashing",
+                 seed: int = 0):
         self.k = k
         self.metric = metric
         self.encoder = encoder
+        self.seed = seed
 
     def _fit(self, train, val):
-        if int(self.k) < 1:
-            raise ValueError(f"k must be >= 1, got {self.k!r}")
+        if self.k is not None and int(self.k) < 1:
+            raise ValueError(f"k must be >= 1 or None, got {self.k!r}")
         if self.metric not in _METRICS:
             raise ValueError(f"metric must be one of {_METRICS}, got {self.metric!r}")
         x = self._fit_encoder(train)
@@ -99,7 +180,13 @@ class KNNRouter(TextEmbeddingMixin, Router):
         self.x_train_ = x[keep]
         self.y_train_ = train.scores[keep].astype(np.float64)
         self.fallback_ = safe_llm_means(train.scores)
-        self.k_ = min(int(self.k), int(keep.sum()))
+        self.k_scores_ = {}
+        k = self.k
+        if k is None:
+            k, self.k_scores_ = choose_k(self.x_train_, self.y_train_,
+                                         np.asarray(train.tasks, dtype=object)[keep],
+                                         self.metric, int(self.seed))
+        self.k_ = min(int(k), int(keep.sum()))
 
     def neighbours(self, data) -> np.ndarray:
         """Training-row indices (of the kept rows) of each query's ``k`` neighbours."""
@@ -134,7 +221,5 @@ class PRKnnRouter(KNNRouter):
         Query encoder.
     """
 
-    def __init__(self, k: int = 5, metric: str = "cosine", encoder="hashing"):
-        self.k = k
-        self.metric = metric
-        self.encoder = encoder
+    def __init__(self, k: int = 5, metric: str = "cosine", encoder="hashing", seed: int = 0):
+        super().__init__(k=k, metric=metric, encoder=encoder, seed=seed)
