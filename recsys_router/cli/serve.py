@@ -8,6 +8,7 @@ recsys-router export -c tuning/knn/best_config.yaml --out artifacts/best
 recsys-router export --ckpt lightning_logs/version_0/checkpoints/last.ckpt --out artifacts/mf
 recsys-router calibrate artifacts/knn --data routerbench_zs --target-cost 0.5 --policy budget
 recsys-router serve artifacts/knn --port 8000 --backends backends.yaml
+recsys-router serve artifacts/knn --log-db decisions.db --explore epsilon:0.1
 """
 
 from __future__ import annotations
@@ -97,6 +98,19 @@ def add_parser(subparsers) -> None:
     s.add_argument("--batch-wait-ms", type=float, default=2.0,
                    help="how long a request waits for others to share a model call")
     s.add_argument("--log-level", default="warning")
+    s.add_argument("--log-db", default=None, metavar="URL",
+                   help="decision log database: a SQLAlchemy URL (sqlite:///decisions.db, a bare "
+                        "path = SQLite in WAL mode; postgresql://user:pw@host/db for several "
+                        "service instances); enables POST /feedback")
+    s.add_argument("--log-text", choices=("full", "hash", "none"), default="hash",
+                   help="how the log keeps query texts (default: their SHA-256 only)")
+    s.add_argument("--log-batch", type=int, default=256,
+                   help="decisions per database write (a kill -9 loses at most the unwritten batch)")
+    s.add_argument("--log-flush-ms", type=float, default=200.0,
+                   help="longest a decision waits before its batch is written")
+    s.add_argument("--explore", default="none", metavar="POLICY",
+                   help="exploration: none, epsilon:E, softmax:T or thompson[:N] (routers that "
+                        "can sample their predictions); each decision logs its exact propensity")
     s.add_argument("--seed", type=int, default=0,
                    help="seeds Python, numpy and torch (routers are already seeded per query)")
     s.set_defaults(func=run_serve)
@@ -314,7 +328,9 @@ def run_serve(args) -> int:
     backends = load_backends(args.backends, art.llm_names) if args.backends else None
     cfg = ServiceConfig(max_batch=args.max_batch, max_body_bytes=args.max_body_bytes,
                         max_text_chars=args.max_text_chars, api_key=key,
-                        batch_wait_ms=args.batch_wait_ms, backends=backends)
+                        batch_wait_ms=args.batch_wait_ms, backends=backends,
+                        explore=args.explore, log_db=args.log_db, log_text=args.log_text,
+                        log_batch=args.log_batch, log_flush_ms=args.log_flush_ms, seed=args.seed)
     app = create_app(art, cfg)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not key:
         print(f"warning: serving on {args.host} without an API key (--api-key or ${API_KEY_ENV})",

@@ -1,7 +1,9 @@
 """The router HTTP service (FastAPI).
 
 Endpoints: ``POST /route`` (one query or a batch, optional ``wtp``/``budget``/
-``candidates``), ``GET /llms``, ``GET /health``, ``GET /metrics`` (Prometheus text), and,
+``candidates``; every decision gets a ``decision_id`` and its ``propensity``),
+``POST /feedback`` (the outcome of a decision, see :mod:`recsys_router.feedback.service`),
+``GET /llms``, ``GET /health``, ``GET /metrics`` (Prometheus text), and,
 when backends are configured, the OpenAI-compatible ``POST /v1/chat/completions`` (see
 :mod:`recsys_router.serving.openai_proxy`).
 """
@@ -22,6 +24,8 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 
 from ..export.artifact import ExportedRouter
+from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
+from ..feedback.store import LogFull
 from .batcher import MicroBatcher
 from .guards import SafeJSONResponse, SafeStr, check_text, route_label, validation_message
 
@@ -38,6 +42,12 @@ class ServiceConfig(BaseModel):
     batch_wait_ms: float = 5.0
     backends: Optional[dict] = None
     backend_timeout_s: float = 120.0
+    explore: str = "none"
+    log_db: Optional[str] = None
+    log_text: str = "hash"
+    log_batch: int = 256
+    log_flush_ms: float = 200.0
+    seed: int = 0
 
 
 class RouteRequest(BaseModel):
@@ -135,15 +145,21 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         return scores, costs
 
     batcher = MicroBatcher(_predict, max_batch=cfg.max_batch, max_wait_ms=cfg.batch_wait_ms)
+    loop = FeedbackLoop(router, cfg.explore, cfg.log_db, cfg.log_text, seed=cfg.seed,
+                        batch_size=cfg.log_batch, flush_ms=cfg.log_flush_ms)
 
     @asynccontextmanager
     async def lifespan(app):
-        yield
-        await batcher.stop()
+        try:
+            yield
+        finally:
+            await batcher.stop()
+            loop.close()  # commit every queued decision
 
     app = FastAPI(title="recsys-router", version=str(router.manifest.get("package_version")),
                   lifespan=lifespan, default_response_class=SafeJSONResponse)
     app.state.router, app.state.config, app.state.stats, app.state.batcher = router, cfg, stats, batcher
+    app.state.feedback_loop = loop
 
     @app.middleware("http")
     async def _guard(request: Request, call_next):
@@ -224,7 +240,13 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             raise HTTPException(400, str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
             raise HTTPException(500, f"routing failed: {type(exc).__name__}: {exc}") from exc
+        choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
+                                                 router.router.candidate_mask(candidates))
         out = router.results(choice, policy, value, scores, costs, candidates)
+        try:
+            loop.record(texts, out, probs, propensity, candidates)
+        except LogFull as exc:
+            raise log_full_error(exc) from exc
         for r in out:
             stats.chosen[r["llm"]] += 1
         return out
@@ -239,6 +261,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         results = await route_texts(texts, req.wtp, req.budget, req.candidates)
         return results[0] if req.query is not None else {"results": results}
 
+    add_feedback_route(app, loop)
     if cfg.backends:
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, router, cfg)

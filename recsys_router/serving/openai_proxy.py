@@ -3,7 +3,8 @@
 The last user message is routed; the request is forwarded to the chosen LLM's backend
 (its base URL, model name and API key from ``backends.yaml``), streaming included, and
 the answer says which LLM answered: header ``x-recsys-router-llm`` and the ``model``
-field of the JSON body (or of every streamed chunk).
+field of the JSON body (or of every streamed chunk); header ``x-recsys-router-decision-id``
+names the logged decision (for ``POST /feedback``).
 
 Model names: ``router`` (the artifact's default policy), ``router-argmax``,
 ``router-wtp-<lambda>``, ``router-budget-<C>``; ``router-wtp``/``router-budget`` without a
@@ -184,7 +185,8 @@ def add_openai_routes(app: FastAPI, router, cfg) -> None:
             key = os.environ.get(be["api_key_env"])
             if key:
                 headers["authorization"] = f"Bearer {key}"
-        route_headers = {"x-recsys-router-llm": llm, "x-recsys-router-policy": result["policy"]}
+        route_headers = {"x-recsys-router-llm": llm, "x-recsys-router-policy": result["policy"],
+                         "x-recsys-router-decision-id": result["decision_id"]}
         url = be["base_url"] + "/chat/completions"
         client = httpx.AsyncClient(timeout=cfg.backend_timeout_s)
         if fwd.get("stream"):

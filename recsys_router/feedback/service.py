@@ -1,0 +1,178 @@
+"""The service side of the feedback loop: exploration, decision ids and ``POST /feedback``.
+
+:class:`FeedbackLoop` is what :func:`recsys_router.serving.create_app` calls after the
+router has decided: it applies the exploration policy (drawing the served LLM and its
+exact propensity), gives every decision a ``decision_id`` and queues its row for the
+decision log. :func:`add_feedback_route` adds ``POST /feedback``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import socket
+from typing import Literal, Optional
+
+import numpy as np
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, Field, field_validator
+
+from .explore import ExplorationPolicy, choice_probabilities, draw, parse_explore, policy_utility
+from .sampling import sample_scores
+from .store import (DecisionLog, DecisionWriter, DuplicateFeedback, LogFull, UnknownDecision,
+                    decision_row, new_decision_id)
+
+__all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES"]
+
+LOG_TEXT_MODES = ("full", "hash", "none")
+
+
+class FeedbackRequest(BaseModel):
+    """Body of ``POST /feedback``: the decision and one outcome (``score`` or ``thumbs``)."""
+
+    decision_id: str = Field(min_length=1, max_length=64)
+    score: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    thumbs: Optional[Literal["up", "down"]] = None
+    cost: Optional[float] = Field(default=None, ge=0.0)
+    latency_ms: Optional[float] = Field(default=None, ge=0.0)
+
+    model_config = {"extra": "forbid"}
+
+    @field_validator("score", "cost", "latency_ms")
+    @classmethod
+    def _finite(cls, v):
+        if v is not None and not np.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+
+def _artifact_sha(router) -> str | None:
+    files = (router.manifest or {}).get("files") or {}
+    if not files:
+        return None
+    h = hashlib.sha256("".join(f"{k}={files[k]};" for k in sorted(files)).encode())
+    return h.hexdigest()[:32]
+
+
+class FeedbackLoop:
+    """Exploration plus decision logging for one service.
+
+    Parameters
+    ----------
+    router : ExportedRouter
+    explore : str or ExplorationPolicy
+        ``none``, ``epsilon:E``, ``softmax:T`` or ``thompson[:N]``.
+    log_db : str, optional
+        SQLAlchemy URL of the decision log (None: no log, but still decision ids and
+        propensities in responses).
+    log_text : {"full", "hash", "none"}
+    seed : int
+        Seed of the exploration draws.
+    batch_size, flush_ms, max_pending
+        See :class:`~recsys_router.feedback.store.DecisionWriter`.
+    """
+
+    def __init__(self, router, explore="none", log_db: str | None = None, log_text: str = "hash",
+                 seed: int = 0, batch_size: int = 256, flush_ms: float = 200.0,
+                 max_pending: int = 10_000, instance: str | None = None):
+        if log_text not in LOG_TEXT_MODES:
+            raise ValueError(f"--log-text must be one of {LOG_TEXT_MODES}, got {log_text!r}")
+        self.router = router
+        self.policy = explore if isinstance(explore, ExplorationPolicy) else parse_explore(explore)
+        if self.policy.kind == "thompson":
+            sample_scores(router.router, None, 2, 0, check_only=True)
+        self.log_text = log_text
+        self.rng = np.random.default_rng(seed)
+        self.seed = int(seed)
+        self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
+        self.artifact_sha = _artifact_sha(router)
+        self.log = DecisionLog(log_db) if log_db else None
+        self.writer = DecisionWriter(self.log, batch_size, flush_ms, max_pending) if self.log else None
+
+    def explore(self, texts, scores, costs, choice, policy, value, mask):
+        """``(choice, propensity, probs)`` after exploration around the greedy ``choice``."""
+        n = len(texts)
+        if self.policy.kind == "none":
+            probs = np.zeros((n, scores.shape[1]))
+            probs[np.arange(n), choice] = 1.0
+            return np.asarray(choice), np.ones(n), probs
+        util, allowed = policy_utility(scores, costs, policy, value, mask)
+        samples = None
+        if self.policy.kind == "thompson":
+            draws = sample_scores(self.router.router, self.router.to_data(list(dict.fromkeys(texts))),
+                                  self.policy.n_samples, int(self.rng.integers(2**31)))
+            index = {t: k for k, t in enumerate(dict.fromkeys(texts))}
+            draws = draws[:, [index[t] for t in texts]]
+            samples = np.stack([policy_utility(d, costs, policy, value, mask)[0] for d in draws])
+        probs = choice_probabilities(self.policy, choice, util, allowed, samples)
+        ch, prop = draw(probs, self.rng)
+        return ch, prop, probs
+
+    def record(self, texts, results: list[dict], probs: np.ndarray, propensity: np.ndarray,
+               candidates) -> None:
+        """Give each result a ``decision_id`` and ``propensity`` and queue its log row.
+
+        Raises
+        ------
+        LogFull
+            The log queue is full (nothing of this request is queued).
+        """
+        names = self.router.llm_names
+        cand = list(candidates) if candidates is not None else list(names)
+        rows = []
+        for i, res in enumerate(results):
+            did = new_decision_id()
+            res["decision_id"], res["propensity"] = did, float(propensity[i])
+            if self.log is None:
+                continue
+            p = {names[j]: float(probs[i, j]) for j in np.flatnonzero(probs[i] > 0)}
+            rows.append(decision_row(decision_id=did, instance=self.instance,
+                                     artifact_sha=self.artifact_sha, policy=res["policy"],
+                                     policy_value=res["policy_value"], explore=self.policy.spec,
+                                     candidates=cand, chosen=res["llm"], propensity=propensity[i],
+                                     probs=p, scores=res["scores"], costs=res["costs"],
+                                     text=texts[i], log_text=self.log_text))
+        if rows:
+            self.writer.submit(rows)
+
+    async def feedback(self, req: FeedbackRequest) -> dict:
+        """Store one outcome; HTTP errors 404 (unknown id) and 409 (duplicate)."""
+        if self.log is None:
+            raise HTTPException(400, "this service keeps no decision log: start it with --log-db URL")
+        if self.writer.is_pending(req.decision_id):
+            await asyncio.to_thread(self.writer.flush)
+        for wait in (0.0, self.writer.flush_s, 2 * self.writer.flush_s):
+            # a decision of another instance may still sit in that instance's batch
+            await asyncio.sleep(wait)
+            try:
+                await asyncio.to_thread(self.log.add_feedback, req.decision_id, score=req.score,
+                                        thumbs=req.thumbs, cost=req.cost, latency_ms=req.latency_ms)
+                return {"decision_id": req.decision_id, "status": "recorded"}
+            except UnknownDecision:
+                continue
+            except DuplicateFeedback:
+                raise HTTPException(409, f"decision {req.decision_id!r} already has feedback") from None
+        raise HTTPException(404, f"unknown decision_id {req.decision_id!r}")
+
+    def close(self) -> None:
+        """Commit every queued decision (clean shutdown)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.log.dispose()
+
+
+def add_feedback_route(app: FastAPI, loop: FeedbackLoop) -> None:
+    """Add ``POST /feedback`` (same authentication as ``/route``)."""
+
+    @app.post("/feedback")
+    async def feedback(req: FeedbackRequest):
+        if (req.score is None) == (req.thumbs is None):
+            raise HTTPException(422, "invalid request: give exactly one of 'score' (in [0, 1]) "
+                                     "or 'thumbs' ('up' or 'down')")
+        return await loop.feedback(req)
+
+
+def log_full_error(exc: LogFull) -> HTTPException:
+    """503 for a request whose decisions cannot be queued (nothing served unlogged)."""
+    return HTTPException(503, f"decision log unavailable: {exc}")
