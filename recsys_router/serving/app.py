@@ -236,12 +236,12 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             else:
                 choice, policy, value = router.decide(texts, scores, costs, wtp=wtp, budget=budget,
                                                       candidates=candidates)
+            choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
+                                                     router.router.candidate_mask(candidates))
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
             raise HTTPException(500, f"routing failed: {type(exc).__name__}: {exc}") from exc
-        choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
-                                                 router.router.candidate_mask(candidates))
         out = router.results(choice, policy, value, scores, costs, candidates)
         try:
             loop.record(texts, out, probs, propensity, candidates)
