@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from recsys_router.models.base.derive import for_module
 from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.components.graph import HeteroRouterGNN, RoutingGraphBuilder
@@ -88,6 +89,12 @@ class GraphModule(RouterModule):
     >>> GraphModule(n_llms=3, embed_dim=8).net.score_head[-1].out_features
     1
     """
+
+    # batches of cells whose queries are a step's targets; 2,048 cells and 10 epochs were the
+    # better settings measured on llmrouter (benchmarks/README.md)
+    trainer_defaults = {"batch_size": 2048, "max_epochs": 10}
+    router_loss_options = False
+    fixed_mode = "pointwise"
 
     def __init__(self, n_llms: int, embed_dim: int, hidden: int = 64, num_layers: int = 2,
                  dropout: float = 0.1, k: int = 5, target_fraction: float = 0.3,
@@ -185,17 +192,23 @@ def predict_graph(net: HeteroRouterGNN, builder: RoutingGraphBuilder, x: np.ndar
     return s.reshape(n, n_llms), c.reshape(n, n_llms)
 
 
+@for_module(GraphModule)
 class GraphRouter(LightningRouter):
     """GraphRouter-style heterogeneous GNN router (registered as ``"graph"``).
+
+    The generic :class:`~recsys_router.models.base.lightning_router.LightningRouter` with
+    :class:`GraphModule`; its hyperparameters and their defaults are GraphModule's (its
+    ``seed`` is the router's).
 
     Parameters
     ----------
     hidden, num_layers, dropout, k, target_fraction, context_size, cost_weight, lr, weight_decay
         See :class:`GraphModule`.
-    encoder, encoder_options, batch_size, max_epochs, seed, accelerator
+    encoder, encoder_options, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; one graph step is taken
         per training batch of cells, whose queries are that step's targets.
         The defaults (batches of 2,048 cells; 10 epochs, as in ``configs/models/graph.yaml``)
+        (``GraphModule.trainer_defaults``)
         were the better of the settings measured on ``llmrouter`` (``benchmarks/README.md``):
         20 epochs overfitted there. On a few hundred train queries a 2,048-cell batch leaves
         only a few steps per epoch: use a smaller ``batch_size`` or more epochs there (the
@@ -209,31 +222,6 @@ class GraphRouter(LightningRouter):
     >>> r.predict_scores(d).shape, r.predict_costs(d).shape
     ((100, 3), (100, 3))
     """
-
-    def __init__(self, hidden: int = 64, num_layers: int = 2, dropout: float = 0.1, k: int = 5,
-                 target_fraction: float = 0.3, context_size: int = 4096,
-                 cost_weight: float = 0.5, lr: float = 5e-3,
-                 weight_decay: float = 1e-5, encoder: str = "hashing",
-                 encoder_options: dict | None = None, batch_size: int = 2048, max_epochs: int = 10,
-                 seed: int = 0, accelerator: str = "cpu",
-                 val_fraction: float = 0.0, patience: int = 3):
-        super().__init__(encoder=encoder, encoder_options=encoder_options, mode="pointwise",
-                         batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator,
-                         val_fraction=val_fraction, patience=patience)
-        # not a parameter of this router: always pointwise cells, whose queries are the targets
-        del self.mode
-        self.hidden = hidden
-        self.num_layers = num_layers
-        self.dropout = dropout
-        self.k = k
-        self.target_fraction = target_fraction
-        self.context_size = context_size
-        self.cost_weight = cost_weight
-        self.lr = lr
-        self.weight_decay = weight_decay
-
-    mode = "pointwise"
 
     # export hooks (recsys_router.export.serialize): the torch_geometric network holds
     # signature inspectors, and the graph builder a task featuriser closing over the
@@ -261,12 +249,6 @@ class GraphRouter(LightningRouter):
                 return np.eye(len(names), enc.dim, dtype=np.float32)
             return enc.encode([f"task: {n}" for n in names])
         self.builder_.task_featurizer = featurize
-
-    def build_module(self, n_llms: int, embed_dim: int) -> GraphModule:
-        return GraphModule(n_llms, embed_dim, hidden=self.hidden, num_layers=self.num_layers,
-                           dropout=self.dropout, k=self.k, target_fraction=self.target_fraction,
-                           context_size=self.context_size, cost_weight=self.cost_weight, lr=self.lr,
-                           weight_decay=self.weight_decay, seed=self.seed)
 
     def _set_fitted_state(self, module: GraphModule, dm) -> None:
         super()._set_fitted_state(module, dm)

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from recsys_router.models.base.derive import for_module
 from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.components.irt import MIRTNet, NIRTNet
@@ -91,6 +92,7 @@ class IRTScorer(nn.Module):
 
 class _IRTModule(RouterModule):
     kind = "mirt"
+    router_loss_options = False   # IRT is fitted by its likelihood: BCE on observed cells
 
     def on_data(self, datamodule) -> None:
         feats = getattr(datamodule, "llm_features", None)
@@ -157,12 +159,9 @@ class NIRTModule(_IRTModule):
 
 
 class IRTRouter(LightningRouter):
-    """Shared Router side of MIRT/NIRT: training options, abilities and difficulties."""
+    """Shared Router side of MIRT/NIRT: abilities and difficulties of a fitted IRT network."""
 
     kind = "mirt"
-
-    def resolved_mode(self) -> str:
-        return self.mode or "pointwise"
 
     def abilities(self) -> pd.DataFrame:
         """One row per LLM: ``llm``, ``ability`` (mean over dimensions) and ``theta_0..K-1``.
@@ -194,14 +193,19 @@ class IRTRouter(LightningRouter):
             return self.net_.difficulty(x).cpu().numpy().astype(np.float64)
 
 
+@for_module(MIRTModule)
 class MIRTRouter(IRTRouter):
     """Multidimensional-IRT router (registered as ``"mirt"``).
+
+    The generic :class:`~recsys_router.models.base.lightning_router.LightningRouter` with
+    :class:`MIRTModule` (BCE on observed cells); its hyperparameters and their defaults are
+    MIRTModule's.
 
     Parameters
     ----------
     dim, use_llm_features, lr, weight_decay
         See :class:`MIRTModule`.
-    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
+    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.
 
     Example
@@ -215,58 +219,21 @@ class MIRTRouter(IRTRouter):
 
     kind = "mirt"
 
-    def __init__(self, dim: int = 8, use_llm_features: bool = True, lr: float = 1e-2,
-                 weight_decay: float = 1e-5, encoder: str = "hashing",
-                 encoder_options: dict | None = None, mode: str | None = None,
-                 batch_size: int = 64, max_epochs: int = 10, seed: int = 0,
-                 accelerator: str = "cpu",
-                 val_fraction: float = 0.0, patience: int = 3):
-        super().__init__(encoder=encoder, encoder_options=encoder_options, mode=mode,
-                         batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator,
-                         val_fraction=val_fraction, patience=patience)
-        self.dim = dim
-        self.use_llm_features = use_llm_features
-        self.lr = lr
-        self.weight_decay = weight_decay
 
-    def build_module(self, n_llms: int, embed_dim: int) -> MIRTModule:
-        return MIRTModule(n_llms, embed_dim, dim=self.dim, use_llm_features=self.use_llm_features,
-                          loss=RoutingLoss("bce"), lr=self.lr, weight_decay=self.weight_decay)
-
-
+@for_module(NIRTModule)
 class NIRTRouter(IRTRouter):
     """Neural-IRT router with a monotone interaction network (registered as ``"nirt"``).
+
+    The generic :class:`~recsys_router.models.base.lightning_router.LightningRouter` with
+    :class:`NIRTModule` (BCE on observed cells); its hyperparameters and their defaults are
+    NIRTModule's.
 
     Parameters
     ----------
     dim, use_llm_features, hidden, dropout, lr, weight_decay
         See :class:`NIRTModule`.
-    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
+    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.
     """
 
     kind = "nirt"
-
-    def __init__(self, dim: int = 8, use_llm_features: bool = True,
-                 hidden: Sequence[int] = (32, 16), dropout: float = 0.0, lr: float = 1e-2,
-                 weight_decay: float = 1e-5, encoder: str = "hashing",
-                 encoder_options: dict | None = None, mode: str | None = None,
-                 batch_size: int = 64, max_epochs: int = 10, seed: int = 0,
-                 accelerator: str = "cpu",
-                 val_fraction: float = 0.0, patience: int = 3):
-        super().__init__(encoder=encoder, encoder_options=encoder_options, mode=mode,
-                         batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator,
-                         val_fraction=val_fraction, patience=patience)
-        self.dim = dim
-        self.use_llm_features = use_llm_features
-        self.hidden = hidden
-        self.dropout = dropout
-        self.lr = lr
-        self.weight_decay = weight_decay
-
-    def build_module(self, n_llms: int, embed_dim: int) -> NIRTModule:
-        return NIRTModule(n_llms, embed_dim, dim=self.dim, use_llm_features=self.use_llm_features,
-                          hidden=tuple(self.hidden), dropout=self.dropout, loss=RoutingLoss("bce"),
-                          lr=self.lr, weight_decay=self.weight_decay)

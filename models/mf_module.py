@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from recsys_router.models.base.lightning_router import LightningRouter, LossConfigured
+from recsys_router.models.base.derive import for_module
+from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.components.mf import MFScorer
 from recsys_router.models.losses import RoutingLoss
@@ -60,8 +61,12 @@ class MFModule(RouterModule):
                             dropout=dropout, normalize_llm=normalize_llm)
 
 
-class MFRouter(LossConfigured, LightningRouter):
+@for_module(MFModule)
+class MFRouter(LightningRouter):
     """Matrix-factorisation router trained with Lightning (registered as ``"mf"``).
+
+    The generic :class:`~recsys_router.models.base.lightning_router.LightningRouter` with
+    :class:`MFModule`; its hyperparameters and their defaults are MFModule's.
 
     Parameters
     ----------
@@ -71,9 +76,9 @@ class MFRouter(LossConfigured, LightningRouter):
         Loss kind (:class:`~recsys_router.models.losses.RoutingLoss`).
     wtp, ipw_clip, logit_adjust, entropy_weight
         Loss options (cost-aware utility and debiasing).
-    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
-        See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; ``mode=None`` picks
-        the batch layout that suits ``loss``.
+    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator, val_fraction, patience
+        See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; ``mode=None``
+        picks the batch layout that suits ``loss``.
 
     Example
     -------
@@ -82,35 +87,3 @@ class MFRouter(LossConfigured, LightningRouter):
     >>> MFRouter(dim=4, max_epochs=1, encoder_options={"dim": 16}).fit(d).route(d).shape
     (100,)
     """
-
-    def __init__(self, dim: int = 64, scoring: str = "hadamard", hidden: Sequence[int] = (),
-                 dropout: float = 0.0, normalize_llm: bool = True, loss: str = "bce",
-                 wtp: float = 1.0, ipw_clip: float | None = None, logit_adjust: float = 0.0,
-                 entropy_weight: float = 0.0, lr: float = 1e-2, weight_decay: float = 1e-5,
-                 encoder: str = "hashing", encoder_options: dict | None = None,
-                 mode: str | None = None, batch_size: int = 64, max_epochs: int = 10,
-                 seed: int = 0, accelerator: str = "cpu",
-                 val_fraction: float = 0.0, patience: int = 3):
-        super().__init__(encoder=encoder, encoder_options=encoder_options, mode=mode,
-                         batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator,
-                         val_fraction=val_fraction, patience=patience)
-        self.dim = dim
-        self.scoring = scoring
-        self.hidden = hidden
-        self.dropout = dropout
-        self.normalize_llm = normalize_llm
-        self.loss = loss
-        self.wtp = wtp
-        self.ipw_clip = ipw_clip
-        self.logit_adjust = logit_adjust
-        self.entropy_weight = entropy_weight
-        self.lr = lr
-        self.weight_decay = weight_decay
-
-    def build_module(self, n_llms: int, embed_dim: int) -> MFModule:
-        loss = self.routing_loss()
-        return MFModule(n_llms, embed_dim, dim=self.dim, scoring=self.scoring,
-                        hidden=tuple(self.hidden), dropout=self.dropout,
-                        normalize_llm=self.normalize_llm, loss=loss, lr=self.lr,
-                        weight_decay=self.weight_decay)

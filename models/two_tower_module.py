@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from recsys_router.datamodules.routing_datamodule import N_LLM_NUMERIC_FEATURES, llm_feature_matrix
-from recsys_router.models.base.lightning_router import LightningRouter, LossConfigured
+from recsys_router.models.base.derive import for_module
+from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.components.two_tower import TwoTowerScorer
 from recsys_router.models.losses import RoutingLoss
@@ -52,12 +53,13 @@ class TwoTowerModule(RouterModule):
     torch.Size([2, 3])
     """
 
+    default_loss = "listwise"
+
     def __init__(self, n_llms: int, embed_dim: int, dim: int = 64, id_dim: int = 16,
                  query_hidden: Sequence[int] = (128,), llm_hidden: Sequence[int] = (64,),
                  dropout: float = 0.0, id_dropout: float = 0.3, loss: RoutingLoss | None = None,
                  lr: float = 3e-3, weight_decay: float = 1e-5):
-        super().__init__(n_llms, embed_dim, loss=loss if loss is not None else RoutingLoss("listwise"),
-                         lr=lr, weight_decay=weight_decay)
+        super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
         self.save_hyperparameters(ignore=["loss"])
         self.net = TwoTowerScorer(n_llms, embed_dim, embed_dim + N_LLM_NUMERIC_FEATURES, dim=dim,
                                   id_dim=id_dim, query_hidden=tuple(query_hidden),
@@ -158,8 +160,12 @@ def add_llm(router: LightningRouter, name: str, *, description: str | None = Non
     return router
 
 
-class TwoTowerRouter(LossConfigured, LightningRouter):
+@for_module(TwoTowerModule)
+class TwoTowerRouter(LightningRouter):
     """Two-tower router (registered as ``"two-tower"``) with cold start via :meth:`add_llm`.
+
+    The generic :class:`~recsys_router.models.base.lightning_router.LightningRouter` with
+    :class:`TwoTowerModule`; its hyperparameters and their defaults are TwoTowerModule's.
 
     Parameters
     ----------
@@ -169,7 +175,7 @@ class TwoTowerRouter(LossConfigured, LightningRouter):
         Loss kind (listwise by default).
     wtp, ipw_clip, logit_adjust, entropy_weight
         Loss options.
-    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
+    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.
 
     Example
@@ -181,40 +187,6 @@ class TwoTowerRouter(LossConfigured, LightningRouter):
     ...     RoutingData(d.queries, d.llm_names + ["new"], np.full((100, 4), np.nan))).shape
     (100, 4)
     """
-
-    def __init__(self, dim: int = 64, id_dim: int = 16, query_hidden: Sequence[int] = (128,),
-                 llm_hidden: Sequence[int] = (64,), dropout: float = 0.0, id_dropout: float = 0.3,
-                 loss: str = "listwise", wtp: float = 1.0, ipw_clip: float | None = None,
-                 logit_adjust: float = 0.0, entropy_weight: float = 0.0, lr: float = 3e-3,
-                 weight_decay: float = 1e-5, encoder: str = "hashing",
-                 encoder_options: dict | None = None, mode: str | None = None,
-                 batch_size: int = 64, max_epochs: int = 10, seed: int = 0,
-                 accelerator: str = "cpu",
-                 val_fraction: float = 0.0, patience: int = 3):
-        super().__init__(encoder=encoder, encoder_options=encoder_options, mode=mode,
-                         batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator,
-                         val_fraction=val_fraction, patience=patience)
-        self.dim = dim
-        self.id_dim = id_dim
-        self.query_hidden = query_hidden
-        self.llm_hidden = llm_hidden
-        self.dropout = dropout
-        self.id_dropout = id_dropout
-        self.loss = loss
-        self.wtp = wtp
-        self.ipw_clip = ipw_clip
-        self.logit_adjust = logit_adjust
-        self.entropy_weight = entropy_weight
-        self.lr = lr
-        self.weight_decay = weight_decay
-
-    def build_module(self, n_llms: int, embed_dim: int) -> TwoTowerModule:
-        loss = self.routing_loss()
-        return TwoTowerModule(n_llms, embed_dim, dim=self.dim, id_dim=self.id_dim,
-                              query_hidden=tuple(self.query_hidden), llm_hidden=tuple(self.llm_hidden),
-                              dropout=self.dropout, id_dropout=self.id_dropout, loss=loss, lr=self.lr,
-                              weight_decay=self.weight_decay)
 
     def add_llm(self, name: str, *, description: str | None = None, price: float | None = None,
                 size: float | None = None, records: RoutingData | None = None, **options):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from recsys_router.datamodules.routing_datamodule import RoutingDataModule
-from recsys_router.models.base import ModuleRouter, quiet_trainer
+from recsys_router.models.base import LightningRouter, quiet_trainer
 from recsys_router.models.mf_module import MFModule, MFRouter
 from recsys_router.models.two_tower_module import TwoTowerRouter
 from recsys_router.registry import make_router
@@ -61,7 +61,7 @@ def test_val_metrics_are_logged_each_epoch(trained):
 def test_to_router_matches_the_module_without_a_trainer(trained):
     module, dm, trainer = trained
     router = module.to_router()
-    assert isinstance(router, ModuleRouter) and router.is_fitted
+    assert type(router) is LightningRouter and router.is_fitted
     test = dm.splits["test"]
     x = torch.as_tensor(dm.embeddings("test"))
     module.eval()
@@ -75,7 +75,7 @@ def test_to_router_matches_the_module_without_a_trainer(trained):
     np.testing.assert_allclose(got[np.argsort(idx)], expect, rtol=1e-5, atol=1e-6)
     # the router holds no Lightning object and re-fits a fresh module of the same class
     assert not any("pytorch_lightning" in type(v).__module__ for v in vars(router).values())
-    refit = ModuleRouter(**router.get_params()).set_params(max_epochs=1).fit(dm.splits["train"])
+    refit = LightningRouter(**router.get_params()).set_params(max_epochs=1).fit(dm.splits["train"])
     assert type(refit.net_) is type(router.net_)
     assert refit.module_options["dim"] == 8
 

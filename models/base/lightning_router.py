@@ -1,11 +1,20 @@
-"""Routers trained through Lightning that need no Trainer once fitted.
+"""The one router of every Lightning-trained model, needing no Trainer once fitted.
 
-:class:`LightningRouter` is the :class:`~recsys_router.router.Router` side of a
-:class:`~recsys_router.models.base.router_module.RouterModule`: ``fit(train, val)`` builds a
+Reference: the Lightning design of a ``LightningModule`` trained by a ``Trainer`` over a
+``LightningDataModule`` (Falcon et al., PyTorch Lightning, 2019).
+
+:class:`LightningRouter` is the :class:`~recsys_router.router.Router` side of any
+:class:`~recsys_router.models.base.router_module.RouterModule`, given as a class, an import
+path or a ``{"class_path", "init_args"}`` config, plus trainer and encoder settings.
+``fit(train, val)`` builds a
 :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule` over the given data, trains
 the module with a quiet, seeded Trainer and keeps only what prediction needs - the
 fitted encoder and a CPU copy of the module's plain ``net`` (no Lightning object), so
 the router can be exported pickle-free and used inside ``recsys-router evaluate``.
+
+The registry's ``mf``, ``two-tower``, ``mirt``, ``nirt`` and ``graph`` are this router with
+a fixed module: :func:`~recsys_router.models.base.derive.for_module` derives each one's flat
+hyperparameters and defaults from its module's signature.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import inspect
 import logging
 import warnings
 
@@ -23,7 +33,14 @@ from recsys_router.router import Router
 
 from .router_module import RouterModule, predict_logits
 
-__all__ = ["LightningRouter", "LossConfigured", "ModuleRouter", "quiet_trainer"]
+__all__ = ["LightningRouter", "TRAINER_SETTINGS", "quiet_trainer", "resolve_module_class"]
+
+#: the trainer and encoder settings every Lightning router takes, in signature order, with
+#: their defaults (``batch_size`` and ``max_epochs`` default to the module's
+#: ``trainer_defaults``)
+TRAINER_SETTINGS = {"encoder": "hashing", "encoder_options": None, "mode": None,
+                    "batch_size": None, "max_epochs": None, "seed": 0, "accelerator": "cpu",
+                    "val_fraction": 0.0, "patience": 3}
 
 _QUIET_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning.pytorch", "lightning")
 
@@ -90,23 +107,66 @@ def _best_net_callback():
     return BestNet()
 
 
-class LightningRouter(Router):
-    """Base of routers that train a :class:`RouterModule` with Lightning.
-
-    Subclasses add their model hyperparameters to ``__init__`` (stored as attributes of
-    the same name, nothing else) and implement :meth:`build_module`.
+def resolve_module_class(spec) -> type:
+    """The :class:`RouterModule` subclass named by ``spec``.
 
     Parameters
     ----------
+    spec : type or str
+        A RouterModule subclass, or ``"package.module:Class"`` / ``"package.module.Class"``
+        under ``recsys_router.models.`` (nothing else is imported: the spec may come from a
+        config or an artifact).
+
+    Returns
+    -------
+    type
+
+    Example
+    -------
+    >>> resolve_module_class("recsys_router.models.mf_module:MFModule").__name__
+    'MFModule'
+    """
+    if isinstance(spec, type):
+        if not issubclass(spec, RouterModule):
+            raise ValueError(f"{spec.__name__} is not a RouterModule subclass")
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"module must be a RouterModule class or a 'package.module:Class' "
+                         f"string, got {type(spec).__name__}")
+    path = spec.replace(":", ".")
+    mod, _, name = path.rpartition(".")
+    if not mod.startswith("recsys_router.models."):
+        raise ValueError(f"module must live under recsys_router.models., got {spec!r}")
+    cls = getattr(importlib.import_module(mod), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, RouterModule)):
+        raise ValueError(f"{spec!r} is not a RouterModule subclass")
+    return cls
+
+
+class LightningRouter(Router):
+    """A router that trains any :class:`RouterModule` with Lightning.
+
+    Parameters
+    ----------
+    module : type, str or dict
+        The RouterModule class, its import path (``"package.module:Class"`` under
+        ``recsys_router.models.``), or a config ``{"class_path": ..., "init_args": {...}}``
+        as in ``configs/models/*.yaml``.
+    module_options : dict, optional
+        Constructor arguments except ``n_llms`` and ``embed_dim`` (override a config's
+        ``init_args``); a ``loss`` given as a dict (``kind``, ``wtp``... or a
+        ``class_path``/``init_args`` config) is built into a
+        :class:`~recsys_router.models.losses.RoutingLoss`.
     encoder : str
         Query encoder name (``recsys_router.encoders.get_encoder``).
     encoder_options : dict, optional
     mode : {"pointwise", "listwise", "pairwise"}, optional
-        Training batch layout (must suit the loss kind; None = the subclass's default).
-    batch_size, max_epochs : int
+        Training batch layout (None: the one the loss needs).
+    batch_size, max_epochs : int, optional
+        None: the module class's ``trainer_defaults``.
     seed : int
-        Seeds the split of nothing (data is given) but the initialisation, shuffling and
-        dropout: the same seed gives the same fitted router.
+        Seeds the initialisation, shuffling and dropout (and the module's ``seed`` when it
+        takes one): the same seed gives the same fitted router.
     accelerator : str
         ``"cpu"``, ``"gpu"`` or ``"auto"``; prediction always runs on CPU.
     val_fraction : float
@@ -129,15 +189,26 @@ class LightningRouter(Router):
     best_epoch_, val_score_ : int or None, float or None
         With ``val_fraction``: the (0-based) epoch whose network was kept, and its held-out
         ``mu_o``.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(80, 3, 2, seed=0)
+    >>> r = LightningRouter("recsys_router.models.mf_module:MFModule", {"dim": 4},
+    ...                     encoder_options={"dim": 16}, max_epochs=1).fit(d)
+    >>> r.predict_scores(d).shape
+    (80, 3)
     """
 
     uses_text = True
     _transient_attrs_ = ("_encoder",)
 
-    def __init__(self, encoder: str = "hashing", encoder_options: dict | None = None,
-                 mode: str | None = None, batch_size: int = 64, max_epochs: int = 10,
-                 seed: int = 0, accelerator: str = "cpu",
-                 val_fraction: float = 0.0, patience: int = 3):
+    def __init__(self, module, module_options: dict | None = None, encoder: str = "hashing",
+                 encoder_options: dict | None = None, mode: str | None = None,
+                 batch_size: int | None = None, max_epochs: int | None = None, seed: int = 0,
+                 accelerator: str = "cpu", val_fraction: float = 0.0, patience: int = 3):
+        self.module = module
+        self.module_options = module_options
         self.encoder = encoder
         self.encoder_options = encoder_options
         self.mode = mode
@@ -148,14 +219,53 @@ class LightningRouter(Router):
         self.val_fraction = val_fraction
         self.patience = patience
 
-    # ------------------------------------------------------------------ to implement
+    # ------------------------------------------------------------------ the module
+    def module_class(self) -> type:
+        """The RouterModule class this router trains."""
+        spec = self.module
+        if isinstance(spec, dict):
+            if "class_path" not in spec:
+                raise ValueError(f"a module config needs 'class_path', got keys {sorted(spec)}")
+            spec = spec["class_path"]
+        return resolve_module_class(spec)
+
+    def module_kwargs(self) -> dict:
+        """Constructor arguments of the module (except ``n_llms``, ``embed_dim``), with the
+        loss built."""
+        from recsys_router.models.losses import RoutingLoss
+        opts = dict(self.module["init_args"] or {}) if isinstance(self.module, dict) \
+            and "init_args" in self.module else {}
+        opts.update(self.module_options or {})
+        loss = opts.get("loss")
+        if isinstance(loss, dict):
+            opts["loss"] = RoutingLoss(**(loss.get("init_args") or {}) if "class_path" in loss
+                                       else loss)
+        if "seed" in self._module_signature() and "seed" not in opts:
+            opts["seed"] = self.seed
+        return opts
+
+    def _module_signature(self) -> list[str]:
+        return list(inspect.signature(self.module_class().__init__).parameters)
+
     def build_module(self, n_llms: int, embed_dim: int) -> RouterModule:
         """Build an untrained module for this pool and embedding width."""
-        raise TypeError(f"{type(self).__name__} must implement build_module(n_llms, embed_dim)")
+        return self.module_class()(n_llms=n_llms, embed_dim=embed_dim, **self.module_kwargs())
+
+    def trainer_setting(self, name: str):
+        """``batch_size`` or ``max_epochs``: this router's, else the module's default."""
+        value = getattr(self, name, None)
+        return self.module_class().trainer_defaults[name] if value is None else value
 
     def resolved_mode(self) -> str:
-        """Training batch layout (subclasses may derive it from their loss)."""
-        return self.mode or "pointwise"
+        """Training batch layout: the module's fixed one, ``mode``, or what the loss needs."""
+        from recsys_router.models.losses import default_mode
+        cls = self.module_class()
+        if cls.fixed_mode is not None:
+            return cls.fixed_mode
+        if getattr(self, "mode", None):
+            return self.mode
+        loss = self.module_kwargs().get("loss")
+        return default_mode(loss.kind if loss is not None else cls.default_loss)
 
     # ------------------------------------------------------------------ fitting
     def _datamodule(self, train: RoutingData, val: RoutingData | None):
@@ -163,13 +273,15 @@ class LightningRouter(Router):
         splits = {"train": train} if val is None else {"train": train, "val": val}
         return RoutingDataModule.from_splits(splits, carve_val=False, encoder=self.encoder,
                                              encoder_options=self.encoder_options, seed=self.seed,
-                                             batch_size=self.batch_size, mode=self.resolved_mode())
+                                             batch_size=self.trainer_setting("batch_size"),
+                                             mode=self.resolved_mode())
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         import pytorch_lightning as pl
-        if self.max_epochs < 1:
-            raise ValueError(f"max_epochs must be >= 1, got {self.max_epochs}")
-        frac = float(getattr(self, "val_fraction", 0.0) or 0.0)
+        max_epochs = self.trainer_setting("max_epochs")
+        if max_epochs < 1:
+            raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
+        frac = float(self.val_fraction or 0.0)
         if not 0 <= frac < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {frac!r}")
         if frac > 0 and val is None:
@@ -180,12 +292,11 @@ class LightningRouter(Router):
         if frac > 0:
             from pytorch_lightning.callbacks import EarlyStopping
             best = _best_net_callback()
-            callbacks = [best, EarlyStopping("val/mu_o", mode="max",
-                                             patience=int(getattr(self, "patience", 3)))]
+            callbacks = [best, EarlyStopping("val/mu_o", mode="max", patience=int(self.patience))]
         with _quiet():
             pl.seed_everything(int(self.seed), workers=True, verbose=False)
             module = self.build_module(dm.n_llms, dm.embed_dim)
-            trainer = quiet_trainer(self.max_epochs, accelerator=self.accelerator,
+            trainer = quiet_trainer(max_epochs, accelerator=self.accelerator,
                                     validate=val is not None, callbacks=callbacks)
             trainer.fit(module, datamodule=dm)
         self.train_history_ = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -204,6 +315,25 @@ class LightningRouter(Router):
         self.llm_feature_stats_ = dm.llm_feature_stats
         prices = dm.splits["train"].llms[["input_price", "output_price"]].to_numpy(dtype=float)
         self.llm_prices_ = prices.mean(axis=1)   # USD per 1M tokens (NaN when unknown)
+
+    @classmethod
+    def from_module(cls, module: RouterModule, datamodule, **options) -> "LightningRouter":
+        """A fitted router from a trained module and the data module it was trained on."""
+        hp = {k: v for k, v in dict(module.hparams).items() if k not in ("n_llms", "embed_dim")}
+        if "loss" in inspect.signature(type(module).__init__).parameters:
+            hp["loss"] = module.loss_config()
+        defaults = {"encoder": datamodule.encoder_name, "encoder_options": datamodule.encoder_options,
+                    "mode": datamodule.mode, "batch_size": datamodule.batch_size,
+                    "seed": datamodule.seed}
+        router = LightningRouter(f"{type(module).__module__}:{type(module).__name__}", hp,
+                                 **{**defaults, **options})
+        train = datamodule.splits["train"]
+        router.llm_names_ = list(train.llm_names)
+        router.mean_costs_ = train.mean_costs() if train.costs is not None else None
+        router._set_fitted_state(module, datamodule)
+        router.train_history_ = {}
+        router.fitted_ = True
+        return router
 
     @property
     def encoder_(self):
@@ -227,99 +357,8 @@ class LightningRouter(Router):
         """Network logits (n_queries, n_llms) before the sigmoid."""
         self._check_fitted()
         self._check_llms(data)
-        return predict_logits(self.net_, self.embed(data), batch_size=max(256, self.batch_size))
+        return predict_logits(self.net_, self.embed(data),
+                              batch_size=max(256, self.trainer_setting("batch_size")))
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-self.predict_logits(data).astype(np.float64)))
-
-
-class ModuleRouter(LightningRouter):
-    """A router around any :class:`RouterModule` class, given by import path and options.
-
-    This is what :meth:`RouterModule.to_router` returns (already fitted); calling ``fit``
-    trains a fresh module of the same class and options.
-
-    Parameters
-    ----------
-    module_class : str
-        ``"package.module:Class"`` or ``"package.module.Class"`` of a RouterModule.
-    module_options : dict, optional
-        Constructor arguments except ``n_llms`` and ``embed_dim``; a ``loss`` given as a
-        dict is built into a :class:`~recsys_router.models.losses.RoutingLoss`.
-    encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator
-        See :class:`LightningRouter`.
-
-    Example
-    -------
-    >>> from recsys_router.datasets.synthetic import make_synthetic
-    >>> d = make_synthetic(80, 3, 2, seed=0)
-    >>> r = ModuleRouter("recsys_router.models.mf_module:MFModule", {"dim": 4}, encoder_options={"dim": 16},
-    ...                  max_epochs=1).fit(d)
-    >>> r.predict_scores(d).shape
-    (80, 3)
-    """
-
-    def __init__(self, module_class: str, module_options: dict | None = None,
-                 encoder: str = "hashing", encoder_options: dict | None = None,
-                 mode: str = "pointwise", batch_size: int = 64, max_epochs: int = 10, seed: int = 0,
-                 accelerator: str = "cpu",
-                 val_fraction: float = 0.0, patience: int = 3):
-        super().__init__(encoder=encoder, encoder_options=encoder_options, mode=mode,
-                         batch_size=batch_size, max_epochs=max_epochs, seed=seed,
-                         accelerator=accelerator,
-                         val_fraction=val_fraction, patience=patience)
-        self.module_class = module_class
-        self.module_options = module_options
-
-    def _resolve_class(self):
-        path = self.module_class.replace(":", ".")
-        mod, _, name = path.rpartition(".")
-        if not mod.startswith("recsys_router.models."):
-            raise ValueError(f"module_class must live under recsys_router.models., got "
-                             f"{self.module_class!r}")
-        cls = getattr(importlib.import_module(mod), name, None)
-        if not (isinstance(cls, type) and issubclass(cls, RouterModule)):
-            raise ValueError(f"{self.module_class!r} is not a RouterModule subclass")
-        return cls
-
-    def build_module(self, n_llms: int, embed_dim: int) -> RouterModule:
-        from recsys_router.models.losses import RoutingLoss
-        opts = dict(self.module_options or {})
-        if isinstance(opts.get("loss"), dict):
-            opts["loss"] = RoutingLoss(**opts["loss"])
-        return self._resolve_class()(n_llms=n_llms, embed_dim=embed_dim, **opts)
-
-    @classmethod
-    def from_module(cls, module: RouterModule, datamodule, **options) -> "ModuleRouter":
-        """A fitted router from a trained module and the data module it was trained on."""
-        hp = {k: v for k, v in dict(module.hparams).items() if k not in ("n_llms", "embed_dim")}
-        hp["loss"] = module.loss_config()
-        defaults = {"encoder": datamodule.encoder_name, "encoder_options": datamodule.encoder_options,
-                    "mode": datamodule.mode, "batch_size": datamodule.batch_size,
-                    "seed": datamodule.seed}
-        router = cls(f"{type(module).__module__}:{type(module).__name__}", hp,
-                     **{**defaults, **options})
-        train = datamodule.splits["train"]
-        router.llm_names_ = list(train.llm_names)
-        router.mean_costs_ = train.mean_costs() if train.costs is not None else None
-        router._set_fitted_state(module, datamodule)
-        router.train_history_ = {}
-        router.fitted_ = True
-        return router
-
-
-class LossConfigured:
-    """Mixin for routers whose loss is set by the parameters ``loss``, ``wtp``, ``ipw_clip``,
-    ``logit_adjust`` and ``entropy_weight``: builds the loss and derives the batch layout."""
-
-    def routing_loss(self):
-        """The :class:`~recsys_router.models.losses.RoutingLoss` these parameters describe."""
-        from recsys_router.models.losses import RoutingLoss
-        return RoutingLoss(self.loss, wtp=self.wtp, ipw_clip=self.ipw_clip,
-                           logit_adjust=self.logit_adjust, entropy_weight=self.entropy_weight)
-
-    def resolved_mode(self) -> str:
-        """``mode`` when given, else the layout the loss needs (pointwise/listwise/pairwise)."""
-        from recsys_router.models.losses import default_mode
-        return self.mode or default_mode(self.loss)
-

@@ -68,6 +68,18 @@ class RouterModule(pl.LightningModule):
     weight_decay : float
         Adam (decoupled: AdamW) weight decay.
 
+    Class attributes (read by the derived registry routers, ``models/base/derive.py``)
+    -----------------------------------------------------------------------------------
+    trainer_defaults : dict
+        Default ``batch_size`` and ``max_epochs`` of this model's router (the YAML's
+        ``trainer.max_epochs`` mirrors the latter).
+    default_loss : str
+        Loss kind used when ``loss`` is None.
+    router_loss_options : bool
+        Whether the router exposes the loss kind and options as hyperparameters.
+    fixed_mode : str or None
+        A batch layout the model always trains on (the router then takes no ``mode``).
+
     Subclass contract
     -----------------
     * call ``super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)``,
@@ -85,6 +97,11 @@ class RouterModule(pl.LightningModule):
     torch.Size([2, 3])
     """
 
+    trainer_defaults = {"batch_size": 64, "max_epochs": 10}
+    default_loss = "bce"
+    router_loss_options = True
+    fixed_mode: str | None = None
+
     def __init__(self, n_llms: int, embed_dim: int, loss: RoutingLoss | None = None,
                  lr: float = 1e-3, weight_decay: float = 0.0):
         super().__init__()
@@ -92,7 +109,7 @@ class RouterModule(pl.LightningModule):
             raise ValueError(f"n_llms and embed_dim must be >= 1, got {n_llms}, {embed_dim}")
         self.n_llms = int(n_llms)
         self.embed_dim = int(embed_dim)
-        self.loss_fn = loss if loss is not None else RoutingLoss("bce")
+        self.loss_fn = loss if loss is not None else RoutingLoss(self.default_loss)
         self.lr = float(lr)
         self.weight_decay = float(weight_decay)
         self._eval_store: dict[str, list[dict]] = {}
@@ -208,7 +225,8 @@ class RouterModule(pl.LightningModule):
                 "logit_adjust": lf.logit_adjust, "entropy_weight": lf.entropy_weight}
 
     def to_router(self, datamodule=None, **router_options):
-        """A fitted :class:`~recsys_router.models.base.lightning_router.ModuleRouter` that needs no Trainer.
+        """A fitted :class:`~recsys_router.models.base.lightning_router.LightningRouter` that needs
+        no Trainer.
 
         Parameters
         ----------
@@ -220,14 +238,14 @@ class RouterModule(pl.LightningModule):
 
         Returns
         -------
-        ModuleRouter
+        LightningRouter
             Holds a CPU copy of ``self.net`` in eval mode and the fitted encoder.
         """
-        from .lightning_router import ModuleRouter
+        from .lightning_router import LightningRouter
         dm = datamodule
         if dm is None and self._trainer is not None:
             dm = getattr(self.trainer, "datamodule", None)
         if dm is None:
             raise ValueError("to_router needs the data module that the model was trained on "
                              "(for the encoder and LLM names): pass datamodule=")
-        return ModuleRouter.from_module(self, dm, **router_options)
+        return LightningRouter.from_module(self, dm, **router_options)
