@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import yaml
@@ -22,6 +23,8 @@ import yaml
 __all__ = ["add_parser", "load_data"]
 
 log = logging.getLogger(__name__)
+
+VOTER_KEY_ENV = "RECSYS_ROUTER_JUDGE_KEY"
 
 
 def _parse_options(items) -> dict:
@@ -114,6 +117,16 @@ def add_parser(subparsers) -> None:
     v.add_argument("--split", default="test", help="which split's prompts are judged (default test)")
     v.add_argument("--backends", default=None, metavar="YAML",
                    help="live mode: forward prompts to OpenAI-compatible backends instead of recorded answers")
+    v.add_argument("--voter-key-env", default=None, metavar="VAR",
+                   help=f"require the API key in environment variable VAR on /api/* (default: ${VOTER_KEY_ENV} "
+                        "when set; none otherwise); voters open the page as /?key=KEY")
+    v.add_argument("--rate", type=float, default=10.0,
+                   help="per-client requests/s on /api/* (token bucket; 0 = no limit; default 10)")
+    v.add_argument("--burst", type=int, default=30, help="requests a client may send at once (default 30)")
+    v.add_argument("--token-ttl", type=float, default=1800.0,
+                   help="seconds before an unvoted duel expires (default 1800)")
+    v.add_argument("--max-pending", type=int, default=50,
+                   help="most unvoted duels per client at a time (default 50)")
     v.set_defaults(func=_cmd_serve)
 
     e = sub.add_parser("export", help="write every record as JSONL")
@@ -191,12 +204,23 @@ def _cmd_replay(args) -> int:
     return 0
 
 
+def _voter_key(args) -> str | None:
+    var = args.voter_key_env or VOTER_KEY_ENV
+    key = os.environ.get(var)
+    if args.voter_key_env and not key:
+        raise ValueError(f"--voter-key-env {var}: the environment variable is not set or empty")
+    return key or None
+
+
 def _cmd_serve(args) -> int:
     import uvicorn  # noqa: PLC0415
 
     from ..judge.routers import fit_routers, parse_router_params  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     from ..judge.web import JudgeSession, create_app, load_backends  # noqa: PLC0415
+    if args.rate < 0 or args.burst < 1 or not args.token_ttl > 0 or args.max_pending < 1:
+        raise ValueError("--rate must be >= 0, --burst and --max-pending >= 1, --token-ttl > 0")
+    key = _voter_key(args)
     live = args.backends is not None
     data = load_data(args.data, args.data_dir, _parse_options(args.option), with_responses=not live)
     responses = getattr(data, "responses", None)
@@ -210,10 +234,11 @@ def _cmd_serve(args) -> int:
                           progress=True)
     backends = load_backends(args.backends, data.llm_names) if live else None
     session = JudgeSession(pool, routers, JudgeStore(args.db), responses=responses, backends=backends,
-                           seed=args.seed)
-    print(f"RouteJudge voting page on http://{args.host}:{args.port}/ ({pool.n_queries} prompts, "
-          f"routers {list(routers)}, database {args.db})", file=sys.stderr)
-    uvicorn.run(create_app(session), host=args.host, port=args.port, log_level="warning")
+                           seed=args.seed, token_ttl_s=args.token_ttl, max_pending=args.max_pending)
+    print(f"RouteJudge voting page on http://{args.host}:{args.port}/{'?key=KEY' if key else ''} "
+          f"({pool.n_queries} prompts, routers {list(routers)}, database {args.db})", file=sys.stderr)
+    app = create_app(session, api_key=key, rate=args.rate or None, burst=args.burst)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 

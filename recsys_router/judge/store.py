@@ -8,7 +8,10 @@ Schema (version :data:`SCHEMA_VERSION`, kept in table ``schema_info``):
 * ``router_choices``: one row per (record, router): the chosen LLM and the attributed
   score (NULL = not participating); indexed on router and LLM.
 * ``duel_tokens``: one-time tokens issued with a duel by the voting page; consumed in
-  the same transaction that writes the record, so a replayed token changes nothing.
+  the same transaction that writes the record, so a replayed token changes nothing. Each
+  remembers the client it was issued to; unvoted tokens older than the page's TTL are
+  refused and pruned, and a client may hold only so many unvoted ones at a time. (The
+  ``client`` column is added in place to databases made before it; old code ignores it.)
 
 Every record is written in one transaction (``BEGIN IMMEDIATE``) or not at all.
 """
@@ -16,11 +19,12 @@ Every record is written in one transaction (``BEGIN IMMEDIATE``) or not at all.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
-                        create_engine, event, func, select, update)
+                        create_engine, delete, event, func, inspect, select, update)
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import DataValidationError
@@ -69,16 +73,24 @@ tokens_t = Table(
     Column("issued_at", String(40), nullable=False),
     Column("used_at", String(40)),
     Column("record_id", String(64)),
+    Column("client", String(256)),
 )
 Index("ix_tokens_used", tokens_t.c.used_at)
 
 
 class TokenError(LookupError):
-    """A duel token is unknown (``status=404``) or was already used (``status=409``)."""
+    """A duel token is unknown (``status=404``), was already used (``status=409``), has
+    expired (``status=410``), or its client holds too many unvoted ones (``status=429``)."""
 
     def __init__(self, message: str, status: int):
         super().__init__(message)
         self.status = status
+
+
+def _cutoff(ttl_s: float) -> str:
+    """The ``issued_at`` string of a token issued ``ttl_s`` seconds ago (same format as
+    :func:`utc_now`, so strings compare in time order)."""
+    return (datetime.now(timezone.utc) - timedelta(seconds=float(ttl_s))).isoformat(timespec="milliseconds")
 
 
 def _engine(url: str) -> Engine:
@@ -133,6 +145,9 @@ class JudgeStore:
     def _init_schema(self) -> None:
         with self.engine.begin() as conn:
             metadata.create_all(conn)
+            if "client" not in {c["name"] for c in inspect(conn).get_columns("duel_tokens")}:
+                conn.exec_driver_sql("ALTER TABLE duel_tokens ADD COLUMN client VARCHAR(256)")
+            conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_tokens_client ON duel_tokens (client, used_at)")
             row = conn.execute(select(schema_info.c.value).where(schema_info.c.key == "version")).first()
             if row is None:
                 conn.execute(schema_info.insert().values(key="version", value=str(SCHEMA_VERSION)))
@@ -187,11 +202,47 @@ class JudgeStore:
         return n
 
     # ------------------------------------------------------------------ duel tokens
-    def issue_token(self, token: str, payload: dict) -> None:
-        """Remember a duel (the hidden pair, choices, answers) under a one-time token."""
+    def issue_token(self, token: str, payload: dict, *, client: str | None = None,
+                    max_pending: int | None = None, ttl_s: float | None = None) -> None:
+        """Remember a duel (the hidden pair, choices, answers) under a one-time token.
+
+        Parameters
+        ----------
+        token : str
+        payload : dict
+            JSON-serialisable duel state, handed back to :meth:`redeem`.
+        client : str, optional
+            Who asked (an address); counted for ``max_pending``.
+        max_pending : int, optional
+            Refuse (:class:`TokenError`, 429) when ``client`` already holds this many
+            unvoted, unexpired tokens. Checked in the same transaction as the insert.
+        ttl_s : float, optional
+            Unvoted tokens older than this are deleted first (and do not count).
+        """
         with self.engine.begin() as conn:
+            if ttl_s is not None:
+                conn.execute(delete(tokens_t).where(tokens_t.c.used_at.is_(None))
+                             .where(tokens_t.c.issued_at < _cutoff(ttl_s)))
+            if max_pending is not None and client is not None:
+                n = self._pending(conn, client, ttl_s)
+                if n >= max_pending:
+                    raise TokenError(f"client {client} holds {n} unvoted duels (the limit is {max_pending}); "
+                                     "vote on them or wait for them to expire", 429)
             conn.execute(tokens_t.insert().values(token=token, payload=json.dumps(payload),
-                                                  issued_at=utc_now()))
+                                                  issued_at=utc_now(), client=client))
+
+    @staticmethod
+    def _pending(conn: Connection, client: str, ttl_s: float | None) -> int:
+        q = select(func.count()).select_from(tokens_t).where(tokens_t.c.client == client) \
+            .where(tokens_t.c.used_at.is_(None))
+        if ttl_s is not None:
+            q = q.where(tokens_t.c.issued_at >= _cutoff(ttl_s))
+        return int(conn.execute(q).scalar_one())
+
+    def pending_count(self, client: str, ttl_s: float | None = None) -> int:
+        """Unvoted (and, with ``ttl_s``, unexpired) tokens issued to ``client``."""
+        with self.engine.connect() as conn:
+            return self._pending(conn, client, ttl_s)
 
     def get_token(self, token: str) -> dict:
         """Payload of an unused token; raises :class:`TokenError` otherwise."""
@@ -203,11 +254,12 @@ class JudgeStore:
             raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
         return json.loads(row.payload)
 
-    def redeem(self, token: str, build) -> JudgeRecord:
+    def redeem(self, token: str, build, *, ttl_s: float | None = None) -> JudgeRecord:
         """Consume ``token`` and write ``build(payload)`` in one transaction.
 
         ``build`` maps the token's payload to a :class:`JudgeRecord`; if it raises, or the
-        token is unknown or used, nothing is written.
+        token is unknown, used or (with ``ttl_s``) older than ``ttl_s`` seconds, nothing is
+        written.
         """
         with self.engine.begin() as conn:
             row = conn.execute(select(tokens_t).where(tokens_t.c.token == token)).first()
@@ -215,6 +267,9 @@ class JudgeStore:
                 raise TokenError(f"unknown duel token {token!r}", 404)
             if row.used_at is not None:
                 raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
+            if ttl_s is not None and row.issued_at < _cutoff(ttl_s):
+                raise TokenError(f"duel token {token!r} has expired (issued {row.issued_at}; unvoted "
+                                 f"duels expire after {ttl_s:g} s): ask for a new duel", 410)
             rec = build(json.loads(row.payload))
             res = conn.execute(update(tokens_t).where(tokens_t.c.token == token)
                                .where(tokens_t.c.used_at.is_(None))

@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from typing import Optional
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 
@@ -27,7 +26,7 @@ from ..export.artifact import ExportedRouter
 from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from .batcher import MicroBatcher
-from .guards import SafeJSONResponse, SafeStr, check_text, route_label, validation_message
+from .guards import SafeJSONResponse, SafeStr, check_text, install_error_handlers, route_label
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
 
@@ -183,14 +182,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         stats.observe(label, resp.status_code, time.perf_counter() - t0)
         return resp
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError):
-        return SafeJSONResponse({"error": validation_message(exc.errors())}, status_code=422)
-
-    @app.exception_handler(HTTPException)
-    async def _http(request: Request, exc: HTTPException):
-        return SafeJSONResponse({"error": exc.detail}, status_code=exc.status_code,
-                                headers=getattr(exc, "headers", None))
+    install_error_handlers(app, "error")
 
     @app.get("/health")
     async def health():

@@ -18,12 +18,14 @@ import time
 from collections import OrderedDict
 from typing import Annotated, Iterable
 
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator
 from starlette.responses import JSONResponse
 from starlette.routing import Match
 
 __all__ = ["check_text", "SafeStr", "SafeJSONResponse", "validation_message", "printable",
-           "route_label", "TokenBucket"]
+           "route_label", "TokenBucket", "install_error_handlers"]
 
 
 def check_text(text: str) -> str:
@@ -98,6 +100,24 @@ def validation_message(errors: Iterable[dict], max_errors: int = 5) -> str:
         msgs.append(f"{loc or 'body'}: {printable(e.get('msg', 'invalid'))}")
     more = f"; and {len(errors) - max_errors} more" if len(errors) > max_errors else ""
     return "invalid request: " + "; ".join(msgs) + more
+
+
+def install_error_handlers(app: FastAPI, field: str) -> None:
+    """Answer validation errors (422) and ``HTTPException`` with ``{field: message}`` through
+    :class:`SafeJSONResponse` (headers such as ``Retry-After`` kept).
+
+    Example
+    -------
+    >>> install_error_handlers(FastAPI(), "error")
+    """
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        return SafeJSONResponse({field: validation_message(exc.errors())}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException):
+        return SafeJSONResponse({field: exc.detail}, status_code=exc.status_code,
+                                headers=getattr(exc, "headers", None))
 
 
 def route_label(routes, scope) -> str:

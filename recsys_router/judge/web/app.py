@@ -5,8 +5,11 @@ every router vote, selects the duel pair, and returns the two answers in random 
 with identities hidden, plus a one-time token. ``POST /api/vote`` with the token and a
 label writes the record (token consumption and record in one transaction) and returns
 the reveal: LLM identities, router votes, costs and attribution. A malformed body gets
-422, an unknown token 404, a token used before 409; none of them changes the database.
-Pending duels live in the database too, so a restart loses nothing.
+422 (non-finite numbers and text that is not valid Unicode included, before any token is
+issued), an unknown token 404, a token used before 409, an unvoted token older than the
+TTL 410, a client holding too many unvoted duels 429; none of them changes the database.
+Pending duels live in the database too, so a restart loses nothing. Optional voter API key
+and per-client rate limit: see :mod:`.access`.
 """
 
 from __future__ import annotations
@@ -19,17 +22,19 @@ from typing import Literal, Mapping
 
 import numpy as np
 import pandas as pd
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...data import RoutingData
 from ...router import Router
+from ...serving.guards import SafeJSONResponse, SafeStr
 from ..metrics import h2h_matrix, leaderboard, routers_of
 from ..rating import elo_bootstrap
 from ..records import JudgeRecord, select_duel, utc_now
 from ..store import JudgeStore, TokenError
+from .access import add_access_control, client_of
 from .live import BackendError, ask_backend
 
 __all__ = ["JudgeSession", "create_app", "DuelRequest", "VoteRequest"]
@@ -42,18 +47,19 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: SafeStr = Field(max_length=100_000)
 
 
 class DuelRequest(BaseModel):
     """Body of ``POST /api/duel``."""
 
-    model_config = ConfigDict(extra="forbid")
-    query_id: str | None = Field(default=None, description="prompt id; omitted = random draw")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    query_id: SafeStr | None = Field(default=None, max_length=1_000, description="prompt id; omitted = random draw")
     budget: float | None = Field(default=None, ge=0, description="per-query cost budget C (USD)")
-    task: str | None = Field(default=None, description="random draws: only prompts of this task")
-    text: str | None = Field(default=None, min_length=1, max_length=100_000,
-                             description="live mode: a custom prompt instead of a dataset prompt")
+    task: SafeStr | None = Field(default=None, max_length=1_000,
+                                 description="random draws: only prompts of this task")
+    text: SafeStr | None = Field(default=None, min_length=1, max_length=100_000,
+                                 description="live mode: a custom prompt instead of a dataset prompt")
     history: list[Turn] | None = Field(default=None, max_length=100, description="live mode: earlier turns")
 
 
@@ -61,7 +67,7 @@ class VoteRequest(BaseModel):
     """Body of ``POST /api/vote``."""
 
     model_config = ConfigDict(extra="forbid")
-    token: str = Field(min_length=8, max_length=128)
+    token: SafeStr = Field(min_length=8, max_length=128)
     label: Literal["A", "B", "tie", "both_bad"]
 
 
@@ -96,10 +102,15 @@ class JudgeSession:
         Live mode: LLM -> ``{"base_url", "model", "api_key_env"}`` (see :mod:`.live`).
     seed : int
         Seed for prompt draws, duel tie-breaks and the A/B order.
+    token_ttl_s : float, optional
+        Unvoted duel tokens expire after this many seconds (None: never).
+    max_pending : int, optional
+        Most unvoted, unexpired duels one client may hold (None: no cap).
     """
 
     def __init__(self, data: RoutingData, routers: Mapping[str, Router], store: JudgeStore, *,
-                 responses: pd.DataFrame | None = None, backends: dict | None = None, seed: int = 0):
+                 responses: pd.DataFrame | None = None, backends: dict | None = None, seed: int = 0,
+                 token_ttl_s: float | None = 1800.0, max_pending: int | None = 50):
         if responses is None and not backends:
             raise ValueError("the voting page needs recorded responses (load the data with "
                              "with_responses=True) or live backends (--backends backends.yaml)")
@@ -111,6 +122,10 @@ class JudgeSession:
         self.data, self.routers, self.store = data, dict(routers), store
         self.responses, self.backends = responses, dict(backends or {})
         self.rng = np.random.default_rng(seed)
+        for name, v in (("token_ttl_s", token_ttl_s), ("max_pending", max_pending)):
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+        self.token_ttl_s, self.max_pending = token_ttl_s, max_pending
         self._lock = threading.Lock()
         self._row = {q: i for i, q in enumerate(data.query_ids)}
 
@@ -161,7 +176,7 @@ class JudgeSession:
         return self._row[query_id]
 
     def new_duel(self, query_id: str | None = None, budget: float | None = None, task: str | None = None, *,
-                 text: str | None = None, history: list[dict] | None = None) -> dict:
+                 text: str | None = None, history: list[dict] | None = None, client: str | None = None) -> dict:
         """Route one prompt with every router, pick the pair, issue a token (hidden identities).
 
         Parameters
@@ -177,6 +192,8 @@ class JudgeSession:
             Live mode only: a prompt typed by the person (routers reading ground truth cannot route it).
         history : list of dict, optional
             Live mode only: earlier turns ``{"role", "content"}`` forwarded to the backends.
+        client : str, optional
+            Who asks (an address), for the cap on unvoted duels per client.
 
         Returns
         -------
@@ -185,6 +202,12 @@ class JudgeSession:
         if (text is not None or history) and not self.live:
             raise HTTPException(422, "custom prompts and conversation history need live mode (--backends): "
                                      "recorded answers exist only for the dataset's prompts")
+        if budget is not None and not (math.isfinite(budget) and budget >= 0):
+            raise HTTPException(422, "budget must be a finite number >= 0")
+        if self.max_pending is not None and client is not None and \
+                self.store.pending_count(client, self.token_ttl_s) >= self.max_pending:  # before any work
+            raise HTTPException(429, f"client {client} holds {self.max_pending} unvoted duels (the limit); "
+                                     "vote on them or wait for them to expire")
         with self._lock:
             if text is not None:
                 i, qid = None, f"custom-{secrets.token_hex(6)}"
@@ -233,7 +256,11 @@ class JudgeSession:
                    "metadata": {"source": "live" if self.live else "recorded", "dataset": self.data.name,
                                 "answers": answers}}
         token = secrets.token_urlsafe(24)
-        self.store.issue_token(token, payload)
+        try:
+            self.store.issue_token(token, payload, client=client, max_pending=self.max_pending,
+                                   ttl_s=self.token_ttl_s)
+        except TokenError as exc:
+            raise HTTPException(exc.status, str(exc)) from None
         return {"token": token, "query_id": qid, "query": text, "task": task, "budget": budget, "answers": answers}
 
     def _live_cost(self, m: str, got: dict) -> float | None:
@@ -252,7 +279,7 @@ class JudgeSession:
                                latencies=p["latencies"], created_at=p["created_at"], judged_at=utc_now(),
                                metadata=p["metadata"])
         try:
-            rec = self.store.redeem(token, build)
+            rec = self.store.redeem(token, build, ttl_s=self.token_ttl_s)
         except TokenError as exc:
             raise HTTPException(exc.status, str(exc)) from None
         return _clean({"record_id": rec.record_id, "label": rec.label, "llm_a": rec.llm_a, "llm_b": rec.llm_b,
@@ -283,10 +310,30 @@ class JudgeSession:
                        "h2h": {"routers": list(h.index), "matrix": h.to_numpy().tolist()}})
 
 
-def create_app(session: JudgeSession) -> FastAPI:
-    """The FastAPI application (pages ``/`` and ``/stats``, JSON API under ``/api``)."""
-    app = FastAPI(title="RouteJudge", description="Judge two routed answers side by side.")
+def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float | None = None,
+               burst: int = 20) -> FastAPI:
+    """The FastAPI application (pages ``/`` and ``/stats``, JSON API under ``/api``).
+
+    Parameters
+    ----------
+    session : JudgeSession
+    api_key : str, optional
+        Voter key required on ``/api/*`` (see :func:`.access.add_access_control`).
+    rate, burst : float, int
+        Per-client rate limit on ``/api/*`` (None: none).
+
+    Returns
+    -------
+    fastapi.FastAPI
+
+    Example
+    -------
+    >>> app = create_app(session, api_key="k", rate=5.0)   # doctest: +SKIP
+    """
+    app = FastAPI(title="RouteJudge", description="Judge two routed answers side by side.",
+                  default_response_class=SafeJSONResponse)
     app.state.session = session
+    add_access_control(app, api_key=api_key, rate=rate, burst=burst)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -308,11 +355,12 @@ def create_app(session: JudgeSession) -> FastAPI:
         return session.prompts(task, q, limit)
 
     @app.post("/api/duel")
-    def duel(req: DuelRequest):
+    def duel(req: DuelRequest, request: Request):
         if req.text is not None and req.query_id is not None:
             raise HTTPException(422, "give either query_id or text, not both")
         history = None if req.history is None else [t.model_dump() for t in req.history]
-        return session.new_duel(req.query_id, req.budget, req.task, text=req.text, history=history)
+        return session.new_duel(req.query_id, req.budget, req.task, text=req.text, history=history,
+                                client=client_of(request))
 
     @app.post("/api/vote")
     def vote(req: VoteRequest):

@@ -5,9 +5,14 @@ let current = null;  // the open duel (token + answers)
 
 function showError(msg) { const e = $("error"); e.textContent = msg; e.hidden = !msg; }
 
+// voter key, when the server asks for one: read once from ?key=..., then kept for this tab
+const KEY = new URLSearchParams(location.search).get("key") || sessionStorage.getItem("routejudge-key");
+if (KEY) sessionStorage.setItem("routejudge-key", KEY);
+
 async function api(path, body) {
-  const opts = body === undefined ? {} : {method: "POST", headers: {"content-type": "application/json"},
-                                          body: JSON.stringify(body)};
+  const headers = KEY ? {"x-api-key": KEY} : {};
+  const opts = body === undefined ? {headers} : {method: "POST", body: JSON.stringify(body),
+                                                 headers: {...headers, "content-type": "application/json"}};
   const resp = await fetch(path, opts);
   const data = await resp.json().catch(() => ({}));
   if (!resp.ok) {

@@ -9,7 +9,8 @@ function cell(tr, text, cls) { const td = document.createElement("td"); td.textC
 async function refresh() {
   let s;
   try {
-    const resp = await fetch("/api/stats");
+    const key = new URLSearchParams(location.search).get("key") || sessionStorage.getItem("routejudge-key");
+    const resp = await fetch("/api/stats", {headers: key ? {"x-api-key": key} : {}});
     if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
     s = await resp.json();
   } catch (err) { $("error").textContent = err.message; $("error").hidden = false; return; }

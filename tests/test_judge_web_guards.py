@@ -1,0 +1,183 @@
+"""RouteJudge voting page under hostile clients: non-finite numbers and unencodable text are
+422 before any token is issued; unvoted tokens expire and are capped per client; optional
+voter key; per-client rate limit. Every refusal leaves the database as it was."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from fastapi import HTTPException
+from fastapi.testclient import TestClient
+
+from recsys_router.judge.store import JudgeStore
+from recsys_router.judge.web import create_app
+from recsys_router.serving.guards import TokenBucket
+from test_judge_web import make_session
+
+
+def _tokens(db) -> list[tuple]:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT token, used_at, client FROM duel_tokens ORDER BY issued_at").fetchall()
+
+
+def _age(db, token: str, seconds: float) -> None:
+    """Move a token's issue time into the past, as if it had waited ``seconds``."""
+    old = (datetime.now(timezone.utc) - timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE duel_tokens SET issued_at = ? WHERE token = ?", (old, token))
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"budget": NaN}', b'{"budget": Infinity}', b'{"budget": -Infinity}', b'{"budget": 1e999}',
+    b'{"budget": "NaN"}', b'{"budget": "Infinity"}', b'{"budget": "-Infinity"}', b'{"budget": "inf"}',
+    b'{"query_id": "qa", "budget": NaN}',
+])
+def test_non_finite_budget_is_422_before_any_token(tmp_path, raw):
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db)), raise_server_exceptions=False)
+    r = c.post("/api/duel", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert "budget" in r.json()["detail"] and "finite" in r.json()["detail"]
+    assert _tokens(db) == [] and JudgeStore(db).count() == 0
+
+
+def test_non_finite_budget_refused_in_process(tmp_path):
+    s = make_session(tmp_path / "j.db")
+    for bad in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(HTTPException) as err:
+            s.new_duel("qa", budget=bad)
+        assert err.value.status_code == 422
+    assert _tokens(tmp_path / "j.db") == []
+
+
+@pytest.mark.parametrize("path,raw", [
+    ("/api/duel", b'{"query_id": "q\\ud800"}'),
+    ("/api/duel", b'{"task": "\\udfff"}'),
+    ("/api/duel", b'{"text": "custom \\ud83d"}'),
+    ("/api/duel", b'{"text": "t", "history": [{"role": "user", "content": "\\udc00"}]}'),
+    ("/api/duel", b'{"query_id": "raw \xed\xa0\x80"}'),
+    ("/api/vote", b'{"token": "\\ud800\\ud800\\ud800\\ud800\\ud800\\ud800\\ud800\\ud800", "label": "A"}'),
+    ("/api/duel", b'{"query_id": "' + b"q" * 5000 + b'"}'),
+])
+def test_odd_text_is_422_and_writes_nothing(tmp_path, path, raw):
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db)), raise_server_exceptions=False)
+    r = c.post(path, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("invalid request")
+    assert _tokens(db) == [] and JudgeStore(db).count() == 0
+
+
+def test_unvoted_tokens_expire(tmp_path):
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db, token_ttl_s=600)))
+    old = c.post("/api/duel", json={"query_id": "qa"}).json()["token"]
+    _age(db, old, 601)
+    r = c.post("/api/vote", json={"token": old, "label": "A"})
+    assert r.status_code == 410 and "expired" in r.json()["detail"]
+    assert JudgeStore(db).count() == 0 and _tokens(db)[0][1] is None  # not consumed, nothing written
+    fresh = c.post("/api/duel", json={"query_id": "qb"}).json()["token"]  # issuing prunes expired ones
+    assert [t[0] for t in _tokens(db)] == [fresh]
+    assert c.post("/api/vote", json={"token": old, "label": "A"}).status_code == 404
+    assert c.post("/api/vote", json={"token": fresh, "label": "B"}).status_code == 200
+    assert JudgeStore(db).count() == 1
+
+
+def test_unvoted_tokens_capped_per_client(tmp_path):
+    db = tmp_path / "j.db"
+    s = make_session(db, max_pending=3, token_ttl_s=600)
+    c = TestClient(create_app(s))
+    toks = [c.post("/api/duel", json={}).json()["token"] for _ in range(3)]
+    r = c.post("/api/duel", json={})
+    assert r.status_code == 429 and "unvoted" in r.json()["detail"]
+    assert len(_tokens(db)) == 3
+    assert s.new_duel(client="10.0.0.2")["token"]          # another client is not affected
+    assert c.post("/api/vote", json={"token": toks[0], "label": "tie"}).status_code == 200
+    assert c.post("/api/duel", json={}).status_code == 200  # one voted: room for one more
+    assert c.post("/api/duel", json={}).status_code == 429
+    _age(db, toks[1], 601)                                  # an expired one no longer counts
+    assert c.post("/api/duel", json={}).status_code == 200
+    clients = [t[2] for t in _tokens(db)]
+    assert clients.count("testclient") == 4 and clients.count("10.0.0.2") == 1
+    with pytest.raises(ValueError, match="max_pending"):
+        make_session(tmp_path / "k.db", max_pending=0)
+
+
+def test_cap_holds_under_the_store_transaction(tmp_path):
+    st = JudgeStore(tmp_path / "j.db")
+    st.issue_token("t" * 10, {"x": 1}, client="c", max_pending=1)
+    from recsys_router.judge.store import TokenError
+    with pytest.raises(TokenError) as err:
+        st.issue_token("u" * 10, {"x": 1}, client="c", max_pending=1)
+    assert err.value.status == 429 and st.pending_count("c") == 1
+
+
+def test_voter_key(tmp_path):
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db), api_key="sekrit"))
+    assert c.get("/").status_code == 200                   # the page itself holds no data
+    for headers in ({}, {"x-api-key": "wrong"}, {"authorization": "Bearer nope"}, {"x-api-key": "sekri"}):
+        assert c.get("/api/info", headers=headers).status_code == 401
+        r = c.post("/api/duel", json={}, headers=headers)
+        assert r.status_code == 401 and "key" in r.json()["detail"]
+    assert _tokens(db) == []
+    tok = c.post("/api/duel", json={}, headers={"x-api-key": "sekrit"}).json()["token"]
+    assert c.post("/api/vote", json={"token": tok, "label": "A"}).status_code == 401
+    assert c.post("/api/vote", json={"token": tok, "label": "A"},
+                  headers={"authorization": "Bearer sekrit"}).status_code == 200
+    assert JudgeStore(db).count() == 1
+
+
+def test_rate_limit_per_client(tmp_path):
+    c = TestClient(create_app(make_session(tmp_path / "j.db"), rate=0.01, burst=3))
+    codes = [c.get("/api/info").status_code for _ in range(5)]
+    assert codes == [200, 200, 200, 429, 429]
+    r = c.post("/api/duel", json={})
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1 and "rate limit" in r.json()["detail"]
+    assert _tokens(tmp_path / "j.db") == []
+    assert c.get("/").status_code == 200                   # static pages are not limited
+
+
+def test_token_bucket_refill_clients_and_bound():
+    now = [0.0]
+    tb = TokenBucket(rate=2.0, burst=2, max_clients=3, clock=lambda: now[0])
+    assert [tb.take("a") for _ in range(3)] == [0.0, 0.0, 0.5]
+    assert tb.take("b") == 0.0                              # separate buckets
+    now[0] = 0.25
+    assert tb.take("a") == pytest.approx(0.25)              # half a token refilled of the one needed
+    now[0] = 0.5
+    assert tb.take("a") == 0.0
+    for k in range(10):
+        tb.take(f"x{k}")
+    assert len(tb) == 3                                     # the client table stays bounded
+    with pytest.raises(ValueError):
+        TokenBucket(rate=0, burst=1)
+
+
+def test_old_database_gains_the_client_column(tmp_path):
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as con:  # the duel_tokens table as the first schema made it
+        con.execute("CREATE TABLE duel_tokens (token VARCHAR(64) PRIMARY KEY, payload TEXT NOT NULL, "
+                    "issued_at VARCHAR(40) NOT NULL, used_at VARCHAR(40), record_id VARCHAR(64))")
+        con.execute("INSERT INTO duel_tokens VALUES ('oldtoken1', '{}', '2020-01-01T00:00:00.000+00:00', "
+                    "NULL, NULL)")
+    st = JudgeStore(db)
+    st.issue_token("newtoken1", {"a": 1}, client="c", max_pending=5, ttl_s=3600)
+    rows = {t[0]: t[2] for t in _tokens(db)}
+    assert rows == {"newtoken1": "c"}                      # the 2020 token had expired and was pruned
+
+
+def test_cli_voter_key_env(monkeypatch):
+    from recsys_router.cli.judge import VOTER_KEY_ENV, _voter_key
+    monkeypatch.delenv(VOTER_KEY_ENV, raising=False)
+    monkeypatch.delenv("MY_KEY", raising=False)
+    assert _voter_key(argparse.Namespace(voter_key_env=None)) is None
+    with pytest.raises(ValueError, match="MY_KEY"):
+        _voter_key(argparse.Namespace(voter_key_env="MY_KEY"))
+    monkeypatch.setenv("MY_KEY", "k1")
+    assert _voter_key(argparse.Namespace(voter_key_env="MY_KEY")) == "k1"
+    monkeypatch.setenv(VOTER_KEY_ENV, "k2")
+    assert _voter_key(argparse.Namespace(voter_key_env=None)) == "k2"
