@@ -104,5 +104,15 @@ def test_bad_inputs_name_the_problem():
         mu_o(S, np.array([0, 5, 1]))
     with pytest.raises(DataValidationError, match="3 column indices"):
         mu_o(S, np.array([0, 1]))
-    with pytest.raises(DataValidationError, match=r"scores\[0, 1\] is nan"):
-        mu_o(np.array([[1.0, np.nan]]), np.array([0]))
+    with pytest.raises(DataValidationError, match=r"scores\[0, 1\] is inf"):
+        mu_o(np.array([[1.0, np.inf]]), np.array([0]))
+
+
+def test_unobserved_cells_are_skipped_in_reduced_pools():
+    # NaN = the LLM was not observed on that query (a per-query candidate pool)
+    s = np.array([[1.0, np.nan], [0.0, 1.0], [np.nan, 0.0]])
+    assert mu_o(s, np.array([0, 1, 1])) == pytest.approx(2 / 3)      # (1 + 1 + 0) / 3
+    assert mu_o(s, np.array([0, 0, 0])) == pytest.approx(0.5)        # LLM 0 seen twice: (1 + 0) / 2
+    assert oracle_mean(s) == pytest.approx(2 / 3)                    # (1 + 1 + 0) / 3
+    r = routereval_metrics(s, np.array([0, 1, 1]))
+    assert r["best_single_mean"] == pytest.approx(0.5) and r["v_b"] == pytest.approx(4 / 3)

@@ -114,6 +114,12 @@ def add_parser(subparsers) -> None:
                         "value for RouterEval benchmarks; none otherwise)")
     p.add_argument("--routellm-pair", type=_names, default=None, metavar="STRONG,WEAK",
                    help="LLM pair for the routellm protocol (default: best train mean, cheapest other)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="do not fall back (per task) to best-single/task-best where a learned "
+                        "router loses to them on held-out training queries")
+    p.add_argument("--missing", choices=("mask", "drop"), default="mask",
+                   help="test queries with unobserved LLMs: route among the observed ones "
+                        "(mask, default) or leave them out (drop)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output folder (replaced atomically)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -165,7 +171,8 @@ def run_evaluate(args) -> int:
                      split_column=args.split_column, ood_tasks=args.ood_tasks, folds=args.folds,
                      encoder=args.encoder, p=args.p, seed=args.seed,
                      reference_score=args.reference_score,
-                     routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None)
+                     routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None,
+                     fallback=not args.no_fallback, missing=args.missing)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out, plots=not args.no_plots)
     for note in res.notes:

@@ -16,8 +16,11 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from ..fallback import SafeFallbackRouter, fallback_summary
 from ..router import Router
+from ..score_scale import choose_score_scale
 from .embedding import share_encoder
+from .masks import mask_predictions, reduced_pool_count, usable_rows
 from .protocols import (LLM_PREFIX, PoolView, Predictions, Protocol, get_protocol,
                         parse_protocols, protocol_names)
 from .recompute import metrics_from_decisions
@@ -65,6 +68,15 @@ class EvalConfig:
         LLM names for the RouteLLM protocol; default (best train mean, cheapest other).
     n_wtp, n_thresholds, max_budgets : int
         Sweep sizes.
+    fallback : bool
+        Wrap every learned router (one that reads query text and not the true test scores)
+        in :class:`~recsys_router.fallback.SafeFallbackRouter`: per task, the better of
+        best-single and task-best wherever the router does not beat them on held-out
+        training queries (default True; the report lists what each fold did).
+    missing : {"mask", "drop"}
+        Test queries with some LLMs unobserved: ``"mask"`` (default) keeps them and routes
+        each among its observed LLMs (per-query candidate masks, every protocol and pool);
+        ``"drop"`` leaves them out. Queries with no observed LLM are always left out.
     """
 
     routers: list
@@ -84,6 +96,8 @@ class EvalConfig:
     n_wtp: int = 100
     n_thresholds: int = 10
     max_budgets: int = 100
+    fallback: bool = True
+    missing: str = "mask"
 
 
 @dataclass
@@ -121,7 +135,11 @@ def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes:
                 extra[key] = cfg.seed
         if cfg.p is not None and "p" in params and "p" not in user:
             extra["p"] = cfg.p
-    return router.set_params(**extra)
+    router = router.set_params(**extra)
+    if cfg.fallback and getattr(router, "uses_text", False) \
+            and not getattr(router, "uses_ground_truth", False):
+        router = SafeFallbackRouter(router, seed=cfg.seed)
+    return router
 
 
 def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):
@@ -200,11 +218,24 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
         fitted router; labels of routers that read the true test scores. A router that
         fails is left out with a note.
     """
-    keep = complete_queries(fold.test)
+    if cfg.missing not in ("mask", "drop"):
+        raise ValueError(f"missing must be 'mask' or 'drop', got {cfg.missing!r}")
+    keep = complete_queries(fold.test) if cfg.missing == "drop" else fold.test.observed.any(axis=1)
     test = fold.test if keep.all() else fold.test.subset(np.flatnonzero(keep))
     if not keep.all():
-        notes.append(f"fold {fold.fold}: {int((~keep).sum())} test queries with unobserved "
-                     f"scores dropped ({int(keep.sum())} kept)")
+        what = "with unobserved scores" if cfg.missing == "drop" else "without any observed score"
+        notes.append(f"fold {fold.fold}: {int((~keep).sum())} test queries {what} dropped "
+                     f"({int(keep.sum())} kept)")
+    reduced = reduced_pool_count(test.observed)
+    if reduced:
+        notes.append(f"fold {fold.fold}: {reduced} of {test.n_queries} test queries had reduced "
+                     f"candidate pools (some LLMs unobserved): the oracle and every router chose "
+                     f"among each query's observed LLMs")
+    try:
+        notes.append(f"score scale (fold {fold.fold} training scores): "
+                     f"{choose_score_scale(fold.train.scores).describe()}")
+    except ValueError:
+        pass
     preds, timings, truth = {}, [], set()
     for name in cfg.routers:
         label = _label(name, cfg)
@@ -228,6 +259,9 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
             continue
         finally:
             bar.update(1)
+        if isinstance(router, SafeFallbackRouter):
+            notes.append(f"fold {fold.fold}: {label} safe fallback: "
+                         f"{fallback_summary(router.fallback_)}")
         preds[label] = Predictions(P, C, probs)
         if getattr(router, "uses_ground_truth", False):
             truth.add(label)
@@ -242,16 +276,12 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
                 notes: list[str], bar) -> list[dict]:
     """Decision blocks of one candidate pool: each protocol's reference LLM rows, then every
     router's operating points (the protocol's sweep of its predictions on the pool)."""
-    qcode = pd.Index(data.query_ids).get_indexer(test.query_ids)
+    qcode_all = pd.Index(data.query_ids).get_indexer(test.query_ids)
     nm = pd.Index(data.llm_names).get_indexer(names)
     cols = test.llm_index(names)
-    S = test.scores[:, cols]
-    Ct = None if test.costs is None else test.costs[:, cols]
-    pool_preds = {label: Predictions(p.scores[:, cols],
-                                     None if p.costs is None else p.costs[:, cols],
-                                     None if p.probs is None
-                                     else np.asarray(p.probs, dtype=np.float64)[:, cols])
-                  for label, p in preds.items()}
+    S_all = test.scores[:, cols]
+    C_all = None if test.costs is None else test.costs[:, cols]
+    observed = ~np.isnan(S_all)
     blocks = []
     for proto in protocols:
         view = PoolView(pool, group, list(names), fold.train, cfg, notes)
@@ -259,12 +289,29 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
         if refs is None:
             continue
         view.refs = list(refs)
+        # per-query candidate masks: rows the protocol can score, unobserved LLMs avoided
+        pairwise = any(role != "single" for _, role in view.refs)
+        rows = usable_rows(observed, [j for j, _ in view.refs], pairwise)
+        if not rows.any():
+            notes.append(f"{proto.name} pool {pool}/{group} fold {fold.fold}: no test query has "
+                         f"its LLMs observed; skipped")
+            continue
+        if not rows.all():
+            notes.append(f"{proto.name} pool {pool}/{group} fold {fold.fold}: "
+                         f"{int((~rows).sum())} test queries without the needed observed LLMs "
+                         f"left out of this pool")
+        qcode, S, obs = qcode_all[rows], S_all[rows], observed[rows]
+        Ct = None if C_all is None else C_all[rows]
         m = {"dataset": data.name, "pool": pool, "group": group, "fold": fold.fold,
              "protocol": proto.name}
         for j, role in view.refs:
             blocks.append(_block(m, LLM_PREFIX + names[j], role, np.nan, qcode, nm,
                                  np.full(len(qcode), j), S, Ct, None))
-        for label, pred in pool_preds.items():
+        for label, p in preds.items():
+            ps, pc = mask_predictions(p.scores[rows][:, cols],
+                                      None if p.costs is None else p.costs[rows][:, cols], obs)
+            pred = Predictions(ps, pc, None if p.probs is None
+                               else np.asarray(p.probs, dtype=np.float64)[rows][:, cols])
             sweep = proto.sweep(pred, view)
             for value, choice in sweep.points:
                 blocks.append(_block(m, label, sweep.setting, value, qcode, nm, choice, S, Ct,

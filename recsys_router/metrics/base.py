@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DataValidationError
 
-__all__ = ["DIRECTIONS", "metric", "as_matrix", "as_choices", "chosen", "entropy_bits",
+__all__ = ["observed_means", "DIRECTIONS", "metric", "as_matrix", "as_choices", "chosen", "entropy_bits",
            "complete_rows", "best_single", "BestSingle"]
 
 #: metric name -> "higher" | "lower" | "none" (filled by the :func:`metric` decorator)
@@ -185,8 +185,26 @@ class BestSingle(NamedTuple):
     cost: float
 
 
+def observed_means(values: np.ndarray) -> np.ndarray:
+    """Per-column mean over the observed (non-NaN) cells; NaN for a column with none.
+
+    Example
+    -------
+    >>> observed_means(np.array([[1., np.nan], [0., np.nan]])).tolist()
+    [0.5, nan]
+    """
+    ok = ~np.isnan(values)
+    n = ok.sum(axis=0)
+    tot = np.where(ok, values, 0.0).sum(axis=0)
+    return np.divide(tot, n, out=np.full(values.shape[1], np.nan), where=n > 0)
+
+
 def best_single(scores: np.ndarray, costs: np.ndarray | None = None) -> BestSingle:
     """The LLM with the highest mean test score (ties: lower mean cost, then lower index).
+
+    With per-query candidate pools (NaN = the LLM was not observed on that query) each
+    LLM's mean runs over the queries where it was observed; an LLM never observed is
+    never the best.
 
     ORBIT's code keeps the first LLM with the highest mean (no cost tie-break); the two agree
     unless two LLMs have exactly equal mean scores.
@@ -206,14 +224,14 @@ def best_single(scores: np.ndarray, costs: np.ndarray | None = None) -> BestSing
     >>> best_single(np.array([[1., 1.], [0., 1.]]), np.array([[1., 2.], [1., 2.]]))
     BestSingle(index=1, quality=1.0, cost=2.0)
     """
-    s = as_matrix(scores, "scores")
-    q = s.mean(axis=0)
+    s = as_matrix(scores, "scores", allow_nan=True)
+    q = observed_means(s)
     if costs is None:
         c = np.full(s.shape[1], np.nan)
         key = np.zeros(s.shape[1])
     else:
-        c = as_matrix(costs, "costs", s.shape).mean(axis=0)
-        key = c
-    order = np.lexsort((np.arange(s.shape[1]), key, -q))
+        c = observed_means(as_matrix(costs, "costs", s.shape, allow_nan=True))
+        key = np.nan_to_num(c, nan=np.inf)
+    order = np.lexsort((np.arange(s.shape[1]), key, -np.nan_to_num(q, nan=-np.inf)))
     j = int(order[0])
     return BestSingle(j, float(q[j]), float(c[j]))

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .base import DIRECTIONS, as_choices, as_matrix, best_single, chosen, metric
+from .base import DIRECTIONS, as_choices, as_matrix, best_single, chosen, metric, observed_means
 
 __all__ = ["BudgetCurve", "QNC", "budget_grid", "budget_choices", "budget_sweep", "pareto_front",
            "nauc_code", "nauc_paper", "peak_score", "qnc", "rci", "orbit_metrics"]
@@ -321,16 +321,17 @@ def rci(scores: np.ndarray, costs: np.ndarray, choices: np.ndarray, *, variant: 
     >>> rci(s, c, np.array([1, 0, 0])), rci(s, c, np.array([1, 0, 0]), variant="orbit_code")
     (0.6666666666666666, 0.6666666666666666)
     """
-    s = as_matrix(scores, "scores")
-    c = as_matrix(costs, "costs", s.shape, nonnegative=True)
+    s = as_matrix(scores, "scores", allow_nan=True)          # NaN: not observed
+    c = as_matrix(costs, "costs", s.shape, nonnegative=True, allow_nan=True)
     ch = as_choices(choices, s.shape[0], s.shape[1])
-    is_best = s == s.max(axis=1, keepdims=True)
+    top = np.max(np.where(np.isnan(s), -np.inf, s), axis=1, keepdims=True)
+    is_best = s == top
     chosen_best = chosen(is_best, ch)
     if variant == "per_query":
-        cheapest_best = np.where(is_best, c, np.inf).min(axis=1)
+        cheapest_best = np.where(is_best, np.nan_to_num(c, nan=np.inf), np.inf).min(axis=1)
         bad = ~chosen_best | (chosen(c, ch) > cheapest_best)
     elif variant == "orbit_code":
-        mc = c.mean(axis=0)
+        mc = np.nan_to_num(observed_means(c), nan=-np.inf)
         dear = mc == mc.max()
         only_dear_best = ~(is_best & ~dear[None, :]).any(axis=1)
         bad = ~(chosen_best & (~dear[ch] | only_dear_best))

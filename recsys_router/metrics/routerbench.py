@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import DataValidationError
 from ..policies import wtp_policy
-from .base import as_matrix, metric
+from .base import as_matrix, metric, observed_means
 
 __all__ = ["llm_points", "wtp_sweep", "default_lambdas", "interpolate", "ndch", "hull_value",
            "shared_domain", "aiq", "aiq_many", "aiq_code", "zero_router", "routerbench_metrics"]
@@ -47,7 +47,8 @@ def _points(points, name: str = "points") -> np.ndarray:
 
 
 def llm_points(scores: np.ndarray, costs: np.ndarray) -> np.ndarray:
-    """Each LLM's ``(mean cost, mean quality)`` on the test queries.
+    """Each LLM's ``(mean cost, mean quality)`` on the test queries (over the queries where
+    it was observed, when some cells are NaN).
 
     Returns
     -------
@@ -58,9 +59,9 @@ def llm_points(scores: np.ndarray, costs: np.ndarray) -> np.ndarray:
     >>> llm_points(np.array([[1., 0.], [0., 0.]]), np.array([[2., 1.], [4., 1.]])).tolist()
     [[3.0, 0.5], [1.0, 0.0]]
     """
-    s = as_matrix(scores, "scores")
-    c = as_matrix(costs, "costs", s.shape, nonnegative=True)
-    return np.column_stack([c.mean(axis=0), s.mean(axis=0)])
+    s = as_matrix(scores, "scores", allow_nan=True)
+    c = as_matrix(costs, "costs", s.shape, nonnegative=True, allow_nan=True)
+    return np.column_stack([observed_means(c), observed_means(s)])
 
 
 def wtp_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,

@@ -33,13 +33,16 @@ REFERENCE_SCORES: dict[str, float] = {
 
 
 def _sc(scores, choices):
-    s = as_matrix(scores, "scores")
+    s = as_matrix(scores, "scores", allow_nan=True)    # NaN: not observed (reduced pools)
     return s, as_choices(choices, s.shape[0], s.shape[1])
 
 
 @metric("mu_o", "higher")
 def mu_o(scores: np.ndarray, choices: np.ndarray) -> float:
     """Mean score of the chosen LLM: ``mu_o = (1/n) sum_i s[i, choice_i]``.
+
+    With per-query candidate pools (NaN = unobserved) the mean runs over the queries whose
+    chosen cell is observed (a router restricted to observed candidates covers them all).
 
     Parameters
     ----------
@@ -58,7 +61,9 @@ def mu_o(scores: np.ndarray, choices: np.ndarray) -> float:
     0.6666666666666666
     """
     s, c = _sc(scores, choices)
-    return float(chosen(s, c).mean())
+    v = chosen(s, c)
+    v = v[~np.isnan(v)]
+    return float(v.mean()) if len(v) else float("nan")
 
 
 @metric("v_r", "higher")
@@ -114,7 +119,7 @@ def v_b(scores: np.ndarray, choices: np.ndarray) -> float:
     """
     s, c = _sc(scores, choices)
     best = best_single(s).quality
-    return float(chosen(s, c).mean() / best) if best != 0 else float("nan")
+    return float(mu_o(s, c) / best) if best != 0 else float("nan")
 
 
 @metric("e_p", "higher")
@@ -205,12 +210,16 @@ def oracle_choices(scores: np.ndarray, costs: np.ndarray | None = None) -> np.nd
 def oracle_mean(scores: np.ndarray) -> float:
     """Mean over queries of the best score: ``(1/n) sum_i max_j s_ij``.
 
+    NaN cells (unobserved) are skipped; queries with nothing observed are left out.
+
     Example
     -------
     >>> oracle_mean(np.array([[1., 0.], [0., 0.]]))
     0.5
     """
-    return float(as_matrix(scores, "scores").max(axis=1).mean())
+    s = as_matrix(scores, "scores", allow_nan=True)
+    s = s[~np.isnan(s).all(axis=1)]
+    return float(np.nanmax(s, axis=1).mean()) if len(s) else float("nan")
 
 
 def expected_ro_mean(scores: np.ndarray, p: float) -> float:
