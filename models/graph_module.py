@@ -265,10 +265,10 @@ class GraphRouter(LightningRouter):
         s, _ = self._predict_both(data)
         return 1.0 / (1.0 + np.exp(-s))
 
-    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
+    def _predict_costs(self, data: RoutingData) -> np.ndarray | None:
         """Cost head's prediction per (query, LLM) (>= 0), or None without train costs."""
         self._check_fitted()
         if not self.has_costs_ or self.cost_weight <= 0:
-            return super().predict_costs(data)
+            return super()._predict_costs(data)
         _, c = self._predict_both(data)
         return np.maximum(c * self.cost_scale_, 0.0)

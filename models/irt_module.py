@@ -86,6 +86,14 @@ class IRTScorer(nn.Module):
     def cell_logits(self, x: torch.Tensor, llm: torch.Tensor) -> torch.Tensor:
         return self.core(x, llm, self.llm_feats if self.use_llm_features else None)
 
+    def llm_rows(self) -> torch.Tensor:
+        """Abilities ``theta`` (n_llms, K): the LLM rows fitted for item cold start."""
+        return self.theta()
+
+    def score_rows(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Logits (B, R) of queries ``x`` against abilities ``rows`` (item parameters fixed)."""
+        return self.core.all_logits(x, rows)
+
     def difficulty(self, x: torch.Tensor) -> torch.Tensor:
         return self.core.difficulty(x)
 
@@ -170,8 +178,7 @@ class IRTRouter(LightningRouter):
         probability; NIRT's ``sigmoid(theta_k)`` is monotone likewise.
         """
         self._check_fitted()
-        with torch.no_grad():
-            th = self.net_.theta().cpu().numpy().astype(np.float64)
+        th = self.llm_rows()
         if self.kind == "nirt":
             th = 1.0 / (1.0 + np.exp(-th))
         out = pd.DataFrame({"llm": self.llm_names_, "ability": th.mean(axis=1)})

@@ -160,7 +160,7 @@ class TaskResidualRouter(Router):
                              self.task_centres_, self.overall_means_, self.overall_centre_,
                              self.alpha_)
 
-    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
+    def _predict_costs(self, data: RoutingData) -> np.ndarray | None:
         """The wrapped router's predicted costs."""
         self._check_fitted()
         return self.router_.predict_costs(data)

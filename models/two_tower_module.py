@@ -10,7 +10,7 @@ References
   text/price features so unseen LLMs can be routed to.
 
 The query tower reads the text embedding; the LLM tower reads ``[ID embedding, description
-embedding, log price, size]``. :meth:`TwoTowerRouter.add_llm` gives a new LLM a vector from
+embedding, log price, size]``. :meth:`TwoTowerRouter.add_llm_from_features` gives a new LLM a vector from
 its features and, given a few of its records, refines only that vector.
 """
 
@@ -31,7 +31,7 @@ from recsys_router.models.components.two_tower import TwoTowerScorer
 from recsys_router.models.losses import RoutingLoss
 from recsys_router.data import RoutingData
 
-__all__ = ["TwoTowerModule", "TwoTowerRouter", "add_llm"]
+__all__ = ["TwoTowerModule", "TwoTowerRouter", "add_llm_from_features"]
 
 
 class TwoTowerModule(RouterModule):
@@ -69,7 +69,7 @@ class TwoTowerModule(RouterModule):
         self.net.set_llm_features(datamodule.llm_features)
 
 
-def add_llm(router: LightningRouter, name: str, *, description: str | None = None,
+def add_llm_from_features(router: LightningRouter, name: str, *, description: str | None = None,
             input_price: float | None = None, output_price: float | None = None,
             size: float | None = None, records: RoutingData | None = None, steps: int = 200,
             lr: float = 0.05, l2: float = 1.0, mean_cost: float | None = None) -> LightningRouter:
@@ -106,7 +106,7 @@ def add_llm(router: LightningRouter, name: str, *, description: str | None = Non
     router._check_fitted()
     net = router.net_
     if not isinstance(net, TwoTowerScorer):
-        raise TypeError(f"add_llm needs a two-tower router, got a {type(net).__name__} network")
+        raise TypeError(f"add_llm_from_features needs a two-tower router, got a {type(net).__name__} network")
     if name in router.llm_names_:
         raise ValueError(f"LLM {name!r} is already in the pool")
     if input_price is None and output_price is not None:
@@ -138,7 +138,10 @@ def add_llm(router: LightningRouter, name: str, *, description: str | None = Non
             loss = F.binary_cross_entropy_with_logits(q @ v + b, target) + l2 * ((v - v0) ** 2).sum()
             loss.backward()
             opt.step()
-    net.add_vector(v.detach(), b.detach())
+    router._append_llm_row(torch.cat([v.detach(), b.detach().reshape(1)]).double().numpy())
+    router.llm_info_ = {**(getattr(router, "llm_info_", None) or {}),
+                        name: {"origin": "onboarded", "method": "two-tower LLM features",
+                               "n_probes": 0 if records is None else int(ok.sum())}}
     router.llm_names_ = list(router.llm_names_) + [name]
     if router.mean_costs_ is not None:
         mc = np.asarray(router.mean_costs_, dtype=np.float64)
@@ -162,7 +165,8 @@ def add_llm(router: LightningRouter, name: str, *, description: str | None = Non
 
 @for_module(TwoTowerModule)
 class TwoTowerRouter(LightningRouter):
-    """Two-tower router (registered as ``"two-tower"``) with cold start via :meth:`add_llm`.
+    """Two-tower router (registered as ``"two-tower"``); cold start from probes (:meth:`add_llm`)
+    or from LLM features (:meth:`add_llm_from_features`).
 
     The generic :class:`~recsys_router.models.base.lightning_router.LightningRouter` with
     :class:`TwoTowerModule`; its hyperparameters and their defaults are TwoTowerModule's.
@@ -183,17 +187,19 @@ class TwoTowerRouter(LightningRouter):
     >>> from recsys_router.datasets.synthetic import make_synthetic
     >>> d = make_synthetic(100, 3, 2, seed=0)
     >>> r = TwoTowerRouter(dim=4, max_epochs=1, encoder_options={"dim": 16}).fit(d)
-    >>> r.add_llm("new", description="a small model", price=0.2).predict_scores(
+    >>> r.add_llm_from_features("new", description="a small model", price=0.2).predict_scores(
     ...     RoutingData(d.queries, d.llm_names + ["new"], np.full((100, 4), np.nan))).shape
     (100, 4)
     """
 
-    def add_llm(self, name: str, *, description: str | None = None, price: float | None = None,
-                size: float | None = None, records: RoutingData | None = None, **options):
-        """Add a new LLM from its features (and refine on a few records); see :func:`add_llm`.
+    def add_llm_from_features(self, name: str, *, description: str | None = None,
+                              price: float | None = None, size: float | None = None,
+                              records: RoutingData | None = None, **options):
+        """Add a new LLM from its features (and refine on a few records); see
+        :func:`add_llm_from_features`.
 
         ``price`` is USD per 1M tokens (input and output alike); ``options`` go to
-        :func:`add_llm` (``output_price``, ``steps``, ``lr``, ``l2``, ``mean_cost``).
+        :func:`add_llm_from_features` (``output_price``, ``steps``, ``lr``, ``l2``, ``mean_cost``).
         """
-        return add_llm(self, name, description=description, input_price=price, size=size,
-                       records=records, **options)
+        return add_llm_from_features(self, name, description=description, input_price=price,
+                                     size=size, records=records, **options)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .data import RoutingData
 from .errors import NotFittedError
+from .coldstart.pool import add_llm, core_view, pool_changed, pool_costs, predict_pool, remove_llm
 from .policies import apply_policy
 
 __all__ = ["Router"]
@@ -39,6 +40,11 @@ class Router(ABC):
     uses_text: bool = False
     #: whether predictions read ground-truth scores of the data routed (oracle-style)
     uses_ground_truth: bool = False
+    #: whether :meth:`add_llm` places a new LLM in the learned state (``_add_llm`` /
+    #: ``_remove_llm``); otherwise it gets a kNN head over its probes
+    native_add_llm: bool = False
+    #: fewest probe records :meth:`add_llm` accepts
+    min_probes: int = 2
 
     # ------------------------------------------------------------------ parameters
     @classmethod
@@ -76,6 +82,10 @@ class Router(ABC):
             raise TypeError(f"fit expects a RoutingData, got {type(train).__name__}")
         self.llm_names_ = list(train.llm_names)
         self.mean_costs_ = train.mean_costs() if train.costs is not None else None
+        prices = train.llms[["input_price", "output_price"]].to_numpy(dtype=np.float64)
+        known = np.isfinite(prices).sum(axis=1)
+        self.llm_prices_ = np.where(known > 0, np.nansum(prices, axis=1) / np.maximum(known, 1), np.nan)
+        self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
         self._fit(train, val)
         self.fitted_ = True
         return self
@@ -111,7 +121,10 @@ class Router(ABC):
         """
         self._check_fitted()
         self._check_llms(data)
-        out = np.asarray(self._predict_scores(data), dtype=np.float64)
+        if pool_changed(self):
+            out = predict_pool(self, data, np.asarray(self._predict_scores(core_view(self, data))))
+        else:
+            out = np.asarray(self._predict_scores(data), dtype=np.float64)
         if out.shape != (data.n_queries, len(self.llm_names_)):
             raise RuntimeError(f"{type(self).__name__} predicted shape {out.shape}, expected "
                                f"{(data.n_queries, len(self.llm_names_))}")
@@ -120,17 +133,102 @@ class Router(ABC):
     def predict_costs(self, data: RoutingData) -> np.ndarray | None:
         """Predicted cost per (query, LLM); default: each LLM's mean train cost.
 
-        Returns None when the training data had no costs.
+        Returns None when the training data had no costs. Subclasses with per-query costs
+        implement ``_predict_costs``.
         """
         self._check_fitted()
         if self.mean_costs_ is None:
             return None
+        if pool_changed(self):
+            return pool_costs(self, data, self._predict_costs(core_view(self, data)))
+        return self._predict_costs(data)
+
+    def _predict_costs(self, data: RoutingData) -> np.ndarray:
         mc = np.nan_to_num(np.asarray(self.mean_costs_, dtype=np.float64), nan=0.0)
         return np.broadcast_to(mc, (data.n_queries, len(mc))).copy()
 
     def selection_probs(self, data: RoutingData) -> np.ndarray | None:
-        """Probability of selecting each LLM per query, when the router defines one."""
+        """Probability of selecting each LLM per query, when the router defines one.
+
+        None after :meth:`add_llm` / :meth:`remove_llm` on a router without a native
+        ``add_llm`` (its probabilities were learned over the fitted pool only).
+        """
+        self._check_fitted()
+        if pool_changed(self):
+            return None
+        return self._selection_probs(data)
+
+    def _selection_probs(self, data: RoutingData) -> np.ndarray | None:
         return None
+
+    # ------------------------------------------------------------------ the LLM pool
+    def add_llm(self, name: str, scores, costs=None, *, price_in: float | None = None,
+                price_out: float | None = None, provenance: dict | None = None) -> "Router":
+        """Add a new LLM to the fitted router from its scores on a few probe queries.
+
+        Routers with ``native_add_llm`` fit the new LLM's parameters with everything else
+        frozen; the others predict it by kNN over its probes. All or nothing: on any
+        error the router is left exactly as it was.
+
+        Parameters
+        ----------
+        name : str
+            The new LLM (not already in the pool).
+        scores : mapping, RoutingData or DataFrame
+            ``{query text: score}``, a RoutingData with a column ``name`` or a long table;
+            see :func:`recsys_router.coldstart.probes_input.probe_data`.
+        costs : mapping, optional
+            ``{query text: cost}`` of the probes (else estimated from the price).
+        price_in, price_out : float, optional
+            USD per 1M tokens; used to estimate the cost when no probe costs are given.
+        provenance : dict, optional
+            Extra plain fields recorded in ``llm_info_[name]`` (e.g. probe strategy).
+
+        Returns
+        -------
+        Router
+            ``self``, with ``name`` as the last LLM.
+
+        Example
+        -------
+        >>> from recsys_router.registry import make_router
+        >>> from recsys_router.datasets.synthetic import make_synthetic
+        >>> d = make_synthetic(60, 3, 2, seed=0)
+        >>> r = make_router("best-single").fit(d)
+        >>> r.add_llm("new", {"q a": 1.0, "q b": 0.5}, {"q a": 0.1, "q b": 0.1}).llm_names_[-1]
+        'new'
+        """
+        return add_llm(self, name, scores, costs, price_in=price_in, price_out=price_out,
+                       provenance=provenance)
+
+    def remove_llm(self, name: str) -> "Router":
+        """Remove an LLM (added or fitted) from the pool; the other LLMs' predictions do not
+        change, and removing an added LLM restores the router's previous decisions exactly.
+
+        Returns
+        -------
+        Router
+            ``self``.
+
+        Example
+        -------
+        >>> from recsys_router.registry import make_router
+        >>> from recsys_router.datasets.synthetic import make_synthetic
+        >>> d = make_synthetic(60, 3, 2, seed=0)
+        >>> make_router("best-single").fit(d).remove_llm(d.llm_names[0]).llm_names_ == d.llm_names[1:]
+        True
+        """
+        return remove_llm(self, name)
+
+    def llm_mean_costs(self) -> np.ndarray | None:
+        """Mean cost per query of each pool LLM (added ones: their estimate), or None."""
+        self._check_fitted()
+        if self.mean_costs_ is None:
+            return None
+        if not pool_changed(self):
+            return np.asarray(self.mean_costs_, dtype=np.float64)
+        one = RoutingData(["q"], list(self.core_llms_), np.full((1, len(self.core_llms_)), np.nan))
+        return pool_costs(self, one, np.asarray(self.mean_costs_, np.float64)[None, :])[0]
 
     def candidate_mask(self, candidates: Sequence[str] | None) -> np.ndarray | None:
         """Boolean mask over ``llm_names_`` for a candidate subset (None = all)."""

@@ -17,6 +17,7 @@ Class attributes tune the checks:
 ``budget_mode``        ``"per_query"`` (every choice fits the budget when something fits),
                        ``"mean"`` (average predicted cost ~ budget) or ``None`` (skip)
 ``n_single``           how many test queries the batch == single check routes one by one
+``n_probes``           probe records given to ``add_llm`` in the pool checks
 
 Override the ``data`` fixture (a dict with ``train``/``test`` and optionally ``val``) to
 run on other data; the default is the shared ``sim_split`` fixture (300 simulated queries,
@@ -26,6 +27,7 @@ fresh router call ``router_factory()`` again.
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 import numpy as np
@@ -35,7 +37,7 @@ from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError, NotFittedError
 from recsys_router.router import Router
 
-__all__ = ["RouterContract", "strip_ground_truth", "mean_routed_score"]
+__all__ = ["RouterContract", "strip_ground_truth", "mean_routed_score", "with_new_llm"]
 
 
 def strip_ground_truth(data: RoutingData, *, keep_costs: bool = False) -> RoutingData:
@@ -49,6 +51,15 @@ def mean_routed_score(data: RoutingData, choice: np.ndarray) -> float:
     return float(np.nanmean(data.scores[np.arange(data.n_queries), choice]))
 
 
+def with_new_llm(data: RoutingData, name: str, level: float, cost: float | None) -> RoutingData:
+    """Copy of ``data`` with one more LLM column ``name``: score ``level`` (and cost ``cost``)
+    on every query."""
+    s = np.hstack([data.scores, np.full((data.n_queries, 1), level, np.float32)])
+    c = None if data.costs is None else np.hstack(
+        [data.costs, np.full((data.n_queries, 1), cost, np.float32)])
+    return RoutingData(data.queries, data.llm_names + [name], s, c, name=data.name)
+
+
 class RouterContract:
     """Mixin of contract tests; subclass it as ``Test<Name>`` and set ``router_factory``."""
 
@@ -59,6 +70,7 @@ class RouterContract:
     budget_mode = "per_query"
     quality_margin = 0.0
     n_single = 12
+    n_probes = 40
 
     # ------------------------------------------------------------------ fixtures
     @pytest.fixture(scope="class")
@@ -222,3 +234,82 @@ class RouterContract:
         mu = mean_routed_score(test, fitted.route_indices(test))
         random_mu = float(np.nanmean(np.nanmean(test.scores, axis=1)))
         assert mu >= random_mu + self.quality_margin, (mu, random_mu)
+
+    # ------------------------------------------------------------------ the LLM pool
+    def _probes(self, data, level: float):
+        """``(scores, costs, cost)``: ``n_probes`` train queries all scored ``level``, costing
+        half the cheapest LLM's mean cost."""
+        train = data["train"]
+        texts = [str(t) for t in train.texts[:self.n_probes]]
+        mc = np.nan_to_num(train.mean_costs(), nan=np.inf) if train.costs is not None else None
+        cost = 0.5 * float(mc.min()) if mc is not None and np.isfinite(mc).any() else 0.01
+        return {t: level for t in texts}, {t: cost for t in texts}, cost
+
+    def _levels(self, data) -> tuple[float, float]:
+        obs = data["train"].scores[data["train"].observed]
+        return float(obs.max()), float(obs.min())
+
+    def test_add_llm_can_be_routed_to(self, fitted, data):
+        hi, _ = self._levels(data)
+        scores, costs, cost = self._probes(data, hi)
+        r = copy.deepcopy(fitted)
+        assert r.add_llm("onboarded", scores, costs) is r
+        assert r.llm_names_ == data["train"].llm_names + ["onboarded"]
+        test = with_new_llm(data["test"], "onboarded", hi, cost)
+        s = r.predict_scores(test)
+        assert s.shape == test.shape and np.isfinite(s).all()
+        assert set(r.route(test, candidates=["onboarded"])) == {"onboarded"}
+        assert set(r.route(test, candidates=["onboarded", test.llm_names[0]])) <= \
+            {"onboarded", test.llm_names[0]}
+        with pytest.raises(ValueError):
+            r.route(data["test"])    # the pool now has one more LLM
+
+    def test_add_llm_predictions_follow_probes(self, fitted, data):
+        hi, lo = self._levels(data)
+        means = []
+        for level in (hi, lo):
+            scores, costs, cost = self._probes(data, level)
+            r = copy.deepcopy(fitted).add_llm("onboarded", scores, costs)
+            means.append(r.predict_scores(with_new_llm(data["test"], "onboarded", level, cost))[:, -1].mean())
+        assert means[0] > means[1], means
+
+    def test_remove_llm_restores_decisions_exactly(self, fitted, data):
+        test = data["test"]
+        r = copy.deepcopy(fitted)
+        before, before_s = list(r.route(test)), r.predict_scores(test)
+        scores, costs, _ = self._probes(data, self._levels(data)[0])
+        r.add_llm("onboarded", scores, costs)
+        assert r.remove_llm("onboarded") is r
+        assert r.llm_names_ == test.llm_names
+        assert list(r.route(test)) == before
+        np.testing.assert_array_equal(r.predict_scores(test), before_s)
+        # removing a fitted LLM leaves a routable pool without it
+        gone = test.llm_names[0]
+        r.remove_llm(gone)
+        rest = test.subset(llms=test.llm_names[1:])
+        assert set(r.route(rest)) <= set(rest.llm_names)
+        with pytest.raises(ValueError, match="unknown LLM"):
+            r.remove_llm(gone)
+
+    def test_add_llm_bad_input_changes_nothing(self, fitted, data):
+        test = data["test"]
+        r = copy.deepcopy(fitted)
+        before = r.predict_scores(test)
+        scores, costs, _ = self._probes(data, 1.0)
+        first = next(iter(scores))
+        bad = [
+            (ValueError, "already in the pool", (test.llm_names[0], scores, costs)),
+            (DataValidationError, "NaN|finite", ("x", {**scores, first: float("nan")}, costs)),
+            (DataValidationError, "must be a number", ("x", {**scores, first: "high"}, costs)),
+            (ValueError, "at least", ("x", {first: 1.0}, {first: costs[first]})),
+            (ValueError, "non-empty", ("", scores, costs)),
+            (DataValidationError, "no cost", ("x", scores, {first: 0.1})),
+        ]
+        for exc, msg, args in bad:
+            with pytest.raises(exc, match=msg):
+                r.add_llm(*args)
+            assert r.llm_names_ == test.llm_names
+            np.testing.assert_array_equal(r.predict_scores(test), before)
+        with pytest.raises(NotFittedError):
+            self._fresh().add_llm("x", scores, costs)
+

@@ -1,4 +1,4 @@
-"""Two-tower router: cold start from LLM features (ID dropout), few-shot add_llm refinement."""
+"""Two-tower router: cold start from LLM features (ID dropout), few-shot add_llm_from_features refinement."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_feature_only_vectors_beat_the_mean_score_prior(cold):
     before = router.predict_scores(sp["test"].subset(llms=old))
     for name in new:
         row = d.llms.set_index("name").loc[name]
-        router.add_llm(name, description=row["description"], price=float(row["input_price"]))
+        router.add_llm_from_features(name, description=row["description"], price=float(row["input_price"]))
     test = sp["test"].subset(llms=old + new)
     pred = router.predict_scores(test)
     y = test.scores[:, -N_NEW:]
@@ -73,7 +73,7 @@ def test_feature_only_vectors_beat_the_mean_score_prior(cold):
     np.testing.assert_allclose(router.mean_costs_[-N_NEW:],
                                1e-4 * d.llms["input_price"].to_numpy()[-N_NEW:], rtol=1e-4)
     with pytest.raises(ValueError, match="already"):
-        router.add_llm(new[0], description="dup")
+        router.add_llm_from_features(new[0], description="dup")
 
 
 def test_few_shot_records_refine_only_the_new_vector():
@@ -89,13 +89,12 @@ def test_few_shot_records_refine_only_the_new_vector():
     plain = TwoTowerRouter(**base).fit(sp["train"].subset(llms=old))
     tuned = TwoTowerRouter(**base).fit(sp["train"].subset(llms=old))
     weights = {k: v.clone() for k, v in tuned.net_.state_dict().items()}
-    plain.add_llm(name, description="a model", price=float(row["input_price"]))
-    tuned.add_llm(name, description="a model", price=float(row["input_price"]), records=shots)
+    plain.add_llm_from_features(name, description="a model", price=float(row["input_price"]))
+    tuned.add_llm_from_features(name, description="a model", price=float(row["input_price"]), records=shots)
     after = tuned.net_.state_dict()
     for k, v in weights.items():                     # the trained network is untouched
-        if not k.startswith("extra_"):
-            torch.testing.assert_close(after[k], v)
-    assert after["extra_vectors"].shape == (1, 16)
+        torch.testing.assert_close(after[k], v)
+    assert tuned.added_llm_rows_.shape == (1, 17)    # [vector (16), bias] of the new LLM
     y = rest.scores[:, -1]
     assert _bce(tuned.predict_scores(rest)[:, -1], y) < _bce(plain.predict_scores(rest)[:, -1], y)
     np.testing.assert_allclose(tuned.mean_costs_[-1], np.nanmean(shots.costs[:, -1]), rtol=1e-6)

@@ -86,8 +86,22 @@ class CascadeRouter(Router):
             if not obs.size:
                 raise ValueError("cascade: no observed train score to set the threshold from")
             self.threshold_ = float(np.quantile(obs, float(self.threshold_quantile)))
-        mc = np.nan_to_num(self.mean_costs_, nan=np.inf)
-        self.chain_ = np.lexsort((np.arange(len(mc)), mc)).astype(np.int64)
+        self.chain_ = self._chain(self.mean_costs_)
+
+    native_add_llm = True
+
+    @staticmethod
+    def _chain(mean_costs) -> np.ndarray:
+        mc = np.nan_to_num(np.asarray(mean_costs, np.float64), nan=np.inf)
+        return np.lexsort((np.arange(len(mc)), mc)).astype(np.int64)
+
+    def _add_llm(self, name, probes, cost):
+        """A new LLM takes its place in the cost-ordered chain (its answers are accepted by the
+        same threshold as everyone's)."""
+        self.chain_ = self._chain(np.append(self.mean_costs_, cost))
+
+    def _remove_llm(self, j):
+        self.chain_ = self._chain(np.delete(self.mean_costs_, j))
 
     # ------------------------------------------------------------------ the cascade
     def _costs_of(self, data: RoutingData) -> np.ndarray:

@@ -79,14 +79,14 @@ class ClusterRouter(TextEmbeddingMixin, Router):
     def _predict_scores(self, data):
         return self.cluster_means_[self.predict_clusters(data)]
 
-    def selection_probs(self, data):
+    def _selection_probs(self, data):
         """RouterEval's soft assignment: inverse distance to each centre, summed per best LLM."""
         self._check_fitted()
         self._check_llms(data)
         d = self.kmeans_.transform(self._embed(data))  # Euclidean distance to each centre
         w = 1.0 / (d + 1e-10)
         w /= w.sum(axis=1, keepdims=True)
-        probs = np.zeros((data.n_queries, len(self.llm_names_)))
+        probs = np.zeros((data.n_queries, data.n_llms))
         for c, j in enumerate(self.cluster_best_):
             probs[:, j] += w[:, c]
         return probs

@@ -166,7 +166,7 @@ class MLPRRouter(_MLPBase):
                     f"[{v.min():g}, {v.max():g}]; use loss='mse'", source=train.source, column="score")
         return y, mask, self.loss
 
-    def selection_probs(self, data):
+    def _selection_probs(self, data):
         """Softmax of the predicted scores (RouterEval's routing distribution for MLPR)."""
         s = self.predict_scores(data)
         e = np.exp(s - s.max(axis=1, keepdims=True))
@@ -214,7 +214,7 @@ class MLCRouter(_MLPBase):
     def _targets(self, train):
         return train.selection_vectors(float(self.ratio)).astype(np.float64), train.observed, "bce"
 
-    def selection_probs(self, data):
+    def _selection_probs(self, data):
         """Predicted probabilities normalised to sum to one per query."""
         p = self.predict_scores(data)
         tot = p.sum(axis=1, keepdims=True)

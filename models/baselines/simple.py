@@ -39,7 +39,7 @@ def truth_scores(data: RoutingData) -> np.ndarray:
 
 def _truth_costs(router: Router, data: RoutingData) -> np.ndarray | None:
     """True per-query costs of ``data`` where known, the router's mean train cost elsewhere."""
-    base = Router.predict_costs(router, data)
+    base = Router._predict_costs(router, data)
     if data.costs is None:
         return base
     c = data.costs.astype(np.float64)
@@ -77,7 +77,7 @@ class RandomRouter(Router):
     def _predict_scores(self, data):
         return query_uniforms(data.query_ids, self.seed, self.n_llms_)
 
-    def selection_probs(self, data):
+    def _selection_probs(self, data):
         """Uniform probabilities ``1 / n_llms`` for every query."""
         self._check_fitted()
         return np.full((data.n_queries, self.n_llms_), 1.0 / self.n_llms_)
@@ -108,7 +108,7 @@ class OracleRouter(Router):
     def _predict_scores(self, data):
         return truth_scores(data)
 
-    def predict_costs(self, data):
+    def _predict_costs(self, data):
         """True per-query costs of ``data`` (mean train cost where unknown)."""
         self._check_fitted()
         return _truth_costs(self, data)
@@ -156,12 +156,12 @@ class ROracleRouter(Router):
         rand = query_uniforms(data.query_ids, self.seed, self.n_llms_)
         return np.where(self.oracle_mask(data)[:, None], truth_scores(data), rand)
 
-    def predict_costs(self, data):
+    def _predict_costs(self, data):
         """True per-query costs of ``data`` (mean train cost where unknown)."""
         self._check_fitted()
         return _truth_costs(self, data)
 
-    def selection_probs(self, data):
+    def _selection_probs(self, data):
         """``p * onehot(oracle choice) + (1 - p) / n_llms`` per query."""
         self._check_fitted()
         self._check_llms(data)

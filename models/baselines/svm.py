@@ -130,7 +130,7 @@ class SVMRouter(TextEmbeddingMixin, Router):
 
     def _predict_scores(self, data):
         x = self._embed(data)
-        n, n_llms = data.n_queries, len(self.llm_names_)
+        n, n_llms = data.n_queries, data.n_llms
         if self.mode == "regress":
             out = np.empty((n, n_llms))
             for j, m in enumerate(self.svrs_):
@@ -148,6 +148,6 @@ class SVMRouter(TextEmbeddingMixin, Router):
         out[:, self.classes_] = dec
         return out
 
-    def selection_probs(self, data):
+    def _selection_probs(self, data):
         """Softmax of the predicted scores over LLMs."""
         return _softmax(self.predict_scores(data))

@@ -100,6 +100,23 @@ class ZeroRouter(Router):
         self.hull_ = nondecreasing_hull(self.mean_costs_, means)
         self.hull_llms_ = [self.llm_names_[j] for j in self.hull_]
 
+    native_add_llm = True
+
+    def _set_hull(self, means: np.ndarray, costs: np.ndarray, names: list[str]) -> None:
+        self.mean_scores_ = means
+        self.hull_ = nondecreasing_hull(costs, means)
+        self.hull_llms_ = [names[j] for j in self.hull_]
+
+    def _add_llm(self, name, probes, cost):
+        """A new LLM enters with its probe mean score and estimated mean cost; the hull is
+        recomputed."""
+        self._set_hull(np.append(self.mean_scores_, float(np.mean(probes.scores))),
+                       np.append(self.mean_costs_, cost), list(self.llm_names_) + [name])
+
+    def _remove_llm(self, j):
+        self._set_hull(np.delete(self.mean_scores_, j), np.delete(self.mean_costs_, j),
+                       [n for i, n in enumerate(self.llm_names_) if i != j])
+
     def _hull_for(self, candidates: Sequence[str] | None) -> np.ndarray:
         mask = self.candidate_mask(candidates)
         if mask is None:

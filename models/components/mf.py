@@ -69,3 +69,11 @@ class MFScorer(nn.Module):
         q = self.query_proj(x)
         v = self._effective(self.llm_vectors()[llm])
         return (q * v).sum(dim=1) + self.bias[llm]
+
+    def llm_rows(self) -> torch.Tensor:
+        """Per-LLM ``[effective vector, bias]`` rows (n_llms, dim + 1) for item cold start."""
+        return torch.cat([self._effective(self.llm_vectors()), self.bias[:, None]], dim=1)
+
+    def score_rows(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Logits (B, R) of queries ``x`` against LLM rows from :meth:`llm_rows`."""
+        return self.query_proj(x) @ rows[:, :-1].T + rows[:, -1]

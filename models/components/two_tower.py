@@ -62,9 +62,6 @@ class TwoTowerScorer(nn.Module):
         if self.id_emb is not None:
             nn.init.normal_(self.id_emb.weight, std=0.1)
         self.register_buffer("llm_features", torch.zeros(n_llms, feature_dim))
-        # vectors of LLMs added after training (cold start), scored after the trained pool
-        self.register_buffer("extra_vectors", torch.zeros(0, dim))
-        self.register_buffer("extra_bias", torch.zeros(0))
 
     def set_llm_features(self, features) -> None:
         f = torch.as_tensor(features, dtype=torch.float32, device=self.llm_features.device)
@@ -91,17 +88,17 @@ class TwoTowerScorer(nn.Module):
 
     def pool_output(self) -> tuple[torch.Tensor, torch.Tensor]:
         ids = torch.arange(self.llm_features.shape[0], device=self.llm_features.device)
-        v, b = self.llm_output(self.llm_features, ids, drop_ids=self.training)
-        if self.extra_vectors.shape[0]:
-            v = torch.cat([v, self.extra_vectors], dim=0)
-            b = torch.cat([b, self.extra_bias], dim=0)
-        return v, b
+        return self.llm_output(self.llm_features, ids, drop_ids=self.training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         v, b = self.pool_output()
         return self.query_tower(x) @ v.T + b
 
-    def add_vector(self, vector: torch.Tensor, bias: torch.Tensor) -> None:
-        """Append a new LLM's vector and bias (scored after all existing LLMs)."""
-        self.extra_vectors = torch.cat([self.extra_vectors, vector.detach().reshape(1, -1)], dim=0)
-        self.extra_bias = torch.cat([self.extra_bias, bias.detach().reshape(1)], dim=0)
+    def llm_rows(self) -> torch.Tensor:
+        """Per-LLM ``[vector, bias]`` rows (n_llms, dim + 1) of the pool, for item cold start."""
+        v, b = self.pool_output()
+        return torch.cat([v, b[:, None]], dim=1)
+
+    def score_rows(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Logits (B, R) of queries ``x`` against LLM rows from :meth:`llm_rows`."""
+        return self.query_tower(x) @ rows[:, :-1].T + rows[:, -1]

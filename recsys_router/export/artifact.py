@@ -142,8 +142,10 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
             for col in ("input_price", "output_price", "size"):
                 v = r.get(col)
                 row[col] = None if v is None or pd.isna(v) else float(v)
-        mc = getattr(router, "mean_costs_", None)
+        mc = router.llm_mean_costs()
         row["mean_cost"] = None if mc is None or np.isnan(mc[j]) else float(mc[j])
+        info = (getattr(router, "llm_info_", None) or {}).get(n)
+        row["provenance"] = _jsonable(info) if info else {"origin": "fit"}
         pool.append(row)
     from .. import __version__
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

@@ -1,0 +1,102 @@
+"""Fitting one new LLM's parameters with everything else frozen (item cold start).
+
+Scoring networks that support it expose ``llm_rows()`` (the trained pool's LLM-side
+parameters, one row per LLM: MF/two-tower ``[vector, bias]``, MIRT/NIRT abilities ``theta``)
+and ``score_rows(x, rows)`` (logits of query embeddings ``x`` against any such rows).
+
+A new LLM's row is the MAP estimate under a Gaussian prior fitted to the existing rows
+(mean ``mu``, diagonal variance ``s2``), with the probe records as Bernoulli likelihood of
+``sigmoid(logit)``::
+
+    r* = argmin_r  sum_i BCE(sigmoid(score_rows(x_i, r)), y_i) + 1/2 sum_p (r_p - mu_p)^2 / s2_p
+
+i.e. MF/two-tower: the LLM vector fitted with the query tower frozen and regularised toward
+the prior of LLM vectors; MIRT/NIRT: the ability estimated by MAP with item (query)
+parameters fixed. References: Koren et al., "Matrix factorization techniques for
+recommender systems" (2009) for fold-in; Polo et al., "tinyBenchmarks" (ICML 2024) and
+Song et al., "IRT-Router" (ACL 2025) for IRT ability estimation from few items.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["supports_rows", "fit_llm_row", "prior_of", "rows_logits"]
+
+
+def supports_rows(net) -> bool:
+    """Whether ``net`` exposes ``llm_rows`` and ``score_rows``."""
+    return callable(getattr(net, "llm_rows", None)) and callable(getattr(net, "score_rows", None))
+
+
+@contextlib.contextmanager
+def _frozen(net):
+    flags = [p.requires_grad for p in net.parameters()]
+    was_training = net.training
+    net.eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, f in zip(net.parameters(), flags):
+            p.requires_grad_(f)
+        net.train(was_training)
+
+
+def prior_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and diagonal variance of the existing LLM rows; each variance is floored at the
+    mean variance over dimensions (a few LLMs estimate it poorly) and at 1e-4.
+
+    Example
+    -------
+    >>> m, v = prior_of(np.array([[0.0, 1.0], [2.0, 1.0]]))
+    >>> m.tolist(), v.tolist()
+    ([1.0, 1.0], [1.0, 0.5])
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    var = rows.var(axis=0)
+    return rows.mean(axis=0), np.maximum(var, max(float(var.mean()), 1e-4))
+
+
+def rows_logits(net, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Logits (n, R) of embeddings ``x`` against LLM ``rows`` (no gradients)."""
+    with torch.no_grad(), _frozen(net):
+        out = net.score_rows(torch.as_tensor(np.asarray(x, np.float32)),
+                             torch.as_tensor(np.asarray(rows, np.float32)))
+    return out.double().numpy()
+
+
+def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
+                steps: int = 60) -> np.ndarray:
+    """MAP row of a new LLM from probe embeddings ``x`` (n, D) and scores ``y`` in [0, 1].
+
+    Returns
+    -------
+    ndarray float64 (P,)
+    """
+    mu, s2 = prior_of(prior_rows)
+    xt = torch.as_tensor(np.asarray(x, np.float32))
+    yt = torch.as_tensor(np.clip(np.asarray(y, np.float64), 0.0, 1.0), dtype=torch.float32)
+    mu_t, prec = torch.as_tensor(mu, dtype=torch.float32), torch.as_tensor(1.0 / s2, dtype=torch.float32)
+    r = mu_t.clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([r], lr=1.0, max_iter=int(steps), line_search_fn="strong_wolfe")
+    with _frozen(net):
+        def closure():
+            opt.zero_grad()
+            logit = net.score_rows(xt, r[None, :])[:, 0]
+            loss = F.binary_cross_entropy_with_logits(logit, yt, reduction="sum") \
+                + 0.5 * ((r - mu_t) ** 2 * prec).sum()
+            loss.backward()
+            return loss
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            opt.step(closure)
+    out = r.detach().double().numpy()
+    if not np.isfinite(out).all():
+        raise ValueError("the new LLM's parameters diverged while fitting its probes")
+    return out

@@ -1,0 +1,188 @@
+"""Adding and removing LLMs on a fitted router (item cold start), all or nothing.
+
+:meth:`Router.add_llm <recsys_router.router.Router.add_llm>` and ``remove_llm`` call these.
+Routers that declare ``native_add_llm`` place the new LLM in their own learned state
+(``_add_llm(name, probes, cost)`` / ``_remove_llm(column)``); every other router keeps its
+fitted state untouched and gets a kNN probe head per added LLM
+(:mod:`recsys_router.coldstart.heads`), removed LLMs being hidden from its predictions.
+
+Bookkeeping (plain data, exported with the router):
+
+``llm_names_``   the current pool, in column order (added LLMs last);
+``core_llms_``   only for non-native routers after a change: the columns the fitted state
+                 predicts (the original pool);
+``probe_llms_``  only for non-native routers: ``{name: probe head}``;
+``llm_info_``    ``{name: provenance}`` of every onboarded LLM (probe count, method, ...).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from recsys_router.data import RoutingData
+
+from .heads import fit_probe_head, predict_probe_head
+from .probes_input import check_llm_name, probe_data
+
+__all__ = ["add_llm", "remove_llm", "pool_changed", "core_view", "predict_pool", "pool_costs",
+           "estimate_cost"]
+
+
+def pool_changed(router) -> bool:
+    """Whether a non-native router's pool differs from its fitted columns."""
+    return getattr(router, "core_llms_", None) is not None
+
+
+def core_view(router, data: RoutingData) -> RoutingData:
+    """``data`` re-laid on the fitted columns (missing ones all NaN) for the fitted state."""
+    core = list(router.core_llms_)
+    idx = {n: j for j, n in enumerate(data.llm_names)}
+    s = np.full((data.n_queries, len(core)), np.nan, dtype=np.float32)
+    c = None if data.costs is None else np.full_like(s, np.nan)
+    for k, n in enumerate(core):
+        if n in idx:
+            s[:, k] = data.scores[:, idx[n]]
+            if c is not None:
+                c[:, k] = data.costs[:, idx[n]]
+    return RoutingData(data.queries, core, s, c, name=data.name, source=data.source)
+
+
+def predict_pool(router, data: RoutingData, core_scores: np.ndarray) -> np.ndarray:
+    """Pool-ordered scores from the fitted columns' scores plus each probe head."""
+    pos = {n: j for j, n in enumerate(router.core_llms_)}
+    heads = getattr(router, "probe_llms_", None) or {}
+    cols = [predict_probe_head(router, heads[n], data) if n in heads else core_scores[:, pos[n]]
+            for n in router.llm_names_]
+    return np.stack(cols, axis=1).astype(np.float64)
+
+
+def pool_costs(router, data: RoutingData, core_costs: np.ndarray) -> np.ndarray:
+    """Pool-ordered costs: fitted columns' costs, each added LLM's estimated mean cost."""
+    pos = {n: j for j, n in enumerate(router.core_llms_)}
+    heads = getattr(router, "probe_llms_", None) or {}
+    cols = [np.full(data.n_queries, float(heads[n]["cost"])) if n in heads else core_costs[:, pos[n]]
+            for n in router.llm_names_]
+    return np.nan_to_num(np.stack(cols, axis=1).astype(np.float64), nan=0.0)
+
+
+def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out) -> float:
+    """Mean cost per query of a new LLM: its probe costs, else its price scaled like the pool's.
+
+    NaN when the router was fitted without costs.
+    """
+    if probes.costs is not None:
+        return float(np.mean(probes.costs[:, 0]))
+    mc = getattr(router, "mean_costs_", None)
+    if mc is None or not np.isfinite(np.asarray(mc, np.float64)).any():
+        return float("nan")
+    prices = [p for p in (price_in, price_out) if p is not None]
+    known = getattr(router, "llm_prices_", None)
+    if prices and known is not None:
+        ratio = np.asarray(mc, np.float64) / np.asarray(known, np.float64)
+        ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+        if ratio.size:
+            return float(np.median(ratio) * np.mean(prices))
+    raise ValueError(f"the router predicts costs, so {name!r} needs probe costs or a price "
+                     "(price_in / price_out, USD per 1M tokens, with pool prices known)")
+
+
+def _price(v, what: str):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(float(v)) or float(v) < 0:
+        raise ValueError(f"{what} must be a finite number >= 0 (USD per 1M tokens), got {v!r}")
+    return float(v)
+
+
+def add_llm(router, name, scores, costs=None, *, price_in=None, price_out=None,
+            provenance: dict | None = None):
+    """Add LLM ``name`` from its probe records; the router is unchanged when anything fails.
+
+    See :meth:`recsys_router.router.Router.add_llm`.
+    """
+    router._check_fitted()
+    name = check_llm_name(name)
+    if name in router.llm_names_:
+        raise ValueError(f"LLM {name!r} is already in the pool; remove_llm({name!r}) first")
+    price_in, price_out = _price(price_in, "price_in"), _price(price_out, "price_out")
+    probes = probe_data(name, scores, costs)
+    need = int(getattr(router, "min_probes", 2))
+    if probes.n_queries < need:
+        raise ValueError(f"{type(router).__name__} needs at least {need} probe records to add "
+                         f"{name!r}; got {probes.n_queries}")
+    if router.uses_text and not probes.has_text:
+        raise ValueError(f"{type(router).__name__} reads query text but the probes of {name!r} "
+                         "have no 'text'")
+    cost = estimate_cost(router, name, probes, price_in, price_out)
+    price = np.mean([p for p in (price_in, price_out) if p is not None]) \
+        if (price_in is not None or price_out is not None) else np.nan
+    saved = dict(router.__dict__)
+    try:
+        native = bool(getattr(router, "native_add_llm", False))
+        if native:
+            router._add_llm(name, probes, cost)
+            if router.mean_costs_ is not None:
+                router.mean_costs_ = np.append(np.asarray(router.mean_costs_, np.float64), cost)
+        else:
+            if not pool_changed(router):
+                router.core_llms_ = list(router.llm_names_)
+            head = fit_probe_head(router, probes)
+            head["cost"] = cost
+            router.probe_llms_ = {**(getattr(router, "probe_llms_", None) or {}), name: head}
+        if getattr(router, "llm_prices_", None) is not None:
+            router.llm_prices_ = np.append(np.asarray(router.llm_prices_, np.float64), price)
+        router.llm_names_ = list(router.llm_names_) + [name]
+        info = {"origin": "onboarded", "n_probes": int(probes.n_queries),
+                "probe_mean": float(np.mean(probes.scores)),
+                "method": type(router).__name__ + (" native" if native else " knn-probes"),
+                "price_in": price_in, "price_out": price_out, **(provenance or {})}
+        router.llm_info_ = {**(getattr(router, "llm_info_", None) or {}), name: info}
+    except BaseException:
+        router.__dict__.clear()
+        router.__dict__.update(saved)
+        raise
+    return router
+
+
+def remove_llm(router, name):
+    """Remove LLM ``name`` from the pool (added or fitted); the last one cannot go."""
+    router._check_fitted()
+    if name not in router.llm_names_:
+        raise ValueError(f"unknown LLM {name!r}; the pool is {router.llm_names_}")
+    if len(router.llm_names_) == 1:
+        raise ValueError(f"cannot remove {name!r}: it is the only LLM in the pool")
+    j = router.llm_names_.index(name)
+    saved = dict(router.__dict__)
+    try:
+        if getattr(router, "native_add_llm", False):
+            router._remove_llm(j)
+            if router.mean_costs_ is not None:
+                router.mean_costs_ = np.delete(np.asarray(router.mean_costs_, np.float64), j)
+        else:
+            if not pool_changed(router):
+                router.core_llms_ = list(router.llm_names_)
+            heads = dict(getattr(router, "probe_llms_", None) or {})
+            heads.pop(name, None)
+            router.probe_llms_ = heads
+        if getattr(router, "llm_prices_", None) is not None:
+            router.llm_prices_ = np.delete(np.asarray(router.llm_prices_, np.float64), j)
+        router.llm_names_ = [n for n in router.llm_names_ if n != name]
+        info = dict(getattr(router, "llm_info_", None) or {})
+        info.pop(name, None)
+        router.llm_info_ = info
+        if pool_changed(router) and router.llm_names_ == router.core_llms_:
+            router.core_llms_, router.probe_llms_ = None, {}
+    except BaseException:
+        router.__dict__.clear()
+        router.__dict__.update(saved)
+        raise
+    return router
+
+
+def llm_table(router) -> pd.DataFrame:
+    """One row per pool LLM: name, origin (``fit``/``onboarded``) and provenance fields."""
+    info = getattr(router, "llm_info_", None) or {}
+    rows = [{"name": n, "origin": "fit", **info.get(n, {})} for n in router.llm_names_]
+    return pd.DataFrame(rows)

@@ -1,0 +1,126 @@
+"""Item cold start: probe input validation, native fits checked by hand, export round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recsys_router.coldstart import llm_table, probe_data
+from recsys_router.coldstart.probes_input import MAX_PROBES
+from recsys_router.data import RoutingData
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.errors import DataValidationError
+from recsys_router.export.artifact import export_router, load_router
+from recsys_router.registry import make_router
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return make_synthetic(200, 4, 3, seed=0).split((0.7, 0.3), seed=0)
+
+
+def _probes(data: RoutingData, j: int, n: int = 30):
+    texts = [str(t) for t in data.texts[:n]]
+    return ({t: float(v) for t, v in zip(texts, data.scores[:n, j])},
+            {t: float(c) for t, c in zip(texts, data.costs[:n, j])})
+
+
+@pytest.mark.parametrize("bad, exc, msg", [
+    ({1: 1.0}, DataValidationError, "non-empty string"),
+    ({"q": float("inf")}, DataValidationError, "finite"),
+    ({"q": None}, DataValidationError, "must be a number"),
+    ({"q": True}, DataValidationError, "must be a number"),
+    ([("q", 1.0)], TypeError, "mapping"),
+    ({"q" * 100_001: 1.0}, DataValidationError, "at most"),
+])
+def test_probe_data_rejects_hostile_input(bad, exc, msg):
+    with pytest.raises(exc, match=msg):
+        probe_data("new", bad)
+
+
+def test_probe_data_limits_and_names():
+    with pytest.raises(DataValidationError, match="at most"):
+        probe_data("new", {f"q{i}": 1.0 for i in range(MAX_PROBES + 1)})
+    for name in ("", "a\x00b", "x" * 201, "../etc", None):
+        with pytest.raises(ValueError):
+            probe_data(name, {"q": 1.0})
+
+
+def test_probe_data_long_table_and_routing_data():
+    df = pd.DataFrame({"query_id": ["a", "b", "a"], "model": ["new", "new", "old"],
+                       "text": ["qa", "qb", "qa"], "score": [1.0, 0.0, 0.5]})
+    d = probe_data("new", df)
+    assert d.llm_names == ["new"] and d.scores.ravel().tolist() == [1.0, 0.0]
+    with pytest.raises(DataValidationError, match="no row for model"):
+        probe_data("other", df)
+    with pytest.raises(DataValidationError, match="no numeric score"):
+        probe_data("new", df.assign(score=["x", 0, 1]))
+    rd = RoutingData(["a", "b"], ["new", "z"], [[1.0, 0.0], [np.nan, 1.0]])
+    with pytest.raises(DataValidationError, match="'b' has no score"):
+        probe_data("new", rd)
+
+
+def test_als_new_item_equals_weighted_least_squares(sim):
+    """ALS's new LLM factor is the closed form (X'CX + lambda I)^-1 X'Cp over the probes."""
+    train, test = sim["train"], sim["test"]
+    r = make_router("als", factors=4, iterations=5).fit(train.subset(llms=train.llm_names[:3]))
+    scores, costs = _probes(test, 3)
+    r.add_llm("new", scores, costs)
+    probes = probe_data("new", scores, costs)
+    x = r.query_factors(probes)
+    y = probes.scores[:, 0].astype(float)
+    lo, hi = r.score_range_
+    s = (y - lo) / (hi - lo)
+    pool = r.predict_scores(RoutingData(probes.queries, r.llm_names_,
+                                        np.full((len(y), 4), np.nan)))[:, :3]
+    w, c = r.calib_[0][:3], r.calib_[1][:3]
+    row_mean = np.clip(((pool - c) / w * w + c).mean(axis=1) - lo, 0, None) / (hi - lo)
+    pos = (s > 0) & (s >= row_mean - 1e-12)
+    conf = np.where(pos, 1 + r.alpha * s, 1.0)
+    a = (x * conf[:, None]).T @ x + r.regularization * np.eye(x.shape[1])
+    expected = np.linalg.solve(a, (x * conf[:, None]).T @ pos.astype(float))
+    np.testing.assert_allclose(r.llm_factors_[-1], expected, rtol=1e-3, atol=1e-4)
+
+
+def test_mf_new_row_is_map_estimate(sim):
+    """The MF row minimises BCE + prior: its gradient there is ~0, and more data moves it more."""
+    import torch
+    train, test = sim["train"], sim["test"]
+    r = make_router("mf", dim=4, max_epochs=2, encoder_options={"dim": 32}).fit(
+        train.subset(llms=train.llm_names[:3]))
+    scores, costs = _probes(test, 3)
+    r.add_llm("new", scores, costs)
+    from recsys_router.models.base.llm_rows import prior_of
+    mu, s2 = prior_of(r.llm_rows()[:3])
+    row = torch.tensor(r.llm_rows()[3], dtype=torch.float32, requires_grad=True)
+    probes = probe_data("new", scores, costs)
+    x = torch.as_tensor(r.embed(probes), dtype=torch.float32)
+    net = r.net_
+    q = net.query_proj(x).detach()
+    logit = q @ row[:-1] + row[-1]
+    y = torch.as_tensor(probes.scores[:, 0], dtype=torch.float32)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, y, reduction="sum") \
+        + 0.5 * ((row - torch.as_tensor(mu, dtype=torch.float32)) ** 2
+                 / torch.as_tensor(s2, dtype=torch.float32)).sum()
+    loss.backward()
+    assert float(row.grad.abs().max()) < 1e-2
+
+
+def test_provenance_and_export_round_trip(sim, tmp_path):
+    train, test = sim["train"], sim["test"]
+    old = train.subset(llms=train.llm_names[:3])
+    scores, costs = _probes(test, 3)
+    for name in ("best-single", "mf", "knn"):
+        r = make_router(name, **({"max_epochs": 1} if name == "mf" else {})).fit(old)
+        r.add_llm("new", scores, costs, provenance={"strategy": "random"})
+        table = llm_table(r)
+        assert table["origin"].tolist() == ["fit"] * 3 + ["onboarded"]
+        assert table.set_index("name").loc["new", "n_probes"] == 30
+        export_router(r, tmp_path / name, train_data=old)
+        loaded = load_router(tmp_path / name)
+        assert loaded.llm_names == old.llm_names + ["new"]
+        probe_texts = [str(t) for t in test.texts[30:40]]
+        a, _, _ = loaded.predict(probe_texts)
+        np.testing.assert_allclose(a, r.predict_scores(loaded.to_data(probe_texts)), rtol=1e-6)
+        assert loaded.router.llm_info_["new"]["strategy"] == "random"
