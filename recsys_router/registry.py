@@ -2,8 +2,9 @@
 
 Entries map a name to ``"module:Class"`` (imported lazily, on first use, so importing
 ``recsys_router`` never imports ``models``) or to any callable returning a
-:class:`~recsys_router.router.Router`. Adding a router is one line in :data:`_ROUTERS` or
-one :func:`register_router` call.
+:class:`~recsys_router.router.Router`, in :data:`ROUTERS`, a
+:class:`~recsys_router.registries.Registry` (the mechanism datasets and encoders use too).
+Adding a router is one line in :data:`ROUTERS` or one :func:`register_router` call.
 
 Example
 -------
@@ -16,18 +17,19 @@ KNNRouter(k=5, metric='cosine', encoder='hashing', seed=0)
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Callable, Union
 
+from .registries import Registry
 from .router import Router
 
 __all__ = ["make_router", "make_inner_router", "register_router", "unregister_router",
-           "available_routers", "router_factory", "router_class"]
+           "available_routers", "router_factory", "router_class", "ROUTERS"]
 
 Factory = Union[str, Callable[..., Router]]
 
-_ROUTERS: dict[str, Factory] = {
+#: every router by name
+ROUTERS = Registry("router", {
     "random": "recsys_router.models.baselines.simple:RandomRouter",
     "oracle": "recsys_router.models.baselines.simple:OracleRouter",
     "r_o": "recsys_router.models.baselines.simple:ROracleRouter",
@@ -50,13 +52,7 @@ _ROUTERS: dict[str, Factory] = {
     "mf": "recsys_router.models.mf_module:MFRouter",
     "two-tower": "recsys_router.models.two_tower_module:TwoTowerRouter",
     "task-residual": "recsys_router.models.task_residual:TaskResidualRouter",
-}
-
-
-def _normalise(name: str) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"router name must be a non-empty string, got {name!r}")
-    return name.strip().lower()
+})
 
 
 def register_router(name: str, factory: Factory, *, overwrite: bool = False) -> None:
@@ -78,46 +74,24 @@ def register_router(name: str, factory: Factory, *, overwrite: bool = False) -> 
     BestSingleRouter()
     >>> unregister_router("my-bsm")
     """
-    key = _normalise(name)
-    if isinstance(factory, str):
-        if factory.count(":") != 1 or not all(factory.split(":")):
-            raise ValueError(f"factory string must look like 'package.module:ClassName', got {factory!r}")
-    elif not callable(factory):
+    if not isinstance(factory, str) and not callable(factory):
         raise TypeError(f"factory must be a 'module:Class' string or a callable, got {type(factory).__name__}")
-    if key in _ROUTERS and not overwrite and _ROUTERS[key] != factory:
-        raise ValueError(f"router {key!r} is already registered ({_ROUTERS[key]!r}); "
-                         "pass overwrite=True to replace it")
-    _ROUTERS[key] = factory
+    ROUTERS.register(name, factory, overwrite=overwrite)
 
 
 def unregister_router(name: str) -> None:
     """Remove a registered router (KeyError naming the available ones when unknown)."""
-    key = _normalise(name)
-    if key not in _ROUTERS:
-        raise KeyError(f"unknown router {name!r}; available: {', '.join(available_routers())}")
-    del _ROUTERS[key]
+    ROUTERS.unregister(name)
 
 
 def available_routers() -> list[str]:
     """Registered router names, sorted."""
-    return sorted(_ROUTERS)
+    return ROUTERS.names()
 
 
 def router_factory(name: str) -> Callable[..., Router]:
     """The class or callable registered under ``name`` (imports its module if needed)."""
-    key = _normalise(name)
-    if key not in _ROUTERS:
-        raise KeyError(f"unknown router {name!r}; available: {', '.join(available_routers())}")
-    fac = _ROUTERS[key]
-    if isinstance(fac, str):
-        mod, attr = fac.split(":")
-        try:
-            obj = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as err:
-            raise ImportError(f"router {key!r} is registered as {fac!r}, which cannot be imported: "
-                              f"{err}") from err
-        return obj
-    return fac
+    return ROUTERS.get(name)
 
 
 def router_class(name: str) -> type:

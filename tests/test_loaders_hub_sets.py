@@ -151,7 +151,7 @@ def test_download_path_with_fake_hub(tmp_path, monkeypatch):
     monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(tmp_path / "cache"))
     d = load_dataset("embedllm", data_dir=tmp_path / "empty", download=True)
     assert d.shape == (5, 3)
-    assert calls == [("RZ412/EmbedLLM", "dataset", list(hub.HUB_FILES["embedllm"]))]
+    assert calls == [("RZ412/EmbedLLM", "dataset", ["train.csv", "val.csv", "test.csv", "model_order.csv", "question_order.csv"])]
     # afterwards the cache is found without downloading again
     assert load_dataset("embedllm", data_dir=tmp_path / "empty").shape == (5, 3)
     assert len(calls) == 1

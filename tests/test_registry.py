@@ -22,7 +22,8 @@ BASELINES = {"random": "RandomRouter", "oracle": "OracleRouter", "r_o": "ROracle
 
 @pytest.fixture
 def isolated(monkeypatch):
-    monkeypatch.setattr(registry, "_ROUTERS", dict(registry._ROUTERS))
+    monkeypatch.setattr(registry.ROUTERS, "_entries", dict(registry.ROUTERS._entries))
+    monkeypatch.setattr(registry.ROUTERS, "_aliases", dict(registry.ROUTERS._aliases))
 
 
 def test_baseline_names_build_the_right_classes():
@@ -79,7 +80,7 @@ def test_register_string_and_callable(isolated):
 
 
 def test_bad_registrations(isolated):
-    with pytest.raises(ValueError, match="module:ClassName"):
+    with pytest.raises(ValueError, match="package.module:attribute"):
         register_router("x", "recsys_router.models.baselines.simple.BestSingleRouter")
     with pytest.raises(TypeError):
         register_router("x", 42)

@@ -81,12 +81,9 @@ def _parse_options(pairs) -> dict:
 
 def load_from_args(args):
     """Load the dataset named on the command line with its options (``--seed`` etc.)."""
-    from ..datasets import load_dataset
-    from ..datasets.registry import _REGISTRY
-    from ..datasets import _ensure_loaded
-    _ensure_loaded()
+    from ..datasets import dataset_spec, load_dataset
     options = _parse_options(args.option)
-    spec = _REGISTRY.get(args.dataset) or _REGISTRY.get(str(args.dataset).lower())
+    spec = dataset_spec(str(args.dataset))
     generated = spec is not None and not spec.needs_path
     accepts = _accepted(spec)
     for name in ("seed",) + _SIM_OPTIONS:
@@ -176,8 +173,7 @@ def _as_dict(result) -> dict:
 
 
 def _cmd_list(args) -> int:
-    from ..datasets import available_datasets, _ensure_loaded
-    _ensure_loaded()
+    from ..datasets import available_datasets
     names = available_datasets()
     w = max(len(n) for n in names)
     for n, d in names.items():

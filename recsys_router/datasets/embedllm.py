@@ -69,7 +69,9 @@ def detect_embedllm(path: Path) -> bool:
         (path / f).is_file() for _, f in _SPLIT_FILES)
 
 
-@register("embedllm", folder="embedllm", hub_repo="RZ412/EmbedLLM", detect=detect_embedllm,
+@register("embedllm", folder="embedllm", hub_repo="RZ412/EmbedLLM",
+          hub_files=("train.csv", "val.csv", "test.csv", "model_order.csv",
+                     "question_order.csv"), detect=detect_embedllm,
           description="EmbedLLM correctness (112 LLMs, ~36k prompts, 0/1 labels; train/val/test)")
 def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test")) -> RoutingData:
     """Load the EmbedLLM folder.

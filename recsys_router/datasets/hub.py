@@ -11,14 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["HUB_FILES", "default_cache_dir", "download_dataset", "hub_hint"]
-
-# files each loader reads, as snapshot_download allow_patterns
-HUB_FILES: dict[str, tuple[str, ...]] = {
-    "routerbench": ("routerbench_0shot.pkl",),
-    "routereval": ("router_dataset/*_router_dataset.pkl", "*_router_dataset.pkl"),
-    "embedllm": ("train.csv", "val.csv", "test.csv", "model_order.csv", "question_order.csv"),
-}
+__all__ = ["default_cache_dir", "download_dataset", "hub_hint"]
 
 
 def default_cache_dir() -> Path:
@@ -28,14 +21,12 @@ def default_cache_dir() -> Path:
 
 
 def _spec(name: str):
-    from . import _ensure_loaded
-    from .registry import _REGISTRY
-    _ensure_loaded()
-    spec = _REGISTRY.get(name) or _REGISTRY.get(str(name).lower())
+    from .registry import DATASETS, dataset_spec
+    spec = dataset_spec(name)
     if spec is None:
         raise ValueError(f"unknown dataset {name!r}")
     if not spec.hub_repo:
-        hub = sorted({s.name for s in _REGISTRY.values() if s.hub_repo})
+        hub = sorted(n for n, s in DATASETS.items() if s.hub_repo)
         raise ValueError(f"dataset {spec.name!r} is not on the Hugging Face hub; downloadable: {hub}")
     return spec
 
@@ -45,7 +36,7 @@ def hub_hint(name: str) -> str:
     spec = _spec(name)
     return (f"Download it with `recsys-router data download {spec.name}` (needs internet; Hugging "
             f"Face dataset https://huggingface.co/datasets/{spec.hub_repo}, files "
-            f"{', '.join(HUB_FILES.get(spec.name, ('*',)))}) or put those files in "
+            f"{', '.join(spec.hub_files)}) or put those files in "
             f"{default_cache_dir() / (spec.folder or spec.name)}.")
 
 
@@ -79,7 +70,7 @@ def download_dataset(name: str, cache_dir=None, *, allow_patterns=None, revision
     target = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     target = target / (spec.folder or spec.name)
     target.mkdir(parents=True, exist_ok=True)
-    patterns = list(allow_patterns or HUB_FILES.get(spec.name, ("*",)))
+    patterns = list(allow_patterns or spec.hub_files)
     from huggingface_hub import snapshot_download
     try:
         snapshot_download(repo_id=spec.hub_repo, repo_type="dataset", local_dir=str(target),

@@ -1,8 +1,12 @@
 """One registry of dataset loaders, keyed by name.
 
 A loader is a function ``loader(path_or_None, **options) -> RoutingData | dict[str, RoutingData]``
-registered with :func:`register`. :func:`load_dataset` resolves a name (looking for its
-folder under ``data_dir``) or a path (dispatching on its layout).
+registered with :func:`register` in its own module of this package; that one decorator call
+is the only place a dataset is described (folder, aliases, hub repository and files, layout
+detection). :data:`DATASETS` is a :class:`~recsys_router.registries.Registry` that imports
+every public module of ``recsys_router.datasets`` on first use, so adding a format is adding
+one file. :func:`load_dataset` resolves a name (looking for its folder under ``data_dir``)
+or a path (dispatching on its layout).
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["register", "load_dataset", "available_datasets", "default_data_dirs", "DatasetSpec"]
+from recsys_router.registries import Registry
+
+__all__ = ["register", "load_dataset", "available_datasets", "default_data_dirs", "DatasetSpec",
+           "dataset_spec", "DATASETS"]
 
 
 @dataclass
@@ -25,30 +32,56 @@ class DatasetSpec:
     needs_path: bool = True            # False for generated data (synthetic)
     hub_repo: str | None = None        # Hugging Face dataset repo for --download
     detect: Callable[[Path], bool] | None = field(default=None, repr=False)
+    hub_files: tuple[str, ...] = ("*",)  # files the loader reads (snapshot_download patterns)
 
 
-_REGISTRY: dict[str, DatasetSpec] = {}
+#: every dataset format by name; filled by the loader modules of this package
+DATASETS = Registry("dataset", discover=__package__)
 
 
 def register(name: str, *, folder: str | None = None, description: str = "", aliases=(),
-             needs_path: bool = True, hub_repo: str | None = None, detect=None):
-    """Decorator registering a loader under ``name`` (and ``aliases``)."""
+             needs_path: bool = True, hub_repo: str | None = None, detect=None,
+             hub_files: tuple[str, ...] = ("*",)):
+    """Decorator registering a loader under ``name`` (and ``aliases``).
+
+    Parameters
+    ----------
+    name : str
+    folder : str, optional
+        The dataset's folder under a data directory (default: ``name``).
+    description : str
+        One line for ``recsys-router data list``.
+    aliases : tuple of str
+    needs_path : bool
+        False for generated data (``synthetic``).
+    hub_repo : str, optional
+        Hugging Face dataset repository ``recsys-router data download`` fetches from.
+    detect : callable, optional
+        ``detect(path) -> bool``: whether a file or folder has this format.
+    hub_files : tuple of str
+        The files of ``hub_repo`` the loader reads (``snapshot_download`` patterns).
+    """
     def deco(fn):
-        spec = DatasetSpec(name, fn, folder, description, tuple(aliases), needs_path, hub_repo, detect)
-        for key in (name, *aliases):
-            if key in _REGISTRY and _REGISTRY[key].loader is not fn:
-                raise ValueError(f"dataset name {key!r} registered twice")
-            _REGISTRY[key] = spec
+        spec = DatasetSpec(name, fn, folder, description, tuple(aliases), needs_path, hub_repo,
+                           detect, tuple(hub_files))
+        if name in DATASETS and DATASETS.raw(name).loader is not fn:
+            raise ValueError(f"dataset name {name!r} registered twice")
+        DATASETS.register(name, spec, aliases=aliases, overwrite=True)
         return fn
     return deco
 
 
+def dataset_spec(name: str) -> DatasetSpec | None:
+    """The :class:`DatasetSpec` registered under ``name`` (or an alias), or None."""
+    try:
+        return DATASETS.raw(name) if name in DATASETS else None
+    except ValueError:
+        return None
+
+
 def available_datasets() -> dict[str, str]:
     """Canonical dataset names and their one-line descriptions."""
-    from . import _ensure_loaded
-    _ensure_loaded()
-    return {s.name: s.description for s in sorted({id(s): s for s in _REGISTRY.values()}.values(),
-                                                   key=lambda s: s.name)}
+    return {name: spec.description for name, spec in DATASETS.items()}
 
 
 def default_data_dirs() -> list[Path]:
@@ -78,12 +111,10 @@ def load_dataset(name_or_path, data_dir=None, **options):
     -------
     RoutingData, or dict of RoutingData for loaders that yield several datasets.
     """
-    from . import _ensure_loaded
-    _ensure_loaded()
     download = options.pop("download", False)
     cache_dir = options.pop("cache_dir", None)
     key = str(name_or_path)
-    spec = _REGISTRY.get(key) or _REGISTRY.get(key.lower())
+    spec = dataset_spec(key)
     if spec is not None:
         if not spec.needs_path:
             return spec.loader(None, **options)
@@ -97,7 +128,7 @@ def load_dataset(name_or_path, data_dir=None, **options):
         return spec.loader(path, **options)
     path = Path(key)
     if path.exists():
-        for s in {id(s): s for s in _REGISTRY.values()}.values():
+        for _, s in DATASETS.items():
             if s.detect is not None and s.detect(path):
                 return s.loader(path, **options)
         raise ValueError(f"{path}: cannot tell which dataset format this is; known formats: "

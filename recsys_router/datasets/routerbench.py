@@ -274,6 +274,7 @@ def detect_routerbench_pickle(path: Path) -> bool:
 
 
 @register("routerbench", folder="routerbench", hub_repo="withmartian/routerbench",
+          hub_files=("routerbench_0shot.pkl",),
           detect=detect_routerbench_pickle,
           description="RouterBench full pickle routerbench_0shot.pkl (Hugging Face "
                       "withmartian/routerbench; 11 LLMs, USD costs)")

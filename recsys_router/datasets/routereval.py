@@ -141,7 +141,9 @@ def detect_routereval(path: Path) -> bool:
     return bool(_find_pickles(path)) if path.is_dir() else False
 
 
-@register("routereval", folder="routereval", hub_repo="linggm/RouterEval", detect=detect_routereval,
+@register("routereval", folder="routereval", hub_repo="linggm/RouterEval",
+          hub_files=("router_dataset/*_router_dataset.pkl", "*_router_dataset.pkl"),
+          detect=detect_routereval,
           description="RouterEval router_dataset pickles (12 benchmarks, candidate pools of 3 to "
                       "1,000 LLMs; cost proxy = parameter count)")
 def load_routereval(path, benchmark: str | None = None, difficulty: str | None = None,

@@ -8,12 +8,17 @@ Use :func:`get_encoder` with a name:
   384-d unit-norm MiniLM embeddings from packaged weights (works offline);
 * ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);
 * any other name or local folder: ``sentence_transformers.SentenceTransformer(name)``.
+
+Names are entries of :data:`ENCODERS`, a :class:`~recsys_router.registries.Registry` (the
+mechanism routers and datasets use too): a factory ``factory(argument, **options)``, where
+``argument`` is the text after ``NAME:`` (None without one). :func:`register_encoder` adds one.
 """
 
 from __future__ import annotations
 
 import warnings
 
+from ..registries import Registry
 from .base import Encoder
 from .cache import DiskCache, MemoryLRU, cache_root, text_key
 from .neural import (HAS_PACKAGED_MINILM, HAS_SENTENCE_TRANSFORMERS, MINILM_ALIASES, MINILM_NAME,
@@ -24,9 +29,53 @@ from .text import HAS_SKLEARN, HashingEncoder, TfidfEncoder
 __all__ = ["get_encoder", "Encoder", "HashingEncoder", "TfidfEncoder", "PrecomputedEncoder",
            "SentenceTransformerEncoder", "DiskCache", "MemoryLRU", "cache_root", "text_key",
            "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM", "HAS_SKLEARN", "MINILM_NAME",
-           "BUILTIN_ENCODERS"]
+           "BUILTIN_ENCODERS", "ENCODERS", "register_encoder"]
 
 BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "precomputed:<path>")
+
+
+def _no_argument(cls):
+    def build(argument, **options):
+        if argument is not None:
+            raise ValueError(f"encoder {cls.__name__} takes no ':' argument, got {argument!r}")
+        return cls(**options)
+    build.__doc__ = f"Build a {cls.__name__} (no ':' argument)."
+    return build
+
+
+def _precomputed(argument, **options):
+    if not argument:
+        raise ValueError("precomputed encoder needs a path: 'precomputed:<file.npy|file.parquet>'")
+    return PrecomputedEncoder(argument, **options)
+
+
+def _minilm(argument, **options):
+    return SentenceTransformerEncoder(MINILM_NAME, **options)
+
+
+_minilm.needs_sentence_transformers = True
+
+
+#: every named encoder; a name not registered is a sentence-transformers model name or path
+ENCODERS = Registry("encoder")
+ENCODERS.register("hashing", _no_argument(HashingEncoder))
+ENCODERS.register("tfidf", _no_argument(TfidfEncoder))
+ENCODERS.register("precomputed", _precomputed)
+ENCODERS.register("minilm", _minilm, aliases=MINILM_ALIASES[1:])
+
+
+def register_encoder(name: str, factory, *, overwrite: bool = False) -> None:
+    """Add an encoder: ``get_encoder(name, **options)`` (or ``"name:argument"``) then calls
+    ``factory(argument_or_None, **options)``.
+
+    Example
+    -------
+    >>> register_encoder("hash32", lambda arg, **kw: HashingEncoder(dim=32, **kw))
+    >>> get_encoder("hash32").dim
+    32
+    >>> ENCODERS.unregister("hash32")
+    """
+    ENCODERS.register(name, factory, overwrite=overwrite)
 
 
 def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **kwargs) -> Encoder:
@@ -60,19 +109,16 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
     if on_missing not in ("warn", "raise"):
         raise ValueError(f"on_missing must be 'warn' or 'raise', got {on_missing!r}")
     key = str(name).strip()
-    low = key.lower()
-    if low == "hashing":
-        return HashingEncoder(**kwargs)
-    if low == "tfidf":
-        return TfidfEncoder(**kwargs)
-    if low.startswith("precomputed:"):
-        path = key.split(":", 1)[1]
-        if not path:
-            raise ValueError("precomputed encoder needs a path: 'precomputed:<file.npy|file.parquet>'")
-        return PrecomputedEncoder(path, **kwargs)
     if not key:
         raise ValueError(f"empty encoder name; built-in encoders: {', '.join(BUILTIN_ENCODERS)}")
-    if not HAS_SENTENCE_TRANSFORMERS:
+    factory, argument = None, None
+    scheme, sep, rest = key.partition(":")
+    if key in ENCODERS:
+        factory = ENCODERS.get(key)
+    elif sep and scheme in ENCODERS:
+        factory, argument = ENCODERS.get(scheme), rest
+    needs_st = factory is None or getattr(factory, "needs_sentence_transformers", False)
+    if needs_st and not HAS_SENTENCE_TRANSFORMERS:
         msg = (f"encoder {key!r} needs the sentence-transformers package, which is not installed "
                f"(pip install sentence-transformers)")
         if on_missing == "raise":
@@ -80,5 +126,6 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
         warnings.warn(msg + "; falling back to the 'hashing' encoder", RuntimeWarning, stacklevel=2)
         return HashingEncoder(**{k: v for k, v in kwargs.items()
                                  if k in ("dim", "cache", "cache_dir", "batch_size")})
-    model = MINILM_NAME if low in MINILM_ALIASES else key
-    return SentenceTransformerEncoder(model, **kwargs)
+    if factory is not None:
+        return factory(argument, **kwargs)
+    return SentenceTransformerEncoder(key, **kwargs)
