@@ -1,0 +1,198 @@
+"""The ``coldstart`` evaluation protocol: leave one LLM out, onboard it from K probes.
+
+For each cold LLM ``c`` the router is fitted on the training queries without ``c``'s
+column, ``c`` is onboarded with :meth:`Router.add_llm` from ``K`` probes drawn from the
+training queries by a strategy (:func:`~recsys_router.coldstart.selection.select_probes`),
+and on the test queries (metric names exactly these)::
+
+    score_mae       = | mean_i p_ic - mean_i s_ic |        (lower is better)
+    cell_auc        = AUC of p_ic against binary s_ic       (higher; binary scores)
+    cell_rmse       = sqrt(mean_i (p_ic - s_ic)^2)          (lower; other scores)
+    mu_o_onboarded  = mean_i s_i,argmax_j p_ij  with c in the pool        (higher)
+    mu_o_full       = the same for the router fitted with c's full column (higher)
+    mu_o_without    = the same for the pool without c                     (higher)
+    route_gap       = mu_o_full - mu_o_onboarded                          (lower)
+
+Baselines in the same run (router column): ``probe-mean`` predicts the probe mean for every
+query; ``nearest-llm`` copies the fitted router's predictions of the existing LLM whose
+observed training scores agree best (least mean absolute difference) with the probes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from recsys_router.data import RoutingData
+
+from .selection import STRATEGIES, select_probes
+
+__all__ = ["coldstart_rows", "summarise", "plot_curves", "parse_cold_llms", "COLDSTART_METRICS"]
+
+#: metric -> direction (+1 higher is better, -1 lower is better)
+COLDSTART_METRICS = {"score_mae": -1, "cell_auc": +1, "cell_rmse": -1, "mu_o_onboarded": +1,
+                     "mu_o_full": +1, "mu_o_without": +1, "route_gap": -1}
+
+
+def parse_cold_llms(spec: str, names: Sequence[str], seed: int = 0) -> list[str]:
+    """``all``, a count ``N`` (seeded random subset) or ``NAME,NAME``.
+
+    Example
+    -------
+    >>> parse_cold_llms("b,a", ["a", "b", "c"])
+    ['b', 'a']
+    >>> len(parse_cold_llms("2", ["a", "b", "c"]))
+    2
+    """
+    names = list(names)
+    spec = str(spec).strip()
+    if spec == "all":
+        return names
+    if spec.isdigit():
+        n = int(spec)
+        if not 1 <= n <= len(names):
+            raise ValueError(f"--cold-llms {n}: expected 1..{len(names)} (the pool size)")
+        pick = np.random.default_rng(seed).choice(len(names), size=n, replace=False)
+        return [names[i] for i in sorted(pick)]
+    out = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [s for s in out if s not in names]
+    if bad or not out:
+        raise ValueError(f"--cold-llms: unknown LLM(s) {bad}; the pool is {names}")
+    return out
+
+
+def _auc(p: np.ndarray, y: np.ndarray) -> float:
+    """Rank AUC (ties count one half); NaN when one class is absent."""
+    pos, neg = p[y > 0.5], p[y <= 0.5]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
+    ranks = np.empty(len(order))
+    allv = np.concatenate([pos, neg])[order]
+    # average ranks for ties
+    _, inv, counts = np.unique(allv, return_inverse=True, return_counts=True)
+    cum = np.cumsum(counts)
+    avg = cum - (counts - 1) / 2.0
+    ranks[order] = avg[inv]
+    return float((ranks[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def _mu_o(scores: np.ndarray, pred: np.ndarray) -> float:
+    choice = np.argmax(np.where(np.isnan(pred), -np.inf, pred), axis=1)
+    return float(np.nanmean(scores[np.arange(len(scores)), choice]))
+
+
+def _cell_metrics(pred, y, binary: bool) -> dict:
+    ok = ~np.isnan(y)
+    p, t = pred[ok], y[ok]
+    out = {"score_mae": abs(float(p.mean()) - float(t.mean()))}
+    if binary:
+        out["cell_auc"] = _auc(p, t)
+    else:
+        out["cell_rmse"] = float(np.sqrt(np.mean((p - t) ** 2)))
+    return out
+
+
+def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, router: str,
+                   cold_llms: Sequence[str], ks: Sequence[int], strategies: Sequence[str],
+                   seeds: Sequence[int] = (0,), progress: bool = True) -> pd.DataFrame:
+    """Metric rows of the coldstart protocol (one row per cold LLM, strategy, K, seed, method).
+
+    ``make()`` returns a fresh unfitted router. Columns: ``router`` (the router name,
+    ``probe-mean`` or ``nearest-llm``), ``cold_llm``, ``strategy``, ``k``, ``seed``,
+    ``metric``, ``value``.
+    """
+    bad = [s for s in strategies if s not in STRATEGIES]
+    if bad:
+        raise ValueError(f"unknown probe strategy {bad}; choose from {', '.join(STRATEGIES)}")
+    binary = train.is_binary and test.is_binary
+    rows = []
+    total = len(cold_llms) * len(seeds)
+    from tqdm.auto import tqdm
+    bar = tqdm(total=total, desc="coldstart", disable=not progress)
+    full = make().fit(train)
+    full_pred = full.predict_scores(test)
+    mu_full = _mu_o(test.scores, full_pred)
+    for c in cold_llms:
+        j = test.llm_names.index(c)
+        others = [n for n in train.llm_names if n != c]
+        cand = np.flatnonzero(~np.isnan(train.scores[:, train.llm_names.index(c)]))
+        tr_c = train.subset(cand)
+        r0 = make().fit(train.subset(llms=others))
+        test_wo = test.subset(llms=others)
+        base = r0.predict_scores(test_wo)
+        mu_without = _mu_o(test_wo.scores, base)
+        y = test.scores[:, j].astype(np.float64)
+        order = others + [c]
+        t_order = test.subset(llms=order)
+        full_cell = _cell_metrics(full_pred[:, j], y, binary)
+        for m, v in full_cell.items():
+            rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0, seed=0,
+                             metric=m, value=v))
+        for seed in seeds:
+            for strategy in strategies:
+                for k in ks:
+                    if k > tr_c.n_queries:
+                        continue
+                    col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
+                    idx = select_probes(r0, tr_c.subset(llms=others), int(k), strategy, seed=seed,
+                                        answer=lambda i: col[i])
+                    probes = tr_c.subset(idx, llms=[c])
+                    r = copy.deepcopy(r0).add_llm(c, probes, provenance={"strategy": strategy})
+                    pred = r.predict_scores(t_order)
+                    ys = probes.scores[:, 0].astype(np.float64)
+                    # baselines: probe mean; the existing LLM agreeing best on the probes
+                    obs = tr_c.subset(idx, llms=others).scores.astype(np.float64)
+                    gap = np.nanmean(np.abs(obs - ys[:, None]), axis=0)
+                    near = int(np.nanargmin(np.where(np.isnan(gap), np.inf, gap)))
+                    methods = {router: pred[:, -1],
+                               "probe-mean": np.full(len(y), ys.mean()),
+                               "nearest-llm": base[:, near]}
+                    for name, p in methods.items():
+                        met = _cell_metrics(p, y, binary)
+                        mu = _mu_o(t_order.scores, np.hstack([base, p[:, None]])) if name != router \
+                            else _mu_o(t_order.scores, pred)
+                        met.update(mu_o_onboarded=mu, mu_o_full=mu_full, mu_o_without=mu_without,
+                                   route_gap=mu_full - mu)
+                        rows += [dict(router=name, cold_llm=c, strategy=strategy, k=int(k),
+                                      seed=int(seed), metric=m, value=float(v)) for m, v in met.items()]
+            bar.update(1)
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean and std over cold LLMs and seeds per (router, strategy, k, metric)."""
+    g = rows.groupby(["router", "strategy", "k", "metric"], sort=True)["value"]
+    out = g.agg(mean="mean", std="std", n="count").reset_index()
+    return out
+
+
+def plot_curves(summary: pd.DataFrame, path, metrics=("score_mae", "route_gap")) -> bool:
+    """One panel per metric: mean against K, a line per (router, strategy). Returns False when
+    there is nothing to draw."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sub = summary[(summary["k"] > 0) & summary["metric"].isin(metrics)]
+    if sub.empty:
+        return False
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        for (router, strat), grp in sub[sub["metric"] == m].groupby(["router", "strategy"]):
+            grp = grp.sort_values("k")
+            ax.errorbar(grp["k"], grp["mean"], yerr=grp["std"].fillna(0), marker="o", capsize=2,
+                        label=f"{router} / {strat}")
+        ax.set_xscale("log")
+        ax.set_xlabel("probes K")
+        ax.set_ylabel(m + (" (lower is better)" if COLDSTART_METRICS[m] < 0 else ""))
+        ax.set_title(f"coldstart: {m}")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
