@@ -15,7 +15,7 @@ import sys
 __all__ = ["main", "build_parser"]
 
 # command modules, in the order they appear in --help
-_COMMAND_MODULES = ["data", "evaluate", "judge", "serve", "tune"]
+_COMMAND_MODULES = ["data", "evaluate", "coldstart", "judge", "serve", "tune"]
 _LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
 

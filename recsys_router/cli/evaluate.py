@@ -101,7 +101,8 @@ def add_parser(subparsers) -> None:
                    help="registry names, comma separated: " + ", ".join(available_routers()))
     from ..evaluation.protocols import protocol_names  # noqa: PLC0415
     p.add_argument("--protocol", default="all",
-                   help="|".join(protocol_names()) + "|all (comma list allowed)")
+                   help="|".join(protocol_names()) + "|all (comma list allowed), or coldstart "
+                        "(leave-one-LLM-out onboarding; its own options below)")
     p.add_argument("--pools", default="all", metavar="3,5,all",
                    help="candidate pool sizes and/or 'all' (the whole LLM pool; default)")
     p.add_argument("--groups", type=_names, default=None, metavar="G1,G2",
@@ -120,6 +121,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--missing", choices=("mask", "drop"), default="mask",
                    help="test queries with unobserved LLMs: route among the observed ones "
                         "(mask, default) or leave them out (drop)")
+    from .coldstart import add_coldstart_args  # noqa: PLC0415
+    add_coldstart_args(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output folder (replaced atomically)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -164,6 +167,9 @@ def run_evaluate(args) -> int:
     from ..evaluation import EvalConfig, evaluate, parse_pools, parse_protocols, write_results  # noqa: PLC0415
     t0 = time.perf_counter()
     data = load_eval_data(args.data, **_options(args.data_option))
+    if args.protocol.strip() == "coldstart":
+        from .coldstart import run_coldstart_protocol  # noqa: PLC0415
+        return run_coldstart_protocol(args, data)
     if args.routellm_pair is not None and len(args.routellm_pair) != 2:
         raise ValueError(f"--routellm-pair needs two LLM names STRONG,WEAK, got {args.routellm_pair}")
     cfg = EvalConfig(routers=args.routers, protocols=parse_protocols(args.protocol),

@@ -1,0 +1,108 @@
+"""Onboarding a new LLM into an exported artifact (library side of ``recsys-router onboard``)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from recsys_router.data import RoutingData
+from recsys_router.errors import DataValidationError
+
+__all__ = ["read_answers", "onboard_artifact", "MAX_ANSWER_BYTES", "pool_table"]
+
+#: largest answers file read (bytes)
+MAX_ANSWER_BYTES = 50_000_000
+
+
+def read_answers(path, name: str, data: RoutingData | None = None) -> RoutingData:
+    """Probe records of LLM ``name`` from a CSV (``query_id`` and/or ``text``, ``score``,
+    optional ``cost``); texts missing from the file are taken from ``data`` by ``query_id``.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the file, row and column (unknown query, missing/NaN score or cost, no text).
+    """
+    from .probes_input import probe_data
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: answers file not found")
+    if path.stat().st_size > MAX_ANSWER_BYTES:
+        raise DataValidationError(f"file is {path.stat().st_size} bytes; at most {MAX_ANSWER_BYTES}",
+                                  source=str(path))
+    try:
+        df = pd.read_csv(path, dtype={"query_id": str, "text": str}, keep_default_na=False,
+                         na_values=[""])
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise DataValidationError(f"not a readable CSV ({exc})", source=str(path)) from exc
+    if "score" not in df.columns or not ({"query_id", "text"} & set(df.columns)):
+        raise DataValidationError("expected columns 'score' and 'query_id' and/or 'text'",
+                                  source=str(path))
+    if "query_id" not in df.columns:
+        df["query_id"] = [f"probe-{i}" for i in range(len(df))]
+    for col in ("score", "cost"):
+        if col in df.columns:
+            v = pd.to_numeric(df[col], errors="coerce")
+            bad = v.isna().to_numpy() | ~np.isfinite(v.fillna(0).to_numpy())
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not a finite number",
+                                          source=str(path), row=i, column=col)
+            df[col] = v
+    if "text" not in df.columns or df["text"].isna().any():
+        if data is None:
+            raise DataValidationError("rows without 'text' need --data to look the query up by "
+                                      "query_id", source=str(path), column="text")
+        lookup = dict(zip(data.query_ids, data.texts))
+        unknown = ~df["query_id"].isin(lookup)
+        if unknown.any():
+            i = int(np.flatnonzero(unknown.to_numpy())[0])
+            raise DataValidationError(f"unknown query {df['query_id'].iloc[i]!r} (not in --data)",
+                                      source=str(path), row=i, column="query_id")
+        texts = df["query_id"].map(lookup)
+        df["text"] = df["text"].fillna(texts) if "text" in df.columns else texts
+    q = df[["query_id", "text"]].reset_index(drop=True)
+    scores = df[["score"]].to_numpy(np.float64)
+    costs = df[["cost"]].to_numpy(np.float64) if "cost" in df.columns else None
+    dup = q["query_id"].duplicated().to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        raise DataValidationError(f"query {q['query_id'].iloc[i]!r} appears twice", source=str(path),
+                                  row=i, column="query_id")
+    return probe_data(name, RoutingData(q, [name], scores, costs, name="answers", source=str(path)))
+
+
+def pool_table(manifest: dict) -> pd.DataFrame:
+    """The LLM table (name, prices, size) recorded in an artifact manifest."""
+    rows = [{k: r.get(k) for k in ("name", "input_price", "output_price", "size")}
+            for r in manifest.get("llms") or []]
+    return pd.DataFrame(rows, columns=["name", "input_price", "output_price", "size"])
+
+
+def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=None,
+                     price_out=None, strategy: str | None = None, overwrite: bool = False) -> Path:
+    """Load ``artifact``, add LLM ``name`` from ``probes`` and export the result to ``out``
+    (written to a temporary folder and renamed: nothing half-written). The new LLM's
+    provenance (probe count, strategy, date) is recorded in the manifest's pool."""
+    from recsys_router.export.artifact import ArtifactError, export_router, load_router
+    src = load_router(artifact)
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ArtifactError(f"{out} already exists; pass --overwrite")
+    prov = {"strategy": strategy or "unspecified",
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "source_artifact": os.path.basename(os.path.abspath(artifact))}
+    router = src.router.add_llm(name, probes, price_in=price_in, price_out=price_out,
+                                provenance=prov)
+    table = pool_table(src.manifest)
+    table = pd.concat([table, pd.DataFrame([{"name": name, "input_price": price_in,
+                                             "output_price": price_out, "size": None}])],
+                      ignore_index=True)
+    pol = src.manifest.get("default_policy") or {"name": "argmax", "value": None}
+    return export_router(router, out, llms=table, metrics=src.manifest.get("metrics"),
+                         policy=pol.get("name", "argmax"), policy_value=pol.get("value"),
+                         overwrite=overwrite)
