@@ -3,7 +3,9 @@
 Endpoints: ``POST /route`` (one query or a batch, optional ``wtp``/``budget``/
 ``candidates``; every decision gets a ``decision_id`` and its ``propensity``),
 ``POST /feedback`` (the outcome of a decision, see :mod:`recsys_router.feedback.service`),
-``GET /llms``, ``GET /health``, ``GET /metrics`` (Prometheus text), and,
+``GET /llms`` (with each LLM's provenance), ``POST /llms`` / ``DELETE /llms/{name}``
+(change the pool without a restart, see :mod:`recsys_router.serving.llm_admin`),
+``GET /health``, ``GET /metrics`` (Prometheus text), and,
 when backends are configured, the OpenAI-compatible ``POST /v1/chat/completions`` (see
 :mod:`recsys_router.serving.openai_proxy`).
 """
@@ -27,6 +29,7 @@ from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from .batcher import MicroBatcher
 from .guards import SafeJSONResponse, SafeStr, check_text, install_error_handlers, route_label
+from .llm_admin import add_llm_admin_routes
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
 
@@ -186,7 +189,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "router": router.manifest.get("router_class"), "n_llms": len(names)}
+        return {"status": "ok", "router": router.manifest.get("router_class"), "n_llms": len(router.llm_names)}
 
     @app.get("/llms")
     async def llms():
@@ -254,6 +257,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         return results[0] if req.query is not None else {"results": results}
 
     add_feedback_route(app, loop)
+    add_llm_admin_routes(app, router, cfg)
     if cfg.backends:
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, router, cfg)

@@ -1,0 +1,114 @@
+"""``POST /llms`` and ``DELETE /llms/{name}``: change the served LLM pool without a restart.
+
+Adding needs the service's API key, and is refused outright when no key is configured. A
+change is made on a copy of the router (its learned state is reassigned, never mutated, by
+``add_llm``/``remove_llm``) that replaces the served one only once it is complete: an add
+is all or nothing, and requests routed meanwhile see either the old or the new pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as _dt
+from typing import Optional
+
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, Field, field_validator
+
+from .guards import SafeStr
+
+__all__ = ["add_llm_admin_routes", "AddLLMRequest", "MAX_PROBES_PER_REQUEST"]
+
+#: most probe records one ``POST /llms`` may carry
+MAX_PROBES_PER_REQUEST = 10_000
+
+
+class ProbeRecord(BaseModel):
+    """One probe: the query text and the new LLM's score (and cost) on it."""
+
+    text: SafeStr
+    score: float
+    cost: Optional[float] = Field(default=None, ge=0)
+
+    @field_validator("score", "cost")
+    @classmethod
+    def _finite(cls, v):
+        if v is not None and not (v == v and abs(v) != float("inf")):
+            raise ValueError("must be a finite number")
+        return v
+
+
+class AddLLMRequest(BaseModel):
+    """Body of ``POST /llms``."""
+
+    name: SafeStr = Field(max_length=200)
+    probes: list[ProbeRecord] = Field(min_length=1, max_length=MAX_PROBES_PER_REQUEST)
+    price_in: Optional[float] = Field(default=None, ge=0)
+    price_out: Optional[float] = Field(default=None, ge=0)
+    strategy: Optional[SafeStr] = Field(default=None, max_length=100)
+
+
+def _changed_copy(router):
+    new = copy.copy(router)
+    new.__dict__ = dict(router.__dict__)
+    return new
+
+
+def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
+    """Add ``POST /llms`` and ``DELETE /llms/{name}`` to ``app`` serving ``served`` (an
+    :class:`~recsys_router.export.artifact.ExportedRouter`)."""
+    lock = asyncio.Lock()
+
+    def _require_key():
+        if not cfg.api_key:
+            raise HTTPException(403, "changing the LLM pool is disabled: start the service with an "
+                                     "API key (serve --api-key-env NAME)")
+
+    def _publish(new_router, llms: list[dict]) -> None:
+        served.manifest = {**served.manifest, "llms": llms}
+        served.router = new_router
+
+    @app.post("/llms", status_code=201)
+    async def add_llm(req: AddLLMRequest):
+        _require_key()
+        texts = [p.text for p in req.probes]
+        if len(set(texts)) != len(texts):
+            raise HTTPException(422, "probes: the same query text appears twice")
+        have_cost = [p.cost is not None for p in req.probes]
+        if any(have_cost) and not all(have_cost):
+            i = have_cost.index(False)
+            raise HTTPException(422, f"probes[{i}]: no cost (give a cost for every probe or none)")
+        scores = {p.text: p.score for p in req.probes}
+        costs = {p.text: p.cost for p in req.probes} if all(have_cost) else None
+        prov = {"strategy": req.strategy or "unspecified",
+                "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "via": "POST /llms"}
+        async with lock:
+            new = _changed_copy(served.router)
+            try:
+                await asyncio.to_thread(new.add_llm, req.name, scores, costs, price_in=req.price_in,
+                                        price_out=req.price_out, provenance=prov)
+            except (ValueError, TypeError) as exc:
+                code = 409 if "already in the pool" in str(exc) else 422
+                raise HTTPException(code, str(exc)) from None
+            entry = {"name": new.llm_names_[-1], "input_price": req.price_in,
+                     "output_price": req.price_out,
+                     "mean_cost": float(new.llm_mean_costs()[-1]) if new.llm_mean_costs() is not None
+                     else None, "provenance": dict(new.llm_info_[new.llm_names_[-1]])}
+            _publish(new, list(served.manifest.get("llms") or []) + [entry])
+        return {"added": entry["name"], "llms": new.llm_names_}
+
+    @app.delete("/llms/{name}")
+    async def remove_llm(name: str):
+        _require_key()
+        async with lock:
+            if name not in served.router.llm_names_:
+                raise HTTPException(404, f"unknown LLM {name[:200]!r}")
+            new = _changed_copy(served.router)
+            try:
+                new.remove_llm(name)
+            except ValueError as exc:
+                raise HTTPException(400, str(exc)) from None
+            _publish(new, [r for r in served.manifest.get("llms") or [] if r.get("name") != name])
+        return {"removed": name, "llms": new.llm_names_}

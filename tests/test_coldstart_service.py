@@ -1,0 +1,78 @@
+"""POST /llms and DELETE /llms/{name}: key required, all or nothing, effective without restart."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.export import export_router, load_router
+from recsys_router.registry import make_router
+from recsys_router.serving import ServiceConfig, create_app
+
+KEY = {"Authorization": "Bearer s3cret"}
+
+
+@pytest.fixture()
+def served(tmp_path):
+    d = make_synthetic(150, 4, 2, seed=0)
+    old = d.subset(llms=d.llm_names[:3])
+    export_router(make_router("knn").fit(old), tmp_path / "art", train_data=old)
+    art = load_router(tmp_path / "art")
+    texts = [str(t) for t in d.texts[:20]]
+    probes = [{"text": t, "score": 1.0, "cost": 1e-6} for t in texts]
+    return art, probes
+
+
+def test_add_route_remove_without_restart(served):
+    art, probes = served
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
+    before = c.get("/llms", headers=KEY).json()["llms"]
+    r = c.post("/llms", json={"name": "fresh", "probes": probes, "strategy": "random"}, headers=KEY)
+    assert r.status_code == 201, r.text
+    listed = {x["name"]: x for x in c.get("/llms", headers=KEY).json()["llms"]}
+    assert listed["fresh"]["provenance"]["n_probes"] == 20
+    assert listed["fresh"]["provenance"]["strategy"] == "random"
+    assert all(x["provenance"] == {"origin": "fit"} for x in before)
+    got = c.post("/route", json={"query": "some question", "candidates": ["fresh"]}, headers=KEY)
+    assert got.status_code == 200 and got.json()["llm"] == "fresh"
+    assert c.get("/health").json()["n_llms"] == 4
+    assert c.delete("/llms/fresh", headers=KEY).status_code == 200
+    assert [x["name"] for x in c.get("/llms", headers=KEY).json()["llms"]] == [x["name"] for x in before]
+    assert c.post("/route", json={"query": "q", "candidates": ["fresh"]}, headers=KEY).status_code == 400
+    assert c.delete("/llms/fresh", headers=KEY).status_code == 404
+
+
+def test_pool_changes_refused_without_a_configured_key(served):
+    art, probes = served
+    c = TestClient(create_app(art))
+    assert c.post("/llms", json={"name": "x", "probes": probes}).status_code == 403
+    assert c.delete(f"/llms/{art.llm_names[0]}").status_code == 403
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
+    assert c.post("/llms", json={"name": "x", "probes": probes}).status_code == 401
+    assert len(c.get("/llms", headers=KEY).json()["llms"]) == 3
+
+
+@pytest.mark.parametrize("body, code", [
+    ({"name": "x", "probes": "P[:1]"}, 422),                    # too few for the router
+    ({"name": "EXISTING", "probes": "P"}, 409),
+    ({"name": "x", "probes": "P", "price_in": -1}, 422),
+    ({"name": "x", "probes": "EMPTY"}, 422),
+    ({"name": "x", "probes": "NAN"}, 422),
+    ({"name": "x", "probes": "DUP"}, 422),
+    ({"name": "x", "probes": "SOMECOST"}, 422),
+    ({"name": "x" * 300, "probes": "P"}, 422),
+])
+def test_bad_adds_change_nothing(served, body, code):
+    art, probes = served
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
+    p = {"P": probes, "P[:1]": probes[:1], "EMPTY": [], "NAN": [{"text": "a", "score": "NaN"}] + probes,
+         "DUP": probes + probes[:1],
+         "SOMECOST": [{"text": "zz", "score": 1.0}] + probes}.get(body["probes"], body["probes"])
+    body = {**body, "probes": p, "name": art.llm_names[0] if body["name"] == "EXISTING" else body["name"]}
+    before = c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()
+    r = c.post("/llms", json=body, headers=KEY)
+    assert r.status_code == code, r.text
+    assert len(c.get("/llms", headers=KEY).json()["llms"]) == 3
+    assert c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()["results"][0]["llm"] \
+        == before["results"][0]["llm"]
