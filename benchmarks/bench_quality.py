@@ -11,7 +11,7 @@ library's own, computed from the decision table; nothing is re-implemented here)
    20 % train / 80 % test by query (seed 0), MiniLM embeddings, ORBIT budget sweep over
    the router's predicted costs; our routers printed next to ORBIT's measured numbers.
 
-Routers: registry names, plus ``ca-<name>`` = :class:`benchmarks.cost_aware.CostAwareRouter`
+Routers: registry names, plus ``ca-<name>`` = :class:`recsys_router.models.cost_aware.CostAwareRouter`
 around ``<name>``: per-query predicted costs (ridge on the query embedding) and a cost
 penalty on the predicted scores chosen on an inner split of the training queries;
 ``cam-<name>`` is the same with each LLM's mean train cost as predicted cost.
@@ -38,7 +38,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from benchmarks.cost_aware import CostAwareRouter  # noqa: E402
+from recsys_router.models.cost_aware import CostAwareRouter  # noqa: E402
 from recsys_router.data import RoutingData  # noqa: E402
 from recsys_router.datasets.registry import load_dataset  # noqa: E402
 from recsys_router.evaluation import EvalConfig, evaluate  # noqa: E402

@@ -131,8 +131,11 @@ class Registry:
             if old is not None and not overwrite and old != entry:
                 raise ValueError(f"{self.kind} {k!r} is already registered ({old!r}); pass "
                                  "overwrite=True to replace it")
+        for k in keys:            # a name or alias now means this entry, and only it
+            self._aliases.pop(k, None)
         self._entries[key] = entry
         for a in keys[1:]:
+            self._entries.pop(a, None)
             self._aliases[a] = key
         return None
 

@@ -52,6 +52,7 @@ ROUTERS = Registry("router", {
     "mf": "recsys_router.models.mf_module:MFRouter",
     "two-tower": "recsys_router.models.two_tower_module:TwoTowerRouter",
     "task-residual": "recsys_router.models.task_residual:TaskResidualRouter",
+    "cost-aware": "recsys_router.models.cost_aware:CostAwareRouter",
 })
 
 

@@ -127,7 +127,11 @@ def load_dataset(name_or_path, data_dir=None, **options):
             path = download_dataset(spec.name, cache_dir)
         return spec.loader(path, **options)
     path = Path(key)
-    if path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):    # a name too long (or with NUL) for the file system
+        exists = False
+    if exists:
         for _, s in DATASETS.items():
             if s.detect is not None and s.detect(path):
                 return s.loader(path, **options)

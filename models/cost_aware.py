@@ -1,4 +1,4 @@
-"""Cost-aware wrapper for any registered score-predicting router (used by ``bench_quality``).
+"""Cost-aware wrapper for any registered score-predicting router (registered as ``"cost-aware"``).
 
 Reference: Hu et al., "RouterBench: A Benchmark for Multi-LLM Routing System" (2024),
 willingness-to-pay utility ``score - cost / lambda``; the penalty is chosen on a held-out
@@ -10,7 +10,8 @@ sweep (plain argmax), a cheap LLM that is predicted almost as good as the deares
 preferred. With ``cost_model="ridge"`` the predicted cost of each (query, LLM) is a ridge
 regression of the log cost on the query embedding (fitted on the training queries), so
 ORBIT's budget sweep gets per-query budgets instead of one mean cost per LLM. Without
-costs it is the wrapped router unchanged.
+costs it is the wrapped router unchanged. ``benchmarks/bench_quality.py`` names it
+``ca-<name>`` (ridge costs) and ``cam-<name>`` (mean costs).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ PENALTY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
 
 class CostAwareRouter(Router):
     """Score router plus a cost penalty chosen on an inner validation split.
+
+    Registered as ``"cost-aware"``.
 
     Parameters
     ----------
@@ -49,6 +52,15 @@ class CostAwareRouter(Router):
         Given to the wrapped router when it takes one (lets the runner share embeddings);
         also the features of the ``ridge`` cost model (default ``"minilm"``).
     seed : int
+
+    Attributes
+    ----------
+    penalty_ : float
+        The penalty in use.
+    val_nauc_ : dict
+        With ``penalty="auto"``: held-out nAUC of each penalty tried.
+    router_ : Router
+        The wrapped router, fitted on all the training queries.
 
     Example
     -------
@@ -148,6 +160,5 @@ class CostAwareRouter(Router):
             return P
         return P - self.penalty_ * C / max(float(np.nanmax(self.mean_costs_)), 1e-12)
 
-    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
-        self._check_fitted()
+    def _predict_costs(self, data: RoutingData) -> np.ndarray:
         return self._costs(self.cost_model_, self.mean_costs_, data)
