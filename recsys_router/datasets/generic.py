@@ -21,18 +21,21 @@ which equals the original order whenever the first query has every LLM observed)
 
 from __future__ import annotations
 
-import os
+import logging
 from pathlib import Path
 
 import pandas as pd
 
+from ..atomic import atomic_write
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import read_jsonl
+from ._common import csv_header, read_csv, read_jsonl, read_parquet
 from .registry import register
 
 __all__ = ["load_generic", "read_long_table", "write_long", "detect_generic", "frame_to_data",
-           "LONG_SUFFIXES"]
+           "LONG_SUFFIXES", "TEXT_MODES"]
+
+log = logging.getLogger(__name__)
 
 LONG_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".jsonl", ".jsonl.gz")
 _ALIASES = {"llm": "model", "prompt": "query_text", "text": "query_text", "category": "task",
@@ -50,7 +53,7 @@ def _suffix(path: Path) -> str:
 def _header(path: Path) -> list[str]:
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
-        return list(pd.read_csv(path, nrows=0).columns)
+        return csv_header(path)
     if suf == ".parquet":
         import pyarrow.parquet as pq
         return list(pq.read_schema(path).names)
@@ -73,8 +76,8 @@ def detect_generic(path: Path) -> bool:
         return False
     try:
         cols = set(_header(path))
-    except Exception:  # noqa: BLE001 - unreadable files are simply not this format
-        return False
+    except Exception:  # noqa: BLE001 - unreadable: the generic loader names the problem
+        return _suffix(path) in (".parquet", ".jsonl", ".jsonl.gz")
     return "query_id" in cols and bool(cols & {"model", "llm"}) and "score" in cols
 
 
@@ -83,18 +86,12 @@ def read_long_table(path) -> tuple[pd.DataFrame, int]:
     path = Path(path)
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
-        try:
-            df = pd.read_csv(path, dtype={"query_id": str, "model": str, "llm": str},
-                             keep_default_na=True)
-        except pd.errors.ParserError as exc:
-            raise DataValidationError(f"malformed CSV: {exc}", source=str(path)) from None
-        return df, 2
+        return read_csv(path, dtype={"query_id": str, "model": str, "llm": str},
+                        keep_default_na=True), 2
     if suf == ".parquet":
-        return pd.read_parquet(path), 1
-    if suf == ".jsonl":
+        return read_parquet(path), 1
+    if suf in (".jsonl", ".jsonl.gz"):
         return read_jsonl(path), 1
-    if suf == ".jsonl.gz":
-        return pd.read_json(path, lines=True, dtype=False, compression="gzip"), 1
     raise DataValidationError(f"unsupported file type {suf!r}; expected one of {LONG_SUFFIXES}",
                               source=str(path))
 
@@ -112,41 +109,73 @@ def _normalise_columns(df: pd.DataFrame, source: str) -> pd.DataFrame:
     return df.rename(columns=ren)
 
 
-def _check_texts(df: pd.DataFrame, source: str, offset: int) -> None:
-    """Two different non-null texts for one query id is an error naming both rows."""
+TEXT_MODES = ("error", "first", "longest")
+
+
+def _check_texts(df: pd.DataFrame, source: str, offset: int, texts: str = "error") -> pd.DataFrame:
+    """Resolve queries whose rows carry different non-null texts.
+
+    ``texts="error"`` raises naming both rows and the ``texts`` option; ``"first"`` keeps the
+    first text of each query (file order), ``"longest"`` the longest one (the first of equal
+    length). Returns the frame with one text per query id.
+    """
+    if texts not in TEXT_MODES:
+        raise ValueError(f"texts must be one of {'|'.join(TEXT_MODES)}, got {texts!r}")
     if "query_text" not in df.columns:
-        return
+        return df
     sub = df[["query_id", "query_text"]]
     sub = sub[sub["query_text"].notna()]
     uniq = sub.drop_duplicates()
     dup = uniq["query_id"].duplicated(keep=False)
     if not dup.any():
-        return
-    qid = uniq.loc[dup, "query_id"].iloc[0]
-    rows = uniq.index[(uniq["query_id"] == qid).to_numpy()][:2]
-    r1, r2 = (int(r) + offset for r in rows)
-    raise DataValidationError(f"query {qid!r} has two different texts (rows {r1} and {r2}); a query "
-                              f"id must carry one text", source=source, row=r2, column="query_text")
+        return df
+    n_ids = int(uniq.loc[dup, "query_id"].nunique())
+    if texts == "error":
+        qid = uniq.loc[dup, "query_id"].iloc[0]
+        rows = uniq.index[(uniq["query_id"] == qid).to_numpy()][:2]
+        r1, r2 = (int(r) + offset for r in rows)
+        raise DataValidationError(
+            f"query {qid!r} has two different texts (rows {r1} and {r2}; {n_ids} such query ids); "
+            f"a query id must carry one text: fix the file or pass -o texts=first|longest "
+            f"(texts='first'|'longest') to keep the first or the longest text",
+            source=source, row=r2, column="query_text")
+    log.warning("%s: %d query ids have differing texts; kept the %s text of each (texts=%r)",
+                source, n_ids, texts, texts)
+    if texts == "first":  # RoutingData keeps the first non-null value per query
+        return df
+    lengths = uniq["query_text"].astype(str).str.len().to_numpy()
+    order = uniq.iloc[pd.Series(-lengths).argsort(kind="stable").to_numpy()]
+    longest = order.drop_duplicates("query_id").set_index("query_id")["query_text"]
+    df = df.copy()
+    has = df["query_text"].notna()
+    df.loc[has, "query_text"] = df.loc[has, "query_id"].map(longest)
+    return df
 
 
 def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str = "error",
-                  row_offset: int = 0, meta: dict | None = None) -> RoutingData:
-    """Validate a long DataFrame (aliases allowed) and build a :class:`RoutingData`."""
+                  row_offset: int = 0, meta: dict | None = None, texts: str = "error",
+                  max_cells: int | None = None) -> RoutingData:
+    """Validate a long DataFrame (aliases allowed) and build a :class:`RoutingData`.
+
+    ``texts`` resolves a query id with several texts (see :data:`TEXT_MODES`); ``max_cells``
+    caps the dense matrix (see :func:`recsys_router.long_table.long_to_matrix`).
+    """
     df = _normalise_columns(df.reset_index(drop=True), source)
     for col in ("query_id", "model", "score"):
         if col not in df.columns:
             raise DataValidationError(f"missing required column {col!r}; columns present: "
                                       f"{list(df.columns)}", source=source, column=col)
-    _check_texts(df, source, row_offset)
+    df = _check_texts(df, source, row_offset, texts)
     df = df.rename(columns={"query_text": "text"})
     return RoutingData.from_long(df, duplicates=duplicates, name=name, source=source,
-                                 row_offset=row_offset, meta=meta)
+                                 row_offset=row_offset, meta=meta, max_cells=max_cells)
 
 
 @register("generic", aliases=("long",), detect=detect_generic,
           description="generic long table (query_id, model, score[, cost, query_text, task, split]) "
                       "in .csv/.csv.gz/.parquet/.jsonl")
-def load_generic(path, duplicates: str = "error", name: str | None = None) -> RoutingData:
+def load_generic(path, duplicates: str = "error", name: str | None = None, texts: str = "error",
+                 max_cells: int | None = None) -> RoutingData:
     """Load a long-table file.
 
     Parameters
@@ -157,6 +186,12 @@ def load_generic(path, duplicates: str = "error", name: str | None = None) -> Ro
         Repeated (query, LLM) records: raise naming the rows, or merge them.
     name : str, optional
         Dataset name (default: the file name without suffix).
+    texts : {"error", "first", "longest"}
+        A query id whose rows carry different texts: raise naming both rows (default), or
+        keep its first or its longest text (``-o texts=longest`` on the command line).
+    max_cells : int, optional
+        Largest dense queries x LLMs matrix to build (default: see
+        :func:`recsys_router.long_table.cell_limit`); a table whose ids span more is refused.
 
     Returns
     -------
@@ -182,11 +217,13 @@ def load_generic(path, duplicates: str = "error", name: str | None = None) -> Ro
     df, offset = read_long_table(path)
     stem = path.name[: -len(_suffix(path))] if _suffix(path) else path.name
     return frame_to_data(df, source=str(path), name=name or stem, duplicates=duplicates,
-                         row_offset=offset)
+                         row_offset=offset, texts=texts, max_cells=max_cells)
 
 
 def write_long(data: RoutingData, path) -> Path:
-    """Write ``data.to_long()`` to ``path`` atomically (temp file + ``os.replace``).
+    """Write ``data.to_long()`` to ``path`` atomically (:func:`recsys_router.atomic.atomic_write`:
+    a temp file tagged with this process id, then ``os.replace``; temp files of killed
+    earlier writes are removed first).
 
     The format follows the suffix: ``.csv``, ``.csv.gz``, ``.parquet`` or ``.jsonl``.
 
@@ -196,13 +233,14 @@ def write_long(data: RoutingData, path) -> Path:
         The written file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; expected an output file such as "
+                         f"{path / (data.name + '.parquet')}")
     suf = _suffix(path)
     if suf not in LONG_SUFFIXES:
         raise ValueError(f"{path}: unsupported output type; use one of {', '.join(LONG_SUFFIXES)}")
     df = data.to_long()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    try:
+    with atomic_write(path) as tmp:
         if suf == ".csv":
             df.to_csv(tmp, index=False)
         elif suf == ".csv.gz":
@@ -211,12 +249,7 @@ def write_long(data: RoutingData, path) -> Path:
             df.to_parquet(tmp, index=False)
         else:
             _write_jsonl(df, tmp, gz=suf.endswith(".gz"))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
-
 
 
 def _write_jsonl(df: pd.DataFrame, path: Path, gz: bool) -> None:

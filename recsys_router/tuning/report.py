@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import warnings
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
+
+from ..atomic import atomic_write
 
 __all__ = ["summary_table", "write_best_config", "write_plots", "write_trials_csv", "best_trial"]
 
@@ -74,9 +75,8 @@ def summary_table(study: optuna.Study, top: int = 10) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with atomic_write(path) as tmp:
+        tmp.write_text(text)
 
 
 def write_best_config(study: optuna.Study, out_dir, metric: str | None = None) -> Path | None:
@@ -107,9 +107,8 @@ def write_trials_csv(study: optuna.Study, out_dir) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     df = study.trials_dataframe(attrs=("number", "state", "value", "duration", "params"))
     path = out / "trials.csv"
-    tmp = path.with_name(f".trials.{os.getpid()}.csv")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with atomic_write(path) as tmp:
+        df.to_csv(tmp, index=False)
     return path
 
 

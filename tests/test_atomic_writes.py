@@ -1,0 +1,95 @@
+"""Killed writes leave nothing beside the target that survives the next write."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from recsys_router.atomic import atomic_write, pid_alive, remove_stale_temps, temp_path
+from recsys_router.cli import main
+from recsys_router.datasets import load_dataset
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    assert not pid_alive(p.pid)
+    return p.pid
+
+
+def test_convert_killed_mid_write_leaves_nothing_after_the_next_run(tmp_path, capsys):
+    out = tmp_path / "emb.parquet"
+    ready = tmp_path / "ready"
+    # a child writes through atomic_write, signals half-way, then waits to be killed
+    code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from recsys_router.atomic import atomic_write
+        with atomic_write(Path({str(out)!r})) as tmp:
+            tmp.write_bytes(b"half of a parquet file")
+            Path({str(ready)!r}).write_text(str(tmp))
+            time.sleep(600)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    left = Path(ready.read_text())
+    assert left.exists() and left.parent == tmp_path and left.name.startswith(".emb.parquet.")
+    assert not out.exists()
+    # the next run removes the dead writer's temporary and writes the target
+    assert main(["data", "convert", str(FIXTURES / "embedllm"), "--to", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.parquet", "ready"]
+    assert load_dataset(str(out)).shape == (5, 3)
+
+
+def test_stale_temps_of_dead_pids_go_live_ones_and_others_stay(tmp_path):
+    target = tmp_path / "x.csv"
+    dead = tmp_path / f".x.csv.{_dead_pid()}-0badc0de.tmp"
+    dead.write_text("stale")
+    dead_dir = tmp_path / f".x.csv.{_dead_pid()}-00ff00ff.tmp"   # a half-written folder
+    dead_dir.mkdir()
+    (dead_dir / "part").write_text("x")
+    live = tmp_path / f".x.csv.{os.getpid()}-12345678.tmp"       # a concurrent live writer
+    live.write_text("busy")
+    other = tmp_path / f".y.csv.{_dead_pid()}-0badc0de.tmp"      # another target's temp
+    other.write_text("not ours")
+    plain = tmp_path / ".x.csv.notapid.tmp"
+    plain.write_text("user file")
+    removed = remove_stale_temps(target)
+    assert sorted(p.name for p in removed) == sorted([dead.name, dead_dir.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, plain.name])
+
+
+def test_failed_write_keeps_the_old_target_and_no_temp(tmp_path):
+    target = tmp_path / "t.txt"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(target) as tmp:
+            tmp.write_text("new, half")
+            raise RuntimeError("disk full")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["t.txt"]
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        with atomic_write(tmp_path):
+            pass
+
+
+def test_temp_names_are_unique_and_tagged():
+    a, b = temp_path("/d/f.json"), temp_path("/d/f.json")
+    assert a != b and a.name.startswith(f".f.json.{os.getpid()}-") and a.suffix == ".tmp"
