@@ -188,7 +188,7 @@ class RoutingData:
     @classmethod
     def from_long(cls, df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
                   name: str = "data", source: str | None = None, meta: dict | None = None,
-                  row_offset: int = 0) -> "RoutingData":
+                  row_offset: int = 0, max_cells: int | None = None) -> "RoutingData":
         """Build from a long table with one row per (query, LLM) record.
 
         Parameters
@@ -205,6 +205,9 @@ class RoutingData:
             LLM metadata (column ``name``); LLMs in it but absent from ``df`` are kept.
         row_offset : int
             Added to row numbers in error messages (e.g. 1 for files with a header line).
+        max_cells : int, optional
+            Refuse a table whose ids span a larger queries x LLMs matrix (default:
+            :func:`recsys_router.long_table.cell_limit`, linear in the records).
 
         Returns
         -------
@@ -219,7 +222,7 @@ class RoutingData:
         """
         queries, llm_table, scores, costs, n_dup = long_to_matrix(
             df, duplicates=duplicates, llms=None if llms is None else cls._make_llms(llms, source),
-            name=name, source=source, row_offset=row_offset)
+            name=name, source=source, row_offset=row_offset, max_cells=max_cells)
         return cls(queries, llm_table, scores, costs, name=name, source=source,
                    meta={**(meta or {}), "merged_duplicates": n_dup})
 

@@ -7,21 +7,54 @@ small. Every rejected record is reported with its row number and column.
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pandas as pd
 
 from .errors import DataValidationError
 
-__all__ = ["DUPLICATE_MODES", "long_to_matrix"]
+__all__ = ["DUPLICATE_MODES", "long_to_matrix", "cell_limit", "MIN_CELLS", "CELLS_PER_RECORD"]
 
 log = logging.getLogger(__name__)
 
 DUPLICATE_MODES = ("error", "mean", "first", "last")
+# a long table may span at most max(MIN_CELLS, CELLS_PER_RECORD x records) matrix cells, so the
+# memory of the dense matrices grows linearly with the file, whatever its ids
+MIN_CELLS = 1 << 22            # 4.2M cells: 16 MB per float32 matrix
+CELLS_PER_RECORD = 64          # density >= 1/64 above that
+MAX_CELLS_ENV = "RECSYS_ROUTER_MAX_CELLS"
+
+
+def cell_limit(n_records: int, max_cells: int | None = None) -> int:
+    """The largest dense queries x LLMs matrix a long table of ``n_records`` may build.
+
+    ``max_cells`` (or the environment variable ``RECSYS_ROUTER_MAX_CELLS``) sets it
+    explicitly; the default ``max(MIN_CELLS, CELLS_PER_RECORD * n_records)`` keeps memory
+    linear in the records: a few thousand records naming thousands of distinct queries and
+    LLMs (a nearly empty matrix of millions of cells) are refused instead of allocated.
+
+    Example
+    -------
+    >>> cell_limit(10) == MIN_CELLS, cell_limit(1_000_000), cell_limit(10, max_cells=50)
+    (True, 64000000, 50)
+    """
+    if max_cells is None and os.environ.get(MAX_CELLS_ENV):
+        raw = os.environ[MAX_CELLS_ENV]
+        try:
+            max_cells = int(raw)
+        except ValueError:
+            raise ValueError(f"{MAX_CELLS_ENV}={raw!r}: expected a whole number of cells") from None
+    if max_cells is not None:
+        if isinstance(max_cells, bool) or not isinstance(max_cells, (int, np.integer)) or max_cells < 1:
+            raise ValueError(f"max_cells must be a positive whole number, got {max_cells!r}")
+        return int(max_cells)
+    return max(MIN_CELLS, CELLS_PER_RECORD * int(n_records))
 
 
 def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
-                   name: str = "data", source: str | None = None, row_offset: int = 0):
+                   name: str = "data", source: str | None = None, row_offset: int = 0,
+                   max_cells: int | None = None):
     """Pivot a validated long table into query/LLM tables and score/cost matrices.
 
     Parameters
@@ -36,6 +69,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         Used in log lines and error messages.
     row_offset : int
         Added to row numbers in error messages.
+    max_cells : int, optional
+        Refuse tables whose ids span more cells than this (default :func:`cell_limit`).
 
     Returns
     -------
@@ -80,6 +115,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             r = int(np.flatnonzero(badc)[0])
             raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
                                       source=source, row=r + row_offset, column="cost")
+    for col in ("query_id", "model", "task", "split"):
+        if col in df.columns:
+            _check_scalar(df[col], col, source, row_offset)
     qcodes, qids = _factorize_str(df["query_id"])
     if llms is not None:
         names = pd.Index(llms["name"])
@@ -96,6 +134,13 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         mcodes, names = _factorize_str(df["model"])
         llm_table = pd.DataFrame({"name": list(names)})
     nq, nl = len(qids), len(names)
+    limit = cell_limit(len(df), max_cells)
+    if nq * nl > limit:
+        raise DataValidationError(
+            f"{len(df):,} records name {nq:,} queries x {nl:,} LLMs = {nq * nl:,} matrix cells "
+            f"(density {len(df) / (nq * nl):.2g}); more than the limit of {limit:,} cells for a "
+            f"dense matrix. If the ids are right, raise the limit with the loader option max_cells "
+            f"(-o max_cells=N) or the {MAX_CELLS_ENV} environment variable", source=source)
     flat = qcodes.astype(np.int64)
     flat *= nl
     flat += mcodes
@@ -146,10 +191,23 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         df = df.rename(columns={"query_text": "text"})
     qcols = [c for c in df.columns if c not in ("query_id", "model", "score", "cost")]
     queries = pd.DataFrame({"query_id": list(qids)})
-    for c in qcols:
-        queries[c] = _first_per_group(df[c], qcodes, nq)
+    if qcols:  # one grouped pass over every per-query column (every code 0..nq-1 occurs)
+        firsts = df[qcols].groupby(qcodes, sort=True).first().reset_index(drop=True)
+        queries = pd.concat([queries, firsts], axis=1)
     return (queries, llm_table, scores.reshape(nq, nl),
             None if costs is None else costs.reshape(nq, nl), n_dup)
+
+
+def _check_scalar(col: pd.Series, name: str, source, row_offset: int) -> None:
+    """Refuse list, dict or array values in an id/label column (they cannot be keys)."""
+    if col.dtype != object:
+        return
+    bad = col.map(lambda v: isinstance(v, (list, tuple, dict, set, np.ndarray))).to_numpy(bool)
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise DataValidationError(f"{type(col.iloc[r]).__name__} value {str(col.iloc[r])[:60]!r}; "
+                                  f"expected a single string or number", source=source,
+                                  row=r + row_offset, column=name)
 
 
 def _numeric(col: pd.Series) -> np.ndarray:
@@ -182,14 +240,3 @@ def _factorize_str(col: pd.Series) -> tuple[np.ndarray, list[str]]:
         codes, uniques = pd.factorize(col.astype(str), sort=False)
         labels = pd.Index(uniques).astype(str).tolist()
     return np.asarray(codes), labels
-
-
-def _first_per_group(col: pd.Series, codes: np.ndarray, n_groups: int) -> pd.Series:
-    """First non-null value of ``col`` per group code (missing where a group has none)."""
-    rows = np.flatnonzero(col.notna().to_numpy())
-    first = np.full(n_groups, len(col), dtype=np.int64)
-    if len(rows):
-        np.minimum.at(first, codes[rows], rows)
-    has = first < len(col)
-    out = col.iloc[np.where(has, first, 0) if len(col) else first].reset_index(drop=True)
-    return out.where(pd.Series(has)) if not has.all() else out

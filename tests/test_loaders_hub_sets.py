@@ -57,7 +57,7 @@ def routereval_dir(tmp_path):
 
 def test_routereval_one_group(routereval_dir):
     root, raw = routereval_dir
-    d = load_routereval(root, difficulty="easy", m=3, group="all-strong")
+    d = load_routereval(root, difficulty="easy", m=3, group="all-strong", trust_pickle=True)
     entry = raw["easy"][3]["all_strong"]
     expected = np.vstack([entry["data"][f"{s}_score"] for s in ("train", "val", "test")])
     np.testing.assert_array_equal(d.scores, expected)
@@ -66,31 +66,32 @@ def test_routereval_one_group(routereval_dir):
     assert d.texts[0] == "prompt 4" and d.queries["task"].unique().tolist() == ["arc"]
     assert d.llms["size"].tolist()[:2] == [70.0, 56.0] and np.isnan(d.llms["size"].iloc[2])
     np.testing.assert_array_equal(d.costs[:, 0], 70.0)
-    weak = load_dataset("routereval", data_dir=root.parent, difficulty="easy", m=3, group="all_weak")
+    weak = load_dataset("routereval", data_dir=root.parent, difficulty="easy", m=3,
+                        group="all_weak", trust_pickle=True)
     assert weak.llms["size"].tolist() == [1.5, 7.0, 0.35]
 
 
 def test_routereval_dict_of_groups_and_errors(routereval_dir, tmp_path):
     root, raw = routereval_dir
-    all_ = load_routereval(root / "router_dataset" / "arc_router_dataset.pkl")
+    all_ = load_routereval(root / "router_dataset" / "arc_router_dataset.pkl", trust_pickle=True)
     assert sorted(all_) == sorted(f"easy/{m}/{g}" for m in (3, 5)
                                   for g in ("all_strong", "all_weak", "strong_to_weak"))
-    assert set(load_routereval(root, m=5)) == {"easy/5/all_strong", "easy/5/all_weak",
+    assert set(load_routereval(root, m=5, trust_pickle=True)) == {"easy/5/all_strong", "easy/5/all_weak",
                                                "easy/5/strong_to_weak"}
     with pytest.raises(KeyError, match="available"):
-        load_routereval(root, m=1000)
+        load_routereval(root, m=1000, trust_pickle=True)
     with pytest.raises(ValueError, match="group must be one of"):
-        load_routereval(root, group="medium")
+        load_routereval(root, group="medium", trust_pickle=True)
     raw["easy"][3]["all_weak"]["data"]["val_score"] = np.zeros((2, 3))
     bad = tmp_path / "bad_router_dataset.pkl"
     bad.write_bytes(pickle.dumps(raw))
     with pytest.raises(DataValidationError) as ei:
-        load_routereval(bad)
+        load_routereval(bad, trust_pickle=True)
     assert ei.value.column == "easy/3/all_weak/data/val_score" and "(1, 3)" in str(ei.value)
     del raw["split_index"]
     bad.write_bytes(pickle.dumps(raw))
     with pytest.raises(DataValidationError, match="missing key 'split_index'"):
-        load_routereval(bad)
+        load_routereval(bad, trust_pickle=True)
 
 
 # ---------------------------------------------------------------- EmbedLLM
@@ -178,5 +179,5 @@ def test_pickle_prompt_types(tmp_path):
     df = pd.DataFrame({"sample_id": ["a", "b"], "prompt": [["x"], ("y", "y")], "eval_name": "e",
                        "m": [1.0, 0.0], "m|total_cost": [0.1, 0.2], "m|model_response": [["r1"], ["r2"]]})
     df.to_pickle(tmp_path / "routerbench_0shot.pkl")
-    d = load_dataset(str(tmp_path), with_responses=True)  # folder recognised by its pickle
+    d = load_dataset(str(tmp_path), with_responses=True, trust_pickle=True)  # folder recognised by its pickle
     assert d.texts == ["x", "y"] and d.responses["m"].tolist() == ["r1", "r2"]

@@ -141,13 +141,13 @@ def test_pickle_and_folder_resolution(tmp_path):
     folder = tmp_path / "routerbench"
     folder.mkdir()
     df.to_pickle(folder / "routerbench_0shot.pkl")
-    d = load_dataset("routerbench", data_dir=tmp_path)
+    d = load_dataset("routerbench", data_dir=tmp_path, trust_pickle=True)
     assert d.shape == (3, 2) and d.texts == ["q one", "q two", "plain text prompt"]
     assert d.summary()["tasks"] == {"gsm8k": 2, "mmlu": 1}
     np.testing.assert_allclose(d.costs[:, 1], 0.002)
-    assert load_dataset(str(folder / "routerbench_0shot.pkl")).shape == (3, 2)
+    assert load_dataset(str(folder / "routerbench_0shot.pkl"), trust_pickle=True).shape == (3, 2)
     with pytest.raises(FileNotFoundError, match="routerbench_5shot.pkl"):
         load_routerbench(folder, shots=5)
     pd.Series([1, 2]).to_pickle(tmp_path / "routerbench_bad.pkl")
     with pytest.raises(DataValidationError, match="expected a pandas DataFrame"):
-        load_routerbench(tmp_path / "routerbench_bad.pkl")
+        load_routerbench(tmp_path / "routerbench_bad.pkl", trust_pickle=True)

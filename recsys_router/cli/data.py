@@ -5,7 +5,7 @@ Examples::
     recsys-router data list
     recsys-router data info routerbench_zs --data-dir ../shared/data
     recsys-router data info synthetic --seed 3 --n-queries 500 --json
-    recsys-router data info routereval -o benchmark=arc -o difficulty=easy -o m=5 -o group=all_strong
+    recsys-router data info routereval --trust-pickle -o benchmark=arc -o difficulty=easy -o m=5 -o group=all_strong
     recsys-router data convert llmrouter --to llmrouter.parquet
     recsys-router data download routerbench --cache-dir ~/data
 """
@@ -39,6 +39,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="loader option, repeatable (e.g. -o duplicates=mean -o benchmark=mmlu)")
     p.add_argument("--download", action="store_true",
                    help="download a Hugging Face dataset that is not found locally")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow loaders that unpickle (routerbench .pkl, routereval): unpickling "
+                        "runs code the file chooses, so only for files from a source you trust")
 
 
 def add_parser(subparsers) -> None:
@@ -95,12 +98,14 @@ def load_from_args(args):
         elif name != "seed":
             raise ValueError(f"--{name.replace('_', '-')} applies to generated (synthetic) data only")
     if spec is not None and not _takes_kwargs(spec):
-        unknown = sorted(set(options) - accepts)
+        unknown = sorted(set(options) - accepts - {"trust_pickle"})
         if unknown:
             raise ValueError(f"{spec.name} has no option(s) {unknown}; options: "
                              f"{sorted(accepts - {'path'}) or 'none'}")
     if getattr(args, "download", False):
         options["download"] = True
+    if getattr(args, "trust_pickle", False):
+        options["trust_pickle"] = True
     try:
         return load_dataset(args.dataset, data_dir=args.data_dir, **options)
     except ConnectionError as exc:  # failed download: a clean CLI error, not a traceback

@@ -4,6 +4,8 @@ LLM-size parsing, split/task names from file names, stable query ids.
 
 from __future__ import annotations
 
+import csv
+import gzip
 import hashlib
 import json
 import logging
@@ -15,10 +17,13 @@ import pandas as pd
 
 from ..errors import DataValidationError
 
-__all__ = ["read_json", "read_jsonl", "require_columns", "parse_size", "task_split_from_stem",
-           "text_hash", "order_files", "SPLIT_ORDER", "resolve_file", "log_merged"]
+__all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "require_columns",
+           "parse_size", "task_split_from_stem", "text_hash", "first_non_utf8_line", "order_files", "SPLIT_ORDER", "resolve_file", "log_merged"]
 
 log = logging.getLogger("recsys_router.datasets")
+
+MAX_CSV_COLUMNS = 2048
+MAX_HEADER_BYTES = 1 << 20
 
 # files are read in this split order so that, when a prompt appears in several files,
 # the training copy comes first (see each loader's notes on duplicates)
@@ -27,14 +32,215 @@ _SPLIT_SUFFIX = re.compile(r"^(?P<task>.+?)[_\-.](?P<split>train|test|val|valid|
                            re.IGNORECASE)
 
 
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if str(path).lower().endswith(".gz") else open(path, "rb")
+
+
+def first_non_utf8_line(path: Path) -> tuple[int, int] | None:
+    """``(line, byte)`` of the first line of a text file that is not UTF-8 (1-based), or None."""
+    with _open_bytes(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return lineno, line[exc.start]
+    return None
+
+
+def _not_utf8(path: Path) -> DataValidationError:
+    try:
+        found = first_non_utf8_line(path)
+    except OSError:
+        found = None
+    if found is None:
+        return DataValidationError("the text is not UTF-8; expected a UTF-8 encoded file",
+                                   source=str(path))
+    line, byte = found
+    return DataValidationError(f"byte 0x{byte:02x} is not UTF-8 text; expected a UTF-8 encoded "
+                               f"file (line {line})", source=str(path), row=line)
+
+
+def _first_long_line(path: Path, n_header: int,
+                     max_records: int | None = None) -> tuple[int, int] | None:
+    """``(line, n_fields)`` of the first CSV record with more fields than the header."""
+    with _open_text(path) as fh:
+        reader = csv.reader(fh)
+        try:
+            next(reader, None)
+            for i, rec in enumerate(reader):
+                if max_records is not None and i >= max_records:
+                    return None
+                if len(rec) > n_header:
+                    return reader.line_num, len(rec)
+        except csv.Error:  # a field over the csv module's size limit: line unknown
+            return None
+    return None
+
+
+_USECOLS_CHECKED = 10_000
+_EXTRA = "\x00extra field"   # a name no header has: catches fields past the last header name
+
+
+def _column_names(header: list[str]) -> list[str]:
+    """Header names as pandas would name them: ``Unnamed: i`` for blanks, ``a.1`` for repeats."""
+    names, seen = [], {}
+    for i, h in enumerate(header):
+        name = h if h.strip() else f"Unnamed: {i}"
+        base, k = name, seen.get(name, 0)
+        while name in seen:
+            k += 1
+            name = f"{base}.{k}"
+        seen[base] = k
+        seen[name] = 0
+        names.append(name)
+    return names
+
+
+def read_csv(path: Path, **kwargs) -> pd.DataFrame:
+    """``pandas.read_csv`` that refuses what pandas would read silently wrong.
+
+    * A record with more fields than the header raises naming the line (pandas would make
+      the first field the index and shift every column: costs become scores; with
+      ``usecols`` it would drop the extra field).
+    * A header of more than :data:`MAX_CSV_COLUMNS` names is refused before parsing (pandas'
+      time grows with the square of the column count).
+    * Text that is not UTF-8, malformed quoting, an empty file and any other parse failure
+      raise :class:`DataValidationError` naming the file (and the line when known).
+
+    ``kwargs`` go to :func:`pandas.read_csv` (``header``, ``names`` and ``index_col`` are
+    set here). With ``usecols`` (names), which reads huge files without their unused
+    columns, only the first 10,000 records are checked for extra fields.
+
+    Example
+    -------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.csv")
+    >>> _ = open(p, "w").write("a,b\\n1,2\\n3,4,5\\n")
+    >>> try:
+    ...     read_csv(p)
+    ... except DataValidationError as err:
+    ...     print(str(err).split(": ")[1].split(";")[0])
+    line 3 has 3 fields but the header has 2
+    """
+    path = Path(path)
+    names = _column_names(csv_header(path))
+    n_header = len(names)
+    if n_header > MAX_CSV_COLUMNS:
+        raise DataValidationError(
+            f"{n_header:,} columns; at most {MAX_CSV_COLUMNS:,} are read (a routing table has a "
+            f"few columns per LLM and per query)", source=str(path), row=1)
+    usecols = kwargs.get("usecols")
+    if usecols is not None:
+        # pandas cannot select a sentinel column that no record fills: check the head instead
+        found = _first_long_line(path, n_header, max_records=_USECOLS_CHECKED)
+        if found:
+            raise _long_line(path, n_header, found[0])
+    try:
+        df = pd.read_csv(path, header=None, skiprows=1, index_col=False, **kwargs,
+                         names=names if usecols is not None else names + [_EXTRA])
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except pd.errors.EmptyDataError:
+        raise DataValidationError("empty file: expected a header line and records",
+                                  source=str(path)) from None
+    except (pd.errors.ParserError, csv.Error, ValueError) as exc:
+        msg = " ".join(str(exc).split())
+        m = re.search(r"line (\d+)", msg)
+        if m and "Expected" in msg:  # two or more fields too many
+            raise _long_line(path, n_header, int(m.group(1))) from None
+        raise DataValidationError(f"malformed CSV: {msg}", source=str(path),
+                                  row=int(m.group(1)) if m else None) from None
+    extra = df.pop(_EXTRA).notna().to_numpy() if usecols is None else np.zeros(0, bool)
+    if extra.any():
+        raise _long_line(path, n_header, int(np.flatnonzero(extra)[0]) + 2)
+    return df
+
+
+def _long_line(path: Path, n_header: int, guess: int) -> DataValidationError:
+    found = _first_long_line(path, n_header)
+    line, n = found if found else (guess, None)
+    has = f"has {n} fields" if n else "has more fields"
+    return DataValidationError(
+        f"line {line} {has} but the header has {n_header}; every record must have one field "
+        f"per header column (a missing header name or a stray delimiter?)", source=str(path),
+        row=line)
+
+
+def _open_text(path: Path):
+    if str(path).lower().endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+def csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file (its first line), with located errors.
+
+    Read with the :mod:`csv` module (pandas takes seconds on a header of 20,000 names).
+    """
+    try:
+        with _open_bytes(path) as fh:
+            first = fh.readline(MAX_HEADER_BYTES + 1)
+    except (gzip.BadGzipFile, EOFError) as exc:
+        raise DataValidationError(f"not a readable gzip file: {exc}", source=str(path)) from None
+    if len(first) > MAX_HEADER_BYTES:
+        raise DataValidationError(f"header line longer than {MAX_HEADER_BYTES:,} bytes",
+                                  source=str(path), row=1)
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataValidationError(f"byte 0x{first[exc.start]:02x} is not UTF-8 text; expected a "
+                                  f"UTF-8 encoded file", source=str(path), row=1) from None
+    try:
+        header = next(csv.reader([text]), None)
+    except csv.Error as exc:
+        raise DataValidationError(f"malformed CSV header: {exc}", source=str(path), row=1) from None
+    if not header:
+        raise DataValidationError("empty file: expected a header line", source=str(path), row=1)
+    return header
+
+
+def read_parquet(path: Path, columns=None) -> pd.DataFrame:
+    """``pandas.read_parquet`` whose failures (corrupt or truncated file, not parquet) raise
+    one :class:`DataValidationError` naming the file."""
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except (OSError, ValueError, TypeError, ImportError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        msg = " ".join(str(exc).split())[:300]
+        raise DataValidationError(f"not a readable parquet file ({type(exc).__name__}: {msg})",
+                                  source=str(path)) from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises its own ArrowException types
+        msg = " ".join(str(exc).split())[:300]
+        raise DataValidationError(f"not a readable parquet file ({type(exc).__name__}: {msg})",
+                                  source=str(path)) from None
+
+
+def require_trust(path: Path, trust_pickle: bool) -> None:
+    """Refuse to unpickle ``path`` unless the caller said it trusts the file.
+
+    Unpickling runs whatever code the file names, so a pickle is as dangerous as a script.
+    """
+    if not trust_pickle:
+        raise DataValidationError(
+            "refusing to unpickle: a pickle runs code of the file's choosing while it loads; if "
+            "you trust where this file came from, pass --trust-pickle (trust_pickle=True)",
+            source=str(path))
+
+
 def read_json(path: Path):
-    """Parse a JSON file; a syntax error names the file, line and column."""
+    """Parse a JSON file; a syntax error names the file, line and column; non-UTF-8 text and
+    nesting too deep to parse are refused with the file named."""
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise DataValidationError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                                   source=str(path), row=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise _not_utf8(Path(path)) from None
+    except RecursionError:
+        raise DataValidationError("JSON nested too deeply to read", source=str(path)) from None
 
 
 def read_jsonl(path: Path) -> pd.DataFrame:
@@ -44,14 +250,23 @@ def read_jsonl(path: Path) -> pd.DataFrame:
     number (1-based). Blank lines are skipped.
     """
     records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with _open_bytes(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataValidationError(f"byte 0x{raw[exc.start]:02x} is not UTF-8 text; expected "
+                                          f"a UTF-8 encoded file", source=str(path),
+                                          row=lineno) from None
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataValidationError(f"invalid JSON on this line: {exc.msg}", source=str(path),
+                                          row=lineno) from None
+            except RecursionError:
+                raise DataValidationError("JSON nested too deeply to read", source=str(path),
                                           row=lineno) from None
             if not isinstance(rec, dict):
                 raise DataValidationError(f"expected a JSON object per line, got {type(rec).__name__}",

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import parse_size, require_columns
+from ._common import csv_header, parse_size, read_csv, require_columns
 from .registry import register
 
 __all__ = ["load_embedllm", "detect_embedllm"]
@@ -53,12 +53,9 @@ def _int_column(df: pd.DataFrame, col: str, source: Path) -> pd.Series:
 
 
 def _read_split(path: Path, with_prompt: bool) -> pd.DataFrame:
-    try:
-        header = list(pd.read_csv(path, nrows=0).columns)
-        want = [c for c in header if c in _WANT or (with_prompt and c == "prompt")]
-        df = pd.read_csv(path, usecols=want)
-    except pd.errors.ParserError as exc:
-        raise DataValidationError(f"malformed CSV: {exc}", source=str(path)) from None
+    header = csv_header(path)
+    want = [c for c in header if c in _WANT or (with_prompt and c == "prompt")]
+    df = read_csv(path, usecols=want)
     require_columns(df, ("prompt_id", "model_id", "label"), path)
     return df
 
@@ -109,7 +106,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
                                 f"(EmbedLLM layout); download with `recsys-router data download "
                                 f"embedllm`")
     if order_f.is_file():
-        order = pd.read_csv(order_f)
+        order = read_csv(order_f)
         require_columns(order, ("model_id", "model_name"), order_f)
         order["model_id"] = _int_column(order, "model_id", order_f)
         names = order.set_index("model_id")["model_name"].astype(str)
@@ -149,7 +146,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
         log.warning("%s: %d repeated (prompt, model) records merged with duplicates=%r", path,
                     data.meta["merged_duplicates"], duplicates)
     if not need_prompt:
-        qo = pd.read_csv(q_f)
+        qo = read_csv(q_f)
         require_columns(qo, ("prompt_id", "prompt"), q_f)
         qo["prompt_id"] = _int_column(qo, "prompt_id", q_f)
         qo = qo.drop_duplicates("prompt_id")

@@ -11,6 +11,7 @@ or a path (dispatching on its layout).
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,8 @@ def load_dataset(name_or_path, data_dir=None, **options):
     **options
         Passed to the loader (e.g. ``duplicates="mean"``, ``seed=0``), except
         ``download=True`` (fetch a Hugging Face dataset that is not found locally) and
-        ``cache_dir`` (where downloads go and are looked for; see :mod:`.hub`).
+        ``cache_dir`` (where downloads go and are looked for; see :mod:`.hub`), and
+        ``trust_pickle`` (passed only to loaders that unpickle; the others ignore it).
 
     Returns
     -------
@@ -113,11 +115,18 @@ def load_dataset(name_or_path, data_dir=None, **options):
     """
     download = options.pop("download", False)
     cache_dir = options.pop("cache_dir", None)
+    trust = options.pop("trust_pickle", None)
+
+    def call(loader, path):
+        if trust is not None and "trust_pickle" in inspect.signature(loader).parameters:
+            return loader(path, trust_pickle=bool(trust), **options)
+        return loader(path, **options)
+
     key = str(name_or_path)
     spec = dataset_spec(key)
     if spec is not None:
         if not spec.needs_path:
-            return spec.loader(None, **options)
+            return call(spec.loader, None)
         try:
             path = _find_named(spec, data_dir, cache_dir)
         except FileNotFoundError:
@@ -125,7 +134,7 @@ def load_dataset(name_or_path, data_dir=None, **options):
                 raise
             from .hub import download_dataset
             path = download_dataset(spec.name, cache_dir)
-        return spec.loader(path, **options)
+        return call(spec.loader, path)
     path = Path(key)
     try:
         exists = path.exists()
@@ -134,7 +143,7 @@ def load_dataset(name_or_path, data_dir=None, **options):
     if exists:
         for _, s in DATASETS.items():
             if s.detect is not None and s.detect(path):
-                return s.loader(path, **options)
+                return call(s.loader, path)
         raise ValueError(f"{path}: cannot tell which dataset format this is; known formats: "
                          f"{sorted(available_datasets())}")
     raise ValueError(f"unknown dataset {key!r} (and no such file or folder); valid names: "

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import parse_size, read_jsonl, require_columns
+from ._common import parse_size, read_csv, read_jsonl, require_columns
 from .registry import register
 
 __all__ = ["load_routellm", "load_routellm_mmlu", "load_routellm_gsm8k", "load_routellm_mtbench",
@@ -62,10 +62,7 @@ def _llm_table(names) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(path)
-    except pd.errors.ParserError as exc:
-        raise DataValidationError(f"malformed CSV: {exc}", source=str(path)) from None
+    df = read_csv(path)
     require_columns(df, ("prompt",), path)
     return df
 

@@ -45,7 +45,8 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import order_files, parse_size, task_split_from_stem, text_hash
+from ._common import (csv_header, order_files, parse_size, read_csv, require_trust,
+                      task_split_from_stem, text_hash)
 from .registry import register
 
 __all__ = ["load_routerbench", "load_routerbench_zs", "routerbench_frame_to_data",
@@ -201,10 +202,7 @@ def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(path)
-    except pd.errors.ParserError as exc:
-        raise DataValidationError(f"malformed CSV: {exc}", source=str(path)) from None
+    df = read_csv(path)
     return df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed:")])
 
 
@@ -215,7 +213,7 @@ def detect_routerbench_csv(path: Path) -> bool:
     if not files or not files[0].is_file() or files[0].suffix != ".csv":
         return False
     try:
-        cols = list(pd.read_csv(files[0], nrows=0).columns)
+        cols = csv_header(files[0])
     except Exception:  # noqa: BLE001
         return False
     return "sample_id" in cols and "prompt" in cols and any("|total_cost" in c for c in cols)
@@ -279,10 +277,12 @@ def detect_routerbench_pickle(path: Path) -> bool:
           description="RouterBench full pickle routerbench_0shot.pkl (Hugging Face "
                       "withmartian/routerbench; 11 LLMs, USD costs)")
 def load_routerbench(path, shots: int = 0, identity: str = "prompt", duplicates: str = "first",
-                     with_responses: bool = False) -> RoutingData:
+                     with_responses: bool = False, trust_pickle: bool = False) -> RoutingData:
     """Load the published RouterBench pickle.
 
-    Only load pickles from a source you trust (unpickling can run code).
+    Unpickling runs code the file chooses, so the file is read only with
+    ``trust_pickle=True`` (``--trust-pickle`` on the command line); otherwise the load is
+    refused with a :class:`DataValidationError` saying so, before the file is opened.
 
     Parameters
     ----------
@@ -293,6 +293,8 @@ def load_routerbench(path, shots: int = 0, identity: str = "prompt", duplicates:
         Which pickle to pick from a folder.
     identity, duplicates, with_responses
         See :func:`routerbench_frame_to_data`.
+    trust_pickle : bool
+        You trust the file's origin (it may run code while loading).
 
     Returns
     -------
@@ -308,6 +310,7 @@ def load_routerbench(path, shots: int = 0, identity: str = "prompt", duplicates:
             raise FileNotFoundError(f"{path}: no {_PICKLE_NAMES[shots]}; download it with "
                                     f"`recsys-router data download routerbench`")
         path = fname
+    require_trust(path, trust_pickle)
     try:
         frame = pd.read_pickle(path)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad file

@@ -136,8 +136,8 @@ def detect_routerdc(path: Path) -> bool:
         return False
     if path.is_dir() and ((path / "default_llm.json").exists() or (path / "dcrouter_train.json").exists()):
         return False  # the LLMRouter folder
-    with open(files[0], encoding="utf-8") as fh:
-        head = fh.read(4096)
+    with open(files[0], "rb") as fh:
+        head = fh.read(4096).decode("utf-8", errors="replace")
     return head.lstrip().startswith("[") and '"question"' in head and '"scores"' in head
 
 

@@ -16,7 +16,8 @@ and test rows in that order (``split`` column = the published split), ids
 name (``-7b`` -> 7, ``8x7b`` -> 56, ``1.5B``, ``70B``; NaN when the name has none), stored
 as ``llms.size`` and as every query's cost for that LLM.
 
-Only load pickles from a source you trust (unpickling can run code).
+Unpickling runs code the file chooses: the loader reads a pickle only with
+``trust_pickle=True`` (``--trust-pickle`` on the command line) and refuses otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import parse_size
+from ._common import parse_size, require_trust
 from .registry import register
 
 __all__ = ["load_routereval", "routereval_dict_to_data", "detect_routereval", "ROUTEREVAL_GROUPS"]
@@ -147,7 +148,7 @@ def detect_routereval(path: Path) -> bool:
           description="RouterEval router_dataset pickles (12 benchmarks, candidate pools of 3 to "
                       "1,000 LLMs; cost proxy = parameter count)")
 def load_routereval(path, benchmark: str | None = None, difficulty: str | None = None,
-                    m: int | None = None, group: str | None = None):
+                    m: int | None = None, group: str | None = None, trust_pickle: bool = False):
     """Load a RouterEval ``<benchmark>_router_dataset.pkl``.
 
     Parameters
@@ -162,6 +163,8 @@ def load_routereval(path, benchmark: str | None = None, difficulty: str | None =
         Candidate pool size (3, 5, 10, 100, 1000).
     group : {"all_strong", "all_weak", "strong_to_weak"}, optional
         ``"all-strong"`` style spellings are accepted.
+    trust_pickle : bool
+        You trust the file's origin (unpickling may run code); required to read it.
 
     Returns
     -------
@@ -172,7 +175,7 @@ def load_routereval(path, benchmark: str | None = None, difficulty: str | None =
     Example
     -------
     >>> d = load_routereval("data/routereval", benchmark="arc", difficulty="easy", m=5,
-    ...                     group="all-strong")  # doctest: +SKIP
+    ...                     group="all-strong", trust_pickle=True)  # doctest: +SKIP
     """
     path = Path(path)
     files = _find_pickles(path)
@@ -185,6 +188,7 @@ def load_routereval(path, benchmark: str | None = None, difficulty: str | None =
         raise ValueError(f"{path}: several benchmarks ({[f.name[:-len(_SUFFIX)] for f in files]}); "
                          f"pass benchmark=...")
     f = files[0]
+    require_trust(f, trust_pickle)
     try:
         with open(f, "rb") as fh:
             raw = pickle.load(fh)  # noqa: S301 - published dataset format
