@@ -88,12 +88,16 @@ def _batches(url: str) -> tuple[float, float]:
 
 
 def _serve(art: Path, env: dict) -> tuple[subprocess.Popen, str]:
-    import httpx
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from recsys_router.cli import main; "
-                             "sys.exit(main())", "serve", str(art), "--port", str(port),
-                             "--max-batch", "256"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    return _start_server([sys.executable, "-c", "import sys; from recsys_router.cli import main; "
+                          "sys.exit(main())", "serve", str(art), "--port", str(port),
+                          "--max-batch", "256"], port, env)
+
+
+def _start_server(cmd: list[str], port: int, env: dict) -> tuple[subprocess.Popen, str]:
+    """Start ``cmd`` (a server on 127.0.0.1:``port``) and wait until ``/health`` answers."""
+    import httpx
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:

@@ -97,28 +97,46 @@ def test_failing_prediction_fails_only_its_request(artifact, monkeypatch):  # no
     assert "recsys_router_prediction_failures_total 1" in m
 
 
-def test_micro_batcher_retries_request_by_request():
-    calls = []
+def _submit_all(batcher: MicroBatcher, requests: list[list[str]]) -> list:
+    """Submit every request at once; results (or exceptions) in order."""
+    async def run():
+        try:
+            return await asyncio.gather(*[batcher.submit(r) for r in requests], return_exceptions=True)
+        finally:
+            await batcher.stop()
+    return asyncio.run(run())
 
+
+def _recording_predict(calls: list, bad: str):
+    """A model whose call fails when ``bad`` is among the texts; row = (text length, 0)."""
     def predict(texts):
         calls.append(list(texts))
-        if "bad" in texts:
-            raise ValueError("bad text")
+        if bad in texts:
+            raise ValueError(f"bad text {bad}")
         return np.array([[len(t), 0.0] for t in texts]), None
+    return predict
 
-    async def run():
-        b = MicroBatcher(predict, max_batch=64, max_wait_ms=100)
-        try:
-            return await asyncio.gather(b.submit(["a"]), b.submit(["bad", "cc"]), b.submit(["dd", "eee"]),
-                                        return_exceptions=True), b
-        finally:
-            await b.stop()
-    (r1, r2, r3), b = asyncio.run(run())
+
+def test_micro_batcher_retries_request_by_request():
+    calls = []
+    b = MicroBatcher(_recording_predict(calls, "bad"), max_batch=64, max_wait_ms=100)
+    r1, r2, r3 = _submit_all(b, [["a"], ["bad", "cc"], ["dd", "eee"]])
     assert r1[0].tolist() == [[1.0, 0.0]] and r3[0].tolist() == [[2.0, 0.0], [3.0, 0.0]]
     assert isinstance(r2, ValueError)  # the whole request that held the bad text, and only it
-    assert calls[0] == ["a", "bad", "cc", "dd", "eee"] and sorted(map(tuple, calls[1:])) == \
-        [("a",), ("bad", "cc"), ("dd", "eee")]
-    assert (b.batches_split, b.requests_failed, b.batches_run, b.texts_run) == (1, 1, 2, 3)
+    # halves of the three requests: [a] | [bad cc, dd eee] -> fails again -> [bad cc] | [dd eee]
+    assert calls == [["a", "bad", "cc", "dd", "eee"], ["a"], ["bad", "cc", "dd", "eee"],
+                     ["bad", "cc"], ["dd", "eee"]]
+    assert (b.batches_split, b.requests_failed, b.batches_run, b.texts_run) == (2, 1, 2, 3)
+
+
+def test_micro_batcher_bisection_cost():
+    """One bad request among 64: found with 2 * log2(64) + 1 calls, not 65."""
+    seen = []
+    res = _submit_all(MicroBatcher(_recording_predict(seen, "t37"), max_batch=64, max_wait_ms=200),
+                      [[f"t{i}"] for i in range(64)])
+    calls = [len(c) for c in seen]
+    assert [k for k, r in enumerate(res) if isinstance(r, Exception)] == [37]
+    assert len(calls) == 1 + 2 * 6 and calls[0] == 64 and sum(calls[1:]) == 2 * (32 + 16 + 8 + 4 + 2 + 1)
 
 
 # ---------------------------------------------------------------- /metrics

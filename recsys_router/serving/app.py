@@ -119,7 +119,7 @@ class _Stats:
                   "# HELP recsys_router_batched_queries_total Queries predicted by the micro-batcher.",
                   "# TYPE recsys_router_batched_queries_total counter",
                   f"recsys_router_batched_queries_total {batcher.texts_run}",
-                  "# HELP recsys_router_batches_split_total Failed batches retried request by request.",
+                  "# HELP recsys_router_batches_split_total Failed multi-request model calls, retried in halves.",
                   "# TYPE recsys_router_batches_split_total counter",
                   f"recsys_router_batches_split_total {batcher.batches_split}",
                   "# HELP recsys_router_prediction_failures_total Requests whose own model call failed.",

@@ -4,8 +4,9 @@ Requests arriving within ``max_wait_ms`` of each other (up to ``max_batch`` text
 predicted together: one encoder call and one forward pass for all of them. Each request
 then applies its own policy (wtp, budget, candidates) to its rows.
 
-Isolation: when the model call of a batch raises, the batch is retried request by request,
-so only the request(s) that fail alone get the error; the others get their results.
+Isolation: when the model call of a batch raises, the batch is retried in halves down to
+single requests, so only the request(s) that fail alone get the error; the others get
+their results.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class MicroBatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.batches_run = 0
         self.texts_run = 0
-        self.batches_split = 0   # failed batches retried request by request
+        self.batches_split = 0   # failed multi-request calls, retried in halves
         self.requests_failed = 0  # requests whose own model call failed
 
     async def start(self) -> None:
@@ -99,43 +100,34 @@ class MicroBatcher:
                 nxt = self._queue.get_nowait()
                 batch.append(nxt)
                 n += len(nxt.texts)
-            texts = [t for p in batch for t in p.texts]
-            try:
-                scores, costs = await asyncio.to_thread(self.predict, texts)
-            except Exception as exc:  # noqa: BLE001 - isolate the failing request(s)
-                if len(batch) == 1:
-                    self._fail(batch[0], exc)
-                else:
-                    self.batches_split += 1
-                    for p in batch:
-                        await self._run_alone(p)
-                continue
-            self.batches_run += 1
-            self.texts_run += len(texts)
-            start = 0
-            for p in batch:
-                stop = start + len(p.texts)
-                self._resolve(p, scores[start:stop], None if costs is None else costs[start:stop])
-                start = stop
+            await self._run(batch)
 
-    async def _run_alone(self, p: _Pending) -> None:
-        if p.future.done():  # the client went away meanwhile
+    async def _run(self, batch: list[_Pending]) -> None:
+        """One model call for ``batch``; if it raises, the halves are run the same way, down
+        to single requests: only a request that fails on its own gets the error (k bad
+        requests among n cost about 2 k log2(n) extra calls, not n)."""
+        batch = [p for p in batch if not p.future.done()]  # a client that went away
+        if not batch:
             return
+        texts = [t for p in batch for t in p.texts]
         try:
-            scores, costs = await asyncio.to_thread(self.predict, p.texts)
-        except Exception as exc:  # noqa: BLE001 - this request's own error
-            self._fail(p, exc)
+            scores, costs = await asyncio.to_thread(self.predict, texts)
+        except Exception as exc:  # noqa: BLE001 - isolate the failing request(s)
+            if len(batch) == 1:
+                self.requests_failed += 1
+                batch[0].future.set_exception(exc)
+                return
+            self.batches_split += 1
+            mid = len(batch) // 2
+            await self._run(batch[:mid])
+            await self._run(batch[mid:])
             return
         self.batches_run += 1
-        self.texts_run += len(p.texts)
-        self._resolve(p, scores, costs)
-
-    def _fail(self, p: _Pending, exc: Exception) -> None:
-        self.requests_failed += 1
-        if not p.future.done():
-            p.future.set_exception(exc)
-
-    @staticmethod
-    def _resolve(p: _Pending, scores, costs) -> None:
-        if not p.future.done():
-            p.future.set_result((np.asarray(scores), None if costs is None else np.asarray(costs)))
+        self.texts_run += len(texts)
+        start = 0
+        for p in batch:
+            stop = start + len(p.texts)
+            if not p.future.done():
+                p.future.set_result((np.asarray(scores[start:stop]),
+                                     None if costs is None else np.asarray(costs[start:stop])))
+            start = stop
