@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader, Dataset
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 
-from ._datasets import CellDataset, PairDataset, QueryListDataset, batch_collate, score_pairs
+from ._datasets import (CellDataset, PairDataset, QueryListDataset, _BatchDataset, batch_collate,
+                        score_pairs)
 
 __all__ = ["RoutingDataModule", "MODES", "N_LLM_NUMERIC_FEATURES", "llm_feature_matrix"]
 
@@ -141,6 +142,12 @@ class RoutingDataModule(pl.LightningDataModule):
         DataLoader workers.
     carve_val : bool
         Carve a validation split out of train when the data has none (else: no validation).
+    feedback : {"naive", "ips", "snips", "dr"}, optional
+        Train on logged feedback (one observed LLM per train query and a ``propensity``
+        column, :mod:`recsys_router.feedback.logged`) with this loss; batches carry the
+        weights ``w`` that select :func:`~recsys_router.models.losses.logged_feedback_loss`.
+    propensity_clip : float
+        Propensities below this count as this (IPS weights at most ``1 / clip``).
 
     Attributes
     ----------
@@ -169,7 +176,8 @@ class RoutingDataModule(pl.LightningDataModule):
                  pool_size: int = 5, batch_size: int = 64,
                  mode: str = "listwise", selection_ratio: float = 0.95,
                  max_pairs_per_query: int | None = None, num_workers: int = 0,
-                 carve_val: bool = True):
+                 carve_val: bool = True, feedback: str | None = None,
+                 propensity_clip: float = 0.05):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -194,6 +202,8 @@ class RoutingDataModule(pl.LightningDataModule):
         self.max_pairs_per_query = max_pairs_per_query
         self.num_workers = num_workers
         self.carve_val = carve_val
+        self.feedback = feedback
+        self.propensity_clip = propensity_clip
         self._splits: dict[str, RoutingData] | None = None
         self._encoder = None
         self._x: dict[str, np.ndarray] = {}
@@ -345,6 +355,9 @@ class RoutingDataModule(pl.LightningDataModule):
 
     def _train_dataset(self) -> Dataset:
         tr, x = self.splits["train"], self.embeddings("train")
+        if self.feedback is not None:
+            from recsys_router.feedback.logged import logged_arrays
+            return _BatchDataset(logged_arrays(tr, x, self.feedback, self.propensity_clip))
         if self.mode == "pointwise":
             return CellDataset(x, tr.scores)
         if self.mode == "pairwise":

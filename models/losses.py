@@ -8,8 +8,14 @@ References
 * Pairwise BPR / Bradley-Terry: Rendle et al., "BPR", UAI 2009; RouteLLM (Ong et al. 2024).
 * Cost-aware utility ``lambda * score - cost``: RouterBench's willingness to pay
   (Hu et al. 2024).
-* Inverse-propensity weighting: Saito et al., "Unbiased Recommender Learning from
-  Missing-Not-At-Random Implicit Feedback", WSDM 2020.
+* Popularity re-weighting (``ipw_clip``): each LLM's positives weighted by the inverse of its
+  share of train positives, in the spirit of Saito et al., WSDM 2020. This is NOT a logging
+  propensity (no policy chose the cells of a benchmark matrix); for logged feedback with real
+  logging propensities use :func:`logged_feedback_loss` (``ips``/``snips``/``dr``, data from
+  :mod:`recsys_router.feedback.logged`).
+* Logged-feedback losses: Schnabel et al., "Recommendations as Treatments", ICML 2016 (IPS,
+  SNIPS); Wang et al., "Doubly Robust Joint Learning for Recommendation on Data Missing Not
+  at Random", ICML 2019 (DR).
 * Logit adjustment: Menon et al., "Long-tail learning via logit adjustment", ICLR 2021.
 * Selection-entropy regulariser: against the collapse RouterEval measures with ``E_p``.
 
@@ -24,8 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["LOSS_KINDS", "RoutingLoss", "default_mode", "pointwise_bce", "pointwise_mse", "listwise_softmax_ce",
-           "pairwise_bpr", "pairs_from_lists", "utility_selection", "propensity_weights",
-           "selection_entropy"]
+           "pairwise_bpr", "pairs_from_lists", "utility_selection", "popularity_weights",
+           "selection_entropy", "logged_feedback_loss"]
 
 LOSS_KINDS = ("bce", "mse", "listwise", "bpr", "utility")
 _DEFAULT_MODES = {"bce": "pointwise", "mse": "pointwise", "listwise": "listwise",
@@ -186,15 +192,16 @@ def utility_selection(target: torch.Tensor, cost: torch.Tensor, mask: torch.Tens
     return ((u == best) & mask).float()
 
 
-def propensity_weights(positives: torch.Tensor, clip: float) -> torch.Tensor:
-    """Inverse-propensity weight per LLM from its share of positives, clipped.
+def popularity_weights(positives: torch.Tensor, clip: float) -> torch.Tensor:
+    """Inverse-popularity weight per LLM from its share of train positives, clipped (a
+    popularity correction, not a logging propensity: see :func:`logged_feedback_loss`).
 
     ``w_j = min(clip, 1 / (L * share_j))`` with ``share_j = pos_j / sum(pos)``; an LLM with
     the average share gets 1, the dominant LLM less, rare ones more (at most ``clip``).
 
     Example
     -------
-    >>> propensity_weights(torch.tensor([6.0, 2.0, 0.0]), clip=5.0).tolist()
+    >>> popularity_weights(torch.tensor([6.0, 2.0, 0.0]), clip=5.0).tolist()
     [0.4444444477558136, 1.3333333730697632, 5.0]
     """
     if clip < 1:
@@ -220,6 +227,42 @@ def selection_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) ->
     return -(p * torch.log(p.clamp_min(1e-12))).sum()
 
 
+def logged_feedback_loss(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
+                         w: torch.Tensor, kind: str = "bce",
+                         self_normalise: bool = False) -> torch.Tensor:
+    """Loss on logged feedback: ``(1/B) sum_i w_i mean_{j in mask_i} l(f_ij, t_ij)``
+    (``self_normalise``: divided by ``sum_i w_i`` instead of ``B``).
+
+    With one masked cell per row (the logged LLM) and ``w_i = 1`` this is the naive loss,
+    with ``w_i = 1 / p_i`` IPS, self-normalised SNIPS; with
+    every cell masked, ``w = 1`` and doubly robust pseudo-targets ``t`` it is the DR loss
+    (targets from :func:`recsys_router.feedback.logged.logged_arrays`). ``l`` is soft-label
+    BCE written linearly in the target (so a DR target outside [0, 1] keeps its unbiased
+    expectation; logits are clamped to [-8, 8] so such a cell cannot drive the loss to
+    minus infinity) or the squared error of ``sigmoid(f)``.
+
+    Example
+    -------
+    >>> f, t = torch.zeros(2, 2), torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    >>> m = torch.tensor([[True, False], [False, True]])
+    >>> round(float(logged_feedback_loss(f, t, m, torch.tensor([2.0, 1.0]))), 4)  # 1.5 log 2
+    1.0397
+    """
+    if kind == "mse":
+        cell = (torch.sigmoid(logits) - target) ** 2
+    elif kind == "bce":
+        z = logits.clamp(-8.0, 8.0)
+        cell = target * F.softplus(-z) + (1.0 - target) * F.softplus(z)
+    else:
+        raise ValueError(f"logged-feedback training needs loss kind 'bce' or 'mse', got {kind!r}")
+    m = mask.float()
+    per_row = (cell * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
+    w = w.float()
+    if self_normalise:
+        return (per_row * w).sum() / w.sum().clamp_min(1e-12)
+    return (per_row * w).mean()
+
+
 class RoutingLoss(nn.Module):
     """One configurable training objective (pick ``kind``, add debiasing terms).
 
@@ -239,8 +282,9 @@ class RoutingLoss(nn.Module):
         Continuous scores: an LLM is "selected" (positive) when its score is at least this
         fraction of the query's best (RouterEval's selection vector).
     ipw_clip : float, optional
-        Inverse-propensity weighting of positives by each LLM's share of train positives,
-        clipped at this maximum weight (None = off).
+        Popularity re-weighting of positives by the inverse of each LLM's share of train
+        positives, clipped at this maximum weight (None = off). Not a logging propensity:
+        logged-feedback batches (key ``w``) use :func:`logged_feedback_loss` instead.
     logit_adjust : float
         ``tau`` of logit adjustment: training logits get ``+ tau * log prior_j`` (prior = the
         LLM's share of positives), so the learned logits are prior-free (0 = off).
@@ -291,7 +335,7 @@ class RoutingLoss(nn.Module):
                                f"adjustment ({n_llms} LLMs); got {self.positives.numel()} values: "
                                f"train through a RoutingDataModule or call set_positives()")
         pos = self.positives.to(device)
-        w = propensity_weights(pos, self.ipw_clip) if self.ipw_clip is not None else None
+        w = popularity_weights(pos, self.ipw_clip) if self.ipw_clip is not None else None
         adj = None
         if self.logit_adjust:
             prior = (pos + 1.0) / (pos + 1.0).sum()
@@ -306,7 +350,10 @@ class RoutingLoss(nn.Module):
         ``logits`` ((B, L) for lists, (B,) for cells), or ``pos``/``neg`` logits for pairs,
         and ``all_logits`` (B, L) when :attr:`needs_all_logits`.
         """
-        if "pos" in batch:
+        if "w" in batch:  # logged feedback (see logged_feedback_loss)
+            loss = logged_feedback_loss(out["logits"], batch["y"].float(), batch["mask"],
+                                        batch["w"], self.kind, "self_normalise" in batch)
+        elif "pos" in batch:
             loss = self._pairs(out, batch)
         elif "llm" in batch:
             loss = self._cells(out, batch)

@@ -53,6 +53,7 @@ ROUTERS = Registry("router", {
     "two-tower": "recsys_router.models.two_tower_module:TwoTowerRouter",
     "task-residual": "recsys_router.models.task_residual:TaskResidualRouter",
     "cost-aware": "recsys_router.models.cost_aware:CostAwareRouter",
+    "logged": "recsys_router.models.logged_feedback:LoggedFeedbackRouter",
 })
 
 

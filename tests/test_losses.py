@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from recsys_router.models.losses import (RoutingLoss, default_mode, listwise_softmax_ce, pairs_from_lists,
-                           pairwise_bpr, pointwise_bce, pointwise_mse, propensity_weights,
+                           pairwise_bpr, pointwise_bce, pointwise_mse, popularity_weights,
                            selection_entropy, utility_selection)
 from recsys_router.models.mf_module import MFRouter
 from recsys_router.data import RoutingData
@@ -75,11 +75,11 @@ def test_utility_selection_prefers_cheap_when_wtp_small():
     np.testing.assert_allclose(soft, np.exp(u) / np.exp(u).sum(), rtol=1e-6)
 
 
-def test_propensity_weights_and_selection_entropy_by_hand():
-    w = propensity_weights(T([8.0, 1.0, 1.0]), clip=2.0)
+def test_popularity_weights_and_selection_entropy_by_hand():
+    w = popularity_weights(T([8.0, 1.0, 1.0]), clip=2.0)
     np.testing.assert_allclose(w.numpy(), [1 / (3 * 0.8), 2.0, 2.0], rtol=1e-6)  # 10/3 clipped to 2
     with pytest.raises(ValueError):
-        propensity_weights(T([1.0]), clip=0.5)
+        popularity_weights(T([1.0]), clip=0.5)
     # two queries, one sure of LLM 0, one of LLM 1 -> mean distribution (1/2, 1/2) -> log 2
     h = selection_entropy(T([[50.0, 0.0], [0.0, 50.0]]))
     assert float(h) == pytest.approx(math.log(2), rel=1e-5)

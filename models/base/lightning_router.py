@@ -203,7 +203,7 @@ class LightningRouter(Router):
     """
 
     uses_text = True
-    _transient_attrs_ = ("_encoder",)
+    _transient_attrs_ = ("_encoder", "_feedback")
 
     def __init__(self, module, module_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None, mode: str | None = None,
@@ -273,10 +273,11 @@ class LightningRouter(Router):
     def _datamodule(self, train: RoutingData, val: RoutingData | None):
         from recsys_router.datamodules.routing_datamodule import RoutingDataModule
         splits = {"train": train} if val is None else {"train": train, "val": val}
+        fb = getattr(self, "_feedback", None) or {}  # set by LoggedFeedbackRouter for one fit
         return RoutingDataModule.from_splits(splits, carve_val=False, encoder=self.encoder,
                                              encoder_options=self.encoder_options, seed=self.seed,
                                              batch_size=self.trainer_setting("batch_size"),
-                                             mode=self.resolved_mode())
+                                             mode=self.resolved_mode(), **fb)
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         import pytorch_lightning as pl

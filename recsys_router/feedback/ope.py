@@ -41,7 +41,7 @@ def check_propensities(p, source: str = "log") -> np.ndarray:
     bad = ~(np.isfinite(p) & (p > 0) & (p <= 1))
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{source}: row {r}: propensity {p[r]!r} must be in (0, 1] "
+        raise ValueError(f"{source}: row {r}: propensity {float(p[r])!r} must be in (0, 1] "
                          f"({int(bad.sum())} such rows); off-policy estimators and debiased "
                          "losses divide by it")
     return p

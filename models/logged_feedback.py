@@ -1,0 +1,105 @@
+"""Any CF router trained on logged feedback (one revealed LLM per query) with a debiasing loss.
+
+References
+----------
+* Schnabel, Swaminathan, Singh, Chandak & Joachims, "Recommendations as Treatments:
+  Debiasing Learning and Evaluation", ICML 2016: inverse-propensity (IPS) and
+  self-normalised (SNIPS) training on missing-not-at-random feedback.
+* Wang, Zhang, Sun & Qi, "Doubly Robust Joint Learning for Recommendation on Data Missing
+  Not at Random", ICML 2019: the doubly robust (DR) loss.
+
+Production reveals only the answer of the LLM the serving policy chose, with the
+probability (propensity) it chose it. Training data here is such a log: the generic long
+table with a ``propensity`` column, or :func:`recsys_router.feedback.logged.log_to_data` of
+the decision log. The wrapped Lightning router is trained with
+:func:`~recsys_router.models.losses.logged_feedback_loss`: ``naive`` (logged cells as
+they are), ``ips`` (weights ``1 / max(p, clip)``), ``snips`` (those weights normalised to
+mean 1) or ``dr`` (doubly robust pseudo-targets for every cell). ``naive`` also works for
+routers that are not Lightning routers (they simply see one observed cell per query).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from recsys_router.data import RoutingData
+from recsys_router.feedback.logged import FEEDBACK_LOSSES, check_logged
+from recsys_router.router import Router
+
+__all__ = ["LoggedFeedbackRouter"]
+
+
+class LoggedFeedbackRouter(Router):
+    """A registry router trained on logged feedback (registered as ``"logged"``).
+
+    Parameters
+    ----------
+    router : str
+        Registry name of the wrapped router (``mf``, ``two-tower``, ``mirt``, ``nirt``...).
+    params : dict, optional
+        Its hyperparameters (its loss ``kind`` must be ``bce`` or ``mse``).
+    loss : {"naive", "ips", "snips", "dr"}
+        Logged-feedback loss.
+    propensity_clip : float
+        Propensities below this count as this (weights at most ``1 / clip``).
+    encoder : str, optional
+        Encoder of the wrapped router (unless ``params`` sets it).
+    seed : int
+
+    Attributes
+    ----------
+    router_ : Router
+        The fitted wrapped router.
+
+    Example
+    -------
+    >>> from recsys_router.registry import make_router
+    >>> make_router("logged", router="mf", loss="ips").loss
+    'ips'
+    """
+
+    uses_text = True
+
+    def __init__(self, router: str = "mf", params: dict | None = None, loss: str = "dr",
+                 propensity_clip: float = 0.05, encoder: str | None = None, seed: int = 0):
+        self.router = router
+        self.params = params
+        self.loss = loss
+        self.propensity_clip = propensity_clip
+        self.encoder = encoder
+        self.seed = seed
+
+    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        from recsys_router.models.base.lightning_router import LightningRouter
+        from recsys_router.registry import make_inner_router  # noqa: PLC0415 (imports models)
+        if self.loss not in FEEDBACK_LOSSES:
+            raise ValueError(f"loss must be one of {FEEDBACK_LOSSES}, got {self.loss!r}")
+        if not 0 < float(self.propensity_clip) <= 1:
+            raise ValueError(f"propensity_clip must be in (0, 1], got {self.propensity_clip!r}")
+        check_logged(train, need_propensity=self.loss != "naive")
+        inner = make_inner_router(self.router, self.params, encoder=self.encoder, seed=self.seed)
+        if isinstance(inner, LightningRouter):
+            loss = inner.module_kwargs().get("loss")
+            kind = loss.kind if loss is not None else inner.module_class().default_loss
+            if kind not in ("bce", "mse"):
+                raise ValueError(f"{self.router}: logged-feedback training needs loss 'bce' or "
+                                 f"'mse', got {kind!r}")
+            inner._feedback = {"feedback": self.loss, "propensity_clip": float(self.propensity_clip)}
+            try:
+                inner.fit(train, val)
+            finally:
+                del inner._feedback
+        elif self.loss == "naive":
+            inner.fit(train, val)
+        else:
+            raise ValueError(f"loss {self.loss!r} needs a Lightning CF router (mf, two-tower, "
+                             f"mirt, nirt); {self.router!r} can only be trained 'naive'")
+        self.router_ = inner
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        return np.asarray(self.router_.predict_scores(data), dtype=np.float64)
+
+    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
+        """The wrapped router's predicted costs."""
+        self._check_fitted()
+        return self.router_.predict_costs(data)

@@ -1,0 +1,252 @@
+"""The ``bandit`` protocol: simulate a production log from a full matrix, train on it, and
+measure both the routers and the off-policy estimators against the full-matrix truth.
+
+Offline (:func:`bandit_evaluate`): a seeded logging policy reveals one LLM per training
+query with its propensity (``uniform``; ``epsilon-greedy:E`` around the best single LLM of
+the training matrix; ``router:NAME``, the named router fitted with full information on a
+10% warm-up slice of the training queries, which then leaves the log, with epsilon 0.1
+exploration around its choice). Each router is trained on that log with each loss and
+scored on the full test matrix (``mu_o``, ``nauc``), next to the same router trained with
+full information on the same training queries and the best single LLM. OPE accuracy: the
+test queries are logged by the same policy, and each estimator's estimate of each trained
+router's test ``mu_o`` is compared with the truth (``ope_error_<est>`` = absolute error,
+``ope_ci_covered_<est>`` = 1 when the 95% interval covers it, ``ope_ci_covered`` = their
+mean over the four estimators); DM's reward model is ``mf`` trained ``naive`` on the
+training log.
+
+Online (:func:`online_bandit`): T rounds of epsilon-greedy routing by a router retrained
+on the growing log every B queries; cumulative regret against the oracle and against the
+best fixed LLM in hindsight (:func:`recsys_router.feedback.plots.plot_regret`).
+
+Reference: Li, Chu, Langford & Wang, "Unbiased Offline Evaluation of Contextual-bandit-based
+News Article Recommendation Algorithms", WSDM 2011 (evaluation from a full-information
+simulator).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..data import RoutingData
+from ..metrics.orbit import orbit_metrics
+from ..metrics.routereval import mu_o
+from .explore import draw
+from .logged import FEEDBACK_LOSSES
+from .ope import ESTIMATORS, estimate_all
+
+__all__ = ["logging_probabilities", "simulate_log", "log_from_choices", "bandit_evaluate", "online_bandit",
+           "parse_logging_policy"]
+
+
+def parse_logging_policy(spec: str) -> tuple[str, object]:
+    """``uniform`` | ``epsilon-greedy:E`` | ``router:NAME`` -> (kind, value).
+
+    Example
+    -------
+    >>> parse_logging_policy("epsilon-greedy:0.1"), parse_logging_policy("router:knn")
+    (('epsilon-greedy', 0.1), ('router', 'knn'))
+    """
+    kind, _, val = str(spec).partition(":")
+    if kind == "uniform" and not val:
+        return "uniform", None
+    if kind == "epsilon-greedy":
+        try:
+            e = float(val)
+        except ValueError:
+            e = -1.0
+        if not 0 < e <= 1:
+            raise ValueError(f"--logging-policy epsilon-greedy:E needs 0 < E <= 1, got {spec!r}")
+        return kind, e
+    if kind == "router" and val:
+        return kind, val
+    raise ValueError(f"--logging-policy must be uniform, epsilon-greedy:E or router:NAME, got {spec!r}")
+
+
+def _eps_greedy(greedy: np.ndarray, n_llms: int, eps: float) -> np.ndarray:
+    p = np.full((len(greedy), n_llms), eps / n_llms)
+    p[np.arange(len(greedy)), greedy] += 1.0 - eps
+    return p
+
+
+def logging_probabilities(train: RoutingData, data: RoutingData, spec: str, seed: int = 0,
+                          logger=None) -> np.ndarray:
+    """Choice probabilities (n, L) of the logging policy on ``data``.
+
+    ``logger`` is the fitted router of ``router:NAME`` (see :func:`simulate_log`).
+    """
+    kind, val = parse_logging_policy(spec)
+    L = data.n_llms
+    if kind == "uniform":
+        return np.full((data.n_queries, L), 1.0 / L)
+    if kind == "epsilon-greedy":
+        best = int(np.nanargmax(np.nanmean(train.scores, axis=0)))
+        return _eps_greedy(np.full(data.n_queries, best), L, val)
+    if logger is None:
+        raise ValueError("router:NAME logging needs the fitted logging router")
+    return _eps_greedy(logger.route_indices(data), L, 0.1)
+
+
+def simulate_log(data: RoutingData, probs: np.ndarray, seed: int = 0) -> tuple[RoutingData, np.ndarray]:
+    """Reveal one LLM per query, drawn from ``probs``; returns the logged data (one observed
+    cell and a ``propensity`` column) and the chosen columns.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(20, 3, seed=0)
+    >>> log, a = simulate_log(d, np.full((20, 3), 1 / 3))
+    >>> int((~np.isnan(log.scores)).sum()), float(log.queries["propensity"].iloc[0])
+    (20, 0.3333333333333333)
+    """
+    a, p = draw(probs, np.random.default_rng(seed))
+    return log_from_choices(data, a, p), a
+
+
+def log_from_choices(data: RoutingData, a: np.ndarray, p: np.ndarray) -> RoutingData:
+    """Logged data revealing column ``a[i]`` of each query, with propensity ``p[i]``."""
+    rows = np.arange(data.n_queries)
+    scores = np.full(data.scores.shape, np.nan, np.float32)
+    scores[rows, a] = data.scores[rows, a]
+    costs = None
+    if data.costs is not None:
+        costs = np.full(data.costs.shape, np.nan, np.float32)
+        costs[rows, a] = data.costs[rows, a]
+    q = data.queries.copy()
+    q["propensity"] = np.asarray(p, dtype=np.float64)
+    return RoutingData(q, data.llms, scores, costs, name=f"{data.name} (log)",
+                       source=data.source)
+
+
+def _complete(data: RoutingData) -> RoutingData:
+    keep = np.flatnonzero(~np.isnan(data.scores).any(axis=1))
+    return data if len(keep) == data.n_queries else data.subset(keep)
+
+
+def _quality(router, test: RoutingData) -> dict:
+    s = router.predict_scores(test)
+    ch = s.argmax(axis=1)
+    out = {"mu_o": mu_o(test.scores, ch)}
+    if test.costs is not None:
+        c = router.predict_costs(test)
+        out["nauc"] = orbit_metrics(s, c, test.scores, test.costs)["nauc"]
+    return out, ch
+
+
+def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
+                    logging_policy: str = "uniform", losses=FEEDBACK_LOSSES, seed: int = 0,
+                    n_boot: int = 200, dm_router: tuple = ("mf", {}), progress=None) -> pd.DataFrame:
+    """Run the offline bandit protocol; returns metric rows (router, loss, metric, value).
+
+    Parameters
+    ----------
+    train, test : RoutingData
+        Full matrices (queries with any missing score are left out).
+    routers : dict
+        label -> (registry name, params) of each router to train on the log.
+    logging_policy : str
+        See :func:`parse_logging_policy`.
+    losses : sequence of str
+        Logged-feedback losses to train with.
+    seed, n_boot : int
+        Seed of the log draws and the bootstrap; bootstrap resamples.
+    dm_router : (str, dict)
+        CF reward model of DM/DR (trained ``naive`` on the training log).
+    """
+    from ..registry import make_router
+    train, test = _complete(train), _complete(test)
+    kind, val = parse_logging_policy(logging_policy)
+    logger = None
+    if kind == "router":
+        n_warm = max(1, train.n_queries // 10)
+        perm = np.random.default_rng(seed).permutation(train.n_queries)
+        logger = make_router(val).fit(train.subset(np.sort(perm[:n_warm])))
+        train = train.subset(np.sort(perm[n_warm:]))
+    log_tr, _ = simulate_log(train, logging_probabilities(train, train, logging_policy, seed, logger), seed)
+    log_te, a_te = simulate_log(test, logging_probabilities(train, test, logging_policy, seed, logger),
+                                seed + 1)
+    rows = []
+
+    def add(router, loss, metric, value):
+        rows.append({"router": router, "loss": loss, "metric": metric, "value": float(value)})
+
+    best = int(np.nanargmax(np.nanmean(train.scores, axis=0)))
+    add("best-single", "full", "mu_o", mu_o(test.scores, np.full(test.n_queries, best)))
+    dm = make_router("logged", router=dm_router[0], params=dict(dm_router[1]), loss="naive",
+                     seed=seed).fit(log_tr)
+    q = dm.predict_scores(test)
+    r_te = test.scores[np.arange(test.n_queries), a_te].astype(np.float64)
+    p_te = log_te.queries["propensity"].to_numpy(dtype=float)
+    for label, (name, params) in routers.items():
+        full, _ = _quality(make_router(name, **params).fit(train), test)
+        for m, v in full.items():
+            add(label, "full", m, v)
+        for loss in losses:
+            if progress is not None:
+                progress(f"{label} / {loss}")
+            r = make_router("logged", router=name, params=dict(params), loss=loss, seed=seed).fit(log_tr)
+            qual, ch = _quality(r, test)
+            for m, v in qual.items():
+                add(label, loss, m, v)
+            pi = np.zeros(test.scores.shape)
+            pi[np.arange(test.n_queries), ch] = 1.0
+            est = estimate_all(r_te, p_te, pi, a_te, q, n_boot=n_boot, seed=seed)
+            truth = qual["mu_o"]
+            covered = []
+            for e in ESTIMATORS:
+                add(label, loss, f"ope_{e}", est[e]["value"])
+                add(label, loss, f"ope_error_{e}", abs(est[e]["value"] - truth))
+                cov = float(est[e]["lo"] <= truth <= est[e]["hi"])
+                covered.append(cov)
+                add(label, loss, f"ope_ci_covered_{e}", cov)
+            add(label, loss, "ope_ci_covered", np.mean(covered))
+            add(label, loss, "ope_ess", est["ess"])
+    return pd.DataFrame(rows)
+
+
+def online_bandit(data: RoutingData, router: tuple, *, loss: str = "dr", rounds: int = 1000,
+                  retrain_every: int = 200, epsilon: float = 0.1, seed: int = 0,
+                  progress=None) -> pd.DataFrame:
+    """Online epsilon-greedy routing with periodic retraining on the growing log.
+
+    Returns
+    -------
+    DataFrame
+        One row per round: ``t``, ``chosen``, ``propensity``, ``score``, ``oracle``,
+        ``best_fixed`` (score of the best fixed LLM in hindsight), and the cumulative
+        regrets ``regret_policy`` (oracle - chosen), ``regret_best_fixed`` (oracle - best
+        fixed) and ``regret_vs_best_fixed`` (best fixed - chosen).
+    """
+    from ..registry import make_router
+    data = _complete(data)
+    if rounds < 1 or retrain_every < 1:
+        raise ValueError("rounds and retrain_every must be >= 1")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(data.n_queries)[:rounds]
+    stream = data.subset(order)
+    n, L = stream.scores.shape
+    chosen, prop = np.zeros(n, np.int64), np.zeros(n)
+    model = None
+    for start in range(0, n, retrain_every):
+        block = stream.subset(np.arange(start, min(n, start + retrain_every)))
+        greedy = np.zeros(block.n_queries, np.int64) if model is None else model.route_indices(block)
+        probs = np.full((block.n_queries, L), 1.0 / L) if model is None else \
+            _eps_greedy(greedy, L, epsilon)
+        ch, p = draw(probs, rng)
+        chosen[start:start + block.n_queries], prop[start:start + block.n_queries] = ch, p
+        seen = start + block.n_queries
+        if seen < n:
+            if progress is not None:
+                progress(f"retrain at {seen}")
+            past = log_from_choices(stream.subset(np.arange(seen)), chosen[:seen], prop[:seen])
+            model = make_router("logged", router=router[0], params=dict(router[1]), loss=loss,
+                                seed=seed).fit(past)
+    S = stream.scores.astype(np.float64)
+    got = S[np.arange(n), chosen]
+    oracle = S.max(axis=1)
+    j = int(S.mean(axis=0).argmax())
+    return pd.DataFrame({"t": np.arange(1, n + 1), "chosen": np.asarray(stream.llm_names)[chosen],
+                         "propensity": prop, "score": got, "oracle": oracle, "best_fixed": S[:, j],
+                         "regret_policy": np.cumsum(oracle - got),
+                         "regret_best_fixed": np.cumsum(oracle - S[:, j]),
+                         "regret_vs_best_fixed": np.cumsum(S[:, j] - got)})

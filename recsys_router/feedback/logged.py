@@ -1,0 +1,201 @@
+"""Logged-feedback data: one revealed outcome per query, with its logging propensity.
+
+Two sources give the same :class:`~recsys_router.data.RoutingData` (queries x LLMs with
+exactly one observed cell per query and a per-query ``propensity`` column):
+
+* the generic long table (``query_id, model, score[, cost], propensity[, query_text]``);
+* the decision log itself (:func:`log_to_data`, decisions with feedback only).
+
+:func:`logged_arrays` turns such data into training arrays for the losses ``naive``,
+``ips`` (weights ``1 / max(p, clip)``, mean loss ``(1/B) sum w l``), ``snips`` (the same
+weights, self-normalised per batch: ``sum w l / sum w``) and ``dr`` (doubly robust pseudo-targets
+``q_ij + 1[j = a_i] w_i (y_i - q_ij)`` for every cell, with ``q`` a ridge reward model
+per LLM on the query embeddings, fitted on the logged cells with the same weights).
+
+References: Schnabel et al., "Recommendations as Treatments", ICML 2016 (IPS/SNIPS
+training); Wang et al., "Doubly Robust Joint Learning for Recommendation on Data Missing Not
+at Random", ICML 2019 (DR training).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..data import RoutingData
+from .ope import check_propensities
+
+__all__ = ["FEEDBACK_LOSSES", "check_logged", "log_to_data", "logged_arrays", "ridge_reward_model",
+           "thumbs_to_score"]
+
+FEEDBACK_LOSSES = ("naive", "ips", "snips", "dr")
+
+
+def thumbs_to_score(score, thumbs) -> np.ndarray:
+    """Outcome per row: ``score`` when given, else thumbs up = 1, down = 0 (NaN if neither).
+
+    Example
+    -------
+    >>> thumbs_to_score([0.5, None, None], [None, "up", "down"]).tolist()
+    [0.5, 1.0, 0.0]
+    """
+    s = pd.to_numeric(pd.Series(score, dtype=object), errors="coerce").to_numpy(dtype=float)
+    t = pd.Series(thumbs, dtype=object).map({"up": 1.0, "down": 0.0}).to_numpy(dtype=float)
+    return np.where(np.isnan(s), t, s)
+
+
+def check_logged(data: RoutingData, *, need_propensity: bool = True):
+    """Validate logged-feedback data; returns ``(action, outcome, propensity)`` per query.
+
+    Raises
+    ------
+    ValueError
+        A query with no or several observed cells, a missing ``propensity`` column (when
+        needed) or a propensity outside (0, 1]; the message names the query.
+    """
+    src = data.source or data.name
+    obs = ~np.isnan(data.scores)
+    n_obs = obs.sum(axis=1)
+    if (n_obs != 1).any():
+        r = int(np.flatnonzero(n_obs != 1)[0])
+        raise ValueError(f"{src}: query {data.query_ids[r]!r} (row {r}) has {int(n_obs[r])} observed "
+                         "outcomes; logged feedback reveals exactly one LLM per query")
+    action = obs.argmax(axis=1)
+    outcome = data.scores[np.arange(data.n_queries), action].astype(np.float64)
+    if "propensity" not in data.queries.columns:
+        if need_propensity:
+            raise ValueError(f"{src}: no 'propensity' column; the ips, snips and dr losses and "
+                             "the off-policy estimators need the logging policy's probability of "
+                             "each logged choice (use loss 'naive' without it)")
+        return action, outcome, np.ones(data.n_queries)
+    p = pd.to_numeric(data.queries["propensity"], errors="coerce").to_numpy(dtype=float)
+    return action, outcome, check_propensities(p, source=f"{src}: column 'propensity'")
+
+
+def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
+    """Decisions with feedback as logged-feedback data (queries = decisions).
+
+    The outcome is the feedback ``score`` (or thumbs up = 1, down = 0); the cost is the
+    feedback ``cost`` when given, else the chosen LLM's predicted cost. Decisions without
+    feedback carry no outcome and are left out (their number is in ``data.name``).
+    """
+    need = ("decision_id", "chosen", "propensity", "candidates")
+    missing = [c for c in need if c not in log.columns]
+    if missing:
+        raise ValueError(f"{source}: not a decision log: missing column(s) {missing}")
+    y = thumbs_to_score(log.get("feedback_score"), log.get("thumbs")) if len(log) else np.zeros(0)
+    keep = ~np.isnan(y)
+    if not keep.any():
+        raise ValueError(f"{source}: no decision has feedback yet ({len(log)} decisions)")
+    sub = log[keep].reset_index(drop=True)
+    y = y[keep]
+    names: list[str] = []
+    for i, cand in enumerate(sub["candidates"]):
+        try:
+            lst = json.loads(cand) if isinstance(cand, str) else list(cand)
+        except (TypeError, ValueError):
+            raise ValueError(f"{source}: row {i}: candidates {cand!r} is not a JSON list") from None
+        names.extend(x for x in lst if x not in names)
+    for x in sub["chosen"]:
+        if x not in names:
+            names.append(x)
+    col = {n: j for j, n in enumerate(names)}
+    rows = np.arange(len(sub))
+    act = np.array([col[x] for x in sub["chosen"]])
+    scores = np.full((len(sub), len(names)), np.nan, np.float32)
+    scores[rows, act] = y
+    cost = pd.to_numeric(sub.get("feedback_cost"), errors="coerce").to_numpy(dtype=float) \
+        if "feedback_cost" in sub else np.full(len(sub), np.nan)
+    if "costs" in sub:
+        pred = np.array([(json.loads(c) or {}).get(ch, np.nan) if isinstance(c, str) else np.nan
+                         for c, ch in zip(sub["costs"], sub["chosen"])], dtype=float)
+        cost = np.where(np.isnan(cost), pred, cost)
+    costs = None
+    if not np.isnan(cost).all():
+        costs = np.full(scores.shape, np.nan, np.float32)
+        costs[rows, act] = cost
+    text = sub["query_text"] if "query_text" in sub else pd.Series([None] * len(sub))
+    q = pd.DataFrame({"query_id": sub["decision_id"].astype(str),
+                      "text": [t if isinstance(t, str) else "" for t in text],
+                      "propensity": check_propensities(sub["propensity"], source=f"{source}: propensity")})
+    dropped = int((~keep).sum())
+    name = f"decision log ({len(sub)} with feedback, {dropped} without)"
+    return RoutingData(q, names, scores, costs, name=name, source=source)
+
+
+def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.ndarray,
+                       n_llms: int, alpha: float = 10.0) -> np.ndarray:
+    """Predicted outcome of every LLM for every query, clipped to [0, 1].
+
+    Per LLM: weighted ridge regression of the logged outcomes on the centred query
+    embeddings, around the LLM's weighted mean outcome (the pooled mean for an LLM never
+    chosen).
+
+    Example
+    -------
+    >>> x = np.array([[0.0], [1.0], [0.0], [1.0]])
+    >>> q = ridge_reward_model(x, np.array([0, 0, 1, 1]), np.array([0.0, 1.0, 1.0, 1.0]),
+    ...                        np.ones(4), 2, alpha=1e-9)
+    >>> q.round(3).tolist()
+    [[0.0, 1.0], [1.0, 1.0], [0.0, 1.0], [1.0, 1.0]]
+    """
+    x = np.asarray(x, np.float64)
+    pooled = float(np.average(y, weights=w)) if w.sum() > 0 else 0.5
+    q = np.full((len(x), n_llms), pooled)
+    for j in range(n_llms):
+        m = action == j
+        if not m.any():
+            continue
+        wj, yj, xj = w[m], y[m], x[m]
+        mu_x = np.average(xj, axis=0, weights=wj)
+        mu_y = float(np.average(yj, weights=wj))
+        xc = xj - mu_x
+        a = (xc * wj[:, None]).T @ xc + alpha * np.eye(x.shape[1])
+        beta = np.linalg.solve(a, (xc * wj[:, None]).T @ (yj - mu_y))
+        q[:, j] = mu_y + (x - mu_x) @ beta
+    return np.clip(q, 0.0, 1.0)
+
+
+def logged_arrays(data: RoutingData, x: np.ndarray, loss: str, clip: float = 0.05) -> dict:
+    """Training arrays of a logged-feedback loss (one row per query).
+
+    Returns
+    -------
+    dict
+        ``y`` (n, L) float32 target (the logged outcome in its cell; the DR pseudo-target
+        everywhere for ``dr``), ``mask`` (n, L) bool cells in the loss, ``w`` (n,) float32
+        weight of each row's logged cell (1 for ``dr``, whose weights are in ``y``), and
+        ``x``, ``index``; for ``snips`` also ``self_normalise`` (the loss then divides by the
+        batch's summed weight instead of its size).
+
+    Example
+    -------
+    >>> d = RoutingData(pd.DataFrame({"query_id": ["a", "b"], "propensity": [0.5, 0.25]}), ["m", "n"],
+    ...                 np.array([[1.0, np.nan], [np.nan, 0.0]]))
+    >>> logged_arrays(d, np.zeros((2, 1)), "ips")["w"].tolist()
+    [2.0, 4.0]
+    """
+    if loss not in FEEDBACK_LOSSES:
+        raise ValueError(f"feedback loss must be one of {FEEDBACK_LOSSES}, got {loss!r}")
+    if not 0 < clip <= 1:
+        raise ValueError(f"propensity_clip must be in (0, 1], got {clip!r}")
+    action, y, p = check_logged(data, need_propensity=loss != "naive")
+    n, L = data.scores.shape
+    rows = np.arange(n)
+    w = np.ones(n) if loss == "naive" else 1.0 / np.maximum(p, clip)
+    target = np.zeros((n, L))
+    mask = np.zeros((n, L), bool)
+    target[rows, action], mask[rows, action] = y, True
+    if loss == "dr":
+        q = ridge_reward_model(x, action, y, w, L)
+        target = q.copy()
+        target[rows, action] += w * (y - q[rows, action])
+        mask[:] = True
+        w = np.ones(n)
+    out = {"index": rows.astype(np.int64), "x": np.asarray(x, np.float32),
+           "y": target.astype(np.float32), "mask": mask, "w": w.astype(np.float32)}
+    if loss == "snips":  # the loss divides by the batch's mean weight
+        out["self_normalise"] = np.ones(n, np.float32)
+    return out
