@@ -59,6 +59,8 @@ class LoggedFeedbackRouter(Router):
     """
 
     uses_text = True
+    #: trains on logged feedback (one revealed LLM per query), not on a full matrix
+    needs_logged_feedback = True
 
     def __init__(self, router: str = "mf", params: dict | None = None, loss: str = "dr",
                  propensity_clip: float = 0.05, encoder: str | None = None, seed: int = 0):

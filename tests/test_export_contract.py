@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from recsys_router.export import export_router, load_router
-from recsys_router.registry import available_routers, make_router
+from recsys_router.registry import available_routers, make_router, router_factory
 
 #: fast hyperparameters per router (only keys the router takes are used)
 FAST = {"max_epochs": 1, "epochs": 3, "encoder_options": {"dim": 32}, "hidden": 8,
@@ -25,6 +25,8 @@ NO_WTP = {"cascade"}
 def _make(name: str):
     valid = set(make_router(name).get_params())
     params = {k: v for k, v in FAST.items() if k in valid}
+    if name == "logged":  # the wrapped router gets the fast settings
+        params["params"] = {"max_epochs": 1, "dim": 8, "encoder_options": {"dim": 32}}
     if name == "graph":
         params["hidden"] = 8
     elif "hidden" in params and name != "graph":
@@ -43,6 +45,10 @@ def _one_thread():
 @pytest.mark.parametrize("name", available_routers())
 def test_export_reload_identical(name, sim_split, tmp_path):
     tr, va, te = sim_split["train"], sim_split["val"], sim_split["test"]
+    if getattr(router_factory(name), "needs_logged_feedback", False):  # one revealed LLM per query
+        from recsys_router.feedback.bandit import simulate_log
+        tr = simulate_log(tr, np.full(tr.scores.shape, 1.0 / tr.n_llms), seed=0)[0]
+        va = None
     router = _make(name).fit(tr, va)
     out = export_router(router, tmp_path / name, train_data=tr, metrics={"test/mu_o": 0.25})
     loaded = load_router(out)
