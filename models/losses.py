@@ -31,7 +31,7 @@ from torch import nn
 
 __all__ = ["LOSS_KINDS", "RoutingLoss", "default_mode", "pointwise_bce", "pointwise_mse", "listwise_softmax_ce",
            "pairwise_bpr", "pairs_from_lists", "utility_selection", "popularity_weights",
-           "selection_entropy", "logged_feedback_loss"]
+           "soft_selection_entropy", "logged_feedback_loss"]
 
 LOSS_KINDS = ("bce", "mse", "listwise", "bpr", "utility")
 _DEFAULT_MODES = {"bce": "pointwise", "mse": "pointwise", "listwise": "listwise",
@@ -211,14 +211,17 @@ def popularity_weights(positives: torch.Tensor, clip: float) -> torch.Tensor:
     return w.clamp(max=clip)
 
 
-def selection_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def soft_selection_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Entropy (nats) of the batch's mean selection distribution ``mean_i softmax(logits_i)``.
 
-    High when the batch's queries are spread over many LLMs; 0 when all go to one.
+    The differentiable relaxation of RouterEval's selection entropy E_p
+    (:func:`recsys_router.metrics.routereval.selection_entropy`, which counts hard
+    choices): softmax probabilities replace the argmax choices so that a loss can reward
+    spread. High when the batch's queries are spread over many LLMs; 0 when all go to one.
 
     Example
     -------
-    >>> round(float(selection_entropy(torch.zeros(3, 4))), 4)  # log 4
+    >>> round(float(soft_selection_entropy(torch.zeros(3, 4))), 4)  # log 4
     1.3863
     """
     if mask is not None:
@@ -362,7 +365,7 @@ class RoutingLoss(nn.Module):
         if self.entropy_weight > 0:
             all_logits = out["logits"] if out.get("logits") is not None and out["logits"].dim() == 2 \
                 else out["all_logits"]
-            loss = loss - self.entropy_weight * selection_entropy(all_logits, batch.get("mask"))
+            loss = loss - self.entropy_weight * soft_selection_entropy(all_logits, batch.get("mask"))
         return loss
 
     def _cells(self, out, batch):

@@ -74,14 +74,14 @@ def test_mcnemar(recs):
 
 
 def test_entropy(recs):
-    h, hn = M.selection_entropy(recs, "r1")  # x x x y z
+    h, hn = M.vote_entropy(recs, "r1")  # x x x y z
     expect = -(0.6 * math.log2(0.6) + 2 * 0.2 * math.log2(0.2))
     assert h == pytest.approx(expect) and hn == pytest.approx(expect / math.log2(3))
-    h2, hn2 = M.selection_entropy(recs, "r2", llms=["x", "y", "z", "w"])  # y y x x x
+    h2, hn2 = M.vote_entropy(recs, "r2", llms=["x", "y", "z", "w"])  # y y x x x
     assert h2 == pytest.approx(-(0.6 * math.log2(0.6) + 0.4 * math.log2(0.4)))
     assert hn2 == pytest.approx(h2 / 2.0)
     one = [_r("x", "x", "x", "x", "y", "A", "t")]
-    assert M.selection_entropy(one, "r1") == (0.0, 0.0)
+    assert M.vote_entropy(one, "r1") == (0.0, 0.0)
 
 
 def test_agreement_kappa(recs):

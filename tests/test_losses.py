@@ -11,7 +11,7 @@ import torch
 
 from recsys_router.models.losses import (RoutingLoss, default_mode, listwise_softmax_ce, pairs_from_lists,
                            pairwise_bpr, pointwise_bce, pointwise_mse, popularity_weights,
-                           selection_entropy, utility_selection)
+                           soft_selection_entropy, utility_selection)
 from recsys_router.models.mf_module import MFRouter
 from recsys_router.data import RoutingData
 from recsys_router.metrics.routereval import mu_o
@@ -81,9 +81,9 @@ def test_popularity_weights_and_selection_entropy_by_hand():
     with pytest.raises(ValueError):
         popularity_weights(T([1.0]), clip=0.5)
     # two queries, one sure of LLM 0, one of LLM 1 -> mean distribution (1/2, 1/2) -> log 2
-    h = selection_entropy(T([[50.0, 0.0], [0.0, 50.0]]))
+    h = soft_selection_entropy(T([[50.0, 0.0], [0.0, 50.0]]))
     assert float(h) == pytest.approx(math.log(2), rel=1e-5)
-    assert float(selection_entropy(T([[50.0, 0.0], [50.0, 0.0]]))) == pytest.approx(0.0, abs=1e-5)
+    assert float(soft_selection_entropy(T([[50.0, 0.0], [50.0, 0.0]]))) == pytest.approx(0.0, abs=1e-5)
 
 
 def test_routing_loss_ignores_unobserved_cells_and_checks_kinds():

@@ -16,14 +16,16 @@ _LOSSES = ("bce", "mse")
 
 
 def build_mlp(in_dim: int, out_dim: int, hidden_size: int, n_hidden: int):
-    """``n_hidden`` x (Linear + ReLU) of width ``hidden_size`` then a Linear output layer."""
-    from torch import nn
-    layers, d = [], in_dim
-    for _ in range(int(n_hidden)):
-        layers += [nn.Linear(d, int(hidden_size)), nn.ReLU()]
-        d = int(hidden_size)
-    layers.append(nn.Linear(d, out_dim))
-    return nn.Sequential(*layers)
+    """``n_hidden`` x (Linear + ReLU) of width ``hidden_size`` then a Linear output layer:
+    the package's one MLP stack, :class:`~recsys_router.models.components.mlp.MLP`.
+
+    Example
+    -------
+    >>> build_mlp(8, 3, 16, 2).net[2].in_features
+    16
+    """
+    from recsys_router.models.components.mlp import MLP
+    return MLP(int(in_dim), int(out_dim), hidden=(int(hidden_size),) * int(n_hidden))
 
 
 def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int, n_hidden: int,
@@ -49,7 +51,7 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int,
 
     Returns
     -------
-    torch.nn.Sequential
+    MLP
         The trained model in eval mode.
     """
     import torch
@@ -114,5 +116,5 @@ def predict_mlp(model, x: np.ndarray, *, sigmoid: bool, batch: int = 8192) -> np
             o = model(xt[s:s + batch])
             outs.append(torch.sigmoid(o) if sigmoid else o)
     if not outs:
-        return np.zeros((0, model[-1].out_features))
+        return np.zeros((0, model.out_dim))
     return torch.cat(outs).numpy().astype(np.float64)

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from recsys_router.metrics.routerbench import ndch_indices
 from recsys_router.router import Router
 
 from ._common import nan_col_means, query_uniforms
@@ -23,7 +24,9 @@ __all__ = ["ZeroRouter", "nondecreasing_hull"]
 
 
 def nondecreasing_hull(costs: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Indices of the non-decreasing upper convex hull of points ``(costs[j], scores[j])``.
+    """Indices of the non-decreasing upper convex hull of points ``(costs[j], scores[j])``,
+    LLMs with a non-finite cost or score left out
+    (:func:`recsys_router.metrics.routerbench.ndch_indices`, the one hull of the package).
 
     Vertices are returned in ascending cost. The hull starts at the cheapest point (the
     best-scoring one among equally cheap points) and stops at the highest-scoring point;
@@ -39,25 +42,7 @@ def nondecreasing_hull(costs: np.ndarray, scores: np.ndarray) -> np.ndarray:
     ok = np.flatnonzero(np.isfinite(c) & np.isfinite(s))
     if not len(ok):
         raise ValueError("no LLM has both a finite mean cost and a finite mean score")
-    order = ok[np.lexsort((ok, -s[ok], c[ok]))]
-    pts = []
-    for j in order:  # keep the best score per distinct cost
-        if pts and c[pts[-1]] == c[j]:
-            continue
-        pts.append(int(j))
-    hull: list[int] = []
-    for j in pts:
-        while len(hull) >= 2:
-            o, a = hull[-2], hull[-1]
-            t1 = (c[a] - c[o]) * (s[j] - s[o])
-            t2 = (s[a] - s[o]) * (c[j] - c[o])
-            if t1 - t2 >= -1e-12 * (abs(t1) + abs(t2)):  # a on/below the segment o -> j
-                hull.pop()
-            else:
-                break
-        hull.append(j)
-    top = int(np.argmax([s[j] for j in hull]))
-    return np.asarray(hull[:top + 1], dtype=np.int64)
+    return ok[ndch_indices(np.column_stack([c[ok], s[ok]]))]
 
 
 class ZeroRouter(Router):

@@ -13,12 +13,12 @@ Routing", arXiv:2606.18774 (2026): duel selection, attribution (eq. 1), historic
 from __future__ import annotations
 
 from .metrics import (agreement, cohen_kappa, consensus_strength, h2h, h2h_matrix, leaderboard, mcnemar,
-                      pareto_frontier, participation_rate, pref_score, selection_entropy, win_rate)
+                      pareto_frontier, participation_rate, pref_score, vote_entropy, win_rate)
 from .rating import bradley_terry, elo_bootstrap, elo_ratings, games
 from .records import LABELS, JudgeRecord, attribute, count_votes, select_duel
 from .store import JudgeStore
 
 __all__ = ["LABELS", "JudgeRecord", "JudgeStore", "attribute", "count_votes", "select_duel",
            "participation_rate", "pref_score", "win_rate", "h2h", "h2h_matrix", "mcnemar",
-           "selection_entropy", "agreement", "cohen_kappa", "consensus_strength", "pareto_frontier",
+           "vote_entropy", "agreement", "cohen_kappa", "consensus_strength", "pareto_frontier",
            "leaderboard", "games", "elo_ratings", "elo_bootstrap", "bradley_terry"]

@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..metrics.routereval import selection_entropy
 from .records import JudgeRecord
 
 __all__ = ["routers_of", "participation_rate", "pref_score", "win_rate", "by_task", "task_pref_scores",
-           "task_win_rates", "h2h", "h2h_matrix", "mcnemar", "selection_entropy", "agreement",
+           "task_win_rates", "h2h", "h2h_matrix", "mcnemar", "vote_entropy", "agreement",
            "cohen_kappa", "consensus_strength", "mean_consensus", "router_costs", "pareto_frontier",
            "leaderboard"]
 
@@ -148,20 +149,28 @@ def mcnemar(records: Records, ri: str, rj: str) -> dict:
     return {"a": a, "b": b, "chi2": float(chi2), "p_value": float(stats.chi2.sf(chi2, 1))}
 
 
-def selection_entropy(records: Records, router: str, llms: Sequence[str] | None = None) -> tuple[float, float]:
-    """Selection entropy ``H = -sum_m p_m log2 p_m`` and ``H_norm = H / log2 |M|``.
+def vote_entropy(records: Records, router: str, llms: Sequence[str] | None = None) -> tuple[float, float]:
+    """RouterEval's selection entropy ``H = -sum_m p_m log2 p_m`` of a router's votes
+    (:func:`recsys_router.metrics.routereval.selection_entropy`, the one definition) and
+    ``H_norm = H / log2 |M|``.
 
     ``p_m`` is the share of the router's votes that went to LLM ``m``; ``M`` is ``llms`` or,
     by default, the union of the feasible sets of the router's records. ``H_norm`` is 0 when
     ``|M| <= 1``; both are NaN when the router never voted.
+
+    Example
+    -------
+    >>> recs = [JudgeRecord("q", {"r": pick}, "x", "y", "A", ["x", "y"]) for pick in "xy"]
+    >>> vote_entropy(recs, "r")
+    (1.0, 1.0)
     """
     picks = [rec.router_choices[router] for rec in records if router in rec.router_choices]
     if not picks:
         return float("nan"), float("nan")
     pool = set(llms) if llms is not None else {m for rec in records if router in rec.router_choices
                                                for m in rec.feasible}
-    p = np.array(list(Counter(picks).values()), dtype=float) / len(picks)
-    h = float(-(p * np.log2(p)).sum()) + 0.0
+    index = {m: k for k, m in enumerate(sorted(pool | set(picks)))}
+    h = selection_entropy(np.array([index[m] for m in picks]), len(index))
     return h, (h / math.log2(len(pool)) if len(pool) > 1 else 0.0)
 
 
@@ -238,7 +247,7 @@ def leaderboard(records: Records, routers: Sequence[str] | None = None) -> pd.Da
     routers = list(routers or routers_of(records))
     rows = []
     for r in routers:
-        h, hn = selection_entropy(records, r)
+        h, hn = vote_entropy(records, r)
         rows.append({"router": r, "n_voted": sum(r in rec.router_choices for rec in records),
                      "n_participating": len(_scores(records, r)),
                      "participation": participation_rate(records, r), "pref_score": pref_score(records, r),

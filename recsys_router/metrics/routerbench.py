@@ -30,8 +30,12 @@ from ..errors import DataValidationError
 from ..policies import wtp_policy
 from .base import as_matrix, metric, observed_means
 
-__all__ = ["llm_points", "wtp_sweep", "default_lambdas", "interpolate", "ndch", "hull_value",
-           "shared_domain", "aiq", "aiq_many", "aiq_code", "zero_router", "routerbench_metrics"]
+__all__ = ["llm_points", "wtp_sweep", "default_lambdas", "interpolate", "ndch", "ndch_indices",
+           "HULL_TOLERANCE", "hull_value", "shared_domain", "aiq", "aiq_many", "aiq_code", "zero_router", "routerbench_metrics"]
+
+
+#: relative tolerance below which a point counts as on a hull chord (rounding, not data)
+HULL_TOLERANCE = 1e-12
 
 
 def _points(points, name: str = "points") -> np.ndarray:
@@ -155,13 +159,47 @@ def interpolate(points: np.ndarray, x) -> np.ndarray:
     return np.where((x < p[0, 0]) | (x > p[-1, 0]), np.nan, y)
 
 
+def ndch_indices(points: np.ndarray) -> np.ndarray:
+    """Row indices of the non-decreasing convex hull of ``points`` (see :func:`ndch`), in
+    ascending cost: the one hull of the package (the zero router's too).
+
+    Among points of equal cost only the best quality can be a vertex (the first row of the
+    best quality, on exact ties).
+
+    Example
+    -------
+    >>> ndch_indices(np.array([[1., .5], [2., .55], [3., .9], [4., .8]])).tolist()
+    [0, 2]
+    """
+    p = _points(points)
+    order = np.lexsort((np.arange(len(p)), -p[:, 1], p[:, 0]))
+    # one point per cost: the best quality (first after the sort above)
+    keep = np.ones(len(order), dtype=bool)
+    keep[1:] = p[order[1:], 0] != p[order[:-1], 0]
+    order = order[keep]
+    hull: list[int] = []
+    for k in order:  # loop over points (few), not over queries
+        while len(hull) >= 2:
+            o, a = p[hull[-2]], p[hull[-1]]
+            u, v = a - o, p[k] - o
+            cross = u[0] * v[1] - u[1] * v[0]
+            # a on (up to rounding) or below the chord o -> p[k]: not an upper-hull vertex
+            if cross >= -HULL_TOLERANCE * np.hypot(*u) * np.hypot(*v):
+                hull.pop()
+            else:
+                break
+        hull.append(int(k))
+    top = int(np.argmax(p[hull, 1]))
+    return np.asarray(hull[:top + 1], dtype=np.int64)
+
+
 def ndch(points: np.ndarray) -> np.ndarray:
     """Non-decreasing convex hull: the upper convex hull of ``points`` from the cheapest
     point up to the highest-quality one.
 
     Built with Andrew's monotone chain (points sorted by cost, then quality descending, a
     vertex dropped whenever it is on or below the chord of its neighbours, up to a
-    relative rounding tolerance of 1e-12), then cut at
+    relative rounding tolerance of :data:`HULL_TOLERANCE`), then cut at
     the first vertex of maximal quality. Collinear middle points are dropped.
 
     Parameters
@@ -180,26 +218,7 @@ def ndch(points: np.ndarray) -> np.ndarray:
     [[0.5, 0.1], [3.0, 0.9]]
     """
     p = _points(points)
-    p = p[np.lexsort((-p[:, 1], p[:, 0]))]
-    # one point per cost: the best quality (first after the sort above)
-    keep = np.ones(len(p), dtype=bool)
-    keep[1:] = p[1:, 0] != p[:-1, 0]
-    p = p[keep]
-    hull: list[int] = []
-    for k in range(len(p)):  # loop over points (few), not over queries
-        while len(hull) >= 2:
-            o, a = p[hull[-2]], p[hull[-1]]
-            u, v = a - o, p[k] - o
-            cross = u[0] * v[1] - u[1] * v[0]
-            # a on (up to rounding) or below the chord o -> p[k]: not an upper-hull vertex
-            if cross >= -1e-12 * np.hypot(*u) * np.hypot(*v):
-                hull.pop()
-            else:
-                break
-        hull.append(k)
-    h = p[hull]
-    top = int(np.argmax(h[:, 1]))
-    return h[:top + 1]
+    return p[ndch_indices(p)]
 
 
 def hull_value(hull: np.ndarray, x) -> np.ndarray:
