@@ -181,3 +181,20 @@ def test_cli_voter_key_env(monkeypatch):
     assert _voter_key(argparse.Namespace(voter_key_env="MY_KEY")) == "k1"
     monkeypatch.setenv(VOTER_KEY_ENV, "k2")
     assert _voter_key(argparse.Namespace(voter_key_env=None)) == "k2"
+
+
+def test_body_over_limit_is_413_before_reading(tmp_path):
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db), max_body_bytes=2_000))
+    big = b'{"query_id": "qa", "task": "' + b"x" * 5_000 + b'"}'
+    r = c.post("/api/duel", content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "2000 bytes" in r.json()["detail"]
+
+    def chunks(body, size):  # no Content-Length: sent chunked
+        for i in range(0, len(body), size):
+            yield body[i:i + size]
+    r = c.post("/api/duel", content=chunks(big, 7), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert _tokens(db) == []
+    ok = c.post("/api/duel", content=chunks(b'{"query_id": "qa"}', 1), headers={"content-type": "application/json"})
+    assert ok.status_code == 200 and ok.json()["query_id"] == "qa"  # one-byte chunks reassembled

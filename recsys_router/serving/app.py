@@ -28,7 +28,7 @@ from ..export.artifact import ExportedRouter
 from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from .batcher import MicroBatcher
-from .guards import SafeJSONResponse, SafeStr, check_text, install_error_handlers, route_label
+from .guards import BodyLimit, SafeJSONResponse, SafeStr, check_text, install_error_handlers, route_label
 from .llm_admin import add_llm_admin_routes
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
@@ -261,40 +261,5 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     if cfg.backends:
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, router, cfg)
-    app.add_middleware(_BodyLimit, limit=cfg.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # chunked bodies; declared ones: _guard
     return app
-
-
-class _BodyLimit:
-    """ASGI middleware for bodies sent without Content-Length (chunked): the body is read
-    up front, at most ``limit`` bytes; a longer one gets a 413 before the app sees it."""
-
-    def __init__(self, app, limit: int):
-        self.app = app
-        self.limit = int(limit)
-
-    async def __call__(self, scope, receive, send):
-        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
-        if scope["type"] != "http" or b"content-length" in headers or \
-                scope.get("method") in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
-        body, more = b"", True
-        while more:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                return await self.app(scope, receive, send)  # disconnect: let the app see it
-            body += msg.get("body", b"")
-            more = msg.get("more_body", False)
-            if len(body) > self.limit:
-                resp = SafeJSONResponse({"error": f"request body exceeds the limit of {self.limit} bytes"},
-                                    status_code=413)
-                return await resp(scope, receive, send)
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-        await self.app(scope, replay, send)

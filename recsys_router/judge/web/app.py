@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...data import RoutingData
 from ...router import Router
-from ...serving.guards import SafeJSONResponse, SafeStr
+from ...serving.guards import BodyLimit, SafeJSONResponse, SafeStr
 from ..metrics import h2h_matrix, leaderboard, routers_of
 from ..rating import elo_bootstrap
 from ..records import JudgeRecord, select_duel, utc_now
@@ -311,7 +311,7 @@ class JudgeSession:
 
 
 def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float | None = None,
-               burst: int = 20) -> FastAPI:
+               burst: int = 20, max_body_bytes: int = 1_000_000) -> FastAPI:
     """The FastAPI application (pages ``/`` and ``/stats``, JSON API under ``/api``).
 
     Parameters
@@ -321,6 +321,8 @@ def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float
         Voter key required on ``/api/*`` (see :func:`.access.add_access_control`).
     rate, burst : float, int
         Per-client rate limit on ``/api/*`` (None: none).
+    max_body_bytes : int
+        Larger request bodies get 413 before they are read.
 
     Returns
     -------
@@ -334,6 +336,7 @@ def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float
                   default_response_class=SafeJSONResponse)
     app.state.session = session
     add_access_control(app, api_key=api_key, rate=rate, burst=burst)
+    app.add_middleware(BodyLimit, limit=max_body_bytes, field="detail", check_declared=True)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
