@@ -86,9 +86,9 @@ class CostAwareRouter(Router):
         self.seed = seed
 
     def _make(self) -> Router:
-        from recsys_router.registry import make_inner_router  # noqa: PLC0415
-        return make_inner_router(self.base, self.base_params, encoder=self.encoder,
-                                 seed=self.seed)
+        from recsys_router.router_spec import resolve_router  # noqa: PLC0415
+        return resolve_router(self.base, self.base_params, encoder=self.encoder,
+                              seed=self.seed)[0]
 
     def _features(self, data: RoutingData) -> np.ndarray:
         from recsys_router.encoders import get_encoder  # noqa: PLC0415

@@ -93,9 +93,9 @@ class TaskResidualRouter(Router):
         self.seed = seed
 
     def _make(self) -> Router:
-        from recsys_router.registry import make_inner_router  # noqa: PLC0415 (imports models)
-        return make_inner_router(self.base, self.base_params, encoder=self.encoder,
-                                 seed=self.seed)
+        from recsys_router.router_spec import resolve_router  # noqa: PLC0415 (imports models)
+        return resolve_router(self.base, self.base_params, encoder=self.encoder,
+                              seed=self.seed)[0]
 
     @staticmethod
     def _task_stats(router: Router, train: RoutingData):

@@ -23,7 +23,7 @@ from typing import Callable, Union
 from .registries import Registry
 from .router import Router
 
-__all__ = ["make_router", "make_inner_router", "register_router", "unregister_router",
+__all__ = ["make_router", "register_router", "unregister_router",
            "available_routers", "router_factory", "router_class", "ROUTERS"]
 
 Factory = Union[str, Callable[..., Router]]
@@ -136,27 +136,3 @@ def make_router(name: str, **params) -> Router:
     if not isinstance(router, Router):
         raise TypeError(f"factory for {name!r} returned {type(router).__name__}, not a Router")
     return router
-
-
-def make_inner_router(name: str, params: dict | None = None, *, encoder=None,
-                      seed: int | None = None) -> Router:
-    """The router a wrapper router builds around: ``make_router(name, **params)``, plus the
-    wrapper's ``encoder`` and ``seed`` (also as ``random_state``) wherever the inner router
-    takes them and ``params`` does not set them.
-
-    Example
-    -------
-    >>> make_inner_router("knn", {"k": 3}, encoder="hashing", seed=1).get_params()["k"]
-    3
-    """
-    params = dict(params or {})
-    router = make_router(name, **params)
-    names = router.get_params()
-    extra = {}
-    if encoder is not None and "encoder" in names and "encoder" not in params:
-        extra["encoder"] = encoder
-    if seed is not None:
-        for key in ("seed", "random_state"):
-            if key in names and key not in params:
-                extra[key] = seed
-    return router.set_params(**extra) if extra else router

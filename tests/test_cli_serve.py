@@ -30,8 +30,8 @@ SIM = ["--data", "synthetic", "--data-option", "n_queries=240", "--data-option",
 
 
 def _sim():
-    from recsys_router.cli.evaluate import load_eval_data
-    return load_eval_data("synthetic", n_queries=240, n_llms=4, n_topics=3, seed=3)
+    from recsys_router.datasets.resolve import resolve_dataset
+    return resolve_dataset("synthetic", n_queries=240, n_llms=4, n_topics=3, seed=3)
 
 
 def test_export_registry_router_metrics_by_hand(tmp_path, capsys):
@@ -149,8 +149,8 @@ def _real_or_sim(tmp_path):
     """routerbench_zs (published train/test split) when the shared data is there, else SIMULATED."""
     rb = SHARED_DATA / "routerbench_zs"
     if rb.exists():
-        from recsys_router.cli.evaluate import load_eval_data
-        data = load_eval_data(str(rb))
+        from recsys_router.datasets.resolve import resolve_dataset
+        data = resolve_dataset(str(rb), stack=True)
         return ["--data", str(rb)], ["--split-column", "split"], data, data.subset(
             np.flatnonzero(data.queries["split"].to_numpy() == "test"))
     d = _sim()

@@ -18,7 +18,7 @@ import yaml
 
 from recsys_router.datamodules.routing_datamodule import RoutingDataModule
 from recsys_router.cli import main
-from recsys_router.cli.lightning import build_cli
+from recsys_router.lightning_cli import build_lightning_cli as build_cli
 from recsys_router.datasets import available_datasets
 
 torch.set_num_threads(1)

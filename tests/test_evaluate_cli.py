@@ -50,8 +50,8 @@ def test_demo_runs_and_prints_report_path(tmp_path, capsys):
 
 def test_real_routerbench_oracle_beats_every_llm():
     shared_path("routerbench_zs")
-    from recsys_router.cli.evaluate import load_eval_data
-    data = load_eval_data("routerbench_zs")
+    from recsys_router.datasets.resolve import resolve_dataset
+    data = resolve_dataset("routerbench_zs", stack=True)
     from recsys_router.encoders import get_encoder
     enc = get_encoder("hashing", dim=256, char_ngrams=None)  # word n-grams only: fast
     cfg = EvalConfig(["oracle", "best-single", "knn"], protocols=["routereval", "orbit"],
@@ -74,13 +74,13 @@ def test_real_routerbench_oracle_beats_every_llm():
 
 
 def test_v_r_for_routereval_benchmarks_and_data_options():
-    from recsys_router.cli.evaluate import _options
+    from recsys_router.cli.args import kv_dict
     from recsys_router.datasets.synthetic import make_synthetic
     from recsys_router.evaluation.protocols.routereval import reference_benchmark
-    assert _options(["m=5", "group=all-strong", "x=0.5"]) == {"m": 5, "group": "all-strong",
-                                                              "x": 0.5}
+    assert kv_dict(["m=5", "group=all-strong", "x=0.5"]) == {"m": 5, "group": "all-strong",
+                                                             "x": 0.5}
     with pytest.raises(ValueError, match="KEY=VALUE"):
-        _options(["m5"])
+        kv_dict(["m5"])
     assert reference_benchmark("routereval-arc-easy-5-all_strong") == "arc"
     d = make_synthetic(150, 3, 2, seed=9, with_text=False)
     d.name = "routereval-gsm8k-easy-3-all_strong"

@@ -8,13 +8,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .args import ListArg, add_data_args, add_seed_arg, data_options
+
 __all__ = ["add_parser", "run_probes", "run_onboard", "run_coldstart_protocol",
            "add_coldstart_args"]
 
 
-def _ints(text: str) -> list[int]:
+def _ints(items) -> list[int]:
+    text = ",".join(items) if isinstance(items, list) else str(items)
     try:
-        out = [int(x) for x in str(text).split(",") if x.strip()]
+        out = [int(x) for x in text.split(",") if x.strip()]
     except ValueError as exc:
         raise ValueError(f"expected comma-separated integers, got {text!r}") from exc
     if not out or min(out) < 1:
@@ -22,17 +25,9 @@ def _ints(text: str) -> list[int]:
     return out
 
 
-def _seed_all(seed: int) -> None:
-    import random
-
-    import numpy as np
-    random.seed(seed)
-    np.random.seed(seed)
-    try:
-        import torch
-        torch.manual_seed(seed)
-    except ImportError:  # pragma: no cover
-        pass
+def _load(args):
+    from ..datasets.resolve import resolve_dataset
+    return resolve_dataset(args.data, data_dir=args.data_dir, stack=True, **data_options(args))
 
 
 def add_coldstart_args(p) -> None:
@@ -40,9 +35,10 @@ def add_coldstart_args(p) -> None:
     g = p.add_argument_group("coldstart protocol")
     g.add_argument("--cold-llms", default="all", metavar="all|N|NAME,NAME",
                    help="LLMs left out and onboarded (default all)")
-    g.add_argument("--probes", default="10,25,50,100,200", metavar="K1,K2",
+    g.add_argument("--probes", action=ListArg, default=["10,25,50,100,200"], metavar="K1,K2",
                    help="probe counts K (default 10,25,50,100,200)")
-    g.add_argument("--probe-strategy", default="random,stratified,informative,adaptive",
+    g.add_argument("--probe-strategy", action=ListArg,
+                   default=["random", "stratified", "informative", "adaptive"],
                    metavar="S1,S2", help="probe strategies (default all four)")
     g.add_argument("--n-seeds", type=int, default=1, help="seeds per cold LLM (default 1)")
 
@@ -51,12 +47,12 @@ def add_parser(subparsers) -> None:
     """Add the ``probes`` and ``onboard`` sub-commands."""
     p = subparsers.add_parser("probes", help="list which queries to run on a new LLM")
     p.add_argument("artifact", help="exported router directory")
-    p.add_argument("--data", required=True, help="candidate queries (dataset name or path)")
+    add_data_args(p, help="candidate queries (dataset name or path)")
     p.add_argument("--k", type=int, default=50, help="number of probes (default 50)")
     p.add_argument("--strategy", default="informative",
                    choices=("random", "stratified", "informative"),
                    help="batch strategy (adaptive is sequential: use recsys_router.ProbeSession)")
-    p.add_argument("--seed", type=int, default=0)
+    add_seed_arg(p)
     p.add_argument("--out", required=True, help="CSV of the chosen queries (query_id, text)")
     p.set_defaults(func=run_probes)
 
@@ -64,11 +60,11 @@ def add_parser(subparsers) -> None:
     o.add_argument("artifact", help="exported router directory")
     o.add_argument("--llm", required=True, help="name of the new LLM")
     o.add_argument("--scores", required=True, help="CSV: query_id and/or text, score[, cost]")
-    o.add_argument("--data", default=None, help="dataset to look up probe texts by query_id")
+    add_data_args(o, required=False, help="dataset to look up probe texts by query_id")
     o.add_argument("--price-in", type=float, default=None, help="USD per 1M input tokens")
     o.add_argument("--price-out", type=float, default=None, help="USD per 1M output tokens")
     o.add_argument("--strategy", default=None, help="probe strategy, recorded as provenance")
-    o.add_argument("--seed", type=int, default=0)
+    add_seed_arg(o)
     o.add_argument("--out", required=True, help="new artifact directory (written atomically)")
     o.add_argument("--overwrite", action="store_true")
     o.set_defaults(func=run_onboard)
@@ -78,10 +74,10 @@ def run_probes(args) -> int:
     """Handler of ``recsys-router probes``."""
     from ..coldstart.selection import select_probes
     from ..export.artifact import load_router
-    from .evaluate import load_eval_data
-    _seed_all(args.seed)
+    from ..export import seed_everything
+    seed_everything(args.seed)
     art = load_router(args.artifact)
-    data = load_eval_data(args.data)
+    data = _load(args)
     idx = select_probes(art.router, data, args.k, args.strategy, seed=args.seed)
     cols = [c for c in ("query_id", "text", "task") if c in data.queries.columns]
     table = data.queries.iloc[idx][cols]
@@ -102,9 +98,9 @@ def run_probes(args) -> int:
 def run_onboard(args) -> int:
     """Handler of ``recsys-router onboard``."""
     from ..coldstart.onboard import onboard_artifact, read_answers
-    from .evaluate import load_eval_data
-    _seed_all(args.seed)
-    data = load_eval_data(args.data) if args.data else None
+    from ..export import seed_everything
+    seed_everything(args.seed)
+    data = _load(args) if args.data else None
     probes = read_answers(args.scores, args.llm, data)
     out = onboard_artifact(args.artifact, args.llm, probes, args.out, price_in=args.price_in,
                            price_out=args.price_out, strategy=args.strategy,
@@ -118,8 +114,9 @@ def run_coldstart_protocol(args, data) -> int:
     import shutil
 
     from ..coldstart.protocol import coldstart_rows, parse_cold_llms, plot_curves, summarise
-    from ..registry import make_router, router_class
-    _seed_all(args.seed)
+    from ..export import seed_everything
+    from ..router_spec import resolve_router
+    seed_everything(args.seed)
     if args.split_column:
         parts = data.split(column=args.split_column)
         if "test" not in parts or "train" not in parts:
@@ -130,7 +127,7 @@ def run_coldstart_protocol(args, data) -> int:
         train, test = parts["train"], parts["test"]
     cold = parse_cold_llms(args.cold_llms, train.llm_names, seed=args.seed)
     ks = _ints(args.probes)
-    strategies = [s.strip() for s in args.probe_strategy.split(",") if s.strip()]
+    strategies = list(args.probe_strategy)
     seeds = list(range(args.seed, args.seed + max(1, int(args.n_seeds))))
     out = Path(args.out)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent if out.parent.exists() else "."))
@@ -138,10 +135,9 @@ def run_coldstart_protocol(args, data) -> int:
         import pandas as pd
         frames = []
         for name in args.routers:
-            params = {}
-            if args.encoder and "encoder" in router_class(name)._param_names():
-                params["encoder"] = args.encoder
-            rows = coldstart_rows(train, test, lambda: make_router(name, **params), router=name,
+            def make(name=name):
+                return resolve_router(name, encoder=args.encoder)[0]
+            rows = coldstart_rows(train, test, make, router=name,
                                   cold_llms=cold, ks=ks, strategies=strategies, seeds=seeds,
                                   progress=not args.no_progress)
             frames.append(rows)

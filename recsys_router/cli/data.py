@@ -6,6 +6,7 @@ Examples::
     recsys-router data info routerbench_zs --data-dir ../shared/data
     recsys-router data info synthetic --seed 3 --n-queries 500 --json
     recsys-router data info routereval --trust-pickle -o benchmark=arc -o difficulty=easy -o m=5 -o group=all_strong
+    recsys-router data info routerbench_zs --data-option duplicates=mean
     recsys-router data convert llmrouter --to llmrouter.parquet
     recsys-router data download routerbench --cache-dir ~/data
 """
@@ -13,15 +14,15 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import sys
 
 import numpy as np
-import yaml
 
 from ..data import RoutingData
+from ..datasets.resolve import loader_spec, resolve_dataset
+from .args import add_data_args, add_seed_arg, data_options
 
 __all__ = ["add_parser", "load_from_args", "format_info", "info_dict"]
 
@@ -29,19 +30,13 @@ _SIM_OPTIONS = ("n_queries", "n_llms", "n_topics")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", metavar="NAME_OR_PATH", help="registered dataset name or a file/folder")
-    p.add_argument("--data-dir", default=None, help="folder holding the named dataset's folder")
-    p.add_argument("--seed", type=int, default=None, help="random seed (generated datasets)")
+    add_data_args(p, positional=True, help="registered dataset name or a file/folder")
+    add_seed_arg(p, None, "random seed (generated datasets)")
     p.add_argument("--n-queries", type=int, default=None, help="synthetic: number of queries")
     p.add_argument("--n-llms", type=int, default=None, help="synthetic: number of LLMs")
     p.add_argument("--n-topics", type=int, default=None, help="synthetic: number of topics")
-    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="loader option, repeatable (e.g. -o duplicates=mean -o benchmark=mmlu)")
     p.add_argument("--download", action="store_true",
                    help="download a Hugging Face dataset that is not found locally")
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow loaders that unpickle (routerbench .pkl, routereval): unpickling "
-                        "runs code the file chooses, so only for files from a source you trust")
 
 
 def add_parser(subparsers) -> None:
@@ -72,56 +67,19 @@ def add_parser(subparsers) -> None:
     dl.set_defaults(func=_cmd_download)
 
 
-def _parse_options(pairs) -> dict:
-    out = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ValueError(f"option {pair!r} must look like KEY=VALUE")
-        k, v = pair.split("=", 1)
-        out[k.strip().replace("-", "_")] = yaml.safe_load(v)
-    return out
-
-
 def load_from_args(args):
     """Load the dataset named on the command line with its options (``--seed`` etc.)."""
-    from ..datasets import dataset_spec, load_dataset
-    options = _parse_options(args.option)
-    spec = dataset_spec(str(args.dataset))
-    generated = spec is not None and not spec.needs_path
-    accepts = _accepted(spec)
-    for name in ("seed",) + _SIM_OPTIONS:
+    options = data_options(args)
+    spec = loader_spec(args.dataset)
+    for name in _SIM_OPTIONS:
         value = getattr(args, name, None)
         if value is None:
             continue
-        if generated or name in accepts:
-            options[name] = value
-        elif name != "seed":
+        if spec is None or spec.needs_path:
             raise ValueError(f"--{name.replace('_', '-')} applies to generated (synthetic) data only")
-    if spec is not None and not _takes_kwargs(spec):
-        unknown = sorted(set(options) - accepts - {"trust_pickle"})
-        if unknown:
-            raise ValueError(f"{spec.name} has no option(s) {unknown}; options: "
-                             f"{sorted(accepts - {'path'}) or 'none'}")
-    if getattr(args, "download", False):
-        options["download"] = True
-    if getattr(args, "trust_pickle", False):
-        options["trust_pickle"] = True
-    try:
-        return load_dataset(args.dataset, data_dir=args.data_dir, **options)
-    except ConnectionError as exc:  # failed download: a clean CLI error, not a traceback
-        raise ValueError(str(exc)) from exc
-
-
-def _accepted(spec) -> set[str]:
-    if spec is None:
-        return set()
-    params = inspect.signature(spec.loader).parameters
-    return {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-
-
-def _takes_kwargs(spec) -> bool:
-    params = inspect.signature(spec.loader).parameters.values()
-    return any(p.kind == p.VAR_KEYWORD for p in params)
+        options[name] = value
+    return resolve_dataset(args.dataset, data_dir=args.data_dir, seed=args.seed,
+                           download=getattr(args, "download", False), **options)
 
 
 def _clean(v):

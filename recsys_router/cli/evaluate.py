@@ -9,8 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["add_parser", "run_evaluate", "run_demo", "run_scaling", "load_eval_data",
-           "DEMO_ROUTERS", "DEMO_PARAMS"]
+from ..datasets.resolve import resolve_dataset
+from .args import FloatListArg, ListArg, add_data_args, add_seed_arg, data_options
+
+__all__ = ["add_parser", "run_evaluate", "run_demo", "run_scaling", "DEMO_ROUTERS",
+           "DEMO_PARAMS"]
 
 #: every baseline of the registry, in the order the demo runs them
 DEMO_ROUTERS = ["random", "oracle", "r_o", "best-single", "zero", "cascade", "knn", "prknn",
@@ -21,73 +24,20 @@ DEMO_ROUTERS = ["random", "oracle", "r_o", "best-single", "zero", "cascade", "kn
 DEMO_PARAMS = {"mlpr": {"epochs": 20}, "mlc": {"epochs": 5}}
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
-def _names(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
-_SPLIT_KEYS = {"train", "val", "test", "validation", "dev", "valid"}
-
-
-def _options(pairs) -> dict:
-    """``["m=5", "group=all-strong"]`` -> ``{"m": 5, "group": "all-strong"}`` (numbers parsed)."""
-    out = {}
-    for item in pairs or []:
-        if "=" not in item:
-            raise ValueError(f"--data-option expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        for cast in (int, float):
-            try:
-                v = cast(v)
-                break
-            except ValueError:
-                continue
-        out[k.strip()] = v
-    return out
-
-
-def load_eval_data(name_or_path: str, **options):
-    """Load a dataset for evaluation; a loader's ``{split: data}`` dict is stacked back into
-    one dataset whose ``split`` column keeps the parts (so ``--split-column split`` works).
-    A dict of several datasets (e.g. RouterEval candidate groups) is an error naming them."""
-    from ..data import RoutingData  # noqa: PLC0415
-    from ..datasets import load_dataset  # noqa: PLC0415
-    data = load_dataset(name_or_path, **options)
-    if isinstance(data, dict) and not set(map(str, data)) <= _SPLIT_KEYS:
-        raise ValueError(f"{name_or_path} holds several datasets ({', '.join(map(str, data))}); "
-                         f"pick one with --data-option KEY=VALUE (the loader's options)")
-    if isinstance(data, dict):
-        parts = []
-        for key, part in data.items():
-            q = part.queries.copy()
-            q["split"] = str(key)
-            parts.append(RoutingData(q, part.llms, part.scores, part.costs, name=part.name,
-                                     source=part.source, meta=part.meta))
-        data = RoutingData.concat(parts)
-    return data
-
-
-def _add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="dataset name or path")
-    p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="loader option, repeatable (e.g. benchmark=arc, m=5, group=all-strong)")
-
-
 def _add_split_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("splitting")
-    g.add_argument("--split", type=_floats, default=None, metavar="TR,VA,TE",
+    g.add_argument("--split", action=FloatListArg, default=None, metavar="TR,VA,TE",
                    help="random train/val/test fractions (default 0.8,0.1,0.1)")
     g.add_argument("--split-column", default=None, metavar="COL",
                    help="query column holding train/val/test labels")
-    g.add_argument("--ood-tasks", type=_names, default=None, metavar="T1,T2",
+    g.add_argument("--ood-tasks", action=ListArg, default=None, metavar="T1,T2",
                    help="tasks held out as the (out-of-domain) test set")
     g.add_argument("--folds", type=int, default=1, metavar="K", help="K-fold cross-validation")
+
+
+def _load(args, **options):
+    return resolve_dataset(args.data, data_dir=args.data_dir, stack=True,
+                           **{**options, **data_options(args)})
 
 
 def add_parser(subparsers) -> None:
@@ -95,17 +45,17 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("evaluate", help="benchmark routers under routing protocols",
                               description="Fit routers, sweep their operating points and write "
                                           "metrics, decisions, curves, a report and plots.")
-    _add_data_args(p)
+    add_data_args(p)
     from ..registry import available_routers  # noqa: PLC0415 (names only; models load lazily)
-    p.add_argument("--routers", type=_names, required=True, metavar="R1,R2",
-                   help="registry names, comma separated: " + ", ".join(available_routers()))
+    p.add_argument("--routers", action=ListArg, required=True, metavar="R1,R2",
+                   help="registry names, comma or space separated: " + ", ".join(available_routers()))
     from ..evaluation.protocols import protocol_names  # noqa: PLC0415
-    p.add_argument("--protocol", default="all",
-                   help="|".join(protocol_names()) + "|all (comma list allowed), or coldstart "
+    p.add_argument("--protocol", action=ListArg, default=["all"], metavar="P1,P2",
+                   help="|".join(protocol_names()) + "|all (a list allowed), or coldstart "
                         "(leave-one-LLM-out onboarding; its own options below)")
-    p.add_argument("--pools", default="all", metavar="3,5,all",
+    p.add_argument("--pools", action=ListArg, default=["all"], metavar="3,5,all",
                    help="candidate pool sizes and/or 'all' (the whole LLM pool; default)")
-    p.add_argument("--groups", type=_names, default=None, metavar="G1,G2",
+    p.add_argument("--groups", action=ListArg, default=None, metavar="G1,G2",
                    help="candidate groups for sized pools: all-strong,all-weak,strong-to-weak")
     _add_split_args(p)
     p.add_argument("--encoder", default=None, help="encoder for text routers (e.g. hashing, minilm)")
@@ -113,7 +63,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--reference-score", type=float, default=None, metavar="S",
                    help="reference score for RouterEval's V_R = mu_o / S (default: the paper's "
                         "value for RouterEval benchmarks; none otherwise)")
-    p.add_argument("--routellm-pair", type=_names, default=None, metavar="STRONG,WEAK",
+    p.add_argument("--routellm-pair", action=ListArg, default=None, metavar="STRONG,WEAK",
                    help="LLM pair for the routellm protocol (default: best train mean, cheapest other)")
     p.add_argument("--no-fallback", action="store_true",
                    help="do not fall back (per task) to best-single/task-best where a learned "
@@ -123,32 +73,33 @@ def add_parser(subparsers) -> None:
                         "(mask, default) or leave them out (drop)")
     from .coldstart import add_coldstart_args  # noqa: PLC0415
     add_coldstart_args(p)
-    p.add_argument("--seed", type=int, default=0)
+    add_seed_arg(p)
     p.add_argument("--out", required=True, help="output folder (replaced atomically)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run_evaluate)
 
     d = subparsers.add_parser("demo", help="evaluate every baseline on SIMULATED data (< 2 min)")
-    d.add_argument("--data", default="synthetic", help="dataset (default: the built-in simulator)")
+    add_data_args(d, required=False)
+    d.set_defaults(data="synthetic")
     d.add_argument("--out", default="demo-results", help="output folder")
-    d.add_argument("--seed", type=int, default=0)
+    add_seed_arg(d)
     d.add_argument("--n-queries", type=int, default=1000, help="simulated queries (default 1000)")
-    d.add_argument("--routers", type=_names, default=list(DEMO_ROUTERS), metavar="R1,R2",
+    d.add_argument("--routers", action=ListArg, default=list(DEMO_ROUTERS), metavar="R1,R2",
                    help="routers to run (default: every baseline)")
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=run_demo)
 
     s = subparsers.add_parser("scaling", help="RouterEval scaling-up: r_o(p) score against pool size")
-    _add_data_args(s)
-    s.add_argument("--p", type=_floats, default=[0.0, 0.25, 0.5, 0.75, 1.0], metavar="P1,P2",
+    add_data_args(s)
+    s.add_argument("--p", action=FloatListArg, default=[0.0, 0.25, 0.5, 0.75, 1.0], metavar="P1,P2",
                    help="oracle probabilities (default 0,0.25,0.5,0.75,1)")
     s.add_argument("--max-m", type=int, default=None, help="largest pool size (default: all LLMs)")
     s.add_argument("--grid", choices=("linear", "log"), default="linear",
                    help="m = 1..max-m (linear) or a log grid of about 20 sizes")
     s.add_argument("--subsets", type=int, default=100, help="random candidate subsets per m")
     _add_split_args(s)
-    s.add_argument("--seed", type=int, default=0)
+    add_seed_arg(s)
     s.add_argument("--out", required=True, help="output folder (replaced atomically)")
     s.set_defaults(func=run_scaling)
 
@@ -166,8 +117,8 @@ def run_evaluate(args) -> int:
     """Handler of ``recsys-router evaluate``."""
     from ..evaluation import EvalConfig, evaluate, parse_pools, parse_protocols, write_results  # noqa: PLC0415
     t0 = time.perf_counter()
-    data = load_eval_data(args.data, **_options(args.data_option))
-    if args.protocol.strip() == "coldstart":
+    data = _load(args)
+    if args.protocol == ["coldstart"]:
         from .coldstart import run_coldstart_protocol  # noqa: PLC0415
         return run_coldstart_protocol(args, data)
     if args.routellm_pair is not None and len(args.routellm_pair) != 2:
@@ -193,7 +144,7 @@ def run_demo(args) -> int:
     t0 = time.perf_counter()
     options = {"n_queries": args.n_queries, "n_llms": 12, "n_topics": 6, "seed": args.seed} \
         if args.data in ("synthetic", "simulated") else {}
-    data = load_eval_data(args.data, **options)
+    data = _load(args, **options)
     cfg = EvalConfig(routers=list(args.routers), pools=["all", 3] if data.n_llms >= 11 else ["all"],
                      encoder="hashing", p=0.5, seed=args.seed, router_params=DEMO_PARAMS)
     res = evaluate(data, cfg, progress=not args.no_progress)
@@ -210,7 +161,7 @@ def run_scaling(args) -> int:
     from ..evaluation import atomic_dir, make_folds, pool_sizes, scaling_curve  # noqa: PLC0415
     from ..evaluation.io import write_json  # noqa: PLC0415
     from ..evaluation.plots import plot_scaling  # noqa: PLC0415
-    data = load_eval_data(args.data, **_options(args.data_option))
+    data = _load(args)
     test = make_folds(data, split=args.split, split_column=args.split_column,
                       ood_tasks=args.ood_tasks, folds=1, seed=args.seed)[0].test
     max_m = args.max_m or data.n_llms

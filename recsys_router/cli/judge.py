@@ -18,7 +18,8 @@ import logging
 import os
 import sys
 
-import yaml
+from ..datasets.resolve import resolve_dataset
+from .args import ListArg, add_data_args, add_seed_arg, data_options
 
 __all__ = ["add_parser", "load_data"]
 
@@ -27,41 +28,14 @@ log = logging.getLogger(__name__)
 VOTER_KEY_ENV = "RECSYS_ROUTER_JUDGE_KEY"
 
 
-def _parse_options(items) -> dict:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ValueError(f"-o expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
-    return out
-
-
-def load_data(name_or_path: str, data_dir=None, options: dict | None = None, *, with_responses: bool = False):
-    """Load one RoutingData (optionally with ``data.responses``) by name or path."""
-    from ..data import RoutingData  # noqa: PLC0415
-    from ..datasets import load_dataset  # noqa: PLC0415
-    opts = dict(options or {})
-    if with_responses:
-        opts["with_responses"] = True
-    try:
-        data = load_dataset(name_or_path, data_dir=data_dir, **opts)
-    except TypeError as exc:
-        if with_responses and "with_responses" in str(exc):
-            raise ValueError(f"dataset {name_or_path!r} carries no recorded answers (its loader has no "
-                             "with_responses option); use routerbench_zs, or live mode with --backends") from None
-        raise ValueError(f"dataset {name_or_path!r}: {exc}") from None
-    if not isinstance(data, RoutingData):
-        raise ValueError(f"{name_or_path!r} holds several datasets ({sorted(data)}); pass one file or "
-                         "loader options (-o KEY=VALUE) that select one")
-    return data
+def load_data(args, *, with_responses: bool = False):
+    """The one dataset named by ``--data``/``--data-dir``/``-o`` (splits stacked)."""
+    return resolve_dataset(args.data, data_dir=args.data_dir, stack=True,
+                           with_responses=with_responses, **data_options(args))
 
 
 def _data_args(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--data", required=required, metavar="NAME_OR_PATH", help="dataset name or file/folder")
-    p.add_argument("--data-dir", default=None, help="folder holding the named dataset's folder")
-    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="loader option, repeatable (e.g. -o n_queries=500 for synthetic)")
+    add_data_args(p, required=required)
     p.add_argument("--router-params", default=None, metavar="JSON",
                    help='constructor parameters per router, e.g. \'{"knn": {"k": 10}}\' (or a JSON file)')
     p.add_argument("--test-size", type=float, default=0.3,
@@ -77,9 +51,10 @@ def add_parser(subparsers) -> None:
 
     s = sub.add_parser("simulate", help="offline tournament judged from recorded scores")
     _data_args(s)
-    s.add_argument("--routers", nargs="+", required=True, help="registry names or artifact folders (>= 2)")
+    s.add_argument("--routers", action=ListArg, required=True, metavar="R1,R2",
+                   help="registry names or artifact folders (>= 2), comma or space separated")
     s.add_argument("--n", type=int, default=200, help="number of judged duels (default 200)")
-    s.add_argument("--seed", type=int, default=0)
+    add_seed_arg(s)
     s.add_argument("--db", required=True, help="SQLite database to append the records to")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--budget", type=float, default=None, help="per-query cost budget C for every router")
@@ -93,7 +68,7 @@ def add_parser(subparsers) -> None:
     r.add_argument("--db", required=True)
     r.add_argument("--out", required=True, metavar="DIR")
     r.add_argument("--n-boot", type=int, default=200, help="bootstrap replays for Elo intervals")
-    r.add_argument("--seed", type=int, default=0)
+    add_seed_arg(r)
     r.add_argument("--task", default=None, help="only records of this task")
     r.set_defaults(func=_cmd_report)
 
@@ -103,17 +78,18 @@ def add_parser(subparsers) -> None:
     rp.add_argument("--router", required=True, help="registry name (fitted on --data's train split) "
                                                     "or an exported artifact folder")
     rp.add_argument("--name", default=None, help="display name (default: --router)")
-    rp.add_argument("--seed", type=int, default=0, help="seed of the train/test split when the data has none")
+    add_seed_arg(rp, 0, "seed of the train/test split when the data has none")
     rp.add_argument("--out", default=None, metavar="CSV", help="write the leaderboard here")
     rp.set_defaults(func=_cmd_replay)
 
     v = sub.add_parser("serve", help="the local voting page (FastAPI + uvicorn)")
     _data_args(v)
-    v.add_argument("--routers", nargs="+", required=True, help="registry names or artifact folders (>= 2)")
+    v.add_argument("--routers", action=ListArg, required=True, metavar="R1,R2",
+                   help="registry names or artifact folders (>= 2), comma or space separated")
     v.add_argument("--db", required=True)
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=int, default=8765)
-    v.add_argument("--seed", type=int, default=0)
+    add_seed_arg(v)
     v.add_argument("--split", default="test", help="which split's prompts are judged (default test)")
     v.add_argument("--backends", default=None, metavar="YAML",
                    help="live mode: forward prompts to OpenAI-compatible backends instead of recorded answers")
@@ -149,7 +125,7 @@ def _cmd_simulate(args) -> int:
     from ..judge.routers import parse_router_params  # noqa: PLC0415
     from ..judge.simulate import simulate_tournament  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
-    data = load_data(args.data, args.data_dir, _parse_options(args.option))
+    data = load_data(args)
     store = JudgeStore(args.db)
     res = simulate_tournament(data, list(args.routers), n=args.n, seed=args.seed, budget=args.budget,
                               wtp=args.wtp, noise=args.noise, threshold=args.threshold, test_size=args.test_size,
@@ -189,7 +165,7 @@ def _cmd_replay(args) -> int:
     recs = JudgeStore(args.db).records()
     train = truth = None
     if args.data:
-        truth = load_data(args.data, args.data_dir, _parse_options(args.option))
+        truth = load_data(args)
         train, _ = train_test(truth, test_size=args.test_size, seed=args.seed)
     name = args.name or Path(args.router).name
     params = parse_router_params(args.router_params).get(args.router)
@@ -215,21 +191,16 @@ def _voter_key(args) -> str | None:
 def _cmd_serve(args) -> int:
     import uvicorn  # noqa: PLC0415
 
-    from ..judge.routers import fit_routers, parse_router_params  # noqa: PLC0415
+    from ..judge.routers import fit_routers, judge_pool, parse_router_params  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     from ..judge.web import JudgeSession, create_app, load_backends  # noqa: PLC0415
     if args.rate < 0 or args.burst < 1 or not args.token_ttl > 0 or args.max_pending < 1:
         raise ValueError("--rate must be >= 0, --burst and --max-pending >= 1, --token-ttl > 0")
     key = _voter_key(args)
     live = args.backends is not None
-    data = load_data(args.data, args.data_dir, _parse_options(args.option), with_responses=not live)
+    data = load_data(args, with_responses=not live)
     responses = getattr(data, "responses", None)
-    parts = data.split(column="split") if data.queries["split"].notna().all() else None
-    if parts and args.split in parts and "train" in parts and args.split != "train":
-        train, pool = parts["train"], parts[args.split]
-    else:
-        from ..judge.routers import train_test  # noqa: PLC0415
-        train, pool = train_test(data, test_size=args.test_size, seed=args.seed)
+    train, pool = judge_pool(data, args.split, test_size=args.test_size, seed=args.seed)
     routers = fit_routers(list(args.routers), train, params=parse_router_params(args.router_params),
                           progress=True)
     backends = load_backends(args.backends, data.llm_names) if live else None

@@ -18,6 +18,7 @@ import pandas as pd
 from ..data import RoutingData
 from ..fallback import SafeFallbackRouter, fallback_summary
 from ..router import Router
+from ..router_spec import resolve_router
 from ..score_scale import choose_score_scale
 from .embedding import share_encoder
 from .masks import mask_predictions, reduced_pool_count, usable_rows
@@ -116,26 +117,17 @@ class EvalResult:
 
 
 def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes: list[str]):
-    if isinstance(spec, Router):  # a configured instance: fit a fresh clone per fold
-        router = type(spec)(**spec.get_params())
-        user = {}
-    else:
-        from ..registry import make_router  # noqa: PLC0415 (the registry imports models lazily)
-        user = dict(cfg.router_params.get(spec, {}))
-        router = make_router(spec, **user)
-    params = router.get_params()
-    extra = {}
-    if "encoder" in params and "encoder" not in user:
-        enc = cfg.encoder if cfg.encoder is not None else params["encoder"]
-        if isinstance(enc, str) or cfg.encoder is not None:
-            extra["encoder"] = _shared_encoder(enc, shared, data, notes)
-    if not isinstance(spec, Router):
-        for key in ("seed", "random_state"):
-            if key in params and key not in user:
-                extra[key] = cfg.seed
-        if cfg.p is not None and "p" in params and "p" not in user:
-            extra["p"] = cfg.p
-    router = router.set_params(**extra)
+    """A fresh, unfitted router for one fold: the registry name with the run's parameters,
+    encoder (embedded once, see :func:`_shared_encoder`), seed and ``p``; or a clone of a
+    configured instance (which keeps its own seed)."""
+    def encoder(default):
+        if cfg.encoder is None and not isinstance(default, str):
+            return default  # an encoder instance of the router's own: left as it is
+        return _shared_encoder(cfg.encoder if cfg.encoder is not None else default, shared,
+                               data, notes)
+    params = None if isinstance(spec, Router) else cfg.router_params.get(spec, {})
+    router, _ = resolve_router(spec, params, encoder=encoder, seed=cfg.seed,
+                               defaults={"p": cfg.p}, clone=True)
     if cfg.fallback and getattr(router, "uses_text", False) \
             and not getattr(router, "uses_ground_truth", False):
         router = SafeFallbackRouter(router, seed=cfg.seed)

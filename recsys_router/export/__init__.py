@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from .artifact import (FORMAT_VERSION, ArtifactError, ExportedRouter, data_fingerprint,
                        export_router, load_router, set_default_policy, verify_artifact)
-from .calibrate import calibrate_policy, candidate_values
+from .build import BuiltRouter, build_router, seed_everything
+from .calibrate import calibrate_artifact, calibrate_policy, candidate_values
 from .evaluate import heldout_metrics
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "ExportedRouter", "export_router", "load_router",
            "verify_artifact", "set_default_policy", "data_fingerprint", "calibrate_policy",
-           "candidate_values", "heldout_metrics"]
+           "candidate_values", "heldout_metrics", "calibrate_artifact", "build_router",
+           "BuiltRouter", "seed_everything"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..policies import budget_policy, wtp_policy
 
-__all__ = ["calibrate_policy", "candidate_values"]
+__all__ = ["calibrate_policy", "candidate_values", "calibrate_artifact"]
 
 
 def candidate_values(pred_scores: np.ndarray, pred_costs: np.ndarray, policy: str,
@@ -94,3 +94,61 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     best = int(np.flatnonzero(err == err.min())[0])
     return {"policy": policy, "value": float(vals[best]), "achieved": float(achieved[best]),
             "target": target, "kind": "mean_cost" if target_cost is not None else "share"}
+
+
+def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | None = None,
+                       target_share: tuple[str, float] | None = None,
+                       split: str | None = None) -> dict:
+    """Calibrate an exported router on ``data`` and store the result as its default policy.
+
+    Parameters
+    ----------
+    path : path
+        Artifact folder (verified on load; its manifest is rewritten atomically).
+    data : RoutingData
+        Queries to calibrate on; must hold every LLM of the artifact's pool. True costs are
+        used when every cell has one, else the router's predicted costs.
+    policy : {"wtp", "budget"}
+    target_cost : float, optional
+        Wanted mean cost per query.
+    target_share : (LLM name, share), optional
+        Wanted share of queries sent to one LLM.
+    split : str, optional
+        Calibrate on the queries whose ``split`` column is this value only.
+
+    Returns
+    -------
+    dict
+        :func:`calibrate_policy`'s result plus ``cost_source`` and ``data``.
+    """
+    from ..datasets.resolve import select_split  # noqa: PLC0415
+    from .artifact import load_router, set_default_policy  # noqa: PLC0415
+    art = load_router(path)
+    data = select_split(data, split, data.name)
+    missing = [n for n in art.llm_names if n not in data.llm_names]
+    if missing:
+        raise ValueError(f"{data.name} lacks LLM(s) {missing} of the artifact's pool")
+    data = data.subset(llms=art.llm_names)
+    scores, costs, _ = art.predict(data)
+    if costs is None:
+        raise ValueError("the router predicts no costs (trained without costs): nothing to calibrate")
+    share = None
+    if target_share is not None:
+        llm, frac = target_share
+        if llm not in art.llm_names:
+            raise ValueError(f"target share: unknown LLM {llm!r}; the artifact's LLMs: "
+                             f"{art.llm_names}")
+        share = (art.llm_names.index(llm), float(frac))
+    true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).all() else None
+    choose = None
+    if art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
+        def choose(v):
+            return art.router.route_indices(data, **{policy: v})
+    res = calibrate_policy(scores, costs, policy=policy, target_cost=target_cost,
+                           target_share=share, true_costs=true_costs, choose=choose)
+    res["cost_source"] = "true" if true_costs is not None else "predicted"
+    res["data"] = {"name": data.name, "n_queries": data.n_queries, "split": split}
+    set_default_policy(path, res["policy"], res["value"],
+                       extra={"calibration": {k: v for k, v in res.items()
+                                              if k not in ("policy", "value")}})
+    return res

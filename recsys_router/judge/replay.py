@@ -22,7 +22,7 @@ import pandas as pd
 from ..data import RoutingData
 from .metrics import leaderboard
 from .records import JudgeRecord
-from .routers import resolve_router
+from ..router_spec import resolve_router
 
 __all__ = ["replay", "replay_summary", "queries_of"]
 

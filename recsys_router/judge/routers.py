@@ -1,4 +1,5 @@
-"""Resolving router specifications for RouteJudge (registry names, artifacts, objects)."""
+"""Fitting RouteJudge's routers (specs resolved by :func:`recsys_router.router_spec.resolve_router`)
+and the judge's train/test split."""
 
 from __future__ import annotations
 
@@ -8,33 +9,9 @@ from typing import Mapping, Sequence
 
 from ..data import RoutingData
 from ..router import Router
+from ..router_spec import resolve_router
 
-__all__ = ["resolve_router", "fit_routers", "parse_router_params", "train_test"]
-
-
-def resolve_router(spec, params: Mapping | None = None) -> tuple[Router, bool]:
-    """Turn a spec into a router; returns ``(router, needs_fit)``.
-
-    Parameters
-    ----------
-    spec : str, Router or loaded artifact
-        A registry name (``recsys_router.registry.make_router``), a folder holding an exported
-        router artifact, a :class:`Router` (fitted or not) or an object with a ``router``
-        attribute (an ``ExportedRouter``).
-    params : dict, optional
-        Constructor parameters for a registry name.
-    """
-    if isinstance(spec, Router):
-        return spec, not spec.is_fitted
-    if isinstance(getattr(spec, "router", None), Router):
-        return spec.router, not spec.router.is_fitted
-    if not isinstance(spec, str):
-        raise TypeError(f"a router must be a name, an artifact folder or a Router, got {type(spec).__name__}")
-    if Path(spec).is_dir() and (Path(spec) / "manifest.json").exists():
-        from ..export import load_router  # noqa: PLC0415 (heavy, only when used)
-        return load_router(spec).router, False
-    from ..registry import make_router  # noqa: PLC0415 (imports models lazily)
-    return make_router(spec, **dict(params or {})), True
+__all__ = ["fit_routers", "parse_router_params", "train_test", "judge_pool"]
 
 
 def fit_routers(specs, train: RoutingData, val: RoutingData | None = None,
@@ -102,3 +79,13 @@ def train_test(data: RoutingData, *, test_size: float = 0.3, seed: int = 0,
         raise ValueError(f"test_size must be in (0, 1), got {test_size}")
     parts = data.split((1 - test_size, test_size), seed=seed)
     return parts["train"], parts["test"]
+
+
+def judge_pool(data: RoutingData, split: str = "test", *, test_size: float = 0.3,
+               seed: int = 0) -> tuple[RoutingData, RoutingData]:
+    """(train, prompts to judge): the dataset's own ``train`` and ``split`` parts when every
+    query has a split label and both exist, else :func:`train_test`'s seeded split."""
+    parts = data.split(column="split") if data.queries["split"].notna().all() else None
+    if parts and split in parts and "train" in parts and split != "train":
+        return parts["train"], parts[split]
+    return train_test(data, test_size=test_size, seed=seed)

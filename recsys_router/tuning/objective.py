@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 import io
 import json
 import math
@@ -19,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from ..configs import datamodule_from_config, load_yaml_configs
 from .pruning import PruningCallback
 from .space import SearchSpace, flatten_keys, set_dotted
 
@@ -34,31 +34,21 @@ class TrialFailed(RuntimeError):
     """Training of one trial raised; the trial is recorded as FAIL and the study goes on."""
 
 
-def _deep_merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def merge_yaml_configs(paths) -> dict:
-    """Deep-merge YAML config files in order (later files win), like repeated ``-c``.
+    """Deep-merge YAML config files in order (later files win), like repeated ``-c``
+    (:func:`recsys_router.configs.load_yaml_configs`; a bad file is a :class:`TuningConfigError`).
 
     Raises
     ------
     FileNotFoundError, TuningConfigError
         A missing file, or one that is not a YAML mapping.
     """
-    merged: dict = {}
-    for path in paths:
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"config file not found: {p}")
-        data = yaml.safe_load(p.read_text()) or {}
-        if not isinstance(data, dict):
-            raise TuningConfigError(f"{p}: a config file must be a YAML mapping, got {type(data).__name__}")
-        merged = _deep_merge(merged, data)
-    return merged
+    try:
+        return load_yaml_configs(paths)
+    except FileNotFoundError:
+        raise
+    except ValueError as exc:
+        raise TuningConfigError(str(exc)) from None
 
 
 def _float_metrics(metrics) -> dict[str, float]:
@@ -133,12 +123,12 @@ class LightningObjective:
         return args
 
     def _build(self, args: list[str]):
-        from recsys_router.cli.lightning import build_cli
+        from recsys_router.lightning_cli import build_lightning_cli  # noqa: PLC0415
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*args parameter is intended.*")
-                return build_cli(args, run=False)
+                return build_lightning_cli(args, run=False)
         except SystemExit as exc:
             raise TuningConfigError("LightningCLI rejected the trial arguments "
                                     f"{args}:\n{err.getvalue().strip()}") from exc
@@ -225,9 +215,11 @@ class RouterObjective:
     def _datamodule(self, data_cfg: dict):
         key = json.dumps(data_cfg, sort_keys=True, default=str)
         if key not in self._dms:
-            mod, _, cls = data_cfg["class_path"].rpartition(".")
-            dm_cls = getattr(importlib.import_module(mod), cls)
-            self._dms = {key: dm_cls(**(data_cfg.get("init_args") or {}))}  # keep one
+            try:
+                dm = datamodule_from_config(data_cfg, "the data config")
+            except ValueError as exc:
+                raise TuningConfigError(str(exc)) from None
+            self._dms = {key: dm}  # keep one
         return self._dms[key]
 
     def __call__(self, trial) -> float:

@@ -1,0 +1,148 @@
+"""The command line's argument kit: one spelling and one parser per concept, shared by every
+command.
+
+* Lists (``--routers``, ``--groups``, ``--ood-tasks``, ...) take comma and/or space separated
+  items: ``--routers knn,svm``, ``--routers knn svm`` and ``--routers knn, svm`` are the same.
+* ``KEY=VALUE`` options (``--data-option``/``-o``, ``--param``) are parsed by
+  :func:`parse_kv` alone: the key with ``-`` read as ``_``, the value a YAML scalar or flow
+  collection (``5`` int, ``0.5``/``1e3`` float, ``true`` bool, ``null``, ``[1, 2]``, else a
+  string).
+* A dataset is named by ``--data NAME_OR_PATH`` (the ``data`` commands: a positional
+  ``NAME_OR_PATH``), found under ``--data-dir``, with loader options ``--data-option`` /
+  ``-o KEY=VALUE`` and ``--trust-pickle`` for the formats that unpickle.
+
+Example
+-------
+>>> p = argparse.ArgumentParser()
+>>> _ = p.add_argument("--routers", action=ListArg)
+>>> add_data_args(p)
+>>> a = p.parse_args(["--routers", "knn,svm", "mf", "--data", "x", "-o", "m=5", "-o", "flag=true"])
+>>> a.routers, data_options(a)
+(['knn', 'svm', 'mf'], {'m': 5, 'flag': True})
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+__all__ = ["OptionError", "parse_kv", "kv_dict", "split_list", "ListArg", "FloatListArg", "add_data_args",
+           "data_options", "add_seed_arg", "MAX_OPTION_CHARS"]
+
+class OptionError(argparse.ArgumentTypeError, ValueError):
+    """A malformed command-line item (argparse shows its message; library callers get a
+    ValueError)."""
+
+
+#: longest KEY=VALUE item accepted (options are short; this bounds YAML parsing)
+MAX_OPTION_CHARS = 10_000
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def parse_kv(text: str) -> tuple[str, object]:
+    """``"KEY=VALUE"`` -> ``(key, typed value)``; the one KEY=VALUE parser of the CLI.
+
+    Example
+    -------
+    >>> [parse_kv(t) for t in ("m=5", "x=0.5", "n=1e3", "flag=true", "g=all-strong", "l=[1, 2]")]
+    [('m', 5), ('x', 0.5), ('n', 1000.0), ('flag', True), ('g', 'all-strong'), ('l', [1, 2])]
+    >>> parse_kv("n-queries=10")
+    ('n_queries', 10)
+    """
+    import yaml  # noqa: PLC0415
+    if not isinstance(text, str) or "=" not in text:
+        raise OptionError(f"expected KEY=VALUE, got {text!r}")
+    if len(text) > MAX_OPTION_CHARS:
+        raise OptionError(f"KEY=VALUE longer than {MAX_OPTION_CHARS} characters")
+    key, raw = (s.strip() for s in text.split("=", 1))
+    key = key.replace("-", "_")
+    if not key.isidentifier():
+        raise OptionError(f"option name {key!r} in {text!r} is not a valid name")
+    if _NUMBER.match(raw):
+        return key, int(raw) if re.fullmatch(r"[+-]?\d+", raw) else float(raw)
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError as exc:
+        raise OptionError(f"{text!r}: cannot parse the value ({exc})") from None
+    if not isinstance(value, (str, int, float, bool, list, dict, type(None))):
+        value = raw  # dates and other YAML types stay the text the user wrote
+    return key, value
+
+
+def kv_dict(pairs) -> dict:
+    """Items (``"KEY=VALUE"`` strings or parsed pairs) -> dict; later keys win."""
+    out = {}
+    for item in pairs or ():
+        k, v = parse_kv(item) if isinstance(item, str) else item
+        out[k] = v
+    return out
+
+
+def split_list(values) -> list[str]:
+    """Comma and/or space separated items (from one string or several) -> a list.
+
+    Example
+    -------
+    >>> split_list(["knn,svm", "mf", " ,oracle"])
+    ['knn', 'svm', 'mf', 'oracle']
+    """
+    if isinstance(values, str):
+        values = [values]
+    return [x for v in values for x in re.split(r"[,\s]+", str(v)) if x]
+
+
+class ListArg(argparse.Action):
+    """``nargs="+"`` option whose items may also be comma separated (see :func:`split_list`)."""
+
+    def __init__(self, option_strings, dest, nargs="+", **kw):
+        super().__init__(option_strings, dest, nargs=nargs, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = split_list(values)
+        if not items:
+            parser.error(f"{option_string} needs at least one item")
+        setattr(namespace, self.dest, items)
+
+
+class FloatListArg(ListArg):
+    """A :class:`ListArg` of numbers."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = split_list(values)
+        try:
+            setattr(namespace, self.dest, [float(x) for x in items])
+        except ValueError:
+            parser.error(f"{option_string} expects numbers, got {' '.join(items)!r}")
+
+
+def add_data_args(p: argparse.ArgumentParser, *, required: bool = True,
+                  positional: bool = False, help: str = "dataset name or file/folder") -> None:
+    """The dataset arguments: ``--data`` (or a positional ``dataset``), ``--data-dir`` and
+    repeatable ``--data-option``/``-o KEY=VALUE``."""
+    if positional:
+        p.add_argument("dataset", metavar="NAME_OR_PATH", help=help)
+    else:
+        p.add_argument("--data", required=required, metavar="NAME_OR_PATH", help=help)
+    p.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="folder holding the named dataset's folder (default: $RECSYS_ROUTER_DATA, "
+                        "./data, ../shared/data)")
+    p.add_argument("-o", "--data-option", dest="data_option", action="append", default=[],
+                   type=parse_kv, metavar="KEY=VALUE",
+                   help="loader option, repeatable (e.g. -o n_queries=500, -o benchmark=arc)")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow loaders that unpickle (routerbench .pkl, routereval): unpickling "
+                        "runs code the file chooses, so only for files from a source you trust")
+
+
+def data_options(args) -> dict:
+    """The loader options of parsed arguments (``--data-option``, ``--trust-pickle``)."""
+    out = kv_dict(getattr(args, "data_option", None))
+    if getattr(args, "trust_pickle", False):
+        out["trust_pickle"] = True
+    return out
+
+
+def add_seed_arg(p: argparse.ArgumentParser, default: int | None = 0, help: str | None = None):
+    """``--seed`` (every command takes one)."""
+    p.add_argument("--seed", type=int, default=default,
+                   help=help or f"random seed (default {default})")

@@ -1,0 +1,134 @@
+"""Dataset resolution for commands and workflows: a name or path plus options -> one
+validated :class:`~recsys_router.data.RoutingData` (or the loader's dict), with options checked
+against the loader's signature, ``{split: data}`` stacked back into one dataset, and a named
+split picked out.
+
+Example
+-------
+>>> d = resolve_dataset("synthetic", seed=1, n_queries=50, n_llms=3)
+>>> d.n_queries, d.n_llms
+(50, 3)
+>>> resolve_dataset("synthetic", colour="red")
+Traceback (most recent call last):
+...
+ValueError: dataset 'synthetic': ...unexpected keyword argument 'colour'...
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from ..data import RoutingData
+
+__all__ = ["resolve_dataset", "stack_splits", "select_split", "loader_spec", "SPLIT_KEYS"]
+
+#: keys of a loader's ``{split: data}`` result that are splits of one dataset (not datasets)
+SPLIT_KEYS = frozenset({"train", "val", "test", "validation", "dev", "valid"})
+
+
+def loader_spec(name_or_path):
+    """The registry entry of a dataset name (None for a path)."""
+    from .registry import dataset_spec  # noqa: PLC0415
+    return dataset_spec(str(name_or_path))
+
+
+def _accepted(spec) -> tuple[set[str], bool]:
+    """(named options of the loader, whether it takes ``**kwargs``)."""
+    params = inspect.signature(spec.loader).parameters.values()
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return names, any(p.kind == p.VAR_KEYWORD for p in params)
+
+
+def resolve_dataset(name_or_path, *, data_dir=None, seed: int | None = None,
+                    download: bool = False, stack: bool = False, with_responses: bool = False,
+                    **options):
+    """Load a dataset by name or path with validated options.
+
+    Parameters
+    ----------
+    name_or_path : str or path
+        Registered name or a file/folder.
+    data_dir : path, optional
+        Folder holding the named dataset's folder.
+    seed : int, optional
+        Seed of a generated dataset (ignored by loaders that take none).
+    download : bool
+        Fetch a Hugging Face dataset that is not found locally.
+    stack : bool
+        Stack a loader's ``{split: data}`` result into one dataset whose ``split`` column keeps
+        the parts; a dict of several datasets is then an error naming them.
+    with_responses : bool
+        Also load the recorded answers (``data.responses``); an error for formats without them.
+    **options
+        Loader options; one the loader does not take is an error listing the valid ones.
+
+    Returns
+    -------
+    RoutingData, or a dict of them (``stack=False`` and a loader yielding several).
+    """
+    from .registry import load_dataset  # noqa: PLC0415
+    spec = loader_spec(name_or_path)
+    if with_responses:
+        if spec is None or "with_responses" not in _accepted(spec)[0]:
+            raise ValueError(f"dataset {str(name_or_path)!r} carries no recorded answers (its "
+                             "loader has no with_responses option); use routerbench_zs, or live "
+                             "mode with --backends")
+        options["with_responses"] = True
+    if spec is not None:
+        accepts, any_kw = _accepted(spec)
+        if seed is not None and (not spec.needs_path or "seed" in accepts):
+            options.setdefault("seed", seed)
+        unknown = sorted(set(options) - accepts - {"download", "cache_dir", "trust_pickle"})
+        if unknown and not any_kw:
+            raise ValueError(f"{spec.name} has no option(s) {unknown}; options: "
+                             f"{sorted(accepts - {'path'}) or 'none'}")
+    if download:
+        options["download"] = True
+    try:
+        data = load_dataset(name_or_path, data_dir=data_dir, **options)
+    except ConnectionError as exc:  # failed download: a clean error, not a traceback
+        raise ValueError(str(exc)) from exc
+    except TypeError as exc:  # an option the loader's **kwargs target does not take
+        raise ValueError(f"dataset {str(name_or_path)!r}: {exc}") from None
+    return stack_splits(data, str(name_or_path)) if stack else data
+
+
+def stack_splits(data, source: str = "data") -> RoutingData:
+    """One dataset from a loader result: a ``{split: data}`` dict becomes one dataset whose
+    ``split`` column names the part; a dict of several datasets is an error naming them.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> parts = make_synthetic(30, 3, seed=0).split((0.5, 0.5), seed=0)
+    >>> stacked = stack_splits(parts)
+    >>> stacked.n_queries, sorted(set(stacked.queries["split"]))
+    (30, ['test', 'train'])
+    """
+    if not isinstance(data, dict):
+        return data
+    if not set(map(str, data)) <= SPLIT_KEYS:
+        raise ValueError(f"{source} holds several datasets ({', '.join(map(str, data))}); "
+                         f"pick one with the loader's options (--data-option KEY=VALUE)")
+    parts = []
+    for key, part in data.items():
+        q = part.queries.copy()
+        q["split"] = str(key)
+        parts.append(RoutingData(q, part.llms, part.scores, part.costs, name=part.name,
+                                 source=part.source, meta=part.meta))
+    return RoutingData.concat(parts)
+
+
+def select_split(data: RoutingData, split: str | None, source: str = "data") -> RoutingData:
+    """The queries whose ``split`` column is ``split`` (all queries when None)."""
+    if split is None:
+        return data
+    if "split" not in data.queries.columns:
+        raise ValueError(f"{source}: no 'split' column to pick split {split!r} from")
+    labels = data.queries["split"].astype(str).to_numpy()
+    keep = np.flatnonzero(labels == split)
+    if not len(keep):
+        raise ValueError(f"{source}: no query has split {split!r} (splits: {sorted(set(labels))})")
+    return data.subset(keep)

@@ -1,0 +1,66 @@
+"""The router LightningCLI: model and data configs (``class_path`` in YAML) into a model, a
+data module and a trainer, with size links and checkpoint / early-stopping defaults. Used by
+``recsys-router fit|validate|test|predict``, by ``export -c`` and by the tuning objectives.
+
+The model is any :class:`~recsys_router.models.base.router_module.RouterModule` subclass and the
+data any :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`. ``n_llms`` and
+``embed_dim`` are linked from the data module, never written in YAML. Defaults: CSVLogger under
+``lightning_logs/``, ModelCheckpoint and EarlyStopping on ``val/mu_o`` (maximised),
+``seed_everything=0``; ``predict`` writes ``predictions.csv`` (query id, routed LLM, predicted
+score per LLM) to the log dir or ``--predictions.output_dir``.
+"""
+
+from __future__ import annotations
+
+from jsonargparse import lazy_instance
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+from pytorch_lightning.cli import LightningCLI
+from pytorch_lightning.loggers import CSVLogger
+
+from recsys_router.models.base.callbacks import ScoresWriter
+
+__all__ = ["RouterCLI", "build_lightning_cli", "MONITOR", "LIGHTNING_COMMANDS"]
+
+#: metric that checkpointing and early stopping watch by default
+MONITOR = "val/mu_o"
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+
+
+class RouterCLI(LightningCLI):
+    """LightningCLI with size links and checkpoint / early-stopping defaults."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.link_arguments("data.n_llms", "model.init_args.n_llms", apply_on="instantiate")
+        parser.link_arguments("data.embed_dim", "model.init_args.embed_dim", apply_on="instantiate")
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults({"checkpoint.monitor": MONITOR, "checkpoint.mode": "max",
+                             "checkpoint.save_last": True,
+                             "checkpoint.filename": "epoch{epoch:03d}-mu_o{val/mu_o:.4f}",
+                             "checkpoint.auto_insert_metric_name": False})
+        parser.add_lightning_class_args(ScoresWriter, "predictions")
+        parser.add_lightning_class_args(EarlyStopping, "early_stopping")
+        parser.set_defaults({"early_stopping.monitor": MONITOR, "early_stopping.mode": "max",
+                             "early_stopping.patience": 5, "early_stopping.strict": False})
+
+
+def build_lightning_cli(argv: list[str] | None, *, run: bool = True):
+    """Build (and by default run) the CLI on ``argv`` (``["fit", "-c", ...]`` or, with
+    ``run=False``, arguments without the sub-command).
+
+    Returns
+    -------
+    LightningCLI
+        With ``.model``, ``.datamodule``, ``.trainer``.
+    """
+    from recsys_router.datamodules.routing_datamodule import RoutingDataModule  # noqa: PLC0415
+    from recsys_router.models.base.router_module import RouterModule  # noqa: PLC0415
+
+    kw = {"prog": "recsys-router", "description": "Train/evaluate CF routers with Lightning"}
+    if run:
+        kw = {sub: dict(kw, prog=f"recsys-router {sub}") for sub in LIGHTNING_COMMANDS} | kw
+    return RouterCLI(RouterModule, RoutingDataModule, subclass_mode_model=True,
+                     subclass_mode_data=True, seed_everything_default=0,
+                     args=None if argv is None else list(argv), run=run,
+                     trainer_defaults={"logger": lazy_instance(CSVLogger, save_dir=".",
+                                                               name="lightning_logs")},
+                     save_config_kwargs={"overwrite": True}, parser_kwargs=kw)
