@@ -108,11 +108,13 @@ def add_parser(subparsers) -> None:
     e = sub.add_parser("export", help="write every record as JSONL")
     e.add_argument("--db", required=True)
     e.add_argument("--out", required=True, metavar="JSONL")
+    add_seed_arg(e, None, argparse.SUPPRESS)  # every command takes --seed (nothing random here)
     e.set_defaults(func=_cmd_export)
 
     i = sub.add_parser("import", help="add records from JSONL (validated first)")
     i.add_argument("--db", required=True)
     i.add_argument("--jsonl", required=True)
+    add_seed_arg(i, None, argparse.SUPPRESS)
     i.set_defaults(func=_cmd_import)
 
 
