@@ -1,7 +1,8 @@
 """Evaluation protocols, one record per file, registered by name.
 
 Each module here (except those starting with ``_``) defines one :class:`Protocol` and
-registers it; importing this package imports them all, so a new protocol is one new file.
+registers it in :data:`PROTOCOLS`, which imports them all on its first lookup, so a new
+protocol is one new file.
 See ``_base.py`` for the record's fields and ARCHITECTURE.md for a walk-through.
 
 Example
@@ -15,17 +16,11 @@ True
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
-from ._base import (LLM_PREFIX, Block, MetricContext, PoolView, Predictions, Protocol, Sweep,
-                    all_singles, curve_row, get_protocol, metric_row, parse_protocols,
+from ._base import (LLM_PREFIX, PROTOCOLS, Block, MetricContext, PoolView, Predictions, Protocol,
+                    Sweep, all_singles, curve_row, get_protocol, metric_row, parse_protocols,
                     protocol_names, register_protocol, registered_protocols, unregister_protocol)
 
 __all__ = ["Protocol", "Block", "PoolView", "Predictions", "Sweep", "MetricContext",
            "register_protocol", "unregister_protocol", "get_protocol", "protocol_names",
            "registered_protocols", "parse_protocols", "all_singles", "metric_row", "curve_row",
-           "LLM_PREFIX"]
-
-for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
-    importlib.import_module(f"{__name__}.{_mod}")
+           "LLM_PREFIX", "PROTOCOLS"]

@@ -4,8 +4,10 @@ A protocol is everything the evaluation needs to score routers one way: which re
 of a candidate pool it records, how it sweeps a router's operating points, which metrics it
 computes from the resulting decisions, its leaderboard columns, its report section and its
 plots. :class:`Protocol` holds those pieces; :func:`register_protocol` files it under its
-name. Every module of this package whose name does not start with ``_`` is imported when the
-package is, so adding a protocol is one new file that ends with a ``register_protocol`` call.
+name in :data:`PROTOCOLS` (a :class:`~recsys_router.registries.Registry`, the package's one
+registration mechanism). Every module of this package whose name does not start with ``_`` is
+imported on the first lookup, so adding a protocol is one new file that ends with a
+``register_protocol`` call.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ...registries import Registry
+
 __all__ = ["Protocol", "Block", "PoolView", "Predictions", "Sweep", "MetricContext",
            "register_protocol", "unregister_protocol", "get_protocol", "protocol_names",
            "registered_protocols", "parse_protocols", "all_singles", "metric_row", "curve_row",
-           "LLM_PREFIX"]
+           "LLM_PREFIX", "PROTOCOLS"]
 
 #: prefix of the decision rows (and metric rows) that describe a single LLM, not a router
 LLM_PREFIX = "LLM:"
@@ -152,7 +156,8 @@ class Protocol:
     description: str = ""
 
 
-_PROTOCOLS: dict[str, Protocol] = {}
+#: every protocol by name; the public modules of this package are imported on first lookup
+PROTOCOLS = Registry("protocol", discover="recsys_router.evaluation.protocols")
 
 
 def register_protocol(protocol: Protocol, *, overwrite: bool = False) -> Protocol:
@@ -172,20 +177,18 @@ def register_protocol(protocol: Protocol, *, overwrite: bool = False) -> Protoco
         raise ValueError(f"protocol name must be a lower-case word without commas, got {name!r}")
     if name == "all":
         raise ValueError("'all' is reserved (it means every protocol)")
-    if name in _PROTOCOLS and not overwrite:
-        raise ValueError(f"protocol {name!r} is already registered")
-    _PROTOCOLS[name] = protocol
+    PROTOCOLS.register(name, protocol, overwrite=overwrite)
     return protocol
 
 
 def unregister_protocol(name: str) -> None:
     """Remove a registered protocol (KeyError when absent)."""
-    del _PROTOCOLS[name]
+    PROTOCOLS.unregister(name)
 
 
 def registered_protocols() -> list[Protocol]:
     """Every registered protocol, by rank then name."""
-    return sorted(_PROTOCOLS.values(), key=lambda p: (p.rank, p.name))
+    return sorted((p for _, p in PROTOCOLS.items()), key=lambda p: (p.rank, p.name))
 
 
 def protocol_names(*, all_only: bool = False) -> list[str]:
@@ -196,8 +199,8 @@ def protocol_names(*, all_only: bool = False) -> list[str]:
 def get_protocol(name: str) -> Protocol:
     """The protocol registered as ``name``; a ValueError lists the valid names."""
     try:
-        return _PROTOCOLS[name]
-    except (KeyError, TypeError):
+        return PROTOCOLS.get(name)
+    except KeyError:
         raise ValueError(f"unknown protocol {name!r}; registered: "
                          f"{', '.join(protocol_names())}") from None
 
@@ -214,7 +217,7 @@ def parse_protocols(text) -> list[str]:
     items = [str(s).strip().lower() for s in items if str(s).strip()]
     if "all" in items:
         return protocol_names(all_only=True)
-    bad = [s for s in items if s not in _PROTOCOLS]
+    bad = [s for s in items if s not in PROTOCOLS]
     if bad or not items:
         raise ValueError(f"unknown protocol(s) {bad}; valid: {', '.join(protocol_names())}, all")
     return list(dict.fromkeys(items))
