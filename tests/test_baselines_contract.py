@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from router_contract import RouterContract
 
 from recsys_router.registry import make_router
 
-torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router import export
 from recsys_router.registry import make_router
 
-export = pytest.importorskip("recsys_router.export")
-torch = pytest.importorskip("torch")
 
 FAST = {"mlpr": {"epochs": 3}, "mlc": {"epochs": 2}, "c-roberta": {"n_init": 2}}
 NAMES = ["random", "oracle", "r_o", "best-single", "zero", "cascade", "knn", "prknn", "c-roberta",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
@@ -13,7 +14,6 @@ from recsys_router.models.baselines import (ClusterRouter, KNNRouter, LinearRRou
                               PRKnnRouter, SVMRouter)
 from recsys_router.models.baselines.neighbours import knn_indices
 
-torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 

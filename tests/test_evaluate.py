@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.evaluation import (EvalConfig, evaluate, metrics_from_decisions, write_results)
 
-torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 ROUTERS = ["random", "oracle", "best-single", "r_o", "knn"]

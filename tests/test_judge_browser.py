@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.browser,
 
 @pytest.fixture
 def browser(tmp_path):
-    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium import webdriver   # the test extra's dependency: a missing one is a failure
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
