@@ -19,7 +19,7 @@ import sys
 __all__ = ["main", "build_parser", "error_line"]
 
 # command modules, in the order they appear in --help
-_COMMAND_MODULES = ["data", "evaluate", "coldstart", "judge", "serve", "tune"]
+_COMMAND_MODULES = ["data", "evaluate", "coldstart", "feedback", "judge", "serve", "tune"]
 _LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
 

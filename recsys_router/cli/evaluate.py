@@ -52,7 +52,8 @@ def add_parser(subparsers) -> None:
     from ..evaluation.protocols import protocol_names  # noqa: PLC0415
     p.add_argument("--protocol", action=ListArg, default=["all"], metavar="P1,P2",
                    help="|".join(protocol_names()) + "|all (a list allowed), or coldstart "
-                        "(leave-one-LLM-out onboarding; its own options below)")
+                        "(leave-one-LLM-out onboarding) or bandit (training and off-policy "
+                        "evaluation on a simulated log); their own options below")
     p.add_argument("--pools", action=ListArg, default=["all"], metavar="3,5,all",
                    help="candidate pool sizes and/or 'all' (the whole LLM pool; default)")
     p.add_argument("--groups", action=ListArg, default=None, metavar="G1,G2",
@@ -73,6 +74,8 @@ def add_parser(subparsers) -> None:
                         "(mask, default) or leave them out (drop)")
     from .coldstart import add_coldstart_args  # noqa: PLC0415
     add_coldstart_args(p)
+    from .feedback import add_bandit_args  # noqa: PLC0415
+    add_bandit_args(p)
     add_seed_arg(p)
     p.add_argument("--out", required=True, help="output folder (replaced atomically)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -121,6 +124,9 @@ def run_evaluate(args) -> int:
     if args.protocol == ["coldstart"]:
         from .coldstart import run_coldstart_protocol  # noqa: PLC0415
         return run_coldstart_protocol(args, data)
+    if args.protocol == ["bandit"]:
+        from .feedback import run_bandit_protocol  # noqa: PLC0415
+        return run_bandit_protocol(args, data)
     if args.routellm_pair is not None and len(args.routellm_pair) != 2:
         raise ValueError(f"--routellm-pair needs two LLM names STRONG,WEAK, got {args.routellm_pair}")
     cfg = EvalConfig(routers=args.routers, protocols=parse_protocols(args.protocol),
