@@ -73,13 +73,13 @@ class LoggedFeedbackRouter(Router):
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         from recsys_router.models.base.lightning_router import LightningRouter
-        from recsys_router.registry import make_inner_router  # noqa: PLC0415 (imports models)
+        from recsys_router.router_spec import resolve_router  # noqa: PLC0415 (imports models)
         if self.loss not in FEEDBACK_LOSSES:
             raise ValueError(f"loss must be one of {FEEDBACK_LOSSES}, got {self.loss!r}")
         if not 0 < float(self.propensity_clip) <= 1:
             raise ValueError(f"propensity_clip must be in (0, 1], got {self.propensity_clip!r}")
         check_logged(train, need_propensity=self.loss != "naive")
-        inner = make_inner_router(self.router, self.params, encoder=self.encoder, seed=self.seed)
+        inner = resolve_router(self.router, self.params, encoder=self.encoder, seed=self.seed)[0]
         if isinstance(inner, LightningRouter):
             loss = inner.module_kwargs().get("loss")
             kind = loss.kind if loss is not None else inner.module_class().default_loss
