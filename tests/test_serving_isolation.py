@@ -65,6 +65,24 @@ def test_unencodable_anywhere_is_a_clean_422(artifact, body, field):  # noqa: F8
     assert app.state.batcher.texts_run == 0
 
 
+@pytest.mark.parametrize("raw,status", [
+    (b'{"query": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400),   # nesting past the parser's depth
+    (b'{"query": "a", "wtp": NaN}', 422),
+    (b'{"query": "a", "budget": Infinity}', 422),
+    (b'{"query": "a", "budget": -Infinity}', 422),
+    (b'{"query": "a", "wtp": 1e999}', 422),
+    (b'{"query": "a", "wtp": "NaN"}', 422),
+    (b'{"query": "a"', 422),
+])
+def test_hostile_bodies_get_one_line_errors(artifact, raw, status):  # noqa: F811
+    app = create_app(artifact)
+    r = TestClient(app, raise_server_exceptions=False).post("/route", content=raw,
+                                                            headers={"content-type": "application/json"})
+    assert r.status_code == status, r.text
+    assert isinstance(r.json()["error"], str) and "\n" not in r.json()["error"]
+    assert app.state.batcher.texts_run == 0
+
+
 def test_text_key_never_raises_and_keeps_valid_keys():
     assert text_key("caf\u00e9") == hashlib.sha1("caf\u00e9".encode("utf-8")).hexdigest()
     # a lone surrogate is hashed from its surrogatepass bytes, written out by hand here

@@ -19,9 +19,10 @@ import time
 from collections import OrderedDict
 from typing import Annotated, Iterable
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator
+from starlette.exceptions import HTTPException  # FastAPI's own subclasses it; body parse errors use it
 from starlette.responses import JSONResponse
 from starlette.routing import Match
 
