@@ -101,7 +101,6 @@ class LoggedFeedbackRouter(Router):
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         return np.asarray(self.router_.predict_scores(data), dtype=np.float64)
 
-    def predict_costs(self, data: RoutingData) -> np.ndarray | None:
-        """The wrapped router's predicted costs."""
-        self._check_fitted()
-        return self.router_.predict_costs(data)
+    def _predict_costs(self, data: RoutingData) -> np.ndarray:
+        """The wrapped router's predicted costs (the base class adds LLMs added later)."""
+        return np.asarray(self.router_.predict_costs(data), dtype=np.float64)
