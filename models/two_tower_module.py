@@ -138,7 +138,7 @@ def add_llm_from_features(router: LightningRouter, name: str, *, description: st
             loss = F.binary_cross_entropy_with_logits(q @ v + b, target) + l2 * ((v - v0) ** 2).sum()
             loss.backward()
             opt.step()
-    router._append_llm_row(torch.cat([v.detach(), b.detach().reshape(1)]).double().numpy())
+    router._append_llm_row(torch.cat([v.detach(), b.detach().reshape(1), torch.zeros(1)]).double().numpy())
     router.llm_info_ = {**(getattr(router, "llm_info_", None) or {}),
                         name: {"origin": "onboarded", "method": "two-tower LLM features",
                                "n_probes": 0 if records is None else int(ok.sum())}}

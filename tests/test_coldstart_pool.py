@@ -84,7 +84,7 @@ def test_als_new_item_equals_weighted_least_squares(sim):
 
 
 def test_mf_new_row_is_map_estimate(sim):
-    """The MF row minimises BCE + prior: its gradient there is ~0, and more data moves it more."""
+    """The MF row minimises BCE + prior (gradient ~0 there); the offset calibrates in the large."""
     import torch
     train, test = sim["train"], sim["test"]
     r = make_router("mf", dim=4, max_epochs=2, encoder_options={"dim": 32}).fit(
@@ -93,18 +93,21 @@ def test_mf_new_row_is_map_estimate(sim):
     r.add_llm("new", scores, costs)
     from recsys_router.models.base.llm_rows import prior_of
     mu, s2 = prior_of(r.llm_rows()[:3])
-    row = torch.tensor(r.llm_rows()[3], dtype=torch.float32, requires_grad=True)
+    row = torch.tensor(r.added_llm_rows_[0, :-1], dtype=torch.float32, requires_grad=True)
+    beta = torch.tensor(r.added_llm_rows_[0, -1], dtype=torch.float32, requires_grad=True)
     probes = probe_data("new", scores, costs)
     x = torch.as_tensor(r.embed(probes), dtype=torch.float32)
     net = r.net_
     q = net.query_proj(x).detach()
-    logit = q @ row[:-1] + row[-1]
+    logit = q @ row[:-1] + row[-1] + beta
     y = torch.as_tensor(probes.scores[:, 0], dtype=torch.float32)
     loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, y, reduction="sum") \
         + 0.5 * ((row - torch.as_tensor(mu, dtype=torch.float32)) ** 2
                  / torch.as_tensor(s2, dtype=torch.float32)).sum()
     loss.backward()
-    assert float(row.grad.abs().max()) < 1e-2
+    assert float(row.grad.abs().max()) < 1e-2 and abs(float(beta.grad)) < 1e-2
+    # the free offset calibrates in the large: mean predicted score on the probes = probe mean
+    assert float(torch.sigmoid(logit).mean()) == pytest.approx(float(y.mean()), abs=1e-3)
 
 
 def test_provenance_and_export_round_trip(sim, tmp_path):

@@ -94,7 +94,7 @@ def test_few_shot_records_refine_only_the_new_vector():
     after = tuned.net_.state_dict()
     for k, v in weights.items():                     # the trained network is untouched
         torch.testing.assert_close(after[k], v)
-    assert tuned.added_llm_rows_.shape == (1, 17)    # [vector (16), bias] of the new LLM
+    assert tuned.added_llm_rows_.shape == (1, 18)    # [vector (16), bias, offset 0] of the new LLM
     y = rest.scores[:, -1]
     assert _bce(tuned.predict_scores(rest)[:, -1], y) < _bce(plain.predict_scores(rest)[:, -1], y)
     np.testing.assert_allclose(tuned.mean_costs_[-1], np.nanmean(shots.costs[:, -1]), rtol=1e-6)

@@ -377,13 +377,14 @@ class LightningRouter(Router):
         return supports_rows(getattr(self, "net_", None))
 
     def llm_rows(self) -> np.ndarray:
-        """The pool's LLM-side parameter rows (n_llms, P), added LLMs included."""
+        """The pool's LLM-side parameter rows (n_llms, P), added LLMs included (without their
+        logit offset, see :mod:`~recsys_router.models.base.llm_rows`)."""
         self._check_fitted()
         with torch.no_grad():
             rows = self.net_.llm_rows().double().cpu().numpy()
         added = getattr(self, "added_llm_rows_", None)
         if added is not None and len(added):
-            rows = np.vstack([rows, added])
+            rows = np.vstack([rows, added[:, :-1]])
         kept = getattr(self, "kept_cols_", None)
         return rows if kept is None else rows[kept]
 
@@ -394,7 +395,8 @@ class LightningRouter(Router):
         self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), probes.scores[:, 0], trained))
 
     def _append_llm_row(self, row: np.ndarray) -> None:
-        """Score a new last column from LLM-side parameters ``row`` (state reassigned, not mutated)."""
+        """Score a new last column from ``row`` = [LLM-side parameters, logit offset] (state
+        reassigned, not mutated)."""
         with torch.no_grad():
             trained = self.net_.llm_rows()
         added = getattr(self, "added_llm_rows_", None)

@@ -8,7 +8,12 @@ A new LLM's row is the MAP estimate under a Gaussian prior fitted to the existin
 (mean ``mu``, diagonal variance ``s2``), with the probe records as Bernoulli likelihood of
 ``sigmoid(logit)``::
 
-    r* = argmin_r  sum_i BCE(sigmoid(score_rows(x_i, r)), y_i) + 1/2 sum_p (r_p - mu_p)^2 / s2_p
+    (r*, beta*) = argmin  sum_i BCE(sigmoid(score_rows(x_i, r) + beta), y_i)
+                          + 1/2 sum_p (r_p - mu_p)^2 / s2_p
+
+with an unpenalised offset ``beta`` (stored as the row's last entry), so that, as for the
+intercept of a logistic regression, the mean predicted score on the probes equals the probe
+mean at the optimum (calibration in the large);
 
 i.e. MF/two-tower: the LLM vector fitted with the query tower frozen and regularised toward
 the prior of LLM vectors; MIRT/NIRT: the ability estimated by MAP with item (query)
@@ -64,11 +69,11 @@ def prior_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rows_logits(net, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Logits (n, R) of embeddings ``x`` against LLM ``rows`` (no gradients)."""
+    """Logits (n, R) of embeddings ``x`` against fitted rows ``[parameters, offset]``."""
+    rows = np.asarray(rows, np.float32)
     with torch.no_grad(), _frozen(net):
-        out = net.score_rows(torch.as_tensor(np.asarray(x, np.float32)),
-                             torch.as_tensor(np.asarray(rows, np.float32)))
-    return out.double().numpy()
+        out = net.score_rows(torch.as_tensor(np.asarray(x, np.float32)), torch.as_tensor(rows[:, :-1]))
+    return out.double().numpy() + rows[:, -1].astype(np.float64)
 
 
 def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
@@ -77,18 +82,20 @@ def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
 
     Returns
     -------
-    ndarray float64 (P,)
+    ndarray float64 (P + 1,)
+        The parameters then the offset ``beta``.
     """
     mu, s2 = prior_of(prior_rows)
     xt = torch.as_tensor(np.asarray(x, np.float32))
     yt = torch.as_tensor(np.clip(np.asarray(y, np.float64), 0.0, 1.0), dtype=torch.float32)
     mu_t, prec = torch.as_tensor(mu, dtype=torch.float32), torch.as_tensor(1.0 / s2, dtype=torch.float32)
     r = mu_t.clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([r], lr=1.0, max_iter=int(steps), line_search_fn="strong_wolfe")
+    beta = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.LBFGS([r, beta], lr=1.0, max_iter=int(steps), line_search_fn="strong_wolfe")
     with _frozen(net):
         def closure():
             opt.zero_grad()
-            logit = net.score_rows(xt, r[None, :])[:, 0]
+            logit = net.score_rows(xt, r[None, :])[:, 0] + beta
             loss = F.binary_cross_entropy_with_logits(logit, yt, reduction="sum") \
                 + 0.5 * ((r - mu_t) ** 2 * prec).sum()
             loss.backward()
@@ -96,7 +103,7 @@ def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
         with torch.random.fork_rng():
             torch.manual_seed(0)
             opt.step(closure)
-    out = r.detach().double().numpy()
+    out = np.append(r.detach().double().numpy(), float(beta.detach()))
     if not np.isfinite(out).all():
         raise ValueError("the new LLM's parameters diverged while fitting its probes")
     return out

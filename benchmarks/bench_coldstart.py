@@ -1,0 +1,164 @@
+"""Item cold start, leave-one-LLM-out: how well a router onboards an LLM from K probes.
+
+For each dataset, each router and each cold LLM (a seeded subset unless ``--cold-llms all``),
+:func:`recsys_router.coldstart.protocol.coldstart_rows` fits the router without the LLM,
+onboards it from K probes chosen by each strategy, and scores the predictions and routes on
+the test queries against the ``probe-mean`` and ``nearest-llm`` baselines and the router
+fitted with the full column. Writes ``<out>/<dataset>.csv`` (every row), prints the aims
+table at ``--aim-k`` (issue 12) and, with ``--readme FILE``, puts it between the
+``<!-- coldstart-table -->`` markers of FILE.
+
+Usage::
+
+    python benchmarks/bench_coldstart.py --seed 0 --routers mf,mirt,knn --cold-llms 4 \
+        --probes 10,50 --datasets cruxeval,bfcl_v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from recsys_router.coldstart.protocol import coldstart_rows, parse_cold_llms, summarise  # noqa: E402
+from recsys_router.datasets.registry import load_dataset  # noqa: E402
+from recsys_router.registry import make_router, router_class  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATASETS = {
+    "routerbench_zs": lambda: load_dataset(str(DATA / "routerbench_zs")),
+    "llmrouter": lambda: load_dataset(str(DATA / "llmrouter")),
+    "routerdc": lambda: load_dataset(str(DATA / "routerdc_split2_model7")),
+    "cruxeval": lambda: load_dataset(str(DATA / "cruxeval" / "cruxeval.parquet")),
+    "bfcl_v1": lambda: load_dataset(str(DATA / "bfcl_v1" / "bfcl_v1.parquet")),
+}
+MARK = "<!-- coldstart-table -->", "<!-- /coldstart-table -->"
+
+
+def _stack(data):
+    from recsys_router.data import RoutingData
+    if isinstance(data, dict):
+        return RoutingData.concat(list(data.values()))
+    return data
+
+
+def _split(data, seed: int, max_train: int, max_test: int):
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(data.n_queries)
+    n_test = min(max_test, data.n_queries // 5)
+    test = np.sort(perm[:n_test])
+    train = np.sort(perm[n_test:n_test + max_train])
+    return data.subset(train), data.subset(test)
+
+
+def aims_table(summary: pd.DataFrame, dataset: str, k: int) -> pd.DataFrame:
+    """One row per router at K = k: the best strategy by score_mae and the issue's aims."""
+    s = summary.set_index(["router", "strategy", "k", "metric"])["mean"]
+    rows = []
+    routers = sorted({r for r in summary["router"] if r not in ("probe-mean", "nearest-llm")
+                      and not r.endswith("(full column)")})
+    cell = "cell_auc" if (summary["metric"] == "cell_auc").any() else "cell_rmse"
+    for r in routers:
+        strategies = sorted({st for (rr, st, kk, m) in s.index if rr == r and kk == k})
+        if not strategies:
+            continue
+        best = min(strategies, key=lambda st: s[(r, st, k, "score_mae")])
+        pm = s.get(("probe-mean", best, k, "score_mae"), np.nan)
+        full_cell = s.get((f"{r} (full column)", "-", 0, cell), np.nan)
+        row = {"dataset": dataset, "router": r, "best strategy": best,
+               "score_mae": s[(r, best, k, "score_mae")], "probe-mean mae": pm,
+               "nearest-llm mae": s.get(("nearest-llm", best, k, "score_mae"), np.nan),
+               cell: s[(r, best, k, cell)], f"{cell} full": full_cell,
+               "route_gap": s[(r, best, k, "route_gap")],
+               "mu_o_without": s[(r, best, k, "mu_o_without")]}
+        for st in ("random", "informative", "adaptive"):
+            if (r, st, k, "score_mae") in s.index:
+                row[f"mae {st}"] = s[(r, st, k, "score_mae")]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        out.append("| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r) + " |")
+    return "\n".join(out)
+
+
+def _write_readme(path: Path, text: str) -> None:
+    body = path.read_text(encoding="utf-8")
+    a, b = body.find(MARK[0]), body.find(MARK[1])
+    if a < 0 or b < a:
+        raise ValueError(f"{path}: markers {MARK[0]} ... {MARK[1]} not found")
+    new = body[:a + len(MARK[0])] + "\n" + text + "\n" + body[b:]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--routers", default="mf,mirt,knn")
+    ap.add_argument("--cold-llms", default="4", help="all | N | NAME,NAME (per dataset)")
+    ap.add_argument("--probes", default="10,50")
+    ap.add_argument("--strategies", default="random,stratified,informative,adaptive")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--encoder", default="hashing")
+    ap.add_argument("--max-epochs", type=int, default=10)
+    ap.add_argument("--max-train", type=int, default=2000)
+    ap.add_argument("--max-test", type=int, default=1000)
+    ap.add_argument("--aim-k", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="benchmarks/results/coldstart")
+    ap.add_argument("--readme", default=None)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ks = [int(k) for k in args.probes.split(",")]
+    tables = []
+    for ds in args.datasets.split(","):
+        if not DATA.exists():
+            print(f"skip {ds}: {DATA} is absent")
+            continue
+        t0 = time.perf_counter()
+        data = _stack(DATASETS[ds]())
+        train, test = _split(data, args.seed, args.max_train, args.max_test)
+        cold = parse_cold_llms(args.cold_llms, train.llm_names, seed=args.seed)
+        frames = []
+        for name in args.routers.split(","):
+            params = {}
+            names = router_class(name)._param_names()
+            if "encoder" in names:
+                params["encoder"] = args.encoder
+            if "max_epochs" in names:
+                params["max_epochs"] = args.max_epochs
+            frames.append(coldstart_rows(train, test, lambda: make_router(name, **params), router=name,
+                                         cold_llms=cold, ks=ks,
+                                         strategies=args.strategies.split(","),
+                                         seeds=list(range(args.seed, args.seed + args.seeds))))
+        rows = pd.concat(frames, ignore_index=True)
+        rows.insert(0, "dataset", ds)
+        rows.to_csv(out / f"{ds}.csv", index=False)
+        table = aims_table(summarise(rows), ds, args.aim_k)
+        tables.append(table)
+        print(f"\n{ds}: {train.n_queries} train / {test.n_queries} test queries, {train.n_llms} LLMs, "
+              f"cold {len(cold)}, {time.perf_counter() - t0:.0f} s")
+        print(_markdown(table))
+    if tables and args.readme:
+        _write_readme(Path(args.readme), _markdown(pd.concat(tables, ignore_index=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
