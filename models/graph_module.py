@@ -21,14 +21,18 @@ takes the queries of each training batch of cells as the step's targets.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
 from recsys_router.models.base.derive import for_module
 from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
-from recsys_router.models.components.graph import HeteroRouterGNN, RoutingGraphBuilder
+from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraphBuilder, _task_name,
+                                                   neighbour_pool)
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 
@@ -255,6 +259,58 @@ class GraphRouter(LightningRouter):
         self.builder_ = module._require_builder()
         self.cost_scale_ = float(module.cost_scale)
         self.has_costs_ = dm.splits["train"].costs is not None
+
+    # ------------------------------------------------------------------ item cold start
+    native_add_llm = True
+
+    def _rebuild(self, train_x, tasks, scores, costs, llm_x, owners) -> None:
+        """Replace the builder by a copy over new context queries / LLM nodes (not mutated)."""
+        b = copy.copy(self.builder_)
+        b.train_x, b.train_tasks = np.asarray(train_x, np.float32), list(tasks)
+        b.scores, b.costs, b.llm_x = scores, costs, np.asarray(llm_x, np.float32)
+        b.task_names = sorted(set(b.train_tasks))
+        b.task_x = np.asarray(b.task_featurizer(b.task_names), np.float32)
+        b.neighbour_pool = neighbour_pool(b.train_x, self.builder_.neighbour_pool.shape[1])
+        tix = {n: i for i, n in enumerate(b.task_names)}
+        b.train_task_index = np.array([tix[t] for t in b.train_tasks], dtype=np.int64)
+        self.builder_, self.graph_owners_ = b, owners
+
+    def _add_llm(self, name: str, probes: RoutingData, cost: float) -> None:
+        """A new LLM node (features from its name, price unknown) wired by its probe edges: the
+        probe queries join the graph as context queries whose only rating edge goes to it."""
+        from recsys_router.datamodules.routing_datamodule import llm_feature_matrix
+        y = probes.scores[:, 0].astype(np.float32)
+        if y.min() < 0 or y.max() > 1:
+            raise ValueError(f"the graph router needs probe scores in [0, 1] for {name!r}; got "
+                             f"[{y.min()}, {y.max()}]")
+        b = self.builder_
+        n, n_llms = b.scores.shape
+        m = probes.n_queries
+        table = pd.DataFrame({"name": [name], "input_price": [np.nan], "output_price": [np.nan],
+                              "size": [np.nan], "description": [name]})
+        feat, _ = llm_feature_matrix(table, self.encoder_, stats=self.llm_feature_stats_)
+        scores = np.full((n + m, n_llms + 1), np.nan, np.float32)
+        scores[:n, :n_llms], scores[n:, n_llms] = b.scores, y
+        costs = None
+        if b.costs is not None:
+            c = probes.costs[:, 0] if probes.costs is not None else np.full(m, cost)
+            costs = np.full_like(scores, np.nan)
+            costs[:n, :n_llms], costs[n:, n_llms] = b.costs, c / self.cost_scale_
+        owners = np.asarray(getattr(self, "graph_owners_", None) or [""] * n, dtype=object)
+        self._rebuild(np.vstack([b.train_x, self.embed(probes)]),
+                      b.train_tasks + [_task_name(t) for t in probes.tasks], scores, costs,
+                      np.vstack([b.llm_x, feat]), list(owners) + [name] * m)
+
+    def _remove_llm(self, j: int) -> None:
+        b, name = self.builder_, self.llm_names_[j]
+        owners = np.asarray(getattr(self, "graph_owners_", None) or [""] * b.n_train, dtype=object)
+        keep = owners != name
+        cols = np.delete(np.arange(b.scores.shape[1]), j)
+        costs = None if b.costs is None else b.costs[keep][:, cols]
+        owners = owners[keep].tolist()
+        self._rebuild(b.train_x[keep], [t for t, k in zip(b.train_tasks, keep) if k],
+                      b.scores[keep][:, cols], costs, b.llm_x[cols],
+                      owners if any(owners) else None)
 
     def _predict_both(self, data: RoutingData) -> tuple[np.ndarray, np.ndarray]:
         s, c = predict_graph(self.net_, self.builder_, self.embed(data), data.tasks,
