@@ -34,9 +34,9 @@ from recsys_router.registry import make_router, router_class  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = {
-    "routerbench_zs": lambda: load_dataset(str(DATA / "routerbench_zs")),
-    "llmrouter": lambda: load_dataset(str(DATA / "llmrouter")),
-    "routerdc": lambda: load_dataset(str(DATA / "routerdc_split2_model7")),
+    "routerbench_zs": lambda: load_dataset("routerbench_zs"),
+    "llmrouter": lambda: load_dataset("llmrouter"),
+    "routerdc": lambda: load_dataset("routerdc"),
     "cruxeval": lambda: load_dataset(str(DATA / "cruxeval" / "cruxeval.parquet")),
     "bfcl_v1": lambda: load_dataset(str(DATA / "bfcl_v1" / "bfcl_v1.parquet")),
 }

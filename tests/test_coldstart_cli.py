@@ -120,14 +120,16 @@ def test_evaluate_coldstart_protocol(setup, tmp_path):
     tmp, d = setup
     rc = main(["evaluate", "--data", str(tmp / "data.csv"), "--routers", "knn", "--protocol",
                "coldstart", "--cold-llms", "2", "--probes", "5,20", "--probe-strategy",
-               "random,adaptive", "--seed", "0", "--out", str(tmp_path / "res"), "--no-progress"])
+               "random,adaptive", "--seed", "0", "--out", str(tmp_path / "new" / "res"),
+               "--no-progress"])
     assert rc == 0
-    m = pd.read_csv(tmp_path / "res" / "metrics.csv")
+    m = pd.read_csv(tmp_path / "new" / "res" / "metrics.csv")
     assert set(m["metric"]) == {"score_mae", "cell_auc", "mu_o_onboarded", "mu_o_full",
                                 "mu_o_without", "route_gap"}
     assert {"knn", "probe-mean", "nearest-llm"} <= set(m["router"])
     gap = m.pivot_table(index=["router", "cold_llm", "strategy", "k"], columns="metric",
                         values="value").dropna()
     np.testing.assert_allclose(gap["route_gap"], gap["mu_o_full"] - gap["mu_o_onboarded"])
-    assert (tmp_path / "res" / "coldstart_curves.png").stat().st_size > 1000
+    assert (tmp_path / "new" / "res" / "coldstart_curves.png").stat().st_size > 1000
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["res"]     # no temporary left
     assert parse_cold_llms("2", d.llm_names) == parse_cold_llms("2", d.llm_names)

@@ -130,7 +130,8 @@ def run_coldstart_protocol(args, data) -> int:
     strategies = list(args.probe_strategy)
     seeds = list(range(args.seed, args.seed + max(1, int(args.n_seeds))))
     out = Path(args.out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent if out.parent.exists() else "."))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         import pandas as pd
         frames = []
