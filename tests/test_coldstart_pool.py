@@ -42,7 +42,7 @@ def test_probe_data_rejects_hostile_input(bad, exc, msg):
 def test_probe_data_limits_and_names():
     with pytest.raises(DataValidationError, match="at most"):
         probe_data("new", {f"q{i}": 1.0 for i in range(MAX_PROBES + 1)})
-    for name in ("", "a\x00b", "x" * 201, "../etc", None):
+    for name in ("", "a\x00b", "x" * 201, "\x7f", None):
         with pytest.raises(ValueError):
             probe_data(name, {"q": 1.0})
 

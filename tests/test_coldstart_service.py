@@ -30,6 +30,9 @@ def test_add_route_remove_without_restart(served):
     before = c.get("/llms", headers=KEY).json()["llms"]
     r = c.post("/llms", json={"name": "fresh", "probes": probes, "strategy": "random"}, headers=KEY)
     assert r.status_code == 201, r.text
+    r = c.post("/llms", json={"name": "org/model-2", "probes": probes}, headers=KEY)
+    assert r.status_code == 201, r.text          # provider-prefixed names, as in real pools
+    assert c.delete("/llms/org/model-2", headers=KEY).status_code == 200
     listed = {x["name"]: x for x in c.get("/llms", headers=KEY).json()["llms"]}
     assert listed["fresh"]["provenance"]["n_probes"] == 20
     assert listed["fresh"]["provenance"]["strategy"] == "random"

@@ -40,8 +40,8 @@ def check_llm_name(name) -> str:
     name = name.strip()
     if len(name) > MAX_NAME_LENGTH:
         raise ValueError(f"LLM name is {len(name)} characters long; at most {MAX_NAME_LENGTH} allowed")
-    if any(ord(c) < 32 or ord(c) == 127 for c in name) or "/" in name:
-        raise ValueError(f"LLM name {name!r} contains a control character or '/'")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"LLM name {name!r} contains a control character")
     return name
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from recsys_router.data import RoutingData
 
-from .selection import STRATEGIES, select_probes
+from .selection import STRATEGIES, score_profiles, select_probes
 
 __all__ = ["coldstart_rows", "summarise", "plot_curves", "parse_cold_llms", "COLDSTART_METRICS"]
 
@@ -128,6 +128,8 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
         y = test.scores[:, j].astype(np.float64)
         order = others + [c]
         t_order = test.subset(llms=order)
+        cand_q = tr_c.subset(llms=others)
+        prof = score_profiles(r0, cand_q)
         full_cell = _cell_metrics(full_pred[:, j], y, binary)
         for m, v in full_cell.items():
             rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0, seed=0,
@@ -138,8 +140,8 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
                     if k > tr_c.n_queries:
                         continue
                     col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
-                    idx = select_probes(r0, tr_c.subset(llms=others), int(k), strategy, seed=seed,
-                                        answer=lambda i: col[i])
+                    idx = select_probes(r0, cand_q, int(k), strategy, seed=seed,
+                                        answer=lambda i: col[i], profiles=prof)
                     probes = tr_c.subset(idx, llms=[c])
                     r = copy.deepcopy(r0).add_llm(c, probes, provenance={"strategy": strategy})
                     pred = r.predict_scores(t_order)

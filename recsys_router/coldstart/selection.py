@@ -78,8 +78,8 @@ def _stratified(queries: RoutingData, router, k: int, rng, seed: int) -> np.ndar
     return rng.permutation(np.concatenate(picks))
 
 
-def _informative(queries: RoutingData, router, k: int, seed: int) -> np.ndarray:
-    prof = score_profiles(router, queries)
+def _informative(queries: RoutingData, router, k: int, seed: int, prof=None) -> np.ndarray:
+    prof = score_profiles(router, queries) if prof is None else prof
     labels, centres = _kmeans_labels(prof, k, seed)
     out = []
     for c in range(k):
@@ -91,7 +91,8 @@ def _informative(queries: RoutingData, router, k: int, seed: int) -> np.ndarray:
 
 
 def select_probes(router, queries: RoutingData, k: int, strategy: str = "informative", *,
-                  seed: int = 0, answer: Callable[[int], float] | None = None) -> np.ndarray:
+                  seed: int = 0, answer: Callable[[int], float] | None = None,
+                  profiles: np.ndarray | None = None) -> np.ndarray:
     """Row indices of ``queries`` to run on a new LLM.
 
     Parameters
@@ -108,6 +109,8 @@ def select_probes(router, queries: RoutingData, k: int, strategy: str = "informa
     answer : callable, optional
         ``adaptive`` only: ``answer(row) -> score`` of the new LLM (e.g. from a simulation);
         interactively, use :class:`ProbeSession`.
+    profiles : ndarray, optional
+        :func:`score_profiles` of ``router`` on ``queries``, when already computed.
 
     Returns
     -------
@@ -132,11 +135,11 @@ def select_probes(router, queries: RoutingData, k: int, strategy: str = "informa
     if strategy == "stratified":
         return _stratified(queries, router, k, rng, seed).astype(np.int64)
     if strategy == "informative":
-        return _informative(queries, router, k, seed)
+        return _informative(queries, router, k, seed, profiles)
     if answer is None:
         raise ValueError("the adaptive strategy chooses each probe from the answers so far: use "
                          "ProbeSession (next() / record(score)) or pass answer=")
-    session = ProbeSession(router, queries, seed=seed)
+    session = ProbeSession(router, queries, seed=seed, profiles=profiles)
     for _ in range(k):
         session.record(float(answer(session.next())))
     return np.asarray(session.asked, dtype=np.int64)
@@ -153,6 +156,8 @@ class ProbeSession:
         Candidate probe queries.
     seed : int
         Breaks ties among equally informative queries.
+    profiles : ndarray, optional
+        :func:`score_profiles` of ``router`` on ``queries``, when already computed.
 
     Attributes
     ----------
@@ -171,10 +176,15 @@ class ProbeSession:
     1
     """
 
-    def __init__(self, router, queries: RoutingData, *, seed: int = 0):
+    def __init__(self, router, queries: RoutingData, *, seed: int = 0,
+                 profiles: np.ndarray | None = None):
         router._check_fitted()
         self.queries = queries
-        self.profiles = score_profiles(router, queries)
+        self.profiles = score_profiles(router, queries) if profiles is None else \
+            np.asarray(profiles, dtype=np.float64)
+        if self.profiles.shape != (queries.n_queries, len(router.llm_names_)):
+            raise ValueError(f"profiles have shape {self.profiles.shape}, expected "
+                             f"{(queries.n_queries, len(router.llm_names_))}")
         self.asked: list[int] = []
         self.answers: list[float] = []
         self._pending: int | None = None

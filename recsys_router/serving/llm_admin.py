@@ -99,7 +99,7 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
             _publish(new, list(served.manifest.get("llms") or []) + [entry])
         return {"added": entry["name"], "llms": new.llm_names_}
 
-    @app.delete("/llms/{name}")
+    @app.delete("/llms/{name:path}")
     async def remove_llm(name: str):
         _require_key()
         async with lock:
