@@ -86,12 +86,21 @@ def test_protocol_needing_costs_is_skipped_with_a_note():
 @pytest.mark.parametrize("bad", ["", "All", "all", "a,b", 3])
 def test_bad_protocol_names_are_refused(bad):
     with pytest.raises((ValueError, TypeError)):
-        register_protocol(Protocol(bad, sweep=None, metrics=None))
+        register_protocol(Protocol(bad, run=print, in_all=False))
+
+
+@pytest.mark.parametrize("fields", [{}, {"sweep": print}, {"sweep": print, "metrics": print,
+                                                             "run": print, "in_all": False},
+                                    {"run": print}])
+def test_a_record_has_a_sweep_and_metrics_or_its_own_run(fields):
+    with pytest.raises(ValueError, match="either sweep and metrics, or run|runs on its own"):
+        register_protocol(Protocol("half", **fields))
+    assert "half" not in protocol_names()
 
 
 def test_duplicate_registration_is_refused():
     with pytest.raises(ValueError, match="already registered"):
-        register_protocol(Protocol("orbit", sweep=None, metrics=None))
+        register_protocol(Protocol("orbit", run=print, in_all=False))
     with pytest.raises(TypeError, match="Protocol record"):
         register_protocol({"name": "x"})
 
@@ -107,3 +116,26 @@ def test_unknown_protocol_in_a_decision_file_is_a_clean_error():
         get_protocol("os.system")
     with pytest.raises(ValueError, match="unknown protocol"):
         parse_protocols("routereval,nope")
+
+
+def test_protocols_with_their_own_run_are_records_too(tmp_path, capsys):
+    """coldstart and bandit: registered records whose options reach evaluate and whose run is
+    dispatched by name; mixing them with sweep protocols is refused."""
+    from recsys_router.cli import main
+    from recsys_router.cli.evaluate import _run_settings
+    assert {"coldstart", "bandit"} <= set(protocol_names()) - set(protocol_names(all_only=True))
+    cold = get_protocol("coldstart")
+    assert cold.run is not None and [o.flag for o in cold.options][:2] == ["--cold-llms", "--probes"]
+    sim = ["--data", "synthetic", "-o", "n_queries=150", "-o", "n_llms=4", "-o", "seed=2"]
+    assert main(["evaluate", *sim, "--routers", "best-single", "--protocol", "coldstart,orbit",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "runs on its own" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="own procedure"):
+        evaluate(make_synthetic(60, 3, seed=0), EvalConfig(["best-single"], protocols=["bandit"]),
+                 progress=False)
+    import argparse
+    args = argparse.Namespace(routers=["mf"], encoder=None, split_column=None, seed=3,
+                              out="o", no_plots=True, no_progress=True, cold_llms="2",
+                              probes=["5", "10"], probe_strategy=["random"], n_seeds=1)
+    got = _run_settings(args, cold)
+    assert got["probes"] == ["5", "10"] and got["cold_llms"] == "2" and got["plots"] is False

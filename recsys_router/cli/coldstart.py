@@ -1,46 +1,19 @@
-"""``recsys-router probes`` / ``onboard`` and the ``coldstart`` protocol of ``evaluate``."""
+"""``recsys-router probes`` / ``onboard`` (the ``coldstart`` protocol of ``evaluate`` is the
+record :mod:`recsys_router.evaluation.protocols.coldstart`)."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
 from pathlib import Path
 
-from .args import ListArg, add_data_args, add_seed_arg, data_options
+from ..atomic import atomic_write
+from .args import add_data_args, add_seed_arg, data_options
 
-__all__ = ["add_parser", "run_probes", "run_onboard", "run_coldstart_protocol",
-           "add_coldstart_args"]
-
-
-def _ints(items) -> list[int]:
-    text = ",".join(items) if isinstance(items, list) else str(items)
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise ValueError(f"expected comma-separated integers, got {text!r}") from exc
-    if not out or min(out) < 1:
-        raise ValueError(f"expected positive integers, got {text!r}")
-    return out
+__all__ = ["add_parser", "run_probes", "run_onboard"]
 
 
 def _load(args):
     from ..datasets.resolve import resolve_dataset
     return resolve_dataset(args.data, data_dir=args.data_dir, stack=True, **data_options(args))
-
-
-def add_coldstart_args(p) -> None:
-    """Options of ``evaluate --protocol coldstart``."""
-    g = p.add_argument_group("coldstart protocol")
-    g.add_argument("--cold-llms", default="all", metavar="all|N|NAME,NAME",
-                   help="LLMs left out and onboarded (default all)")
-    g.add_argument("--probes", action=ListArg, default=["10,25,50,100,200"], metavar="K1,K2",
-                   help="probe counts K (default 10,25,50,100,200)")
-    g.add_argument("--probe-strategy", action=ListArg,
-                   default=["random", "stratified", "informative", "adaptive"],
-                   metavar="S1,S2", help="probe strategies (default all four)")
-    g.add_argument("--n-seeds", type=int, default=1, help="seeds per cold LLM (default 1)")
 
 
 def add_parser(subparsers) -> None:
@@ -82,15 +55,8 @@ def run_probes(args) -> int:
     cols = [c for c in ("query_id", "text", "task") if c in data.queries.columns]
     table = data.queries.iloc[idx][cols]
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(fd)
-    try:
+    with atomic_write(out) as tmp:
         table.to_csv(tmp, index=False)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     print(f"wrote {len(table)} probe queries ({args.strategy}) to {out}")
     return 0
 
@@ -106,62 +72,4 @@ def run_onboard(args) -> int:
                            price_out=args.price_out, strategy=args.strategy,
                            overwrite=args.overwrite)
     print(f"onboarded {args.llm!r} from {probes.n_queries} probes; wrote {out}")
-    return 0
-
-
-def run_coldstart_protocol(args, data) -> int:
-    """``evaluate --protocol coldstart``: writes metrics.csv, summary.csv, coldstart_curves.png."""
-    import shutil
-
-    from ..coldstart.protocol import coldstart_rows, parse_cold_llms, plot_curves, summarise
-    from ..export import seed_everything
-    from ..router_spec import resolve_router
-    seed_everything(args.seed)
-    if args.split_column:
-        parts = data.split(column=args.split_column)
-        if "test" not in parts or "train" not in parts:
-            raise ValueError(f"--split-column {args.split_column}: needs 'train' and 'test' labels")
-        train, test = parts["train"], parts["test"]
-    else:
-        parts = data.split((0.8, 0.2), seed=args.seed)
-        train, test = parts["train"], parts["test"]
-    cold = parse_cold_llms(args.cold_llms, train.llm_names, seed=args.seed)
-    ks = _ints(args.probes)
-    strategies = list(args.probe_strategy)
-    seeds = list(range(args.seed, args.seed + max(1, int(args.n_seeds))))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        import pandas as pd
-        frames = []
-        for name in args.routers:
-            def make(name=name):
-                return resolve_router(name, encoder=args.encoder)[0]
-            rows = coldstart_rows(train, test, make, router=name,
-                                  cold_llms=cold, ks=ks, strategies=strategies, seeds=seeds,
-                                  progress=not args.no_progress)
-            frames.append(rows)
-        rows = pd.concat(frames, ignore_index=True)
-        rows.insert(0, "protocol", "coldstart")
-        rows.insert(0, "dataset", data.name)
-        rows.to_csv(tmp / "metrics.csv", index=False)
-        summary = summarise(rows)
-        summary.to_csv(tmp / "summary.csv", index=False)
-        if not args.no_plots:
-            plot_curves(summary, tmp / "coldstart_curves.png")
-        (tmp / "config.json").write_text(json.dumps({
-            "protocol": "coldstart", "routers": args.routers, "cold_llms": cold, "probes": ks,
-            "strategies": strategies, "seeds": seeds, "n_train": train.n_queries,
-            "n_test": test.n_queries}, indent=2))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    k50 = summary[summary["metric"].isin(["score_mae", "route_gap", "cell_auc", "cell_rmse"])]
-    print(k50.pivot_table(index=["router", "strategy", "k"], columns="metric",
-                          values="mean").round(4).to_string(), file=sys.stdout)
-    print(f"wrote {out}/metrics.csv, summary.csv, coldstart_curves.png")
     return 0

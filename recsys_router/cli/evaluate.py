@@ -35,6 +35,29 @@ def _add_split_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--folds", type=int, default=1, metavar="K", help="K-fold cross-validation")
 
 
+def _add_protocol_options(p: argparse.ArgumentParser) -> None:
+    """Each registered protocol's own options (:class:`ProtocolOption`), one group each."""
+    from ..evaluation.protocols import registered_protocols  # noqa: PLC0415
+    kinds = {"int": {"type": int}, "float": {"type": float}, "list": {"action": ListArg},
+             "str": {}}
+    for proto in registered_protocols():
+        if proto.options:
+            g = p.add_argument_group(f"{proto.name} protocol")
+            for opt in proto.options:
+                g.add_argument(opt.flag, default=opt.default, help=opt.help, **kinds[opt.kind])
+
+
+def _run_settings(args, proto) -> dict:
+    """What a protocol with its own procedure receives: the run's settings and its options."""
+    settings = {"routers": list(args.routers), "encoder": args.encoder,
+                "split_column": args.split_column, "seed": args.seed, "out": args.out,
+                "plots": not args.no_plots, "progress": not args.no_progress}
+    for opt in proto.options:
+        key = opt.flag.lstrip("-").replace("-", "_")
+        settings[key] = getattr(args, key)
+    return settings
+
+
 def _load(args, **options):
     return resolve_dataset(args.data, data_dir=args.data_dir, stack=True,
                            **{**options, **data_options(args)})
@@ -51,9 +74,10 @@ def add_parser(subparsers) -> None:
                    help="registry names, comma or space separated: " + ", ".join(available_routers()))
     from ..evaluation.protocols import protocol_names  # noqa: PLC0415
     p.add_argument("--protocol", action=ListArg, default=["all"], metavar="P1,P2",
-                   help="|".join(protocol_names()) + "|all (a list allowed), or coldstart "
-                        "(leave-one-LLM-out onboarding) or bandit (training and off-policy "
-                        "evaluation on a simulated log); their own options below")
+                   help="|".join(protocol_names(all_only=True)) + "|all (a list allowed); "
+                        "or, alone, " + " | ".join(sorted(set(protocol_names())
+                                                          - set(protocol_names(all_only=True))))
+                        + " (their own options below)")
     p.add_argument("--pools", action=ListArg, default=["all"], metavar="3,5,all",
                    help="candidate pool sizes and/or 'all' (the whole LLM pool; default)")
     p.add_argument("--groups", action=ListArg, default=None, metavar="G1,G2",
@@ -72,10 +96,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--missing", choices=("mask", "drop"), default="mask",
                    help="test queries with unobserved LLMs: route among the observed ones "
                         "(mask, default) or leave them out (drop)")
-    from .coldstart import add_coldstart_args  # noqa: PLC0415
-    add_coldstart_args(p)
-    from .feedback import add_bandit_args  # noqa: PLC0415
-    add_bandit_args(p)
+    _add_protocol_options(p)
     add_seed_arg(p)
     p.add_argument("--out", required=True, help="output folder (replaced atomically)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -118,18 +139,21 @@ def _print_leaderboard(lb, out: Path, simulated: bool, seconds: float) -> None:
 
 def run_evaluate(args) -> int:
     """Handler of ``recsys-router evaluate``."""
-    from ..evaluation import EvalConfig, evaluate, parse_pools, parse_protocols, write_results  # noqa: PLC0415
+    from ..evaluation import (EvalConfig, evaluate, get_protocol, parse_pools,  # noqa: PLC0415
+                              parse_protocols, write_results)
     t0 = time.perf_counter()
     data = _load(args)
-    if args.protocol == ["coldstart"]:
-        from .coldstart import run_coldstart_protocol  # noqa: PLC0415
-        return run_coldstart_protocol(args, data)
-    if args.protocol == ["bandit"]:
-        from .feedback import run_bandit_protocol  # noqa: PLC0415
-        return run_bandit_protocol(args, data)
+    protocols = parse_protocols(args.protocol)
+    own = [get_protocol(n) for n in protocols if get_protocol(n).run is not None]
+    if own:
+        if len(protocols) > 1:
+            raise ValueError(f"protocol {own[0].name} runs on its own: give --protocol "
+                             f"{own[0].name} alone")
+        print(own[0].run(data, _run_settings(args, own[0])).text)
+        return 0
     if args.routellm_pair is not None and len(args.routellm_pair) != 2:
         raise ValueError(f"--routellm-pair needs two LLM names STRONG,WEAK, got {args.routellm_pair}")
-    cfg = EvalConfig(routers=args.routers, protocols=parse_protocols(args.protocol),
+    cfg = EvalConfig(routers=args.routers, protocols=protocols,
                      pools=parse_pools(args.pools), groups=args.groups, split=args.split,
                      split_column=args.split_column, ood_tasks=args.ood_tasks, folds=args.folds,
                      encoder=args.encoder, p=args.p, seed=args.seed,

@@ -1,5 +1,5 @@
-"""``recsys-router ope | log export`` and ``evaluate --protocol bandit``: learning from
-production feedback.
+"""``recsys-router ope | log export``: learning from production feedback (the ``bandit``
+protocol of ``evaluate`` is the record :mod:`recsys_router.evaluation.protocols.bandit`).
 
 Examples
 --------
@@ -11,29 +11,11 @@ recsys-router evaluate --data synthetic --routers mf --protocol bandit --logging
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 from .args import add_seed_arg, kv_dict, parse_kv
 
-__all__ = ["add_parser", "add_bandit_args", "run_ope", "run_log_export", "run_bandit_protocol",
-           "load_log"]
-
-
-def add_bandit_args(p) -> None:
-    """Options of ``evaluate --protocol bandit``."""
-    g = p.add_argument_group("bandit protocol")
-    g.add_argument("--logging-policy", default="uniform",
-                   help="uniform | epsilon-greedy:E (around the best single LLM) | router:NAME "
-                        "(fitted on a 10%% warm-up slice, epsilon 0.1 around it); seeded")
-    g.add_argument("--losses", default="naive,ips,snips,dr", metavar="L1,L2",
-                   help="logged-feedback losses to train with (default all four)")
-    g.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples of the OPE intervals")
-    g.add_argument("--online-rounds", type=int, default=0, metavar="T",
-                   help="also run the online loop for T rounds (0 = off)")
-    g.add_argument("--retrain-every", type=int, default=200, metavar="B",
-                   help="online loop: retrain on the log every B queries")
+__all__ = ["add_parser", "run_ope", "run_log_export", "load_log"]
 
 
 def add_parser(subparsers) -> None:
@@ -158,73 +140,4 @@ def run_log_export(args) -> int:
             frame.to_csv(tmp, index=False)
     n_fb = int(frame["feedback_at"].notna().sum())
     print(f"wrote {len(frame)} decisions ({n_fb} with feedback) to {out}")
-    return 0
-
-
-def run_bandit_protocol(args, data) -> int:
-    """``evaluate --protocol bandit``: metrics.csv, summary.csv, report.md (and regret.csv +
-    regret.png with ``--online-rounds``)."""
-    from tqdm import tqdm
-
-    from ..evaluation.io import atomic_dir
-    from ..feedback.bandit import bandit_evaluate, online_bandit
-    from ..export import seed_everything
-    from ..feedback.report import plot_regret
-    seed_everything(args.seed)
-    if args.split_column:
-        parts = data.split(column=args.split_column)
-        if "test" not in parts or "train" not in parts:
-            raise ValueError(f"--split-column {args.split_column}: needs 'train' and 'test' labels")
-    else:
-        parts = data.split((0.8, 0.2), seed=args.seed)
-    train, test = parts["train"], parts["test"]
-    losses = [s.strip() for s in args.losses.split(",") if s.strip()]
-    routers = {}
-    for name in args.routers:
-        params = {"encoder": args.encoder} if args.encoder else {}
-        routers[name] = (name, params)
-    bar = tqdm(total=len(routers) * len(losses), desc="bandit", disable=args.no_progress)
-
-    def step(msg):
-        bar.set_postfix_str(msg)
-        bar.update(1)
-    rows = bandit_evaluate(train, test, routers, logging_policy=args.logging_policy, losses=losses,
-                           seed=args.seed, n_boot=args.n_boot, progress=step)
-    bar.close()
-    rows.insert(0, "protocol", "bandit")
-    rows.insert(0, "dataset", data.name)
-    summary = rows.pivot_table(index=["router", "loss"], columns="metric", values="value").reset_index()
-    with atomic_dir(args.out) as tmp:
-        rows.to_csv(tmp / "metrics.csv", index=False)
-        summary.to_csv(tmp / "summary.csv", index=False)
-        md = [f"# bandit protocol on {data.name}", "",
-              f"logging policy {args.logging_policy}; {train.n_queries} logged training queries "
-              f"(one revealed LLM each), {test.n_queries} test queries scored on the full matrix.", ""]
-        cols = [c for c in ("mu_o", "nauc", "ope_error_ips", "ope_error_snips", "ope_error_dm",
-                            "ope_error_dr", "ope_ci_covered", "ope_ess") if c in summary]
-        md.append("| router | loss | " + " | ".join(cols) + " |")
-        md.append("|---|---|" + "---|" * len(cols))
-        for r in summary.itertuples(index=False):
-            d = r._asdict()
-            md.append(f"| {d['router']} | {d['loss']} | " +
-                      " | ".join("" if d[c] != d[c] else f"{d[c]:.4f}" for c in cols) + " |")
-        if args.online_rounds > 0:
-            name = args.routers[0]
-            runs = online_bandit(train, routers[name], loss=losses[-1], rounds=args.online_rounds,
-                                 retrain_every=args.retrain_every, seed=args.seed)
-            runs.to_csv(tmp / "regret.csv", index=False)
-            if not args.no_plots:
-                plot_regret(runs, tmp / "regret.png",
-                            f"online {name} ({losses[-1]}), retrained every {args.retrain_every}")
-            last = runs.iloc[-1]
-            md += ["", f"Online loop ({name}, loss {losses[-1]}, {len(runs)} rounds, retrained every "
-                   f"{args.retrain_every}): cumulative regret {last['regret_policy']:.1f} vs "
-                   f"{last['regret_best_fixed']:.1f} for the best fixed LLM."]
-        (tmp / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
-        (tmp / "config.json").write_text(json.dumps({
-            "protocol": "bandit", "routers": args.routers, "logging_policy": args.logging_policy,
-            "losses": losses, "seed": args.seed, "n_train": train.n_queries,
-            "n_test": test.n_queries}, indent=2))
-    print("\n".join(md[4:]))
-    print(f"wrote {args.out}/report.md (+ metrics.csv, summary.csv)", file=sys.stderr)
     return 0

@@ -106,6 +106,9 @@ def metrics_from_decisions(decisions: pd.DataFrame, *, reference_score: float | 
             meta = dict(zip(KEYS, key))
             meta["fold"] = str(meta["fold"])
             protocol = get_protocol(meta["protocol"])
+            if protocol.metrics is None:
+                raise ValueError(f"decisions name protocol {protocol.name!r}, which has no "
+                                 "decision metrics")
             block = split_block(df)
             ms, cs = protocol.metrics(block, MetricContext(str(meta["dataset"]), reference_score))
             mrows += [{**meta, **r} for r in ms]

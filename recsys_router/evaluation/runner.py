@@ -341,6 +341,10 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
     _check_routers(cfg)
     notes: list[str] = []
     protocols = [get_protocol(p) for p in parse_protocols(cfg.protocols)]
+    alone = [p.name for p in protocols if p.run is not None]
+    if alone:
+        raise ValueError(f"protocol(s) {alone} run on their own procedure, not in evaluate(): "
+                         f"call get_protocol(name).run(data, settings)")
     if data.costs is None:
         dropped = [p.name for p in protocols if p.needs_costs]
         if dropped:

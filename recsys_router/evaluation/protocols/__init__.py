@@ -8,7 +8,7 @@ See ``_base.py`` for the record's fields and ARCHITECTURE.md for a walk-through.
 Example
 -------
 >>> from recsys_router.evaluation.protocols import protocol_names, get_protocol
->>> protocol_names()
+>>> protocol_names(all_only=True)
 ['routereval', 'routerbench', 'orbit', 'routellm']
 >>> get_protocol("orbit").needs_costs
 True
@@ -17,10 +17,11 @@ True
 from __future__ import annotations
 
 from ._base import (LLM_PREFIX, PROTOCOLS, Block, MetricContext, PoolView, Predictions, Protocol,
-                    Sweep, all_singles, curve_row, get_protocol, metric_row, parse_protocols,
+                    ProtocolOption, RunOutcome, Sweep, all_singles, train_test_parts, curve_row, get_protocol, metric_row, parse_protocols,
                     protocol_names, register_protocol, registered_protocols, unregister_protocol)
 
 __all__ = ["Protocol", "Block", "PoolView", "Predictions", "Sweep", "MetricContext",
+           "ProtocolOption", "RunOutcome", "train_test_parts",
            "register_protocol", "unregister_protocol", "get_protocol", "protocol_names",
            "registered_protocols", "parse_protocols", "all_singles", "metric_row", "curve_row",
            "LLM_PREFIX", "PROTOCOLS"]

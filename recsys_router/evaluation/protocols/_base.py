@@ -20,6 +20,7 @@ import numpy as np
 from ...registries import Registry
 
 __all__ = ["Protocol", "Block", "PoolView", "Predictions", "Sweep", "MetricContext",
+           "ProtocolOption", "RunOutcome", "train_test_parts",
            "register_protocol", "unregister_protocol", "get_protocol", "protocol_names",
            "registered_protocols", "parse_protocols", "all_singles", "metric_row", "curve_row",
            "LLM_PREFIX", "PROTOCOLS"]
@@ -85,6 +86,24 @@ class PoolView:
     refs: list = field(default_factory=list)
 
 
+class ProtocolOption(NamedTuple):
+    """A command-line option of one protocol (``recsys-router evaluate`` adds it).
+
+    ``kind`` is ``"str"``, ``"int"``, ``"float"`` or ``"list"`` (comma and/or space separated
+    strings); the value reaches :attr:`Protocol.run` under the flag's name with ``_`` for ``-``.
+    """
+    flag: str
+    default: object
+    help: str
+    kind: str = "str"
+
+
+class RunOutcome(NamedTuple):
+    """What a protocol with its own procedure wrote (``out``) and its summary text."""
+    out: object
+    text: str
+
+
 class MetricContext(NamedTuple):
     """What a protocol's metrics may know besides the decisions."""
     dataset: str
@@ -121,9 +140,9 @@ class Protocol:
     ----------
     name : str
         Registry name (``--protocol NAME``).
-    sweep : callable
+    sweep : callable, optional
         ``(Predictions, PoolView) -> Sweep``: the router's operating points on the pool.
-    metrics : callable
+    metrics : callable, optional
         ``(Block, MetricContext) -> (metric rows, curve rows)``, computed from decisions only.
     rank : int
         Position in ``all`` and in the report (smaller first).
@@ -141,11 +160,18 @@ class Protocol:
         ``fn(result, path) -> bool`` writes one PNG (False when there is nothing to draw).
     description : str
         One line for ``--help`` and ARCHITECTURE.md.
+    run : callable, optional
+        A protocol evaluated by its own procedure instead of the shared sweep (e.g. onboarding
+        new LLMs, learning from logged feedback): ``run(data, settings) -> RunOutcome``, where
+        ``settings`` holds ``routers``, ``encoder``, ``split_column``, ``seed``, ``out``,
+        ``plots``, ``progress`` and the values of :attr:`options`. It runs alone.
+    options : tuple of ProtocolOption
+        The protocol's own command-line options.
     """
 
     name: str
-    sweep: Callable
-    metrics: Callable
+    sweep: Callable | None = None
+    metrics: Callable | None = None
     rank: int = 100
     needs_costs: bool = False
     in_all: bool = True
@@ -154,6 +180,8 @@ class Protocol:
     report: Callable | None = None
     plots: tuple = ()
     description: str = ""
+    run: Callable | None = None
+    options: tuple = ()
 
 
 #: every protocol by name; the public modules of this package are imported on first lookup
@@ -165,7 +193,7 @@ def register_protocol(protocol: Protocol, *, overwrite: bool = False) -> Protoco
 
     Example
     -------
-    >>> p = register_protocol(Protocol("toy", sweep=None, metrics=None, in_all=False))
+    >>> p = register_protocol(Protocol("toy", run=print, in_all=False))
     >>> get_protocol("toy") is p, "toy" in protocol_names()
     (True, True)
     >>> unregister_protocol("toy")
@@ -177,6 +205,10 @@ def register_protocol(protocol: Protocol, *, overwrite: bool = False) -> Protoco
         raise ValueError(f"protocol name must be a lower-case word without commas, got {name!r}")
     if name == "all":
         raise ValueError("'all' is reserved (it means every protocol)")
+    if (protocol.run is None) == (protocol.sweep is None or protocol.metrics is None):
+        raise ValueError(f"protocol {name!r} needs either sweep and metrics, or run")
+    if protocol.run is not None and protocol.in_all:
+        raise ValueError(f"protocol {name!r} runs on its own: register it with in_all=False")
     PROTOCOLS.register(name, protocol, overwrite=overwrite)
     return protocol
 
@@ -221,3 +253,15 @@ def parse_protocols(text) -> list[str]:
     if bad or not items:
         raise ValueError(f"unknown protocol(s) {bad}; valid: {', '.join(protocol_names())}, all")
     return list(dict.fromkeys(items))
+
+
+def train_test_parts(data, split_column: str | None, seed: int):
+    """(train, test) for the protocols that run on their own: the ``split_column`` labels when
+    given (both ``train`` and ``test`` needed), else a seeded 80/20 split."""
+    if split_column:
+        parts = data.split(column=split_column)
+        if "test" not in parts or "train" not in parts:
+            raise ValueError(f"split column {split_column!r}: needs 'train' and 'test' labels")
+    else:
+        parts = data.split((0.8, 0.2), seed=seed)
+    return parts["train"], parts["test"]
