@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .args import add_seed_arg, kv_dict, parse_kv
 
-__all__ = ["add_parser", "run_ope", "run_log_export", "load_log"]
+__all__ = ["add_parser", "run_ope", "run_log_export"]
 
 
 def add_parser(subparsers) -> None:
@@ -54,71 +54,13 @@ def add_parser(subparsers) -> None:
     e.set_defaults(func=run_log_export)
 
 
-def _is_db(spec: str) -> bool:
-    return "://" in spec or Path(spec).suffix in (".db", ".sqlite", ".sqlite3")
-
-
-def load_log(spec: str):
-    """Logged-feedback RoutingData from a database URL, an exported log file or a long table."""
-    import pandas as pd
-
-    from ..feedback.logged import log_to_data
-    from ..feedback.store import DecisionLog
-    if _is_db(spec):
-        if "://" not in spec and not Path(spec).exists():
-            raise FileNotFoundError(f"--log {spec}: no such SQLite file")
-        return log_to_data(DecisionLog(spec).read(), source=spec)
-    path = Path(spec)
-    if not path.exists():
-        raise FileNotFoundError(f"--log {spec}: no such file")
-    cols = list(pd.read_parquet(path).columns) if path.suffix == ".parquet" else \
-        list(pd.read_csv(path, nrows=0).columns) if path.suffix in (".csv", ".gz") else []
-    if "decision_id" in cols and "chosen" in cols:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-        return log_to_data(frame, source=str(path))
-    from ..datasets.generic import load_generic
-    return load_generic(path)
-
-
-def _policy(text: str) -> dict:
-    kind, _, val = str(text).partition(":")
-    if kind == "argmax" and not val:
-        return {}
-    if kind in ("wtp", "budget"):
-        try:
-            v = float(val)
-        except ValueError:
-            v = -1.0
-        if v >= 0:
-            return {kind: v}
-    raise ValueError(f"--policy must be argmax, wtp:LAMBDA or budget:C (>= 0), got {text!r}")
-
-
 def run_ope(args) -> int:
     """Handler of ``recsys-router ope``."""
-    from ..evaluation.io import atomic_dir
-    from ..export import seed_everything
-    from ..feedback.report import evaluate_on_log, ope_markdown, plot_ope
+    from ..export import seed_everything  # noqa: PLC0415
+    from ..feedback.workflow import run_ope as ope  # noqa: PLC0415
     seed_everything(args.seed)
-    policy = _policy(args.policy)
-    log = load_log(args.log)
-    if Path(args.router).is_dir():
-        from ..export import load_router
-        target, what = load_router(args.router), f"artifact {args.router}"
-    else:
-        from ..registry import make_router
-        params = kv_dict(args.param)
-        target = make_router("logged", router=args.router, params=params, loss=args.loss,
-                             seed=args.seed).fit(log)
-        what = f"{args.router} trained on the log with loss {args.loss} (in-sample)"
-    table = evaluate_on_log(target, log, n_boot=args.n_boot, seed=args.seed,
-                            dm_router=args.dm_router, **policy)
-    title = f"Off-policy evaluation of {what}, policy {args.policy}, on {log.name}"
-    with atomic_dir(args.out) as tmp:
-        table.to_csv(tmp / "ope.csv", index=False)
-        (tmp / "report.md").write_text(ope_markdown(table, title), encoding="utf-8")
-        plot_ope(table, tmp / "ope.png", "Off-policy estimates (95% bootstrap intervals)")
-    print(ope_markdown(table, title))
+    print(ope(args.log, args.router, args.out, loss=args.loss, params=kv_dict(args.param),
+              policy=args.policy, dm_router=args.dm_router, n_boot=args.n_boot, seed=args.seed))
     print(f"wrote {args.out}/report.md, ope.csv, ope.png")
     return 0
 
