@@ -6,7 +6,7 @@ onboards it from K probes chosen by each strategy, and scores the predictions an
 the test queries against the ``probe-mean`` and ``nearest-llm`` baselines and the router
 fitted with the full column. Writes ``<out>/<dataset>.csv`` (every row), prints the aims
 table at ``--aim-k`` (issue 12) and, with ``--readme FILE``, puts it between the
-``<!-- coldstart-table -->`` markers of FILE.
+``<!-- coldstart: <out> -->`` and ``<!-- /coldstart: <out> -->`` markers of FILE.
 
 Usage::
 
@@ -40,7 +40,6 @@ DATASETS = {
     "cruxeval": lambda: load_dataset(str(DATA / "cruxeval" / "cruxeval.parquet")),
     "bfcl_v1": lambda: load_dataset(str(DATA / "bfcl_v1" / "bfcl_v1.parquet")),
 }
-MARK = "<!-- coldstart-table -->", "<!-- /coldstart-table -->"
 
 
 def _stack(data):
@@ -94,12 +93,13 @@ def _markdown(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def _write_readme(path: Path, text: str) -> None:
+def _write_readme(path: Path, text: str, out: str) -> None:
+    mark = f"<!-- coldstart: {out} -->", f"<!-- /coldstart: {out} -->"
     body = path.read_text(encoding="utf-8")
-    a, b = body.find(MARK[0]), body.find(MARK[1])
+    a, b = body.find(mark[0]), body.find(mark[1])
     if a < 0 or b < a:
-        raise ValueError(f"{path}: markers {MARK[0]} ... {MARK[1]} not found")
-    new = body[:a + len(MARK[0])] + "\n" + text + "\n" + body[b:]
+        raise ValueError(f"{path}: markers {mark[0]} ... {mark[1]} not found")
+    new = body[:a + len(mark[0])] + "\n" + text + "\n" + body[b:]
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(new)
@@ -116,6 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--encoder", default="hashing")
     ap.add_argument("--max-epochs", type=int, default=10)
+    ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--max-train", type=int, default=2000)
     ap.add_argument("--max-test", type=int, default=1000)
     ap.add_argument("--aim-k", type=int, default=50)
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ks = [int(k) for k in args.probes.split(",")]
-    tables = []
+    tables, heads = [], []
     for ds in args.datasets.split(","):
         if not DATA.exists():
             print(f"skip {ds}: {DATA} is absent")
@@ -143,6 +144,8 @@ def main(argv=None) -> int:
                 params["encoder"] = args.encoder
             if "max_epochs" in names:
                 params["max_epochs"] = args.max_epochs
+            if "batch_size" in names:
+                params["batch_size"] = args.batch_size
             frames.append(coldstart_rows(train, test, lambda: make_router(name, **params), router=name,
                                          cold_llms=cold, ks=ks,
                                          strategies=args.strategies.split(","),
@@ -152,11 +155,14 @@ def main(argv=None) -> int:
         rows.to_csv(out / f"{ds}.csv", index=False)
         table = aims_table(summarise(rows), ds, args.aim_k)
         tables.append(table)
-        print(f"\n{ds}: {train.n_queries} train / {test.n_queries} test queries, {train.n_llms} LLMs, "
-              f"cold {len(cold)}, {time.perf_counter() - t0:.0f} s")
+        head = (f"{ds}: {train.n_queries} train / {test.n_queries} test queries, {train.n_llms} LLMs, "
+                f"cold {', '.join(cold)}, {time.perf_counter() - t0:.0f} s")
+        heads.append(head)
+        print("\n" + head)
         print(_markdown(table))
     if tables and args.readme:
-        _write_readme(Path(args.readme), _markdown(pd.concat(tables, ignore_index=True)))
+        text = "\n".join(f"- {h}" for h in heads) + "\n\n" + _markdown(pd.concat(tables, ignore_index=True))
+        _write_readme(Path(args.readme), text, args.out)
     return 0
 
 
