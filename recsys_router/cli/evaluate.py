@@ -188,22 +188,10 @@ def run_demo(args) -> int:
 
 def run_scaling(args) -> int:
     """Handler of ``recsys-router scaling``."""
-    from ..evaluation import atomic_dir, make_folds, pool_sizes, scaling_curve  # noqa: PLC0415
-    from ..evaluation.io import write_json  # noqa: PLC0415
-    from ..evaluation.plots import plot_scaling  # noqa: PLC0415
-    data = _load(args)
-    test = make_folds(data, split=args.split, split_column=args.split_column,
-                      ood_tasks=args.ood_tasks, folds=1, seed=args.seed)[0].test
-    max_m = args.max_m or data.n_llms
-    sizes = pool_sizes(max_m, args.grid)
-    table = scaling_curve(test, args.p, sizes, subsets=args.subsets, seed=args.seed)
-    sim = " [SIMULATED]" if data.meta.get("simulated") else ""
-    with atomic_dir(args.out) as tmp:
-        table.to_csv(tmp / "scaling.csv", index=False)
-        plot_scaling(table, tmp / "scaling.png", f"r_o(p) vs pool size: {data.name}{sim}")
-        write_json(tmp / "scaling.json", {"dataset": data.name, "simulated": bool(sim),
-                                          "n_test_queries": test.n_queries, "sizes": sizes,
-                                          "p": args.p, "subsets": args.subsets, "seed": args.seed})
+    from ..evaluation.scaling import run_scaling as scaling  # noqa: PLC0415
+    table = scaling(_load(args), args.out, p_values=args.p, max_m=args.max_m, grid=args.grid,
+                    subsets=args.subsets, split=args.split, split_column=args.split_column,
+                    ood_tasks=args.ood_tasks, seed=args.seed)
     print(table.pivot(index="m", columns="p", values="mean_score").round(4).to_string())
     print(f"\nwrote {Path(args.out) / 'scaling.csv'} and scaling.png")
     return 0

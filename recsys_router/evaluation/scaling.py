@@ -20,7 +20,7 @@ import pandas as pd
 from ..data import RoutingData
 from ..metrics.routereval import expected_ro_mean
 
-__all__ = ["scaling_curve", "pool_sizes", "SCALING_COLUMNS"]
+__all__ = ["scaling_curve", "pool_sizes", "run_scaling", "SCALING_COLUMNS"]
 
 SCALING_COLUMNS = ["m", "p", "mean_score", "std_score", "n_subsets", "n_queries_mean"]
 
@@ -113,3 +113,27 @@ def scaling_curve(data: RoutingData, p_values: Sequence[float], sizes: Sequence[
                          "n_subsets": int(len(v)), "n_queries_mean": float(nq.mean())})
     table = pd.DataFrame(rows, columns=SCALING_COLUMNS)
     return (table, drawn) if return_subsets else table
+
+
+def run_scaling(data: RoutingData, out, *, p_values: Sequence[float], max_m: int | None = None,
+                grid: str = "linear", subsets: int = 100, split=None,
+                split_column: str | None = None, ood_tasks=None, seed: int = 0) -> pd.DataFrame:
+    """RouterEval's scaling-up experiment on the test split of ``data``: writes
+    ``scaling.csv``, ``scaling.png`` and ``scaling.json`` into ``out`` (atomically) and
+    returns the table (see :func:`scaling_curve`)."""
+    from .io import atomic_dir, write_json  # noqa: PLC0415
+    from .plots import plot_scaling  # noqa: PLC0415
+    from .splits import make_folds  # noqa: PLC0415
+    test = make_folds(data, split=split, split_column=split_column, ood_tasks=ood_tasks,
+                      folds=1, seed=seed)[0].test
+    sizes = pool_sizes(max_m or data.n_llms, grid)
+    table = scaling_curve(test, p_values, sizes, subsets=subsets, seed=seed)
+    simulated = bool(data.meta.get("simulated"))
+    with atomic_dir(out) as tmp:
+        table.to_csv(tmp / "scaling.csv", index=False)
+        plot_scaling(table, tmp / "scaling.png", f"r_o(p) vs pool size: {data.name}"
+                     + (" [SIMULATED]" if simulated else ""))
+        write_json(tmp / "scaling.json", {"dataset": data.name, "simulated": simulated,
+                                          "n_test_queries": test.n_queries, "sizes": sizes,
+                                          "p": list(p_values), "subsets": subsets, "seed": seed})
+    return table
