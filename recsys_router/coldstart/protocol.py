@@ -38,26 +38,27 @@ COLDSTART_METRICS = {"score_mae": -1, "cell_auc": +1, "cell_rmse": -1, "mu_o_onb
 
 
 def parse_cold_llms(spec: str, names: Sequence[str], seed: int = 0) -> list[str]:
-    """``all``, a count ``N`` (seeded random subset) or ``NAME,NAME``.
+    """``all``, a count ``N`` (seeded random subset) or ``NAME,NAME`` (or a list of names).
 
     Example
     -------
-    >>> parse_cold_llms("b,a", ["a", "b", "c"])
-    ['b', 'a']
+    >>> parse_cold_llms("b,a", ["a", "b", "c"]), parse_cold_llms(["c"], ["a", "b", "c"])
+    (['b', 'a'], ['c'])
     >>> len(parse_cold_llms("2", ["a", "b", "c"]))
     2
     """
     names = list(names)
-    spec = str(spec).strip()
-    if spec == "all":
+    items = [s.strip() for s in (str(spec).split(",") if isinstance(spec, str) else spec)
+             if str(s).strip()]
+    if items == ["all"]:
         return names
-    if spec.isdigit():
-        n = int(spec)
+    if len(items) == 1 and items[0].isdigit():
+        n = int(items[0])
         if not 1 <= n <= len(names):
             raise ValueError(f"--cold-llms {n}: expected 1..{len(names)} (the pool size)")
         pick = np.random.default_rng(seed).choice(len(names), size=n, replace=False)
         return [names[i] for i in sorted(pick)]
-    out = [s.strip() for s in spec.split(",") if s.strip()]
+    out = [str(s) for s in items]
     bad = [s for s in out if s not in names]
     if bad or not out:
         raise ValueError(f"--cold-llms: unknown LLM(s) {bad}; the pool is {names}")

@@ -68,8 +68,8 @@ def run_coldstart(data, settings: dict) -> RunOutcome:
 
 COLDSTART = register_protocol(Protocol(
     "coldstart", run=run_coldstart, rank=50, in_all=False,
-    options=(ProtocolOption("--cold-llms", "all", "LLMs left out and onboarded: all, N or "
-                            "NAME,NAME (default all)"),
+    options=(ProtocolOption("--cold-llms", ["all"], "LLMs left out and onboarded: all, N or "
+                            "NAME,NAME (default all)", "list"),
              ProtocolOption("--probes", ["10", "25", "50", "100", "200"],
                             "probe counts K (default 10,25,50,100,200)", "list"),
              ProtocolOption("--probe-strategy", ["random", "stratified", "informative", "adaptive"],
