@@ -35,6 +35,7 @@ from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraph
                                                    neighbour_pool)
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
+from recsys_router.state import BOOL, FLOAT, Part
 
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
 
@@ -227,24 +228,25 @@ class GraphRouter(LightningRouter):
     ((100, 3), (100, 3))
     """
 
-    # export hooks (recsys_router.export.serialize): the torch_geometric network holds
-    # signature inspectors, and the graph builder a task featuriser closing over the
-    # encoder; both are rebuilt on load from the weights and sizes below.
-    _transient_attrs_ = ("_encoder", "net_")
+    # declared state beyond the network: the graph builder's arrays (the train graph new
+    # queries are joined to) and the cost scale; the task featuriser is rebuilt from the encoder
+    _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part()}
 
-    def _transient_state_(self) -> dict:
-        net = self.net_
-        return {"in_dims": {t: int(lin.in_features) for t, lin in net.inp.items()},
-                "hidden": int(net.score_head[0].out_features), "num_layers": len(net.convs),
-                "dropout": float(net.dropout.p),
-                "weights": {k: v.detach().cpu() for k, v in net.state_dict().items()}}
+    def _get_state(self):
+        fields, arrays = super()._get_state()
+        info, b_arrays = self.builder_.state()
+        fields["builder_"] = info
+        arrays.update({f"builder_/{k}": v for k, v in b_arrays.items()})
+        return fields, arrays
 
-    def _restore_transient(self, state: dict | None = None) -> None:
-        if state is not None:
-            net = HeteroRouterGNN(state["in_dims"], state["hidden"], state["num_layers"],
-                                  state["dropout"])
-            net.load_state_dict(state["weights"])
-            self.net_ = net.eval()
+    def _after_load(self, fields: dict, arrays: dict) -> None:
+        head = "builder_/"
+        self.builder_ = RoutingGraphBuilder.from_state(
+            fields["builder_"], {k[len(head):]: v for k, v in arrays.items() if k.startswith(head)},
+            self._task_featurizer(), n_llms=len(getattr(self, "core_llms_", None) or self.llm_names_),
+            where="GraphRouter.builder_")
+
+    def _task_featurizer(self):
         router = self
 
         def featurize(names):
@@ -252,7 +254,7 @@ class GraphRouter(LightningRouter):
             if not getattr(enc, "needs_text", True):
                 return np.eye(len(names), enc.dim, dtype=np.float32)
             return enc.encode([f"task: {n}" for n in names])
-        self.builder_.task_featurizer = featurize
+        return featurize
 
     def _set_fitted_state(self, module: GraphModule, dm) -> None:
         super()._set_fitted_state(module, dm)

@@ -43,6 +43,7 @@ from scipy import sparse
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 from recsys_router.router import Router
+from recsys_router.state import FLOAT, Arr, Part, TupleOf
 
 __all__ = ["ImplicitRouter", "ALSRouter", "BPRRouter", "interaction_matrix", "encode_queries",
            "gpu_available"]
@@ -167,6 +168,33 @@ class ImplicitRouter(Router):
     """
 
     uses_text = True
+    #: fitted numbers (factors, fold-in map, calibration as rows w and c) and the encoder
+    _state_ = {"score_range_": TupleOf(FLOAT, FLOAT),
+               "query_factors_": Arr("float64", ("n_train", "factors")),
+               "llm_factors_": Arr("float64", ("n_llms", "factors")),
+               "emb_mean_": Arr("float64", ("dim",)), "emb_scale_": Arr("float64", ("dim",)),
+               "ridge_coef_": Arr("float64", ("dim_plus_1", "factors")),
+               "train_unit_emb_": Arr("float64", ("n_train", "dim")),
+               "calib_": Arr("float64", (2, "n_llms"), optional=True), "encoder_": Part()}
+
+    def _get_state(self):
+        from recsys_router.encoders.state import save_encoder_part
+        fields, arrays = super()._get_state()
+        if self.calib_ is not None:
+            arrays["calib_"] = np.stack([np.asarray(v, np.float64) for v in self.calib_])
+        info, enc_arrays = save_encoder_part("encoder_", self.encoder_)
+        return {**fields, **info}, {**arrays, **enc_arrays}
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        from recsys_router.encoders.state import load_encoder_part
+        router = super()._from_state(params, fields, arrays)
+        if router.calib_ is not None:
+            router.calib_ = (router.calib_[0].copy(), router.calib_[1].copy())
+        if router.ridge_coef_.shape[0] != router.emb_mean_.shape[0] + 1:
+            raise ValueError("ridge_coef_ must have one row per embedding dimension plus one")
+        router.encoder_ = load_encoder_part("encoder_", fields, arrays, cls.__name__)
+        return router
 
     def __init__(self, model: str = "als", factors: int = 16, regularization: float = 0.05,
                  iterations: int = 15, alpha: float = 10.0, learning_rate: float = 0.05,

@@ -29,6 +29,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
+from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, Part
 
 from .baselines._common import masked_group_means, safe_llm_means
 from .baselines.simple import rows_or_default, task_groups, task_rows
@@ -80,6 +81,31 @@ class TaskResidualRouter(Router):
     """
 
     uses_text = True
+
+    _state_ = {"alpha_": FLOAT, "val_scores_": DictOf(Opt(FLOAT), 10_000),
+               "tasks_": ListOf(STR, dim="n_tasks"),
+               "task_means_": Arr("float64", ("n_tasks", "n_llms")),
+               "task_centres_": Arr("float64", ("n_tasks", "n_llms")),
+               "overall_means_": Arr("float64", ("n_llms",)),
+               "overall_centre_": Arr("float64", ("n_llms",)), "router_": Part()}
+
+    def _get_state(self):
+        from recsys_router.export.state_io import prefixed, router_to_state
+        fields, arrays = super()._get_state()
+        doc, inner = router_to_state(self.router_)
+        return {**fields, "router_": doc}, {**arrays, **prefixed("router_", inner)}
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        from recsys_router.export.state_io import router_from_state, unprefixed
+        router = super()._from_state(params, fields, arrays)
+        router.val_scores_ = {float(k): (np.nan if v is None else v)
+                              for k, v in router.val_scores_.items()}
+        router.router_ = router_from_state(fields["router_"], unprefixed("router_", arrays),
+                                           f"{cls.__name__}.router_")
+        if list(router.router_.llm_names_) != list(router.llm_names_):
+            raise ValueError(f"{cls.__name__}.router_: its LLM pool differs from the wrapper's")
+        return router
 
     def __init__(self, base: str = "mf", base_params: dict | None = None, alpha="auto",
                  alphas: Sequence[float] | None = None, val_fraction: float = 0.2,

@@ -24,7 +24,8 @@ from .registries import Registry
 from .router import Router
 
 __all__ = ["make_router", "register_router", "unregister_router",
-           "available_routers", "router_factory", "router_class", "ROUTERS"]
+           "available_routers", "router_factory", "router_class", "ROUTERS",
+           "registered_class_paths"]
 
 Factory = Union[str, Callable[..., Router]]
 
@@ -94,6 +95,27 @@ def available_routers() -> list[str]:
 def router_factory(name: str) -> Callable[..., Router]:
     """The class or callable registered under ``name`` (imports its module if needed)."""
     return ROUTERS.get(name)
+
+
+def registered_class_paths() -> dict[str, str]:
+    """``"module:Class"`` of every router registered as a class -> its registry name.
+
+    Nothing is imported: string entries are read as written, class entries by their
+    module and qualified name. Exported artifacts name their router this way, and the
+    loader accepts exactly these names.
+
+    Example
+    -------
+    >>> registered_class_paths()["recsys_router.models.baselines.neighbours:KNNRouter"]
+    'knn'
+    """
+    out: dict[str, str] = {}
+    for key, fac in ROUTERS.items():
+        if isinstance(fac, str):
+            out.setdefault(fac, key)
+        elif inspect.isclass(fac):
+            out.setdefault(f"{fac.__module__}:{fac.__qualname__}", key)
+    return out
 
 
 def router_class(name: str) -> type:

@@ -18,6 +18,7 @@ from .data import RoutingData
 from .errors import NotFittedError
 from .coldstart.pool import add_llm, core_view, pool_changed, pool_costs, predict_pool, remove_llm
 from .policies import apply_policy
+from .state import Part, check_state, collect_state
 
 __all__ = ["Router"]
 
@@ -45,6 +46,9 @@ class Router(ABC):
     native_add_llm: bool = False
     #: fewest probe records :meth:`add_llm` accepts
     min_probes: int = 2
+    #: declared fitted state of this class (merged along the class hierarchy by
+    #: :meth:`state_spec`): attribute name -> :class:`~recsys_router.state.Arr` or JSON spec
+    _state_: dict = {}
 
     # ------------------------------------------------------------------ parameters
     @classmethod
@@ -110,6 +114,69 @@ class Router(ABC):
         if list(data.llm_names) != self.llm_names_:
             raise ValueError(f"{type(self).__name__} was fitted on LLMs {self.llm_names_} but got data "
                              f"with LLMs {data.llm_names}; subset the data to the same pool and order")
+
+    # ------------------------------------------------------------------ declared state
+    @classmethod
+    def state_spec(cls) -> dict:
+        """Every declared piece of fitted state: the pool bookkeeping
+        (:func:`~recsys_router.export.pool_state.pool_spec`) plus the ``_state_`` of each
+        class in the hierarchy (name -> spec)."""
+        from .export.pool_state import pool_spec
+        spec = pool_spec()
+        for klass in reversed(cls.__mro__):
+            spec.update(klass.__dict__.get("_state_", {}))
+        return spec
+
+    def _get_state(self) -> tuple[dict, dict]:
+        """The fitted state as data: ``(JSON fields, {name: ndarray})``.
+
+        The default reads the attributes declared by :meth:`state_spec`; families holding
+        encoders, networks or inner routers extend it (see ``recsys_router.export``).
+
+        Example
+        -------
+        >>> from recsys_router.models.baselines import BestSingleRouter  # doctest: +SKIP
+        >>> fields, arrays = BestSingleRouter().fit(train)._get_state()  # doctest: +SKIP
+        """
+        from .export.pool_state import heads_state
+        self._check_fitted()
+        fields, arrays = collect_state(self, self.state_spec())
+        fields["probe_llms_"], heads = heads_state(self)
+        return fields, {**arrays, **heads}
+
+    @classmethod
+    def _from_state(cls, params: dict, fields: dict, arrays: dict) -> "Router":
+        """Rebuild a fitted router from validated state (the inverse of :meth:`_get_state`).
+
+        Parameters
+        ----------
+        params : dict
+            Constructor hyperparameters (JSON values).
+        fields : dict
+            JSON pieces, already checked against :meth:`state_spec`.
+        arrays : dict
+            Arrays (name -> ndarray), already checked against :meth:`state_spec`.
+
+        Returns
+        -------
+        Router
+            A fitted router: ``cls(**params)`` with every declared attribute set.
+        """
+        router = cls(**params)
+        for name, spec in cls.state_spec().items():
+            if not isinstance(spec, Part):  # nested parts are restored by the family
+                setattr(router, name, fields[name] if name in fields else arrays.get(name))
+        from .export.pool_state import heads_from_state
+        router.probe_llms_ = heads_from_state(router, fields.get("probe_llms_"), arrays, cls.__name__)
+        router.llm_info_ = router.llm_info_ or {}
+        router.fitted_ = True
+        return router
+
+    @classmethod
+    def _check_state(cls, fields: dict, headers: dict, dims: dict) -> dict:
+        """Validate stored state against :meth:`state_spec` (families with nested parts
+        extend this); returns the JSON fields converted to their declared types."""
+        return check_state(cls.state_spec(), fields, headers, dims)
 
     # ------------------------------------------------------------------ prediction
     def predict_scores(self, data: RoutingData) -> np.ndarray:

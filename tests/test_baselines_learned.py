@@ -124,7 +124,7 @@ def _blob_setup():
 def test_c_roberta_recovers_separable_clusters():
     train, test, enc, blob_tr, blob_te = _blob_setup()
     r = ClusterRouter(n_clusters=3, encoder=enc).fit(train)
-    lab = r.kmeans_.labels_
+    lab = r.train_labels_
     # each blob is exactly one cluster
     assert all(len(set(lab[blob_tr == k])) == 1 for k in range(3))
     assert len(set(lab)) == 3
@@ -144,7 +144,7 @@ def test_c_roberta_cluster_mean_masks_nan():
     s[np.flatnonzero(blob_tr == 0)[10:], 1] = 0.5
     d = RoutingData(train.queries, train.llms, s, train.costs)
     r = ClusterRouter(encoder=enc).fit(d)
-    c0 = r.kmeans_.labels_[blob_tr == 0][0]
+    c0 = r.train_labels_[blob_tr == 0][0]
     # m0 in blob 0: 10 NaN + 10 ones -> 1.0; m1: 10 zeros + 10 halves -> 0.25
     np.testing.assert_allclose(r.cluster_means_[c0], [1.0, 0.25, 0.0])
 
@@ -165,7 +165,7 @@ def test_svm_single_class_and_absent_classes():
     s[:, 2] = 1.0  # m2 always best
     d = RoutingData(train.queries, train.llms, s, train.costs)
     r = SVMRouter(encoder=enc).fit(d)
-    assert r.svc_ is None and set(r.route(test)) == {"m2"}
+    assert r.svc_coef_ is None and set(r.route(test)) == {"m2"}
     s2 = np.zeros_like(train.scores)
     s2[blob_tr == 0, 0] = 1.0
     s2[blob_tr != 0, 1] = 1.0  # m2 is never best: scored below every decision value

@@ -8,53 +8,81 @@ import json
 import numpy as np
 import pytest
 import torch
-from sklearn.cluster import KMeans
 
 from recsys_router.export import (ArtifactError, calibrate_policy, export_router, load_router,
                                   set_default_policy)
-from recsys_router.export.serialize import allow_module
+from recsys_router.export.torch_state import load_module_arrays, module_arrays
+from recsys_router.registry import register_router
 from recsys_router.router import Router
-
-allow_module(__name__ + ".")
+from recsys_router.state import INT, STR, Arr, ListOf, Part
 
 
 class _MeanRouter(Router):
     """Predicts each LLM's train mean, shifted per task (numpy state only)."""
+
+    _state_ = {"means_": Arr("float64", ("n_llms",)), "tasks_": ListOf(STR, dim="n_tasks"),
+               "task_means_": Arr("float64", ("n_tasks", "n_llms"))}
 
     def __init__(self, shrink: float = 0.0):
         self.shrink = shrink
 
     def _fit(self, train, val):
         self.means_ = np.nanmean(train.scores, axis=0) * (1 - self.shrink)
-        self.tasks_ = {t: np.nanmean(train.scores[train.tasks == t], axis=0)
-                       for t in sorted(set(train.tasks))}
+        self.tasks_ = sorted(set(train.tasks))
+        self.task_means_ = np.stack([np.nanmean(train.scores[train.tasks == t], axis=0)
+                                     for t in self.tasks_])
 
     def _predict_scores(self, data):
-        return np.stack([self.tasks_.get(t, self.means_) for t in data.tasks])
+        index = {t: i for i, t in enumerate(self.tasks_)}
+        return np.stack([self.task_means_[index[t]] if t in index else self.means_
+                         for t in data.tasks])
 
 
-class _TorchKMeansRouter(Router):
-    """Holds a torch module and a scikit-learn estimator, to exercise the serialiser."""
+class _NetRouter(Router):
+    """Holds a torch network (sizes from a hyperparameter, weights as declared arrays)."""
 
-    def __init__(self, seed: int = 0):
+    _state_ = {"n_in_": INT, "net_": Part()}
+
+    def __init__(self, seed: int = 0, hidden: int = 4):
         self.seed = seed
+        self.hidden = hidden
+
+    def _features(self, data):
+        return np.stack([[len(t or "") % 7, len(t or "")] for t in data.texts]).astype(np.float32)
+
+    def _build(self, n_llms):
+        return torch.nn.Sequential(torch.nn.Linear(2, self.hidden), torch.nn.Tanh(),
+                                   torch.nn.Linear(self.hidden, n_llms))
 
     def _fit(self, train, val):
         torch.manual_seed(self.seed)
-        x = np.stack([[hash(t) % 7, len(t or "")] for t in train.texts]).astype(np.float32)
-        self.km_ = KMeans(3, n_init=2, random_state=self.seed).fit(x)
-        self.net_ = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(),
-                                        torch.nn.Linear(4, train.n_llms))
-        self.rng_ = np.random.default_rng(self.seed)
+        self.n_in_ = 2
+        self.net_ = self._build(train.n_llms)
 
     def _predict_scores(self, data):
-        x = np.stack([[hash(t) % 7, len(t or "")] for t in data.texts]).astype(np.float32)
         with torch.no_grad():
-            out = self.net_(torch.from_numpy(x)).numpy()
-        return out + self.km_.predict(x)[:, None] * 0.01
+            return self.net_(torch.from_numpy(self._features(data))).numpy()
+
+    def _get_state(self):
+        fields, arrays = super()._get_state()
+        fields["net_"] = {}
+        arrays.update({f"net_/{k}": v for k, v in module_arrays(self.net_).items()})
+        return fields, arrays
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        router = super()._from_state(params, fields, arrays)
+        router.net_ = router._build(len(router.llm_names_))
+        load_module_arrays(router.net_, {k[5:]: v for k, v in arrays.items()
+                                         if k.startswith("net_/")}, "net_")
+        return router
 
 
-@pytest.mark.parametrize("cls", [_MeanRouter, _TorchKMeansRouter])
+register_router("test-mean", f"{__name__}:_MeanRouter", overwrite=True)
+register_router("test-net", f"{__name__}:_NetRouter", overwrite=True)
+
+
+@pytest.mark.parametrize("cls", [_MeanRouter, _NetRouter])
 def test_round_trip_identical_decisions(tmp_path, sim_split, cls):
     tr, te = sim_split["train"], sim_split["test"]
     r = cls().fit(tr)
@@ -64,7 +92,7 @@ def test_round_trip_identical_decisions(tmp_path, sim_split, cls):
         np.testing.assert_array_equal(loaded.router.route(te, **kw), r.route(te, **kw))
     np.testing.assert_allclose(loaded.router.predict_scores(te), r.predict_scores(te))
     man = json.loads((out / "manifest.json").read_text())
-    assert man["format_version"] == 1 and man["metrics"] == {"mu_o": 0.5}
+    assert man["format_version"] == 2 and man["metrics"] == {"mu_o": 0.5}
     assert [x["name"] for x in man["llms"]] == tr.llm_names
     assert man["training_data"]["n_queries"] == tr.n_queries
     # weights load without pickle
@@ -101,18 +129,17 @@ def test_tampered_and_incomplete_refused(tmp_path, sim_split):
         load_router(out2)
 
 
-def test_disallowed_class_refused(tmp_path, sim_split):
+def test_unregistered_class_and_format_1_refused(tmp_path, sim_split):
     tr = sim_split["train"]
     out = export_router(_MeanRouter().fit(tr), tmp_path / "a", train_data=tr)
-    state = json.loads((out / "state.json").read_text())
-    state["__object__"] = "os:system"
-    (out / "state.json").write_text(json.dumps(state))
-    # re-sign so only the allow-list stands in the way
-    from recsys_router.export.artifact import _sha256
     man = json.loads((out / "manifest.json").read_text())
-    man["files"]["state.json"] = _sha256(out / "state.json")
+    man["router_class"] = "recsys_router.export.artifact:os.system"
     (out / "manifest.json").write_text(json.dumps(man))
-    with pytest.raises(ArtifactError, match="outside the allowed modules"):
+    with pytest.raises(ArtifactError, match="not a registered router class"):
+        load_router(out)
+    man["format_version"] = 1
+    (out / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="format 1 .* re-export it"):
         load_router(out)
 
 
@@ -170,43 +197,6 @@ def test_set_default_policy(tmp_path, sim_split):
     assert loaded.route(["x"])[0]["policy"] == "budget"
     with pytest.raises(ArtifactError, match="needs a finite value"):
         set_default_policy(out, "wtp", None)
-
-
-class _Holder:
-    """A helper object with a transient part rebuilt from stored state (serialiser hooks)."""
-
-    _transient_attrs_ = ("net", "cache")
-
-    def __init__(self):
-        self.kind = np.float32
-        self.net = torch.nn.Linear(3, 2)
-        self.cache = lambda x: x  # a closure: not serialisable, so it must be transient
-
-    def _transient_state_(self):
-        return {"w": self.net.weight.detach(), "b": self.net.bias.detach()}
-
-    def _restore_transient(self, state):
-        self.net = torch.nn.Linear(3, 2)
-        with torch.no_grad():
-            self.net.weight.copy_(state["w"])
-            self.net.bias.copy_(state["b"])
-        self.cache = lambda x: x
-
-
-def test_transient_state_hooks_and_plain_types():
-    from recsys_router.export.serialize import from_tree, to_tree
-    torch.manual_seed(0)
-    h = _Holder()
-    arrays = {}
-    tree = to_tree(h, arrays)
-    json.dumps(tree)  # plain JSON
-    assert tree["state"]["__dict__"]["kind"] == {"__type__": "numpy:float32"}
-    assert "net" not in tree["state"]["__dict__"] and "cache" not in tree["state"]["__dict__"]
-    back = from_tree(tree, arrays)
-    assert back.kind is np.float32
-    x = torch.randn(4, 3)
-    torch.testing.assert_close(back.net(x), h.net(x))
-    assert back.cache(5) == 5
 
 
 def test_text_decisions_do_not_depend_on_the_batch(tmp_path, sim_split):

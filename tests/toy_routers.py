@@ -1,13 +1,12 @@
-"""Tiny routers used by the export and serving tests (module is allow-listed for artifacts)."""
+"""Tiny routers used by the export and serving tests (registered, so artifacts may name them)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from recsys_router.export.serialize import allow_module
+from recsys_router.registry import register_router
 from recsys_router.router import Router
-
-allow_module(__name__ + ".")
+from recsys_router.state import Arr
 
 __all__ = ["WordRouter"]
 
@@ -19,6 +18,7 @@ class WordRouter(Router):
     """
 
     uses_text = True
+    _state_ = {"means_": Arr("float64", ("n_llms",))}
 
     def __init__(self, bonus: float = 1.0):
         self.bonus = bonus
@@ -32,3 +32,6 @@ class WordRouter(Router):
         words = np.array([len(str(t).split()) for t in data.texts])
         out[np.arange(data.n_queries), words % n] += self.bonus
         return out
+
+
+register_router("toy-word", f"{__name__}:WordRouter")

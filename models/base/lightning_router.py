@@ -32,6 +32,7 @@ import torch
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
 
+from .lightning_state import LightningStateMixin
 from .llm_rows import fit_llm_row, rows_logits, supports_rows
 from .router_module import RouterModule, predict_logits
 
@@ -145,7 +146,7 @@ def resolve_module_class(spec) -> type:
     return cls
 
 
-class LightningRouter(Router):
+class LightningRouter(LightningStateMixin, Router):
     """A router that trains any :class:`RouterModule` with Lightning.
 
     Parameters
@@ -203,7 +204,6 @@ class LightningRouter(Router):
     """
 
     uses_text = True
-    _transient_attrs_ = ("_encoder", "_feedback")
 
     def __init__(self, module, module_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None, mode: str | None = None,
@@ -311,6 +311,7 @@ class LightningRouter(Router):
 
     def _set_fitted_state(self, module: RouterModule, dm) -> None:
         self.net_ = copy.deepcopy(module.net).cpu().eval()
+        self.net_n_llms_ = int(dm.n_llms)  # the pool the network was built for (export)
         enc = dm.encoder
         # a stateless encoder is rebuilt from its name (not stored in exported artifacts)
         self.fitted_encoder_ = enc if enc.needs_fit else None

@@ -14,6 +14,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
+from recsys_router.state import Part
 
 __all__ = ["nan_col_means", "safe_llm_means", "masked_group_means", "best_llm_labels", "query_uniforms",
            "TextEmbeddingMixin", "tie_cost_order"]
@@ -159,7 +160,21 @@ class TextEmbeddingMixin:
     """
 
     uses_text = True
-    _transient_attrs_ = ("_encoder",)
+    #: the encoder in use is stored as declared encoder state (see recsys_router.encoders.state)
+    _state_ = {"encoder_": Part()}
+
+    def _get_state(self):
+        from recsys_router.encoders.state import save_encoder_part
+        fields, arrays = super()._get_state()
+        info, enc_arrays = save_encoder_part("encoder_", self.encoder_)
+        return {**fields, **info}, {**arrays, **enc_arrays}
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        from recsys_router.encoders.state import load_encoder_part
+        router = super()._from_state(params, fields, arrays)
+        router.fitted_encoder_ = load_encoder_part("encoder_", fields, arrays, cls.__name__)
+        return router
 
     @property
     def encoder_(self):

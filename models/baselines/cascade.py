@@ -18,6 +18,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
+from recsys_router.state import FLOAT, Arr
 
 from ._common import query_uniforms
 
@@ -62,6 +63,7 @@ class CascadeRouter(Router):
     """
 
     uses_ground_truth = True
+    _state_ = {"threshold_": FLOAT, "chain_": Arr("int64", ("n_llms",), index_of="n_llms")}
 
     def __init__(self, threshold: float | None = None, threshold_quantile: float = 0.95,
                  max_cost: float | None = None, epsilon: float = 0.0, seed: int = 0):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.router import Router
+from recsys_router.state import Arr
 
 from ._common import TextEmbeddingMixin, best_llm_labels, masked_group_means, safe_llm_means
 
@@ -48,6 +49,11 @@ class ClusterRouter(TextEmbeddingMixin, Router):
     (3,)
     """
 
+    _state_ = {"centres_": Arr("float64", ("k", "dim")),
+               "cluster_means_": Arr("float64", ("k", "n_llms")),
+               "cluster_best_": Arr("int64", ("k",), index_of="n_llms"),
+               "cluster_sizes_": Arr("int64", ("k",))}
+
     def __init__(self, n_clusters: int = 3, n_init: int = 10, max_iter: int = 300, seed: int = 0,
                  encoder="hashing"):
         self.n_clusters = n_clusters
@@ -64,17 +70,25 @@ class ClusterRouter(TextEmbeddingMixin, Router):
             raise ValueError(f"n_clusters must be >= 1, got {self.n_clusters!r}")
         if train.n_queries < k:
             raise ValueError(f"ClusterRouter: {train.n_queries} training queries but n_clusters={k}")
-        self.kmeans_ = KMeans(n_clusters=k, n_init=int(self.n_init), max_iter=int(self.max_iter),
-                              random_state=int(self.seed)).fit(x)
-        labels = self.kmeans_.labels_
+        km = KMeans(n_clusters=k, n_init=int(self.n_init), max_iter=int(self.max_iter),
+                    random_state=int(self.seed)).fit(x)
+        #: the fitted centres (the only KMeans state prediction needs) and train assignments
+        self.centres_ = np.asarray(km.cluster_centers_, dtype=np.float64)
+        self.train_labels_ = labels = np.asarray(km.labels_, dtype=np.int64)
         self.cluster_means_ = masked_group_means(train.scores, labels, k, safe_llm_means(train.scores))
         self.cluster_best_ = best_llm_labels(self.cluster_means_, self.mean_costs_)
-        self.cluster_sizes_ = np.bincount(labels, minlength=k)
+        self.cluster_sizes_ = np.bincount(labels, minlength=k).astype(np.int64)
+
+    def _distances(self, x: np.ndarray) -> np.ndarray:
+        """Euclidean distance of each row of ``x`` to each centre, shape (n, k)."""
+        c = self.centres_
+        d2 = (x ** 2).sum(axis=1)[:, None] - 2.0 * x @ c.T + (c ** 2).sum(axis=1)[None, :]
+        return np.sqrt(np.maximum(d2, 0.0))
 
     def predict_clusters(self, data) -> np.ndarray:
-        """Cluster id per query."""
+        """Cluster id per query (the nearest centre)."""
         self._check_fitted()
-        return self.kmeans_.predict(self._embed(data))
+        return self._distances(self._embed(data)).argmin(axis=1)
 
     def _predict_scores(self, data):
         return self.cluster_means_[self.predict_clusters(data)]
@@ -83,7 +97,7 @@ class ClusterRouter(TextEmbeddingMixin, Router):
         """RouterEval's soft assignment: inverse distance to each centre, summed per best LLM."""
         self._check_fitted()
         self._check_llms(data)
-        d = self.kmeans_.transform(self._embed(data))  # Euclidean distance to each centre
+        d = self._distances(self._embed(data))  # Euclidean distance to each centre
         w = 1.0 / (d + 1e-10)
         w /= w.sum(axis=1, keepdims=True)
         probs = np.zeros((data.n_queries, data.n_llms))

@@ -23,6 +23,7 @@ import numpy as np
 
 from recsys_router.fallback import realised_scores, stratified_holdout
 from recsys_router.router import Router
+from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt
 
 from ._common import TextEmbeddingMixin, safe_llm_means
 
@@ -160,6 +161,17 @@ class KNNRouter(TextEmbeddingMixin, Router):
     >>> KNNRouter(k=5).fit(d).predict_scores(d).shape
     (80, 3)
     """
+
+    _state_ = {"x_train_": Arr("float64", ("n_train", "dim")),
+               "y_train_": Arr("float64", ("n_train", "n_llms")),
+               "fallback_": Arr("float64", ("n_llms",)), "k_": INT,
+               "k_scores_": DictOf(Opt(FLOAT), 1000)}
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        router = super()._from_state(params, fields, arrays)
+        router.k_scores_ = {int(k): (np.nan if v is None else v) for k, v in router.k_scores_.items()}
+        return router
 
     def __init__(self, k: int | None = None, metric: str = "cosine", encoder="hashing",
                  seed: int = 0):

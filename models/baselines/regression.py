@@ -27,9 +27,10 @@ import numpy as np
 
 from recsys_router.errors import DataValidationError
 from recsys_router.router import Router
+from recsys_router.state import INT, STR, Arr, Part, check_state
 
 from ._common import TextEmbeddingMixin, safe_llm_means
-from ._torch import fit_mlp, predict_mlp
+from ._torch import build_mlp, fit_mlp, predict_mlp
 
 __all__ = ["LinearRRouter", "MLPRRouter", "MLCRouter"]
 
@@ -63,6 +64,8 @@ class LinearRRouter(TextEmbeddingMixin, Router):
     (80, 3)
     """
 
+    _state_ = {"coef_": Arr("float64", ("n_llms", "dim")), "intercept_": Arr("float64", ("n_llms",))}
+
     def __init__(self, alpha: float = 1.0, encoder="hashing"):
         self.alpha = alpha
         self.encoder = encoder
@@ -94,6 +97,35 @@ class LinearRRouter(TextEmbeddingMixin, Router):
 
 class _MLPBase(TextEmbeddingMixin, Router):
     """Shared fit/predict of the torch MLP routers (targets and loss set by subclasses)."""
+
+    #: the network is stored as its sizes (JSON) and ``state_dict`` arrays (``model_/...``)
+    _state_ = {"x_mean_": Arr("float64", ("dim",)), "x_scale_": Arr("float64", ("dim",)),
+               "loss_": STR, "model_": Part()}
+    _NET = {"in_dim": INT, "out_dim": INT, "hidden_size": INT, "n_hidden": INT}
+
+    def _get_state(self):
+        from recsys_router.export.torch_state import module_arrays
+        fields, arrays = super()._get_state()
+        lin = [m for m in self.model_ if hasattr(m, "in_features")]
+        fields["model_"] = {"in_dim": int(lin[0].in_features), "out_dim": int(lin[-1].out_features),
+                            "hidden_size": int(self.hidden_size), "n_hidden": len(lin) - 1}
+        arrays.update({f"model_/{k}": v for k, v in module_arrays(self.model_).items()})
+        return fields, arrays
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        from recsys_router.export.torch_state import load_module_arrays
+        router = super()._from_state(params, fields, arrays)
+        net = check_state(cls._NET, fields["model_"], {}, {}, "model_.")
+        if not all(0 <= v <= 100_000 for v in net.values()) or net["n_hidden"] > 64 \
+                or router.loss_ not in ("bce", "mse"):
+            raise ValueError(f"{cls.__name__}: network sizes {net} or loss {router.loss_!r} "
+                             "out of range")
+        router.model_ = build_mlp(net["in_dim"], net["out_dim"], net["hidden_size"], net["n_hidden"])
+        load_module_arrays(router.model_, {k[len("model_/"):]: v for k, v in arrays.items()
+                                           if k.startswith("model_/")}, f"{cls.__name__}.model_")
+        router.model_.eval()
+        return router
 
     def _targets(self, train) -> tuple[np.ndarray, np.ndarray, str]:
         raise TypeError("subclasses define _targets")  # pragma: no cover

@@ -18,6 +18,7 @@ import numpy as np
 from recsys_router.data import RoutingData
 from recsys_router.policies import argmax_policy
 from recsys_router.router import Router
+from recsys_router.state import INT, STR, Arr, ListOf
 
 from ._common import masked_group_means, nan_col_means, query_uniforms, safe_llm_means
 
@@ -68,6 +69,8 @@ class RandomRouter(Router):
     (50,)
     """
 
+    _state_ = {"n_llms_": INT}
+
     def __init__(self, seed: int = 0):
         self.seed = seed
 
@@ -98,6 +101,7 @@ class OracleRouter(Router):
     """
 
     uses_ground_truth = True
+    _state_ = {"n_llms_": INT}
 
     def __init__(self):
         pass
@@ -137,6 +141,7 @@ class ROracleRouter(Router):
     """
 
     uses_ground_truth = True
+    _state_ = {"n_llms_": INT}
 
     def __init__(self, p: float = 0.5, seed: int = 0):
         self.p = p
@@ -205,6 +210,8 @@ class BestSingleRouter(Router):
     ['a', 'a']
     """
 
+    _state_ = {"mean_scores_": Arr("float64", ("n_llms",)), "best_index_": INT, "best_llm_": STR}
+
     def __init__(self):
         pass
 
@@ -263,6 +270,9 @@ class TaskBestRouter(Router):
     >>> TaskBestRouter().fit(d).route(d).tolist()
     ['a', 'b', 'b']
     """
+
+    _state_ = {"tasks_": ListOf(STR, dim="n_tasks"), "mean_scores_": Arr("float64", ("n_llms",)),
+               "task_means_": Arr("float64", ("n_tasks", "n_llms"))}
 
     def __init__(self):
         pass

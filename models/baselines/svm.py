@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from recsys_router.router import Router
+from recsys_router.state import Arr
 
 from ._common import TextEmbeddingMixin, best_llm_labels, safe_llm_means, tie_cost_order
 
@@ -68,6 +69,15 @@ class SVMRouter(TextEmbeddingMixin, Router):
     [1.0, 1.0]
     """
 
+    #: fitted numbers only: the linear models' coefficients (prediction is x @ coef.T + b)
+    _state_ = {"fallback_": Arr("float64", ("n_llms",)),
+               "classes_": Arr("int64", ("n_classes",), optional=True, index_of="n_llms"),
+               "svc_coef_": Arr("float64", ("n_rows", "dim"), optional=True),
+               "svc_intercept_": Arr("float64", ("n_rows",), optional=True),
+               "svr_coef_": Arr("float64", ("n_llms", "dim"), optional=True),
+               "svr_intercept_": Arr("float64", ("n_llms",), optional=True),
+               "svr_fitted_": Arr("bool", ("n_llms",), optional=True)}
+
     def __init__(self, C: float = 1.0, mode: str = "classify", tie_break: str = "score",
                  max_iter: int = 1000, seed: int = 1234, encoder="hashing"):
         self.C = C
@@ -87,6 +97,8 @@ class SVMRouter(TextEmbeddingMixin, Router):
         x = self._fit_encoder(train)
         n_llms = train.n_llms
         self.fallback_ = safe_llm_means(train.scores)
+        self.classes_ = self.svc_coef_ = self.svc_intercept_ = None
+        self.svr_coef_ = self.svr_intercept_ = self.svr_fitted_ = None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             if self.mode == "classify":
@@ -99,22 +111,26 @@ class SVMRouter(TextEmbeddingMixin, Router):
                     keep = labels >= 0
                 if not keep.any():
                     raise ValueError("SVM router: no training query has an observed score")
-                self.classes_ = np.unique(labels[keep])
-                if len(self.classes_) == 1:
-                    self.svc_ = None
-                else:
-                    self.svc_ = LinearSVC(C=float(self.C), max_iter=int(self.max_iter),
-                                          random_state=int(self.seed)).fit(x[keep], labels[keep])
+                self.classes_ = np.unique(labels[keep]).astype(np.int64)
+                if len(self.classes_) > 1:
+                    svc = LinearSVC(C=float(self.C), max_iter=int(self.max_iter),
+                                    random_state=int(self.seed)).fit(x[keep], labels[keep])
+                    self.svc_coef_ = np.asarray(svc.coef_, dtype=np.float64)
+                    self.svc_intercept_ = np.asarray(svc.intercept_, dtype=np.float64)
             else:
-                self.svrs_ = []
+                self.svr_coef_ = np.zeros((n_llms, x.shape[1]))
+                self.svr_intercept_ = np.zeros(n_llms)
+                self.svr_fitted_ = np.zeros(n_llms, dtype=bool)
                 for j in range(n_llms):
                     ok = train.observed[:, j]
                     if ok.sum() < 2:
-                        self.svrs_.append(None)
                         continue
-                    self.svrs_.append(LinearSVR(C=float(self.C), max_iter=int(self.max_iter),
-                                                random_state=int(self.seed))
-                                      .fit(x[ok], train.scores[ok, j].astype(np.float64)))
+                    m = LinearSVR(C=float(self.C), max_iter=int(self.max_iter),
+                                  random_state=int(self.seed)).fit(
+                                      x[ok], train.scores[ok, j].astype(np.float64))
+                    self.svr_coef_[j] = np.ravel(m.coef_)
+                    self.svr_intercept_[j] = float(np.ravel(m.intercept_)[0])
+                    self.svr_fitted_[j] = True
 
     def _tie_rank(self, train) -> np.ndarray:
         """Order among LLMs tied on a query: cheapest first, or best train mean first."""
@@ -132,16 +148,15 @@ class SVMRouter(TextEmbeddingMixin, Router):
         x = self._embed(data)
         n, n_llms = data.n_queries, data.n_llms
         if self.mode == "regress":
-            out = np.empty((n, n_llms))
-            for j, m in enumerate(self.svrs_):
-                out[:, j] = self.fallback_[j] if m is None else m.predict(x)
-            return out
-        if self.svc_ is None:
+            pred = x @ self.svr_coef_.T + self.svr_intercept_[None, :]
+            return np.where(self.svr_fitted_[None, :], pred, self.fallback_[None, :])
+        if self.svc_coef_ is None:
             out = np.zeros((n, n_llms))
             out[:, self.classes_[0]] = 1.0
             return out
-        dec = self.svc_.decision_function(x)
-        if dec.ndim == 1:  # two classes: positive = classes_[1]
+        dec = x @ self.svc_coef_.T + self.svc_intercept_[None, :]
+        if dec.shape[1] == 1:  # two classes: positive = classes_[1]
+            dec = dec[:, 0]
             dec = np.stack([-dec, dec], axis=1)
         out = np.empty((n, n_llms))
         out[:] = (dec.min(axis=1) - 1.0)[:, None]

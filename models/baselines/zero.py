@@ -17,6 +17,7 @@ import numpy as np
 
 from recsys_router.metrics.routerbench import ndch_indices
 from recsys_router.router import Router
+from recsys_router.state import STR, Arr, ListOf
 
 from ._common import nan_col_means, query_uniforms
 
@@ -72,6 +73,10 @@ class ZeroRouter(Router):
     >>> ZeroRouter().fit(d).budget_mix(2.5)
     {'a': 0.25, 'c': 0.75}
     """
+
+    _state_ = {"mean_scores_": Arr("float64", ("n_llms",)),
+               "hull_": Arr("int64", ("n_hull",), index_of="n_llms"),
+               "hull_llms_": ListOf(STR, dim="n_hull")}
 
     def __init__(self, seed: int = 0):
         self.seed = seed

@@ -24,6 +24,8 @@ from torch import nn
 from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
+from recsys_router.state import INT, STR, Arr, ListOf, StateError, check_indices, check_state
+
 __all__ = ["build_graph", "knn_edges", "neighbour_pool", "nearest_context", "HeteroRouterGNN",
            "RoutingGraphBuilder", "EDGE_TYPES"]
 
@@ -271,13 +273,20 @@ class RoutingGraphBuilder:
         Query-query neighbours.
     cost_scale : float
         Costs are divided by this before they become edge attributes / targets.
-    pool : int, optional
-        Precomputed neighbours per train query (default ``max(3k, k + 8)``).
+    pool : int or ndarray, optional
+        Neighbours per train query (default ``max(3k, k + 8)``), or the neighbour array
+        itself (n_train, width) computed earlier.
     """
 
-    #: the featuriser (a closure over the encoder) is not stored in exported artifacts;
-    #: the owning router sets it again on load
-    _transient_attrs_ = ("task_featurizer",)
+    #: declared state (see :meth:`state`); the featuriser (a closure over the encoder) is
+    #: not stored: the owning router passes it again on load
+    _STATE = {"k": INT, "task_names": ListOf(STR, dim="n_tasks"),
+              "train_x": Arr("float32", ("n_train", "d")),
+              "scores": Arr("float32", ("n_train", "n_llms")),
+              "costs": Arr("float32", ("n_train", "n_llms"), optional=True),
+              "llm_x": Arr("float32", ("n_llms", "d_llm")),
+              "neighbour_pool": Arr("int64", ("n_train", "width"), index_of="n_train"),
+              "train_task_index": Arr("int64", ("n_train",), index_of="n_tasks")}
 
     def __init__(self, train_x, train_tasks, scores, costs, llm_x, task_featurizer, k: int = 5,
                  cost_scale: float = 1.0, pool: int | None = None):
@@ -290,14 +299,42 @@ class RoutingGraphBuilder:
         self.k = int(k)
         self.task_names = sorted(set(self.train_tasks))
         self.task_x = np.asarray(task_featurizer(self.task_names), np.float32)
-        width = max(3 * self.k, self.k + 8) if pool is None else int(pool)
-        self.neighbour_pool = neighbour_pool(self.train_x, width)
+        if isinstance(pool, np.ndarray):  # neighbours computed earlier (a restored builder)
+            self.neighbour_pool = pool
+        else:
+            width = max(3 * self.k, self.k + 8) if pool is None else int(pool)
+            self.neighbour_pool = neighbour_pool(self.train_x, width)
         tix = {n: i for i, n in enumerate(self.task_names)}
         self.train_task_index = np.array([tix[t] for t in self.train_tasks], dtype=np.int64)
 
     @property
     def n_train(self) -> int:
         return len(self.train_x)
+
+    def state(self) -> tuple[dict, dict]:
+        """``(JSON, arrays)`` of the builder (costs stored already scaled)."""
+        info = {"k": self.k, "task_names": list(self.task_names)}
+        arrays = {"train_x": self.train_x, "scores": self.scores, "llm_x": self.llm_x,
+                  "neighbour_pool": np.asarray(self.neighbour_pool, np.int64),
+                  "train_task_index": np.asarray(self.train_task_index, np.int64)}
+        if self.costs is not None:
+            arrays["costs"] = self.costs
+        return info, arrays
+
+    @classmethod
+    def from_state(cls, info: dict, arrays: dict, task_featurizer, *, n_llms: int,
+                   where: str) -> "RoutingGraphBuilder":
+        """A builder from :meth:`state` output, validated against its declared spec."""
+        dims = {"n_llms": n_llms}
+        v = check_state(cls._STATE, info, {k: (a.dtype, a.shape) for k, a in arrays.items()},
+                        dims, "")
+        check_indices(cls._STATE, arrays, dims)
+        if not 1 <= v["k"] <= 10_000 or len(set(v["task_names"])) != len(v["task_names"]):
+            raise StateError(f"{where}: k must be in [1, 10000] and task names distinct")
+        tasks = [v["task_names"][i] for i in arrays["train_task_index"].tolist()]
+        return cls(arrays["train_x"], tasks, arrays["scores"], arrays.get("costs"),
+                   arrays["llm_x"], task_featurizer, k=v["k"], cost_scale=1.0,
+                   pool=arrays["neighbour_pool"])
 
     def _tasks(self, extra: list[str]):
         names = list(self.task_names) + sorted(set(extra) - set(self.task_names))

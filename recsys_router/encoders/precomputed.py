@@ -48,6 +48,10 @@ class PrecomputedEncoder(Encoder):
         Ids file for a ``.npy`` matrix (overrides the sidecar lookup).
     column : str, optional
         Embedding list column of a parquet file.
+    table : (ids, matrix), optional
+        Use these in-memory embeddings instead of a file (``path`` is then ignored).
+    identity : str, optional
+        Identity of an in-memory table (the one it had when it was read from its file).
 
     Example
     -------
@@ -61,14 +65,18 @@ class PrecomputedEncoder(Encoder):
     needs_text = False
 
     def __init__(self, path, *, ids_path=None, column: str | None = None, batch_size: int = 64,
-                 **_ignored):
+                 table: tuple | None = None, identity: str | None = None, **_ignored):
         super().__init__(cache=False, batch_size=batch_size)
-        self.path = Path(path).expanduser()
-        if not self.path.exists():
-            raise FileNotFoundError(f"precomputed embeddings file not found: {self.path}")
         self.ids_path = ids_path
         self.column = column
-        ids, mat = self._read()
+        if table is not None:  # an in-memory table (e.g. restored from an artifact): no file
+            self.path = Path(identity or "precomputed")
+            ids, mat = [str(i) for i in table[0]], np.asarray(table[1], dtype=np.float32)
+        else:
+            self.path = Path(path).expanduser()
+            if not self.path.exists():
+                raise FileNotFoundError(f"precomputed embeddings file not found: {self.path}")
+            ids, mat = self._read()
         if mat.ndim != 2 or len(ids) != mat.shape[0]:
             raise DataValidationError(f"{len(ids)} ids but an embedding matrix of shape "
                                       f"{mat.shape}; expected one row per id", source=str(self.path))
@@ -83,6 +91,9 @@ class PrecomputedEncoder(Encoder):
                                       source=str(self.path), row=r, column="query_id")
         self._index, self._mat = index, mat
         self.dim = int(mat.shape[1])
+        if table is not None:
+            self.identity = identity or f"precomputed:table@{len(ids)}x{self.dim}"
+            return
         st = self.path.stat()
         stamp = hashlib.sha1(f"{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
         self.identity = f"precomputed:{self.path.resolve()}@{stamp.hexdigest()[:12]}"
@@ -133,6 +144,10 @@ class PrecomputedEncoder(Encoder):
             return ids, df[num].to_numpy(dtype=np.float32)
         raise DataValidationError(f"unsupported embeddings file type {p.suffix!r}; expected "
                                   f".npy (+ ids sidecar) or .parquet", source=str(p))
+
+    def table(self) -> tuple[list[str], np.ndarray]:
+        """The stored ``(query ids, embedding matrix)``."""
+        return list(self._index), self._mat
 
     def encode(self, texts: Sequence[str] | None, query_ids: Sequence[str] | None = None,
                batch_size: int | None = None, show_progress: bool | None = None) -> np.ndarray:

@@ -139,8 +139,11 @@ class TfidfEncoder(Encoder):
         self.seed = seed
         self.fingerprint_: str | None = None
         self.n_components_: int | None = None
-        self._vec = None
-        self._svd = None
+        #: fitted state (plain data): terms by column, their idf weights, the SVD basis
+        self.vocab_: list[str] | None = None
+        self.idf_: np.ndarray | None = None
+        self.components_: np.ndarray | None = None
+        self._counter = None
 
     @property
     def _settings(self) -> str:
@@ -173,21 +176,44 @@ class TfidfEncoder(Encoder):
         h = hashlib.sha1(self._settings.encode())
         for t in texts:
             h.update(hashlib.sha1(t.encode("utf-8")).digest())
-        self._vec, self._svd, self.n_components_ = vec, svd, k
-        self.fingerprint_ = h.hexdigest()[:16]
+        terms = [""] * len(vec.vocabulary_)
+        for term, col in vec.vocabulary_.items():
+            terms[col] = term
+        self.set_fitted(terms, vec.idf_, svd.components_, h.hexdigest()[:16])
+        return self
+
+    def set_fitted(self, vocab: Sequence[str], idf: np.ndarray, components: np.ndarray,
+                   fingerprint: str) -> "TfidfEncoder":
+        """Set the fitted state (terms by column, idf weights, SVD basis (k, n_terms)).
+
+        Encoding uses only this state, so an encoder rebuilt from it (e.g. from an
+        exported artifact) encodes exactly as the one that was fitted.
+        """
+        from sklearn.feature_extraction.text import CountVectorizer
+        self.vocab_ = list(vocab)
+        self.idf_ = np.asarray(idf, dtype=np.float64)
+        self.components_ = np.asarray(components, dtype=np.float64)
+        self.n_components_ = int(self.components_.shape[0])
+        self.fingerprint_ = fingerprint
+        self._counter = CountVectorizer(ngram_range=self.ngram_range, lowercase=True,
+                                        vocabulary={t: i for i, t in enumerate(self.vocab_)})
         return self
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        if self._vec is None:
+        if self._counter is None:
             raise NotFittedError("TfidfEncoder is not fitted: call fit(train_texts) before encode")
-        x = self._vec.transform(texts)
-        z = self._svd.transform(x)
-        z = normalize(np.asarray(z, dtype=np.float64), norm="l2")
+        x = self._counter.transform(texts).astype(np.float64)  # term counts (csr)
+        if self.sublinear_tf:
+            np.log(x.data, x.data)
+            x.data += 1.0
+        x.data *= self.idf_[x.indices]
+        x = normalize(x, norm="l2", copy=False)
+        z = normalize(np.asarray(x @ self.components_.T, dtype=np.float64), norm="l2")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         out[:, :z.shape[1]] = z
         return out
 
     def encode(self, texts, query_ids=None, batch_size=None, show_progress=None) -> np.ndarray:
-        if self._vec is None:
+        if self._counter is None:
             raise NotFittedError("TfidfEncoder is not fitted: call fit(train_texts) before encode")
         return super().encode(texts, query_ids, batch_size, show_progress)

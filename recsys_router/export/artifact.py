@@ -1,47 +1,66 @@
-"""Self-contained router artifacts: write (atomically), verify, load, route.
+"""Router artifacts, format 2: data only by construction. Write (atomically), verify, load.
 
-An artifact is a directory::
+An artifact is a directory holding exactly three files::
 
-    manifest.json   format version, router class and parameters, LLM pool (names, prices,
-                    mean costs), encoder identity and dimension, default decision policy,
-                    training-data fingerprint, evaluation metrics, package version, and the
-                    SHA-256 of every other file
-    state.json      the router's fitted state as a tree (see ``serialize``)
-    weights.npz     every array of that state, loaded with ``allow_pickle=False``
+    manifest.json   format version, router class (an exact registered name) and parameters,
+                    LLM pool (names, prices, mean costs), encoder identity, default policy,
+                    training-data fingerprint, metrics, package version, the dtype and shape
+                    of every array, the SHA-256 of the two other files and, optionally, an
+                    HMAC-SHA256 signature of the manifest itself
+    state.json      the router's declared fitted state (``Router._get_state``): JSON only
+    weights.npz     the declared arrays, uncompressed, numeric dtypes only
 
-Nothing in it is executable; loading verifies the format version and every checksum and
-refuses a tampered or incomplete artifact with a clear error.
+Loading never imports a name or runs code that the files choose: the router class comes
+from an explicit table of registered classes, the state is validated against the class's
+declared spec (types, dtypes, shapes) before the class's own ``_from_state`` rebuilds it,
+and every read is bounded (JSON size and depth, array sizes checked against the manifest
+before allocation, a total-size cap). Every failure is an :class:`ArtifactError` naming
+the file and field.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
-from ..encoders.cache import text_key
-from ..policies import apply_policy
 from ..router import Router
-from .serialize import SerializationError, from_tree, to_tree
+from ..state import (BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt, StateError,
+                     check_state, check_value, json_safe)
+from .exported import ExportedRouter
+from .safe_io import LimitError, NpzReader, read_json
+from .state_io import class_table, router_from_state, router_to_state
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
-           "verify_artifact",
-           "data_fingerprint", "set_default_policy"]
+           "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FILES = ("state.json", "weights.npz")
+#: caps on what a loader reads (bytes, nesting depth); ``max_array_bytes`` is the default
+#: total of all arrays, overridable per call
+LIMITS = {"manifest_bytes": 4 << 20, "state_bytes": 256 << 20, "json_depth": 64,
+          "max_array_bytes": 4 << 30}
+_TMP = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+_REEXPORT = ("re-export it with this version from its training data, e.g. "
+             "`recsys-router export --router NAME --data DATA --out DIR`")
 
 
 class ArtifactError(ValueError):
-    """An artifact directory is missing, incomplete, tampered with, or of another format."""
+    """An artifact is missing, incomplete, tampered with, unsafe, or of another format.
+
+    The message is one line naming the file (and field)."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
 
 
 def _sha256(path: Path) -> str:
@@ -63,41 +82,95 @@ def data_fingerprint(data: RoutingData) -> str:
     return h.hexdigest()[:16]
 
 
-def _jsonable(v):
-    try:
-        json.dumps(v)
-        return v
-    except TypeError:
-        return repr(v)
+def _key_bytes(key) -> bytes | None:
+    if key is None:
+        return None
+    key = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    if not key:
+        raise ArtifactError("the signing key is empty")
+    return key
 
 
-def _encoder_info(router: Router) -> dict | None:
-    enc = getattr(router, "encoder_", None)
-    if enc is not None:
-        return {"identity": getattr(enc, "identity", str(enc)), "dim": getattr(enc, "dim", None)}
-    name = getattr(router, "encoder", None)
-    return {"identity": str(name), "dim": None} if name is not None else None
+def _signature(manifest: dict, key: bytes) -> str:
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hmac.new(key, text.encode("ascii"), hashlib.sha256).hexdigest()
 
 
 def _write_json(path: Path, obj) -> None:
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=False, allow_nan=False)
+        json.dump(obj, fh, indent=1, allow_nan=False)
         fh.write("\n")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def clean_stale(out: Path) -> list[Path]:
+    """Remove the temporary siblings (``.NAME.tmp-PID-*``, ``.NAME.old-PID-*``) that an
+    export of ``out`` killed mid-way left behind (their process is gone)."""
+    removed = []
+    parent = out.parent
+    if not parent.is_dir():
+        return removed
+    for p in parent.iterdir():
+        m = _TMP.match(p.name)
+        if m and m["name"] == out.name and not _pid_alive(int(m["pid"])) and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+def _pool(router: Router, table: pd.DataFrame | None) -> list[dict]:
+    index = table.set_index("name") if table is not None else None
+    mc = router.llm_mean_costs()
+    info = getattr(router, "llm_info_", None) or {}
+    pool = []
+    for j, n in enumerate(router.llm_names_):
+        row = {"name": n}
+        if index is not None and n in index.index:
+            for col in ("input_price", "output_price", "size"):
+                v = index.loc[n].get(col)
+                row[col] = None if v is None or pd.isna(v) else float(v)
+        row["mean_cost"] = None if mc is None or np.isnan(mc[j]) else float(mc[j])
+        row["provenance"] = json_safe(info[n]) if info.get(n) else {"origin": "fit"}
+        pool.append(row)
+    return pool
+
+
+def _encoder_info(router: Router) -> dict | None:
+    if not router.uses_text:
+        return None
+    enc = getattr(router, "encoder_", None)
+    if enc is not None and hasattr(enc, "identity"):
+        return {"identity": str(enc.identity), "dim": int(enc.dim)}
+    name = getattr(router, "encoder", None)
+    return {"identity": str(name), "dim": None} if name is not None else None
 
 
 def export_router(router: Router, out: str | os.PathLike, *, train_data: RoutingData | None = None,
                   metrics: dict | None = None, llms: pd.DataFrame | None = None,
                   policy: str = "argmax", policy_value: float | None = None,
-                  overwrite: bool = False) -> Path:
-    """Write a fitted router as a self-contained artifact directory.
+                  overwrite: bool = False, sign_key: str | bytes | None = None) -> Path:
+    """Write a fitted router as a format-2 artifact directory.
 
-    The directory is assembled in a temporary sibling folder and renamed into place at the
-    end, so an interrupted export leaves nothing half-written at ``out``.
+    The directory is assembled in a temporary sibling (``.NAME.tmp-PID-*``) and renamed
+    into place at the end; a sibling left by a killed export is removed by the next
+    export or load of the same target.
 
     Parameters
     ----------
     router : Router
-        A fitted router.
+        A fitted router of a registered class.
     out : path
         Target directory (must not exist unless ``overwrite``).
     train_data : RoutingData, optional
@@ -110,6 +183,8 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         Default decision policy (``argmax``, ``wtp`` with lambda, ``budget`` with C).
     overwrite : bool
         Replace an existing directory.
+    sign_key : str or bytes, optional
+        Write an HMAC-SHA256 of the manifest (checked by ``load_router(sign_key=...)``).
 
     Returns
     -------
@@ -123,55 +198,46 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
     if not router.is_fitted:
         raise ArtifactError(f"cannot export an unfitted {type(router).__name__}: call fit first")
     _check_policy(policy, policy_value)
+    key = _key_bytes(sign_key)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ArtifactError(f"{out} exists and is not a directory")
     if out.exists() and not overwrite:
         raise ArtifactError(f"{out} already exists; pass overwrite=True (CLI: --overwrite)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, np.ndarray] = {}
     try:
-        tree = to_tree(router, arrays)
-    except SerializationError as exc:
+        doc, arrays = router_to_state(router)
+    except StateError as exc:
         raise ArtifactError(f"{type(router).__name__} cannot be exported: {exc}") from exc
-    table = train_data.llms if train_data is not None else llms
-    names = list(router.llm_names_)
-    pool = []
-    for j, n in enumerate(names):
-        row = {"name": n}
-        if table is not None and n in set(table["name"]):
-            r = table.set_index("name").loc[n]
-            for col in ("input_price", "output_price", "size"):
-                v = r.get(col)
-                row[col] = None if v is None or pd.isna(v) else float(v)
-        mc = router.llm_mean_costs()
-        row["mean_cost"] = None if mc is None or np.isnan(mc[j]) else float(mc[j])
-        info = (getattr(router, "llm_info_", None) or {}).get(n)
-        row["provenance"] = _jsonable(info) if info else {"origin": "fit"}
-        pool.append(row)
     from .. import __version__
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    manifest = {
+        "format": "recsys-router-artifact", "format_version": FORMAT_VERSION,
+        "package_version": __version__, "router_class": doc["class"],
+        "router_params": doc["params"],
+        "llms": _pool(router, train_data.llms if train_data is not None else llms),
+        "encoder": _encoder_info(router), "uses_text": bool(router.uses_text),
+        "uses_ground_truth": bool(router.uses_ground_truth),
+        "default_policy": {"name": policy, "value": policy_value},
+        "training_data": None if train_data is None else {
+            "name": train_data.name, "fingerprint": data_fingerprint(train_data),
+            "n_queries": train_data.n_queries, "n_llms": train_data.n_llms},
+        "metrics": {k: (float(v) if v is not None and np.isfinite(float(v)) else None)
+                    for k, v in (metrics or {}).items()},
+        "arrays": {k: {"dtype": v.dtype.name, "shape": list(v.shape)} for k, v in arrays.items()},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
-        _write_json(tmp / "state.json", tree)
+        _write_json(tmp / "state.json", doc)
         with open(tmp / "weights.npz", "wb") as fh:
             np.savez(fh, **arrays)
-        manifest = {
-            "format": "recsys-router-artifact", "format_version": FORMAT_VERSION,
-            "package_version": __version__,
-            "router_class": f"{type(router).__module__}:{type(router).__qualname__}",
-            "router_params": {k: _jsonable(v) for k, v in router.get_params().items()},
-            "llms": pool, "encoder": _encoder_info(router),
-            "uses_text": bool(router.uses_text), "uses_ground_truth": bool(router.uses_ground_truth),
-            "default_policy": {"name": policy, "value": policy_value},
-            "training_data": None if train_data is None else {
-                "name": train_data.name, "fingerprint": data_fingerprint(train_data),
-                "n_queries": train_data.n_queries, "n_llms": train_data.n_llms},
-            "metrics": {k: (float(v) if v is not None and np.isfinite(float(v)) else None)
-                        for k, v in (metrics or {}).items()},
-            "files": {f: _sha256(tmp / f) for f in _FILES},
-        }
+        manifest["files"] = {f: _sha256(tmp / f) for f in _FILES}
+        if key is not None:
+            manifest["signature"] = {"alg": "hmac-sha256", "value": _signature(manifest, key)}
         _write_json(tmp / "manifest.json", manifest)
         if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
+            os.replace(out, old / "a")
             os.replace(tmp, out)
             shutil.rmtree(old, ignore_errors=True)
         else:
@@ -182,11 +248,23 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
     return out
 
 
-def _check_policy(policy: str, value) -> None:
+def _check_policy(policy, value) -> None:
     if policy not in ("argmax", "wtp", "budget"):
         raise ArtifactError(f"unknown policy {policy!r}; expected argmax, wtp or budget")
-    if policy != "argmax" and (value is None or not np.isfinite(value) or value < 0):
+    if policy != "argmax" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                               or not np.isfinite(value) or value < 0):
         raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {value!r}")
+
+
+_ARRAY = DictOf(JSON_ANY)
+_MANIFEST = {
+    "format": STR, "format_version": INT, "package_version": STR, "router_class": STR,
+    "router_params": DictOf(JSON_ANY, 1000), "llms": ListOf(DictOf(JSON_ANY, 20), 100_000),
+    "encoder": Opt(DictOf(JSON_ANY, 20)), "uses_text": BOOL, "uses_ground_truth": BOOL,
+    "default_policy": DictOf(JSON_ANY, 20), "training_data": Opt(DictOf(JSON_ANY, 20)),
+    "metrics": DictOf(Opt(FLOAT), 10_000), "arrays": DictOf(_ARRAY, 10_000),
+    "files": DictOf(STR, 10), "signature": Opt(DictOf(STR, 4)),
+}
 
 
 def _read_manifest(path: Path) -> dict:
@@ -196,40 +274,104 @@ def _read_manifest(path: Path) -> dict:
     if not mf.exists():
         raise ArtifactError(f"{path}: incomplete artifact, manifest.json is missing")
     try:
-        manifest = json.loads(mf.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{mf}: not valid JSON ({exc})") from exc
-    if manifest.get("format") != "recsys-router-artifact":
-        raise ArtifactError(f"{mf}: not a recsys-router artifact manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ArtifactError(f"{mf}: format_version {manifest.get('format_version')!r} is not supported "
-                            f"(this package reads version {FORMAT_VERSION})")
+        manifest = read_json(mf, max_bytes=LIMITS["manifest_bytes"], max_depth=16)
+    except LimitError as exc:
+        raise ArtifactError(str(exc)) from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != "recsys-router-artifact":
+        raise ArtifactError(f"{mf}: not a recsys-router artifact manifest (expected a JSON "
+                            "object with format 'recsys-router-artifact')")
+    version = manifest.get("format_version")
+    if version == 1:
+        raise ArtifactError(f"{mf}: format 1 artifacts rebuild arbitrary objects and are no "
+                            f"longer loaded; {_REEXPORT}")
+    if version != FORMAT_VERSION:
+        raise ArtifactError(f"{mf}: format_version {version!r} is not supported (this package "
+                            f"reads version {FORMAT_VERSION}); {_REEXPORT}")
+    try:
+        check_state({**_MANIFEST, "signature": Opt(DictOf(STR, 4))},
+                    {"signature": None, **manifest}, {})
+        bad = [n for n in manifest["arrays"] if not NAME_RE.match(n) or ".." in n]
+        if bad:
+            raise StateError(f"arrays: name {bad[0][:80]!r} is not allowed")
+        check_value(ListOf(STR), [r.get("name") for r in manifest["llms"]], "llms[].name")
+        dp = manifest["default_policy"]
+        _check_policy(dp.get("name"), dp.get("value"))
+    except (StateError, ArtifactError) as exc:
+        raise ArtifactError(f"{mf}: {exc}") from exc
     return manifest
 
 
-def verify_artifact(path: str | os.PathLike) -> dict:
-    """Check format version and every file's checksum; return the manifest."""
+def verify_artifact(path: str | os.PathLike, *, sign_key: str | bytes | None = None) -> dict:
+    """Check the directory listing, format version, signature (when a key is given) and
+    every file's checksum; return the manifest."""
     path = Path(path)
     manifest = _read_manifest(path)
-    files = manifest.get("files") or {}
+    mf = path / "manifest.json"
+    names = {p.name for p in path.iterdir()}
+    extra = sorted(names - {"manifest.json", *_FILES})
+    if extra:
+        raise ArtifactError(f"{path}: unexpected file(s) {extra[:5]} in the artifact")
+    key = _key_bytes(sign_key)
+    if key is not None:
+        sig = manifest.get("signature")
+        if not sig or sig.get("alg") != "hmac-sha256":
+            raise ArtifactError(f"{mf}: not signed (export it with a signing key)")
+        if not hmac.compare_digest(str(sig.get("value", "")), _signature(manifest, key)):
+            raise ArtifactError(f"{mf}: signature mismatch (wrong key, or the manifest was modified)")
+    files = manifest["files"]
+    if set(files) != set(_FILES):
+        raise ArtifactError(f"{mf}: files must list exactly {list(_FILES)}, got {sorted(files)[:5]}")
+    caps = {"state.json": LIMITS["state_bytes"], "weights.npz": LIMITS["max_array_bytes"] * 2}
     for f in _FILES:
-        if f not in files:
-            raise ArtifactError(f"{path}/manifest.json: no checksum for {f}")
         p = path / f
         if not p.exists():
             raise ArtifactError(f"{path}: incomplete artifact, {f} is missing")
+        if p.is_symlink() or not p.is_file():
+            raise ArtifactError(f"{p}: not a regular file")
+        if p.stat().st_size > caps[f]:
+            raise ArtifactError(f"{p}: {p.stat().st_size:,} bytes, more than the {caps[f]:,} allowed")
         if _sha256(p) != files[f]:
             raise ArtifactError(f"{p}: checksum mismatch (the file was modified or corrupted)")
     return manifest
 
 
-def load_router(path: str | os.PathLike) -> "ExportedRouter":
+def _declared_arrays(manifest: dict, mf: Path, max_bytes: int) -> dict:
+    out, total = {}, 0
+    for name, spec in manifest["arrays"].items():
+        try:
+            dtype = np.dtype(spec.get("dtype")) if isinstance(spec.get("dtype"), str) else None
+        except TypeError:
+            dtype = None
+        shape = spec.get("shape")
+        if dtype is None or set(spec) != {"dtype", "shape"} or not isinstance(shape, list) or \
+                not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise ArtifactError(f"{mf}: arrays.{name}: expected dtype and a list of sizes")
+        total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+        out[name] = (dtype, tuple(shape))
+    if total > max_bytes:
+        raise ArtifactError(f"{mf}: arrays total {total:,} bytes, more than the {max_bytes:,} "
+                            "allowed (raise max_bytes to load it)")
+    return out
+
+
+def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
+                max_bytes: int | None = None) -> ExportedRouter:
     """Load and verify an artifact directory written by :func:`export_router`.
+
+    Parameters
+    ----------
+    path : path
+        The artifact directory.
+    sign_key : str or bytes, optional
+        Require a valid HMAC-SHA256 signature made with this key.
+    max_bytes : int, optional
+        Cap on the total size of the arrays (default ``LIMITS["max_array_bytes"]``).
 
     Raises
     ------
     ArtifactError
-        Missing/extra-version/tampered/incomplete artifacts.
+        Missing, other-version, tampered, unsafe or incomplete artifacts (one line naming
+        the file and field).
 
     Example
     -------
@@ -237,161 +379,59 @@ def load_router(path: str | os.PathLike) -> "ExportedRouter":
     >>> r.route(["What is 2+2?"], wtp=100.0)[0]["llm"]   # doctest: +SKIP
     """
     path = Path(path)
-    manifest = verify_artifact(path)
-    tree = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    with np.load(path / "weights.npz", allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
+    clean_stale(path)
+    manifest = verify_artifact(path, sign_key=sign_key)
+    if manifest["router_class"] not in class_table():
+        raise ArtifactError(f"{path / 'manifest.json'}: router_class "
+                            f"{manifest['router_class'][:120]!r} is not a registered router class; "
+                            "an artifact may only name one of the classes in the router registry")
+    cap = int(LIMITS["max_array_bytes"] if max_bytes is None else max_bytes)
+    declared = _declared_arrays(manifest, path / "manifest.json", cap)
+    sp, wp = path / "state.json", path / "weights.npz"
     try:
-        router = from_tree(tree, arrays)
-    except (SerializationError, ImportError, AttributeError) as exc:
-        raise ArtifactError(f"{path}: cannot rebuild the router: {exc}") from exc
-    if not isinstance(router, Router):
-        raise ArtifactError(f"{path}: state.json does not hold a Router")
+        doc = read_json(sp, max_bytes=LIMITS["state_bytes"], max_depth=LIMITS["json_depth"])
+        if not isinstance(doc, dict) or doc.get("class") != manifest["router_class"]:
+            raise ArtifactError(f"{sp}: its class does not match the manifest's router_class")
+        with NpzReader(wp) as npz:
+            if set(npz.names) != set(declared):
+                diff = sorted(set(npz.names) ^ set(declared))
+                raise ArtifactError(f"{wp}: arrays {diff[:5]} differ from the manifest's list")
+            for name, (dtype, shape) in declared.items():
+                if npz.header(name)[:2] != (dtype, shape):
+                    raise ArtifactError(f"{wp}: array {name!r} is {npz.header(name)[:2]}, the "
+                                        f"manifest declares {(dtype, shape)}")
+            arrays = {n: npz.read(n, cap) for n in declared}
+    except (LimitError, StateError) as exc:
+        raise ArtifactError(str(exc)) from exc
+    try:
+        router = router_from_state(doc, arrays, str(sp), declared)
+    except (StateError, ValueError, TypeError, KeyError, IndexError, RuntimeError) as exc:
+        raise ArtifactError(f"{sp}: cannot rebuild the router: {exc}") from exc
+    if [r.get("name") for r in manifest["llms"]] != list(router.llm_names_):
+        raise ArtifactError(f"{path / 'manifest.json'}: llms do not match the state's LLM pool")
     return ExportedRouter(router, manifest, path)
 
 
-def _custom_routing(router: Router) -> bool:
-    """Whether the router decides with its own ``route_indices`` (not scores + a policy)."""
-    return type(router).route_indices is not Router.route_indices
-
-
-class ExportedRouter:
-    """A loaded artifact: the router plus its manifest, routing raw texts.
-
-    ``route`` encodes texts inside (through the router's encoder and its cache) and
-    returns, per query, the chosen LLM, every candidate's predicted score and cost, and
-    the policy used. Texts get query ids derived from their content, so a text is routed
-    the same way whatever else is in its batch (seeded routers draw per query id), and a
-    text repeated in one batch is predicted once.
-    """
-
-    def __init__(self, router: Router, manifest: dict, path: Path | None = None):
-        self.router = router
-        self.manifest = manifest
-        self.path = path
-
-    @property
-    def llm_names(self) -> list[str]:
-        return list(self.router.llm_names_)
-
-    @property
-    def default_policy(self) -> tuple[str, float | None]:
-        p = self.manifest.get("default_policy") or {"name": "argmax", "value": None}
-        return p["name"], p.get("value")
-
-    @property
-    def custom_routing(self) -> bool:
-        """True when the router chooses through its own ``route_indices`` (e.g. zero)."""
-        return _custom_routing(self.router)
-
-    def to_data(self, texts: Sequence[str]) -> RoutingData:
-        """Wrap distinct raw texts as an unlabelled RoutingData over this router's LLM pool
-        (query ids ``t<sha1 of the text>``)."""
-        texts = [str(t) for t in texts]
-        if not texts:
-            raise ValueError("no queries to route")
-        ids = ["t" + text_key(t)[:20] for t in texts]
-        if len(set(ids)) != len(ids):
-            raise ValueError("to_data expects distinct texts (route() removes repeats itself)")
-        q = pd.DataFrame({"query_id": ids, "text": texts})
-        return RoutingData(q, self.llm_names, np.full((len(texts), len(self.llm_names)), np.nan),
-                           name="requests")
-
-    def _unique(self, texts: Sequence[str]) -> tuple[RoutingData, np.ndarray]:
-        texts = [str(t) for t in texts]
-        uniq, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
-        return self.to_data(list(uniq)), inverse.ravel()
-
-    def predict(self, queries) -> tuple[np.ndarray, np.ndarray | None, RoutingData]:
-        """Predicted scores and costs, shape (n, n_llms), of raw texts or a RoutingData.
-
-        Returns ``(scores, costs, data)``; for texts, ``data`` holds the distinct texts and
-        the arrays are expanded back to one row per given text.
-        """
-        if isinstance(queries, RoutingData):
-            data, inverse = queries, None
-        else:
-            data, inverse = self._unique(queries)
-        if self.router.uses_ground_truth and np.isnan(data.scores).all():
-            raise ValueError(f"{type(self.router).__name__} routes from ground-truth scores; "
-                             "give it a RoutingData with scores, not raw texts")
-        scores, costs = self.router.predict_scores(data), self.router.predict_costs(data)
-        if inverse is not None:
-            scores = scores[inverse]
-            costs = None if costs is None else costs[inverse]
-        return scores, costs, data
-
-    def decide(self, queries, scores: np.ndarray, costs: np.ndarray | None, *,
-               wtp: float | None = None, budget: float | None = None,
-               candidates: Sequence[str] | None = None) -> tuple[np.ndarray, str, float | None]:
-        """Chosen column per query from predictions (the default policy when neither
-        ``wtp`` nor ``budget`` is given); returns ``(choices, policy, value)``."""
-        if wtp is None and budget is None:
-            name, value = self.default_policy
-            if name == "wtp":
-                wtp = value
-            elif name == "budget":
-                budget = value
-        if wtp is not None and budget is not None:
-            raise ValueError("give either wtp or budget, not both")
-        mask = self.router.candidate_mask(candidates)
-        if self.custom_routing:
-            if isinstance(queries, RoutingData):
-                choice = self.router.route_indices(queries, wtp=wtp, budget=budget,
-                                                   candidates=candidates)
-            else:
-                data, inverse = self._unique(queries)
-                choice = self.router.route_indices(data, wtp=wtp, budget=budget,
-                                                   candidates=candidates)[inverse]
-            policy = "wtp" if wtp is not None else "budget" if budget is not None else "argmax"
-        else:
-            choice, policy = apply_policy(scores, costs, wtp=wtp, budget=budget, mask=mask)
-        value = wtp if policy == "wtp" else budget if policy == "budget" else None
-        return np.asarray(choice), policy, value
-
-    def route(self, queries, *, wtp: float | None = None, budget: float | None = None,
-              candidates: Sequence[str] | None = None) -> list[dict]:
-        """Route raw texts (or a RoutingData); the artifact's default policy when neither
-        ``wtp`` nor ``budget`` is given.
-
-        Returns
-        -------
-        list of dict
-            ``{"llm", "policy", "policy_value", "scores": {llm: s}, "costs": {llm: c}}`` per
-            query (``costs`` is None when the router predicts none).
-
-        Example
-        -------
-        >>> load_router("out/knn").route(["What is 2+2?"], wtp=100.0)[0]["llm"]  # doctest: +SKIP
-        'gpt-4'
-        """
-        scores, costs, _ = self.predict(queries)
-        choice, policy, value = self.decide(queries, scores, costs, wtp=wtp, budget=budget,
-                                            candidates=candidates)
-        return self.results(choice, policy, value, scores, costs, candidates)
-
-    def results(self, choice, policy, value, scores, costs, candidates=None) -> list[dict]:
-        """Per-query result dicts (see :meth:`route`)."""
-        mask = self.router.candidate_mask(candidates)
-        names = self.llm_names
-        keep = range(len(names)) if mask is None else np.flatnonzero(mask)
-        out = []
-        for i, c in enumerate(choice):
-            out.append({"llm": names[c], "policy": policy, "policy_value": value,
-                        "scores": {names[j]: float(scores[i, j]) for j in keep},
-                        "costs": None if costs is None else {names[j]: float(costs[i, j]) for j in keep}})
-        return out
-
-
 def set_default_policy(path: str | os.PathLike, policy: str, value: float | None,
-                       extra: dict | None = None) -> dict:
-    """Rewrite the artifact's default policy (manifest only; checksums of the data files
-    are unchanged). The manifest is replaced atomically."""
+                       extra: dict | None = None, *, sign_key: str | bytes | None = None) -> dict:
+    """Rewrite the artifact's default policy (manifest only, replaced atomically). A signed
+    artifact needs its key, and is signed again."""
     path = Path(path)
-    manifest = verify_artifact(path)
+    manifest = verify_artifact(path, sign_key=sign_key)
+    if manifest.get("signature") and sign_key is None:
+        raise ArtifactError(f"{path}/manifest.json is signed: pass the signing key to change it")
     _check_policy(policy, value)
     manifest["default_policy"] = {"name": policy, "value": value, **(extra or {})}
-    tmp = path / ".manifest.json.tmp"
-    _write_json(tmp, manifest)
-    os.replace(tmp, path / "manifest.json")
+    manifest.pop("signature", None)
+    key = _key_bytes(sign_key)
+    if key is not None:
+        manifest["signature"] = {"alg": "hmac-sha256", "value": _signature(manifest, key)}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
+    os.close(fd)
+    try:
+        _write_json(Path(tmp), manifest)
+        os.replace(tmp, path / "manifest.json")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return manifest

@@ -1,0 +1,233 @@
+"""Bounded readers for untrusted artifact files: capped JSON and a lazy ``.npz`` reader.
+
+* :func:`read_json` refuses files over a size cap, nesting deeper than a depth cap
+  (measured on the raw text before parsing, so a deep document cannot exhaust the stack),
+  duplicate keys and the non-standard constants ``NaN``/``Infinity``.
+* :class:`NpzReader` reads only the members it is asked for, from an uncompressed zip
+  (``np.savez``): it parses each ``.npy`` header itself, refuses object, string and
+  structured dtypes, checks the stored size against dtype x shape before allocating, and
+  reads exactly that many bytes. A compressed member (a possible zip bomb) is refused.
+
+Example
+-------
+>>> import io, json, tempfile, os
+>>> p = os.path.join(tempfile.mkdtemp(), "x.json")
+>>> _ = open(p, "w").write(json.dumps({"a": [1, 2]}))
+>>> read_json(p, max_bytes=100, max_depth=3)
+{'a': [1, 2]}
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ..state import ARRAY_DTYPES
+
+__all__ = ["LimitError", "read_json", "json_depth", "NpzReader"]
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_MAX_HEADER = 4096
+
+
+class LimitError(ValueError):
+    """A file breaks a size, depth or format limit (the message names the file)."""
+
+
+def json_depth(raw: bytes) -> int:
+    """Maximum nesting depth of ``[`` / ``{`` in a JSON text (strings skipped), computed
+    without parsing.
+
+    Example
+    -------
+    >>> json_depth(b'{"a": [[1], "[[["]}')
+    3
+    """
+    body = np.frombuffer(_STRING.sub(b'""', raw), dtype=np.uint8)
+    step = np.zeros(len(body), dtype=np.int64)
+    step[(body == ord("[")) | (body == ord("{"))] = 1
+    step[(body == ord("]")) | (body == ord("}"))] = -1
+    return int(np.cumsum(step).max()) if len(step) else 0
+
+
+def _no_constants(name: str):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _unique_keys(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def read_json(path, *, max_bytes: int, max_depth: int):
+    """Parse a JSON file within limits.
+
+    Raises
+    ------
+    LimitError
+        Too large, too deep, not UTF-8, not valid JSON (duplicate keys and NaN/Infinity
+        included); the message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise LimitError(f"{path}: not a regular file")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise LimitError(f"{path}: {size:,} bytes, more than the {max_bytes:,} allowed")
+    with open(path, "rb") as fh:
+        raw = fh.read(size + 1)  # never max_bytes: read(n) allocates n bytes up front
+    if len(raw) > max_bytes:
+        raise LimitError(f"{path}: more than the {max_bytes:,} bytes allowed")
+    depth = json_depth(raw)
+    if depth > max_depth:
+        raise LimitError(f"{path}: JSON nested {depth} deep, more than the {max_depth} allowed")
+    try:
+        text = raw.decode("utf-8")
+        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise LimitError(f"{path}: not valid JSON ({str(err).splitlines()[0][:200]})") from err
+
+
+def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
+    """``(dtype, shape, fortran_order, header_length)`` of a ``.npy`` byte prefix."""
+    if raw[:6] != b"\x93NUMPY" or len(raw) < 10:
+        raise LimitError(f"{where}: not a .npy array")
+    major = raw[6]
+    if major == 1:
+        hlen, start = int.from_bytes(raw[8:10], "little"), 10
+    elif major in (2, 3):
+        hlen, start = int.from_bytes(raw[8:12], "little"), 12
+    else:
+        raise LimitError(f"{where}: unknown .npy version {major}")
+    if start + hlen > len(raw) or hlen > _MAX_HEADER:
+        raise LimitError(f"{where}: .npy header too long ({hlen} bytes)")
+    try:
+        text = raw[start:start + hlen].decode("latin1")
+        head = ast.literal_eval(text)  # literals only: nothing can be called
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as err:
+        raise LimitError(f"{where}: unreadable .npy header ({err})") from err
+    if not isinstance(head, dict) or set(head) != {"descr", "fortran_order", "shape"}:
+        raise LimitError(f"{where}: malformed .npy header")
+    descr, shape, fortran = head["descr"], head["shape"], head["fortran_order"]
+    if not isinstance(descr, str) or not isinstance(fortran, bool) or not isinstance(shape, tuple) \
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
+            or len(shape) > 8:
+        raise LimitError(f"{where}: malformed .npy header (descr, shape or order)")
+    try:
+        dtype = np.dtype(descr)
+    except (TypeError, ValueError) as err:
+        raise LimitError(f"{where}: unknown dtype {descr!r}") from err
+    if dtype.hasobject or dtype.name not in ARRAY_DTYPES:
+        raise LimitError(f"{where}: dtype {descr!r} is not allowed (object, string and structured "
+                         "arrays are refused)")
+    return dtype, shape, fortran, start + hlen
+
+
+class NpzReader:
+    """Lazy, bounded reader of an uncompressed ``.npz`` file.
+
+    Parameters
+    ----------
+    path : path
+        The ``.npz`` file.
+    max_members : int
+        Most members the archive may list.
+
+    Example
+    -------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "w.npz")
+    >>> np.savez(p, a=np.arange(3))
+    >>> with NpzReader(p) as z:
+    ...     z.headers()["a"][1], z.read("a", 1 << 20).tolist()
+    ((3,), [0, 1, 2])
+    """
+
+    def __init__(self, path, max_members: int = 10_000):
+        self.path = Path(path)
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+        except (zipfile.BadZipFile, OSError, ValueError) as err:
+            raise LimitError(f"{self.path}: not a readable .npz archive ({err})") from err
+        infos = self._zip.infolist()
+        if len(infos) > max_members:
+            self._zip.close()
+            raise LimitError(f"{self.path}: {len(infos)} members, more than {max_members}")
+        self._infos = {}
+        for info in infos:
+            if not info.filename.endswith(".npy") or info.filename in self._infos:
+                self._zip.close()
+                raise LimitError(f"{self.path}: unexpected or repeated member {info.filename!r}")
+            self._infos[info.filename[:-4]] = info
+        self._headers: dict = {}
+
+    def __enter__(self) -> "NpzReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._zip.close()
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._infos)
+
+    def _member(self, name: str) -> zipfile.ZipInfo:
+        info = self._infos.get(name)
+        if info is None:
+            raise LimitError(f"{self.path}: no array {name!r}")
+        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+            raise LimitError(f"{self.path}: array {name!r} is compressed; artifacts store arrays "
+                             "uncompressed (np.savez), so a small file cannot expand in memory")
+        return info
+
+    def header(self, name: str) -> tuple[np.dtype, tuple, bool, int]:
+        """``(dtype, shape, fortran_order, header_length)`` of one member (reads <= 4 KiB)."""
+        if name not in self._headers:
+            info = self._member(name)
+            try:
+                with self._zip.open(info) as fh:
+                    raw = fh.read(min(info.file_size, _MAX_HEADER + 12))
+            except (zipfile.BadZipFile, OSError, ValueError) as err:
+                raise LimitError(f"{self.path}: array {name!r} is unreadable ({err})") from err
+            dtype, shape, fortran, hlen = _parse_header(raw, f"{self.path}:{name}")
+            nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if info.file_size != hlen + nbytes:
+                raise LimitError(f"{self.path}: array {name!r} stores {info.file_size - hlen:,} "
+                                 f"bytes but its header declares {nbytes:,} ({dtype}, {shape})")
+            self._headers[name] = (dtype, shape, fortran, hlen)
+        return self._headers[name]
+
+    def headers(self) -> dict:
+        """``name -> (dtype, shape)`` for every member."""
+        return {n: self.header(n)[:2] for n in self._infos}
+
+    def read(self, name: str, max_bytes: int) -> np.ndarray:
+        """Read one member (at most ``max_bytes`` of data) into a new writable array."""
+        dtype, shape, fortran, hlen = self.header(name)
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if nbytes > max_bytes:
+            raise LimitError(f"{self.path}: array {name!r} is {nbytes:,} bytes, more than the "
+                             f"{max_bytes:,} allowed")
+        try:
+            with self._zip.open(self._member(name)) as fh:
+                fh.read(hlen)
+                data = fh.read(nbytes + 1)
+        except (zipfile.BadZipFile, OSError, ValueError) as err:
+            raise LimitError(f"{self.path}: array {name!r} is unreadable ({err})") from err
+        if len(data) != nbytes:
+            raise LimitError(f"{self.path}: array {name!r} is truncated")
+        arr = np.frombuffer(data, dtype=dtype)
+        arr = arr.reshape(shape, order="F" if fortran else "C")
+        return np.ascontiguousarray(arr).copy()

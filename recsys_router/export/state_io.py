@@ -1,0 +1,209 @@
+"""Routers to and from declared state documents (used for artifacts and nested routers).
+
+A state document is plain JSON::
+
+    {"class": "package.module:Class", "params": {...}, "tuple_params": [...],
+     "state": {declared JSON pieces}}
+
+plus a dict of arrays named by the router's declared state. The class is looked up in an
+explicit table of exact names built from the router registry
+(:func:`~recsys_router.registry.registered_class_paths`): no import by a string from the
+file, no attribute chains. The parameters must be constructor parameters of that class,
+the state is validated against the class's declared spec, and only then does the class's
+own ``_from_state`` rebuild the router.
+
+Example
+-------
+>>> from recsys_router.datasets.synthetic import make_synthetic
+>>> from recsys_router.registry import make_router
+>>> d = make_synthetic(40, 3, 2, seed=0)
+>>> doc, arrays = router_to_state(make_router("best-single").fit(d))
+>>> doc["class"]
+'recsys_router.models.baselines.simple:BestSingleRouter'
+>>> back = router_from_state(doc, arrays, "example")
+>>> back.best_llm_ == make_router("best-single").fit(d).best_llm_
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..router import Router
+from .pool_state import pool_dims
+from ..state import (JSON_ANY, ListOf, NAME_RE, STR, StateError, check_indices, check_state,
+                     check_value, json_safe)
+
+__all__ = ["router_to_state", "router_from_state", "class_table", "router_class_name",
+           "prefixed", "unprefixed"]
+
+
+def router_class_name(router_or_cls) -> str:
+    cls = router_or_cls if isinstance(router_or_cls, type) else type(router_or_cls)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def class_table() -> dict[str, str]:
+    """Exact ``"module:Class"`` names an artifact may name -> registry name."""
+    from ..registry import registered_class_paths
+    return registered_class_paths()
+
+
+def _resolve(name) -> type:
+    if not isinstance(name, str):
+        raise StateError(f"router class must be a string, got {type(name).__name__}")
+    table = class_table()
+    if name not in table:
+        raise StateError(f"router class {name[:120]!r} is not a registered router class; "
+                         "an artifact may only name one of the classes in the router registry")
+    from ..registry import router_class
+    cls = router_class(table[name])
+    if not (isinstance(cls, type) and issubclass(cls, Router)) or router_class_name(cls) != name:
+        raise StateError(f"registry entry {table[name]!r} does not resolve to {name!r}")
+    return cls
+
+
+def _plain(value, where: str):
+    """A parameter value as JSON, or an error naming it (non-data values cannot be stored)."""
+    from ..encoders.base import Encoder
+    if isinstance(value, Encoder):
+        raise StateError(f"{where}: an encoder object; its fitted state is stored with the router, "
+                         "pass the encoder by name to export")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(float(value)):
+            raise StateError(f"{where}: non-finite number {value!r}")
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _plain(v, f"{where}.{k}") for k, v in value.items()}
+    raise StateError(f"{where}: a {type(value).__name__} is not data (numbers, strings, lists, "
+                     "dicts) and cannot be exported")
+
+
+def encoder_param(value):
+    """The JSON form of an ``encoder`` parameter: its name, or an encoder object's kind."""
+    from ..encoders.base import Encoder
+    if isinstance(value, Encoder):
+        from ..encoders.state import encoder_state
+        return encoder_state(value)[0]["kind"]
+    return value
+
+
+def router_to_state(router: Router) -> tuple[dict, dict]:
+    """``(document, arrays)`` of a fitted router (see the module docstring)."""
+    router._check_fitted()
+    params, tuples = {}, []
+    for k, v in router.get_params().items():
+        if k == "encoder":
+            v = encoder_param(v)
+        params[k] = _plain(v, f"parameter {k}")
+        if isinstance(v, tuple):
+            tuples.append(k)
+    fields, arrays = router._get_state()
+    for name in arrays:
+        if not NAME_RE.match(name) or ".." in name:
+            raise StateError(f"array name {name!r} is not allowed")
+    return ({"class": router_class_name(router), "params": params, "tuple_params": tuples,
+             "state": json_safe(fields)}, arrays)
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return "dict" if isinstance(value, dict) else "other"
+
+
+def _check_param_types(cls, params: dict, where: str) -> None:
+    """A parameter whose default is not None must keep its default's JSON kind (a number
+    stays a number, a list a list...; a string default may also take a number)."""
+    import inspect
+    sig = inspect.signature(cls.__init__).parameters
+    for name, value in params.items():
+        default = sig[name].default
+        if default is inspect.Parameter.empty or default is None or value is None:
+            continue
+        mixed = _kind(default) == "str" and _kind(value) == "number"  # e.g. alpha="auto" or 0.5
+        if _kind(default) != _kind(value) and not mixed:
+            raise StateError(f"{where}.params.{name}: expected a {_kind(default)} like the "
+                             f"default {default!r}, got {type(value).__name__}")
+
+
+def check_document(doc, where: str) -> tuple[type, dict, dict]:
+    """Validate a state document's shape, class and parameters (no array is read)."""
+    if not isinstance(doc, dict) or set(doc) != {"class", "params", "tuple_params", "state"}:
+        got = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
+        raise StateError(f"{where}: expected keys class, params, tuple_params, state; got {got}")
+    cls = _resolve(doc["class"])
+    params = check_value(JSON_ANY, doc["params"], f"{where}.params")
+    if not isinstance(params, dict):
+        raise StateError(f"{where}.params: expected an object")
+    valid = set(cls._param_names())
+    bad = sorted(set(params) - valid)
+    if bad:
+        raise StateError(f"{where}.params: {cls.__name__} has no parameter(s) {bad[:5]}")
+    _check_param_types(cls, params, where)
+    for name in check_value(ListOf(STR, 1000), doc["tuple_params"], f"{where}.tuple_params"):
+        if name not in params or not isinstance(params[name], list):
+            raise StateError(f"{where}.tuple_params: {name!r} is not a list parameter")
+        params[name] = tuple(params[name])
+    if not isinstance(doc["state"], dict):
+        raise StateError(f"{where}.state: expected an object")
+    return cls, params, doc["state"]
+
+
+def router_from_state(doc, arrays: dict, where: str, headers: dict | None = None) -> Router:
+    """Rebuild a router from :func:`router_to_state` output, validating everything first.
+
+    Parameters
+    ----------
+    doc : dict
+        The state document.
+    arrays : dict
+        Arrays by name (only the router's own, unprefixed).
+    where : str
+        Name used in error messages (e.g. the artifact path).
+    headers : dict, optional
+        ``name -> (dtype, shape)`` (default: taken from ``arrays``).
+
+    Raises
+    ------
+    StateError
+        Unknown class, unknown parameter, or state not matching the class's spec.
+    """
+    cls, params, fields = check_document(doc, where)
+    if headers is None:
+        headers = {k: (v.dtype, v.shape) for k, v in arrays.items()}
+    dims = pool_dims(fields, where)
+    checked = cls._check_state(fields, headers, dims)
+    check_indices(cls.state_spec(), arrays, dims)
+    return cls._from_state(params, checked, arrays)
+
+
+def prefixed(prefix: str, arrays: dict) -> dict:
+    """``arrays`` with names ``prefix/name`` (a nested part's arrays)."""
+    return {f"{prefix}/{k}": v for k, v in arrays.items()}
+
+
+def unprefixed(prefix: str, arrays: dict) -> dict:
+    """The arrays of part ``prefix``, with the prefix removed."""
+    head = prefix + "/"
+    return {k[len(head):]: v for k, v in arrays.items() if k.startswith(head)}
+
+
+def check_part_state(spec: dict, fields, arrays: dict, where: str, dims: dict | None = None) -> dict:
+    """Validate a nested part's JSON and (unprefixed) arrays against its spec."""
+    return check_state(spec, fields, {k: (v.dtype, v.shape) for k, v in arrays.items()},
+                       {} if dims is None else dims, "")
