@@ -103,7 +103,7 @@ class TaskResidualRouter(Router):
                               for k, v in router.val_scores_.items()}
         router.router_ = router_from_state(fields["router_"], unprefixed("router_", arrays),
                                            f"{cls.__name__}.router_")
-        if list(router.router_.llm_names_) != list(router.llm_names_):
+        if list(router.router_.llm_names_) != list(router.core_llms_ or router.llm_names_):
             raise ValueError(f"{cls.__name__}.router_: its LLM pool differs from the wrapper's")
         return router
 

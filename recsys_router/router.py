@@ -173,6 +173,11 @@ class Router(ABC):
         return router
 
     @classmethod
+    def _check_stored_params(cls, params: dict, where: str) -> None:
+        """Refuse stored hyperparameters that would make the router load or import
+        something the data chose (families whose parameters name modules override this)."""
+
+    @classmethod
     def _check_state(cls, fields: dict, headers: dict, dims: dict) -> dict:
         """Validate stored state against :meth:`state_spec` (families with nested parts
         extend this); returns the JSON fields converted to their declared types."""

@@ -87,3 +87,29 @@ def test_export_reload_identical(name, sim_split, tmp_path):
     with np.load(out / "weights.npz", allow_pickle=False) as npz:
         for k in npz.files:
             assert npz[k].dtype != object
+
+
+@pytest.mark.parametrize("name", available_routers())
+def test_changed_pool_round_trips(name, sim_split, tmp_path):
+    """An LLM added after fitting (and a fitted one removed) survives export and reload:
+    pool, per-LLM state and probe heads are declared state, not constants."""
+    tr, te = sim_split["train"], sim_split["test"]
+    base = tr.subset(llms=tr.llm_names[:4])
+    router = _make(name).fit(base)
+    new = tr.llm_names[4]
+    n = 30
+    texts = [str(t) for t in te.texts[:n]]
+    scores = {t: float(v) for t, v in zip(texts, te.scores[:n, 4])}
+    costs = {t: float(c) for t, c in zip(texts, te.costs[:n, 4])}
+    router.add_llm(new, scores, costs, provenance={"note": "contract"})
+    router.remove_llm(base.llm_names[1])
+    out = export_router(router, tmp_path / name, train_data=base)
+    loaded = load_router(out)
+    assert loaded.llm_names == router.llm_names_ and new in loaded.llm_names
+    assert loaded.router.llm_info_[new]["note"] == "contract"
+    pool = te.subset(llms=router.llm_names_)
+    np.testing.assert_allclose(loaded.router.predict_scores(pool), router.predict_scores(pool),
+                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(loaded.router.llm_mean_costs(), router.llm_mean_costs(),
+                               rtol=1e-6, atol=1e-12)
+    np.testing.assert_array_equal(loaded.router.route(pool), router.route(pool))

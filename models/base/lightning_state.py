@@ -17,10 +17,25 @@ import numpy as np
 
 from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt, Part, StateError, check_state
 
-__all__ = ["LightningStateMixin"]
+__all__ = ["LightningStateMixin", "registered_module_paths"]
 
 _NET = {"n_llms": INT, "embed_dim": INT}
 _MAX_SIZE = 1_000_000
+
+
+def registered_module_paths() -> set[str]:
+    """``package.module.Class`` of the RouterModule of every registered Lightning router."""
+    from recsys_router.registry import ROUTERS, router_class
+    out = set()
+    for name, _ in ROUTERS.items():
+        try:
+            cls = router_class(name)
+        except (ImportError, TypeError):
+            continue
+        mod = getattr(cls, "_module_cls", None)
+        if isinstance(cls, type) and issubclass(cls, LightningStateMixin) and mod is not None:
+            out.add(f"{mod.__module__}.{mod.__name__}")
+    return out
 
 
 class LightningStateMixin:
@@ -31,6 +46,19 @@ class LightningStateMixin:
                "added_llm_rows_": Arr("float64", ("n_added", "row"), optional=True),
                "kept_cols_": Arr("int64", ("n_pool",), optional=True),
                "encoder_": Part(), "net_": Part()}
+
+    @classmethod
+    def _check_stored_params(cls, params: dict, where: str) -> None:
+        """A stored ``module`` must name exactly the module of a registered Lightning
+        router (nothing is imported by a name the artifact chose)."""
+        if "module" not in params:
+            return
+        spec = params["module"]
+        path = spec.get("class_path") if isinstance(spec, dict) else spec
+        allowed = registered_module_paths()
+        if not isinstance(path, str) or path.replace(":", ".") not in allowed:
+            raise StateError(f"{where}.params.module: {str(path)[:120]!r} is not the module of a "
+                             f"registered router ({', '.join(sorted(allowed))})")
 
     def _net_info(self) -> dict:
         """Sizes the network was built with: ``embed_dim`` and ``n_llms`` (the pool it was

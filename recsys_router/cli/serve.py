@@ -23,6 +23,26 @@ __all__ = ["add_parser", "run_export", "run_calibrate", "run_serve"]
 API_KEY_ENV = "RECSYS_ROUTER_API_KEY"
 
 
+_SIGN_HELP = ("name of an environment variable holding the artifact signing key "
+              "(HMAC-SHA256 of the manifest)")
+
+
+def sign_key_from_env(var: str | None) -> str | None:
+    """The signing key held by environment variable ``var`` (None when no variable is given).
+
+    Raises
+    ------
+    ValueError
+        The variable is unset or empty (the message names it).
+    """
+    if var is None:
+        return None
+    key = os.environ.get(var)
+    if not key:
+        raise ValueError(f"--sign-key-env {var}: the environment variable is unset or empty")
+    return key
+
+
 def add_parser(subparsers) -> None:
     """Add the ``export``, ``calibrate`` and ``serve`` sub-commands."""
     e = subparsers.add_parser(
@@ -49,6 +69,8 @@ def add_parser(subparsers) -> None:
     e.add_argument("--policy-value", type=float, default=None, help="lambda (wtp) or C (budget)")
     e.add_argument("--out", required=True, help="artifact directory (written atomically)")
     e.add_argument("--overwrite", action="store_true", help="replace an existing artifact")
+    e.add_argument("--sign-key-env", default=None, metavar="VAR",
+                   help=_SIGN_HELP + "; serve and load_router verify it when given the key")
     e.set_defaults(func=run_export)
 
     c = subparsers.add_parser(
@@ -64,6 +86,8 @@ def add_parser(subparsers) -> None:
     t.add_argument("--target-cost", type=float, help="wanted mean cost per query")
     t.add_argument("--target-share", metavar="LLM=SHARE", help="wanted share of one LLM, e.g. gpt-4=0.3")
     c.add_argument("--policy", choices=("wtp", "budget"), default="wtp")
+    c.add_argument("--sign-key-env", default=None, metavar="VAR",
+                   help=_SIGN_HELP + "; required for a signed artifact, which is signed again")
     add_seed_arg(c, 0, "seeds Python, numpy and torch (routers are already seeded per query)")
     c.set_defaults(func=run_calibrate)
 
@@ -74,6 +98,8 @@ def add_parser(subparsers) -> None:
     s.add_argument("--api-key", default=None,
                    help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV} if set)")
     s.add_argument("--backends", default=None, help="backends.yaml for /v1/chat/completions")
+    s.add_argument("--sign-key-env", default=None, metavar="VAR",
+                   help=_SIGN_HELP + "; the artifact must carry a valid signature made with it")
     s.add_argument("--max-batch", type=int, default=256, help="most queries per request and batch")
     s.add_argument("--max-body-bytes", type=int, default=1_000_000)
     s.add_argument("--max-text-chars", type=int, default=100_000)
@@ -103,6 +129,7 @@ def run_export(args) -> int:
     from ..export import build_router, export_router, heldout_metrics  # noqa: PLC0415
     if args.policy != "argmax" and args.policy_value is None:
         raise ValueError(f"--policy {args.policy} needs --policy-value (lambda or budget C)")
+    key = sign_key_from_env(args.sign_key_env)  # before training: fail fast
     print("fitting the router ...", file=sys.stderr)
     built = build_router(router=args.router, configs=args.config, ckpt=args.ckpt,
                          params=kv_dict(args.param), data=args.data, data_dir=args.data_dir,
@@ -114,7 +141,7 @@ def run_export(args) -> int:
             metrics.update(heldout_metrics(built.router, part, name))
     out = export_router(built.router, args.out, train_data=built.train, metrics=metrics,
                         policy=args.policy, policy_value=args.policy_value,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, sign_key=key)
     print(f"exported {type(built.router).__name__} ({built.description}) to {out}")
     for k, v in metrics.items():
         print(f"  {k} = {v:.6g}")
@@ -137,7 +164,8 @@ def run_calibrate(args) -> int:
             raise ValueError(f"--target-share expects LLM=SHARE, got {args.target_share!r}") from None
     res = calibrate_artifact(args.artifact, data, policy=args.policy,
                              target_cost=args.target_cost, target_share=share,
-                             split=args.split)
+                             split=args.split,
+                             sign_key=sign_key_from_env(args.sign_key_env))
     what = "mean cost" if res["kind"] == "mean_cost" else f"share of {share[0]}"
     print(f"calibrated {res['policy']} = {res['value']:.6g} on {res['data']['n_queries']} queries: "
           f"{what} achieved {res['achieved']:.6g} vs target {res['target']:.6g} "
@@ -153,7 +181,7 @@ def run_serve(args) -> int:
     from ..export import load_router, seed_everything
     from ..serving import ServiceConfig, create_app, load_backends
     seed_everything(args.seed)
-    art = load_router(args.artifact)
+    art = load_router(args.artifact, sign_key=sign_key_from_env(args.sign_key_env))
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
     backends = load_backends(args.backends, art.llm_names) if args.backends else None
     cfg = ServiceConfig(max_batch=args.max_batch, max_body_bytes=args.max_body_bytes,

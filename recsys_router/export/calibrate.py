@@ -98,7 +98,7 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
 
 def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | None = None,
                        target_share: tuple[str, float] | None = None,
-                       split: str | None = None) -> dict:
+                       split: str | None = None, sign_key: str | bytes | None = None) -> dict:
     """Calibrate an exported router on ``data`` and store the result as its default policy.
 
     Parameters
@@ -115,6 +115,8 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         Wanted share of queries sent to one LLM.
     split : str, optional
         Calibrate on the queries whose ``split`` column is this value only.
+    sign_key : str or bytes, optional
+        Key of a signed artifact: its signature is checked on load and renewed.
 
     Returns
     -------
@@ -123,7 +125,7 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
     """
     from ..datasets.resolve import select_split  # noqa: PLC0415
     from .artifact import load_router, set_default_policy  # noqa: PLC0415
-    art = load_router(path)
+    art = load_router(path, sign_key=sign_key)
     data = select_split(data, split, data.name)
     missing = [n for n in art.llm_names if n not in data.llm_names]
     if missing:
@@ -148,7 +150,7 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
                            target_share=share, true_costs=true_costs, choose=choose)
     res["cost_source"] = "true" if true_costs is not None else "predicted"
     res["data"] = {"name": data.name, "n_queries": data.n_queries, "split": split}
-    set_default_policy(path, res["policy"], res["value"],
+    set_default_policy(path, res["policy"], res["value"], sign_key=sign_key,
                        extra={"calibration": {k: v for k, v in res.items()
                                               if k not in ("policy", "value")}})
     return res

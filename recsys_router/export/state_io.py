@@ -45,10 +45,18 @@ def router_class_name(router_or_cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def class_table() -> dict[str, str]:
-    """Exact ``"module:Class"`` names an artifact may name -> registry name."""
+#: routers an artifact may name besides the registered ones (exact name -> module, class);
+#: the generic Lightning router (trained from a config or checkpoint) checks its ``module``
+#: parameter against the modules of the registered Lightning routers
+EXTRA_CLASSES = {"recsys_router.models.base.lightning_router:LightningRouter":
+                 ("recsys_router.models.base.lightning_router", "LightningRouter")}
+
+
+def class_table() -> dict[str, str | None]:
+    """Exact ``"module:Class"`` names an artifact may name -> registry name (None for
+    :data:`EXTRA_CLASSES`)."""
     from ..registry import registered_class_paths
-    return registered_class_paths()
+    return {**{k: None for k in EXTRA_CLASSES}, **registered_class_paths()}
 
 
 def _resolve(name) -> type:
@@ -59,7 +67,12 @@ def _resolve(name) -> type:
         raise StateError(f"router class {name[:120]!r} is not a registered router class; "
                          "an artifact may only name one of the classes in the router registry")
     from ..registry import router_class
-    cls = router_class(table[name])
+    if table[name] is None:
+        import importlib
+        module, attr = EXTRA_CLASSES[name]
+        cls = getattr(importlib.import_module(module), attr)
+    else:
+        cls = router_class(table[name])
     if not (isinstance(cls, type) and issubclass(cls, Router)) or router_class_name(cls) != name:
         raise StateError(f"registry entry {table[name]!r} does not resolve to {name!r}")
     return cls
@@ -155,6 +168,7 @@ def check_document(doc, where: str) -> tuple[type, dict, dict]:
     if bad:
         raise StateError(f"{where}.params: {cls.__name__} has no parameter(s) {bad[:5]}")
     _check_param_types(cls, params, where)
+    cls._check_stored_params(params, where)
     for name in check_value(ListOf(STR, 1000), doc["tuple_params"], f"{where}.tuple_params"):
         if name not in params or not isinstance(params[name], list):
             raise StateError(f"{where}.tuple_params: {name!r} is not a list parameter")

@@ -183,7 +183,7 @@ def p_params_unknown(d):
 
 def p_params_wrong_type(d):
     doc = _state(d)
-    doc["params"]["k"] = "rm -rf /"
+    doc["params"]["seed"] = "rm -rf /"
     _put_state(d, doc)
 
 

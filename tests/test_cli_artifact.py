@@ -1,0 +1,109 @@
+"""CLI boundaries of artifacts: signing keys from the environment, one-line errors with exit
+2, and no temp folder of a killed export surviving the next run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+from recsys_router.cli import main
+from recsys_router.export import load_router
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ["--data", "synthetic", "--data-option", "n_queries=80", "--data-option", "n_llms=3"]
+
+
+def _export(out: Path, *extra: str) -> int:
+    return main(["export", "--router", "best-single", *DATA, "--out", str(out), "--seed", "0",
+                 *extra])
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    return err
+
+
+def test_export_signed_then_serve_and_calibrate_need_the_key(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ART_KEY", "k-123")
+    assert _export(tmp_path / "a", "--sign-key-env", "ART_KEY") == 0
+    man = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert man["signature"]["alg"] == "hmac-sha256"
+    assert load_router(tmp_path / "a", sign_key="k-123").llm_names
+    capsys.readouterr()
+    # calibrate: a signed artifact is not rewritten without its key
+    calib = ["calibrate", str(tmp_path / "a"), *DATA, "--target-cost", "0.001"]
+    assert main(calib) == 2
+    assert "is signed" in _one_line_error(capsys)
+    assert main([*calib, "--sign-key-env", "ART_KEY"]) == 0
+    assert load_router(tmp_path / "a", sign_key="k-123").default_policy[0] == "wtp"
+    capsys.readouterr()
+    # serve with the wrong key: refused before anything listens
+    monkeypatch.setenv("WRONG_KEY", "nope")
+    assert main(["serve", str(tmp_path / "a"), "--sign-key-env", "WRONG_KEY", "--port", "1"]) == 2
+    assert "signature mismatch" in _one_line_error(capsys)
+
+
+def test_unset_key_variable_and_tampered_artifact_are_one_line_exit_2(tmp_path, monkeypatch,
+                                                                     capsys):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    assert _export(tmp_path / "a", "--sign-key-env", "NO_SUCH_KEY_VAR") == 2
+    assert "NO_SUCH_KEY_VAR" in _one_line_error(capsys)
+    assert not (tmp_path / "a").exists()
+    assert _export(tmp_path / "a") == 0
+    capsys.readouterr()
+    (tmp_path / "a" / "manifest.json").write_text("[1, 2]")
+    for cmd in (["serve", str(tmp_path / "a"), "--port", "1"],
+                ["calibrate", str(tmp_path / "a"), *DATA, "--target-cost", "0.001"]):
+        assert main(cmd) == 2
+        assert "manifest.json" in _one_line_error(capsys)
+
+
+_SLOW_EXPORT = """
+import sys, time
+import numpy as np
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.export import export_router
+from recsys_router.registry import make_router
+real = np.savez
+def slow(*a, **k):
+    real(*a, **k)
+    print("writing", flush=True)
+    time.sleep(60)
+np.savez = slow
+d = make_synthetic(40, 3, 2, seed=0)
+export_router(make_router("best-single").fit(d), sys.argv[1], train_data=d)
+"""
+
+
+def test_killed_export_leaves_nothing_that_survives_the_next_run(tmp_path, capsys):
+    out = tmp_path / "art"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_EXPORT, str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing", proc.stderr.read()
+        leftovers = [p.name for p in tmp_path.iterdir()]
+        assert len(leftovers) == 1 and leftovers[0].startswith(".art.tmp-")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert [p.name for p in tmp_path.iterdir()] == leftovers  # kill -9: nothing cleaned up
+    assert _export(out) == 0  # the next export of the target removes the dead one's folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["art"]
+    # the next load does too (a folder left by a dead export of an existing artifact)
+    stale = tmp_path / f".art.tmp-{proc.pid}-zz9"
+    stale.mkdir()
+    (stale / "weights.npz").write_bytes(b"partial")
+    load_router(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["art"]
+    # a temp folder of a live process (this one) is left alone
+    live = tmp_path / f".art.tmp-{os.getpid()}-abc"
+    live.mkdir()
+    load_router(out)
+    assert live.exists()
