@@ -21,6 +21,7 @@ import numpy as np
 from recsys_router.data import RoutingData
 from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.router import Router
+from recsys_router.state import FLOAT, Arr, DictOf, Opt, Part
 
 __all__ = ["CostAwareRouter", "PENALTY_GRID"]
 
@@ -73,6 +74,49 @@ class CostAwareRouter(Router):
 
     uses_text = True
 
+    #: the wrapped router, the penalty, the cost ridge's numbers and (with it) the encoder
+    _state_ = {"penalty_": FLOAT, "val_nauc_": DictOf(Opt(FLOAT), 1000), "router_": Part(),
+               "cost_coef_": Arr("float64", ("dim", "n_llms"), optional=True),
+               "cost_intercept_": Arr("float64", ("n_llms",), optional=True),
+               "features_encoder_": Part(optional=True)}
+
+    def _get_state(self):
+        from recsys_router.encoders.state import save_encoder_part
+        from recsys_router.export.state_io import save_router_part
+        fields, arrays = super()._get_state()
+        if self.cost_model_ is not None:
+            arrays["cost_coef_"] = np.asarray(self.cost_model_[0], np.float64)
+            arrays["cost_intercept_"] = np.asarray(self.cost_model_[1], np.float64)
+        part, inner = save_router_part("router_", self.router_)
+        fields.update(part)
+        arrays.update(inner)
+        fields["features_encoder_"] = None
+        if self.cost_model_ is not None:
+            info, enc = save_encoder_part("features_encoder_", self._encoder())
+            fields.update(info)
+            arrays.update(enc)
+        return fields, arrays
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        from recsys_router.encoders.state import load_encoder_part
+        from recsys_router.export.state_io import load_router_part
+        router = super()._from_state(params, fields, arrays)
+        router.val_nauc_ = {float(k): (np.nan if v is None else v)
+                            for k, v in router.val_nauc_.items()}
+        router.router_ = load_router_part("router_", fields, arrays, cls.__name__,
+                                          router.core_llms_ or router.llm_names_)
+        if (router.cost_coef_ is None) != (router.cost_intercept_ is None):
+            raise ValueError(f"{cls.__name__}: cost_coef_ and cost_intercept_ go together")
+        router.cost_model_ = None if router.cost_coef_ is None else \
+            (router.cost_coef_, router.cost_intercept_)
+        if router.cost_model_ is not None:
+            if fields.get("features_encoder_") is None:
+                raise ValueError(f"{cls.__name__}: a cost ridge needs its features_encoder_")
+            router.features_encoder_ = load_encoder_part("features_encoder_", fields, arrays,
+                                                         cls.__name__)
+        return router
+
     def __init__(self, base: str = "mf", base_params: dict | None = None, penalty="auto",
                  val_fraction: float = 0.25, cost_model: str = "mean", ridge_alpha: float = 1.0,
                  encoder=None, seed: int = 0):
@@ -90,10 +134,17 @@ class CostAwareRouter(Router):
         return resolve_router(self.base, self.base_params, encoder=self.encoder,
                               seed=self.seed)[0]
 
-    def _features(self, data: RoutingData) -> np.ndarray:
+    def _encoder(self):
+        """The encoder of the cost ridge (the one restored from an artifact, if any)."""
         from recsys_router.encoders import get_encoder  # noqa: PLC0415
+        restored = getattr(self, "features_encoder_", None)
+        if restored is not None:
+            return restored
         enc = self.encoder if self.encoder is not None else "minilm"
-        enc = get_encoder(enc) if isinstance(enc, str) else enc
+        return get_encoder(enc) if isinstance(enc, str) else enc
+
+    def _features(self, data: RoutingData) -> np.ndarray:
+        enc = self._encoder()
         return np.asarray(enc.encode(list(data.texts), query_ids=list(data.query_ids)))
 
     def _fit_costs(self, train: RoutingData):

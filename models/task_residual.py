@@ -90,21 +90,19 @@ class TaskResidualRouter(Router):
                "overall_centre_": Arr("float64", ("n_llms",)), "router_": Part()}
 
     def _get_state(self):
-        from recsys_router.export.state_io import prefixed, router_to_state
+        from recsys_router.export.state_io import save_router_part
         fields, arrays = super()._get_state()
-        doc, inner = router_to_state(self.router_)
-        return {**fields, "router_": doc}, {**arrays, **prefixed("router_", inner)}
+        part, inner = save_router_part("router_", self.router_)
+        return {**fields, **part}, {**arrays, **inner}
 
     @classmethod
     def _from_state(cls, params, fields, arrays):
-        from recsys_router.export.state_io import router_from_state, unprefixed
+        from recsys_router.export.state_io import load_router_part
         router = super()._from_state(params, fields, arrays)
         router.val_scores_ = {float(k): (np.nan if v is None else v)
                               for k, v in router.val_scores_.items()}
-        router.router_ = router_from_state(fields["router_"], unprefixed("router_", arrays),
-                                           f"{cls.__name__}.router_")
-        if list(router.router_.llm_names_) != list(router.core_llms_ or router.llm_names_):
-            raise ValueError(f"{cls.__name__}.router_: its LLM pool differs from the wrapper's")
+        router.router_ = load_router_part("router_", fields, arrays, cls.__name__,
+                                          router.core_llms_ or router.llm_names_)
         return router
 
     def __init__(self, base: str = "mf", base_params: dict | None = None, alpha="auto",

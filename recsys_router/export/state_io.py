@@ -37,7 +37,7 @@ from ..state import (JSON_ANY, ListOf, NAME_RE, STR, StateError, check_indices, 
                      check_value, json_safe)
 
 __all__ = ["router_to_state", "router_from_state", "class_table", "router_class_name",
-           "prefixed", "unprefixed"]
+           "prefixed", "unprefixed", "save_router_part", "load_router_part"]
 
 
 def router_class_name(router_or_cls) -> str:
@@ -215,6 +215,21 @@ def unprefixed(prefix: str, arrays: dict) -> dict:
     """The arrays of part ``prefix``, with the prefix removed."""
     head = prefix + "/"
     return {k[len(head):]: v for k, v in arrays.items() if k.startswith(head)}
+
+
+def save_router_part(name: str, router: Router) -> tuple[dict, dict]:
+    """``({name: document}, {name/array: ndarray})`` of an inner (wrapped) router."""
+    doc, arrays = router_to_state(router)
+    return {name: doc}, prefixed(name, arrays)
+
+
+def load_router_part(name: str, fields: dict, arrays: dict, where: str,
+                     pool: list[str]) -> Router:
+    """The inner router stored by :func:`save_router_part`; its pool must be ``pool``."""
+    inner = router_from_state(fields[name], unprefixed(name, arrays), f"{where}.{name}")
+    if list(inner.llm_names_) != list(pool):
+        raise StateError(f"{where}.{name}: its LLM pool differs from the wrapper's")
+    return inner
 
 
 def check_part_state(spec: dict, fields, arrays: dict, where: str, dims: dict | None = None) -> dict:
