@@ -21,7 +21,7 @@ import numpy as np
 from recsys_router.data import RoutingData
 from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, Arr, DictOf, Opt, Part
+from recsys_router.state import FLOAT, Arr, DictOf, Opt, Part, number_keys
 
 __all__ = ["CostAwareRouter", "PENALTY_GRID"]
 
@@ -102,8 +102,7 @@ class CostAwareRouter(Router):
         from recsys_router.encoders.state import load_encoder_part
         from recsys_router.export.state_io import load_router_part
         router = super()._from_state(params, fields, arrays)
-        router.val_nauc_ = {float(k): (np.nan if v is None else v)
-                            for k, v in router.val_nauc_.items()}
+        router.val_nauc_ = number_keys(router.val_nauc_)
         router.router_ = load_router_part("router_", fields, arrays, cls.__name__,
                                           router.core_llms_ or router.llm_names_)
         if (router.cost_coef_ is None) != (router.cost_intercept_ is None):

@@ -29,7 +29,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, Part
+from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, Part, number_keys
 
 from .baselines._common import masked_group_means, safe_llm_means
 from .baselines.simple import rows_or_default, task_groups, task_rows
@@ -99,8 +99,7 @@ class TaskResidualRouter(Router):
     def _from_state(cls, params, fields, arrays):
         from recsys_router.export.state_io import load_router_part
         router = super()._from_state(params, fields, arrays)
-        router.val_scores_ = {float(k): (np.nan if v is None else v)
-                              for k, v in router.val_scores_.items()}
+        router.val_scores_ = number_keys(router.val_scores_)
         router.router_ = load_router_part("router_", fields, arrays, cls.__name__,
                                           router.core_llms_ or router.llm_names_)
         return router

@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 __all__ = ["StateError", "Arr", "Part", "Scalar", "ListOf", "DictOf", "TupleOf", "Opt", "INT", "FLOAT",
-           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "check_indices", "collect_state",
+           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "check_indices", "collect_state", "number_keys",
            "ARRAY_DTYPES", "NAME_RE", "json_safe"]
 
 #: dtypes an artifact array may have (never object, string, void or structured)
@@ -300,6 +300,18 @@ def json_safe(value):
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def number_keys(table: dict | None, kind: type = float) -> dict:
+    """A JSON-restored ``{str: number or None}`` as ``{kind(key): number}`` (None -> NaN),
+    e.g. the validation scores a router kept per tried hyperparameter value.
+
+    Example
+    -------
+    >>> number_keys({"0.5": 0.25, "1": None})
+    {0.5: 0.25, 1.0: nan}
+    """
+    return {kind(k): (float("nan") if v is None else v) for k, v in (table or {}).items()}
 
 
 def collect_state(obj, spec: dict, prefix: str = "") -> tuple[dict, dict]:

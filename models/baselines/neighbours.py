@@ -23,7 +23,7 @@ import numpy as np
 
 from recsys_router.fallback import realised_scores, stratified_holdout
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt
+from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt, number_keys
 
 from ._common import TextEmbeddingMixin, safe_llm_means
 
@@ -170,7 +170,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
     @classmethod
     def _from_state(cls, params, fields, arrays):
         router = super()._from_state(params, fields, arrays)
-        router.k_scores_ = {int(k): (np.nan if v is None else v) for k, v in router.k_scores_.items()}
+        router.k_scores_ = number_keys(router.k_scores_, int)
         return router
 
     def __init__(self, k: int | None = None, metric: str = "cosine", encoder="hashing",
