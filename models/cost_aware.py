@@ -23,13 +23,15 @@ from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, DictOf, Opt, Part, number_keys
 
+from .inner_state import InnerRouterState
+
 __all__ = ["CostAwareRouter", "PENALTY_GRID"]
 
 #: penalties tried when ``penalty="auto"`` (units: predicted score per max mean LLM cost)
 PENALTY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
 
 
-class CostAwareRouter(Router):
+class CostAwareRouter(InnerRouterState, Router):
     """Score router plus a cost penalty chosen on an inner validation split.
 
     Registered as ``"cost-aware"``.
@@ -75,21 +77,17 @@ class CostAwareRouter(Router):
     uses_text = True
 
     #: the wrapped router, the penalty, the cost ridge's numbers and (with it) the encoder
-    _state_ = {"penalty_": FLOAT, "val_nauc_": DictOf(Opt(FLOAT), 1000), "router_": Part(),
+    _state_ = {"penalty_": FLOAT, "val_nauc_": DictOf(Opt(FLOAT), 1000),
                "cost_coef_": Arr("float64", ("dim", "n_llms"), optional=True),
                "cost_intercept_": Arr("float64", ("n_llms",), optional=True),
                "features_encoder_": Part(optional=True)}
 
     def _get_state(self):
         from recsys_router.encoders.state import save_encoder_part
-        from recsys_router.export.state_io import save_router_part
         fields, arrays = super()._get_state()
         if self.cost_model_ is not None:
             arrays["cost_coef_"] = np.asarray(self.cost_model_[0], np.float64)
             arrays["cost_intercept_"] = np.asarray(self.cost_model_[1], np.float64)
-        part, inner = save_router_part("router_", self.router_)
-        fields.update(part)
-        arrays.update(inner)
         fields["features_encoder_"] = None
         if self.cost_model_ is not None:
             info, enc = save_encoder_part("features_encoder_", self._encoder())
@@ -100,11 +98,8 @@ class CostAwareRouter(Router):
     @classmethod
     def _from_state(cls, params, fields, arrays):
         from recsys_router.encoders.state import load_encoder_part
-        from recsys_router.export.state_io import load_router_part
         router = super()._from_state(params, fields, arrays)
         router.val_nauc_ = number_keys(router.val_nauc_)
-        router.router_ = load_router_part("router_", fields, arrays, cls.__name__,
-                                          router.core_llms_ or router.llm_names_)
         if (router.cost_coef_ is None) != (router.cost_intercept_ is None):
             raise ValueError(f"{cls.__name__}: cost_coef_ and cost_intercept_ go together")
         router.cost_model_ = None if router.cost_coef_ is None else \

@@ -26,10 +26,12 @@ from recsys_router.data import RoutingData
 from recsys_router.feedback.logged import FEEDBACK_LOSSES, check_logged
 from recsys_router.router import Router
 
+from .inner_state import InnerRouterState
+
 __all__ = ["LoggedFeedbackRouter"]
 
 
-class LoggedFeedbackRouter(Router):
+class LoggedFeedbackRouter(InnerRouterState, Router):
     """A registry router trained on logged feedback (registered as ``"logged"``).
 
     Parameters

@@ -29,8 +29,9 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, Part, number_keys
+from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, number_keys
 
+from .inner_state import InnerRouterState
 from .baselines._common import masked_group_means, safe_llm_means
 from .baselines.simple import rows_or_default, task_groups, task_rows
 
@@ -40,7 +41,7 @@ __all__ = ["TaskResidualRouter", "ALPHA_GRID"]
 ALPHA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 
 
-class TaskResidualRouter(Router):
+class TaskResidualRouter(InnerRouterState, Router):
     """A CF router's within-task deviations added to per-task mean scores.
 
     Parameters
@@ -87,21 +88,12 @@ class TaskResidualRouter(Router):
                "task_means_": Arr("float64", ("n_tasks", "n_llms")),
                "task_centres_": Arr("float64", ("n_tasks", "n_llms")),
                "overall_means_": Arr("float64", ("n_llms",)),
-               "overall_centre_": Arr("float64", ("n_llms",)), "router_": Part()}
-
-    def _get_state(self):
-        from recsys_router.export.state_io import save_router_part
-        fields, arrays = super()._get_state()
-        part, inner = save_router_part("router_", self.router_)
-        return {**fields, **part}, {**arrays, **inner}
+               "overall_centre_": Arr("float64", ("n_llms",))}
 
     @classmethod
     def _from_state(cls, params, fields, arrays):
-        from recsys_router.export.state_io import load_router_part
         router = super()._from_state(params, fields, arrays)
         router.val_scores_ = number_keys(router.val_scores_)
-        router.router_ = load_router_part("router_", fields, arrays, cls.__name__,
-                                          router.core_llms_ or router.llm_names_)
         return router
 
     def __init__(self, base: str = "mf", base_params: dict | None = None, alpha="auto",

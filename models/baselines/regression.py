@@ -104,9 +104,11 @@ class _MLPBase(TextEmbeddingMixin, Router):
     _NET = {"in_dim": INT, "out_dim": INT, "hidden_size": INT, "n_hidden": INT}
 
     def _get_state(self):
+        import torch
+
         from recsys_router.export.torch_state import module_arrays
         fields, arrays = super()._get_state()
-        lin = [m for m in self.model_ if hasattr(m, "in_features")]
+        lin = [m for m in self.model_.modules() if isinstance(m, torch.nn.Linear)]
         fields["model_"] = {"in_dim": int(lin[0].in_features), "out_dim": int(lin[-1].out_features),
                             "hidden_size": int(self.hidden_size), "n_hidden": len(lin) - 1}
         arrays.update({f"model_/{k}": v for k, v in module_arrays(self.model_).items()})
