@@ -209,3 +209,34 @@ def test_text_decisions_do_not_depend_on_the_batch(tmp_path, sim_split):
     assert whole == [art.route([t])[0]["llm"] for t in texts]
     assert [r["llm"] for r in art.route(texts[::-1])] == whole[::-1]
     assert len(set(whole)) > 1  # the seeded draw really varies per text
+
+
+def test_encoder_states_rebuild_identical_encoders(tmp_path):
+    """Every built-in encoder kind declares its state; rebuilt ones encode identically, and
+    nothing is read from a path or model name found in the state."""
+    from recsys_router.encoders import HashingEncoder, PrecomputedEncoder, TfidfEncoder
+    from recsys_router.encoders.neural import MINILM_NAME, SentenceTransformerEncoder
+    from recsys_router.encoders.state import encoder_from_state, encoder_state
+    from recsys_router.state import StateError
+    texts = ["red apple pie", "green apple", "blue sky today", "a sky of apples"]
+    npy = tmp_path / "e.npy"
+    np.save(npy, np.arange(8, dtype=np.float32).reshape(4, 2))
+    (tmp_path / "e.ids.txt").write_text("q0\nq1\nq2\nq3\n")
+    for enc in (HashingEncoder(dim=16), TfidfEncoder(dim=3).fit(texts), PrecomputedEncoder(npy)):
+        info, arrays = encoder_state(enc)
+        json.dumps(info)
+        assert all(a.dtype != object for a in arrays.values())
+        back = encoder_from_state(info, arrays, "enc")
+        assert back.identity == enc.identity and back.dim == enc.dim
+        ids = ["q2", "q0"]
+        np.testing.assert_array_equal(back.encode(texts[:2], ids), enc.encode(texts[:2], ids))
+    npy.unlink()  # the precomputed table lives in the state, not in the file
+    assert back.encode(["", ""], ["q3", "q1"]).tolist() == [[6.0, 7.0], [2.0, 3.0]]
+    st = SentenceTransformerEncoder("minilm")
+    info, arrays = encoder_state(st)
+    assert info["model_name"] == MINILM_NAME and arrays == {}
+    assert encoder_from_state(info, arrays, "enc").identity == st.identity  # model not loaded
+    with pytest.raises(StateError, match="packaged MiniLM"):
+        encoder_state(SentenceTransformerEncoder(str(tmp_path)))
+    with pytest.raises(StateError, match="packaged MiniLM"):
+        encoder_from_state({**info, "model_name": str(tmp_path)}, {}, "enc")
