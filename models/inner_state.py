@@ -22,14 +22,14 @@ class InnerRouterState:
     _state_ = {"router_": Part()}
 
     def _get_state(self):
-        from recsys_router.export.state_io import save_router_part
+        from recsys_router.router_state import save_router_part
         fields, arrays = super()._get_state()
         part, inner = save_router_part("router_", self.router_)
         return {**fields, **part}, {**arrays, **inner}
 
     @classmethod
     def _from_state(cls, params, fields, arrays):
-        from recsys_router.export.state_io import load_router_part
+        from recsys_router.router_state import load_router_part
         router = super()._from_state(params, fields, arrays)
         router.router_ = load_router_part("router_", fields, arrays, cls.__name__,
                                           router.core_llms_ or router.llm_names_)

@@ -119,9 +119,9 @@ class Router(ABC):
     @classmethod
     def state_spec(cls) -> dict:
         """Every declared piece of fitted state: the pool bookkeeping
-        (:func:`~recsys_router.export.pool_state.pool_spec`) plus the ``_state_`` of each
+        (:func:`~recsys_router.state.pool.pool_spec`) plus the ``_state_`` of each
         class in the hierarchy (name -> spec)."""
-        from .export.pool_state import pool_spec
+        from .state.pool import pool_spec
         spec = pool_spec()
         for klass in reversed(cls.__mro__):
             spec.update(klass.__dict__.get("_state_", {}))
@@ -138,7 +138,7 @@ class Router(ABC):
         >>> from recsys_router.models.baselines import BestSingleRouter  # doctest: +SKIP
         >>> fields, arrays = BestSingleRouter().fit(train)._get_state()  # doctest: +SKIP
         """
-        from .export.pool_state import heads_state
+        from .state.pool import heads_state
         self._check_fitted()
         fields, arrays = collect_state(self, self.state_spec())
         fields["probe_llms_"], heads = heads_state(self)
@@ -166,7 +166,7 @@ class Router(ABC):
         for name, spec in cls.state_spec().items():
             if not isinstance(spec, Part):  # nested parts are restored by the family
                 setattr(router, name, fields[name] if name in fields else arrays.get(name))
-        from .export.pool_state import heads_from_state
+        from .state.pool import heads_from_state
         router.probe_llms_ = heads_from_state(router, fields.get("probe_llms_"), arrays, cls.__name__)
         router.llm_info_ = router.llm_info_ or {}
         router.fitted_ = True

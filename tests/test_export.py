@@ -11,7 +11,7 @@ import torch
 
 from recsys_router.export import (ArtifactError, calibrate_policy, export_router, load_router,
                                   set_default_policy)
-from recsys_router.export.torch_state import load_module_arrays, module_arrays
+from recsys_router.state.nets import load_module_arrays, module_arrays
 from recsys_router.registry import register_router
 from recsys_router.router import Router
 from recsys_router.state import INT, STR, Arr, ListOf, Part

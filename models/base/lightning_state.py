@@ -3,7 +3,7 @@
 The network is not described by the artifact: the router rebuilds it from its own
 (JSON) hyperparameters through ``build_module(n_llms, embed_dim)`` and only copies the
 stored ``state_dict`` arrays into it, after checking that their names, dtypes and shapes
-are exactly the network's (:func:`~recsys_router.export.torch_state.load_module_arrays`).
+are exactly the network's (:func:`~recsys_router.state.nets.load_module_arrays`).
 ``n_llms`` is the pool the network was built for; LLMs added later (cold start) live in
 buffers the network declares growable, and in the per-LLM arrays of the router.
 
@@ -73,7 +73,7 @@ class LightningStateMixin:
 
     def _get_state(self):
         from recsys_router.encoders.state import save_encoder_part
-        from recsys_router.export.torch_state import module_arrays
+        from recsys_router.state.nets import module_arrays
         fields, arrays = super()._get_state()
         info, enc_arrays = save_encoder_part("encoder_", self.encoder_)
         fields.update(info)
@@ -89,7 +89,7 @@ class LightningStateMixin:
     @classmethod
     def _from_state(cls, params, fields, arrays):
         from recsys_router.encoders.state import load_encoder_part
-        from recsys_router.export.torch_state import load_module_arrays
+        from recsys_router.state.nets import load_module_arrays
         router = super()._from_state(params, fields, arrays)
         if router.llm_feature_stats_ is not None:
             router.llm_feature_stats_ = {k: (np.nan if v is None else v)

@@ -106,7 +106,7 @@ class _MLPBase(TextEmbeddingMixin, Router):
     def _get_state(self):
         import torch
 
-        from recsys_router.export.torch_state import module_arrays
+        from recsys_router.state.nets import module_arrays
         fields, arrays = super()._get_state()
         lin = [m for m in self.model_.modules() if isinstance(m, torch.nn.Linear)]
         fields["model_"] = {"in_dim": int(lin[0].in_features), "out_dim": int(lin[-1].out_features),
@@ -116,7 +116,7 @@ class _MLPBase(TextEmbeddingMixin, Router):
 
     @classmethod
     def _from_state(cls, params, fields, arrays):
-        from recsys_router.export.torch_state import load_module_arrays
+        from recsys_router.state.nets import load_module_arrays
         router = super()._from_state(params, fields, arrays)
         net = check_state(cls._NET, fields["model_"], {}, {}, "model_.")
         if not all(0 <= v <= 100_000 for v in net.values()) or net["n_hidden"] > 64 \

@@ -38,7 +38,7 @@ from ..state import (BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, O
                      check_state, check_value, json_safe)
 from .exported import ExportedRouter
 from .safe_io import LimitError, NpzReader, read_json
-from .state_io import class_table, router_from_state, router_to_state
+from ..router_state import class_table, router_from_state, router_to_state
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
            "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS"]

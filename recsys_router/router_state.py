@@ -31,9 +31,9 @@ import math
 
 import numpy as np
 
-from ..router import Router
-from .pool_state import pool_dims
-from ..state import (JSON_ANY, ListOf, NAME_RE, STR, StateError, check_indices, check_state,
+from .router import Router
+from .state.pool import pool_dims
+from .state import (JSON_ANY, ListOf, NAME_RE, STR, StateError, check_indices, check_state,
                      check_value, json_safe)
 
 __all__ = ["router_to_state", "router_from_state", "class_table", "router_class_name",
@@ -55,7 +55,7 @@ EXTRA_CLASSES = {"recsys_router.models.base.lightning_router:LightningRouter":
 def class_table() -> dict[str, str | None]:
     """Exact ``"module:Class"`` names an artifact may name -> registry name (None for
     :data:`EXTRA_CLASSES`)."""
-    from ..registry import registered_class_paths
+    from .registry import registered_class_paths
     return {**{k: None for k in EXTRA_CLASSES}, **registered_class_paths()}
 
 
@@ -66,7 +66,7 @@ def _resolve(name) -> type:
     if name not in table:
         raise StateError(f"router class {name[:120]!r} is not a registered router class; "
                          "an artifact may only name one of the classes in the router registry")
-    from ..registry import router_class
+    from .registry import router_class
     if table[name] is None:
         import importlib
         module, attr = EXTRA_CLASSES[name]
@@ -80,7 +80,7 @@ def _resolve(name) -> type:
 
 def _plain(value, where: str):
     """A parameter value as JSON, or an error naming it (non-data values cannot be stored)."""
-    from ..encoders.base import Encoder
+    from .encoders.base import Encoder
     if isinstance(value, Encoder):
         raise StateError(f"{where}: an encoder object; its fitted state is stored with the router, "
                          "pass the encoder by name to export")
@@ -102,9 +102,9 @@ def _plain(value, where: str):
 
 def encoder_param(value):
     """The JSON form of an ``encoder`` parameter: its name, or an encoder object's kind."""
-    from ..encoders.base import Encoder
+    from .encoders.base import Encoder
     if isinstance(value, Encoder):
-        from ..encoders.state import encoder_state
+        from .encoders.state import encoder_state
         return encoder_state(value)[0]["kind"]
     return value
 

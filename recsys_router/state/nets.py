@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..state import StateError
+from . import StateError
 
 __all__ = ["module_arrays", "load_module_arrays"]
 

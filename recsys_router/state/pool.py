@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..state import (BOOL, FLOAT, INT, JSON_ANY, STR, Arr, DictOf, ListOf, Opt, Part,
+from . import (BOOL, FLOAT, INT, JSON_ANY, STR, Arr, DictOf, ListOf, Opt, Part,
                      StateError, check_state, check_value)
 
 __all__ = ["pool_spec", "pool_dims", "heads_state", "heads_from_state"]
