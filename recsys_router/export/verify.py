@@ -1,0 +1,177 @@
+"""Verification of format-2 artifacts: directory listing, manifest types, format version,
+optional HMAC-SHA256 signature, file checksums and declared array sizes (no array is read).
+
+Example
+-------
+>>> verify_artifact("out/knn")["format_version"]  # doctest: +SKIP
+2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..state import (BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt, StateError,
+                     check_state, check_value)
+from .safe_io import LimitError, read_json
+
+__all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_policy",
+           "declared_arrays", "signature", "key_bytes", "sha256"]
+
+FORMAT_VERSION = 2
+_FILES = ("state.json", "weights.npz")
+#: caps on what a loader reads (bytes, nesting depth); ``max_array_bytes`` is the default
+#: total of all arrays, overridable per call
+LIMITS = {"manifest_bytes": 4 << 20, "state_bytes": 256 << 20, "json_depth": 64,
+          "max_array_bytes": 4 << 30}
+_REEXPORT = ("re-export it with this version from its training data, e.g. "
+             "`recsys-router export --router NAME --data DATA --out DIR`")
+
+
+class ArtifactError(ValueError):
+    """An artifact is missing, incomplete, tampered with, unsafe, or of another format.
+
+    The message is one line naming the file (and field)."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
+
+
+def sha256(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def key_bytes(key) -> bytes | None:
+    """A signing key as bytes (None stays None; an empty key is an error)."""
+    if key is None:
+        return None
+    key = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    if not key:
+        raise ArtifactError("the signing key is empty")
+    return key
+
+
+def signature(manifest: dict, key: bytes) -> str:
+    """HMAC-SHA256 (hex) of the manifest without its ``signature`` field, as canonical JSON
+    (sorted keys, no spaces, ASCII)."""
+    body = {k: v for k, v in manifest.items() if k != "signature"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hmac.new(key, text.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def check_policy(policy, value) -> None:
+    """Refuse an unknown default policy, or a wtp/budget policy without a finite value >= 0."""
+    if policy not in ("argmax", "wtp", "budget"):
+        raise ArtifactError(f"unknown policy {policy!r}; expected argmax, wtp or budget")
+    if policy != "argmax" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                               or not np.isfinite(value) or value < 0):
+        raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {value!r}")
+
+
+_ARRAY = DictOf(JSON_ANY)
+_MANIFEST = {
+    "format": STR, "format_version": INT, "package_version": STR, "router_class": STR,
+    "router_params": DictOf(JSON_ANY, 1000), "llms": ListOf(DictOf(JSON_ANY, 20), 100_000),
+    "encoder": Opt(DictOf(JSON_ANY, 20)), "uses_text": BOOL, "uses_ground_truth": BOOL,
+    "default_policy": DictOf(JSON_ANY, 20), "training_data": Opt(DictOf(JSON_ANY, 20)),
+    "metrics": DictOf(Opt(FLOAT), 10_000), "arrays": DictOf(_ARRAY, 10_000),
+    "files": DictOf(STR, 10), "signature": Opt(DictOf(STR, 4)),
+}
+
+
+def _read_manifest(path: Path) -> dict:
+    mf = path / "manifest.json"
+    if not path.is_dir():
+        raise ArtifactError(f"{path}: not an artifact directory (it does not exist)")
+    if not mf.exists():
+        raise ArtifactError(f"{path}: incomplete artifact, manifest.json is missing")
+    try:
+        manifest = read_json(mf, max_bytes=LIMITS["manifest_bytes"], max_depth=16)
+    except LimitError as exc:
+        raise ArtifactError(str(exc)) from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != "recsys-router-artifact":
+        raise ArtifactError(f"{mf}: not a recsys-router artifact manifest (expected a JSON "
+                            "object with format 'recsys-router-artifact')")
+    version = manifest.get("format_version")
+    if version == 1:
+        raise ArtifactError(f"{mf}: format 1 artifacts rebuild arbitrary objects and are no "
+                            f"longer loaded; {_REEXPORT}")
+    if version != FORMAT_VERSION:
+        raise ArtifactError(f"{mf}: format_version {version!r} is not supported (this package "
+                            f"reads version {FORMAT_VERSION}); {_REEXPORT}")
+    try:
+        check_state({**_MANIFEST, "signature": Opt(DictOf(STR, 4))},
+                    {"signature": None, **manifest}, {})
+        bad = [n for n in manifest["arrays"] if not NAME_RE.match(n) or ".." in n]
+        if bad:
+            raise StateError(f"arrays: name {bad[0][:80]!r} is not allowed")
+        check_value(ListOf(STR), [r.get("name") for r in manifest["llms"]], "llms[].name")
+        dp = manifest["default_policy"]
+        check_policy(dp.get("name"), dp.get("value"))
+    except (StateError, ArtifactError) as exc:
+        raise ArtifactError(f"{mf}: {exc}") from exc
+    return manifest
+
+
+def verify_artifact(path: str | os.PathLike, *, sign_key: str | bytes | None = None) -> dict:
+    """Check the directory listing, format version, signature (when a key is given) and
+    every file's checksum; return the manifest."""
+    path = Path(path)
+    manifest = _read_manifest(path)
+    mf = path / "manifest.json"
+    names = {p.name for p in path.iterdir()}
+    extra = sorted(names - {"manifest.json", *_FILES})
+    if extra:
+        raise ArtifactError(f"{path}: unexpected file(s) {extra[:5]} in the artifact")
+    key = key_bytes(sign_key)
+    if key is not None:
+        sig = manifest.get("signature")
+        if not sig or sig.get("alg") != "hmac-sha256":
+            raise ArtifactError(f"{mf}: not signed (export it with a signing key)")
+        if not hmac.compare_digest(str(sig.get("value", "")), signature(manifest, key)):
+            raise ArtifactError(f"{mf}: signature mismatch (wrong key, or the manifest was modified)")
+    files = manifest["files"]
+    if set(files) != set(_FILES):
+        raise ArtifactError(f"{mf}: files must list exactly {list(_FILES)}, got {sorted(files)[:5]}")
+    caps = {"state.json": LIMITS["state_bytes"], "weights.npz": LIMITS["max_array_bytes"] * 2}
+    for f in _FILES:
+        p = path / f
+        if not p.exists():
+            raise ArtifactError(f"{path}: incomplete artifact, {f} is missing")
+        if p.is_symlink() or not p.is_file():
+            raise ArtifactError(f"{p}: not a regular file")
+        if p.stat().st_size > caps[f]:
+            raise ArtifactError(f"{p}: {p.stat().st_size:,} bytes, more than the {caps[f]:,} allowed")
+        if sha256(p) != files[f]:
+            raise ArtifactError(f"{p}: checksum mismatch (the file was modified or corrupted)")
+    return manifest
+
+
+def declared_arrays(manifest: dict, mf: Path, max_bytes: int) -> dict:
+    out, total = {}, 0
+    for name, spec in manifest["arrays"].items():
+        try:
+            dtype = np.dtype(spec.get("dtype")) if isinstance(spec.get("dtype"), str) else None
+        except TypeError:
+            dtype = None
+        shape = spec.get("shape")
+        if dtype is None or set(spec) != {"dtype", "shape"} or not isinstance(shape, list) or \
+                not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise ArtifactError(f"{mf}: arrays.{name}: expected dtype and a list of sizes")
+        total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+        out[name] = (dtype, tuple(shape))
+    if total > max_bytes:
+        raise ArtifactError(f"{mf}: arrays total {total:,} bytes, more than the {max_bytes:,} "
+                            "allowed (raise max_bytes to load it)")
+    return out
