@@ -39,7 +39,8 @@ class LoggedFeedbackRouter(InnerRouterState, Router):
     router : str
         Registry name of the wrapped router (``mf``, ``two-tower``, ``mirt``, ``nirt``...).
     params : dict, optional
-        Its hyperparameters (its loss ``kind`` must be ``bce`` or ``mse``).
+        Its hyperparameters (its loss ``kind`` must be ``bce`` or ``mse``; when ``params``
+        sets no loss, a router whose default loss is another kind trains with ``bce``).
     loss : {"naive", "ips", "snips", "dr"}
         Logged-feedback loss.
     propensity_clip : float
@@ -83,9 +84,15 @@ class LoggedFeedbackRouter(InnerRouterState, Router):
         check_logged(train, need_propensity=self.loss != "naive")
         inner = resolve_router(self.router, self.params, encoder=self.encoder, seed=self.seed)[0]
         if isinstance(inner, LightningRouter):
+            if inner.module_class().fixed_mode is not None:
+                raise ValueError(f"{self.router} trains on its own batch layout "
+                                 f"({inner.module_class().fixed_mode}); logged-feedback losses "
+                                 "need mf, two-tower, mirt or nirt")
             loss = inner.module_kwargs().get("loss")
             kind = loss.kind if loss is not None else inner.module_class().default_loss
-            if kind not in ("bce", "mse"):
+            if kind not in ("bce", "mse") and "loss" not in (self.params or {}):
+                inner.set_params(loss="bce")  # e.g. two-tower's default listwise loss
+            elif kind not in ("bce", "mse"):
                 raise ValueError(f"{self.router}: logged-feedback training needs loss 'bce' or "
                                  f"'mse', got {kind!r}")
             inner._feedback = {"feedback": self.loss, "propensity_clip": float(self.propensity_clip)}

@@ -106,6 +106,18 @@ def test_logged_router_trains_with_each_loss(sim_log, loss):
     assert not hasattr(r.router_, "_feedback")  # the loss setting lives for one fit only
 
 
+@pytest.mark.parametrize("name", ["two-tower", "mirt", "nirt"])
+def test_every_lightning_cf_router_trains_dr(sim_log, name):
+    log, test = sim_log
+    r = make_router("logged", router=name, loss="dr",
+                    params={"max_epochs": 1, "encoder_options": {"dim": 16}}, seed=0).fit(log)
+    assert np.isfinite(r.predict_scores(test)).all()
+    with pytest.raises(ValueError, match="own batch layout"):
+        make_router("logged", router="graph", loss="ips", params={"max_epochs": 1}).fit(log)
+    with pytest.raises(ValueError, match="needs loss 'bce' or 'mse'"):
+        make_router("logged", router="mf", loss="ips", params={"loss": "bpr"}).fit(log)
+
+
 def test_knn_trains_naive_on_a_log(sim_log):
     log, test = sim_log
     r = make_router("logged", router="knn", loss="naive", params={"k": 5}).fit(log)
