@@ -71,6 +71,11 @@ def test_log_export_and_ope(served_log, capsys):
     assert main(["ope", "--log", url, "--router", str(art), "--n-boot", "0", "--out", str(rep2)]) == 0
     assert pd.read_csv(rep2 / "ope.csv").set_index(["outcome", "estimator"]).loc[("score", "ips"), "value"] \
         == pytest.approx(got["ips"])
+    # a registry router trained on the log itself
+    rep3 = tmp / "ope3"
+    assert main(["ope", "--log", url, "--router", "mf", "--loss", "ips", "--param", "max_epochs=1",
+                 "--n-boot", "0", "--out", str(rep3)]) == 0
+    assert len(pd.read_csv(rep3 / "ope.csv")) == 8
 
 
 def test_ope_bad_inputs(served_log, tmp_path, capsys):

@@ -26,7 +26,8 @@ def target_probabilities(router, log: RoutingData, *, wtp=None, budget=None) -> 
     """One-hot choice probabilities (n, L) of a deterministic router on the logged queries,
     over the log's LLM columns; the router chooses among its LLMs that the log has (an LLM
     never logged has no observed outcome to estimate from)."""
-    inner = getattr(router, "router", router)       # an ExportedRouter wraps the router
+    from ..router import Router
+    inner = router if isinstance(router, Router) else router.router  # ExportedRouter wraps one
     names = list(inner.llm_names_)
     cand = [n for n in names if n in log.llm_names]
     if not cand:
