@@ -43,6 +43,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds for this worker")
     p.add_argument("--seed", type=int, default=0, help="sampler seed; trial n trains with seed+n")
     p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
+    p.add_argument("--heartbeat-interval", type=int, default=None, metavar="S",
+                   help="seconds between heartbeats of a running trial (default 60)")
+    p.add_argument("--heartbeat-grace", type=int, default=None, metavar="S",
+                   help="a RUNNING trial silent this long is a dead worker's: it is failed, "
+                        "retried with its parameters and not counted in --n-trials (default 180)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="best_config.yaml, trials.csv, plots, trial folders (default tuning/STUDY)")
     p.add_argument("--top", type=int, default=10, help="rows of the summary table")
@@ -85,7 +90,9 @@ def run(args) -> int:
                    metric=args.metric, direction=args.direction, storage=args.storage,
                    study_name=args.study_name, timeout=args.timeout, seed=args.seed,
                    pruner=args.pruner, out_dir=args.out, overrides=args.overrides, top=args.top,
-                   progress=not args.no_progress, plots=not args.no_plots)
+                   progress=not args.no_progress, plots=not args.no_plots,
+                   **{k: v for k, v in (("heartbeat_interval", args.heartbeat_interval),
+                                        ("heartbeat_grace", args.heartbeat_grace)) if v is not None})
     study = res.study
     print(f"study {study.study_name!r}: {len(study.trials)} trials in total, {res.n_run} run here")
     print(res.summary)

@@ -7,7 +7,8 @@ Command line
     recsys-router tune -c configs/models/mf.yaml -c configs/data/routerbench_zs.yaml \\
         --search configs/search/mf.yaml --n-trials 30 --metric val/aiq --direction maximize \\
         --storage sqlite:///studies.db --study-name mf-rb [--timeout S] [--seed S] \\
-        [--pruner median|hyperband|none] [--out DIR] [--trainer.max_epochs=5 ...]
+        [--pruner median|hyperband|none] [--out DIR] [--heartbeat-interval S]
+        [--heartbeat-grace S] [--trainer.max_epochs=5 ...]
     recsys-router tune --router knn -c configs/data/synthetic.yaml --search configs/search/knn.yaml
 
 Arguments the command does not know (``--trainer.max_epochs=5``) are LightningCLI
@@ -50,9 +51,12 @@ Studies
   slashes (``sqlite:////tmp/x.db``), PostgreSQL/MySQL URLs are passed through.
 * ``--n-trials`` is the study total (trials of every state, all workers and earlier runs):
   a rerun after a kill runs only what is left, a rerun with a larger value extends. A trial
-  still RUNNING in a killed process is marked FAIL by the heartbeat (after 3 minutes) and
-  counts. When two workers ask in the same instant, the one numbered past the total is not
-  trained and is recorded FAIL with user attribute ``over_budget``.
+  still RUNNING in a killed process is failed once its heartbeat is older than
+  ``--heartbeat-grace`` seconds (default 180; heartbeats every ``--heartbeat-interval``,
+  default 60), re-queued with the same parameters (up to 3 times) and not counted; a worker
+  that has spent the budget waits for other RUNNING trials to finish or go stale, so a
+  restarted worker completes every trial. When two workers ask in the same instant, the one
+  past the total is not trained and is recorded FAIL with user attribute ``over_budget``.
 * Trial user attributes: ``overrides``, ``config`` (full merged YAML), ``metrics``,
   ``seed``, ``checkpoint_path``/``best_checkpoint_path``/``trial_dir`` (Lightning), ``error``.
 

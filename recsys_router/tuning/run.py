@@ -11,7 +11,7 @@ import optuna
 from .objective import LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs
 from .report import summary_table, write_best_config, write_plots, write_trials_csv
 from .space import load_search_space
-from .study import open_study, run_study
+from .study import HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, open_study, run_study
 
 __all__ = ["tune", "TuneResult", "default_storage"]
 
@@ -52,7 +52,8 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
          metric: str = "val/mu_o", direction: str = "maximize", storage: str | None = None,
          study_name: str | None = None, timeout: float | None = None, seed: int = 0,
          pruner: str = "median", out_dir=None, overrides=(), top: int = 10,
-         progress: bool = True, plots: bool = True) -> TuneResult:
+         progress: bool = True, plots: bool = True, heartbeat_interval: int = HEARTBEAT_INTERVAL,
+         heartbeat_grace: int = HEARTBEAT_GRACE) -> TuneResult:
     """Run one tuning worker and write the study's results.
 
     Parameters
@@ -88,6 +89,10 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
         Rows of the summary table.
     progress, plots : bool
         Optuna's progress bar; PNG plots.
+    heartbeat_interval, heartbeat_grace : int
+        Seconds between heartbeats of a running trial, and the silence after which a RUNNING
+        trial counts as its worker's death: it is then failed, re-queued with its parameters
+        and does not count toward ``n_trials`` (see :func:`run_study`).
 
     Returns
     -------
@@ -108,7 +113,8 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
         objective = LightningObjective(configs, space, metric, out, seed=seed, overrides=overrides,
                                        prune=pruner != "none")
     study = open_study(study_name, storage, direction=direction, seed=seed,
-                       pruner="none" if is_router else pruner)
+                       pruner="none" if is_router else pruner,
+                       heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace)
     n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
                       catch=(TrialFailed,))
     summary = summary_table(study, top=top)

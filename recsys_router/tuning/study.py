@@ -2,6 +2,12 @@
 
 Several processes that open the same storage URL and study name share one study; the
 ``n_trials`` budget is a study total, so a killed or repeated run continues where it stopped.
+
+A worker killed mid-trial leaves its trial RUNNING. Every RDB storage runs a heartbeat: a
+RUNNING trial whose heartbeat is older than the grace period is failed by the next worker,
+re-queued once more with the same parameters (up to ``max_retry`` times), and does not count
+toward the budget; a worker that has spent the budget waits for RUNNING trials of other
+workers to finish or go stale, so the study ends with every trial done.
 """
 
 from __future__ import annotations
@@ -9,16 +15,22 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import optuna
 from optuna.samplers import BaseSampler, TPESampler
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
 
 __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "run_study",
-           "OverBudget", "PRUNERS"]
+           "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
 
 log = logging.getLogger(__name__)
 PRUNERS = ("median", "hyperband", "none")
+HEARTBEAT_INTERVAL = 60   # seconds between heartbeats of a running trial
+HEARTBEAT_GRACE = 180     # a RUNNING trial silent this long belongs to a dead worker
+MAX_RETRY = 3             # re-runs of a trial whose worker died
 
 
 class OverBudget(RuntimeError):
@@ -75,17 +87,26 @@ class TrialSeededSampler(BaseSampler):
         self._inner.reseed_rng()
 
 
-def make_storage(url: str | None):
+def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
+                 grace_period: int = HEARTBEAT_GRACE, max_retry: int = MAX_RETRY):
     """An Optuna storage for ``url`` (None: in memory).
 
     SQLite (``sqlite:///rel.db``, ``sqlite:////abs/path.db``) gets a 60 s lock timeout and its
-    folder created; every RDB URL (PostgreSQL, MySQL...) gets a heartbeat, so trials of a
-    killed process are marked FAIL once they miss it for 3 minutes.
+    folder created. Every RDB URL (SQLite, PostgreSQL, MySQL...) gets a heartbeat every
+    ``heartbeat_interval`` seconds: a trial whose heartbeat is older than ``grace_period``
+    seconds is failed by the next worker and re-queued with its parameters, at most
+    ``max_retry`` times (:class:`optuna.storages.RetryHeartbeatStaleTrialCallback`).
     """
     if url is None:
         return None
     if not isinstance(url, str) or "://" not in url:
         raise ValueError(f"--storage must be a database URL such as sqlite:///studies.db, got {url!r}")
+    for name, value in (("heartbeat interval", heartbeat_interval), ("heartbeat grace", grace_period)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number of seconds >= 1, got {value!r}")
+    if grace_period <= heartbeat_interval:
+        raise ValueError(f"heartbeat grace ({grace_period} s) must be longer than the heartbeat "
+                         f"interval ({heartbeat_interval} s)")
     engine_kwargs = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}
@@ -98,8 +119,10 @@ def make_storage(url: str | None):
         try:
             with warnings.catch_warnings():  # heartbeat_interval is flagged experimental
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
-                                                  heartbeat_interval=60, grace_period=180)
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval,
+                    grace_period=grace_period,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry))
         except SQLAlchemyError:
             if attempt == 5:
                 raise
@@ -118,8 +141,12 @@ def make_pruner(name: str):
 
 
 def open_study(study_name: str, storage=None, direction: str = "maximize", seed: int = 0,
-               pruner: str = "median") -> optuna.Study:
+               pruner: str = "median", heartbeat_interval: int = HEARTBEAT_INTERVAL,
+               grace_period: int = HEARTBEAT_GRACE) -> optuna.Study:
     """Create the study, or load it when the storage already has one of that name.
+
+    A storage URL is opened with :func:`make_storage` (``heartbeat_interval`` and
+    ``grace_period`` in seconds).
 
     Raises
     ------
@@ -128,8 +155,9 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     """
     if direction not in ("maximize", "minimize"):
         raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-    study = optuna.create_study(study_name=study_name, storage=make_storage(storage)
-                                if isinstance(storage, str) or storage is None else storage,
+    if isinstance(storage, str) or storage is None:
+        storage = make_storage(storage, heartbeat_interval, grace_period)
+    study = optuna.create_study(study_name=study_name, storage=storage,
                                 direction=direction, sampler=TrialSeededSampler(seed),
                                 pruner=make_pruner(pruner), load_if_exists=True)
     have = study.direction.name.lower()
@@ -138,13 +166,67 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     return study
 
 
+def _spent(trials) -> list:
+    """Trials that use the budget: all but those re-queued after their worker died (listed in
+    a retry's ``retry_history``) and those refused as past the budget."""
+    retried = {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+    return [t for t in trials if t.number not in retried and not t.user_attrs.get("over_budget")]
+
+
 def _budget_used(study) -> int:
-    return len(study.get_trials(deepcopy=False))
+    return len(_spent(study.get_trials(deepcopy=False)))
+
+
+def _heartbeat(study) -> bool:
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+    return is_heartbeat_enabled(study._storage)
+
+
+def _fail_stale(study) -> None:
+    """Fail (and re-queue) RUNNING trials of dead workers: Optuna's check for trials whose
+    heartbeat stopped, plus trials that never beat at all (killed between creation and their
+    first heartbeat) and started longer than the grace period ago."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    storage = study._storage
+    rdb = getattr(storage, "_backend", storage)  # create_study wraps the RDB storage in a cache
+    grace = getattr(rdb, "grace_period", None)
+    if grace is None or not hasattr(rdb, "scoped_session"):
+        return
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+    now = datetime.now()  # datetime_start is the creating worker's local time
+    with _create_scoped_session(rdb.scoped_session) as session:
+        silent = [t.trial_id for t in session.query(models.TrialModel)
+                  .filter(models.TrialModel.state == TrialState.RUNNING,
+                          models.TrialModel.study_id == study._study_id).all()
+                  if not t.heartbeats and t.datetime_start is not None
+                  and (now - t.datetime_start).total_seconds() > grace]
+    callback = storage.get_heartbeat_stale_trial_callback()
+    for trial_id in silent:
+        try:
+            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:  # another worker got there first
+            continue
+        if callback is not None:
+            callback(study, storage.get_trial(trial_id))
+
+
+def _count(study, state) -> int:
+    return len(study.get_trials(deepcopy=False, states=(state,)))
+
+
+def _todo(study, n_trials: int) -> int:
+    """Trials still to run: new ones up to the budget plus queued retries (WAITING trials
+    count as spent, but someone has to run them)."""
+    return max(0, n_trials - _budget_used(study)) + _count(study, TrialState.WAITING)
 
 
 def run_study(study: optuna.Study, objective, n_trials: int, timeout: float | None = None,
               show_progress_bar: bool = True, catch=()) -> int:
-    """Run trials until the study holds ``n_trials`` trials (a total over every worker).
+    """Run trials until the study holds ``n_trials`` finished trials (over every worker).
 
     Parameters
     ----------
@@ -152,9 +234,12 @@ def run_study(study: optuna.Study, objective, n_trials: int, timeout: float | No
     objective : callable
         ``objective(trial) -> float``.
     n_trials : int
-        Study total: trials of every state, earlier runs and other workers included. A trial
-        whose number is ``>= n_trials`` (two workers asked in the same instant) is not run:
-        it is recorded FAIL with the user attribute ``over_budget``.
+        Study total: trials of every state, earlier runs and other workers included, except
+        trials of dead workers that were re-queued (they are replaced by their retry). A trial
+        preceded by ``n_trials`` such trials (two workers asked in the same instant) is not
+        run: it is recorded FAIL with the user attribute ``over_budget``. With a heartbeat
+        (RDB storage), a worker whose budget is spent while other trials still run waits for
+        them (polling at most every 5 s) and runs the retries of those that go stale.
     timeout : float, optional
         Seconds for this process.
     show_progress_bar : bool
@@ -168,25 +253,46 @@ def run_study(study: optuna.Study, objective, n_trials: int, timeout: float | No
     """
     if n_trials < 1:
         raise ValueError(f"n_trials must be >= 1, got {n_trials}")
-    remaining = n_trials - _budget_used(study)
-    if remaining <= 0:
+    heartbeat = _heartbeat(study)
+    if heartbeat:
+        _fail_stale(study)
+    if _todo(study, n_trials) == 0 and not (heartbeat and _count(study, TrialState.RUNNING)):
         log.warning("study %r already has %d trials (budget %d): nothing to run", study.study_name,
                     _budget_used(study), n_trials)
         return 0
     ran = []
 
     def guarded(trial):
-        if trial.number >= n_trials:
+        trials = study.get_trials(deepcopy=False)
+        before = sum(1 for t in _spent(trials) if t.number < trial.number)
+        if before >= n_trials:
             trial.set_user_attr("over_budget", True)
             raise OverBudget(f"trial {trial.number} is past the budget of {n_trials} trials")
         ran.append(trial.number)
         return objective(trial)
 
     def stop_when_spent(study, _trial):
-        if _budget_used(study) >= n_trials:
+        if _todo(study, n_trials) == 0:
             study.stop()
 
-    study.optimize(guarded, n_trials=remaining, timeout=timeout, callbacks=[stop_when_spent],
-                   catch=(OverBudget, *catch), show_progress_bar=show_progress_bar)
+    start = time.monotonic()
+    rdb = getattr(study._storage, "_backend", study._storage)
+    poll = max(0.2, min(5.0, float(getattr(rdb, "heartbeat_interval", None) or 5)))
+    while True:
+        left = None if timeout is None else timeout - (time.monotonic() - start)
+        if left is not None and left <= 0:
+            break
+        if heartbeat:
+            _fail_stale(study)
+        todo = _todo(study, n_trials)
+        if todo > 0:
+            n_before = len(ran)
+            study.optimize(guarded, n_trials=todo, timeout=left, callbacks=[stop_when_spent],
+                           catch=(OverBudget, *catch), show_progress_bar=show_progress_bar)
+            if len(ran) > n_before:
+                continue
+            break  # every trial asked for was past the budget: other workers have it
+        if not (heartbeat and _count(study, TrialState.RUNNING)):
+            break
+        time.sleep(poll)  # other workers' trials: wait until they finish or go stale
     return len(ran)
-
