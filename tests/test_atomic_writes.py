@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from kill_helpers import sigkill_when
 
 from recsys_router.atomic import atomic_write, pid_alive, remove_stale_temps, temp_path
 from recsys_router.cli import main
@@ -39,17 +38,7 @@ def test_convert_killed_mid_write_leaves_nothing_after_the_next_run(tmp_path, ca
             Path({str(ready)!r}).write_text(str(tmp))
             time.sleep(600)
     """)
-    child = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        deadline = time.monotonic() + 300
-        while not ready.exists():
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    sigkill_when(subprocess.Popen([sys.executable, "-c", code]), ready.exists)
     left = Path(ready.read_text())
     assert left.exists() and left.parent == tmp_path and left.name.startswith(".emb.parquet.")
     assert not out.exists()

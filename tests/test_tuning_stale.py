@@ -5,7 +5,6 @@ counted toward --n-trials, and the study ends with every trial complete."""
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from kill_helpers import sigkill_when
 
 from recsys_router.tuning import make_storage, open_study, run_study
 
@@ -49,17 +49,7 @@ def test_killed_worker_trial_is_failed_retried_and_not_counted(tmp_path):
            "--heartbeat-interval", "1", "--heartbeat-grace", "3", "--seed", "0", *TINY]
     first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 400
-        while _running(db) == 0:
-            assert first.poll() is None, first.stderr.read()[-3000:]
-            assert time.monotonic() < deadline, "no trial started"
-            time.sleep(0.05)
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(timeout=60)
-    finally:
-        if first.poll() is None:
-            first.kill()
+    sigkill_when(first, lambda: _running(db) > 0, timeout=400)   # mid-trial
     study = optuna.load_study(study_name="s", storage=url)
     stale = [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
     assert len(stale) == 1                                   # killed mid-trial

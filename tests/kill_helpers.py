@@ -1,0 +1,31 @@
+"""Kill a child process with SIGKILL at a chosen moment (tests of interrupted work)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Callable
+
+
+def sigkill_when(child: subprocess.Popen, ready: Callable[[], bool], timeout: float = 300) -> None:
+    """Poll ``ready()`` every 50 ms while ``child`` runs; SIGKILL it as soon as it is true.
+
+    Fails (with the child's stderr when captured) if the child exits first or ``timeout``
+    seconds pass; the child is never left running.
+    """
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if child.poll() is not None:
+                err = child.stderr.read()[-3000:] if child.stderr else ""
+                raise AssertionError(f"child exited with {child.returncode} first: {err}")
+            assert time.monotonic() < deadline, "the moment to kill never came"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=60)
