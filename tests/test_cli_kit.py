@@ -182,3 +182,26 @@ def test_every_command_takes_seed():
             if not any("--seed" in a.option_strings for a in q._actions):
                 missing.append(f"{name} {leaf or ''}".strip())
     assert not missing, missing
+
+
+def test_every_command_that_names_a_dataset_has_the_data_kit():
+    """--data (or the positional dataset of ``data``) always comes with --data-dir, -o and
+    --trust-pickle, and --routers always accepts lists (ListArg)."""
+    from recsys_router.cli import build_parser
+    from recsys_router.cli.args import ListArg
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    checked, missing = 0, []
+    for name, p in sub.choices.items():
+        inner = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        for leaf, q in (inner[0].choices.items() if inner else [(None, p)]):
+            flags = {f: a for a in q._actions for f in a.option_strings}
+            named = "--data" in flags or any(a.dest == "dataset" for a in q._actions)
+            if named and name != "data" or (name == "data" and leaf in ("info", "convert")):
+                checked += 1
+                for need in ("--data-dir", "-o", "--data-option", "--trust-pickle"):
+                    if need not in flags:
+                        missing.append(f"{name} {leaf or ''}: {need}")
+            if "--routers" in flags and not isinstance(flags["--routers"], ListArg):
+                missing.append(f"{name} {leaf or ''}: --routers is not a list argument")
+    assert checked >= 8 and not missing, missing
