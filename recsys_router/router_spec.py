@@ -24,8 +24,12 @@ __all__ = ["resolve_router", "is_artifact_dir"]
 
 def is_artifact_dir(spec) -> bool:
     """Whether ``spec`` names a folder holding an exported router (a ``manifest.json``)."""
-    return isinstance(spec, (str, Path)) and Path(spec).is_dir() and \
-        (Path(spec) / "manifest.json").is_file()
+    if not isinstance(spec, (str, Path)):
+        return False
+    try:
+        return Path(spec).is_dir() and (Path(spec) / "manifest.json").is_file()
+    except (OSError, ValueError):   # a name too long (or with NUL) for the file system
+        return False
 
 
 def resolve_router(spec, params: Mapping | None = None, *, encoder=None,
