@@ -156,12 +156,12 @@ def main(argv=None) -> int:
         table = aims_table(summarise(rows), ds, args.aim_k)
         tables.append(table)
         head = (f"{ds}: {train.n_queries} train / {test.n_queries} test queries, {train.n_llms} LLMs, "
-                f"cold {', '.join(cold)}, {time.perf_counter() - t0:.0f} s")
+                f"cold {len(cold)}, {time.perf_counter() - t0:.0f} s")
         heads.append(head)
         print("\n" + head)
         print(_markdown(table))
     if tables and args.readme:
-        text = "\n".join(f"- {h}" for h in heads) + "\n\n" + _markdown(pd.concat(tables, ignore_index=True))
+        text = "\n".join(f"- {h}" for h in heads) + "\n\n" + "\n\n".join(_markdown(t) for t in tables)
         _write_readme(Path(args.readme), text, args.out)
     return 0
 
