@@ -98,6 +98,10 @@ class GraphModule(RouterModule):
     # batches of cells whose queries are a step's targets; 2,048 cells and 10 epochs were the
     # better settings measured on llmrouter (benchmarks/README.md)
     trainer_defaults = {"batch_size": 2048, "max_epochs": 10}
+    # a step predicts every cell of its batch's queries (up to target_fraction of the train
+    # queries) from a subgraph of about the whole graph's size, so a step is dear (about 1.2
+    # CPU s at 10,000 x 30) and covers many cells: batches of >= 1,024 cells, 80 steps
+    plan_options = {"min_batch": 1024, "step_cap": 80}
     router_loss_options = False
     fixed_mode = "pointwise"
 
@@ -321,7 +325,7 @@ class GraphRouter(LightningRouter):
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         s, _ = self._predict_both(data)
-        return 1.0 / (1.0 + np.exp(-s))
+        return self.to_data_scale(1.0 / (1.0 + np.exp(-s)))
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray | None:
         """Cost head's prediction per (query, LLM) (>= 0), or None without train costs."""

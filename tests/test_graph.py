@@ -85,7 +85,13 @@ def test_rejects_scores_outside_unit_interval():
     from recsys_router.data import RoutingData
     bad = RoutingData(d.queries, d.llms, d.scores * 5, d.costs)
     with pytest.raises(Exception, match=r"\[0, 1\]"):
-        GraphRouter(**FAST).fit(bad)
+        GraphRouter(**FAST, score_transform="identity").fit(bad)
+    # by default the 0/5 scores are recognised as grades and scaled to [0, 1] for training;
+    # predictions come back on the 0..5 scale
+    r = GraphRouter(**FAST).fit(bad)
+    assert r.score_scale_.kind == "grades"
+    p = r.predict_scores(bad)
+    assert p.min() >= 0.0 and p.max() <= 5.0 and p.max() > 1.0
 
 
 class TestGraphContract(RouterContract):

@@ -84,8 +84,9 @@ def test_registry_router_defaults_are_the_module_defaults(name, cls):
             assert params["seed"] == 0
             continue
         assert params[key] == default, f"{name}.{key}"
-    assert params["batch_size"] == module_cls.trainer_defaults["batch_size"]
-    assert params["max_epochs"] == module_cls.trainer_defaults["max_epochs"]
+    # the training budget is scaled to the data at fit time (models/base/schedule.py)
+    assert params["batch_size"] is None and params["max_epochs"] is None
+    assert params["max_steps"] is None and params["val_fraction"] == 0.1
     # building the module passes exactly these values
     built = router.module_kwargs()
     assert built.get("dim", None) == params.get("dim", None)
@@ -100,7 +101,7 @@ def test_generic_router_from_a_config_equals_the_registry_router(sim_split):
                                                "init_args": {"kind": "bpr"}}}}
     generic = LightningRouter(config, encoder_options={"dim": 32}, max_epochs=2, seed=3)
     assert generic.resolved_mode() == "pairwise"
-    assert generic.trainer_setting("batch_size") == 64          # MFModule's trainer default
+    assert generic.trainer_setting("batch_size") is None        # data-scaled at fit time
     flat = MFRouter(dim=8, loss="bpr", encoder_options={"dim": 32}, max_epochs=2, seed=3)
     got = generic.fit(train).predict_scores(test)
     want = flat.fit(train).predict_scores(test)

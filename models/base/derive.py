@@ -37,8 +37,8 @@ def router_signature(module_cls: type) -> inspect.Signature:
     """The constructor signature of the router of ``module_cls``.
 
     Module parameters in order (``loss`` expanded into the loss options), then the trainer
-    and encoder settings; ``batch_size`` and ``max_epochs`` default to the module's
-    ``trainer_defaults``; a module's own ``seed`` is the router's ``seed``; a module with a
+    and encoder settings (``batch_size``, ``max_epochs`` and ``max_steps`` default to None:
+    scaled to the data at fit time); a module's own ``seed`` is the router's ``seed``; a module with a
     ``fixed_mode`` takes no ``mode``.
 
     Example
@@ -67,8 +67,6 @@ def router_signature(module_cls: type) -> inspect.Signature:
     for name, default in TRAINER_SETTINGS.items():
         if name == "mode" and module_cls.fixed_mode is not None:
             continue
-        if name in module_cls.trainer_defaults:
-            default = module_cls.trainer_defaults[name]
         params.append(_param(name, default))
     return inspect.Signature(params)
 
@@ -85,8 +83,8 @@ def for_module(module_cls: type):
     >>> @for_module(MFModule)
     ... class TinyMF(LightningRouter):
     ...     '''MF router.'''
-    >>> TinyMF(dim=4).get_params()["dim"], TinyMF().max_epochs
-    (4, 10)
+    >>> TinyMF(dim=4).get_params()["dim"], TinyMF().max_epochs, TinyMF().val_fraction
+    (4, None, 0.1)
     """
     sig = router_signature(module_cls)
     names = [n for n in sig.parameters if n != "self"]

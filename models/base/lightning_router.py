@@ -15,6 +15,25 @@ the router can be exported pickle-free and used inside ``recsys-router evaluate`
 The registry's ``mf``, ``two-tower``, ``mirt``, ``nirt`` and ``graph`` are this router with
 a fixed module: :func:`~recsys_router.models.base.derive.for_module` derives each one's flat
 hyperparameters and defaults from its module's signature.
+
+Defaults scaled to the data (every Lightning router):
+
+* the batch size, the number of optimizer steps and the learning-rate schedule (warm-up, then
+  cosine decay) follow from the number of training items (observed cells for pointwise
+  losses, queries for listwise ones, pairs for pairwise ones) by the rule of
+  :func:`~recsys_router.models.base.schedule.data_scaled_plan`, unless ``batch_size``,
+  ``max_steps`` or ``max_epochs`` are given;
+* early stopping is on (``val_fraction=0.1``): a seeded tenth of the training queries is held
+  out (or ``fit``'s ``val``), checked at epoch ends about every 5% of the step budget; training
+  stops once the
+  held-out loss has not improved for ``patience`` checks, never before 40% of the budget
+  (held-out ``mu_o`` alone plateaus at the best single LLM's level early in training, which
+  stopped the graph router before it learned to route), and the network of the check with
+  the best held-out ``mu_o`` (the later one on ties) is kept;
+* scores are mapped onto [0, 1] targets by a transform chosen from the training scores
+  (:func:`~recsys_router.score_scale.choose_score_scale`: 0/1 and fractions as they are,
+  graded scores min-max scaled, skewed continuous scores rank-transformed) and predictions
+  are mapped back to the data's scale.
 """
 
 from __future__ import annotations
@@ -39,11 +58,11 @@ from .router_module import RouterModule, predict_logits
 __all__ = ["LightningRouter", "TRAINER_SETTINGS", "quiet_trainer", "resolve_module_class"]
 
 #: the trainer and encoder settings every Lightning router takes, in signature order, with
-#: their defaults (``batch_size`` and ``max_epochs`` default to the module's
-#: ``trainer_defaults``)
+#: their defaults (``batch_size``, ``max_epochs`` and ``max_steps`` None: data-scaled)
 TRAINER_SETTINGS = {"encoder": "hashing", "encoder_options": None, "mode": None,
                     "batch_size": None, "max_epochs": None, "seed": 0, "accelerator": "cpu",
-                    "val_fraction": 0.0, "patience": 3}
+                    "val_fraction": 0.1, "patience": 4, "max_steps": None,
+                    "score_transform": "auto"}
 
 _QUIET_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning.pytorch", "lightning")
 
@@ -81,6 +100,10 @@ def quiet_trainer(max_epochs: int, *, accelerator: str = "cpu", devices=1, valid
                           limit_val_batches=None if validate else 0, **kwargs)
 
 
+#: fewest training queries early stopping needs (fewer: train the whole budget on all)
+MIN_QUERIES_TO_HOLD_OUT = 20
+
+
 def _hold_out(train: RoutingData, frac: float, seed: int):
     """Seeded (inner train, held-out) split of the training queries for early stopping."""
     n_val = int(round(frac * train.n_queries))
@@ -91,23 +114,43 @@ def _hold_out(train: RoutingData, frac: float, seed: int):
     return train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
 
 
-def _best_net_callback():
-    """A callback keeping the weights of the epoch with the best ``val/mu_o`` (Lightning is
-    imported only when it is needed)."""
+def _rescored(data: RoutingData | None, scale) -> RoutingData | None:
+    """``data`` with its scores mapped through ``scale`` (the same object when identity)."""
+    if data is None or scale is None or scale.method == "identity":
+        return data
+    return RoutingData(data.queries, data.llms, scale.transform(data.scores).astype(np.float32),
+                       data.costs, name=data.name, source=data.source, meta=data.meta)
+
+
+def _early_stopping_callback(patience: int, min_steps: int):
+    """A callback that keeps the network of the check with the best held-out ``mu_o`` (ties:
+    the later one) and stops once the held-out loss has not improved for ``patience``
+    checks, never before ``min_steps`` optimizer steps (Lightning imported when needed)."""
     from pytorch_lightning.callbacks import Callback
 
-    class BestNet(Callback):
-        """Keeps a copy of ``pl_module.net``'s weights at the best ``val/mu_o`` so far."""
+    class BestNetEarlyStop(Callback):
+        """Best-``mu_o`` weights and loss-plateau stopping after a minimum of steps."""
 
         def __init__(self):
-            self.value, self.state, self.epoch = -np.inf, None, None
+            self.value, self.state, self.step = -np.inf, None, None
+            self.best_loss, self.bad, self.stopped_at = np.inf, 0, None
 
-        def on_validation_end(self, trainer, pl_module):  # after the epoch's metrics are logged
-            v = trainer.callback_metrics.get("val/mu_o")
-            if v is not None and float(v) > self.value:
-                self.value, self.epoch = float(v), int(trainer.current_epoch)
+        def on_validation_end(self, trainer, pl_module):  # after the check's metrics are logged
+            if trainer.sanity_checking:
+                return
+            m, loss = trainer.callback_metrics.get("val/mu_o"), trainer.callback_metrics.get("val/loss")
+            step = int(trainer.global_step)
+            if m is not None and float(m) >= self.value:
+                self.value, self.step = float(m), step
                 self.state = copy.deepcopy(pl_module.net.state_dict())
-    return BestNet()
+            if loss is not None and float(loss) < self.best_loss - 1e-6:
+                self.best_loss, self.bad = float(loss), 0
+            else:
+                self.bad += 1
+            if self.bad >= patience and step >= min_steps:
+                trainer.should_stop = True
+                self.stopped_at = step
+    return BestNetEarlyStop()
 
 
 def resolve_module_class(spec) -> type:
@@ -165,20 +208,30 @@ class LightningRouter(LightningStateMixin, Router):
     encoder_options : dict, optional
     mode : {"pointwise", "listwise", "pairwise"}, optional
         Training batch layout (None: the one the loss needs).
-    batch_size, max_epochs : int, optional
-        None: the module class's ``trainer_defaults``.
+    batch_size : int, optional
+        Training items per step; None: data-scaled
+        (:func:`~recsys_router.models.base.schedule.data_scaled_plan`).
+    max_epochs : int, optional
+        Passes over the training items; None: the data-scaled step budget (``max_steps``).
     seed : int
         Seeds the initialisation, shuffling and dropout (and the module's ``seed`` when it
         takes one): the same seed gives the same fitted router.
     accelerator : str
         ``"cpu"``, ``"gpu"`` or ``"auto"``; prediction always runs on CPU.
     val_fraction : float
-        0 (default): train ``max_epochs`` epochs on all the data. Otherwise early stopping:
-        this seeded share of the training queries is held out (unless ``fit`` is given a
-        ``val`` set, which is then used), the network of the epoch with the best held-out
-        ``mu_o`` is kept, and training stops after ``patience`` epochs without improvement.
+        Early stopping (default 0.1): this seeded share of the training queries is held out
+        (unless ``fit`` is given a ``val`` set, which is then used; with fewer than
+        :data:`MIN_QUERIES_TO_HOLD_OUT` training queries nothing is held out), checked at the
+        end of every epoch or every few epochs (about every 5% of the step budget); the network
+        of the check with the best held-out ``mu_o`` is kept. 0: train the whole budget on
+        all the data.
     patience : int
-        Epochs without a better held-out ``mu_o`` before stopping (with ``val_fraction``).
+        Checks without a lower held-out loss before stopping (never before 40% of the budget).
+    max_steps : int, optional
+        Optimizer steps; None: data-scaled (or ``max_epochs`` passes when that is given).
+    score_transform : {"auto", "identity", "minmax", "rank"}
+        Map of training scores onto [0, 1] targets (``auto``: chosen from the data by
+        :func:`~recsys_router.score_scale.choose_score_scale`); predictions are mapped back.
 
     Attributes
     ----------
@@ -189,9 +242,14 @@ class LightningRouter(LightningStateMixin, Router):
         exported artifacts hold only fitted ones, as ``fitted_encoder_``).
     train_history_ : dict
         Last logged values (``train/loss``, and ``val/...`` when a val set was given).
-    best_epoch_, val_score_ : int or None, float or None
-        With ``val_fraction``: the (0-based) epoch whose network was kept, and its held-out
-        ``mu_o``.
+    plan_ : dict
+        The training plan used (batch size, step budget, warm-up, check interval...).
+    steps_ : int
+        Optimizer steps taken (fewer than the budget when training stopped early).
+    best_step_, val_score_ : int or None, float or None
+        With early stopping: the step whose network was kept, and its held-out ``mu_o``.
+    score_scale_ : ScoreScale
+        The score transform used (``score_scale_.describe()``).
 
     Example
     -------
@@ -208,7 +266,8 @@ class LightningRouter(LightningStateMixin, Router):
     def __init__(self, module, module_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None, mode: str | None = None,
                  batch_size: int | None = None, max_epochs: int | None = None, seed: int = 0,
-                 accelerator: str = "cpu", val_fraction: float = 0.0, patience: int = 3):
+                 accelerator: str = "cpu", val_fraction: float = 0.1, patience: int = 4,
+                 max_steps: int | None = None, score_transform: str = "auto"):
         self.module = module
         self.module_options = module_options
         self.encoder = encoder
@@ -220,6 +279,8 @@ class LightningRouter(LightningStateMixin, Router):
         self.accelerator = accelerator
         self.val_fraction = val_fraction
         self.patience = patience
+        self.max_steps = max_steps
+        self.score_transform = score_transform
 
     # ------------------------------------------------------------------ the module
     def module_class(self) -> type:
@@ -254,9 +315,12 @@ class LightningRouter(LightningStateMixin, Router):
         return self.module_class()(n_llms=n_llms, embed_dim=embed_dim, **self.module_kwargs())
 
     def trainer_setting(self, name: str):
-        """``batch_size`` or ``max_epochs``: this router's, else the module's default."""
+        """``batch_size``, ``max_epochs`` or ``max_steps`` as given (None: data-scaled); after
+        ``fit``, ``batch_size`` is the one used."""
         value = getattr(self, name, None)
-        return self.module_class().trainer_defaults[name] if value is None else value
+        if value is None and name == "batch_size" and getattr(self, "plan_", None):
+            return self.plan_["batch_size"]
+        return value
 
     def resolved_mode(self) -> str:
         """Training batch layout: the module's fixed one, ``mode``, or what the loss needs."""
@@ -276,37 +340,73 @@ class LightningRouter(LightningStateMixin, Router):
         fb = getattr(self, "_feedback", None) or {}  # set by LoggedFeedbackRouter for one fit
         return RoutingDataModule.from_splits(splits, carve_val=False, encoder=self.encoder,
                                              encoder_options=self.encoder_options, seed=self.seed,
-                                             batch_size=self.trainer_setting("batch_size"),
+                                             batch_size=self.batch_size or 64,
                                              mode=self.resolved_mode(), **fb)
 
-    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
-        import pytorch_lightning as pl
-        max_epochs = self.trainer_setting("max_epochs")
-        if max_epochs < 1:
-            raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
+    def _check_settings(self) -> float:
+        for name in ("batch_size", "max_epochs", "max_steps"):
+            value = getattr(self, name, None)
+            if value is not None and (not isinstance(value, (int, np.integer)) or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1 or None (data-scaled), "
+                                 f"got {value!r}")
         frac = float(self.val_fraction or 0.0)
         if not 0 <= frac < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {frac!r}")
-        if frac > 0 and val is None:
+        return frac
+
+    def _plan(self, n_items: int):
+        """The training plan for ``n_items`` training items and this router's settings."""
+        import math
+
+        from .schedule import data_scaled_plan
+        steps = self.max_steps
+        batch = self.batch_size
+        limits = dict(getattr(self.module_class(), "plan_options", {}) or {})
+        if steps is None and self.max_epochs is not None:
+            b = batch or data_scaled_plan(n_items, **limits).batch_size
+            steps = int(self.max_epochs) * math.ceil(n_items / b)
+        return data_scaled_plan(n_items, batch_size=batch, max_steps=steps, **limits)
+
+    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        import pytorch_lightning as pl
+
+        from recsys_router.score_scale import choose_score_scale
+        frac = self._check_settings()
+        method = self.score_transform or "identity"
+        self.score_scale_ = choose_score_scale(train.scores, method=method)
+        if frac > 0 and val is None and train.n_queries >= MIN_QUERIES_TO_HOLD_OUT:
             train, val = _hold_out(train, frac, int(self.seed))
-        dm = self._datamodule(train, val)
-        callbacks = []
-        best = None
-        if frac > 0:
-            from pytorch_lightning.callbacks import EarlyStopping
-            best = _best_net_callback()
-            callbacks = [best, EarlyStopping("val/mu_o", mode="max", patience=int(self.patience))]
+        validate = val is not None and frac > 0
+        dm = self._datamodule(_rescored(train, self.score_scale_),
+                              _rescored(val, self.score_scale_) if validate else None)
+        dm.setup("fit")
+        n_items = len(dm._train_dataset())
+        plan = self._plan(n_items)
+        dm.batch_size = plan.batch_size
+        self.plan_ = plan.as_dict()
+        callbacks, best = [], None
+        kwargs = {}
+        if validate:
+            best = _early_stopping_callback(int(self.patience), plan.min_steps)
+            callbacks = [best]
+            # checks at epoch ends (a mid-epoch check disagreed with the fitted graph router's
+            # routing), every epoch or every few: about every ``check_every`` steps
+            per_epoch = -(-n_items // plan.batch_size)
+            kwargs = {"check_val_every_n_epoch": max(1, round(plan.check_every / per_epoch))}
         with _quiet():
             pl.seed_everything(int(self.seed), workers=True, verbose=False)
             module = self.build_module(dm.n_llms, dm.embed_dim)
-            trainer = quiet_trainer(max_epochs, accelerator=self.accelerator,
-                                    validate=val is not None, callbacks=callbacks)
+            module.lr_plan = plan
+            trainer = quiet_trainer(-1, accelerator=self.accelerator, validate=validate,
+                                    callbacks=callbacks, max_steps=plan.max_steps, **kwargs)
             trainer.fit(module, datamodule=dm)
+        module.lr_plan = None
         self.train_history_ = {k: float(v) for k, v in trainer.callback_metrics.items()}
-        self.best_epoch_, self.val_score_ = None, None
+        self.steps_ = int(trainer.global_step)
+        self.best_step_, self.val_score_ = None, None
         if best is not None and best.state is not None:
             module.net.load_state_dict(best.state)
-            self.best_epoch_, self.val_score_ = best.epoch, best.value
+            self.best_step_, self.val_score_ = best.step, best.value
         self._set_fitted_state(module, dm)
 
     def _set_fitted_state(self, module: RouterModule, dm) -> None:
@@ -365,7 +465,7 @@ class LightningRouter(LightningStateMixin, Router):
         return self._pool_logits(self.embed(data))
 
     def _pool_logits(self, x: np.ndarray) -> np.ndarray:
-        out = predict_logits(self.net_, x, batch_size=max(256, self.trainer_setting("batch_size")))
+        out = predict_logits(self.net_, x, batch_size=max(256, self.trainer_setting("batch_size") or 0))
         added = getattr(self, "added_llm_rows_", None)
         if added is not None and len(added):
             out = np.hstack([out, rows_logits(self.net_, x, added).astype(out.dtype)])
@@ -394,7 +494,10 @@ class LightningRouter(LightningStateMixin, Router):
         """MAP fit of the new LLM's row with the query side frozen (see ``llm_rows`` module)."""
         with torch.no_grad():
             trained = self.net_.llm_rows().double().cpu().numpy()
-        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), probes.scores[:, 0], trained))
+        y = probes.scores[:, 0]
+        scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
+        y = y if scale is None else scale.transform(y)
+        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained))
 
     def _append_llm_row(self, row: np.ndarray) -> None:
         """Score a new last column from ``row`` = [LLM-side parameters, logit offset] (state
@@ -424,5 +527,10 @@ class LightningRouter(LightningStateMixin, Router):
         full = np.arange(n_trained + (0 if self.added_llm_rows_ is None else len(self.added_llm_rows_)))
         self.kept_cols_ = None if np.array_equal(kept, full) else kept.astype(np.int64)
 
+    def to_data_scale(self, probs: np.ndarray) -> np.ndarray:
+        """Map [0, 1] network outputs back to the training scores' scale (monotone)."""
+        scale = getattr(self, "score_scale_", None)
+        return probs if scale is None else scale.inverse(probs)
+
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
-        return 1.0 / (1.0 + np.exp(-self.predict_logits(data).astype(np.float64)))
+        return self.to_data_scale(1.0 / (1.0 + np.exp(-self.predict_logits(data).astype(np.float64))))

@@ -71,8 +71,12 @@ class RouterModule(pl.LightningModule):
     Class attributes (read by the derived registry routers, ``models/base/derive.py``)
     -----------------------------------------------------------------------------------
     trainer_defaults : dict
-        Default ``batch_size`` and ``max_epochs`` of this model's router (the YAML's
-        ``trainer.max_epochs`` mirrors the latter).
+        ``batch_size`` and ``max_epochs`` of ``recsys-router fit`` (LightningCLI; the YAML's
+        ``trainer.max_epochs`` mirrors the latter). The registry routers scale theirs to the
+        data instead (:func:`~recsys_router.models.base.schedule.data_scaled_plan`).
+    plan_options : dict
+        Limits of the router's data-scaled plan (e.g. a bigger ``min_batch`` for a model
+        whose step is dear).
     default_loss : str
         Loss kind used when ``loss`` is None.
     router_loss_options : bool
@@ -98,6 +102,11 @@ class RouterModule(pl.LightningModule):
     """
 
     trainer_defaults = {"batch_size": 64, "max_epochs": 10}
+    #: limits of the data-scaled training plan (``min_batch``, ``step_cap``; see
+    #: :func:`~recsys_router.models.base.schedule.data_scaled_plan`)
+    plan_options: dict = {}
+    #: the data-scaled learning-rate plan, set by the router for one fit (None: constant lr)
+    lr_plan = None
     default_loss = "bce"
     router_loss_options = True
     fixed_mode: str | None = None
@@ -214,7 +223,13 @@ class RouterModule(pl.LightningModule):
         return {"index": batch["index"], "scores": torch.sigmoid(self(batch["x"]))}
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        opt = torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        plan = getattr(self, "lr_plan", None)
+        if plan is None:
+            return opt
+        from .schedule import lr_factor
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, plan))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # ------------------------------------------------------------------ export
     def loss_config(self) -> dict:

@@ -2,8 +2,8 @@
 
 A fixed batch size and epoch count chosen on a 7-11 LLM pool asks 60,000 optimizer steps
 of a 12,000-query x 40-LLM matrix and 1,000 of a 1,000 x 5 one. :func:`data_scaled_plan`
-derives the work from the number of observed training cells ``n`` (query-LLM pairs with
-a score) instead:
+derives the work from the number ``n`` of training items instead (observed query-LLM cells
+for pointwise losses; queries for listwise ones, pairs for pairwise ones):
 
 * **batch size** ``B = clip(2 ** round(log2(n / 256)), 32, 4096)``: about 256 steps per
   pass over the cells;
@@ -17,8 +17,9 @@ a score) instead:
   checks without a better validation loss.
 
 The number of LLMs enters through ``n`` (cells = queries x observed LLMs). The constants
-were set from the cost of a step and the convergence of the simulator's 2,000 x 8 and
-20,000 x 40 presets, not from any real dataset.
+were set from the cost of a step (10,000 x 30 cells in about 15 CPU s for ``mf``) and the
+simulator, not from any real dataset. A model whose step is dear passes ``min_batch`` and
+``step_cap`` (the graph router: 1,024 and 80).
 
 Reference: Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
 arXiv:1706.02677 (2017) (warm-up with large batches); Loshchilov & Hutter, "SGDR:
@@ -66,7 +67,8 @@ class TrainingPlan:
 
 
 def data_scaled_plan(n_cells: int, *, batch_size: int | None = None,
-                     max_steps: int | None = None) -> TrainingPlan:
+                     max_steps: int | None = None, min_batch: int = MIN_BATCH,
+                     step_cap: int = MAX_STEPS) -> TrainingPlan:
     """The training plan for ``n_cells`` observed training cells.
 
     Parameters
@@ -75,6 +77,9 @@ def data_scaled_plan(n_cells: int, *, batch_size: int | None = None,
         Observed (query, LLM) training cells, >= 1.
     batch_size, max_steps : int, optional
         Given values override the rule (the rest of the plan follows them).
+    min_batch, step_cap : int
+        The rule's lower batch clip and upper step clip (a model whose step is dear, such
+        as the graph router, asks for bigger batches and fewer steps).
 
     Returns
     -------
@@ -93,13 +98,14 @@ def data_scaled_plan(n_cells: int, *, batch_size: int | None = None,
         raise ValueError(f"no observed training cell to plan training for (n_cells={n_cells!r})")
     if batch_size is None:
         batch_size = 2 ** round(math.log2(max(n / 256.0, 1.0)))
-        batch_size = int(min(max(batch_size, MIN_BATCH), MAX_BATCH))
+        batch_size = int(min(max(batch_size, min_batch), max(MAX_BATCH, min_batch)))
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
     batch_size = int(batch_size)
     if max_steps is None:
         passes = min(max(24.0 * math.sqrt(30_000.0 / n), 3.0), 60.0)
-        max_steps = int(min(max(math.ceil(passes * n / batch_size), MIN_STEPS), MAX_STEPS))
+        max_steps = int(min(max(math.ceil(passes * n / batch_size), min(MIN_STEPS, step_cap)),
+                            step_cap))
     if int(max_steps) < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps!r}")
     max_steps = int(max_steps)
