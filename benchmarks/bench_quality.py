@@ -94,6 +94,20 @@ def anchor_data() -> RoutingData:
                        name="routerbench_zs-orbit", source=str(folder))
 
 
+def load_shared(name: str) -> RoutingData:
+    """A registered dataset, or ``<shared>/<name>/<name>.parquet`` in the generic long format
+    (the 30+-LLM pools ``cruxeval`` and ``bfcl_v1``)."""
+    from recsys_router.datasets.registry import available_datasets
+    if name in available_datasets():
+        return load_dataset(name)
+    path = DATA / name / f"{name}.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset {name!r} is neither registered nor at {path}")
+    data = load_dataset(str(path))
+    data.name = name
+    return data
+
+
 def router_spec(name: str, encoder: str, seed: int, params: dict | None = None):
     """A registry name, or a configured :class:`CostAwareRouter` for ``ca-<name>`` (whose
     wrapped router gets ``params[<name>]``)."""
@@ -248,6 +262,11 @@ def main(argv=None) -> None:
                     help="seeded random subset of queries per dataset (0 = all)")
     ap.add_argument("--params", default="",
                     help="router parameters, e.g. mf.batch_size=512,mirt.batch_size=512")
+    ap.add_argument("--no-fallback", action="store_true",
+                    help="learned routers without the safe fallback (evaluate --no-fallback)")
+    ap.add_argument("--auto", type=int, default=0, metavar="N",
+                    help="inner Optuna search of N trials per router (evaluate --auto N)")
+    ap.add_argument("--tag", default="", help="suffix of the result files (e.g. _auto20)")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--readme", default="",
                     help="also write each table into this Markdown file, between "
@@ -275,7 +294,7 @@ def main(argv=None) -> None:
     if a.part in ("folds", "both"):
         for ds in [d.strip() for d in a.datasets.split(",") if d.strip()]:
             t0 = time.perf_counter()
-            data = load_dataset(ds)
+            data = load_shared(ds)
             if a.max_queries and data.n_queries > a.max_queries:
                 keep = np.random.default_rng(a.seed).choice(data.n_queries, a.max_queries,
                                                             replace=False)
@@ -284,13 +303,16 @@ def main(argv=None) -> None:
             protos = PROTOCOLS.get(ds, ["routereval"])
             cfg = EvalConfig([router_spec(n, enc, a.seed, params) for n in names],
                              protocols=protos, folds=a.folds, seed=a.seed, encoder=enc,
-                             router_params=rparams)
+                             router_params=rparams, fallback=not a.no_fallback, auto=a.auto)
             res = evaluate(data, cfg)
             tab = summary(res, protos)
-            write(out, f"folds_{ds}", tab, res,
-                  f"### {ds}: {a.folds}-fold CV, {data.n_queries} queries x {data.n_llms} LLMs, "
-                  f"encoder {enc}, seed {a.seed} ({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`",
-                  readme)
+            how = f"{a.folds}-fold CV" if a.folds > 1 else "one 8:1:1 split"
+            write(out, f"folds_{ds}{a.tag}", tab, res,
+                  f"### {ds}: {how}, {data.n_queries} queries x {data.n_llms} LLMs, "
+                  f"encoder {enc}, seed {a.seed}"
+                  f"{', --auto ' + str(a.auto) if a.auto else ''}"
+                  f"{', no fallback' if a.no_fallback else ''} "
+                  f"({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`", readme)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-fallback", action="store_true",
                    help="do not fall back (per task) to best-single/task-best where a learned "
                         "router loses to them on held-out training queries")
+    p.add_argument("--auto", type=int, default=0, metavar="N",
+                   help="inner Optuna search of N trials per router on the training queries "
+                        "(search spaces from configs/search/); chosen parameters in the report")
     p.add_argument("--missing", choices=("mask", "drop"), default="mask",
                    help="test queries with unobserved LLMs: route among the observed ones "
                         "(mask, default) or leave them out (drop)")
@@ -165,7 +168,7 @@ def run_evaluate(args) -> int:
                      encoder=args.encoder, p=args.p, seed=args.seed,
                      reference_score=args.reference_score,
                      routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None,
-                     fallback=not args.no_fallback, missing=args.missing)
+                     fallback=not args.no_fallback, missing=args.missing, auto=args.auto)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out, plots=not args.no_plots)
     for note in res.notes:

@@ -78,6 +78,11 @@ class EvalConfig:
         Test queries with some LLMs unobserved: ``"mask"`` (default) keeps them and routes
         each among its observed LLMs (per-query candidate masks, every protocol and pool);
         ``"drop"`` leaves them out. Queries with no observed LLM are always left out.
+    auto : int
+        ``N > 0``: every registry router with a search space (``configs/search/``) gets an
+        inner Optuna search of ``N`` trials on its fold's training queries
+        (:class:`~recsys_router.tuning.inner.AutoTunedRouter`); the chosen parameters are in
+        the notes. 0 (default): the routers' defaults.
     """
 
     routers: list
@@ -99,6 +104,7 @@ class EvalConfig:
     max_budgets: int = 100
     fallback: bool = True
     missing: str = "mask"
+    auto: int = 0
 
 
 @dataclass
@@ -128,10 +134,23 @@ def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes:
     params = None if isinstance(spec, Router) else cfg.router_params.get(spec, {})
     router, _ = resolve_router(spec, params, encoder=encoder, seed=cfg.seed,
                                defaults={"p": cfg.p}, clone=True)
+    if cfg.auto and not isinstance(spec, Router) and _has_search_space(spec) \
+            and not getattr(router, "uses_ground_truth", False):
+        from ..tuning.inner import AutoTunedRouter  # noqa: PLC0415 (optuna only when asked)
+        router = AutoTunedRouter(spec, router.get_params(), n_trials=int(cfg.auto), seed=cfg.seed)
     if cfg.fallback and getattr(router, "uses_text", False) \
             and not getattr(router, "uses_ground_truth", False):
         router = SafeFallbackRouter(router, seed=cfg.seed)
     return router
+
+
+def _has_search_space(name: str) -> bool:
+    from ..tuning.inner import search_space_path  # noqa: PLC0415
+    try:
+        search_space_path(name)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):
@@ -254,6 +273,9 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
         if isinstance(router, SafeFallbackRouter):
             notes.append(f"fold {fold.fold}: {label} safe fallback: "
                          f"{fallback_summary(router.fallback_)}")
+        tuned = router.router_ if isinstance(router, SafeFallbackRouter) else router
+        if hasattr(tuned, "best_params_"):
+            notes.append(f"fold {fold.fold}: {label} --auto {cfg.auto}: {tuned.summary()}")
         preds[label] = Predictions(P, C, probs)
         if getattr(router, "uses_ground_truth", False):
             truth.add(label)

@@ -1,0 +1,204 @@
+"""``evaluate --auto N``: an inner Optuna search per router on the training queries only.
+
+:class:`AutoTunedRouter` wraps a registry router. ``fit(train)`` holds out a seeded share of
+each task's training queries, scores the router's defaults and ``N`` Optuna trials (TPE,
+seeded) drawn from its search space in ``configs/search/<name>.yaml`` by the mean true score
+of their argmax choices among each held-out query's observed LLMs, and refits the best
+setting (the defaults unless a trial beats them) on all training queries. The test queries
+of the evaluation are never seen.
+
+Search-file keys are mapped to the registry router's flat parameters: ``params.k`` -> ``k``,
+``model.init_args.dim`` -> ``dim``, ``model.init_args.loss.init_args.kind`` -> ``loss``,
+other ``...loss.init_args.<x>`` -> ``<x>``; keys the router does not take are skipped (and
+listed in ``skipped_keys_``).
+
+Reference: Akiba et al., "Optuna: A Next-generation Hyperparameter Optimization Framework",
+KDD 2019 (TPE sampler).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ..data import RoutingData
+from ..fallback import realised_scores, stratified_holdout
+from ..router import Router
+from .space import SearchSpace, load_search_space
+
+__all__ = ["AutoTunedRouter", "search_space_path", "flat_key", "SEARCH_DIR"]
+
+#: where the search spaces live (``configs/search`` of the checkout)
+SEARCH_DIR = Path(__file__).resolve().parents[2] / "configs" / "search"
+MAX_TRIALS = 1000
+
+
+def search_space_path(name: str, folder: Path | None = None) -> Path:
+    """The search file of registry router ``name`` (``two-tower`` -> ``two_tower.yaml``).
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming the files looked for.
+    """
+    folder = Path(folder) if folder is not None else SEARCH_DIR
+    tried = [folder / f"{name}.yaml", folder / f"{name.replace('-', '_')}.yaml"]
+    for p in tried:
+        if p.is_file():
+            return p
+    raise FileNotFoundError(f"no search space for router {name!r}: looked for "
+                            f"{', '.join(str(p) for p in tried)}")
+
+
+def flat_key(key: str) -> str:
+    """A search-file key as the registry router's parameter name.
+
+    Example
+    -------
+    >>> [flat_key(k) for k in ("params.k", "model.init_args.lr",
+    ...                        "model.init_args.loss.init_args.kind",
+    ...                        "model.init_args.loss.init_args.logit_adjust")]
+    ['k', 'lr', 'loss', 'logit_adjust']
+    """
+    for prefix in ("params.", "model.init_args."):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+    if key.startswith("loss.init_args."):
+        key = key[len("loss.init_args."):]
+        return "loss" if key == "kind" else key
+    return key
+
+
+class AutoTunedRouter(Router):
+    """A registry router whose hyperparameters are searched on held-out training queries.
+
+    Parameters
+    ----------
+    name : str
+        Registry name.
+    params : dict, optional
+        Fixed constructor parameters (the encoder, the seed...); searched ones override them.
+    n_trials : int
+        Optuna trials besides the defaults.
+    val_fraction : float
+        Share of each task's training queries held out for scoring.
+    seed : int
+        Seeds the split and the sampler.
+    search_dir : str, optional
+        Folder of the search files (default :data:`SEARCH_DIR`).
+
+    Attributes
+    ----------
+    router_ : Router
+        The refitted best router.
+    best_params_ : dict
+        The searched parameters chosen (empty: the defaults won).
+    default_score_, best_score_ : float
+        Held-out mean score of the defaults and of the chosen setting.
+    trials_ : list of dict
+        ``params``, ``score`` (or ``error``) per trial.
+    skipped_keys_ : list of str
+        Search-file keys this router does not take.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> r = AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=2).fit(
+    ...     make_synthetic(200, 3, 2, seed=0))
+    >>> len(r.trials_), r.best_score_ >= r.default_score_
+    (2, True)
+    """
+
+    def __init__(self, name: str, params: dict | None = None, n_trials: int = 20,
+                 val_fraction: float = 0.2, seed: int = 0, search_dir: str | None = None):
+        self.name = name
+        self.params = params
+        self.n_trials = n_trials
+        self.val_fraction = val_fraction
+        self.seed = seed
+        self.search_dir = search_dir
+
+    def _make(self, extra: dict) -> Router:
+        from ..registry import make_router
+        return make_router(self.name, **{**(self.params or {}), **extra})
+
+    @property
+    def uses_text(self) -> bool:            # type: ignore[override]
+        from ..registry import router_factory
+        return bool(getattr(router_factory(self.name), "uses_text", False))
+
+    def _space(self, probe: Router) -> tuple[SearchSpace, dict, list]:
+        space = load_search_space(search_space_path(self.name, self.search_dir))
+        known = set(probe.get_params())
+        mapping, skipped = {}, []
+        for key in space.keys:
+            flat = flat_key(key)
+            (mapping.__setitem__(key, flat) if flat in known else skipped.append(key))
+        return space, mapping, skipped
+
+    def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        import optuna
+        n = int(self.n_trials)
+        if not 0 <= n <= MAX_TRIALS:
+            raise ValueError(f"n_trials must be in [0, {MAX_TRIALS}], got {self.n_trials!r}")
+        probe = self._make({})
+        space, mapping, self.skipped_keys_ = self._space(probe)
+        tr, va = stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))
+        self.trials_ = []
+        if len(va) < 5 or len(tr) < 5 or n == 0 or not mapping:
+            self.best_params_, self.default_score_, self.best_score_ = {}, float("nan"), float("nan")
+            self.router_ = probe.fit(train, val)
+            return
+        inner_tr, inner_va = train.subset(tr), train.subset(va)
+        truth = inner_va.scores.astype(np.float64)
+
+        def score(extra: dict) -> float:
+            r = self._make(extra).fit(inner_tr)
+            return float(np.nanmean(realised_scores(r.predict_scores(inner_va), truth)))
+
+        self.default_score_ = score({})
+
+        def objective(trial) -> float:
+            values = space.suggest(trial)
+            extra = {mapping[k]: v for k, v in values.items() if k in mapping}
+            try:
+                s = score(extra)
+            except (ValueError, TypeError, RuntimeError) as exc:   # a bad corner of the space
+                self.trials_.append({"params": extra, "error": f"{type(exc).__name__}: {exc}"})
+                raise optuna.TrialPruned(str(exc)) from exc
+            self.trials_.append({"params": extra, "score": s})
+            return s
+
+        logging.getLogger("optuna").setLevel(logging.WARNING)
+        study = optuna.create_study(direction="maximize",
+                                    sampler=optuna.samplers.TPESampler(seed=int(self.seed)))
+        study.optimize(objective, n_trials=n, show_progress_bar=False)
+        done = [t for t in self.trials_ if "score" in t]
+        best = max(done, key=lambda t: t["score"]) if done else None
+        if best is not None and best["score"] > self.default_score_:
+            self.best_params_, self.best_score_ = dict(best["params"]), best["score"]
+        else:
+            self.best_params_, self.best_score_ = {}, self.default_score_
+        self.router_ = self._make(self.best_params_).fit(train, val)
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        return self.router_.predict_scores(data)
+
+    def predict_costs(self, data: RoutingData):
+        self._check_fitted()
+        return self.router_.predict_costs(data)
+
+    def selection_probs(self, data: RoutingData):
+        self._check_fitted()
+        return self.router_.selection_probs(data)
+
+    def summary(self) -> str:
+        """One line for reports: the chosen parameters and the held-out scores."""
+        self._check_fitted()
+        if not self.trials_:
+            return "no search (too few training queries, no trials or no searchable key)"
+        chosen = self.best_params_ or "the defaults"
+        return (f"{len(self.trials_)} trials; chosen {chosen} (held-out mean score "
+                f"{self.best_score_:.4f} vs defaults {self.default_score_:.4f})")
