@@ -205,3 +205,27 @@ def test_every_command_that_names_a_dataset_has_the_data_kit():
             if "--routers" in flags and not isinstance(flags["--routers"], ListArg):
                 missing.append(f"{name} {leaf or ''}: --routers is not a list argument")
     assert checked >= 8 and not missing, missing
+
+
+class _Opens:
+    """Unpickling this object calls open(path, "w"): a marker file shows code ran."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_checkpoint_is_not_unpickled_without_trust(tmp_path):
+    import pickle
+
+    from recsys_router.export import build_router
+    marker = tmp_path / "PWNED"
+    ckpt = tmp_path / "evil.ckpt"
+    ckpt.write_bytes(pickle.dumps(_Opens(marker)))
+    with pytest.raises(ValueError, match="trust_pickle"):
+        build_router(ckpt=ckpt)
+    assert not marker.exists()
+    pickle.loads(ckpt.read_bytes()).close()  # the file really runs code when unpickled
+    assert marker.exists()

@@ -101,7 +101,9 @@ def test_export_lightning_config_and_checkpoint(tmp_path, monkeypatch):
                  "--out", str(a)]) == 0
     ckpt = next(tmp_path.glob("lightning_logs/version_*/checkpoints/last.ckpt"))
     b = tmp_path / "from_ckpt"
-    assert main(["export", "--ckpt", str(ckpt), "--out", str(b)]) == 0
+    assert main(["export", "--ckpt", str(ckpt), "--out", str(b)]) == 2  # a pickle: refused
+    assert not b.exists()
+    assert main(["export", "--ckpt", str(ckpt), "--trust-pickle", "--out", str(b)]) == 0
     ra, rb = load_router(a), load_router(b)
     texts = [f"question {i} about topic {i % 3}" for i in range(30)]
     assert [r["llm"] for r in ra.route(texts)] == [r["llm"] for r in rb.route(texts)]

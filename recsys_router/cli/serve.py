@@ -5,7 +5,7 @@ Examples
 --------
 recsys-router export --router knn --data routerbench_zs --out artifacts/knn
 recsys-router export -c tuning/knn/best_config.yaml --out artifacts/best
-recsys-router export --ckpt lightning_logs/version_0/checkpoints/last.ckpt --out artifacts/mf
+recsys-router export --ckpt lightning_logs/version_0/checkpoints/last.ckpt --trust-pickle --out artifacts/mf
 recsys-router calibrate artifacts/knn --data routerbench_zs --target-cost 0.5 --policy budget
 recsys-router serve artifacts/knn --port 8000 --backends backends.yaml
 recsys-router serve artifacts/knn --log-db decisions.db --explore epsilon:0.1
@@ -55,7 +55,8 @@ def add_parser(subparsers) -> None:
     src.add_argument("-c", "--config", action="append", default=[], metavar="YAML",
                      help="config file(s), merged in order; with --ckpt: the data config")
     src.add_argument("--ckpt", help="Lightning checkpoint of a RouterModule (data module rebuilt "
-                                    "from the checkpoint, or from -c)")
+                                    "from the checkpoint, or from -c); a pickle, so it needs "
+                                    "--trust-pickle")
     e.add_argument("--param", action="append", default=[], type=parse_kv, metavar="KEY=VALUE",
                    help="router hyperparameter (YAML value), repeatable")
     add_data_args(e, required=False, help="dataset name or path (required with --router)")
@@ -134,7 +135,8 @@ def run_export(args) -> int:
     built = build_router(router=args.router, configs=args.config, ckpt=args.ckpt,
                          params=kv_dict(args.param), data=args.data, data_dir=args.data_dir,
                          data_options=data_options(args), split=args.split,
-                         split_column=args.split_column, seed=args.seed)
+                         split_column=args.split_column, seed=args.seed,
+                         trust_pickle=args.trust_pickle)
     metrics: dict = {}
     for name, part in (("val", built.val), ("test", built.test)):
         if part is not None and part.n_queries:

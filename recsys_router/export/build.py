@@ -62,7 +62,7 @@ def _data_splits(data, data_dir, data_options, split, split_column, seed):
 def build_router(*, router: str | None = None, configs=(), ckpt=None,
                  params: Mapping | None = None, data=None, data_dir=None,
                  data_options: Mapping | None = None, split=None, split_column: str | None = None,
-                 seed: int | None = None) -> BuiltRouter:
+                 seed: int | None = None, trust_pickle: bool = False) -> BuiltRouter:
     """Fit or load a router from exactly one source.
 
     Parameters
@@ -83,6 +83,9 @@ def build_router(*, router: str | None = None, configs=(), ckpt=None,
         Train/val/test fractions or the query column with labels.
     seed : int, optional
         Seed of the split and of the router (default 0; a config's own seed is kept).
+    trust_pickle : bool
+        Allow loading ``ckpt``: a Lightning checkpoint is a pickle, and unpickling runs code the
+        file chooses, so it is refused unless the caller vouches for the file.
 
     Returns
     -------
@@ -100,7 +103,7 @@ def build_router(*, router: str | None = None, configs=(), ckpt=None,
         raise ValueError("router parameters apply to registry routers only (edit the config "
                          "for Lightning models)")
     if ckpt:
-        return _from_checkpoint(Path(ckpt), configs)
+        return _from_checkpoint(Path(ckpt), configs, trust_pickle)
     return _from_lightning_configs(configs, seed)
 
 
@@ -135,12 +138,16 @@ def _from_lightning_configs(configs, seed) -> BuiltRouter:
                        f"Lightning config {configs}")
 
 
-def _from_checkpoint(ckpt: Path, configs) -> BuiltRouter:
+def _from_checkpoint(ckpt: Path, configs, trust_pickle: bool) -> BuiltRouter:
     import torch  # noqa: PLC0415
 
     from ..models.base.router_module import RouterModule  # noqa: PLC0415
     if not ckpt.is_file():
         raise FileNotFoundError(f"checkpoint {ckpt}: no such file")
+    if not trust_pickle:
+        raise ValueError(f"checkpoint {ckpt}: a Lightning checkpoint is a pickle and loading it "
+                         "runs code the file chooses; pass --trust-pickle (trust_pickle=True) "
+                         "only for checkpoints you made or trust")
     raw = torch.load(ckpt, map_location="cpu", weights_only=False)
     if configs:
         cfg = load_yaml_configs(configs)
