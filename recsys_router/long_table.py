@@ -102,7 +102,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     bad = ~np.isfinite(score)
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
-        raise DataValidationError(f"score {df['score'].iloc[r]!r} is not a finite number "
+        raw = df["score"].iloc[r]
+        raw = raw.item() if isinstance(raw, np.generic) else raw
+        raise DataValidationError(f"score {raw!r} is not a finite number "
                                   f"({int(bad.sum())} such records)", source=source,
                                   row=r + row_offset, column="score")
     cost = None

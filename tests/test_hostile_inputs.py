@@ -153,6 +153,23 @@ def test_bad_and_deep_json(tmp_path, capsys):
         load_dataset(str(rdc))
 
 
+def test_broken_gzip_and_overflowing_numbers(tmp_path, capsys):
+    import gzip
+    (tmp_path / "junk.csv.gz").write_bytes(b"not gzip at all\n")
+    assert "junk.csv.gz: not a readable gzip file" in _cli_error(capsys, "data", "info",
+                                                                  str(tmp_path / "junk.csv.gz"))
+    whole = gzip.compress(b"query_id,model,score\n" + b"q,m,1\n" * 2000)
+    (tmp_path / "cut.csv.gz").write_bytes(whole[: len(whole) // 2])
+    assert "cut.csv.gz: not a readable gzip file" in _cli_error(capsys, "data", "info",
+                                                                 str(tmp_path / "cut.csv.gz"))
+    (tmp_path / "junk.jsonl.gz").write_bytes(b"garbage")
+    with pytest.raises(DataValidationError, match="not a readable gzip file"):
+        load_generic(tmp_path / "junk.jsonl.gz")
+    (tmp_path / "big.csv").write_text("query_id,model,score\nq1,a,1e999\n")
+    err = _cli_error(capsys, "data", "info", str(tmp_path / "big.csv"))
+    assert "row 2, column 'score': score inf is not a finite number" in err
+
+
 def test_empty_and_headerless_files(tmp_path, capsys):
     e = tmp_path / "empty.csv"
     e.write_text("")

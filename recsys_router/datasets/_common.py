@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise DataValidationError("empty file: expected a header line and records",
                                   source=str(path)) from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
     except (pd.errors.ParserError, csv.Error, ValueError) as exc:
         msg = " ".join(str(exc).split())
         m = re.search(r"line (\d+)", msg)
@@ -180,8 +183,8 @@ def csv_header(path: Path) -> list[str]:
     try:
         with _open_bytes(path) as fh:
             first = fh.readline(MAX_HEADER_BYTES + 1)
-    except (gzip.BadGzipFile, EOFError) as exc:
-        raise DataValidationError(f"not a readable gzip file: {exc}", source=str(path)) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
     if len(first) > MAX_HEADER_BYTES:
         raise DataValidationError(f"header line longer than {MAX_HEADER_BYTES:,} bytes",
                                   source=str(path), row=1)
@@ -249,6 +252,13 @@ def read_jsonl(path: Path) -> pd.DataFrame:
     A line that is not a JSON object raises :class:`DataValidationError` naming its line
     number (1-based). Blank lines are skipped.
     """
+    try:
+        return _read_jsonl(path)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
     records = []
     with _open_bytes(path) as fh:
         for lineno, raw in enumerate(fh, start=1):

@@ -77,7 +77,7 @@ def detect_generic(path: Path) -> bool:
     try:
         cols = set(_header(path))
     except Exception:  # noqa: BLE001 - unreadable: the generic loader names the problem
-        return _suffix(path) in (".parquet", ".jsonl", ".jsonl.gz")
+        return _suffix(path) in LONG_SUFFIXES
     return "query_id" in cols and bool(cols & {"model", "llm"}) and "score" in cols
 
 
