@@ -72,9 +72,9 @@ class _NetRouter(Router):
     @classmethod
     def _from_state(cls, params, fields, arrays):
         router = super()._from_state(params, fields, arrays)
-        router.net_ = router._build(len(router.llm_names_))
-        load_module_arrays(router.net_, {k[5:]: v for k, v in arrays.items()
-                                         if k.startswith("net_/")}, "net_")
+        router.net_ = load_module_arrays(lambda: router._build(len(router.llm_names_)),
+                                         {k[5:]: v for k, v in arrays.items()
+                                          if k.startswith("net_/")}, "net_")
         return router
 
 

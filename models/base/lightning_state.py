@@ -111,8 +111,8 @@ class LightningStateMixin:
                              f"the encoder's dim {enc.dim}")
         router.net_n_llms_ = info["n_llms"]
         net_arrays = {k[len("net_/"):]: v for k, v in arrays.items() if k.startswith("net_/")}
-        net = router._build_net(info, arrays)
-        load_module_arrays(net, net_arrays, f"{cls.__name__}.net_")
+        net = load_module_arrays(lambda: router._build_net(info, arrays), net_arrays,
+                                 f"{cls.__name__}.net_")
         router.net_ = net.cpu().eval()
         router._after_load(fields, arrays)
         return router

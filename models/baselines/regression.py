@@ -123,9 +123,10 @@ class _MLPBase(TextEmbeddingMixin, Router):
                 or router.loss_ not in ("bce", "mse"):
             raise ValueError(f"{cls.__name__}: network sizes {net} or loss {router.loss_!r} "
                              "out of range")
-        router.model_ = build_mlp(net["in_dim"], net["out_dim"], net["hidden_size"], net["n_hidden"])
-        load_module_arrays(router.model_, {k[len("model_/"):]: v for k, v in arrays.items()
-                                           if k.startswith("model_/")}, f"{cls.__name__}.model_")
+        router.model_ = load_module_arrays(
+            lambda: build_mlp(net["in_dim"], net["out_dim"], net["hidden_size"], net["n_hidden"]),
+            {k[len("model_/"):]: v for k, v in arrays.items() if k.startswith("model_/")},
+            f"{cls.__name__}.model_")
         router.model_.eval()
         return router
 

@@ -18,7 +18,7 @@ import numpy as np
 from recsys_router.data import RoutingData
 from recsys_router.policies import argmax_policy
 from recsys_router.router import Router
-from recsys_router.state import INT, STR, Arr, ListOf
+from recsys_router.state import INT, STR, Arr, ListOf, Size
 
 from ._common import masked_group_means, nan_col_means, query_uniforms, safe_llm_means
 
@@ -69,7 +69,7 @@ class RandomRouter(Router):
     (50,)
     """
 
-    _state_ = {"n_llms_": INT}
+    _state_ = {"n_llms_": Size("n_llms")}
 
     def __init__(self, seed: int = 0):
         self.seed = seed
@@ -101,7 +101,7 @@ class OracleRouter(Router):
     """
 
     uses_ground_truth = True
-    _state_ = {"n_llms_": INT}
+    _state_ = {"n_llms_": Size("n_llms")}
 
     def __init__(self):
         pass
@@ -141,7 +141,7 @@ class ROracleRouter(Router):
     """
 
     uses_ground_truth = True
-    _state_ = {"n_llms_": INT}
+    _state_ = {"n_llms_": Size("n_llms")}
 
     def __init__(self, p: float = 0.5, seed: int = 0):
         self.p = p

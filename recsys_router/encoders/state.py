@@ -38,6 +38,8 @@ _ST = {"model_name": STR, "normalize": BOOL, "max_seq_length": Opt(INT), "batch_
 _PRECOMPUTED = {"identity": STR, "batch_size": INT,
                 "ids_utf8": Arr("uint8", ("n_bytes",)), "ids_offsets": Arr("int64", ("n_ids_1",)),
                 "matrix": Arr("float32", ("n_ids", "dim"))}
+#: bounds on stored sizes (an artifact must not make encoding allocate without limit)
+_MAX_SIZE, _MAX_NGRAM = 65_536, 16
 #: kind -> declared state of that encoder kind
 ENCODER_KINDS = {"hashing": _HASHING, "tfidf": _TFIDF, "st": _ST, "precomputed": _PRECOMPUTED}
 
@@ -143,8 +145,12 @@ def encoder_from_state(info: dict, arrays: dict, where: str, headers: dict | Non
     mine = {k: v for k, v in headers.items() if k.startswith(prefix)}
     v = check_state(ENCODER_KINDS[kind], {k: x for k, x in info.items() if k != "kind"}, mine,
                     {}, prefix)
-    if v["batch_size"] < 1 or (kind != "st" and kind != "precomputed" and v["dim"] < 1):
-        raise StateError(f"{where}: dim and batch_size must be >= 1")
+    if not 1 <= v["batch_size"] <= _MAX_SIZE or not 1 <= v.get("dim", 1) <= _MAX_SIZE:
+        raise StateError(f"{where}: dim and batch_size must be in [1, {_MAX_SIZE}]")
+    for key in ("word_ngrams", "char_ngrams", "ngram_range"):
+        lo_hi = v.get(key)
+        if lo_hi is not None and not 1 <= lo_hi[0] <= lo_hi[1] <= _MAX_NGRAM:
+            raise StateError(f"{where}.{key}: expected 1 <= min <= max <= {_MAX_NGRAM}, got {lo_hi}")
     if kind == "hashing":
         return HashingEncoder(v["dim"], word_ngrams=v["word_ngrams"], char_ngrams=v["char_ngrams"],
                               word_weight=v["word_weight"], batch_size=v["batch_size"])

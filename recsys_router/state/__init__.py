@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-__all__ = ["StateError", "Arr", "Part", "Scalar", "ListOf", "DictOf", "TupleOf", "Opt", "INT", "FLOAT",
+__all__ = ["StateError", "Arr", "Part", "Size", "Scalar", "ListOf", "DictOf", "TupleOf", "Opt", "INT", "FLOAT",
            "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "check_indices", "collect_state", "number_keys",
            "ARRAY_DTYPES", "NAME_RE", "json_safe"]
 
@@ -118,6 +118,15 @@ class Part:
 
     def __init__(self, optional: bool = False):
         self.optional = optional
+
+
+class Size:
+    """An integer that is the size of a shape symbol (e.g. ``Size("n_llms")``): it must equal
+    that symbol's size wherever else it appears, so a stored count cannot ask for an
+    allocation out of proportion to the stored arrays."""
+
+    def __init__(self, symbol: str):
+        self.symbol = symbol
 
 
 class _Any:
@@ -259,6 +268,12 @@ def check_state(spec: dict, fields: dict, headers: dict, dims: dict | None = Non
         else:
             if name not in fields:
                 raise StateError(f"{prefix}{name}: missing field")
+            if isinstance(s, Size):
+                n = check_value(INT, fields[name], prefix + name)
+                if dims.setdefault(s.symbol, n) != n:
+                    raise StateError(f"{prefix}{name}: {n}, expected {s.symbol}={dims[s.symbol]}")
+                out[name] = n
+                continue
             out[name] = check_value(s, fields[name], prefix + name)
             if isinstance(s, ListOf) and s.dim is not None:
                 n = len(out[name])

@@ -2,8 +2,10 @@
 (the owning router builds the network), the weights from validated arrays.
 
 :func:`module_arrays` returns a module's ``state_dict`` as numpy arrays;
-:func:`load_module_arrays` copies arrays into a freshly built module after checking
-that the names, dtypes and shapes are exactly the module's own. Buffers a module lists
+:func:`load_module_arrays` builds the module first on PyTorch's ``meta`` device (no memory
+is allocated, so sizes read from an artifact cannot ask for a huge network), checks that
+the stored names, dtypes and shapes are exactly the module's own, and only then builds it
+for real and copies the arrays in. Buffers a module lists
 in ``_growable_buffers_`` (e.g. vectors of LLMs added after training) may differ in their
 first axis; they are resized to the stored size first.
 
@@ -11,8 +13,7 @@ Example
 -------
 >>> import torch
 >>> net = torch.nn.Linear(2, 3)
->>> back = torch.nn.Linear(2, 3)
->>> load_module_arrays(back, module_arrays(net), "net")
+>>> back = load_module_arrays(lambda: torch.nn.Linear(2, 3), module_arrays(net), "net")
 >>> bool(torch.equal(back.weight, net.weight))
 True
 """
@@ -47,26 +48,47 @@ def _grow(net, arrays: dict, where: str) -> None:
                 setattr(mod, buf, torch.zeros(shape, dtype=cur.dtype))
 
 
-def load_module_arrays(net, arrays: dict, where: str) -> None:
-    """Load validated arrays into ``net`` (exactly its keys, dtypes and shapes).
-
-    Raises
-    ------
-    StateError
-        Missing or extra keys, another dtype or shape.
-    """
-    import torch
-    _grow(net, arrays, where)
-    own = net.state_dict()
+def _check(own: dict, arrays: dict, where: str) -> None:
     if set(own) != set(arrays):
         diff = sorted(set(own) ^ set(arrays))
         raise StateError(f"{where}: network weights {diff[:5]} missing or not expected")
-    state = {}
     for k, t in own.items():
         a = arrays[k]
         want = str(t.dtype).replace("torch.", "")
         if a.dtype.name != want or tuple(a.shape) != tuple(t.shape):
             raise StateError(f"{where}: {k} is {a.dtype.name}{list(a.shape)}, the network "
                              f"expects {want}{list(t.shape)}")
-        state[k] = torch.from_numpy(np.array(a, copy=True))
-    net.load_state_dict(state, strict=True)
+
+
+def load_module_arrays(build, arrays: dict, where: str):
+    """Build a network with ``build()`` and load validated arrays into it.
+
+    Parameters
+    ----------
+    build : callable
+        ``() -> nn.Module`` building an untrained network (from trusted hyperparameters).
+    arrays : dict
+        ``state_dict`` name -> ndarray.
+    where : str
+        Name used in error messages.
+
+    Returns
+    -------
+    nn.Module
+        The network with the stored weights.
+
+    Raises
+    ------
+    StateError
+        Missing or extra keys, another dtype or shape (checked before any allocation).
+    """
+    import torch
+    with torch.device("meta"):
+        probe = build()
+    _grow(probe, arrays, where)
+    _check(probe.state_dict(), arrays, where)
+    net = build()
+    _grow(net, arrays, where)
+    net.load_state_dict({k: torch.from_numpy(np.array(a, copy=True)) for k, a in arrays.items()},
+                        strict=True)
+    return net

@@ -75,12 +75,14 @@ def _put_arrays(d: Path, arrays: dict, declare: bool = True) -> None:
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     """Good artifacts of a text router (knn + tfidf), an index-holding one (zero), a torch
-    one (mlpr) and a nested one (task-residual around best-single)."""
+    one (mlpr), a count-holding one (random) and a nested one (task-residual around
+    best-single)."""
     data = make_synthetic(120, 4, 3, seed=1)
     root = tmp_path_factory.mktemp("good")
     arts = {
         "knn": make_router("knn", k=3, encoder="tfidf"),
         "zero": make_router("zero"),
+        "random": make_router("random", seed=3),
         "mlpr": make_router("mlpr", epochs=1, hidden_size=8),
         "nested": make_router("task-residual", base="best-single", alpha=0.5),
     }
@@ -379,6 +381,34 @@ def p_net_huge_sizes(d):
     _put_state(d, doc)
 
 
+def p_net_large_but_in_range(d):
+    """Sizes within the range checks but far beyond the stored weights: refused by comparing
+    with a network built on the meta device (nothing allocated)."""
+    doc = _state(d)
+    doc["state"]["model_"].update({"in_dim": 90_000, "hidden_size": 90_000, "n_hidden": 60})
+    _put_state(d, doc)
+
+
+def p_count_beyond_pool(d):
+    doc = _state(d)
+    doc["state"]["n_llms_"] = 10 ** 12
+    _put_state(d, doc)
+
+
+def p_encoder_huge_dim(d):
+    doc = _state(d)
+    doc["state"]["encoder_"] = {"kind": "hashing", "dim": 10 ** 9, "word_ngrams": [1, 2],
+                                "char_ngrams": [3, 5], "word_weight": 0.5, "batch_size": 64}
+    _put_state(d, doc)
+
+
+def p_encoder_huge_ngrams(d):
+    doc = _state(d)
+    doc["state"]["encoder_"] = {"kind": "hashing", "dim": 64, "word_ngrams": [1, 100000],
+                                "char_ngrams": None, "word_weight": 0.5, "batch_size": 64}
+    _put_state(d, doc)
+
+
 def p_nested_class(d):
     doc = _state(d)
     doc["state"]["router_"]["class"] = "os:system"
@@ -393,6 +423,8 @@ def p_nested_bad_pool(d):
 
 OTHER = [("zero", p_hull_index_out_of_range), ("zero", p_negative_index),
          ("mlpr", p_net_extra_weight), ("mlpr", p_net_wrong_shape), ("mlpr", p_net_huge_sizes),
+         ("mlpr", p_net_large_but_in_range), ("random", p_count_beyond_pool),
+         ("knn", p_encoder_huge_dim), ("knn", p_encoder_huge_ngrams),
          ("nested", p_nested_class), ("nested", p_nested_bad_pool)]
 CASES = [("knn", p) for p in PROBES_KNN] + OTHER
 NO_REFIX = {p_bad_checksum}
