@@ -5,7 +5,10 @@ Use :func:`get_encoder` with a name:
 * ``"hashing"`` (default): stateless hashed word + char n-grams, ``dim`` (512);
 * ``"tfidf"``: TF-IDF + truncated SVD, needs ``fit(texts)``, ``dim`` (256);
 * ``"minilm"`` / ``"all-MiniLM-L6-v2"`` / ``"sentence-transformers/all-MiniLM-L6-v2"``:
-  384-d unit-norm MiniLM embeddings from packaged weights (works offline);
+  384-d unit-norm MiniLM embeddings from packaged weights (works offline), by default on
+  ONNX Runtime with int8 weights (exported and quantized locally on first use);
+  ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"`` sentence-transformers in PyTorch
+  (also used for ``device="cuda"``); every variant has its own cache identity;
 * ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);
 * any other name or local folder: ``sentence_transformers.SentenceTransformer(name)``.
 
@@ -23,15 +26,16 @@ from .base import Encoder
 from .cache import DiskCache, MemoryLRU, cache_root, text_key
 from .neural import (HAS_PACKAGED_MINILM, HAS_SENTENCE_TRANSFORMERS, MINILM_ALIASES, MINILM_NAME,
                      SentenceTransformerEncoder)
+from .onnx_minilm import HAS_ONNXRUNTIME, ONNX_VARIANTS, OnnxMiniLMEncoder
 from .precomputed import PrecomputedEncoder
 from .text import HAS_SKLEARN, HashingEncoder, TfidfEncoder
 
 __all__ = ["get_encoder", "Encoder", "HashingEncoder", "TfidfEncoder", "PrecomputedEncoder",
-           "SentenceTransformerEncoder", "DiskCache", "MemoryLRU", "cache_root", "text_key",
+           "SentenceTransformerEncoder", "OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "DiskCache", "MemoryLRU", "cache_root", "text_key",
            "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM", "HAS_SKLEARN", "MINILM_NAME",
-           "BUILTIN_ENCODERS", "ENCODERS", "register_encoder"]
+           "BUILTIN_ENCODERS", "ENCODERS", "register_encoder", "MINILM_VARIANTS", "MINILM_DEFAULT"]
 
-BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "precomputed:<path>")
+BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "minilm:<fp32|int8|torch>", "precomputed:<path>")
 
 
 def _no_argument(cls):
@@ -49,8 +53,32 @@ def _precomputed(argument, **options):
     return PrecomputedEncoder(argument, **options)
 
 
+#: ``minilm:<variant>`` choices; ``minilm`` alone is :data:`MINILM_DEFAULT`
+MINILM_VARIANTS = ONNX_VARIANTS + ("torch",)
+#: fastest variant keeping cosine >= 0.99 to the PyTorch vectors (benchmarks/bench_encode.py)
+MINILM_DEFAULT = "int8"
+
+
 def _minilm(argument, **options):
-    return SentenceTransformerEncoder(MINILM_NAME, **options)
+    variant = MINILM_DEFAULT if argument is None else str(argument).strip().lower()
+    if variant not in MINILM_VARIANTS:
+        raise ValueError(f"unknown MiniLM variant {argument!r}; expected 'minilm' or "
+                         f"'minilm:<variant>' with variant one of {', '.join(MINILM_VARIANTS)}")
+    device = options.get("device")
+    torch_only = (device not in (None, "cpu")) or not options.get("normalize", True)
+    if variant == "torch" or torch_only or not HAS_ONNXRUNTIME:
+        if variant != "torch" and argument is not None:  # an explicit ONNX variant cannot run
+            why = ("onnxruntime is not installed" if not HAS_ONNXRUNTIME
+                   else f"device={device!r}, normalize={options.get('normalize', True)!r}")
+            raise ValueError(f"encoder 'minilm:{variant}' runs on ONNX Runtime on the CPU with "
+                             f"normalised vectors ({why}); use 'minilm:torch'")
+        options.pop("threads", None)
+        return SentenceTransformerEncoder(MINILM_NAME, **options)
+    options.pop("device", None)
+    options.pop("normalize", None)
+    if options.get("max_seq_length") is None:
+        options.pop("max_seq_length", None)
+    return OnnxMiniLMEncoder(variant, **options)
 
 
 _minilm.needs_sentence_transformers = True
@@ -102,6 +130,8 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
     >>> get_encoder("hashing", dim=64).dim
     64
     >>> get_encoder("minilm").identity
+    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256'
+    >>> get_encoder("minilm:torch").identity
     'st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default'
     """
     if isinstance(name, Encoder) or (not isinstance(name, str) and callable(getattr(name, "encode", None))):

@@ -56,6 +56,8 @@ class Encoder:
     needs_fit: bool = False
     needs_text: bool = True
     cache_by_default: bool = False
+    #: encode the texts of one call in order of length (less padding for transformers)
+    sort_by_length: bool = False
 
     def __init__(self, *, cache: bool | None = None, cache_dir=None, batch_size: int = 64):
         self.cache = cache
@@ -175,8 +177,19 @@ class Encoder:
         return texts
 
     def _compute(self, texts: list[str], batch_size: int, show_progress, *,
-                 disk: DiskCache | None = None, keys: list[str] | None = None) -> np.ndarray:
+                 disk: DiskCache | None = None, keys: list[str] | None = None,
+                 _sorted: bool = False) -> np.ndarray:
         n = len(texts)
+        if self.sort_by_length and not _sorted and n > 1:
+            order = np.argsort([-len(t) for t in texts], kind="stable")
+            if np.any(order != np.arange(n)):
+                sorted_out = self._compute([texts[i] for i in order], batch_size, show_progress,
+                                           disk=disk,
+                                           keys=None if keys is None else [keys[i] for i in order],
+                                           _sorted=True)
+                out = np.empty_like(sorted_out)
+                out[order] = sorted_out
+                return out
         chunk = max(1, batch_size)
         show = (n > 1000 and n > 4 * chunk) if show_progress is None else bool(show_progress)
         out = np.empty((n, self.dim), dtype=np.float32)

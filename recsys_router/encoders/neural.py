@@ -52,6 +52,7 @@ class SentenceTransformerEncoder(Encoder):
     """
 
     cache_by_default = True
+    sort_by_length = True
 
     def __init__(self, model_name: str = MINILM_NAME, *, device: str | None = None,
                  normalize: bool = True, max_seq_length: int | None = None,

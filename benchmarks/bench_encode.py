@@ -1,0 +1,121 @@
+"""Text-encoding throughput of MiniLM variants vs today's sentence-transformers path, one run.
+
+On real query texts of the shared datasets (a seeded sample of ``--n`` texts per set):
+
+* ``rb``: RouterBench prompts (``routerbench_zs``, long few-shot prompts);
+* ``mc``: multiple-choice questions with their options (``routerdc``'s mmlu / arc / cmmlu /
+  ceval rows).
+
+Baseline (``st`` = "today"): ``SentenceTransformerEncoder`` in PyTorch, batches of 64 in
+corpus order (sentence-transformers sorts only inside each batch). Each variant encodes the
+same texts with the caches off; printed: texts/s, the ratio to the baseline's texts/s
+measured in the same run, and the minimum / mean cosine of its vectors to the baseline's.
+Every variant runs after a warm-up call (model load and ONNX export are not timed).
+
+Usage::
+
+    python benchmarks/bench_encode.py --seed 0
+    python benchmarks/bench_encode.py --seed 0 --n 64 --sets rb   # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: name -> (kind, options); kind "st" = sentence-transformers (PyTorch), "onnx" = ONNX Runtime
+VARIANTS = {
+    "st-sorted": ("st", {}),
+    "onnx-fp32": ("onnx", {"variant": "fp32"}),
+    "onnx-int8": ("onnx", {"variant": "int8"}),
+    "onnx-int8-1thread": ("onnx", {"variant": "int8", "threads": 1}),
+    "onnx-int8-len128": ("onnx", {"variant": "int8", "max_seq_length": 128}),
+    "onnx-fp32-len128": ("onnx", {"variant": "fp32", "max_seq_length": 128}),
+}
+_MC_TASKS = ("mmlu", "arc_challenge", "arc_easy", "cmmlu", "ceval")
+
+
+def _texts(which: str, n: int, seed: int, data_dir: str) -> list[str]:
+    from recsys_router.datasets.registry import load_dataset
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if which == "rb":
+            data = load_dataset("routerbench_zs", data_dir=data_dir)
+            texts = list(data.texts)
+        elif which == "mc":
+            data = load_dataset("routerdc", data_dir=data_dir)
+            tasks = data.queries["task"].to_numpy()
+            texts = [t for t, k in zip(data.texts, tasks) if k in _MC_TASKS]
+        else:
+            raise SystemExit(f"--sets: unknown set {which!r}; expected rb or mc")
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(texts), size=min(n, len(texts)), replace=False)
+    return [texts[i] for i in pick]
+
+
+def _encoder(kind: str, options: dict):
+    from recsys_router.encoders import OnnxMiniLMEncoder, SentenceTransformerEncoder
+    if kind == "st":
+        enc = SentenceTransformerEncoder("minilm", cache=False, device="cpu")
+        if options.get("unsorted"):
+            enc.sort_by_length = False
+        return enc
+    return OnnxMiniLMEncoder(cache=False, **options)
+
+
+def _timed(enc, texts: list[str], repeats: int) -> tuple[float, np.ndarray]:
+    enc.encode(texts[:4])  # warm-up: load / export the model
+    best, out = np.inf, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = enc.encode(texts, show_progress=False)
+        best = min(best, time.perf_counter() - t0)
+    return len(texts) / best, out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=0, help="seed of the text sample")
+    ap.add_argument("--n", type=int, default=192, help="texts per set")
+    ap.add_argument("--sets", default="rb,mc", help="comma list of rb (RouterBench), mc "
+                                                    "(multiple choice)")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--repeats", type=int, default=1, help="timed passes per variant (best)")
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
+    args = ap.parse_args(argv)
+    import torch
+    torch.manual_seed(args.seed)
+    names = [v for v in args.variants.split(",") if v]
+    bad = [v for v in names if v not in VARIANTS]
+    if bad:
+        raise SystemExit(f"--variants: unknown {bad}; expected some of {list(VARIANTS)}")
+    print(f"`python benchmarks/bench_encode.py --seed {args.seed} --n {args.n} --sets "
+          f"{args.sets} --repeats {args.repeats}`  (torch threads: {torch.get_num_threads()})\n")
+    for which in [s for s in args.sets.split(",") if s]:
+        texts = _texts(which, args.n, args.seed, args.data_dir)
+        mean_chars = float(np.mean([len(t) for t in texts]))
+        base_rate, base = _timed(_encoder("st", {"unsorted": True}), texts, args.repeats)
+        print(f"### {which}: {len(texts)} texts, mean {mean_chars:.0f} characters\n")
+        print("| variant | texts/s | x st | min cosine | mean cosine |")
+        print("|---|---|---|---|---|")
+        print(f"| st (today) | {base_rate:.1f} | 1.00 | 1.0000 | 1.0000 |")
+        for name in names:
+            kind, options = VARIANTS[name]
+            rate, vec = _timed(_encoder(kind, options), texts, args.repeats)
+            cos = np.sum(vec * base, axis=1) / (np.linalg.norm(vec, axis=1)
+                                                * np.linalg.norm(base, axis=1))
+            print(f"| {name} | {rate:.1f} | {rate / base_rate:.2f} | {cos.min():.4f} | "
+                  f"{cos.mean():.4f} |", flush=True)
+        print()
+
+
+if __name__ == "__main__":
+    main()

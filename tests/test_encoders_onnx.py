@@ -1,0 +1,138 @@
+"""ONNX Runtime MiniLM (fp32 / int8) against the sentence-transformers vectors, length-sorted
+batching, cache identities, and hostile settings / cache files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recsys_router.encoders import (Encoder, OnnxMiniLMEncoder, SentenceTransformerEncoder,
+                                    get_encoder)
+from recsys_router.encoders import cache as cache_mod
+from recsys_router.encoders import onnx_minilm
+
+TEXTS = ["How do I bake bread at home?",
+         "Prove that the square root of two is irrational.",
+         "Which planet is known as the red planet? A) Venus B) Mars C) Jupiter D) Saturn",
+         "def add(a, b):\n    return a + b\n# write a unit test for this function",
+         # over 256 word pieces: truncation must match sentence-transformers'
+         " ".join(f"option {i}: the {i}th answer about thermodynamics and entropy" for i in range(60)),
+         "ok"]
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def torch_vectors():
+    import torch
+    torch.set_num_threads(1)
+    return SentenceTransformerEncoder("minilm", cache=False, device="cpu").encode(TEXTS)
+
+
+def _cos(a, b):
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_fp32_matches_sentence_transformers(onnx_dir, torch_vectors):
+    v = OnnxMiniLMEncoder("fp32", cache=False, cache_dir=onnx_dir, threads=1).encode(TEXTS)
+    assert v.shape == (len(TEXTS), 384) and v.dtype == np.float32
+    np.testing.assert_allclose(v, torch_vectors, atol=2e-4)
+
+
+def test_int8_cosine_to_sentence_transformers(onnx_dir, torch_vectors):
+    v = OnnxMiniLMEncoder("int8", cache=False, cache_dir=onnx_dir, threads=1).encode(TEXTS)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    cos = _cos(v, torch_vectors)
+    # the quantization error shows most on very short texts ("ok": ~0.97, bench_encode.py)
+    assert cos.mean() >= 0.99 and cos.min() >= 0.96, cos
+    # quantized, so not the same numbers: the int8 file is a different model
+    assert np.abs(v - torch_vectors).max() > 1e-4
+
+
+def test_length_sorted_batches_keep_input_order(onnx_dir):
+    enc = OnnxMiniLMEncoder("fp32", cache=False, cache_dir=onnx_dir, threads=1, batch_size=2)
+    together = enc.encode(TEXTS)
+    alone = np.vstack([enc.encode([t]) for t in TEXTS])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+class _Recorder(Encoder):
+    """Row i = (len(text), first char code): order-revealing, batches recorded."""
+    dim = 2
+    identity = "recorder"
+    sort_by_length = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.batches = []
+
+    def _encode_batch(self, texts):
+        self.batches.append(list(texts))
+        return np.array([[len(t), ord(t[0])] for t in texts], dtype=np.float32)
+
+
+def test_sorting_by_length_in_the_base_encoder(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(tmp_path))
+    cache_mod.MEMORY_CACHE.clear()
+    texts = ["bb", "a", "dddd", "ccc", "eeeee", "f"]
+    enc = _Recorder(cache=True, batch_size=2)
+    out = enc.encode(texts)
+    np.testing.assert_array_equal(out, [[len(t), ord(t[0])] for t in texts])
+    assert enc.batches == [["eeeee", "dddd"], ["ccc", "bb"], ["a", "f"]]
+    # the disk cache stored each vector under its own text's key
+    cache_mod.MEMORY_CACHE.clear()
+    again = _Recorder(cache=True, batch_size=2)
+    np.testing.assert_array_equal(again.encode(texts[::-1]), out[::-1])
+    assert again.batches == []
+    cache_mod.MEMORY_CACHE.clear()
+
+
+def test_variants_have_distinct_cache_identities():
+    ids = {get_encoder("minilm").identity, get_encoder("minilm:fp32").identity,
+           get_encoder("minilm:int8").identity, get_encoder("minilm:torch").identity,
+           get_encoder("minilm", max_seq_length=128).identity}
+    assert len(ids) == 4  # minilm is minilm:int8
+    assert get_encoder("minilm").identity == get_encoder("minilm:int8").identity
+    assert isinstance(get_encoder("minilm", device="cuda"), SentenceTransformerEncoder)
+    # threads do not change the vectors, so they share the cache
+    assert (get_encoder("minilm", threads=1).identity
+            == get_encoder("minilm", threads=2).identity)
+
+
+@pytest.mark.parametrize("name,options,match", [
+    ("minilm:evil", {}, "unknown MiniLM variant"),
+    ("minilm:__import__('os')", {}, "unknown MiniLM variant"),
+    ("minilm", {"max_seq_length": 100000}, "max_seq_length must be in"),
+    ("minilm", {"max_seq_length": 0}, "max_seq_length must be in"),
+    ("minilm", {"threads": 0}, "threads must be in"),
+    ("minilm:int8", {"device": "cuda"}, "use 'minilm:torch'"),
+])
+def test_hostile_settings_are_clean_errors(name, options, match):
+    with pytest.raises(ValueError, match=match):
+        get_encoder(name, **options)
+
+
+def test_corrupt_cached_model_is_a_clean_error(tmp_path, monkeypatch):
+    bad = tmp_path / "onnx" / "fake-int8.onnx"
+    bad.parent.mkdir()
+    bad.write_bytes(b"\x08\x07not an onnx model" * 10)
+    monkeypatch.setattr(onnx_minilm, "_SESSIONS", {})
+    monkeypatch.setattr(onnx_minilm, "export_minilm_onnx", lambda variant, cache_dir=None: bad)
+    with pytest.raises(ValueError, match="fake-int8.onnx: not a loadable ONNX model"):
+        OnnxMiniLMEncoder("int8", cache=False).encode(["hello"])
+
+
+def test_failed_export_leaves_nothing_half_written(tmp_path, monkeypatch):
+    import torch
+
+    def crash(model, args, path, **kwargs):
+        with open(path, "wb") as f:
+            f.write(b"partial graph")
+        raise RuntimeError("exporter crashed")
+    monkeypatch.setattr(torch.onnx, "export", crash)
+    with pytest.raises(RuntimeError, match="exporter crashed"):
+        onnx_minilm.export_minilm_onnx("int8", cache_dir=tmp_path)
+    assert [p.name for p in (tmp_path / "onnx").iterdir()] == []
