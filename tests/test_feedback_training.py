@@ -35,10 +35,10 @@ def test_logged_arrays_by_hand():
     assert "self_normalise" in logged_arrays(d, x, "snips")
     dr = logged_arrays(d, x, "dr", clip=0.01)
     assert dr["mask"].all() and dr["w"].tolist() == [1.0, 1.0, 1.0]
-    # reward model q for LLM n: only one observation (y=0) -> q = 0 everywhere; LLM m: fit on
+    # q: the ridge reward model (unweighted, shrunk to the pooled mean); LLM m is fitted on
     # rows a, c; the pseudo-target of a logged cell is q + w (y - q)
     from recsys_router.feedback.logged import ridge_reward_model
-    q = ridge_reward_model(x, np.array([0, 1, 0]), np.array([1.0, 0.0, 0.5]), np.array([2.0, 4.0, 1.0]), 2)
+    q = ridge_reward_model(x, np.array([0, 1, 0]), np.array([1.0, 0.0, 0.5]), np.ones(3), 2)
     assert dr["y"][1, 0] == pytest.approx(q[1, 0])                       # unobserved: q
     assert dr["y"][0, 0] == pytest.approx(q[0, 0] + 2.0 * (1.0 - q[0, 0]))
     assert dr["y"][1, 1] == pytest.approx(q[1, 1] + 4.0 * (0.0 - q[1, 1]))

@@ -10,7 +10,8 @@ exactly one observed cell per query and a per-query ``propensity`` column):
 ``ips`` (weights ``1 / max(p, clip)``, mean loss ``(1/B) sum w l``), ``snips`` (the same
 weights, self-normalised per batch: ``sum w l / sum w``) and ``dr`` (doubly robust pseudo-targets
 ``q_ij + 1[j = a_i] w_i (y_i - q_ij)`` for every cell, with ``q`` a ridge reward model
-per LLM on the query embeddings, fitted on the logged cells with the same weights).
+per LLM on the query embeddings, fitted on the logged cells and shrunk towards the pooled
+mean for rarely logged LLMs).
 
 References: Schnabel et al., "Recommendations as Treatments", ICML 2016 (IPS/SNIPS
 training); Wang et al., "Doubly Robust Joint Learning for Recommendation on Data Missing Not
@@ -126,18 +127,19 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
 
 
 def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.ndarray,
-                       n_llms: int, alpha: float = 10.0) -> np.ndarray:
+                       n_llms: int, alpha: float = 10.0, prior: float = 10.0) -> np.ndarray:
     """Predicted outcome of every LLM for every query, clipped to [0, 1].
 
     Per LLM: weighted ridge regression of the logged outcomes on the centred query
-    embeddings, around the LLM's weighted mean outcome (the pooled mean for an LLM never
-    chosen).
+    embeddings, around the LLM's weighted mean outcome shrunk towards the pooled mean with
+    the weight of ``prior`` average observations (an LLM logged once or twice, common under
+    epsilon-greedy logging over dozens of LLMs, stays near the pooled mean).
 
     Example
     -------
     >>> x = np.array([[0.0], [1.0], [0.0], [1.0]])
     >>> q = ridge_reward_model(x, np.array([0, 0, 1, 1]), np.array([0.0, 1.0, 1.0, 1.0]),
-    ...                        np.ones(4), 2, alpha=1e-9)
+    ...                        np.ones(4), 2, alpha=1e-9, prior=0.0)
     >>> q.round(3).tolist()
     [[0.0, 1.0], [1.0, 1.0], [0.0, 1.0], [1.0, 1.0]]
     """
@@ -150,7 +152,8 @@ def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.n
             continue
         wj, yj, xj = w[m], y[m], x[m]
         mu_x = np.average(xj, axis=0, weights=wj)
-        mu_y = float(np.average(yj, weights=wj))
+        strength = prior * float(w.mean())
+        mu_y = float(((wj * yj).sum() + strength * pooled) / (wj.sum() + strength))
         xc = xj - mu_x
         a = (xc * wj[:, None]).T @ xc + alpha * np.eye(x.shape[1])
         beta = np.linalg.solve(a, (xc * wj[:, None]).T @ (yj - mu_y))
@@ -158,8 +161,12 @@ def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.n
     return np.clip(q, 0.0, 1.0)
 
 
-def logged_arrays(data: RoutingData, x: np.ndarray, loss: str, clip: float = 0.05) -> dict:
+def logged_arrays(data: RoutingData, x: np.ndarray, loss: str, clip: float = 0.05,
+                  clip_targets: bool = False) -> dict:
     """Training arrays of a logged-feedback loss (one row per query).
+
+    ``clip_targets`` (``dr`` only) clips the pseudo-targets to [0, 1]: biased, but a logged
+    cell with weight 20 can no longer ask for a target of 20.
 
     Returns
     -------
@@ -189,9 +196,11 @@ def logged_arrays(data: RoutingData, x: np.ndarray, loss: str, clip: float = 0.0
     mask = np.zeros((n, L), bool)
     target[rows, action], mask[rows, action] = y, True
     if loss == "dr":
-        q = ridge_reward_model(x, action, y, w, L)
+        q = ridge_reward_model(x, action, y, np.ones(n), L)  # selection depends on x only
         target = q.copy()
         target[rows, action] += w * (y - q[rows, action])
+        if clip_targets:
+            np.clip(target, 0.0, 1.0, out=target)
         mask[:] = True
         w = np.ones(n)
     out = {"index": rows.astype(np.int64), "x": np.asarray(x, np.float32),
