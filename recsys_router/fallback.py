@@ -11,7 +11,9 @@ and measures on inner-validation, per task, the mean realised score of three cho
 * ``task-best``: the LLM with the highest mean inner-train score on the query's task.
 
 Where the router's mean is not strictly above both baselines' on a task, that task's
-queries go to the better baseline (``best-single`` on ties); queries without a task, or
+queries go to the better baseline (``task-best`` on ties: it is the per-task refinement of
+``best-single``, and a few held-out queries often cannot tell them apart); queries without a
+task, or
 of a task the inner-validation part did not see, follow the same comparison made over all
 inner-validation queries. ``fallback_`` records every decision and its three means. The
 baselines used at prediction time are refitted on all training queries; the wrapped router
@@ -143,7 +145,7 @@ class _Baselines:
 def _decide(r: float, bs: float, tb: float) -> str:
     if r > max(bs, tb):
         return "router"
-    return "best-single" if bs >= tb else "task-best"
+    return "best-single" if bs > tb else "task-best"
 
 
 def fallback_summary(fallback: dict) -> str:

@@ -44,16 +44,16 @@ def test_router_losing_on_a_task_falls_back_there_only():
     r = SafeFallbackRouter(TextRule(), val_fraction=0.2, seed=0).fit(d)
     fb = r.fallback_
     # t1: router realises 0; task-best (a) and best-single (a: mean 0.75 over both tasks)
-    # realise 1 -> the tie goes to best-single; t2: router realises 1, and neither
+    # realise 1 -> the tie goes to task-best; t2: router realises 1, and neither
     # baseline can (half the t2 queries need a, half b) -> router
-    assert fb["tasks"] == {"t1": "best-single", "t2": "router"}
+    assert fb["tasks"] == {"t1": "task-best", "t2": "router"}
     assert fb["means"]["t1"] == {"router": 0.0, "best-single": 1.0, "task-best": 1.0}
     assert fb["means"]["t2"]["router"] == 1.0 and fb["n_val"] == 8
     assert r.router_.n_train_ == 40 and fb["refitted"]   # refitted on every training query
     chosen = r.route(d)
     truth_best = np.where(d.scores[:, 0] == 1.0, "a", "b")
     assert (chosen == truth_best).all()
-    assert "fell back on 1 of 2 tasks (best-single: t1)" in fallback_summary(fb)
+    assert "fell back on 1 of 2 tasks (task-best: t1)" in fallback_summary(fb)
 
 
 def test_task_best_wins_where_the_best_single_llm_is_wrong():
@@ -67,8 +67,8 @@ def test_task_best_wins_where_the_best_single_llm_is_wrong():
     r = SafeFallbackRouter(TextRule(), seed=0).fit(d)
     # t1: router 0 (picks b), best-single b -> 0, task-best a -> 1 => task-best
     assert r.fallback_["tasks"]["t1"] == "task-best"
-    # t2 (all b): router picks b on "y" and a on "x" -> 0.5; baselines 1 -> best-single (tie)
-    assert r.fallback_["tasks"]["t2"] == "best-single"
+    # t2 (all b): router picks b on "y" and a on "x" -> 0.5; baselines 1 -> task-best (tie)
+    assert r.fallback_["tasks"]["t2"] == "task-best"
     assert (r.route(d) == np.where(np.arange(40) < 20, "a", "b")).all()
 
 

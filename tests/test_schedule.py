@@ -8,21 +8,23 @@ from recsys_router.models.base.schedule import data_scaled_plan, lr_factor
 
 
 def test_plan_for_a_mid_sized_matrix_by_hand():
-    # 300,000 cells: 300000 / 256 = 1171.9 -> log2 = 10.19 -> B = 1024
-    # passes = 24 * sqrt(30000 / 300000) = 7.589; steps = ceil(7.589 * 300000 / 1024) = 2224
-    p = data_scaled_plan(300_000)
+    # 200,000 cells: 200000 / 256 = 781.25 -> log2 = 9.61 -> B = 1024
+    # passes = 24 * sqrt(30000 / 200000) = 9.295; steps = ceil(9.295 * 200000 / 1024) = 1816
+    p = data_scaled_plan(200_000)
     assert p.batch_size == 1024
-    assert p.max_steps == math.ceil(24 * math.sqrt(0.1) * 300_000 / 1024) == 2224
-    assert p.warmup_steps == math.ceil(0.05 * 2224) == 112
-    assert p.check_every == math.ceil(2224 / 20) == 112
-    assert p.min_steps == int(0.4 * 2224)
+    assert p.max_steps == math.ceil(24 * math.sqrt(0.15) * 200_000 / 1024) == 1816
+    assert p.warmup_steps == math.ceil(0.05 * 1816) == 91
+    assert p.check_every == math.ceil(1816 / 20) == 91
+    assert p.min_steps == int(0.4 * 1816)
+    # 300,000 cells: ceil(7.589 * 300000 / 1024) = 2224 steps, clipped to 2000
+    assert data_scaled_plan(300_000).max_steps == 2000
 
 
 def test_small_and_huge_matrices_hit_the_clips():
     small = data_scaled_plan(500)          # B = 32 (clip), passes = 60 (clip) -> 938 steps
     assert small.batch_size == 32 and small.max_steps == math.ceil(60 * 500 / 32)
-    huge = data_scaled_plan(50_000_000)    # B = 4096 (clip), passes = 3 (clip) -> 4000 (clip)
-    assert huge.batch_size == 4096 and huge.max_steps == 4000
+    huge = data_scaled_plan(50_000_000)    # B = 4096 (clip), passes = 3 (clip) -> 2000 (clip)
+    assert huge.batch_size == 4096 and huge.max_steps == 2000
     tiny = data_scaled_plan(10)            # 60 passes of 10 cells = 19 steps -> 300 (clip)
     assert tiny.max_steps == 300
 
@@ -42,7 +44,7 @@ def test_overrides_and_bad_input():
 
 
 def test_lr_schedule_warms_up_then_decays_by_cosine():
-    p = data_scaled_plan(300_000)           # warm-up 112 steps, then cosine over 2112 steps
+    p = data_scaled_plan(300_000, max_steps=2224)   # warm-up 112 steps, then cosine over 2112
     assert lr_factor(0, p) == pytest.approx(1 / 112)
     assert lr_factor(55, p) == pytest.approx(56 / 112)
     assert lr_factor(112, p) == pytest.approx(1.0)
