@@ -263,6 +263,7 @@ class GraphRouter(LightningRouter):
     def _set_fitted_state(self, module: GraphModule, dm) -> None:
         super()._set_fitted_state(module, dm)
         self.builder_ = module._require_builder()
+        self.graph_owners_ = None  # a refit forgets onboarded LLMs
         self.cost_scale_ = float(module.cost_scale)
         self.has_costs_ = dm.splits["train"].costs is not None
 

@@ -127,3 +127,16 @@ def test_provenance_and_export_round_trip(sim, tmp_path):
         a, _, _ = loaded.predict(probe_texts)
         np.testing.assert_allclose(a, r.predict_scores(loaded.to_data(probe_texts)), rtol=1e-6)
         assert loaded.router.llm_info_["new"]["strategy"] == "random"
+
+
+@pytest.mark.parametrize("name", ["mf", "knn", "zero"])
+def test_refit_forgets_onboarded_llms(sim, name):
+    train, test = sim["train"], sim["test"]
+    old = train.subset(llms=train.llm_names[:3])
+    r = make_router(name, **({"max_epochs": 1} if name == "mf" else {})).fit(old)
+    before = r.predict_scores(test.subset(llms=old.llm_names))
+    scores, costs = _probes(test, 3)
+    r.add_llm("new", scores, costs).fit(old)
+    assert r.llm_names_ == old.llm_names and not r.llm_info_
+    np.testing.assert_allclose(r.predict_scores(test.subset(llms=old.llm_names)), before, rtol=1e-6)
+

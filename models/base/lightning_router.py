@@ -412,6 +412,7 @@ class LightningRouter(LightningStateMixin, Router):
     def _set_fitted_state(self, module: RouterModule, dm) -> None:
         self.net_ = copy.deepcopy(module.net).cpu().eval()
         self.net_n_llms_ = int(dm.n_llms)  # the pool the network was built for (export)
+        self.added_llm_rows_, self.kept_cols_ = None, None  # a refit forgets onboarded LLMs
         enc = dm.encoder
         # a stateless encoder is rebuilt from its name (not stored in exported artifacts)
         self.fitted_encoder_ = enc if enc.needs_fit else None
