@@ -233,10 +233,17 @@ def test_encoder_states_rebuild_identical_encoders(tmp_path):
     npy.unlink()  # the precomputed table lives in the state, not in the file
     assert back.encode(["", ""], ["q3", "q1"]).tolist() == [[6.0, 7.0], [2.0, 3.0]]
     st = SentenceTransformerEncoder("minilm")
-    info, arrays = encoder_state(st)
-    assert info["model_name"] == MINILM_NAME and arrays == {}
-    assert encoder_from_state(info, arrays, "enc").identity == st.identity  # model not loaded
+    st_info, arrays = encoder_state(st)
+    assert st_info["model_name"] == MINILM_NAME and arrays == {}
+    assert encoder_from_state(st_info, arrays, "enc").identity == st.identity  # not loaded
+    from recsys_router.encoders import OnnxMiniLMEncoder
+    onnx = OnnxMiniLMEncoder("fp32", max_seq_length=128, cache=False)
+    info, arrays = encoder_state(onnx)
+    assert (info["kind"], info["variant"], arrays) == ("onnx-minilm", "fp32", {})
+    assert encoder_from_state(info, arrays, "enc").identity == onnx.identity  # nothing loaded
+    with pytest.raises(StateError, match="variant"):
+        encoder_from_state({**info, "variant": "../../evil"}, {}, "enc")
     with pytest.raises(StateError, match="packaged MiniLM"):
         encoder_state(SentenceTransformerEncoder(str(tmp_path)))
     with pytest.raises(StateError, match="packaged MiniLM"):
-        encoder_from_state({**info, "model_name": str(tmp_path)}, {}, "enc")
+        encoder_from_state({**st_info, "model_name": str(tmp_path)}, {}, "enc")

@@ -35,13 +35,15 @@ _TFIDF = {"dim": INT, "ngram_range": TupleOf(INT, INT), "min_df": NUM,
           "vocab_utf8": Arr("uint8", ("n_bytes",)), "vocab_offsets": Arr("int64", ("n_terms_1",)),
           "idf": Arr("float64", ("n_terms",)), "components": Arr("float64", ("k", "n_terms"))}
 _ST = {"model_name": STR, "normalize": BOOL, "max_seq_length": Opt(INT), "batch_size": INT}
+_ONNX = {"variant": STR, "max_seq_length": INT, "batch_size": INT}
 _PRECOMPUTED = {"identity": STR, "batch_size": INT,
                 "ids_utf8": Arr("uint8", ("n_bytes",)), "ids_offsets": Arr("int64", ("n_ids_1",)),
                 "matrix": Arr("float32", ("n_ids", "dim"))}
 #: bounds on stored sizes (an artifact must not make encoding allocate without limit)
 _MAX_SIZE, _MAX_NGRAM = 65_536, 16
 #: kind -> declared state of that encoder kind
-ENCODER_KINDS = {"hashing": _HASHING, "tfidf": _TFIDF, "st": _ST, "precomputed": _PRECOMPUTED}
+ENCODER_KINDS = {"hashing": _HASHING, "tfidf": _TFIDF, "st": _ST, "onnx-minilm": _ONNX,
+                 "precomputed": _PRECOMPUTED}
 
 
 def pack_strings(items) -> tuple[np.ndarray, np.ndarray]:
@@ -73,10 +75,12 @@ def unpack_strings(blob: np.ndarray, offsets: np.ndarray, where: str) -> list[st
 
 def _kind(enc) -> str:
     from .neural import SentenceTransformerEncoder
+    from .onnx_minilm import OnnxMiniLMEncoder
     from .precomputed import PrecomputedEncoder
     from .text import HashingEncoder, TfidfEncoder
     for cls, kind in ((HashingEncoder, "hashing"), (TfidfEncoder, "tfidf"),
-                      (SentenceTransformerEncoder, "st"), (PrecomputedEncoder, "precomputed")):
+                      (SentenceTransformerEncoder, "st"), (OnnxMiniLMEncoder, "onnx-minilm"),
+                      (PrecomputedEncoder, "precomputed")):
         if type(enc) is cls:
             return kind
     raise StateError(f"encoder {type(enc).__name__} cannot be exported: only the built-in "
@@ -109,6 +113,9 @@ def encoder_state(enc: Encoder) -> tuple[dict, dict]:
                              "MiniLM among sentence-transformers models")
         return {"kind": kind, "model_name": enc.model_name, "normalize": bool(enc.normalize),
                 "max_seq_length": enc.max_seq_length, "batch_size": int(enc.batch_size)}, {}
+    if kind == "onnx-minilm":  # the packaged weights; threads are the machine's business
+        return {"kind": kind, "variant": enc.variant, "max_seq_length": int(enc.max_seq_length),
+                "batch_size": int(enc.batch_size)}, {}
     ids, mat = enc.table()
     blob, off = pack_strings(ids)
     return ({"kind": kind, "identity": enc.identity, "batch_size": int(enc.batch_size)},
@@ -161,6 +168,13 @@ def encoder_from_state(info: dict, arrays: dict, where: str, headers: dict | Non
         return SentenceTransformerEncoder(MINILM_NAME, normalize=v["normalize"],
                                           max_seq_length=v["max_seq_length"],
                                           batch_size=v["batch_size"])
+    if kind == "onnx-minilm":
+        from .onnx_minilm import OnnxMiniLMEncoder
+        try:  # the class checks variant and length against its own fixed choices
+            return OnnxMiniLMEncoder(v["variant"], max_seq_length=v["max_seq_length"],
+                                     batch_size=v["batch_size"])
+        except ValueError as err:
+            raise StateError(f"{where}: {err}") from err
     if kind == "precomputed":
         ids = unpack_strings(arrays[prefix + "ids_utf8"], arrays[prefix + "ids_offsets"], where)
         return PrecomputedEncoder(None, table=(ids, arrays[prefix + "matrix"]),
