@@ -11,7 +11,48 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["QueryListDataset", "CellDataset", "PairDataset", "batch_collate"]
+__all__ = ["QueryListDataset", "CellDataset", "PairDataset", "batch_collate",
+           "PermutationBatchSampler"]
+
+
+class PermutationBatchSampler:
+    """Batches of row indices as slices of one permutation per epoch (or of ``arange``).
+
+    A ``DataLoader`` with ``shuffle=True`` draws every index through a Python iterator and
+    collects them into lists: Python work per item. This draws one ``torch.randperm`` per
+    epoch and yields int64 array slices, which ``__getitems__`` gathers with one indexing
+    operation per batch.
+
+    Parameters
+    ----------
+    n : int
+        Number of items.
+    batch_size : int
+    shuffle : bool
+    generator : torch.Generator, optional
+        Source of the permutations (seeded for reproducible epochs).
+
+    Example
+    -------
+    >>> [b.tolist() for b in PermutationBatchSampler(5, 2, shuffle=False)]
+    [[0, 1], [2, 3], [4]]
+    """
+
+    def __init__(self, n: int, batch_size: int, shuffle: bool, generator=None):
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.n, self.batch_size, self.shuffle, self.generator = int(n), int(batch_size), shuffle, generator
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        if self.shuffle:
+            order = torch.randperm(self.n, generator=self.generator).numpy()
+        else:
+            order = np.arange(self.n, dtype=np.int64)
+        for s in range(0, self.n, self.batch_size):
+            yield order[s:s + self.batch_size]
 
 
 def batch_collate(batch):

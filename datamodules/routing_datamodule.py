@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader, Dataset
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 
-from ._datasets import (CellDataset, PairDataset, QueryListDataset, _BatchDataset, batch_collate,
+from ._datasets import (CellDataset, PairDataset, PermutationBatchSampler, QueryListDataset,
+                        _BatchDataset, batch_collate,
                         score_pairs)
 
 __all__ = ["RoutingDataModule", "MODES", "N_LLM_NUMERIC_FEATURES", "llm_feature_matrix"]
@@ -370,6 +371,11 @@ class RoutingDataModule(pl.LightningDataModule):
 
     def _loader(self, ds: Dataset, shuffle: bool) -> DataLoader:
         gen = torch.Generator().manual_seed(int(self.seed)) if shuffle else None
+        if hasattr(ds, "__getitems__"):  # whole batches: no per-item Python work
+            batches = PermutationBatchSampler(len(ds), self.batch_size, shuffle, gen)
+            return DataLoader(ds, batch_sampler=batches, collate_fn=batch_collate,
+                              num_workers=self.num_workers,
+                              persistent_workers=self.num_workers > 0)
         return DataLoader(ds, batch_size=self.batch_size, shuffle=shuffle, generator=gen,
                           collate_fn=batch_collate, num_workers=self.num_workers,
                           persistent_workers=self.num_workers > 0)

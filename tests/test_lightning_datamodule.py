@@ -154,3 +154,38 @@ def test_battles_from_scores_and_preference_module(tmp_path):
                   "winner": ["maybe"]}).to_csv(bad, index=False)
     with pytest.raises(DataValidationError, match="winner"):
         read_battles(bad, names)
+
+
+def test_permutation_batch_sampler_covers_each_row_once_per_epoch():
+    import torch
+    from recsys_router.datamodules._datasets import PermutationBatchSampler
+    gen = torch.Generator().manual_seed(3)
+    s = PermutationBatchSampler(10, 4, shuffle=True, generator=gen)
+    assert len(s) == 3
+    e1, e2 = [np.concatenate(list(s)) for _ in range(2)]
+    assert [len(b) for b in s] == [4, 4, 2]
+    assert sorted(e1.tolist()) == list(range(10)) == sorted(e2.tolist())
+    assert e1.tolist() != e2.tolist()  # a new permutation each epoch
+    again = PermutationBatchSampler(10, 4, shuffle=True,
+                                    generator=torch.Generator().manual_seed(3))
+    assert np.concatenate(list(again)).tolist() == e1.tolist()  # seeded
+    assert np.concatenate(list(PermutationBatchSampler(5, 2, shuffle=False))).tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        PermutationBatchSampler(5, 0, shuffle=False)
+
+
+def test_cell_loader_batches_are_the_gathered_rows(sim_small):
+    from recsys_router.datamodules import RoutingDataModule
+    dm = RoutingDataModule.from_splits({"train": sim_small}, encoder="hashing", batch_size=64,
+                                       mode="pointwise", seed=0)
+    dm.setup("fit")
+    x, scores = dm.embeddings("train"), dm.splits["train"].scores
+    rows, cols = np.nonzero(~np.isnan(scores))
+    seen = []
+    for b in dm.train_dataloader():
+        # every batch row is the embedding of its query row and the score of its cell
+        r = b["row"].numpy()
+        np.testing.assert_array_equal(b["x"].numpy(), x[r])
+        np.testing.assert_array_equal(b["y"].numpy(), scores[r, b["llm"].numpy()])
+        seen.extend(zip(r.tolist(), b["llm"].tolist()))
+    assert sorted(seen) == sorted(zip(rows.tolist(), cols.tolist()))
