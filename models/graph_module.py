@@ -35,7 +35,7 @@ from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraph
                                                    neighbour_pool)
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
-from recsys_router.state import BOOL, FLOAT, Part
+from recsys_router.state import BOOL, FLOAT, STR, ListOf, Opt, Part
 
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
 
@@ -234,7 +234,8 @@ class GraphRouter(LightningRouter):
 
     # declared state beyond the network: the graph builder's arrays (the train graph new
     # queries are joined to) and the cost scale; the task featuriser is rebuilt from the encoder
-    _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part()}
+    _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part(),
+               "graph_owners_": Opt(ListOf(STR))}
 
     def _get_state(self):
         fields, arrays = super()._get_state()

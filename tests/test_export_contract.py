@@ -116,3 +116,18 @@ def test_changed_pool_round_trips(name, sim_split, tmp_path):
     np.testing.assert_allclose(loaded.router.llm_mean_costs(), router.llm_mean_costs(),
                                rtol=1e-6, atol=1e-12)
     np.testing.assert_array_equal(loaded.router.route(pool), router.route(pool))
+
+
+def test_lightning_score_scale_round_trips(sim_split, tmp_path):
+    """A Lightning router trained on scores outside [0, 1] maps its outputs back to that scale;
+    the fitted score scale is declared state, so the reloaded router predicts the same."""
+    from recsys_router.data import RoutingData
+    tr, te = sim_split["train"], sim_split["test"]
+    graded = RoutingData(tr.queries, tr.llms, tr.scores * 10.0, tr.costs, name="graded")
+    router = _make("mf").fit(graded)
+    assert router.score_scale_.method != "identity"
+    loaded = load_router(export_router(router, tmp_path / "mf", train_data=graded)).router
+    assert loaded.score_scale_.to_state() == router.score_scale_.to_state()
+    np.testing.assert_allclose(loaded.predict_scores(te), router.predict_scores(te),
+                               rtol=1e-6, atol=1e-9)
+    assert loaded.predict_scores(te).max() > 1.0

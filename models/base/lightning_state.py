@@ -45,7 +45,7 @@ class LightningStateMixin:
                "val_score_": Opt(FLOAT), "llm_feature_stats_": Opt(DictOf(Opt(FLOAT), 16)),
                "added_llm_rows_": Arr("float64", ("n_added", "row"), optional=True),
                "kept_cols_": Arr("int64", ("n_pool",), optional=True),
-               "encoder_": Part(), "net_": Part()}
+               "encoder_": Part(), "net_": Part(), "score_scale_": Part(optional=True)}
 
     @classmethod
     def _check_stored_params(cls, params: dict, where: str) -> None:
@@ -78,6 +78,8 @@ class LightningStateMixin:
         info, enc_arrays = save_encoder_part("encoder_", self.encoder_)
         fields.update(info)
         fields["net_"] = self._net_info()
+        scale = getattr(self, "score_scale_", None)
+        fields["score_scale_"] = None if scale is None else scale.to_state()
         arrays.update(enc_arrays)
         arrays.update({f"net_/{k}": v for k, v in module_arrays(self.net_).items()})
         return fields, arrays
@@ -96,6 +98,9 @@ class LightningStateMixin:
                                          for k, v in router.llm_feature_stats_.items()}
         router.train_history_ = {k: (np.nan if v is None else v)
                                  for k, v in router.train_history_.items()}
+        if fields.get("score_scale_") is not None:  # checked field by field by ScoreScale
+            from recsys_router.score_scale import ScoreScale
+            router.score_scale_ = ScoreScale.from_state(fields["score_scale_"])
         enc = load_encoder_part("encoder_", fields, arrays, cls.__name__)
         router.fitted_encoder_ = enc
         router._encoder = enc

@@ -75,14 +75,15 @@ def _put_arrays(d: Path, arrays: dict, declare: bool = True) -> None:
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     """Good artifacts of a text router (knn + tfidf), an index-holding one (zero), a torch
-    one (mlpr), a count-holding one (random) and a nested one (task-residual around
-    best-single)."""
+    one (mlpr), a Lightning one (mf), a count-holding one (random) and a nested one
+    (task-residual around best-single)."""
     data = make_synthetic(120, 4, 3, seed=1)
     root = tmp_path_factory.mktemp("good")
     arts = {
         "knn": make_router("knn", k=3, encoder="tfidf"),
         "zero": make_router("zero"),
         "random": make_router("random", seed=3),
+        "mf": make_router("mf", max_epochs=1, encoder_options={"dim": 16}),
         "mlpr": make_router("mlpr", epochs=1, hidden_size=8),
         "nested": make_router("task-residual", base="best-single", alpha=0.5),
     }
@@ -409,6 +410,20 @@ def p_encoder_huge_ngrams(d):
     _put_state(d, doc)
 
 
+def p_score_scale_tampered(d):
+    doc = _state(d)
+    doc["state"]["score_scale_"] = {"kind": "grades", "method": "rank", "lo": 0.0, "hi": 1.0,
+                                    "knots_x": [1.0, 0.0], "knots_y": [0.0, 1.0],
+                                    "skewness": 0.0, "n_levels": 2}
+    _put_state(d, doc)
+
+
+def p_net_pool_too_large(d):
+    doc = _state(d)
+    doc["state"]["net_"]["n_llms"] = 10 ** 6
+    _put_state(d, doc)
+
+
 def p_nested_class(d):
     doc = _state(d)
     doc["state"]["router_"]["class"] = "os:system"
@@ -425,6 +440,7 @@ OTHER = [("zero", p_hull_index_out_of_range), ("zero", p_negative_index),
          ("mlpr", p_net_extra_weight), ("mlpr", p_net_wrong_shape), ("mlpr", p_net_huge_sizes),
          ("mlpr", p_net_large_but_in_range), ("random", p_count_beyond_pool),
          ("knn", p_encoder_huge_dim), ("knn", p_encoder_huge_ngrams),
+         ("mf", p_score_scale_tampered), ("mf", p_net_pool_too_large),
          ("nested", p_nested_class), ("nested", p_nested_bad_pool)]
 CASES = [("knn", p) for p in PROBES_KNN] + OTHER
 NO_REFIX = {p_bad_checksum}
