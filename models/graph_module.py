@@ -35,7 +35,7 @@ from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraph
                                                    neighbour_pool)
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
-from recsys_router.state import BOOL, FLOAT, STR, ListOf, Opt, Part
+from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
 
@@ -235,7 +235,8 @@ class GraphRouter(LightningRouter):
     # declared state beyond the network: the graph builder's arrays (the train graph new
     # queries are joined to) and the cost scale; the task featuriser is rebuilt from the encoder
     _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part(),
-               "graph_owners_": Opt(ListOf(STR))}
+               "graph_owners_": Opt(ListOf(STR)),
+               "llm_offsets_": Arr("float64", ("n_pool",), optional=True)}
 
     def _get_state(self):
         fields, arrays = super()._get_state()
@@ -264,7 +265,7 @@ class GraphRouter(LightningRouter):
     def _set_fitted_state(self, module: GraphModule, dm) -> None:
         super()._set_fitted_state(module, dm)
         self.builder_ = module._require_builder()
-        self.graph_owners_ = None  # a refit forgets onboarded LLMs
+        self.graph_owners_, self.llm_offsets_ = None, None  # a refit forgets onboarded LLMs
         self.cost_scale_ = float(module.cost_scale)
         self.has_costs_ = dm.splits["train"].costs is not None
 
@@ -285,9 +286,12 @@ class GraphRouter(LightningRouter):
 
     def _add_llm(self, name: str, probes: RoutingData, cost: float) -> None:
         """A new LLM node (features from its name, price unknown) wired by its probe edges: the
-        probe queries join the graph as context queries whose only rating edge goes to it."""
+        probe queries join the graph as context queries whose only rating edge goes to it; a
+        logit offset calibrates its mean predicted score on the probes to the probe mean."""
         from recsys_router.datamodules.routing_datamodule import llm_feature_matrix
-        y = probes.scores[:, 0].astype(np.float32)
+        y = probes.scores[:, 0].astype(np.float64)
+        scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
+        y = (y if scale is None else scale.transform(y)).astype(np.float32)
         if y.min() < 0 or y.max() > 1:
             raise ValueError(f"the graph router needs probe scores in [0, 1] for {name!r}; got "
                              f"[{y.min()}, {y.max()}]")
@@ -305,9 +309,21 @@ class GraphRouter(LightningRouter):
             costs = np.full_like(scores, np.nan)
             costs[:n, :n_llms], costs[n:, n_llms] = b.costs, c / self.cost_scale_
         owners = np.asarray(getattr(self, "graph_owners_", None) or [""] * n, dtype=object)
-        self._rebuild(np.vstack([b.train_x, self.embed(probes)]),
-                      b.train_tasks + [_task_name(t) for t in probes.tasks], scores, costs,
-                      np.vstack([b.llm_x, feat]), list(owners) + [name] * m)
+        x = self.embed(probes)
+        self._rebuild(np.vstack([b.train_x, x]), b.train_tasks + [_task_name(t) for t in probes.tasks],
+                      scores, costs, np.vstack([b.llm_x, feat]), list(owners) + [name] * m)
+        # the GNN reads a node it was not trained with mostly through its features: a logit
+        # offset makes its mean predicted score on the probes equal the probe mean (bisection)
+        z = predict_graph(self.net_, self.builder_, x, probes.tasks, torch.device("cpu"))[0]
+        z = z[:, -1].double().numpy()
+        target = float(np.clip(y.mean(), 1e-3, 1 - 1e-3))
+        lo, hi = -30.0, 30.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if np.mean(1 / (1 + np.exp(-(z + mid)))) < target else (lo, mid)
+        offs = getattr(self, "llm_offsets_", None)
+        offs = np.zeros(n_llms) if offs is None else np.asarray(offs, np.float64)
+        self.llm_offsets_ = np.append(offs, (lo + hi) / 2)
 
     def _remove_llm(self, j: int) -> None:
         b, name = self.builder_, self.llm_names_[j]
@@ -316,6 +332,10 @@ class GraphRouter(LightningRouter):
         cols = np.delete(np.arange(b.scores.shape[1]), j)
         costs = None if b.costs is None else b.costs[keep][:, cols]
         owners = owners[keep].tolist()
+        offs = getattr(self, "llm_offsets_", None)
+        if offs is not None:
+            offs = np.delete(np.asarray(offs, np.float64), j)
+            self.llm_offsets_ = offs if np.any(offs) else None
         self._rebuild(b.train_x[keep], [t for t, k in zip(b.train_tasks, keep) if k],
                       b.scores[keep][:, cols], costs, b.llm_x[cols],
                       owners if any(owners) else None)
@@ -327,6 +347,9 @@ class GraphRouter(LightningRouter):
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         s, _ = self._predict_both(data)
+        offs = getattr(self, "llm_offsets_", None)
+        if offs is not None:
+            s = s + np.asarray(offs, np.float64)
         return self.to_data_scale(1.0 / (1.0 + np.exp(-s)))
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray | None:

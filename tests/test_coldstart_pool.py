@@ -114,8 +114,9 @@ def test_provenance_and_export_round_trip(sim, tmp_path):
     train, test = sim["train"], sim["test"]
     old = train.subset(llms=train.llm_names[:3])
     scores, costs = _probes(test, 3)
-    for name in ("best-single", "mf", "knn"):
-        r = make_router(name, **({"max_epochs": 1} if name == "mf" else {})).fit(old)
+    small = {"mf": {"max_epochs": 1}, "graph": {"max_epochs": 1, "hidden": 8}}
+    for name in ("best-single", "mf", "knn", "als", "graph", "zero"):
+        r = make_router(name, **small.get(name, {})).fit(old)
         r.add_llm("new", scores, costs, provenance={"strategy": "random"})
         table = llm_table(r)
         assert table["origin"].tolist() == ["fit"] * 3 + ["onboarded"]
