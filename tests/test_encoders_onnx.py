@@ -136,3 +136,23 @@ def test_failed_export_leaves_nothing_half_written(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="exporter crashed"):
         onnx_minilm.export_minilm_onnx("int8", cache_dir=tmp_path)
     assert [p.name for p in (tmp_path / "onnx").iterdir()] == []
+
+
+def test_shared_disk_index_survives_shards_removed_by_someone_else(tmp_path):
+    import shutil
+    from recsys_router.encoders import HashingEncoder
+    from recsys_router.encoders.base import _disk_cache
+    cache_mod.MEMORY_CACHE.clear()
+    texts = ["alpha beta", "gamma delta", "epsilon"]
+    expected = HashingEncoder(dim=16, cache=False).encode(texts)
+    first = HashingEncoder(dim=16, cache=True, cache_dir=tmp_path)
+    np.testing.assert_array_equal(first.encode(texts), expected)
+    disk = _disk_cache(first.identity, 16, tmp_path)
+    assert disk is _disk_cache(first.identity, 16, tmp_path)  # one index per process
+    assert set(disk.get([cache_mod.text_key(t) for t in texts])) == {
+        cache_mod.text_key(t) for t in texts}
+    shutil.rmtree(tmp_path / "embeddings")  # e.g. a cache clear by another process
+    cache_mod.MEMORY_CACHE.clear()
+    second = HashingEncoder(dim=16, cache=True, cache_dir=tmp_path)
+    np.testing.assert_array_equal(second.encode(texts), expected)  # recomputed, not stale
+    cache_mod.MEMORY_CACHE.clear()

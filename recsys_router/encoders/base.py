@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..errors import DataValidationError
-from .cache import MEMORY_CACHE, DiskCache, text_key
+from .cache import MEMORY_CACHE, DiskCache, cache_root, text_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data import RoutingData
@@ -15,6 +17,22 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Encoder"]
 
 _FLUSH_EVERY = 16384  # write a disk shard after this many new vectors
+_DISKS: dict[tuple, DiskCache] = {}  # one per (identity, dim, folder): its shard index is kept
+_DISKS_LOCK = threading.Lock()
+
+
+def _disk_cache(identity: str, dim: int, root) -> DiskCache:
+    """The process's :class:`DiskCache` of an identity: its index of shard keys is read once and
+    then only new shards are scanned (a fresh one per call re-read every shard, ~50 ms per
+    served query once a cache holds a few dozen shards)."""
+    folder = str(Path(root).expanduser() if root is not None else cache_root())
+    key = (identity, int(dim), folder)
+    with _DISKS_LOCK:
+        if key not in _DISKS:
+            if len(_DISKS) >= 64:  # many identities/folders (tests): start over
+                _DISKS.clear()
+            _DISKS[key] = DiskCache(identity, dim, root=folder)
+        return _DISKS[key]
 
 
 class Encoder:
@@ -113,7 +131,7 @@ class Encoder:
             if v is not None:
                 got[k] = v
         need = [k for k in first if k not in got]
-        disk = DiskCache(ident, dim, root=self.cache_dir) if need else None
+        disk = _disk_cache(ident, dim, self.cache_dir) if need else None
         if need:
             found = disk.get(need)
             for k, v in found.items():
