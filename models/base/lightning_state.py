@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt, Part, StateError, check_state
+from recsys_router.state import (FLOAT, INT, JSON_ANY, Arr, DictOf, Opt, Part, StateError,
+                                 check_state)
 
 __all__ = ["LightningStateMixin", "registered_module_paths"]
 
@@ -41,7 +42,8 @@ def registered_module_paths() -> set[str]:
 class LightningStateMixin:
     """``_get_state`` / ``_from_state`` for routers holding ``net_`` and an encoder."""
 
-    _state_ = {"train_history_": DictOf(Opt(FLOAT), 1000), "best_epoch_": Opt(INT),
+    _state_ = {"train_history_": DictOf(Opt(FLOAT), 1000), "best_step_": Opt(INT),
+               "steps_": Opt(INT), "plan_": Opt(DictOf(JSON_ANY, 64)),
                "val_score_": Opt(FLOAT), "llm_feature_stats_": Opt(DictOf(Opt(FLOAT), 16)),
                "added_llm_rows_": Arr("float64", ("n_added", "row"), optional=True),
                "kept_cols_": Arr("int64", ("n_pool",), optional=True),
