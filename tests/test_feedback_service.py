@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from pg_util import pg_url  # noqa: F401 - fixture
 
-from recsys_router.export import export_router
+from recsys_router.export import export_router, load_router
 from recsys_router.feedback.store import SCHEMA_VERSION, DecisionLog
 from recsys_router.serving import ServiceConfig, create_app
 from test_serving import _free_port, artifact  # noqa: F401 - the WordRouter artifact fixture
@@ -214,3 +214,37 @@ def test_kill_9_loses_at_most_the_unflushed_batch(tmp_path, knn_artifact):
     written = DecisionLog(url).counts()[0]
     assert written == 10  # two full batches committed, the last partial one (2 rows) lost
     assert 12 - written <= batch
+
+
+@pytest.mark.parametrize("kind", ["own-sampler", "mc-dropout"])
+def test_thompson_through_the_service_propensities_match_frequencies(tmp_path, sim_split, kind):
+    """Thompson sampling: every logged propensity is the probability of what was served, and
+    over many decisions of one query each LLM is served as often as the mean of its logged
+    choice probabilities (read back from the log's rows)."""
+    import json
+
+    from recsys_router.registry import make_router
+    from toy_routers import NoisyWordRouter
+    tr = sim_split["train"]
+    out = tmp_path / "r"
+    router = NoisyWordRouter() if kind == "own-sampler" else \
+        make_router("mf", dropout=0.5, hidden=[16], dim=8, max_epochs=1, encoder_options={"dim": 32})
+    export_router(router.fit(tr), out, train_data=tr)
+    art = load_router(out)
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    n_calls = 600
+    with TestClient(create_app(art, ServiceConfig(explore="thompson:16", log_db=url, seed=2))) as c:
+        for _ in range(n_calls // 100):
+            assert c.post("/route", json={"queries": ["a question about lists"] * 100}).status_code == 200
+    df = DecisionLog(url).read()
+    assert len(df) == n_calls and df["explore"].eq("thompson").all()
+    probs = [json.loads(p) for p in df["probs"]]
+    for row, p in zip(df.itertuples(), probs):
+        assert row.propensity == pytest.approx(p[row.chosen])  # logged = probability of what was drawn
+        assert sum(p.values()) == pytest.approx(1.0)
+    names = art.llm_names
+    mean_p = np.array([np.mean([p.get(n, 0.0) for p in probs]) for n in names])
+    freq = np.array([(df["chosen"] == n).mean() for n in names])
+    assert np.all(np.abs(freq - mean_p) <= 4 * np.sqrt(mean_p * (1 - mean_p) / n_calls) + 1e-9)
+    if kind == "own-sampler":
+        assert (mean_p > 0.02).sum() >= 3  # the draws do disagree

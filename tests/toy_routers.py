@@ -8,7 +8,7 @@ from recsys_router.registry import register_router
 from recsys_router.router import Router
 from recsys_router.state import Arr
 
-__all__ = ["WordRouter"]
+__all__ = ["WordRouter", "NoisyWordRouter"]
 
 
 class WordRouter(Router):
@@ -35,3 +35,18 @@ class WordRouter(Router):
 
 
 register_router("toy-word", f"{__name__}:WordRouter")
+
+
+class NoisyWordRouter(WordRouter):
+    """WordRouter whose predictions can be sampled: Gaussian noise of scale ``noise`` around
+    them (a stand-in posterior for Thompson-sampling tests)."""
+
+    def __init__(self, bonus: float = 0.1, noise: float = 0.2):
+        self.bonus = bonus
+        self.noise = noise
+
+    def sample_scores(self, data, n_samples, seed):
+        rng = np.random.default_rng(seed)
+        mean = self.predict_scores(data)
+        return mean[None] + self.noise * rng.standard_normal((n_samples, *mean.shape))
+register_router("toy-noisy-word", f"{__name__}:NoisyWordRouter")

@@ -37,7 +37,7 @@ def sample_scores(router, data, n_samples: int, seed: int, *, check_only: bool =
     if not callable(own) and net is None:
         raise ValueError(f"--explore thompson needs a router that can sample its predicted "
                          f"scores; {type(router).__name__} cannot (a Lightning router with "
-                         "dropout > 0 can)")
+                         "dropout layers, e.g. mf with hidden=[64] and dropout > 0, can)")
     if check_only:
         return None
     if callable(own):
