@@ -103,6 +103,7 @@ def test_evaluate_bandit_protocol(tmp_path, capsys):
     assert main(["evaluate", "--data", "synthetic", "--data-option", "n_queries=300",
                  "--data-option", "n_llms=4", "--data-option", "seed=2", "--routers", "mf",
                  "--protocol", "bandit", "--logging-policy", "epsilon-greedy:0.3", "--losses", "naive,ips",
+                 "--bandit-param", "max_epochs=2",
                  "--n-boot", "30", "--online-rounds", "100", "--retrain-every", "50",
                  "--seed", "0", "--out", str(out), "--no-progress"]) == 0
     m = pd.read_csv(out / "metrics.csv")

@@ -32,7 +32,8 @@ def run_bandit(data, settings: dict) -> RunOutcome:
     train, test = train_test_parts(data, settings.get("split_column"), seed)
     losses = list(settings["losses"])
     encoder = settings.get("encoder")
-    routers = {name: (name, {"encoder": encoder} if encoder else {})
+    params = _router_params(settings.get("bandit_param") or [])
+    routers = {name: (name, {**({"encoder": encoder} if encoder else {}), **params})
                for name in settings["routers"]}
     bar = tqdm(total=len(routers) * len(losses), desc="bandit",
                disable=not settings.get("progress", True))
@@ -80,6 +81,24 @@ def run_bandit(data, settings: dict) -> RunOutcome:
                       f"\nwrote {settings['out']}/report.md (+ metrics.csv, summary.csv)")
 
 
+def _router_params(items) -> dict:
+    """``["max_epochs=3", ...]`` -> ``{"max_epochs": 3}`` (values read as YAML scalars).
+
+    Example
+    -------
+    >>> _router_params(["max_epochs=3", "dim=8"])
+    {'max_epochs': 3, 'dim': 8}
+    """
+    import yaml  # noqa: PLC0415
+    out = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--bandit-param expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
 BANDIT = register_protocol(Protocol(
     "bandit", run=run_bandit, rank=60, in_all=False,
     options=(ProtocolOption("--logging-policy", "uniform",
@@ -91,5 +110,8 @@ BANDIT = register_protocol(Protocol(
              ProtocolOption("--online-rounds", 0,
                             "also run the online loop for T rounds (0 = off)", "int"),
              ProtocolOption("--retrain-every", 200,
-                            "online loop: retrain on the log every B queries", "int")),
+                            "online loop: retrain on the log every B queries", "int"),
+             ProtocolOption("--bandit-param", [],
+                            "KEY=VALUE hyperparameters of every router trained on the log "
+                            "(e.g. max_epochs=3)", "list")),
     description="train from a simulated log of one revealed LLM per query; OPE accuracy, regret"))
