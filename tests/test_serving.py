@@ -172,6 +172,7 @@ def test_openai_proxy(artifact, fake_backends, tmp_path, monkeypatch):
         {"role": "system", "content": "be nice"}, {"role": "user", "content": text0}]})
     assert r.status_code == 200, r.text
     assert r.headers["x-recsys-router-llm"] == names[0] and r.json()["model"] == names[0]
+    assert len(r.headers["x-recsys-router-decision-id"]) == 32  # for POST /feedback
     assert r.json()["choices"][0]["message"]["content"] == "backend0 says hi"
     body, auth = apps[0].state.seen[-1]
     assert body["model"] == "m0" and auth == "Bearer key0"
@@ -179,6 +180,7 @@ def test_openai_proxy(artifact, fake_backends, tmp_path, monkeypatch):
             "model": "router-argmax", "stream": True,
             "messages": [{"role": "user", "content": text1}]}) as r:
         assert r.headers["x-recsys-router-llm"] == names[1]
+        assert len(r.headers["x-recsys-router-decision-id"]) == 32
         lines = [ln for ln in r.iter_lines() if ln.startswith("data:")]
     assert lines[-1] == "data: [DONE]"
     chunks = [json.loads(ln[5:]) for ln in lines[:-1]]
