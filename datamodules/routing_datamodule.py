@@ -371,7 +371,10 @@ class RoutingDataModule(pl.LightningDataModule):
 
     def _loader(self, ds: Dataset, shuffle: bool) -> DataLoader:
         gen = torch.Generator().manual_seed(int(self.seed)) if shuffle else None
-        if hasattr(ds, "__getitems__"):  # whole batches: no per-item Python work
+        trainer = getattr(self, "trainer", None)
+        distributed = trainer is not None and getattr(trainer, "world_size", 1) > 1
+        # whole batches, no per-item Python work; under DDP Lightning shards a plain sampler
+        if hasattr(ds, "__getitems__") and not distributed:
             batches = PermutationBatchSampler(len(ds), self.batch_size, shuffle, gen)
             return DataLoader(ds, batch_sampler=batches, collate_fn=batch_collate,
                               num_workers=self.num_workers,
