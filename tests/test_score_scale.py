@@ -89,3 +89,23 @@ def test_state_round_trip_and_hostile_states():
                   {**sc.to_state(), "knots_x": list(range(3000)), "knots_y": list(range(3000))}):
         with pytest.raises(ValueError, match="score scale state"):
             ScoreScale.from_state(state)
+
+
+@pytest.mark.parametrize("kind", ["binary", "fraction", "grades", "skewed"])
+def test_lightning_router_trains_on_every_scale_and_predicts_on_it(kind):
+    from recsys_router.data import RoutingData
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.registry import make_router
+    base = make_synthetic(240, 4, 2, seed=3, binary=False)
+    p = base.scores.astype(np.float64)
+    s = {"binary": (np.random.default_rng(0).random(p.shape) < p).astype(float),
+         "fraction": np.round(p * 10) / 10,
+         "grades": 1 + np.round(9 * p),
+         "skewed": p ** 8}[kind]
+    d = RoutingData(base.queries, base.llms, s.astype(np.float32), base.costs)
+    r = make_router("mf", encoder_options={"dim": 32}, max_steps=40, seed=0).fit(d)
+    assert r.score_scale_.kind == kind
+    pred = r.predict_scores(d)
+    assert pred.min() >= s.min() - 1e-9 and pred.max() <= s.max() + 1e-9   # the data's scale
+    if kind in ("grades", "skewed"):      # mapped back from [0, 1] targets
+        assert pred.max() > 1.0 if kind == "grades" else pred.max() < 1.0
