@@ -18,8 +18,8 @@ for pointwise losses; queries for listwise ones, pairs for pairwise ones):
   checks without a better validation loss.
 
 The number of LLMs enters through ``n`` (cells = queries x observed LLMs). The constants
-were set from the cost of a step (10,000 x 30 cells in about 15 CPU s for ``mf``) and the
-simulator, not from any real dataset. A model whose step is dear passes ``min_batch`` and
+were set from the cost of a step (10,000 x 30 cells in about 12 CPU s for ``mf``), not tuned
+on any dataset. A model whose step is dear passes ``min_batch`` and
 ``step_cap`` (the graph router: 1,024 and 80).
 
 Reference: Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
