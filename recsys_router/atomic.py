@@ -5,6 +5,8 @@ moved into place with :func:`os.replace`, so a reader sees the old file or the n
 never half of one. A process killed mid-write (SIGKILL, power loss) cannot clean up after
 itself; its temporary carries its process id, and the next write to the same target removes
 every such temporary whose process no longer runs (:func:`remove_stale_temps`).
+:func:`remove_stale_siblings` is the one mechanism behind it, shared with writers that name
+their temporaries differently (the artifact export's ``.NAME.tmp-PID-*`` folders).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["temp_path", "remove_stale_temps", "atomic_write", "pid_alive"]
+__all__ = ["temp_path", "remove_stale_temps", "remove_stale_siblings", "atomic_write", "pid_alive"]
 
 
 def temp_path(target) -> Path:
@@ -34,16 +36,78 @@ def temp_path(target) -> Path:
 
 
 def pid_alive(pid: int) -> bool:
-    """True when a process with this id exists (it may belong to another user)."""
+    """True when a process with this id may exist (it may belong to another user).
+
+    Ids that no process can have (``<= 0``, beyond the platform's range) are not alive; an
+    answer the system cannot give (another ``OSError``) counts as alive, so a temporary is
+    never removed on a guess.
+
+    Example
+    -------
+    >>> pid_alive(os.getpid()), pid_alive(0), pid_alive(10**30)
+    (True, False, False)
+    """
     if pid <= 0:
         return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except OverflowError:
+        return False
+    except OSError:  # PermissionError included: the process exists but is not ours
         return True
     return True
+
+
+def remove_stale_siblings(target, pattern: re.Pattern) -> list[Path]:
+    """Delete the siblings of ``target`` whose name matches ``pattern`` and whose process is gone.
+
+    ``pattern`` is matched against whole names in ``target``'s folder and must capture the
+    writer's process id in a group named ``pid``. Matching folders are removed with their
+    contents; a matching symbolic link is unlinked, never followed; entries of live processes
+    are kept.
+
+    Parameters
+    ----------
+    target : path
+        The file or folder the temporaries were written for.
+    pattern : re.Pattern
+        The temporaries' names, with a ``pid`` group.
+
+    Returns
+    -------
+    list of Path
+        What was removed.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / ".a.tmp-999999999-x").mkdir()
+    >>> pat = re.compile(r"^\\.a\\.tmp-(?P<pid>\\d+)-\\w+$")
+    >>> [p.name for p in remove_stale_siblings(d / "a", pat)], os.listdir(d)
+    (['.a.tmp-999999999-x'], [])
+    """
+    target = Path(target)
+    removed = []
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        m = pattern.match(p.name)
+        if not m or pid_alive(int(m.group("pid"))):
+            continue
+        try:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            removed.append(p)
+        except FileNotFoundError:  # another process cleaned it first
+            pass
+    return removed
 
 
 def remove_stale_temps(target) -> list[Path]:
@@ -66,25 +130,8 @@ def remove_stale_temps(target) -> list[Path]:
     (['.x.csv.999999999-ab12cd34.tmp'], [])
     """
     target = Path(target)
-    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(\d+)-[0-9a-f]+\.tmp$")
-    removed = []
-    try:
-        entries = list(target.parent.iterdir())
-    except OSError:
-        return removed
-    for p in entries:
-        m = pattern.match(p.name)
-        if not m or pid_alive(int(m.group(1))):
-            continue
-        try:
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
-            else:
-                p.unlink()
-            removed.append(p)
-        except FileNotFoundError:  # another process cleaned it first
-            pass
-    return removed
+    return remove_stale_siblings(
+        target, re.compile(rf"^\.{re.escape(target.name)}\.(?P<pid>\d+)-[0-9a-f]+\.tmp$"))
 
 
 @contextlib.contextmanager

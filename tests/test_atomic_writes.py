@@ -82,3 +82,35 @@ def test_failed_write_keeps_the_old_target_and_no_temp(tmp_path):
 def test_temp_names_are_unique_and_tagged():
     a, b = temp_path("/d/f.json"), temp_path("/d/f.json")
     assert a != b and a.name.startswith(f".f.json.{os.getpid()}-") and a.suffix == ".tmp"
+
+
+def test_one_stale_mechanism_for_write_temps_and_export_folders(tmp_path):
+    """``clean_stale`` (export folders) and ``remove_stale_temps`` (write temps) share
+    ``remove_stale_siblings``: impossible pids count as dead instead of crashing, symbolic
+    links are unlinked and never followed, and live writers' entries stay."""
+    from recsys_router.export.artifact import clean_stale
+    assert pid_alive(os.getpid()) and not pid_alive(0) and not pid_alive(-5)
+    assert not pid_alive(10 ** 30)                      # beyond the platform's pid range
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("precious")
+    work = tmp_path / "work"
+    work.mkdir()
+    dead = _dead_pid()
+    old = work / f".art.old-{dead}-q1"                 # export's backup folder
+    (old / "a").mkdir(parents=True)
+    huge = work / f".art.tmp-{10 ** 30}-zz"             # a pid no process can have
+    huge.mkdir()
+    link = work / f".art.tmp-{dead}-ln"                 # hostile: a link to a folder elsewhere
+    link.symlink_to(outside, target_is_directory=True)
+    live = work / f".art.tmp-{os.getpid()}-busy"
+    live.mkdir()
+    write_tmp = work / f".art.{dead}-0badc0de.tmp"      # an atomic_write temp of the same name
+    write_tmp.write_text("half")
+    removed = clean_stale(work / "art")
+    assert sorted(p.name for p in removed) == sorted([old.name, huge.name, link.name])
+    assert (outside / "keep.txt").read_text() == "precious"
+    assert sorted(p.name for p in work.iterdir()) == sorted([live.name, write_tmp.name])
+    (work / f".x.csv.{10 ** 30}-ab12cd34.tmp").write_text("half")
+    assert [p.name for p in remove_stale_temps(work / "x.csv")] == [f".x.csv.{10 ** 30}-ab12cd34.tmp"]
+    assert [p.name for p in remove_stale_temps(work / "art")] == [write_tmp.name]

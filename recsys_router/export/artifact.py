@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomic import remove_stale_siblings
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -42,9 +43,6 @@ from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_policy
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
            "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS", "clean_stale"]
-
-_TMP = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
-
 
 def data_fingerprint(data: RoutingData) -> str:
     """SHA-256 over query ids, LLM names, scores and costs of a dataset (first 16 hex digits)."""
@@ -63,31 +61,13 @@ def _write_json(path: Path, obj) -> None:
         fh.write("\n")
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
 def clean_stale(out: Path) -> list[Path]:
     """Remove the temporary siblings (``.NAME.tmp-PID-*``, ``.NAME.old-PID-*``) that an
-    export of ``out`` killed mid-way left behind (their process is gone)."""
-    removed = []
-    parent = out.parent
-    if not parent.is_dir():
-        return removed
-    for p in parent.iterdir():
-        m = _TMP.match(p.name)
-        if m and m["name"] == out.name and not _pid_alive(int(m["pid"])) and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed
+    export of ``out`` killed mid-way left behind (their process is gone); the mechanism is
+    :func:`recsys_router.atomic.remove_stale_siblings`."""
+    out = Path(out)
+    return remove_stale_siblings(
+        out, re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(?P<pid>\d+)-[A-Za-z0-9_]+$"))
 
 
 def _pool(router: Router, table: pd.DataFrame | None) -> list[dict]:
