@@ -84,6 +84,21 @@ def test_embedllm_csv_extra_field(tmp_path):
     assert "train.csv" in str(ei.value) and ei.value.row == 2
 
 
+def test_extra_field_deep_in_a_file_read_with_usecols(tmp_path):
+    """Reading only some columns (as the EmbedLLM loader does) still scans every record."""
+    from recsys_router.datasets._common import read_csv
+    rows = [f"{i},{i % 7},1,asdiv,m{i % 7}" for i in range(12_000)]
+    rows[11_500] += ",junk"
+    path = tmp_path / "big.csv"
+    path.write_text("model_id,prompt_id,label,category,model_name\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataValidationError) as ei:
+        read_csv(path, usecols=["model_id", "prompt_id", "label"])
+    assert ei.value.row == 11_502 and "6 fields" in str(ei.value)
+    rows[11_500] = rows[11_500][:-len(",junk")]
+    path.write_text("model_id,prompt_id,label,category,model_name\n" + "\n".join(rows) + "\n")
+    assert len(read_csv(path, usecols=["model_id", "prompt_id", "label"])) == 12_000
+
+
 # ---------------------------------------------------------------- unreadable or mistyped files
 def test_non_utf8_text_is_located(tmp_path, capsys):
     f = tmp_path / "latin.csv"

@@ -78,7 +78,6 @@ def _first_long_line(path: Path, n_header: int,
     return None
 
 
-_USECOLS_CHECKED = 10_000
 _EXTRA = "\x00extra field"   # a name no header has: catches fields past the last header name
 
 
@@ -110,7 +109,7 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
 
     ``kwargs`` go to :func:`pandas.read_csv` (``header``, ``names`` and ``index_col`` are
     set here). With ``usecols`` (names), which reads huge files without their unused
-    columns, only the first 10,000 records are checked for extra fields.
+    columns, the records are first scanned once (linear, streaming) for extra fields.
 
     Example
     -------
@@ -132,8 +131,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
             f"few columns per LLM and per query)", source=str(path), row=1)
     usecols = kwargs.get("usecols")
     if usecols is not None:
-        # pandas cannot select a sentinel column that no record fills: check the head instead
-        found = _first_long_line(path, n_header, max_records=_USECOLS_CHECKED)
+        # pandas cannot select a sentinel column that no record fills: one streaming scan
+        found = _first_long_line(path, n_header)
         if found:
             raise _long_line(path, n_header, found[0])
     try:
