@@ -79,3 +79,61 @@ def test_bad_adds_change_nothing(served, body, code):
     assert len(c.get("/llms", headers=KEY).json()["llms"]) == 3
     assert c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()["results"][0]["llm"] \
         == before["results"][0]["llm"]
+
+
+def test_route_during_pool_changes_sees_one_whole_pool(served, monkeypatch):
+    """/route requests in flight while POST /llms and DELETE /llms alternate: each answer is
+    200 and equals, scores and all, what the pool before or after a change gives alone."""
+    import asyncio
+    import time
+
+    import httpx
+
+    from recsys_router.export.exported import ExportedRouter
+    real = ExportedRouter.predict
+
+    started = [0]   # model calls begun
+
+    def slow(self, texts):  # a model call long enough for the pool to change during it
+        started[0] += 1
+        time.sleep(0.05)
+        return real(self, texts)
+    monkeypatch.setattr(ExportedRouter, "predict", slow)
+    art, probes = served
+    app = create_app(art, ServiceConfig(api_key="s3cret", batch_wait_ms=1.0))
+    texts = [f"question number {i} about topic {i % 7}" for i in range(24)]
+
+    async def route(cl, t):
+        r = await cl.post("/route", json={"query": t}, headers=KEY)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async def change(cl, add: bool, in_flight=None):
+        while in_flight is not None and started[0] < in_flight:  # a model call is running
+            await asyncio.sleep(0.001)
+        r = (await cl.post("/llms", json={"name": "fresh", "probes": probes}, headers=KEY) if add
+             else await cl.delete("/llms/fresh", headers=KEY))
+        assert r.status_code == (201 if add else 200), r.text
+
+    async def run():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as cl:
+            before = {t: (await route(cl, t))["scores"] for t in texts}       # the pool alone
+            await change(cl, True)
+            after = {t: (await route(cl, t))["scores"] for t in texts}        # pool + fresh alone
+            await change(cl, False)
+
+            got = []
+            for k in range(8):  # each wave: the routes start, then the pool changes under them
+                wave = [route(cl, t) for t in texts] + [change(cl, k % 2 == 0, started[0] + 1)]
+                got += (await asyncio.gather(*wave))[:-1]
+            return before, after, got
+
+    before, after, got = asyncio.run(run())
+    assert set(after[texts[0]]) == set(before[texts[0]]) | {"fresh"} and len(before[texts[0]]) == 3
+    seen = {"before": 0, "after": 0}
+    for t, res in zip(texts * 8, got):
+        state = "before" if res["scores"] == before[t] else "after"
+        assert res["scores"] == (before if state == "before" else after)[t], res
+        assert res["llm"] in res["scores"]
+        seen[state] += 1
+    assert seen["before"] and seen["after"], seen   # the changes really overlapped the requests

@@ -286,3 +286,24 @@ def test_proxy_unforwardable_bodies(artifact, raw, status):  # noqa: F811
     r = c.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == status, r.text
     assert app.state.batcher.texts_run == 0
+
+
+def test_micro_batcher_never_mixes_contexts_in_one_call():
+    """Requests submitted with different contexts (router snapshots) share no model call."""
+    calls = []
+
+    def predict(texts, context=None):
+        calls.append((context, list(texts)))
+        return np.array([[len(t), context] for t in texts], dtype=float), None
+    b = MicroBatcher(predict, max_batch=64, max_wait_ms=100)
+    reqs = [(["a", "bb"], 1), (["ccc"], 2), (["dddd"], 1), (["e"], 2)]
+
+    async def run():
+        try:
+            return await asyncio.gather(*[b.submit(t, c) for t, c in reqs])
+        finally:
+            await b.stop()
+    out = asyncio.run(run())
+    assert sorted((c, tuple(t)) for c, t in calls) == [(1, ("a", "bb", "dddd")), (2, ("ccc", "e"))]
+    for (texts, ctx), (scores, _) in zip(reqs, out):
+        assert scores.tolist() == [[len(t), ctx] for t in texts]

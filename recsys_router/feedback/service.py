@@ -90,8 +90,10 @@ class FeedbackLoop:
         self.log = DecisionLog(log_db) if log_db else None
         self.writer = DecisionWriter(self.log, batch_size, flush_ms, max_pending) if self.log else None
 
-    def explore(self, texts, scores, costs, choice, policy, value, mask):
-        """``(choice, propensity, probs)`` after exploration around the greedy ``choice``."""
+    def explore(self, texts, scores, costs, choice, policy, value, mask, router=None):
+        """``(choice, propensity, probs)`` after exploration around the greedy ``choice``;
+        ``router`` is the snapshot the request was routed with (default: the initial one)."""
+        router = router or self.router
         n = len(texts)
         if self.policy.kind == "none":
             probs = np.zeros((n, scores.shape[1]))
@@ -100,7 +102,7 @@ class FeedbackLoop:
         util, allowed = policy_utility(scores, costs, policy, value, mask)
         samples = None
         if self.policy.kind == "thompson":
-            draws = sample_scores(self.router.router, self.router.to_data(list(dict.fromkeys(texts))),
+            draws = sample_scores(router.router, router.to_data(list(dict.fromkeys(texts))),
                                   self.policy.n_samples, int(self.rng.integers(2**31)))
             index = {t: k for k, t in enumerate(dict.fromkeys(texts))}
             draws = draws[:, [index[t] for t in texts]]
@@ -110,15 +112,16 @@ class FeedbackLoop:
         return ch, prop, probs
 
     def record(self, texts, results: list[dict], probs: np.ndarray, propensity: np.ndarray,
-               candidates) -> None:
-        """Give each result a ``decision_id`` and ``propensity`` and queue its log row.
+               candidates, router=None) -> None:
+        """Give each result a ``decision_id`` and ``propensity`` and queue its log row
+        (``router``: the snapshot the request was routed with, as for :meth:`explore`).
 
         Raises
         ------
         LogFull
             The log queue is full (nothing of this request is queued).
         """
-        names = self.router.llm_names
+        names = (router or self.router).llm_names
         cand = list(candidates) if candidates is not None else list(names)
         rows = []
         for i, res in enumerate(results):

@@ -29,7 +29,7 @@ from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from .batcher import MicroBatcher
 from .guards import BodyLimit, SafeJSONResponse, SafeStr, check_text, install_error_handlers, route_label
-from .llm_admin import add_llm_admin_routes
+from .llm_admin import ServedRouter, add_llm_admin_routes
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
 
@@ -140,10 +140,10 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         raise ValueError(f"{type(router.router).__name__} routes from ground-truth scores, which "
                          "requests do not have; it cannot be served")
     stats = _Stats()
-    names = router.llm_names
+    served = ServedRouter(router)  # POST/DELETE /llms swap served.current, never mutate it
 
-    def _predict(texts):
-        scores, costs, _ = router.predict(texts)
+    def _predict(texts, snap):
+        scores, costs, _ = snap.predict(texts)
         return scores, costs
 
     batcher = MicroBatcher(_predict, max_batch=cfg.max_batch, max_wait_ms=cfg.batch_wait_ms)
@@ -160,7 +160,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
 
     app = FastAPI(title="recsys-router", version=str(router.manifest.get("package_version")),
                   lifespan=lifespan, default_response_class=SafeJSONResponse)
-    app.state.router, app.state.config, app.state.stats, app.state.batcher = router, cfg, stats, batcher
+    app.state.served, app.state.config, app.state.stats, app.state.batcher = served, cfg, stats, batcher
     app.state.feedback_loop = loop
 
     @app.middleware("http")
@@ -189,14 +189,16 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "router": router.manifest.get("router_class"), "n_llms": len(router.llm_names)}
+        snap = served.current
+        return {"status": "ok", "router": snap.manifest.get("router_class"), "n_llms": len(snap.llm_names)}
 
     @app.get("/llms")
     async def llms():
-        name, value = router.default_policy
-        return {"llms": router.manifest.get("llms", [{"name": n} for n in names]),
+        snap = served.current
+        name, value = snap.default_policy
+        return {"llms": snap.manifest.get("llms", [{"name": n} for n in snap.llm_names]),
                 "default_policy": {"name": name, "value": value},
-                "encoder": router.manifest.get("encoder")}
+                "encoder": snap.manifest.get("encoder")}
 
     @app.get("/metrics")
     async def metrics():
@@ -219,27 +221,28 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                                          f"{cfg.max_text_chars}")
         if wtp is not None and budget is not None:
             raise HTTPException(400, "give either 'wtp' or 'budget', not both")
+        snap = served.current  # one snapshot for the whole request, whatever /llms does meanwhile
         try:
-            router.router.candidate_mask(candidates)  # validate before predicting
+            snap.router.candidate_mask(candidates)  # validate before predicting
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
         try:
-            scores, costs = await batcher.submit(texts)
-            if router.custom_routing:  # e.g. zero: the router's own decision rule
+            scores, costs = await batcher.submit(texts, snap)
+            if snap.custom_routing:  # e.g. zero: the router's own decision rule
                 choice, policy, value = await asyncio.to_thread(
-                    router.decide, texts, scores, costs, wtp=wtp, budget=budget, candidates=candidates)
+                    snap.decide, texts, scores, costs, wtp=wtp, budget=budget, candidates=candidates)
             else:
-                choice, policy, value = router.decide(texts, scores, costs, wtp=wtp, budget=budget,
-                                                      candidates=candidates)
+                choice, policy, value = snap.decide(texts, scores, costs, wtp=wtp, budget=budget,
+                                                    candidates=candidates)
             choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
-                                                     router.router.candidate_mask(candidates))
+                                                     snap.router.candidate_mask(candidates), snap)
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
             raise HTTPException(500, f"routing failed: {type(exc).__name__}: {exc}") from exc
-        out = router.results(choice, policy, value, scores, costs, candidates)
+        out = snap.results(choice, policy, value, scores, costs, candidates)
         try:
-            loop.record(texts, out, probs, propensity, candidates)
+            loop.record(texts, out, probs, propensity, candidates, snap)
         except LogFull as exc:
             raise log_full_error(exc) from exc
         for r in out:
@@ -257,7 +260,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         return results[0] if req.query is not None else {"results": results}
 
     add_feedback_route(app, loop)
-    add_llm_admin_routes(app, router, cfg)
+    add_llm_admin_routes(app, served, cfg)
     if cfg.backends:
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, router, cfg)

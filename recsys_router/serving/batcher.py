@@ -7,6 +7,10 @@ then applies its own policy (wtp, budget, candidates) to its rows.
 Isolation: when the model call of a batch raises, the batch is retried in halves down to
 single requests, so only the request(s) that fail alone get the error; the others get
 their results.
+
+Snapshots: a request may name the ``context`` it must be predicted with (the service passes
+the snapshot of the served router it took when the request arrived); requests of different
+contexts are never put in one model call, so a model swapped in meanwhile cannot mix pools.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ __all__ = ["MicroBatcher"]
 class _Pending:
     texts: list[str]
     future: asyncio.Future = field(repr=False)
+    context: object = field(default=None, repr=False)
 
 
 class MicroBatcher:
@@ -32,7 +37,8 @@ class MicroBatcher:
     ----------
     predict : callable
         ``predict(texts) -> (scores, costs)`` arrays of shape (n, n_llms); runs in a worker
-        thread so the event loop stays free.
+        thread so the event loop stays free. Requests submitted with a ``context`` are
+        predicted by ``predict(texts, context)``, one call per distinct context.
     max_batch : int
         Most texts per model call.
     max_wait_ms : float
@@ -74,10 +80,11 @@ class MicroBatcher:
                 pass
         self._task = None
 
-    async def submit(self, texts: list[str]):
+    async def submit(self, texts: list[str], context=None):
+        """``(scores, costs)`` of ``texts``, predicted with ``context`` (see the class)."""
         await self.start()
         fut = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Pending(list(texts), fut))
+        await self._queue.put(_Pending(list(texts), fut, context))
         return await fut
 
     async def _loop_body(self) -> None:
@@ -100,7 +107,11 @@ class MicroBatcher:
                 nxt = self._queue.get_nowait()
                 batch.append(nxt)
                 n += len(nxt.texts)
-            await self._run(batch)
+            groups: dict[int, list[_Pending]] = {}
+            for p in batch:  # one model call per context (snapshot), never a mix
+                groups.setdefault(id(p.context), []).append(p)
+            for group in groups.values():
+                await self._run(group)
 
     async def _run(self, batch: list[_Pending]) -> None:
         """One model call for ``batch``; if it raises, the halves are run the same way, down
@@ -110,8 +121,10 @@ class MicroBatcher:
         if not batch:
             return
         texts = [t for p in batch for t in p.texts]
+        context = batch[0].context
+        args = (texts,) if context is None else (texts, context)
         try:
-            scores, costs = await asyncio.to_thread(self.predict, texts)
+            scores, costs = await asyncio.to_thread(self.predict, *args)
         except Exception as exc:  # noqa: BLE001 - isolate the failing request(s)
             if len(batch) == 1:
                 self.requests_failed += 1

@@ -2,8 +2,10 @@
 
 Adding needs the service's API key, and is refused outright when no key is configured. A
 change is made on a copy of the router (its learned state is reassigned, never mutated, by
-``add_llm``/``remove_llm``) that replaces the served one only once it is complete: an add
-is all or nothing, and requests routed meanwhile see either the old or the new pool.
+``add_llm``/``remove_llm``), wrapped in a new artifact object with its new manifest, and
+published by one assignment to :attr:`ServedRouter.current` once it is complete: an add is
+all or nothing, the live artifact is never changed in place, and a request that took its
+snapshot before the swap is routed to the end with the old pool.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from .guards import SafeStr
 
-__all__ = ["add_llm_admin_routes", "AddLLMRequest", "MAX_PROBES_PER_REQUEST"]
+__all__ = ["add_llm_admin_routes", "AddLLMRequest", "MAX_PROBES_PER_REQUEST", "ServedRouter"]
 
 #: most probe records one ``POST /llms`` may carry
 MAX_PROBES_PER_REQUEST = 10_000
@@ -49,6 +51,22 @@ class AddLLMRequest(BaseModel):
     strategy: Optional[SafeStr] = Field(default=None, max_length=100)
 
 
+class ServedRouter:
+    """The artifact a service routes with, replaced whole, never changed in place.
+
+    A request reads :attr:`current` once and uses that snapshot (router, pool, manifest)
+    for everything it does; a pool change builds a new artifact object and assigns it.
+
+    Example
+    -------
+    >>> served = ServedRouter(load_router("out/knn"))   # doctest: +SKIP
+    >>> snap = served.current                           # doctest: +SKIP
+    """
+
+    def __init__(self, current):
+        self.current = current
+
+
 def _changed_copy(router):
     new = copy.copy(router)
     new.__dict__ = dict(router.__dict__)
@@ -56,8 +74,8 @@ def _changed_copy(router):
 
 
 def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
-    """Add ``POST /llms`` and ``DELETE /llms/{name}`` to ``app`` serving ``served`` (an
-    :class:`~recsys_router.export.artifact.ExportedRouter`)."""
+    """Add ``POST /llms`` and ``DELETE /llms/{name}`` to ``app`` serving ``served`` (a
+    :class:`ServedRouter` holding an :class:`~recsys_router.export.artifact.ExportedRouter`)."""
     lock = asyncio.Lock()
 
     def _require_key():
@@ -66,8 +84,9 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
                                      "API key (serve --api-key-env NAME)")
 
     def _publish(new_router, llms: list[dict]) -> None:
-        served.manifest = {**served.manifest, "llms": llms}
-        served.router = new_router
+        snap = copy.copy(served.current)  # a new artifact object; the live one is untouched
+        snap.router, snap.manifest = new_router, {**snap.manifest, "llms": llms}
+        served.current = snap
 
     @app.post("/llms", status_code=201)
     async def add_llm(req: AddLLMRequest):
@@ -85,7 +104,7 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
                 "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "via": "POST /llms"}
         async with lock:
-            new = _changed_copy(served.router)
+            new = _changed_copy(served.current.router)
             try:
                 await asyncio.to_thread(new.add_llm, req.name, scores, costs, price_in=req.price_in,
                                         price_out=req.price_out, provenance=prov)
@@ -96,19 +115,20 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
                      "output_price": req.price_out,
                      "mean_cost": float(new.llm_mean_costs()[-1]) if new.llm_mean_costs() is not None
                      else None, "provenance": dict(new.llm_info_[new.llm_names_[-1]])}
-            _publish(new, list(served.manifest.get("llms") or []) + [entry])
+            _publish(new, list(served.current.manifest.get("llms") or []) + [entry])
         return {"added": entry["name"], "llms": new.llm_names_}
 
     @app.delete("/llms/{name:path}")
     async def remove_llm(name: str):
         _require_key()
         async with lock:
-            if name not in served.router.llm_names_:
+            if name not in served.current.router.llm_names_:
                 raise HTTPException(404, f"unknown LLM {name[:200]!r}")
-            new = _changed_copy(served.router)
+            new = _changed_copy(served.current.router)
             try:
                 new.remove_llm(name)
             except ValueError as exc:
                 raise HTTPException(400, str(exc)) from None
-            _publish(new, [r for r in served.manifest.get("llms") or [] if r.get("name") != name])
+            _publish(new, [r for r in served.current.manifest.get("llms") or []
+                           if r.get("name") != name])
         return {"removed": name, "llms": new.llm_names_}
