@@ -138,3 +138,29 @@ def test_every_model_config_trains_on_the_shared_data(model_cfg, tmp_path):
     assert cli.trainer.state.finished
     assert (cli.model.hparams["n_llms"], cli.model.hparams["embed_dim"]) == (11, 32)
     assert np.isfinite(float(cli.trainer.callback_metrics["train/loss"]))
+
+
+def test_ddp_test_metrics_equal_one_process_on_the_same_checkpoint(tmp_path):
+    """DDP (2 CPU processes) test metrics of a checkpoint equal the 1-process ones, on a test
+    split of odd size: the DistributedSampler pads rank 1 with a repeated query, which must
+    not be scored twice."""
+    tiny = [a.replace("n_queries: 80", "n_queries: 90") for a in TINY]
+    base = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *tiny]
+    assert main(["fit", *base, *_logger(tmp_path / "fit"), "--trainer.max_epochs=2",
+                 "--trainer.enable_progress_bar=false"]) == 0
+    (log_dir,) = [p for p in (tmp_path / "fit" / "lightning_logs").iterdir() if p.is_dir()]
+    ckpt = f"--ckpt_path={log_dir / 'checkpoints' / 'last.ckpt'}"
+    one = build_cli(["test", *base, *_logger(tmp_path / "one"), ckpt])
+    assert len(one.datamodule.splits["test"]) % 2 == 1      # padding happens under DDP
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "recsys_router.cli.lightning", "test", *base,
+           *_logger(tmp_path / "ddp"), ckpt, "--trainer.strategy=ddp", "--trainer.devices=2",
+           "--trainer.enable_progress_bar=false"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (ddp_dir,) = [p for p in (tmp_path / "ddp" / "lightning_logs").iterdir() if p.is_dir()]
+    ddp = pd.read_csv(ddp_dir / "metrics.csv").iloc[-1]
+    for key in ("test/mu_o", "test/v_b", "test/aiq"):
+        assert float(ddp[key]) == pytest.approx(float(one.trainer.callback_metrics[key]),
+                                                abs=1e-6), key

@@ -197,6 +197,8 @@ class RouterModule(pl.LightningModule):
                "y": torch.where(batch["mask"], batch["y"], torch.full_like(batch["y"], float("nan")))}
         if "cost" in batch:
             rec["cost"] = batch["cost"]
+        if "index" in batch:
+            rec["index"] = batch["index"][:, None]
         self._eval_store.setdefault(stage, []).append(rec)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
@@ -212,6 +214,10 @@ class RouterModule(pl.LightningModule):
         cat = {k: torch.cat([r[k] for r in recs]) for k in recs[0]}
         if self.trainer.world_size > 1:  # DistributedSampler pads ranks to equal sizes
             cat = {k: self.all_gather(v).reshape(-1, v.shape[-1]) for k, v in cat.items()}
+            if "index" in cat:  # the padding repeats rows: score each held-out query once
+                _, first = np.unique(cat["index"][:, 0].cpu().numpy(), return_index=True)
+                cat = {k: v[torch.as_tensor(first)] for k, v in cat.items()}
+        cat.pop("index", None)
         arr = {k: v.float().cpu().numpy() for k, v in cat.items()}
         metrics = epoch_metrics(arr["pred"], arr["y"], arr.get("cost"),
                                 None if "cost" not in arr else self.eval_mean_costs)
