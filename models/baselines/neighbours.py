@@ -164,7 +164,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
 
     _state_ = {"x_train_": Arr("float64", ("n_train", "dim")),
                "y_train_": Arr("float64", ("n_train", "n_llms")),
-               "fallback_": Arr("float64", ("n_llms",)), "k_": INT,
+               "llm_means_": Arr("float64", ("n_llms",)), "k_": INT,
                "k_scores_": DictOf(Opt(FLOAT), 1000)}
 
     @classmethod
@@ -191,7 +191,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
             raise ValueError("kNN: no training query has an observed score")
         self.x_train_ = x[keep]
         self.y_train_ = train.scores[keep].astype(np.float64)
-        self.fallback_ = safe_llm_means(train.scores)
+        self.llm_means_ = safe_llm_means(train.scores)
         self.k_scores_ = {}
         k = self.k
         if k is None:
@@ -213,7 +213,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
             ok = ~np.isnan(y)
             cnt = ok.sum(axis=1)
             tot = np.where(ok, y, 0.0).sum(axis=1)
-            out[s:s + _CHUNK] = np.where(cnt > 0, tot / np.maximum(cnt, 1), self.fallback_[None, :])
+            out[s:s + _CHUNK] = np.where(cnt > 0, tot / np.maximum(cnt, 1), self.llm_means_[None, :])
         return out
 
 

@@ -70,7 +70,7 @@ class SVMRouter(TextEmbeddingMixin, Router):
     """
 
     #: fitted numbers only: the linear models' coefficients (prediction is x @ coef.T + b)
-    _state_ = {"fallback_": Arr("float64", ("n_llms",)),
+    _state_ = {"llm_means_": Arr("float64", ("n_llms",)),
                "classes_": Arr("int64", ("n_classes",), optional=True, index_of="n_llms"),
                "svc_coef_": Arr("float64", ("n_rows", "dim"), optional=True),
                "svc_intercept_": Arr("float64", ("n_rows",), optional=True),
@@ -96,7 +96,7 @@ class SVMRouter(TextEmbeddingMixin, Router):
             raise ValueError(f"tie_break must be one of {_TIES}, got {self.tie_break!r}")
         x = self._fit_encoder(train)
         n_llms = train.n_llms
-        self.fallback_ = safe_llm_means(train.scores)
+        self.llm_means_ = safe_llm_means(train.scores)
         self.classes_ = self.svc_coef_ = self.svc_intercept_ = None
         self.svr_coef_ = self.svr_intercept_ = self.svr_fitted_ = None
         with warnings.catch_warnings():
@@ -149,7 +149,7 @@ class SVMRouter(TextEmbeddingMixin, Router):
         n, n_llms = data.n_queries, data.n_llms
         if self.mode == "regress":
             pred = x @ self.svr_coef_.T + self.svr_intercept_[None, :]
-            return np.where(self.svr_fitted_[None, :], pred, self.fallback_[None, :])
+            return np.where(self.svr_fitted_[None, :], pred, self.llm_means_[None, :])
         if self.svc_coef_ is None:
             out = np.zeros((n, n_llms))
             out[:, self.classes_[0]] = 1.0

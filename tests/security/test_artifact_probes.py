@@ -271,14 +271,14 @@ def p_pickled_member(d):
 
 def p_object_array(d):
     arrays = _arrays(d)
-    arrays["fallback_"] = np.array([os.system] * len(arrays["fallback_"]), dtype=object)
+    arrays["llm_means_"] = np.array([os.system] * len(arrays["llm_means_"]), dtype=object)
     with zipfile.ZipFile(d / "weights.npz", "w") as z:
         for k, v in arrays.items():
             buf = io.BytesIO()
             np.save(buf, v, allow_pickle=True)
             z.writestr(k + ".npy", buf.getvalue())
     man = _man(d)
-    man["arrays"]["fallback_"]["dtype"] = "object"
+    man["arrays"]["llm_means_"]["dtype"] = "object"
     _put_man(d, man)
 
 
@@ -323,7 +323,7 @@ def p_wrong_shape(d):
 
 def p_big_endian(d):
     arrays = _arrays(d)
-    arrays["fallback_"] = arrays["fallback_"].astype(">f8")
+    arrays["llm_means_"] = arrays["llm_means_"].astype(">f8")
     _put_arrays(d, arrays, declare=False)
 
 
@@ -337,7 +337,7 @@ def _array_edit(key, change, name):
     return probe
 
 
-p_wrong_dtype = _array_edit("fallback_", lambda a: a.astype(np.float32), "wrong_dtype")
+p_wrong_dtype = _array_edit("llm_means_", lambda a: a.astype(np.float32), "wrong_dtype")
 p_vocab_offsets_out_of_range = _array_edit("encoder_/vocab_offsets", lambda a: a * 1000,
                                            "vocab_offsets_out_of_range")
 p_hull_index_out_of_range = _array_edit("hull_", lambda a: a + 100, "hull_index_out_of_range")
@@ -476,7 +476,7 @@ def test_signed_artifact_refuses_data_edits(good, tmp_path):
     shutil.copytree(good["knn"], d)
     assert load_router(d, sign_key=KEY).llm_names
     arrays = _arrays(d)
-    arrays["fallback_"] = arrays["fallback_"] + 1.0  # valid data, but not what was signed
+    arrays["llm_means_"] = arrays["llm_means_"] + 1.0  # valid data, but not what was signed
     _put_arrays(d, arrays)
     refix(d)
     load_router(d)  # without the key, a data edit with re-fixed checksums is only data
