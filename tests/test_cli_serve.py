@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from conftest import SHARED_DATA
 
 from recsys_router.cli import main
 from recsys_router.export import load_router
+from serve_helpers import free_port, wait_up
 from test_serving import _fake_openai
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,29 +113,10 @@ def test_export_lightning_config_and_checkpoint(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- HTTP end to end
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_up(url: str, proc, timeout: float = 90.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise AssertionError("server did not come up")
-
-
 @pytest.fixture
 def fake_backend():
     app = _fake_openai("fake")
-    port = _free_port()
+    port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     th = threading.Thread(target=srv.run, daemon=True)
     th.start()
@@ -185,7 +166,7 @@ def test_flow_tune_export_calibrate_serve(tmp_path, fake_backend, monkeypatch):
     (tmp_path / "backends.yaml").write_text("backends:\n" + "".join(
         f"  {json.dumps(n)}: {{base_url: 'http://127.0.0.1:{fake_backend[1]}/v1', model: m{i}}}\n"
         for i, n in enumerate(names)))
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, RECSYS_ROUTER_API_KEY="k3y", OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from recsys_router.cli import main; "
@@ -195,7 +176,7 @@ def test_flow_tune_export_calibrate_serve(tmp_path, fake_backend, monkeypatch):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_up(url, proc)
+        wait_up(url, proc, 90.0)
         h = {"Authorization": "Bearer k3y"}
         texts = list(dict.fromkeys(test.texts))[:40]
         assert httpx.post(url + "/route", json={"query": texts[0]}).status_code == 401

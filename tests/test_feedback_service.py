@@ -23,7 +23,8 @@ from pg_util import pg_url  # noqa: F401 - fixture
 from recsys_router.export import export_router, load_router
 from recsys_router.feedback.store import SCHEMA_VERSION, DecisionLog
 from recsys_router.serving import ServiceConfig, create_app
-from test_serving import _free_port, artifact  # noqa: F401 - the WordRouter artifact fixture
+from serve_helpers import free_port, wait_up
+from test_serving import artifact  # noqa: F401 - the WordRouter artifact fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,23 +149,14 @@ def knn_artifact(tmp_path_factory, sim_split):
 
 
 def _serve(art, url, *extra):
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-c", "import sys; from recsys_router.cli import main; sys.exit(main())", "serve", str(art), "--port", str(port),
            "--log-db", url, *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     base = f"http://127.0.0.1:{port}"
-    end = time.time() + 120
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    proc.kill()
-    raise AssertionError("serve did not start in 120 s")
+    wait_up(base, proc, 120.0)
+    return proc, base
 
 
 def test_two_processes_one_postgresql_nothing_lost(pg_url, knn_artifact):  # noqa: F811

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 
@@ -19,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from recsys_router.export import export_router, load_router
 from recsys_router.serving import ServiceConfig, create_app
+from serve_helpers import free_port
 from toy_routers import WordRouter
 
 
@@ -106,12 +106,6 @@ def test_micro_batching_groups_concurrent_requests(artifact):
 
 
 # ---------------------------------------------------------------- OpenAI-compatible proxy
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _fake_openai(name: str) -> FastAPI:
     app = FastAPI()
     app.state.seen = []
@@ -138,7 +132,7 @@ def fake_backends():
     servers, apps, ports = [], [], []
     for k in range(2):
         app = _fake_openai(f"backend{k}")
-        port = _free_port()
+        port = free_port()
         srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
         th = threading.Thread(target=srv.run, daemon=True)
         th.start()
@@ -249,7 +243,7 @@ def test_repeated_texts_in_a_batch(artifact):
 
 
 def test_proxy_backend_down_is_502(artifact):
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     names = artifact.llm_names
     backends = {n: {"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "api_key_env": None}
                 for n in names}
