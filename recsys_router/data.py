@@ -91,6 +91,19 @@ class RoutingData:
         self.costs = None if costs is None else _as_float32(costs, "costs", shape, source)
         self._validate_values(require_observed)
 
+    @classmethod
+    def _trusted(cls, queries: pd.DataFrame, llms: pd.DataFrame, scores: np.ndarray,
+                 costs: np.ndarray | None = None, *, name: str = "data") -> "RoutingData":
+        """Assemble from parts the caller has already validated (the serving fast path).
+
+        ``queries`` and ``llms`` must already have the columns and types ``__init__`` makes;
+        ``scores``/``costs`` float32 of shape (n_queries, n_llms). Nothing is checked here.
+        """
+        self = cls.__new__(cls)
+        self.name, self.source, self.meta = name, None, {}
+        self.queries, self.llms, self.scores, self.costs = queries, llms, scores, costs
+        return self
+
     # ------------------------------------------------------------------ construction helpers
     @staticmethod
     def _make_queries(queries, source) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import copy
 import hashlib
 
 import numpy as np
+import pandas as pd
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
@@ -206,7 +207,11 @@ class TextEmbeddingMixin:
     @staticmethod
     def _check_text(data: RoutingData) -> None:
         texts = data.queries["text"]
-        missing = texts.isna().to_numpy() | (texts.astype(str).str.strip() == "").to_numpy()
+        if len(texts) <= 64:  # a served request: plain Python beats pandas' per-call overhead
+            missing = np.array([pd.isna(t) is True or str(t).strip() == "" for t in texts],
+                               dtype=bool)
+        else:
+            missing = texts.isna().to_numpy() | (texts.astype(str).str.strip() == "").to_numpy()
         if missing.any():
             row = int(np.flatnonzero(missing)[0])
             raise DataValidationError(

@@ -37,8 +37,17 @@ VAL_FRACTION = 0.2
 MIN_VAL = 5
 
 
-def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str) -> np.ndarray:
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (all-zero rows stay zero)."""
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str, *,
+                train_prepared: np.ndarray | None = None) -> np.ndarray:
     """Indices of the ``k`` nearest training rows for each query row.
+
+    ``train_prepared`` (optional) is ``_unit_rows(x_train)`` already computed (cosine
+    only), so a fitted router normalises its training rows once, not per call.
 
     Distances are rounded to 10 decimals before a stable sort, so exact ties (common with
     sparse text features) go to the lower training index and a query gets the same
@@ -55,8 +64,8 @@ def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str) -
     q = np.asarray(x_query, dtype=np.float64)
     t = np.asarray(x_train, dtype=np.float64)
     if metric == "cosine":
-        q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
-        t = t / np.maximum(np.linalg.norm(t, axis=1, keepdims=True), 1e-12)
+        q = _unit_rows(q)
+        t = _unit_rows(t) if train_prepared is None else train_prepared
     else:
         tn = (t ** 2).sum(axis=1)
     out = np.empty((q.shape[0], k), dtype=np.int64)
@@ -203,7 +212,15 @@ class KNNRouter(TextEmbeddingMixin, Router):
     def neighbours(self, data) -> np.ndarray:
         """Training-row indices (of the kept rows) of each query's ``k`` neighbours."""
         self._check_fitted()
-        return knn_indices(self._embed(data), self.x_train_, self.k_, self.metric)
+        unit = None
+        if self.metric == "cosine":  # per fitted state, not per call
+            cached = getattr(self, "_unit_train", None)
+            if cached is None or cached[0] is not self.x_train_:
+                cached = (self.x_train_, _unit_rows(np.asarray(self.x_train_, dtype=np.float64)))
+                self._unit_train = cached
+            unit = cached[1]
+        return knn_indices(self._embed(data), self.x_train_, self.k_, self.metric,
+                           train_prepared=unit)
 
     def _predict_scores(self, data):
         idx = self.neighbours(data)

@@ -35,6 +35,7 @@ class ExportedRouter:
         self.router = router
         self.manifest = manifest
         self.path = path
+        self._llms: pd.DataFrame | None = None  # the request LLM table, built on first use
 
     @property
     def llm_names(self) -> list[str]:
@@ -50,18 +51,33 @@ class ExportedRouter:
         """True when the router chooses through its own ``route_indices`` (e.g. zero)."""
         return _custom_routing(self.router)
 
-    def to_data(self, texts: Sequence[str]) -> RoutingData:
+    def to_data(self, texts: Sequence[str], *, validate: bool = False) -> RoutingData:
         """Wrap distinct raw texts as an unlabelled RoutingData over this router's LLM pool
-        (query ids ``t<sha1 of the text>``)."""
+        (query ids ``t<sha1 of the text>``).
+
+        By default the request's tables are assembled directly (ids are distinct non-empty
+        digests, the LLM table is validated once per artifact), skipping the pandas
+        validation of :class:`RoutingData`; ``validate=True`` builds it through the full
+        constructor (same result, slower: the reference the fast path is tested against).
+        """
         texts = [str(t) for t in texts]
         if not texts:
             raise ValueError("no queries to route")
         ids = ["t" + text_key(t)[:20] for t in texts]
         if len(set(ids)) != len(ids):
             raise ValueError("to_data expects distinct texts (route() removes repeats itself)")
-        q = pd.DataFrame({"query_id": ids, "text": texts})
-        return RoutingData(q, self.llm_names, np.full((len(texts), len(self.llm_names)), np.nan),
-                           name="requests")
+        n, names = len(texts), self.llm_names
+        scores = np.full((n, len(names)), np.nan, dtype=np.float32)
+        if validate:
+            q = pd.DataFrame({"query_id": ids, "text": texts})
+            return RoutingData(q, names, scores, name="requests")
+        if self._llms is None:  # validated once, through the full constructor
+            self._llms = RoutingData(["_"], names, np.full((1, len(names)), np.nan)).llms
+        q = pd.DataFrame({"query_id": np.asarray(ids, dtype=object),
+                          "text": np.asarray(texts, dtype=object),
+                          "task": np.full(n, None, dtype=object),
+                          "split": np.full(n, None, dtype=object)})
+        return RoutingData._trusted(q, self._llms.copy(deep=False), scores, name="requests")
 
     def _unique(self, texts: Sequence[str]) -> tuple[RoutingData, np.ndarray]:
         texts = [str(t) for t in texts]
