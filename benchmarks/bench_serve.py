@@ -13,7 +13,9 @@ in the same run.
 Printed per router and concurrency: requests/s, p50/p99 latency (ms), the mean number of
 queries per model call (micro-batching), and the ratio HTTP throughput / in-process
 throughput (> 1: micro-batching more than pays for HTTP; < 1: the HTTP overhead), and the
-ratio HTTP p50 / in-process p50 (the serving-latency aim at one client: <= 1.5).
+ratio HTTP p50 / in-process p50 (the serving-latency aim at one client: <= 1.5). The
+``paired`` rows alternate one in-process call and one HTTP request from one client, so both
+latencies are taken under the same load (the separate phases run tens of seconds apart).
 
 Usage::
 
@@ -76,6 +78,24 @@ async def _load(url: str, texts: list[str], concurrency: int) -> tuple[float, np
     finally:
         await asyncio.gather(*[c.aclose() for c in clients])
     return wall, lat, failures
+
+
+def _paired(url: str, art, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """One client alternating an in-process ``route([text])`` and an HTTP request, so both
+    see the same machine load; returns (in-process, HTTP) latencies in seconds."""
+    import httpx
+    half = len(texts) // 2
+    local, remote = np.empty(half), np.empty(half)
+    with httpx.Client(base_url=url, timeout=120.0) as client:
+        for i in range(half):
+            s = time.perf_counter()
+            art.route([texts[2 * i]])
+            local[i] = time.perf_counter() - s
+            s = time.perf_counter()
+            r = client.post("/route", json={"query": texts[2 * i + 1]})
+            remote[i] = time.perf_counter() - s
+            assert r.status_code == 200 and "llm" in r.json(), r.text[:200]
+    return local, remote
 
 
 def _batches(url: str) -> tuple[float, float]:
@@ -169,6 +189,7 @@ def main(argv=None) -> int:
                 assert failed == 0, f"{failed} failed requests ({enc}, {c} clients)"
                 rows.append((c, args.requests / wall, np.percentile(lat, 50) * 1e3,
                              np.percentile(lat, 99) * 1e3, (q1 - q0) / max(b1 - b0, 1)))
+            paired = _paired(url, art, _texts(rng, 2 * args.requests, "paired"))
         finally:
             proc.terminate()
             proc.wait(15)
@@ -177,10 +198,18 @@ def main(argv=None) -> int:
         for c, rps, p50, p99, qpb in rows:
             print(f"{enc:8} {'HTTP':>11} {c:>7} {rps:8.1f} {p50:8.2f} {p99:8.2f} {qpb:7.1f} "
                   f"{rps / base:10.2f} {p50 / base_p50:9.2f}")
+        (p_in, p_http), p99s = [np.percentile(x, 50) * 1e3 for x in paired], \
+            [np.percentile(x, 99) * 1e3 for x in paired]
+        for mode, p50, p99 in [("paired-in", p_in, p99s[0]), ("paired-HTTP", p_http, p99s[1])]:
+            print(f"{enc:8} {mode:>11} {1:>7} {'':>8} {p50:8.2f} {p99:8.2f} {1:>7} {'':>10} "
+                  f"{p50 / p_in:9.2f}")
     print("\nvs in-proc = HTTP requests/s divided by the faster of the two in-process runs of "
           "route([text]) (before and after the HTTP runs; same process, same run).\n"
           "p50 ratio = HTTP p50 latency divided by the lower in-process p50 of those two runs "
-          "(the issue-14 aim at 1 client: <= 1.5).")
+          "(the issue-14 aim at 1 client: <= 1.5).\n"
+          "paired-in / paired-HTTP = one client alternating an in-process route([text]) and an "
+          "HTTP request (same load for both); its p50 ratio is HTTP p50 / in-process p50 of "
+          "those pairs.")
     return 0
 
 
