@@ -102,3 +102,16 @@ def test_missing_text_check_names_the_same_row_either_way(n):
                        ["a"], np.zeros((n, 1)))
     with pytest.raises(DataValidationError, match=r"query 'q2' has no text \(2 such"):
         TextEmbeddingMixin._check_text(data)
+
+
+def test_request_llm_table_follows_a_swapped_pool(artifacts):
+    """A copied artifact with another router (the service's pool swap) gets its own LLMs."""
+    import copy
+    art = artifacts["knn"]
+    art.to_data(["warm the cached LLM table"])
+    snap = copy.copy(art)
+    snap.router = make_router("knn", k=3, encoder="hashing").fit(make_synthetic(60, 7, 2, seed=4))
+    data = snap.to_data(["which LLM?"])
+    assert data.llm_names == snap.llm_names and len(data.llm_names) == 7
+    assert snap.route(["which LLM?"]) == snap.route(snap.to_data(["which LLM?"], validate=True))
+    assert art.to_data(["x"]).llm_names == art.llm_names  # the original is untouched

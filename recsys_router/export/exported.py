@@ -35,7 +35,8 @@ class ExportedRouter:
         self.router = router
         self.manifest = manifest
         self.path = path
-        self._llms: pd.DataFrame | None = None  # the request LLM table, built on first use
+        #: (LLM names, the request LLM table for them), rebuilt when the pool changes
+        self._llms: tuple[list[str], pd.DataFrame] | None = None
 
     @property
     def llm_names(self) -> list[str]:
@@ -71,13 +72,14 @@ class ExportedRouter:
         if validate:
             q = pd.DataFrame({"query_id": ids, "text": texts})
             return RoutingData(q, names, scores, name="requests")
-        if self._llms is None:  # validated once, through the full constructor
-            self._llms = RoutingData(["_"], names, np.full((1, len(names)), np.nan)).llms
+        if self._llms is None or self._llms[0] != names:  # validated once per LLM pool
+            self._llms = (list(names),
+                          RoutingData(["_"], names, np.full((1, len(names)), np.nan)).llms)
         q = pd.DataFrame({"query_id": np.asarray(ids, dtype=object),
                           "text": np.asarray(texts, dtype=object),
                           "task": np.full(n, None, dtype=object),
                           "split": np.full(n, None, dtype=object)})
-        return RoutingData._trusted(q, self._llms.copy(deep=False), scores, name="requests")
+        return RoutingData._trusted(q, self._llms[1].copy(deep=False), scores, name="requests")
 
     def _unique(self, texts: Sequence[str]) -> tuple[RoutingData, np.ndarray]:
         texts = [str(t) for t in texts]
