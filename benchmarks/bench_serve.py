@@ -108,11 +108,12 @@ def _batches(url: str) -> tuple[float, float]:
     return vals.get("recsys_router_batches_total", 0.0), vals.get("recsys_router_batched_queries_total", 0.0)
 
 
-def _serve(art: Path, env: dict) -> tuple[subprocess.Popen, str]:
+def _serve(art: Path, env: dict, batch_wait_ms: float | None = None) -> tuple[subprocess.Popen, str]:
     port = _free_port()
+    extra = [] if batch_wait_ms is None else ["--batch-wait-ms", str(batch_wait_ms)]
     return _start_server([sys.executable, "-c", "import sys; from recsys_router.cli import main; "
                           "sys.exit(main())", "serve", str(art), "--port", str(port),
-                          "--max-batch", "256"], port, env)
+                          "--max-batch", "256", *extra], port, env)
 
 
 def _start_server(cmd: list[str], port: int, env: dict) -> tuple[subprocess.Popen, str]:
@@ -139,6 +140,8 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=300, help="requests per concurrency level")
     ap.add_argument("--concurrency", default="1,16,128")
     ap.add_argument("--encoders", default="hashing,minilm")
+    ap.add_argument("--batch-wait-ms", type=float, default=None,
+                    help="passed to serve (default: serve's own default)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from recsys_router.datasets.synthetic import make_synthetic
@@ -178,7 +181,7 @@ def main(argv=None) -> int:
                   f"{np.percentile(lat, 99) * 1e3:8.2f} {1:>7} {'':>10} {'':>9}")
             return rps, p50
         base, base_p50 = in_process("inproc-a")
-        proc, url = _serve(art_dir, env)
+        proc, url = _serve(art_dir, env, args.batch_wait_ms)
         rows = []
         try:
             asyncio.run(_load(url, _texts(rng, 32, "warm"), 4))
