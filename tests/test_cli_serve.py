@@ -36,7 +36,7 @@ def _sim():
 
 def test_export_registry_router_metrics_by_hand(tmp_path, capsys):
     out = tmp_path / "bsm"
-    assert main(["export", "--router", "best-single", *SIM, "--split", "0.6,0.2,0.2", "--seed", "1",
+    assert main(["export", "--router", "best-single", *SIM, "--split-fractions", "0.6,0.2,0.2", "--seed", "1",
                  "--out", str(out)]) == 0
     man = json.loads((out / "manifest.json").read_text())
     parts = _sim().split((0.6, 0.2, 0.2), seed=1)

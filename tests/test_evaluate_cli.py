@@ -16,7 +16,7 @@ from recsys_router.evaluation.splits import parse_pools
 def test_evaluate_command_prints_leaderboard(tmp_path, capsys):
     out = tmp_path / "ev"
     rc = main(["evaluate", "--data", "synthetic", "--routers", "oracle,best-single,random",
-               "--protocol", "routereval,orbit", "--split", "0.6,0.4", "--seed", "2",
+               "--protocol", "routereval,orbit", "--split-fractions", "0.6,0.4", "--seed", "2",
                "--no-progress", "--no-plots", "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out

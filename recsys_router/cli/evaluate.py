@@ -30,7 +30,8 @@ DEMO_PARAMS = {"mlpr": {"epochs": 20}, "mlc": {"epochs": 5},
 
 def _add_split_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("splitting")
-    g.add_argument("--split", action=FloatListArg, default=None, metavar="TR,VA,TE",
+    g.add_argument("--split-fractions", dest="split", action=FloatListArg, default=None,
+                   metavar="TR,VA,TE",
                    help="random train/val/test fractions (default 0.8,0.1,0.1)")
     g.add_argument("--split-column", default=None, metavar="COL",
                    help="query column holding train/val/test labels")

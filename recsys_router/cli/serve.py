@@ -60,7 +60,8 @@ def add_parser(subparsers) -> None:
     e.add_argument("--param", action="append", default=[], type=parse_kv, metavar="KEY=VALUE",
                    help="router hyperparameter (YAML value), repeatable")
     add_data_args(e, required=False, help="dataset name or path (required with --router)")
-    e.add_argument("--split", action=FloatListArg, default=None, metavar="TR,VA,TE",
+    e.add_argument("--split-fractions", dest="split", action=FloatListArg, default=None,
+                   metavar="TR,VA,TE",
                    help="train/val/test fractions for --data (default 0.8,0.1,0.1)")
     e.add_argument("--split-column", default=None, help="query column with train/val/test labels")
     add_seed_arg(e, None, "seed of the split and of the router (default 0; a config's own "
