@@ -40,7 +40,9 @@ class LoggedFeedbackRouter(InnerRouterState, Router):
         Registry name of the wrapped router (``mf``, ``two-tower``, ``mirt``, ``nirt``...).
     params : dict, optional
         Its hyperparameters (its loss ``kind`` must be ``bce`` or ``mse``; when ``params``
-        sets no loss, a router whose default loss is another kind trains with ``bce``).
+        sets no loss, a router whose default loss is another kind trains with ``bce``; when
+        it sets no ``val_fraction``, early stopping is off: held-out mu_o needs every LLM's
+        score of a held-out query, and a log reveals one).
     loss : {"naive", "ips", "snips", "dr"}
         Logged-feedback loss.
     propensity_clip : float
@@ -95,6 +97,10 @@ class LoggedFeedbackRouter(InnerRouterState, Router):
             elif kind not in ("bce", "mse"):
                 raise ValueError(f"{self.router}: logged-feedback training needs loss 'bce' or "
                                  f"'mse', got {kind!r}")
+            if "val_fraction" not in (self.params or {}) and "val_fraction" in inner.get_params():
+                # early stopping ranks epochs by held-out mu_o, which needs every LLM's score of
+                # a held-out query: a log reveals one, so it would pick epochs by noise
+                inner.set_params(val_fraction=0.0)
             inner._feedback = {"feedback": self.loss, "propensity_clip": float(self.propensity_clip)}
             try:
                 inner.fit(train, val)

@@ -104,6 +104,14 @@ def test_logged_router_trains_with_each_loss(sim_log, loss):
     assert s.shape == (test.n_queries, 4) and np.isfinite(s).all()
     assert r.route(test).shape == (test.n_queries,)
     assert not hasattr(r.router_, "_feedback")  # the loss setting lives for one fit only
+    assert r.router_.val_fraction == 0.0  # no early stopping on mu_o of one-cell-per-query data
+
+
+def test_logged_router_keeps_an_explicit_val_fraction(sim_log):
+    log, _ = sim_log
+    r = make_router("logged", router="mf", loss="ips", seed=0,
+                    params={"max_epochs": 2, "dim": 8, "val_fraction": 0.2}).fit(log)
+    assert r.router_.val_fraction == 0.2
 
 
 @pytest.mark.parametrize("name", ["two-tower", "mirt", "nirt"])
