@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from recsys_router.datasets.synthetic import make_synthetic
-from recsys_router.models.base.lightning_router import _early_stopping_callback, _hold_out
+from recsys_router.models.base.training import early_stopping_callback, hold_out
 from recsys_router.registry import make_router
 
 torch.set_num_threads(1)
@@ -28,7 +28,7 @@ def test_kept_network_is_the_best_held_out_check(name, extra):
     assert r.plan_["max_steps"] == 60 and r.plan_["check_every"] == 3
     assert r.best_step_ is not None and 0 < r.best_step_ <= r.steps_ <= 60
     # the same seeded split, routed by the kept network, gives the recorded best mu_o
-    _, held = _hold_out(train, 0.25, 1)
+    _, held = hold_out(train, 0.25, 1)
     assert _mu_o(r, held) == pytest.approx(r.val_score_, abs=1e-6)
 
 
@@ -56,7 +56,7 @@ class _Module:
 def test_stopping_waits_for_the_minimum_steps_and_a_loss_plateau():
     # a mu_o plateau (the best-single level) with a still-falling loss must not stop training;
     # a loss plateau stops it only after min_steps; the best mu_o check is kept (ties: later)
-    cb = _early_stopping_callback(patience=2, min_steps=50)
+    cb = early_stopping_callback(patience=2, min_steps=50)
     t, m = _Trainer(), _Module()
     history = [(10, 0.70, 0.60), (20, 0.70, 0.55), (30, 0.70, 0.50), (40, 0.75, 0.50),
                (50, 0.74, 0.51), (60, 0.75, 0.52), (70, 0.73, 0.53)]
@@ -73,8 +73,8 @@ def test_stopping_waits_for_the_minimum_steps_and_a_loss_plateau():
 
 def test_hold_out_is_seeded_and_disjoint():
     d = make_synthetic(50, 3, 2, seed=0)
-    a_tr, a_va = _hold_out(d, 0.2, 3)
-    b_tr, b_va = _hold_out(d, 0.2, 3)
+    a_tr, a_va = hold_out(d, 0.2, 3)
+    b_tr, b_va = hold_out(d, 0.2, 3)
     assert list(a_va.query_ids) == list(b_va.query_ids) and a_va.n_queries == 10
     assert not set(a_tr.query_ids) & set(a_va.query_ids)
 

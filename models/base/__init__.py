@@ -3,7 +3,8 @@
 from .callbacks import ScoresWriter
 from .derive import for_module
 from .eval_metrics import epoch_metrics
-from .lightning_router import LightningRouter, quiet_trainer
+from .lightning_router import LightningRouter
+from .training import quiet_trainer
 from .router_module import RouterModule, predict_logits
 
 __all__ = ["RouterModule", "LightningRouter", "for_module", "quiet_trainer", "predict_logits",

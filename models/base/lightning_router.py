@@ -38,12 +38,9 @@ Defaults scaled to the data (every Lightning router):
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib
 import inspect
-import logging
-import warnings
 
 import numpy as np
 import torch
@@ -54,8 +51,10 @@ from recsys_router.router import Router
 from .lightning_state import LightningStateMixin
 from .llm_rows import fit_llm_row, rows_logits, supports_rows
 from .router_module import RouterModule, predict_logits
+from .training import (MIN_QUERIES_TO_HOLD_OUT, early_stopping_callback, hold_out, quiet,
+                       quiet_trainer, rescored)
 
-__all__ = ["LightningRouter", "TRAINER_SETTINGS", "quiet_trainer", "resolve_module_class"]
+__all__ = ["LightningRouter", "TRAINER_SETTINGS", "resolve_module_class"]
 
 #: the trainer and encoder settings every Lightning router takes, in signature order, with
 #: their defaults (``batch_size``, ``max_epochs`` and ``max_steps`` None: data-scaled)
@@ -63,95 +62,6 @@ TRAINER_SETTINGS = {"encoder": "hashing", "encoder_options": None, "mode": None,
                     "batch_size": None, "max_epochs": None, "seed": 0, "accelerator": "cpu",
                     "val_fraction": 0.1, "patience": 4, "max_steps": None,
                     "score_transform": "auto"}
-
-_QUIET_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning.pytorch", "lightning")
-
-
-@contextlib.contextmanager
-def _quiet():
-    saved = {n: logging.getLogger(n).level for n in _QUIET_LOGGERS}
-    for n in _QUIET_LOGGERS:
-        logging.getLogger(n).setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", module="pytorch_lightning")
-        warnings.filterwarnings("ignore", module="lightning_fabric")
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        try:
-            yield
-        finally:
-            for n, lvl in saved.items():
-                logging.getLogger(n).setLevel(lvl)
-
-
-def quiet_trainer(max_epochs: int, *, accelerator: str = "cpu", devices=1, validate: bool = True,
-                  **kwargs):
-    """A Trainer with no progress bar, logger, checkpoints or model summary.
-
-    Example
-    -------
-    >>> quiet_trainer(1).max_epochs
-    1
-    """
-    import pytorch_lightning as pl
-    with _quiet():
-        return pl.Trainer(max_epochs=int(max_epochs), accelerator=accelerator, devices=devices,
-                          enable_progress_bar=False, logger=False, enable_checkpointing=False,
-                          enable_model_summary=False, num_sanity_val_steps=0,
-                          limit_val_batches=None if validate else 0, **kwargs)
-
-
-#: fewest training queries early stopping needs (fewer: train the whole budget on all)
-MIN_QUERIES_TO_HOLD_OUT = 20
-
-
-def _hold_out(train: RoutingData, frac: float, seed: int):
-    """Seeded (inner train, held-out) split of the training queries for early stopping."""
-    n_val = int(round(frac * train.n_queries))
-    if n_val < 1 or n_val >= train.n_queries:
-        raise ValueError(f"val_fraction={frac} holds out {n_val} of {train.n_queries} training "
-                         "queries; it must leave at least one on each side")
-    perm = np.random.default_rng(seed).permutation(train.n_queries)
-    return train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
-
-
-def _rescored(data: RoutingData | None, scale) -> RoutingData | None:
-    """``data`` with its scores mapped through ``scale`` (the same object when identity)."""
-    if data is None or scale is None or scale.method == "identity":
-        return data
-    return RoutingData(data.queries, data.llms, scale.transform(data.scores).astype(np.float32),
-                       data.costs, name=data.name, source=data.source, meta=data.meta)
-
-
-def _early_stopping_callback(patience: int, min_steps: int):
-    """A callback that keeps the network of the check with the best held-out ``mu_o`` (ties:
-    the later one) and stops once the held-out loss has not improved for ``patience``
-    checks, never before ``min_steps`` optimizer steps (Lightning imported when needed)."""
-    from pytorch_lightning.callbacks import Callback
-
-    class BestNetEarlyStop(Callback):
-        """Best-``mu_o`` weights and loss-plateau stopping after a minimum of steps."""
-
-        def __init__(self):
-            self.value, self.state, self.step = -np.inf, None, None
-            self.best_loss, self.bad, self.stopped_at = np.inf, 0, None
-
-        def on_validation_end(self, trainer, pl_module):  # after the check's metrics are logged
-            if trainer.sanity_checking:
-                return
-            m, loss = trainer.callback_metrics.get("val/mu_o"), trainer.callback_metrics.get("val/loss")
-            step = int(trainer.global_step)
-            if m is not None and float(m) >= self.value:
-                self.value, self.step = float(m), step
-                self.state = copy.deepcopy(pl_module.net.state_dict())
-            if loss is not None and float(loss) < self.best_loss - 1e-6:
-                self.best_loss, self.bad = float(loss), 0
-            else:
-                self.bad += 1
-            if self.bad >= patience and step >= min_steps:
-                trainer.should_stop = True
-                self.stopped_at = step
-    return BestNetEarlyStop()
-
 
 def resolve_module_class(spec) -> type:
     """The :class:`RouterModule` subclass named by ``spec``.
@@ -375,10 +285,10 @@ class LightningRouter(LightningStateMixin, Router):
         method = self.score_transform or "identity"
         self.score_scale_ = choose_score_scale(train.scores, method=method)
         if frac > 0 and val is None and train.n_queries >= MIN_QUERIES_TO_HOLD_OUT:
-            train, val = _hold_out(train, frac, int(self.seed))
+            train, val = hold_out(train, frac, int(self.seed))
         validate = val is not None and frac > 0
-        dm = self._datamodule(_rescored(train, self.score_scale_),
-                              _rescored(val, self.score_scale_) if validate else None)
+        dm = self._datamodule(rescored(train, self.score_scale_),
+                              rescored(val, self.score_scale_) if validate else None)
         dm.setup("fit")
         n_items = len(dm._train_dataset())
         plan = self._plan(n_items)
@@ -387,13 +297,13 @@ class LightningRouter(LightningStateMixin, Router):
         callbacks, best = [], None
         kwargs = {}
         if validate:
-            best = _early_stopping_callback(int(self.patience), plan.min_steps)
+            best = early_stopping_callback(int(self.patience), plan.min_steps)
             callbacks = [best]
             # checks at epoch ends (a mid-epoch check disagreed with the fitted graph router's
             # routing), every epoch or every few: about every ``check_every`` steps
             per_epoch = -(-n_items // plan.batch_size)
             kwargs = {"check_val_every_n_epoch": max(1, round(plan.check_every / per_epoch))}
-        with _quiet():
+        with quiet():
             pl.seed_everything(int(self.seed), workers=True, verbose=False)
             module = self.build_module(dm.n_llms, dm.embed_dim)
             module.lr_plan = plan
