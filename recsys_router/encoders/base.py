@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from ..errors import DataValidationError
-from .cache import MEMORY_CACHE, DiskCache, cache_root, text_key
+from .cache import MEMORY_CACHE, DiskCache, cache_root, disk_cache_enabled, text_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data import RoutingData
@@ -131,8 +131,8 @@ class Encoder:
             if v is not None:
                 got[k] = v
         need = [k for k in first if k not in got]
-        disk = _disk_cache(ident, dim, self.cache_dir) if need else None
-        if need:
+        disk = _disk_cache(ident, dim, self.cache_dir) if need and disk_cache_enabled() else None
+        if need and disk is not None:
             found = disk.get(need)
             for k, v in found.items():
                 got[k] = v

@@ -7,6 +7,11 @@ file in the same folder and moved into place with :func:`os.replace`, so readers
 see complete shards. Several processes may read and write the same folder at once: shards
 never change after they appear, duplicated keys are harmless (the first one seen wins) and
 a shard removed by another process's compaction triggers a rescan.
+
+A service encodes one request at a time: a shard per request would be one file written (and
+one folder listing) per served query. Inside :func:`memory_only` (the HTTP service wraps its
+model calls in it) encoders use the bounded in-memory LRU alone, never reading or writing
+the disk store; the offline paths (evaluate, fit, export) keep the disk cache.
 """
 
 from __future__ import annotations
@@ -19,14 +24,43 @@ import time
 import uuid
 import zipfile
 from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["cache_root", "text_key", "MemoryLRU", "DiskCache", "MEMORY_CACHE"]
+__all__ = ["cache_root", "text_key", "MemoryLRU", "DiskCache", "MEMORY_CACHE", "memory_only",
+           "disk_cache_enabled"]
 
 _SHARD_SUFFIX = ".npz"
+_DISK_ON: ContextVar[bool] = ContextVar("recsys_router_disk_cache", default=True)
+
+
+@contextmanager
+def memory_only():
+    """Within this block (this thread / task and what it starts), encoders cache in memory
+    only: no disk read, no shard written. Context-local, so other threads keep the disk cache.
+
+    Example
+    -------
+    >>> with memory_only():
+    ...     disk_cache_enabled()
+    False
+    >>> disk_cache_enabled()
+    True
+    """
+    token = _DISK_ON.set(False)
+    try:
+        yield
+    finally:
+        _DISK_ON.reset(token)
+
+
+def disk_cache_enabled() -> bool:
+    """False inside :func:`memory_only`."""
+    return _DISK_ON.get()
 
 
 def cache_root() -> Path:
@@ -85,17 +119,21 @@ class MemoryLRU:
     Parameters
     ----------
     max_bytes : int
-        Evict the least recently used vectors beyond this many bytes of vector data.
+        Evict the least recently used vectors beyond this many bytes: each entry counts its
+        vector's bytes plus ``entry_overhead`` (key strings, dict slot, array header).
+    entry_overhead : int
+        Bytes charged per entry besides the vector data.
 
     Example
     -------
-    >>> lru = MemoryLRU(max_bytes=16)
+    >>> lru = MemoryLRU(max_bytes=1024)
     >>> lru.put(("e", "k1"), np.zeros(2, np.float32)); lru.get(("e", "k1")).shape
     (2,)
     """
 
-    def __init__(self, max_bytes: int = 256 * 2**20):
+    def __init__(self, max_bytes: int = 256 * 2**20, entry_overhead: int = 256):
         self.max_bytes = max_bytes
+        self.entry_overhead = entry_overhead
         self._data: OrderedDict = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -111,17 +149,22 @@ class MemoryLRU:
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
-                self._bytes -= old.nbytes
+                self._bytes -= old.nbytes + self.entry_overhead
             self._data[key] = vec
-            self._bytes += vec.nbytes
+            self._bytes += vec.nbytes + self.entry_overhead
             while self._bytes > self.max_bytes and self._data:
                 _, v = self._data.popitem(last=False)
-                self._bytes -= v.nbytes
+                self._bytes -= v.nbytes + self.entry_overhead
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
             self._bytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes charged for the entries held (at most ``max_bytes``)."""
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._data)

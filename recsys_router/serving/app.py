@@ -24,6 +24,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 
+from ..encoders.cache import memory_only
 from ..export.artifact import ExportedRouter
 from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
@@ -143,8 +144,13 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     served = ServedRouter(router)  # POST/DELETE /llms swap served.current, never mutate it
 
     def _predict(texts, snap):
-        scores, costs, _ = snap.predict(texts)
+        with memory_only():  # the encoder's bounded in-memory LRU; no disk shard per request
+            scores, costs, _ = snap.predict(texts)
         return scores, costs
+
+    def _decide(texts, scores, costs, snap, **kw):
+        with memory_only():
+            return snap.decide(texts, scores, costs, **kw)
 
     batcher = MicroBatcher(_predict, max_batch=cfg.max_batch, max_wait_ms=cfg.batch_wait_ms)
     loop = FeedbackLoop(router, cfg.explore, cfg.log_db, cfg.log_text, seed=cfg.seed,
@@ -230,7 +236,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             scores, costs = await batcher.submit(texts, snap)
             if snap.custom_routing:  # e.g. zero: the router's own decision rule
                 choice, policy, value = await asyncio.to_thread(
-                    snap.decide, texts, scores, costs, wtp=wtp, budget=budget, candidates=candidates)
+                    _decide, texts, scores, costs, snap, wtp=wtp, budget=budget, candidates=candidates)
             else:
                 choice, policy, value = snap.decide(texts, scores, costs, wtp=wtp, budget=budget,
                                                     candidates=candidates)

@@ -1,8 +1,10 @@
 """Micro-batching of concurrent routing requests through one encoder/model call.
 
-Requests arriving within ``max_wait_ms`` of each other (up to ``max_batch`` texts) are
-predicted together: one encoder call and one forward pass for all of them. Each request
-then applies its own policy (wtp, budget, candidates) to its rows.
+A request that finds the batcher idle (no model call running, nothing queued) is predicted
+at once: a lone client never waits for company that is not coming. Requests that arrive
+while a model call runs queue up and are predicted together in the next call (up to
+``max_batch`` texts); such a batch, formed under load, also waits up to ``max_wait_ms`` for
+more company. Each request then applies its own policy (wtp, budget, candidates) to its rows.
 
 Isolation: when the model call of a batch raises, the batch is retried in halves down to
 single requests, so only the request(s) that fail alone get the error; the others get
@@ -28,6 +30,7 @@ class _Pending:
     texts: list[str]
     future: asyncio.Future = field(repr=False)
     context: object = field(default=None, repr=False)
+    busy: bool = False  # it arrived while a model call ran (the batcher was under load)
 
 
 class MicroBatcher:
@@ -42,7 +45,9 @@ class MicroBatcher:
     max_batch : int
         Most texts per model call.
     max_wait_ms : float
-        How long the first request of a batch waits for company.
+        Under load (the batch's first request arrived while another model call ran), how
+        long the batch waits for more company; a request finding the batcher idle is run at
+        once.
 
     Example
     -------
@@ -61,6 +66,8 @@ class MicroBatcher:
         self.texts_run = 0
         self.batches_split = 0   # failed multi-request calls, retried in halves
         self.requests_failed = 0  # requests whose own model call failed
+        self.batches_waited = 0  # batches that waited for company (formed under load)
+        self._calling = False  # a model call is running
 
     async def start(self) -> None:
         """Start the batching task on the running event loop (again, if the loop changed:
@@ -84,7 +91,7 @@ class MicroBatcher:
         """``(scores, costs)`` of ``texts``, predicted with ``context`` (see the class)."""
         await self.start()
         fut = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Pending(list(texts), fut, context))
+        await self._queue.put(_Pending(list(texts), fut, context, busy=self._calling))
         return await fut
 
     async def _loop_body(self) -> None:
@@ -92,26 +99,39 @@ class MicroBatcher:
         while True:
             first = await self._queue.get()
             batch, n = [first], len(first.texts)
-            deadline = loop.time() + self.max_wait_ms / 1000.0
-            while n < self.max_batch:
-                timeout = deadline - loop.time()
-                if timeout <= 0:
-                    break
-                try:
-                    nxt = await asyncio.wait_for(self._queue.get(), timeout)
-                except asyncio.TimeoutError:
-                    break
-                batch.append(nxt)
-                n += len(nxt.texts)
-            while n < self.max_batch and not self._queue.empty():  # already waiting: take them too
-                nxt = self._queue.get_nowait()
-                batch.append(nxt)
-                n += len(nxt.texts)
+            n = self._take_waiting(batch, n)
+            # a request that found the batcher idle runs at once; one that arrived during a
+            # model call (under load) waits up to max_wait_ms for more company
+            if first.busy and n < self.max_batch and self.max_wait_ms > 0:
+                self.batches_waited += 1
+                deadline = loop.time() + self.max_wait_ms / 1000.0
+                while n < self.max_batch:
+                    timeout = deadline - loop.time()
+                    if timeout <= 0:
+                        break
+                    try:
+                        nxt = await asyncio.wait_for(self._queue.get(), timeout)
+                    except asyncio.TimeoutError:
+                        break
+                    batch.append(nxt)
+                    n = self._take_waiting(batch, n + len(nxt.texts))
             groups: dict[int, list[_Pending]] = {}
             for p in batch:  # one model call per context (snapshot), never a mix
                 groups.setdefault(id(p.context), []).append(p)
-            for group in groups.values():
-                await self._run(group)
+            self._calling = True
+            try:
+                for group in groups.values():
+                    await self._run(group)
+            finally:
+                self._calling = False
+
+    def _take_waiting(self, batch: list[_Pending], n: int) -> int:
+        """Move the requests already queued into ``batch`` (up to ``max_batch`` texts)."""
+        while n < self.max_batch and not self._queue.empty():
+            nxt = self._queue.get_nowait()
+            batch.append(nxt)
+            n += len(nxt.texts)
+        return n
 
     async def _run(self, batch: list[_Pending]) -> None:
         """One model call for ``batch``; if it raises, the halves are run the same way, down
