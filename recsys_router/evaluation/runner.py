@@ -382,7 +382,8 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
         test, preds, fold_timings, fold_truth = _fit_fold(fold, cfg, data, shared, notes, bar)
         timings += fold_timings
         truth |= fold_truth
-        for pool, group, names in resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed):
+        for pool, group, names in resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed,
+                                                  notes=notes):
             blocks += _sweep_pool(data, fold, test, preds, pool, group, names, protocols, cfg,
                                   notes, bar)
     bar.close()

@@ -100,12 +100,21 @@ def parse_pools(text: str | Sequence) -> list:
 
 
 def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | None = None, *,
-                  seed: int = 0) -> list[tuple[str, str, list[str]]]:
+                  seed: int = 0, notes: list[str] | None = None
+                  ) -> list[tuple[str, str, list[str]]]:
     """Candidate LLM sets per (pool, group).
 
     ``"all"`` is the whole LLM pool (group ``"all"``). An integer ``m`` takes RouterEval's
     candidate groups from :func:`recsys_router.pools.candidate_groups` computed on the
     *train* data (no test leakage), filtered by ``groups``.
+
+    Parameters
+    ----------
+    notes : list of str, optional
+        When given, a sized pool whose ``all-strong``/``all-weak`` groups cannot be formed
+        (the top/bottom 20% of the qualifying LLMs holds fewer than ``m``; e.g. ``m = 1000``
+        of 2,000 LLMs) keeps its ``strong-to-weak`` group and a note says what was skipped.
+        Without it (or when no group can be formed) that is an error.
 
     Returns
     -------
@@ -124,14 +133,32 @@ def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | N
         unknown = [g for g in wanted if g not in GROUPS]
         if unknown:
             raise ValueError(f"unknown candidate group(s) {unknown}; valid: {', '.join(GROUPS)}")
-        got = candidate_groups(train, m, seed=seed, groups=wanted)
-        for g in wanted:
+        kept = _formable(train, m, wanted, notes)
+        got = candidate_groups(train, m, seed=seed, groups=kept)
+        for g in kept:
             names = [str(n) for n in got[g]]
             if len(names) != m:
                 raise RuntimeError(f"candidate_groups gave {len(names)} LLMs for group {g!r}, "
                                    f"expected {m}")
             out.append((str(m), g, names))
     return out
+
+
+def _formable(train: RoutingData, m: int, wanted: list[str], notes: list[str] | None) -> list[str]:
+    """``wanted`` less the top/bottom groups too small for ``m`` (with a note), when ``notes``
+    is given and ``strong-to-weak`` remains; otherwise ``wanted`` (errors come from
+    :func:`~recsys_router.pools.candidate_groups`)."""
+    ranged = [g for g in wanted if g in ("all-strong", "all-weak")]
+    if notes is None or not ranged or "strong-to-weak" not in wanted:
+        return wanted
+    from ..pools import qualified_llms, range_size  # noqa: PLC0415
+    n = len(qualified_llms(train)[0])
+    k = range_size(0.2, n)
+    if n < m or k >= m:
+        return wanted
+    notes.append(f"pool {m}: group(s) {', '.join(ranged)} skipped: the top/bottom 20% of the "
+                 f"{n} qualifying LLMs holds {k} LLMs, fewer than m={m}; strong-to-weak kept")
+    return [g for g in wanted if g not in ranged]
 
 
 def complete_queries(test: RoutingData) -> np.ndarray:

@@ -16,7 +16,8 @@ from ..figures import first_block, plot_title, pyplot, save_figure
 from ..tables import fmt, lookup, markdown_table, router_names, summary_fold
 from ._base import Protocol, Sweep, metric_row, register_protocol
 
-__all__ = ["ROUTEREVAL", "argmax_settings", "query_prob_entropy", "reference_benchmark"]
+__all__ = ["ROUTEREVAL", "argmax_settings", "column_means", "query_prob_entropy",
+           "reference_benchmark"]
 
 _SPEC = (("mu_o", "mu_o"), ("v_r", "V_R"), ("v_b", "V_B"), ("e_p", "E_p"))
 
@@ -31,6 +32,33 @@ def argmax_settings(scores, costs):
     ('argmax', [1])
     """
     return "argmax", [(np.nan, argmax_policy(scores, costs))]
+
+
+def column_means(values: np.ndarray) -> np.ndarray:
+    """``mu_o`` of every single LLM at once: per column, ``(1/n_j) sum_i v_ij`` over the
+    ``n_j`` observed (non-NaN) cells; NaN for a column with none.
+
+    One pass over the matrix (the per-LLM ``mu_o`` calls it replaces validated the whole
+    matrix once per LLM: quadratic in the pool size). Each column is summed as a contiguous
+    vector, as :func:`~recsys_router.metrics.routereval.mu_o` sums it, so the values agree
+    to the last bit.
+
+    Example
+    -------
+    >>> column_means(np.array([[1., np.nan], [0., 3.], [0.5, 5.]])).tolist()
+    [0.5, 4.0]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or np.isinf(v).any():
+        raise ValueError(f"values must be a 2-D matrix without infinite cells, got shape {v.shape}")
+    cols = np.ascontiguousarray(v.T)
+    missing = np.isnan(cols)
+    n = (~missing).sum(axis=1)
+    out = cols.sum(axis=1) / np.maximum(n, 1)
+    for j in np.flatnonzero(missing.any(axis=1)):
+        x = cols[j][~missing[j]]
+        out[j] = x.mean() if len(x) else np.nan
+    return out
 
 
 def query_prob_entropy(probs: np.ndarray) -> np.ndarray:
@@ -79,12 +107,12 @@ def _metrics(b, ctx):
         if not np.isfinite(reference) or reference <= 0:
             raise ValueError(f"reference score must be a positive number, got {reference!r}")
         ms.append(metric_row("LLM:reference", "reference_score", reference))
-    n = S.shape[0]
+    quality = column_means(S)
+    cost = None if b.costs is None else column_means(b.costs)
     for j, name in enumerate(b.llms):
-        ch = np.full(n, j)
-        ms.append(metric_row("LLM:" + name, "mu_o", mu_o(S, ch)))
-        if b.costs is not None:
-            ms.append(metric_row("LLM:" + name, "mean_cost", mu_o(b.costs, ch)))
+        ms.append(metric_row("LLM:" + name, "mu_o", quality[j]))
+        if cost is not None:
+            ms.append(metric_row("LLM:" + name, "mean_cost", cost[j]))
     ms.append(metric_row("LLM:best", "mu_o", best_single(S).quality))
     ms.append(metric_row("LLM:oracle-bound", "mu_o", oracle_mean(S)))
     for router, runs in b.runs.items():
