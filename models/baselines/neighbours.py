@@ -79,6 +79,12 @@ def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str, *
     return out
 
 
+def _rows_per_chunk(k: int, n_llms: int, cells: int = 1 << 22) -> int:
+    """Query rows per chunk so that a (rows, k, n_llms) neighbour block holds about ``cells``
+    values (32 MiB of float64; at most ``_CHUNK`` rows)."""
+    return int(max(1, min(_CHUNK, cells // max(1, k * n_llms))))
+
+
 def _prefix_means(y: np.ndarray, ks, fallback: np.ndarray) -> list[np.ndarray]:
     """Mean observed score of the first ``k`` neighbours for each ``k`` in ``ks``.
 
@@ -129,10 +135,13 @@ def choose_k(x: np.ndarray, scores: np.ndarray, tasks, metric: str, seed: int,
     y_tr, y_va = scores[tr].astype(np.float64), scores[va].astype(np.float64)
     fallback = safe_llm_means(y_tr)
     idx = knn_indices(x[va], x[tr], max(ks), metric)
-    table = {}
-    preds = _prefix_means(y_tr[idx], ks, fallback)
-    for k, p in zip(ks, preds):
-        table[k] = float(np.nanmean(realised_scores(p, y_va)))
+    realised: dict[int, list] = {k: [] for k in ks}
+    step = _rows_per_chunk(max(ks), y_tr.shape[1])
+    for s in range(0, len(va), step):  # bounded (chunk, k, n_llms) memory
+        preds = _prefix_means(y_tr[idx[s:s + step]], ks, fallback)
+        for k, p in zip(ks, preds):
+            realised[k].append(realised_scores(p, y_va[s:s + step]))
+    table = {k: float(np.nanmean(np.concatenate(realised[k]))) for k in ks}
     best = max(table.values())
     return max(k for k, v in table.items() if v >= best - 1e-12), table
 
@@ -225,12 +234,13 @@ class KNNRouter(TextEmbeddingMixin, Router):
     def _predict_scores(self, data):
         idx = self.neighbours(data)
         out = np.empty((data.n_queries, self.y_train_.shape[1]))
-        for s in range(0, data.n_queries, _CHUNK):  # bounded (chunk, k, n_llms) memory
-            y = self.y_train_[idx[s:s + _CHUNK]]
+        step = _rows_per_chunk(idx.shape[1], self.y_train_.shape[1])
+        for s in range(0, data.n_queries, step):  # bounded (chunk, k, n_llms) memory
+            y = self.y_train_[idx[s:s + step]]
             ok = ~np.isnan(y)
             cnt = ok.sum(axis=1)
             tot = np.where(ok, y, 0.0).sum(axis=1)
-            out[s:s + _CHUNK] = np.where(cnt > 0, tot / np.maximum(cnt, 1), self.llm_means_[None, :])
+            out[s:s + step] = np.where(cnt > 0, tot / np.maximum(cnt, 1), self.llm_means_[None, :])
         return out
 
 
