@@ -23,10 +23,13 @@ from .registry import register
 __all__ = ["make_synthetic", "load_synthetic", "load_synthetic_many", "PRESETS"]
 
 #: named simulator settings; ``many-llms``: a 40-LLM x 20,000-query pool with 12 tasks whose
-#: best LLM differs, tasks of different mean difficulty and a spread of difficulty within each
+#: best LLM differs, tasks of different mean difficulty and a spread of difficulty within each;
+#: ``routereval-scale``: the same with 2,000 LLMs (40M cells, RouterEval-sized pools)
 PRESETS = {
     "many-llms": {"n_queries": 20_000, "n_llms": 40, "n_topics": 12, "specialisation": 1.0,
                   "task_difficulty": 0.8},
+    "routereval-scale": {"n_queries": 20_000, "n_llms": 2_000, "n_topics": 12,
+                         "specialisation": 1.0, "task_difficulty": 0.8},
 }
 
 _SYLLABLES = ["ka", "lo", "mi", "ra", "ten", "su", "vo", "pe", "dri", "zan", "qu", "fel", "om",
