@@ -31,3 +31,11 @@ def test_preset_options_override_and_default_data_is_unchanged():
     np.testing.assert_array_equal(a.scores, b.scores)
     c = make_synthetic(300, 5, 3, seed=4, task_difficulty=1.0)
     assert not np.array_equal(a.scores, c.scores)
+
+
+def test_routereval_scale_preset_options_and_qualifying_llms():
+    from recsys_router.pools import qualified_llms   # noqa: PLC0415
+    d = load_dataset("synthetic-routereval", seed=0, n_queries=400, with_text=False)
+    assert d.shape == (400, 2_000) and d.name == "synthetic-routereval" and d.meta["simulated"]
+    # most LLMs have a mean score in RouterEval's [0.1, 0.9] band, so pools of 1,000 exist
+    assert len(qualified_llms(d)[0]) >= 1_000

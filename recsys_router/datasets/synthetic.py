@@ -20,7 +20,8 @@ import pandas as pd
 from ..data import RoutingData
 from .registry import register
 
-__all__ = ["make_synthetic", "load_synthetic", "load_synthetic_many", "PRESETS"]
+__all__ = ["make_synthetic", "load_synthetic", "load_synthetic_many", "load_synthetic_routereval",
+           "PRESETS"]
 
 #: named simulator settings; ``many-llms``: a 40-LLM x 20,000-query pool with 12 tasks whose
 #: best LLM differs, tasks of different mean difficulty and a spread of difficulty within each;
@@ -141,4 +142,21 @@ def load_synthetic_many(_path=None, **options) -> RoutingData:
     """
     data = make_synthetic(**{**PRESETS["many-llms"], **options})
     data.name = "synthetic-many"
+    return data
+
+
+@register("synthetic-routereval", aliases=("simulated-routereval",), needs_path=False,
+          description="SIMULATED: 2,000 LLMs x 20,000 queries (40M cells), 12 tasks "
+                      "(preset routereval-scale)")
+def load_synthetic_routereval(_path=None, **options) -> RoutingData:
+    """The ``routereval-scale`` preset (:data:`PRESETS`); options override its values.
+
+    Example
+    -------
+    >>> d = load_synthetic_routereval(n_queries=50, n_llms=300, with_text=False)
+    >>> d.shape, d.name
+    ((50, 300), 'synthetic-routereval')
+    """
+    data = make_synthetic(**{**PRESETS["routereval-scale"], **options})
+    data.name = "synthetic-routereval"
     return data
