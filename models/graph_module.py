@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from recsys_router.models.base.derive import for_module
 from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
+from recsys_router.models.losses import logged_feedback_loss
 from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraphBuilder, _task_name,
                                                    neighbour_pool)
 from recsys_router.data import RoutingData
@@ -147,15 +148,46 @@ class GraphModule(RouterModule):
             self._rng, self.target_fraction, targets=rows.cpu().numpy(),
             context_size=self.context_size)
         g = g.to(self.device)
-        s, c = self.net(g, torch.as_tensor(t["q"], device=self.device),
-                        torch.as_tensor(t["l"], device=self.device))
-        loss = F.binary_cross_entropy_with_logits(s, torch.as_tensor(t["y"], device=self.device))
-        cost = torch.as_tensor(t["cost"], device=self.device)
+        if "w" in batch:  # logged feedback: the same loss as the pointwise routers
+            loss, c, cost = self._logged_loss(g, t, batch)
+        else:
+            s, c = self.net(g, torch.as_tensor(t["q"], device=self.device),
+                            torch.as_tensor(t["l"], device=self.device))
+            loss = F.binary_cross_entropy_with_logits(s, torch.as_tensor(t["y"], device=self.device))
+            cost = torch.as_tensor(t["cost"], device=self.device)
         ok = ~torch.isnan(cost)
         if self.cost_weight > 0 and bool(ok.any()):
             loss = loss + self.cost_weight * F.mse_loss(c[ok], cost[ok])
         self.log("train/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=1)
         return loss
+
+    def _logged_loss(self, g, t: dict, batch: dict):
+        """Loss of a step on logged feedback, with its cost predictions and targets.
+
+        The batch (from :func:`recsys_router.feedback.logged.logged_arrays`) carries, per
+        train query, the target row ``y``, the cells in the loss ``mask`` (the logged cell;
+        every cell for ``dr``) and the weight ``w``. The step's target queries (those that
+        lost their rating edges) are predicted at their masked cells and scored with
+        :func:`~recsys_router.models.losses.logged_feedback_loss` (BCE), exactly as the
+        pointwise routers are; the cost head keeps its MSE on the logged costs.
+        """
+        rows = batch["index"].cpu().numpy()
+        where = np.full(self._require_builder().n_train, -1, np.int64)
+        where[rows] = np.arange(len(rows))
+        local = np.unique(t["q"])  # every logged query has one observed cell
+        b = torch.as_tensor(where[t["nodes"][local]], device=batch["w"].device)
+        mask = batch["mask"][b]
+        pi, li = (v.cpu().numpy() for v in mask.nonzero(as_tuple=True))
+        s, c = self.net(g, torch.as_tensor(local[pi], device=self.device),
+                        torch.as_tensor(li, device=self.device))
+        logits = torch.zeros(mask.shape, device=self.device, dtype=s.dtype)
+        logits[torch.as_tensor(pi, device=self.device), torch.as_tensor(li, device=self.device)] = s
+        loss = logged_feedback_loss(logits, batch["y"][b].float().to(self.device), mask.to(self.device),
+                                    batch["w"][b].to(self.device), "bce", "self_normalise" in batch)
+        costs = self.builder.costs
+        cost = (costs[t["nodes"][local[pi]], li] if costs is not None
+                else np.full(len(pi), np.nan, np.float32))
+        return loss, c, torch.as_tensor(cost, device=self.device)
 
     def predict_new(self, x: np.ndarray, tasks) -> tuple[torch.Tensor, torch.Tensor]:
         """Score logits and scaled costs (n, n_llms) of new queries (embeddings, tasks)."""

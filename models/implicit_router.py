@@ -29,6 +29,9 @@ The raw prediction is ``query_factor . llm_factor``. With ``calibrate=True`` a p
 fit ``score ~ w_j * raw + c_j`` on the train queries' *folded-in* factors (the same path a
 new query takes) maps it to the score scale; with ``calibrate=False`` the raw dot product is
 returned (ranking per query is what routing needs; the wtp policy wants the score scale).
+
+Logged feedback (the ``logged`` router): all four losses; what ``ips``, ``snips`` and ``dr``
+mean for ALS and for BPR is in :mod:`recsys_router.models.implicit_feedback`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, Part, TupleOf
+
+from .implicit_feedback import confidence_matrix, logged_training, scaled_scores
+from .implicit_feedback import per_column_linear as _per_column_linear
 
 __all__ = ["ImplicitRouter", "ALSRouter", "BPRRouter", "interaction_matrix", "encode_queries",
            "gpu_available"]
@@ -106,18 +112,10 @@ def interaction_matrix(train: RoutingData, alpha: float, lo: float | None = None
     >>> interaction_matrix(d, 2.0).toarray().tolist()
     [[3.0, 0.0], [0.0, 3.0]]
     """
-    obs = train.observed
-    vals = train.scores[obs].astype(np.float64)
+    vals = train.scores[train.observed].astype(np.float64)
     lo = float(vals.min()) if lo is None else lo
     hi = float(vals.max()) if hi is None else hi
-    s = np.where(obs, (train.scores - lo) / (hi - lo) if hi > lo else 1.0, np.nan)
-    n = obs.sum(axis=1, keepdims=True)
-    row_mean = np.divide(np.nansum(s, axis=1, keepdims=True), n, out=np.zeros_like(n, float),
-                         where=n > 0)
-    pos = obs & (np.nan_to_num(s) > 0) & (np.nan_to_num(s, nan=-1.0) >= row_mean - 1e-12)
-    i, j = np.nonzero(pos)
-    return sparse.csr_matrix(((1.0 + alpha * s[i, j]).astype(np.float32), (i, j)),
-                             shape=train.shape)
+    return confidence_matrix(scaled_scores(train.scores.astype(np.float64), lo, hi), alpha)
 
 
 class ImplicitRouter(Router):
@@ -168,6 +166,8 @@ class ImplicitRouter(Router):
     """
 
     uses_text = True
+    #: logged-feedback losses (``recsys_router.models.implicit_feedback``)
+    feedback_losses = ("naive", "ips", "snips", "dr")
     #: fitted numbers (factors, fold-in map, calibration as rows w and c) and the encoder
     _state_ = {"score_range_": TupleOf(FLOAT, FLOAT),
                "query_factors_": Arr("float64", ("n_train", "factors")),
@@ -258,18 +258,7 @@ class ImplicitRouter(Router):
         if obs_vals.size == 0:
             raise DataValidationError("train data has no observed score", source=train.source)
         self.score_range_ = (float(obs_vals.min()), float(obs_vals.max()))
-        mat = interaction_matrix(train, float(self.alpha), *self.score_range_)
-        if mat.nnz == 0:
-            raise DataValidationError("no positive cell in the train matrix (every observed score "
-                                      "is at the minimum); nothing to factorise",
-                                      source=train.source)
-        model, on_gpu = self._make_model()
-        model.fit(mat, show_progress=False)
-        if on_gpu:  # pragma: no cover
-            model = model.to_cpu()
-        self.query_factors_ = np.asarray(model.user_factors, dtype=np.float64)
-        self.llm_factors_ = np.asarray(model.item_factors, dtype=np.float64)
-        # text side: encoder, train embeddings, ridge map
+        # text side first (the dr loss's reward model reads the embeddings)
         if isinstance(self.encoder, str):
             enc = get_encoder(self.encoder, **(self.encoder_kwargs or {}))
         else:  # an encoder object: never mutate the user's hyperparameter
@@ -281,6 +270,25 @@ class ImplicitRouter(Router):
             enc.fit(train.texts)
         self.encoder_ = enc
         emb = encode_queries(enc, train)
+        fb = getattr(self, "_feedback", None)  # set by LoggedFeedbackRouter for one fit
+        if fb is None:
+            mat, calib_target, calib_weight = (interaction_matrix(train, float(self.alpha),
+                                                                  *self.score_range_),
+                                               train.scores, None)
+        else:
+            t = logged_training(train, emb, fb["feedback"], fb["propensity_clip"], self.model,
+                                float(self.alpha), *self.score_range_, seed=int(self.seed))
+            mat, calib_target, calib_weight = t["matrix"], t["calib_target"], t["calib_weight"]
+        if mat.nnz == 0:
+            raise DataValidationError("no positive cell in the train matrix (every observed score "
+                                      "is at the minimum); nothing to factorise",
+                                      source=train.source)
+        model, on_gpu = self._make_model()
+        model.fit(mat, show_progress=False)
+        if on_gpu:  # pragma: no cover
+            model = model.to_cpu()
+        self.query_factors_ = np.asarray(model.user_factors, dtype=np.float64)
+        self.llm_factors_ = np.asarray(model.item_factors, dtype=np.float64)
         self.emb_mean_ = emb.mean(axis=0)
         self.emb_scale_ = emb.std(axis=0) + 1e-8
         z = (emb - self.emb_mean_) / self.emb_scale_
@@ -290,7 +298,7 @@ class ImplicitRouter(Router):
         self.calib_ = None
         if self.calibrate:
             raw = self._fold(emb) @ self.llm_factors_.T
-            self.calib_ = _per_column_linear(raw, train.scores)
+            self.calib_ = _per_column_linear(raw, calib_target, calib_weight)
 
     # ------------------------------------------------------------------ prediction
     def _fold(self, emb: np.ndarray) -> np.ndarray:
@@ -429,19 +437,3 @@ def _ridge(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
     pen = lam * np.eye(xb.shape[1])
     pen[-1, -1] = 0.0
     return np.linalg.solve(xb.T @ xb + pen, xb.T @ y)
-
-
-def _per_column_linear(raw: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares ``target[:, j] ~ w_j * raw[:, j] + c_j`` over observed cells, ``w_j >= 0``."""
-    n_col = raw.shape[1]
-    w, c = np.ones(n_col), np.zeros(n_col)
-    for j in range(n_col):
-        ok = ~np.isnan(target[:, j])
-        if ok.sum() < 2:
-            continue
-        x, y = raw[ok, j], target[ok, j].astype(np.float64)
-        vx = x.var()
-        # w >= 0 keeps the factor model's ranking; w = 0 falls back to the LLM's mean score
-        w[j] = max(((x - x.mean()) * (y - y.mean())).mean() / vx, 0.0) if vx > 1e-12 else 0.0
-        c[j] = y.mean() - w[j] * x.mean()
-    return w, c

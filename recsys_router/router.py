@@ -46,6 +46,10 @@ class Router(ABC):
     native_add_llm: bool = False
     #: fewest probe records :meth:`add_llm` accepts
     min_probes: int = 2
+    #: logged-feedback losses the ``logged`` router can train this router with (one revealed
+    #: LLM per query; :mod:`recsys_router.feedback.logged`): every router sees the log as it
+    #: is (``naive``); collaborative-filtering routers also take ``ips``, ``snips``, ``dr``
+    feedback_losses: tuple = ("naive",)
     #: declared fitted state of this class (merged along the class hierarchy by
     #: :meth:`state_spec`): attribute name -> :class:`~recsys_router.state.Arr` or JSON spec
     _state_: dict = {}

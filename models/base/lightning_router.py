@@ -172,6 +172,8 @@ class LightningRouter(LightningStateMixin, Router):
     """
 
     uses_text = True
+    #: every Lightning module trains on logged feedback (``RouterModule`` batches with ``w``)
+    feedback_losses = ("naive", "ips", "snips", "dr")
 
     def __init__(self, module, module_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None, mode: str | None = None,
