@@ -17,11 +17,12 @@ from typing import Literal, Optional
 import numpy as np
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field, field_validator
+from sqlalchemy.exc import SQLAlchemyError
 
 from .explore import ExplorationPolicy, choice_probabilities, draw, parse_explore, policy_utility
 from .sampling import sample_scores
-from .store import (DecisionLog, DecisionWriter, DuplicateFeedback, LogFull, UnknownDecision,
-                    decision_row, new_decision_id)
+from .store import (WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedback, LogFull,
+                    UnknownDecision, decision_row, describe_error, new_decision_id)
 
 __all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES"]
 
@@ -156,7 +157,35 @@ class FeedbackLoop:
                 continue
             except DuplicateFeedback:
                 raise HTTPException(409, f"decision {req.decision_id!r} already has feedback") from None
+            except SQLAlchemyError as exc:  # the database is down: say so, never a bare 500
+                raise HTTPException(503, f"decision log unavailable: {describe_error(exc)}") from None
         raise HTTPException(404, f"unknown decision_id {req.decision_id!r}")
+
+    def log_status(self) -> dict | None:
+        """The decision-log writer's counters (:meth:`DecisionWriter.status`), None without a log."""
+        return None if self.writer is None else self.writer.status()
+
+    def prometheus_lines(self) -> list[str]:
+        """Prometheus series of the decision log (none without a log)."""
+        st = self.log_status()
+        if st is None:
+            return []
+        series = [
+            ("written_total", "counter", "Decisions committed to the decision log.", st["written"]),
+            ("failures_total", "counter", "Failed decision-log insert attempts (each retry counts).",
+             st["failed_attempts"]),
+            ("dropped_total", "counter", f"Decisions dropped after {WRITE_ATTEMPTS} failed inserts "
+             "of their batch.", st["dropped"]),
+            ("rejected_total", "counter", "Decisions refused (HTTP 503) because the log queue was "
+             "full or closed.", st["rejected"]),
+            ("queue_depth", "gauge", "Decisions queued, not yet committed.", st["queued"]),
+            ("failing", "gauge", "1 while the latest decision-log insert failed.", int(st["failing"])),
+        ]
+        lines = []
+        for name, kind, text, value in series:
+            full = f"recsys_router_decision_log_{name}"
+            lines += [f"# HELP {full} {text}", f"# TYPE {full} {kind}", f"{full} {value}"]
+        return lines
 
     def close(self) -> None:
         """Commit every queued decision (clean shutdown)."""

@@ -196,7 +196,12 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     @app.get("/health")
     async def health():
         snap = served.current
-        return {"status": "ok", "router": snap.manifest.get("router_class"), "n_llms": len(snap.llm_names)}
+        out = {"status": "ok", "router": snap.manifest.get("router_class"), "n_llms": len(snap.llm_names)}
+        log = loop.log_status()
+        if log is not None:  # a lost or failing decision log is visible, not silent
+            out["decision_log"] = log
+            out["status"] = "ok" if log["ok"] else "degraded"
+        return out
 
     @app.get("/llms")
     async def llms():
@@ -208,7 +213,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
 
     @app.get("/metrics")
     async def metrics():
-        return PlainTextResponse(stats.prometheus(batcher), media_type="text/plain; version=0.0.4")
+        text = stats.prometheus(batcher) + "".join(f"{x}\n" for x in loop.prometheus_lines())
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def route_texts(texts: list[str], wtp, budget, candidates) -> list[dict]:
         if not texts:
