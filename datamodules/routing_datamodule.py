@@ -149,6 +149,10 @@ class RoutingDataModule(pl.LightningDataModule):
         weights ``w`` that select :func:`~recsys_router.models.losses.logged_feedback_loss`.
     propensity_clip : float
         Propensities below this count as this (IPS weights at most ``1 / clip``).
+    logging_policy : {"uniform", "epsilon-greedy:E"}, optional
+        With ``feedback``: simulate the log from a full matrix, one LLM per train query drawn
+        by this policy (seeded by ``seed``) with its propensity; val/test stay full
+        (:func:`recsys_router.feedback.bandit.simulated_train_log`).
 
     Attributes
     ----------
@@ -178,7 +182,7 @@ class RoutingDataModule(pl.LightningDataModule):
                  mode: str = "listwise", selection_ratio: float = 0.95,
                  max_pairs_per_query: int | None = None, num_workers: int = 0,
                  carve_val: bool = True, feedback: str | None = None,
-                 propensity_clip: float = 0.05):
+                 propensity_clip: float = 0.05, logging_policy: str | None = None):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -205,6 +209,10 @@ class RoutingDataModule(pl.LightningDataModule):
         self.carve_val = carve_val
         self.feedback = feedback
         self.propensity_clip = propensity_clip
+        if logging_policy is not None and feedback is None:
+            raise ValueError("logging_policy simulates logged feedback: set feedback "
+                             "(naive, ips, snips or dr) too")
+        self.logging_policy = logging_policy
         self._splits: dict[str, RoutingData] | None = None
         self._encoder = None
         self._x: dict[str, np.ndarray] = {}
@@ -283,6 +291,10 @@ class RoutingDataModule(pl.LightningDataModule):
                 train = parts["train"]
                 parts = {**parts, "train": train.subset(np.sort(perm[n_val:])),
                          "val": train.subset(np.sort(perm[:n_val]))}
+        if self.logging_policy is not None:
+            from recsys_router.feedback.bandit import simulated_train_log
+            parts = {**parts, "train": simulated_train_log(parts["train"], self.logging_policy,
+                                                           self.seed)}
         return parts
 
     @property

@@ -35,8 +35,8 @@ from .explore import draw
 from .logged import FEEDBACK_LOSSES
 from .ope import ESTIMATORS, estimate_all
 
-__all__ = ["logging_probabilities", "simulate_log", "log_from_choices", "bandit_evaluate", "online_bandit",
-           "parse_logging_policy"]
+__all__ = ["logging_probabilities", "simulate_log", "simulated_train_log", "log_from_choices",
+           "bandit_evaluate", "online_bandit", "parse_logging_policy"]
 
 
 def parse_logging_policy(spec: str) -> tuple[str, object]:
@@ -101,6 +101,23 @@ def simulate_log(data: RoutingData, probs: np.ndarray, seed: int = 0) -> tuple[R
     """
     a, p = draw(probs, np.random.default_rng(seed))
     return log_from_choices(data, a, p), a
+
+
+def simulated_train_log(train: RoutingData, spec: str, seed: int = 0) -> RoutingData:
+    """A log of ``train`` under the logging policy ``spec`` (``uniform`` or
+    ``epsilon-greedy:E``; ``router:NAME`` needs the ``bandit`` protocol, which fits it).
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> log = simulated_train_log(make_synthetic(30, 3, seed=0), "epsilon-greedy:0.3")
+    >>> sorted(set(log.queries["propensity"].round(2)))
+    [0.1, 0.8]
+    """
+    if parse_logging_policy(spec)[0] == "router":
+        raise ValueError(f"logging policy {spec!r}: router:NAME logging needs a fitted router "
+                         "(the bandit protocol of evaluate); use uniform or epsilon-greedy:E")
+    return simulate_log(train, logging_probabilities(train, train, spec, seed), seed)[0]
 
 
 def log_from_choices(data: RoutingData, a: np.ndarray, p: np.ndarray) -> RoutingData:
