@@ -43,13 +43,12 @@ import importlib
 import inspect
 
 import numpy as np
-import torch
 
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
 
 from .lightning_state import LightningStateMixin
-from .llm_rows import fit_llm_row, rows_logits, supports_rows
+from .llm_rows import LLMRowsMixin
 from .router_module import RouterModule, predict_logits
 from .training import (MIN_QUERIES_TO_HOLD_OUT, early_stopping_callback, hold_out, quiet,
                        quiet_trainer, rescored)
@@ -99,7 +98,7 @@ def resolve_module_class(spec) -> type:
     return cls
 
 
-class LightningRouter(LightningStateMixin, Router):
+class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     """A router that trains any :class:`RouterModule` with Lightning.
 
     Parameters
@@ -379,66 +378,7 @@ class LightningRouter(LightningStateMixin, Router):
 
     def _pool_logits(self, x: np.ndarray) -> np.ndarray:
         out = predict_logits(self.net_, x, batch_size=max(256, self.trainer_setting("batch_size") or 0))
-        added = getattr(self, "added_llm_rows_", None)
-        if added is not None and len(added):
-            out = np.hstack([out, rows_logits(self.net_, x, added).astype(out.dtype)])
-        kept = getattr(self, "kept_cols_", None)
-        return out if kept is None else out[:, kept]
-
-    # ------------------------------------------------------------------ item cold start
-    @property
-    def native_add_llm(self) -> bool:
-        """True when the network exposes LLM rows (MF, two-tower, MIRT, NIRT)."""
-        return supports_rows(getattr(self, "net_", None))
-
-    def llm_rows(self) -> np.ndarray:
-        """The pool's LLM-side parameter rows (n_llms, P), added LLMs included (without their
-        logit offset, see :mod:`~recsys_router.models.base.llm_rows`)."""
-        self._check_fitted()
-        with torch.no_grad():
-            rows = self.net_.llm_rows().double().cpu().numpy()
-        added = getattr(self, "added_llm_rows_", None)
-        if added is not None and len(added):
-            rows = np.vstack([rows, added[:, :-1]])
-        kept = getattr(self, "kept_cols_", None)
-        return rows if kept is None else rows[kept]
-
-    def _add_llm(self, name: str, probes: RoutingData, cost: float) -> None:
-        """MAP fit of the new LLM's row with the query side frozen (see ``llm_rows`` module)."""
-        with torch.no_grad():
-            trained = self.net_.llm_rows().double().cpu().numpy()
-        y = probes.scores[:, 0]
-        scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
-        y = y if scale is None else scale.transform(y)
-        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained))
-
-    def _append_llm_row(self, row: np.ndarray) -> None:
-        """Score a new last column from ``row`` = [LLM-side parameters, logit offset] (state
-        reassigned, not mutated)."""
-        with torch.no_grad():
-            trained = self.net_.llm_rows()
-        added = getattr(self, "added_llm_rows_", None)
-        n_cols = len(trained) + (0 if added is None else len(added))
-        kept = getattr(self, "kept_cols_", None)
-        kept = np.arange(n_cols) if kept is None else np.asarray(kept)
-        self.added_llm_rows_ = row[None, :] if added is None else np.vstack([added, row[None, :]])
-        self.kept_cols_ = np.append(kept, n_cols).astype(np.int64)
-
-    def _remove_llm(self, j: int) -> None:
-        with torch.no_grad():
-            n_trained = int(self.net_.llm_rows().shape[0])
-        added = getattr(self, "added_llm_rows_", None)
-        n_cols = n_trained + (0 if added is None else len(added))
-        kept = getattr(self, "kept_cols_", None)
-        kept = np.arange(n_cols) if kept is None else np.asarray(kept)
-        col = int(kept[j])
-        kept = np.delete(kept, j)
-        if col >= n_trained:  # an added LLM: drop its row and renumber the later ones
-            added = np.delete(added, col - n_trained, axis=0)
-            kept = np.where(kept > col, kept - 1, kept)
-        self.added_llm_rows_ = added if added is not None and len(added) else None
-        full = np.arange(n_trained + (0 if self.added_llm_rows_ is None else len(self.added_llm_rows_)))
-        self.kept_cols_ = None if np.array_equal(kept, full) else kept.astype(np.int64)
+        return self._with_added_llms(out, x)
 
     def to_data_scale(self, probs: np.ndarray) -> np.ndarray:
         """Map [0, 1] network outputs back to the training scores' scale (monotone)."""

@@ -20,17 +20,24 @@ the prior of LLM vectors; MIRT/NIRT: the ability estimated by MAP with item (que
 parameters fixed. References: Koren et al., "Matrix factorization techniques for
 recommender systems" (2009) for fold-in; Polo et al., "tinyBenchmarks" (ICML 2024) and
 Song et al., "IRT-Router" (ACL 2025) for IRT ability estimation from few items.
+
+:class:`LLMRowsMixin` is the router side: ``add_llm`` / ``remove_llm`` of the Lightning
+routers through these rows.
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["supports_rows", "fit_llm_row", "prior_of", "rows_logits"]
+if TYPE_CHECKING:  # pragma: no cover
+    from recsys_router.data import RoutingData
+
+__all__ = ["supports_rows", "fit_llm_row", "prior_of", "rows_logits", "LLMRowsMixin"]
 
 
 def supports_rows(net) -> bool:
@@ -107,3 +114,84 @@ def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
     if not np.isfinite(out).all():
         raise ValueError("the new LLM's parameters diverged while fitting its probes")
     return out
+
+
+class LLMRowsMixin:
+    """Item cold start for a router whose fitted network ``net_`` exposes LLM rows:
+    ``add_llm`` fits a new LLM's row (:func:`fit_llm_row`), ``remove_llm`` drops a column.
+
+    State: ``added_llm_rows_`` (rows ``[parameters, offset]`` of LLMs added after training,
+    or None) and ``kept_cols_`` (the pool's columns among trained + added ones, or None for
+    all of them, in order). The router provides ``net_``, ``embed(data)`` and
+    ``_check_fitted()``; its logits pass through :meth:`_with_added_llms`.
+
+    Example
+    -------
+    >>> class Unfitted(LLMRowsMixin):
+    ...     net_ = None
+    >>> Unfitted().native_add_llm  # no network exposing LLM rows
+    False
+    """
+
+    def _with_added_llms(self, out: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The trained pool's logits ``out`` (n, trained) of embeddings ``x`` with the added
+        LLMs' columns appended and the removed ones dropped."""
+        added = getattr(self, "added_llm_rows_", None)
+        if added is not None and len(added):
+            out = np.hstack([out, rows_logits(self.net_, x, added).astype(out.dtype)])
+        kept = getattr(self, "kept_cols_", None)
+        return out if kept is None else out[:, kept]
+
+    @property
+    def native_add_llm(self) -> bool:
+        """True when the network exposes LLM rows (MF, two-tower, MIRT, NIRT)."""
+        return supports_rows(getattr(self, "net_", None))
+
+    def llm_rows(self) -> np.ndarray:
+        """The pool's LLM-side parameter rows (n_llms, P), added LLMs included (without their
+        logit offset, see :mod:`~recsys_router.models.base.llm_rows`)."""
+        self._check_fitted()
+        with torch.no_grad():
+            rows = self.net_.llm_rows().double().cpu().numpy()
+        added = getattr(self, "added_llm_rows_", None)
+        if added is not None and len(added):
+            rows = np.vstack([rows, added[:, :-1]])
+        kept = getattr(self, "kept_cols_", None)
+        return rows if kept is None else rows[kept]
+
+    def _add_llm(self, name: str, probes: RoutingData, cost: float) -> None:
+        """MAP fit of the new LLM's row with the query side frozen (see ``llm_rows`` module)."""
+        with torch.no_grad():
+            trained = self.net_.llm_rows().double().cpu().numpy()
+        y = probes.scores[:, 0]
+        scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
+        y = y if scale is None else scale.transform(y)
+        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained))
+
+    def _append_llm_row(self, row: np.ndarray) -> None:
+        """Score a new last column from ``row`` = [LLM-side parameters, logit offset] (state
+        reassigned, not mutated)."""
+        with torch.no_grad():
+            trained = self.net_.llm_rows()
+        added = getattr(self, "added_llm_rows_", None)
+        n_cols = len(trained) + (0 if added is None else len(added))
+        kept = getattr(self, "kept_cols_", None)
+        kept = np.arange(n_cols) if kept is None else np.asarray(kept)
+        self.added_llm_rows_ = row[None, :] if added is None else np.vstack([added, row[None, :]])
+        self.kept_cols_ = np.append(kept, n_cols).astype(np.int64)
+
+    def _remove_llm(self, j: int) -> None:
+        with torch.no_grad():
+            n_trained = int(self.net_.llm_rows().shape[0])
+        added = getattr(self, "added_llm_rows_", None)
+        n_cols = n_trained + (0 if added is None else len(added))
+        kept = getattr(self, "kept_cols_", None)
+        kept = np.arange(n_cols) if kept is None else np.asarray(kept)
+        col = int(kept[j])
+        kept = np.delete(kept, j)
+        if col >= n_trained:  # an added LLM: drop its row and renumber the later ones
+            added = np.delete(added, col - n_trained, axis=0)
+            kept = np.where(kept > col, kept - 1, kept)
+        self.added_llm_rows_ = added if added is not None and len(added) else None
+        full = np.arange(n_trained + (0 if self.added_llm_rows_ is None else len(self.added_llm_rows_)))
+        self.kept_cols_ = None if np.array_equal(kept, full) else kept.astype(np.int64)
