@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from recsys_router.datasets.synthetic import make_synthetic
-from recsys_router.feedback.bandit import (bandit_evaluate, logging_probabilities, online_bandit,
-                                           parse_logging_policy, simulate_log)
+from recsys_router.feedback.bandit import (bandit_evaluate, epsilon_schedule, logging_probabilities,
+                                           online_bandit, parse_logging_policy, simulate_log)
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +64,22 @@ def test_online_regret_by_hand(split):
     assert (out["propensity"].iloc[:60] == 0.25).all()  # first block: uniform
     later = out["propensity"].iloc[60:]
     assert set(np.round(later, 6)) <= {round(0.8 + 0.05, 6), 0.05}
+
+
+def test_online_decaying_epsilon(split):
+    """epsilon / sqrt(k) after the k-th retraining: propensities of each block by hand."""
+    d = split["train"]
+    out = online_bandit(d, ("mf", {"max_epochs": 1, "dim": 8}), loss="naive", rounds=150,
+                        retrain_every=50, epsilon=0.4, decay="sqrt", seed=1)
+    assert (out["epsilon"].iloc[:50] == 1.0).all() and (out["propensity"].iloc[:50] == 0.25).all()
+    for k, sl in ((1, slice(50, 100)), (2, slice(100, 150))):
+        e = 0.4 / np.sqrt(k)
+        assert np.allclose(out["epsilon"].iloc[sl], e)
+        assert set(np.round(out["propensity"].iloc[sl], 9)) <= {round(1 - e + e / 4, 9), round(e / 4, 9)}
+    assert epsilon_schedule(4.0 / 4, "sqrt", 1) == 1.0
+
+
+@pytest.mark.parametrize("eps, decay", [(1.5, "constant"), (-0.1, "sqrt"), (0.1, "exp")])
+def test_online_bad_schedule(split, eps, decay):
+    with pytest.raises(ValueError, match="epsilon"):
+        online_bandit(split["train"], ("mf", {}), rounds=10, retrain_every=5, epsilon=eps, decay=decay)

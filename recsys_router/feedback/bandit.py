@@ -36,7 +36,7 @@ from .logged import FEEDBACK_LOSSES
 from .ope import ESTIMATORS, estimate_all
 
 __all__ = ["logging_probabilities", "simulate_log", "simulated_train_log", "log_from_choices",
-           "bandit_evaluate", "online_bandit", "parse_logging_policy"]
+           "bandit_evaluate", "online_bandit", "epsilon_schedule", "parse_logging_policy"]
 
 
 def parse_logging_policy(spec: str) -> tuple[str, object]:
@@ -221,10 +221,31 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
     return pd.DataFrame(rows)
 
 
+def epsilon_schedule(epsilon: float, decay: str, block: int) -> float:
+    """Exploration rate of the ``block``-th retrained model (1-based): ``epsilon`` when
+    ``decay`` is ``constant``, ``min(1, epsilon / sqrt(block))`` when it is ``sqrt``.
+
+    Example
+    -------
+    >>> epsilon_schedule(0.2, "constant", 4), epsilon_schedule(0.2, "sqrt", 4)
+    (0.2, 0.1)
+    """
+    if not 0 <= epsilon <= 1:
+        raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
+    if decay == "constant":
+        return float(epsilon)
+    if decay == "sqrt":
+        return float(min(1.0, epsilon / np.sqrt(block)))
+    raise ValueError(f"epsilon decay must be 'constant' or 'sqrt', got {decay!r}")
+
+
 def online_bandit(data: RoutingData, router: tuple, *, loss: str = "dr", rounds: int = 1000,
-                  retrain_every: int = 200, epsilon: float = 0.1, seed: int = 0,
-                  progress=None) -> pd.DataFrame:
+                  retrain_every: int = 200, epsilon: float = 0.1, decay: str = "constant",
+                  seed: int = 0, progress=None) -> pd.DataFrame:
     """Online epsilon-greedy routing with periodic retraining on the growing log.
+
+    The first ``retrain_every`` rounds are uniform (no model yet); after the ``k``-th
+    retraining the exploration rate is :func:`epsilon_schedule` ``(epsilon, decay, k)``.
 
     Returns
     -------
@@ -242,15 +263,16 @@ def online_bandit(data: RoutingData, router: tuple, *, loss: str = "dr", rounds:
     order = rng.permutation(data.n_queries)[:rounds]
     stream = data.subset(order)
     n, L = stream.scores.shape
-    chosen, prop = np.zeros(n, np.int64), np.zeros(n)
+    chosen, prop, eps = np.zeros(n, np.int64), np.zeros(n), np.ones(n)
     model = None
-    for start in range(0, n, retrain_every):
+    for k, start in enumerate(range(0, n, retrain_every)):
         block = stream.subset(np.arange(start, min(n, start + retrain_every)))
+        e = 1.0 if model is None else epsilon_schedule(epsilon, decay, k)
         greedy = np.zeros(block.n_queries, np.int64) if model is None else model.route_indices(block)
-        probs = np.full((block.n_queries, L), 1.0 / L) if model is None else \
-            _eps_greedy(greedy, L, epsilon)
+        probs = np.full((block.n_queries, L), 1.0 / L) if model is None else _eps_greedy(greedy, L, e)
         ch, p = draw(probs, rng)
-        chosen[start:start + block.n_queries], prop[start:start + block.n_queries] = ch, p
+        sl = slice(start, start + block.n_queries)
+        chosen[sl], prop[sl], eps[sl] = ch, p, e
         seen = start + block.n_queries
         if seen < n:
             if progress is not None:
@@ -266,4 +288,4 @@ def online_bandit(data: RoutingData, router: tuple, *, loss: str = "dr", rounds:
                          "propensity": prop, "score": got, "oracle": oracle, "best_fixed": S[:, j],
                          "regret_policy": np.cumsum(oracle - got),
                          "regret_best_fixed": np.cumsum(oracle - S[:, j]),
-                         "regret_vs_best_fixed": np.cumsum(S[:, j] - got)})
+                         "regret_vs_best_fixed": np.cumsum(S[:, j] - got), "epsilon": eps})

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from .ope import check_propensities
+from .reward import ridge_fit, ridge_predict
 
 __all__ = ["FEEDBACK_LOSSES", "check_logged", "log_to_data", "logged_arrays", "ridge_reward_model",
            "thumbs_to_score"]
@@ -128,7 +129,8 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
 
 def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.ndarray,
                        n_llms: int, alpha: float = 10.0, prior: float = 10.0) -> np.ndarray:
-    """Predicted outcome of every LLM for every query, clipped to [0, 1].
+    """Predicted outcome of every LLM for every query, clipped to [0, 1]
+    (:func:`recsys_router.feedback.reward.ridge_fit` fitted and predicted on ``x``).
 
     Per LLM: weighted ridge regression of the logged outcomes on the centred query
     embeddings, around the LLM's weighted mean outcome shrunk towards the pooled mean with
@@ -143,22 +145,7 @@ def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.n
     >>> q.round(3).tolist()
     [[0.0, 1.0], [1.0, 1.0], [0.0, 1.0], [1.0, 1.0]]
     """
-    x = np.asarray(x, np.float64)
-    pooled = float(np.average(y, weights=w)) if w.sum() > 0 else 0.5
-    q = np.full((len(x), n_llms), pooled)
-    for j in range(n_llms):
-        m = action == j
-        if not m.any():
-            continue
-        wj, yj, xj = w[m], y[m], x[m]
-        mu_x = np.average(xj, axis=0, weights=wj)
-        strength = prior * float(w.mean())
-        mu_y = float(((wj * yj).sum() + strength * pooled) / (wj.sum() + strength))
-        xc = xj - mu_x
-        a = (xc * wj[:, None]).T @ xc + alpha * np.eye(x.shape[1])
-        beta = np.linalg.solve(a, (xc * wj[:, None]).T @ (yj - mu_y))
-        q[:, j] = mu_y + (x - mu_x) @ beta
-    return np.clip(q, 0.0, 1.0)
+    return ridge_predict(ridge_fit(x, action, y, w, n_llms, alpha=alpha, prior=prior), x)
 
 
 def logged_arrays(data: RoutingData, x: np.ndarray, loss: str, clip: float = 0.05,

@@ -10,9 +10,13 @@ model predicts ``q_ij`` for every LLM. With ``w_i = pi_{i a_i} / p_i``:
 * DM     ``V = (1/n) sum_i sum_j pi_ij q_ij``
 * DR     ``V = (1/n) sum_i [ sum_j pi_ij q_ij + w_i (r_i - q_{i a_i}) ]``
 
-Each comes with a percentile bootstrap 95% interval over resampled decisions (the reward
-model is not refitted per resample) and the effective sample size
-``ESS = (sum_i w_i)^2 / sum_i w_i^2`` of the importance weights.
+Each comes with a percentile bootstrap 95% interval over resampled decisions and the
+effective sample size ``ESS = (sum_i w_i)^2 / sum_i w_i^2`` of the importance weights. DM and
+DR depend on a reward model fitted on the same log; given a ``refit(weights) -> q`` callable
+(:mod:`recsys_router.feedback.reward`), :func:`estimate_all` refits it on each of ``n_refit``
+resamples (the decision's weight = how often the resample drew it), so their intervals carry
+the reward model's fitting variance; given only ``q``, the model is held fixed and the
+intervals show the variance of the average alone (too narrow).
 
 References: Horvitz & Thompson 1952 (IPS); Swaminathan & Joachims, "The Self-Normalized
 Estimator for Counterfactual Learning", NeurIPS 2015 (SNIPS); Dudik, Langford & Li, "Doubly
@@ -131,7 +135,7 @@ def _per_row(r, w, q_target, q_logged):
 
 
 def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: int = 200,
-                 seed: int = 0, alpha: float = 0.05) -> dict:
+                 seed: int = 0, alpha: float = 0.05, refit=None, n_refit: int | None = None) -> dict:
     """Every estimator's value, bootstrap interval and the effective sample size.
 
     Parameters
@@ -150,12 +154,20 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         Bootstrap resamples (seeded); 0 = no intervals.
     alpha : float
         1 - confidence of the percentile intervals.
+    refit : callable, optional
+        ``refit(weights) -> q``: the reward model fitted with decision ``i`` counted
+        ``weights[i]`` times, predicting (n, L) for every decision. With it, ``q`` defaults to
+        ``refit(ones)`` and DM/DR's intervals refit the model on each resample.
+    n_refit : int, optional
+        How many of the ``n_boot`` resamples DM/DR refit on (default all): the cheaper
+        honest variant when one fit is slow; their intervals come from those resamples.
 
     Returns
     -------
     dict
         ``{name: {"value", "lo", "hi"}}`` for ``ips``, ``snips`` (and ``dm``, ``dr`` with
-        ``q``), plus ``"ess"`` and ``"n"``.
+        ``q`` or ``refit``), plus ``"ess"``, ``"n"`` and ``"n_refit"`` (resamples DM/DR
+        refitted on; 0 = reward model held fixed).
 
     Example
     -------
@@ -176,19 +188,31 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         raise ValueError(f"shapes disagree: {n} outcomes, target probabilities {pi.shape}, "
                          f"actions {a.shape}")
     w = importance_weights(pi[np.arange(n), a], propensity)
+    if q is None and refit is not None:
+        q = refit(np.ones(n))
     qt = ql = None
     if q is not None:
-        q = np.asarray(q, np.float64)
+        q = _check_q(q, pi.shape)
         qt, ql = (pi * q).sum(axis=1), q[np.arange(n), a]
     terms = _per_row(r, w, qt, ql)
-    out: dict = {"n": n, "ess": effective_sample_size(w)}
+    out: dict = {"n": n, "ess": effective_sample_size(w), "n_refit": 0}
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(n_boot, n)) if n_boot > 0 else None
+    refitted = {}
+    if refit is not None and idx is not None:
+        k = n_boot if n_refit is None else int(n_refit)
+        if not 1 <= k <= n_boot:
+            raise ValueError(f"n_refit must be in [1, n_boot={n_boot}], got {n_refit!r}")
+        refitted = _refit_boots(refit, idx[:k], pi, a, r, w)
+        out["n_refit"] = k
     for name, (num, den) in terms.items():
         value = float(num.mean()) if den is None else (float(num.sum() / den.sum())
                                                        if den.sum() > 0 else float("nan"))
         lo = hi = float("nan")
-        if idx is not None:
+        if name in refitted:
+            boots = refitted[name]
+            lo, hi = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
+        elif idx is not None:
             if den is None:
                 boots = num[idx].mean(axis=1)
             else:
@@ -199,3 +223,26 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
                 lo, hi = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
         out[name] = {"value": value, "lo": lo, "hi": hi}
     return out
+
+
+def _check_q(q, shape) -> np.ndarray:
+    q = np.asarray(q, np.float64)
+    if q.shape != shape:
+        raise ValueError(f"reward model predictions have shape {q.shape}, expected {shape}")
+    if not np.isfinite(q).all():
+        raise ValueError("reward model predictions are not all finite")
+    return q
+
+
+def _refit_boots(refit, idx, pi, a, r, w) -> dict:
+    """DM and DR on each resample (rows of ``idx``) with the reward model refitted on it."""
+    n = len(r)
+    rows = np.arange(n)
+    dm_b, dr_b = np.empty(len(idx)), np.empty(len(idx))
+    for b, ix in enumerate(idx):
+        counts = np.bincount(ix, minlength=n).astype(np.float64)
+        qb = _check_q(refit(counts), pi.shape)
+        qt, ql = (pi * qb).sum(axis=1), qb[rows, a]
+        dm_b[b] = counts @ qt / n
+        dr_b[b] = counts @ (qt + w * (r - ql)) / n
+    return {"dm": dm_b, "dr": dr_b}
