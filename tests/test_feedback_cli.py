@@ -66,6 +66,17 @@ def test_log_export_and_ope(served_log, capsys):
     assert got["ips"] == pytest.approx(np.mean(w * r))
     assert got["snips"] == pytest.approx((w * r).sum() / w.sum())
     assert set(table["outcome"]) == {"score", "cost"}
+    # DM/DR of the score: the default ridge reward model is refitted on every resample
+    sc = table[table["outcome"] == "score"].set_index("estimator")
+    assert sc.loc["dm", "refit"] == 50 and sc.loc["dr", "refit"] == 50 and sc.loc["ips", "refit"] == 0
+    assert "refitted on each of 50 bootstrap resamples" in (rep / "report.md").read_text()
+    assert (sc["lo"] <= sc["value"]).all() and (sc["value"] <= sc["hi"]).all()
+    # a CF reward model is fitted once: the report says its intervals hold it fixed
+    rep4 = tmp / "ope4"
+    assert main(["ope", "--log", str(out), "--router", str(art), "--n-boot", "10", "--dm-router", "mf",
+                 "--out", str(rep4), "--seed", "1"]) == 0
+    assert (pd.read_csv(rep4 / "ope.csv")["refit"] == 0).all()
+    assert "held fixed in the bootstrap" in (rep4 / "report.md").read_text()
     # the database URL directly gives the same IPS
     rep2 = tmp / "ope2"
     assert main(["ope", "--log", url, "--router", str(art), "--n-boot", "0", "--out", str(rep2)]) == 0

@@ -37,7 +37,10 @@ def add_parser(subparsers) -> None:
                    help="hyperparameter of a registry --router (YAML value), repeatable")
     o.add_argument("--policy", default="argmax", metavar="argmax|wtp:L|budget:C",
                    help="the target's decision policy (default argmax)")
-    o.add_argument("--dm-router", default="mf", help="CF reward model of DM/DR (default mf)")
+    o.add_argument("--dm-router", default="ridge",
+                   help="reward model of DM/DR: ridge (default; per-LLM ridge on the queries' "
+                        "hashing embeddings and task, cross-fitted, refitted on every bootstrap "
+                        "resample) or a CF router name trained naive on the log (held fixed)")
     o.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples (default 200)")
     add_seed_arg(o)
     o.add_argument("--out", required=True, help="output folder (replaced atomically)")

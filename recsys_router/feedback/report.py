@@ -1,8 +1,11 @@
 """Off-policy evaluation of a router on a decision log, its report, and the feedback plots.
 
 :func:`evaluate_on_log` estimates a target router's mean score and mean cost on logged
-traffic with every estimator of :mod:`recsys_router.feedback.ope`; DM's reward model is a
-CF router (default ``mf``) trained ``naive`` on the log's scores. For costs, the reward
+traffic with every estimator of :mod:`recsys_router.feedback.ope`. DM's reward model of the
+score is ``ridge`` (default: :func:`recsys_router.feedback.reward.ridge_reward` on the log's
+query features, cross-fitted and refitted on every bootstrap resample, so DM/DR intervals
+include its fitting variance) or a CF router trained ``naive`` on the log's scores (fitted
+once; DM/DR intervals then hold it fixed and are too narrow; the ``refit`` column says which). For costs, the reward
 model is each LLM's mean logged cost (SNIPS-weighted per LLM). :func:`plot_ope` draws the
 estimates with their intervals, :func:`plot_regret` the online bandit's cumulative regret.
 """
@@ -18,6 +21,7 @@ from ..data import RoutingData
 from ..evaluation.figures import pyplot, save_figure
 from .logged import check_logged
 from .ope import ESTIMATORS, estimate_all
+from .reward import query_features, ridge_reward
 
 __all__ = ["evaluate_on_log", "ope_markdown", "plot_ope", "plot_regret", "target_probabilities"]
 
@@ -46,22 +50,29 @@ def target_probabilities(router, log: RoutingData, *, wtp=None, budget=None) -> 
 
 
 def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: int = 200,
-                    seed: int = 0, dm_router: str = "mf", dm_params: dict | None = None) -> pd.DataFrame:
+                    seed: int = 0, dm_router: str = "ridge", dm_params: dict | None = None) -> pd.DataFrame:
     """Every estimator of the target's mean score (and mean cost when the log has costs).
 
     Returns
     -------
     DataFrame
-        Columns ``outcome`` (score|cost), ``estimator``, ``value``, ``lo``, ``hi``, ``ess``, ``n``.
+        Columns ``outcome`` (score|cost), ``estimator``, ``value``, ``lo``, ``hi``, ``ess``, ``n``,
+        ``refit`` (bootstrap resamples on which DM/DR's reward model was refitted; 0 = held
+        fixed).
     """
     from ..registry import make_router
     action, r, p = check_logged(log)
     pi = target_probabilities(router, log, wtp=wtp, budget=budget)
-    dm = make_router("logged", router=dm_router, params=dict(dm_params or {}), loss="naive",
-                     seed=seed).fit(log)
-    q = dm.predict_scores(log)
+    refit = q = None
+    if dm_router == "ridge":
+        x = query_features(log, **dict(dm_params or {}))
+        refit = ridge_reward(x, action, r, log.n_llms, seed=seed)
+    else:
+        dm = make_router("logged", router=dm_router, params=dict(dm_params or {}), loss="naive",
+                         seed=seed).fit(log)
+        q = dm.predict_scores(log)
     rows = []
-    outcomes = [("score", r, q)]
+    outcomes = [("score", r, q, refit)]
     if log.costs is not None:
         c = log.costs[np.arange(log.n_queries), action].astype(np.float64)
         if np.isfinite(c).all():
@@ -69,11 +80,12 @@ def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: 
             mean_c = np.array([np.average(c[action == j], weights=w[action == j])
                                if (action == j).any() else np.average(c, weights=w)
                                for j in range(log.n_llms)])
-            outcomes.append(("cost", c, np.tile(mean_c, (log.n_queries, 1))))
-    for name, y, qq in outcomes:
-        est = estimate_all(y, p, pi, action, qq, n_boot=n_boot, seed=seed)
+            outcomes.append(("cost", c, np.tile(mean_c, (log.n_queries, 1)), None))
+    for name, y, qq, fit in outcomes:
+        est = estimate_all(y, p, pi, action, qq, n_boot=n_boot, seed=seed, refit=fit)
         for e in ESTIMATORS:
-            rows.append({"outcome": name, "estimator": e, **est[e], "ess": est["ess"], "n": est["n"]})
+            rows.append({"outcome": name, "estimator": e, **est[e], "ess": est["ess"], "n": est["n"],
+                         "refit": est["n_refit"] if e in ("dm", "dr") else 0})
     return pd.DataFrame(rows)
 
 
@@ -84,9 +96,12 @@ def ope_markdown(table: pd.DataFrame, title: str) -> str:
              "| outcome | estimator | estimate | 95% interval |", "|---|---|---|---|"]
     for r in table.itertuples():
         lines.append(f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |")
+    score = table[(table["outcome"] == "score") & (table["estimator"] == "dm")]
+    k = int(score["refit"].iloc[0]) if "refit" in table and len(score) else 0
+    how = (f"refitted on each of {k} bootstrap resamples" if k else
+           "held fixed in the bootstrap, so DM/DR intervals are too narrow")
     lines += ["", "IPS/SNIPS re-weight logged outcomes by target / logging probability; DM uses a "
-              "CF reward model fitted on the log (bootstrap intervals do not refit it); DR "
-              "combines both."]
+              f"reward model fitted on the log ({how}); DR combines both."]
     return "\n".join(lines) + "\n"
 
 

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["ridge_fit", "ridge_predict", "ridge_refit", "crossfit"]
+__all__ = ["ridge_fit", "ridge_predict", "ridge_refit", "crossfit", "query_features", "ridge_reward"]
 
 
 def ridge_fit(x, action, y, w, n_llms: int, alpha: float = 10.0, prior: float = 10.0) -> dict:
@@ -132,3 +132,43 @@ def crossfit(refit: Callable[[np.ndarray], np.ndarray], n: int, folds: int = 2,
             q[held] = qk[held]
         return q
     return fitted
+
+
+def query_features(data, *, encoder: str = "hashing", dims: int = 64, task: bool = True,
+                   **encoder_options) -> np.ndarray:
+    """Reward-model features of ``data``'s queries: the ``dims`` leading principal components
+    of the query embeddings (none when the data keeps no texts) and, with ``task`` and a
+    ``task`` column, the task one-hot scaled to unit variance; a single zero column when there
+    is neither (the model is then each LLM's mean outcome).
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> query_features(make_synthetic(30, 3, seed=0), dims=4).shape[0]
+    30
+    """
+    import pandas as pd  # noqa: PLC0415
+
+    from ..encoders import get_encoder  # noqa: PLC0415
+    parts = []
+    if any(isinstance(t, str) and t.strip() for t in data.texts):
+        x = np.asarray(get_encoder(encoder, **encoder_options).encode_data(data), np.float64)
+        x = x - x.mean(axis=0)
+        k = min(int(dims), *x.shape)
+        if k > 0:
+            _, _, vt = np.linalg.svd(x, full_matrices=False)
+            parts.append(x @ vt[:k].T)
+    if task and "task" in data.queries.columns:
+        oh = pd.get_dummies(data.queries["task"].astype(str)).to_numpy(np.float64)
+        parts.append(oh / np.maximum(oh.std(axis=0), 1e-12))
+    return np.hstack(parts) if parts else np.zeros((data.n_queries, 1))
+
+
+def ridge_reward(x, action, y, n_llms: int, *, folds: int = 2, seed: int = 0,
+                 alpha: float = 10.0, prior: float = 10.0) -> Callable[[np.ndarray], np.ndarray]:
+    """The ``refit`` callable of DM/DR used by the benchmark and ``recsys-router ope``: the
+    ridge reward model on ``x``, cross-fitted over ``folds`` folds (when the log has at least
+    ``2 * folds`` decisions)."""
+    n = len(y)
+    return crossfit(ridge_refit(x, action, y, n_llms, alpha=alpha, prior=prior), n,
+                    folds=folds if n >= 2 * folds else 1, seed=seed)

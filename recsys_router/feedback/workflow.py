@@ -61,7 +61,7 @@ def parse_target_policy(text: str) -> dict:
 
 
 def run_ope(log_spec: str, router: str, out, *, loss: str = "dr", params: dict | None = None,
-            policy: str = "argmax", dm_router: str = "mf", n_boot: int = 200,
+            policy: str = "argmax", dm_router: str = "ridge", n_boot: int = 200,
             seed: int = 0) -> str:
     """Off-policy evaluation of ``router`` on a decision log; writes ``report.md``, ``ope.csv``
     and ``ope.png`` into ``out`` (atomically) and returns the report text.
