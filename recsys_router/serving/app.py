@@ -20,7 +20,7 @@ from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Optional
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 
@@ -129,6 +129,58 @@ class _Stats:
         return "\n".join(lines) + "\n"
 
 
+def _header(scope, name: bytes) -> str | None:
+    """The first ``name`` header of an ASGI scope (lower-case bytes), decoded as latin-1."""
+    for k, v in scope.get("headers") or ():
+        if k == name:
+            return v.decode("latin-1")
+    return None
+
+
+class _Guard:
+    """Plain ASGI middleware in front of every endpoint: the API key (all but ``/health``),
+    a declared body size over the limit (413), and per-endpoint counts and latency. Written
+    against ASGI directly: Starlette's ``@app.middleware("http")`` runs each request through
+    an extra task group and body streams, a measurable part of a one-query request's time."""
+
+    def __init__(self, app, cfg: ServiceConfig, stats: _Stats, router):
+        self.app, self.cfg, self.stats, self.router = app, cfg, stats, router
+
+    async def _answer(self, scope, receive, send, label, t0, status: int, error: str) -> None:
+        self.stats.observe(label, status, time.perf_counter() - t0)
+        await SafeJSONResponse({"error": error}, status_code=status)(scope, receive, send)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0 = time.perf_counter()
+        label = route_label(self.router.routes, scope)  # never the raw path
+        cfg = self.cfg
+        if cfg.api_key and scope["path"] not in ("/health",):
+            given = _header(scope, b"authorization") or ""
+            token = given[7:] if given.lower().startswith("bearer ") else \
+                (_header(scope, b"x-api-key") or "")
+            if not hmac.compare_digest(token.encode(), cfg.api_key.encode()):
+                return await self._answer(scope, receive, send, label, t0, 401,
+                                          "missing or wrong API key (send 'Authorization: Bearer KEY')")
+        length = _header(scope, b"content-length")
+        if length is not None and length.isdigit() and int(length) > cfg.max_body_bytes:
+            return await self._answer(scope, receive, send, label, t0, 413,
+                                      f"request body of {length} bytes exceeds the limit of "
+                                      f"{cfg.max_body_bytes} bytes")
+        status = 500  # unless the app starts a response
+
+        async def send_status(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            self.stats.observe(label, status, time.perf_counter() - t0)
+
+
 def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> FastAPI:
     """Build the FastAPI application around a loaded artifact.
 
@@ -168,28 +220,6 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                   lifespan=lifespan, default_response_class=SafeJSONResponse)
     app.state.served, app.state.config, app.state.stats, app.state.batcher = served, cfg, stats, batcher
     app.state.feedback_loop = loop
-
-    @app.middleware("http")
-    async def _guard(request: Request, call_next):
-        t0 = time.perf_counter()
-        path = request.url.path
-        label = route_label(app.router.routes, request.scope)  # never the raw path
-        if cfg.api_key and path not in ("/health",):
-            given = request.headers.get("authorization", "")
-            token = given[7:] if given.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
-            if not hmac.compare_digest(token.encode(), cfg.api_key.encode()):
-                resp = SafeJSONResponse({"error": "missing or wrong API key (send 'Authorization: Bearer KEY')"},
-                                        status_code=401)
-                stats.observe(label, 401, time.perf_counter() - t0)
-                return resp
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > cfg.max_body_bytes:
-            stats.observe(label, 413, time.perf_counter() - t0)
-            return SafeJSONResponse({"error": f"request body of {length} bytes exceeds the limit of "
-                                          f"{cfg.max_body_bytes} bytes"}, status_code=413)
-        resp = await call_next(request)
-        stats.observe(label, resp.status_code, time.perf_counter() - t0)
-        return resp
 
     install_error_handlers(app, "error")
 
@@ -269,12 +299,15 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             raise HTTPException(400, "give exactly one of 'query' (a string) or 'queries' (a list)")
         texts = [req.query] if req.query is not None else req.queries
         results = await route_texts(texts, req.wtp, req.budget, req.candidates)
-        return results[0] if req.query is not None else {"results": results}
+        # plain str / float / None values: rendered directly (FastAPI's jsonable_encoder walk of
+        # every score dict is skipped)
+        return SafeJSONResponse(results[0] if req.query is not None else {"results": results})
 
     add_feedback_route(app, loop)
     add_llm_admin_routes(app, served, cfg)
     if cfg.backends:
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, router, cfg)
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # chunked bodies; declared ones: _guard
+    app.add_middleware(_Guard, cfg=cfg, stats=stats, router=app.router)
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # chunked bodies; declared ones: _Guard
     return app
