@@ -245,6 +245,10 @@ def _forward(s, blocks, m, rng) -> list[int]:
     ``cur`` only on the rows where ``s_ic > cur_i``, so only those rows are revisited: the
     work is O(queries x LLMs) per changed row set, not per step.
     """
+    cols = np.sort(np.concatenate(blocks))
+    if len(cols) < s.shape[1]:      # only the blocks' columns (order kept: same tie-breaks)
+        sub = [np.searchsorted(cols, b) for b in blocks]
+        return [int(cols[c]) for c in _forward(s[:, cols], sub, m, rng)]
     nq, n = s.shape
     ids = _block_ids(blocks, n) if len(blocks) > 1 else None
     open_ = np.zeros(n, bool)
