@@ -173,6 +173,26 @@ def _leaderboard(metrics) -> str:
     return "\n".join(lines)
 
 
+def _per_llm_reference(decisions) -> dict[str, float]:
+    """Seconds of the single-LLM mu_o of the whole pool: one ``mu_o`` call per LLM (how the
+    protocol computed it before; each call validates the whole matrix, so quadratic in the
+    number of LLMs) and one :func:`column_means` pass (now), on the same matrix; asserts equal."""
+    from recsys_router.evaluation.recompute import split_block  # noqa: PLC0415
+    from recsys_router.evaluation.protocols.routereval import column_means  # noqa: PLC0415
+    from recsys_router.metrics.routereval import mu_o  # noqa: PLC0415
+    sel = decisions[(decisions["pool"] == "all") & (decisions["protocol"] == "routereval")]
+    S = split_block(sel).scores
+    t0 = time.perf_counter()
+    loop = [mu_o(S, np.full(S.shape[0], j)) for j in range(S.shape[1])]
+    t1 = time.perf_counter()
+    now = column_means(S)
+    t2 = time.perf_counter()
+    if not np.array_equal(np.asarray(loop), now, equal_nan=True):
+        raise AssertionError("column_means differs from the per-LLM mu_o loop")
+    return {"LLM mu_o, pool all: per-LLM loop (before)": t1 - t0,
+            "LLM mu_o, pool all: column_means (now)": t2 - t1}
+
+
 def _scaling(args, routers) -> list[dict]:
     sizes = [int(x) for x in args.scale_llms.split(",")]
     pools = parse_pools(args.scale_pools)
@@ -180,12 +200,14 @@ def _scaling(args, routers) -> list[dict]:
     for L in sizes:
         print(f"\nscaling: {args.scale_queries} queries x {L} LLMs, pools {args.scale_pools}",
               flush=True)
-        stages, *_ = pipeline(args.scale_queries, L, routers, pools, args.seed, args.encoder)
+        stages, decisions, *_ = pipeline(args.scale_queries, L, routers, pools, args.seed,
+                                         args.encoder)
         per[L] = {r["stage"]: r["seconds"] for r in stages.rows}
-        per[L]["total"] = sum(per[L].values())
+        per[L].update(_per_llm_reference(decisions))
+        stage_s = {r["stage"]: r["seconds"] for r in stages.rows}
+        per[L]["total"] = sum(stage_s.values())
         per[L]["total (pools, sweep, metrics)"] = sum(
-            v for k, v in per[L].items()
-            if k.startswith(("pools", "sweep", "assemble", "metrics")))
+            v for k, v in stage_s.items() if k.startswith(("pools", "sweep", "assemble", "metrics")))
     names = list(per[sizes[0]])
     head = "| stage | " + " | ".join(f"L={L} s" for L in sizes) + " | " + \
         " | ".join(f"{b}/{a}" for a, b in zip(sizes, sizes[1:])) + " |"
