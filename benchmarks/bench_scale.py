@@ -41,6 +41,7 @@ from recsys_router.evaluation.splits import make_folds, parse_pools, resolve_poo
 
 ROUTERS = "best-single,knn,linearr,mf,mirt"
 POOLS = "3,5,100,1000,all"
+LIGHTNING = ("mf", "mirt", "nirt", "two-tower")
 GIB = 1024.0 ** 3
 
 
@@ -111,7 +112,7 @@ def staged_evaluate(data, cfg: EvalConfig, stages: Stages):
     preds, test = {}, None
     for name in cfg.routers:
         one = EvalConfig([name], protocols=cfg.protocols, pools=cfg.pools, encoder=cfg.encoder,
-                         seed=cfg.seed, split=cfg.split)
+                         seed=cfg.seed, split=cfg.split, router_params=cfg.router_params)
         test, p, timing, _ = stages.run(f"fit+predict {name}", _fit_fold, fold, one, data,
                                         shared, notes, _Bar())
         if name not in p:
@@ -139,14 +140,35 @@ def staged_evaluate(data, cfg: EvalConfig, stages: Stages):
 
 
 def pipeline(n_queries: int, n_llms: int, routers: list[str], pools: list, seed: int,
-             encoder: str, verbose: bool = True):
-    """Generate the preset's data at this size and run :func:`staged_evaluate` on it."""
+             encoder: str, verbose: bool = True, max_steps: int | None = None):
+    """Generate the preset's data at this size and run :func:`staged_evaluate` on it
+    (``max_steps``: that many optimizer steps for the Lightning routers, else their
+    data-scaled plan)."""
     stages = Stages(verbose)
     opts = {**PRESETS["routereval-scale"], "n_queries": n_queries, "n_llms": n_llms}
     data = stages.run("generate", make_synthetic, seed=seed, **opts)
-    cfg = EvalConfig(routers, protocols=["routereval"], pools=pools, encoder=encoder, seed=seed)
+    params = {r: {"max_steps": int(max_steps)} for r in routers
+              if max_steps and r in LIGHTNING}
+    cfg = EvalConfig(routers, protocols=["routereval"], pools=pools, encoder=encoder, seed=seed,
+                     router_params=params)
     decisions, metrics, notes = staged_evaluate(data, cfg, stages)
     return stages, decisions, metrics, notes
+
+
+def _extrapolate(rows: list[dict], steps: int, n_cells: int) -> None:
+    """Print each Lightning router's fit time scaled from ``steps`` to its data-scaled step
+    budget (linear in the steps: an over-estimate, set-up time is scaled too)."""
+    from recsys_router.models.base.schedule import data_scaled_plan  # noqa: PLC0415
+    # training cells the wrapped router sees: 80% train split, 80% of it inner-train (the
+    # safe fallback's held-out 20% is the router's early-stopping split)
+    plan = data_scaled_plan(int(n_cells * 0.8 * 0.8))
+    for r in rows:
+        name = r["stage"].replace("fit+predict ", "")
+        if name in LIGHTNING and "fit_s" in r:
+            per = r["fit_s"] / steps
+            print(f"{name}: {steps} steps fitted in {r['fit_s']:.1f} s ({per:.2f} s/step incl. "
+                  f"set-up); its data-scaled plan is {plan.max_steps} steps of batch "
+                  f"{plan.batch_size} -> about {per * plan.max_steps:.0f} s (extrapolated)")
 
 
 def _table(rows: list[dict]) -> str:
@@ -234,6 +256,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-llms", default="250,500,1000,2000")
     ap.add_argument("--scale-queries", type=int, default=2000)
     ap.add_argument("--scale-pools", default="3,5,all")
+    ap.add_argument("--max-steps", type=int, default=None,
+                    help="optimizer steps of the Lightning routers (default: their data-scaled "
+                         "plan); the output then also extrapolates their fit to the plan's steps")
     ap.add_argument("--skip-full", action="store_true")
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
@@ -246,11 +271,13 @@ def main(argv=None) -> int:
               f"pools {args.pools}, encoder {args.encoder}, seed {args.seed}", flush=True)
         stages, decisions, metrics, notes = pipeline(args.queries, args.llms, routers,
                                                      parse_pools(args.pools), args.seed,
-                                                     args.encoder)
+                                                     args.encoder, max_steps=args.max_steps)
         print("\n" + _table(stages.rows))
         print(f"\ndecision rows: {len(decisions):,}; metric rows: {len(metrics):,}")
         print("\n" + _leaderboard(metrics))
         print("\nnotes:\n" + "\n".join(f"- {n}" for n in notes))
+        if args.max_steps:
+            _extrapolate(stages.rows, args.max_steps, args.queries * args.llms)
         peak = max(r["peak_gib"] for r in stages.rows)
         print(f"\npeak RSS {peak:.2f} GiB ({'within' if peak <= 24 else 'ABOVE'} 24 GiB)")
         out["full"] = stages.rows
