@@ -52,6 +52,23 @@ def test_int8_cosine_to_sentence_transformers(onnx_dir, torch_vectors):
     assert np.abs(v - torch_vectors).max() > 1e-4
 
 
+def test_int8_per_text_vectors_do_not_depend_on_batch_mates(onnx_dir, torch_vectors):
+    enc = get_encoder("minilm", cache=False, cache_dir=onnx_dir, threads=1)
+    assert enc.per_text and enc.batch_size == 1 and enc.identity.endswith("|per-text")
+    together = enc.encode(TEXTS, batch_size=4)  # a larger chunk still runs text by text
+    alone = np.vstack([enc.encode([t]) for t in TEXTS])
+    np.testing.assert_array_equal(together, alone)
+    cos = _cos(together, torch_vectors)
+    assert cos.mean() >= 0.99 and cos.min() >= 0.96, cos
+    # batched int8 shares one activation scale per call: a text's vector moves with its mates
+    batched = get_encoder("minilm:int8-batched", cache=False, cache_dir=onnx_dir, threads=1)
+    assert not batched.per_text and batched.batch_size == 32
+    b_all = batched.encode(TEXTS)
+    b_alone = np.vstack([batched.encode([t]) for t in TEXTS])
+    np.testing.assert_array_equal(b_alone, alone)  # one text per call: the same computation
+    assert np.abs(b_all - b_alone).max() > 1e-5
+
+
 def test_length_sorted_batches_keep_input_order(onnx_dir):
     enc = OnnxMiniLMEncoder("fp32", cache=False, cache_dir=onnx_dir, threads=1, batch_size=2)
     together = enc.encode(TEXTS)
@@ -93,8 +110,9 @@ def test_sorting_by_length_in_the_base_encoder(tmp_path, monkeypatch):
 def test_variants_have_distinct_cache_identities():
     ids = {get_encoder("minilm").identity, get_encoder("minilm:fp32").identity,
            get_encoder("minilm:int8").identity, get_encoder("minilm:torch").identity,
-           get_encoder("minilm", max_seq_length=128).identity}
-    assert len(ids) == 4  # minilm is minilm:int8
+           get_encoder("minilm", max_seq_length=128).identity,
+           get_encoder("minilm:int8-batched").identity}
+    assert len(ids) == 5  # minilm is minilm:int8
     assert get_encoder("minilm").identity == get_encoder("minilm:int8").identity
     assert isinstance(get_encoder("minilm", device="cuda"), SentenceTransformerEncoder)
     # threads do not change the vectors, so they share the cache

@@ -6,9 +6,12 @@ Use :func:`get_encoder` with a name:
 * ``"tfidf"``: TF-IDF + truncated SVD, needs ``fit(texts)``, ``dim`` (256);
 * ``"minilm"`` / ``"all-MiniLM-L6-v2"`` / ``"sentence-transformers/all-MiniLM-L6-v2"``:
   384-d unit-norm MiniLM embeddings from packaged weights (works offline), by default on
-  ONNX Runtime with int8 weights (exported and quantized locally on first use);
-  ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"`` sentence-transformers in PyTorch
-  (also used for ``device="cuda"``); every variant has its own cache identity;
+  ONNX Runtime with int8 weights (exported and quantized locally on first use), one text per
+  model call (each text's activations quantized on their own: its vector never depends on
+  what else is encoded with it); ``"minilm:int8-batched"`` the same weights in batches of 32
+  sharing activation scales (the default before per-text calls), ``"minilm:fp32"`` ONNX
+  Runtime fp32, ``"minilm:torch"`` sentence-transformers in PyTorch (also used for
+  ``device="cuda"``); every variant has its own cache identity;
 * ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);
 * any other name or local folder: ``sentence_transformers.SentenceTransformer(name)``.
 
@@ -35,7 +38,8 @@ __all__ = ["get_encoder", "Encoder", "HashingEncoder", "TfidfEncoder", "Precompu
            "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM", "HAS_SKLEARN", "MINILM_NAME",
            "BUILTIN_ENCODERS", "ENCODERS", "register_encoder", "MINILM_VARIANTS", "MINILM_DEFAULT"]
 
-BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "minilm:<fp32|int8|torch>", "precomputed:<path>")
+BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "minilm:<fp32|int8|int8-batched|torch>",
+                    "precomputed:<path>")
 
 
 def _no_argument(cls):
@@ -54,9 +58,12 @@ def _precomputed(argument, **options):
 
 
 #: ``minilm:<variant>`` choices; ``minilm`` alone is :data:`MINILM_DEFAULT`
-MINILM_VARIANTS = ONNX_VARIANTS + ("torch",)
+MINILM_VARIANTS = ONNX_VARIANTS + ("int8-batched", "torch")
 #: fastest variant keeping cosine >= 0.99 to the PyTorch vectors (benchmarks/bench_encode.py)
 MINILM_DEFAULT = "int8"
+#: texts per ONNX call: int8 one at a time (per-text activation scales, and the fastest on
+#: mixed lengths), int8-batched and fp32 in batches
+_ONNX_BATCH = {"int8": 1, "int8-batched": 32, "fp32": 32}
 
 
 def _minilm(argument, **options):
@@ -78,7 +85,9 @@ def _minilm(argument, **options):
     options.pop("normalize", None)
     if options.get("max_seq_length") is None:
         options.pop("max_seq_length", None)
-    return OnnxMiniLMEncoder(variant, **options)
+    if options.get("batch_size") is None:
+        options["batch_size"] = _ONNX_BATCH[variant]
+    return OnnxMiniLMEncoder("int8" if variant == "int8-batched" else variant, **options)
 
 
 _minilm.needs_sentence_transformers = True
@@ -130,6 +139,8 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
     >>> get_encoder("hashing", dim=64).dim
     64
     >>> get_encoder("minilm").identity
+    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text'
+    >>> get_encoder("minilm:int8-batched").identity
     'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256'
     >>> get_encoder("minilm:torch").identity
     'st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default'

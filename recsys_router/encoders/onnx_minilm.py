@@ -204,8 +204,12 @@ class OnnxMiniLMEncoder(Encoder):
     """384-d unit-norm all-MiniLM-L6-v2 embeddings computed by ONNX Runtime.
 
     Texts of one :meth:`encode` call are sorted by length before batching (less padding);
-    rows come back in input order. The identity names the precision and the truncation
-    length, so cached vectors of different variants never mix.
+    rows come back in input order. With ``variant="int8"`` and ``batch_size=1`` (what
+    ``get_encoder("minilm")`` builds) every text is its own model call, so its activations are
+    quantized on their own and its vector never depends on the other texts encoded with it
+    (in a batch, dynamic int8 shares one activation scale per tensor). The identity names the
+    precision, the truncation length and per-text calls, so cached vectors of different
+    variants never mix.
 
     Parameters
     ----------
@@ -245,10 +249,17 @@ class OnnxMiniLMEncoder(Encoder):
         self.variant = variant
         self.max_seq_length = msl
         self.threads = None if threads is None else int(threads)
+        # dynamic int8 quantizes each model call's activations with one scale per tensor, so
+        # in a batch a text's vector depends on its batch-mates (and their padding); with
+        # batch_size=1 every text is its own call and its vector depends on it alone
+        self.per_text = variant == "int8" and int(batch_size) == 1
         # threads change nothing in the output, so they are not part of the identity
-        self.identity = f"onnx:all-MiniLM-L6-v2|{variant}|norm=1|maxlen={msl}"
+        self.identity = (f"onnx:all-MiniLM-L6-v2|{variant}|norm=1|maxlen={msl}"
+                         + ("|per-text" if self.per_text else ""))
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        if self.per_text and len(texts) > 1:  # a larger chunk asked by encode(batch_size=)
+            return np.concatenate([self._encode_batch([t]) for t in texts])
         if not HAS_ONNXRUNTIME:
             raise ImportError("encoder 'minilm-onnx' needs onnxruntime: pip install onnxruntime")
         model_dir = minilm_model_dir()
