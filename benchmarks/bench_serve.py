@@ -81,25 +81,37 @@ async def _load(url: str, texts: list[str], concurrency: int) -> tuple[float, np
     return wall, lat, failures
 
 
-def _paired(url: str, art, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _paired(url: str, art, texts: list[str], server_pid: int):
     """One client alternating an in-process ``route([text])`` and an HTTP request, so both
-    see the same machine load; returns (in-process, HTTP) latencies in seconds."""
+    see the same machine load; returns (in-process, HTTP) latencies in seconds and the CPU
+    seconds per query of the in-process calls and of the server process (or None off Linux)."""
     import httpx
 
     from recsys_router.encoders.cache import memory_only
     half = len(texts) // 2
     local, remote = np.empty(half), np.empty(half)
+    cpu_local = 0.0
+    linux = Path(f"/proc/{server_pid}/stat").exists()
+    server0 = _proc_cpu(server_pid) if linux else 0.0
     with httpx.Client(base_url=url, timeout=120.0) as client:
         for i in range(half):
-            s = time.perf_counter()
+            s, c = time.perf_counter(), time.process_time()
             with memory_only():  # as the service: no disk-cache shard per query
                 art.route([texts[2 * i]])
             local[i] = time.perf_counter() - s
+            cpu_local += time.process_time() - c
             s = time.perf_counter()
             r = client.post("/route", json={"query": texts[2 * i + 1]})
             remote[i] = time.perf_counter() - s
             assert r.status_code == 200 and "llm" in r.json(), r.text[:200]
-    return local, remote
+    server = (_proc_cpu(server_pid) - server0) / half if linux else None
+    return local, remote, cpu_local / half, server
 
 
 def _batches(url: str) -> tuple[float, float]:
@@ -167,6 +179,7 @@ def main(argv=None) -> int:
           f"{args.requests} single-query requests per level; all texts distinct\n")
     print(f"{'encoder':8} {'mode':>11} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'q/batch':>7} {'vs in-proc':>10} {'p50 ratio':>9}")
+    cpu_rows = []
     for enc in args.encoders.split(","):
         art_dir = export_router(make_router("knn", k=10, encoder=enc).fit(train), tmp / f"knn-{enc}")
         art = load_router(art_dir)
@@ -198,7 +211,8 @@ def main(argv=None) -> int:
                 assert failed == 0, f"{failed} failed requests ({enc}, {c} clients)"
                 rows.append((c, args.requests / wall, np.percentile(lat, 50) * 1e3,
                              np.percentile(lat, 99) * 1e3, (q1 - q0) / max(b1 - b0, 1)))
-            paired = _paired(url, art, _texts(rng, 2 * args.requests, "paired"))
+            *paired, cpu_in, cpu_server = _paired(url, art, _texts(rng, 2 * args.requests, "paired"),
+                                                  proc.pid)
         finally:
             proc.terminate()
             proc.wait(15)
@@ -212,6 +226,10 @@ def main(argv=None) -> int:
         for mode, p50, p99 in [("paired-in", p_in, p99s[0]), ("paired-HTTP", p_http, p99s[1])]:
             print(f"{enc:8} {mode:>11} {1:>7} {'':>8} {p50:8.2f} {p99:8.2f} {1:>7} {'':>10} "
                   f"{p50 / p_in:9.2f}")
+        if cpu_server is not None:
+            cpu_rows.append(f"{enc}: in-process route {cpu_in * 1e3:.2f} ms, server process "
+                            f"{cpu_server * 1e3:.2f} ms per HTTP request "
+                            f"({cpu_server / cpu_in:.2f}x)")
     print("\nvs in-proc = HTTP requests/s divided by the faster of the two in-process runs of "
           "route([text]) (before and after the HTTP runs; same process, same run).\n"
           "p50 ratio = HTTP p50 latency divided by the lower in-process p50 of those two runs "
@@ -219,6 +237,10 @@ def main(argv=None) -> int:
           "paired-in / paired-HTTP = one client alternating an in-process route([text]) and an "
           "HTTP request (same load for both); its p50 ratio is HTTP p50 / in-process p50 of "
           "those pairs.")
+    if cpu_rows:
+        print("\nCPU time per query in the paired phase (load-independent; the server is a "
+              "separate process, the client's own work is not counted):\n  "
+              + "\n  ".join(cpu_rows))
     return 0
 
 
