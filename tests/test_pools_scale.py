@@ -117,3 +117,23 @@ def test_allowed_by_block_ids():
     assert _allowed(blocks, [4]).tolist() == [0, 1, 2, 5, 6, 7]
     assert _allowed(blocks, [0, 6]).tolist() == [3, 4]
     assert _allowed([np.arange(5)], [1, 3]).tolist() == [0, 2, 4]
+
+
+@pytest.mark.parametrize("levels", [2, 3, 0])
+def test_top_two_bookkeeping_matches_brute_force(levels):
+    from recsys_router.pools import _Top2  # noqa: PLC0415
+    rng = np.random.default_rng(levels)
+    s = rng.random((50, 30)).astype(np.float32)
+    if levels:
+        s = np.round(s * (levels - 1)).astype(np.float32)    # many exact ties
+    chosen = list(rng.choice(30, size=6, replace=False))
+    top = _Top2(s, chosen)
+    for _ in range(40):
+        for p in range(len(chosen)):
+            rest = chosen[:p] + chosen[p + 1:]
+            np.testing.assert_array_equal(top.without(p), s[:, rest].max(axis=1))
+        np.testing.assert_array_equal(top.top1, s[:, chosen].max(axis=1))
+        p = int(rng.integers(len(chosen)))
+        new = int(rng.choice([c for c in range(30) if c not in chosen]))
+        chosen[p] = new
+        top.replace(p, s[:, new])
