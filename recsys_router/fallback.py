@@ -1,27 +1,37 @@
-"""The safe fallback: a learned router that does not beat the simple baselines on held-out
-training queries hands those queries to the better baseline, task by task.
+"""The safe fallback: a learned router that loses to the simple baselines beyond the noise of
+held-out training queries hands those queries to the better baseline.
 
-:class:`SafeFallbackRouter` wraps any router. ``fit(train)`` splits the *training* queries
-(seeded, stratified by task) into an inner-train and an inner-validation part, fits the
-wrapped router on inner-train (its own early stopping sees the same inner-validation part),
-and measures on inner-validation, per task, the mean realised score of three choices:
+:class:`SafeFallbackRouter` wraps any router. ``fit(train)`` holds out *training* queries
+(seeded, stratified by task): one inner-validation part of ``val_fraction`` of each task
+(``inner_folds=1``), or ``inner_folds`` folds so that every training query is held out
+once. It fits the wrapped router on the rest (its own early stopping sees the same held-out
+part, which favours the router slightly) and records, per held-out query, the realised
+score (true score of the chosen LLM among the query's observed ones) of three choices:
 
-* the wrapped router (argmax of its predicted scores among each query's observed LLMs);
+* the wrapped router (argmax of its predicted scores);
 * ``best-single``: the LLM with the highest mean inner-train score;
 * ``task-best``: the LLM with the highest mean inner-train score on the query's task.
 
-Where the router's mean is not strictly above both baselines' on a task, that task's
-queries go to the better baseline (``task-best`` on ties: it is the per-task refinement of
-``best-single``, and a few held-out queries often cannot tell them apart); queries without a
-task, or
-of a task the inner-validation part did not see, follow the same comparison made over all
-inner-validation queries. ``fallback_`` records every decision and its three means. The
-baselines used at prediction time are refitted on all training queries; the wrapped router
-is refitted on all of them too unless it holds out its own validation split (Lightning
-routers with ``val_fraction > 0``), which saves a second fit.
+**The rule** (:func:`~recsys_router.inner_validation.paired_decision`): on a set of held-out
+queries, the baseline is the one of higher mean (``task-best`` on ties) and ``d_i`` the
+router's realised score minus the baseline's on query ``i``; the queries go to the baseline
+only when ``mean(d) < -z * SE(d)`` (``SE = sd(d) / sqrt(n)``; ``z = 1.645``, a one-sided
+paired test at 5 %). Otherwise the router is kept: a difference within the noise keeps what
+the user asked for. A task with at least ``min_task_queries`` held-out queries is decided on
+its own queries; smaller tasks, queries without a task and tasks the held-out part did not
+see follow the same comparison made over *all* held-out queries (``default``), since a few
+queries cannot tell a router from a baseline.
+
+``fallback_`` records every decision with its means, difference, SE and query count. The
+baselines used at prediction time are refitted on all training queries; so is the wrapped
+router, unless (with one inner split) it holds out its own validation split (Lightning
+routers with ``val_fraction > 0``), which saves a second fit. The fitted wrapper exports
+like any router (``_state_``: the baselines' means, the record and the wrapped router as a
+nested part).
 
 Reference: the "never worse than the best single model" guard of routing benchmarks
-(Hu et al., "RouterBench", arXiv:2403.12031, 2024, section 5) made per task.
+(Hu et al., "RouterBench", arXiv:2403.12031, 2024, section 5) made per task, with a
+one-sided paired test (Dror et al., ACL 2018) deciding what "worse" means.
 """
 
 from __future__ import annotations
@@ -29,83 +39,21 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
+from .inner_validation import (DECISIONS, paired_decision, realised_scores, stratified_folds,
+                               stratified_holdout, task_keys)
 from .router import Router
+from .router_state import InnerRouterState
+from .state import JSON_ANY, STR, Arr, ListOf, StateError
 
 __all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallback_summary",
-           "task_keys"]
+           "task_keys", "paired_decision", "baseline_means", "MIN_TASK_QUERIES", "Z"]
 
 MIN_VAL_QUERIES = 5
-
-
-def task_keys(tasks) -> np.ndarray:
-    """Task labels as strings ("" for a missing one)."""
-    return np.array(["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t)
-                     for t in tasks], dtype=object)
-
-
-def _task_keys(data: RoutingData) -> np.ndarray:
-    return task_keys(data.tasks)
-
-
-def stratified_holdout(tasks, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded split of query rows into (inner-train, inner-validation), the same share of
-    every task in each part (a task with one query stays in inner-train).
-
-    Parameters
-    ----------
-    tasks : sequence
-        Task label per query (None/NaN = no task; those form one group).
-    fraction : float
-        Share held out, in (0, 1).
-    seed : int
-
-    Example
-    -------
-    >>> tr, va = stratified_holdout(["a"] * 10, 0.2, 0)
-    >>> len(tr), len(va)
-    (8, 2)
-    """
-    if not 0 < fraction < 1:
-        raise ValueError(f"validation fraction must be in (0, 1), got {fraction!r}")
-    rng = np.random.default_rng(seed)
-    keys = task_keys(tasks)
-    val = []
-    for t in sorted(set(keys)):
-        rows = np.flatnonzero(keys == t)
-        if len(rows) < 2:
-            continue
-        n_val = min(max(int(round(fraction * len(rows))), 1 if len(rows) >= 5 else 0),
-                    len(rows) - 1)
-        val.extend(rng.permutation(rows)[:n_val])
-    val = np.sort(np.asarray(val, dtype=np.int64))
-    train = np.setdiff1d(np.arange(len(keys)), val)
-    return train, val
-
-
-def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """True score of the LLM with the highest prediction among each query's observed LLMs.
-
-    Parameters
-    ----------
-    pred, truth : ndarray (n, L)
-        Predicted scores; true scores with NaN = unobserved.
-
-    Returns
-    -------
-    ndarray (n,)
-        NaN for a query without any observed LLM.
-
-    Example
-    -------
-    >>> realised_scores(np.array([[0.9, 0.5, 0.1]]), np.array([[np.nan, 0.0, 1.0]])).tolist()
-    [0.0]
-    """
-    obs = ~np.isnan(truth)
-    p = np.where(obs, np.nan_to_num(np.asarray(pred, np.float64), nan=-np.inf), -np.inf)
-    choice = p.argmax(axis=1)
-    out = truth[np.arange(len(truth)), choice].astype(np.float64)
-    out[~obs.any(axis=1)] = np.nan
-    return out
+#: held-out queries a task needs to be decided on its own (smaller ones are pooled)
+MIN_TASK_QUERIES = 30
+#: standard errors a baseline must lead by (one-sided 5 %)
+Z = 1.645
+_MAX_TASKS = 100_000
 
 
 def _means(scores: np.ndarray) -> np.ndarray:
@@ -117,44 +65,50 @@ def _means(scores: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(m), low, m)
 
 
-class _Baselines:
-    """best-single and task-best predicted-score rows from a training matrix."""
+def baseline_means(data: RoutingData) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """``(overall, tasks, per_task)``: each LLM's mean observed score (``best-single``'s
+    predicted row), the task names and one row of per-task means per task (``task-best``'s
+    rows; an LLM a task never saw keeps its overall mean).
 
-    def __init__(self, data: RoutingData):
-        s = data.scores.astype(np.float64)
-        self.overall = _means(s)
-        keys = _task_keys(data)
-        self.tasks = {}
-        for t in sorted(set(keys) - {""}):
-            sub = s[keys == t]
-            ok = ~np.isnan(sub)
-            n = ok.sum(axis=0)
-            m = np.divide(np.where(ok, sub, 0.0).sum(axis=0), n, out=self.overall.copy(),
-                          where=n > 0)
-            self.tasks[t] = m
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> overall, tasks, per_task = baseline_means(make_synthetic(60, 3, 2, seed=0))
+    >>> overall.shape, tasks, per_task.shape
+    ((3,), ['topic_0', 'topic_1'], (2, 3))
+    """
+    s = data.scores.astype(np.float64)
+    overall = _means(s)
+    keys = task_keys(data.tasks)
+    tasks = sorted(set(keys) - {""})
+    rows = []
+    for t in tasks:
+        sub = s[keys == t]
+        n = (~np.isnan(sub)).sum(axis=0)
+        rows.append(np.divide(np.where(np.isnan(sub), 0.0, sub).sum(axis=0), n,
+                              out=overall.copy(), where=n > 0))
+    per_task = np.array(rows, dtype=np.float64).reshape(len(tasks), len(overall))
+    return overall, tasks, per_task
 
-    def predict(self, data: RoutingData, which: str) -> np.ndarray:
-        out = np.broadcast_to(self.overall, (data.n_queries, len(self.overall))).copy()
-        if which == "task-best":
-            for i, t in enumerate(_task_keys(data)):
-                if t in self.tasks:
-                    out[i] = self.tasks[t]
-        return out
 
-
-def _decide(r: float, bs: float, tb: float) -> str:
-    if r > max(bs, tb):
-        return "router"
-    return "best-single" if bs > tb else "task-best"
+def _baseline_scores(means: tuple, data: RoutingData, which: str) -> np.ndarray:
+    overall, tasks, per_task = means
+    out = np.broadcast_to(overall, (data.n_queries, len(overall))).copy()
+    if which == "task-best" and len(tasks):
+        index = {t: i for i, t in enumerate(tasks)}
+        rows = np.array([index.get(t, -1) for t in task_keys(data.tasks)], dtype=np.int64)
+        known = rows >= 0
+        out[known] = per_task[rows[known]]
+    return out
 
 
 def fallback_summary(fallback: dict) -> str:
-    """One line for reports, e.g. ``fell back on 2 of 5 tasks (task-best: a, b)``."""
+    """One line for reports, e.g. ``fell back on 2 of 5 tasks (task-best: a, b); ...``."""
     if not fallback.get("enabled", False):
         return "fallback off"
     if "skipped" in fallback:
         return f"fallback skipped: {fallback['skipped']}"
-    tasks = fallback["tasks"]
+    tasks, means = fallback["tasks"], fallback.get("means", {})
     by = {}
     for t, d in tasks.items():
         if d != "router":
@@ -162,22 +116,37 @@ def fallback_summary(fallback: dict) -> str:
     parts = [f"{k}: {', '.join(v[:6])}{' ...' if len(v) > 6 else ''}" for k, v in sorted(by.items())]
     head = (f"fell back on {sum(len(v) for v in by.values())} of {len(tasks)} tasks"
             + (f" ({'; '.join(parts)})" if parts else ""))
+    pooled = sum(1 for m in means.values() if m.get("pooled"))
+    if pooled:
+        head += (f"; {pooled} task(s) with < {fallback.get('min_task_queries')} held-out "
+                 "queries follow the all-queries comparison")
+    o = fallback.get("overall") or {}
+    if "diff" in o:
+        se = "n/a" if o.get("se") is None else f"{o['se']:.4f}"
+        head += (f"; all {o['n']} held-out queries: router - {o['baseline']} = "
+                 f"{o['diff']:+.4f} (SE {se})")
     return f"{head}; other queries: {fallback['default']}"
 
 
-class SafeFallbackRouter(Router):
-    """Wrap a router with the per-task safe fallback (see the module docstring).
+class SafeFallbackRouter(InnerRouterState, Router):
+    """Wrap a router with the safe fallback (the rule is in the module docstring).
 
     Parameters
     ----------
     router : Router
         The learned router to guard (cloned on every fit; never fitted itself).
     val_fraction : float
-        Share of the training queries held out per task for the comparison.
+        Share of each task's training queries held out (with ``inner_folds=1``).
     seed : int
-        Seeds the inner split.
+        Seeds the inner split(s).
     enabled : bool
         False: fit the wrapped router on all training queries and never fall back.
+    z : float
+        Standard errors by which a baseline must beat the router to take its queries.
+    min_task_queries : int
+        Held-out queries a task needs to be decided on its own.
+    inner_folds : int
+        1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits).
 
     Attributes
     ----------
@@ -185,9 +154,10 @@ class SafeFallbackRouter(Router):
         The fitted wrapped router.
     fallback_ : dict
         ``enabled``; ``tasks`` (task -> "router" / "best-single" / "task-best"); ``default``
-        (the decision for queries without a seen task); ``means`` (task -> the three
-        inner-validation means); ``n_val`` (inner-validation queries); or ``skipped`` (why
-        no comparison was made, e.g. too few training queries).
+        (the all-queries decision: small, unseen and task-less queries); ``means`` (task ->
+        means, ``baseline``, ``diff``, ``se``, ``n``, ``pooled``); ``overall`` (the same over
+        all held-out queries); ``n_val``; ``z``, ``min_task_queries``, ``inner_folds``; or
+        ``skipped`` (why no comparison was made, e.g. too few training queries).
 
     Example
     -------
@@ -199,12 +169,23 @@ class SafeFallbackRouter(Router):
     ['topic_0', 'topic_1', 'topic_2']
     """
 
+    #: restored from the nested part ``router_``, not stored as a parameter
+    _part_params_ = ("router",)
+    _state_ = {"base_overall_": Arr("float64", ("n_llms",)),
+               "base_tasks_": ListOf(STR, _MAX_TASKS, dim="n_base_tasks"),
+               "base_task_means_": Arr("float64", ("n_base_tasks", "n_llms")),
+               "fallback_": JSON_ANY}
+
     def __init__(self, router: Router, val_fraction: float = 0.2, seed: int = 0,
-                 enabled: bool = True):
+                 enabled: bool = True, z: float = Z, min_task_queries: int = MIN_TASK_QUERIES,
+                 inner_folds: int = 1):
         self.router = router
         self.val_fraction = val_fraction
         self.seed = seed
         self.enabled = enabled
+        self.z = z
+        self.min_task_queries = min_task_queries
+        self.inner_folds = inner_folds
 
     @property
     def uses_text(self) -> bool:            # type: ignore[override]
@@ -215,62 +196,83 @@ class SafeFallbackRouter(Router):
             raise TypeError(f"SafeFallbackRouter wraps a Router, got {type(self.router).__name__}")
         return type(self.router)(**self.router.get_params())
 
+    def _set_baselines(self, train: RoutingData) -> None:
+        self.base_overall_, self.base_tasks_, self.base_task_means_ = baseline_means(train)
+
+    def _splits(self, train: RoutingData) -> list:
+        k = int(self.inner_folds)
+        if k != self.inner_folds or k < 1:
+            raise ValueError(f"inner_folds must be an integer >= 1, got {self.inner_folds!r}")
+        if k == 1:
+            return [stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))]
+        return stratified_folds(train.tasks, k, int(self.seed))
+
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
-        self.baselines_ = _Baselines(train)
+        self._set_baselines(train)
         if not self.enabled:
             self.router_ = self._clone().fit(train, val)
             self.fallback_ = {"enabled": False, "tasks": {}, "default": "router"}
             return
-        tr_rows, va_rows = stratified_holdout(train.tasks, float(self.val_fraction),
-                                            int(self.seed))
-        if len(va_rows) < MIN_VAL_QUERIES or len(tr_rows) < MIN_VAL_QUERIES:
+        splits = self._splits(train)
+        n_val = sum(len(va) for _, va in splits)
+        if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
             self.router_ = self._clone().fit(train, val)
             self.fallback_ = {"enabled": True, "tasks": {}, "default": "router",
                               "skipped": f"{train.n_queries} training queries are too few to hold "
                                          f"out {MIN_VAL_QUERIES} for the comparison"}
             return
-        inner_tr, inner_va = train.subset(tr_rows), train.subset(va_rows)
-        router = self._clone()
-        holds_out = float(router.get_params().get("val_fraction", 0) or 0) > 0
-        router.fit(inner_tr, inner_va)
-        truth = inner_va.scores.astype(np.float64)
-        base = _Baselines(inner_tr)
-        got = {"router": realised_scores(router.predict_scores(inner_va), truth),
-               "best-single": realised_scores(base.predict(inner_va, "best-single"), truth),
-               "task-best": realised_scores(base.predict(inner_va, "task-best"), truth)}
-        keys = _task_keys(inner_va)
+        got = {k: [] for k in DECISIONS}
+        keys = []
+        for tr_rows, va_rows in splits:
+            inner_tr, inner_va = train.subset(tr_rows), train.subset(va_rows)
+            router = self._clone()
+            router.fit(inner_tr, inner_va)
+            truth = inner_va.scores.astype(np.float64)
+            base = baseline_means(inner_tr)
+            got["router"].append(realised_scores(router.predict_scores(inner_va), truth))
+            for which in ("best-single", "task-best"):
+                got[which].append(realised_scores(_baseline_scores(base, inner_va, which), truth))
+            keys.append(task_keys(inner_va.tasks))
+        got = {k: np.concatenate(v) for k, v in got.items()}
+        keys = np.concatenate(keys)
+        self.fallback_ = self._decide_all(got, keys, n_val)
+        holds_out = len(splits) == 1 and float(router.get_params().get("val_fraction", 0) or 0) > 0
+        self.router_ = router if holds_out else self._clone().fit(train, val)
+        self.fallback_["refitted"] = not holds_out
+
+    def _decide_all(self, got: dict, keys: np.ndarray, n_val: int) -> dict:
+        z, n_min = float(self.z), int(self.min_task_queries)
+        overall = paired_decision(got["router"], got["best-single"], got["task-best"], z)
+        default = "router" if overall is None else overall["decision"]
         means, tasks = {}, {}
         for t in sorted(set(keys) - {""}):
             rows = keys == t
-            m = {k: float(np.nanmean(v[rows])) if np.isfinite(v[rows]).any() else np.nan
-                 for k, v in got.items()}
-            if not np.isfinite(list(m.values())).all():
+            m = paired_decision(got["router"][rows], got["best-single"][rows],
+                                got["task-best"][rows], z)
+            if m is None:
                 continue
-            means[t], tasks[t] = m, _decide(m["router"], m["best-single"], m["task-best"])
-        overall = {k: float(np.nanmean(v)) for k, v in got.items()}
-        default = _decide(overall["router"], overall["best-single"], overall["task-best"])
-        if not holds_out:       # the wrapped router learns from every training query
-            router = self._clone().fit(train, val)
-        self.router_ = router
-        self.fallback_ = {"enabled": True, "tasks": tasks, "default": default, "means": means,
-                          "overall": overall, "n_val": int(len(va_rows)),
-                          "refitted": not holds_out}
+            m["pooled"] = m["n"] < n_min
+            means[t], tasks[t] = m, default if m["pooled"] else m["decision"]
+        return {"enabled": True, "tasks": tasks, "default": default, "means": means,
+                "overall": overall or {}, "n_val": int(n_val), "z": z, "min_task_queries": n_min,
+                "inner_folds": int(self.inner_folds)}
 
     def fallback_rows(self, data: RoutingData) -> np.ndarray:
         """Per query: "router", "best-single" or "task-best" (what decides its LLM)."""
         self._check_fitted()
         fb = self.fallback_
-        seen = set(self.baselines_.tasks)
+        seen = set(self.base_tasks_)
         return np.array([fb["tasks"].get(t, fb["default"]) if t in seen else fb["default"]
-                         for t in _task_keys(data)], dtype=object)
+                         for t in task_keys(data.tasks)], dtype=object)
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         out = np.asarray(self.router_.predict_scores(data), dtype=np.float64).copy()
         rows = self.fallback_rows(data)
+        means = (self.base_overall_, self.base_tasks_, self.base_task_means_)
         for which in ("best-single", "task-best"):
             sel = rows == which
             if sel.any():
-                out[sel] = self.baselines_.predict(data.subset(np.flatnonzero(sel)), which)
+                out[sel] = _baseline_scores(means, data.subset(np.flatnonzero(sel)), which)
         return out
 
     def predict_costs(self, data: RoutingData):
@@ -282,3 +284,20 @@ class SafeFallbackRouter(Router):
         if (self.fallback_rows(data) != "router").any():
             return None
         return self.router_.selection_probs(data)
+
+    # ------------------------------------------------------------------ declared state
+    @classmethod
+    def _check_state(cls, fields: dict, headers: dict, dims: dict) -> dict:
+        out = super()._check_state(fields, headers, dims)
+        fb = out["fallback_"]
+        where = "SafeFallbackRouter.fallback_"
+        if not isinstance(fb, dict) or not isinstance(fb.get("enabled"), bool):
+            raise StateError(f"{where}: expected an object with a boolean 'enabled'")
+        tasks = fb.get("tasks")
+        if not isinstance(tasks, dict) or len(tasks) > _MAX_TASKS:
+            raise StateError(f"{where}.tasks: expected an object of at most {_MAX_TASKS} tasks")
+        for t, d in [("(default)", fb.get("default")), *tasks.items()]:
+            if d not in DECISIONS:
+                raise StateError(f"{where}: decision for task {str(t)[:80]!r} is {str(d)[:80]!r}, "
+                                 f"expected one of {list(DECISIONS)}")
+        return out

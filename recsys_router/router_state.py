@@ -33,11 +33,11 @@ import numpy as np
 
 from .router import Router
 from .state.pool import pool_dims
-from .state import (JSON_ANY, ListOf, NAME_RE, STR, StateError, check_indices, check_state,
-                     check_value, json_safe)
+from .state import (JSON_ANY, ListOf, NAME_RE, Part, STR, StateError, check_indices,
+                    check_state, check_value, json_safe)
 
 __all__ = ["router_to_state", "router_from_state", "class_table", "router_class_name",
-           "prefixed", "unprefixed", "save_router_part", "load_router_part"]
+           "prefixed", "unprefixed", "save_router_part", "load_router_part", "InnerRouterState"]
 
 
 def router_class_name(router_or_cls) -> str:
@@ -45,11 +45,16 @@ def router_class_name(router_or_cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-#: routers an artifact may name besides the registered ones (exact name -> module, class);
-#: the generic Lightning router (trained from a config or checkpoint) checks its ``module``
-#: parameter against the modules of the registered Lightning routers
+#: routers an artifact may name besides the registered ones (exact name -> module, class):
+#: the generic Lightning router (trained from a config or checkpoint; it checks its ``module``
+#: parameter against the modules of the registered Lightning routers) and the wrappers that
+#: ``evaluate`` puts around registry routers (safe fallback, ``--auto`` tuning)
 EXTRA_CLASSES = {"recsys_router.models.base.lightning_router:LightningRouter":
-                 ("recsys_router.models.base.lightning_router", "LightningRouter")}
+                 ("recsys_router.models.base.lightning_router", "LightningRouter"),
+                 "recsys_router.fallback:SafeFallbackRouter":
+                 ("recsys_router.fallback", "SafeFallbackRouter"),
+                 "recsys_router.tuning.inner:AutoTunedRouter":
+                 ("recsys_router.tuning.inner", "AutoTunedRouter")}
 
 
 def class_table() -> dict[str, str | None]:
@@ -113,7 +118,10 @@ def router_to_state(router: Router) -> tuple[dict, dict]:
     """``(document, arrays)`` of a fitted router (see the module docstring)."""
     router._check_fitted()
     params, tuples = {}, []
+    nested = set(getattr(router, "_part_params_", ()))   # rebuilt from a nested part
     for k, v in router.get_params().items():
+        if k in nested:
+            continue
         if k == "encoder":
             v = encoder_param(v)
         params[k] = _plain(v, f"parameter {k}")
@@ -163,7 +171,7 @@ def check_document(doc, where: str) -> tuple[type, dict, dict]:
     params = check_value(JSON_ANY, doc["params"], f"{where}.params")
     if not isinstance(params, dict):
         raise StateError(f"{where}.params: expected an object")
-    valid = set(cls._param_names())
+    valid = set(cls._param_names()) - set(getattr(cls, "_part_params_", ()))
     bad = sorted(set(params) - valid)
     if bad:
         raise StateError(f"{where}.params: {cls.__name__} has no parameter(s) {bad[:5]}")
@@ -236,3 +244,31 @@ def check_part_state(spec: dict, fields, arrays: dict, where: str, dims: dict | 
     """Validate a nested part's JSON and (unprefixed) arrays against its spec."""
     return check_state(spec, fields, {k: (v.dtype, v.shape) for k, v in arrays.items()},
                        {} if dims is None else dims, "")
+
+
+class InnerRouterState:
+    """Mixin for wrapper routers holding a fitted inner router as ``router_``: its declared
+    state is stored as the nested part ``router_`` (a state document and arrays named
+    ``router_/...``) and rebuilt through the same explicit class table as the wrapper, so a
+    wrapper can never name a class the table does not hold. Constructor parameters listed
+    in the class's ``_part_params_`` are not stored; they get the rebuilt inner router.
+
+    Reference: scikit-learn's meta-estimators (Buitinck et al., 2013), whose fitted inner
+    estimator is an attribute ending in ``_``.
+    """
+
+    _state_ = {"router_": Part()}
+
+    def _get_state(self):
+        fields, arrays = super()._get_state()
+        part, inner = save_router_part("router_", self.router_)
+        return {**fields, **part}, {**arrays, **inner}
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        pool = fields.get("core_llms_") or fields["llm_names_"]
+        inner = load_router_part("router_", fields, arrays, cls.__name__, pool)
+        extra = {k: inner for k in getattr(cls, "_part_params_", ())}
+        router = super()._from_state({**params, **extra}, fields, arrays)
+        router.router_ = inner
+        return router

@@ -1,4 +1,7 @@
-"""Safe fallback: per-task comparison with best-single and task-best on held-out train queries."""
+"""Safe fallback: paired comparison with best-single and task-best on held-out train queries,
+per task for tasks with enough held-out queries, pooled otherwise."""
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -7,6 +10,7 @@ import pytest
 from recsys_router.data import RoutingData
 from recsys_router.fallback import (SafeFallbackRouter, fallback_summary, realised_scores,
                                     stratified_holdout)
+from recsys_router.inner_validation import paired_decision, stratified_folds
 from recsys_router.router import Router
 
 
@@ -41,13 +45,17 @@ def _data():
 
 def test_router_losing_on_a_task_falls_back_there_only():
     d = _data()
-    r = SafeFallbackRouter(TextRule(), val_fraction=0.2, seed=0).fit(d)
+    r = SafeFallbackRouter(TextRule(), val_fraction=0.2, seed=0, min_task_queries=4).fit(d)
     fb = r.fallback_
-    # t1: router realises 0; task-best (a) and best-single (a: mean 0.75 over both tasks)
-    # realise 1 -> the tie goes to task-best; t2: router realises 1, and neither
-    # baseline can (half the t2 queries need a, half b) -> router
+    # t1: router realises 0 on its 4 held-out queries; task-best (a) and best-single (a:
+    # mean 0.75 over both tasks) realise 1 -> baseline task-best (tie), d = -1 on every
+    # query, SE 0 -> falls back; t2: router realises 1, neither baseline can always
+    # (half the t2 queries need a, half b) -> d >= 0 -> router
     assert fb["tasks"] == {"t1": "task-best", "t2": "router"}
-    assert fb["means"]["t1"] == {"router": 0.0, "best-single": 1.0, "task-best": 1.0}
+    t1 = fb["means"]["t1"]
+    assert (t1["router"], t1["best-single"], t1["task-best"]) == (0.0, 1.0, 1.0)
+    assert (t1["baseline"], t1["diff"], t1["se"], t1["n"], t1["pooled"]) == \
+        ("task-best", -1.0, 0.0, 4, False)
     assert fb["means"]["t2"]["router"] == 1.0 and fb["n_val"] == 8
     assert r.router_.n_train_ == 40 and fb["refitted"]   # refitted on every training query
     chosen = r.route(d)
@@ -64,10 +72,12 @@ def test_task_best_wins_where_the_best_single_llm_is_wrong():
     s[20:] = [0.0, 1.0]
     s[:5] = [0.0, 0.0]
     d = RoutingData(d.queries, d.llms, s, name="t")
-    r = SafeFallbackRouter(TextRule(), seed=0).fit(d)
+    r = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4).fit(d)
     # t1: router 0 (picks b), best-single b -> 0, task-best a -> 1 => task-best
     assert r.fallback_["tasks"]["t1"] == "task-best"
-    # t2 (all b): router picks b on "y" and a on "x" -> 0.5; baselines 1 -> task-best (tie)
+    # t2 (all b): router picks b on "y" and a on "x" -> 0.5; baselines 1 -> task-best
+    # (tie); d is -1 on the "x" queries and 0 on the "y" ones: on the seeded held-out
+    # [-1, -1, 0, 0], mean -0.5 < -1.645 * SE 0.2887 -> falls back
     assert r.fallback_["tasks"]["t2"] == "task-best"
     assert (r.route(d) == np.where(np.arange(40) < 20, "a", "b")).all()
 
@@ -83,7 +93,7 @@ def test_flag_off_never_falls_back_and_fits_once():
 
 def test_unseen_task_follows_the_overall_decision():
     d = _data()
-    r = SafeFallbackRouter(TextRule(), seed=1).fit(d)
+    r = SafeFallbackRouter(TextRule(), seed=1, min_task_queries=4).fit(d)
     new = RoutingData(pd.DataFrame({"query_id": ["n1"], "text": ["x"], "task": ["t9"]}),
                       d.llms, np.full((1, 2), np.nan))
     assert r.fallback_rows(new).tolist() == [r.fallback_["default"]]
@@ -115,3 +125,82 @@ def test_stratified_holdout_takes_the_same_share_of_every_task():
     assert len(np.intersect1d(tr, va)) == 0 and len(tr) + len(va) == 40
     with pytest.raises(ValueError, match="fraction"):
         stratified_holdout(d.tasks, 1.0, 0)
+
+
+# ------------------------------------------------------------------ the decision rule by hand
+def test_paired_rule_keeps_a_router_better_by_a_clear_margin():
+    out = paired_decision([1] * 10, [0] * 10, [0, 1] * 5, z=1.645)
+    # baseline task-best (0.5 > 0); d = [1, 0] * 5: mean 0.5 >= anything negative
+    assert (out["baseline"], out["diff"], out["n"], out["decision"]) == ("task-best", 0.5, 10, "router")
+
+
+def test_paired_rule_falls_back_when_worse_beyond_noise():
+    r, bs, tb = [0] * 8 + [1] * 2, [1] * 5 + [0] * 5, [1] * 10
+    out = paired_decision(r, bs, tb, z=1.645)
+    # baseline task-best (1.0 > 0.5); d = eight -1 and two 0: mean -0.8,
+    # sample variance (8 * 0.2^2 + 2 * 0.8^2) / 9 = 1.6 / 9, SE = sqrt(1.6 / 9 / 10)
+    assert out["baseline"] == "task-best" and out["diff"] == pytest.approx(-0.8)
+    assert out["se"] == pytest.approx(math.sqrt(1.6 / 9 / 10))
+    assert -0.8 < -1.645 * out["se"] and out["decision"] == "task-best"
+
+
+def test_paired_rule_keeps_the_router_within_noise():
+    r = [0, 1] * 5                                # mean 0.5
+    bs = [1, 1, 1, 1, 0, 1, 0, 1, 0, 1]           # mean 0.7: better, but not beyond noise
+    out = paired_decision(r, bs, [0] * 10, z=1.645)
+    # d = [-1, 0, -1, 0, 0, 0, 0, 0, 0, 0]: mean -0.2, variance 1.6 / 9, SE 0.1333;
+    # -0.2 > -1.645 * 0.1333 = -0.2193 -> router (the old strict rule fell back here)
+    assert out["baseline"] == "best-single" and out["diff"] == pytest.approx(-0.2)
+    assert out["se"] == pytest.approx(math.sqrt(1.6 / 9 / 10))
+    assert out["decision"] == "router"
+    assert paired_decision(r, bs, [0] * 10, z=1.0)["decision"] == "best-single"  # -0.2 < -0.133
+
+
+def test_paired_rule_edge_cases():
+    # every difference -1: SE 0, any loss is beyond noise
+    assert paired_decision([0, 0, 0], [1, 1, 1], [1, 1, 1], 1.645)["decision"] == "task-best"
+    # ties everywhere: d = 0, SE 0 -> router
+    assert paired_decision([1, 0], [1, 0], [1, 0], 1.645)["decision"] == "router"
+    # one query: no SE, the router is kept; NaN rows are left out; nothing known -> None
+    one = paired_decision([0, np.nan], [1, 1], [1, 1], 1.645)
+    assert (one["n"], one["se"], one["decision"]) == (1, None, "router")
+    assert paired_decision([np.nan], [1], [1], 1.645) is None
+
+
+def test_small_tasks_pool_into_the_all_queries_comparison():
+    # big task A (40 queries): router 1, baselines 0; big task B (40): router 0, task-best 1;
+    # small task C (3): router 0, task-best 1
+    keys = np.array(["A"] * 40 + ["B"] * 40 + ["C"] * 3, dtype=object)
+    got = {"router": np.r_[np.ones(40), np.zeros(43)], "best-single": np.zeros(83),
+           "task-best": np.r_[np.zeros(40), np.ones(43)]}
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 83)
+    # all queries: baseline task-best (43/83 > 0), d = +1 x 40, -1 x 43: mean -3/83,
+    # variance (83 - 83 * (3/83)^2) / 82, SE = sqrt(variance / 83) = 0.1097 -> within noise
+    o = fb["overall"]
+    assert o["baseline"] == "task-best" and o["diff"] == pytest.approx(-3 / 83)
+    assert o["se"] == pytest.approx(math.sqrt((83 - 9 / 83) / 82 / 83))
+    assert fb["default"] == "router"
+    # A: d = +1 -> router; B: d = -1 everywhere (SE 0, 40 >= 30) -> task-best; C would
+    # fall back on its own 3 queries, but 3 < 30: it follows the all-queries decision
+    assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "router"}
+    assert fb["means"]["C"]["decision"] == "task-best" and fb["means"]["C"]["pooled"]
+    assert "1 task(s) with < 30 held-out queries" in fallback_summary(fb)
+    fb1 = SafeFallbackRouter(TextRule(), min_task_queries=3)._decide_all(got, keys, 83)
+    assert fb1["tasks"]["C"] == "task-best"
+
+
+def test_inner_folds_hold_out_every_training_query_once():
+    d = _data()
+    r = SafeFallbackRouter(TextRule(), inner_folds=2, min_task_queries=10, seed=0).fit(d)
+    fb = r.fallback_
+    # 2 folds: all 40 queries held out once; t1 (20): d = -1 everywhere -> task-best;
+    # t2 (20): the router is right on every query -> router; refitted on all 40
+    assert fb["n_val"] == 40 and fb["means"]["t1"]["n"] == 20 and fb["inner_folds"] == 2
+    assert fb["tasks"] == {"t1": "task-best", "t2": "router"}
+    assert r.router_.n_train_ == 40 and fb["refitted"]
+    folds = stratified_folds(d.tasks, 3, 0)
+    held = np.sort(np.concatenate([va for _, va in folds]))
+    assert held.tolist() == list(range(40))
+    assert all(len(np.intersect1d(tr, va)) == 0 for tr, va in folds)
+    with pytest.raises(ValueError, match="inner_folds"):
+        SafeFallbackRouter(TextRule(), inner_folds=0).fit(d)

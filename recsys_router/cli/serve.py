@@ -66,6 +66,13 @@ def add_parser(subparsers) -> None:
     e.add_argument("--split-column", default=None, help="query column with train/val/test labels")
     add_seed_arg(e, None, "seed of the split and of the router (default 0; a config's own "
                           "seed is kept)")
+    e.add_argument("--fallback", action="store_true",
+                   help="with --router: wrap a learned router in the safe fallback that "
+                        "'evaluate' applies by default (best-single / task-best where the "
+                        "router loses beyond noise on held-out training queries)")
+    e.add_argument("--auto", type=int, default=0, metavar="N",
+                   help="with --router: inner Optuna search of N trials on the training "
+                        "queries, as 'evaluate --auto N'")
     e.add_argument("--policy", choices=("argmax", "wtp", "budget"), default="argmax",
                    help="default decision policy (calibrate can set it later)")
     e.add_argument("--policy-value", type=float, default=None, help="lambda (wtp) or C (budget)")
@@ -137,7 +144,7 @@ def run_export(args) -> int:
                          params=kv_dict(args.param), data=args.data, data_dir=args.data_dir,
                          data_options=data_options(args), split=args.split,
                          split_column=args.split_column, seed=args.seed,
-                         trust_pickle=args.trust_pickle)
+                         trust_pickle=args.trust_pickle, fallback=args.fallback, auto=args.auto)
     metrics: dict = {}
     for name, part in (("val", built.val), ("test", built.test)):
         if part is not None and part.n_queries:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..fallback import SafeFallbackRouter, fallback_summary
+from .wrappers import wrap_router
 from ..router import Router
 from ..router_spec import resolve_router
 from ..score_scale import choose_score_scale
@@ -71,9 +72,10 @@ class EvalConfig:
         Sweep sizes.
     fallback : bool
         Wrap every learned router (one that reads query text and not the true test scores)
-        in :class:`~recsys_router.fallback.SafeFallbackRouter`: per task, the better of
-        best-single and task-best wherever the router does not beat them on held-out
-        training queries (default True; the report lists what each fold did).
+        in :class:`~recsys_router.fallback.SafeFallbackRouter`: the better of best-single
+        and task-best takes the queries of a task (or, for tasks with few held-out queries,
+        of all tasks) where the router loses to it beyond the noise of held-out training
+        queries (a one-sided paired test; default True; the report lists what each fold did).
     missing : {"mask", "drop"}
         Test queries with some LLMs unobserved: ``"mask"`` (default) keeps them and routes
         each among its observed LLMs (per-query candidate masks, every protocol and pool);
@@ -134,23 +136,8 @@ def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes:
     params = None if isinstance(spec, Router) else cfg.router_params.get(spec, {})
     router, _ = resolve_router(spec, params, encoder=encoder, seed=cfg.seed,
                                defaults={"p": cfg.p}, clone=True)
-    if cfg.auto and not isinstance(spec, Router) and _has_search_space(spec) \
-            and not getattr(router, "uses_ground_truth", False):
-        from ..tuning.inner import AutoTunedRouter  # noqa: PLC0415 (optuna only when asked)
-        router = AutoTunedRouter(spec, router.get_params(), n_trials=int(cfg.auto), seed=cfg.seed)
-    if cfg.fallback and getattr(router, "uses_text", False) \
-            and not getattr(router, "uses_ground_truth", False):
-        router = SafeFallbackRouter(router, seed=cfg.seed)
-    return router
-
-
-def _has_search_space(name: str) -> bool:
-    from ..tuning.inner import search_space_path  # noqa: PLC0415
-    try:
-        search_space_path(name)
-    except FileNotFoundError:
-        return False
-    return True
+    return wrap_router(router, None if isinstance(spec, Router) else spec, fallback=cfg.fallback,
+                       auto=cfg.auto, seed=cfg.seed)
 
 
 def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):

@@ -62,7 +62,8 @@ def _data_splits(data, data_dir, data_options, split, split_column, seed):
 def build_router(*, router: str | None = None, configs=(), ckpt=None,
                  params: Mapping | None = None, data=None, data_dir=None,
                  data_options: Mapping | None = None, split=None, split_column: str | None = None,
-                 seed: int | None = None, trust_pickle: bool = False) -> BuiltRouter:
+                 seed: int | None = None, trust_pickle: bool = False, fallback: bool = False,
+                 auto: int = 0) -> BuiltRouter:
     """Fit or load a router from exactly one source.
 
     Parameters
@@ -86,6 +87,12 @@ def build_router(*, router: str | None = None, configs=(), ckpt=None,
     trust_pickle : bool
         Allow loading ``ckpt``: a Lightning checkpoint is a pickle, and unpickling runs code the
         file chooses, so it is refused unless the caller vouches for the file.
+    fallback : bool
+        Registry routers only: wrap a learned router in the safe fallback
+        (:class:`~recsys_router.fallback.SafeFallbackRouter`), as ``evaluate`` does.
+    auto : int
+        Registry routers only: an inner Optuna search of ``auto`` trials on the training
+        queries (:class:`~recsys_router.tuning.inner.AutoTunedRouter`), as ``evaluate --auto``.
 
     Returns
     -------
@@ -95,10 +102,16 @@ def build_router(*, router: str | None = None, configs=(), ckpt=None,
     sources = [bool(router), bool(configs) and not ckpt, bool(ckpt)]
     if sum(sources) != 1:
         raise ValueError("give exactly one source: a router name, config file(s) or a checkpoint")
+    only_registry = ValueError("the safe fallback and --auto apply to registry routers only "
+                               "(--router NAME or a config with 'router:')")
+    if (fallback or auto) and ckpt:
+        raise only_registry
     cfg = load_yaml_configs(configs) if configs and not ckpt else {}
     if router or "router" in cfg:
         return _registry_router(router or cfg["router"], cfg, configs, params, data, data_dir,
-                                data_options, split, split_column, seed)
+                                data_options, split, split_column, seed, fallback, auto)
+    if fallback or auto:
+        raise only_registry
     if params:
         raise ValueError("router parameters apply to registry routers only (edit the config "
                          "for Lightning models)")
@@ -108,10 +121,12 @@ def build_router(*, router: str | None = None, configs=(), ckpt=None,
 
 
 def _registry_router(name, cfg, configs, params, data, data_dir, data_options, split,
-                     split_column, seed) -> BuiltRouter:
+                     split_column, seed, fallback=False, auto=0) -> BuiltRouter:
+    from ..evaluation.wrappers import wrap_router  # noqa: PLC0415
     from ..router_spec import resolve_router  # noqa: PLC0415
     merged = {**(cfg.get("params") or {}), **dict(params or {})}
     model, _ = resolve_router(name, merged, seed=seed or 0)
+    model = wrap_router(model, name, fallback=fallback, auto=auto, seed=seed or 0)
     if data:
         train, val, test = _data_splits(data, data_dir, data_options, split, split_column, seed)
     elif "data" in cfg:

@@ -24,11 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from ..data import RoutingData
-from ..fallback import realised_scores, stratified_holdout
+from ..inner_validation import realised_scores, stratified_holdout
 from ..router import Router
+from ..router_state import InnerRouterState
+from ..state import FLOAT, JSON_ANY, STR, DictOf, ListOf, StateError
 from .space import SearchSpace, load_search_space
 
-__all__ = ["AutoTunedRouter", "search_space_path", "flat_key", "SEARCH_DIR"]
+__all__ = ["AutoTunedRouter", "search_space_path", "has_search_space", "flat_key", "SEARCH_DIR"]
 
 #: where the search spaces live (``configs/search`` of the checkout)
 SEARCH_DIR = Path(__file__).resolve().parents[2] / "configs" / "search"
@@ -52,6 +54,15 @@ def search_space_path(name: str, folder: Path | None = None) -> Path:
                             f"{', '.join(str(p) for p in tried)}")
 
 
+def has_search_space(name: str) -> bool:
+    """Whether registry router ``name`` has a search file (see :func:`search_space_path`)."""
+    try:
+        search_space_path(name)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def flat_key(key: str) -> str:
     """A search-file key as the registry router's parameter name.
 
@@ -71,7 +82,7 @@ def flat_key(key: str) -> str:
     return key
 
 
-class AutoTunedRouter(Router):
+class AutoTunedRouter(InnerRouterState, Router):
     """A registry router whose hyperparameters are searched on held-out training queries.
 
     Parameters
@@ -111,6 +122,11 @@ class AutoTunedRouter(Router):
     (2, True)
     """
 
+    #: exported with the refitted router as the nested part ``router_``
+    _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "default_score_": FLOAT,
+               "best_score_": FLOAT, "trials_": ListOf(DictOf(JSON_ANY, 10), MAX_TRIALS),
+               "skipped_keys_": ListOf(STR, 1000)}
+
     def __init__(self, name: str, params: dict | None = None, n_trials: int = 20,
                  val_fraction: float = 0.2, seed: int = 0, search_dir: str | None = None):
         self.name = name
@@ -119,6 +135,15 @@ class AutoTunedRouter(Router):
         self.val_fraction = val_fraction
         self.seed = seed
         self.search_dir = search_dir
+
+    @classmethod
+    def _check_stored_params(cls, params: dict, where: str) -> None:
+        from ..registry import available_routers
+        name = params.get("name")
+        if name is not None and name not in available_routers():
+            raise StateError(f"{where}.params.name: {str(name)[:80]!r} is not a registered router")
+        if params.get("search_dir") is not None:
+            raise StateError(f"{where}.params.search_dir: a stored artifact may not name a folder")
 
     def _make(self, extra: dict) -> Router:
         from ..registry import make_router

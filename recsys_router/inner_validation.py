@@ -1,0 +1,175 @@
+"""Inner validation on the training queries: seeded task-stratified splits, the realised
+score of a router's choices, and the paired comparison the safe fallback decides with.
+
+Used by :mod:`recsys_router.fallback`, ``evaluate --auto`` (:mod:`recsys_router.tuning.inner`)
+and ``knn``'s choice of ``k``; nothing here sees test queries.
+
+Reference: the paired comparison is the one-sided paired z-test on per-query differences
+(e.g. Dror et al., "The Hitchhiker's Guide to Testing Statistical Significance in Natural
+Language Processing", ACL 2018, section 3).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["task_keys", "stratified_holdout", "stratified_folds", "realised_scores",
+           "paired_decision", "DECISIONS"]
+
+#: what can decide a query's LLM under the safe fallback
+DECISIONS = ("router", "best-single", "task-best")
+
+
+def task_keys(tasks) -> np.ndarray:
+    """Task labels as strings ("" for a missing one)."""
+    return np.array(["" if t is None or (isinstance(t, float) and np.isnan(t)) else str(t)
+                     for t in tasks], dtype=object)
+
+
+def stratified_holdout(tasks, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of query rows into (inner-train, inner-validation), the same share of
+    every task in each part (a task with one query stays in inner-train).
+
+    Parameters
+    ----------
+    tasks : sequence
+        Task label per query (None/NaN = no task; those form one group).
+    fraction : float
+        Share held out, in (0, 1).
+    seed : int
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        Sorted row indices of inner-train and inner-validation.
+
+    Example
+    -------
+    >>> tr, va = stratified_holdout(["a"] * 10, 0.2, 0)
+    >>> len(tr), len(va)
+    (8, 2)
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"validation fraction must be in (0, 1), got {fraction!r}")
+    rng = np.random.default_rng(seed)
+    keys = task_keys(tasks)
+    val = []
+    for t in sorted(set(keys)):
+        rows = np.flatnonzero(keys == t)
+        if len(rows) < 2:
+            continue
+        n_val = min(max(int(round(fraction * len(rows))), 1 if len(rows) >= 5 else 0),
+                    len(rows) - 1)
+        val.extend(rng.permutation(rows)[:n_val])
+    val = np.sort(np.asarray(val, dtype=np.int64))
+    train = np.setdiff1d(np.arange(len(keys)), val)
+    return train, val
+
+
+def stratified_folds(tasks, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Seeded ``k``-fold split of query rows, each task dealt round-robin over the folds
+    after a shuffle, so every query is held out exactly once.
+
+    Parameters
+    ----------
+    tasks : sequence
+        Task label per query.
+    k : int
+        Number of folds, >= 2.
+    seed : int
+
+    Returns
+    -------
+    list of (ndarray, ndarray)
+        ``(inner-train rows, inner-validation rows)`` per fold.
+
+    Example
+    -------
+    >>> folds = stratified_folds(["a"] * 6 + ["b"] * 4, 2, 0)
+    >>> [len(va) for _, va in folds], sorted(np.concatenate([va for _, va in folds]).tolist())
+    ([5, 5], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    """
+    if int(k) != k or k < 2:
+        raise ValueError(f"the number of inner folds must be an integer >= 2, got {k!r}")
+    rng = np.random.default_rng(seed)
+    keys = task_keys(tasks)
+    fold_of = np.empty(len(keys), dtype=np.int64)
+    offset = 0
+    for t in sorted(set(keys)):
+        rows = rng.permutation(np.flatnonzero(keys == t))
+        fold_of[rows] = (np.arange(len(rows)) + offset) % k
+        offset += len(rows)        # the next task starts where this one stopped: balanced
+    return [(np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)) for f in range(int(k))]
+
+
+def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """True score of the LLM with the highest prediction among each query's observed LLMs.
+
+    Parameters
+    ----------
+    pred, truth : ndarray (n, L)
+        Predicted scores; true scores with NaN = unobserved.
+
+    Returns
+    -------
+    ndarray (n,)
+        NaN for a query without any observed LLM.
+
+    Example
+    -------
+    >>> realised_scores(np.array([[0.9, 0.5, 0.1]]), np.array([[np.nan, 0.0, 1.0]])).tolist()
+    [0.0]
+    """
+    obs = ~np.isnan(truth)
+    p = np.where(obs, np.nan_to_num(np.asarray(pred, np.float64), nan=-np.inf), -np.inf)
+    choice = p.argmax(axis=1)
+    out = truth[np.arange(len(truth)), choice].astype(np.float64)
+    out[~obs.any(axis=1)] = np.nan
+    return out
+
+
+def paired_decision(router, best_single, task_best, z: float) -> dict | None:
+    r"""Keep the router unless a baseline beats it beyond the noise of the held-out queries.
+
+    On the queries where all three realised scores are known, the baseline is the one of
+    higher mean (``task-best`` on ties), ``d_i = r_i - b_i`` the paired per-query
+    difference, :math:`\bar d` its mean and :math:`SE = s_d / \sqrt{n}` (``s_d`` the sample
+    standard deviation, ddof 1). The decision is the baseline when
+    :math:`\bar d < -z \cdot SE` (a one-sided paired z-test at level ``z``; with one query
+    there is no SE, stored as None, and the router is kept), else ``"router"``.
+
+    Parameters
+    ----------
+    router, best_single, task_best : array-like (n,)
+        Realised score per held-out query of the three choices (NaN = unknown).
+    z : float
+        Standard errors the baseline must lead by (1.645: one-sided 5 %).
+
+    Returns
+    -------
+    dict or None
+        ``decision``, the three means, ``baseline``, ``diff`` (:math:`\bar d`), ``se``
+        and ``n``; None when no query has all three scores.
+
+    Example
+    -------
+    >>> out = paired_decision([0, 1, 1, 1], [1, 1, 1, 1], [0, 0, 1, 1], z=1.645)
+    >>> out["baseline"], out["diff"], round(out["se"], 3), out["decision"]
+    ('best-single', -0.25, 0.25, 'router')
+    """
+    r, b, t = (np.asarray(x, dtype=np.float64).ravel() for x in (router, best_single, task_best))
+    ok = np.isfinite(r) & np.isfinite(b) & np.isfinite(t)
+    n = int(ok.sum())
+    if n == 0:
+        return None
+    r, b, t = r[ok], b[ok], t[ok]
+    means = {"router": float(r.mean()), "best-single": float(b.mean()),
+             "task-best": float(t.mean())}
+    base = "best-single" if means["best-single"] > means["task-best"] else "task-best"
+    d = r - (b if base == "best-single" else t)
+    diff = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else None
+    decision = base if se is not None and diff < -float(z) * se else "router"
+    return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision}

@@ -1,0 +1,77 @@
+"""A fitted safe-fallback router and an --auto-tuned router export, load and route exactly as
+fitted; ``recsys-router export --fallback`` writes one."""
+
+import numpy as np
+import pytest
+
+from recsys_router.cli import main
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.export import export_router, load_router
+from recsys_router.export.build import build_router
+from recsys_router.fallback import SafeFallbackRouter
+from recsys_router.registry import make_router
+from recsys_router.tuning.inner import AutoTunedRouter
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(240, 4, 3, seed=2)
+
+
+def _same_decisions(fitted, artifact, data):
+    loaded = load_router(artifact)
+    assert np.array_equal(loaded.router.predict_scores(data), fitted.predict_scores(data))
+    assert (loaded.router.route(data) == fitted.route(data)).all()
+    return loaded
+
+
+def test_fallback_router_round_trip_gives_identical_decisions(data, tmp_path):
+    r = SafeFallbackRouter(make_router("knn", k=5, encoder="hashing"), min_task_queries=5).fit(data)
+    # make sure every kind of decision is in the artifact: one task on each baseline
+    tasks = sorted(r.fallback_["tasks"])
+    assert len(tasks) == 3
+    r.fallback_["tasks"].update({tasks[0]: "task-best", tasks[1]: "best-single",
+                                 tasks[2]: "router"})
+    rows = r.fallback_rows(data)
+    assert {"router", "task-best", "best-single"} <= set(rows)
+    loaded = _same_decisions(r, export_router(r, tmp_path / "fb", train_data=data), data)
+    back = loaded.router
+    assert isinstance(back, SafeFallbackRouter) and type(back.router_).__name__ == "KNNRouter"
+    assert back.fallback_ == r.fallback_ and (back.fallback_rows(data) == rows).all()
+    # the baseline rows really are the baselines: a task-best query gets its task's best LLM
+    t0 = np.flatnonzero(np.asarray(data.tasks) == tasks[0])
+    sub = data.scores[t0]
+    best = data.llm_names[int(np.nanmean(sub, axis=0).argmax())]
+    assert set(back.route(data.subset(t0))) == {best}
+    # serving path: raw texts (no task) follow the all-queries decision
+    assert loaded.route(["some query text"])[0]["llm"] in data.llm_names
+
+
+def test_auto_tuned_router_round_trip(data, tmp_path):
+    r = AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=3, seed=0).fit(data)
+    loaded = _same_decisions(r, export_router(r, tmp_path / "auto", train_data=data), data)
+    assert loaded.router.best_params_ == r.best_params_ and len(loaded.router.trials_) == 3
+
+
+def test_fallback_around_auto_round_trip(data, tmp_path):
+    built = build_router(router="linearr", data="synthetic", seed=0, fallback=True, auto=2,
+                         data_options={"n_queries": 200, "n_llms": 3})
+    r = built.router
+    assert isinstance(r, SafeFallbackRouter) and isinstance(r.router_, AutoTunedRouter)
+    _same_decisions(r, export_router(r, tmp_path / "both", train_data=built.train), built.test)
+
+
+def test_fallback_needs_a_registry_router(tmp_path):
+    with pytest.raises(ValueError, match="registry routers only"):
+        build_router(ckpt=str(tmp_path / "x.ckpt"), fallback=True)
+
+
+def test_cli_export_fallback_then_load(tmp_path, capsys):
+    out = tmp_path / "art"
+    rc = main(["export", "--router", "knn", "--data", "synthetic", "-o", "n_queries=200",
+               "--seed", "0", "--fallback", "--out", str(out)])
+    assert rc == 0
+    assert "exported SafeFallbackRouter" in capsys.readouterr().out
+    art = load_router(out)
+    assert type(art.router).__name__ == "SafeFallbackRouter"
+    assert art.router.fallback_["enabled"] and "overall" in art.router.fallback_
