@@ -143,7 +143,7 @@ def training(args, params):
             parts = d.split((0.7, 0.3), seed=args.seed + ts)
             res = bandit_evaluate(parts["train"], parts["test"], {args.router: (args.router, params)},
                                   logging_policy=f"epsilon-greedy:{args.epsilon}", n_boot=args.n_boot,
-                                  seed=args.seed + ts, dm_router=("mf", params))
+                                  seed=args.seed + ts)
             res.insert(0, "dataset", name)
             res.insert(1, "n_train", parts["train"].n_queries)
             res.insert(2, "split_seed", args.seed + ts)

@@ -54,6 +54,27 @@ def test_offline_bandit_rows(split):
     assert ("mf", "full", "mu_o") in t.index
 
 
+def test_offline_bandit_default_reward_model_is_refitted_ridge(split, monkeypatch):
+    """Default DM/DR reward model: the ridge on the test log, one fit per bootstrap resample
+    plus the point estimate; DM's value is the mean of its prediction at the target's choice."""
+    from recsys_router.feedback import bandit as mod
+    tr, te = split["train"], split["test"]
+    calls = []
+    real = mod.ridge_reward
+
+    def counting(*a, **k):
+        f = real(*a, **k)
+        return lambda w: (calls.append(1), f(w))[1]
+    monkeypatch.setattr(mod, "ridge_reward", counting)
+    df = bandit_evaluate(tr, te, {"mf": ("mf", {"max_epochs": 1, "dim": 8})},
+                         logging_policy="uniform", losses=("naive",), n_boot=20, seed=0)
+    assert len(calls) == 1 + 20
+    t = df.set_index(["router", "loss", "metric"])["value"]
+    for e in ("dm", "dr"):
+        assert 0 <= t[("mf", "naive", f"ope_{e}")] <= 1.5
+        assert t[("mf", "naive", f"ope_ci_covered_{e}")] in (0.0, 1.0)
+
+
 def test_online_regret_by_hand(split):
     d = split["train"]
     out = online_bandit(d, ("mf", {"max_epochs": 1, "dim": 8}), loss="ips", rounds=120,

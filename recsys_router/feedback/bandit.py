@@ -11,8 +11,9 @@ full information on the same training queries and the best single LLM. OPE accur
 test queries are logged by the same policy, and each estimator's estimate of each trained
 router's test ``mu_o`` is compared with the truth (``ope_error_<est>`` = absolute error,
 ``ope_ci_covered_<est>`` = 1 when the 95% interval covers it, ``ope_ci_covered`` = their
-mean over the four estimators); DM's reward model is ``mf`` trained ``naive`` on the
-training log.
+mean over the four estimators); DM/DR's reward model is by default the ridge of
+:mod:`recsys_router.feedback.reward`, fitted on the test log and refitted on every bootstrap
+resample.
 
 Online (:func:`online_bandit`): T rounds of epsilon-greedy routing by a router retrained
 on the growing log every B queries; cumulative regret against the oracle and against the
@@ -34,6 +35,7 @@ from ..metrics.routereval import mu_o
 from .explore import draw
 from .logged import FEEDBACK_LOSSES
 from .ope import ESTIMATORS, estimate_all
+from .reward import query_features, ridge_reward
 
 __all__ = ["logging_probabilities", "simulate_log", "simulated_train_log", "log_from_choices",
            "bandit_evaluate", "online_bandit", "epsilon_schedule", "parse_logging_policy"]
@@ -152,7 +154,7 @@ def _quality(router, test: RoutingData) -> dict:
 
 def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
                     logging_policy: str = "uniform", losses=FEEDBACK_LOSSES, seed: int = 0,
-                    n_boot: int = 200, dm_router: tuple = ("mf", {}), progress=None) -> pd.DataFrame:
+                    n_boot: int = 200, dm_router: tuple = ("ridge", {}), progress=None) -> pd.DataFrame:
     """Run the offline bandit protocol; returns metric rows (router, loss, metric, value).
 
     Parameters
@@ -168,7 +170,10 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
     seed, n_boot : int
         Seed of the log draws and the bootstrap; bootstrap resamples.
     dm_router : (str, dict)
-        CF reward model of DM/DR (trained ``naive`` on the training log).
+        Reward model of DM/DR: ``("ridge", query_features options)`` (default) is
+        :func:`~recsys_router.feedback.reward.ridge_reward` fitted on the test log itself,
+        cross-fitted and refitted on every bootstrap resample; ``(registry name, params)`` a CF
+        router trained ``naive`` on the training log, held fixed in the bootstrap.
     """
     from ..registry import make_router
     train, test = _complete(train), _complete(test)
@@ -189,11 +194,16 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
 
     best = int(np.nanargmax(np.nanmean(train.scores, axis=0)))
     add("best-single", "full", "mu_o", mu_o(test.scores, np.full(test.n_queries, best)))
-    dm = make_router("logged", router=dm_router[0], params=dict(dm_router[1]), loss="naive",
-                     seed=seed).fit(log_tr)
-    q = dm.predict_scores(test)
     r_te = test.scores[np.arange(test.n_queries), a_te].astype(np.float64)
     p_te = log_te.queries["propensity"].to_numpy(dtype=float)
+    refit = None
+    if dm_router[0] == "ridge":
+        refit = ridge_reward(query_features(test, **dict(dm_router[1])), a_te, r_te, test.n_llms,
+                             seed=seed)
+        q = refit(np.ones(test.n_queries))
+    else:
+        q = make_router("logged", router=dm_router[0], params=dict(dm_router[1]), loss="naive",
+                        seed=seed).fit(log_tr).predict_scores(test)
     for label, (name, params) in routers.items():
         full, _ = _quality(make_router(name, **params).fit(train), test)
         for m, v in full.items():
@@ -207,7 +217,7 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
                 add(label, loss, m, v)
             pi = np.zeros(test.scores.shape)
             pi[np.arange(test.n_queries), ch] = 1.0
-            est = estimate_all(r_te, p_te, pi, a_te, q, n_boot=n_boot, seed=seed)
+            est = estimate_all(r_te, p_te, pi, a_te, q, n_boot=n_boot, seed=seed, refit=refit)
             truth = qual["mu_o"]
             covered = []
             for e in ESTIMATORS:
