@@ -113,7 +113,8 @@ def add_parser(subparsers) -> None:
     s.add_argument("--max-body-bytes", type=int, default=1_000_000)
     s.add_argument("--max-text-chars", type=int, default=100_000)
     s.add_argument("--batch-wait-ms", type=float, default=2.0,
-                   help="how long a request waits for others to share a model call")
+                   help="under load, how long a batch waits for more requests to share its model "
+                        "call (a request finding the batcher idle runs at once)")
     s.add_argument("--log-level", default="warning")
     s.add_argument("--log-db", default=None, metavar="URL",
                    help="decision log database: a SQLAlchemy URL (sqlite:///decisions.db, a bare "
