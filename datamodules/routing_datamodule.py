@@ -152,7 +152,7 @@ class RoutingDataModule(pl.LightningDataModule):
     logging_policy : {"uniform", "epsilon-greedy:E"}, optional
         With ``feedback``: simulate the log from a full matrix, one LLM per train query drawn
         by this policy (seeded by ``seed``) with its propensity; val/test stay full
-        (:func:`recsys_router.feedback.bandit.simulated_train_log`).
+        (:func:`recsys_router.feedback.logging_sim.simulated_train_log`).
 
     Attributes
     ----------
@@ -292,7 +292,7 @@ class RoutingDataModule(pl.LightningDataModule):
                 parts = {**parts, "train": train.subset(np.sort(perm[n_val:])),
                          "val": train.subset(np.sort(perm[:n_val]))}
         if self.logging_policy is not None:
-            from recsys_router.feedback.bandit import simulated_train_log
+            from recsys_router.feedback.logging_sim import simulated_train_log
             parts = {**parts, "train": simulated_train_log(parts["train"], self.logging_policy,
                                                            self.seed)}
         return parts

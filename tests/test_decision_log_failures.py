@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from recsys_router.feedback import store
+from recsys_router.feedback import store, writer
 from recsys_router.feedback.store import WRITE_ATTEMPTS, DecisionLog, DecisionWriter, LogFull
 from recsys_router.serving import ServiceConfig, create_app
 from test_serving import artifact  # noqa: F401 - the WordRouter artifact fixture
@@ -25,7 +25,7 @@ def _metric(text: str, name: str) -> float:
 
 
 def test_failing_engine_is_counted_and_reported(tmp_path, artifact, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(store, "_BACKOFF_S", 0.0)
+    monkeypatch.setattr(writer, "_BACKOFF_S", 0.0)
     url = f"sqlite:///{tmp_path / 'd.db'}"
     cfg = ServiceConfig(log_db=url, log_batch=1)  # one decision per batch: exact counts
     with TestClient(create_app(artifact, cfg)) as c:
@@ -72,7 +72,7 @@ def test_failing_engine_is_counted_and_reported(tmp_path, artifact, monkeypatch)
 
 
 def test_any_exception_is_survived_and_counted(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "_BACKOFF_S", 0.0)
+    monkeypatch.setattr(writer, "_BACKOFF_S", 0.0)
     log = DecisionLog(f"sqlite:///{tmp_path / 'x.db'}")
     w = DecisionWriter(log, batch_size=1, flush_ms=1.0)
     real = log.insert_decisions

@@ -32,109 +32,15 @@ import pandas as pd
 from ..data import RoutingData
 from ..metrics.orbit import orbit_metrics
 from ..metrics.routereval import mu_o
-from .explore import draw
 from .logged import FEEDBACK_LOSSES
+from .explore import draw
+from .logging_sim import (_eps_greedy, log_from_choices, logging_probabilities,
+                          parse_logging_policy, simulate_log, simulated_train_log)
 from .ope import ESTIMATORS, estimate_all
 from .reward import query_features, ridge_reward
 
 __all__ = ["logging_probabilities", "simulate_log", "simulated_train_log", "log_from_choices",
            "bandit_evaluate", "online_bandit", "epsilon_schedule", "parse_logging_policy"]
-
-
-def parse_logging_policy(spec: str) -> tuple[str, object]:
-    """``uniform`` | ``epsilon-greedy:E`` | ``router:NAME`` -> (kind, value).
-
-    Example
-    -------
-    >>> parse_logging_policy("epsilon-greedy:0.1"), parse_logging_policy("router:knn")
-    (('epsilon-greedy', 0.1), ('router', 'knn'))
-    """
-    kind, _, val = str(spec).partition(":")
-    if kind == "uniform" and not val:
-        return "uniform", None
-    if kind == "epsilon-greedy":
-        try:
-            e = float(val)
-        except ValueError:
-            e = -1.0
-        if not 0 < e <= 1:
-            raise ValueError(f"--logging-policy epsilon-greedy:E needs 0 < E <= 1, got {spec!r}")
-        return kind, e
-    if kind == "router" and val:
-        return kind, val
-    raise ValueError(f"--logging-policy must be uniform, epsilon-greedy:E or router:NAME, got {spec!r}")
-
-
-def _eps_greedy(greedy: np.ndarray, n_llms: int, eps: float) -> np.ndarray:
-    p = np.full((len(greedy), n_llms), eps / n_llms)
-    p[np.arange(len(greedy)), greedy] += 1.0 - eps
-    return p
-
-
-def logging_probabilities(train: RoutingData, data: RoutingData, spec: str, seed: int = 0,
-                          logger=None) -> np.ndarray:
-    """Choice probabilities (n, L) of the logging policy on ``data``.
-
-    ``logger`` is the fitted router of ``router:NAME`` (see :func:`simulate_log`).
-    """
-    kind, val = parse_logging_policy(spec)
-    L = data.n_llms
-    if kind == "uniform":
-        return np.full((data.n_queries, L), 1.0 / L)
-    if kind == "epsilon-greedy":
-        best = int(np.nanargmax(np.nanmean(train.scores, axis=0)))
-        return _eps_greedy(np.full(data.n_queries, best), L, val)
-    if logger is None:
-        raise ValueError("router:NAME logging needs the fitted logging router")
-    return _eps_greedy(logger.route_indices(data), L, 0.1)
-
-
-def simulate_log(data: RoutingData, probs: np.ndarray, seed: int = 0) -> tuple[RoutingData, np.ndarray]:
-    """Reveal one LLM per query, drawn from ``probs``; returns the logged data (one observed
-    cell and a ``propensity`` column) and the chosen columns.
-
-    Example
-    -------
-    >>> from recsys_router.datasets.synthetic import make_synthetic
-    >>> d = make_synthetic(20, 3, seed=0)
-    >>> log, a = simulate_log(d, np.full((20, 3), 1 / 3))
-    >>> int((~np.isnan(log.scores)).sum()), float(log.queries["propensity"].iloc[0])
-    (20, 0.3333333333333333)
-    """
-    a, p = draw(probs, np.random.default_rng(seed))
-    return log_from_choices(data, a, p), a
-
-
-def simulated_train_log(train: RoutingData, spec: str, seed: int = 0) -> RoutingData:
-    """A log of ``train`` under the logging policy ``spec`` (``uniform`` or
-    ``epsilon-greedy:E``; ``router:NAME`` needs the ``bandit`` protocol, which fits it).
-
-    Example
-    -------
-    >>> from recsys_router.datasets.synthetic import make_synthetic
-    >>> log = simulated_train_log(make_synthetic(30, 3, seed=0), "epsilon-greedy:0.3")
-    >>> sorted(set(log.queries["propensity"].round(2)))
-    [0.1, 0.8]
-    """
-    if parse_logging_policy(spec)[0] == "router":
-        raise ValueError(f"logging policy {spec!r}: router:NAME logging needs a fitted router "
-                         "(the bandit protocol of evaluate); use uniform or epsilon-greedy:E")
-    return simulate_log(train, logging_probabilities(train, train, spec, seed), seed)[0]
-
-
-def log_from_choices(data: RoutingData, a: np.ndarray, p: np.ndarray) -> RoutingData:
-    """Logged data revealing column ``a[i]`` of each query, with propensity ``p[i]``."""
-    rows = np.arange(data.n_queries)
-    scores = np.full(data.scores.shape, np.nan, np.float32)
-    scores[rows, a] = data.scores[rows, a]
-    costs = None
-    if data.costs is not None:
-        costs = np.full(data.costs.shape, np.nan, np.float32)
-        costs[rows, a] = data.costs[rows, a]
-    q = data.queries.copy()
-    q["propensity"] = np.asarray(p, dtype=np.float64)
-    return RoutingData(q, data.llms, scores, costs, name=f"{data.name} (log)",
-                       source=data.source)
 
 
 def _complete(data: RoutingData) -> RoutingData:
