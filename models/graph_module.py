@@ -16,7 +16,11 @@ query, full-batch).
 
 The module works with the ordinary :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`:
 it builds the graph from the data module's train split in :meth:`GraphModule.on_data` and
-takes the queries of each training batch of cells as the step's targets.
+takes the queries of each training batch of cells as the step's targets. On logged feedback
+(the ``logged`` router, or a data module with ``feedback``), a batch is queries with weights
+and targets (:func:`recsys_router.feedback.logged.logged_arrays`); the step predicts its
+targets' masked cells and scores them with the pointwise routers' loss
+(:func:`~recsys_router.models.losses.logged_feedback_loss`).
 """
 
 from __future__ import annotations
