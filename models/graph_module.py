@@ -320,10 +320,11 @@ class GraphRouter(LightningRouter):
         b.train_task_index = np.array([tix[t] for t in b.train_tasks], dtype=np.int64)
         self.builder_, self.graph_owners_ = b, owners
 
-    def _add_llm(self, name: str, probes: RoutingData, cost: float) -> None:
+    def _add_llm(self, name: str, probes: RoutingData, cost: float, weights: np.ndarray) -> None:
         """A new LLM node (features from its name, price unknown) wired by its probe edges: the
         probe queries join the graph as context queries whose only rating edge goes to it; a
-        logit offset calibrates its mean predicted score on the probes to the probe mean."""
+        logit offset calibrates its (probe-weighted) mean predicted score on the probes to the
+        weighted probe mean."""
         from recsys_router.datamodules.routing_datamodule import llm_feature_matrix
         y = probes.scores[:, 0].astype(np.float64)
         scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
@@ -352,11 +353,13 @@ class GraphRouter(LightningRouter):
         # offset makes its mean predicted score on the probes equal the probe mean (bisection)
         z = predict_graph(self.net_, self.builder_, x, probes.tasks, torch.device("cpu"))[0]
         z = z[:, -1].double().numpy()
-        target = float(np.clip(y.mean(), 1e-3, 1 - 1e-3))
+        w = np.asarray(weights, np.float64)
+        target = float(np.clip(np.average(y, weights=w), 1e-3, 1 - 1e-3))
         lo, hi = -30.0, 30.0
         for _ in range(60):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if np.mean(1 / (1 + np.exp(-(z + mid)))) < target else (lo, mid)
+            p = np.average(1 / (1 + np.exp(-(z + mid))), weights=w)
+            lo, hi = (mid, hi) if p < target else (lo, mid)
         offs = getattr(self, "llm_offsets_", None)
         offs = np.zeros(n_llms) if offs is None else np.asarray(offs, np.float64)
         self.llm_offsets_ = np.append(offs, (lo + hi) / 2)

@@ -326,25 +326,29 @@ class ImplicitRouter(Router):
     # ------------------------------------------------------------------ item cold start
     native_add_llm = True
 
-    def _add_llm(self, name: str, probes: RoutingData, cost: float) -> None:
+    def _add_llm(self, name: str, probes: RoutingData, cost: float, weights: np.ndarray) -> None:
         """The new LLM's factor from its probes with every query factor fixed.
 
         The probe queries' factors are folded in from their text; a probe is positive by
         the rule of :func:`interaction_matrix` (scaled score > 0 and at least the query's
         mean predicted scaled score over the pool), with confidence ``1 + alpha * s``. The
-        item factor is the weighted least-squares solution over the probe queries
-        (``implicit``'s ``recalculate_item`` for ALS; the same closed form in numpy for BPR).
-        The score calibration of the new column is fitted on the probes.
+        item factor is the weighted least-squares solution over the probe queries, each
+        probe's confidence multiplied by its probe weight ``v_i``:
+        ``v = (sum_i v_i c_i x_i x_i^T + reg I)^-1 sum_i v_i c_i p_i x_i`` (``implicit``'s
+        ``recalculate_item`` for ALS with equal weights; the same closed form in numpy
+        otherwise and for BPR). The score calibration of the new column is fitted on the
+        probes by weighted least squares.
         """
         x = self.query_factors(probes)
         y = probes.scores[:, 0].astype(np.float64)
+        vw = np.asarray(weights, np.float64)
         lo, hi = self.score_range_
         s = np.clip((y - lo) / (hi - lo), 0.0, 1.0) if hi > lo else np.ones_like(y)
         pool = self._predict_scores(probes)
         row_mean = np.clip((pool.mean(axis=1) - lo) / (hi - lo), 0.0, 1.0) if hi > lo else 0.0
         pos = (s > 0) & (s >= row_mean - 1e-12)
         conf = np.where(pos, 1.0 + float(self.alpha) * s, 0.0)
-        if self.model == "als":
+        if self.model == "als" and np.allclose(vw, 1.0):
             from implicit.cpu.als import AlternatingLeastSquares  # noqa: PLC0415
             als = AlternatingLeastSquares(factors=x.shape[1], regularization=float(self.regularization),
                                           alpha=1.0, num_threads=1)
@@ -354,13 +358,13 @@ class ImplicitRouter(Router):
                                     shape=(1, len(y)))
             v = np.asarray(als.recalculate_item(0, row), dtype=np.float64)
         else:
-            a = x.T @ x + x.T @ ((np.where(pos, conf, 1.0) - 1.0)[:, None] * x) \
-                + float(self.regularization) * np.eye(x.shape[1])
-            v = np.linalg.solve(a, x.T @ (np.where(pos, conf, 0.0)))
+            c = vw * np.where(pos, conf, 1.0)
+            a = x.T @ (c[:, None] * x) + float(self.regularization) * np.eye(x.shape[1])
+            v = np.linalg.solve(a, x.T @ (c * pos))
         self.llm_factors_ = np.vstack([self.llm_factors_, v[None, :]])
         if self.calib_ is not None:
-            w, c = _per_column_linear((x @ v)[:, None], y[:, None])
-            self.calib_ = (np.append(self.calib_[0], w), np.append(self.calib_[1], c))
+            w, c0 = _per_column_linear((x @ v)[:, None], y[:, None], vw)
+            self.calib_ = (np.append(self.calib_[0], w), np.append(self.calib_[1], c0))
 
     def _remove_llm(self, j: int) -> None:
         self.llm_factors_ = np.delete(self.llm_factors_, j, axis=0)

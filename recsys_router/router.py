@@ -41,8 +41,9 @@ class Router(ABC):
     uses_text: bool = False
     #: whether predictions read ground-truth scores of the data routed (oracle-style)
     uses_ground_truth: bool = False
-    #: whether :meth:`add_llm` places a new LLM in the learned state (``_add_llm`` /
-    #: ``_remove_llm``); otherwise it gets a kNN head over its probes
+    #: whether :meth:`add_llm` places a new LLM in the learned state
+    #: (``_add_llm(name, probes, cost, weights)`` / ``_remove_llm(column)``, ``weights`` the
+    #: validated probe weights, mean 1); otherwise it gets a kNN head over its probes
     native_add_llm: bool = False
     #: fewest probe records :meth:`add_llm` accepts
     min_probes: int = 2
@@ -239,7 +240,8 @@ class Router(ABC):
 
     # ------------------------------------------------------------------ the LLM pool
     def add_llm(self, name: str, scores, costs=None, *, price_in: float | None = None,
-                price_out: float | None = None, provenance: dict | None = None) -> "Router":
+                price_out: float | None = None, weights=None,
+                provenance: dict | None = None) -> "Router":
         """Add a new LLM to the fitted router from its scores on a few probe queries.
 
         Routers with ``native_add_llm`` fit the new LLM's parameters with everything else
@@ -257,6 +259,12 @@ class Router(ABC):
             ``{query text: cost}`` of the probes (else estimated from the price).
         price_in, price_out : float, optional
             USD per 1M tokens; used to estimate the cost when no probe costs are given.
+        weights : sequence of float, optional
+            One weight >= 0 per probe (in probe order): how many candidate queries each
+            probe stands for, e.g. the cluster shares returned by
+            ``select_probes(..., return_weights=True)``. Every fit weights each probe's term
+            by it (normalised to mean 1), so the new LLM's estimated mean is that of the
+            candidates, not of an unevenly chosen probe set. Default: equal weights.
         provenance : dict, optional
             Extra plain fields recorded in ``llm_info_[name]`` (e.g. probe strategy).
 
@@ -275,7 +283,7 @@ class Router(ABC):
         'new'
         """
         return add_llm(self, name, scores, costs, price_in=price_in, price_out=price_out,
-                       provenance=provenance)
+                       weights=weights, provenance=provenance)
 
     def remove_llm(self, name: str) -> "Router":
         """Remove an LLM (added or fitted) from the pool; the other LLMs' predictions do not

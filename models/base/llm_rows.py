@@ -8,12 +8,15 @@ A new LLM's row is the MAP estimate under a Gaussian prior fitted to the existin
 (mean ``mu``, diagonal variance ``s2``), with the probe records as Bernoulli likelihood of
 ``sigmoid(logit)``::
 
-    (r*, beta*) = argmin  sum_i BCE(sigmoid(score_rows(x_i, r) + beta), y_i)
+    (r*, beta*) = argmin  sum_i v_i BCE(a (score_rows(x_i, r) + beta) + b, y_i)
                           + 1/2 sum_p (r_p - mu_p)^2 / s2_p
 
-with an unpenalised offset ``beta`` (stored as the row's last entry), so that, as for the
-intercept of a logistic regression, the mean predicted score on the probes equals the probe
-mean at the optimum (calibration in the large);
+with probe weights ``v_i`` (mean 1; all 1 unless given), an unpenalised offset ``beta``
+(stored as the row's last entry), so that, as for the intercept of a logistic regression,
+the weighted mean predicted score on the probes equals the weighted probe mean at the
+optimum (calibration in the large), and ``(a, b)`` the router's logit calibration (``(1, 0)``
+for networks trained with a pointwise loss; see ``logit_calibration`` of the Lightning
+router for listwise/pairwise ones, whose logits are not probabilities);
 
 i.e. MF/two-tower: the LLM vector fitted with the query tower frozen and regularised toward
 the prior of LLM vectors; MIRT/NIRT: the ability estimated by MAP with item (query)
@@ -84,8 +87,10 @@ def rows_logits(net, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
+                weights: np.ndarray | None = None, calibration: tuple[float, float] = (1.0, 0.0),
                 steps: int = 60) -> np.ndarray:
-    """MAP row of a new LLM from probe embeddings ``x`` (n, D) and scores ``y`` in [0, 1].
+    """MAP row of a new LLM from probe embeddings ``x`` (n, D) and scores ``y`` in [0, 1],
+    with optional probe ``weights`` (n,) and logit ``calibration`` ``(a, b)``.
 
     Returns
     -------
@@ -95,6 +100,9 @@ def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
     mu, s2 = prior_of(prior_rows)
     xt = torch.as_tensor(np.asarray(x, np.float32))
     yt = torch.as_tensor(np.clip(np.asarray(y, np.float64), 0.0, 1.0), dtype=torch.float32)
+    wt = torch.ones_like(yt) if weights is None else torch.as_tensor(np.asarray(weights, np.float64),
+                                                                      dtype=torch.float32)
+    a, b = (float(c) for c in calibration)
     mu_t, prec = torch.as_tensor(mu, dtype=torch.float32), torch.as_tensor(1.0 / s2, dtype=torch.float32)
     r = mu_t.clone().requires_grad_(True)
     beta = torch.zeros(1, requires_grad=True)
@@ -102,8 +110,8 @@ def fit_llm_row(net, x: np.ndarray, y: np.ndarray, prior_rows: np.ndarray, *,
     with _frozen(net):
         def closure():
             opt.zero_grad()
-            logit = net.score_rows(xt, r[None, :])[:, 0] + beta
-            loss = F.binary_cross_entropy_with_logits(logit, yt, reduction="sum") \
+            logit = a * (net.score_rows(xt, r[None, :])[:, 0] + beta) + b
+            loss = F.binary_cross_entropy_with_logits(logit, yt, weight=wt, reduction="sum") \
                 + 0.5 * ((r - mu_t) ** 2 * prec).sum()
             loss.backward()
             return loss
@@ -159,14 +167,15 @@ class LLMRowsMixin:
         kept = getattr(self, "kept_cols_", None)
         return rows if kept is None else rows[kept]
 
-    def _add_llm(self, name: str, probes: RoutingData, cost: float) -> None:
-        """MAP fit of the new LLM's row with the query side frozen (see ``llm_rows`` module)."""
+    def _add_llm(self, name: str, probes: RoutingData, cost: float, weights: np.ndarray) -> None:
+        """MAP fit of the new LLM's row with the query side frozen, each probe's likelihood
+        term weighted by its probe weight (see ``llm_rows`` module)."""
         with torch.no_grad():
             trained = self.net_.llm_rows().double().cpu().numpy()
         y = probes.scores[:, 0]
         scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
         y = y if scale is None else scale.transform(y)
-        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained))
+        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained, weights=weights))
 
     def _append_llm_row(self, row: np.ndarray) -> None:
         """Score a new last column from ``row`` = [LLM-side parameters, logit offset] (state

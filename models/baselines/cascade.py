@@ -97,9 +97,9 @@ class CascadeRouter(Router):
         mc = np.nan_to_num(np.asarray(mean_costs, np.float64), nan=np.inf)
         return np.lexsort((np.arange(len(mc)), mc)).astype(np.int64)
 
-    def _add_llm(self, name, probes, cost):
+    def _add_llm(self, name, probes, cost, weights):
         """A new LLM takes its place in the cost-ordered chain (its answers are accepted by the
-        same threshold as everyone's)."""
+        same threshold as everyone's; its probe scores and weights are not used)."""
         self.chain_ = self._chain(np.append(self.mean_costs_, cost))
 
     def _remove_llm(self, j):

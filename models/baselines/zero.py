@@ -97,10 +97,11 @@ class ZeroRouter(Router):
         self.hull_ = nondecreasing_hull(costs, means)
         self.hull_llms_ = [names[j] for j in self.hull_]
 
-    def _add_llm(self, name, probes, cost):
-        """A new LLM enters with its probe mean score and estimated mean cost; the hull is
-        recomputed."""
-        self._set_hull(np.append(self.mean_scores_, float(np.mean(probes.scores))),
+    def _add_llm(self, name, probes, cost, weights):
+        """A new LLM enters with its (probe-weighted) mean probe score and estimated mean cost;
+        the hull is recomputed."""
+        mean = float(np.average(probes.scores[:, 0], weights=weights))
+        self._set_hull(np.append(self.mean_scores_, mean),
                        np.append(self.mean_costs_, cost), list(self.llm_names_) + [name])
 
     def _remove_llm(self, j):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..atomic import atomic_write
 from .args import add_data_args, add_seed_arg, data_options
 
@@ -26,13 +28,17 @@ def add_parser(subparsers) -> None:
                    choices=("random", "stratified", "informative"),
                    help="batch strategy (adaptive is sequential: use recsys_router.ProbeSession)")
     add_seed_arg(p)
-    p.add_argument("--out", required=True, help="CSV of the chosen queries (query_id, text)")
+    p.add_argument("--out", required=True,
+                   help="CSV of the chosen queries (query_id, text[, task], weight); add a 'score' "
+                        "column with the new LLM's answers and pass it to onboard --scores")
     p.set_defaults(func=run_probes)
 
     o = subparsers.add_parser("onboard", help="add a new LLM to an artifact from probe answers")
     o.add_argument("artifact", help="exported router directory")
     o.add_argument("--llm", required=True, help="name of the new LLM")
-    o.add_argument("--scores", required=True, help="CSV: query_id and/or text, score[, cost]")
+    o.add_argument("--scores", required=True,
+                   help="CSV: query_id and/or text, score[, cost][, weight] (weights as written "
+                        "by probes)")
     add_data_args(o, required=False, help="dataset to look up probe texts by query_id")
     o.add_argument("--price-in", type=float, default=None, help="USD per 1M input tokens")
     o.add_argument("--price-out", type=float, default=None, help="USD per 1M output tokens")
@@ -51,9 +57,10 @@ def run_probes(args) -> int:
     seed_everything(args.seed)
     art = load_router(args.artifact)
     data = _load(args)
-    idx = select_probes(art.router, data, args.k, args.strategy, seed=args.seed)
+    idx, weights = select_probes(art.router, data, args.k, args.strategy, seed=args.seed,
+                                 return_weights=True)
     cols = [c for c in ("query_id", "text", "task") if c in data.queries.columns]
-    table = data.queries.iloc[idx][cols]
+    table = data.queries.iloc[idx][cols].assign(weight=np.round(weights, 6))
     out = Path(args.out)
     with atomic_write(out) as tmp:
         table.to_csv(tmp, index=False)
@@ -67,9 +74,10 @@ def run_onboard(args) -> int:
     from ..export import seed_everything
     seed_everything(args.seed)
     data = _load(args) if args.data else None
-    probes = read_answers(args.scores, args.llm, data)
+    probes, weights = read_answers(args.scores, args.llm, data)
     out = onboard_artifact(args.artifact, args.llm, probes, args.out, price_in=args.price_in,
-                           price_out=args.price_out, strategy=args.strategy,
+                           price_out=args.price_out, strategy=args.strategy, weights=weights,
                            overwrite=args.overwrite)
-    print(f"onboarded {args.llm!r} from {probes.n_queries} probes; wrote {out}")
+    how = "weighted " if weights is not None else ""
+    print(f"onboarded {args.llm!r} from {probes.n_queries} {how}probes; wrote {out}")
     return 0

@@ -18,14 +18,24 @@ __all__ = ["read_answers", "onboard_artifact", "MAX_ANSWER_BYTES", "pool_table"]
 MAX_ANSWER_BYTES = 50_000_000
 
 
-def read_answers(path, name: str, data: RoutingData | None = None) -> RoutingData:
+def read_answers(path, name: str, data: RoutingData | None = None
+                 ) -> tuple[RoutingData, np.ndarray | None]:
     """Probe records of LLM ``name`` from a CSV (``query_id`` and/or ``text``, ``score``,
-    optional ``cost``); texts missing from the file are taken from ``data`` by ``query_id``.
+    optional ``cost`` and ``weight``); texts missing from the file are taken from ``data`` by
+    ``query_id``. The ``weight`` column is the one ``recsys-router probes`` writes (how many
+    candidate queries each probe stands for), so its output with a ``score`` column added is
+    a valid answers file.
+
+    Returns
+    -------
+    (RoutingData, ndarray or None)
+        The probes and their weights (None without a ``weight`` column).
 
     Raises
     ------
     DataValidationError
-        Naming the file, row and column (unknown query, missing/NaN score or cost, no text).
+        Naming the file, row and column (unknown query, missing/NaN score, cost or weight,
+        negative weight, no text).
     """
     from .probes_input import probe_data
     path = Path(path)
@@ -44,13 +54,17 @@ def read_answers(path, name: str, data: RoutingData | None = None) -> RoutingDat
                                   source=str(path))
     if "query_id" not in df.columns:
         df["query_id"] = [f"probe-{i}" for i in range(len(df))]
-    for col in ("score", "cost"):
+    for col in ("score", "cost", "weight"):
         if col in df.columns:
             v = pd.to_numeric(df[col], errors="coerce")
             bad = v.isna().to_numpy() | ~np.isfinite(v.fillna(0).to_numpy())
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not a finite number",
+                                          source=str(path), row=i, column=col)
+            if col == "weight" and (v < 0).any():
+                i = int(np.flatnonzero((v < 0).to_numpy())[0])
+                raise DataValidationError(f"weight {v.iloc[i]} is negative; expected a weight >= 0",
                                           source=str(path), row=i, column=col)
             df[col] = v
     if "text" not in df.columns or df["text"].isna().any():
@@ -73,7 +87,12 @@ def read_answers(path, name: str, data: RoutingData | None = None) -> RoutingDat
         i = int(np.flatnonzero(dup)[0])
         raise DataValidationError(f"query {q['query_id'].iloc[i]!r} appears twice", source=str(path),
                                   row=i, column="query_id")
-    return probe_data(name, RoutingData(q, [name], scores, costs, name="answers", source=str(path)))
+    weights = df["weight"].to_numpy(np.float64) if "weight" in df.columns else None
+    if weights is not None and not weights.sum() > 0:
+        raise DataValidationError("every weight is 0; at least one must be > 0", source=str(path),
+                                  column="weight")
+    probes = probe_data(name, RoutingData(q, [name], scores, costs, name="answers", source=str(path)))
+    return probes, weights
 
 
 def pool_table(manifest: dict) -> pd.DataFrame:
@@ -84,10 +103,12 @@ def pool_table(manifest: dict) -> pd.DataFrame:
 
 
 def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=None,
-                     price_out=None, strategy: str | None = None, overwrite: bool = False) -> Path:
-    """Load ``artifact``, add LLM ``name`` from ``probes`` and export the result to ``out``
-    (written to a temporary folder and renamed: nothing half-written). The new LLM's
-    provenance (probe count, strategy, date) is recorded in the manifest's pool."""
+                     price_out=None, strategy: str | None = None, weights=None,
+                     overwrite: bool = False) -> Path:
+    """Load ``artifact``, add LLM ``name`` from ``probes`` (with optional probe ``weights``)
+    and export the result to ``out`` (written to a temporary folder and renamed: nothing
+    half-written). The new LLM's provenance (probe count, strategy, whether weighted, date)
+    is recorded in the manifest's pool."""
     from recsys_router.export.artifact import ArtifactError, export_router, load_router
     src = load_router(artifact)
     out = Path(out)
@@ -97,7 +118,7 @@ def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "source_artifact": os.path.basename(os.path.abspath(artifact))}
     router = src.router.add_llm(name, probes, price_in=price_in, price_out=price_out,
-                                provenance=prov)
+                                weights=weights, provenance=prov)
     table = pool_table(src.manifest)
     table = pd.concat([table, pd.DataFrame([{"name": name, "input_price": price_in,
                                              "output_price": price_out, "size": None}])],

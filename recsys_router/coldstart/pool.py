@@ -23,7 +23,7 @@ import pandas as pd
 from recsys_router.data import RoutingData
 
 from .heads import fit_probe_head, predict_probe_head
-from .probes_input import check_llm_name, probe_data
+from .probes_input import check_llm_name, probe_data, probe_weights
 
 __all__ = ["add_llm", "remove_llm", "pool_changed", "core_view", "predict_pool", "pool_costs",
            "estimate_cost"]
@@ -97,7 +97,7 @@ def _price(v, what: str):
 
 
 def add_llm(router, name, scores, costs=None, *, price_in=None, price_out=None,
-            provenance: dict | None = None):
+            weights=None, provenance: dict | None = None):
     """Add LLM ``name`` from its probe records; the router is unchanged when anything fails.
 
     See :meth:`recsys_router.router.Router.add_llm`.
@@ -108,6 +108,7 @@ def add_llm(router, name, scores, costs=None, *, price_in=None, price_out=None,
         raise ValueError(f"LLM {name!r} is already in the pool; remove_llm({name!r}) first")
     price_in, price_out = _price(price_in, "price_in"), _price(price_out, "price_out")
     probes = probe_data(name, scores, costs)
+    w = probe_weights(name, probes, weights)
     need = int(getattr(router, "min_probes", 2))
     if probes.n_queries < need:
         raise ValueError(f"{type(router).__name__} needs at least {need} probe records to add "
@@ -122,20 +123,21 @@ def add_llm(router, name, scores, costs=None, *, price_in=None, price_out=None,
     try:
         native = bool(getattr(router, "native_add_llm", False))
         if native:
-            router._add_llm(name, probes, cost)
+            router._add_llm(name, probes, cost, w)
             if router.mean_costs_ is not None:
                 router.mean_costs_ = np.append(np.asarray(router.mean_costs_, np.float64), cost)
         else:
             if not pool_changed(router):
                 router.core_llms_ = list(router.llm_names_)
-            head = fit_probe_head(router, probes)
+            head = fit_probe_head(router, probes, w)
             head["cost"] = cost
             router.probe_llms_ = {**(getattr(router, "probe_llms_", None) or {}), name: head}
         if getattr(router, "llm_prices_", None) is not None:
             router.llm_prices_ = np.append(np.asarray(router.llm_prices_, np.float64), price)
         router.llm_names_ = list(router.llm_names_) + [name]
         info = {"origin": "onboarded", "n_probes": int(probes.n_queries),
-                "probe_mean": float(np.mean(probes.scores)),
+                "probe_mean": float(np.average(probes.scores[:, 0], weights=w)),
+                "weighted": weights is not None,
                 "method": type(router).__name__ + (" native" if native else " knn-probes"),
                 "price_in": price_in, "price_out": price_out, **(provenance or {})}
         router.llm_info_ = {**(getattr(router, "llm_info_", None) or {}), name: info}

@@ -17,7 +17,8 @@ import pandas as pd
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 
-__all__ = ["probe_data", "check_llm_name", "MAX_PROBES", "MAX_NAME_LENGTH", "MAX_TEXT_LENGTH"]
+__all__ = ["probe_data", "check_llm_name", "probe_weights", "MAX_PROBES", "MAX_NAME_LENGTH",
+           "MAX_TEXT_LENGTH"]
 
 #: most probe records one add may carry
 MAX_PROBES = 100_000
@@ -173,3 +174,43 @@ def probe_data(name: str, scores, costs=None) -> RoutingData:
     if dup.any():
         raise DataValidationError(f"probe query {ids[dup].iloc[0]!r} appears more than once")
     return out
+
+
+def probe_weights(name: str, probes: RoutingData, weights) -> np.ndarray:
+    """Validated probe weights of LLM ``name``, normalised to mean 1 (ones when None).
+
+    A weight says how many candidate queries a probe stands for (e.g. its cluster's share,
+    from ``select_probes(..., return_weights=True)``): a weighted fit estimates the LLM's
+    mean over the candidates without the bias of an unevenly chosen probe set.
+
+    Raises
+    ------
+    DataValidationError
+        Wrong length, a non-number, NaN, a negative weight or all weights zero, naming the
+        probe (its query id) and the LLM.
+
+    Example
+    -------
+    >>> d = RoutingData(["a", "b"], ["new"], [[1.0], [0.0]])
+    >>> probe_weights("new", d, [3, 1]).tolist()
+    [1.5, 0.5]
+    """
+    n = probes.n_queries
+    if weights is None:
+        return np.ones(n)
+    if isinstance(weights, (str, bytes, Mapping)) or not hasattr(weights, "__len__"):
+        raise DataValidationError(f"probe weights of {name!r} must be a sequence of {n} numbers "
+                                  f"(one per probe), got {type(weights).__name__}")
+    if len(weights) != n:
+        raise DataValidationError(f"{len(weights)} probe weights given for {name!r} but {n} probes; "
+                                  "expected one weight per probe")
+    ids = probes.query_ids
+    w = np.empty(n)
+    for i, v in enumerate(weights):
+        what = f"weight of probe {i} ({str(ids[i])[:40]!r}) of {name!r}"
+        w[i] = _number(v, what)
+        if w[i] < 0:
+            raise DataValidationError(f"{what} is {w[i]}; expected a weight >= 0")
+    if not w.sum() > 0:
+        raise DataValidationError(f"every probe weight of {name!r} is 0; at least one must be > 0")
+    return w * (n / w.sum())

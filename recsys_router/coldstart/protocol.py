@@ -13,9 +13,13 @@ and on the test queries (metric names exactly these)::
     mu_o_without    = the same for the pool without c                     (higher)
     route_gap       = mu_o_full - mu_o_onboarded                          (lower)
 
-Baselines in the same run (router column): ``probe-mean`` predicts the probe mean for every
-query; ``nearest-llm`` copies the fitted router's predictions of the existing LLM whose
-observed training scores agree best (least mean absolute difference) with the probes.
+Probes are onboarded with the weights the strategy returns (``select_probes(...,
+return_weights=True)``: cluster shares for ``informative``), so ``p_ic`` is the router's
+prediction from a weighted fit. Baselines in the same run (router column): ``probe-mean``
+predicts the weighted probe mean ``sum_k v_k y_k / sum_k v_k`` for every query (the
+tinyBenchmarks anchor estimate); ``nearest-llm`` copies the fitted router's predictions of
+the existing LLM whose observed training scores agree best (least weighted mean absolute
+difference) with the probes.
 """
 
 from __future__ import annotations
@@ -97,6 +101,15 @@ def _cell_metrics(pred, y, binary: bool) -> dict:
     return out
 
 
+def _weighted_nanmean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Column means of ``x`` (n, L) with row weights ``w``, NaN cells left out (NaN when a
+    column has none)."""
+    ok = ~np.isnan(x)
+    tot = (ok * w[:, None]).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tot > 0, (np.where(ok, x, 0.0) * w[:, None]).sum(axis=0) / tot, np.nan)
+
+
 def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, router: str,
                    cold_llms: Sequence[str], ks: Sequence[int], strategies: Sequence[str],
                    seeds: Sequence[int] = (0,), progress: bool = True) -> pd.DataFrame:
@@ -141,18 +154,20 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
                     if k > tr_c.n_queries:
                         continue
                     col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
-                    idx = select_probes(r0, cand_q, int(k), strategy, seed=seed,
-                                        answer=lambda i: col[i], profiles=prof)
+                    idx, w = select_probes(r0, cand_q, int(k), strategy, seed=seed,
+                                           answer=lambda i: col[i], profiles=prof,
+                                           return_weights=True)
                     probes = tr_c.subset(idx, llms=[c])
-                    r = copy.deepcopy(r0).add_llm(c, probes, provenance={"strategy": strategy})
+                    r = copy.deepcopy(r0).add_llm(c, probes, weights=w,
+                                                  provenance={"strategy": strategy})
                     pred = r.predict_scores(t_order)
                     ys = probes.scores[:, 0].astype(np.float64)
-                    # baselines: probe mean; the existing LLM agreeing best on the probes
+                    # baselines: weighted probe mean; the existing LLM agreeing best on the probes
                     obs = tr_c.subset(idx, llms=others).scores.astype(np.float64)
-                    gap = np.nanmean(np.abs(obs - ys[:, None]), axis=0)
+                    gap = _weighted_nanmean(np.abs(obs - ys[:, None]), w)
                     near = int(np.nanargmin(np.where(np.isnan(gap), np.inf, gap)))
                     methods = {router: pred[:, -1],
-                               "probe-mean": np.full(len(y), ys.mean()),
+                               "probe-mean": np.full(len(y), np.average(ys, weights=w)),
                                "nearest-llm": base[:, near]}
                     for name, p in methods.items():
                         met = _cell_metrics(p, y, binary)

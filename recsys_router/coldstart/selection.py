@@ -7,12 +7,20 @@ Strategies of :func:`select_probes`:
                  embedding when there are no tasks), random within each stratum;
 ``informative``  cluster anchors (tinyBenchmarks): k-means with ``k`` clusters on the queries'
                  score profiles over the existing LLMs (observed scores, predictions where
-                 unobserved), one query per cluster, the one nearest its centre;
-``adaptive``     sequential (:class:`ProbeSession`): the new LLM is treated as a mixture of the
-                 existing LLMs; the posterior weight of LLM ``l`` is proportional to
-                 ``prod_i N(y_i; p_il, s^2)`` over the answers so far, and the next query is the
-                 one where the weighted variance ``sum_l w_l (p_il - pbar_i)^2`` (disagreement of
-                 the LLMs it may resemble) is largest.
+                 unobserved), one query per cluster, the one nearest its centre; its weight is
+                 the cluster's size (so a weighted fit estimates the mean over all candidates);
+``adaptive``     sequential (:class:`ProbeSession`): the new LLM is treated as one of the
+                 existing LLMs, unknown which; the posterior weight of LLM ``l`` is
+                 ``w_l ~ prod_i N(y_i; p_il, s^2)`` over the answers so far, and the next query
+                 is the one whose answer is expected to shrink most the posterior variance of
+                 the new LLM's mean score over the candidates, ``V(w) = sum_l w_l (m_l - mbar)^2``
+                 with ``m_l = mean_i p_il``: ``argmin_i sum_l w_l V(w * N(p_il; p_i., s^2))``
+                 (the answer on query ``i`` simulated as each LLM's ``p_il`` in turn).
+
+Probe weights (``return_weights=True``, for ``Router.add_llm(..., weights=)``): the number of
+candidates each probe stands for, normalised to mean 1: cluster size for ``informative``,
+stratum size / probes in the stratum for ``stratified``, equal for ``random`` and
+``adaptive`` (whose probes are fitted by the model, not averaged).
 
 Reference: Polo et al., "tinyBenchmarks: evaluating LLMs with fewer examples", ICML 2024
 (anchor points, IRT); uncertainty sampling (Lewis & Gale, SIGIR 1994).
@@ -59,7 +67,7 @@ def _kmeans_labels(x: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.nda
     return km.labels_, km.cluster_centers_
 
 
-def _stratified(queries: RoutingData, router, k: int, rng, seed: int) -> np.ndarray:
+def _stratified(queries: RoutingData, router, k: int, rng, seed: int) -> tuple[np.ndarray, np.ndarray]:
     tasks = queries.tasks
     if tasks is not None and len(set(map(str, tasks))) > 1:
         labels = np.unique(np.asarray(tasks, dtype=str), return_inverse=True)[1]
@@ -75,24 +83,33 @@ def _stratified(queries: RoutingData, router, k: int, rng, seed: int) -> np.ndar
     for g in np.argsort(-(share - take), kind="stable")[:k - take.sum()]:
         take[g] += 1
     picks = [rng.choice(g, size=t, replace=False) for g, t in zip(groups, take) if t]
-    return rng.permutation(np.concatenate(picks))
+    weights = [np.full(t, len(g) / t) for g, t in zip(groups, take) if t]
+    order = rng.permutation(int(take.sum()))
+    return np.concatenate(picks)[order], np.concatenate(weights)[order]
 
 
-def _informative(queries: RoutingData, router, k: int, seed: int, prof=None) -> np.ndarray:
+def _informative(queries: RoutingData, router, k: int, seed: int,
+                 prof=None) -> tuple[np.ndarray, np.ndarray]:
     prof = score_profiles(router, queries) if prof is None else prof
     labels, centres = _kmeans_labels(prof, k, seed)
-    out = []
+    out, sizes = [], []
     for c in range(k):
         members = np.flatnonzero(labels == c)
         if members.size:
             d = ((prof[members] - centres[c]) ** 2).sum(axis=1)
             out.append(int(members[np.argmin(d)]))
-    return np.asarray(out, dtype=np.int64)
+            sizes.append(float(members.size))
+    return np.asarray(out, dtype=np.int64), np.asarray(sizes)
+
+
+def _mean_one(w: np.ndarray) -> np.ndarray:
+    w = np.asarray(w, dtype=np.float64)
+    return w * (len(w) / w.sum())
 
 
 def select_probes(router, queries: RoutingData, k: int, strategy: str = "informative", *,
                   seed: int = 0, answer: Callable[[int], float] | None = None,
-                  profiles: np.ndarray | None = None) -> np.ndarray:
+                  profiles: np.ndarray | None = None, return_weights: bool = False):
     """Row indices of ``queries`` to run on a new LLM.
 
     Parameters
@@ -111,10 +128,14 @@ def select_probes(router, queries: RoutingData, k: int, strategy: str = "informa
         interactively, use :class:`ProbeSession`.
     profiles : ndarray, optional
         :func:`score_profiles` of ``router`` on ``queries``, when already computed.
+    return_weights : bool
+        Also return each probe's weight (mean 1; see the module docstring), to pass to
+        ``Router.add_llm(..., weights=)``.
 
     Returns
     -------
     ndarray of int, shape (k,) (``informative`` may return fewer when clusters coincide)
+        The rows; with ``return_weights``, the tuple ``(rows, weights)``.
 
     Example
     -------
@@ -124,6 +145,9 @@ def select_probes(router, queries: RoutingData, k: int, strategy: str = "informa
     >>> r = make_router("best-single").fit(d)
     >>> select_probes(r, d, 5, "random", seed=1).shape
     (5,)
+    >>> rows, w = select_probes(r, d, 5, "informative", return_weights=True)
+    >>> bool(np.isclose(w.mean(), 1.0))
+    True
     """
     router._check_fitted()
     if strategy not in STRATEGIES:
@@ -131,11 +155,19 @@ def select_probes(router, queries: RoutingData, k: int, strategy: str = "informa
     k = _check_k(k, queries.n_queries)
     rng = np.random.default_rng(seed)
     if strategy == "random":
-        return rng.choice(queries.n_queries, size=k, replace=False).astype(np.int64)
-    if strategy == "stratified":
-        return _stratified(queries, router, k, rng, seed).astype(np.int64)
-    if strategy == "informative":
-        return _informative(queries, router, k, seed, profiles)
+        rows, w = rng.choice(queries.n_queries, size=k, replace=False), np.ones(k)
+    elif strategy == "stratified":
+        rows, w = _stratified(queries, router, k, rng, seed)
+    elif strategy == "informative":
+        rows, w = _informative(queries, router, k, seed, profiles)
+    else:
+        rows = _adaptive(router, queries, k, seed, answer, profiles)
+        w = np.ones(len(rows))
+    rows = np.asarray(rows, dtype=np.int64)
+    return (rows, _mean_one(w)) if return_weights else rows
+
+
+def _adaptive(router, queries, k, seed, answer, profiles) -> np.ndarray:
     if answer is None:
         raise ValueError("the adaptive strategy chooses each probe from the answers so far: use "
                          "ProbeSession (next() / record(score)) or pass answer=")
@@ -189,6 +221,7 @@ class ProbeSession:
         self.answers: list[float] = []
         self._pending: int | None = None
         self._log_w = np.zeros(self.profiles.shape[1])
+        self._means = self.profiles.mean(axis=0)             # each LLM's mean over the candidates
         self._tie = np.random.default_rng(seed).random(queries.n_queries) * 1e-9
 
     @property
@@ -197,17 +230,34 @@ class ProbeSession:
         return w / w.sum()
 
     def next(self) -> int:
-        """Row of the next query to run (the same row until :meth:`record` is called)."""
+        """Row of the next query to run (the same row until :meth:`record` is called): the one
+        minimising the expected posterior variance of the new LLM's mean score."""
         if self._pending is not None:
             return self._pending
         if len(self.asked) >= self.queries.n_queries:
             raise ValueError("every candidate query has been asked")
-        w = self.weights
-        mean = self.profiles @ w
-        spread = ((self.profiles - mean[:, None]) ** 2) @ w + self._tie
-        spread[self.asked] = -np.inf
-        self._pending = int(np.argmax(spread))
+        crit = self.expected_variance() + self._tie
+        crit[self.asked] = np.inf
+        self._pending = int(np.argmin(crit))
         return self._pending
+
+    def expected_variance(self) -> np.ndarray:
+        """(n_queries,) expected posterior variance of the new LLM's mean score after asking
+        each query, its answer simulated as each candidate LLM's score (weighted by ``w``)."""
+        w = self.weights
+        live = np.flatnonzero(w > 1e-8 * w.max())            # LLMs still plausible
+        p, wl, m = self.profiles[:, live], w[live], self._means[live]
+        out = np.empty(self.queries.n_queries)
+        step = max(1, 2_000_000 // max(1, len(live) ** 2))     # bounded memory per block
+        for a in range(0, len(out), step):
+            blk = p[a:a + step]                                 # (b, L)
+            # post[b, o, l] ~ w_l N(p_bo; p_bl, s^2): the posterior if the answer were LLM o's
+            post = wl * np.exp(-0.5 * ((blk[:, :, None] - blk[:, None, :]) / _NOISE) ** 2)
+            post /= post.sum(axis=2, keepdims=True)
+            mbar = post @ m
+            var = post @ (m ** 2) - mbar ** 2                  # (b, o)
+            out[a:a + step] = np.maximum(var, 0.0) @ wl
+        return out
 
     def record(self, score: float) -> None:
         """Record the new LLM's score on the query returned by :meth:`next`."""

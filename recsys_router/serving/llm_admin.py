@@ -27,13 +27,15 @@ MAX_PROBES_PER_REQUEST = 10_000
 
 
 class ProbeRecord(BaseModel):
-    """One probe: the query text and the new LLM's score (and cost) on it."""
+    """One probe: the query text, the new LLM's score (and cost) on it, and optionally its
+    probe weight (as written by ``recsys-router probes``)."""
 
     text: SafeStr
     score: float
     cost: Optional[float] = Field(default=None, ge=0)
+    weight: Optional[float] = Field(default=None, ge=0)
 
-    @field_validator("score", "cost")
+    @field_validator("score", "cost", "weight")
     @classmethod
     def _finite(cls, v):
         if v is not None and not (v == v and abs(v) != float("inf")):
@@ -98,8 +100,13 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
         if any(have_cost) and not all(have_cost):
             i = have_cost.index(False)
             raise HTTPException(422, f"probes[{i}]: no cost (give a cost for every probe or none)")
+        have_w = [p.weight is not None for p in req.probes]
+        if any(have_w) and not all(have_w):
+            i = have_w.index(False)
+            raise HTTPException(422, f"probes[{i}]: no weight (give a weight for every probe or none)")
         scores = {p.text: p.score for p in req.probes}
         costs = {p.text: p.cost for p in req.probes} if all(have_cost) else None
+        weights = [p.weight for p in req.probes] if all(have_w) else None
         prov = {"strategy": req.strategy or "unspecified",
                 "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "via": "POST /llms"}
@@ -107,7 +114,8 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
             new = _changed_copy(served.current.router)
             try:
                 await asyncio.to_thread(new.add_llm, req.name, scores, costs, price_in=req.price_in,
-                                        price_out=req.price_out, provenance=prov)
+                                        price_out=req.price_out, weights=weights,
+                                        provenance=prov)
             except (ValueError, TypeError) as exc:
                 code = 409 if "already in the pool" in str(exc) else 422
                 raise HTTPException(code, str(exc)) from None
