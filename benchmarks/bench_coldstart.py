@@ -28,7 +28,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from recsys_router.coldstart.protocol import coldstart_rows, parse_cold_llms, summarise  # noqa: E402
+from recsys_router.coldstart.protocol import (coldstart_rows, parse_cold_llms, plot_curves,  # noqa: E402
+                                              summarise)
 from recsys_router.datasets.registry import load_dataset  # noqa: E402
 from recsys_router.registry import make_router, router_class  # noqa: E402
 
@@ -78,9 +79,12 @@ def aims_table(summary: pd.DataFrame, dataset: str, k: int) -> pd.DataFrame:
                cell: s[(r, best, k, cell)], f"{cell} full": full_cell,
                "route_gap": s[(r, best, k, "route_gap")],
                "mu_o_without": s[(r, best, k, "mu_o_without")]}
-        for st in ("random", "informative", "adaptive"):
+        for st in ("random", "stratified", "informative", "adaptive"):
             if (r, st, k, "score_mae") in s.index:
                 row[f"mae {st}"] = s[(r, st, k, "score_mae")]
+        for st in ("random", "informative", "adaptive"):
+            if (r, st, k, "route_gap") in s.index:
+                row[f"gap {st}"] = s[(r, st, k, "route_gap")]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -115,8 +119,10 @@ def main(argv=None) -> int:
     ap.add_argument("--strategies", default="random,stratified,informative,adaptive")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--encoder", default="hashing")
-    ap.add_argument("--max-epochs", type=int, default=10)
-    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--max-epochs", type=int, default=None,
+                    help="Lightning routers' passes (default: their data-scaled plan)")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="Lightning routers' batch size (default: data-scaled)")
     ap.add_argument("--max-train", type=int, default=2000)
     ap.add_argument("--max-test", type=int, default=1000)
     ap.add_argument("--aim-k", type=int, default=50)
@@ -142,9 +148,9 @@ def main(argv=None) -> int:
             names = router_class(name)._param_names()
             if "encoder" in names:
                 params["encoder"] = args.encoder
-            if "max_epochs" in names:
+            if "max_epochs" in names and args.max_epochs is not None:
                 params["max_epochs"] = args.max_epochs
-            if "batch_size" in names:
+            if "batch_size" in names and args.batch_size is not None:
                 params["batch_size"] = args.batch_size
             frames.append(coldstart_rows(train, test, lambda: make_router(name, **params), router=name,
                                          cold_llms=cold, ks=ks,
@@ -153,10 +159,12 @@ def main(argv=None) -> int:
         rows = pd.concat(frames, ignore_index=True)
         rows.insert(0, "dataset", ds)
         rows.to_csv(out / f"{ds}.csv", index=False)
-        table = aims_table(summarise(rows), ds, args.aim_k)
+        summary = summarise(rows)
+        plot_curves(summary[~summary["router"].isin(["nearest-llm"])], out / f"{ds}.png")
+        table = aims_table(summary, ds, args.aim_k)
         tables.append(table)
         head = (f"{ds}: {train.n_queries} train / {test.n_queries} test queries, {train.n_llms} LLMs, "
-                f"cold {len(cold)}, {time.perf_counter() - t0:.0f} s")
+                f"cold {len(cold)} x {args.seeds} seed(s), {time.perf_counter() - t0:.0f} s")
         heads.append(head)
         print("\n" + head)
         print(_markdown(table))

@@ -255,3 +255,30 @@ def test_onboard_bad_weights_write_nothing(tmp_path, capsys, weight, msg):
     assert rc == 2 and msg in err and "a.csv" in err
     assert not (tmp_path / "new").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".new")]
+
+
+def test_listwise_two_tower_is_calibrated_and_onboards_on_the_same_scale():
+    """A ranking loss leaves sigmoid(logit) uncalibrated: the router's Platt map makes its mean
+    predicted score over the training cells the observed mean (the intercept's optimality
+    condition), and the onboarded LLM, fitted in the calibrated space, predicts on its
+    probes their (weighted) mean."""
+    from recsys_router.models.base.training import rescored
+    d = make_synthetic(300, 4, 3, seed=2)
+    old = d.subset(np.arange(240), llms=d.llm_names[:3])
+    r = make_router("two-tower", max_epochs=3, encoder_options={"dim": 64}).fit(old)
+    assert r.logit_calib_ is not None and r.logit_calib_[0] > 0
+    y = rescored(old, r.score_scale_).scores
+    z = r.predict_logits(old)
+    raw = 1 / (1 + np.exp(-z))
+    cal = 1 / (1 + np.exp(-(r.logit_calib_[0] * z + r.logit_calib_[1])))
+    assert cal.mean() == pytest.approx(float(np.nanmean(y)), abs=1e-4)
+    np.testing.assert_allclose(r.predict_scores(old), r.to_data_scale(cal), rtol=1e-9)
+    assert abs(raw.mean() - np.nanmean(y)) > 0.01 or abs(r.logit_calib_[0] - 1) > 0.05
+    probes = d.subset(np.arange(240, 280), llms=[d.llm_names[3]])
+    w = np.linspace(0.5, 1.5, 40)
+    r.add_llm(d.llm_names[3], probes, weights=w)
+    p = r.predict_scores(d.subset(np.arange(240, 280)))[:, -1]
+    target = np.average(rescored(probes, r.score_scale_).scores[:, 0], weights=w)
+    assert np.average(p, weights=w) == pytest.approx(target, abs=2e-3)
+    # a pointwise loss needs no map
+    assert make_router("mf", max_epochs=1).fit(old).logit_calib_ is None

@@ -48,7 +48,7 @@ from recsys_router.data import RoutingData
 from recsys_router.router import Router
 
 from .lightning_state import LightningStateMixin
-from .llm_rows import LLMRowsMixin
+from .llm_rows import LLMRowsMixin, fit_logit_calibration, supports_rows
 from .router_module import RouterModule, predict_logits
 from .training import (MIN_QUERIES_TO_HOLD_OUT, early_stopping_callback, hold_out, quiet,
                        quiet_trainer, rescored)
@@ -285,6 +285,7 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         frac = self._check_settings()
         method = self.score_transform or "identity"
         self.score_scale_ = choose_score_scale(train.scores, method=method)
+        every = train                                   # all training queries, for the Platt map
         if frac > 0 and val is None and train.n_queries >= MIN_QUERIES_TO_HOLD_OUT:
             train, val = hold_out(train, frac, int(self.seed))
         validate = val is not None and frac > 0
@@ -319,11 +320,24 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
             module.net.load_state_dict(best.state)
             self.best_step_, self.val_score_ = best.step, best.value
         self._set_fitted_state(module, dm)
+        self.logit_calib_ = self._fit_logit_calibration(rescored(every, self.score_scale_))
+
+    def _fit_logit_calibration(self, train: RoutingData) -> np.ndarray | None:
+        """Platt map of the logits of a network trained with a ranking loss (listwise /
+        pairwise / utility), fitted on the training cells; None for pointwise losses, whose
+        ``sigmoid(logit)`` already estimates the score (see ``fit_logit_calibration``)."""
+        loss = self.module_kwargs().get("loss")
+        kind = loss.kind if loss is not None else self.module_class().default_loss
+        if kind in ("bce", "mse") or not supports_rows(getattr(self, "net_", None)):
+            return None
+        z = self._pool_logits(self.encoder_.encode_data(train))   # (called before fitted_ is set)
+        return fit_logit_calibration(z, train.scores, seed=int(self.seed))
 
     def _set_fitted_state(self, module: RouterModule, dm) -> None:
         self.net_ = copy.deepcopy(module.net).cpu().eval()
         self.net_n_llms_ = int(dm.n_llms)  # the pool the network was built for (export)
         self.added_llm_rows_, self.kept_cols_ = None, None  # a refit forgets onboarded LLMs
+        self.logit_calib_ = None                            # set by _fit for ranking losses
         enc = dm.encoder
         # a stateless encoder is rebuilt from its name (not stored in exported artifacts)
         self.fitted_encoder_ = enc if enc.needs_fit else None
@@ -386,4 +400,8 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         return probs if scale is None else scale.inverse(probs)
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
-        return self.to_data_scale(1.0 / (1.0 + np.exp(-self.predict_logits(data).astype(np.float64))))
+        z = self.predict_logits(data).astype(np.float64)
+        calib = getattr(self, "logit_calib_", None)     # ranking losses: Platt-scaled logits
+        if calib is not None:
+            z = calib[0] * z + calib[1]
+        return self.to_data_scale(1.0 / (1.0 + np.exp(-z)))

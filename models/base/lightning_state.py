@@ -47,6 +47,7 @@ class LightningStateMixin:
                "val_score_": Opt(FLOAT), "llm_feature_stats_": Opt(DictOf(Opt(FLOAT), 16)),
                "added_llm_rows_": Arr("float64", ("n_added", "row"), optional=True),
                "kept_cols_": Arr("int64", ("n_pool",), optional=True),
+               "logit_calib_": Arr("float64", (2,), optional=True),
                "encoder_": Part(), "net_": Part(), "score_scale_": Part(optional=True)}
 
     @classmethod
@@ -116,6 +117,9 @@ class LightningStateMixin:
         if info["embed_dim"] != enc.dim:
             raise StateError(f"{cls.__name__}.net_: embed_dim {info['embed_dim']} differs from "
                              f"the encoder's dim {enc.dim}")
+        calib = getattr(router, "logit_calib_", None)
+        if calib is not None and not (np.isfinite(calib).all() and calib[0] > 0):
+            raise StateError(f"{cls.__name__}.logit_calib_: expected finite [a, b] with a > 0")
         router.net_n_llms_ = info["n_llms"]
         net_arrays = {k[len("net_/"):]: v for k, v in arrays.items() if k.startswith("net_/")}
         net = load_module_arrays(lambda: router._build_net(info, arrays), net_arrays,

@@ -15,8 +15,9 @@ with probe weights ``v_i`` (mean 1; all 1 unless given), an unpenalised offset `
 (stored as the row's last entry), so that, as for the intercept of a logistic regression,
 the weighted mean predicted score on the probes equals the weighted probe mean at the
 optimum (calibration in the large), and ``(a, b)`` the router's logit calibration (``(1, 0)``
-for networks trained with a pointwise loss; see ``logit_calibration`` of the Lightning
-router for listwise/pairwise ones, whose logits are not probabilities);
+for networks trained with a pointwise loss; the Lightning router's ``logit_calib_``, fitted
+by :func:`fit_logit_calibration`, for listwise/pairwise ones, whose logits are not
+probabilities);
 
 i.e. MF/two-tower: the LLM vector fitted with the query tower frozen and regularised toward
 the prior of LLM vectors; MIRT/NIRT: the ability estimated by MAP with item (query)
@@ -40,7 +41,8 @@ import torch.nn.functional as F
 if TYPE_CHECKING:  # pragma: no cover
     from recsys_router.data import RoutingData
 
-__all__ = ["supports_rows", "fit_llm_row", "prior_of", "rows_logits", "LLMRowsMixin"]
+__all__ = ["supports_rows", "fit_llm_row", "prior_of", "rows_logits", "LLMRowsMixin",
+           "fit_logit_calibration"]
 
 
 def supports_rows(net) -> bool:
@@ -175,7 +177,9 @@ class LLMRowsMixin:
         y = probes.scores[:, 0]
         scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
         y = y if scale is None else scale.transform(y)
-        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained, weights=weights))
+        calib = getattr(self, "logit_calib_", None)     # ranking losses: Platt-scaled logits
+        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained, weights=weights,
+                                         calibration=(1.0, 0.0) if calib is None else tuple(calib)))
 
     def _append_llm_row(self, row: np.ndarray) -> None:
         """Score a new last column from ``row`` = [LLM-side parameters, logit offset] (state
@@ -204,3 +208,57 @@ class LLMRowsMixin:
         self.added_llm_rows_ = added if added is not None and len(added) else None
         full = np.arange(n_trained + (0 if self.added_llm_rows_ is None else len(self.added_llm_rows_)))
         self.kept_cols_ = None if np.array_equal(kept, full) else kept.astype(np.int64)
+
+
+def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_000,
+                          seed: int = 0) -> np.ndarray:
+    """Platt scaling ``(a, b)``: ``sigmoid(a z + b)`` fitted to targets ``y`` in [0, 1] by
+    maximum likelihood (Newton's method), over observed cells only (NaN targets skipped).
+
+    Networks trained with a listwise or pairwise loss learn logits that only rank the LLMs of
+    a query (a per-query shift leaves the loss unchanged), so ``sigmoid(logit)`` is not a
+    score; one global map per router makes its scores, and those of an LLM added later
+    (fitted in the calibrated space), comparable on the score scale. ``a`` is kept >= 1e-3
+    so the map never reverses the ranking.
+
+    Parameters
+    ----------
+    z, y : ndarray
+        Logits and targets of the same shape.
+    max_cells : int
+        At most this many cells (a seeded sample) enter the fit.
+
+    Returns
+    -------
+    ndarray float64 (2,)
+        ``[a, b]``.
+
+    Example
+    -------
+    >>> z = np.linspace(-3, 3, 61)
+    >>> y = 1 / (1 + np.exp(-(2 * z - 1)))
+    >>> np.round(fit_logit_calibration(z, y), 3).tolist()
+    [2.0, -1.0]
+    """
+    z, y = np.asarray(z, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    ok = np.isfinite(z) & np.isfinite(y)
+    z, y = z[ok], np.clip(y[ok], 0.0, 1.0)
+    if z.size < 2 or np.ptp(z) < 1e-12:
+        return np.array([1.0, 0.0])
+    if z.size > max_cells:
+        pick = np.random.default_rng(seed).choice(z.size, size=max_cells, replace=False)
+        z, y = z[pick], y[pick]
+    x = np.stack([z, np.ones_like(z)], axis=1)
+    theta = np.array([1.0, 0.0])
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-(x @ theta)))
+        grad = x.T @ (p - y)
+        hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-9 * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        theta = theta - step
+        if np.abs(step).max() < 1e-10:
+            break
+    if not np.isfinite(theta).all():
+        return np.array([1.0, 0.0])
+    theta[0] = max(theta[0], 1e-3)
+    return theta

@@ -148,15 +148,21 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
         for m, v in full_cell.items():
             rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0, seed=0,
                              metric=m, value=v))
+        col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
         for seed in seeds:
             for strategy in strategies:
-                for k in ks:
-                    if k > tr_c.n_queries:
-                        continue
-                    col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
-                    idx, w = select_probes(r0, cand_q, int(k), strategy, seed=seed,
-                                           answer=lambda i: col[i], profiles=prof,
-                                           return_weights=True)
+                fit_ks = [int(k) for k in ks if k <= tr_c.n_queries]
+                if strategy == "adaptive" and fit_ks:
+                    # one sequential session to the largest K: its first K probes are what a
+                    # session stopped at K asks (the same answers, the same choices)
+                    seq = select_probes(r0, cand_q, max(fit_ks), strategy, seed=seed,
+                                        answer=lambda i: col[i], profiles=prof)
+                for k in fit_ks:
+                    if strategy == "adaptive":
+                        idx, w = seq[:k], np.ones(k)
+                    else:
+                        idx, w = select_probes(r0, cand_q, k, strategy, seed=seed,
+                                               profiles=prof, return_weights=True)
                     probes = tr_c.subset(idx, llms=[c])
                     r = copy.deepcopy(r0).add_llm(c, probes, weights=w,
                                                   provenance={"strategy": strategy})
