@@ -12,6 +12,9 @@ Usage::
 
     python benchmarks/bench_coldstart.py --seed 0 --routers mf,mirt,knn --cold-llms 4 \
         --probes 10,50 --datasets cruxeval,bfcl_v1
+
+``--summarise OUT`` reads the CSVs an earlier run wrote to OUT and prints, per dataset, the
+aims table and ``score_mae`` against K per (router, strategy) without running anything.
 """
 
 from __future__ import annotations
@@ -89,6 +92,33 @@ def aims_table(summary: pd.DataFrame, dataset: str, k: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def curve_table(summary: pd.DataFrame, metric: str = "score_mae") -> pd.DataFrame:
+    """Mean ``metric`` per (router, strategy) (rows) and K (columns), baselines included
+    (``nearest-llm`` and full-column rows left out)."""
+    sub = summary[(summary["metric"] == metric) & (summary["k"] > 0)
+                  & (summary["router"] != "nearest-llm")]
+    piv = sub.pivot_table(index=["router", "strategy"], columns="k", values="mean")
+    piv.columns = [f"K={int(k)}" for k in piv.columns]
+    return piv.reset_index()
+
+
+def summarise_out(out: Path, aim_k: int) -> int:
+    """Print the tables of every ``<out>/<dataset>.csv`` (see the module docstring)."""
+    files = sorted(Path(out).glob("*.csv"))
+    if not files:
+        print(f"{out}: no result CSV", file=sys.stderr)
+        return 2
+    for f in files:
+        rows = pd.read_csv(f)
+        summary = summarise(rows)
+        ds = str(rows["dataset"].iloc[0])
+        print(f"\n{ds} ({f}): aims at K = {aim_k}")
+        print(_markdown(aims_table(summary, ds, aim_k)))
+        print(f"\n{ds}: score_mae against K")
+        print(_markdown(curve_table(summary)))
+    return 0
+
+
 def _markdown(df: pd.DataFrame) -> str:
     cols = list(df.columns)
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -129,7 +159,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/coldstart")
     ap.add_argument("--readme", default=None)
+    ap.add_argument("--summarise", default=None, metavar="OUT",
+                    help="print the tables of an earlier run's CSVs in OUT and stop")
     args = ap.parse_args(argv)
+    if args.summarise:
+        return summarise_out(Path(args.summarise), args.aim_k)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ks = [int(k) for k in args.probes.split(",")]
