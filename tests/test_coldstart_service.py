@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
+import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
+from recsys_router.data import RoutingData
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.export import export_router, load_router
 from recsys_router.registry import make_router
@@ -65,13 +70,23 @@ def test_pool_changes_refused_without_a_configured_key(served):
     ({"name": "x", "probes": "DUP"}, 422),
     ({"name": "x", "probes": "SOMECOST"}, 422),
     ({"name": "x" * 300, "probes": "P"}, 422),
+    ({"name": "x", "probes": "SOMEWEIGHT"}, 422),               # a weight for some probes only
+    ({"name": "x", "probes": "NEGWEIGHT"}, 422),
+    ({"name": "x", "probes": "NANWEIGHT"}, 422),
+    ({"name": "x", "probes": "ZEROWEIGHTS"}, 422),
+    ({"name": "x", "probes": "STRWEIGHT"}, 422),
 ])
 def test_bad_adds_change_nothing(served, body, code):
     art, probes = served
     c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
     p = {"P": probes, "P[:1]": probes[:1], "EMPTY": [], "NAN": [{"text": "a", "score": "NaN"}] + probes,
          "DUP": probes + probes[:1],
-         "SOMECOST": [{"text": "zz", "score": 1.0}] + probes}.get(body["probes"], body["probes"])
+         "SOMECOST": [{"text": "zz", "score": 1.0}] + probes,
+         "SOMEWEIGHT": [{**probes[0], "weight": 2.0}] + probes[1:],
+         "NEGWEIGHT": [{**x, "weight": -1.0 if i == 3 else 1.0} for i, x in enumerate(probes)],
+         "NANWEIGHT": [{**x, "weight": "NaN" if i == 3 else 1.0} for i, x in enumerate(probes)],
+         "ZEROWEIGHTS": [{**x, "weight": 0.0} for x in probes],
+         "STRWEIGHT": [{**x, "weight": "heavy"} for x in probes]}.get(body["probes"], body["probes"])
     body = {**body, "probes": p, "name": art.llm_names[0] if body["name"] == "EXISTING" else body["name"]}
     before = c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()
     r = c.post("/llms", json=body, headers=KEY)
@@ -79,6 +94,29 @@ def test_bad_adds_change_nothing(served, body, code):
     assert len(c.get("/llms", headers=KEY).json()["llms"]) == 3
     assert c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()["results"][0]["llm"] \
         == before["results"][0]["llm"]
+
+
+def test_weighted_add_matches_the_library(served):
+    """POST /llms with probe weights gives the predictions of add_llm(..., weights=)."""
+    art, probes = served
+    probes = [{**x, "score": float(i % 3) / 2, "weight": 1.0 + (i % 4)} for i, x in enumerate(probes)]
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
+    r = c.post("/llms", json={"name": "w", "probes": probes}, headers=KEY)
+    assert r.status_code == 201, r.text
+    assert c.get("/llms", headers=KEY).json()["llms"][-1]["provenance"]["weighted"] is True
+    lib = copy.deepcopy(art.router).add_llm(
+        "w", {x["text"]: x["score"] for x in probes}, {x["text"]: x["cost"] for x in probes},
+        weights=[x["weight"] for x in probes])
+    plain = copy.deepcopy(art.router).add_llm(
+        "w", {x["text"]: x["score"] for x in probes}, {x["text"]: x["cost"] for x in probes})
+    qs = ["some question", "another one here"]
+    got = c.post("/route", json={"queries": qs, "candidates": ["w"]}, headers=KEY).json()["results"]
+    data = RoutingData(pd.DataFrame({"query_id": ["a", "b"], "text": qs}), lib.llm_names_,
+                       np.full((2, len(lib.llm_names_)), np.nan))
+    want = lib.predict_scores(data)[:, -1]
+    base = plain.predict_scores(data)[:, -1]
+    assert not np.allclose(want, base)
+    np.testing.assert_allclose([g["scores"]["w"] for g in got], want, rtol=1e-6)
 
 
 def test_route_during_pool_changes_sees_one_whole_pool(served, monkeypatch):
