@@ -282,3 +282,18 @@ def test_listwise_two_tower_is_calibrated_and_onboards_on_the_same_scale():
     assert np.average(p, weights=w) == pytest.approx(target, abs=2e-3)
     # a pointwise loss needs no map
     assert make_router("mf", max_epochs=1).fit(old).logit_calib_ is None
+
+
+def test_graph_offset_calibrates_the_weighted_probe_mean(sim):
+    """graph: the new node's logit offset makes its weighted mean prediction on the probes the
+    weighted probe mean (the equal-weight mean would differ)."""
+    train, test = sim
+    r = make_router("graph", max_epochs=1, hidden=8).fit(train)
+    new = test.llm_names[3]
+    probes = test.subset(np.arange(20), llms=[new])
+    w = np.where(np.arange(20) < 5, 4.0, 0.5)
+    r.add_llm(new, probes, weights=w)
+    p = r.predict_scores(test.subset(np.arange(20), llms=r.llm_names_))[:, -1]
+    y = probes.scores[:, 0].astype(float)
+    assert np.average(p, weights=w) == pytest.approx(np.average(y, weights=w), abs=2e-3)
+    assert abs(np.average(y, weights=w) - y.mean()) > 0.01
