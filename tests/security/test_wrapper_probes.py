@@ -93,7 +93,3 @@ def test_tampered_wrapper_artifact_refused(base, field, probe, good, tmp_path, m
     assert _listing(tmp_path, Path.cwd() / "tests") == before_files
     assert not Path("/tmp/pwned").exists()
 
-
-def test_good_wrapper_artifacts_load(good):
-    for name in ("fallback", "auto"):
-        assert load_router(good[name]).route(["a query"])[0]["llm"].startswith("sim-llm-")
