@@ -16,7 +16,10 @@ query, full-batch).
 
 The module works with the ordinary :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`:
 it builds the graph from the data module's train split in :meth:`GraphModule.on_data` and
-takes the queries of each training batch of cells as the step's targets. On logged feedback
+takes the queries of each training batch as the step's targets. The router trains on
+batches of queries (``fixed_mode = "listwise"``): a step predicts every observed cell of its
+batch's queries, so one epoch predicts each training record once (batches of cells, the
+layout before, made an epoch predict each query's cells once per cell). On logged feedback
 (the ``logged`` router, or a data module with ``feedback``), a batch is queries with weights
 and targets (:func:`recsys_router.feedback.logged.logged_arrays`); the step predicts its
 targets' masked cells and scores them with the pointwise routers' loss
@@ -100,15 +103,15 @@ class GraphModule(RouterModule):
     1
     """
 
-    # batches of cells whose queries are a step's targets; 2,048 cells and 10 epochs were the
-    # better settings measured on llmrouter (benchmarks/README.md)
+    # batches whose queries are a step's targets (LightningCLI budget of ``recsys-router fit``)
     trainer_defaults = {"batch_size": 2048, "max_epochs": 10}
     # a step predicts every cell of its batch's queries (up to target_fraction of the train
-    # queries) from a subgraph of about the whole graph's size, so a step is dear (about 1.2
-    # CPU s at 10,000 x 30) and covers many cells: batches of >= 1,024 cells, 80 steps
+    # queries) from a subgraph of about the whole graph's size on small sets, so a step is
+    # dear and covers many cells: batches of >= 1,024 queries, at most 80 steps (the same
+    # targets per step and steps as the 1,024-cell batches before queries were the items)
     plan_options = {"min_batch": 1024, "step_cap": 80}
     router_loss_options = False
-    fixed_mode = "pointwise"
+    fixed_mode = "listwise"
 
     def __init__(self, n_llms: int, embed_dim: int, hidden: int = 64, num_layers: int = 2,
                  dropout: float = 0.1, k: int = 5, target_fraction: float = 0.3,
@@ -130,6 +133,7 @@ class GraphModule(RouterModule):
         self.builder: RoutingGraphBuilder | None = None
         self.cost_scale = 1.0
         self._tasks: dict[str, np.ndarray] = {}
+        self._pending: dict[str, list[dict]] = {}
 
     def on_data(self, datamodule) -> None:
         train = datamodule.splits["train"]
@@ -199,18 +203,28 @@ class GraphModule(RouterModule):
         return predict_graph(self.net, builder, x, tasks, self.device)
 
     def _eval_step(self, batch: dict, stage: str) -> None:
-        split = stage if stage in self._tasks else "val"
-        tasks = np.asarray(self._tasks[split])[batch["index"].cpu().numpy()]
-        logits, _ = self.predict_new(batch["x"].cpu().numpy(), tasks)
-        y = torch.where(batch["mask"], batch["y"], torch.full_like(batch["y"], float("nan")))
-        m = batch["mask"]
-        loss = F.binary_cross_entropy_with_logits(logits[m], batch["y"][m].float())
-        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=stage == "val",
-                 batch_size=len(batch["x"]))
-        rec = {"pred": torch.sigmoid(logits), "y": y}
-        if "cost" in batch:
-            rec["cost"] = batch["cost"]
-        self._eval_store.setdefault(stage, []).append(rec)
+        # the held-out queries are predicted together at the epoch's end: each prediction
+        # joins them to the whole train graph, whose cost does not depend on their number
+        self._pending.setdefault(stage, []).append(
+            {k: batch[k] for k in ("index", "x", "y", "mask", "cost") if k in batch})
+
+    def _eval_epoch_end(self, stage: str) -> None:
+        parts = self._pending.pop(stage, [])
+        if parts:
+            batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+            split = stage if stage in self._tasks else "val"
+            tasks = np.asarray(self._tasks[split])[batch["index"].cpu().numpy()]
+            logits, _ = self.predict_new(batch["x"].cpu().numpy(), tasks)
+            m = batch["mask"]
+            loss = F.binary_cross_entropy_with_logits(logits[m], batch["y"][m].float())
+            self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True,
+                     prog_bar=stage == "val", batch_size=len(batch["x"]))
+            y = torch.where(m, batch["y"], torch.full_like(batch["y"], float("nan")))
+            rec = {"pred": torch.sigmoid(logits), "y": y}
+            if "cost" in batch:
+                rec["cost"] = batch["cost"]
+            self._eval_store.setdefault(stage, []).append(rec)
+        super()._eval_epoch_end(stage)
 
     def predict_step(self, batch: dict, batch_idx: int) -> dict:
         tasks = np.asarray(self._tasks.get("test", self._tasks.get("val")))[batch["index"].cpu().numpy()]
@@ -251,13 +265,11 @@ class GraphRouter(LightningRouter):
         See :class:`GraphModule`.
     encoder, encoder_options, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; one graph step is taken
-        per training batch of cells, whose queries are that step's targets.
-        The defaults (batches of 2,048 cells; 10 epochs, as in ``configs/models/graph.yaml``)
-        (``GraphModule.trainer_defaults``)
-        were the better of the settings measured on ``llmrouter`` (``benchmarks/README.md``):
-        20 epochs overfitted there. On a few hundred train queries a 2,048-cell batch leaves
-        only a few steps per epoch: use a smaller ``batch_size`` or more epochs there (the
-        ORBIT-protocol run, 630 train queries, uses 256 and 20).
+        per training batch of queries (``batch_size`` counts queries), whose cells are that
+        step's targets. Without ``batch_size``/``max_epochs`` the budget is data-scaled
+        (``GraphModule.plan_options``: batches of >= 1,024 queries, at most 80 steps).
+        On a few hundred train queries a large batch leaves only a few steps per epoch: use
+        a smaller ``batch_size`` or more epochs there.
 
     Example
     -------

@@ -13,7 +13,7 @@ from recsys_router.registry import make_router
 from router_contract import RouterContract
 
 torch.set_num_threads(1)
-FAST = {"encoder_options": {"dim": 64}, "hidden": 16, "max_epochs": 8, "batch_size": 256}
+FAST = {"encoder_options": {"dim": 64}, "hidden": 16, "max_epochs": 8, "batch_size": 64}
 
 
 def test_knn_edges_by_hand():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.models.components import graph as graph_mod
+from recsys_router.models.components import graph_knn as knn_mod
 from recsys_router.models.components.graph import knn_edges
 
 
@@ -42,7 +43,7 @@ def test_chunking_does_not_change_edges(monkeypatch):
     def spy(a, kth, axis=-1, **kw):
         calls.append(a.shape[0])
         return orig(a, kth, axis=axis, **kw)
-    monkeypatch.setattr(graph_mod.np, "partition", spy)
-    monkeypatch.setattr(graph_mod, "_CHUNK_CELLS", 150 * 7, raising=False)
+    monkeypatch.setattr(knn_mod.np, "partition", spy)
+    monkeypatch.setattr(knn_mod, "_CHUNK_CELLS", 150 * 7, raising=False)
     np.testing.assert_array_equal(graph_mod.knn_edges(emb, ctx, 5), whole)
     assert max(calls) <= 7 and len(calls) > 1

@@ -8,11 +8,34 @@ neighbour and rating edges) is built by :mod:`recsys_router.models.components.gr
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
+from torch_geometric.utils import softmax
 
-__all__ = ["HeteroRouterGNN"]
+__all__ = ["HeteroRouterGNN", "EdgeGATConv"]
+
+
+class EdgeGATConv(GATConv):
+    """:class:`torch_geometric.nn.GATConv` with the edge term of its attention computed as
+    ``edge_attr @ (W_e^T a_e)`` (one ``edge_dim``-vector per head) instead of projecting
+    every edge's attributes to ``heads x out_channels`` first and then summing: the same
+    number (``lin_edge`` has no bias), without an (n_edges x hidden) tensor forward and
+    backward. Parameters and their names are GATConv's, so saved networks load unchanged.
+    """
+
+    def edge_update(self, alpha_j, alpha_i, edge_attr, index, ptr, dim_size):
+        alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
+        if index.numel() == 0:
+            return alpha
+        if edge_attr is not None and self.lin_edge is not None:
+            e = edge_attr.view(edge_attr.size(0), -1)
+            w = self.lin_edge.weight.view(self.heads, self.out_channels, -1)
+            alpha = alpha + e @ (w * self.att_edge.view(self.heads, self.out_channels, 1)).sum(1).T
+        alpha = F.leaky_relu(alpha, self.negative_slope)
+        alpha = softmax(alpha, index, ptr, dim_size)
+        return F.dropout(alpha, p=self.dropout, training=self.training)
 
 
 class HeteroRouterGNN(nn.Module):
@@ -43,10 +66,10 @@ class HeteroRouterGNN(nn.Module):
                 ("query", "in", "task"): SAGEConv((hidden, hidden), hidden),
                 ("task", "has", "query"): SAGEConv((hidden, hidden), hidden),
                 ("query", "near", "query"): SAGEConv((hidden, hidden), hidden),
-                ("query", "rates", "llm"): GATConv((hidden, hidden), hidden, edge_dim=2,
-                                                   add_self_loops=False),
-                ("llm", "rated_by", "query"): GATConv((hidden, hidden), hidden, edge_dim=2,
-                                                      add_self_loops=False),
+                ("query", "rates", "llm"): EdgeGATConv((hidden, hidden), hidden, edge_dim=2,
+                                                       add_self_loops=False),
+                ("llm", "rated_by", "query"): EdgeGATConv((hidden, hidden), hidden, edge_dim=2,
+                                                          add_self_loops=False),
             }, aggr="sum"))
         self.dropout = nn.Dropout(dropout)
         self.score_head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(),
@@ -54,19 +77,48 @@ class HeteroRouterGNN(nn.Module):
         self.cost_head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(),
                                        nn.Linear(hidden, 1))
 
-    def embed(self, g: HeteroData) -> dict:
-        """Final node embeddings per type."""
+    def embed(self, g: HeteroData, final_queries: torch.Tensor | None = None) -> dict:
+        """Final node embeddings per type.
+
+        ``final_queries`` (query node ids): the last layer computes only what those queries'
+        and the LLMs' final embeddings need (its edges into other query nodes and into task
+        nodes are dropped), so only those rows of the final ``query`` embeddings, and the
+        ``llm`` ones, are exact; the task embeddings are then the previous layer's.
+        """
         h = {t: torch.relu(self.inp[t](g[t].x)) for t in self.inp}
         edge_attr = {et: g[et].edge_attr for et in g.edge_types if "edge_attr" in g[et]}
-        for conv in self.convs:
-            out = conv(h, g.edge_index_dict, edge_attr_dict=edge_attr)
+        edges = g.edge_index_dict
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            ei, ea = edges, edge_attr
+            if final_queries is not None and i == last:
+                ei, ea = _into(edges, edge_attr, final_queries, len(h["query"]))
+            out = conv(h, ei, edge_attr_dict=ea)
             # residual: node types without incoming edges this layer keep their state
             h = {t: self.dropout(torch.relu(out[t])) + h[t] if t in out else h[t] for t in h}
         return h
 
     def forward(self, g: HeteroData, q_idx: torch.Tensor, l_idx: torch.Tensor):
         """``(score_logit, cost)`` tensors of shape (n_pairs,) for the pairs ``(q_idx, l_idx)``."""
-        h = self.embed(g)
+        h = self.embed(g, final_queries=q_idx)
         hq, hl = h["query"][q_idx], h["llm"][l_idx]
         z = torch.cat([hq, hl, hq * hl], dim=-1)
         return self.score_head(z).squeeze(-1), self.cost_head(z).squeeze(-1)
+
+
+def _into(edges: dict, edge_attr: dict, queries: torch.Tensor, n_query: int):
+    """The edges (and attributes) of a last layer that must give exact final embeddings for
+    ``queries`` and every LLM: edges into those queries and into LLM nodes; none into tasks.
+    A query's aggregation (SAGE mean, GAT softmax) reads only its own incoming edges, so
+    dropping the others leaves its output unchanged."""
+    keep = torch.zeros(n_query, dtype=torch.bool, device=queries.device)
+    keep[queries] = True
+    ei, ea = {}, {}
+    for et, e in edges.items():
+        if et[2] == "task":
+            continue
+        sel = keep[e[1]] if et[2] == "query" else None
+        ei[et] = e if sel is None else e[:, sel]
+        if et in edge_attr:
+            ea[et] = edge_attr[et] if sel is None else edge_attr[et][sel]
+    return ei, ea

@@ -25,6 +25,8 @@ import torch
 from torch_geometric.data import HeteroData
 
 from recsys_router.models.components.gnn import HeteroRouterGNN
+from recsys_router.models.components.graph_knn import (ClusterIndex, EXACT_MAX_CELLS, knn_edges,
+                                                       nearest_context, neighbour_pool)
 from recsys_router.state import INT, STR, Arr, ListOf, StateError, check_indices, check_state
 
 __all__ = ["build_graph", "knn_edges", "neighbour_pool", "nearest_context", "HeteroRouterGNN",
@@ -34,114 +36,11 @@ EDGE_TYPES = (("query", "in", "task"), ("task", "has", "query"), ("query", "near
               ("query", "rates", "llm"), ("llm", "rated_by", "query"))
 
 
-#: similarity cells computed at once by :func:`knn_edges` (bounds its memory)
-_CHUNK_CELLS = 1 << 24
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    return x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
-
-
-def _nearest(rows_unit: np.ndarray, ctx_unit: np.ndarray, kk: int,
-             own: np.ndarray | None = None) -> np.ndarray:
-    """(len(rows), kk) indices of each row's ``kk`` most cosine-similar context rows, most
-    similar first; ``own[i] >= 0`` excludes that context row from row ``i`` (itself).
-    Works in row chunks so memory stays O(chunk x n_ctx)."""
-    n_ctx = len(ctx_unit)
-    chunk = max(1, min(len(rows_unit), _CHUNK_CELLS // max(n_ctx, 1)))
-    parts = []
-    for start in range(0, len(rows_unit), chunk):
-        sims = rows_unit[start:start + chunk] @ ctx_unit.T
-        if own is not None:
-            o = own[start:start + chunk]
-            sims[np.flatnonzero(o >= 0), o[o >= 0]] = -np.inf  # no self loops
-        parts.append(_top_k_stable(sims, kk))
-    return np.concatenate(parts) if parts else np.zeros((0, kk), np.int64)
-
-
-def knn_edges(emb: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
-    """Edges ``(source, target)`` from each query's ``k`` nearest context queries (cosine).
-
-    A query is never its own neighbour. Returns int64 array of shape (2, n_edges).
-
-    Example
-    -------
-    >>> e = np.array([[1., 0], [0.9, 0.1], [0, 1]])
-    >>> knn_edges(e, np.array([0, 2]), 1).tolist()
-    [[2, 0, 0], [0, 1, 2]]
-    """
-    context = np.asarray(context, dtype=np.int64)
-    if k < 1 or len(context) == 0:
-        return np.zeros((2, 0), dtype=np.int64)
-    unit = _unit(emb)
-    n_ctx = len(context)
-    kk = min(k, n_ctx - 1 if n_ctx > 1 else 1)
-    ctx_pos = np.full(len(emb), -1, dtype=np.int64)
-    ctx_pos[context] = np.arange(n_ctx)
-    src = context[_nearest(unit, unit[context], kk, ctx_pos)].ravel()
-    dst = np.repeat(np.arange(len(emb)), kk)
-    keep = src != dst
-    return np.stack([src[keep], dst[keep]])
-
-
-def neighbour_pool(emb: np.ndarray, width: int) -> np.ndarray:
-    """Each row's ``width`` nearest other rows (cosine), nearest first: int64 (n, w) with
-    ``w = min(width, n - 1)``.
-
-    Example
-    -------
-    >>> neighbour_pool(np.array([[1., 0], [0.9, 0.1], [0, 1]]), 2).tolist()
-    [[1, 2], [0, 2], [1, 0]]
-    """
-    n = len(emb)
-    w = min(int(width), n - 1)
-    if w < 1:
-        return np.zeros((n, 0), dtype=np.int64)
-    unit = _unit(emb)
-    return _nearest(unit, unit, w, np.arange(n)).astype(np.int64)
-
-
-def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int) -> np.ndarray:
-    """Edges ``(context row, new row)`` from each new row's ``k`` nearest context rows.
-
-    Example
-    -------
-    >>> nearest_context(np.array([[0., 1]]), np.array([[1., 0], [0.1, 1]]), 1).tolist()
-    [[1], [0]]
-    """
-    kk = min(int(k), len(ctx_x))
-    if kk < 1 or len(new_x) == 0:
-        return np.zeros((2, 0), dtype=np.int64)
-    idx = _nearest(_unit(new_x), _unit(ctx_x), kk)
-    return np.stack([idx.ravel(), np.repeat(np.arange(len(new_x)), kk)]).astype(np.int64)
-
-
-def _top_k_stable(sims: np.ndarray, kk: int) -> np.ndarray:
-    """Column indices of each row's ``kk`` largest values, largest first, ties to the lower
-    index: the same as ``np.argsort(-sims, kind="stable")[:, :kk]`` without a full sort.
-
-    Example
-    -------
-    >>> _top_k_stable(np.array([[0.1, 0.5, 0.5, 0.2]]), 2).tolist()
-    [[1, 2]]
-    """
-    n_rows, n = sims.shape
-    kth = np.partition(sims, n - kk, axis=1)[:, n - kk]
-    r, c = np.nonzero(sims >= kth[:, None])          # candidates (ties at the boundary included)
-    order = np.lexsort((c, -sims[r, c], r))           # by row, then value desc, then index
-    r, c = r[order], c[order]
-    first = np.searchsorted(r, np.arange(n_rows))
-    pos = np.arange(len(r)) - first[r]
-    return c[pos < kk].reshape(n_rows, kk)
-
-
 def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
                 llm_x: np.ndarray, rate_q: np.ndarray, rate_l: np.ndarray,
                 rate_attr: np.ndarray, context: np.ndarray, k: int,
-                near_edges: np.ndarray | None = None) -> HeteroData:
+                near_edges: np.ndarray | None = None,
+                llm_reads: np.ndarray | None = None) -> HeteroData:
     """Assemble the heterogeneous routing graph.
 
     Parameters
@@ -162,6 +61,9 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
         Neighbours per query.
     near_edges : ndarray of int (2, n_edges), optional
         Query-query edges already chosen (then ``k`` is not used for them).
+    llm_reads : ndarray of bool (n_rating_edges,), optional
+        Rating edges that also feed their LLM node (``query``-``rates``-``llm``); default
+        all. Every rating edge feeds its query (``llm``-``rated_by``-``query``).
 
     Returns
     -------
@@ -183,8 +85,13 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
     g["query", "near", "query"].edge_index = torch.as_tensor(near_edges, dtype=torch.long)
     ql = torch.as_tensor(np.stack([rate_q, rate_l]), dtype=torch.long).reshape(2, -1)
     attr = torch.as_tensor(rate_attr, dtype=torch.float32).reshape(-1, 2)
-    g["query", "rates", "llm"].edge_index = ql
-    g["query", "rates", "llm"].edge_attr = attr
+    if llm_reads is None:
+        g["query", "rates", "llm"].edge_index = ql
+        g["query", "rates", "llm"].edge_attr = attr
+    else:
+        sel = torch.as_tensor(np.asarray(llm_reads, bool))
+        g["query", "rates", "llm"].edge_index = ql[:, sel]
+        g["query", "rates", "llm"].edge_attr = attr[sel]
     g["llm", "rated_by", "query"].edge_index = ql.flip(0)
     g["llm", "rated_by", "query"].edge_attr = attr
     return g
@@ -194,7 +101,8 @@ class RoutingGraphBuilder:
     """Builds training and inference graphs over a fixed set of train (context) queries.
 
     Each train query's ``pool`` nearest other train queries are found once (exact cosine,
-    chunked); a step's query-query edges then link every query to its ``k`` nearest
+    chunked, up to 20,000 train queries; above, through the approximate
+    :class:`~recsys_router.models.components.graph_knn.ClusterIndex`); a step's query-query edges then link every query to its ``k`` nearest
     queries among those that are context *in that step*, read off the pool. This equals a
     fresh exact kNN over the step's context whenever at least ``k`` of a query's pool
     members are context (the pool is ``max(3k, k + 8)`` wide and a step hides at most
@@ -243,17 +151,29 @@ class RoutingGraphBuilder:
         self.k = int(k)
         self.task_names = sorted(set(self.train_tasks))
         self.task_x = np.asarray(task_featurizer(self.task_names), np.float32)
+        self._index = None
         if isinstance(pool, np.ndarray):  # neighbours computed earlier (a restored builder)
             self.neighbour_pool = pool
         else:
             width = max(3 * self.k, self.k + 8) if pool is None else int(pool)
-            self.neighbour_pool = neighbour_pool(self.train_x, width)
+            self.neighbour_pool = neighbour_pool(self.train_x, width,
+                                                 self.context_index(self.n_train))
         tix = {n: i for i, n in enumerate(self.task_names)}
         self.train_task_index = np.array([tix[t] for t in self.train_tasks], dtype=np.int64)
 
     @property
     def n_train(self) -> int:
         return len(self.train_x)
+
+    def context_index(self, n_rows: int) -> ClusterIndex | None:
+        """The cluster index over the train queries when ``n_rows`` rows searching them
+        exceed the exact search's size (built once per ``train_x``, not stored), else None."""
+        if n_rows * self.n_train <= EXACT_MAX_CELLS:
+            return None
+        if self._index is None or self._index[0] is not self.train_x:
+            self._index = (self.train_x, ClusterIndex(self.train_x / (np.linalg.norm(
+                self.train_x, axis=1, keepdims=True) + 1e-12)))
+        return self._index[1]
 
     def state(self) -> tuple[dict, dict]:
         """``(JSON, arrays)`` of the builder (costs stored already scaled)."""
@@ -321,7 +241,10 @@ class RoutingGraphBuilder:
             0: every non-target train query is context (full graph). Otherwise the graph
             holds the targets, their ``k`` nearest context queries and at most
             ``context_size`` further context queries drawn at random (a sampled subgraph,
-            so a step costs O(batch), not O(train set)).
+            so a step costs O(batch), not O(train set)); the LLM nodes then read the rating
+            edges of those random ones only (a uniform sample of the context, as at
+            inference, where they read every train query), while every context query
+            reads its own rating edges.
 
         Returns
         -------
@@ -346,12 +269,15 @@ class RoutingGraphBuilder:
         if target.all() and n > 1:
             target[rng.integers(n)] = False
         context = ~target
+        reads = None
         if context_size and context.sum() > context_size:
             tid = np.flatnonzero(target)
             near_t = self._near(tid, context, self.k)[0]
             rest = np.flatnonzero(context)
             extra = rng.choice(rest, min(int(context_size), len(rest)), replace=False)
             nodes = np.unique(np.concatenate([tid, near_t, extra]))
+            reads = np.zeros(n, bool)   # the LLM nodes read a uniform sample of the context
+            reads[extra] = True
         else:
             nodes = np.arange(n)
         local = np.full(n, -1, dtype=np.int64)
@@ -363,7 +289,8 @@ class RoutingGraphBuilder:
         pi, li, attr = self._rating_edges(ctx_nodes)
         tix, task_x = self._tasks([])
         g = build_graph(self.train_x[nodes], self.train_task_index[nodes], task_x, self.llm_x,
-                        local[ctx_nodes][pi], li, attr, local[ctx_nodes], self.k, near_edges=near)
+                        local[ctx_nodes][pi], li, attr, local[ctx_nodes], self.k, near_edges=near,
+                        llm_reads=None if reads is None else reads[ctx_nodes][pi])
         tnodes = nodes[target[nodes]]
         tp, tl = np.nonzero(~np.isnan(self.scores[tnodes]))
         tq = tnodes[tp]
@@ -387,7 +314,7 @@ class RoutingGraphBuilder:
         qi, li, attr = self._rating_edges(rows)
         # train rows read their neighbours off the pool; new rows search every train query
         near_train = self._near(rows, np.ones(self.n_train, bool), self.k)
-        near_new = nearest_context(new_x, self.train_x, self.k)
+        near_new = nearest_context(new_x, self.train_x, self.k, self.context_index(len(new_x)))
         near_new = np.stack([near_new[0], near_new[1] + self.n_train])
         g = build_graph(qx, qt, task_x, self.llm_x, qi, li, attr, rows, self.k,
                         near_edges=np.concatenate([near_train, near_new], axis=1))

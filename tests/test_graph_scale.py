@@ -1,0 +1,164 @@
+"""Graph router at scale: the approximate neighbour search (recall against a plain full sort),
+the last layer computed only for the predicted queries (equal to the full computation), the
+LLM nodes reading a random context sample, and epochs over queries (each record once)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.models.components import graph_knn
+from recsys_router.models.components.gnn import HeteroRouterGNN
+from recsys_router.models.components.graph import RoutingGraphBuilder
+from recsys_router.models.components.graph_knn import ClusterIndex, nearest_context, neighbour_pool
+from recsys_router.models.graph_module import GraphRouter
+
+
+def _clustered(n, d=16, centres=40, seed=0):
+    """Unit vectors around ``centres`` random directions (text embeddings are clustered)."""
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(centres, d))
+    x = c[rng.integers(centres, size=n)] + 0.35 * rng.normal(size=(n, d))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _exact(rows, ctx, k, exclude_self=False):
+    """Plain reference: full stable sort of the cosine similarities."""
+    sims = rows.astype(np.float64) @ ctx.astype(np.float64).T
+    if exclude_self:
+        np.fill_diagonal(sims, -np.inf)
+    return np.argsort(-sims, axis=1, kind="stable")[:, :k]
+
+
+def _recall(got, want):
+    return np.mean([len(set(g) & set(w)) / len(w) for g, w in zip(got.tolist(), want.tolist())])
+
+
+def test_cluster_index_recall_against_full_sort():
+    x = _clustered(3000)
+    got = ClusterIndex(x, seed=0).search(x, 10, own=np.arange(3000))
+    want = _exact(x, x, 10, exclude_self=True)
+    assert (got != np.arange(3000)[:, None]).all()          # never itself
+    assert _recall(got, want) >= 0.9
+    # probing every cell is the exact search
+    every = ClusterIndex(x, n_cells=30, probe=30, seed=0).search(x, 10, own=np.arange(3000))
+    assert _recall(every, want) == 1.0
+
+
+def test_large_sets_go_through_the_index(monkeypatch):
+    both = _clustered(2800, seed=1)       # new queries from the same topics as the context
+    x, new = both[:2500], both[2500:]
+    monkeypatch.setattr(graph_knn, "EXACT_MAX_CELLS", 1000)   # force the approximate path
+    built = []
+    orig = graph_knn.ClusterIndex.__init__
+
+    def spy(self, *a, **kw):
+        built.append(1)
+        orig(self, *a, **kw)
+    monkeypatch.setattr(graph_knn.ClusterIndex, "__init__", spy)
+    pool = neighbour_pool(x, 8)
+    assert built and pool.shape == (2500, 8)
+    assert _recall(pool, _exact(x, x, 8, exclude_self=True)) >= 0.9
+    e = nearest_context(new, x, 5)
+    assert e.shape == (2, 1500) and (e[1] == np.repeat(np.arange(300), 5)).all()
+    assert _recall(e[0].reshape(300, 5), _exact(new, x, 5)) >= 0.9
+
+
+def test_small_index_inputs_and_empty_cells():
+    x = _clustered(5, d=4)
+    idx = ClusterIndex(x, n_cells=5, probe=1, seed=0)   # too few per cell: probes widen
+    got = idx.search(x, 4, own=np.arange(5))
+    assert sorted(map(sorted, got.tolist())) == sorted(
+        sorted(set(range(5)) - {i}) for i in range(5))
+    with pytest.raises(ValueError, match="at least one"):
+        ClusterIndex(np.zeros((0, 4), np.float32))
+
+
+def _builder(n=200, n_llms=4, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6)).astype(np.float32)
+    scores = (rng.random((n, n_llms)) < 0.5).astype(np.float32)
+    scores[rng.random((n, n_llms)) < 0.1] = np.nan
+    costs = rng.random((n, n_llms)).astype(np.float32) + 0.5
+    tasks = rng.choice(["a", "b", "c"], n)
+    return RoutingGraphBuilder(x, tasks, scores, costs, rng.normal(size=(n_llms, 3)),
+                               lambda names: np.ones((len(names), 2)), k=k)
+
+
+@pytest.mark.parametrize("context_size", [0, 40])
+def test_last_layer_for_the_predicted_queries_equals_the_full_layer(context_size):
+    b = _builder()
+    g, t = b.training_graph(np.random.default_rng(0), 0.3, targets=np.arange(0, 200, 7),
+                            context_size=context_size)
+    torch.manual_seed(0)
+    net = HeteroRouterGNN({"query": 6, "task": 2, "llm": 3}, hidden=8, num_layers=2).eval()
+    q = torch.as_tensor(np.unique(t["q"]))
+    with torch.no_grad():
+        full = net.embed(g)
+        part = net.embed(g, final_queries=q)
+        s, c = net(g, torch.as_tensor(t["q"]), torch.as_tensor(t["l"]))
+    torch.testing.assert_close(part["query"][q], full["query"][q])
+    torch.testing.assert_close(part["llm"], full["llm"])
+    # the full computation, written out: head of the full embeddings
+    hq, hl = full["query"][torch.as_tensor(t["q"])], full["llm"][torch.as_tensor(t["l"])]
+    z = torch.cat([hq, hl, hq * hl], dim=-1)
+    torch.testing.assert_close(s, net.score_head(z).squeeze(-1))
+    torch.testing.assert_close(c, net.cost_head(z).squeeze(-1))
+
+
+def test_sampled_step_llms_read_only_the_random_context():
+    b = _builder(n=400)
+    rng = np.random.default_rng(2)
+    targets = rng.choice(400, 30, replace=False)
+    g, t = b.training_graph(rng, 0.3, targets=targets, context_size=25)
+    nodes = t["nodes"]
+    rates = g["query", "rates", "llm"].edge_index.numpy()
+    rated_by = g["llm", "rated_by", "query"].edge_index.numpy()
+    readers = set(nodes[rates[0]].tolist())
+    # every context query in the step reads its own ratings; the LLMs read <= 25 of them
+    ctx = set(nodes.tolist()) - set(targets.tolist())
+    want = {(int(q), int(j)) for q in ctx for j in np.flatnonzero(~np.isnan(b.scores[q]))}
+    assert {(int(nodes[q]), int(j)) for j, q in zip(rated_by[0], rated_by[1])} == want
+    assert len(readers) <= 25 and readers <= ctx
+    assert {(int(nodes[q]), int(j)) for q, j in zip(rates[0], rates[1])} == \
+        {(q, j) for q, j in want if q in readers}
+    np.testing.assert_allclose(g["query", "rates", "llm"].edge_attr[:, 0].numpy(),
+                               b.scores[nodes[rates[0]], rates[1]])
+
+
+def test_one_epoch_predicts_each_training_record_once(monkeypatch):
+    d = make_synthetic(150, 3, 2, seed=4)
+    seen = []
+    orig = RoutingGraphBuilder.training_graph
+
+    def spy(self, *a, **kw):
+        g, t = orig(self, *a, **kw)
+        seen.append(np.stack([t["nodes"][t["q"]], t["l"]]))
+        return g, t
+    monkeypatch.setattr(RoutingGraphBuilder, "training_graph", spy)
+    r = GraphRouter(hidden=8, max_epochs=1, batch_size=40, val_fraction=0, target_fraction=0.5,
+                    encoder_options={"dim": 16}).fit(d)
+    assert r.steps_ == len(seen) == 4                          # ceil(150 / 40) query batches
+    cells = np.concatenate(seen, axis=1)
+    assert cells.shape[1] == int((~np.isnan(d.scores)).sum())   # every record, once
+    assert len({(int(a), int(b)) for a, b in cells.T}) == cells.shape[1]
+
+
+def test_edge_gat_equals_pyg_gat_with_the_same_weights():
+    from torch_geometric.nn import GATConv
+
+    from recsys_router.models.components.gnn import EdgeGATConv
+    torch.manual_seed(0)
+    ref = GATConv((5, 6), 4, edge_dim=2, add_self_loops=False)
+    lean = EdgeGATConv((5, 6), 4, edge_dim=2, add_self_loops=False)
+    lean.load_state_dict(ref.state_dict())
+    xs, xd = torch.randn(7, 5), torch.randn(3, 6)
+    e = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 0], [0, 0, 1, 1, 1, 2, 2, 2]])
+    attr = torch.randn(8, 2)
+    torch.testing.assert_close(lean((xs, xd), e, edge_attr=attr), ref((xs, xd), e, edge_attr=attr))
+    # no edge into any node: both give the bias only
+    empty = torch.zeros((2, 0), dtype=torch.long)
+    torch.testing.assert_close(lean((xs, xd), empty, edge_attr=torch.zeros(0, 2)),
+                               ref((xs, xd), empty, edge_attr=torch.zeros(0, 2)))
