@@ -146,19 +146,29 @@ def test_one_epoch_predicts_each_training_record_once(monkeypatch):
     assert len({(int(a), int(b)) for a, b in cells.T}) == cells.shape[1]
 
 
-def test_edge_gat_equals_pyg_gat_with_the_same_weights():
+@pytest.mark.parametrize("dense", [True, False])
+def test_edge_gat_equals_pyg_gat_with_the_same_weights(dense, monkeypatch):
+    """EdgeGATConv (dense attention matrix, or GATConv's edge path with the cheaper edge
+    term) gives GATConv's outputs and gradients; nodes without an edge get the bias."""
     from torch_geometric.nn import GATConv
 
-    from recsys_router.models.components.gnn import EdgeGATConv
+    from recsys_router.models.components import gnn
+    if not dense:
+        monkeypatch.setattr(gnn, "_DENSE_CELLS", 0)
     torch.manual_seed(0)
     ref = GATConv((5, 6), 4, edge_dim=2, add_self_loops=False)
-    lean = EdgeGATConv((5, 6), 4, edge_dim=2, add_self_loops=False)
+    lean = gnn.EdgeGATConv((5, 6), 4, edge_dim=2, add_self_loops=False)
     lean.load_state_dict(ref.state_dict())
-    xs, xd = torch.randn(7, 5), torch.randn(3, 6)
-    e = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 0], [0, 0, 1, 1, 1, 2, 2, 2]])
+    xs, xd = torch.randn(7, 5, requires_grad=True), torch.randn(4, 6)
+    e = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 0], [0, 0, 1, 1, 1, 2, 2, 2]])  # node 3: no edge
     attr = torch.randn(8, 2)
-    torch.testing.assert_close(lean((xs, xd), e, edge_attr=attr), ref((xs, xd), e, edge_attr=attr))
-    # no edge into any node: both give the bias only
+    got, want = lean((xs, xd), e, edge_attr=attr), ref((xs, xd), e, edge_attr=attr)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got[3], ref.bias)
+    g1 = torch.autograd.grad(got.square().sum(), [xs, *lean.parameters()])
+    g2 = torch.autograd.grad(want.square().sum(), [xs, *ref.parameters()])
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)
     empty = torch.zeros((2, 0), dtype=torch.long)
     torch.testing.assert_close(lean((xs, xd), empty, edge_attr=torch.zeros(0, 2)),
                                ref((xs, xd), empty, edge_attr=torch.zeros(0, 2)))

@@ -16,6 +16,9 @@ from torch_geometric.utils import softmax
 
 __all__ = ["HeteroRouterGNN", "EdgeGATConv"]
 
+#: largest (destination x source) attention matrix :class:`EdgeGATConv` builds densely
+_DENSE_CELLS = 1 << 25
+
 
 class EdgeGATConv(GATConv):
     """:class:`torch_geometric.nn.GATConv` with the edge term of its attention computed as
@@ -23,7 +26,38 @@ class EdgeGATConv(GATConv):
     every edge's attributes to ``heads x out_channels`` first and then summing: the same
     number (``lin_edge`` has no bias), without an (n_edges x hidden) tensor forward and
     backward. Parameters and their names are GATConv's, so saved networks load unchanged.
+
+    The rating edges join queries to a few LLMs, one edge per observed (query, LLM) cell.
+    When the (destination x source) matrix is small (at most ``_DENSE_CELLS`` cells and not
+    much larger than the edge count), the attention is computed on that dense matrix
+    (unobserved cells masked) and the messages are aggregated by one matrix product,
+    instead of gathering and scattering an (n_edges x hidden) tensor: the same softmax and
+    sum. This requires at most one edge per (source, destination) pair, which rating edges
+    always have (single head, no self loops, no attention dropout; otherwise GATConv's
+    own path runs).
     """
+
+    def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
+        x_src, x_dst = x if isinstance(x, tuple) else (x, x)
+        n_s, n_d, n_e = x_src.size(0), x_dst.size(0), edge_index.size(1)
+        if (self.heads != 1 or self.lin_src is None or self.add_self_loops or self.dropout
+                or self.res is not None or return_attention_weights or x_dst is None
+                or n_s * n_d > min(_DENSE_CELLS, 8 * n_e + 65_536)):
+            return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
+        hs, hd = self.lin_src(x_src), self.lin_dst(x_dst)
+        src, dst = edge_index[0], edge_index[1]
+        logit = (hs * self.att_src.view(1, -1)).sum(-1)[src] + (hd * self.att_dst.view(1, -1)).sum(-1)[dst]
+        if edge_attr is not None and self.lin_edge is not None:
+            w = self.lin_edge.weight.view(self.out_channels, -1)
+            logit = logit + edge_attr.view(n_e, -1) @ (w * self.att_edge.view(-1, 1)).sum(0)
+        logit = F.leaky_relu(logit, self.negative_slope)
+        dense = hs.new_full((n_d, n_s), float("-inf")).index_put((dst, src), logit)
+        top = dense.max(dim=1, keepdim=True).values.detach()
+        top = torch.where(torch.isinf(top), torch.zeros_like(top), top)   # rows with no edge
+        p = torch.exp(dense - top)
+        p = p / (p.sum(dim=1, keepdim=True) + 1e-16)
+        out = p @ hs
+        return out + self.bias if self.bias is not None else out
 
     def edge_update(self, alpha_j, alpha_i, edge_attr, index, ptr, dim_size):
         alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
