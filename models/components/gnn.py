@@ -49,7 +49,7 @@ class EdgeGATConv(GATConv):
         logit = (hs * self.att_src.view(1, -1)).sum(-1)[src] + (hd * self.att_dst.view(1, -1)).sum(-1)[dst]
         if edge_attr is not None and self.lin_edge is not None:
             w = self.lin_edge.weight.view(self.out_channels, -1)
-            logit = logit + edge_attr.view(n_e, -1) @ (w * self.att_edge.view(-1, 1)).sum(0)
+            logit = logit + edge_attr.reshape(n_e, w.shape[1]) @ (w * self.att_edge.view(-1, 1)).sum(0)
         logit = F.leaky_relu(logit, self.negative_slope)
         dense = hs.new_full((n_d, n_s), float("-inf")).index_put((dst, src), logit)
         top = dense.max(dim=1, keepdim=True).values.detach()
