@@ -151,13 +151,18 @@ def training(args, params):
     return pd.concat(rows, ignore_index=True)
 
 
+def _pm(m: float, s: float) -> str:
+    return f"{m:.4f}" if np.isnan(s) else f"{m:.4f} +- {s:.4f}"
+
+
 def _print_training(train, args):
     print(f"\n### Training on a log from epsilon-greedy:{args.epsilon} around the best single LLM "
-          f"({args.router}, encoder {args.encoder}, {args.train_seeds} split seeds, mean +- std)\n")
+          f"({args.router}, encoder {args.encoder}, {args.train_seeds} split seed(s), mean +- std "
+          "over seeds)\n")
     print("| dataset | train queries | model | mu_o | nAUC | gain recovered |\n|---|---|---|---|---|---|")
     for name, sub in train.groupby("dataset", sort=False):
         t = sub.groupby(["router", "loss", "metric"])["value"]
-        mean, std = t.mean(), t.std(ddof=1).fillna(0.0)
+        mean, std = t.mean(), t.std(ddof=1)  # NaN with one split seed: no +- printed
         best = mean[("best-single", "full", "mu_o")]
         full = mean[(args.router, "full", "mu_o")]
         for loss in ("full", "naive", "ips", "snips", "dr"):
@@ -166,9 +171,9 @@ def _print_training(train, args):
                 else "n/a (no costs)"
             rec = f"{(mean[k] - best) / (full - best):.0%}" if full > best else "n/a (full <= best)"
             print(f"| {name} | {int(sub['n_train'].iloc[0])} | {args.router} {loss} | "
-                  f"{mean[k]:.4f} +- {std[k]:.4f} | {nauc} | {rec} |")
+                  f"{_pm(mean[k], std[k])} | {nauc} | {rec} |")
         k = ("best-single", "full", "mu_o")
-        print(f"| {name} | | best single LLM | {best:.4f} +- {std[k]:.4f} | | |")
+        print(f"| {name} | | best single LLM | {_pm(best, std[k])} | | |")
 
 
 def online(args, params, out):
