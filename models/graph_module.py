@@ -16,10 +16,8 @@ query, full-batch).
 
 The module works with the ordinary :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`:
 it builds the graph from the data module's train split in :meth:`GraphModule.on_data` and
-takes the queries of each training batch as the step's targets. The router trains on
-batches of queries (``fixed_mode = "listwise"``): a step predicts every observed cell of its
-batch's queries, so one epoch predicts each training record once (batches of cells, the
-layout before, made an epoch predict each query's cells once per cell). On logged feedback
+takes the queries of each training batch (``fixed_mode = "listwise"``: batches of queries)
+as the step's targets, so one epoch predicts each training record once. On logged feedback
 (the ``logged`` router, or a data module with ``feedback``), a batch is queries with weights
 and targets (:func:`recsys_router.feedback.logged.logged_arrays`); the step predicts its
 targets' masked cells and scores them with the pointwise routers' loss
@@ -105,10 +103,8 @@ class GraphModule(RouterModule):
 
     # batches whose queries are a step's targets (LightningCLI budget of ``recsys-router fit``)
     trainer_defaults = {"batch_size": 2048, "max_epochs": 10}
-    # a step predicts every cell of its batch's queries (up to target_fraction of the train
-    # queries) from a subgraph of about the whole graph's size on small sets, so a step is
-    # dear and covers many cells: batches of >= 1,024 queries, at most 80 steps (the same
-    # targets per step and steps as the 1,024-cell batches before queries were the items)
+    # a step predicts every cell of up to target_fraction of the train queries from a subgraph
+    # of about the whole graph's size on small sets: batches of >= 1,024 queries, 80 steps
     plan_options = {"min_batch": 1024, "step_cap": 80}
     router_loss_options = False
     fixed_mode = "listwise"
@@ -203,8 +199,7 @@ class GraphModule(RouterModule):
         return predict_graph(self.net, builder, x, tasks, self.device)
 
     def _eval_step(self, batch: dict, stage: str) -> None:
-        # the held-out queries are predicted together at the epoch's end: each prediction
-        # joins them to the whole train graph, whose cost does not depend on their number
+        # predicted together at the epoch's end (each prediction joins the whole train graph)
         self._pending.setdefault(stage, []).append(
             {k: batch[k] for k in ("index", "x", "y", "mask", "cost") if k in batch})
 
