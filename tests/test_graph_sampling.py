@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recsys_router.models.components.graph import RoutingGraphBuilder, knn_edges, neighbour_pool
+from recsys_router.models.components.graph import knn_edges, neighbour_pool
 from recsys_router.models.graph_module import GraphModule, GraphRouter
+from graph_builders import random_builder
 from recsys_router.datasets.synthetic import make_synthetic
 
 
@@ -17,14 +18,7 @@ def _edges(e) -> set:
 
 
 def _builder(n=120, n_llms=4, k=3, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 6)).astype(np.float32)
-    scores = (rng.random((n, n_llms)) < 0.5).astype(np.float32)
-    scores[rng.random((n, n_llms)) < 0.1] = np.nan
-    costs = rng.random((n, n_llms)).astype(np.float32) + 0.5
-    tasks = rng.choice(["a", "b", "c"], n)
-    return RoutingGraphBuilder(x, tasks, scores, costs, np.ones((n_llms, 3), np.float32),
-                               lambda names: np.ones((len(names), 2)), k=k)
+    return random_builder(n, n_llms, k, seed)
 
 
 def test_pool_is_each_rows_nearest_others_by_hand():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from graph_builders import random_builder
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.models.components import graph_knn
 from recsys_router.models.components.gnn import HeteroRouterGNN
@@ -77,14 +78,7 @@ def test_small_index_inputs_and_empty_cells():
 
 
 def _builder(n=200, n_llms=4, k=3, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 6)).astype(np.float32)
-    scores = (rng.random((n, n_llms)) < 0.5).astype(np.float32)
-    scores[rng.random((n, n_llms)) < 0.1] = np.nan
-    costs = rng.random((n, n_llms)).astype(np.float32) + 0.5
-    tasks = rng.choice(["a", "b", "c"], n)
-    return RoutingGraphBuilder(x, tasks, scores, costs, rng.normal(size=(n_llms, 3)),
-                               lambda names: np.ones((len(names), 2)), k=k)
+    return random_builder(n, n_llms, k, seed, random_llm_features=True)
 
 
 @pytest.mark.parametrize("context_size", [0, 40])
