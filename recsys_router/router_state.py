@@ -34,7 +34,7 @@ import numpy as np
 from .router import Router
 from .state.pool import pool_dims
 from .state import (JSON_ANY, ListOf, NAME_RE, Part, STR, StateError, check_indices,
-                    check_state, check_value, json_safe)
+                    check_value, json_safe)
 
 __all__ = ["router_to_state", "router_from_state", "class_table", "router_class_name",
            "prefixed", "unprefixed", "save_router_part", "load_router_part", "InnerRouterState"]
@@ -238,12 +238,6 @@ def load_router_part(name: str, fields: dict, arrays: dict, where: str,
     if list(inner.llm_names_) != list(pool):
         raise StateError(f"{where}.{name}: its LLM pool differs from the wrapper's")
     return inner
-
-
-def check_part_state(spec: dict, fields, arrays: dict, where: str, dims: dict | None = None) -> dict:
-    """Validate a nested part's JSON and (unprefixed) arrays against its spec."""
-    return check_state(spec, fields, {k: (v.dtype, v.shape) for k, v in arrays.items()},
-                       {} if dims is None else dims, "")
 
 
 class InnerRouterState:
