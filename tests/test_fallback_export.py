@@ -75,3 +75,22 @@ def test_cli_export_fallback_then_load(tmp_path, capsys):
     art = load_router(out)
     assert type(art.router).__name__ == "SafeFallbackRouter"
     assert art.router.fallback_["enabled"] and "overall" in art.router.fallback_
+
+
+@pytest.mark.parametrize("auto, message", [("-1", "n_trials must be in [0, 1000], got -1"),
+                                           ("5000", "n_trials must be in [0, 1000], got 5000")])
+def test_cli_export_refuses_a_hostile_auto_and_writes_nothing(tmp_path, capsys, auto, message):
+    out = tmp_path / "art"
+    rc = main(["export", "--router", "knn", "--data", "synthetic", "-o", "n_queries=60",
+               "--seed", "0", "--auto", auto, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cli_export_refuses_a_hostile_routereval_scale_size(tmp_path, capsys):
+    out = tmp_path / "art"
+    rc = main(["export", "--router", "best-single", "--data", "synthetic-routereval",
+               "-o", "n_queries=-5", "--seed", "0", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "must all be >= 1" in err and list(tmp_path.iterdir()) == []
