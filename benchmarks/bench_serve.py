@@ -15,8 +15,11 @@ Printed per router and concurrency: requests/s, p50/p99 latency (ms), the mean n
 queries per model call (micro-batching), and the ratio HTTP throughput / in-process
 throughput (> 1: micro-batching more than pays for HTTP; < 1: the HTTP overhead), and the
 ratio HTTP p50 / in-process p50 (the serving-latency aim at one client: <= 1.5). The
-``paired`` rows alternate one in-process call and one HTTP request from one client, so both
-latencies are taken under the same load (the separate phases run tens of seconds apart).
+``paired`` rows alternate one in-process call, one ``httpx`` request and one request through
+a bare keep-alive ``http.client`` connection from one client, so all three latencies are taken
+under the same load (the separate phases run tens of seconds apart). The ``HTTP-raw`` rows
+(that bare client, one request at a time) separate the service's own latency from the
+client library's: httpx spends about a millisecond per request building and parsing.
 
 Usage::
 
@@ -81,6 +84,46 @@ async def _load(url: str, texts: list[str], concurrency: int) -> tuple[float, np
     return wall, lat, failures
 
 
+class _RawClient:
+    """The lightest HTTP client: one keep-alive ``http.client`` connection, JSON by hand.
+
+    Latency seen through it is the server's plus the loopback, with next to no client-side
+    work, where ``httpx`` adds its own request building and response parsing (about a
+    millisecond per request here); both are printed.
+    """
+
+    def __init__(self, url: str):
+        import http.client
+        from urllib.parse import urlsplit
+        parts = urlsplit(url)
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+
+    def post(self, path: str, json: dict) -> tuple[int, dict]:
+        import json as _json
+        body = _json.dumps(json).encode()
+        self.conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        resp = self.conn.getresponse()
+        return resp.status, _json.loads(resp.read())
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _raw_load(url: str, texts: list[str]) -> np.ndarray:
+    """One client, one request at a time through :class:`_RawClient`; latencies in s."""
+    client = _RawClient(url)
+    lat = np.empty(len(texts))
+    try:
+        for i, text in enumerate(texts):
+            t0 = time.perf_counter()
+            status, body = client.post("/route", {"query": text})
+            lat[i] = time.perf_counter() - t0
+            assert status == 200 and "llm" in body, (status, str(body)[:200])
+    finally:
+        client.close()
+    return lat
+
+
 def _proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -94,24 +137,30 @@ def _paired(url: str, art, texts: list[str], server_pid: int):
     import httpx
 
     from recsys_router.encoders.cache import memory_only
-    half = len(texts) // 2
-    local, remote = np.empty(half), np.empty(half)
+    third = len(texts) // 3
+    local, remote, raw = np.empty(third), np.empty(third), np.empty(third)
     cpu_local = 0.0
     linux = Path(f"/proc/{server_pid}/stat").exists()
     server0 = _proc_cpu(server_pid) if linux else 0.0
+    rawc = _RawClient(url)
     with httpx.Client(base_url=url, timeout=120.0) as client:
-        for i in range(half):
+        for i in range(third):
             s, c = time.perf_counter(), time.process_time()
             with memory_only():  # as the service: no disk-cache shard per query
-                art.route([texts[2 * i]])
+                art.route([texts[3 * i]])
             local[i] = time.perf_counter() - s
             cpu_local += time.process_time() - c
             s = time.perf_counter()
-            r = client.post("/route", json={"query": texts[2 * i + 1]})
+            r = client.post("/route", json={"query": texts[3 * i + 1]})
             remote[i] = time.perf_counter() - s
             assert r.status_code == 200 and "llm" in r.json(), r.text[:200]
-    server = (_proc_cpu(server_pid) - server0) / half if linux else None
-    return local, remote, cpu_local / half, server
+            s = time.perf_counter()
+            status, body = rawc.post("/route", {"query": texts[3 * i + 2]})
+            raw[i] = time.perf_counter() - s
+            assert status == 200 and "llm" in body, (status, str(body)[:200])
+    rawc.close()
+    server = (_proc_cpu(server_pid) - server0) / (2 * third) if linux else None
+    return local, remote, raw, cpu_local / third, server
 
 
 def _batches(url: str) -> tuple[float, float]:
@@ -211,7 +260,8 @@ def main(argv=None) -> int:
                 assert failed == 0, f"{failed} failed requests ({enc}, {c} clients)"
                 rows.append((c, args.requests / wall, np.percentile(lat, 50) * 1e3,
                              np.percentile(lat, 99) * 1e3, (q1 - q0) / max(b1 - b0, 1)))
-            *paired, cpu_in, cpu_server = _paired(url, art, _texts(rng, 2 * args.requests, "paired"),
+            raw_lat = _raw_load(url, _texts(rng, args.requests, "raw"))
+            *paired, cpu_in, cpu_server = _paired(url, art, _texts(rng, 3 * args.requests, "paired"),
                                                   proc.pid)
         finally:
             proc.terminate()
@@ -221,9 +271,13 @@ def main(argv=None) -> int:
         for c, rps, p50, p99, qpb in rows:
             print(f"{enc:8} {'HTTP':>11} {c:>7} {rps:8.1f} {p50:8.2f} {p99:8.2f} {qpb:7.1f} "
                   f"{rps / base:10.2f} {p50 / base_p50:9.2f}")
-        (p_in, p_http), p99s = [np.percentile(x, 50) * 1e3 for x in paired], \
+        raw50, raw99 = np.percentile(raw_lat, 50) * 1e3, np.percentile(raw_lat, 99) * 1e3
+        print(f"{enc:8} {'HTTP-raw':>11} {1:>7} {len(raw_lat) / raw_lat.sum():8.1f} {raw50:8.2f} "
+              f"{raw99:8.2f} {1:>7} {'':>10} {raw50 / base_p50:9.2f}")
+        (p_in, p_http, p_raw), p99s = [np.percentile(x, 50) * 1e3 for x in paired], \
             [np.percentile(x, 99) * 1e3 for x in paired]
-        for mode, p50, p99 in [("paired-in", p_in, p99s[0]), ("paired-HTTP", p_http, p99s[1])]:
+        for mode, p50, p99 in [("paired-in", p_in, p99s[0]), ("paired-HTTP", p_http, p99s[1]),
+                               ("paired-raw", p_raw, p99s[2])]:
             print(f"{enc:8} {mode:>11} {1:>7} {'':>8} {p50:8.2f} {p99:8.2f} {1:>7} {'':>10} "
                   f"{p50 / p_in:9.2f}")
         if cpu_server is not None:
@@ -236,7 +290,10 @@ def main(argv=None) -> int:
           "(the issue-14 aim at 1 client: <= 1.5).\n"
           "paired-in / paired-HTTP = one client alternating an in-process route([text]) and an "
           "HTTP request (same load for both); its p50 ratio is HTTP p50 / in-process p50 of "
-          "those pairs.")
+          "those pairs.\n"
+          "HTTP / paired-HTTP use httpx (async at every level, sync when paired); HTTP-raw / "
+          "paired-raw use one keep-alive stdlib http.client connection (next to no client-side "
+          "work), so their latency is the server's plus loopback.")
     if cpu_rows:
         print("\nCPU time per query in the paired phase (load-independent; the server is a "
               "separate process, the client's own work is not counted):\n  "
