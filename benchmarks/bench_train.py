@@ -52,7 +52,9 @@ PARAMS = {
     "als": {"iterations": "{E}", "encoder": "{ENC}"},
     "bpr": {"iterations": "{E}", "encoder": "{ENC}"},
     "mf": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
-    "two-tower": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
+    # pointwise BCE here, as its plain loop trains (its default loss is listwise over query
+    # lists, which is different work per record; --defaults keeps the default)
+    "two-tower": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}", "loss": "bce"},
     "mirt": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
     "nirt": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
     "graph": {"max_epochs": "{E}", "encoder": "{ENC}", "batch_size": "{B}"},
