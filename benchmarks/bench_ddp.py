@@ -2,8 +2,8 @@
 
 The mf config (``configs/models/mf.yaml``) is trained through the router LightningCLI on a
 fixed simulated dataset (``configs/data/synthetic.yaml``: 2,000 queries x 8 LLMs, hashing
-encoder, split 0.8/0.1/0.1 with data seed 0), then the ``test`` stage scores the final
-network on the held-out test split. Both runs use the same model seed (``--seed``), the same
+encoder, split 0.8/0.1/0.1 with data seed 0; ``--queries`` sets another size), then the
+``test`` stage scores the final network on the held-out test split. Both runs use the same model seed (``--seed``), the same
 number of epochs and the same *global* batch size: 1 process with ``--batch-size`` B, DDP
 with 2 processes of B/2 each (gradients are averaged across ranks, so one optimizer step sees
 B queries either way). Under DDP each rank tests half of the test split and the module
@@ -18,7 +18,8 @@ sampler's shuffling (Lightning seeds ``DistributedSampler`` with the global seed
 subprocess, i.e. including interpreter start-up and, for DDP, the second process and the
 gloo rendezvous; and the ``trainer.fit`` call alone, on rank 0) and printed as a ratio.
 
-Usage: ``python benchmarks/bench_ddp.py --seed 0``
+Usage: ``python benchmarks/bench_ddp.py --seed 0`` (or, larger,
+``python benchmarks/bench_ddp.py --seed 0 --queries 40000 --batch-size 512 --epochs 4 --seeds 2``)
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def _worker(a) -> None:
     args = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"),
             "-c", str(ROOT / "configs" / "data" / "synthetic.yaml"),
             f"--seed_everything={a.seed}", f"--data.init_args.batch_size={a.batch_size}",
+            "--data.init_args.dataset_options="
+            + json.dumps({"n_queries": a.queries, "n_llms": 8, "n_topics": 6, "seed": 0}),
             f"--trainer.max_epochs={a.epochs}", "--trainer.accelerator=cpu",
             f"--trainer.devices={a.devices}", "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false",
@@ -64,13 +67,14 @@ def _worker(a) -> None:
         Path(a.out_json).write_text(json.dumps(out))
 
 
-def _run(seed: int, devices: int, batch_size: int, epochs: int, tmp: Path) -> dict:
+def _run(seed: int, devices: int, batch_size: int, epochs: int, queries: int, tmp: Path) -> dict:
     out_json = tmp / f"s{seed}_d{devices}.json"
     out_dir = tmp / f"s{seed}_d{devices}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--seed", str(seed),
            "--devices", str(devices), "--batch-size", str(batch_size), "--epochs", str(epochs),
+           "--queries", str(queries),
            "--out-json", str(out_json), "--out-dir", str(out_dir)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
@@ -88,6 +92,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=0, help="model seed of the compared runs")
     p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--queries", type=int, default=2000,
+                   help="simulated queries (8 LLMs, 6 topics, data seed 0 as in the config)")
     p.add_argument("--batch-size", type=int, default=64, help="global batch size (queries)")
     p.add_argument("--seeds", type=int, default=3,
                    help="model seeds seed, seed+1, ...; each is fitted with 1 process and DDP")
@@ -98,15 +104,18 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     if a.worker:
         return _worker(a)
+    if a.queries < 20:
+        raise SystemExit(f"--queries must be at least 20 (a 0.8/0.1/0.1 split), got {a.queries}")
     if a.batch_size % 2:
         raise SystemExit(f"--batch-size must be even (split over 2 processes), got {a.batch_size}")
     from tqdm import tqdm
     seeds = list(range(a.seed, a.seed + a.seeds))
     plan = [(s, dev) for s in seeds for dev in (1, 2)]
     with tempfile.TemporaryDirectory() as d:
-        runs = {(s, dev): _run(s, dev, a.batch_size // dev, a.epochs, Path(d))
+        runs = {(s, dev): _run(s, dev, a.batch_size // dev, a.epochs, a.queries, Path(d))
                 for s, dev in tqdm(plan, desc="fits")}
-    print(f"mf on synthetic 2000x8 (test split 200 queries), {a.epochs} epochs, global batch "
+    print(f"mf on synthetic {a.queries}x8 (test split {a.queries // 10} queries), {a.epochs} "
+          f"epochs, global batch "
           f"{a.batch_size}, model seeds {seeds}")
     print(f"{'metric':<11}{'seed':>6}{'1 process':>11}{'DDP 2 proc':>12}{'DDP - 1':>10}")
     for k in METRICS:
