@@ -17,10 +17,16 @@ queries, the baseline is the one of higher mean (``task-best`` on ties) and ``d_
 router's realised score minus the baseline's on query ``i``; the queries go to the baseline
 only when ``mean(d) < -z * SE(d)`` (``SE = sd(d) / sqrt(n)``; ``z = 1.645``, a one-sided
 paired test at 5 %). Otherwise the router is kept: a difference within the noise keeps what
-the user asked for. A task with at least ``min_task_queries`` held-out queries is decided on
-its own queries; smaller tasks, queries without a task and tasks the held-out part did not
-see follow the same comparison made over *all* held-out queries (``default``), since a few
-queries cannot tell a router from a baseline.
+the user asked for.
+
+The comparison over *all* held-out queries gives the verdict (``default``) that every task
+follows unless its own queries say otherwise beyond the noise: a task with at least
+``min_task_queries`` held-out queries falls back under a kept router only when its baseline
+leads by more than ``z`` SE on that task, and keeps the router under an overall fallback
+only when the router leads the task's baseline by more than ``z`` SE (then the task's
+better baseline is used). Smaller tasks, queries without a task and tasks the held-out part
+did not see follow the verdict. A router that loses over all queries beyond the noise is
+thus not kept on tasks where its loss is merely within each task's (larger) noise.
 
 ``fallback_`` records every decision with its means, difference, SE and query count. The
 baselines used at prediction time are refitted on all training queries; so is the wrapped
@@ -100,6 +106,19 @@ def _baseline_scores(means: tuple, data: RoutingData, which: str) -> np.ndarray:
         known = rows >= 0
         out[known] = per_task[rows[known]]
     return out
+
+
+def _task_decision(m: dict, default: str, z: float) -> str:
+    """A task with enough held-out queries departs from the all-queries verdict ``default``
+    only on significant evidence of its own in the other direction: under a kept router it
+    falls back when its baseline leads beyond ``z`` SE (``m["decision"]``); under a fallback
+    it keeps the router only when the router leads its baseline beyond ``z`` SE."""
+    if default == "router":
+        return m["decision"]
+    se = m.get("se")
+    if se is not None and m["diff"] > float(z) * se:
+        return "router"
+    return m["baseline"]
 
 
 def fallback_summary(fallback: dict) -> str:
@@ -252,7 +271,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
             if m is None:
                 continue
             m["pooled"] = m["n"] < n_min
-            means[t], tasks[t] = m, default if m["pooled"] else m["decision"]
+            means[t], tasks[t] = m, default if m["pooled"] else _task_decision(m, default, z)
         return {"enabled": True, "tasks": tasks, "default": default, "means": means,
                 "overall": overall or {}, "n_val": int(n_val), "z": z, "min_task_queries": n_min,
                 "inner_folds": int(self.inner_folds)}

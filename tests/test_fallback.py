@@ -204,3 +204,47 @@ def test_inner_folds_hold_out_every_training_query_once():
     assert all(len(np.intersect1d(tr, va)) == 0 for tr, va in folds)
     with pytest.raises(ValueError, match="inner_folds"):
         SafeFallbackRouter(TextRule(), inner_folds=0).fit(d)
+
+
+def test_all_queries_verdict_is_every_tasks_default_under_a_fallback():
+    # A (40): router 1, baselines 0 -> the router leads beyond noise (d = +1, SE 0);
+    # B (80): router 0, task-best 1; D (40): router within noise of task-best (d = +1 on 2
+    # queries, 0 elsewhere); E (40): best-single right, router and task-best wrong;
+    # C (5): router 1, baselines 0, but too small to be decided alone
+    n = {"A": 40, "B": 80, "D": 40, "E": 40, "C": 5}
+    keys = np.array([k for k, m in n.items() for _ in range(m)], dtype=object)
+    r = np.r_[np.ones(40), np.zeros(80), np.r_[np.ones(2), np.zeros(38)], np.zeros(40), np.ones(5)]
+    b = np.r_[np.zeros(40), np.zeros(80), np.zeros(40), np.ones(40), np.zeros(5)]
+    t = np.r_[np.zeros(40), np.ones(80), np.zeros(40), np.zeros(40), np.zeros(5)]
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(
+        {"router": r, "best-single": b, "task-best": t}, keys, 205)
+    # all 205: means router 47/205, best-single 40/205, task-best 80/205 -> task-best;
+    # d = r - t: +1 on 40 + 2 + 5 = 47 queries, -1 on 80, 0 on 78: mean -33/205
+    o = fb["overall"]
+    d = np.r_[np.ones(47), -np.ones(80), np.zeros(78)]
+    assert o["baseline"] == "task-best" and o["diff"] == pytest.approx(-33 / 205)
+    assert o["se"] == pytest.approx(d.std(ddof=1) / math.sqrt(205))
+    assert -33 / 205 < -1.645 * o["se"] and fb["default"] == "task-best"
+    # A keeps the router on its own evidence; B falls back as the verdict says; D's lead
+    # (mean 0.05, SE sqrt((2 - 40 * 0.05 ** 2) / 39 / 40) = 0.0349, 0.05 < 1.645 * 0.0349)
+    # is within noise, so D follows the verdict (the old per-task rule kept the router
+    # there); E falls back to its own better baseline, best-single; C (5 < 30) follows
+    assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best", "D": "task-best",
+                           "E": "best-single"}
+    assert fb["means"]["D"]["se"] == pytest.approx(math.sqrt((2 - 40 * 0.05 ** 2) / 39 / 40))
+    assert fb["means"]["D"]["decision"] == "router"         # what D alone would have said
+    assert "fell back on 4 of 5 tasks (best-single: E; task-best: B, C, D)" in fallback_summary(fb)
+
+
+def test_all_queries_verdict_kept_router_departs_only_on_significant_loss():
+    # overall the router wins (A: +1 on 60 queries); F (40): the router loses on 2 queries
+    # only (d = -1 twice: mean -0.05, SE 0.0349, within noise) -> keeps the router;
+    # G (40): loses on every query -> task-best
+    keys = np.array(["A"] * 60 + ["F"] * 40 + ["G"] * 40, dtype=object)
+    r = np.r_[np.ones(60), np.r_[np.zeros(2), np.ones(38)], np.zeros(40)]
+    b = np.zeros(140)
+    t = np.r_[np.zeros(60), np.ones(40), np.ones(40)]
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(
+        {"router": r, "best-single": b, "task-best": t}, keys, 140)
+    assert fb["default"] == "router" and fb["overall"]["diff"] == pytest.approx((60 - 42) / 140)
+    assert fb["tasks"] == {"A": "router", "F": "router", "G": "task-best"}
