@@ -19,16 +19,19 @@ only when ``mean(d) < -z * SE(d)`` (``SE = sd(d) / sqrt(n)``; ``z = 1.645``, a o
 paired test at 5 %). Otherwise the router is kept: a difference within the noise keeps what
 the user asked for.
 
-The comparison over *all* held-out queries gives the verdict (``default``) that every task
-follows unless its own queries say otherwise beyond the noise: a task with at least
-``min_task_queries`` held-out queries falls back under a kept router only when its baseline
-leads by more than ``z`` SE on that task, and keeps the router under an overall fallback
-only when the router leads the task's baseline by more than ``z`` SE (then the task's
-better baseline is used). Smaller tasks, queries without a task and tasks the held-out part
-did not see follow the verdict. A router that loses over all queries beyond the noise is
-thus not kept on tasks where its loss is merely within each task's (larger) noise.
+That comparison over *all* held-out queries gives the verdict (``default``) every task
+follows. A task with at least ``min_task_queries`` held-out queries departs from it only on
+significant evidence of its own in the opposite direction: under a "router" verdict it
+falls back when its baseline beats the router on its own queries (``mean(d) < -z SE``);
+under a fall-back verdict it keeps the router when the router beats the task's better
+baseline on its own queries (``mean(d) > z SE``). Such a task that falls back goes to the
+better of the two baselines on its own queries; smaller tasks, queries without a task and
+tasks the held-out part did not see follow the verdict, baseline included. So a router that loses overall
+beyond the noise but within the noise on every task falls back everywhere, and a task
+never leaves the verdict on a difference the noise explains.
 
-``fallback_`` records every decision with its means, difference, SE and query count. The
+``fallback_`` records every decision with its means, difference, SE, query count and the
+reason in words (``why``). The
 baselines used at prediction time are refitted on all training queries; so is the wrapped
 router, unless (with one inner split) it holds out its own validation split (Lightning
 routers with ``val_fraction > 0``), which saves a second fit. The fitted wrapper exports
@@ -108,17 +111,20 @@ def _baseline_scores(means: tuple, data: RoutingData, which: str) -> np.ndarray:
     return out
 
 
-def _task_decision(m: dict, default: str, z: float) -> str:
-    """A task with enough held-out queries departs from the all-queries verdict ``default``
-    only on significant evidence of its own in the other direction: under a kept router it
-    falls back when its baseline leads beyond ``z`` SE (``m["decision"]``); under a fallback
-    it keeps the router only when the router leads its baseline beyond ``z`` SE."""
-    if default == "router":
-        return m["decision"]
-    se = m.get("se")
-    if se is not None and m["diff"] > float(z) * se:
-        return "router"
-    return m["baseline"]
+def _diff_text(m: dict) -> str:
+    se = "n/a" if m.get("se") is None else f"{m['se']:.4f}"
+    return f"router - {m['baseline']} = {m['diff']:+.4f} (SE {se}, n {m['n']})"
+
+
+def _why(m: dict, z: float, where: str) -> str:
+    """Why a paired comparison ended as it did, in words."""
+    if m["router_better"]:
+        how = f"the router beats {m['baseline']} by more than {z:g} SE"
+    elif m["decision"] != "router":
+        how = f"{m['baseline']} beats the router by more than {z:g} SE"
+    else:
+        how = f"within {z:g} SE: the router is kept"
+    return f"on {where}, {_diff_text(m)}: {how}"
 
 
 def fallback_summary(fallback: dict) -> str:
@@ -135,15 +141,20 @@ def fallback_summary(fallback: dict) -> str:
     parts = [f"{k}: {', '.join(v[:6])}{' ...' if len(v) > 6 else ''}" for k, v in sorted(by.items())]
     head = (f"fell back on {sum(len(v) for v in by.values())} of {len(tasks)} tasks"
             + (f" ({'; '.join(parts)})" if parts else ""))
-    pooled = sum(1 for m in means.values() if m.get("pooled"))
-    if pooled:
-        head += (f"; {pooled} task(s) with < {fallback.get('min_task_queries')} held-out "
-                 "queries follow the all-queries comparison")
     o = fallback.get("overall") or {}
     if "diff" in o:
         se = "n/a" if o.get("se") is None else f"{o['se']:.4f}"
-        head += (f"; all {o['n']} held-out queries: router - {o['baseline']} = "
-                 f"{o['diff']:+.4f} (SE {se})")
+        head += (f"; all-queries verdict {fallback['default']} (all {o['n']} held-out queries: "
+                 f"router - {o['baseline']} = {o['diff']:+.4f}, SE {se})")
+    departs = [f"{t} -> {tasks[t]} ({m['diff']:+.4f}, SE {m['se']:.4f})"
+               for t, m in sorted(means.items()) if m.get("departs") and t in tasks]
+    if departs:
+        head += (f"; {len(departs)} task(s) depart from it on their own evidence: "
+                 f"{', '.join(departs[:6])}{' ...' if len(departs) > 6 else ''}")
+    pooled = sum(1 for m in means.values() if m.get("pooled"))
+    if pooled:
+        head += (f"; {pooled} task(s) with < {fallback.get('min_task_queries')} held-out "
+                 "queries follow the all-queries verdict")
     return f"{head}; other queries: {fallback['default']}"
 
 
@@ -173,9 +184,11 @@ class SafeFallbackRouter(InnerRouterState, Router):
         The fitted wrapped router.
     fallback_ : dict
         ``enabled``; ``tasks`` (task -> "router" / "best-single" / "task-best"); ``default``
-        (the all-queries decision: small, unseen and task-less queries); ``means`` (task ->
-        means, ``baseline``, ``diff``, ``se``, ``n``, ``pooled``); ``overall`` (the same over
-        all held-out queries); ``n_val``; ``z``, ``min_task_queries``, ``inner_folds``; or
+        (the all-queries verdict, followed by every task without significant evidence of its
+        own); ``means`` (task -> means, ``baseline``, ``diff``, ``se``, ``n``, ``pooled``,
+        ``own_decision`` and ``router_better`` (its own tests), ``departs``, ``decision``,
+        ``why``); ``overall`` (the comparison over all held-out queries, with ``why``);
+        ``n_val``; ``z``, ``min_task_queries``, ``inner_folds``; or
         ``skipped`` (why no comparison was made, e.g. too few training queries).
 
     Example
@@ -263,6 +276,8 @@ class SafeFallbackRouter(InnerRouterState, Router):
         z, n_min = float(self.z), int(self.min_task_queries)
         overall = paired_decision(got["router"], got["best-single"], got["task-best"], z)
         default = "router" if overall is None else overall["decision"]
+        if overall is not None:
+            overall["why"] = _why(overall, z, "all held-out queries")
         means, tasks = {}, {}
         for t in sorted(set(keys) - {""}):
             rows = keys == t
@@ -271,7 +286,21 @@ class SafeFallbackRouter(InnerRouterState, Router):
             if m is None:
                 continue
             m["pooled"] = m["n"] < n_min
-            means[t], tasks[t] = m, default if m["pooled"] else _task_decision(m, default, z)
+            m["own_decision"], m["departs"] = m["decision"], False
+            if m["pooled"]:
+                m["why"] = (f"{m['n']} < {n_min} held-out queries: follows the all-queries "
+                            f"verdict ({default})")
+            elif default == "router" and m["decision"] != "router":
+                m["departs"], m["why"] = True, _why(m, z, "its own held-out queries")
+            elif default != "router" and m["router_better"]:
+                m["departs"], m["why"] = True, _why(m, z, "its own held-out queries")
+            else:
+                m["why"] = (f"no significant evidence of its own against the all-queries "
+                            f"verdict ({default}): {_diff_text(m)}")
+            m["decision"] = m["own_decision"] if m["departs"] else default
+            if m["decision"] != "router" and not m["pooled"]:
+                m["decision"] = m["baseline"]      # the better of the two on its own queries
+            means[t], tasks[t] = m, m["decision"]
         return {"enabled": True, "tasks": tasks, "default": default, "means": means,
                 "overall": overall or {}, "n_val": int(n_val), "z": z, "min_task_queries": n_min,
                 "inner_folds": int(self.inner_folds)}

@@ -138,7 +138,8 @@ def paired_decision(router, best_single, task_best, z: float) -> dict | None:
     difference, :math:`\bar d` its mean and :math:`SE = s_d / \sqrt{n}` (``s_d`` the sample
     standard deviation, ddof 1). The decision is the baseline when
     :math:`\bar d < -z \cdot SE` (a one-sided paired z-test at level ``z``; with one query
-    there is no SE, stored as None, and the router is kept), else ``"router"``.
+    there is no SE, stored as None, and the router is kept), else ``"router"``;
+    ``router_better`` is the test in the other direction, :math:`\bar d > z \cdot SE`.
 
     Parameters
     ----------
@@ -150,8 +151,8 @@ def paired_decision(router, best_single, task_best, z: float) -> dict | None:
     Returns
     -------
     dict or None
-        ``decision``, the three means, ``baseline``, ``diff`` (:math:`\bar d`), ``se``
-        and ``n``; None when no query has all three scores.
+        ``decision``, ``router_better``, the three means, ``baseline``, ``diff``
+        (:math:`\bar d`), ``se`` and ``n``; None when no query has all three scores.
 
     Example
     -------
@@ -172,4 +173,6 @@ def paired_decision(router, best_single, task_best, z: float) -> dict | None:
     diff = float(d.mean())
     se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else None
     decision = base if se is not None and diff < -float(z) * se else "router"
-    return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision}
+    better = se is not None and diff > float(z) * se
+    return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision,
+            "router_better": bool(better)}

@@ -183,8 +183,17 @@ def test_small_tasks_pool_into_the_all_queries_comparison():
     # A: d = +1 -> router; B: d = -1 everywhere (SE 0, 40 >= 30) -> task-best; C would
     # fall back on its own 3 queries, but 3 < 30: it follows the all-queries decision
     assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "router"}
-    assert fb["means"]["C"]["decision"] == "task-best" and fb["means"]["C"]["pooled"]
-    assert "1 task(s) with < 30 held-out queries" in fallback_summary(fb)
+    c = fb["means"]["C"]
+    assert (c["own_decision"], c["decision"], c["pooled"], c["departs"]) == \
+        ("task-best", "router", True, False)
+    assert "3 < 30 held-out queries" in c["why"]
+    b = fb["means"]["B"]
+    assert (b["own_decision"], b["decision"], b["departs"]) == ("task-best", "task-best", True)
+    assert "task-best beats the router" in b["why"]
+    assert not fb["means"]["A"]["departs"] and fb["means"]["A"]["router_better"]
+    summary = fallback_summary(fb)
+    assert "1 task(s) with < 30 held-out queries" in summary
+    assert "1 task(s) depart from it on their own evidence: B -> task-best (-1.0000" in summary
     fb1 = SafeFallbackRouter(TextRule(), min_task_queries=3)._decide_all(got, keys, 83)
     assert fb1["tasks"]["C"] == "task-best"
 
@@ -232,7 +241,7 @@ def test_all_queries_verdict_is_every_tasks_default_under_a_fallback():
     assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best", "D": "task-best",
                            "E": "best-single"}
     assert fb["means"]["D"]["se"] == pytest.approx(math.sqrt((2 - 40 * 0.05 ** 2) / 39 / 40))
-    assert fb["means"]["D"]["decision"] == "router"         # what D alone would have said
+    assert fb["means"]["D"]["own_decision"] == "router"     # what D alone would have said
     assert "fell back on 4 of 5 tasks (best-single: E; task-best: B, C, D)" in fallback_summary(fb)
 
 
@@ -248,3 +257,94 @@ def test_all_queries_verdict_kept_router_departs_only_on_significant_loss():
         {"router": r, "best-single": b, "task-best": t}, keys, 140)
     assert fb["default"] == "router" and fb["overall"]["diff"] == pytest.approx((60 - 42) / 140)
     assert fb["tasks"] == {"A": "router", "F": "router", "G": "task-best"}
+
+def _got(blocks):
+    """(keys, got) from blocks of (task, count, router, best-single, task-best) per query."""
+    keys = np.array([t for t, n, *_ in blocks for _ in range(n)], dtype=object)
+    got = {k: np.concatenate([np.full(n, v[i], dtype=float) for _, n, *v in blocks])
+           for i, k in enumerate(("router", "best-single", "task-best"))}
+    return keys, got
+
+
+def test_overall_fall_back_and_a_task_that_significantly_keeps_the_router():
+    # A (40): router 1, baselines 0; B (80): router 0, baselines 1; C (5): like A but small
+    keys, got = _got([("A", 40, 1, 0, 0), ("B", 80, 0, 1, 1), ("C", 5, 1, 0, 0)])
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 125)
+    # all 125: baseline task-best (tie 80/125); d = +1 x 45, -1 x 80: mean -35/125 = -0.28,
+    # variance (125 - 125 * 0.28^2) / 124, SE 0.0862: -0.28 < -1.645 * 0.0862 -> task-best
+    o = fb["overall"]
+    assert o["diff"] == pytest.approx(-0.28)
+    assert o["se"] == pytest.approx(math.sqrt((125 - 125 * 0.28 ** 2) / 124 / 125))
+    assert fb["default"] == "task-best" and "beats the router" in o["why"]
+    # A: d = +1 on 40 >= 30 queries (SE 0) -> departs to the router; B agrees with the
+    # verdict; C's d = +1 too, but 5 < 30 queries: it follows the verdict
+    assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best"}
+    assert fb["means"]["A"]["departs"] and "the router beats task-best" in fb["means"]["A"]["why"]
+    assert not fb["means"]["B"]["departs"] and not fb["means"]["C"]["departs"]
+    assert fb["means"]["C"]["router_better"] and fb["means"]["C"]["pooled"]
+    assert "depart from it on their own evidence: A -> router (+1.0000" in fallback_summary(fb)
+
+
+def test_losing_overall_beyond_noise_but_per_task_within_it_falls_back_everywhere():
+    # four tasks of 40 queries, each: 6 queries router 0 / task-best 1 (d = -1), 3 queries
+    # router 1 / task-best 0 (d = +1), 31 both 1 (d = 0); best-single 0 everywhere
+    block = [(0, 0, 1)] * 6 + [(1, 0, 0)] * 3 + [(1, 0, 1)] * 31
+    keys, got = _got([(t, 1, *v) for t in "ABCD" for v in block])
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 160)
+    # per task: mean -3/40 = -0.075, variance (9 - 40 * 0.075^2) / 39, SE 0.075:
+    # -0.075 > -1.645 * 0.075 -> within noise on its own
+    se_task = math.sqrt((9 - 40 * 0.075 ** 2) / 39 / 40)
+    for t in "ABCD":
+        m = fb["means"][t]
+        assert m["diff"] == pytest.approx(-0.075) and m["se"] == pytest.approx(se_task)
+        assert m["own_decision"] == "router" and not m["router_better"] and not m["departs"]
+    # all 160: mean -0.075, variance (36 - 160 * 0.075^2) / 159, SE 0.0371:
+    # -0.075 < -1.645 * 0.0371 = -0.0611 -> task-best, and every task follows it
+    se_all = math.sqrt((36 - 160 * 0.075 ** 2) / 159 / 160)
+    assert fb["overall"]["se"] == pytest.approx(se_all) and -0.075 < -1.645 * se_all
+    assert fb["default"] == "task-best"
+    assert fb["tasks"] == {t: "task-best" for t in "ABCD"}
+    assert "no significant evidence" in fb["means"]["A"]["why"]
+
+
+def test_no_tasks_at_all_follow_the_all_queries_verdict():
+    keys, got = _got([("", 10, 0, 1, 1)])
+    fb = SafeFallbackRouter(TextRule())._decide_all(got, keys, 10)
+    assert fb["tasks"] == {} and fb["means"] == {} and fb["default"] == "task-best"
+    assert fb["overall"]["n"] == 10 and fb["overall"]["diff"] == -1.0
+    keys, got = _got([("", 10, 1, 0, 0)])
+    assert SafeFallbackRouter(TextRule())._decide_all(got, keys, 10)["default"] == "router"
+    empty = {k: np.full(3, np.nan) for k in ("router", "best-single", "task-best")}
+    fb = SafeFallbackRouter(TextRule())._decide_all(empty, np.array([""] * 3, dtype=object), 3)
+    assert (fb["default"], fb["overall"]) == ("router", {})
+
+
+def test_ties_never_move_a_task_off_the_verdict():
+    # A (40): router = task-best = 1 (d = 0, SE 0); B (40): router 0, task-best 1
+    keys, got = _got([("A", 40, 1, 0, 1), ("B", 40, 0, 0, 1)])
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 80)
+    # all 80: d = 0 x 40, -1 x 40: mean -0.5, SE sqrt((40 - 80 * 0.25) / 79 / 80) -> task-best
+    assert fb["overall"]["se"] == pytest.approx(math.sqrt(20 / 79 / 80))
+    assert fb["default"] == "task-best"
+    a = fb["means"]["A"]
+    assert (a["diff"], a["se"], a["router_better"], a["departs"]) == (0.0, 0.0, False, False)
+    assert fb["tasks"] == {"A": "task-best", "B": "task-best"}
+    # ties everywhere: the verdict keeps the router and so does every task
+    keys, got = _got([("A", 40, 1, 1, 1), ("B", 40, 0, 0, 0)])
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 80)
+    assert fb["default"] == "router" and fb["tasks"] == {"A": "router", "B": "router"}
+
+
+def test_a_large_task_falls_back_to_its_own_better_baseline_a_small_one_to_the_verdicts():
+    # A (40): router 0, best-single 0, task-best 1; B (80): router 0, best-single 1,
+    # task-best 0; C (5): like A but small
+    keys, got = _got([("A", 40, 0, 0, 1), ("B", 80, 0, 1, 0), ("C", 5, 0, 0, 1)])
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 125)
+    # all 125: best-single 80/125 > task-best 45/125; d = -1 on B's 80, 0 elsewhere:
+    # mean -0.64 < -1.645 SE -> best-single
+    assert fb["overall"]["baseline"] == "best-single" and fb["default"] == "best-single"
+    assert fb["overall"]["diff"] == pytest.approx(-0.64)
+    # A agrees with falling back; task-best is its better baseline (1 vs 0) -> task-best;
+    # C (5 < 30) takes the verdict's best-single
+    assert fb["tasks"] == {"A": "task-best", "B": "best-single", "C": "best-single"}
+    assert not fb["means"]["A"]["departs"]
