@@ -108,6 +108,16 @@ def load_shared(name: str) -> RoutingData:
     return data
 
 
+def load_shared_subset(name: str, max_queries: int, seed: int) -> RoutingData:
+    """:func:`load_shared`, cut to a seeded subset of ``max_queries`` queries when larger
+    (0: all)."""
+    data = load_shared(name)
+    if max_queries and data.n_queries > max_queries:
+        keep = np.random.default_rng(seed).choice(data.n_queries, max_queries, replace=False)
+        data = data.subset(np.sort(keep))
+    return data
+
+
 def router_spec(name: str, encoder: str, seed: int, params: dict | None = None):
     """A registry name, or a configured :class:`CostAwareRouter` for ``ca-<name>`` (whose
     wrapped router gets ``params[<name>]``)."""
@@ -294,11 +304,7 @@ def main(argv=None) -> None:
     if a.part in ("folds", "both"):
         for ds in [d.strip() for d in a.datasets.split(",") if d.strip()]:
             t0 = time.perf_counter()
-            data = load_shared(ds)
-            if a.max_queries and data.n_queries > a.max_queries:
-                keep = np.random.default_rng(a.seed).choice(data.n_queries, a.max_queries,
-                                                            replace=False)
-                data = data.subset(np.sort(keep))
+            data = load_shared_subset(ds, a.max_queries, a.seed)
             enc = per.get(ds, a.encoder)
             protos = PROTOCOLS.get(ds, ["routereval"])
             cfg = EvalConfig([router_spec(n, enc, a.seed, params) for n in names],

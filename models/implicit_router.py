@@ -22,13 +22,21 @@ How a new query is scored
 A new query has no row in the matrix, so its factor is folded in from its text embedding:
 
 * ``fold_in="ridge"``: a ridge regression (closed form, with intercept) from train text
-  embeddings to the train queries' learned factors, applied to the new embedding;
+  embeddings (standardised) to the train queries' learned factors, applied to the new
+  embedding. Its penalty ``ridge_alpha`` defaults to ``"auto"``: the value of
+  :data:`~recsys_router.models.components.ridge.LOO_GRID` (``1e-2 ... 1e7``) with the lowest
+  exact leave-one-out error of the predicted factors on the train queries (stored as
+  ``ridge_alpha_``);
 * ``fold_in="knn"``: the mean factor of the ``k`` train queries nearest by embedding cosine.
 
 The raw prediction is ``query_factor . llm_factor``. With ``calibrate=True`` a per-LLM linear
-fit ``score ~ w_j * raw + c_j`` on the train queries' *folded-in* factors (the same path a
-new query takes) maps it to the score scale; with ``calibrate=False`` the raw dot product is
-returned (ranking per query is what routing needs; the wtp policy wants the score scale).
+fit ``score ~ w_j * raw + c_j`` (``w_j >= 0``) maps it to the score scale, fitted on the train
+queries' *leave-one-out* folded-in factors (exact for the ridge; for kNN the query is left out
+of its own neighbours), i.e. on what a new query gets: where the embedding predicts nothing,
+``w_j`` is near 0 and the router falls back to each LLM's mean score. (The earlier in-sample
+calibration with ``ridge_alpha=100`` put ``als``/``bpr`` 0.08 mu_o below ``best-single`` on
+cruxeval: benchmarks/README.md, "Why no CF router beats task-best".) ``calibrate=False``
+returns the raw dot product.
 
 Logged feedback (the ``logged`` router): all four losses; what ``ips``, ``snips`` and ``dr``
 mean for ALS and for BPR is in :mod:`recsys_router.models.implicit_feedback`.
@@ -48,6 +56,7 @@ from recsys_router.errors import DataValidationError
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, Part, TupleOf
 
+from .components.ridge import LOO_GRID, ridge, ridge_loo, unit_rows
 from .implicit_feedback import confidence_matrix, logged_training, scaled_scores
 from .implicit_feedback import per_column_linear as _per_column_linear
 
@@ -137,9 +146,9 @@ class ImplicitRouter(Router):
         BPR step size (ignored by ALS).
     fold_in : {"ridge", "knn"}
         How a new query's factor is obtained from its text embedding.
-    ridge_alpha : float
-        Ridge penalty of the embedding -> factor map (on standardised embeddings; larger
-        encoders with few train queries want a larger value).
+    ridge_alpha : float or "auto"
+        Ridge penalty of the embedding -> factor map (on standardised embeddings), or
+        ``"auto"`` (default): chosen by exact leave-one-out error on the train queries.
     k : int
         Neighbours for the kNN fold-in.
     calibrate : bool
@@ -173,7 +182,7 @@ class ImplicitRouter(Router):
                "query_factors_": Arr("float64", ("n_train", "factors")),
                "llm_factors_": Arr("float64", ("n_llms", "factors")),
                "emb_mean_": Arr("float64", ("dim",)), "emb_scale_": Arr("float64", ("dim",)),
-               "ridge_coef_": Arr("float64", ("dim_plus_1", "factors")),
+               "ridge_coef_": Arr("float64", ("dim_plus_1", "factors")), "ridge_alpha_": FLOAT,
                "train_unit_emb_": Arr("float64", ("n_train", "dim")),
                "calib_": Arr("float64", (2, "n_llms"), optional=True), "encoder_": Part()}
 
@@ -198,7 +207,7 @@ class ImplicitRouter(Router):
 
     def __init__(self, model: str = "als", factors: int = 16, regularization: float = 0.05,
                  iterations: int = 15, alpha: float = 10.0, learning_rate: float = 0.05,
-                 fold_in: str = "ridge", ridge_alpha: float = 100.0, k: int = 10,
+                 fold_in: str = "ridge", ridge_alpha="auto", k: int = 10,
                  calibrate: bool = True, encoder: str = "hashing", encoder_kwargs: dict | None = None,
                  use_gpu: bool = False, num_threads: int = 1, seed: int = 0):
         self.model = model
@@ -225,8 +234,13 @@ class ImplicitRouter(Router):
             raise ValueError(f"fold_in must be one of {_FOLD_INS}, got {self.fold_in!r}")
         if int(self.factors) < 1 or int(self.iterations) < 1 or int(self.k) < 1:
             raise ValueError("factors, iterations and k must be >= 1")
-        if self.alpha < 0 or self.ridge_alpha < 0 or self.regularization < 0:
-            raise ValueError("alpha, ridge_alpha and regularization must be >= 0")
+        if not (self.ridge_alpha == "auto" or (isinstance(self.ridge_alpha, (int, float))
+                                               and np.isfinite(self.ridge_alpha)
+                                               and self.ridge_alpha >= 0)):
+            raise ValueError(f"ridge_alpha must be 'auto' or a finite number >= 0, "
+                             f"got {self.ridge_alpha!r}")
+        if self.alpha < 0 or self.regularization < 0:
+            raise ValueError("alpha and regularization must be >= 0")
 
     def _make_model(self):
         gpu = bool(self.use_gpu)
@@ -292,21 +306,31 @@ class ImplicitRouter(Router):
         self.emb_mean_ = emb.mean(axis=0)
         self.emb_scale_ = emb.std(axis=0) + 1e-8
         z = (emb - self.emb_mean_) / self.emb_scale_
-        self.ridge_coef_ = _ridge(z, self.query_factors_, float(self.ridge_alpha))
-        self.train_unit_emb_ = _unit(emb)
-        # calibration on the folded-in train factors (the path new queries take)
+        self.train_unit_emb_ = unit_rows(emb)
+        grid = LOO_GRID if self.ridge_alpha == "auto" else (float(self.ridge_alpha),)
+        if len(z) >= 3 and min(grid) > 0:
+            self.ridge_coef_, self.ridge_alpha_, loo = ridge_loo(z, self.query_factors_, grid)
+        else:  # too few rows for leave-one-out, or an explicit penalty of 0: in-sample
+            self.ridge_alpha_ = float(grid[0]) if len(grid) == 1 else 1.0
+            self.ridge_coef_ = ridge(z, self.query_factors_, self.ridge_alpha_)
+            loo = self._fold(emb)
+        # calibration on leave-one-out folded-in train factors (what a new query gets)
         self.calib_ = None
         if self.calibrate:
-            raw = self._fold(emb) @ self.llm_factors_.T
-            self.calib_ = _per_column_linear(raw, calib_target, calib_weight)
+            if self.fold_in == "knn":
+                loo = self._fold(emb, leave_out_self=True)
+            self.calib_ = _per_column_linear(loo @ self.llm_factors_.T, calib_target,
+                                             calib_weight)
 
     # ------------------------------------------------------------------ prediction
-    def _fold(self, emb: np.ndarray) -> np.ndarray:
+    def _fold(self, emb: np.ndarray, leave_out_self: bool = False) -> np.ndarray:
         if self.fold_in == "ridge":
             z = (emb - self.emb_mean_) / self.emb_scale_
             return np.hstack([z, np.ones((len(z), 1))]) @ self.ridge_coef_
-        sims = _unit(emb) @ self.train_unit_emb_.T
-        k = min(int(self.k), sims.shape[1])
+        sims = unit_rows(emb) @ self.train_unit_emb_.T
+        if leave_out_self and sims.shape[1] > 1:  # emb are the train rows themselves
+            np.fill_diagonal(sims, -np.inf)
+        k = min(int(self.k), sims.shape[1] - int(leave_out_self and sims.shape[1] > 1))
         nn = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         return self.query_factors_[nn].mean(axis=1)
 
@@ -382,7 +406,7 @@ class ALSRouter(ImplicitRouter):
     learning_rate = 0.0
 
     def __init__(self, factors: int = 16, regularization: float = 0.05, iterations: int = 15,
-                 alpha: float = 10.0, fold_in: str = "ridge", ridge_alpha: float = 100.0,
+                 alpha: float = 10.0, fold_in: str = "ridge", ridge_alpha="auto",
                  k: int = 10, calibrate: bool = True, encoder: str = "hashing",
                  encoder_kwargs: dict | None = None, use_gpu: bool = False, num_threads: int = 1,
                  seed: int = 0):
@@ -411,7 +435,7 @@ class BPRRouter(ImplicitRouter):
 
     def __init__(self, factors: int = 16, regularization: float = 0.01, iterations: int = 100,
                  alpha: float = 10.0, learning_rate: float = 0.05, fold_in: str = "ridge",
-                 ridge_alpha: float = 100.0, k: int = 10, calibrate: bool = True,
+                 ridge_alpha="auto", k: int = 10, calibrate: bool = True,
                  encoder: str = "hashing", encoder_kwargs: dict | None = None,
                  use_gpu: bool = False, num_threads: int = 1, seed: int = 0):
         self.factors = factors
@@ -428,16 +452,3 @@ class BPRRouter(ImplicitRouter):
         self.use_gpu = use_gpu
         self.num_threads = num_threads
         self.seed = seed
-
-
-# ---------------------------------------------------------------------- small linear algebra
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
-
-
-def _ridge(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
-    """Ridge coefficients with an unpenalised intercept (last row), shape (d + 1, t)."""
-    xb = np.hstack([x, np.ones((len(x), 1))])
-    pen = lam * np.eye(xb.shape[1])
-    pen[-1, -1] = 0.0
-    return np.linalg.solve(xb.T @ xb + pen, xb.T @ y)

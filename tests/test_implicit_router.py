@@ -11,7 +11,8 @@ import pytest  # noqa: E402
 from sklearn.linear_model import Ridge  # noqa: E402
 
 from recsys_router.models.implicit_router import (ALSRouter, BPRRouter, ImplicitRouter,  # noqa: E402
-                                    _per_column_linear, _ridge, interaction_matrix)
+                                    _per_column_linear, interaction_matrix)
+from recsys_router.models.components.ridge import ridge as _ridge  # noqa: E402
 from recsys_router.data import RoutingData  # noqa: E402
 from recsys_router.datasets.synthetic import make_synthetic  # noqa: E402
 from recsys_router.errors import DataValidationError  # noqa: E402
