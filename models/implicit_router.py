@@ -33,10 +33,10 @@ The raw prediction is ``query_factor . llm_factor``. With ``calibrate=True`` a p
 fit ``score ~ w_j * raw + c_j`` (``w_j >= 0``) maps it to the score scale, fitted on the train
 queries' *leave-one-out* folded-in factors (exact for the ridge; for kNN the query is left out
 of its own neighbours), i.e. on what a new query gets: where the embedding predicts nothing,
-``w_j`` is near 0 and the router falls back to each LLM's mean score. (The earlier in-sample
-calibration with ``ridge_alpha=100`` put ``als``/``bpr`` 0.08 mu_o below ``best-single`` on
-cruxeval: benchmarks/README.md, "Why no CF router beats task-best".) ``calibrate=False``
-returns the raw dot product.
+``w_j`` is near 0 and the router falls back to each LLM's mean score. (With the former
+in-sample calibration and ``ridge_alpha=100``, ``bpr`` was 0.048 mu_o below ``best-single`` on
+cruxeval even with the safe fallback: benchmarks/README.md, "Why no CF router beats
+task-best".) ``calibrate=False`` returns the raw dot product.
 
 Logged feedback (the ``logged`` router): all four losses; what ``ips``, ``snips`` and ``dr``
 mean for ALS and for BPR is in :mod:`recsys_router.models.implicit_feedback`.
