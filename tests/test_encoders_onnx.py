@@ -53,7 +53,7 @@ def test_int8_cosine_to_sentence_transformers(onnx_dir, torch_vectors):
 
 
 def test_int8_per_text_vectors_do_not_depend_on_batch_mates(onnx_dir, torch_vectors):
-    enc = get_encoder("minilm", cache=False, cache_dir=onnx_dir, threads=1)
+    enc = get_encoder("minilm:int8", cache=False, cache_dir=onnx_dir, threads=1)
     assert enc.per_text and enc.batch_size == 1 and enc.identity.endswith("|per-text")
     together = enc.encode(TEXTS, batch_size=4)  # a larger chunk still runs text by text
     alone = np.vstack([enc.encode([t]) for t in TEXTS])
@@ -108,16 +108,17 @@ def test_sorting_by_length_in_the_base_encoder(tmp_path, monkeypatch):
 
 
 def test_variants_have_distinct_cache_identities():
-    ids = {get_encoder("minilm").identity, get_encoder("minilm:fp32").identity,
+    ids = {get_encoder("minilm:fp32").identity,
            get_encoder("minilm:int8").identity, get_encoder("minilm:torch").identity,
-           get_encoder("minilm", max_seq_length=128).identity,
+           get_encoder("minilm:int8", max_seq_length=128).identity,
            get_encoder("minilm:int8-batched").identity}
-    assert len(ids) == 5  # minilm is minilm:int8
-    assert get_encoder("minilm").identity == get_encoder("minilm:int8").identity
+    assert len(ids) == 5
+    assert get_encoder("minilm").identity in (get_encoder("minilm:bf16").identity,
+                                              get_encoder("minilm:int8").identity)
     assert isinstance(get_encoder("minilm", device="cuda"), SentenceTransformerEncoder)
     # threads do not change the vectors, so they share the cache
-    assert (get_encoder("minilm", threads=1).identity
-            == get_encoder("minilm", threads=2).identity)
+    assert (get_encoder("minilm:int8", threads=1).identity
+            == get_encoder("minilm:int8", threads=2).identity)
 
 
 @pytest.mark.parametrize("name,options,match", [
@@ -126,6 +127,8 @@ def test_variants_have_distinct_cache_identities():
     ("minilm", {"max_seq_length": 100000}, "max_seq_length must be in"),
     ("minilm", {"max_seq_length": 0}, "max_seq_length must be in"),
     ("minilm", {"threads": 0}, "threads must be in"),
+    ("minilm:int8", {"max_seq_length": 0}, "max_seq_length must be in"),
+    ("minilm:int8", {"threads": 0}, "threads must be in"),
     ("minilm:int8", {"device": "cuda"}, "use 'minilm:torch'"),
 ])
 def test_hostile_settings_are_clean_errors(name, options, match):

@@ -5,13 +5,15 @@ Use :func:`get_encoder` with a name:
 * ``"hashing"`` (default): stateless hashed word + char n-grams, ``dim`` (512);
 * ``"tfidf"``: TF-IDF + truncated SVD, needs ``fit(texts)``, ``dim`` (256);
 * ``"minilm"`` / ``"all-MiniLM-L6-v2"`` / ``"sentence-transformers/all-MiniLM-L6-v2"``:
-  384-d unit-norm MiniLM embeddings from packaged weights (works offline), by default on
-  ONNX Runtime with int8 weights (exported and quantized locally on first use), one text per
-  model call (each text's activations quantized on their own: its vector never depends on
-  what else is encoded with it); ``"minilm:int8-batched"`` the same weights in batches of 32
-  sharing activation scales (the default before per-text calls), ``"minilm:fp32"`` ONNX
-  Runtime fp32, ``"minilm:torch"`` sentence-transformers in PyTorch (also used for
-  ``device="cuda"``); every variant has its own cache identity;
+  384-d unit-norm MiniLM embeddings from packaged weights (works offline). By default
+  ``"minilm:bf16"``: bfloat16 PyTorch with prepacked oneDNN weights and bucketed lengths
+  (cosine ~0.9999 to sentence-transformers'; a text's vector does not depend on what else is
+  encoded with it) where the CPU has AMX-BF16 or AVX512-BF16; elsewhere, with a warning,
+  ``"minilm:int8"``: ONNX Runtime with int8 weights (exported and quantized locally on first
+  use), one text per model call. ``"minilm:int8-batched"`` runs the int8 weights in batches
+  of 32 sharing activation scales, ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"``
+  sentence-transformers in PyTorch (also used for ``device="cuda"``); every variant has its
+  own cache identity;
 * ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);
 * any other name or local folder: ``sentence_transformers.SentenceTransformer(name)``.
 
@@ -26,6 +28,7 @@ import warnings
 
 from ..registries import Registry
 from .base import Encoder
+from .bf16_minilm import Bf16MiniLMEncoder, bf16_support
 from .cache import DiskCache, MemoryLRU, cache_root, text_key
 from .neural import (HAS_PACKAGED_MINILM, HAS_SENTENCE_TRANSFORMERS, MINILM_ALIASES, MINILM_NAME,
                      SentenceTransformerEncoder)
@@ -34,11 +37,13 @@ from .precomputed import PrecomputedEncoder
 from .text import HAS_SKLEARN, HashingEncoder, TfidfEncoder
 
 __all__ = ["get_encoder", "Encoder", "HashingEncoder", "TfidfEncoder", "PrecomputedEncoder",
-           "SentenceTransformerEncoder", "OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "DiskCache", "MemoryLRU", "cache_root", "text_key",
+           "SentenceTransformerEncoder", "OnnxMiniLMEncoder", "Bf16MiniLMEncoder",
+           "bf16_support", "HAS_ONNXRUNTIME", "DiskCache", "MemoryLRU", "cache_root", "text_key",
            "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM", "HAS_SKLEARN", "MINILM_NAME",
-           "BUILTIN_ENCODERS", "ENCODERS", "register_encoder", "MINILM_VARIANTS", "MINILM_DEFAULT"]
+           "BUILTIN_ENCODERS", "ENCODERS", "register_encoder", "MINILM_VARIANTS", "MINILM_DEFAULT",
+           "MINILM_FALLBACK"]
 
-BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "minilm:<fp32|int8|int8-batched|torch>",
+BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "minilm:<bf16|fp32|int8|int8-batched|torch>",
                     "precomputed:<path>")
 
 
@@ -57,27 +62,46 @@ def _precomputed(argument, **options):
     return PrecomputedEncoder(argument, **options)
 
 
-#: ``minilm:<variant>`` choices; ``minilm`` alone is :data:`MINILM_DEFAULT`
-MINILM_VARIANTS = ONNX_VARIANTS + ("int8-batched", "torch")
+#: ``minilm:<variant>`` choices; ``minilm`` alone is :data:`MINILM_DEFAULT` where the CPU
+#: supports it, else :data:`MINILM_FALLBACK`
+MINILM_VARIANTS = ("bf16",) + ONNX_VARIANTS + ("int8-batched", "torch")
 #: fastest variant keeping cosine >= 0.99 to the PyTorch vectors (benchmarks/bench_encode.py)
-MINILM_DEFAULT = "int8"
+MINILM_DEFAULT = "bf16"
+#: the default on CPUs without bfloat16 matrix instructions (bf16 would run emulated there)
+MINILM_FALLBACK = "int8"
 #: texts per ONNX call: int8 one at a time (per-text activation scales, and the fastest on
 #: mixed lengths), int8-batched and fp32 in batches
 _ONNX_BATCH = {"int8": 1, "int8-batched": 32, "fp32": 32}
+_FALLBACK_WARNED: list[str] = []
+
+
+def _default_variant() -> str:
+    ok, why = bf16_support()
+    if ok:
+        return MINILM_DEFAULT
+    if not _FALLBACK_WARNED:  # once per process
+        _FALLBACK_WARNED.append(why)
+        warnings.warn(f"encoder 'minilm': {why}, so it is 'minilm:{MINILM_FALLBACK}' here (ONNX "
+                      f"int8, its own cache identity) instead of 'minilm:{MINILM_DEFAULT}'; ask "
+                      f"for 'minilm:{MINILM_DEFAULT}' to get the bfloat16 vectors (slow here)",
+                      RuntimeWarning, stacklevel=4)
+    return MINILM_FALLBACK
 
 
 def _minilm(argument, **options):
-    variant = MINILM_DEFAULT if argument is None else str(argument).strip().lower()
+    variant = _default_variant() if argument is None else str(argument).strip().lower()
     if variant not in MINILM_VARIANTS:
         raise ValueError(f"unknown MiniLM variant {argument!r}; expected 'minilm' or "
                          f"'minilm:<variant>' with variant one of {', '.join(MINILM_VARIANTS)}")
     device = options.get("device")
     torch_only = (device not in (None, "cpu")) or not options.get("normalize", True)
-    if variant == "torch" or torch_only or not HAS_ONNXRUNTIME:
-        if variant != "torch" and argument is not None:  # an explicit ONNX variant cannot run
-            why = ("onnxruntime is not installed" if not HAS_ONNXRUNTIME
+    onnx_missing = variant != "bf16" and not HAS_ONNXRUNTIME
+    if variant == "torch" or torch_only or onnx_missing:
+        if variant != "torch" and argument is not None:  # an explicit CPU variant cannot run
+            why = ("onnxruntime is not installed" if not torch_only
                    else f"device={device!r}, normalize={options.get('normalize', True)!r}")
-            raise ValueError(f"encoder 'minilm:{variant}' runs on ONNX Runtime on the CPU with "
+            where = "PyTorch" if variant == "bf16" else "ONNX Runtime"
+            raise ValueError(f"encoder 'minilm:{variant}' runs on {where} on the CPU with "
                              f"normalised vectors ({why}); use 'minilm:torch'")
         options.pop("threads", None)
         return SentenceTransformerEncoder(MINILM_NAME, **options)
@@ -85,6 +109,13 @@ def _minilm(argument, **options):
     options.pop("normalize", None)
     if options.get("max_seq_length") is None:
         options.pop("max_seq_length", None)
+    if variant == "bf16":
+        threads = options.pop("threads", None)  # PyTorch's pool is the process's (set_num_threads)
+        if threads is not None and not 1 <= int(threads) <= 256:
+            raise ValueError(f"threads must be in [1, 256], got {threads}")
+        if options.get("batch_size") is None:
+            options.pop("batch_size", None)
+        return Bf16MiniLMEncoder(**options)
     if options.get("batch_size") is None:
         options["batch_size"] = _ONNX_BATCH[variant]
     return OnnxMiniLMEncoder("int8" if variant == "int8-batched" else variant, **options)
@@ -138,7 +169,9 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
     -------
     >>> get_encoder("hashing", dim=64).dim
     64
-    >>> get_encoder("minilm").identity
+    >>> get_encoder("minilm:bf16").identity
+    'torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=256'
+    >>> get_encoder("minilm:int8").identity
     'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text'
     >>> get_encoder("minilm:int8-batched").identity
     'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256'

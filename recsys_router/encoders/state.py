@@ -36,6 +36,7 @@ _TFIDF = {"dim": INT, "ngram_range": TupleOf(INT, INT), "min_df": NUM,
           "idf": Arr("float64", ("n_terms",)), "components": Arr("float64", ("k", "n_terms"))}
 _ST = {"model_name": STR, "normalize": BOOL, "max_seq_length": Opt(INT), "batch_size": INT}
 _ONNX = {"variant": STR, "max_seq_length": INT, "batch_size": INT}
+_BF16 = {"max_seq_length": INT, "batch_size": INT}
 _PRECOMPUTED = {"identity": STR, "batch_size": INT,
                 "ids_utf8": Arr("uint8", ("n_bytes",)), "ids_offsets": Arr("int64", ("n_ids_1",)),
                 "matrix": Arr("float32", ("n_ids", "dim"))}
@@ -43,7 +44,7 @@ _PRECOMPUTED = {"identity": STR, "batch_size": INT,
 _MAX_SIZE, _MAX_NGRAM = 65_536, 16
 #: kind -> declared state of that encoder kind
 ENCODER_KINDS = {"hashing": _HASHING, "tfidf": _TFIDF, "st": _ST, "onnx-minilm": _ONNX,
-                 "precomputed": _PRECOMPUTED}
+                 "bf16-minilm": _BF16, "precomputed": _PRECOMPUTED}
 
 
 def pack_strings(items) -> tuple[np.ndarray, np.ndarray]:
@@ -74,13 +75,14 @@ def unpack_strings(blob: np.ndarray, offsets: np.ndarray, where: str) -> list[st
 
 
 def _kind(enc) -> str:
+    from .bf16_minilm import Bf16MiniLMEncoder
     from .neural import SentenceTransformerEncoder
     from .onnx_minilm import OnnxMiniLMEncoder
     from .precomputed import PrecomputedEncoder
     from .text import HashingEncoder, TfidfEncoder
     for cls, kind in ((HashingEncoder, "hashing"), (TfidfEncoder, "tfidf"),
                       (SentenceTransformerEncoder, "st"), (OnnxMiniLMEncoder, "onnx-minilm"),
-                      (PrecomputedEncoder, "precomputed")):
+                      (Bf16MiniLMEncoder, "bf16-minilm"), (PrecomputedEncoder, "precomputed")):
         if type(enc) is cls:
             return kind
     raise StateError(f"encoder {type(enc).__name__} cannot be exported: only the built-in "
@@ -115,6 +117,9 @@ def encoder_state(enc: Encoder) -> tuple[dict, dict]:
                 "max_seq_length": enc.max_seq_length, "batch_size": int(enc.batch_size)}, {}
     if kind == "onnx-minilm":  # the packaged weights; threads are the machine's business
         return {"kind": kind, "variant": enc.variant, "max_seq_length": int(enc.max_seq_length),
+                "batch_size": int(enc.batch_size)}, {}
+    if kind == "bf16-minilm":
+        return {"kind": kind, "max_seq_length": int(enc.max_seq_length),
                 "batch_size": int(enc.batch_size)}, {}
     ids, mat = enc.table()
     blob, off = pack_strings(ids)
@@ -173,6 +178,12 @@ def encoder_from_state(info: dict, arrays: dict, where: str, headers: dict | Non
         try:  # the class checks variant and length against its own fixed choices
             return OnnxMiniLMEncoder(v["variant"], max_seq_length=v["max_seq_length"],
                                      batch_size=v["batch_size"])
+        except ValueError as err:
+            raise StateError(f"{where}: {err}") from err
+    if kind == "bf16-minilm":
+        from .bf16_minilm import Bf16MiniLMEncoder
+        try:  # the class checks the length against its own fixed range
+            return Bf16MiniLMEncoder(max_seq_length=v["max_seq_length"], batch_size=v["batch_size"])
         except ValueError as err:
             raise StateError(f"{where}: {err}") from err
     if kind == "precomputed":
