@@ -38,7 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-#: name -> (kind, options); kind "st" = sentence-transformers (PyTorch), "onnx" = ONNX Runtime
+#: name -> (kind, options); kind "st" = sentence-transformers (PyTorch), "onnx" = ONNX Runtime,
+#: "bf16" = the package's bfloat16 PyTorch encoder
 VARIANTS = {
     "st-sorted": ("st", {}),
     "onnx-fp32": ("onnx", {"variant": "fp32"}),
@@ -52,8 +53,11 @@ VARIANTS = {
     "onnx-int8-batch32": ("onnx", {"variant": "int8", "batch_size": 32}),
     "onnx-int8-batch128": ("onnx", {"variant": "int8", "batch_size": 128}),
     "onnx-fp32-batch1": ("onnx", {"variant": "fp32", "batch_size": 1}),
-    # PyTorch with bfloat16 weights and activations (fast only on CPUs with AMX / AVX512-BF16
-    # matrix units); not an encoder of the package (see benchmarks/README.md)
+    # the package's bfloat16 encoder (minilm:bf16, the minilm default on CPUs with AMX-BF16 /
+    # AVX512-BF16): prepacked oneDNN weights, bucketed lengths
+    "bf16": ("bf16", {}),
+    # sentence-transformers' model cast to bfloat16 (plain PyTorch: weights reordered on every
+    # call, one padded length per batch); only a reference for the one above
     "st-bf16-batch8": ("st-bf16", {"batch_size": 8}),
     "st-bf16-batch32": ("st-bf16", {"batch_size": 32}),
 }
@@ -99,7 +103,10 @@ class _Bf16MiniLM:
 
 
 def _encoder(kind: str, options: dict, clock: str):
-    from recsys_router.encoders import OnnxMiniLMEncoder, SentenceTransformerEncoder
+    from recsys_router.encoders import (Bf16MiniLMEncoder, OnnxMiniLMEncoder,
+                                        SentenceTransformerEncoder)
+    if kind == "bf16":
+        return Bf16MiniLMEncoder(cache=False, **options)
     if kind == "st-bf16":
         return _Bf16MiniLM(**options)
     if kind == "st":

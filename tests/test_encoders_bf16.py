@@ -78,6 +78,16 @@ def test_a_texts_vector_does_not_depend_on_batch_mates_or_padding():
     assert float(torch.cosine_similarity(short, long_).min()) >= 0.9999
 
 
+def test_threads_are_set_for_the_call_and_restored():
+    import torch
+    before = torch.get_num_threads()
+    one = Bf16MiniLMEncoder(cache=False).encode(TEXTS[:4])
+    assert torch.get_num_threads() == before
+    two = Bf16MiniLMEncoder(cache=False, threads=2).encode(TEXTS[:4])
+    assert torch.get_num_threads() == before
+    assert _cos(one, two).min() >= 0.9999
+
+
 def test_plain_bfloat16_path_computes_the_same_function(monkeypatch, torch_vectors):
     """What a CPU without AMX/AVX512-BF16 runs (emulated bfloat16, unpacked weights)."""
     fast = Bf16MiniLMEncoder(cache=False).encode(TEXTS)
@@ -125,6 +135,7 @@ def test_artifact_state_round_trip_and_old_artifacts_keep_their_identity():
     assert arrays == {}
     back = encoder_from_state(info, arrays, "enc")
     assert back.identity == e.identity and back.batch_size == 16
+    back.cache = False  # (the test leaves no vectors in the user's cache)
     np.testing.assert_array_equal(back.encode(TEXTS[:3]), e.encode(TEXTS[:3]))
     # an artifact exported when int8 per-text was the default rebuilds that encoder
     old = {"kind": "onnx-minilm", "variant": "int8", "max_seq_length": 256, "batch_size": 1}
@@ -172,3 +183,25 @@ def test_foreign_weights_are_a_clean_error_naming_the_file(tmp_path, monkeypatch
                                          r"\(3, 3\); expected float \(30522, 384\)"):
         bf16_minilm._model(packed=False)
     assert bf16_minilm._MODELS == {}  # nothing half-built is kept
+
+
+def test_support_probe_says_why_and_never_raises(monkeypatch):
+    import torch
+
+    def broken():
+        raise RuntimeError("cpuinfo unavailable")
+    try:
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+        bf16_minilm._probe.cache_clear()
+        assert bf16_minilm.bf16_support() == (
+            False, "this CPU has neither AMX-BF16 nor AVX512-BF16 instructions")
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", broken)
+        bf16_minilm._probe.cache_clear()
+        assert bf16_minilm.bf16_support()[0] is False
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+        bf16_minilm._probe.cache_clear()
+        assert bf16_minilm.bf16_support() == (True, "")
+    finally:
+        monkeypatch.undo()
+        bf16_minilm._probe.cache_clear()

@@ -110,11 +110,9 @@ def _minilm(argument, **options):
     if options.get("max_seq_length") is None:
         options.pop("max_seq_length", None)
     if variant == "bf16":
-        threads = options.pop("threads", None)  # PyTorch's pool is the process's (set_num_threads)
-        if threads is not None and not 1 <= int(threads) <= 256:
-            raise ValueError(f"threads must be in [1, 256], got {threads}")
-        if options.get("batch_size") is None:
-            options.pop("batch_size", None)
+        for key in ("batch_size", "threads"):
+            if options.get(key) is None:
+                options.pop(key, None)
         return Bf16MiniLMEncoder(**options)
     if options.get("batch_size") is None:
         options["batch_size"] = _ONNX_BATCH[variant]

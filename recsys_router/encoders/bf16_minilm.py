@@ -21,6 +21,7 @@ Training", 2019 (the number format).
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from pathlib import Path
@@ -35,6 +36,7 @@ __all__ = ["Bf16MiniLMEncoder", "bf16_support", "bucket_length"]
 _HIDDEN, _HEADS, _FFN, _LAYERS, _VOCAB = 384, 12, 1536, 6, 30522
 _MODELS: dict[tuple, "_Bf16Bert"] = {}  # (weights file, packed) -> model, shared per process
 _LOCK = threading.Lock()
+_THREADS_LOCK = threading.Lock()  # model calls set PyTorch's thread count and restore it
 _WARNED: list[str] = []  # the emulation warning is given once per process
 
 
@@ -53,6 +55,11 @@ def bf16_support() -> tuple[bool, str]:
     >>> isinstance(ok, bool) and isinstance(why, str)
     True
     """
+    return _probe()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[bool, str]:  # the CPU does not change while the process runs
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -232,6 +239,11 @@ class Bf16MiniLMEncoder(Encoder):
     ----------
     max_seq_length : int
         Word pieces kept per text (sentence-transformers' default for this model is 256).
+    threads : int
+        PyTorch intra-op threads during this encoder's model calls (the process's setting is
+        restored after each). Default 1: with more, every operation ends in a barrier where
+        threads wait for each other, and on a busy machine the serving benchmark's p50 was
+        352 ms with two threads against 15-20 ms with one (``benchmarks/README.md``).
     cache, cache_dir, batch_size
         See :class:`~recsys_router.encoders.base.Encoder` (``batch_size`` = texts handed to one
         bucketing pass).
@@ -250,15 +262,19 @@ class Bf16MiniLMEncoder(Encoder):
     #: padded tokens per model call (rows = this // bucket length)
     tokens_per_call = 2048
 
-    def __init__(self, *, max_seq_length: int = 256, cache: bool | None = None, cache_dir=None,
-                 batch_size: int = 64):
+    def __init__(self, *, max_seq_length: int = 256, threads: int = 1, cache: bool | None = None,
+                 cache_dir=None, batch_size: int = 64):
         super().__init__(cache=cache, cache_dir=cache_dir, batch_size=batch_size)
         msl = int(max_seq_length)
         if not 8 <= msl <= _MAX_MODEL_LENGTH:
             raise ValueError(f"max_seq_length must be in [8, {_MAX_MODEL_LENGTH}], got {msl}")
         if not 1 <= int(batch_size) <= 65_536:
             raise ValueError(f"batch_size must be in [1, 65536], got {batch_size}")
+        if not 1 <= int(threads) <= 256:
+            raise ValueError(f"threads must be in [1, 256], got {threads}")
         self.max_seq_length = msl
+        # threads change rounding at most, not the function: not part of the identity
+        self.threads = int(threads)
         self.identity = f"torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen={msl}"
 
     @property
@@ -293,8 +309,13 @@ class Bf16MiniLMEncoder(Encoder):
                 ids[r, :lengths[i]] = enc[i].ids[:lengths[i]]
             ids_t = torch.from_numpy(ids)
             mask = (torch.arange(L)[None, :] < torch.tensor([lengths[i] for i in group])[:, None])
-            with torch.inference_mode():
-                h = model.hidden(ids_t, mask.long())
+            with _THREADS_LOCK, torch.inference_mode():
+                before = torch.get_num_threads()
+                torch.set_num_threads(self.threads)
+                try:
+                    h = model.hidden(ids_t, mask.long())
+                finally:
+                    torch.set_num_threads(before)
                 m = mask[:, :, None].float()
                 pooled = (h * m).sum(1) / m.sum(1).clamp_min(1e-9)
                 pooled = torch.nn.functional.normalize(pooled, dim=1, eps=1e-12)

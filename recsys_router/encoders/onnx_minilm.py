@@ -205,7 +205,8 @@ class OnnxMiniLMEncoder(Encoder):
 
     Texts of one :meth:`encode` call are sorted by length before batching (less padding);
     rows come back in input order. With ``variant="int8"`` and ``batch_size=1`` (what
-    ``get_encoder("minilm")`` builds) every text is its own model call, so its activations are
+    ``get_encoder("minilm:int8")`` builds, and ``"minilm"`` on CPUs without bfloat16 matrix
+    instructions) every text is its own model call, so its activations are
     quantized on their own and its vector never depends on the other texts encoded with it
     (in a batch, dynamic int8 shares one activation scale per tensor). The identity names the
     precision, the truncation length and per-text calls, so cached vectors of different
