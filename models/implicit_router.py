@@ -45,7 +45,6 @@ mean for ALS and for BPR is in :mod:`recsys_router.models.implicit_feedback`.
 from __future__ import annotations
 
 import copy
-import logging
 import warnings
 
 import numpy as np
@@ -54,77 +53,17 @@ from scipy import sparse
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, Arr, Part, TupleOf
+from recsys_router.state import FLOAT, Arr, Opt, Part, TupleOf
 
+from .components.implicit_data import encode_queries, gpu_available, interaction_matrix
 from .components.ridge import LOO_GRID, ridge, ridge_loo, unit_rows
-from .implicit_feedback import confidence_matrix, logged_training, scaled_scores
+from .implicit_feedback import logged_training
 from .implicit_feedback import per_column_linear as _per_column_linear
 
 __all__ = ["ImplicitRouter", "ALSRouter", "BPRRouter", "interaction_matrix", "encode_queries",
            "gpu_available"]
 
-log = logging.getLogger(__name__)
 _FOLD_INS = ("ridge", "knn")
-
-
-def gpu_available() -> bool:
-    """Whether ``implicit`` was built with CUDA and a device is visible."""
-    try:
-        import implicit.gpu  # noqa: PLC0415
-        return bool(implicit.gpu.HAS_CUDA)
-    except Exception:  # pragma: no cover - broken optional backend
-        return False
-
-
-def encode_queries(encoder, data: RoutingData) -> np.ndarray:
-    """Embeddings of ``data``'s queries with a fitted encoder, as float64.
-
-    ``encoder`` is an :class:`~recsys_router.encoders.Encoder` or any object with
-    ``encode(texts, query_ids=None)`` (e.g. the evaluation runner's shared embeddings).
-
-    Raises
-    ------
-    DataValidationError
-        When the encoder reads text and a query has none (naming the first such row).
-    """
-    if hasattr(encoder, "encode_data"):
-        return np.asarray(encoder.encode_data(data), dtype=np.float64)
-    if getattr(encoder, "needs_text", True) and not data.has_text:
-        row = int(np.flatnonzero(data.queries["text"].isna().to_numpy())[0])
-        raise DataValidationError(f"query {data.query_ids[row]!r} has no query text; this router "
-                                  "reads text to route new queries", source=data.source, row=row,
-                                  column="text")
-    texts = [t if isinstance(t, str) else "" for t in data.texts]
-    return np.asarray(encoder.encode(texts, query_ids=data.query_ids), dtype=np.float64)
-
-
-def interaction_matrix(train: RoutingData, alpha: float, lo: float | None = None,
-                       hi: float | None = None) -> sparse.csr_matrix:
-    """Confidence matrix (queries x LLMs) of positive cells, ``1 + alpha * s`` (module docs).
-
-    Parameters
-    ----------
-    train : RoutingData
-        Training interactions.
-    alpha : float
-        Confidence slope (>= 0).
-    lo, hi : float, optional
-        Score range used to scale to [0, 1]; default: min/max of the observed train scores.
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix of float32
-
-    Example
-    -------
-    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, 0], [np.nan, 1]])
-    >>> interaction_matrix(d, 2.0).toarray().tolist()
-    [[3.0, 0.0], [0.0, 3.0]]
-    """
-    vals = train.scores[train.observed].astype(np.float64)
-    lo = float(vals.min()) if lo is None else lo
-    hi = float(vals.max()) if hi is None else hi
-    return confidence_matrix(scaled_scores(train.scores.astype(np.float64), lo, hi), alpha)
 
 
 class ImplicitRouter(Router):
@@ -182,7 +121,8 @@ class ImplicitRouter(Router):
                "query_factors_": Arr("float64", ("n_train", "factors")),
                "llm_factors_": Arr("float64", ("n_llms", "factors")),
                "emb_mean_": Arr("float64", ("dim",)), "emb_scale_": Arr("float64", ("dim",)),
-               "ridge_coef_": Arr("float64", ("dim_plus_1", "factors")), "ridge_alpha_": FLOAT,
+               "ridge_coef_": Arr("float64", ("dim_plus_1", "factors")),
+               "ridge_alpha_": Opt(FLOAT),
                "train_unit_emb_": Arr("float64", ("n_train", "dim")),
                "calib_": Arr("float64", (2, "n_llms"), optional=True), "encoder_": Part()}
 
@@ -195,9 +135,20 @@ class ImplicitRouter(Router):
         return {**fields, **info}, {**arrays, **enc_arrays}
 
     @classmethod
+    def _check_state(cls, fields, headers, dims):
+        # artifacts exported before the leave-one-out penalty carry no ``ridge_alpha_``;
+        # they were fitted with a fixed ``ridge_alpha`` (restored in ``_from_state``)
+        if isinstance(fields, dict) and "ridge_alpha_" not in fields:
+            fields = {**fields, "ridge_alpha_": None}
+        return super()._check_state(fields, headers, dims)
+
+    @classmethod
     def _from_state(cls, params, fields, arrays):
         from recsys_router.encoders.state import load_encoder_part
         router = super()._from_state(params, fields, arrays)
+        if router.ridge_alpha_ is None:
+            fixed = params.get("ridge_alpha")
+            router.ridge_alpha_ = float(fixed) if isinstance(fixed, (int, float)) else None
         if router.calib_ is not None:
             router.calib_ = (router.calib_[0].copy(), router.calib_[1].copy())
         if router.ridge_coef_.shape[0] != router.emb_mean_.shape[0] + 1:

@@ -147,3 +147,25 @@ def test_router_config_builds_and_fits(name):
     assert r.get_params() == {**r.get_params(), **cfg["params"]}
     train, test = _held_out(8)
     assert r.fit(train).predict_scores(test).shape == (test.n_queries, 5)
+
+
+@pytest.mark.parametrize("cls", [ALSRouter, BPRRouter])
+def test_artifact_without_ridge_alpha_loads_with_its_fixed_penalty(cls):
+    """An artifact exported before ``ridge_alpha="auto"`` has no ``ridge_alpha_``: it still
+    loads, predicts the same and reports the fixed penalty it was fitted with; a hostile
+    value in that field is refused."""
+    from recsys_router.router_state import router_from_state, router_to_state
+    from recsys_router.state import StateError
+    train, test = _held_out(3)
+    r = cls(factors=4, iterations=4, ridge_alpha=30.0, encoder_kwargs={"dim": 64}).fit(train)
+    doc, arrays = router_to_state(r)
+    old = {**doc, "state": {k: v for k, v in doc["state"].items() if k != "ridge_alpha_"}}
+    back = router_from_state(old, arrays, "old.json")
+    assert back.ridge_alpha_ == 30.0
+    np.testing.assert_array_equal(back.predict_scores(test), r.predict_scores(test))
+    auto = {**old, "params": {**old["params"], "ridge_alpha": "auto"}}
+    assert router_from_state(auto, arrays, "old.json").ridge_alpha_ is None
+    for bad in ("os.system", [1.0], {"a": 1}):
+        hostile = {**doc, "state": {**doc["state"], "ridge_alpha_": bad}}
+        with pytest.raises(StateError, match="ridge_alpha_"):
+            router_from_state(hostile, arrays, "bad.json")
