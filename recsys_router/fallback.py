@@ -13,8 +13,11 @@ score (true score of the chosen LLM among the query's observed ones) of three ch
 * ``task-best``: the LLM with the highest mean inner-train score on the query's task.
 
 **The rule** (:func:`~recsys_router.inner_validation.paired_decision`): on a set of held-out
-queries, the baseline is the one of higher mean (``task-best`` on ties) and ``d_i`` the
-router's realised score minus the baseline's on query ``i``; the queries go to the baseline
+queries, the baseline is ``task-best`` only when it beats ``best-single`` beyond the noise
+(the same paired test on their difference), else ``best-single``: with dozens of LLMs a
+per-task argmax from a part of the queries often picks a lucky LLM, and a lead within the
+noise does not show it is a better one. ``d_i`` is the router's realised score minus the
+baseline's on query ``i``; the queries go to the baseline
 only when ``mean(d) < -z * SE(d)`` (``SE = sd(d) / sqrt(n)``; ``z = 1.645``, a one-sided
 paired test at 5 %). Otherwise the router is kept: a difference within the noise keeps what
 the user asked for.

@@ -130,29 +130,41 @@ def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return out
 
 
+def _mean_se(d: np.ndarray) -> tuple[float, float | None]:
+    """Mean and standard error (ddof 1; None for one value) of paired differences."""
+    return float(d.mean()), (float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else None)
+
+
 def paired_decision(router, best_single, task_best, z: float) -> dict | None:
     r"""Keep the router unless a baseline beats it beyond the noise of the held-out queries.
 
-    On the queries where all three realised scores are known, the baseline is the one of
-    higher mean (``task-best`` on ties), ``d_i = r_i - b_i`` the paired per-query
-    difference, :math:`\bar d` its mean and :math:`SE = s_d / \sqrt{n}` (``s_d`` the sample
-    standard deviation, ddof 1). The decision is the baseline when
-    :math:`\bar d < -z \cdot SE` (a one-sided paired z-test at level ``z``; with one query
-    there is no SE, stored as None, and the router is kept), else ``"router"``;
-    ``router_better`` is the test in the other direction, :math:`\bar d > z \cdot SE`.
+    On the queries where all three realised scores are known, :math:`SE = s / \sqrt{n}` of
+    paired per-query differences (``s`` their sample standard deviation, ddof 1) and the
+    same one-sided paired z-test at level ``z`` decide twice:
+
+    1. *Which baseline*: ``task-best`` only when it beats ``best-single`` beyond the noise,
+       :math:`\bar e > z \cdot SE_e` with :math:`e_i = t_i - b_i`; else ``best-single``
+       (it estimates one LLM from all queries where ``task-best`` estimates one per task
+       from a part of them, so a lead within the noise is more often the per-task choice's
+       luck than a better LLM).
+    2. *Router or baseline*: with ``d_i = r_i - (baseline)_i``, the decision is the baseline
+       when :math:`\bar d < -z \cdot SE` (with one query there is no SE, stored as None,
+       and the router is kept), else ``"router"``; ``router_better`` is the test in the other
+       direction, :math:`\bar d > z \cdot SE`.
 
     Parameters
     ----------
     router, best_single, task_best : array-like (n,)
         Realised score per held-out query of the three choices (NaN = unknown).
     z : float
-        Standard errors the baseline must lead by (1.645: one-sided 5 %).
+        Standard errors a lead must exceed (1.645: one-sided 5 %).
 
     Returns
     -------
     dict or None
         ``decision``, ``router_better``, the three means, ``baseline``, ``diff``
-        (:math:`\bar d`), ``se`` and ``n``; None when no query has all three scores.
+        (:math:`\bar d`), ``se``, ``n`` and ``task_vs_single`` (:math:`\bar e`) with its
+        ``task_vs_single_se``; None when no query has all three scores.
 
     Example
     -------
@@ -168,11 +180,10 @@ def paired_decision(router, best_single, task_best, z: float) -> dict | None:
     r, b, t = r[ok], b[ok], t[ok]
     means = {"router": float(r.mean()), "best-single": float(b.mean()),
              "task-best": float(t.mean())}
-    base = "best-single" if means["best-single"] > means["task-best"] else "task-best"
-    d = r - (b if base == "best-single" else t)
-    diff = float(d.mean())
-    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else None
+    e, e_se = _mean_se(t - b)
+    base = "task-best" if e_se is not None and e > float(z) * e_se else "best-single"
+    diff, se = _mean_se(r - (b if base == "best-single" else t))
     decision = base if se is not None and diff < -float(z) * se else "router"
     better = se is not None and diff > float(z) * se
     return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision,
-            "router_better": bool(better)}
+            "router_better": bool(better), "task_vs_single": e, "task_vs_single_se": e_se}

@@ -48,20 +48,20 @@ def test_router_losing_on_a_task_falls_back_there_only():
     r = SafeFallbackRouter(TextRule(), val_fraction=0.2, seed=0, min_task_queries=4).fit(d)
     fb = r.fallback_
     # t1: router realises 0 on its 4 held-out queries; task-best (a) and best-single (a:
-    # mean 0.75 over both tasks) realise 1 -> baseline task-best (tie), d = -1 on every
-    # query, SE 0 -> falls back; t2: router realises 1, neither baseline can always
-    # (half the t2 queries need a, half b) -> d >= 0 -> router
-    assert fb["tasks"] == {"t1": "task-best", "t2": "router"}
+    # mean 0.75 over both tasks) realise 1 -> baseline best-single (task-best does not lead
+    # it), d = -1 on every query, SE 0 -> falls back; t2: router realises 1, neither
+    # baseline can always (half the t2 queries need a, half b) -> d >= 0 -> router
+    assert fb["tasks"] == {"t1": "best-single", "t2": "router"}
     t1 = fb["means"]["t1"]
     assert (t1["router"], t1["best-single"], t1["task-best"]) == (0.0, 1.0, 1.0)
     assert (t1["baseline"], t1["diff"], t1["se"], t1["n"], t1["pooled"]) == \
-        ("task-best", -1.0, 0.0, 4, False)
+        ("best-single", -1.0, 0.0, 4, False)
     assert fb["means"]["t2"]["router"] == 1.0 and fb["n_val"] == 8
     assert r.router_.n_train_ == 40 and fb["refitted"]   # refitted on every training query
     chosen = r.route(d)
     truth_best = np.where(d.scores[:, 0] == 1.0, "a", "b")
     assert (chosen == truth_best).all()
-    assert "fell back on 1 of 2 tasks (task-best: t1)" in fallback_summary(fb)
+    assert "fell back on 1 of 2 tasks (best-single: t1)" in fallback_summary(fb)
 
 
 def test_task_best_wins_where_the_best_single_llm_is_wrong():
@@ -73,12 +73,16 @@ def test_task_best_wins_where_the_best_single_llm_is_wrong():
     s[:5] = [0.0, 0.0]
     d = RoutingData(d.queries, d.llms, s, name="t")
     r = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4).fit(d)
-    # t1: router 0 (picks b), best-single b -> 0, task-best a -> 1 => task-best
+    # t1: router 0 (picks b), best-single b -> 0, task-best a -> 1 except on the 5 queries
+    # nobody gets right, two of which are among the 4 seeded held-out ones: task-best
+    # leads by [1, 1, 0, 0], mean 0.5 > 1.645 * SE 0.2887 = 0.4749 -> task-best
+    m = r.fallback_["means"]["t1"]
+    assert m["task_vs_single"] == 0.5 and m["task_vs_single_se"] == pytest.approx(math.sqrt(1 / 12))
     assert r.fallback_["tasks"]["t1"] == "task-best"
-    # t2 (all b): router picks b on "y" and a on "x" -> 0.5; baselines 1 -> task-best
-    # (tie); d is -1 on the "x" queries and 0 on the "y" ones: on the seeded held-out
-    # [-1, -1, 0, 0], mean -0.5 < -1.645 * SE 0.2887 -> falls back
-    assert r.fallback_["tasks"]["t2"] == "task-best"
+    # t2 (all b): router picks b on "y" and a on "x" -> 0.5; baselines 1 -> best-single
+    # (task-best does not lead it); d is -1 on the "x" queries and 0 on the "y" ones: on
+    # the seeded held-out [-1, -1, 0, 0], mean -0.5 < -1.645 * SE 0.2887 -> falls back
+    assert r.fallback_["tasks"]["t2"] == "best-single"
     assert (r.route(d) == np.where(np.arange(40) < 20, "a", "b")).all()
 
 
@@ -157,8 +161,8 @@ def test_paired_rule_keeps_the_router_within_noise():
 
 
 def test_paired_rule_edge_cases():
-    # every difference -1: SE 0, any loss is beyond noise
-    assert paired_decision([0, 0, 0], [1, 1, 1], [1, 1, 1], 1.645)["decision"] == "task-best"
+    # every difference -1: SE 0, any loss is beyond noise; the baselines tie -> best-single
+    assert paired_decision([0, 0, 0], [1, 1, 1], [1, 1, 1], 1.645)["decision"] == "best-single"
     # ties everywhere: d = 0, SE 0 -> router
     assert paired_decision([1, 0], [1, 0], [1, 0], 1.645)["decision"] == "router"
     # one query: no SE, the router is kept; NaN rows are left out; nothing known -> None
@@ -202,10 +206,11 @@ def test_inner_folds_hold_out_every_training_query_once():
     d = _data()
     r = SafeFallbackRouter(TextRule(), inner_folds=2, min_task_queries=10, seed=0).fit(d)
     fb = r.fallback_
-    # 2 folds: all 40 queries held out once; t1 (20): d = -1 everywhere -> task-best;
-    # t2 (20): the router is right on every query -> router; refitted on all 40
+    # 2 folds: all 40 queries held out once; t1 (20): d = -1 everywhere -> best-single
+    # (= task-best there); t2 (20): the router is right on every query -> router;
+    # refitted on all 40
     assert fb["n_val"] == 40 and fb["means"]["t1"]["n"] == 20 and fb["inner_folds"] == 2
-    assert fb["tasks"] == {"t1": "task-best", "t2": "router"}
+    assert fb["tasks"] == {"t1": "best-single", "t2": "router"}
     assert r.router_.n_train_ == 40 and fb["refitted"]
     folds = stratified_folds(d.tasks, 3, 0)
     held = np.sort(np.concatenate([va for _, va in folds]))
@@ -227,7 +232,8 @@ def test_all_queries_verdict_is_every_tasks_default_under_a_fallback():
     t = np.r_[np.zeros(40), np.ones(80), np.zeros(40), np.zeros(40), np.zeros(5)]
     fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(
         {"router": r, "best-single": b, "task-best": t}, keys, 205)
-    # all 205: means router 47/205, best-single 40/205, task-best 80/205 -> task-best;
+    # all 205: means router 47/205, best-single 40/205, task-best 80/205; task-best minus
+    # best-single: +1 on B's 80, -1 on E's 40: mean 40/205 = 0.195, SE 0.052 -> task-best;
     # d = r - t: +1 on 40 + 2 + 5 = 47 queries, -1 on 80, 0 on 78: mean -33/205
     o = fb["overall"]
     d = np.r_[np.ones(47), -np.ones(80), np.zeros(78)]
@@ -236,13 +242,14 @@ def test_all_queries_verdict_is_every_tasks_default_under_a_fallback():
     assert -33 / 205 < -1.645 * o["se"] and fb["default"] == "task-best"
     # A keeps the router on its own evidence; B falls back as the verdict says; D's lead
     # (mean 0.05, SE sqrt((2 - 40 * 0.05 ** 2) / 39 / 40) = 0.0349, 0.05 < 1.645 * 0.0349)
-    # is within noise, so D follows the verdict (the old per-task rule kept the router
-    # there); E falls back to its own better baseline, best-single; C (5 < 30) follows
-    assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best", "D": "task-best",
-                           "E": "best-single"}
+    # is within noise, so D falls back as the verdict says (the old per-task rule kept the
+    # router there), to best-single (its baselines tie); E falls back to its own better
+    # baseline, best-single; C (5 < 30) follows the verdict
+    assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best",
+                           "D": "best-single", "E": "best-single"}
     assert fb["means"]["D"]["se"] == pytest.approx(math.sqrt((2 - 40 * 0.05 ** 2) / 39 / 40))
     assert fb["means"]["D"]["own_decision"] == "router"     # what D alone would have said
-    assert "fell back on 4 of 5 tasks (best-single: E; task-best: B, C, D)" in fallback_summary(fb)
+    assert "fell back on 4 of 5 tasks (best-single: D, E; task-best: B, C)" in fallback_summary(fb)
 
 
 def test_all_queries_verdict_kept_router_departs_only_on_significant_loss():
@@ -270,16 +277,17 @@ def test_overall_fall_back_and_a_task_that_significantly_keeps_the_router():
     # A (40): router 1, baselines 0; B (80): router 0, baselines 1; C (5): like A but small
     keys, got = _got([("A", 40, 1, 0, 0), ("B", 80, 0, 1, 1), ("C", 5, 1, 0, 0)])
     fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 125)
-    # all 125: baseline task-best (tie 80/125); d = +1 x 45, -1 x 80: mean -35/125 = -0.28,
-    # variance (125 - 125 * 0.28^2) / 124, SE 0.0862: -0.28 < -1.645 * 0.0862 -> task-best
+    # all 125: the baselines tie on every query -> best-single; d = +1 x 45, -1 x 80: mean
+    # -35/125 = -0.28, variance (125 - 125 * 0.28^2) / 124, SE 0.0862: -0.28 < -1.645 *
+    # 0.0862 -> best-single
     o = fb["overall"]
-    assert o["diff"] == pytest.approx(-0.28)
+    assert o["diff"] == pytest.approx(-0.28) and o["baseline"] == "best-single"
     assert o["se"] == pytest.approx(math.sqrt((125 - 125 * 0.28 ** 2) / 124 / 125))
-    assert fb["default"] == "task-best" and "beats the router" in o["why"]
+    assert fb["default"] == "best-single" and "beats the router" in o["why"]
     # A: d = +1 on 40 >= 30 queries (SE 0) -> departs to the router; B agrees with the
     # verdict; C's d = +1 too, but 5 < 30 queries: it follows the verdict
-    assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best"}
-    assert fb["means"]["A"]["departs"] and "the router beats task-best" in fb["means"]["A"]["why"]
+    assert fb["tasks"] == {"A": "router", "B": "best-single", "C": "best-single"}
+    assert fb["means"]["A"]["departs"] and "the router beats best-single" in fb["means"]["A"]["why"]
     assert not fb["means"]["B"]["departs"] and not fb["means"]["C"]["departs"]
     assert fb["means"]["C"]["router_better"] and fb["means"]["C"]["pooled"]
     assert "depart from it on their own evidence: A -> router (+1.0000" in fallback_summary(fb)
@@ -310,7 +318,7 @@ def test_losing_overall_beyond_noise_but_per_task_within_it_falls_back_everywher
 def test_no_tasks_at_all_follow_the_all_queries_verdict():
     keys, got = _got([("", 10, 0, 1, 1)])
     fb = SafeFallbackRouter(TextRule())._decide_all(got, keys, 10)
-    assert fb["tasks"] == {} and fb["means"] == {} and fb["default"] == "task-best"
+    assert fb["tasks"] == {} and fb["means"] == {} and fb["default"] == "best-single"
     assert fb["overall"]["n"] == 10 and fb["overall"]["diff"] == -1.0
     keys, got = _got([("", 10, 1, 0, 0)])
     assert SafeFallbackRouter(TextRule())._decide_all(got, keys, 10)["default"] == "router"
@@ -348,3 +356,18 @@ def test_a_large_task_falls_back_to_its_own_better_baseline_a_small_one_to_the_v
     # C (5 < 30) takes the verdict's best-single
     assert fb["tasks"] == {"A": "task-best", "B": "best-single", "C": "best-single"}
     assert not fb["means"]["A"]["departs"]
+
+
+def test_task_best_is_the_baseline_only_when_it_leads_best_single_beyond_noise():
+    r, bs = [0] * 10, [0] * 10
+    tb = [1, 1] + [0] * 8
+    # task-best minus best-single: mean 0.2, variance (2 - 10 * 0.2^2) / 9 = 1.6 / 9,
+    # SE 0.1333: 0.2 < 1.645 * 0.1333 = 0.2193 -> best-single (the higher mean alone chose
+    # task-best); the router ties best-single (d = 0) -> router
+    out = paired_decision(r, bs, tb, z=1.645)
+    assert out["task_vs_single"] == pytest.approx(0.2)
+    assert out["task_vs_single_se"] == pytest.approx(math.sqrt(1.6 / 9 / 10))
+    assert (out["baseline"], out["diff"], out["decision"]) == ("best-single", 0.0, "router")
+    # at z = 1: 0.2 > 0.1333 -> task-best, and the router's d = -0.2 < -0.1333 -> task-best
+    out = paired_decision(r, bs, tb, z=1.0)
+    assert (out["baseline"], out["decision"]) == ("task-best", "task-best")
