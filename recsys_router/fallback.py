@@ -16,7 +16,8 @@ score (true score of the chosen LLM among the query's observed ones) of three ch
 queries, the baseline is ``task-best`` only when it beats ``best-single`` beyond the noise
 (the same paired test on their difference), else ``best-single``: with dozens of LLMs a
 per-task argmax from a part of the queries often picks a lucky LLM, and a lead within the
-noise does not show it is a better one. ``d_i`` is the router's realised score minus the
+noise does not show it is a better one (a task with enough queries keeps the all-queries
+choice unless the other baseline leads beyond the noise on its own queries). ``d_i`` is the router's realised score minus the
 baseline's on query ``i``; the queries go to the baseline
 only when ``mean(d) < -z * SE(d)`` (``SE = sd(d) / sqrt(n)``; ``z = 1.645``, a one-sided
 paired test at 5 %). Otherwise the router is kept: a difference within the noise keeps what
@@ -281,11 +282,12 @@ class SafeFallbackRouter(InnerRouterState, Router):
         default = "router" if overall is None else overall["decision"]
         if overall is not None:
             overall["why"] = _why(overall, z, "all held-out queries")
+        prefer = "best-single" if overall is None else overall["baseline"]
         means, tasks = {}, {}
         for t in sorted(set(keys) - {""}):
             rows = keys == t
             m = paired_decision(got["router"][rows], got["best-single"][rows],
-                                got["task-best"][rows], z)
+                                got["task-best"][rows], z, prefer=prefer)
             if m is None:
                 continue
             m["pooled"] = m["n"] < n_min

@@ -135,18 +135,20 @@ def _mean_se(d: np.ndarray) -> tuple[float, float | None]:
     return float(d.mean()), (float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else None)
 
 
-def paired_decision(router, best_single, task_best, z: float) -> dict | None:
+def paired_decision(router, best_single, task_best, z: float,
+                    prefer: str = "best-single") -> dict | None:
     r"""Keep the router unless a baseline beats it beyond the noise of the held-out queries.
 
     On the queries where all three realised scores are known, :math:`SE = s / \sqrt{n}` of
     paired per-query differences (``s`` their sample standard deviation, ddof 1) and the
     same one-sided paired z-test at level ``z`` decide twice:
 
-    1. *Which baseline*: ``task-best`` only when it beats ``best-single`` beyond the noise,
-       :math:`\bar e > z \cdot SE_e` with :math:`e_i = t_i - b_i`; else ``best-single``
-       (it estimates one LLM from all queries where ``task-best`` estimates one per task
-       from a part of them, so a lead within the noise is more often the per-task choice's
-       luck than a better LLM).
+    1. *Which baseline*: ``prefer`` unless the other beats it beyond the noise,
+       :math:`\bar e > z \cdot SE_e` with :math:`e_i` the other's realised score minus
+       ``prefer``'s. The default ``prefer="best-single"``: it estimates one LLM from all
+       queries where ``task-best`` estimates one per task from a part of them, so a lead
+       within the noise is more often the per-task choice's luck than a better LLM. (The
+       safe fallback passes a task the all-queries choice as ``prefer``.)
     2. *Router or baseline*: with ``d_i = r_i - (baseline)_i``, the decision is the baseline
        when :math:`\bar d < -z \cdot SE` (with one query there is no SE, stored as None,
        and the router is kept), else ``"router"``; ``router_better`` is the test in the other
@@ -158,13 +160,16 @@ def paired_decision(router, best_single, task_best, z: float) -> dict | None:
         Realised score per held-out query of the three choices (NaN = unknown).
     z : float
         Standard errors a lead must exceed (1.645: one-sided 5 %).
+    prefer : {"best-single", "task-best"}
+        The baseline kept unless the other one leads it beyond the noise.
 
     Returns
     -------
     dict or None
         ``decision``, ``router_better``, the three means, ``baseline``, ``diff``
-        (:math:`\bar d`), ``se``, ``n`` and ``task_vs_single`` (:math:`\bar e`) with its
-        ``task_vs_single_se``; None when no query has all three scores.
+        (:math:`\bar d`), ``se``, ``n`` and ``task_vs_single`` (task-best's mean realised
+        score minus best-single's) with its ``task_vs_single_se``; None when no query has
+        all three scores.
 
     Example
     -------
@@ -180,8 +185,12 @@ def paired_decision(router, best_single, task_best, z: float) -> dict | None:
     r, b, t = r[ok], b[ok], t[ok]
     means = {"router": float(r.mean()), "best-single": float(b.mean()),
              "task-best": float(t.mean())}
+    if prefer not in ("best-single", "task-best"):
+        raise ValueError(f"prefer must be 'best-single' or 'task-best', got {prefer!r}")
     e, e_se = _mean_se(t - b)
-    base = "task-best" if e_se is not None and e > float(z) * e_se else "best-single"
+    lead = e if prefer == "best-single" else -e
+    other = "task-best" if prefer == "best-single" else "best-single"
+    base = other if e_se is not None and lead > float(z) * e_se else prefer
     diff, se = _mean_se(r - (b if base == "best-single" else t))
     decision = base if se is not None and diff < -float(z) * se else "router"
     better = se is not None and diff > float(z) * se

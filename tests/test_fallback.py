@@ -243,13 +243,13 @@ def test_all_queries_verdict_is_every_tasks_default_under_a_fallback():
     # A keeps the router on its own evidence; B falls back as the verdict says; D's lead
     # (mean 0.05, SE sqrt((2 - 40 * 0.05 ** 2) / 39 / 40) = 0.0349, 0.05 < 1.645 * 0.0349)
     # is within noise, so D falls back as the verdict says (the old per-task rule kept the
-    # router there), to best-single (its baselines tie); E falls back to its own better
-    # baseline, best-single; C (5 < 30) follows the verdict
+    # router there), to the verdict's task-best (its baselines tie); E falls back to
+    # best-single, which leads task-best there on every query (SE 0); C (5 < 30) follows
     assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best",
-                           "D": "best-single", "E": "best-single"}
+                           "D": "task-best", "E": "best-single"}
     assert fb["means"]["D"]["se"] == pytest.approx(math.sqrt((2 - 40 * 0.05 ** 2) / 39 / 40))
     assert fb["means"]["D"]["own_decision"] == "router"     # what D alone would have said
-    assert "fell back on 4 of 5 tasks (best-single: D, E; task-best: B, C)" in fallback_summary(fb)
+    assert "fell back on 4 of 5 tasks (best-single: E; task-best: B, C, D)" in fallback_summary(fb)
 
 
 def test_all_queries_verdict_kept_router_departs_only_on_significant_loss():
@@ -371,3 +371,15 @@ def test_task_best_is_the_baseline_only_when_it_leads_best_single_beyond_noise()
     # at z = 1: 0.2 > 0.1333 -> task-best, and the router's d = -0.2 < -0.1333 -> task-best
     out = paired_decision(r, bs, tb, z=1.0)
     assert (out["baseline"], out["decision"]) == ("task-best", "task-best")
+
+
+def test_a_task_keeps_the_all_queries_baseline_unless_the_other_leads_on_its_own():
+    r, bs, tb = [0] * 10, [1, 1] + [0] * 8, [0] * 10
+    # best-single minus task-best: mean 0.2, SE 0.1333 (as above): within noise, so a task
+    # told to prefer task-best keeps it; the router ties task-best -> router
+    out = paired_decision(r, bs, tb, z=1.645, prefer="task-best")
+    assert out["task_vs_single"] == pytest.approx(-0.2)
+    assert (out["baseline"], out["decision"]) == ("task-best", "router")
+    assert paired_decision(r, bs, tb, z=1.0, prefer="task-best")["baseline"] == "best-single"
+    with pytest.raises(ValueError, match="prefer"):
+        paired_decision(r, bs, tb, z=1.645, prefer="oracle")
