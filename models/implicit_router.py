@@ -113,6 +113,9 @@ class ImplicitRouter(Router):
     (60,)
     """
 
+    #: fits in seconds: the safe fallback holds out every training query once (5 fits)
+    cheap_fit = True
+
     uses_text = True
     #: logged-feedback losses (``recsys_router.models.implicit_feedback``)
     feedback_losses = ("naive", "ips", "snips", "dr")

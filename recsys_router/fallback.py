@@ -4,8 +4,10 @@ held-out training queries hands those queries to the better baseline.
 :class:`SafeFallbackRouter` wraps any router. ``fit(train)`` holds out *training* queries
 (seeded, stratified by task): one inner-validation part of ``val_fraction`` of each task
 (``inner_folds=1``), or ``inner_folds`` folds so that every training query is held out
-once. It fits the wrapped router on the rest (its own early stopping sees the same held-out
-part, which favours the router slightly) and records, per held-out query, the realised
+once. It fits the wrapped router on the rest without showing it the held-out part (a
+Lightning router's early stopping picks its checkpoint on its own tenth of the rest: were
+it the held-out part, the comparison below would favour the router) and records, per
+held-out query, the realised
 score (true score of the chosen LLM among the query's observed ones) of three choices:
 
 * the wrapped router (argmax of its predicted scores);
@@ -38,7 +40,8 @@ never leaves the verdict on a difference the noise explains.
 reason in words (``why``). The
 baselines used at prediction time are refitted on all training queries; so is the wrapped
 router, unless (with one inner split) it holds out its own validation split (Lightning
-routers with ``val_fraction > 0``), which saves a second fit. The fitted wrapper exports
+routers with ``val_fraction > 0``): then the router fitted on the inner-train part is kept,
+which saves a second fit. The fitted wrapper exports
 like any router (``_state_``: the baselines' means, the record and the wrapped router as a
 nested part).
 
@@ -59,9 +62,12 @@ from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf, StateError
 
 __all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallback_summary",
-           "task_keys", "paired_decision", "baseline_means", "MIN_TASK_QUERIES", "Z"]
+           "task_keys", "paired_decision", "baseline_means", "MIN_TASK_QUERIES", "Z",
+           "AUTO_INNER_FOLDS"]
 
 MIN_VAL_QUERIES = 5
+#: inner folds of ``inner_folds="auto"`` for a router whose fit is cheap (``cheap_fit``)
+AUTO_INNER_FOLDS = 5
 #: held-out queries a task needs to be decided on its own (smaller ones are pooled)
 MIN_TASK_QUERIES = 30
 #: standard errors a baseline must lead by (one-sided 5 %)
@@ -179,8 +185,12 @@ class SafeFallbackRouter(InnerRouterState, Router):
         Standard errors by which a baseline must beat the router to take its queries.
     min_task_queries : int
         Held-out queries a task needs to be decided on its own.
-    inner_folds : int
-        1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits).
+    inner_folds : int or "auto"
+        1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits);
+        "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
+        (``cheap_fit``: knn, linearr, c-roberta, als, bpr), else 1 (Lightning networks,
+        ``--auto`` searches, wrappers). Every training query held out once makes the
+        comparison five times larger than one held-out fifth.
 
     Attributes
     ----------
@@ -214,7 +224,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
 
     def __init__(self, router: Router, val_fraction: float = 0.2, seed: int = 0,
                  enabled: bool = True, z: float = Z, min_task_queries: int = MIN_TASK_QUERIES,
-                 inner_folds: int = 1):
+                 inner_folds: int | str = "auto"):
         self.router = router
         self.val_fraction = val_fraction
         self.seed = seed
@@ -235,10 +245,18 @@ class SafeFallbackRouter(InnerRouterState, Router):
     def _set_baselines(self, train: RoutingData) -> None:
         self.base_overall_, self.base_tasks_, self.base_task_means_ = baseline_means(train)
 
+    def _n_folds(self) -> int:
+        if isinstance(self.inner_folds, str) and self.inner_folds == "auto":
+            return AUTO_INNER_FOLDS if getattr(self.router, "cheap_fit", False) else 1
+        ok = isinstance(self.inner_folds, (int, np.integer)) and not isinstance(self.inner_folds,
+                                                                               bool)
+        if not ok or self.inner_folds < 1:
+            raise ValueError(f"inner_folds must be an integer >= 1 or 'auto', "
+                             f"got {self.inner_folds!r}")
+        return int(self.inner_folds)
+
     def _splits(self, train: RoutingData) -> list:
-        k = int(self.inner_folds)
-        if k != self.inner_folds or k < 1:
-            raise ValueError(f"inner_folds must be an integer >= 1, got {self.inner_folds!r}")
+        k = self._n_folds()
         if k == 1:
             return [stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))]
         return stratified_folds(train.tasks, k, int(self.seed))
@@ -262,7 +280,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         for tr_rows, va_rows in splits:
             inner_tr, inner_va = train.subset(tr_rows), train.subset(va_rows)
             router = self._clone()
-            router.fit(inner_tr, inner_va)
+            router.fit(inner_tr, None)          # never tuned or early-stopped on inner_va
             truth = inner_va.scores.astype(np.float64)
             base = baseline_means(inner_tr)
             got["router"].append(realised_scores(router.predict_scores(inner_va), truth))
@@ -308,7 +326,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
             means[t], tasks[t] = m, m["decision"]
         return {"enabled": True, "tasks": tasks, "default": default, "means": means,
                 "overall": overall or {}, "n_val": int(n_val), "z": z, "min_task_queries": n_min,
-                "inner_folds": int(self.inner_folds)}
+                "inner_folds": self._n_folds()}
 
     def fallback_rows(self, data: RoutingData) -> np.ndarray:
         """Per query: "router", "best-single" or "task-best" (what decides its LLM)."""

@@ -41,6 +41,9 @@ class Router(ABC):
     uses_text: bool = False
     #: whether predictions read ground-truth scores of the data routed (oracle-style)
     uses_ground_truth: bool = False
+    #: whether a fit takes seconds, so that wrappers may repeat it (the safe fallback's
+    #: ``inner_folds="auto"`` then holds out every training query once)
+    cheap_fit: bool = False
     #: whether :meth:`add_llm` places a new LLM in the learned state
     #: (``_add_llm(name, probes, cost, weights)`` / ``_remove_llm(column)``, ``weights`` the
     #: validated probe weights, mean 1); otherwise it gets a kNN head over its probes

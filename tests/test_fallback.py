@@ -383,3 +383,42 @@ def test_a_task_keeps_the_all_queries_baseline_unless_the_other_leads_on_its_own
     assert paired_decision(r, bs, tb, z=1.0, prefer="task-best")["baseline"] == "best-single"
     with pytest.raises(ValueError, match="prefer"):
         paired_decision(r, bs, tb, z=1.645, prefer="oracle")
+
+
+class HoldsOwnVal(TextRule):
+    """TextRule with a ``val_fraction`` (like a Lightning router) that records its val."""
+
+    def __init__(self, strength: float = 1.0, val_fraction: float = 0.1):
+        super().__init__(strength)
+        self.val_fraction = val_fraction
+
+    def _fit(self, train, val):
+        super()._fit(train, val)
+        self.val_seen_ = val
+
+
+def test_the_inner_fit_never_sees_the_held_out_queries():
+    d = _data()
+    r = SafeFallbackRouter(HoldsOwnVal(), seed=0, min_task_queries=4).fit(d, d.subset([0, 1]))
+    # one inner split, a router holding out its own validation part: the router fitted on
+    # the 32 inner-train queries is kept, and it was given no validation queries (it would
+    # early-stop on its own part of the 32, never on the 8 the comparison uses)
+    assert r.fallback_["n_val"] == 8 and not r.fallback_["refitted"]
+    assert r.router_.n_train_ == 32 and r.router_.val_seen_ is None
+
+
+class CheapRule(TextRule):
+    cheap_fit = True
+
+
+def test_auto_inner_folds_hold_out_every_query_for_cheap_fits_only():
+    d = _data()
+    cheap = SafeFallbackRouter(CheapRule(), seed=0, min_task_queries=4).fit(d)
+    # 5 folds: all 40 training queries held out once, then one refit on all of them
+    assert (cheap.fallback_["inner_folds"], cheap.fallback_["n_val"]) == (5, 40)
+    assert cheap.router_.n_train_ == 40 and cheap.fallback_["refitted"]
+    other = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4).fit(d)
+    assert (other.fallback_["inner_folds"], other.fallback_["n_val"]) == (1, 8)
+    for bad in ("many", True, 2.5, 0):
+        with pytest.raises(ValueError, match="inner_folds"):
+            SafeFallbackRouter(CheapRule(), inner_folds=bad).fit(d)

@@ -49,6 +49,9 @@ class ClusterRouter(TextEmbeddingMixin, Router):
     (3,)
     """
 
+    #: fits in seconds: the safe fallback holds out every training query once (5 fits)
+    cheap_fit = True
+
     _state_ = {"centres_": Arr("float64", ("k", "dim")),
                "cluster_means_": Arr("float64", ("k", "n_llms")),
                "cluster_best_": Arr("int64", ("k",), index_of="n_llms"),
