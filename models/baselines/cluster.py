@@ -49,9 +49,7 @@ class ClusterRouter(TextEmbeddingMixin, Router):
     (3,)
     """
 
-    #: fits in seconds: the safe fallback holds out every training query once (5 fits)
-    cheap_fit = True
-
+    cheap_fit = True      # fits in seconds: the safe fallback's 5 inner folds
     _state_ = {"centres_": Arr("float64", ("k", "dim")),
                "cluster_means_": Arr("float64", ("k", "n_llms")),
                "cluster_best_": Arr("int64", ("k",), index_of="n_llms"),

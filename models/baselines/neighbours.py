@@ -180,9 +180,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
     (80, 3)
     """
 
-    #: fits in seconds: the safe fallback holds out every training query once (5 fits)
-    cheap_fit = True
-
+    cheap_fit = True      # fits in seconds: the safe fallback's 5 inner folds
     _state_ = {"x_train_": Arr("float64", ("n_train", "dim")),
                "y_train_": Arr("float64", ("n_train", "n_llms")),
                "llm_means_": Arr("float64", ("n_llms",)), "k_": INT,

@@ -64,9 +64,7 @@ class LinearRRouter(TextEmbeddingMixin, Router):
     (80, 3)
     """
 
-    #: fits in seconds: the safe fallback holds out every training query once (5 fits)
-    cheap_fit = True
-
+    cheap_fit = True      # fits in seconds: the safe fallback's 5 inner folds
     _state_ = {"coef_": Arr("float64", ("n_llms", "dim")), "intercept_": Arr("float64", ("n_llms",))}
 
     def __init__(self, alpha: float = 1.0, encoder="hashing"):
