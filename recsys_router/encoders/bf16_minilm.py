@@ -84,6 +84,17 @@ def bucket_length(n_tokens: int, max_seq_length: int) -> int:
     """Padded length of a text of ``n_tokens`` word pieces: the next multiple of 16 up to 64,
     of 32 above, never over ``max_seq_length``.
 
+    Parameters
+    ----------
+    n_tokens : int
+        Word pieces of the text after truncation (with ``[CLS]`` and ``[SEP]``).
+    max_seq_length : int
+        The encoder's truncation length.
+
+    Returns
+    -------
+    int
+
     Example
     -------
     >>> [bucket_length(n, 256) for n in (3, 16, 17, 65, 200, 256)]
@@ -234,6 +245,7 @@ class Bf16MiniLMEncoder(Encoder):
     slower: ``get_encoder("minilm")`` then picks the int8 ONNX variant instead, with a warning).
     Texts are grouped by :func:`bucket_length` and run up to ``tokens_per_call`` padded tokens
     per model call; a text's vector depends on the text alone (up to bfloat16 rounding).
+    Model calls of all instances in a process take turns (they set PyTorch's thread count).
 
     Parameters
     ----------
@@ -276,11 +288,6 @@ class Bf16MiniLMEncoder(Encoder):
         # threads change rounding at most, not the function: not part of the identity
         self.threads = int(threads)
         self.identity = f"torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen={msl}"
-
-    @property
-    def native(self) -> bool:
-        """True when this machine runs the prepacked bfloat16 path (:func:`bf16_support`)."""
-        return bf16_support()[0]
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         import torch
