@@ -117,9 +117,9 @@ def _load_weights(model_dir: Path) -> dict:
               "embeddings.position_embeddings.weight": (_MAX_MODEL_LENGTH, _HIDDEN),
               "embeddings.token_type_embeddings.weight": (2, _HIDDEN),
               "embeddings.LayerNorm.weight": (_HIDDEN,), "embeddings.LayerNorm.bias": (_HIDDEN,)}
-    per_layer = {"attention.self.query": (_HIDDEN, _HIDDEN), "attention.self.key": (_HIDDEN, _HIDDEN),
-                 "attention.self.value": (_HIDDEN, _HIDDEN),
-                 "attention.output.dense": (_HIDDEN, _HIDDEN),
+    square = (_HIDDEN, _HIDDEN)
+    per_layer = {"attention.self.query": square, "attention.self.key": square,
+                 "attention.self.value": square, "attention.output.dense": square,
                  "intermediate.dense": (_FFN, _HIDDEN), "output.dense": (_HIDDEN, _FFN)}
     for i in range(_LAYERS):
         for name, shape in per_layer.items():
@@ -158,7 +158,8 @@ class _Bf16Bert:
             qkv = [p + f"attention.self.{n}" for n in ("query", "key", "value")]
             lin = {"qkv": (torch.cat([w[n + ".weight"] for n in qkv]),
                            torch.cat([w[n + ".bias"] for n in qkv])),
-                   "o": (w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"]),
+                   "o": (w[p + "attention.output.dense.weight"],
+                         w[p + "attention.output.dense.bias"]),
                    "ffn_in": (w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"]),
                    "ffn_out": (w[p + "output.dense.weight"], w[p + "output.dense.bias"])}
             layer = {k: (self._pack(wt.to(bf)), b.to(bf)) for k, (wt, b) in lin.items()}
