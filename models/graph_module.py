@@ -46,6 +46,7 @@ from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
 
 _N_LLM_NUMERIC = 4  # numeric LLM features after the description embedding (data module)
+_TARGET_FRACTION = 0.3  # GraphModule's default share of train queries a step hides
 
 
 def make_builder(train: RoutingData, train_x: np.ndarray, llm_features: np.ndarray, encoder,
@@ -110,7 +111,7 @@ class GraphModule(RouterModule):
     fixed_mode = "listwise"
 
     def __init__(self, n_llms: int, embed_dim: int, hidden: int = 64, num_layers: int = 2,
-                 dropout: float = 0.1, k: int = 5, target_fraction: float = 0.3,
+                 dropout: float = 0.1, k: int = 5, target_fraction: float = _TARGET_FRACTION,
                  context_size: int = 4096, cost_weight: float = 0.5, lr: float = 5e-3,
                  weight_decay: float = 1e-5, seed: int = 0):
         super().__init__(n_llms, embed_dim, lr=lr, weight_decay=weight_decay)
@@ -280,6 +281,23 @@ class GraphRouter(LightningRouter):
     _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part(),
                "graph_owners_": Opt(ListOf(STR)),
                "llm_offsets_": Arr("float64", ("n_pool",), optional=True)}
+
+    def _plan(self, n_items: int, batch_size: int | None = None):
+        """The data-scaled plan with batches no larger than a step's targets.
+
+        A step hides at most ``cap = max(1, floor(target_fraction x n))`` of the ``n`` train
+        queries, so a bigger batch would lose its other queries for that step (and the
+        epoch's short last batch would predict fewer). Where the rule's batch (>= 1,024
+        queries) exceeds ``cap``, the epoch is cut into ``m = ceil(n / cap)`` equal batches
+        of ``ceil(n / m)`` queries instead: every step predicts about ``cap`` queries and
+        an epoch predicts each training record once, at any data size.
+        """
+        if batch_size is None and self.batch_size is None:
+            frac = float(self.module_kwargs().get("target_fraction", _TARGET_FRACTION))
+            cap = max(1, int(frac * n_items))
+            if super()._plan(n_items).batch_size > cap:
+                batch_size = -(-n_items // -(-n_items // cap))
+        return super()._plan(n_items, batch_size)
 
     def _get_state(self):
         fields, arrays = super()._get_state()

@@ -102,6 +102,38 @@ def test_last_layer_for_the_predicted_queries_equals_the_full_layer(context_size
     torch.testing.assert_close(c, net.cost_head(z).squeeze(-1))
 
 
+def test_last_layer_for_the_predicted_queries_has_the_full_layers_gradients():
+    # the sliced last layer against the plain full-graph layer (every row, HeteroConv's own
+    # call): same loss, same parameter gradients
+    b = _builder()
+    g, t = b.training_graph(np.random.default_rng(1), 0.3, targets=np.arange(3, 200, 5),
+                            context_size=40)
+    torch.manual_seed(1)
+    net = HeteroRouterGNN({"query": 6, "task": 2, "llm": 3}, hidden=8, num_layers=2).eval()
+    q, l_ = torch.as_tensor(t["q"]), torch.as_tensor(t["l"])
+    y = torch.as_tensor(t["y"], dtype=torch.float32)
+
+    def grads(sliced: bool):
+        net.zero_grad()
+        h = net.embed(g, final_queries=q) if sliced else net.embed(g)
+        hq, hl = h["query"][q], h["llm"][l_]
+        z = torch.cat([hq, hl, hq * hl], dim=-1)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            net.score_head(z).squeeze(-1), y) + net.cost_head(z).pow(2).mean()
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in net.named_parameters()
+                               if p.grad is not None}
+
+    loss_full, g_full = grads(False)
+    loss_part, g_part = grads(True)
+    torch.testing.assert_close(loss_part, loss_full)
+    # task-destination convolutions of the last layer get no gradient either way
+    assert set(g_part) <= set(g_full)
+    for name, grad in g_full.items():
+        torch.testing.assert_close(g_part.get(name, torch.zeros_like(grad)), grad,
+                                   msg=lambda m, n=name: f"{n}: {m}")
+
+
 def test_sampled_step_llms_read_only_the_random_context():
     b = _builder(n=400)
     rng = np.random.default_rng(2)

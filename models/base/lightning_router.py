@@ -265,13 +265,14 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
             raise ValueError(f"val_fraction must be in [0, 1), got {frac!r}")
         return frac
 
-    def _plan(self, n_items: int):
-        """The training plan for ``n_items`` training items and this router's settings."""
+    def _plan(self, n_items: int, batch_size: int | None = None):
+        """The training plan for ``n_items`` training items and this router's settings
+        (``batch_size``: a family's own batch rule, used where the router sets none)."""
         import math
 
         from .schedule import data_scaled_plan
         steps = self.max_steps
-        batch = self.batch_size
+        batch = self.batch_size or batch_size
         limits = dict(getattr(self.module_class(), "plan_options", {}) or {})
         if steps is None and self.max_epochs is not None:
             b = batch or data_scaled_plan(n_items, **limits).batch_size
