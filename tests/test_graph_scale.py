@@ -172,6 +172,32 @@ def test_one_epoch_predicts_each_training_record_once(monkeypatch):
     assert len({(int(a), int(b)) for a, b in cells.T}) == cells.shape[1]
 
 
+def test_default_batches_hold_at_most_a_steps_targets(monkeypatch):
+    # n = 2,540 train queries: the rule's batch (1,024) exceeds cap = int(0.3 n) = 762, so
+    # ceil(2540 / 762) = 4 equal batches of 635; 80 steps (60 passes would be 240)
+    p = GraphRouter()._plan(2540)
+    assert (p.batch_size, p.max_steps) == (635, 80)
+    assert GraphRouter(target_fraction=0.5)._plan(2540).batch_size == 1024   # cap 1,270
+    assert GraphRouter()._plan(90_000).batch_size == 1024                   # cap 27,000
+    assert GraphRouter(batch_size=100)._plan(2540).batch_size == 100        # given: kept
+    # a default one-epoch fit on 150 queries: cap 45, 4 batches of 38 (the last 36), each
+    # record predicted once and no batch query dropped by the cap
+    d = make_synthetic(150, 3, 2, seed=5)
+    seen = []
+    orig = RoutingGraphBuilder.training_graph
+
+    def spy(self, *a, **kw):
+        g, t = orig(self, *a, **kw)
+        seen.append(np.stack([t["nodes"][t["q"]], t["l"]]))
+        return g, t
+    monkeypatch.setattr(RoutingGraphBuilder, "training_graph", spy)
+    r = GraphRouter(hidden=8, max_epochs=1, val_fraction=0, encoder_options={"dim": 16}).fit(d)
+    assert r.plan_["batch_size"] == 38 and r.steps_ == len(seen) == 4
+    cells = np.concatenate(seen, axis=1)
+    assert cells.shape[1] == int((~np.isnan(d.scores)).sum())
+    assert len({(int(a), int(b)) for a, b in cells.T}) == cells.shape[1]
+
+
 @pytest.mark.parametrize("dense", [True, False])
 def test_edge_gat_equals_pyg_gat_with_the_same_weights(dense, monkeypatch):
     """EdgeGATConv (dense attention matrix, or GATConv's edge path with the cheaper edge
