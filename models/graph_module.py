@@ -263,9 +263,8 @@ class GraphRouter(LightningRouter):
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; one graph step is taken
         per training batch of queries (``batch_size`` counts queries), whose cells are that
         step's targets. Without ``batch_size``/``max_epochs`` the budget is data-scaled
-        (``GraphModule.plan_options``: batches of >= 1,024 queries, at most 80 steps).
-        On a few hundred train queries a large batch leaves only a few steps per epoch: use
-        a smaller ``batch_size`` or more epochs there.
+        (``GraphModule.plan_options``: batches of >= 1,024 queries, at most 80 steps; never
+        more queries than a step hides, see :meth:`_plan`).
 
     Example
     -------
@@ -283,15 +282,9 @@ class GraphRouter(LightningRouter):
                "llm_offsets_": Arr("float64", ("n_pool",), optional=True)}
 
     def _plan(self, n_items: int, batch_size: int | None = None):
-        """The data-scaled plan with batches no larger than a step's targets.
-
-        A step hides at most ``cap = max(1, floor(target_fraction x n))`` of the ``n`` train
-        queries, so a bigger batch would lose its other queries for that step (and the
-        epoch's short last batch would predict fewer). Where the rule's batch (>= 1,024
-        queries) exceeds ``cap``, the epoch is cut into ``m = ceil(n / cap)`` equal batches
-        of ``ceil(n / m)`` queries instead: every step predicts about ``cap`` queries and
-        an epoch predicts each training record once, at any data size.
-        """
+        """The data-scaled plan, its batch cut to what a step hides: where the rule's batch
+        exceeds ``cap = floor(target_fraction x n)`` train queries, ``ceil(n / cap)`` equal
+        batches (else the cap drops batch queries and an epoch misses records)."""
         if batch_size is None and self.batch_size is None:
             frac = float(self.module_kwargs().get("target_fraction", _TARGET_FRACTION))
             cap = max(1, int(frac * n_items))
