@@ -1,0 +1,171 @@
+"""Issue 15's aims read off ``bench_quality.py``'s K-fold result files.
+
+Reads ``<out>/folds_<dataset><tag>.csv`` (the long metric tables ``bench_quality.py --part
+folds`` writes) and prints two Markdown tables of RouterEval ``mu_o`` (higher is better):
+
+1. **Defaults**: per dataset, ``best-single``, ``task-best``, the best CF router (highest
+   mean over folds among ``mf, mirt, nirt, two-tower, graph, als, bpr``), its paired
+   differences to both baselines, and how many CF routers reach ``best-single``.
+2. **--auto N against the defaults** (``--auto-tag``): per dataset and router present in both
+   files, the paired difference.
+
+A paired difference is computed fold by fold, ``d_f = a_f - b_f``, and shown as
+``mean(d) ± sd(d)`` (``sd`` with ``ddof = 1``, as ``bench_quality`` writes its ``std`` rows),
+so the noise the folds share (the same test queries) cancels.
+
+Usage::
+
+    python benchmarks/summarize_quality.py --out benchmarks/results/issue15d \\
+        --datasets cruxeval,bfcl_v1 --tag "" --auto-tag _auto20
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["fold_values", "paired", "defaults_table", "auto_table", "CF"]
+
+#: the collaborative-filtering routers of the aims (bench_quality.CF)
+CF = ["mf", "mirt", "nirt", "two-tower", "graph", "als", "bpr"]
+_NEEDED = {"protocol", "pool", "group", "fold", "router", "metric", "value"}
+
+
+def fold_values(path: Path, metric: str = "mu_o", protocol: str = "routereval") -> pd.DataFrame:
+    """Per-fold values of ``metric``: a frame indexed by fold number, one column per router.
+
+    Raises
+    ------
+    ValueError
+        When the file lacks a needed column, has no numbered folds for the metric, or a value
+        is not a finite number (names the file and the row).
+
+    Example
+    -------
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "f.csv"
+    >>> _ = p.write_text("protocol,pool,group,fold,router,metric,value\\n"
+    ...                  "routereval,all,all,0,mf,mu_o,0.5\\nroutereval,all,all,mean,mf,mu_o,0.5\\n")
+    >>> fold_values(p)["mf"].tolist()
+    [0.5]
+    """
+    df = pd.read_csv(path, dtype={"fold": str})
+    missing = _NEEDED - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {sorted(missing)}; expected a "
+                         f"bench_quality.py folds_*.csv")
+    sel = df[(df["protocol"] == protocol) & (df["pool"] == "all") & (df["group"] == "all")
+             & (df["metric"] == metric) & df["fold"].str.fullmatch(r"\d+")]
+    if sel.empty:
+        raise ValueError(f"{path}: no per-fold rows of {protocol} {metric}")
+    values = pd.to_numeric(sel["value"], errors="coerce")
+    bad = ~np.isfinite(values.to_numpy(dtype=float))
+    if bad.any():
+        row = int(sel.index[bad][0]) + 2  # 1-based, after the header
+        raise ValueError(f"{path}: row {row}: value {sel['value'].iloc[int(np.argmax(bad))]!r} "
+                         f"is not a finite number")
+    wide = sel.assign(value=values, fold=sel["fold"].astype(int)).pivot_table(
+        index="fold", columns="router", values="value", aggfunc="first")
+    return wide.sort_index()
+
+
+def paired(a: pd.Series, b: pd.Series) -> tuple[float, float]:
+    """``(mean(d), sd(d))`` of the per-fold differences ``d = a - b`` (``sd`` with
+    ``ddof = 1``; NaN for a single fold).
+
+    Example
+    -------
+    >>> paired(pd.Series([0.7, 0.8, 0.9]), pd.Series([0.6, 0.8, 0.7]))
+    (0.1, 0.1)
+    """
+    d = (a - b).to_numpy(dtype=float)
+    sd = float(np.std(d, ddof=1)) if len(d) > 1 else float("nan")
+    return round(float(np.mean(d)), 12), round(sd, 12)
+
+
+def _pm(mean: float, sd: float) -> str:
+    return f"{mean:+.4f}" if not np.isfinite(sd) else f"{mean:+.4f} ± {sd:.4f}"
+
+
+def defaults_table(per_dataset: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per dataset: the aims' quantities at the defaults (see the module docstring)."""
+    rows = []
+    for ds, w in per_dataset.items():
+        cf = [r for r in CF if r in w.columns]
+        if not cf or "best-single" not in w.columns:
+            raise ValueError(f"{ds}: needs best-single and at least one of {CF}")
+        means = w.mean()
+        best = max(cf, key=lambda r: means[r])
+        row = {"dataset": ds, "folds": len(w), "best-single": f"{means['best-single']:.4f}",
+               "task-best": f"{means['task-best']:.4f}" if "task-best" in w else "-",
+               "best CF": f"{best} {means[best]:.4f}",
+               "best CF - best-single": _pm(*paired(w[best], w["best-single"])),
+               "best CF - task-best": (_pm(*paired(w[best], w["task-best"]))
+                                       if "task-best" in w else "-")}
+        worst = min(cf, key=lambda r: means[r])
+        reach = [r for r in cf if means[r] >= means["best-single"]]
+        row["CF >= best-single"] = f"{len(reach)} of {len(cf)}"
+        row["worst CF - best-single"] = f"{worst} " + _pm(*paired(w[worst], w["best-single"]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def auto_table(defaults: dict[str, pd.DataFrame], auto: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per (dataset, router) in both runs: defaults, ``--auto`` and the paired
+    difference (folds matched by number; the two runs must have the same folds)."""
+    rows = []
+    for ds, a in auto.items():
+        d = defaults[ds]
+        if list(a.index) != list(d.index):
+            raise ValueError(f"{ds}: the --auto run has folds {list(a.index)}, the defaults "
+                             f"run {list(d.index)}")
+        for r in [c for c in a.columns if c in d.columns and not c.startswith("LLM:")
+                  and c not in ("oracle", "random", "best-single", "task-best")]:
+            rows.append({"dataset": ds, "router": r, "defaults": f"{d[r].mean():.4f}",
+                         "--auto": f"{a[r].mean():.4f}", "auto - defaults": _pm(*paired(a[r], d[r]))})
+    return pd.DataFrame(rows)
+
+
+def markdown(df: pd.DataFrame) -> str:
+    head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns)
+    return "\n".join([head] + ["| " + " | ".join(str(v) for v in r) + " |"
+                               for r in df.itertuples(index=False)])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="benchmarks/results/issue15d",
+                    help="the folder bench_quality.py wrote its folds_*.csv into")
+    ap.add_argument("--datasets", default="cruxeval,bfcl_v1,routerbench_zs,llmrouter,routerdc")
+    ap.add_argument("--tag", default="", help="suffix of the defaults run's files")
+    ap.add_argument("--auto-tag", default="", help="suffix of the --auto run's files (optional)")
+    ap.add_argument("--seed", type=int, default=0, help="unused (no randomness); for uniformity")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    names = [d.strip() for d in a.datasets.split(",") if d.strip()]
+    defaults, auto = {}, {}
+    for ds in names:
+        p = out / f"folds_{ds}{a.tag}.csv"
+        if not p.is_file():
+            print(f"(no {p}: {ds} left out)", file=sys.stderr)
+            continue
+        defaults[ds] = fold_values(p)
+        if a.auto_tag:
+            q = out / f"folds_{ds}{a.auto_tag}.csv"
+            if q.is_file():
+                auto[ds] = fold_values(q)
+    if not defaults:
+        raise SystemExit(f"no folds_<dataset>{a.tag}.csv for {names} in {out}")
+    print("mu_o at the defaults; differences paired by fold (mean ± sd over folds)\n")
+    print(markdown(defaults_table(defaults)))
+    if auto:
+        print(f"\n--auto ({a.auto_tag}) against the defaults, mu_o, paired by fold\n")
+        print(markdown(auto_table(defaults, auto)))
+
+
+if __name__ == "__main__":
+    main()
