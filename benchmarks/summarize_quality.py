@@ -5,7 +5,8 @@ folds`` writes) and prints two Markdown tables of RouterEval ``mu_o`` (higher is
 
 1. **Defaults**: per dataset, ``best-single``, ``task-best``, the best CF router (highest
    mean over folds among ``mf, mirt, nirt, two-tower, graph, als, bpr``), its paired
-   differences to both baselines, and how many CF routers reach ``best-single``.
+   differences to both baselines, how many CF routers reach ``best-single``, the worst CF
+   router and the best other learned router (e.g. ``knn``, ``linearr``).
 2. **--auto N against the defaults** (``--auto-tag``): per dataset and router present in both
    files, the paired difference.
 
@@ -32,6 +33,8 @@ __all__ = ["fold_values", "paired", "defaults_table", "auto_table", "CF"]
 
 #: the collaborative-filtering routers of the aims (bench_quality.CF)
 CF = ["mf", "mirt", "nirt", "two-tower", "graph", "als", "bpr"]
+#: routers that are references, not learned routers
+_REFERENCE = ("oracle", "random", "best-single", "task-best")
 _NEEDED = {"protocol", "pool", "group", "fold", "router", "metric", "value"}
 
 
@@ -106,6 +109,10 @@ def defaults_table(per_dataset: dict[str, pd.DataFrame]) -> pd.DataFrame:
                "best CF - best-single": _pm(*paired(w[best], w["best-single"])),
                "best CF - task-best": (_pm(*paired(w[best], w["task-best"]))
                                        if "task-best" in w else "-")}
+        other = [r for r in w.columns if r not in CF and r not in _REFERENCE
+                 and not r.startswith("LLM:")]
+        row["best other learned"] = (f"{max(other, key=lambda r: means[r])} "
+                                     f"{max(means[r] for r in other):.4f}" if other else "-")
         worst = min(cf, key=lambda r: means[r])
         reach = [r for r in cf if means[r] >= means["best-single"]]
         row["CF >= best-single"] = f"{len(reach)} of {len(cf)}"
@@ -124,7 +131,7 @@ def auto_table(defaults: dict[str, pd.DataFrame], auto: dict[str, pd.DataFrame])
             raise ValueError(f"{ds}: the --auto run has folds {list(a.index)}, the defaults "
                              f"run {list(d.index)}")
         for r in [c for c in a.columns if c in d.columns and not c.startswith("LLM:")
-                  and c not in ("oracle", "random", "best-single", "task-best")]:
+                  and c not in _REFERENCE]:
             rows.append({"dataset": ds, "router": r, "defaults": f"{d[r].mean():.4f}",
                          "--auto": f"{a[r].mean():.4f}", "auto - defaults": _pm(*paired(a[r], d[r]))})
     return pd.DataFrame(rows)

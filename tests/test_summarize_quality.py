@@ -39,7 +39,7 @@ def test_defaults_and_auto_tables_by_hand(tmp_path, capsys):
     # mf - task-best per fold: +0.02, +0.01, +0.01 -> mean 0.0133, sd 0.00577
     # als - best-single: -0.10 each fold -> mean -0.1, sd 0
     assert ("| d | 3 | 0.7000 | 0.7000 | mf 0.7133 | +0.0133 ± 0.0252 | +0.0133 ± 0.0058 "
-            "| 1 of 2 | als -0.1000 ± 0.0000 |") in out
+            "| knn 0.9000 | 1 of 2 | als -0.1000 ± 0.0000 |") in out
     # auto: mf +0.02, 0, +0.03 -> mean 0.0167, sd 0.01528; knn 0, -0.01, 0 -> -0.0033, 0.00577
     assert "| d | mf | 0.7133 | 0.7300 | +0.0167 ± 0.0153 |" in out
     assert "| d | knn | 0.9000 | 0.8967 | -0.0033 ± 0.0058 |" in out
