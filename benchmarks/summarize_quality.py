@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["fold_values", "paired", "defaults_table", "auto_table", "CF"]
+__all__ = ["fold_values", "paired", "merge_runs", "defaults_table", "auto_table", "CF"]
 
 #: the collaborative-filtering routers of the aims (bench_quality.CF)
 CF = ["mf", "mirt", "nirt", "two-tower", "graph", "als", "bpr"]
@@ -137,6 +137,39 @@ def auto_table(defaults: dict[str, pd.DataFrame], auto: dict[str, pd.DataFrame])
     return pd.DataFrame(rows)
 
 
+def merge_runs(frames: list[pd.DataFrame], names: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Join the per-fold frames of several runs of one dataset: each router's column comes
+    from the first run that has it. Returns the joined frame and one note per later run
+    naming the routers taken from it and, for routers both runs have, the largest absolute
+    per-fold difference (0 where the two runs agree).
+
+    Raises
+    ------
+    ValueError
+        When the runs have different folds.
+
+    Example
+    -------
+    >>> a = pd.DataFrame({"knn": [0.5, 0.6], "als": [0.4, 0.5]})
+    >>> b = pd.DataFrame({"knn": [0.5, 0.6], "als": [0.4, 0.55], "mf": [0.7, 0.7]})
+    >>> w, notes = merge_runs([a, b], ["A", "B"])
+    >>> list(w.columns), notes[0]
+    (['knn', 'als', 'mf'], 'B: mf; shared routers, largest |difference| over folds: knn 0, als 0.05')
+    """
+    out = frames[0]
+    notes = []
+    for f, name in zip(frames[1:], names[1:]):
+        if list(f.index) != list(out.index):
+            raise ValueError(f"{name}: folds {list(f.index)} differ from {list(out.index)}")
+        new = [c for c in f.columns if c not in out.columns]
+        shared = [c for c in f.columns if c in out.columns and not c.startswith("LLM:")]
+        gaps = ", ".join(f"{c} {float((f[c] - out[c]).abs().max()):.4g}" for c in shared)
+        notes.append(f"{name}: {', '.join(new) or 'no new routers'}; shared routers, largest "
+                     f"|difference| over folds: {gaps or '-'}")
+        out = pd.concat([out, f[new]], axis=1)
+    return out, notes
+
+
 def markdown(df: pd.DataFrame) -> str:
     head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns)
     return "\n".join([head] + ["| " + " | ".join(str(v) for v in r) + " |"
@@ -148,19 +181,25 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="benchmarks/results/issue15d",
                     help="the folder bench_quality.py wrote its folds_*.csv into")
     ap.add_argument("--datasets", default="cruxeval,bfcl_v1,routerbench_zs,llmrouter,routerdc")
-    ap.add_argument("--tag", default="", help="suffix of the defaults run's files")
+    ap.add_argument("--tag", default="",
+                    help="suffix of the defaults run's files; several, comma-separated: each "
+                         "router from the first run that has it (the others' differences on "
+                         "shared routers are printed)")
     ap.add_argument("--auto-tag", default="", help="suffix of the --auto run's files (optional)")
     ap.add_argument("--seed", type=int, default=0, help="unused (no randomness); for uniformity")
     a = ap.parse_args(argv)
     out = Path(a.out)
     names = [d.strip() for d in a.datasets.split(",") if d.strip()]
-    defaults, auto = {}, {}
+    tags = a.tag.split(",")
+    defaults, auto, notes = {}, {}, []
     for ds in names:
-        p = out / f"folds_{ds}{a.tag}.csv"
-        if not p.is_file():
-            print(f"(no {p}: {ds} left out)", file=sys.stderr)
+        paths = [out / f"folds_{ds}{t}.csv" for t in tags]
+        if not paths[0].is_file():
+            print(f"(no {paths[0]}: {ds} left out)", file=sys.stderr)
             continue
-        defaults[ds] = fold_values(p)
+        paths = [p for p in paths if p.is_file()]
+        defaults[ds], more = merge_runs([fold_values(p) for p in paths], [p.name for p in paths])
+        notes += more
         if a.auto_tag:
             q = out / f"folds_{ds}{a.auto_tag}.csv"
             if q.is_file():
@@ -169,6 +208,8 @@ def main(argv=None) -> None:
         raise SystemExit(f"no folds_<dataset>{a.tag}.csv for {names} in {out}")
     print("mu_o at the defaults; differences paired by fold (mean ± sd over folds)\n")
     print(markdown(defaults_table(defaults)))
+    for n in notes:
+        print(f"- routers joined from {n}")
     if auto:
         print(f"\n--auto ({a.auto_tag}) against the defaults, mu_o, paired by fold\n")
         print(markdown(auto_table(defaults, auto)))

@@ -72,3 +72,15 @@ def test_mismatched_folds_between_runs_are_an_error(tmp_path):
     _write(tmp_path / "folds_d_a.csv", {"mf": [0.7] * 2})
     with pytest.raises(ValueError, match=r"d: the --auto run has folds \[0, 1\]"):
         main(["--out", str(tmp_path), "--datasets", "d", "--auto-tag", "_a"])
+
+
+def test_runs_are_joined_router_by_router(tmp_path, capsys):
+    _write(tmp_path / "folds_d_new.csv", {"best-single": [0.6, 0.7], "graph": [0.61, 0.69]})
+    _write(tmp_path / "folds_d_old.csv", {"best-single": [0.6, 0.7], "graph": [0.5, 0.69],
+                                          "mf": [0.7, 0.8]})
+    main(["--out", str(tmp_path), "--datasets", "d", "--tag", "_new,_old"])
+    out = capsys.readouterr().out
+    # mf joins from the second run and is the best CF router: +0.1 both folds
+    assert "| d | 2 | 0.6500 | - | mf 0.7500 | +0.1000 ± 0.0000 |" in out
+    assert ("routers joined from folds_d_old.csv: mf; shared routers, largest |difference| "
+            "over folds: best-single 0, graph 0.11") in out
