@@ -193,11 +193,11 @@ def main(argv=None) -> None:
     tags = a.tag.split(",")
     defaults, auto, notes = {}, {}, []
     for ds in names:
-        paths = [out / f"folds_{ds}{t}.csv" for t in tags]
-        if not paths[0].is_file():
-            print(f"(no {paths[0]}: {ds} left out)", file=sys.stderr)
+        paths = [p for p in (out / f"folds_{ds}{t}.csv" for t in tags) if p.is_file()]
+        if not paths:
+            print(f"(no folds_{ds}<tag>.csv for tags {tags} in {out}: {ds} left out)",
+                  file=sys.stderr)
             continue
-        paths = [p for p in paths if p.is_file()]
         defaults[ds], more = merge_runs([fold_values(p) for p in paths], [p.name for p in paths])
         notes += more
         if a.auto_tag:
