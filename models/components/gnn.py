@@ -115,19 +115,19 @@ class HeteroRouterGNN(nn.Module):
         """Final node embeddings per type.
 
         ``final_queries`` (query node ids): the last layer computes only what those queries'
-        and the LLMs' final embeddings need: its query-destination convolutions run on
-        those rows alone (their incoming edges, renumbered) and no edge into a task node is
-        used, so only those rows of the final ``query`` embeddings, and the ``llm`` ones,
-        are exact; the other query rows and the task embeddings are the previous layer's.
+        and the LLMs' final embeddings need (its edges into other query nodes and into task
+        nodes are dropped), so only those rows of the final ``query`` embeddings, and the
+        ``llm`` ones, are exact; the task embeddings are then the previous layer's.
         """
         h = {t: torch.relu(self.inp[t](g[t].x)) for t in self.inp}
         edge_attr = {et: g[et].edge_attr for et in g.edge_types if "edge_attr" in g[et]}
         edges = g.edge_index_dict
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
+            ei, ea = edges, edge_attr
             if final_queries is not None and i == last:
-                return _last_layer(conv, h, edges, edge_attr, final_queries, self.dropout)
-            out = conv(h, edges, edge_attr_dict=edge_attr)
+                ei, ea = _into(edges, edge_attr, final_queries, len(h["query"]))
+            out = conv(h, ei, edge_attr_dict=ea)
             # residual: node types without incoming edges this layer keep their state
             h = {t: self.dropout(torch.relu(out[t])) + h[t] if t in out else h[t] for t in h}
         return h
@@ -140,38 +140,19 @@ class HeteroRouterGNN(nn.Module):
         return self.score_head(z).squeeze(-1), self.cost_head(z).squeeze(-1)
 
 
-def _last_layer(conv: HeteroConv, h: dict, edges: dict, edge_attr: dict,
-                queries: torch.Tensor, dropout: nn.Module) -> dict:
-    """The last layer of :meth:`HeteroRouterGNN.embed` for the query rows ``queries`` and
-    the LLM nodes. Each query-destination convolution gets those rows as its destination
-    set and their incoming edges renumbered into it; a query's aggregation (SAGE mean and
-    root term, GAT softmax) reads only its own row and incoming edges, so the rows equal
-    the full layer's. Convolutions into task nodes are skipped (their outputs are unused).
-    """
-    rows = torch.unique(queries)
-    where = torch.full((len(h["query"]),), -1, dtype=torch.long, device=rows.device)
-    where[rows] = torch.arange(len(rows), device=rows.device)
-    out: dict = {}
-    for et, c in conv.convs.items():
-        src, _, dst = et
-        if et not in edges or dst == "task":
+def _into(edges: dict, edge_attr: dict, queries: torch.Tensor, n_query: int):
+    """The edges (and attributes) of a last layer that must give exact final embeddings for
+    ``queries`` and every LLM: edges into those queries and into LLM nodes; none into tasks.
+    A query's aggregation (SAGE mean, GAT softmax) reads only its own incoming edges, so
+    dropping the others leaves its output unchanged."""
+    keep = torch.zeros(n_query, dtype=torch.bool, device=queries.device)
+    keep[queries] = True
+    ei, ea = {}, {}
+    for et, e in edges.items():
+        if et[2] == "task":
             continue
-        e = edges[et]
-        kw = {"edge_attr": edge_attr[et]} if et in edge_attr else {}
-        if dst == "query":
-            sel = where[e[1]] >= 0
-            e = torch.stack([e[0][sel], where[e[1][sel]]])
-            if kw:
-                kw["edge_attr"] = kw["edge_attr"][sel]
-            x = (h[src], h["query"][rows])
-        else:
-            x = h[src] if src == dst else (h[src], h[dst])
-        y = c(x, e, **kw)
-        out[dst] = y if dst not in out else out[dst] + y
-    new = dict(h)
-    if "llm" in out:
-        new["llm"] = dropout(torch.relu(out["llm"])) + h["llm"]
-    if "query" in out:
-        q = dropout(torch.relu(out["query"])) + h["query"][rows]
-        new["query"] = h["query"].index_put((rows,), q)
-    return new
+        sel = keep[e[1]] if et[2] == "query" else None
+        ei[et] = e if sel is None else e[:, sel]
+        if et in edge_attr:
+            ea[et] = edge_attr[et] if sel is None else edge_attr[et][sel]
+    return ei, ea
