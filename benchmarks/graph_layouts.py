@@ -27,6 +27,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 
+def _router_seeds(text: str) -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]``; anything else (not integers, negative, none, more than
+    64) stops with a one-line error before any data is loaded."""
+    parts = [v.strip() for v in text.split(",") if v.strip()]
+    if not parts or len(parts) > 64 or not all(v.isdigit() for v in parts):
+        raise SystemExit(f"--router-seeds must be 1 to 64 comma-separated integers >= 0, "
+                         f"got {text[:80]!r}")
+    return [int(v) for v in parts]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0, help="split seed")
@@ -34,6 +44,7 @@ def main(argv=None) -> None:
     ap.add_argument("--router-seeds", default="0")
     ap.add_argument("--encoder", default="minilm:torch")
     args = ap.parse_args(argv)
+    seeds = _router_seeds(args.router_seeds)
     import torch
 
     from recsys_router.datasets.registry import load_dataset
@@ -52,7 +63,7 @@ def main(argv=None) -> None:
             return step(self, {**b, "index": torch.as_tensor(drawn)}, batch_idx)
         GraphModule.training_step = iid_step
     data = load_dataset("routerbench_zs")
-    for s in [int(v) for v in args.router_seeds.split(",") if v.strip()]:
+    for s in seeds:
         t0 = time.perf_counter()
         cfg = EvalConfig(["graph"], protocols=["routerbench", "orbit"], folds=1, seed=args.seed,
                          encoder=args.encoder, fallback=False,

@@ -1,0 +1,30 @@
+"""graph_layouts.py refuses bad --router-seeds before loading any data."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.mark.parametrize("bad", ["x", "1,two", "-1", "", ",", "1;import os", ",".join(["1"] * 65)])
+def test_bad_router_seeds_stop_with_one_line(bad):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import graph_layouts
+        with pytest.raises(SystemExit, match="--router-seeds must be 1 to 64"):
+            graph_layouts.main(["--router-seeds", bad])
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_router_seeds_parse():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import graph_layouts
+        assert graph_layouts._router_seeds("0, 1,2") == [0, 1, 2]
+    finally:
+        sys.path.remove(str(BENCH))
