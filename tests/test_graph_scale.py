@@ -154,8 +154,9 @@ def test_sampled_step_llms_read_only_the_random_context():
                                b.scores[nodes[rates[0]], rates[1]])
 
 
-def test_one_epoch_predicts_each_training_record_once(monkeypatch):
-    d = make_synthetic(150, 3, 2, seed=4)
+def _fit_recording_targets(monkeypatch, d, **params):
+    """Fit a one-epoch graph router on ``d``; return it and the (query, LLM) target cells of
+    every training step, as a (2, cells) array per step."""
     seen = []
     orig = RoutingGraphBuilder.training_graph
 
@@ -164,12 +165,22 @@ def test_one_epoch_predicts_each_training_record_once(monkeypatch):
         seen.append(np.stack([t["nodes"][t["q"]], t["l"]]))
         return g, t
     monkeypatch.setattr(RoutingGraphBuilder, "training_graph", spy)
-    r = GraphRouter(hidden=8, max_epochs=1, batch_size=40, val_fraction=0, target_fraction=0.5,
-                    encoder_options={"dim": 16}).fit(d)
-    assert r.steps_ == len(seen) == 4                          # ceil(150 / 40) query batches
+    r = GraphRouter(hidden=8, max_epochs=1, val_fraction=0, encoder_options={"dim": 16},
+                    **params).fit(d)
+    return r, seen
+
+
+def _assert_each_record_once(d, seen):
     cells = np.concatenate(seen, axis=1)
     assert cells.shape[1] == int((~np.isnan(d.scores)).sum())   # every record, once
     assert len({(int(a), int(b)) for a, b in cells.T}) == cells.shape[1]
+
+
+def test_one_epoch_predicts_each_training_record_once(monkeypatch):
+    d = make_synthetic(150, 3, 2, seed=4)
+    r, seen = _fit_recording_targets(monkeypatch, d, batch_size=40, target_fraction=0.5)
+    assert r.steps_ == len(seen) == 4                          # ceil(150 / 40) query batches
+    _assert_each_record_once(d, seen)
 
 
 def test_default_batches_hold_at_most_a_steps_targets(monkeypatch):
@@ -183,19 +194,9 @@ def test_default_batches_hold_at_most_a_steps_targets(monkeypatch):
     # a default one-epoch fit on 150 queries: cap 45, 4 batches of 38 (the last 36), each
     # record predicted once and no batch query dropped by the cap
     d = make_synthetic(150, 3, 2, seed=5)
-    seen = []
-    orig = RoutingGraphBuilder.training_graph
-
-    def spy(self, *a, **kw):
-        g, t = orig(self, *a, **kw)
-        seen.append(np.stack([t["nodes"][t["q"]], t["l"]]))
-        return g, t
-    monkeypatch.setattr(RoutingGraphBuilder, "training_graph", spy)
-    r = GraphRouter(hidden=8, max_epochs=1, val_fraction=0, encoder_options={"dim": 16}).fit(d)
+    r, seen = _fit_recording_targets(monkeypatch, d)
     assert r.plan_["batch_size"] == 38 and r.steps_ == len(seen) == 4
-    cells = np.concatenate(seen, axis=1)
-    assert cells.shape[1] == int((~np.isnan(d.scores)).sum())
-    assert len({(int(a), int(b)) for a, b in cells.T}) == cells.shape[1]
+    _assert_each_record_once(d, seen)
 
 
 @pytest.mark.parametrize("dense", [True, False])
