@@ -313,9 +313,8 @@ class SafeFallbackRouter(InnerRouterState, Router):
             if m["pooled"]:
                 m["why"] = (f"{m['n']} < {n_min} held-out queries: follows the all-queries "
                             f"verdict ({default})")
-            elif default == "router" and m["decision"] != "router":
-                m["departs"], m["why"] = True, _why(m, z, "its own held-out queries")
-            elif default != "router" and m["router_better"]:
+            elif (m["decision"] != "router") if default == "router" else m["router_better"]:
+                # significant evidence of its own against the verdict, either way
                 m["departs"], m["why"] = True, _why(m, z, "its own held-out queries")
             else:
                 m["why"] = (f"no significant evidence of its own against the all-queries "
