@@ -1,5 +1,5 @@
-"""The safe fallback: a learned router that loses to the simple baselines beyond the noise of
-held-out training queries hands those queries to the better baseline.
+"""The safe fallback: a learned router that does not beat the simple baselines on held-out
+training queries hands those queries to the better baseline.
 
 :class:`SafeFallbackRouter` wraps any router. ``fit(train)`` holds out *training* queries
 (seeded, stratified by task): one inner-validation part of ``val_fraction`` of each task
@@ -20,21 +20,26 @@ queries, the baseline is ``task-best`` only when it beats ``best-single`` beyond
 per-task argmax from a part of the queries often picks a lucky LLM, and a lead within the
 noise does not show it is a better one (a task with enough queries keeps the all-queries
 choice unless the other baseline leads beyond the noise on its own queries). ``d_i`` is the router's realised score minus the
-baseline's on query ``i``; the queries go to the baseline
-only when ``mean(d) < -z * SE(d)`` (``SE = sd(d) / sqrt(n)``; ``z = 1.645``, a one-sided
-paired test at 5 %). Otherwise the router is kept: a difference within the noise keeps what
-the user asked for.
+baseline's.
 
 That comparison over *all* held-out queries gives the verdict (``default``) every task
-follows. A task with at least ``min_task_queries`` held-out queries departs from it only on
-significant evidence of its own in the opposite direction: under a "router" verdict it
+follows: the queries go to the baseline when the router does not beat it on the mean,
+``mean(d) < -verdict_z * SE(d)`` with ``verdict_z = 0`` (``SE = sd(d) / sqrt(n)``), so
+the router is kept when it routes at least as well as the baseline on the held-out queries.
+The two candidates are compared on the same queries, so picking the higher held-out mean is
+the choice with the higher expected test score; a positive ``verdict_z`` keeps the router
+unless it loses beyond the noise (``verdict_z = z``: the earlier rule, which kept routers
+that lost to best-single by about one inner SE).
+A task with at least ``min_task_queries`` held-out queries departs from it only on
+significant evidence of its own in the opposite direction (``z = 1.645``, a one-sided
+paired test at 5 %): under a "router" verdict it
 falls back when its baseline beats the router on its own queries (``mean(d) < -z SE``);
 under a fall-back verdict it keeps the router when the router beats the task's better
 baseline on its own queries (``mean(d) > z SE``). Such a task that falls back goes to the
 better of the two baselines on its own queries; smaller tasks, queries without a task and
-tasks the held-out part did not see follow the verdict, baseline included. So a router that loses overall
-beyond the noise but within the noise on every task falls back everywhere, and a task
-never leaves the verdict on a difference the noise explains.
+tasks the held-out part did not see follow the verdict, baseline included. So a router that
+loses overall falls back everywhere unless a task shows it winning beyond the noise, and a
+task never leaves the verdict on a difference the noise explains.
 
 ``fallback_`` records every decision with its means, difference, SE, query count and the
 reason in words (``why``). The
@@ -63,15 +68,17 @@ from .state import JSON_ANY, STR, Arr, ListOf, StateError
 
 __all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallback_summary",
            "task_keys", "paired_decision", "baseline_means", "MIN_TASK_QUERIES", "Z",
-           "AUTO_INNER_FOLDS"]
+           "VERDICT_Z", "AUTO_INNER_FOLDS"]
 
 MIN_VAL_QUERIES = 5
 #: inner folds of ``inner_folds="auto"`` for a router whose fit is cheap (``cheap_fit``)
 AUTO_INNER_FOLDS = 5
 #: held-out queries a task needs to be decided on its own (smaller ones are pooled)
 MIN_TASK_QUERIES = 30
-#: standard errors a baseline must lead by (one-sided 5 %)
+#: standard errors a baseline must lead by (one-sided 5 %): baseline choice, task departures
 Z = 1.645
+#: standard errors by which a baseline must beat the router on all held-out queries
+VERDICT_Z = 0.0
 _MAX_TASKS = 100_000
 
 
@@ -126,14 +133,19 @@ def _diff_text(m: dict) -> str:
     return f"router - {m['baseline']} = {m['diff']:+.4f} (SE {se}, n {m['n']})"
 
 
-def _why(m: dict, z: float, where: str) -> str:
-    """Why a paired comparison ended as it did, in words."""
+def _why(m: dict, z: float, where: str, z_keep: float | None = None) -> str:
+    """Why a paired comparison ended as it did, in words (``z_keep``: the fall-back test's
+    standard errors when they differ from ``z``)."""
+    zk = z if z_keep is None else z_keep
     if m["router_better"]:
         how = f"the router beats {m['baseline']} by more than {z:g} SE"
     elif m["decision"] != "router":
-        how = f"{m['baseline']} beats the router by more than {z:g} SE"
+        how = (f"{m['baseline']} beats the router by more than {zk:g} SE" if zk > 0 else
+               f"the router does not beat {m['baseline']} on the mean")
+    elif zk > 0:
+        how = f"within {zk:g} SE: the router is kept"
     else:
-        how = f"within {z:g} SE: the router is kept"
+        how = f"the router is at least as good as {m['baseline']} on the mean: kept"
     return f"on {where}, {_diff_text(m)}: {how}"
 
 
@@ -182,15 +194,22 @@ class SafeFallbackRouter(InnerRouterState, Router):
     enabled : bool
         False: fit the wrapped router on all training queries and never fall back.
     z : float
-        Standard errors by which a baseline must beat the router to take its queries.
+        Standard errors of the per-task departures from the verdict and of the baseline
+        choice (task-best only when it beats best-single by more).
+    verdict_z : float
+        Standard errors by which the baseline must beat the router on all held-out queries
+        for the verdict to fall back (0: whenever the router's mean is lower).
     min_task_queries : int
         Held-out queries a task needs to be decided on its own.
     inner_folds : int or "auto"
         1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits);
         "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
-        (``cheap_fit``: knn, linearr, c-roberta, als, bpr), else 1 (Lightning networks,
-        ``--auto`` searches, wrappers). Every training query held out once makes the
-        comparison five times larger than one held-out fifth.
+        (``cheap_fit``: knn, linearr, c-roberta, als, bpr) or when it declares
+        ``fold_max_cells`` (the Lightning routers, whose data-scaled fits take seconds on
+        such sets) and the training set has at most that many observed cells; else 1
+        (larger sets, ``--auto`` searches, wrappers). Every training query held out once
+        makes the comparison five times larger than one held-out fifth (inner SE about
+        2.2 times smaller), which is where the verdict is closest to a coin toss.
 
     Attributes
     ----------
@@ -202,7 +221,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         own); ``means`` (task -> means, ``baseline``, ``diff``, ``se``, ``n``, ``pooled``,
         ``own_decision`` and ``router_better`` (its own tests), ``departs``, ``decision``,
         ``why``); ``overall`` (the comparison over all held-out queries, with ``why``);
-        ``n_val``; ``z``, ``min_task_queries``, ``inner_folds``; or
+        ``n_val``; ``z``, ``verdict_z``, ``min_task_queries``, ``inner_folds``; or
         ``skipped`` (why no comparison was made, e.g. too few training queries).
 
     Example
@@ -224,7 +243,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
 
     def __init__(self, router: Router, val_fraction: float = 0.2, seed: int = 0,
                  enabled: bool = True, z: float = Z, min_task_queries: int = MIN_TASK_QUERIES,
-                 inner_folds: int | str = "auto"):
+                 inner_folds: int | str = "auto", verdict_z: float = VERDICT_Z):
         self.router = router
         self.val_fraction = val_fraction
         self.seed = seed
@@ -232,6 +251,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         self.z = z
         self.min_task_queries = min_task_queries
         self.inner_folds = inner_folds
+        self.verdict_z = verdict_z
 
     @property
     def uses_text(self) -> bool:            # type: ignore[override]
@@ -245,9 +265,13 @@ class SafeFallbackRouter(InnerRouterState, Router):
     def _set_baselines(self, train: RoutingData) -> None:
         self.base_overall_, self.base_tasks_, self.base_task_means_ = baseline_means(train)
 
-    def _n_folds(self) -> int:
+    def _n_folds(self, train: RoutingData) -> int:
         if isinstance(self.inner_folds, str) and self.inner_folds == "auto":
-            return AUTO_INNER_FOLDS if getattr(self.router, "cheap_fit", False) else 1
+            if getattr(self.router, "cheap_fit", False):
+                return AUTO_INNER_FOLDS
+            limit = int(getattr(self.router, "fold_max_cells", 0) or 0)
+            cells = int(np.isfinite(train.scores).sum())
+            return AUTO_INNER_FOLDS if 0 < cells <= limit else 1
         ok = isinstance(self.inner_folds, (int, np.integer)) and not isinstance(self.inner_folds,
                                                                                bool)
         if not ok or self.inner_folds < 1:
@@ -255,8 +279,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
                              f"got {self.inner_folds!r}")
         return int(self.inner_folds)
 
-    def _splits(self, train: RoutingData) -> list:
-        k = self._n_folds()
+    def _splits(self, train: RoutingData, k: int) -> list:
         if k == 1:
             return [stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))]
         return stratified_folds(train.tasks, k, int(self.seed))
@@ -267,7 +290,8 @@ class SafeFallbackRouter(InnerRouterState, Router):
             self.router_ = self._clone().fit(train, val)
             self.fallback_ = {"enabled": False, "tasks": {}, "default": "router"}
             return
-        splits = self._splits(train)
+        k = self._n_folds(train)
+        splits = self._splits(train, k)
         n_val = sum(len(va) for _, va in splits)
         if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
             self.router_ = self._clone().fit(train, val)
@@ -289,17 +313,19 @@ class SafeFallbackRouter(InnerRouterState, Router):
             keys.append(task_keys(inner_va.tasks))
         got = {k: np.concatenate(v) for k, v in got.items()}
         keys = np.concatenate(keys)
-        self.fallback_ = self._decide_all(got, keys, n_val)
+        self.fallback_ = self._decide_all(got, keys, n_val, k)
         holds_out = len(splits) == 1 and float(router.get_params().get("val_fraction", 0) or 0) > 0
         self.router_ = router if holds_out else self._clone().fit(train, val)
         self.fallback_["refitted"] = not holds_out
 
-    def _decide_all(self, got: dict, keys: np.ndarray, n_val: int) -> dict:
+    def _decide_all(self, got: dict, keys: np.ndarray, n_val: int, n_folds: int = 1) -> dict:
         z, n_min = float(self.z), int(self.min_task_queries)
-        overall = paired_decision(got["router"], got["best-single"], got["task-best"], z)
+        vz = float(self.verdict_z)
+        overall = paired_decision(got["router"], got["best-single"], got["task-best"], z,
+                                  z_keep=vz)
         default = "router" if overall is None else overall["decision"]
         if overall is not None:
-            overall["why"] = _why(overall, z, "all held-out queries")
+            overall["why"] = _why(overall, z, "all held-out queries", vz)
         prefer = "best-single" if overall is None else overall["baseline"]
         means, tasks = {}, {}
         for t in sorted(set(keys) - {""}):
@@ -324,8 +350,8 @@ class SafeFallbackRouter(InnerRouterState, Router):
                 m["decision"] = m["baseline"]      # the better of the two on its own queries
             means[t], tasks[t] = m, m["decision"]
         return {"enabled": True, "tasks": tasks, "default": default, "means": means,
-                "overall": overall or {}, "n_val": int(n_val), "z": z, "min_task_queries": n_min,
-                "inner_folds": self._n_folds()}
+                "overall": overall or {}, "n_val": int(n_val), "z": z, "verdict_z": vz,
+                "min_task_queries": n_min, "inner_folds": int(n_folds)}
 
     def fallback_rows(self, data: RoutingData) -> np.ndarray:
         """Per query: "router", "best-single" or "task-best" (what decides its LLM)."""

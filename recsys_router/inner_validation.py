@@ -136,8 +136,8 @@ def _mean_se(d: np.ndarray) -> tuple[float, float | None]:
 
 
 def paired_decision(router, best_single, task_best, z: float,
-                    prefer: str = "best-single") -> dict | None:
-    r"""Keep the router unless a baseline beats it beyond the noise of the held-out queries.
+                    prefer: str = "best-single", z_keep: float | None = None) -> dict | None:
+    r"""Keep the router unless a baseline beats it by more than ``z_keep`` standard errors.
 
     On the queries where all three realised scores are known, :math:`SE = s / \sqrt{n}` of
     paired per-query differences (``s`` their sample standard deviation, ddof 1) and the
@@ -150,9 +150,11 @@ def paired_decision(router, best_single, task_best, z: float,
        within the noise is more often the per-task choice's luck than a better LLM. (The
        safe fallback passes a task the all-queries choice as ``prefer``.)
     2. *Router or baseline*: with ``d_i = r_i - (baseline)_i``, the decision is the baseline
-       when :math:`\bar d < -z \cdot SE` (with one query there is no SE, stored as None,
-       and the router is kept), else ``"router"``; ``router_better`` is the test in the other
-       direction, :math:`\bar d > z \cdot SE`.
+       when :math:`\bar d < -z_{keep} \cdot SE` (``z_keep`` defaults to ``z``; with
+       ``z_keep=0`` the router must not lose on the mean; with one query there is no SE,
+       stored as None, and the router is kept unless ``z_keep=0`` and it loses), else
+       ``"router"``; ``router_better`` is the test in the other direction,
+       :math:`\bar d > z \cdot SE`.
 
     Parameters
     ----------
@@ -162,6 +164,9 @@ def paired_decision(router, best_single, task_best, z: float,
         Standard errors a lead must exceed (1.645: one-sided 5 %).
     prefer : {"best-single", "task-best"}
         The baseline kept unless the other one leads it beyond the noise.
+    z_keep : float, optional
+        Standard errors by which the baseline must beat the router to take its queries
+        (default ``z``; 0: whenever the baseline's mean is higher).
 
     Returns
     -------
@@ -192,7 +197,14 @@ def paired_decision(router, best_single, task_best, z: float,
     other = "task-best" if prefer == "best-single" else "best-single"
     base = other if e_se is not None and lead > float(z) * e_se else prefer
     diff, se = _mean_se(r - (b if base == "best-single" else t))
-    decision = base if se is not None and diff < -float(z) * se else "router"
+    zk = float(z if z_keep is None else z_keep)
+    if zk < 0 or not np.isfinite(zk):
+        raise ValueError(f"z_keep must be a finite number >= 0, got {z_keep!r}")
+    if zk == 0:
+        loses = diff < 0
+    else:
+        loses = se is not None and diff < -zk * se
+    decision = base if loses else "router"
     better = se is not None and diff > float(z) * se
     return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision,
             "router_better": bool(better), "task_vs_single": e, "task_vs_single_se": e_se}

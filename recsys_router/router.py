@@ -44,6 +44,10 @@ class Router(ABC):
     #: whether a fit takes seconds, so that wrappers may repeat it (the safe fallback's
     #: ``inner_folds="auto"`` then holds out every training query once)
     cheap_fit: bool = False
+    #: the safe fallback's ``inner_folds="auto"`` also holds out every training query once
+    #: (5 inner folds, 6 fits) when the training set has at most this many observed cells:
+    #: the small sets where one held-out fifth is noisiest (0: never, unless ``cheap_fit``)
+    fold_max_cells: int = 0
     #: whether :meth:`add_llm` places a new LLM in the learned state
     #: (``_add_llm(name, probes, cost, weights)`` / ``_remove_llm(column)``, ``weights`` the
     #: validated probe weights, mean 1); otherwise it gets a kNN head over its probes

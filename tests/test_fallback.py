@@ -158,6 +158,17 @@ def test_paired_rule_keeps_the_router_within_noise():
     assert out["se"] == pytest.approx(math.sqrt(1.6 / 9 / 10))
     assert out["decision"] == "router"
     assert paired_decision(r, bs, [0] * 10, z=1.0)["decision"] == "best-single"  # -0.2 < -0.133
+    # z_keep = 0: any loss on the mean hands the queries to the baseline; the baseline choice
+    # still uses z (task-best, all 0, is not chosen)
+    keep0 = paired_decision(r, bs, [0] * 10, z=1.645, z_keep=0.0)
+    assert (keep0["baseline"], keep0["decision"]) == ("best-single", "best-single")
+    assert paired_decision([1, 0], [1, 0], [1, 0], 1.645, z_keep=0)["decision"] == "router"
+    # one query (no SE): a loss falls back at z_keep = 0, is kept otherwise
+    assert paired_decision([0], [1], [1], 1.645, z_keep=0)["decision"] == "best-single"
+    assert paired_decision([0], [1], [1], 1.645)["decision"] == "router"
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="z_keep"):
+            paired_decision(r, bs, [0] * 10, z=1.645, z_keep=bad)
 
 
 def test_paired_rule_edge_cases():
@@ -177,9 +188,11 @@ def test_small_tasks_pool_into_the_all_queries_comparison():
     keys = np.array(["A"] * 40 + ["B"] * 40 + ["C"] * 3, dtype=object)
     got = {"router": np.r_[np.ones(40), np.zeros(43)], "best-single": np.zeros(83),
            "task-best": np.r_[np.zeros(40), np.ones(43)]}
-    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 83)
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30, verdict_z=1.645)._decide_all(
+        got, keys, 83)
     # all queries: baseline task-best (43/83 > 0), d = +1 x 40, -1 x 43: mean -3/83,
-    # variance (83 - 83 * (3/83)^2) / 82, SE = sqrt(variance / 83) = 0.1097 -> within noise
+    # variance (83 - 83 * (3/83)^2) / 82, SE = sqrt(variance / 83) = 0.1097 -> within noise,
+    # and verdict_z = 1.645 (the rule before verdict_z) keeps the router
     o = fb["overall"]
     assert o["baseline"] == "task-best" and o["diff"] == pytest.approx(-3 / 83)
     assert o["se"] == pytest.approx(math.sqrt((83 - 9 / 83) / 82 / 83))
@@ -198,8 +211,33 @@ def test_small_tasks_pool_into_the_all_queries_comparison():
     summary = fallback_summary(fb)
     assert "1 task(s) with < 30 held-out queries" in summary
     assert "1 task(s) depart from it on their own evidence: B -> task-best (-1.0000" in summary
-    fb1 = SafeFallbackRouter(TextRule(), min_task_queries=3)._decide_all(got, keys, 83)
+    fb1 = SafeFallbackRouter(TextRule(), min_task_queries=3, verdict_z=1.645)._decide_all(
+        got, keys, 83)
     assert fb1["tasks"]["C"] == "task-best"
+
+
+def test_default_verdict_falls_back_when_the_router_loses_on_the_mean():
+    # the data of the test above at the default verdict_z = 0: mean d = -3/83 < 0, so the
+    # all-queries verdict is task-best although the loss is within the noise
+    keys = np.array(["A"] * 40 + ["B"] * 40 + ["C"] * 3, dtype=object)
+    got = {"router": np.r_[np.ones(40), np.zeros(43)], "best-single": np.zeros(83),
+           "task-best": np.r_[np.zeros(40), np.ones(43)]}
+    fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 83)
+    assert fb["verdict_z"] == 0 and fb["default"] == "task-best"
+    assert "the router does not beat task-best on the mean" in fb["overall"]["why"]
+    # A: d = +1 on all 40 (SE 0) -> the router beats its better baseline beyond the noise:
+    # departs to the router; B (d = -1) and the pooled C follow the verdict
+    assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best"}
+    assert fb["means"]["A"]["departs"] and not fb["means"]["B"]["departs"]
+    # one more query where the router wins: mean d = (41 - 43) / 84 still < 0; two more:
+    # 42 - 43 < 0; three more: (43 - 43) / 86 = 0 -> at least as good: the router is kept
+    for extra, want in ((1, "task-best"), (2, "task-best"), (3, "router")):
+        k2 = np.r_[keys, np.array(["D"] * extra, dtype=object)]
+        g2 = {"router": np.r_[got["router"], np.ones(extra)],
+              "best-single": np.r_[got["best-single"], np.zeros(extra)],
+              "task-best": np.r_[got["task-best"], np.zeros(extra)]}
+        out = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(g2, k2, 83 + extra)
+        assert out["default"] == want, extra
 
 
 def test_inner_folds_hold_out_every_training_query_once():
@@ -283,7 +321,7 @@ def test_overall_fall_back_and_a_task_that_significantly_keeps_the_router():
     o = fb["overall"]
     assert o["diff"] == pytest.approx(-0.28) and o["baseline"] == "best-single"
     assert o["se"] == pytest.approx(math.sqrt((125 - 125 * 0.28 ** 2) / 124 / 125))
-    assert fb["default"] == "best-single" and "beats the router" in o["why"]
+    assert fb["default"] == "best-single" and "does not beat best-single" in o["why"]
     # A: d = +1 on 40 >= 30 queries (SE 0) -> departs to the router; B agrees with the
     # verdict; C's d = +1 too, but 5 < 30 queries: it follows the verdict
     assert fb["tasks"] == {"A": "router", "B": "best-single", "C": "best-single"}
@@ -422,3 +460,39 @@ def test_auto_inner_folds_hold_out_every_query_for_cheap_fits_only():
     for bad in ("many", True, 2.5, 0):
         with pytest.raises(ValueError, match="inner_folds"):
             SafeFallbackRouter(CheapRule(), inner_folds=bad).fit(d)
+
+
+class SmallSetRule(TextRule):
+    fold_max_cells = 80
+
+
+def test_auto_inner_folds_for_routers_declaring_a_cell_limit():
+    d = _data()                                   # 40 queries x 2 LLMs = 80 observed cells
+    small = SafeFallbackRouter(SmallSetRule(), seed=0, min_task_queries=4).fit(d)
+    assert (small.fallback_["inner_folds"], small.fallback_["n_val"]) == (5, 40)
+    assert small.router_.n_train_ == 40 and small.fallback_["refitted"]
+    # one cell more than the limit -> one held-out part
+    SmallSetRule.fold_max_cells = 79
+    try:
+        big = SafeFallbackRouter(SmallSetRule(), seed=0, min_task_queries=4).fit(d)
+    finally:
+        SmallSetRule.fold_max_cells = 80
+    assert (big.fallback_["inner_folds"], big.fallback_["n_val"]) == (1, 8)
+    # missing cells do not count: 79 observed cells -> 5 folds again
+    scores = d.scores.copy()
+    scores[0, 1] = np.nan
+    holed = RoutingData(d.queries, d.llms, scores)
+    sparse = SafeFallbackRouter(SmallSetRule(), seed=0, min_task_queries=4)
+    assert sparse._n_folds(d) == 5
+    SmallSetRule.fold_max_cells = 79
+    try:
+        assert sparse._n_folds(d) == 1 and sparse._n_folds(holed) == 5
+    finally:
+        SmallSetRule.fold_max_cells = 80
+
+
+def test_lightning_routers_declare_the_cell_limit():
+    from recsys_router.registry import make_router
+    for name in ("mf", "mirt", "nirt", "two-tower", "graph"):
+        assert make_router(name).fold_max_cells == 200_000, name
+    assert make_router("best-single").fold_max_cells == 0
