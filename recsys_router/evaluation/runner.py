@@ -73,9 +73,10 @@ class EvalConfig:
     fallback : bool
         Wrap every learned router (one that reads query text and not the true test scores)
         in :class:`~recsys_router.fallback.SafeFallbackRouter`: the better of best-single
-        and task-best takes the queries of a task (or, for tasks with few held-out queries,
-        of all tasks) where the router loses to it beyond the noise of held-out training
-        queries (a one-sided paired test; default True; the report lists what each fold did).
+        and task-best takes all queries when the router does not beat it on the mean over
+        held-out training queries, and a task's queries only where that task's own held-out
+        queries show a difference beyond the noise against that verdict (a one-sided paired
+        test; default True; the report lists what each fold did).
     missing : {"mask", "drop"}
         Test queries with some LLMs unobserved: ``"mask"`` (default) keeps them and routes
         each among its observed LLMs (per-query candidate masks, every protocol and pool);
