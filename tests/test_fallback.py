@@ -494,5 +494,5 @@ def test_auto_inner_folds_for_routers_declaring_a_cell_limit():
 def test_lightning_routers_declare_the_cell_limit():
     from recsys_router.registry import make_router
     for name in ("mf", "mirt", "nirt", "two-tower", "graph"):
-        assert make_router(name).fold_max_cells == 200_000, name
+        assert make_router(name).fold_max_cells == 20_000, name
     assert make_router("best-single").fold_max_cells == 0
