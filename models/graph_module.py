@@ -39,35 +39,14 @@ from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.losses import logged_feedback_loss
 from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraphBuilder, _task_name,
                                                    neighbour_pool)
+from recsys_router.models.components.graph_predict import make_builder, predict_graph
 from recsys_router.data import RoutingData
-from recsys_router.errors import DataValidationError
 from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
 
 _N_LLM_NUMERIC = 4  # numeric LLM features after the description embedding (data module)
 _TARGET_FRACTION = 0.3  # GraphModule's default share of train queries a step hides
-
-
-def make_builder(train: RoutingData, train_x: np.ndarray, llm_features: np.ndarray, encoder,
-                 k: int) -> tuple[RoutingGraphBuilder, float]:
-    """Graph builder over a train split; returns it with the cost scale (mean train cost)."""
-    obs = train.scores[train.observed]
-    if obs.size and (obs.min() < 0 or obs.max() > 1):
-        raise DataValidationError(f"the graph router trains with BCE and needs scores in [0, 1]; "
-                                  f"train scores range over [{obs.min()}, {obs.max()}]",
-                                  source=train.source, column="score")
-    scale = 1.0
-    if train.costs is not None and np.isfinite(train.costs).any():
-        scale = float(np.nanmean(train.costs)) or 1.0
-
-    def featurize(names):
-        if not getattr(encoder, "needs_text", True):
-            return np.eye(len(names), encoder.dim, dtype=np.float32)
-        return encoder.encode([f"task: {n}" for n in names])
-
-    return RoutingGraphBuilder(train_x, train.tasks, train.scores, train.costs, llm_features,
-                               featurize, k=k, cost_scale=scale), scale
 
 
 class GraphModule(RouterModule):
@@ -210,15 +189,18 @@ class GraphModule(RouterModule):
             batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
             split = stage if stage in self._tasks else "val"
             tasks = np.asarray(self._tasks[split])[batch["index"].cpu().numpy()]
-            logits, _ = self.predict_new(batch["x"].cpu().numpy(), tasks)
+            logits, costs = self.predict_new(batch["x"].cpu().numpy(), tasks)
             m = batch["mask"]
             loss = F.binary_cross_entropy_with_logits(logits[m], batch["y"][m].float())
             self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True,
                      prog_bar=stage == "val", batch_size=len(batch["x"]))
             y = torch.where(m, batch["y"], torch.full_like(batch["y"], float("nan")))
-            rec = {"pred": torch.sigmoid(logits), "y": y}
+            # float64, as the fitted router routes (float32 sigmoids of distinct logits tie)
+            rec = {"pred": torch.sigmoid(logits.double()), "y": y}
             if "cost" in batch:
                 rec["cost"] = batch["cost"]
+            if self.builder.costs is not None and self.cost_weight > 0:   # as GraphRouter routes
+                rec["pred_cost"] = torch.clamp(costs.double() * self.cost_scale, min=0.0)
             self._eval_store.setdefault(stage, []).append(rec)
         super()._eval_epoch_end(stage)
 
@@ -226,25 +208,6 @@ class GraphModule(RouterModule):
         tasks = np.asarray(self._tasks.get("test", self._tasks.get("val")))[batch["index"].cpu().numpy()]
         logits, _ = self.predict_new(batch["x"].cpu().numpy(), tasks)
         return {"index": batch["index"], "scores": torch.sigmoid(logits)}
-
-
-@torch.no_grad()
-def predict_graph(net: HeteroRouterGNN, builder: RoutingGraphBuilder, x: np.ndarray, tasks,
-                  device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Score logits and scaled costs (n, n_llms) of new queries joined to the train graph."""
-    was = net.training
-    net.eval()
-    try:
-        g, off = builder.inference_graph(np.asarray(x, np.float32), list(tasks))
-        device = device or next(net.parameters()).device
-        g = g.to(device)
-        n, n_llms = len(x), len(builder.llm_x)
-        q = torch.arange(off, off + n, device=device).repeat_interleave(n_llms)
-        lidx = torch.arange(n_llms, device=device).repeat(n)
-        s, c = net(g, q, lidx)
-    finally:
-        net.train(was)
-    return s.reshape(n, n_llms), c.reshape(n, n_llms)
 
 
 @for_module(GraphModule)

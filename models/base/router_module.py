@@ -218,9 +218,16 @@ class RouterModule(pl.LightningModule):
                 _, first = np.unique(cat["index"][:, 0].cpu().numpy(), return_index=True)
                 cat = {k: v[torch.as_tensor(first)] for k, v in cat.items()}
         cat.pop("index", None)
-        arr = {k: v.float().cpu().numpy() for k, v in cat.items()}
-        metrics = epoch_metrics(arr["pred"], arr["y"], arr.get("cost"),
-                                None if "cost" not in arr else self.eval_mean_costs)
+        # predictions keep their precision (the graph router's are float64, as it routes:
+        # float32 sigmoids of distinct logits can tie and pick another LLM)
+        arr = {k: (v.double() if k.startswith("pred") else v.float()).cpu().numpy()
+               for k, v in cat.items()}
+        # ties between predicted scores go to the cheaper predicted cost: the module's own
+        # cost predictions where it makes them (as its router routes), else mean train costs
+        pred_cost = arr.pop("pred_cost", None)
+        if pred_cost is None and "cost" in arr:
+            pred_cost = self.eval_mean_costs
+        metrics = epoch_metrics(arr["pred"], arr["y"], arr.get("cost"), pred_cost)
         for name, value in metrics.items():
             self.log(f"{stage}/{name}", float(value), prog_bar=name == "mu_o", rank_zero_only=False,
                      sync_dist=False)

@@ -115,19 +115,19 @@ class HeteroRouterGNN(nn.Module):
         """Final node embeddings per type.
 
         ``final_queries`` (query node ids): the last layer computes only what those queries'
-        and the LLMs' final embeddings need (its edges into other query nodes and into task
-        nodes are dropped), so only those rows of the final ``query`` embeddings, and the
-        ``llm`` ones, are exact; the task embeddings are then the previous layer's.
+        and the LLMs' final embeddings need (:func:`_last_layer`: its query-destination
+        convolutions run on those rows alone, none into task nodes), so only those rows of
+        the final ``query`` embeddings, and the ``llm`` ones, are exact; the other query rows
+        and the task embeddings are the previous layer's.
         """
         h = {t: torch.relu(self.inp[t](g[t].x)) for t in self.inp}
         edge_attr = {et: g[et].edge_attr for et in g.edge_types if "edge_attr" in g[et]}
         edges = g.edge_index_dict
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
-            ei, ea = edges, edge_attr
             if final_queries is not None and i == last:
-                ei, ea = _into(edges, edge_attr, final_queries, len(h["query"]))
-            out = conv(h, ei, edge_attr_dict=ea)
+                return _last_layer(conv, h, edges, edge_attr, final_queries, self.dropout)
+            out = conv(h, edges, edge_attr_dict=edge_attr)
             # residual: node types without incoming edges this layer keep their state
             h = {t: self.dropout(torch.relu(out[t])) + h[t] if t in out else h[t] for t in h}
         return h
@@ -140,19 +140,41 @@ class HeteroRouterGNN(nn.Module):
         return self.score_head(z).squeeze(-1), self.cost_head(z).squeeze(-1)
 
 
-def _into(edges: dict, edge_attr: dict, queries: torch.Tensor, n_query: int):
-    """The edges (and attributes) of a last layer that must give exact final embeddings for
-    ``queries`` and every LLM: edges into those queries and into LLM nodes; none into tasks.
-    A query's aggregation (SAGE mean, GAT softmax) reads only its own incoming edges, so
-    dropping the others leaves its output unchanged."""
-    keep = torch.zeros(n_query, dtype=torch.bool, device=queries.device)
-    keep[queries] = True
-    ei, ea = {}, {}
+def _last_layer(conv: HeteroConv, h: dict, edges: dict, edge_attr: dict,
+                queries: torch.Tensor, dropout: nn.Module) -> dict:
+    """The last layer of :meth:`HeteroRouterGNN.embed`, exact for the query rows ``queries``
+    and every LLM node.
+
+    Each convolution into query nodes gets only those rows as destinations (their incoming
+    edges, renumbered); a query's output (SAGE mean and root term, GAT softmax over its own
+    edges) reads only its own row and incoming edges, so it equals the full layer's. The
+    convolutions into task nodes are skipped (nothing reads their output). The returned
+    ``query`` tensor is the previous layer's with those rows replaced.
+    """
+    n_query = len(h["query"])
+    rows = torch.unique(queries)
+    where = torch.full((n_query,), -1, dtype=torch.long, device=rows.device)
+    where[rows] = torch.arange(len(rows), device=rows.device)
+    h_rows = h["query"][rows]
+    out: dict = {}
     for et, e in edges.items():
-        if et[2] == "task":
+        src, _, dst = et
+        if dst == "task" or et not in conv.convs:
             continue
-        sel = keep[e[1]] if et[2] == "query" else None
-        ei[et] = e if sel is None else e[:, sel]
-        if et in edge_attr:
-            ea[et] = edge_attr[et] if sel is None else edge_attr[et][sel]
-    return ei, ea
+        attr = edge_attr.get(et)
+        if dst == "query":
+            sel = where[e[1]] >= 0
+            e = torch.stack([e[0][sel], where[e[1][sel]]])
+            attr = None if attr is None else attr[sel]
+            x = (h[src], h_rows)
+        else:
+            x = (h[src], h[dst])
+        y = conv.convs[et](x, e, edge_attr=attr) if attr is not None else conv.convs[et](x, e)
+        out[dst] = y if dst not in out else out[dst] + y
+    new = dict(h)
+    if "llm" in out:
+        new["llm"] = dropout(torch.relu(out["llm"])) + h["llm"]
+    if "query" in out:
+        q = dropout(torch.relu(out["query"])) + h_rows
+        new["query"] = h["query"].index_put((rows,), q)
+    return new
