@@ -14,7 +14,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 from torch_geometric.utils import softmax
 
-__all__ = ["HeteroRouterGNN", "EdgeGATConv"]
+__all__ = ["HeteroRouterGNN", "EdgeGATConv", "OneEdgeSAGEConv"]
 
 #: largest (destination x source) attention matrix :class:`EdgeGATConv` builds densely
 _DENSE_CELLS = 1 << 25
@@ -39,25 +39,40 @@ class EdgeGATConv(GATConv):
 
     def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
         x_src, x_dst = x if isinstance(x, tuple) else (x, x)
-        n_s, n_d, n_e = x_src.size(0), x_dst.size(0), edge_index.size(1)
+        n_e = edge_index.size(1)
         if (self.heads != 1 or self.lin_src is None or self.add_self_loops or self.dropout
-                or self.res is not None or return_attention_weights or x_dst is None
-                or n_s * n_d > min(_DENSE_CELLS, 8 * n_e + 65_536)):
+                or self.res is not None or return_attention_weights or x_dst is None):
             return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
-        hs, hd = self.lin_src(x_src), self.lin_dst(x_dst)
         src, dst = edge_index[0], edge_index[1]
-        logit = (hs * self.att_src.view(1, -1)).sum(-1)[src] + (hd * self.att_dst.view(1, -1)).sum(-1)[dst]
+        n_d = x_dst.size(0)
+        # only the sources with an edge send messages (e.g. the context queries feeding LLMs)
+        used, src_c = (torch.unique(src, return_inverse=True) if 0 < 2 * n_e < x_src.size(0)
+                       else (None, src))
+        xs = x_src if used is None else x_src[used]
+        n_s = xs.size(0)
+        if n_s * n_d > min(_DENSE_CELLS, 8 * n_e + 65_536):
+            return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
+        hs = self.lin_src(xs)
+        # attention logits <a_s, W_s x_j> + <a_d, W_d x_i>: one vector per side, not W_d x_i
+        a_s, a_d = self.att_src.view(-1), self.att_dst.view(-1)
+        logit = (hs @ a_s)[src_c] + self._project_logit(self.lin_dst, a_d, x_dst)[dst]
         if edge_attr is not None and self.lin_edge is not None:
             w = self.lin_edge.weight.view(self.out_channels, -1)
             logit = logit + edge_attr.reshape(n_e, w.shape[1]) @ (w * self.att_edge.view(-1, 1)).sum(0)
         logit = F.leaky_relu(logit, self.negative_slope)
-        dense = hs.new_full((n_d, n_s), float("-inf")).index_put((dst, src), logit)
+        dense = hs.new_full((n_d, n_s), float("-inf")).index_put((dst, src_c), logit)
         top = dense.max(dim=1, keepdim=True).values.detach()
         top = torch.where(torch.isinf(top), torch.zeros_like(top), top)   # rows with no edge
         p = torch.exp(dense - top)
         p = p / (p.sum(dim=1, keepdim=True) + 1e-16)
         out = p @ hs
         return out + self.bias if self.bias is not None else out
+
+    @staticmethod
+    def _project_logit(lin: nn.Module, att: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``(lin(x) * att).sum(-1)`` as ``x @ (W^T att)`` (+ ``<b, att>``)."""
+        out = x @ (lin.weight.T @ att)
+        return out + lin.bias @ att if getattr(lin, "bias", None) is not None else out
 
     def edge_update(self, alpha_j, alpha_i, edge_attr, index, ptr, dim_size):
         alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
@@ -70,6 +85,30 @@ class EdgeGATConv(GATConv):
         alpha = F.leaky_relu(alpha, self.negative_slope)
         alpha = softmax(alpha, index, ptr, dim_size)
         return F.dropout(alpha, p=self.dropout, training=self.training)
+
+
+class OneEdgeSAGEConv(SAGEConv):
+    """:class:`torch_geometric.nn.SAGEConv` (mean) for edges of which every destination has
+    at most one (a query's edge from its task): the mean over one edge is that source's
+    row, so ``lin_l`` runs once per source node and each destination reads its source's
+    row (``lin_l(0)``, the bias, where it has none). Same parameters and outputs as
+    SAGEConv; any other edge set goes through SAGEConv's own path.
+    """
+
+    def forward(self, x, edge_index, size=None):
+        x_src, x_dst = x if isinstance(x, tuple) else (x, x)
+        if (self.project or self.normalize or str(self.aggr) != "mean" or x_dst is None
+                or not self.root_weight):
+            return super().forward(x, edge_index, size)
+        n_s, n_d = x_src.size(0), x_dst.size(0)
+        dst = edge_index[1]
+        if dst.numel() and int(torch.bincount(dst, minlength=n_d).max()) > 1:
+            return super().forward(x, edge_index, size)
+        src_of = torch.full((n_d,), n_s, dtype=torch.long, device=dst.device)
+        src_of[dst] = edge_index[0]
+        bias = self.lin_l.bias if self.lin_l.bias is not None else x_src.new_zeros(self.out_channels)
+        rows = torch.cat([self.lin_l(x_src), bias.view(1, -1)])
+        return rows[src_of] + self.lin_r(x_dst)
 
 
 class HeteroRouterGNN(nn.Module):
@@ -98,7 +137,7 @@ class HeteroRouterGNN(nn.Module):
         for _ in range(num_layers):
             self.convs.append(HeteroConv({
                 ("query", "in", "task"): SAGEConv((hidden, hidden), hidden),
-                ("task", "has", "query"): SAGEConv((hidden, hidden), hidden),
+                ("task", "has", "query"): OneEdgeSAGEConv((hidden, hidden), hidden),
                 ("query", "near", "query"): SAGEConv((hidden, hidden), hidden),
                 ("query", "rates", "llm"): EdgeGATConv((hidden, hidden), hidden, edge_dim=2,
                                                        add_self_loops=False),
@@ -133,11 +172,15 @@ class HeteroRouterGNN(nn.Module):
         return h
 
     def forward(self, g: HeteroData, q_idx: torch.Tensor, l_idx: torch.Tensor):
-        """``(score_logit, cost)`` tensors of shape (n_pairs,) for the pairs ``(q_idx, l_idx)``."""
+        """``(score_logit, cost)`` tensors of shape (n_pairs,) for the pairs ``(q_idx, l_idx)``.
+
+        Each head is ``Linear(3h, h) -> ReLU -> Linear(h, 1)`` of ``z = [hq, hl, hq * hl]``;
+        its first layer is computed as ``W_q hq + W_l hl + W_x (hq * hl)`` (the three column
+        blocks of its weight), the first two terms once per distinct query and per LLM, both
+        heads in one product (:func:`_pair_heads`), instead of on the concatenated pairs.
+        """
         h = self.embed(g, final_queries=q_idx)
-        hq, hl = h["query"][q_idx], h["llm"][l_idx]
-        z = torch.cat([hq, hl, hq * hl], dim=-1)
-        return self.score_head(z).squeeze(-1), self.cost_head(z).squeeze(-1)
+        return _pair_heads(self.score_head, self.cost_head, h["query"], h["llm"], q_idx, l_idx)
 
 
 def _last_layer(conv: HeteroConv, h: dict, edges: dict, edge_attr: dict,
@@ -178,3 +221,35 @@ def _last_layer(conv: HeteroConv, h: dict, edges: dict, edge_attr: dict,
         q = dropout(torch.relu(out["query"])) + h_rows
         new["query"] = h["query"].index_put((rows,), q)
     return new
+
+
+def _pair_heads(score_head: nn.Sequential, cost_head: nn.Sequential, hq: torch.Tensor,
+                hl: torch.Tensor, q_idx: torch.Tensor, l_idx: torch.Tensor):
+    """Both heads on the pairs ``(q_idx, l_idx)``, equal to ``head(cat([hq, hl, hq * hl]))``.
+
+    With ``W = [W_q | W_l | W_x]`` the first layer's weight (both heads' stacked), the
+    pre-activation of pair ``(i, j)`` is ``A[i] + B[j] + W_x (hq_i * hl_j) + b`` with
+    ``A = hq W_q^T`` over the distinct queries and ``B = hl W_l^T`` over the LLMs. Where
+    the pairs cover at least half of the (distinct query x LLM) grid, the grid is computed
+    with broadcasting and the pairs read off the outputs; otherwise per pair.
+    """
+    d = hq.shape[1]
+    s1, c1 = score_head[0], cost_head[0]
+    w1, b1 = torch.cat([s1.weight, c1.weight]), torch.cat([s1.bias, c1.bias])   # (2d, 3d)
+    w2 = torch.block_diag(score_head[2].weight, cost_head[2].weight)              # (2, 2d)
+    b2 = torch.cat([score_head[2].bias, cost_head[2].bias])
+    qs, inv = torch.unique(q_idx, return_inverse=True)
+    hu = hq[qs]
+    a = torch.addmm(b1, hu, w1[:, :d].T)                    # (n_q, 2d), bias folded in
+    b = hl @ w1[:, d:2 * d].T                               # (n_llms, 2d)
+    wx = w1[:, 2 * d:]
+    n_q, n_l = len(qs), len(hl)
+    if 2 * len(q_idx) >= n_q * n_l:
+        pre = ((hu[:, None, :] * hl[None, :, :]).reshape(-1, d) @ wx.T).view(n_q, n_l, -1)
+        out = torch.relu(pre + a[:, None, :] + b[None, :, :]).reshape(-1, 2 * d) @ w2.T + b2
+        out = out[inv * n_l + l_idx]
+    else:
+        pre = (hu[inv] * hl[l_idx]) @ wx.T + a[inv] + b[l_idx]
+        out = torch.relu(pre) @ w2.T + b2
+    return out[:, 0], out[:, 1]
+
