@@ -228,10 +228,11 @@ def _pair_heads(score_head: nn.Sequential, cost_head: nn.Sequential, hq: torch.T
     """Both heads on the pairs ``(q_idx, l_idx)``, equal to ``head(cat([hq, hl, hq * hl]))``.
 
     With ``W = [W_q | W_l | W_x]`` the first layer's weight (both heads' stacked), the
-    pre-activation of pair ``(i, j)`` is ``A[i] + B[j] + W_x (hq_i * hl_j) + b`` with
-    ``A = hq W_q^T`` over the distinct queries and ``B = hl W_l^T`` over the LLMs. Where
-    the pairs cover at least half of the (distinct query x LLM) grid, the grid is computed
-    with broadcasting and the pairs read off the outputs; otherwise per pair.
+    pre-activation of pair ``(i, j)`` is ``W_q hq_i + W_x (hq_i * hl_j) + B[j]`` with
+    ``B = hl W_l^T + b`` over the LLMs. Where the pairs cover at least half of the (distinct
+    query x LLM) grid, the whole grid is one product ``[hq_i, 1] @ M`` (M holds
+    ``W_q^T + diag(hl_j) W_x^T`` and ``B[j]`` per LLM) and the pairs are read off the
+    outputs; otherwise per pair.
     """
     d = hq.shape[1]
     s1, c1 = score_head[0], cost_head[0]
@@ -240,16 +241,19 @@ def _pair_heads(score_head: nn.Sequential, cost_head: nn.Sequential, hq: torch.T
     b2 = torch.cat([score_head[2].bias, cost_head[2].bias])
     qs, inv = torch.unique(q_idx, return_inverse=True)
     hu = hq[qs]
-    a = torch.addmm(b1, hu, w1[:, :d].T)                    # (n_q, 2d), bias folded in
-    b = hl @ w1[:, d:2 * d].T                               # (n_llms, 2d)
-    wx = w1[:, 2 * d:]
+    wq, wl, wx = w1[:, :d], w1[:, d:2 * d], w1[:, 2 * d:]
+    b = torch.addmm(b1, hl, wl.T)                           # (n_llms, 2d), bias folded in
     n_q, n_l = len(qs), len(hl)
     if 2 * len(q_idx) >= n_q * n_l:
-        pre = ((hu[:, None, :] * hl[None, :, :]).reshape(-1, d) @ wx.T).view(n_q, n_l, -1)
-        out = torch.relu(pre + a[:, None, :] + b[None, :, :]).reshape(-1, 2 * d) @ w2.T + b2
+        # pre[i, j] = [hu_i, 1] @ [[W_q^T + diag(hl_j) W_x^T], [b_j]]: one product per grid
+        m = wq.T[None] + hl[:, :, None] * wx.T[None]         # (n_llms, d, 2d)
+        m = torch.cat([m, b[:, None, :]], dim=1)             # (n_llms, d + 1, 2d)
+        m = m.permute(1, 0, 2).reshape(d + 1, -1)
+        pre = torch.addmm(m[d], hu, m[:d])                   # (n_q, n_llms * 2d)
+        out = torch.relu(pre).view(-1, 2 * d) @ w2.T + b2
         out = out[inv * n_l + l_idx]
     else:
-        pre = (hu[inv] * hl[l_idx]) @ wx.T + a[inv] + b[l_idx]
+        pre = torch.addmm(b[l_idx], hu[inv] * hl[l_idx], wx.T) + hu[inv] @ wq.T
         out = torch.relu(pre) @ w2.T + b2
     return out[:, 0], out[:, 1]
 
