@@ -1,7 +1,8 @@
 """The graph router's cheaper computations equal their plain forms, values and gradients:
 the pair heads (first layer split into per-query, per-LLM and interaction terms) against
 ``head(cat([hq, hl, hq * hl]))`` on the grid and the per-pair paths; EdgeGATConv on its
-sending nodes only against PyG's GATConv; OneEdgeSAGEConv against PyG's SAGEConv."""
+sending nodes only against PyG's GATConv; OneEdgeSAGEConv and MeanSAGEConv (CSR product)
+against PyG's SAGEConv."""
 
 from __future__ import annotations
 
@@ -85,3 +86,25 @@ def test_one_edge_sage_equals_pyg_sage():
     # two edges into one destination: SAGEConv's own mean
     two = torch.tensor([[2, 0, 1], [0, 0, 3]])
     _same_outputs_and_grads(OneEdgeSAGEConv((5, 7), 3), SAGEConv((5, 7), 3), xs, xd, two)
+
+
+def test_mean_sage_equals_pyg_sage():
+    from torch_geometric.nn import SAGEConv
+
+    from recsys_router.models.components.gnn import MeanSAGEConv
+    torch.manual_seed(4)
+    xs = torch.randn(9, 5, requires_grad=True)
+    xd = torch.randn(6, 7, requires_grad=True)
+    # destination 0: three sources (one twice), 2: one, 5: none; unsorted edge order
+    e = torch.tensor([[3, 8, 1, 3, 0, 4, 7], [2, 0, 0, 0, 4, 1, 3]])
+    got = _same_outputs_and_grads(MeanSAGEConv((5, 7), 3), SAGEConv((5, 7), 3), xs, xd, e)
+    ref = SAGEConv((5, 7), 3)
+    lean = MeanSAGEConv((5, 7), 3)
+    lean.load_state_dict(ref.state_dict())
+    out = lean((xs, xd), e)
+    torch.testing.assert_close(out[0], ref.lin_l((xs[8] + xs[1] + xs[3]) / 3) + ref.lin_r(xd[0]))
+    torch.testing.assert_close(out[5], ref.lin_l.bias + ref.lin_r(xd[5]))
+    assert got.shape == (6, 3)
+    # an edge from a node that does not exist: SAGEConv's own path raises, nothing is read
+    with pytest.raises((IndexError, RuntimeError)):
+        lean((xs, xd), torch.tensor([[9], [0]]))

@@ -7,6 +7,8 @@ neighbour and rating edges) is built by :mod:`recsys_router.models.components.gr
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -14,7 +16,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 from torch_geometric.utils import softmax
 
-__all__ = ["HeteroRouterGNN", "EdgeGATConv", "OneEdgeSAGEConv"]
+__all__ = ["HeteroRouterGNN", "EdgeGATConv", "MeanSAGEConv", "OneEdgeSAGEConv"]
 
 #: largest (destination x source) attention matrix :class:`EdgeGATConv` builds densely
 _DENSE_CELLS = 1 << 25
@@ -111,6 +113,35 @@ class OneEdgeSAGEConv(SAGEConv):
         return rows[src_of] + self.lin_r(x_dst)
 
 
+class MeanSAGEConv(SAGEConv):
+    """:class:`torch_geometric.nn.SAGEConv` (mean) whose neighbour mean is one sparse
+    (destination x source) CSR matrix product, ``A x`` with ``A[i, j] = 1 / deg(i)`` per
+    edge ``j -> i``, instead of gathering and scattering an (edges x channels) tensor: the
+    same mean (forward and backward), about half the time on the routing graph's neighbour
+    edges. Same parameters as SAGEConv; other configurations use SAGEConv's own path.
+    """
+
+    def forward(self, x, edge_index, size=None):
+        x_src, x_dst = x if isinstance(x, tuple) else (x, x)
+        src, dst = edge_index[0], edge_index[1]
+        if (self.project or self.normalize or str(self.aggr) != "mean" or x_dst is None
+                or not self.root_weight or edge_index.size(1) == 0
+                or int(src.min()) < 0 or int(src.max()) >= x_src.size(0)
+                or int(dst.min()) < 0 or int(dst.max()) >= x_dst.size(0)):
+            return super().forward(x, edge_index, size)   # (which rejects bad indices)
+        n_d = x_dst.size(0)
+        order = torch.argsort(dst, stable=True)
+        deg = torch.bincount(dst, minlength=n_d)
+        crow = torch.zeros(n_d + 1, dtype=torch.long, device=dst.device)
+        crow[1:] = torch.cumsum(deg, 0)
+        vals = (1.0 / deg.clamp(min=1).to(x_src.dtype))[dst[order]]
+        with warnings.catch_warnings():   # "CSR support is in beta"; indices checked above
+            warnings.simplefilter("ignore", UserWarning)
+            a = torch.sparse_csr_tensor(crow, src[order], vals, (n_d, x_src.size(0)),
+                                        check_invariants=False)
+        return self.lin_l(a @ x_src) + self.lin_r(x_dst)
+
+
 class HeteroRouterGNN(nn.Module):
     """Heterogeneous GNN with two heads (score logit, scaled cost) per query-LLM pair.
 
@@ -136,9 +167,9 @@ class HeteroRouterGNN(nn.Module):
         self.convs = nn.ModuleList()
         for _ in range(num_layers):
             self.convs.append(HeteroConv({
-                ("query", "in", "task"): SAGEConv((hidden, hidden), hidden),
+                ("query", "in", "task"): MeanSAGEConv((hidden, hidden), hidden),
                 ("task", "has", "query"): OneEdgeSAGEConv((hidden, hidden), hidden),
-                ("query", "near", "query"): SAGEConv((hidden, hidden), hidden),
+                ("query", "near", "query"): MeanSAGEConv((hidden, hidden), hidden),
                 ("query", "rates", "llm"): EdgeGATConv((hidden, hidden), hidden, edge_dim=2,
                                                        add_self_loops=False),
                 ("llm", "rated_by", "query"): EdgeGATConv((hidden, hidden), hidden, edge_dim=2,

@@ -79,7 +79,7 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
     # only context queries feed their task node, so a predicted query never changes what
     # another one sees (routing a batch equals routing each query alone)
     g["query", "in", "task"].edge_index = qt[:, ctx]
-    g["task", "has", "query"].edge_index = qt.flip(0)
+    g["task", "has", "query"].edge_index = qt[[1, 0]]   # (flip(0) is a slow copy on CPU)
     if near_edges is None:
         near_edges = knn_edges(query_x, context, k)
     g["query", "near", "query"].edge_index = torch.as_tensor(near_edges, dtype=torch.long)
@@ -92,7 +92,7 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
         sel = torch.as_tensor(np.asarray(llm_reads, bool))
         g["query", "rates", "llm"].edge_index = ql[:, sel]
         g["query", "rates", "llm"].edge_attr = attr[sel]
-    g["llm", "rated_by", "query"].edge_index = ql.flip(0)
+    g["llm", "rated_by", "query"].edge_index = ql[[1, 0]]
     g["llm", "rated_by", "query"].edge_attr = attr
     return g
 

@@ -235,10 +235,11 @@ def neighbour_pool(emb: np.ndarray, width: int, index: ClusterIndex | None = Non
     w = min(int(width), n - 1)
     if w < 1:
         return np.zeros((n, 0), dtype=np.int64)
-    unit = _unit(emb)
+    covers = index is not None and len(index.cell) == n     # an index over these rows
+    unit = index.ctx if covers else _unit(emb)               # (built from their unit vectors)
     if index is None and n * n > EXACT_MAX_CELLS:
         index = ClusterIndex(unit)
-    cells = index.cell if index is not None and len(index.cell) == n else None
+    cells = index.cell if covers else None
     return _search(unit, unit, w, np.arange(n), index, cells).astype(np.int64)
 
 
@@ -255,5 +256,6 @@ def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int,
     kk = min(int(k), len(ctx_x))
     if kk < 1 or len(new_x) == 0:
         return np.zeros((2, 0), dtype=np.int64)
-    idx = _search(_unit(new_x), _unit(ctx_x), kk, index=index)
+    ctx_unit = _unit(ctx_x) if index is None else index.ctx   # the index holds them
+    idx = _search(_unit(new_x), ctx_unit, kk, index=index)
     return np.stack([idx.ravel(), np.repeat(np.arange(len(new_x)), kk)]).astype(np.int64)
