@@ -281,7 +281,9 @@ def _pair_heads(score_head: nn.Sequential, cost_head: nn.Sequential, hq: torch.T
         m = torch.cat([m, b[:, None, :]], dim=1)             # (n_llms, d + 1, 2d)
         m = m.permute(1, 0, 2).reshape(d + 1, -1)
         pre = torch.addmm(m[d], hu, m[:d])                   # (n_q, n_llms * 2d)
-        out = torch.relu(pre).view(-1, 2 * d) @ w2.T + b2
+        # second layers of every LLM's block at once: (n_q, n_llms * 2d) @ blockdiag(w2^T)
+        # (a product with 2 output columns per row is slow on CPU, and so is its backward)
+        out = (torch.relu(pre) @ torch.block_diag(*[w2.T] * n_l)).view(-1, 2) + b2
         out = out[inv * n_l + l_idx]
     else:
         pre = torch.addmm(b[l_idx], hu[inv] * hl[l_idx], wx.T) + hu[inv] @ wq.T

@@ -275,7 +275,9 @@ class RoutingGraphBuilder:
             near_t = self._near(tid, context, self.k)[0]
             rest = np.flatnonzero(context)
             extra = rng.choice(rest, min(int(context_size), len(rest)), replace=False)
-            nodes = np.unique(np.concatenate([tid, near_t, extra]))
+            mark = np.zeros(n, bool)   # the union, in increasing id order, without a sort
+            mark[tid], mark[near_t], mark[extra] = True, True, True
+            nodes = np.flatnonzero(mark)
             reads = np.zeros(n, bool)   # the LLM nodes read a uniform sample of the context
             reads[extra] = True
         else:

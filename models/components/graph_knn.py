@@ -74,7 +74,8 @@ def _top_k(sims: np.ndarray, kk: int) -> np.ndarray:
     """Column indices of each row's ``kk`` largest values, largest first (ties in any order)."""
     if kk >= sims.shape[1]:
         return np.argsort(-sims, axis=1)[:, :kk]
-    part = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+    n = sims.shape[1]
+    part = np.argpartition(sims, n - kk, axis=1)[:, n - kk:]   # (no negated copy)
     vals = np.take_along_axis(sims, part, axis=1)
     return np.take_along_axis(part, np.argsort(-vals, axis=1), axis=1)
 
