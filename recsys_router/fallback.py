@@ -23,13 +23,20 @@ choice unless the other baseline leads beyond the noise on its own queries). ``d
 baseline's.
 
 That comparison over *all* held-out queries gives the verdict (``default``) every task
-follows: the queries go to the baseline when the router does not beat it on the mean,
-``mean(d) < -verdict_z * SE(d)`` with ``verdict_z = 0`` (``SE = sd(d) / sqrt(n)``), so
-the router is kept when it routes at least as well as the baseline on the held-out queries.
-The two candidates are compared on the same queries, so picking the higher held-out mean is
-the choice with the higher expected test score; a positive ``verdict_z`` keeps the router
-unless it loses beyond the noise (``verdict_z = z``: the earlier rule, which kept routers
-that lost to best-single by about one inner SE).
+follows: the queries go to the baseline when ``mean(d) < -verdict_z * SE(d)``
+(``SE = sd(d) / sqrt(n)``). ``verdict_z="auto"`` (the default) reads the training data:
+
+* **no costs** (quality is the whole objective, as in RouterEval's ``mu_o``):
+  ``verdict_z = 0``, the router is kept only when it routes at least as well as the
+  baseline on the mean. The two are compared on the same queries, so the higher held-out
+  mean is the choice with the higher expected test score; keeping a router that loses within
+  the noise kept routers that lost to best-single by about one inner SE (cruxeval's graph);
+* **costs** (a budget sweep decides): ``verdict_z = z``, the router is kept unless it loses
+  beyond the noise. The comparison sees only the quality of each choice's top LLM, while a
+  router's value there lies in trading quality for cost along the sweep: on the ORBIT split
+  of routerbench_zs, ``verdict_z = 0`` sent mf, mirt and the cost-aware routers to
+  best-single (GPT-4) and cut the best nAUC from 0.83 to 0.82 (``benchmarks/README.md``).
+
 A task with at least ``min_task_queries`` held-out queries departs from it only on
 significant evidence of its own in the opposite direction (``z = 1.645``, a one-sided
 paired test at 5 %): under a "router" verdict it
@@ -77,7 +84,8 @@ AUTO_INNER_FOLDS = 5
 MIN_TASK_QUERIES = 30
 #: standard errors a baseline must lead by (one-sided 5 %): baseline choice, task departures
 Z = 1.645
-#: standard errors by which a baseline must beat the router on all held-out queries
+#: standard errors by which a baseline must beat the router on all held-out queries when the
+#: training data has no costs (``verdict_z="auto"``; with costs: :data:`Z`)
 VERDICT_Z = 0.0
 _MAX_TASKS = 100_000
 
@@ -196,9 +204,10 @@ class SafeFallbackRouter(InnerRouterState, Router):
     z : float
         Standard errors of the per-task departures from the verdict and of the baseline
         choice (task-best only when it beats best-single by more).
-    verdict_z : float
+    verdict_z : float or "auto"
         Standard errors by which the baseline must beat the router on all held-out queries
-        for the verdict to fall back (0: whenever the router's mean is lower).
+        for the verdict to fall back (0: whenever the router's mean is lower); "auto":
+        :data:`VERDICT_Z` (0) when the training data has no observed cost, else ``z``.
     min_task_queries : int
         Held-out queries a task needs to be decided on its own.
     inner_folds : int or "auto"
@@ -243,7 +252,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
 
     def __init__(self, router: Router, val_fraction: float = 0.2, seed: int = 0,
                  enabled: bool = True, z: float = Z, min_task_queries: int = MIN_TASK_QUERIES,
-                 inner_folds: int | str = "auto", verdict_z: float = VERDICT_Z):
+                 inner_folds: int | str = "auto", verdict_z: float | str = "auto"):
         self.router = router
         self.val_fraction = val_fraction
         self.seed = seed
@@ -290,7 +299,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
             self.router_ = self._clone().fit(train, val)
             self.fallback_ = {"enabled": False, "tasks": {}, "default": "router"}
             return
-        k = self._n_folds(train)
+        k, vz = self._n_folds(train), self._verdict_z(train)     # bad values fail before fits
         splits = self._splits(train, k)
         n_val = sum(len(va) for _, va in splits)
         if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
@@ -313,14 +322,27 @@ class SafeFallbackRouter(InnerRouterState, Router):
             keys.append(task_keys(inner_va.tasks))
         got = {k: np.concatenate(v) for k, v in got.items()}
         keys = np.concatenate(keys)
-        self.fallback_ = self._decide_all(got, keys, n_val, k)
+        self.fallback_ = self._decide_all(got, keys, n_val, k, vz)
         holds_out = len(splits) == 1 and float(router.get_params().get("val_fraction", 0) or 0) > 0
         self.router_ = router if holds_out else self._clone().fit(train, val)
         self.fallback_["refitted"] = not holds_out
 
-    def _decide_all(self, got: dict, keys: np.ndarray, n_val: int, n_folds: int = 1) -> dict:
+    def _verdict_z(self, train: RoutingData | None) -> float:
+        """``verdict_z`` resolved: "auto" -> 0 without observed costs (or no data), else ``z``."""
+        v = self.verdict_z
+        if isinstance(v, str) and v == "auto":
+            costs = None if train is None else train.costs
+            priced = costs is not None and bool(np.isfinite(costs).any())
+            return float(self.z) if priced else VERDICT_Z
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        if not ok or not np.isfinite(float(v)) or float(v) < 0:
+            raise ValueError(f"verdict_z must be a finite number >= 0 or 'auto', got {v!r}")
+        return float(v)
+
+    def _decide_all(self, got: dict, keys: np.ndarray, n_val: int, n_folds: int = 1,
+                    verdict_z: float | None = None) -> dict:
         z, n_min = float(self.z), int(self.min_task_queries)
-        vz = float(self.verdict_z)
+        vz = self._verdict_z(None) if verdict_z is None else float(verdict_z)
         overall = paired_decision(got["router"], got["best-single"], got["task-best"], z,
                                   z_keep=vz)
         default = "router" if overall is None else overall["decision"]

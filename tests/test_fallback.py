@@ -491,6 +491,39 @@ def test_auto_inner_folds_for_routers_declaring_a_cell_limit():
         SmallSetRule.fold_max_cells = 80
 
 
+def _priced(d, cost):
+    return RoutingData(d.queries, d.llms, d.scores, np.full(d.scores.shape, cost))
+
+
+def test_verdict_z_auto_reads_the_costs():
+    d = _data()
+    fb = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4)
+    # no costs: quality is the objective -> 0; observed costs: a sweep decides -> z
+    assert fb._verdict_z(d) == 0.0 and fb._verdict_z(_priced(d, 0.5)) == 1.645
+    assert SafeFallbackRouter(TextRule(), z=2.0)._verdict_z(_priced(d, 0.5)) == 2.0
+    assert SafeFallbackRouter(TextRule(), verdict_z=0.7)._verdict_z(_priced(d, 0.5)) == 0.7
+    for bad in ("sometimes", -1, float("nan"), True, None):
+        with pytest.raises(ValueError, match="verdict_z"):
+            SafeFallbackRouter(TextRule(), verdict_z=bad).fit(d)
+    # the fitted record says which was used: the router loses within the noise on all
+    # held-out queries of a priced copy of the small-tasks data -> kept there, back without costs
+    keys = np.array(["A"] * 40 + ["B"] * 40 + ["C"] * 3, dtype=object)
+    got = {"router": np.r_[np.ones(40), np.zeros(43)], "best-single": np.zeros(83),
+           "task-best": np.r_[np.zeros(40), np.ones(43)]}
+    priced = fb._decide_all(got, keys, 83, 1, fb._verdict_z(_priced(d, 0.5)))
+    plain = fb._decide_all(got, keys, 83, 1, fb._verdict_z(d))
+    assert (priced["default"], priced["verdict_z"]) == ("router", 1.645)
+    assert (plain["default"], plain["verdict_z"]) == ("task-best", 0.0)
+
+
+def test_verdict_z_auto_on_a_fit_with_and_without_costs():
+    d = _data()
+    # the fitted record shows the resolved value
+    a = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4).fit(d)
+    b = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4).fit(_priced(d, 1.0))
+    assert a.fallback_["verdict_z"] == 0.0 and b.fallback_["verdict_z"] == 1.645
+
+
 def test_lightning_routers_declare_the_cell_limit():
     from recsys_router.registry import make_router
     for name in ("mf", "mirt", "nirt", "two-tower", "graph"):
