@@ -69,3 +69,15 @@ def test_evaluate_auto_writes_the_chosen_parameters_in_the_notes():
     note = [n for n in res.notes if "knn --auto 2:" in n]
     assert note and "2 trials; chosen" in note[0]
     assert not any("best-single --auto" in n for n in res.notes)
+
+
+def test_the_fallback_around_a_tuned_cheap_router_holds_out_every_query():
+    # knn fits in seconds, so its search does too: the safe fallback around the tuned knn gets
+    # the five inner folds (every training query held out once), as it does around plain knn;
+    # a tuned Lightning router keeps one held-out part
+    from recsys_router.fallback import SafeFallbackRouter
+    assert AutoTunedRouter("knn").cheap_fit and not AutoTunedRouter("mf").cheap_fit
+    d = make_synthetic(200, 4, 3, seed=1)
+    fb = SafeFallbackRouter(AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=1),
+                            seed=0).fit(d)
+    assert (fb.fallback_["inner_folds"], fb.fallback_["n_val"]) == (5, 200)
