@@ -67,8 +67,8 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
-from .inner_validation import (DECISIONS, paired_decision, realised_scores, stratified_folds,
-                               stratified_holdout, task_keys)
+from .inner_validation import (DECISIONS, check_z, paired_decision, realised_scores,
+                               stratified_folds, stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf, StateError
@@ -279,7 +279,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
             if getattr(self.router, "cheap_fit", False):
                 return AUTO_INNER_FOLDS
             limit = int(getattr(self.router, "fold_max_cells", 0) or 0)
-            cells = int(np.isfinite(train.scores).sum())
+            cells = int(train.observed.sum())
             return AUTO_INNER_FOLDS if 0 < cells <= limit else 1
         ok = isinstance(self.inner_folds, (int, np.integer)) and not isinstance(self.inner_folds,
                                                                                bool)
@@ -334,10 +334,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
             costs = None if train is None else train.costs
             priced = costs is not None and bool(np.isfinite(costs).any())
             return float(self.z) if priced else VERDICT_Z
-        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-        if not ok or not np.isfinite(float(v)) or float(v) < 0:
-            raise ValueError(f"verdict_z must be a finite number >= 0 or 'auto', got {v!r}")
-        return float(v)
+        return check_z(v, "verdict_z (or 'auto')")
 
     def _decide_all(self, got: dict, keys: np.ndarray, n_val: int, n_folds: int = 1,
                     verdict_z: float | None = None) -> dict:

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["task_keys", "stratified_holdout", "stratified_folds", "realised_scores",
+__all__ = ["check_z", "task_keys", "stratified_holdout", "stratified_folds", "realised_scores",
            "paired_decision", "DECISIONS"]
 
 #: what can decide a query's LLM under the safe fallback
@@ -130,6 +130,14 @@ def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return out
 
 
+def check_z(value, name: str) -> float:
+    """``value`` as a float standard-error count, or a one-line error naming ``name``."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not np.isfinite(float(value)) or float(value) < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
 def _mean_se(d: np.ndarray) -> tuple[float, float | None]:
     """Mean and standard error (ddof 1; None for one value) of paired differences."""
     return float(d.mean()), (float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else None)
@@ -197,13 +205,9 @@ def paired_decision(router, best_single, task_best, z: float,
     other = "task-best" if prefer == "best-single" else "best-single"
     base = other if e_se is not None and lead > float(z) * e_se else prefer
     diff, se = _mean_se(r - (b if base == "best-single" else t))
-    zk = float(z if z_keep is None else z_keep)
-    if zk < 0 or not np.isfinite(zk):
-        raise ValueError(f"z_keep must be a finite number >= 0, got {z_keep!r}")
-    if zk == 0:
-        loses = diff < 0
-    else:
-        loses = se is not None and diff < -zk * se
+    zk = float(z) if z_keep is None else check_z(z_keep, "z_keep")
+    # without an SE (one query) only z_keep = 0 can send the query to the baseline
+    loses = diff < -zk * se if se is not None else (zk == 0 and diff < 0)
     decision = base if loses else "router"
     better = se is not None and diff > float(z) * se
     return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision,

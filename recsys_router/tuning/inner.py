@@ -149,18 +149,20 @@ class AutoTunedRouter(InnerRouterState, Router):
         from ..registry import make_router
         return make_router(self.name, **{**(self.params or {}), **extra})
 
+    def _factory_flag(self, flag: str) -> bool:
+        from ..registry import router_factory
+        return bool(getattr(router_factory(self.name), flag, False))
+
     @property
     def uses_text(self) -> bool:            # type: ignore[override]
-        from ..registry import router_factory
-        return bool(getattr(router_factory(self.name), "uses_text", False))
+        return self._factory_flag("uses_text")
 
     @property
     def cheap_fit(self) -> bool:            # type: ignore[override]
         """The tuned router's: a search of cheap fits is cheap too, so the safe fallback
         around it gets its inner folds (one held-out fifth chose the fall-back baseline by
         luck on bfcl_v1, where the defaults' five folds did not)."""
-        from ..registry import router_factory
-        return bool(getattr(router_factory(self.name), "cheap_fit", False))
+        return self._factory_flag("cheap_fit")
 
     def _space(self, probe: Router) -> tuple[SearchSpace, dict, list]:
         space = load_search_space(search_space_path(self.name, self.search_dir))
