@@ -402,6 +402,15 @@ class SafeFallbackRouter(InnerRouterState, Router):
 
     # ------------------------------------------------------------------ declared state
     @classmethod
+    def _check_stored_params(cls, params: dict, where: str) -> None:
+        v = params.get("verdict_z", "auto")
+        if v != "auto":
+            try:
+                check_z(v, "verdict_z (or 'auto')")
+            except ValueError as exc:
+                raise StateError(f"{where}.params: {exc}") from None
+
+    @classmethod
     def _check_state(cls, fields: dict, headers: dict, dims: dict) -> dict:
         out = super()._check_state(fields, headers, dims)
         fb = out["fallback_"]
