@@ -130,6 +130,16 @@ def router_spec(name: str, encoder: str, seed: int, params: dict | None = None):
     return name
 
 
+def run_config(a: argparse.Namespace, names: list[str], params: dict, encoder: str,
+               **split) -> EvalConfig:
+    """The run's :class:`EvalConfig` for either part: the routers, their ``--params``, and
+    ``--no-fallback`` and ``--auto`` (one place, so both parts honour them), with the part's
+    protocols and split (``split``: protocols, folds or split_column, seed)."""
+    return EvalConfig([router_spec(n, encoder, a.seed, params) for n in names], encoder=encoder,
+                      router_params={n: p for n, p in params.items() if n in names},
+                      fallback=not a.no_fallback, auto=a.auto, **split)
+
+
 def parse_params(text: str) -> dict:
     """``"mf.batch_size=512,mirt.max_epochs=5"`` -> ``{"mf": {"batch_size": 512}, ...}``;
     a value may be a Python literal with commas inside brackets, e.g.
@@ -289,27 +299,26 @@ def main(argv=None) -> None:
     per = dict(kv.split("=", 1) for kv in a.encoders.split(",") if kv.strip())
     names = [r.strip() for r in a.routers.split(",") if r.strip()]
     params = parse_params(a.params)
-    rparams = {n: p for n, p in params.items() if n in names}
     if a.part in ("anchor", "both"):
         t0 = time.perf_counter()
         data = anchor_data()
-        cfg = EvalConfig([router_spec(n, a.encoder, a.seed, params) for n in names],
-                         protocols=["orbit"], split_column="split", seed=0, encoder=a.encoder,
-                         router_params=rparams)
+        cfg = run_config(a, names, params, a.encoder, protocols=["orbit"],
+                         split_column="split", seed=0)
         res = evaluate(data, cfg)
         tab = summary(res, ["orbit"])
         write(out, "anchor_routerbench_zs", anchor_table(tab), res,
               f"### ORBIT protocol on routerbench_zs ({data.n_queries} rows, ORBIT 20/80 split, "
-              f"encoder {a.encoder}; {time.perf_counter() - t0:.0f} s)\n\n`{cmd}`", readme)
+              f"encoder {a.encoder}{', --auto ' + str(a.auto) if a.auto else ''}"
+              f"{', no fallback' if a.no_fallback else ''}; {time.perf_counter() - t0:.0f} s)"
+              f"\n\n`{cmd}`", readme)
     if a.part in ("folds", "both"):
         for ds in [d.strip() for d in a.datasets.split(",") if d.strip()]:
             t0 = time.perf_counter()
             data = load_shared_subset(ds, a.max_queries, a.seed)
             enc = per.get(ds, a.encoder)
             protos = PROTOCOLS.get(ds, ["routereval"])
-            cfg = EvalConfig([router_spec(n, enc, a.seed, params) for n in names],
-                             protocols=protos, folds=a.folds, seed=a.seed, encoder=enc,
-                             router_params=rparams, fallback=not a.no_fallback, auto=a.auto)
+            cfg = run_config(a, names, params, enc, protocols=protos, folds=a.folds,
+                             seed=a.seed)
             res = evaluate(data, cfg)
             tab = summary(res, protos)
             how = f"{a.folds}-fold CV" if a.folds > 1 else "one 8:1:1 split"

@@ -45,3 +45,20 @@ def test_unpaired_readme_marker_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="without its pair"):
         update_readme(f, "r/x", "t\n")
     assert f.read_text() == "<!-- bench_quality: r/x -->\nno end\n"
+
+
+@pytest.mark.parametrize("split", [{"protocols": ["orbit"], "split_column": "split", "seed": 0},
+                                   {"protocols": ["routereval"], "folds": 5, "seed": 3}])
+def test_both_parts_honour_no_fallback_and_auto(split):
+    # the anchor part once built its config without them, so --no-fallback kept the fallback
+    import argparse
+
+    from benchmarks.bench_quality import run_config
+    params = {"graph": {"batch_size": 23}, "mf": {"lr": 0.1}}
+    for flags, fallback, auto in (({"no_fallback": True, "auto": 4}, False, 4),
+                                  ({"no_fallback": False, "auto": 0}, True, 0)):
+        cfg = run_config(argparse.Namespace(seed=1, **flags), ["best-single", "graph"], params,
+                         "minilm", **split)
+        assert (cfg.fallback, cfg.auto) == (fallback, auto)
+        assert cfg.router_params == {"graph": {"batch_size": 23}}
+        assert cfg.protocols == split["protocols"] and cfg.seed == split["seed"]
