@@ -53,6 +53,8 @@ def _params(text: str) -> dict:
             out[k] = int(v) if v.lstrip("-").isdigit() else float(v)
         except ValueError:
             raise SystemExit(f"--params value of {k!r} must be a number, got {v[:40]!r}") from None
+        if not np.isfinite(out[k]):
+            raise SystemExit(f"--params value of {k!r} must be a finite number, got {v[:40]!r}")
     return out
 
 

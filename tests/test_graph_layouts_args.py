@@ -28,3 +28,29 @@ def test_router_seeds_parse():
         assert graph_layouts._router_seeds("0, 1,2") == [0, 1, 2]
     finally:
         sys.path.remove(str(BENCH))
+
+
+@pytest.mark.parametrize("bad, why", [("batch_size", "k=v pairs"), ("=3", "k=v pairs"),
+                                      ("__import__('os')=1", "k=v pairs"),
+                                      ("lr=abc", "must be a number"),
+                                      ("seed=1;import os", "must be a number"),
+                                      ("lr=nan", "finite number"), ("lr=-inf", "finite number")])
+def test_bad_params_stop_with_one_line(bad, why):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import graph_layouts
+        with pytest.raises(SystemExit, match=why):
+            graph_layouts.main(["--params", bad])
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_params_parse_numbers():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import graph_layouts
+        got = graph_layouts._params("batch_size=23, max_epochs=20,val_fraction=0.1,x=-2")
+        assert got == {"batch_size": 23, "max_epochs": 20, "val_fraction": 0.1, "x": -2}
+        assert isinstance(got["batch_size"], int) and isinstance(got["val_fraction"], float)
+    finally:
+        sys.path.remove(str(BENCH))
