@@ -84,3 +84,39 @@ def test_hold_out_is_seeded_and_disjoint():
 def test_bad_settings_are_rejected(bad):
     with pytest.raises(ValueError, match="val_fraction|max_steps|batch_size|max_epochs"):
         make_router("mf", encoder_options={"dim": 16}, **bad).fit(make_synthetic(40, 3, 2, seed=0))
+
+
+@pytest.mark.parametrize("smooth, stop_at", [(1, 3), (2, 4)])
+def test_smoothed_plateau_rule_averages_the_last_checks(smooth, stop_at):
+    # losses 0.60, 0.50, 0.56, 0.52, 0.55, 0.56 with patience 2, no minimum:
+    # raw: best 0.50 at check 1, bad at 2 and 3 -> stop at check 3;
+    # means of 2: 0.60, 0.55, 0.53, 0.54, 0.535, 0.555 -> best 0.53 at 2, bad at 3, 4 -> check 4
+    cb = early_stopping_callback(patience=2, min_steps=0, smooth=smooth)
+    t, m = _Trainer(), _Module()
+    for i, loss in enumerate([0.60, 0.50, 0.56, 0.52, 0.55, 0.56]):
+        t.global_step = i
+        t.callback_metrics = {"val/mu_o": torch.tensor(0.7), "val/loss": torch.tensor(loss)}
+        cb.on_validation_end(t, m)
+        if t.should_stop:
+            break
+    assert cb.stopped_at == stop_at
+
+
+def test_smoothing_must_be_at_least_one_check():
+    with pytest.raises(ValueError, match="smooth must be >= 1"):
+        early_stopping_callback(patience=2, min_steps=0, smooth=0)
+
+
+@pytest.mark.parametrize("name,extra,smooth", [("mf", {}, 1),
+                                               ("graph", {"hidden": 8, "batch_size": 128}, 3)])
+def test_router_passes_its_module_smoothing_to_the_callback(monkeypatch, name, extra, smooth):
+    import recsys_router.models.base.lightning_router as lr
+    seen = []
+
+    def spy(patience, min_steps, smooth=1):
+        seen.append(smooth)
+        return early_stopping_callback(patience, min_steps, smooth)
+    monkeypatch.setattr(lr, "early_stopping_callback", spy)
+    make_router(name, encoder_options={"dim": 32}, max_steps=12, val_fraction=0.25, seed=1,
+                **extra).fit(make_synthetic(80, 4, 3, seed=6))
+    assert seen == [smooth]

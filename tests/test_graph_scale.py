@@ -185,9 +185,11 @@ def test_one_epoch_predicts_each_training_record_once(monkeypatch):
 
 def test_default_batches_hold_at_most_a_steps_targets(monkeypatch):
     # n = 2,540 train queries: the rule's batch (1,024) exceeds cap = int(0.3 n) = 762, so
-    # ceil(2540 / 762) = 4 equal batches of 635; 80 steps (60 passes would be 240)
+    # ceil(2540 / 762) = 4 equal batches of 635. Steps: a step's graph holds all 2,540
+    # queries (635 x 6 + 4,096 > 2,540), so the cap is 720,000 // 2,540 = 283; 60 passes
+    # would be 240 steps, raised to the floor min(300, 283) = 283
     p = GraphRouter()._plan(2540)
-    assert (p.batch_size, p.max_steps) == (635, 80)
+    assert (p.batch_size, p.max_steps) == (635, 283)
     assert GraphRouter(target_fraction=0.5)._plan(2540).batch_size == 1024   # cap 1,270
     assert GraphRouter()._plan(90_000).batch_size == 1024                   # cap 27,000
     assert GraphRouter(batch_size=100)._plan(2540).batch_size == 100        # given: kept
@@ -225,3 +227,20 @@ def test_edge_gat_equals_pyg_gat_with_the_same_weights(dense, monkeypatch):
     empty = torch.zeros((2, 0), dtype=torch.long)
     torch.testing.assert_close(lean((xs, xd), empty, edge_attr=torch.zeros(0, 2)),
                                ref((xs, xd), empty, edge_attr=torch.zeros(0, 2)))
+
+
+def test_default_steps_follow_the_graph_work_budget():
+    # 567 queries: batches of ceil(567 / ceil(567 / 170)) = 142; cap 720,000 // 567 = 1,269,
+    # 60 passes = 240 steps -> the 300-step floor
+    assert (GraphRouter()._plan(567).batch_size, GraphRouter()._plan(567).max_steps) == (142, 300)
+    # 90,000 queries: sampled subgraphs of min(90,000, 1,024 x 6 + 4,096) = 10,240 nodes ->
+    # 720,000 // 10,240 = 70, clipped up to 80
+    assert GraphRouter()._plan(90_000).max_steps == 80
+    # full-batch steps on 90,000 queries (context_size=0): 8, clipped up to 80
+    assert GraphRouter(context_size=0)._plan(90_000).max_steps == 80
+    # k = 1 on 9,000 queries: min(9,000, 1,024 x 2 + 4,096) = 6,144 nodes -> cap 117;
+    # 24 x (30,000 / 9,000) ** 0.5 = 43.8 passes would be 386 steps
+    assert GraphRouter(k=1)._plan(9000).max_steps == 117
+    # a given budget is kept: 2 epochs of 142-query batches = 8 steps
+    assert GraphRouter(max_epochs=2)._plan(567).max_steps == 8
+    assert GraphRouter(max_steps=50)._plan(567).max_steps == 50

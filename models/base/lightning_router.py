@@ -270,15 +270,18 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
             raise ValueError(f"val_fraction must be in [0, 1), got {frac!r}")
         return frac
 
-    def _plan(self, n_items: int, batch_size: int | None = None):
+    def _plan(self, n_items: int, batch_size: int | None = None, step_cap: int | None = None):
         """The training plan for ``n_items`` training items and this router's settings
-        (``batch_size``: a family's own batch rule, used where the router sets none)."""
+        (``batch_size``, ``step_cap``: a family's own rules, used where the router sets no
+        batch size or budget; ``step_cap`` replaces the module's ``plan_options`` one)."""
         import math
 
         from .schedule import data_scaled_plan
         steps = self.max_steps
         batch = self.batch_size or batch_size
         limits = dict(getattr(self.module_class(), "plan_options", {}) or {})
+        if step_cap is not None:
+            limits["step_cap"] = int(step_cap)
         if steps is None and self.max_epochs is not None:
             b = batch or data_scaled_plan(n_items, **limits).batch_size
             steps = int(self.max_epochs) * math.ceil(n_items / b)
@@ -305,7 +308,8 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         callbacks, best = [], None
         kwargs = {}
         if validate:
-            best = early_stopping_callback(int(self.patience), plan.min_steps)
+            best = early_stopping_callback(int(self.patience), plan.min_steps,
+                                           int(getattr(self.module_class(), "stop_smoothing", 1)))
             callbacks = [best]
             # checks at epoch ends (a mid-epoch check disagreed with the fitted graph router's
             # routing), every epoch or every few: about every ``check_every`` steps

@@ -83,6 +83,9 @@ class RouterModule(pl.LightningModule):
         Whether the router exposes the loss kind and options as hyperparameters.
     fixed_mode : str or None
         A batch layout the model always trains on (the router then takes no ``mode``).
+    stop_smoothing : int
+        Checks whose held-out losses early stopping averages before comparing (1: each
+        check's own; see :func:`~recsys_router.models.base.training.early_stopping_callback`).
 
     Subclass contract
     -----------------
@@ -108,6 +111,8 @@ class RouterModule(pl.LightningModule):
     #: the data-scaled learning-rate plan, set by the router for one fit (None: constant lr)
     lr_plan = None
     default_loss = "bce"
+    #: checks averaged by the early-stopping plateau rule (1: each check's own loss)
+    stop_smoothing = 1
     router_loss_options = True
     fixed_mode: str | None = None
 

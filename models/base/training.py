@@ -80,11 +80,20 @@ def rescored(data: RoutingData | None, scale) -> RoutingData | None:
                        data.costs, name=data.name, source=data.source, meta=data.meta)
 
 
-def early_stopping_callback(patience: int, min_steps: int):
+def early_stopping_callback(patience: int, min_steps: int, smooth: int = 1):
     """A callback that keeps the network of the check with the best held-out ``mu_o`` (ties:
     the later one) and stops once the held-out loss has not improved for ``patience``
-    checks, never before ``min_steps`` optimizer steps (Lightning imported when needed)."""
+    checks, never before ``min_steps`` optimizer steps (Lightning imported when needed).
+
+    ``smooth`` > 1 compares the mean loss of the last ``smooth`` checks instead of each
+    check's own (fewer at the start): on a small held-out split the loss moves by about as
+    much from check to check as it improves over several, so one lucky low check would
+    start the count of ``patience`` bad checks.
+    """
     from pytorch_lightning.callbacks import Callback
+
+    if int(smooth) < 1:
+        raise ValueError(f"smooth must be >= 1 checks, got {smooth!r}")
 
     class BestNetEarlyStop(Callback):
         """Best-``mu_o`` weights and loss-plateau stopping after a minimum of steps."""
@@ -92,6 +101,7 @@ def early_stopping_callback(patience: int, min_steps: int):
         def __init__(self):
             self.value, self.state, self.step = -np.inf, None, None
             self.best_loss, self.bad, self.stopped_at = np.inf, 0, None
+            self.losses: list[float] = []
 
         def on_validation_end(self, trainer, pl_module):  # after the check's metrics are logged
             if trainer.sanity_checking:
@@ -101,8 +111,11 @@ def early_stopping_callback(patience: int, min_steps: int):
             if m is not None and float(m) >= self.value:
                 self.value, self.step = float(m), step
                 self.state = copy.deepcopy(pl_module.net.state_dict())
-            if loss is not None and float(loss) < self.best_loss - 1e-6:
-                self.best_loss, self.bad = float(loss), 0
+            if loss is not None:
+                self.losses.append(float(loss))
+                loss = float(np.mean(self.losses[-int(smooth):]))
+            if loss is not None and loss < self.best_loss - 1e-6:
+                self.best_loss, self.bad = loss, 0
             else:
                 self.bad += 1
             if self.bad >= patience and step >= min_steps:
