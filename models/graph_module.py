@@ -88,6 +88,7 @@ class GraphModule(RouterModule):
     trainer_defaults = {"batch_size": 2048, "max_epochs": 10}
     # a step predicts every cell of up to target_fraction of the train queries from a subgraph
     # of about the whole graph's size on small sets: batches of >= 1,024 queries, 80 steps
+    # (GraphRouter._plan raises the cap where a step's graph is small)
     plan_options = {"min_batch": 1024, "step_cap": 80}
     router_loss_options = False
     fixed_mode = "listwise"
@@ -237,8 +238,8 @@ class GraphRouter(LightningRouter):
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; one graph step is taken
         per training batch of queries (``batch_size`` counts queries), whose cells are that
         step's targets. Without ``batch_size``/``max_epochs`` the budget is data-scaled
-        (``GraphModule.plan_options``: batches of >= 1,024 queries, at most 80 steps; never
-        more queries than a step hides, see :meth:`_plan`).
+        (batches of >= 1,024 queries, never more than a step hides; steps capped by a budget
+        of graph work, 80 on 10,000 queries, more on smaller sets; see :meth:`_plan`).
 
     Example
     -------

@@ -26,7 +26,8 @@ Defaults scaled to the data (every Lightning router):
 * early stopping is on (``val_fraction=0.1``): a seeded tenth of the training queries is held
   out (or ``fit``'s ``val``), checked at epoch ends about every 5% of the step budget; training
   stops once the
-  held-out loss has not improved for ``patience`` checks, never before 40% of the budget
+  held-out loss (the graph router: the mean of its last 3 checks, ``stop_smoothing``) has
+  not improved for ``patience`` checks, never before 40% of the budget
   (held-out ``mu_o`` alone plateaus at the best single LLM's level early in training, which
   stopped the graph router before it learned to route), and the network of the check with
   the best held-out ``mu_o`` (the later one on ties) is kept;

@@ -20,7 +20,7 @@ for pointwise losses; queries for listwise ones, pairs for pairwise ones):
 The number of LLMs enters through ``n`` (cells = queries x observed LLMs). The constants
 were set from the cost of a step (10,000 x 30 cells in about 12 CPU s for ``mf``), not tuned
 on any dataset. A model whose step is dear passes ``min_batch`` and
-``step_cap`` (the graph router: 1,024 and 80).
+``step_cap`` (the graph router: 1,024, and a cap from its step's graph size, 80-2,000).
 
 Reference: Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
 arXiv:1706.02677 (2017) (warm-up with large batches); Loshchilov & Hutter, "SGDR:
