@@ -9,6 +9,10 @@ folds`` writes) and prints two Markdown tables of RouterEval ``mu_o`` (higher is
    router and the best other learned router (e.g. ``knn``, ``linearr``).
 2. **--auto N against the defaults** (``--auto-tag``): per dataset and router present in both
    files, the paired difference.
+3. **Kept on a small lead** (``--kept-leads Z``): every router-fold whose safe-fallback note
+   (``folds_<dataset><tag>.md``) kept the router on an inner lead over its baseline of less
+   than ``Z`` standard errors (SE > 0), with the router's and that baseline's test-fold
+   ``mu_o``: what a verdict requiring a lead of ``Z`` SE would have handed to the baseline.
 
 A paired difference is computed fold by fold, ``d_f = a_f - b_f``, and shown as
 ``mean(d) ± sd(d)`` (``sd`` with ``ddof = 1``, as ``bench_quality`` writes its ``std`` rows),
@@ -23,13 +27,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["fold_values", "paired", "merge_runs", "defaults_table", "auto_table", "CF"]
+__all__ = ["fold_values", "paired", "merge_runs", "defaults_table", "auto_table", "kept_leads",
+           "CF"]
 
 #: the collaborative-filtering routers of the aims (bench_quality.CF)
 CF = ["mf", "mirt", "nirt", "two-tower", "graph", "als", "bpr"]
@@ -170,6 +176,58 @@ def merge_runs(frames: list[pd.DataFrame], names: list[str]) -> tuple[pd.DataFra
     return out, notes
 
 
+_NOTE = re.compile(r"^- fold (\d{1,3}): ([A-Za-z0-9_.:-]{1,80}) safe fallback: .{0,2000}?"
+                   r"all-queries verdict (router|best-single|task-best) \(all \d+ held-out "
+                   r"queries: router - (best-single|task-best) = ([+-]\d+\.\d+), SE (\d+\.\d+)\)")
+
+
+def kept_leads(note_paths: list[Path], scores: pd.DataFrame, below: float) -> pd.DataFrame:
+    """Router-folds the safe fallback kept on an inner lead of less than ``below`` SE.
+
+    Parameters
+    ----------
+    note_paths : list of Path
+        ``folds_<dataset><tag>.md`` reports, in the order of the runs joined into ``scores``;
+        a router-fold's note is taken from the first report that has it.
+    scores : DataFrame
+        Per-fold ``mu_o`` (:func:`fold_values`, joined with :func:`merge_runs`).
+    below : float
+        Standard errors a kept lead stays under to be listed (only notes with SE > 0).
+
+    Returns
+    -------
+    DataFrame
+        ``router``, ``fold``, ``inner`` (router minus baseline on the held-out training
+        queries), ``se``, ``baseline``, ``test`` (router minus baseline on the test fold).
+
+    Example
+    -------
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "f.md"
+    >>> _ = p.write_text("- fold 0: mf safe fallback: fell back on 0 of 2 tasks; all-queries "
+    ...                  "verdict router (all 9 held-out queries: router - best-single = "
+    ...                  "+0.0100, SE 0.0200); other queries: router\\n")
+    >>> s = pd.DataFrame({"mf": [0.70], "best-single": [0.75]}, index=[0])
+    >>> kept_leads([p], s, 1.0)[["router", "inner", "test"]].values.tolist()
+    [['mf', 0.01, -0.05]]
+    """
+    seen: dict = {}
+    for path in note_paths:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                m = _NOTE.match(line[:4000])
+                if m:
+                    f, r, verdict, base, diff, se = m.groups()
+                    seen.setdefault((r, int(f)), (verdict, base, float(diff), float(se)))
+    rows = []
+    for (r, f), (verdict, base, diff, se) in sorted(seen.items()):
+        if verdict == "router" and se > 0 and diff < below * se and r in scores.columns \
+                and base in scores.columns and f in scores.index:
+            rows.append({"router": r, "fold": f, "inner": diff, "se": se, "baseline": base,
+                         "test": round(float(scores.at[f, r] - scores.at[f, base]), 6)})
+    return pd.DataFrame(rows, columns=["router", "fold", "inner", "se", "baseline", "test"])
+
+
 def markdown(df: pd.DataFrame) -> str:
     head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns)
     return "\n".join([head] + ["| " + " | ".join(str(v) for v in r) + " |"
@@ -186,12 +244,17 @@ def main(argv=None) -> None:
                          "router from the first run that has it (the others' differences on "
                          "shared routers are printed)")
     ap.add_argument("--auto-tag", default="", help="suffix of the --auto run's files (optional)")
+    ap.add_argument("--kept-leads", type=float, default=None, metavar="Z",
+                    help="also list router-folds kept on an inner lead under Z SE (from the "
+                         "runs' .md notes) with their test-fold differences")
     ap.add_argument("--seed", type=int, default=0, help="unused (no randomness); for uniformity")
     a = ap.parse_args(argv)
+    if a.kept_leads is not None and not (np.isfinite(a.kept_leads) and a.kept_leads > 0):
+        raise SystemExit(f"--kept-leads must be a finite number > 0, got {a.kept_leads}")
     out = Path(a.out)
     names = [d.strip() for d in a.datasets.split(",") if d.strip()]
     tags = a.tag.split(",")
-    defaults, auto, notes = {}, {}, []
+    defaults, auto, notes, leads = {}, {}, [], []
     for ds in names:
         paths = [p for p in (out / f"folds_{ds}{t}.csv" for t in tags) if p.is_file()]
         if not paths:
@@ -200,6 +263,10 @@ def main(argv=None) -> None:
             continue
         defaults[ds], more = merge_runs([fold_values(p) for p in paths], [p.name for p in paths])
         notes += more
+        if a.kept_leads is not None:
+            md = [p.with_suffix(".md") for p in paths if p.with_suffix(".md").is_file()]
+            k = kept_leads(md, defaults[ds], a.kept_leads)
+            leads.append(k.assign(dataset=ds)[["dataset", *k.columns]])
         if a.auto_tag:
             q = out / f"folds_{ds}{a.auto_tag}.csv"
             if q.is_file():
@@ -213,6 +280,19 @@ def main(argv=None) -> None:
     if auto:
         print(f"\n--auto ({a.auto_tag}) against the defaults, mu_o, paired by fold\n")
         print(markdown(auto_table(defaults, auto)))
+    if leads:
+        k = pd.concat(leads, ignore_index=True)
+        cf = k[k["router"].isin(CF)]
+        print(f"\nRouter-folds kept on an inner lead under {a.kept_leads:g} SE, test-fold mu_o "
+              f"difference to the same baseline\n")
+        shown = k.assign(**{c: k[c].map(lambda v: f"{float(v):+.4f}") for c in ("inner", "test")},
+                         se=k["se"].map(lambda v: f"{float(v):.4f}"))
+        print(markdown(shown))
+        if len(cf):
+            t = cf["test"].to_numpy(dtype=float)
+            print(f"\nCF routers: {len(t)} router-folds; on the test fold {int((t < 0).sum())} "
+                  f"below the baseline, {int((t == 0).sum())} tied, {int((t > 0).sum())} above; "
+                  f"mean {t.mean():+.4f}")
 
 
 if __name__ == "__main__":

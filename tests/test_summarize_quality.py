@@ -84,3 +84,39 @@ def test_runs_are_joined_router_by_router(tmp_path, capsys):
     assert "| d | 2 | 0.6500 | - | mf 0.7500 | +0.1000 ± 0.0000 |" in out
     assert ("routers joined from folds_d_old.csv: mf; shared routers, largest |difference| "
             "over folds: best-single 0, graph 0.11") in out
+
+
+def _note(fold, router, verdict, base, diff, se):
+    return (f"- fold {fold}: {router} safe fallback: fell back on 0 of 2 tasks; all-queries "
+            f"verdict {verdict} (all 50 held-out queries: router - {base} = {diff}, SE {se}); "
+            "other queries: router\n")
+
+
+def test_kept_leads_by_hand(tmp_path, capsys):
+    _write(tmp_path / "folds_d.csv", {"best-single": [0.60, 0.70, 0.80],
+                                      "task-best": [0.65, 0.70, 0.80],
+                                      "mf": [0.58, 0.72, 0.80], "knn": [0.61, 0.70, 0.80]})
+    (tmp_path / "folds_d.md").write_text(
+        "### d\n"
+        + _note(0, "mf", "router", "best-single", "+0.0100", "0.0200")   # 0.5 SE: listed
+        + _note(1, "mf", "router", "task-best", "+0.0300", "0.0200")     # 1.5 SE: not
+        + _note(2, "mf", "best-single", "best-single", "-0.0100", "0.0200")  # fell back: not
+        + _note(0, "knn", "router", "best-single", "+0.0000", "0.0000")  # SE 0 (a tie): not
+        + _note(1, "knn", "router", "task-best", "+0.0050", "0.0100")    # 0.5 SE: listed
+        + "- fold 2: mf safe fallback: __import__('os') all-queries verdict router\n")  # no match
+    main(["--out", str(tmp_path), "--datasets", "d", "--kept-leads", "1"])
+    out = capsys.readouterr().out
+    # mf fold 0: test 0.58 - 0.60 = -0.02; knn fold 1 against task-best: 0.70 - 0.70 = 0
+    assert "| d | mf | 0 | +0.0100 | 0.0200 | best-single | -0.0200 |" in out
+    assert "| d | knn | 1 | +0.0050 | 0.0100 | task-best | +0.0000 |" in out
+    assert out.count("| d | ") == 3   # the defaults row and the two listed router-folds
+    # only CF routers in the summary: mf's one router-fold, below its baseline
+    assert "CF routers: 1 router-folds; on the test fold 1 below the baseline, 0 tied, 0 above; " \
+           "mean -0.0200" in out
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf"])
+def test_kept_leads_must_be_positive_and_finite(tmp_path, bad):
+    _write(tmp_path / "folds_d.csv", {"best-single": [0.6], "mf": [0.6]})
+    with pytest.raises(SystemExit, match="--kept-leads must be a finite number > 0"):
+        main(["--out", str(tmp_path), "--datasets", "d", "--kept-leads", bad])
