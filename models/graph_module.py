@@ -272,14 +272,14 @@ class GraphRouter(LightningRouter):
           ~140 queries) routing below the best single LLM.
         """
         kw = self.module_kwargs()
-        if batch_size is None and self.batch_size is None:
-            frac = float(kw.get("target_fraction", _TARGET_FRACTION))
-            cap = max(1, int(frac * n_items))
-            if super()._plan(n_items).batch_size > cap:
-                batch_size = -(-n_items // -(-n_items // cap))
+        batch = self.batch_size or batch_size
+        if batch is None:
+            batch = super()._plan(n_items).batch_size            # the rule's batch
+            cap = max(1, int(float(kw.get("target_fraction", _TARGET_FRACTION)) * n_items))
+            if batch > cap:
+                batch = batch_size = -(-n_items // -(-n_items // cap))
         step_cap = None
         if self.max_steps is None and self.max_epochs is None:
-            batch = self.batch_size or batch_size or super()._plan(n_items).batch_size
             ctx, k = (int(kw.get(n, _MODULE_DEFAULTS[n].default)) for n in ("context_size", "k"))
             nodes = n_items if not ctx else min(n_items, batch * (1 + k) + ctx)
             step_cap = min(max(_NODE_STEPS // max(nodes, 1), _STEP_FLOOR), _STEP_CEIL)

@@ -10,24 +10,25 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+@pytest.fixture
+def graph_layouts():
+    """The benchmark script as a module (imported from benchmarks/, path restored after)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import graph_layouts
+        yield graph_layouts
+    finally:
+        sys.path.remove(str(BENCH))
+
+
 @pytest.mark.parametrize("bad", ["x", "1,two", "-1", "", ",", "1;import os", ",".join(["1"] * 65)])
-def test_bad_router_seeds_stop_with_one_line(bad):
-    sys.path.insert(0, str(BENCH))
-    try:
-        import graph_layouts
-        with pytest.raises(SystemExit, match="--router-seeds must be 1 to 64"):
-            graph_layouts.main(["--router-seeds", bad])
-    finally:
-        sys.path.remove(str(BENCH))
+def test_bad_router_seeds_stop_with_one_line(graph_layouts, bad):
+    with pytest.raises(SystemExit, match="--router-seeds must be 1 to 64"):
+        graph_layouts.main(["--router-seeds", bad])
 
 
-def test_router_seeds_parse():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import graph_layouts
-        assert graph_layouts._router_seeds("0, 1,2") == [0, 1, 2]
-    finally:
-        sys.path.remove(str(BENCH))
+def test_router_seeds_parse(graph_layouts):
+    assert graph_layouts._router_seeds("0, 1,2") == [0, 1, 2]
 
 
 @pytest.mark.parametrize("bad, why", [("batch_size", "k=v pairs"), ("=3", "k=v pairs"),
@@ -35,22 +36,12 @@ def test_router_seeds_parse():
                                       ("lr=abc", "must be a number"),
                                       ("seed=1;import os", "must be a number"),
                                       ("lr=nan", "finite number"), ("lr=-inf", "finite number")])
-def test_bad_params_stop_with_one_line(bad, why):
-    sys.path.insert(0, str(BENCH))
-    try:
-        import graph_layouts
-        with pytest.raises(SystemExit, match=why):
-            graph_layouts.main(["--params", bad])
-    finally:
-        sys.path.remove(str(BENCH))
+def test_bad_params_stop_with_one_line(graph_layouts, bad, why):
+    with pytest.raises(SystemExit, match=why):
+        graph_layouts.main(["--params", bad])
 
 
-def test_params_parse_numbers():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import graph_layouts
-        got = graph_layouts._params("batch_size=23, max_epochs=20,val_fraction=0.1,x=-2")
-        assert got == {"batch_size": 23, "max_epochs": 20, "val_fraction": 0.1, "x": -2}
-        assert isinstance(got["batch_size"], int) and isinstance(got["val_fraction"], float)
-    finally:
-        sys.path.remove(str(BENCH))
+def test_params_parse_numbers(graph_layouts):
+    got = graph_layouts._params("batch_size=23, max_epochs=20,val_fraction=0.1,x=-2")
+    assert got == {"batch_size": 23, "max_epochs": 20, "val_fraction": 0.1, "x": -2}
+    assert isinstance(got["batch_size"], int) and isinstance(got["val_fraction"], float)
