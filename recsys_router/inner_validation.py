@@ -210,10 +210,10 @@ def paired_decision(router, best_single, task_best, z: float,
     base = other if e_se is not None and lead > float(z) * e_se else prefer
     diff, se = _mean_se(r - (b if base == "best-single" else t))
     zk = float(z) if z_keep is None else check_z(z_keep, "z_keep", signed=True)
-    # without an SE (one query) only z_keep <= 0 can send the query to the baseline: on a
-    # loss, or (z_keep < 0, a lead required) on a tie
-    loses = (diff < -zk * se if se is not None else
-             zk <= 0 and (diff < 0 or (zk < 0 and diff <= 0)))
+    if se is not None:
+        loses = diff < -zk * se
+    else:   # one query: only z_keep <= 0 falls back, on a loss (or a tie, when a lead is asked)
+        loses = zk <= 0 and (diff <= 0 if zk < 0 else diff < 0)
     decision = base if loses else "router"
     better = se is not None and diff > float(z) * se
     return {**means, "baseline": base, "diff": diff, "se": se, "n": n, "decision": decision,

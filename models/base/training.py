@@ -94,6 +94,7 @@ def early_stopping_callback(patience: int, min_steps: int, smooth: int = 1):
 
     if int(smooth) < 1:
         raise ValueError(f"smooth must be >= 1 checks, got {smooth!r}")
+    smooth = int(smooth)
 
     class BestNetEarlyStop(Callback):
         """Best-``mu_o`` weights and loss-plateau stopping after a minimum of steps."""
@@ -113,7 +114,7 @@ def early_stopping_callback(patience: int, min_steps: int, smooth: int = 1):
                 self.state = copy.deepcopy(pl_module.net.state_dict())
             if loss is not None:
                 self.losses.append(float(loss))
-                loss = float(np.mean(self.losses[-int(smooth):]))
+                loss = float(np.mean(self.losses[-smooth:]))   # the last `smooth` checks
             if loss is not None and loss < self.best_loss - 1e-6:
                 self.best_loss, self.bad = loss, 0
             else:
