@@ -19,11 +19,23 @@ plain loop, measured in the same run.
 
 Usage: ``python benchmarks/bench_train.py --seed 0``
 
-The fit's clock (``fit_s``, ``cpu_s``) starts before the model's first import, so a Lightning
-row includes importing ``pytorch_lightning`` and what the fit imports lazily (about 5 CPU s,
-once per process); ``--warm`` first fits the same model on 500 of the queries (imports, first
-calls) and prints that time apart (``warm_cpu_s``), so the row is the fit of a process that
-has fitted before. The table shows wall and CPU throughput.
+``--start`` says what a fit's process has done before the clock starts (comma-separated, one
+row per model and start): ``cold`` (default) starts the clock before the model's first import,
+so a Lightning row includes importing ``pytorch_lightning`` and what the fit imports lazily
+(4-6 CPU s, once per process); ``imported`` imports those libraries first (every module of
+``recsys_router.models`` and ``recsys_router.datamodules``, ``pytorch_lightning``,
+``torch_geometric.nn`` where installed) and prints that time apart (``import_cpu_s``), so the
+row is a first fit without the imports; ``warm`` first fits the same model on 500 of the
+queries (imports and first calls, ``warm_cpu_s``), so the row is the fit of a process that has
+fitted before. ``--warm`` is ``--start warm``. The table shows wall and CPU throughput.
+
+``--baseline-ref REF``: the same models fitted, in the same run, by the code of git commit
+``REF`` of this repository (its own ``bench_train.py`` child, from ``git archive`` into a
+temporary folder, on its own simulation of the same size and seed, cold start); every row
+then prints its throughput as a ratio to that commit's row of the same model, by wall and by
+CPU time. E.g. the graph router against the code issue 14 measured (1,801 records/s):
+``python benchmarks/bench_train.py --seed 0 --models graph --start cold,imported,warm
+--baseline-ref 3cda9cf --timeout 1800``.
 
 ``--defaults``: fit time of each CF router at its registry defaults (the data-scaled training
 plan, early stopping on; only the precomputed encoder is set), e.g. on a 10,000-query x
@@ -145,6 +157,24 @@ def warm_fit(args, data, folder: Path) -> None:
     make_router(args.model, **router_params(args, folder)).fit(small)
 
 
+def preimport() -> None:
+    """``--start imported``: import the libraries a fit imports (lazily) before its clock."""
+    import importlib
+    import pkgutil
+
+    import pytorch_lightning  # noqa: F401
+    try:
+        import torch_geometric.nn  # noqa: F401
+    except ImportError:   # the graph router's optional backend
+        pass
+    import recsys_router.datamodules
+    import recsys_router.models
+    import recsys_router.registry  # noqa: F401
+    for pkg in (recsys_router.models, recsys_router.datamodules):
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            importlib.import_module(info.name)
+
+
 def child(args) -> None:
     """Fit one model; print one JSON line with its timings and memory."""
     import torch
@@ -157,7 +187,11 @@ def child(args) -> None:
             data = pickle.load(fh)
     n_rec = int((~np.isnan(data.scores)).sum())
     warm = {}
-    if args.warm and args.model != "implicit-als":
+    if args.start == "imported" and args.model != "implicit-als":
+        c0 = cpu_s()
+        preimport()
+        warm = {"import_cpu_s": cpu_s() - c0}
+    if args.start == "warm" and args.model != "implicit-als":
         # the once-per-process costs (importing pytorch_lightning, torch_geometric and what a
         # fit imports lazily, first calls): one fit of the same model on 500 queries, timed
         # apart from the measured fit
@@ -189,6 +223,64 @@ def child(args) -> None:
                       **(extra if args.model != "implicit-als" else {})}), flush=True)
 
 
+#: what a fit's process has done before its clock starts (``--start``)
+STARTS = ("cold", "imported", "warm")
+
+
+def parse_starts(text: str) -> list[str]:
+    """``--start``'s comma-separated list, each one of :data:`STARTS` (no repeats)."""
+    starts = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in starts if x not in STARTS]
+    if not starts or bad or len(set(starts)) != len(starts):
+        raise SystemExit(f"--start: expected a comma-separated list of distinct values from "
+                         f"{', '.join(STARTS)}; got {text!r}")
+    return starts
+
+
+def checkout(ref: str, dest: Path) -> str:
+    """Extract commit ``ref`` of this repository into ``dest`` (``git archive``); its full hash.
+
+    ``ref`` must name a commit: an option-like or unknown value is refused before any checkout.
+    """
+    if not ref or ref.startswith("-") or any(c.isspace() or ord(c) < 32 for c in ref):
+        raise SystemExit(f"--baseline-ref: expected a commit of this repository; got {ref!r}")
+    p = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet",
+                        "--end-of-options", f"{ref}^{{commit}}"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"--baseline-ref: {ref!r} is not a commit of {ROOT}")
+    sha = p.stdout.strip()
+    dest.mkdir(parents=True)
+    arch = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", sha],
+                          capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=arch.stdout, check=True)
+    if not (dest / "benchmarks" / "bench_train.py").is_file():
+        raise SystemExit(f"--baseline-ref: commit {sha[:10]} has no benchmarks/bench_train.py")
+    return sha
+
+
+def run_child(cmd: list, env: dict, timeout: float, label: str, cwd=None) -> dict:
+    """One child's JSON line as a row (``model`` = ``label``), or an ``error`` row.
+
+    ``process_cpu_s``: the child process's whole CPU time (imports, data, fit), from
+    ``getrusage(RUSAGE_CHILDREN)`` around it, for children that do not time their own CPU.
+    """
+    import resource
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                           cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return {"model": label, "error": f"timeout after {timeout:.0f} s"}
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+    line = [x for x in p.stdout.splitlines() if x.startswith("{")]
+    if p.returncode != 0 or not line:
+        err = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return {"model": label, "error": err[:120]}
+    return {**json.loads(line[-1]), "model": label, "process_cpu_s": proc}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -202,21 +294,33 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model")
     ap.add_argument("--defaults", action="store_true",
                     help="fit each router at its registry defaults (data-scaled plan)")
-    ap.add_argument("--warm", action="store_true",
-                    help="fit each model once on 500 queries before the clock starts (imports "
-                         "and first calls; their CPU time is printed apart as warm_cpu_s)")
+    ap.add_argument("--start", default="cold",
+                    help="comma-separated: cold (clock before the first import), imported "
+                         "(libraries imported first, import_cpu_s), warm (one fit on 500 "
+                         "queries first, warm_cpu_s); one row per model and start")
+    ap.add_argument("--warm", action="store_true", help="the same as --start warm")
+    ap.add_argument("--baseline-ref", default="",
+                    help="also fit the models with the code of this git commit, in the same "
+                         "run, and print each row's ratio to it")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--model", default="", help=argparse.SUPPRESS)
     ap.add_argument("--folder", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.warm:
+        args.start = "warm"
     if args.child:
         child(args)
         return
+    starts = parse_starts(args.start)
+    models = [x.strip() for x in args.models.split(",") if x.strip()]
     import pickle
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    rows = []
+    rows, base = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) / "data"
+        folder.mkdir()
+        if args.baseline_ref:
+            sha = checkout(args.baseline_ref, Path(tmp) / "base")
         t0 = time.perf_counter()
         data = build(args, folder)
         with open(folder / "data.pkl", "wb") as fh:
@@ -224,25 +328,29 @@ def main(argv=None) -> None:
         print(f"simulated {data.n_queries} x {data.n_llms} "
               f"({int((~np.isnan(data.scores)).sum()):,} records) + {args.dim}-d embeddings in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
-        for m in [x.strip() for x in args.models.split(",") if x.strip()]:
-            cmd = [sys.executable, __file__, "--child", "1", "--model", m, "--folder", tmp,
-                   "--seed", str(args.seed), "--queries", str(args.queries), "--llms",
-                   str(args.llms), "--dim", str(args.dim), "--epochs", str(args.epochs),
-                   "--threads", str(args.threads), "--batch-size", str(args.batch_size)]
-            cmd += ["--defaults"] if args.defaults else []
-            cmd += ["--warm"] if args.warm else []
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                   timeout=args.timeout)
-                line = [x for x in p.stdout.splitlines() if x.startswith("{")]
-                if p.returncode != 0 or not line:
-                    err = (p.stderr.strip().splitlines() or ["?"])[-1]
-                    rows.append({"model": m, "error": err[:120]})
-                else:
-                    rows.append(json.loads(line[-1]))
-            except subprocess.TimeoutExpired:
-                rows.append({"model": m, "error": f"timeout after {args.timeout:.0f} s"})
-            print(rows[-1], flush=True)
+        common = ["--seed", str(args.seed), "--queries", str(args.queries), "--llms",
+                  str(args.llms), "--dim", str(args.dim), "--epochs", str(args.epochs),
+                  "--threads", str(args.threads), "--batch-size", str(args.batch_size)]
+        for m in models:
+            for st in (["cold"] if m == "implicit-als" else starts):
+                label = m if len(starts) == 1 or m == "implicit-als" else f"{m} ({st})"
+                cmd = [sys.executable, __file__, "--child", "1", "--model", m, "--folder",
+                       str(folder), "--start", st, *common]
+                cmd += ["--defaults"] if args.defaults else []
+                rows.append(run_child(cmd, env, args.timeout, label))
+                print(rows[-1], flush=True)
+        if args.baseline_ref:
+            # that commit's own child (its code and its simulation), cold start as it measured
+            bdir, bdata = Path(tmp) / "base", Path(tmp) / "base-data"
+            bdata.mkdir()
+            benv = {**env, "PYTHONPATH": str(bdir)}
+            for m in models:
+                if m == "implicit-als":
+                    continue
+                cmd = [sys.executable, str(bdir / "benchmarks" / "bench_train.py"), "--child",
+                       "1", "--model", m, "--folder", str(bdata), *common]
+                base[m] = run_child(cmd, benv, args.timeout, f"{m} @ {sha[:7]}", cwd=bdir)
+                print(base[m], flush=True)
     ref = next((r for r in rows if r["model"] == "implicit-als" and "fit_s" in r), None)
     cmdline = "python benchmarks/bench_train.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.defaults:
@@ -250,21 +358,49 @@ def main(argv=None) -> None:
         return
     print(f"\n`{cmdline}` ({args.epochs} epoch(s)/iteration(s) each, {args.threads} thread(s), "
           f"batch size {args.batch_size} for Lightning models)\n")
+    print_table(rows + list(base.values()), ref)
+    if base:
+        print_baseline_table(rows, base, args.baseline_ref)
+
+
+def print_table(rows: list, ref: dict | None) -> None:
+    """The throughput table: wall and CPU records/s, ratios to implicit ALS and plain loops."""
     print("| model | records | fit s | records/s | ratio vs implicit ALS | ratio vs plain loop | "
-          "peak MiB | peak - before fit MiB | fit CPU s | records per CPU s |\n"
-          "|---|---|---|---|---|---|---|---|---|---|")
+          "peak MiB | peak - before fit MiB | fit CPU s | records per CPU s | "
+          "CPU s before the clock |\n|---|---|---|---|---|---|---|---|---|---|---|")
     done = {r["model"]: r for r in rows if "error" not in r}
     for r in rows:
         if "error" in r:
-            print(f"| {r['model']} | - | - | - | - | - | - | failed: {r['error']} | - | - |")
+            print(f"| {r['model']} | - | - | - | - | - | - | failed: {r['error']} | - | - | - |")
             continue
         ratio = r["records_per_s"] / ref["records_per_s"] if ref else float("nan")
         plain = done.get(f"plain-{r['model']}")
         to_plain = f"{r['records_per_s'] / plain['records_per_s']:.3g}" if plain else "-"
+        pre = r.get("import_cpu_s", r.get("warm_cpu_s"))
         print(f"| {r['model']} | {r['records']:,} | {r['fit_s']:.1f} | {r['records_per_s']:,.0f} | "
               f"{ratio:.3g} | {to_plain} | {r['peak_mb']:.0f} | "
-              f"{r['peak_mb'] - r['before_mb']:.0f} | {r['cpu_s']:.1f} | "
-              f"{r['records'] * r['epochs'] / r['cpu_s']:,.0f} |")
+              f"{r['peak_mb'] - r['before_mb']:.0f} | {r.get('cpu_s', float('nan')):.1f} | "
+              f"{cpu_rate(r):,.0f} | {'-' if pre is None else f'{pre:.1f}'} |")
+
+
+def cpu_rate(r: dict) -> float:
+    """Records x epochs per CPU second of a row (NaN where the row has no CPU time)."""
+    return r["records"] * r["epochs"] / r["cpu_s"] if r.get("cpu_s") else float("nan")
+
+
+def print_baseline_table(rows: list, base: dict, ref: str) -> None:
+    """Each row's throughput as a ratio to the ``--baseline-ref`` commit's row of its model."""
+    print(f"\nRatios to the same model fitted by commit `{ref}` in this run (its cold start; "
+          f"process CPU s = the whole child process: imports, data, fit):\n")
+    print("| model | records/s | baseline records/s | ratio (wall) | process CPU s | "
+          "baseline process CPU s | ratio (process CPU) |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        b = base.get(r["model"].split(" (")[0])
+        if "error" in r or b is None or "error" in b:
+            continue
+        print(f"| {r['model']} | {r['records_per_s']:,.0f} | {b['records_per_s']:,.0f} | "
+              f"{r['records_per_s'] / b['records_per_s']:.1f} | {r['process_cpu_s']:.1f} | "
+              f"{b['process_cpu_s']:.1f} | {b['process_cpu_s'] / r['process_cpu_s']:.1f} |")
 
 
 def print_defaults_table(rows: list, ref: dict | None, cmdline: str) -> None:
