@@ -1,8 +1,11 @@
-"""Shared fixtures: the real data folder (skipped when absent) and small simulated data."""
+"""Shared fixtures: the real data folder (skipped when absent), small simulated data and the
+benchmark scripts as modules."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +34,15 @@ def sim_small():
 @pytest.fixture(scope="session")
 def sim_split(sim_small):
     return sim_small.split((0.7, 0.1, 0.2), seed=0)
+
+
+@pytest.fixture
+def bench_script():
+    """``bench_script("bench_train")``: a script of ``benchmarks/`` imported as a module; the
+    folder is on ``sys.path`` only while the test runs."""
+    folder = str(ROOT / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield importlib.import_module
+    finally:
+        sys.path.remove(folder)

@@ -9,17 +9,10 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture
-def bench_train():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_train
-        yield bench_train
-    finally:
-        sys.path.remove(str(BENCH))
+def bench_train(bench_script):
+    return bench_script("bench_train")
 
 
 def test_parse_starts_keeps_the_order(bench_train):

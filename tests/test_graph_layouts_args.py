@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture
-def graph_layouts():
-    """The benchmark script as a module (imported from benchmarks/, path restored after)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import graph_layouts
-        yield graph_layouts
-    finally:
-        sys.path.remove(str(BENCH))
+def graph_layouts(bench_script):
+    return bench_script("graph_layouts")
 
 
 @pytest.mark.parametrize("bad", ["x", "1,two", "-1", "", ",", "1;import os", ",".join(["1"] * 65)])
