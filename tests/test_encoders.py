@@ -265,3 +265,13 @@ def test_minilm_real_embeddings_offline(monkeypatch):
     assert sim[0, 1] > sim[0, 2] + 0.2 and sim[0, 1] > sim[1, 2] + 0.2
     # second call is a cache hit: identical output
     np.testing.assert_array_equal(e.encode(texts[:1]), v[:1])
+
+
+def test_importing_the_encoders_does_not_import_sklearn():
+    """scikit-learn (about a second: scipy.stats) loads when a classical encoder is built."""
+    code = ("import sys, recsys_router.encoders as e; a = 'sklearn' in sys.modules; "
+            "e.HashingEncoder(dim=8, cache=False).encode(['x']); "
+            "print(a, 'sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True"]

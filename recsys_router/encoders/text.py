@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 from typing import Sequence
 
@@ -11,13 +12,9 @@ import numpy as np
 from ..errors import DataValidationError, NotFittedError
 from .base import Encoder
 
-try:  # scikit-learn is a declared dependency; the flag keeps imports from crashing without it
-    from sklearn.decomposition import TruncatedSVD
-    from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
-    from sklearn.preprocessing import normalize
-    HAS_SKLEARN = True
-except ImportError:  # pragma: no cover - exercised only without scikit-learn
-    HAS_SKLEARN = False
+# scikit-learn is a declared dependency, imported where an encoder first needs it: importing
+# it costs about a second (scipy.stats), which every `import recsys_router` would otherwise pay
+HAS_SKLEARN = importlib.util.find_spec("sklearn") is not None
 
 __all__ = ["HashingEncoder", "TfidfEncoder", "HAS_SKLEARN"]
 
@@ -73,6 +70,7 @@ class HashingEncoder(Encoder):
         self.word_weight = float(word_weight)
         self.identity = (f"hashing-v1(dim={self.dim},word={self.word_ngrams},"
                          f"char={self.char_ngrams},w={self.word_weight:g})")
+        from sklearn.feature_extraction.text import HashingVectorizer
         self._word = HashingVectorizer(n_features=self.dim, ngram_range=self.word_ngrams,
                                        alternate_sign=True, norm="l2", lowercase=True)
         self._char = None if self.char_ngrams is None else HashingVectorizer(
@@ -80,6 +78,7 @@ class HashingEncoder(Encoder):
             alternate_sign=True, norm="l2", lowercase=True)
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        from sklearn.preprocessing import normalize
         x = self._word.transform(texts)
         if self._char is not None:
             x = self.word_weight * x + (1.0 - self.word_weight) * self._char.transform(texts)
@@ -160,6 +159,8 @@ class TfidfEncoder(Encoder):
         texts = self._check_texts(texts, None)
         if not texts:
             raise DataValidationError("cannot fit the tfidf encoder on zero texts", column="text")
+        from sklearn.decomposition import TruncatedSVD
+        from sklearn.feature_extraction.text import TfidfVectorizer
         vec = TfidfVectorizer(ngram_range=self.ngram_range, min_df=self.min_df,
                               max_features=self.max_features, sublinear_tf=self.sublinear_tf,
                               lowercase=True)
@@ -202,6 +203,7 @@ class TfidfEncoder(Encoder):
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         if self._counter is None:
             raise NotFittedError("TfidfEncoder is not fitted: call fit(train_texts) before encode")
+        from sklearn.preprocessing import normalize
         x = self._counter.transform(texts).astype(np.float64)  # term counts (csr)
         if self.sublinear_tf:
             np.log(x.data, x.data)
