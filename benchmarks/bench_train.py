@@ -32,8 +32,9 @@ fitted before. ``--warm`` is ``--start warm``. The table shows wall and CPU thro
 ``--baseline-ref REF``: the same models fitted, in the same run, by the code of git commit
 ``REF`` of this repository (its own ``bench_train.py`` child, from ``git archive`` into a
 temporary folder, on its own simulation of the same size and seed, cold start); every row
-then prints its throughput as a ratio to that commit's row of the same model, by wall and by
-CPU time. E.g. the graph router against the code issue 14 measured (1,801 records/s):
+then prints its throughput as a ratio to that commit's row of the same model, by wall time and
+by the CPU time of the whole child process (older children do not time their own CPU). Not
+with ``--defaults`` (an older child fits its own defaults, or none). E.g. the graph router against the code issue 14 measured (1,801 records/s):
 ``python benchmarks/bench_train.py --seed 0 --models graph --start cold,imported,warm
 --baseline-ref 3cda9cf --timeout 1800``.
 
@@ -312,6 +313,9 @@ def main(argv=None) -> None:
         child(args)
         return
     starts = parse_starts(args.start)
+    if args.baseline_ref and args.defaults:
+        raise SystemExit("--baseline-ref compares throughput rows; it cannot be combined with "
+                         "--defaults (the older code's defaults are not these)")
     models = [x.strip() for x in args.models.split(",") if x.strip()]
     import pickle
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

@@ -101,3 +101,9 @@ def test_baseline_table_ratios(bench_train, capsys):
     out = capsys.readouterr().out
     assert "| graph (warm) | 100 | 20 | 5.0 | 8.0 | 40.0 | 5.0 |" in out
     assert "| mf |" not in out
+
+
+def test_baseline_ref_refuses_defaults_before_any_work(bench_train, monkeypatch):
+    monkeypatch.setattr(bench_train, "build", lambda *a: pytest.fail("data was simulated"))
+    with pytest.raises(SystemExit, match="cannot be combined with --defaults"):
+        bench_train.main(["--defaults", "--baseline-ref", "HEAD", "--models", "mf"])
