@@ -31,6 +31,7 @@ import inspect
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 import torch
 import torch.nn.functional as F
 
@@ -369,7 +370,7 @@ class GraphRouter(LightningRouter):
         lo, hi = -30.0, 30.0
         for _ in range(60):
             mid = (lo + hi) / 2
-            p = np.average(1 / (1 + np.exp(-(z + mid))), weights=w)
+            p = np.average(expit(z + mid), weights=w)
             lo, hi = (mid, hi) if p < target else (lo, mid)
         offs = getattr(self, "llm_offsets_", None)
         offs = np.zeros(n_llms) if offs is None else np.asarray(offs, np.float64)
@@ -400,7 +401,7 @@ class GraphRouter(LightningRouter):
         offs = getattr(self, "llm_offsets_", None)
         if offs is not None:
             s = s + np.asarray(offs, np.float64)
-        return self.to_data_scale(1.0 / (1.0 + np.exp(-s)))
+        return self.to_data_scale(expit(s))
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray | None:
         """Cost head's prediction per (query, LLM) (>= 0), or None without train costs."""

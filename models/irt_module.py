@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 import torch
 from torch import nn
 
@@ -180,7 +181,7 @@ class IRTRouter(LightningRouter):
         self._check_fitted()
         th = self.llm_rows()
         if self.kind == "nirt":
-            th = 1.0 / (1.0 + np.exp(-th))
+            th = expit(th)
         out = pd.DataFrame({"llm": self.llm_names_, "ability": th.mean(axis=1)})
         for k in range(th.shape[1]):
             out[f"theta_{k}"] = th[:, k]

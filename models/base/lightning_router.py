@@ -44,6 +44,7 @@ import importlib
 import inspect
 
 import numpy as np
+from scipy.special import expit
 
 from recsys_router.data import RoutingData
 from recsys_router.router import Router
@@ -415,4 +416,4 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         calib = getattr(self, "logit_calib_", None)     # ranking losses: Platt-scaled logits
         if calib is not None:
             z = calib[0] * z + calib[1]
-        return self.to_data_scale(1.0 / (1.0 + np.exp(-z)))
+        return self.to_data_scale(expit(z))

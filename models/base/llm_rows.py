@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.special import expit
 
 if TYPE_CHECKING:  # pragma: no cover
     from recsys_router.data import RoutingData
@@ -251,7 +252,7 @@ def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_
     x = np.stack([z, np.ones_like(z)], axis=1)
     theta = np.array([1.0, 0.0])
     for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-(x @ theta)))
+        p = expit(x @ theta)
         grad = x.T @ (p - y)
         hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-9 * np.eye(2)
         step = np.linalg.solve(hess, grad)
