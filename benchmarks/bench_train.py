@@ -187,18 +187,13 @@ def child(args) -> None:
         with open(folder / "data.pkl", "rb") as fh:
             data = pickle.load(fh)
     n_rec = int((~np.isnan(data.scores)).sum())
-    warm = {}
-    if args.start == "imported" and args.model != "implicit-als":
+    pre = {}   # CPU seconds spent before the clock, by --start (none for implicit's ALS)
+    if args.start != "cold" and args.model != "implicit-als":
+        # imported: the libraries a fit imports; warm: also its first calls, by one fit of the
+        # same model on 500 queries (the once-per-process costs, timed apart)
         c0 = cpu_s()
-        preimport()
-        warm = {"import_cpu_s": cpu_s() - c0}
-    if args.start == "warm" and args.model != "implicit-als":
-        # the once-per-process costs (importing pytorch_lightning, torch_geometric and what a
-        # fit imports lazily, first calls): one fit of the same model on 500 queries, timed
-        # apart from the measured fit
-        c0 = cpu_s()
-        warm_fit(args, data, folder)
-        warm = {"warm_cpu_s": cpu_s() - c0}
+        preimport() if args.start == "imported" else warm_fit(args, data, folder)
+        pre = {f"{'import' if args.start == 'imported' else 'warm'}_cpu_s": cpu_s() - c0}
     before = vm_hwm_mb()
     c0 = cpu_s()
     t0 = time.perf_counter()
@@ -220,7 +215,7 @@ def child(args) -> None:
     print(json.dumps({"model": args.model, "records": n_rec, "epochs": args.epochs,
                       "fit_s": fit_s, "cpu_s": fit_cpu,
                       "records_per_s": n_rec * args.epochs / fit_s,
-                      "peak_mb": vm_hwm_mb(), "before_mb": before, **warm,
+                      "peak_mb": vm_hwm_mb(), "before_mb": before, **pre,
                       **(extra if args.model != "implicit-als" else {})}), flush=True)
 
 
