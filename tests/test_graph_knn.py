@@ -47,3 +47,11 @@ def test_chunking_does_not_change_edges(monkeypatch):
     monkeypatch.setattr(knn_mod, "_CHUNK_CELLS", 150 * 7, raising=False)
     np.testing.assert_array_equal(graph_mod.knn_edges(emb, ctx, 5), whole)
     assert max(calls) <= 7 and len(calls) > 1
+
+
+def test_torch_product_equals_numpy_product():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(40, 16)), rng.normal(size=(70, 16)).astype(np.float32)[::2]
+    got = knn_mod._mm_t(a, b)          # float64 and a strided view: cast and made contiguous
+    assert got.dtype == np.float32 and got.shape == (40, 35)
+    np.testing.assert_allclose(got, a.astype(np.float32) @ b.T, rtol=1e-5, atol=1e-5)

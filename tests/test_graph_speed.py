@@ -108,3 +108,39 @@ def test_mean_sage_equals_pyg_sage():
     # an edge from a node that does not exist: SAGEConv's own path raises, nothing is read
     with pytest.raises((IndexError, RuntimeError)):
         lean((xs, xd), torch.tensor([[9], [0]]))
+
+
+def _plain_grid(hu, m, bias, w2, b2):
+    """The heads on the grid written out: relu(hu @ m + bias) per (LLM, head) block, then the
+    head's second-layer weight."""
+    n_q, h = hu.shape
+    r = torch.relu(hu @ m + bias).view(n_q, -1, 2, h)
+    return (r * w2.view(1, 1, 2, h)).sum(-1) + b2
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 7, 256])
+def test_grid_heads_in_chunks_equal_the_whole_grid(chunk):
+    # 23 query rows: several chunks and a ragged last one; float64 so gradcheck is exact
+    from recsys_router.models.components.pair_grid import grid_heads
+    g = torch.Generator().manual_seed(chunk)
+    h, n_l = 4, 3
+    args = [torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True)
+            for s in ((23, h), (h, n_l * 2 * h), (n_l * 2 * h,), (2, h), (2,))]
+    got, want = grid_heads(*args, chunk=chunk), _plain_grid(*args)
+    torch.testing.assert_close(got, want)
+    w = torch.randn(got.shape, generator=g, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad((got * w).sum(), args),
+                    torch.autograd.grad((want * w).sum(), args)):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda *a: grid_heads(*a, chunk=chunk), args)
+
+
+def test_grid_heads_reject_an_empty_chunk_and_skip_grads_not_asked_for():
+    from recsys_router.models.components.pair_grid import grid_heads
+    hu, m, bias = torch.ones(3, 2), torch.ones(2, 8, requires_grad=True), torch.zeros(8)
+    with pytest.raises(ValueError, match="chunk must be >= 1"):
+        grid_heads(hu, m, bias, torch.ones(2, 2), torch.zeros(2), chunk=0)
+    out = grid_heads(hu, m, bias, torch.ones(2, 2), torch.zeros(2), chunk=2)
+    (gm,) = torch.autograd.grad(out.sum(), [m])
+    # d/dm of sum over rows, LLMs and heads of relu(2) * 1: each column gets the 3 rows' hu = 1
+    torch.testing.assert_close(gm, torch.full((2, 8), 3.0))

@@ -16,6 +16,9 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 from torch_geometric.utils import softmax
 
+from recsys_router.models.components.bit_dropout import BitDropout
+from recsys_router.models.components.pair_grid import grid_heads
+
 __all__ = ["HeteroRouterGNN", "EdgeGATConv", "MeanSAGEConv", "OneEdgeSAGEConv"]
 
 #: largest (destination x source) attention matrix :class:`EdgeGATConv` builds densely
@@ -175,7 +178,7 @@ class HeteroRouterGNN(nn.Module):
                 ("llm", "rated_by", "query"): EdgeGATConv((hidden, hidden), hidden, edge_dim=2,
                                                           add_self_loops=False),
             }, aggr="sum"))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = BitDropout(dropout)   # torch's CPU dropout draws serially (bit_dropout)
         self.score_head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(),
                                         nn.Linear(hidden, 1))
         self.cost_head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(),
@@ -262,8 +265,9 @@ def _pair_heads(score_head: nn.Sequential, cost_head: nn.Sequential, hq: torch.T
     pre-activation of pair ``(i, j)`` is ``W_q hq_i + W_x (hq_i * hl_j) + B[j]`` with
     ``B = hl W_l^T + b`` over the LLMs. Where the pairs cover at least half of the (distinct
     query x LLM) grid, the whole grid is one product ``[hq_i, 1] @ M`` (M holds
-    ``W_q^T + diag(hl_j) W_x^T`` and ``B[j]`` per LLM) and the pairs are read off the
-    outputs; otherwise per pair.
+    ``W_q^T + diag(hl_j) W_x^T`` and ``B[j]`` per LLM, computed in row chunks by
+    :func:`~recsys_router.models.components.pair_grid.grid_heads`) and the pairs are read
+    off the outputs; otherwise per pair.
     """
     d = hq.shape[1]
     s1, c1 = score_head[0], cost_head[0]
@@ -278,12 +282,10 @@ def _pair_heads(score_head: nn.Sequential, cost_head: nn.Sequential, hq: torch.T
     if 2 * len(q_idx) >= n_q * n_l:
         # pre[i, j] = [hu_i, 1] @ [[W_q^T + diag(hl_j) W_x^T], [b_j]]: one product per grid
         m = wq.T[None] + hl[:, :, None] * wx.T[None]         # (n_llms, d, 2d)
-        m = torch.cat([m, b[:, None, :]], dim=1)             # (n_llms, d + 1, 2d)
-        m = m.permute(1, 0, 2).reshape(d + 1, -1)
-        pre = torch.addmm(m[d], hu, m[:d])                   # (n_q, n_llms * 2d)
-        # second layers of every LLM's block at once: (n_q, n_llms * 2d) @ blockdiag(w2^T)
-        # (a product with 2 output columns per row is slow on CPU, and so is its backward)
-        out = (torch.relu(pre) @ torch.block_diag(*[w2.T] * n_l)).view(-1, 2) + b2
+        m = m.permute(1, 0, 2).reshape(d, -1)                # (d, n_llms * 2d)
+        # the (n_q, n_llms * 2d) hidden layer in cache-sized row chunks (pair_grid)
+        w2v = torch.cat([score_head[2].weight, cost_head[2].weight])   # (2, d)
+        out = grid_heads(hu, m, b.reshape(-1), w2v, b2).view(-1, 2)
         out = out[inv * n_l + l_idx]
     else:
         pre = torch.addmm(b[l_idx], hu[inv] * hl[l_idx], wx.T) + hu[inv] @ wq.T
