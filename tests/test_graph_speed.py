@@ -144,3 +144,29 @@ def test_grid_heads_reject_an_empty_chunk_and_skip_grads_not_asked_for():
     (gm,) = torch.autograd.grad(out.sum(), [m])
     # d/dm of sum over rows, LLMs and heads of relu(2) * 1: each column gets the 3 rows' hu = 1
     torch.testing.assert_close(gm, torch.full((2, 8), 3.0))
+
+
+def test_summed_layer_equals_pyg_heteroconv_values_and_gradients():
+    # every layer of a 3-layer network on a sampled step's graph: _summed_layer against the
+    # HeteroConv module's own forward (stack and sum), outputs and gradients of every input
+    from graph_builders import random_builder
+
+    from recsys_router.models.components.gnn import _summed_layer
+    b = random_builder(n=150, seed=3)
+    g, _ = b.training_graph(np.random.default_rng(0), 0.3, targets=np.arange(0, 150, 4),
+                            context_size=40)
+    torch.manual_seed(1)
+    net = HeteroRouterGNN({"query": 6, "task": 2, "llm": 3}, hidden=8, num_layers=3)
+    edges = g.edge_index_dict
+    attr = {et: g[et].edge_attr for et in g.edge_types if "edge_attr" in g[et]}
+    for conv in net.convs:
+        h = {t: torch.randn(g[t].num_nodes, 8, requires_grad=True) for t in ("query", "task", "llm")}
+        got, want = _summed_layer(conv, h, edges, attr), conv(h, edges, edge_attr_dict=attr)
+        assert set(got) == set(want) == {"query", "task", "llm"}
+        w = {t: torch.randn_like(v) for t, v in want.items()}
+        loss = [sum((o[t] * w[t]).sum() for t in o) for o in (got, want)]
+        params = list(h.values()) + list(conv.parameters())
+        for a, c in zip(torch.autograd.grad(loss[0], params), torch.autograd.grad(loss[1], params)):
+            torch.testing.assert_close(a, c)
+        for t in want:
+            torch.testing.assert_close(got[t], want[t])

@@ -200,7 +200,7 @@ class HeteroRouterGNN(nn.Module):
         for i, conv in enumerate(self.convs):
             if final_queries is not None and i == last:
                 return _last_layer(conv, h, edges, edge_attr, final_queries, self.dropout)
-            out = conv(h, edges, edge_attr_dict=edge_attr)
+            out = _summed_layer(conv, h, edges, edge_attr)
             # residual: node types without incoming edges this layer keep their state
             h = {t: self.dropout(torch.relu(out[t])) + h[t] if t in out else h[t] for t in h}
         return h
@@ -215,6 +215,25 @@ class HeteroRouterGNN(nn.Module):
         """
         h = self.embed(g, final_queries=q_idx)
         return _pair_heads(self.score_head, self.cost_head, h["query"], h["llm"], q_idx, l_idx)
+
+
+def _summed_layer(conv: HeteroConv, h: dict, edges: dict, edge_attr: dict) -> dict:
+    """``conv(h, edges, edge_attr_dict=edge_attr)`` for a sum-aggregating HeteroConv: each
+    edge type's convolution (those with edges in the graph, in the layer's order), added up
+    per destination type as they come, not stacked and then summed (a copy and a reduction
+    of every (nodes x hidden) output)."""
+    if conv.aggr != "sum":
+        return conv(h, edges, edge_attr_dict=edge_attr)
+    out: dict = {}
+    for et, c in conv.convs.items():
+        if et not in edges:
+            continue
+        src, _, dst = et
+        x = h[src] if src == dst else (h[src], h[dst])
+        attr = edge_attr.get(et)
+        y = c(x, edges[et], edge_attr=attr) if attr is not None else c(x, edges[et])
+        out[dst] = y if dst not in out else out[dst] + y
+    return out
 
 
 def _last_layer(conv: HeteroConv, h: dict, edges: dict, edge_attr: dict,
