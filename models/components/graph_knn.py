@@ -29,9 +29,10 @@ EXACT_MAX_CELLS = 400_000_000
 
 
 def _mm_t(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b.T`` (float32) through torch's CPU GEMM, which runs these shapes 1.1-1.8x faster
-    than numpy's on this project's machines (``benchmarks/README.md``); the same float32
-    product up to summation order."""
+    """``a @ b.T`` (float32) through torch's CPU GEMM, which runs the search's per-cell shapes
+    (hundreds of rows x about a thousand candidates) 1.1-1.9x faster than numpy's on this
+    project's machines (``benchmarks/bench_graph_parts.py``); the same float32 product up to
+    summation order."""
     return (torch.from_numpy(np.ascontiguousarray(a, np.float32))
             @ torch.from_numpy(np.ascontiguousarray(b, np.float32)).T).numpy()
 
@@ -148,7 +149,8 @@ class ClusterIndex:
     @staticmethod
     def _assign(x: np.ndarray, cent: np.ndarray) -> np.ndarray:
         chunk = max(1, _CHUNK_CELLS // max(len(cent), 1))
-        return np.concatenate([np.argmax(_mm_t(x[s:s + chunk], cent), axis=1)
+        # (numpy's product: torch's is slower at these tall shapes, bench_graph_parts.py)
+        return np.concatenate([np.argmax(x[s:s + chunk] @ cent.T, axis=1)
                                for s in range(0, len(x), chunk)]).astype(np.int64)
 
     def members(self, c: int) -> np.ndarray:
