@@ -16,6 +16,7 @@ chunk's ``pre`` there (one small product); the values and gradients are the same
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
 __all__ = ["GridHeads", "grid_heads", "CHUNK_ROWS"]
 
@@ -47,6 +48,7 @@ class GridHeads(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g_out):
         hu, m, bias, w2 = ctx.saved_tensors
         n_q, h = hu.shape
