@@ -6,7 +6,8 @@ the 1M-record fit in ``bench_train.py`` sees; both give the same numbers (assert
 float32 tolerance). The previous forms:
 
 * ``pair heads``: the whole (queries x LLMs x 2h) hidden layer at once, its second layer a
-  product with a block-diagonal matrix; now :func:`~recsys_router.models.components.pair_grid.grid_heads`
+  product with a block-diagonal matrix; now
+  :func:`~recsys_router.models.components.pair_grid.grid_heads`
   (row chunks, forward and backward);
 * ``dropout``: ``torch.nn.functional.dropout`` (forward and backward); now
   :class:`~recsys_router.models.components.bit_dropout.BitDropout` (same distribution, other
@@ -156,7 +157,8 @@ def main(argv=None) -> None:
         ap.error("--calls and --repeats must be >= 1")
     rows = parts(args)
     print(f"`python benchmarks/bench_graph_parts.py --seed {args.seed} --calls {args.calls} "
-          f"--repeats {args.repeats}` (one thread; CPU ms per call, best of {args.repeats} rounds)\n")
+          f"--repeats {args.repeats}` (one thread; CPU ms per call, best of {args.repeats} "
+          f"rounds)\n")
     print("| part | previous form ms | current form ms | ratio |")
     print("|---|---|---|---|")
     for name, old, new in rows:

@@ -16,7 +16,8 @@ def test_the_old_pair_heads_are_the_concatenated_heads(parts_script):
     # the reference written in the script, against the heads written out per pair
     g = torch.Generator().manual_seed(0)
     h, n_l, n_q = 3, 2, 4
-    hu, m, bias = (torch.randn(s, generator=g) for s in ((n_q, h), (h, n_l * 2 * h), (n_l * 2 * h,)))
+    shapes = ((n_q, h), (h, n_l * 2 * h), (n_l * 2 * h,))
+    hu, m, bias = (torch.randn(s, generator=g) for s in shapes)
     w2, b2 = torch.randn(2, h, generator=g), torch.randn(2, generator=g)
     got = parts_script.old_pair_heads(hu, m, bias, w2, b2)
     pre = torch.relu(hu @ m + bias).view(n_q, n_l, 2, h)

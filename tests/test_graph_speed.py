@@ -167,7 +167,8 @@ def test_summed_layer_equals_pyg_heteroconv_values_and_gradients():
     edges = g.edge_index_dict
     attr = {et: g[et].edge_attr for et in g.edge_types if "edge_attr" in g[et]}
     for conv in net.convs:
-        h = {t: torch.randn(g[t].num_nodes, 8, requires_grad=True) for t in ("query", "task", "llm")}
+        h = {t: torch.randn(g[t].num_nodes, 8, requires_grad=True)
+             for t in ("query", "task", "llm")}
         got, want = _summed_layer(conv, h, edges, attr), conv(h, edges, edge_attr_dict=attr)
         assert set(got) == set(want) == {"query", "task", "llm"}
         w = {t: torch.randn_like(v) for t, v in want.items()}

@@ -5,11 +5,11 @@ Overfitting", JMLR 15, 2014. ``torch.nn.Dropout`` on CPU draws one Bernoulli var
 element, serially: 17-22 ms forward and backward for a (25,000 x 64) tensor on this
 project's machines, more than the rest of that layer's arithmetic. :class:`BitDropout` draws
 a quarter as many 64-bit integers and reads each as four 16-bit uniforms: 1.5-2.2x less CPU
-time forward and backward (``benchmarks/bench_graph_parts.py``). The layer is the same in distribution, up to the 16-bit resolution
-of the drop probability: an element is dropped with probability ``t / 65536``, with
-``t = round(p x 65536)`` (within 7.7e-6 of ``p``), and kept elements are scaled by
-``1 / (1 - t / 65536)``, so the expected output equals the input exactly. It draws from
-torch's default generator, so ``torch.manual_seed`` fixes its masks.
+time forward and backward (``benchmarks/bench_graph_parts.py``). The layer is the same in
+distribution, up to the 16-bit resolution of the drop probability: an element is dropped
+with probability ``t / 65536``, with ``t = round(p x 65536)`` (within 7.7e-6 of ``p``), and
+kept elements are scaled by ``1 / (1 - t / 65536)``, so the expected output equals the input
+exactly. It draws from torch's default generator, so ``torch.manual_seed`` fixes its masks.
 """
 
 from __future__ import annotations

@@ -133,7 +133,8 @@ class ClusterIndex:
             counts = np.bincount(a, minlength=c)
             # each cell's sum of its members (a scatter-add, 18x faster here than sorting the
             # sample by cell and np.add.reduceat)
-            sums = torch.zeros((c, x.shape[1])).index_add_(0, torch.from_numpy(a), sample_t).numpy()
+            sums = torch.zeros((c, x.shape[1]), dtype=sample_t.dtype).index_add_(
+                0, torch.from_numpy(a), sample_t).numpy()
             empty = counts == 0                     # re-seed an empty cell with a random point
             sums[empty] = sample[rng.choice(len(sample), int(empty.sum()))]
             cent = _unit(sums).astype(np.float32)
