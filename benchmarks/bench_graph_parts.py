@@ -111,8 +111,9 @@ def parts(args):
     hs = {t: torch.randn(gr[t].num_nodes, h, requires_grad=True) for t in ("query", "task", "llm")}
     edges = gr.edge_index_dict
     attr = {et: gr[et].edge_attr for et in gr.edge_types if "edge_attr" in gr[et]}
+    summed = _summed_layer(conv, hs, edges, attr)
     for t, v in conv(hs, edges, edge_attr_dict=attr).items():
-        torch.testing.assert_close(_summed_layer(conv, hs, edges, attr)[t], v)
+        torch.testing.assert_close(summed[t], v)
 
     def run(layer):
         out = layer()
