@@ -129,6 +129,10 @@ def test_precomputed_npy_with_sidecar(tmp_path):
         e.encode(["text"])
     d = RoutingData(["b", "a"], ["m"], [[1.0], [0.0]])  # no texts needed
     np.testing.assert_array_equal(e.encode_data(d), [[2, 3], [0, 1]])
+    out = e.encode(None, ["a", "a"])       # a new array: writing to it leaves the table as it was
+    out[:] = -1.0
+    np.testing.assert_array_equal(e.encode(None, ["a"]), [[0, 1]])
+    assert not np.shares_memory(out, e.table()[1])
 
 
 def test_precomputed_missing_sidecar_and_json_ids(tmp_path):

@@ -163,4 +163,4 @@ class PrecomputedEncoder(Encoder):
             raise DataValidationError(f"no precomputed embedding for query_id {miss[0]!r} "
                                       f"({len(miss)} of {len(ids)} ids missing)",
                                       source=str(self.path), column="query_id")
-        return self._mat[pos].copy()
+        return self._mat[pos]      # (integer-array indexing: already a new array)
