@@ -26,7 +26,6 @@ means the current form takes less CPU time.
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 from pathlib import Path
 
@@ -34,10 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, not installed
 
-
-def cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+# (run as a script, its own folder is first on sys.path: the benchmarks' process-CPU clock)
+from bench_train import cpu_s  # noqa: E402
 
 
 def best_of(fn, calls: int, repeats: int) -> float:
@@ -46,10 +43,10 @@ def best_of(fn, calls: int, repeats: int) -> float:
     fn()
     best = float("inf")
     for _ in range(repeats):
-        c0 = cpu()
+        c0 = cpu_s()
         for _ in range(calls):
             fn()
-        best = min(best, (cpu() - c0) / calls)
+        best = min(best, (cpu_s() - c0) / calls)
     return best
 
 

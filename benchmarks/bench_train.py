@@ -34,7 +34,8 @@ fitted before. ``--warm`` is ``--start warm``. The table shows wall and CPU thro
 temporary folder, on its own simulation of the same size and seed, cold start); every row
 then prints its throughput as a ratio to that commit's row of the same model, by wall time and
 by the CPU time of the whole child process (older children do not time their own CPU). Not
-with ``--defaults`` (an older child fits its own defaults, or none). E.g. the graph router against the code issue 14 measured (1,801 records/s):
+with ``--defaults`` (an older child fits its own defaults, or none). E.g. the graph router
+against the code issue 14 measured (1,801 records/s):
 ``python benchmarks/bench_train.py --seed 0 --models graph --start cold,imported,warm
 --baseline-ref 3cda9cf --timeout 1800``.
 
