@@ -31,7 +31,7 @@ def test_the_old_pair_heads_are_the_concatenated_heads(parts_script):
 def test_one_round_prints_every_part(parts_script, capsys):
     parts_script.main(["--seed", "0", "--calls", "1", "--repeats", "1"])
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")]
-    assert lines[0].startswith("| part |") and len(lines) == 1 + 7
+    assert lines[0].startswith("| part |") and len(lines) == 1 + 10
     for ln in lines[1:]:
         old, new, ratio = (float(v) for v in ln.strip("| ").split(" | ")[1:])
         assert old > 0 and new > 0 and ratio == pytest.approx(old / new, rel=0.05, abs=0.01)

@@ -55,3 +55,34 @@ def test_torch_product_equals_numpy_product():
     got = knn_mod._mm_t(a, b)          # float64 and a strided view: cast and made contiguous
     assert got.dtype == np.float32 and got.shape == (40, 35)
     np.testing.assert_allclose(got, a.astype(np.float32) @ b.T, rtol=1e-5, atol=1e-5)
+
+
+def test_row_norms_equal_numpy_norms_bit_for_bit():
+    rng = np.random.default_rng(4)
+    for dtype in (np.float32, np.float64):
+        x = rng.normal(size=(1_003, 37)).astype(dtype)
+        got = knn_mod.row_norms(x, chunk=100)          # ragged last chunk
+        assert got.dtype == dtype and got.shape == (1_003, 1)
+        np.testing.assert_array_equal(got, np.linalg.norm(x, axis=1, keepdims=True))
+    assert knn_mod.row_norms(np.zeros((0, 3))).shape == (0, 1)
+
+
+def _top_k_by_sort(sims, kk):
+    return np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+
+
+def test_top_k_torch_path_equals_a_full_sort():
+    rng = np.random.default_rng(5)
+    for n, kk in [(64 * 3, 3), (1_200, 15), (64 * 15 - 1, 15), (50, 7)]:   # both paths
+        sims = rng.normal(size=(33, n)).astype(np.float32)     # distinct values: one answer
+        np.testing.assert_array_equal(knn_mod._top_k(sims, kk), _top_k_by_sort(sims, kk))
+
+
+def test_top_k_torch_path_with_ties_returns_the_largest_values_in_order():
+    rng = np.random.default_rng(6)
+    sims = rng.integers(0, 4, size=(20, 1_000)).astype(np.float32)   # many ties
+    got = knn_mod._top_k(sims, 10)
+    assert got.shape == (20, 10)
+    assert all(len(set(r)) == 10 for r in got.tolist())                # distinct columns
+    vals = np.take_along_axis(sims, got, axis=1)
+    np.testing.assert_array_equal(vals, -np.sort(-sims, axis=1)[:, :10])

@@ -26,7 +26,7 @@ from torch_geometric.data import HeteroData
 
 from recsys_router.models.components.gnn import HeteroRouterGNN
 from recsys_router.models.components.graph_knn import (ClusterIndex, EXACT_MAX_CELLS, knn_edges,
-                                                       nearest_context, neighbour_pool)
+                                                       nearest_context, neighbour_pool, row_norms)
 from recsys_router.state import INT, STR, Arr, ListOf, StateError, check_indices, check_state
 
 __all__ = ["build_graph", "knn_edges", "neighbour_pool", "nearest_context", "HeteroRouterGNN",
@@ -171,8 +171,8 @@ class RoutingGraphBuilder:
         if n_rows * self.n_train <= EXACT_MAX_CELLS:
             return None
         if self._index is None or self._index[0] is not self.train_x:
-            self._index = (self.train_x, ClusterIndex(self.train_x / (np.linalg.norm(
-                self.train_x, axis=1, keepdims=True) + 1e-12)))
+            self._index = (self.train_x, ClusterIndex(
+                self.train_x / (row_norms(self.train_x) + 1e-12)))
         return self._index[1]
 
     def state(self) -> tuple[dict, dict]:
