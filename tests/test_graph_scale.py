@@ -244,3 +244,20 @@ def test_default_steps_follow_the_graph_work_budget():
     # a given budget is kept: 2 epochs of 142-query batches = 8 steps
     assert GraphRouter(max_epochs=2)._plan(567).max_steps == 8
     assert GraphRouter(max_steps=50)._plan(567).max_steps == 50
+
+
+@pytest.mark.parametrize("unit_rows", [True, False])
+def test_context_index_normalises_only_rows_that_are_not_unit(unit_rows, monkeypatch):
+    from recsys_router.models.components import graph as graph_mod
+    b = random_builder(n=300)
+    if unit_rows:
+        b.train_x = b.train_x / np.linalg.norm(b.train_x, axis=1, keepdims=True)
+    raw = b.train_x.copy()
+    monkeypatch.setattr(graph_mod, "EXACT_MAX_CELLS", 1000)        # the index path
+    idx = b.context_index(300)
+    assert idx is not None and (idx.ctx is b.train_x) == unit_rows   # no copy of unit rows
+    np.testing.assert_array_equal(b.train_x, raw)                     # never changed in place
+    np.testing.assert_allclose(np.linalg.norm(idx.ctx, axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(idx.ctx, raw / np.linalg.norm(raw, axis=1, keepdims=True),
+                               rtol=1e-6, atol=1e-7)
+    assert b.context_index(300) is idx                                # built once

@@ -171,8 +171,11 @@ class RoutingGraphBuilder:
         if n_rows * self.n_train <= EXACT_MAX_CELLS:
             return None
         if self._index is None or self._index[0] is not self.train_x:
-            self._index = (self.train_x, ClusterIndex(
-                self.train_x / (row_norms(self.train_x) + 1e-12)))
+            norms = row_norms(self.train_x)
+            # unit rows already (MiniLM's, most stored embeddings): no normalised copy
+            unit = (self.train_x if np.abs(norms - 1.0).max() <= 1e-6
+                    else self.train_x / (norms + 1e-12))
+            self._index = (self.train_x, ClusterIndex(unit))
         return self._index[1]
 
     def state(self) -> tuple[dict, dict]:
