@@ -102,7 +102,7 @@ def _top_k(sims: np.ndarray, kk: int) -> np.ndarray:
     """Column indices of each row's ``kk`` largest values, largest first (ties in any order).
 
     Rows at least ``64 x kk`` long go through ``torch.topk``, whose CPU kernel switches to a
-    partial heap sort at that length (2-4x faster than ``np.argpartition`` plus the sort of
+    partial heap sort at that length (2-5x faster than ``np.argpartition`` plus the sort of
     the shortlist at the search's shapes, ``benchmarks/bench_graph_parts.py``); shorter rows,
     where it selects by a full ``nth_element`` and is no faster, through numpy."""
     if kk >= sims.shape[1]:
