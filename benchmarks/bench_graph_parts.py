@@ -25,7 +25,7 @@ float32 tolerance). The previous forms:
   seconds of a fresh array, since what it saves is the first touch of new memory).
 
 Usage: ``python benchmarks/bench_graph_parts.py --seed 0``. Prints one table; a ratio above 1
-means the current form takes less CPU time.
+means the current form takes less CPU time (wall time in the row marked so).
 """
 
 from __future__ import annotations
@@ -185,8 +185,8 @@ def main(argv=None) -> None:
         ap.error("--calls and --repeats must be >= 1")
     rows = parts(args)
     print(f"`python benchmarks/bench_graph_parts.py --seed {args.seed} --calls {args.calls} "
-          f"--repeats {args.repeats}` (one thread; CPU ms per call, best of {args.repeats} "
-          f"rounds)\n")
+          f"--repeats {args.repeats}` (one thread; CPU ms per call, wall ms where "
+          f"marked, best of {args.repeats} rounds)\n")
     print("| part | previous form ms | current form ms | ratio |")
     print("|---|---|---|---|")
     for name, old, new in rows:
