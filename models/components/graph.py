@@ -26,7 +26,7 @@ from torch_geometric.data import HeteroData
 
 from recsys_router.models.components.gnn import HeteroRouterGNN
 from recsys_router.models.components.graph_knn import (ClusterIndex, EXACT_MAX_CELLS, knn_edges,
-                                                       nearest_context, neighbour_pool, row_norms)
+                                                       nearest_context, neighbour_pool, as_unit)
 from recsys_router.state import INT, STR, Arr, ListOf, StateError, check_indices, check_state
 
 __all__ = ["build_graph", "knn_edges", "neighbour_pool", "nearest_context", "HeteroRouterGNN",
@@ -171,11 +171,8 @@ class RoutingGraphBuilder:
         if n_rows * self.n_train <= EXACT_MAX_CELLS:
             return None
         if self._index is None or self._index[0] is not self.train_x:
-            norms = row_norms(self.train_x)
             # unit rows already (MiniLM's, most stored embeddings): no normalised copy
-            unit = (self.train_x if np.abs(norms - 1.0).max() <= 1e-6
-                    else self.train_x / (norms + 1e-12))
-            self._index = (self.train_x, ClusterIndex(unit))
+            self._index = (self.train_x, ClusterIndex(as_unit(self.train_x)))
         return self._index[1]
 
     def state(self) -> tuple[dict, dict]:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["knn_edges", "neighbour_pool", "nearest_context", "row_norms", "ClusterIndex",
-           "EXACT_MAX_CELLS"]
+__all__ = ["knn_edges", "neighbour_pool", "nearest_context", "row_norms", "as_unit",
+           "ClusterIndex", "EXACT_MAX_CELLS"]
 
 #: similarity cells computed at once by the exact search (bounds its memory)
 _CHUNK_CELLS = 1 << 24
@@ -60,6 +60,22 @@ def _unit(x: np.ndarray) -> np.ndarray:
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
     return x / (row_norms(x) + 1e-12)
+
+
+def as_unit(x: np.ndarray, tol: float = 1e-6) -> np.ndarray:
+    """``x`` itself when every row's norm is within ``tol`` of 1 (no copy), else its rows
+    normalised (a new array, as :func:`_unit`).
+
+    Example
+    -------
+    >>> u = np.array([[0.6, 0.8]], np.float32)
+    >>> as_unit(u) is u, as_unit(2 * u).tolist()
+    (True, [[0.6000000238418579, 0.800000011920929]])
+    """
+    norms = row_norms(x)
+    if len(x) and np.abs(norms - 1.0).max() <= tol:
+        return x
+    return x / (norms + 1e-12)
 
 
 def _nearest(rows_unit: np.ndarray, ctx_unit: np.ndarray, kk: int,
