@@ -18,7 +18,8 @@ float32 tolerance). The previous forms:
   for the per-cell searches (the assignment of all rows to centroids, the last shape,
   stays numpy's: torch's is slower there);
 * ``k-means sums``: sort by cell and ``np.add.reduceat``; now one ``index_add_``;
-* ``top-k``: ``np.argpartition`` and a sort of the shortlist for every cell of the search;
+* ``top-k``: ``np.argpartition`` and a sort of the shortlist for every cell of the search
+  (``_top_k_partition``, still the path for short rows);
   now ``torch.topk`` on rows of at least ``64 x k`` candidates (its partial heap sort);
 * ``row norms``: ``np.linalg.norm(x, axis=1)`` over the 90,000 x 384 train embeddings at
   once; now in row chunks, without the whole (n x d) temporary of squares (this one in wall
@@ -75,7 +76,8 @@ def parts(args):
     from recsys_router.models.components.bit_dropout import BitDropout
     from recsys_router.models.components.gnn import HeteroRouterGNN, _summed_layer
     from recsys_router.models.components.graph import RoutingGraphBuilder
-    from recsys_router.models.components.graph_knn import _mm_t, _top_k, row_norms
+    from recsys_router.models.components.graph_knn import (_mm_t, _top_k, _top_k_partition,
+                                                           row_norms)
     from recsys_router.models.components.pair_grid import grid_heads
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -154,8 +156,9 @@ def parts(args):
     # a cell's 300 rows and a held-out cell's 33
     for m_rows in (300, 33):
         sims = rng.standard_normal((m_rows, 1200)).astype(np.float32)
-        np.testing.assert_array_equal(_top_k(sims, 15), old_top_k(sims, 15))
-        rows.append((f"top-15 of 1,200, {m_rows} rows", best_of(lambda: old_top_k(sims, 15), c, r),
+        np.testing.assert_array_equal(_top_k(sims, 15), _top_k_partition(sims, 15))
+        rows.append((f"top-15 of 1,200, {m_rows} rows",
+                     best_of(lambda: _top_k_partition(sims, 15), c, r),
                      best_of(lambda: _top_k(sims, 15), c, r)))
 
     # the train embeddings' norms (a new array each call, as in a fit)
@@ -165,14 +168,6 @@ def parts(args):
                  best_of(lambda: np.linalg.norm(big, axis=1, keepdims=True), 1, r, wall=True),
                  best_of(lambda: row_norms(big), 1, r, wall=True)))
     return rows
-
-
-def old_top_k(sims: np.ndarray, kk: int) -> np.ndarray:
-    """Each row's ``kk`` largest columns, largest first: ``np.argpartition`` and a sort."""
-    n = sims.shape[1]
-    part = np.argpartition(sims, n - kk, axis=1)[:, n - kk:]
-    vals = np.take_along_axis(sims, part, axis=1)
-    return np.take_along_axis(part, np.argsort(-vals, axis=1), axis=1)
 
 
 def main(argv=None) -> None:

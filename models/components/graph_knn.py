@@ -127,6 +127,12 @@ def _top_k(sims: np.ndarray, kk: int) -> np.ndarray:
     if n >= 64 * kk and sims.dtype == np.float32:
         return torch.topk(torch.from_numpy(np.ascontiguousarray(sims)), kk,
                           dim=1).indices.numpy()
+    return _top_k_partition(sims, kk)
+
+
+def _top_k_partition(sims: np.ndarray, kk: int) -> np.ndarray:
+    """:func:`_top_k` by ``np.argpartition`` and a sort of the shortlist (``kk`` < columns)."""
+    n = sims.shape[1]
     part = np.argpartition(sims, n - kk, axis=1)[:, n - kk:]   # (no negated copy)
     vals = np.take_along_axis(sims, part, axis=1)
     return np.take_along_axis(part, np.argsort(-vals, axis=1), axis=1)
