@@ -185,7 +185,7 @@ def main(argv=None) -> None:
     print("| part | previous form ms | current form ms | ratio |")
     print("|---|---|---|---|")
     for name, old, new in rows:
-        print(f"| {name} | {old * 1e3:.2f} | {new * 1e3:.2f} | {old / new:.2f} |")
+        print(f"| {name} | {old * 1e3:.3f} | {new * 1e3:.3f} | {old / new:.2f} |")
 
 
 if __name__ == "__main__":
