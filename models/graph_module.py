@@ -310,8 +310,8 @@ class GraphRouter(LightningRouter):
             return enc.encode([f"task: {n}" for n in names])
         return featurize
 
-    def _set_fitted_state(self, module: GraphModule, dm) -> None:
-        super()._set_fitted_state(module, dm)
+    def _set_fitted_state(self, module: GraphModule, dm, take_net: bool = False) -> None:
+        super()._set_fitted_state(module, dm, take_net)
         self.builder_ = module._require_builder()
         self.graph_owners_, self.llm_offsets_ = None, None  # a refit forgets onboarded LLMs
         self.cost_scale_ = float(module.cost_scale)

@@ -49,6 +49,39 @@ def trained(sim_small):
     return module, dm, trainer
 
 
+def test_to_router_copies_the_callers_network_and_fit_takes_its_own(trained, sim_small,
+                                                                     monkeypatch):
+    """A module the caller keeps is copied (changing it later leaves the router alone); a
+    router's own fit discards its module, so it takes that network without a copy."""
+    import copy as copy_module
+    module, dm, _ = trained
+    router = module.to_router()
+    assert router.net_ is not module.net
+    test = dm.splits["test"]
+    before = router.predict_scores(test)
+    saved = copy_module.deepcopy(module.net.state_dict())
+    try:
+        with torch.no_grad():
+            for p in module.net.parameters():
+                p.add_(1.0)
+        np.testing.assert_array_equal(router.predict_scores(test), before)
+    finally:
+        module.net.load_state_dict(saved)
+    copied = []
+    real = copy_module.deepcopy
+
+    def spy(obj, *a, **k):
+        if isinstance(obj, torch.nn.Module):
+            copied.append(type(obj).__name__)
+        return real(obj, *a, **k)
+    monkeypatch.setattr(copy_module, "deepcopy", spy)
+    fitted = make_router("mf", **{**FAST, "max_epochs": 1}).fit(sim_small)
+    assert copied == [] and fitted.is_fitted
+    module.to_router()                  # the spy sees the copy where one is made
+    monkeypatch.undo()
+    assert copied and copied[0] == type(module.net).__name__
+
+
 def test_val_metrics_are_logged_each_epoch(trained):
     _, _, trainer = trained
     m = trainer.callback_metrics
