@@ -20,7 +20,7 @@ def test_the_best_setting_on_held_out_training_queries_is_chosen(tmp_path):
     folder = _space(tmp_path, "params.k: {type: categorical, choices: [1, 60]}\n"
                               "params.no_such_thing: {type: int, low: 1, high: 3}\n")
     r = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=6, seed=0,
-                        search_dir=folder).fit(d)
+                        search_dir=folder, objective="mu_o").fit(d)
     # independent check: the same split, each k (and the defaults, k=10) scored by hand
     tr, va = stratified_holdout(d.tasks, 0.2, 0)
     truth = d.scores[va].astype(float)
@@ -37,7 +37,103 @@ def test_the_best_setting_on_held_out_training_queries_is_chosen(tmp_path):
         assert r.best_params_ == {} and r.router_.k == 10
     assert r.skipped_keys_ == ["params.no_such_thing"]
     assert r.router_.fitted_ and r.router_.x_train_.shape[0] == 300    # refitted on all
-    assert "trials; chosen" in r.summary()
+    assert "trials; chosen" in r.summary() and "held-out mean score" in r.summary()
+
+
+def _nauc_by_hand(pred_s, pred_c, s, c):
+    """held_out_nauc written out query by query and budget by budget (a second implementation)."""
+    pred_s, pred_c = np.asarray(pred_s, float), np.asarray(pred_c, float).copy()
+    s, c = np.asarray(s, float), np.asarray(c, float)
+    obs = ~np.isnan(s)
+    keep = [i for i in range(len(s)) if obs[i].any()]
+    for i in keep:   # as evaluate's masks: an unobserved LLM a hair dearer than any observed
+        top = max(pred_c[i, j] for j in range(s.shape[1]) if obs[i, j])
+        for j in range(s.shape[1]):
+            if not obs[i, j]:
+                pred_c[i, j] = top + max(abs(top) * 1e-6, 1e-12)
+    budgets = np.unique(pred_c[keep])
+    if budgets.size > 100:
+        budgets = np.quantile(budgets, np.linspace(0, 1, 100))
+    pts = []
+    for b in budgets:
+        qs, cs = [], []
+        for i in keep:
+            js = [j for j in range(s.shape[1]) if obs[i, j]]
+            fit = [j for j in js if pred_c[i, j] <= b]
+            if fit:   # highest predicted score; ties to the cheaper predicted cost, then index
+                j = min(fit, key=lambda j: (-pred_s[i, j], pred_c[i, j], j))
+            else:     # nothing fits: the cheapest predicted (ties: higher score, then index)
+                j = min(js, key=lambda j: (pred_c[i, j], -pred_s[i, j], j))
+            qs.append(s[i, j])
+            cs.append(c[i, j])
+        pts.append((np.mean(cs), np.mean(qs)))
+    front, best = [], -np.inf
+    for x, y in sorted(pts, key=lambda p: p[0]):
+        if y > best:
+            front.append((x, y))
+            best = y
+    means = [np.mean(s[keep, j][obs[keep, j]]) if obs[keep, j].any() else -np.inf
+             for j in range(s.shape[1])]
+    top = max(means)
+    j_best = min((j for j in range(s.shape[1]) if means[j] == top),
+                 key=lambda j: (np.mean(c[keep, j][obs[keep, j]]), j))
+    bs_cost = np.mean(c[keep, j_best][obs[keep, j_best]])
+    pts = sorted(front + [(bs_cost, pts[-1][1])], key=lambda p: p[0])
+    mx = max(p[0] for p in pts)
+    xs = [p[0] / mx for p in pts]
+    return sum((xs[k] - xs[k - 1]) * (pts[k][1] + pts[k - 1][1]) / 2 for k in range(1, len(pts)))
+
+
+def test_held_out_nauc_matches_a_query_by_query_computation():
+    from recsys_router.tuning.inner import held_out_nauc
+    rng = np.random.default_rng(3)
+    for trial in range(6):
+        n, m = 40, 5
+        s = rng.integers(0, 2, (n, m)).astype(float)
+        c = rng.choice([0.5, 1.0, 2.0, 4.0, 8.0], size=(n, m))
+        ps = rng.random((n, m))
+        pc = c * rng.uniform(0.8, 1.2, (n, m)) if trial % 2 else np.broadcast_to(
+            c.mean(axis=0), (n, m)).copy()
+        if trial >= 2:                      # reduced pools, and one query with no LLM at all
+            s[rng.random((n, m)) < 0.3] = np.nan
+            s[0] = np.nan
+            s[1, 1:] = np.nan
+            s[1, 0] = 1.0
+        got = held_out_nauc(ps, pc, s, c)
+        assert got == pytest.approx(_nauc_by_hand(ps, pc, s, c), abs=1e-12), trial
+    with pytest.raises(ValueError, match="finite cost"):
+        c2 = c.copy()
+        c2[~np.isnan(s)] = np.nan
+        held_out_nauc(ps, pc, s, c2)
+    with pytest.raises(ValueError, match="no held-out query"):
+        held_out_nauc(ps, pc, np.full_like(s, np.nan), c)
+
+
+def test_the_objective_follows_the_costs_unless_set():
+    d = make_synthetic(240, 4, 3, seed=4)            # simulated USD costs on every cell
+    assert d.costs is not None
+    bare = d.subset()
+    bare.costs = None
+    tuned = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=2, seed=0).fit(d)
+    assert tuned.objective_ == "nauc" and "held-out nAUC" in tuned.summary()
+    # the defaults' held-out nAUC, recomputed on the same split by the second implementation
+    from recsys_router.fallback import stratified_holdout as holdout
+    tr, va = holdout(d.tasks, 0.2, 0)
+    m = make_router("knn", encoder="hashing", k=10).fit(d.subset(tr))
+    held = d.subset(va)
+    expect = _nauc_by_hand(m.predict_scores(held), m.predict_costs(held), held.scores,
+                           held.costs)
+    assert tuned.default_score_ == pytest.approx(expect, abs=1e-12)
+    plain = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=2,
+                            seed=0).fit(bare)
+    assert plain.objective_ == "mu_o"
+    forced = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=2, seed=0,
+                             objective="mu_o").fit(d)
+    assert forced.objective_ == "mu_o" and forced.default_score_ != tuned.default_score_
+    with pytest.raises(ValueError, match="needs a finite cost"):
+        AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=1, objective="nauc").fit(bare)
+    with pytest.raises(ValueError, match="objective must be one of"):
+        AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=1, objective="auc").fit(d)
 
 
 def test_bad_requests_fail_cleanly(tmp_path):
@@ -67,8 +163,20 @@ def test_evaluate_auto_writes_the_chosen_parameters_in_the_notes():
                                  split=(0.8, 0.2), seed=0, auto=2, encoder="hashing"),
                    progress=False)
     note = [n for n in res.notes if "knn --auto 2:" in n]
-    assert note and "2 trials; chosen" in note[0]
+    assert note and "2 trials; chosen" in note[0] and "held-out nAUC" in note[0]
     assert not any("best-single --auto" in n for n in res.notes)
+    res = evaluate(d, EvalConfig(["knn"], protocols=["routereval"], split=(0.8, 0.2), seed=0,
+                                 auto=2, auto_objective="mu_o", encoder="hashing"),
+                   progress=False)
+    assert any("knn --auto 2:" in n and "held-out mean score" in n for n in res.notes)
+
+
+def test_cli_auto_objective_is_a_choice(tmp_path, capsys):
+    from recsys_router.cli import main
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--data", "synthetic", "--routers", "knn", "--auto", "1",
+              "--auto-objective", "os.system", "--out", str(tmp_path / "o")])
+    assert "invalid choice" in capsys.readouterr().err
 
 
 def test_the_fallback_around_a_tuned_cheap_router_holds_out_every_query():

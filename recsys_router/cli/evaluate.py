@@ -101,6 +101,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--auto", type=int, default=0, metavar="N",
                    help="inner Optuna search of N trials per router on the training queries "
                         "(search spaces from configs/search/); chosen parameters in the report")
+    p.add_argument("--auto-objective", choices=("auto", "mu_o", "nauc"), default="auto",
+                   help="what --auto scores a setting by on held-out training queries: nAUC "
+                        "of its budget sweep where the data has costs, else mu_o (auto, "
+                        "default), or either one")
     p.add_argument("--missing", choices=("mask", "drop"), default="mask",
                    help="test queries with unobserved LLMs: route among the observed ones "
                         "(mask, default) or leave them out (drop)")
@@ -169,7 +173,8 @@ def run_evaluate(args) -> int:
                      encoder=args.encoder, p=args.p, seed=args.seed,
                      reference_score=args.reference_score,
                      routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None,
-                     fallback=not args.no_fallback, missing=args.missing, auto=args.auto)
+                     fallback=not args.no_fallback, missing=args.missing, auto=args.auto,
+                     auto_objective=args.auto_objective)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out, plots=not args.no_plots)
     for note in res.notes:

@@ -86,6 +86,10 @@ class EvalConfig:
         inner Optuna search of ``N`` trials on its fold's training queries
         (:class:`~recsys_router.tuning.inner.AutoTunedRouter`); the chosen parameters are in
         the notes. 0 (default): the routers' defaults.
+    auto_objective : {"auto", "mu_o", "nauc"}
+        What that search scores a setting by on the held-out training queries (see
+        :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``auto`` (default) is ORBIT's
+        nAUC where the training data has costs, else mu_o.
     """
 
     routers: list
@@ -108,6 +112,7 @@ class EvalConfig:
     fallback: bool = True
     missing: str = "mask"
     auto: int = 0
+    auto_objective: str = "auto"
 
 
 @dataclass
@@ -138,7 +143,7 @@ def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes:
     router, _ = resolve_router(spec, params, encoder=encoder, seed=cfg.seed,
                                defaults={"p": cfg.p}, clone=True)
     return wrap_router(router, None if isinstance(spec, Router) else spec, fallback=cfg.fallback,
-                       auto=cfg.auto, seed=cfg.seed)
+                       auto=cfg.auto, auto_objective=cfg.auto_objective, seed=cfg.seed)
 
 
 def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):

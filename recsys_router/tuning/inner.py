@@ -2,10 +2,15 @@
 
 :class:`AutoTunedRouter` wraps a registry router. ``fit(train)`` holds out a seeded share of
 each task's training queries, scores the router's defaults and ``N`` Optuna trials (TPE,
-seeded) drawn from its search space in ``configs/search/<name>.yaml`` by the mean true score
-of their argmax choices among each held-out query's observed LLMs, and refits the best
-setting (the defaults unless a trial beats them) on all training queries. The test queries
-of the evaluation are never seen.
+seeded) drawn from its search space in ``configs/search/<name>.yaml`` on those held-out
+queries, and refits the best setting (the defaults unless a trial beats them) on all training
+queries. The test queries of the evaluation are never seen.
+
+The score of a setting (``objective``): without costs, the mean true score of its argmax
+choices among each held-out query's observed LLMs (``mu_o``); where the training data has a
+cost for every observed cell, ORBIT's nAUC of its budget sweep on the held-out queries
+(:func:`held_out_nauc`), because there a router is judged by its cost-quality trade-off and
+the argmax score alone rewards settings that route to the dearest LLM.
 
 Search-file keys are mapped to the registry router's flat parameters: ``params.k`` -> ``k``,
 ``model.init_args.dim`` -> ``dim``, ``model.init_args.loss.init_args.kind`` -> ``loss``,
@@ -24,17 +29,23 @@ from pathlib import Path
 import numpy as np
 
 from ..data import RoutingData
+from ..evaluation.masks import mask_predictions
 from ..inner_validation import realised_scores, stratified_holdout
+from ..metrics.base import best_single
+from ..metrics.orbit import budget_choices, budget_grid, nauc_code, pareto_front
 from ..router import Router
 from ..router_state import InnerRouterState
 from ..state import FLOAT, JSON_ANY, STR, DictOf, ListOf, StateError
 from .space import SearchSpace, load_search_space
 
-__all__ = ["AutoTunedRouter", "search_space_path", "has_search_space", "flat_key", "SEARCH_DIR"]
+__all__ = ["AutoTunedRouter", "search_space_path", "has_search_space", "flat_key", "SEARCH_DIR",
+           "OBJECTIVES", "has_costs", "held_out_nauc"]
 
 #: where the search spaces live (``configs/search`` of the checkout)
 SEARCH_DIR = Path(__file__).resolve().parents[2] / "configs" / "search"
 MAX_TRIALS = 1000
+#: ``AutoTunedRouter(objective=)``: ``auto`` is ``nauc`` where :func:`has_costs`, else ``mu_o``
+OBJECTIVES = ("auto", "mu_o", "nauc")
 
 
 def search_space_path(name: str, folder: Path | None = None) -> Path:
@@ -82,6 +93,77 @@ def flat_key(key: str) -> str:
     return key
 
 
+def has_costs(data: RoutingData) -> bool:
+    """Whether ``data`` has a finite cost on every observed (query, LLM) cell (at least one).
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> d = make_synthetic(20, 3, 2, seed=0)
+    >>> bare = d.subset(); bare.costs = None
+    >>> has_costs(d), has_costs(bare)
+    (True, False)
+    """
+    if data.costs is None:
+        return False
+    obs = ~np.isnan(data.scores)
+    return bool(obs.any()) and bool(np.isfinite(np.asarray(data.costs, np.float64)[obs]).all())
+
+
+def held_out_nauc(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,
+                  costs: np.ndarray, max_budgets: int = 100) -> float:
+    """ORBIT's nAUC (code variant, higher is better) of a router's budget sweep on held-out
+    queries, each routed among its observed LLMs.
+
+    Per budget ``C`` of :func:`~recsys_router.metrics.orbit.budget_grid` (the router's own
+    predicted costs), query ``i`` takes the LLM of highest predicted score among its observed
+    LLMs of predicted cost ``<= C`` (its cheapest predicted when none fits); the curve point
+    is ``(mean_i c[i, ch_i], mean_i s[i, ch_i])``. ``nAUC = nauc_code(pareto_front(curve),
+    cost of the best single LLM, quality at the largest budget)``, the best single LLM being
+    the one of highest mean observed score on these queries. Queries without an observed LLM
+    are left out.
+
+    Parameters
+    ----------
+    pred_scores, pred_costs : ndarray (n, L)
+        The router's predictions.
+    scores, costs : ndarray (n, L)
+        True scores (NaN = unobserved) and costs (finite where a score is observed).
+    max_budgets : int
+
+    Returns
+    -------
+    float
+
+    Example
+    -------
+    Two queries, a cheap LLM right on the first and a dear one right on both; a router that
+    predicts the truth takes the cheap one at budget 1, (cost 1, quality 0.5), and at budget 3
+    the cheap one on the first query (a tie, cheapest kept) and the dear one on the second,
+    (2, 1.0); with the best single LLM's point (3, 1.0) and costs divided by 3, the area is
+    (1/3) * 0.75 + (1/3) * 1.0:
+    >>> s = np.array([[1., 1.], [0., 1.]]); c = np.array([[1., 3.], [1., 3.]])
+    >>> round(held_out_nauc(s, c, s, c), 6)
+    0.583333
+    """
+    s = np.asarray(scores, np.float64)
+    obs = ~np.isnan(s)
+    rows = obs.any(axis=1)
+    if not rows.any():
+        raise ValueError("held_out_nauc: no held-out query has an observed score")
+    s, o = s[rows], obs[rows]
+    c = np.where(o, np.asarray(costs, np.float64)[rows], np.nan)
+    if not np.isfinite(c[o]).all():
+        raise ValueError("held_out_nauc: every observed cell needs a finite cost")
+    ps, pc = mask_predictions(np.asarray(pred_scores, np.float64)[rows],
+                              np.asarray(pred_costs, np.float64)[rows], o)
+    ch = budget_choices(ps, pc, budget_grid(pc, max_budgets), tie_break="cheapest")
+    r = np.arange(len(ch))[:, None]
+    quality, cost = s[r, ch].mean(axis=0), c[r, ch].mean(axis=0)
+    bs = best_single(np.where(o, s, np.nan), np.where(o, c, np.nan))
+    return float(nauc_code(pareto_front(cost, quality), bs.cost, quality[-1]))
+
+
 class AutoTunedRouter(InnerRouterState, Router):
     """A registry router whose hyperparameters are searched on held-out training queries.
 
@@ -99,6 +181,10 @@ class AutoTunedRouter(InnerRouterState, Router):
         Seeds the split and the sampler.
     search_dir : str, optional
         Folder of the search files (default :data:`SEARCH_DIR`).
+    objective : {"auto", "mu_o", "nauc"}
+        What a setting is scored by on the held-out queries: ``mu_o`` (mean true score of its
+        argmax choices), ``nauc`` (:func:`held_out_nauc`; needs :func:`has_costs`), or
+        ``auto``: ``nauc`` where the training data has costs, else ``mu_o``.
 
     Attributes
     ----------
@@ -106,8 +192,10 @@ class AutoTunedRouter(InnerRouterState, Router):
         The refitted best router.
     best_params_ : dict
         The searched parameters chosen (empty: the defaults won).
+    objective_ : str
+        The objective used, ``mu_o`` or ``nauc``.
     default_score_, best_score_ : float
-        Held-out mean score of the defaults and of the chosen setting.
+        Held-out objective of the defaults and of the chosen setting.
     trials_ : list of dict
         ``params``, ``score`` (or ``error``) per trial.
     skipped_keys_ : list of str
@@ -123,18 +211,20 @@ class AutoTunedRouter(InnerRouterState, Router):
     """
 
     #: exported with the refitted router as the nested part ``router_``
-    _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "default_score_": FLOAT,
+    _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "objective_": STR, "default_score_": FLOAT,
                "best_score_": FLOAT, "trials_": ListOf(DictOf(JSON_ANY, 10), MAX_TRIALS),
                "skipped_keys_": ListOf(STR, 1000)}
 
     def __init__(self, name: str, params: dict | None = None, n_trials: int = 20,
-                 val_fraction: float = 0.2, seed: int = 0, search_dir: str | None = None):
+                 val_fraction: float = 0.2, seed: int = 0, search_dir: str | None = None,
+                 objective: str = "auto"):
         self.name = name
         self.params = params
         self.n_trials = n_trials
         self.val_fraction = val_fraction
         self.seed = seed
         self.search_dir = search_dir
+        self.objective = objective
 
     @classmethod
     def _check_stored_params(cls, params: dict, where: str) -> None:
@@ -144,6 +234,14 @@ class AutoTunedRouter(InnerRouterState, Router):
             raise StateError(f"{where}.params.name: {str(name)[:80]!r} is not a registered router")
         if params.get("search_dir") is not None:
             raise StateError(f"{where}.params.search_dir: a stored artifact may not name a folder")
+        if params.get("objective", "auto") not in OBJECTIVES:
+            raise StateError(f"{where}.params.objective: expected one of {', '.join(OBJECTIVES)}")
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        if fields.get("objective_") not in ("mu_o", "nauc"):
+            raise StateError("AutoTunedRouter.objective_: expected 'mu_o' or 'nauc'")
+        return super()._from_state(params, fields, arrays)
 
     def _make(self, extra: dict) -> Router:
         from ..registry import make_router
@@ -178,6 +276,7 @@ class AutoTunedRouter(InnerRouterState, Router):
         n = int(self.n_trials)
         if not 0 <= n <= MAX_TRIALS:
             raise ValueError(f"n_trials must be in [0, {MAX_TRIALS}], got {self.n_trials!r}")
+        self.objective_ = self._objective(train)
         probe = self._make({})
         space, mapping, self.skipped_keys_ = self._space(probe)
         tr, va = stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))
@@ -191,7 +290,10 @@ class AutoTunedRouter(InnerRouterState, Router):
 
         def score(extra: dict) -> float:
             r = self._make(extra).fit(inner_tr)
-            return float(np.nanmean(realised_scores(r.predict_scores(inner_va), truth)))
+            pred = r.predict_scores(inner_va)
+            if self.objective_ == "nauc":
+                return held_out_nauc(pred, r.predict_costs(inner_va), truth, inner_va.costs)
+            return float(np.nanmean(realised_scores(pred, truth)))
 
         self.default_score_ = score({})
 
@@ -218,6 +320,18 @@ class AutoTunedRouter(InnerRouterState, Router):
             self.best_params_, self.best_score_ = {}, self.default_score_
         self.router_ = self._make(self.best_params_).fit(train, val)
 
+    def _objective(self, train: RoutingData) -> str:
+        """``objective`` resolved on the training data (``auto`` -> ``nauc`` or ``mu_o``)."""
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}; "
+                             f"got {self.objective!r}")
+        costs = has_costs(train)
+        if self.objective == "nauc" and not costs:
+            raise ValueError("objective='nauc' needs a finite cost on every observed training "
+                             "cell; this data has none or some are missing (use mu_o)")
+        return "nauc" if self.objective == "nauc" or (self.objective == "auto" and costs) \
+            else "mu_o"
+
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         return self.router_.predict_scores(data)
 
@@ -235,5 +349,6 @@ class AutoTunedRouter(InnerRouterState, Router):
         if not self.trials_:
             return "no search (too few training queries, no trials or no searchable key)"
         chosen = self.best_params_ or "the defaults"
-        return (f"{len(self.trials_)} trials; chosen {chosen} (held-out mean score "
+        what = "nAUC" if self.objective_ == "nauc" else "mean score"
+        return (f"{len(self.trials_)} trials; chosen {chosen} (held-out {what} "
                 f"{self.best_score_:.4f} vs defaults {self.default_score_:.4f})")

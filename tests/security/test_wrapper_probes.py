@@ -77,6 +77,10 @@ PROBES = [
                                  "auto_search_dir")),
     ("auto", "trials_", _edit(lambda doc: doc["state"].__setitem__("trials_", "x" * 10),
                               "auto_trials_not_a_list")),
+    ("auto", "objective", _edit(lambda doc: doc["params"].__setitem__("objective", "os:system"),
+                                "auto_objective_not_a_choice")),
+    ("auto", "objective_", _edit(lambda doc: doc["state"].__setitem__(
+        "objective_", "__import__('os').system('touch /tmp/pwned')"), "auto_objective_state_code")),
 ]
 
 
