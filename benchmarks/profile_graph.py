@@ -10,7 +10,8 @@ inflates them less than wall time):
   approximate index, where the code has one; ``--skip-pool`` skips it);
 * ``--steps`` training steps (subgraph, forward, backward + AdamW) whose targets are the
   queries of a batch of ``--batch`` cells (``--layout cells``, the layout before the
-  throughput change) or of ``--batch`` queries (``--layout queries``);
+  throughput change) or of ``--batch`` queries (``--layout queries``), with the kernel's share of their CPU time and the page faults per step (memory the
+  allocator takes fresh from the system);
 * one prediction of the 10,000 held-out queries (what a validation check does).
 
 Usage: ``python benchmarks/profile_graph.py --seed 0 --layout queries``. It runs against
@@ -34,6 +35,12 @@ sys.path.insert(0, str(ROOT))
 def cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def kernel() -> tuple[float, int]:
+    """Kernel CPU seconds and minor page faults of this process so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_stime, r.ru_minflt
 
 
 def main(argv=None) -> None:
@@ -88,6 +95,7 @@ def main(argv=None) -> None:
         batches = [perm[s * args.batch:(s + 1) * args.batch] for s in range(args.steps)]
     parts = np.zeros(3)
     cells = 0
+    k0 = kernel()
     for targets in batches:
         c0 = cpu()
         g, t = b.training_graph(rng, 0.3, targets=targets, context_size=4096)
@@ -101,13 +109,15 @@ def main(argv=None) -> None:
         parts += (c1 - c0, c2 - c1, cpu() - c2)
         cells += len(t["q"])
     parts /= args.steps
+    k1 = kernel()
+    sys_s, faults = (k1[0] - k0[0]) / args.steps, (k1[1] - k0[1]) / args.steps
     rated = g["llm", "rated_by", "query"].edge_index.shape[1]
     rates = g["query", "rates", "llm"].edge_index.shape[1]
     print(f"{args.layout} batch {args.batch}: per step {parts.sum():.3f} CPU s (subgraph "
           f"{parts[0]:.3f}, forward {parts[1]:.3f}, backward + AdamW {parts[2]:.3f}); "
           f"{cells / args.steps:,.0f} cells predicted per step; last step: "
-          f"{len(t['nodes']):,} query nodes, {rated:,} rated_by and {rates:,} rates edges",
-          flush=True)
+          f"{len(t['nodes']):,} query nodes, {rated:,} rated_by and {rates:,} rates edges; "
+          f"kernel {sys_s:.3f} CPU s and {faults:,.0f} page faults per step", flush=True)
     c0 = cpu()
     predict_graph(net, b, emb[n_train:], d.tasks[n_train:])
     print(f"prediction of the {n - n_train:,} held-out queries: {cpu() - c0:.2f} CPU s")
