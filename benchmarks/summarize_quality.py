@@ -42,6 +42,8 @@ CF = ["mf", "mirt", "nirt", "two-tower", "graph", "als", "bpr"]
 #: routers that are references, not learned routers
 _REFERENCE = ("oracle", "random", "best-single", "task-best")
 _NEEDED = {"protocol", "pool", "group", "fold", "router", "metric", "value"}
+#: ``--metric``: the protocol whose rows hold it
+METRICS = {"mu_o": "routereval", "nauc": "orbit", "aiq": "routerbench"}
 
 
 def fold_values(path: Path, metric: str = "mu_o", protocol: str = "routereval") -> pd.DataFrame:
@@ -243,7 +245,11 @@ def main(argv=None) -> None:
                     help="suffix of the defaults run's files; several, comma-separated: each "
                          "router from the first run that has it (the others' differences on "
                          "shared routers are printed)")
-    ap.add_argument("--auto-tag", default="", help="suffix of the --auto run's files (optional)")
+    ap.add_argument("--auto-tag", default="",
+                    help="suffix of the --auto run's files (optional); several, comma-separated, "
+                         "joined as --tag's are (e.g. one --auto run per router)")
+    ap.add_argument("--metric", choices=sorted(METRICS), default="mu_o",
+                    help="the metric read (nauc and aiq exist on datasets with costs)")
     ap.add_argument("--kept-leads", type=float, default=None, metavar="Z",
                     help="also list router-folds kept on an inner lead under Z SE (from the "
                          "runs' .md notes) with their test-fold differences")
@@ -261,24 +267,27 @@ def main(argv=None) -> None:
             print(f"(no folds_{ds}<tag>.csv for tags {tags} in {out}: {ds} left out)",
                   file=sys.stderr)
             continue
-        defaults[ds], more = merge_runs([fold_values(p) for p in paths], [p.name for p in paths])
+        read = [fold_values(p, a.metric, METRICS[a.metric]) for p in paths]
+        defaults[ds], more = merge_runs(read, [p.name for p in paths])
         notes += more
         if a.kept_leads is not None:
             md = [p.with_suffix(".md") for p in paths if p.with_suffix(".md").is_file()]
             k = kept_leads(md, defaults[ds], a.kept_leads)
             leads.append(k.assign(dataset=ds)[["dataset", *k.columns]])
-        if a.auto_tag:
-            q = out / f"folds_{ds}{a.auto_tag}.csv"
-            if q.is_file():
-                auto[ds] = fold_values(q)
+        qs = [q for q in (out / f"folds_{ds}{t}.csv" for t in a.auto_tag.split(",") if t)
+              if q.is_file()]
+        if qs:
+            auto[ds], more = merge_runs([fold_values(q, a.metric, METRICS[a.metric]) for q in qs],
+                                        [q.name for q in qs])
+            notes += [f"the --auto runs: {n}" for n in more]
     if not defaults:
         raise SystemExit(f"no folds_<dataset>{a.tag}.csv for {names} in {out}")
-    print("mu_o at the defaults; differences paired by fold (mean ± sd over folds)\n")
+    print(f"{a.metric} at the defaults; differences paired by fold (mean ± sd over folds)\n")
     print(markdown(defaults_table(defaults)))
     for n in notes:
         print(f"- routers joined from {n}")
     if auto:
-        print(f"\n--auto ({a.auto_tag}) against the defaults, mu_o, paired by fold\n")
+        print(f"\n--auto ({a.auto_tag}) against the defaults, {a.metric}, paired by fold\n")
         print(markdown(auto_table(defaults, auto)))
     if leads:
         k = pd.concat(leads, ignore_index=True)

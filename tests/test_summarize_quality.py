@@ -120,3 +120,28 @@ def test_kept_leads_must_be_positive_and_finite(tmp_path, bad):
     _write(tmp_path / "folds_d.csv", {"best-single": [0.6], "mf": [0.6]})
     with pytest.raises(SystemExit, match="--kept-leads must be a finite number > 0"):
         main(["--out", str(tmp_path), "--datasets", "d", "--kept-leads", bad])
+
+
+def test_several_auto_runs_and_another_metric(tmp_path, capsys):
+    # one --auto run per router, joined; --metric nauc reads the orbit protocol's rows only
+    def nauc_file(path, table):
+        rows = [HEAD]
+        for router, values in table.items():
+            for f, v in enumerate(values):
+                rows.append(f"d,orbit,all,all,{f},{router},nauc,{v}\n")
+                rows.append(f"d,routereval,all,all,{f},{router},mu_o,0.5\n")   # not read
+                rows.append(f"d,routereval,all,all,{f},{router},nauc,7\n")     # other protocol
+        path.write_text("".join(rows))
+    nauc_file(tmp_path / "folds_d.csv", {"best-single": [0.5, 0.6], "task-best": [0.5, 0.6],
+                                         "mf": [0.70, 0.80], "graph": [0.60, 0.60]})
+    nauc_file(tmp_path / "folds_d_a1.csv", {"best-single": [0.5, 0.6], "mf": [0.74, 0.80]})
+    nauc_file(tmp_path / "folds_d_a2.csv", {"best-single": [0.5, 0.6], "graph": [0.50, 0.60]})
+    main(["--out", str(tmp_path), "--datasets", "d", "--auto-tag", "_a1,_a2", "--metric", "nauc"])
+    out = capsys.readouterr().out
+    assert "nauc at the defaults" in out and "against the defaults, nauc" in out
+    # mf: +0.04, 0.00 -> mean +0.0200, sd 0.0283; graph: -0.10, 0.00 -> -0.0500, sd 0.0707
+    assert "| d | mf | 0.7500 | 0.7700 | +0.0200 ± 0.0283 |" in out
+    assert "| d | graph | 0.6000 | 0.5500 | -0.0500 ± 0.0707 |" in out
+    assert "folds_d_a2.csv: graph" in out
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "--datasets", "d", "--metric", "__import__"])
