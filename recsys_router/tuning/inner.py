@@ -9,8 +9,8 @@ queries. The test queries of the evaluation are never seen.
 The score of a setting (``objective``): without costs, the mean true score of its argmax
 choices among each held-out query's observed LLMs (``mu_o``); where the training data has a
 cost for every observed cell, ORBIT's nAUC of its budget sweep on the held-out queries
-(:func:`held_out_nauc`), because there a router is judged by its cost-quality trade-off and
-the argmax score alone rewards settings that route to the dearest LLM.
+(:func:`held_out_nauc`), because there a router is judged by its cost-quality trade-off,
+which the argmax score alone does not see.
 
 Search-file keys are mapped to the registry router's flat parameters: ``params.k`` -> ``k``,
 ``model.init_args.dim`` -> ``dim``, ``model.init_args.loss.init_args.kind`` -> ``loss``,
