@@ -287,10 +287,8 @@ def main(argv=None) -> None:
                     help="learned routers without the safe fallback (evaluate --no-fallback)")
     ap.add_argument("--auto", type=int, default=0, metavar="N",
                     help="inner Optuna search of N trials per router (evaluate --auto N)")
-    ap.add_argument("--auto-objective", choices=("auto", "mu_o", "nauc"), default="auto",
-                    help="the --auto search's objective (evaluate --auto-objective); the "
-                         "--auto tables of benchmarks/README.md before 2026-12-01's fourth "
-                         "session were measured at mu_o")
+    ap.add_argument("--auto-objective", choices=("mu_o", "nauc", "auto"), default="mu_o",
+                    help="the --auto search's objective (evaluate --auto-objective)")
     ap.add_argument("--tag", default="", help="suffix of the result files (e.g. _auto20)")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--readme", default="",
@@ -331,7 +329,7 @@ def main(argv=None) -> None:
                   f"### {ds}: {how}, {data.n_queries} queries x {data.n_llms} LLMs, "
                   f"encoder {enc}, seed {a.seed}"
                   f"{', --auto ' + str(a.auto) if a.auto else ''}"
-                  f"{' (' + a.auto_objective + ')' if a.auto and a.auto_objective != 'auto' else ''}"
+                  f"{' (' + a.auto_objective + ')' if a.auto and a.auto_objective != 'mu_o' else ''}"
                   f"{', no fallback' if a.no_fallback else ''} "
                   f"({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`", readme)
 

@@ -86,10 +86,10 @@ class EvalConfig:
         inner Optuna search of ``N`` trials on its fold's training queries
         (:class:`~recsys_router.tuning.inner.AutoTunedRouter`); the chosen parameters are in
         the notes. 0 (default): the routers' defaults.
-    auto_objective : {"auto", "mu_o", "nauc"}
+    auto_objective : {"mu_o", "nauc", "auto"}
         What that search scores a setting by on the held-out training queries (see
-        :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``auto`` (default) is ORBIT's
-        nAUC where the training data has costs, else mu_o.
+        :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``mu_o`` (default), ORBIT's
+        nAUC, or ``auto`` (nAUC where the training data has costs, else mu_o).
     """
 
     routers: list
@@ -112,7 +112,7 @@ class EvalConfig:
     fallback: bool = True
     missing: str = "mask"
     auto: int = 0
-    auto_objective: str = "auto"
+    auto_objective: str = "mu_o"
 
 
 @dataclass

@@ -6,11 +6,14 @@ seeded) drawn from its search space in ``configs/search/<name>.yaml`` on those h
 queries, and refits the best setting (the defaults unless a trial beats them) on all training
 queries. The test queries of the evaluation are never seen.
 
-The score of a setting (``objective``): without costs, the mean true score of its argmax
-choices among each held-out query's observed LLMs (``mu_o``); where the training data has a
-cost for every observed cell, ORBIT's nAUC of its budget sweep on the held-out queries
-(:func:`held_out_nauc`), because there a router is judged by its cost-quality trade-off,
-which the argmax score alone does not see.
+The score of a setting (``objective``): by default the mean true score of its argmax choices
+among each held-out query's observed LLMs (``mu_o``). ``objective="nauc"`` scores ORBIT's
+nAUC of its budget sweep on the held-out queries instead (:func:`held_out_nauc`; data with a
+cost on every observed cell), the cost-quality trade-off that the argmax score does not see;
+``"auto"`` picks ``nauc`` where the training data has costs. It is not the default because
+the safe fallback around a tuned router judges it by mu_o: on routerbench_zs, nAUC-tuned
+``als`` and ``bpr`` gave up mu_o, were sent to best-single in more folds and lost nAUC on
+test (``benchmarks/README.md``).
 
 Search-file keys are mapped to the registry router's flat parameters: ``params.k`` -> ``k``,
 ``model.init_args.dim`` -> ``dim``, ``model.init_args.loss.init_args.kind`` -> ``loss``,
@@ -44,7 +47,8 @@ __all__ = ["AutoTunedRouter", "search_space_path", "has_search_space", "flat_key
 #: where the search spaces live (``configs/search`` of the checkout)
 SEARCH_DIR = Path(__file__).resolve().parents[2] / "configs" / "search"
 MAX_TRIALS = 1000
-#: ``AutoTunedRouter(objective=)``: ``auto`` is ``nauc`` where :func:`has_costs`, else ``mu_o``
+#: ``AutoTunedRouter(objective=)`` (default ``mu_o``): ``auto`` is ``nauc`` where
+#: :func:`has_costs`, else ``mu_o``
 OBJECTIVES = ("auto", "mu_o", "nauc")
 
 
@@ -181,10 +185,11 @@ class AutoTunedRouter(InnerRouterState, Router):
         Seeds the split and the sampler.
     search_dir : str, optional
         Folder of the search files (default :data:`SEARCH_DIR`).
-    objective : {"auto", "mu_o", "nauc"}
-        What a setting is scored by on the held-out queries: ``mu_o`` (mean true score of its
-        argmax choices), ``nauc`` (:func:`held_out_nauc`; needs :func:`has_costs`), or
-        ``auto``: ``nauc`` where the training data has costs, else ``mu_o``.
+    objective : {"mu_o", "nauc", "auto"}
+        What a setting is scored by on the held-out queries: ``mu_o`` (default; mean true
+        score of its argmax choices), ``nauc`` (:func:`held_out_nauc`; needs
+        :func:`has_costs`), or ``auto``: ``nauc`` where the training data has costs, else
+        ``mu_o``.
 
     Attributes
     ----------
@@ -217,7 +222,7 @@ class AutoTunedRouter(InnerRouterState, Router):
 
     def __init__(self, name: str, params: dict | None = None, n_trials: int = 20,
                  val_fraction: float = 0.2, seed: int = 0, search_dir: str | None = None,
-                 objective: str = "auto"):
+                 objective: str = "mu_o"):
         self.name = name
         self.params = params
         self.n_trials = n_trials
@@ -234,7 +239,7 @@ class AutoTunedRouter(InnerRouterState, Router):
             raise StateError(f"{where}.params.name: {str(name)[:80]!r} is not a registered router")
         if params.get("search_dir") is not None:
             raise StateError(f"{where}.params.search_dir: a stored artifact may not name a folder")
-        if params.get("objective", "auto") not in OBJECTIVES:
+        if params.get("objective", "mu_o") not in OBJECTIVES:
             raise StateError(f"{where}.params.objective: expected one of {', '.join(OBJECTIVES)}")
 
     @classmethod
