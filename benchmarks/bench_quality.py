@@ -325,11 +325,12 @@ def main(argv=None) -> None:
             res = evaluate(data, cfg)
             tab = summary(res, protos)
             how = f"{a.folds}-fold CV" if a.folds > 1 else "one 8:1:1 split"
+            objective = f" ({a.auto_objective})" if a.auto and a.auto_objective != "mu_o" else ""
             write(out, f"folds_{ds}{a.tag}", tab, res,
                   f"### {ds}: {how}, {data.n_queries} queries x {data.n_llms} LLMs, "
                   f"encoder {enc}, seed {a.seed}"
                   f"{', --auto ' + str(a.auto) if a.auto else ''}"
-                  f"{' (' + a.auto_objective + ')' if a.auto and a.auto_objective != 'mu_o' else ''}"
+                  f"{objective}"
                   f"{', no fallback' if a.no_fallback else ''} "
                   f"({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`", readme)
 

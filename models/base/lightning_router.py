@@ -351,8 +351,8 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
 
         ``take_net``: the router takes ``module.net`` itself (the module is discarded, as in
         :meth:`_fit`) instead of a deep copy (a module the caller keeps,
-        :meth:`from_module`); the copy took 0.26 s of the graph router's 10 s fit on the
-        1M-record set (``benchmarks/README.md``).
+        :meth:`from_module`); the first copy in a process took 0.26 s of the graph router's
+        10 s fit on the 1M-record set, later ones 5-7 ms (``benchmarks/README.md``).
         """
         net = module.net if take_net else copy.deepcopy(module.net)
         self.net_ = net.cpu().eval()
