@@ -164,7 +164,7 @@ def held_out_nauc(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nd
     ch = budget_choices(ps, pc, budget_grid(pc, max_budgets), tie_break="cheapest")
     r = np.arange(len(ch))[:, None]
     quality, cost = s[r, ch].mean(axis=0), c[r, ch].mean(axis=0)
-    bs = best_single(np.where(o, s, np.nan), np.where(o, c, np.nan))
+    bs = best_single(s, c)                  # (NaN exactly where a cell is unobserved)
     return float(nauc_code(pareto_front(cost, quality), bs.cost, quality[-1]))
 
 
