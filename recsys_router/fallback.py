@@ -40,6 +40,16 @@ follows: the queries go to the baseline when ``mean(d) < -verdict_z * SE(d)``
   of routerbench_zs, ``verdict_z = 0`` sent mf, mirt and the cost-aware routers to
   best-single (GPT-4) and cut the best nAUC from 0.83 to 0.82 (``benchmarks/README.md``).
 
+**The top choice with costs.** A router kept within the noise on priced data keeps its
+trade-offs along the sweep, but its *top* choice (its LLM with no budget, what RouterEval's
+``mu_o`` scores) must then still earn its place: on the held-out queries the router keeps,
+that choice faces the no-cost rule (``top_z="auto"``: lead the better baseline by one SE).
+Where it does not, each such query's prediction for the baseline's LLM is raised just above
+the router's best (:func:`promote_top`); every other prediction is unchanged, so budgets
+below that LLM's cost route as the router does, and the top of the sweep goes where the
+baseline sends it. ``fallback_["top"]`` records the outcome, ``fallback_["top_check"]`` the
+comparison.
+
 A task with at least ``min_task_queries`` held-out queries departs from it only on
 significant evidence of its own in the opposite direction (``z = 1.645``, a one-sided
 paired test at 5 %): under a "router" verdict it
@@ -70,6 +80,8 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
+from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
+from .fallback_text import diff_text, fallback_summary, why
 from .inner_validation import (DECISIONS, check_z, paired_decision, realised_scores,
                                stratified_folds, stratified_holdout, task_keys)
 from .router import Router
@@ -77,8 +89,8 @@ from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf, StateError
 
 __all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallback_summary",
-           "task_keys", "paired_decision", "baseline_means", "MIN_TASK_QUERIES", "Z",
-           "VERDICT_Z", "AUTO_INNER_FOLDS"]
+           "task_keys", "paired_decision", "baseline_means", "promote_top", "MIN_TASK_QUERIES",
+           "Z", "VERDICT_Z", "AUTO_INNER_FOLDS", "TOP_MARGIN"]
 
 MIN_VAL_QUERIES = 5
 #: inner folds of ``inner_folds="auto"`` for a router whose fit is cheap (``cheap_fit``)
@@ -92,107 +104,6 @@ Z = 1.645
 #: router must lead the baseline by that many standard errors to be kept
 VERDICT_Z = -1.0
 _MAX_TASKS = 100_000
-
-
-def _means(scores: np.ndarray) -> np.ndarray:
-    ok = ~np.isnan(scores)
-    n = ok.sum(axis=0)
-    m = np.divide(np.where(ok, scores, 0.0).sum(axis=0), n, out=np.full(scores.shape[1], np.nan),
-                  where=n > 0)
-    low = np.nanmin(m) - 1.0 if np.isfinite(m).any() else 0.0
-    return np.where(np.isnan(m), low, m)
-
-
-def baseline_means(data: RoutingData) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """``(overall, tasks, per_task)``: each LLM's mean observed score (``best-single``'s
-    predicted row), the task names and one row of per-task means per task (``task-best``'s
-    rows; an LLM a task never saw keeps its overall mean).
-
-    Example
-    -------
-    >>> from recsys_router.datasets.synthetic import make_synthetic
-    >>> overall, tasks, per_task = baseline_means(make_synthetic(60, 3, 2, seed=0))
-    >>> overall.shape, tasks, per_task.shape
-    ((3,), ['topic_0', 'topic_1'], (2, 3))
-    """
-    s = data.scores.astype(np.float64)
-    overall = _means(s)
-    keys = task_keys(data.tasks)
-    tasks = sorted(set(keys) - {""})
-    rows = []
-    for t in tasks:
-        sub = s[keys == t]
-        n = (~np.isnan(sub)).sum(axis=0)
-        rows.append(np.divide(np.where(np.isnan(sub), 0.0, sub).sum(axis=0), n,
-                              out=overall.copy(), where=n > 0))
-    per_task = np.array(rows, dtype=np.float64).reshape(len(tasks), len(overall))
-    return overall, tasks, per_task
-
-
-def _baseline_scores(means: tuple, data: RoutingData, which: str) -> np.ndarray:
-    overall, tasks, per_task = means
-    out = np.broadcast_to(overall, (data.n_queries, len(overall))).copy()
-    if which == "task-best" and len(tasks):
-        index = {t: i for i, t in enumerate(tasks)}
-        rows = np.array([index.get(t, -1) for t in task_keys(data.tasks)], dtype=np.int64)
-        known = rows >= 0
-        out[known] = per_task[rows[known]]
-    return out
-
-
-def _diff_text(m: dict) -> str:
-    se = "n/a" if m.get("se") is None else f"{m['se']:.4f}"
-    return f"router - {m['baseline']} = {m['diff']:+.4f} (SE {se}, n {m['n']})"
-
-
-def _why(m: dict, z: float, where: str, z_keep: float | None = None) -> str:
-    """Why a paired comparison ended as it did, in words (``z_keep``: the fall-back test's
-    standard errors when they differ from ``z``)."""
-    zk = z if z_keep is None else z_keep
-    if m["router_better"]:
-        how = f"the router beats {m['baseline']} by more than {z:g} SE"
-    elif m["decision"] != "router":
-        how = (f"{m['baseline']} beats the router by more than {zk:g} SE" if zk > 0 else
-               f"the router does not beat {m['baseline']} on the mean" if zk == 0 else
-               f"the router does not lead {m['baseline']} by {-zk:g} SE")
-    elif zk > 0:
-        how = f"within {zk:g} SE: the router is kept"
-    elif zk == 0:
-        how = f"the router is at least as good as {m['baseline']} on the mean: kept"
-    else:
-        how = f"the router leads {m['baseline']} by at least {-zk:g} SE: kept"
-    return f"on {where}, {_diff_text(m)}: {how}"
-
-
-def fallback_summary(fallback: dict) -> str:
-    """One line for reports, e.g. ``fell back on 2 of 5 tasks (task-best: a, b); ...``."""
-    if not fallback.get("enabled", False):
-        return "fallback off"
-    if "skipped" in fallback:
-        return f"fallback skipped: {fallback['skipped']}"
-    tasks, means = fallback["tasks"], fallback.get("means", {})
-    by = {}
-    for t, d in tasks.items():
-        if d != "router":
-            by.setdefault(d, []).append(t)
-    parts = [f"{k}: {', '.join(v[:6])}{' ...' if len(v) > 6 else ''}" for k, v in sorted(by.items())]
-    head = (f"fell back on {sum(len(v) for v in by.values())} of {len(tasks)} tasks"
-            + (f" ({'; '.join(parts)})" if parts else ""))
-    o = fallback.get("overall") or {}
-    if "diff" in o:
-        se = "n/a" if o.get("se") is None else f"{o['se']:.4f}"
-        head += (f"; all-queries verdict {fallback['default']} (all {o['n']} held-out queries: "
-                 f"router - {o['baseline']} = {o['diff']:+.4f}, SE {se})")
-    departs = [f"{t} -> {tasks[t]} ({m['diff']:+.4f}, SE {m['se']:.4f})"
-               for t, m in sorted(means.items()) if m.get("departs") and t in tasks]
-    if departs:
-        head += (f"; {len(departs)} task(s) depart from it on their own evidence: "
-                 f"{', '.join(departs[:6])}{' ...' if len(departs) > 6 else ''}")
-    pooled = sum(1 for m in means.values() if m.get("pooled"))
-    if pooled:
-        head += (f"; {pooled} task(s) with < {fallback.get('min_task_queries')} held-out "
-                 "queries follow the all-queries verdict")
-    return f"{head}; other queries: {fallback['default']}"
 
 
 class SafeFallbackRouter(InnerRouterState, Router):
@@ -218,6 +129,12 @@ class SafeFallbackRouter(InnerRouterState, Router):
         training data has no observed cost, else ``z``.
     min_task_queries : int
         Held-out queries a task needs to be decided on its own.
+    top_z : float, "auto" or None
+        Standard errors by which a baseline must beat the router's top choice, on the
+        held-out queries the router keeps, for that choice to go to the baseline's LLM (the
+        sign convention of ``verdict_z``; see "The top choice with costs" in the module
+        docstring); "auto": :data:`VERDICT_Z` (-1) when the training data has observed costs,
+        else None; None: no separate check of the top choice.
     inner_folds : int or "auto"
         1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits);
         "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
@@ -238,7 +155,9 @@ class SafeFallbackRouter(InnerRouterState, Router):
         own); ``means`` (task -> means, ``baseline``, ``diff``, ``se``, ``n``, ``pooled``,
         ``own_decision`` and ``router_better`` (its own tests), ``departs``, ``decision``,
         ``why``); ``overall`` (the comparison over all held-out queries, with ``why``);
-        ``n_val``; ``z``, ``verdict_z``, ``min_task_queries``, ``inner_folds``; or
+        ``n_val``; ``z``, ``verdict_z``, ``min_task_queries``, ``inner_folds``; ``top``
+        ("router", or the baseline whose LLM tops the router's rows) and ``top_check`` (its
+        comparison, with ``why``) when the top choice was checked; or
         ``skipped`` (why no comparison was made, e.g. too few training queries).
 
     Example
@@ -260,7 +179,8 @@ class SafeFallbackRouter(InnerRouterState, Router):
 
     def __init__(self, router: Router, val_fraction: float = 0.2, seed: int = 0,
                  enabled: bool = True, z: float = Z, min_task_queries: int = MIN_TASK_QUERIES,
-                 inner_folds: int | str = "auto", verdict_z: float | str = "auto"):
+                 inner_folds: int | str = "auto", verdict_z: float | str = "auto",
+                 top_z: float | str | None = "auto"):
         self.router = router
         self.val_fraction = val_fraction
         self.seed = seed
@@ -269,6 +189,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         self.min_task_queries = min_task_queries
         self.inner_folds = inner_folds
         self.verdict_z = verdict_z
+        self.top_z = top_z
 
     @property
     def uses_text(self) -> bool:            # type: ignore[override]
@@ -308,6 +229,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
             self.fallback_ = {"enabled": False, "tasks": {}, "default": "router"}
             return
         k, vz = self._n_folds(train), self._verdict_z(train)     # bad values fail before fits
+        tz = self._top_z(train)
         splits = self._splits(train, k)
         n_val = sum(len(va) for _, va in splits)
         if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
@@ -326,11 +248,12 @@ class SafeFallbackRouter(InnerRouterState, Router):
             base = baseline_means(inner_tr)
             got["router"].append(realised_scores(router.predict_scores(inner_va), truth))
             for which in ("best-single", "task-best"):
-                got[which].append(realised_scores(_baseline_scores(base, inner_va, which), truth))
+                got[which].append(realised_scores(baseline_scores(base, inner_va, which), truth))
             keys.append(task_keys(inner_va.tasks))
         got = {k: np.concatenate(v) for k, v in got.items()}
         keys = np.concatenate(keys)
         self.fallback_ = self._decide_all(got, keys, n_val, k, vz)
+        self._decide_top(got, keys, tz)
         holds_out = len(splits) == 1 and float(router.get_params().get("val_fraction", 0) or 0) > 0
         self.router_ = router if holds_out else self._clone().fit(train, val)
         self.fallback_["refitted"] = not holds_out
@@ -344,6 +267,31 @@ class SafeFallbackRouter(InnerRouterState, Router):
             return float(self.z) if priced else VERDICT_Z
         return check_z(v, "verdict_z (or 'auto')", signed=True)
 
+    def _top_z(self, train: RoutingData) -> float | None:
+        """``top_z`` resolved: "auto" -> -1 with observed costs, else None."""
+        v = self.top_z
+        if v is None:
+            return None
+        if isinstance(v, str) and v == "auto":
+            costs = train.costs
+            return VERDICT_Z if costs is not None and bool(np.isfinite(costs).any()) else None
+        return check_z(v, "top_z (or 'auto' or None)", signed=True)
+
+    def _decide_top(self, got: dict, keys: np.ndarray, top_z: float | None) -> None:
+        """Check the router's top choice on the held-out queries it keeps (module docstring)."""
+        fb = self.fallback_
+        if top_z is None:
+            return
+        kept = np.array([fb["tasks"].get(t, fb["default"]) for t in keys], dtype=object) == "router"
+        prefer = (fb.get("overall") or {}).get("baseline", "best-single")
+        m = paired_decision(got["router"][kept], got["best-single"][kept],
+                            got["task-best"][kept], float(self.z), prefer=prefer, z_keep=top_z)
+        if m is None:
+            return
+        m["why"] = why(m, float(self.z), "the held-out queries the router keeps (its top choice)",
+                       top_z)
+        fb["top"], fb["top_check"], fb["top_z"] = m["decision"], m, float(top_z)
+
     def _decide_all(self, got: dict, keys: np.ndarray, n_val: int, n_folds: int = 1,
                     verdict_z: float | None = None) -> dict:
         z, n_min = float(self.z), int(self.min_task_queries)
@@ -352,7 +300,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
                                   z_keep=vz)
         default = "router" if overall is None else overall["decision"]
         if overall is not None:
-            overall["why"] = _why(overall, z, "all held-out queries", vz)
+            overall["why"] = why(overall, z, "all held-out queries", vz)
         prefer = "best-single" if overall is None else overall["baseline"]
         means, tasks = {}, {}
         for t in sorted(set(keys) - {""}):
@@ -368,10 +316,10 @@ class SafeFallbackRouter(InnerRouterState, Router):
                             f"verdict ({default})")
             elif (m["decision"] != "router") if default == "router" else m["router_better"]:
                 # significant evidence of its own against the verdict, either way
-                m["departs"], m["why"] = True, _why(m, z, "its own held-out queries")
+                m["departs"], m["why"] = True, why(m, z, "its own held-out queries")
             else:
                 m["why"] = (f"no significant evidence of its own against the all-queries "
-                            f"verdict ({default}): {_diff_text(m)}")
+                            f"verdict ({default}): {diff_text(m)}")
             m["decision"] = m["own_decision"] if m["departs"] else default
             if m["decision"] != "router" and not m["pooled"]:
                 m["decision"] = m["baseline"]      # the better of the two on its own queries
@@ -395,7 +343,12 @@ class SafeFallbackRouter(InnerRouterState, Router):
         for which in ("best-single", "task-best"):
             sel = rows == which
             if sel.any():
-                out[sel] = _baseline_scores(means, data.subset(np.flatnonzero(sel)), which)
+                out[sel] = baseline_scores(means, data.subset(np.flatnonzero(sel)), which)
+        top = self.fallback_.get("top", "router")
+        sel = np.flatnonzero(rows == "router")
+        if top != "router" and len(sel):
+            base = baseline_scores(means, data.subset(sel), top)
+            out[sel] = promote_top(out[sel], base.argmax(axis=1))
         return out
 
     def predict_costs(self, data: RoutingData):
@@ -404,17 +357,20 @@ class SafeFallbackRouter(InnerRouterState, Router):
 
     def selection_probs(self, data: RoutingData):
         self._check_fitted()
-        if (self.fallback_rows(data) != "router").any():
+        if (self.fallback_rows(data) != "router").any() or self.fallback_.get("top",
+                                                                             "router") != "router":
             return None
         return self.router_.selection_probs(data)
 
     # ------------------------------------------------------------------ declared state
     @classmethod
     def _check_stored_params(cls, params: dict, where: str) -> None:
-        v = params.get("verdict_z", "auto")
-        if v != "auto":
+        for name in ("verdict_z", "top_z"):
+            v = params.get(name, "auto")
+            if v == "auto" or (v is None and name == "top_z"):
+                continue
             try:
-                check_z(v, "verdict_z (or 'auto')", signed=True)
+                check_z(v, f"{name} (or 'auto')", signed=True)
             except ValueError as exc:
                 raise StateError(f"{where}.params: {exc}") from None
 
@@ -428,7 +384,8 @@ class SafeFallbackRouter(InnerRouterState, Router):
         tasks = fb.get("tasks")
         if not isinstance(tasks, dict) or len(tasks) > _MAX_TASKS:
             raise StateError(f"{where}.tasks: expected an object of at most {_MAX_TASKS} tasks")
-        for t, d in [("(default)", fb.get("default")), *tasks.items()]:
+        top = [("(top choice)", fb["top"])] if "top" in fb else []
+        for t, d in [("(default)", fb.get("default")), *top, *tasks.items()]:
             if d not in DECISIONS:
                 raise StateError(f"{where}: decision for task {str(t)[:80]!r} is {str(d)[:80]!r}, "
                                  f"expected one of {list(DECISIONS)}")
