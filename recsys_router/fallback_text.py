@@ -61,4 +61,13 @@ def fallback_summary(fallback: dict) -> str:
     if pooled:
         head += (f"; {pooled} task(s) with < {fallback.get('min_task_queries')} held-out "
                  "queries follow the all-queries verdict")
-    return f"{head}; other queries: {fallback['default']}"
+    head += f"; other queries: {fallback['default']}"
+    if "top" in fallback:
+        c = fallback.get("top_check") or {}
+        what = ("the router's" if fallback["top"] == "router"
+                else f"{fallback['top']}'s LLM, raised above the router's predictions")
+        head += f"; top choice on the router's queries: {what}"
+        if "diff" in c:
+            se = "n/a" if c.get("se") is None else f"{c['se']:.4f}"
+            head += f" (router - {c['baseline']} = {c['diff']:+.4f}, SE {se}, n {c['n']})"
+    return head

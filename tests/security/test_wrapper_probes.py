@@ -61,6 +61,10 @@ PROBES = [
         "verdict_z", "__import__('os').system('touch /tmp/pwned')"), "verdict_z_code")),
     ("fallback", "verdict_z", _edit(lambda doc: doc["params"].__setitem__("verdict_z", [1.0]),
                                     "verdict_z_list")),
+    ("fallback", "top_z", _edit(lambda doc: doc["params"].__setitem__(
+        "top_z", "__import__('os').system('touch /tmp/pwned')"), "top_z_code")),
+    ("fallback", "decision", _edit(lambda doc: doc["state"]["fallback_"].__setitem__(
+        "top", "os:system"), "top_decision")),
     ("fallback", "registered", _edit(lambda doc: doc["state"]["router_"].__setitem__(
         "class", "os:system"), "nested_class")),
     ("fallback", "class", _edit(lambda doc: doc.__setitem__(
