@@ -133,11 +133,11 @@ def router_spec(name: str, encoder: str, seed: int, params: dict | None = None):
 def run_config(a: argparse.Namespace, names: list[str], params: dict, encoder: str,
                **split) -> EvalConfig:
     """The run's :class:`EvalConfig` for either part: the routers, their ``--params``, and
-    ``--no-fallback`` and ``--auto`` (one place, so both parts honour them), with the part's
+    ``--no-fallback``, ``--no-top-check`` and ``--auto`` (one place, so both parts honour them), with the part's
     protocols and split (``split``: protocols, folds or split_column, seed)."""
     return EvalConfig([router_spec(n, encoder, a.seed, params) for n in names], encoder=encoder,
                       router_params={n: p for n, p in params.items() if n in names},
-                      fallback=not a.no_fallback, auto=a.auto,
+                      fallback=not a.no_fallback, top_check=not a.no_top_check, auto=a.auto,
                       auto_objective=a.auto_objective, **split)
 
 
@@ -285,6 +285,9 @@ def main(argv=None) -> None:
                     help="router parameters, e.g. mf.batch_size=512,mirt.batch_size=512")
     ap.add_argument("--no-fallback", action="store_true",
                     help="learned routers without the safe fallback (evaluate --no-fallback)")
+    ap.add_argument("--no-top-check", action="store_true",
+                    help="the safe fallback without its top-choice check on data with costs "
+                         "(evaluate --no-top-check)")
     ap.add_argument("--auto", type=int, default=0, metavar="N",
                     help="inner Optuna search of N trials per router (evaluate --auto N)")
     ap.add_argument("--auto-objective", choices=("mu_o", "nauc", "auto"), default="mu_o",
@@ -312,7 +315,9 @@ def main(argv=None) -> None:
         write(out, "anchor_routerbench_zs", anchor_table(tab), res,
               f"### ORBIT protocol on routerbench_zs ({data.n_queries} rows, ORBIT 20/80 split, "
               f"encoder {a.encoder}{', --auto ' + str(a.auto) if a.auto else ''}"
-              f"{', no fallback' if a.no_fallback else ''}; {time.perf_counter() - t0:.0f} s)"
+              f"{', no fallback' if a.no_fallback else ''}"
+              f"{', no top-choice check' if a.no_top_check else ''}; "
+              f"{time.perf_counter() - t0:.0f} s)"
               f"\n\n`{cmd}`", readme)
     if a.part in ("folds", "both"):
         for ds in [d.strip() for d in a.datasets.split(",") if d.strip()]:
@@ -331,7 +336,8 @@ def main(argv=None) -> None:
                   f"encoder {enc}, seed {a.seed}"
                   f"{', --auto ' + str(a.auto) if a.auto else ''}"
                   f"{objective}"
-                  f"{', no fallback' if a.no_fallback else ''} "
+                  f"{', no fallback' if a.no_fallback else ''}"
+                  f"{', no top-choice check' if a.no_top_check else ''} "
                   f"({time.perf_counter() - t0:.0f} s)\n\n`{cmd}`", readme)
 
 

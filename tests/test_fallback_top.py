@@ -130,3 +130,30 @@ def test_registry_router_with_a_promoted_top_exports_and_routes_the_same(tmp_pat
     loaded = load_router(export_router(r, tmp_path / "fb", train_data=d)).router
     assert loaded.fallback_["top"] == "best-single"
     assert np.array_equal(loaded.predict_scores(d), r.predict_scores(d))
+
+
+def test_wrap_router_and_evaluate_pass_the_top_check_switch(tmp_path):
+    from recsys_router.cli import main
+    from recsys_router.evaluation.wrappers import wrap_router
+    from recsys_router.registry import make_router
+    assert wrap_router(make_router("knn"), "knn").top_z == "auto"
+    assert wrap_router(make_router("knn"), "knn", top_check=False).top_z is None
+    d = _data()
+    rows = [(q, t, m, d.scores[i, j], (10.0, 1.0, 0.1)[j])
+            for i, (q, t) in enumerate(zip(d.queries["query_id"], d.texts))
+            for j, m in enumerate(d.llm_names)]
+    path = tmp_path / "priced.csv"
+    pd.DataFrame(rows, columns=["query_id", "text", "model", "score", "cost"]).to_csv(path,
+                                                                                   index=False)
+    reports = {}
+    for flag in ([], ["--no-top-check"]):
+        out = tmp_path / ("off" if flag else "on")
+        rc = main(["evaluate", "--data", str(path), "--routers", "best-single,knn",
+                   "--encoder", "hashing", "--protocol", "routereval", "--seed", "0",
+                   "--out", str(out), *flag])
+        assert rc == 0
+        reports[bool(flag)] = (out / "report.md").read_text()
+    # the data has costs: the check is in the notes by default, absent when turned off
+    assert "top choice on the router's queries" in reports[False]
+    assert "top choice on the router's queries" not in reports[True]
+    assert "safe fallback" in reports[True]

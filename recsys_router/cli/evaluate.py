@@ -98,6 +98,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-fallback", action="store_true",
                    help="do not fall back (per task) to best-single/task-best where a learned "
                         "router loses to them on held-out training queries")
+    p.add_argument("--no-top-check", action="store_true",
+                   help="on data with costs, do not hand a kept router's top choice (its LLM "
+                        "with no budget) to the better baseline when it does not lead it by "
+                        "one SE on held-out training queries")
     p.add_argument("--auto", type=int, default=0, metavar="N",
                    help="inner Optuna search of N trials per router on the training queries "
                         "(search spaces from configs/search/); chosen parameters in the report")
@@ -173,7 +177,8 @@ def run_evaluate(args) -> int:
                      encoder=args.encoder, p=args.p, seed=args.seed,
                      reference_score=args.reference_score,
                      routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None,
-                     fallback=not args.no_fallback, missing=args.missing, auto=args.auto,
+                     fallback=not args.no_fallback, top_check=not args.no_top_check,
+                     missing=args.missing, auto=args.auto,
                      auto_objective=args.auto_objective)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out, plots=not args.no_plots)

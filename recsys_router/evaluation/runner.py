@@ -77,6 +77,12 @@ class EvalConfig:
         held-out training queries, and a task's queries only where that task's own held-out
         queries show a difference beyond the noise against that verdict (a one-sided paired
         test; default True; the report lists what each fold did).
+    top_check : bool
+        On data with costs, the safe fallback also checks each kept router's top choice (its
+        LLM with no budget) against the better baseline and raises that baseline's LLM above
+        the router's predictions where the router does not lead it by one SE
+        (``SafeFallbackRouter(top_z="auto")``, default True); False: no such check
+        (``top_z=None``).
     missing : {"mask", "drop"}
         Test queries with some LLMs unobserved: ``"mask"`` (default) keeps them and routes
         each among its observed LLMs (per-query candidate masks, every protocol and pool);
@@ -110,6 +116,7 @@ class EvalConfig:
     n_thresholds: int = 10
     max_budgets: int = 100
     fallback: bool = True
+    top_check: bool = True
     missing: str = "mask"
     auto: int = 0
     auto_objective: str = "mu_o"
@@ -143,7 +150,8 @@ def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes:
     router, _ = resolve_router(spec, params, encoder=encoder, seed=cfg.seed,
                                defaults={"p": cfg.p}, clone=True)
     return wrap_router(router, None if isinstance(spec, Router) else spec, fallback=cfg.fallback,
-                       auto=cfg.auto, auto_objective=cfg.auto_objective, seed=cfg.seed)
+                       auto=cfg.auto, auto_objective=cfg.auto_objective, seed=cfg.seed,
+                       top_check=cfg.top_check)
 
 
 def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):

@@ -10,13 +10,14 @@ __all__ = ["wrap_router"]
 
 
 def wrap_router(router: Router, name: str | None = None, *, fallback: bool = True, auto: int = 0,
-                auto_objective: str = "mu_o", seed: int = 0) -> Router:
+                auto_objective: str = "mu_o", seed: int = 0, top_check: bool = True) -> Router:
     """``evaluate``'s and ``export``'s wrappers around a fresh router: with ``auto > 0`` an
     :class:`~recsys_router.tuning.inner.AutoTunedRouter` of ``auto`` trials scored by
     ``auto_objective`` (registry routers ``name`` with a search space only), then with
     ``fallback`` a
     :class:`~recsys_router.fallback.SafeFallbackRouter`
-    (routers that read query text and not the true scores: the learned ones).
+    (routers that read query text and not the true scores: the learned ones), whose check
+    of the top choice on data with costs ``top_check`` turns off (``top_z=None``).
 
     Example
     -------
@@ -33,5 +34,5 @@ def wrap_router(router: Router, name: str | None = None, *, fallback: bool = Tru
                                      objective=auto_objective)
     if fallback and getattr(router, "uses_text", False) \
             and not getattr(router, "uses_ground_truth", False):
-        router = SafeFallbackRouter(router, seed=seed)
+        router = SafeFallbackRouter(router, seed=seed, top_z="auto" if top_check else None)
     return router
