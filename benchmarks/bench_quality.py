@@ -133,8 +133,9 @@ def router_spec(name: str, encoder: str, seed: int, params: dict | None = None):
 def run_config(a: argparse.Namespace, names: list[str], params: dict, encoder: str,
                **split) -> EvalConfig:
     """The run's :class:`EvalConfig` for either part: the routers, their ``--params``, and
-    ``--no-fallback``, ``--no-top-check`` and ``--auto`` (one place, so both parts honour them), with the part's
-    protocols and split (``split``: protocols, folds or split_column, seed)."""
+    ``--no-fallback``, ``--no-top-check`` and ``--auto`` (one place, so both parts honour
+    them), with the part's protocols and split (``split``: protocols, folds or split_column,
+    seed)."""
     return EvalConfig([router_spec(n, encoder, a.seed, params) for n in names], encoder=encoder,
                       router_params={n: p for n, p in params.items() if n in names},
                       fallback=not a.no_fallback, top_check=not a.no_top_check, auto=a.auto,
