@@ -106,6 +106,12 @@ VERDICT_Z = -1.0
 _MAX_TASKS = 100_000
 
 
+def _priced(train: RoutingData | None) -> bool:
+    """Whether the training data has at least one observed (finite) cost."""
+    costs = None if train is None else train.costs
+    return costs is not None and bool(np.isfinite(costs).any())
+
+
 class SafeFallbackRouter(InnerRouterState, Router):
     """Wrap a router with the safe fallback (the rule is in the module docstring).
 
@@ -262,9 +268,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         """``verdict_z`` resolved: "auto" -> -1 without observed costs (or no data), else ``z``."""
         v = self.verdict_z
         if isinstance(v, str) and v == "auto":
-            costs = None if train is None else train.costs
-            priced = costs is not None and bool(np.isfinite(costs).any())
-            return float(self.z) if priced else VERDICT_Z
+            return float(self.z) if _priced(train) else VERDICT_Z
         return check_z(v, "verdict_z (or 'auto')", signed=True)
 
     def _top_z(self, train: RoutingData) -> float | None:
@@ -273,8 +277,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         if v is None:
             return None
         if isinstance(v, str) and v == "auto":
-            costs = train.costs
-            return VERDICT_Z if costs is not None and bool(np.isfinite(costs).any()) else None
+            return VERDICT_Z if _priced(train) else None
         return check_z(v, "top_z (or 'auto' or None)", signed=True)
 
     def _decide_top(self, got: dict, keys: np.ndarray, top_z: float | None) -> None:
