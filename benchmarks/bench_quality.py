@@ -139,7 +139,8 @@ def run_config(a: argparse.Namespace, names: list[str], params: dict, encoder: s
     return EvalConfig([router_spec(n, encoder, a.seed, params) for n in names], encoder=encoder,
                       router_params={n: p for n, p in params.items() if n in names},
                       fallback=not a.no_fallback, top_check=not a.no_top_check, auto=a.auto,
-                      auto_objective=a.auto_objective, **split)
+                      auto_objective=a.auto_objective, fallback_metric=a.fallback_metric,
+                      **split)
 
 
 def parse_params(text: str) -> dict:
@@ -293,6 +294,9 @@ def main(argv=None) -> None:
                     help="inner Optuna search of N trials per router (evaluate --auto N)")
     ap.add_argument("--auto-objective", choices=("mu_o", "nauc", "auto"), default="mu_o",
                     help="the --auto search's objective (evaluate --auto-objective)")
+    ap.add_argument("--fallback-metric", choices=("mu_o", "nauc", "auto"), default=None,
+                    help="the safe fallback's verdict metric (evaluate --fallback-metric; "
+                         "default: the --auto objective with --auto, else mu_o)")
     ap.add_argument("--tag", default="", help="suffix of the result files (e.g. _auto20)")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--readme", default="",
@@ -332,6 +336,8 @@ def main(argv=None) -> None:
             tab = summary(res, protos)
             how = f"{a.folds}-fold CV" if a.folds > 1 else "one 8:1:1 split"
             objective = f" ({a.auto_objective})" if a.auto and a.auto_objective != "mu_o" else ""
+            if a.fallback_metric:
+                objective += f", fallback verdict by {a.fallback_metric}"
             write(out, f"folds_{ds}{a.tag}", tab, res,
                   f"### {ds}: {how}, {data.n_queries} queries x {data.n_llms} LLMs, "
                   f"encoder {enc}, seed {a.seed}"

@@ -80,13 +80,15 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
+from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
+from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import diff_text, fallback_summary, why
 from .inner_validation import (DECISIONS, check_z, paired_decision, realised_scores,
                                stratified_folds, stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
-from .state import JSON_ANY, STR, Arr, ListOf, StateError
+from .state import JSON_ANY, STR, Arr, ListOf
 
 __all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallback_summary",
            "task_keys", "paired_decision", "baseline_means", "promote_top", "MIN_TASK_QUERIES",
@@ -103,7 +105,6 @@ Z = 1.645
 #: training data has no costs (``verdict_z="auto"``; with costs: :data:`Z`); negative: the
 #: router must lead the baseline by that many standard errors to be kept
 VERDICT_Z = -1.0
-_MAX_TASKS = 100_000
 
 
 def _priced(train: RoutingData | None) -> bool:
@@ -112,7 +113,7 @@ def _priced(train: RoutingData | None) -> bool:
     return costs is not None and bool(np.isfinite(costs).any())
 
 
-class SafeFallbackRouter(InnerRouterState, Router):
+class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
     """Wrap a router with the safe fallback (the rule is in the module docstring).
 
     Parameters
@@ -141,6 +142,11 @@ class SafeFallbackRouter(InnerRouterState, Router):
         sign convention of ``verdict_z``; see "The top choice with costs" in the module
         docstring); "auto": :data:`VERDICT_Z` (-1) when the training data has observed costs,
         else None; None: no separate check of the top choice.
+    verdict_metric : {"mu_o", "nauc", "auto"}
+        What the verdict and the task departures compare: the realised score of each
+        choice's top LLM (``mu_o``), or on data with costs the held-out nAUC of the budget
+        sweeps with a bootstrap SE (``nauc``, :mod:`recsys_router.fallback_nauc`); ``auto``:
+        ``nauc`` where every observed training cell has a finite cost, else ``mu_o``.
     inner_folds : int or "auto"
         1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits);
         "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
@@ -179,14 +185,14 @@ class SafeFallbackRouter(InnerRouterState, Router):
     #: restored from the nested part ``router_``, not stored as a parameter
     _part_params_ = ("router",)
     _state_ = {"base_overall_": Arr("float64", ("n_llms",)),
-               "base_tasks_": ListOf(STR, _MAX_TASKS, dim="n_base_tasks"),
+               "base_tasks_": ListOf(STR, MAX_TASKS, dim="n_base_tasks"),
                "base_task_means_": Arr("float64", ("n_base_tasks", "n_llms")),
                "fallback_": JSON_ANY}
 
     def __init__(self, router: Router, val_fraction: float = 0.2, seed: int = 0,
                  enabled: bool = True, z: float = Z, min_task_queries: int = MIN_TASK_QUERIES,
                  inner_folds: int | str = "auto", verdict_z: float | str = "auto",
-                 top_z: float | str | None = "auto"):
+                 top_z: float | str | None = "auto", verdict_metric: str = "mu_o"):
         self.router = router
         self.val_fraction = val_fraction
         self.seed = seed
@@ -196,6 +202,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
         self.inner_folds = inner_folds
         self.verdict_z = verdict_z
         self.top_z = top_z
+        self.verdict_metric = verdict_metric
 
     @property
     def uses_text(self) -> bool:            # type: ignore[override]
@@ -235,7 +242,7 @@ class SafeFallbackRouter(InnerRouterState, Router):
             self.fallback_ = {"enabled": False, "tasks": {}, "default": "router"}
             return
         k, vz = self._n_folds(train), self._verdict_z(train)     # bad values fail before fits
-        tz = self._top_z(train)
+        tz, vm = self._top_z(train), resolve_verdict_metric(self.verdict_metric, train)
         splits = self._splits(train, k)
         n_val = sum(len(va) for _, va in splits)
         if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
@@ -245,20 +252,34 @@ class SafeFallbackRouter(InnerRouterState, Router):
                                          f"out {MIN_VAL_QUERIES} for the comparison"}
             return
         got = {k: [] for k in DECISIONS}
-        keys = []
+        keys, preds = [], {k: [] for k in ("router", *DECISIONS[1:], "costs", "truth",
+                                             "truth_costs")}
         for tr_rows, va_rows in splits:
             inner_tr, inner_va = train.subset(tr_rows), train.subset(va_rows)
             router = self._clone()
             router.fit(inner_tr, None)          # never tuned or early-stopped on inner_va
             truth = inner_va.scores.astype(np.float64)
             base = baseline_means(inner_tr)
-            got["router"].append(realised_scores(router.predict_scores(inner_va), truth))
-            for which in ("best-single", "task-best"):
-                got[which].append(realised_scores(baseline_scores(base, inner_va, which), truth))
+            pred = {"router": router.predict_scores(inner_va), "truth": truth,
+                    **{w: baseline_scores(base, inner_va, w) for w in DECISIONS[1:]}}
+            for which in DECISIONS:
+                got[which].append(realised_scores(pred[which], truth))
             keys.append(task_keys(inner_va.tasks))
+            if vm == "nauc":
+                pred["costs"], pred["truth_costs"] = router.predict_costs(inner_va), inner_va.costs
+                for name, v in preds.items():
+                    v.append(pred[name])
         got = {k: np.concatenate(v) for k, v in got.items()}
         keys = np.concatenate(keys)
         self.fallback_ = self._decide_all(got, keys, n_val, k, vz)
+        if vm == "nauc" and any(c is None for c in preds["costs"]):
+            vm = "mu_o (the router predicts no costs)"
+        if vm == "nauc":
+            decide_by_nauc(self.fallback_, {n: np.concatenate([np.asarray(a, np.float64)
+                                                               for a in v])
+                                            for n, v in preds.items()},
+                           keys, float(self.z), vz, int(self.seed))
+        self.fallback_["verdict_metric"] = vm
         self._decide_top(got, keys, tz)
         holds_out = len(splits) == 1 and float(router.get_params().get("val_fraction", 0) or 0) > 0
         self.router_ = router if holds_out else self._clone().fit(train, val)
@@ -364,32 +385,3 @@ class SafeFallbackRouter(InnerRouterState, Router):
                                                                              "router") != "router":
             return None
         return self.router_.selection_probs(data)
-
-    # ------------------------------------------------------------------ declared state
-    @classmethod
-    def _check_stored_params(cls, params: dict, where: str) -> None:
-        for name in ("verdict_z", "top_z"):
-            v = params.get(name, "auto")
-            if v == "auto" or (v is None and name == "top_z"):
-                continue
-            try:
-                check_z(v, f"{name} (or 'auto')", signed=True)
-            except ValueError as exc:
-                raise StateError(f"{where}.params: {exc}") from None
-
-    @classmethod
-    def _check_state(cls, fields: dict, headers: dict, dims: dict) -> dict:
-        out = super()._check_state(fields, headers, dims)
-        fb = out["fallback_"]
-        where = "SafeFallbackRouter.fallback_"
-        if not isinstance(fb, dict) or not isinstance(fb.get("enabled"), bool):
-            raise StateError(f"{where}: expected an object with a boolean 'enabled'")
-        tasks = fb.get("tasks")
-        if not isinstance(tasks, dict) or len(tasks) > _MAX_TASKS:
-            raise StateError(f"{where}.tasks: expected an object of at most {_MAX_TASKS} tasks")
-        top = [("(top choice)", fb["top"])] if "top" in fb else []
-        for t, d in [("(default)", fb.get("default")), *top, *tasks.items()]:
-            if d not in DECISIONS:
-                raise StateError(f"{where}: decision for task {str(t)[:80]!r} is {str(d)[:80]!r}, "
-                                 f"expected one of {list(DECISIONS)}")
-        return out

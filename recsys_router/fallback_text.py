@@ -48,11 +48,18 @@ def fallback_summary(fallback: dict) -> str:
     head = (f"fell back on {sum(len(v) for v in by.values())} of {len(tasks)} tasks"
             + (f" ({'; '.join(parts)})" if parts else ""))
     o = fallback.get("overall") or {}
-    if "diff" in o:
+    nv = o.get("nauc") or {}
+    if nv:
+        head += (f"; all-queries verdict {fallback['default']} by nAUC (all {nv['n']} held-out "
+                 f"queries: router {nv['router']:.4f} - {o['baseline']} {nv['baseline']:.4f} = "
+                 f"{nv['diff']:+.4f}, bootstrap SE {nv['se']:.4f}; by mu_o it would be "
+                 f"{o.get('mu_o_decision')})")
+    elif "diff" in o:
         se = "n/a" if o.get("se") is None else f"{o['se']:.4f}"
         head += (f"; all-queries verdict {fallback['default']} (all {o['n']} held-out queries: "
                  f"router - {o['baseline']} = {o['diff']:+.4f}, SE {se})")
-    departs = [f"{t} -> {tasks[t]} ({m['diff']:+.4f}, SE {m['se']:.4f})"
+    departs = [f"{t} -> {tasks[t]} ({m.get('nauc', m)['diff']:+.4f}, "
+               f"SE {m.get('nauc', m)['se']:.4f})"
                for t, m in sorted(means.items()) if m.get("departs") and t in tasks]
     if departs:
         head += (f"; {len(departs)} task(s) depart from it on their own evidence: "

@@ -56,14 +56,15 @@ def test_both_parts_honour_no_fallback_and_auto(split):
     from benchmarks.bench_quality import run_config
     params = {"graph": {"batch_size": 23}, "mf": {"lr": 0.1}}
     for flags, fallback, auto in (({"no_fallback": True, "auto": 4, "auto_objective": "mu_o",
-                                    "no_top_check": True}, False, 4),
+                                    "no_top_check": True, "fallback_metric": None}, False, 4),
                                   ({"no_fallback": False, "auto": 0, "auto_objective": "auto",
-                                    "no_top_check": False}, True, 0)):
+                                    "no_top_check": False, "fallback_metric": "nauc"}, True, 0)):
         cfg = run_config(argparse.Namespace(seed=1, **flags), ["best-single", "graph"], params,
                          "minilm", **split)
         assert (cfg.fallback, cfg.auto) == (fallback, auto)
         assert cfg.top_check is not flags["no_top_check"]
         assert cfg.auto_objective == flags["auto_objective"]
+        assert cfg.fallback_metric == flags["fallback_metric"]
         assert cfg.router_params == {"graph": {"batch_size": 23}}
         assert cfg.protocols == split["protocols"] and cfg.seed == split["seed"]
 

@@ -7,7 +7,7 @@ import pytest
 from recsys_router.data import RoutingData
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.evaluation import EvalConfig, evaluate
-from recsys_router.evaluation.masks import mask_predictions
+from recsys_router.candidate_masks import mask_predictions
 from recsys_router.policies import argmax_policy, budget_policy, wtp_policy
 
 

@@ -109,6 +109,11 @@ def add_parser(subparsers) -> None:
                    help="what --auto scores a setting by on held-out training queries: mu_o "
                         "(default), nauc (ORBIT's nAUC of its budget sweep; data with costs), "
                         "or auto (nauc where the data has costs, else mu_o)")
+    p.add_argument("--fallback-metric", choices=("mu_o", "nauc", "auto"), default=None,
+                   help="what the safe fallback's verdict compares on held-out training "
+                        "queries: mu_o (each choice's top LLM), nauc (the budget sweep's "
+                        "nAUC, bootstrap SE; data with costs) or auto (nauc where the data "
+                        "has costs); default: the --auto objective with --auto, else mu_o")
     p.add_argument("--missing", choices=("mask", "drop"), default="mask",
                    help="test queries with unobserved LLMs: route among the observed ones "
                         "(mask, default) or leave them out (drop)")
@@ -179,7 +184,8 @@ def run_evaluate(args) -> int:
                      routellm_pair=tuple(args.routellm_pair) if args.routellm_pair else None,
                      fallback=not args.no_fallback, top_check=not args.no_top_check,
                      missing=args.missing, auto=args.auto,
-                     auto_objective=args.auto_objective)
+                     auto_objective=args.auto_objective,
+                     fallback_metric=args.fallback_metric)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out, plots=not args.no_plots)
     for note in res.notes:

@@ -22,7 +22,7 @@ from ..router import Router
 from ..router_spec import resolve_router
 from ..score_scale import choose_score_scale
 from .embedding import share_encoder
-from .masks import mask_predictions, reduced_pool_count, usable_rows
+from ..candidate_masks import mask_predictions, reduced_pool_count, usable_rows
 from .protocols import (LLM_PREFIX, PoolView, Predictions, Protocol, get_protocol,
                         parse_protocols, protocol_names)
 from .recompute import metrics_from_decisions
@@ -96,6 +96,12 @@ class EvalConfig:
         What that search scores a setting by on the held-out training queries (see
         :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``mu_o`` (default), ORBIT's
         nAUC, or ``auto`` (nAUC where the training data has costs, else mu_o).
+    fallback_metric : {"mu_o", "nauc", "auto"} or None
+        What the safe fallback's verdict compares on held-out training queries
+        (``SafeFallbackRouter(verdict_metric=)``): each choice's top-LLM score (``mu_o``) or,
+        on data with costs, the budget sweep's nAUC with a bootstrap SE (``nauc``; ``auto``:
+        nAUC where the training data has costs). None (default): ``auto_objective`` when
+        ``auto > 0``, else ``mu_o``.
     """
 
     routers: list
@@ -120,6 +126,7 @@ class EvalConfig:
     missing: str = "mask"
     auto: int = 0
     auto_objective: str = "mu_o"
+    fallback_metric: str | None = None
 
 
 @dataclass
@@ -151,7 +158,7 @@ def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes:
                                defaults={"p": cfg.p}, clone=True)
     return wrap_router(router, None if isinstance(spec, Router) else spec, fallback=cfg.fallback,
                        auto=cfg.auto, auto_objective=cfg.auto_objective, seed=cfg.seed,
-                       top_check=cfg.top_check)
+                       top_check=cfg.top_check, fallback_metric=cfg.fallback_metric)
 
 
 def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):

@@ -32,13 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from ..data import RoutingData
-from ..evaluation.masks import mask_predictions
 from ..inner_validation import realised_scores, stratified_holdout
-from ..metrics.base import best_single
-from ..metrics.orbit import budget_choices, budget_grid, nauc_code, pareto_front
 from ..router import Router
 from ..router_state import InnerRouterState
 from ..state import FLOAT, JSON_ANY, STR, DictOf, ListOf, StateError
+from ..sweep_check import has_costs, held_out_nauc
 from .space import SearchSpace, load_search_space
 
 __all__ = ["AutoTunedRouter", "search_space_path", "has_search_space", "flat_key", "SEARCH_DIR",
@@ -95,77 +93,6 @@ def flat_key(key: str) -> str:
         key = key[len("loss.init_args."):]
         return "loss" if key == "kind" else key
     return key
-
-
-def has_costs(data: RoutingData) -> bool:
-    """Whether ``data`` has a finite cost on every observed (query, LLM) cell (at least one).
-
-    Example
-    -------
-    >>> from recsys_router.datasets.synthetic import make_synthetic
-    >>> d = make_synthetic(20, 3, 2, seed=0)
-    >>> bare = d.subset(); bare.costs = None
-    >>> has_costs(d), has_costs(bare)
-    (True, False)
-    """
-    if data.costs is None:
-        return False
-    obs = ~np.isnan(data.scores)
-    return bool(obs.any()) and bool(np.isfinite(np.asarray(data.costs, np.float64)[obs]).all())
-
-
-def held_out_nauc(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,
-                  costs: np.ndarray, max_budgets: int = 100) -> float:
-    """ORBIT's nAUC (code variant, higher is better) of a router's budget sweep on held-out
-    queries, each routed among its observed LLMs.
-
-    Per budget ``C`` of :func:`~recsys_router.metrics.orbit.budget_grid` (the router's own
-    predicted costs), query ``i`` takes the LLM of highest predicted score among its observed
-    LLMs of predicted cost ``<= C`` (its cheapest predicted when none fits); the curve point
-    is ``(mean_i c[i, ch_i], mean_i s[i, ch_i])``. ``nAUC = nauc_code(pareto_front(curve),
-    cost of the best single LLM, quality at the largest budget)``, the best single LLM being
-    the one of highest mean observed score on these queries. Queries without an observed LLM
-    are left out.
-
-    Parameters
-    ----------
-    pred_scores, pred_costs : ndarray (n, L)
-        The router's predictions.
-    scores, costs : ndarray (n, L)
-        True scores (NaN = unobserved) and costs (finite where a score is observed).
-    max_budgets : int
-
-    Returns
-    -------
-    float
-
-    Example
-    -------
-    Two queries, a cheap LLM right on the first and a dear one right on both; a router that
-    predicts the truth takes the cheap one at budget 1, (cost 1, quality 0.5), and at budget 3
-    the cheap one on the first query (a tie, cheapest kept) and the dear one on the second,
-    (2, 1.0); with the best single LLM's point (3, 1.0) and costs divided by 3, the area is
-    (1/3) * 0.75 + (1/3) * 1.0:
-    >>> s = np.array([[1., 1.], [0., 1.]]); c = np.array([[1., 3.], [1., 3.]])
-    >>> round(held_out_nauc(s, c, s, c), 6)
-    0.583333
-    """
-    s = np.asarray(scores, np.float64)
-    obs = ~np.isnan(s)
-    rows = obs.any(axis=1)
-    if not rows.any():
-        raise ValueError("held_out_nauc: no held-out query has an observed score")
-    s, o = s[rows], obs[rows]
-    c = np.where(o, np.asarray(costs, np.float64)[rows], np.nan)
-    if not np.isfinite(c[o]).all():
-        raise ValueError("held_out_nauc: every observed cell needs a finite cost")
-    ps, pc = mask_predictions(np.asarray(pred_scores, np.float64)[rows],
-                              np.asarray(pred_costs, np.float64)[rows], o)
-    ch = budget_choices(ps, pc, budget_grid(pc, max_budgets), tie_break="cheapest")
-    r = np.arange(len(ch))[:, None]
-    quality, cost = s[r, ch].mean(axis=0), c[r, ch].mean(axis=0)
-    bs = best_single(s, c)                  # (NaN exactly where a cell is unobserved)
-    return float(nauc_code(pareto_front(cost, quality), bs.cost, quality[-1]))
 
 
 class AutoTunedRouter(InnerRouterState, Router):

@@ -65,6 +65,8 @@ PROBES = [
         "top_z", "__import__('os').system('touch /tmp/pwned')"), "top_z_code")),
     ("fallback", "decision", _edit(lambda doc: doc["state"]["fallback_"].__setitem__(
         "top", "os:system"), "top_decision")),
+    ("fallback", "verdict_metric", _edit(lambda doc: doc["params"].__setitem__(
+        "verdict_metric", "__import__('os').system('touch /tmp/pwned')"), "verdict_metric_code")),
     ("fallback", "registered", _edit(lambda doc: doc["state"]["router_"].__setitem__(
         "class", "os:system"), "nested_class")),
     ("fallback", "class", _edit(lambda doc: doc.__setitem__(
