@@ -294,9 +294,8 @@ def main(argv=None) -> None:
                     help="inner Optuna search of N trials per router (evaluate --auto N)")
     ap.add_argument("--auto-objective", choices=("mu_o", "nauc", "auto"), default="mu_o",
                     help="the --auto search's objective (evaluate --auto-objective)")
-    ap.add_argument("--fallback-metric", choices=("mu_o", "nauc", "auto"), default=None,
-                    help="the safe fallback's verdict metric (evaluate --fallback-metric; "
-                         "default: the --auto objective with --auto, else mu_o)")
+    ap.add_argument("--fallback-metric", choices=("auto", "mu_o", "nauc"), default="auto",
+                    help="the safe fallback's verdict metric (evaluate --fallback-metric)")
     ap.add_argument("--tag", default="", help="suffix of the result files (e.g. _auto20)")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--readme", default="",
@@ -321,7 +320,8 @@ def main(argv=None) -> None:
               f"### ORBIT protocol on routerbench_zs ({data.n_queries} rows, ORBIT 20/80 split, "
               f"encoder {a.encoder}{', --auto ' + str(a.auto) if a.auto else ''}"
               f"{', no fallback' if a.no_fallback else ''}"
-              f"{', no top-choice check' if a.no_top_check else ''}; "
+              f"{', no top-choice check' if a.no_top_check else ''}"
+              f"{'' if a.fallback_metric == 'auto' else ', fallback verdict by ' + a.fallback_metric}; "
               f"{time.perf_counter() - t0:.0f} s)"
               f"\n\n`{cmd}`", readme)
     if a.part in ("folds", "both"):
@@ -336,7 +336,7 @@ def main(argv=None) -> None:
             tab = summary(res, protos)
             how = f"{a.folds}-fold CV" if a.folds > 1 else "one 8:1:1 split"
             objective = f" ({a.auto_objective})" if a.auto and a.auto_objective != "mu_o" else ""
-            if a.fallback_metric:
+            if a.fallback_metric != "auto":
                 objective += f", fallback verdict by {a.fallback_metric}"
             write(out, f"folds_{ds}{a.tag}", tab, res,
                   f"### {ds}: {how}, {data.n_queries} queries x {data.n_llms} LLMs, "

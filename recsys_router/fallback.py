@@ -145,8 +145,9 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
     verdict_metric : {"mu_o", "nauc", "auto"}
         What the verdict and the task departures compare: the realised score of each
         choice's top LLM (``mu_o``), or on data with costs the held-out nAUC of the budget
-        sweeps with a bootstrap SE (``nauc``, :mod:`recsys_router.fallback_nauc`); ``auto``:
-        ``nauc`` where every observed training cell has a finite cost, else ``mu_o``.
+        sweeps with a bootstrap SE (``nauc``, :mod:`recsys_router.fallback_nauc`); ``auto``
+        (default): ``nauc`` where every observed training cell has a finite cost, else
+        ``mu_o``.
     inner_folds : int or "auto"
         1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits);
         "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
@@ -192,7 +193,7 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
     def __init__(self, router: Router, val_fraction: float = 0.2, seed: int = 0,
                  enabled: bool = True, z: float = Z, min_task_queries: int = MIN_TASK_QUERIES,
                  inner_folds: int | str = "auto", verdict_z: float | str = "auto",
-                 top_z: float | str | None = "auto", verdict_metric: str = "mu_o"):
+                 top_z: float | str | None = "auto", verdict_metric: str = "auto"):
         self.router = router
         self.val_fraction = val_fraction
         self.seed = seed

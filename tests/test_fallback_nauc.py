@@ -104,12 +104,15 @@ def test_paired_nauc_refuses_bad_input():
 
 def test_a_router_whose_curve_wins_is_kept_by_nauc_and_sent_back_by_mu_o():
     d = _data()
-    mu = SafeFallbackRouter(Peek(), inner_folds=5, seed=0).fit(d)
+    mu = SafeFallbackRouter(Peek(), inner_folds=5, seed=0, verdict_metric="mu_o").fit(d)
     # mu_o: 0.95 against a's 1.0, d = -1 on 10 of 200 queries: beyond 1.645 SE -> back
     assert mu.fallback_["default"] == "best-single" and mu.fallback_["verdict_metric"] == "mu_o"
     assert "nauc" not in mu.fallback_["overall"]
     r = SafeFallbackRouter(Peek(), inner_folds=5, seed=0, verdict_metric="nauc").fit(d)
     fb = r.fallback_
+    # the default, "auto", is nauc on data with costs: the same record
+    auto = SafeFallbackRouter(Peek(), inner_folds=5, seed=0).fit(d).fallback_
+    assert auto["verdict_metric"] == "nauc" and auto["overall"] == fb["overall"]
     o = fb["overall"]
     # by hand, budgets 0.1, 1, 10 (costs / 10):
     # router (0.01, .5), (.0415, .8), (.19, .95) + best single (1, .95):
@@ -211,14 +214,10 @@ def test_wrappers_cli_and_bench_pass_the_verdict_metric(tmp_path, capsys):
     from recsys_router.evaluation.wrappers import wrap_router
     from recsys_router.registry import make_router
     knn = make_router("knn")
-    assert wrap_router(knn, "knn").verdict_metric == "mu_o"
-    assert wrap_router(knn, "knn", auto=2, auto_objective="nauc").router.__class__.__name__ \
-        == "AutoTunedRouter"
-    assert wrap_router(knn, "knn", auto=2, auto_objective="nauc").verdict_metric == "nauc"
-    assert wrap_router(knn, "knn", auto=2, auto_objective="auto").verdict_metric == "auto"
-    assert wrap_router(knn, "knn", fallback_metric="nauc").verdict_metric == "nauc"
-    assert wrap_router(knn, "knn", auto=2, auto_objective="nauc",
-                       fallback_metric="mu_o").verdict_metric == "mu_o"
+    assert wrap_router(knn, "knn").verdict_metric == "auto"
+    tuned = wrap_router(knn, "knn", auto=2, auto_objective="mu_o", fallback_metric="nauc")
+    assert type(tuned.router).__name__ == "AutoTunedRouter" and tuned.verdict_metric == "nauc"
+    assert wrap_router(knn, "knn", fallback_metric="mu_o").verdict_metric == "mu_o"
     with pytest.raises(ValueError, match="verdict_metric"):
         wrap_router(knn, "knn", fallback_metric="os:system")
     ns = argparse.Namespace(seed=0, no_fallback=False, no_top_check=False, auto=0,

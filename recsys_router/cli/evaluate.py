@@ -109,11 +109,11 @@ def add_parser(subparsers) -> None:
                    help="what --auto scores a setting by on held-out training queries: mu_o "
                         "(default), nauc (ORBIT's nAUC of its budget sweep; data with costs), "
                         "or auto (nauc where the data has costs, else mu_o)")
-    p.add_argument("--fallback-metric", choices=("mu_o", "nauc", "auto"), default=None,
+    p.add_argument("--fallback-metric", choices=("auto", "mu_o", "nauc"), default="auto",
                    help="what the safe fallback's verdict compares on held-out training "
                         "queries: mu_o (each choice's top LLM), nauc (the budget sweep's "
-                        "nAUC, bootstrap SE; data with costs) or auto (nauc where the data "
-                        "has costs); default: the --auto objective with --auto, else mu_o")
+                        "nAUC, bootstrap SE; data with costs) or auto (default: nauc where "
+                        "the data has costs, else mu_o)")
     p.add_argument("--missing", choices=("mask", "drop"), default="mask",
                    help="test queries with unobserved LLMs: route among the observed ones "
                         "(mask, default) or leave them out (drop)")

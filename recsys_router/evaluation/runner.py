@@ -96,12 +96,11 @@ class EvalConfig:
         What that search scores a setting by on the held-out training queries (see
         :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``mu_o`` (default), ORBIT's
         nAUC, or ``auto`` (nAUC where the training data has costs, else mu_o).
-    fallback_metric : {"mu_o", "nauc", "auto"} or None
+    fallback_metric : {"auto", "mu_o", "nauc"}
         What the safe fallback's verdict compares on held-out training queries
         (``SafeFallbackRouter(verdict_metric=)``): each choice's top-LLM score (``mu_o``) or,
-        on data with costs, the budget sweep's nAUC with a bootstrap SE (``nauc``; ``auto``:
-        nAUC where the training data has costs). None (default): ``auto_objective`` when
-        ``auto > 0``, else ``mu_o``.
+        on data with costs, the budget sweep's nAUC with a bootstrap SE (``nauc``); ``auto``
+        (default): nAUC where the training data has costs, else mu_o.
     """
 
     routers: list
@@ -126,7 +125,7 @@ class EvalConfig:
     missing: str = "mask"
     auto: int = 0
     auto_objective: str = "mu_o"
-    fallback_metric: str | None = None
+    fallback_metric: str = "auto"
 
 
 @dataclass

@@ -12,7 +12,7 @@ __all__ = ["wrap_router"]
 
 def wrap_router(router: Router, name: str | None = None, *, fallback: bool = True, auto: int = 0,
                 auto_objective: str = "mu_o", seed: int = 0, top_check: bool = True,
-                fallback_metric: str | None = None) -> Router:
+                fallback_metric: str = "auto") -> Router:
     """``evaluate``'s and ``export``'s wrappers around a fresh router: with ``auto > 0`` an
     :class:`~recsys_router.tuning.inner.AutoTunedRouter` of ``auto`` trials scored by
     ``auto_objective`` (registry routers ``name`` with a search space only), then with
@@ -20,9 +20,8 @@ def wrap_router(router: Router, name: str | None = None, *, fallback: bool = Tru
     :class:`~recsys_router.fallback.SafeFallbackRouter`
     (routers that read query text and not the true scores: the learned ones), whose check
     of the top choice on data with costs ``top_check`` turns off (``top_z=None``), and whose
-    verdict compares ``fallback_metric`` (``verdict_metric``: ``mu_o``, ``nauc`` or ``auto``;
-    None: ``auto_objective`` when ``auto > 0``, so the fallback judges a tuned router by what
-    its search optimised, else ``mu_o``).
+    verdict compares ``fallback_metric`` (``verdict_metric``: ``mu_o``, ``nauc`` or ``auto``,
+    the default: nAUC where the training data has costs, else mu_o).
 
     Example
     -------
@@ -32,9 +31,7 @@ def wrap_router(router: Router, name: str | None = None, *, fallback: bool = Tru
     >>> type(wrap_router(make_router("best-single"), "best-single")).__name__
     'BestSingleRouter'
     """
-    metric = fallback_metric if fallback_metric is not None else (
-        auto_objective if auto else "mu_o")
-    resolve_verdict_metric(metric, None)                 # a bad value fails before any fit
+    resolve_verdict_metric(fallback_metric, None)        # a bad value fails before any fit
     if auto and isinstance(name, str) and not getattr(router, "uses_ground_truth", False):
         from ..tuning.inner import AutoTunedRouter, has_search_space  # noqa: PLC0415 (optuna
         if has_search_space(name):                                     # only when asked)
@@ -43,5 +40,5 @@ def wrap_router(router: Router, name: str | None = None, *, fallback: bool = Tru
     if fallback and getattr(router, "uses_text", False) \
             and not getattr(router, "uses_ground_truth", False):
         router = SafeFallbackRouter(router, seed=seed, top_z="auto" if top_check else None,
-                                    verdict_metric=metric)
+                                    verdict_metric=fallback_metric)
     return router
