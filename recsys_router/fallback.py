@@ -35,10 +35,13 @@ follows: the queries go to the baseline when ``mean(d) < -verdict_z * SE(d)``
   their baseline on the test fold (mean -0.011); ``verdict_z = 1.645`` (keep unless it loses
   beyond the noise) kept routers that lost by about one inner SE (cruxeval's graph);
 * **costs** (a budget sweep decides): ``verdict_z = z``, the router is kept unless it loses
-  beyond the noise. The comparison sees only the quality of each choice's top LLM, while a
-  router's value there lies in trading quality for cost along the sweep: on the ORBIT split
-  of routerbench_zs, ``verdict_z = 0`` sent mf, mirt and the cost-aware routers to
-  best-single (GPT-4) and cut the best nAUC from 0.83 to 0.82 (``benchmarks/README.md``).
+  beyond the noise, and by default (``verdict_metric="auto"``) what it must not lose is its
+  budget sweep's nAUC against the baseline's (a paired bootstrap SE;
+  :mod:`recsys_router.fallback_nauc`), the tasks' departures likewise; ``verdict_metric="mu_o"``
+  compares the top choices' ``d_i`` as above. A router's value there lies in trading quality
+  for cost along the sweep: on the ORBIT split of routerbench_zs, the mu_o comparison at
+  ``verdict_z = 0`` sent mf, mirt and the cost-aware routers to best-single (GPT-4) and cut
+  the best nAUC from 0.83 to 0.82 (``benchmarks/README.md``).
 
 **The top choice with costs.** A router kept within the noise on priced data keeps its
 trade-offs along the sweep, but its *top* choice (its LLM with no budget, what RouterEval's
