@@ -189,3 +189,17 @@ def test_oracle_close_to_orbit_anchor_on_routerbench():
     assert llms[r["best_single_index"]] == "gpt-4-1106-preview"
     assert 0.94 < r["nauc"] < 0.965 and 0.97 < r["peak"] < 0.98
     assert 0.03 < r["rqnc"] < 0.04 and 0.09 < r["rci"] < 0.15
+
+
+def test_budget_choices_in_row_blocks_equal_the_policy_per_budget(monkeypatch):
+    # blocks of 7 rows (the (rows x LLMs x budgets) mask bounded) give what budget_policy
+    # gives budget by budget on the whole matrix
+    import recsys_router.metrics.orbit as orbit
+    rng = np.random.default_rng(4)
+    ps, pc = rng.random((50, 6)).round(1), rng.random((50, 6)).round(1)
+    grid = budget_grid(pc)
+    monkeypatch.setattr(orbit, "_CHUNK_CELLS", 7 * 6 * grid.size)
+    got = budget_choices(ps, pc, grid)
+    assert got.shape == (50, grid.size)
+    for j, c in enumerate(grid):
+        assert got[:, j].tolist() == budget_policy(ps, pc, c).tolist()

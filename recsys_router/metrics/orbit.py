@@ -122,7 +122,15 @@ def budget_choices(pred_scores: np.ndarray, pred_costs: np.ndarray, budgets, *,
     [[0, 0], [0, 1]]
     """
     b = np.atleast_1d(np.asarray(budgets, dtype=np.float64))
-    return _choices_block(*_prepare(pred_scores, pred_costs, tie_break, seed), b)
+    prep = _prepare(pred_scores, pred_costs, tie_break, seed)
+    n, m = prep[0].shape
+    step = max(1, _CHUNK_CELLS // max(1, m * b.size))   # bounds the (rows x LLMs x budgets) mask
+    if n <= step:
+        return _choices_block(*prep, b)
+    out = np.empty((n, b.size), dtype=np.int64)
+    for lo in range(0, n, step):
+        out[lo:lo + step] = _choices_block(*(p[lo:lo + step] for p in prep), b)
+    return out
 
 
 def budget_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,
