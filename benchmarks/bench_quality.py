@@ -292,7 +292,7 @@ def main(argv=None) -> None:
                          "(evaluate --no-top-check)")
     ap.add_argument("--auto", type=int, default=0, metavar="N",
                     help="inner Optuna search of N trials per router (evaluate --auto N)")
-    ap.add_argument("--auto-objective", choices=("mu_o", "nauc", "auto"), default="mu_o",
+    ap.add_argument("--auto-objective", choices=("auto", "mu_o", "nauc"), default="auto",
                     help="the --auto search's objective (evaluate --auto-objective)")
     ap.add_argument("--fallback-metric", choices=("auto", "mu_o", "nauc"), default="auto",
                     help="the safe fallback's verdict metric (evaluate --fallback-metric)")
@@ -335,7 +335,7 @@ def main(argv=None) -> None:
             res = evaluate(data, cfg)
             tab = summary(res, protos)
             how = f"{a.folds}-fold CV" if a.folds > 1 else "one 8:1:1 split"
-            objective = f" ({a.auto_objective})" if a.auto and a.auto_objective != "mu_o" else ""
+            objective = f" ({a.auto_objective})" if a.auto and a.auto_objective != "auto" else ""
             if a.fallback_metric != "auto":
                 objective += f", fallback verdict by {a.fallback_metric}"
             write(out, f"folds_{ds}{a.tag}", tab, res,

@@ -105,10 +105,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--auto", type=int, default=0, metavar="N",
                    help="inner Optuna search of N trials per router on the training queries "
                         "(search spaces from configs/search/); chosen parameters in the report")
-    p.add_argument("--auto-objective", choices=("mu_o", "nauc", "auto"), default="mu_o",
-                   help="what --auto scores a setting by on held-out training queries: mu_o "
-                        "(default), nauc (ORBIT's nAUC of its budget sweep; data with costs), "
-                        "or auto (nauc where the data has costs, else mu_o)")
+    p.add_argument("--auto-objective", choices=("auto", "mu_o", "nauc"), default="auto",
+                   help="what --auto scores a setting by on held-out training queries: mu_o, "
+                        "nauc (ORBIT's nAUC of its budget sweep; data with costs), or auto "
+                        "(default: nauc where the data has costs, else mu_o)")
     p.add_argument("--fallback-metric", choices=("auto", "mu_o", "nauc"), default="auto",
                    help="what the safe fallback's verdict compares on held-out training "
                         "queries: mu_o (each choice's top LLM), nauc (the budget sweep's "

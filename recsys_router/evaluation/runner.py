@@ -94,8 +94,8 @@ class EvalConfig:
         the notes. 0 (default): the routers' defaults.
     auto_objective : {"mu_o", "nauc", "auto"}
         What that search scores a setting by on the held-out training queries (see
-        :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``mu_o`` (default), ORBIT's
-        nAUC, or ``auto`` (nAUC where the training data has costs, else mu_o).
+        :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``mu_o``, ORBIT's nAUC, or
+        ``auto`` (default: nAUC where the training data has costs, else mu_o).
     fallback_metric : {"auto", "mu_o", "nauc"}
         What the safe fallback's verdict compares on held-out training queries
         (``SafeFallbackRouter(verdict_metric=)``): each choice's top-LLM score (``mu_o``) or,
@@ -124,7 +124,7 @@ class EvalConfig:
     top_check: bool = True
     missing: str = "mask"
     auto: int = 0
-    auto_objective: str = "mu_o"
+    auto_objective: str = "auto"
     fallback_metric: str = "auto"
 
 

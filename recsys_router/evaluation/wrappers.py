@@ -11,7 +11,7 @@ __all__ = ["wrap_router"]
 
 
 def wrap_router(router: Router, name: str | None = None, *, fallback: bool = True, auto: int = 0,
-                auto_objective: str = "mu_o", seed: int = 0, top_check: bool = True,
+                auto_objective: str = "auto", seed: int = 0, top_check: bool = True,
                 fallback_metric: str = "auto") -> Router:
     """``evaluate``'s and ``export``'s wrappers around a fresh router: with ``auto > 0`` an
     :class:`~recsys_router.tuning.inner.AutoTunedRouter` of ``auto`` trials scored by
