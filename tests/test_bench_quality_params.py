@@ -69,11 +69,12 @@ def test_both_parts_honour_no_fallback_and_auto(split):
         assert cfg.protocols == split["protocols"] and cfg.seed == split["seed"]
 
 
-def test_auto_objective_must_be_one_of_the_choices(tmp_path, capsys):
+@pytest.mark.parametrize("flag", ["--auto-objective", "--fallback-metric"])
+def test_auto_objective_must_be_one_of_the_choices(flag, tmp_path, capsys):
     # refused by argparse before any data is read or any file is written
     from benchmarks.bench_quality import main
     with pytest.raises(SystemExit):
-        main(["--auto", "1", "--auto-objective", "__import__('os').system('true')",
+        main(["--auto", "1", flag, "__import__('os').system('true')",
               "--out", str(tmp_path / "o")])
     assert "invalid choice" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
