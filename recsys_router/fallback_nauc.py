@@ -82,7 +82,7 @@ def nauc_text(r: dict, baseline: str, where: str, decision: str, z: float,
     return f"{head}: {how}"
 
 
-def _compare(preds: dict, rows: np.ndarray, baseline: str, seed: int) -> dict | None:
+def _compare(preds: dict, rows: np.ndarray | slice, baseline: str, seed: int) -> dict | None:
     truth = preds["truth"][rows]
     if not (~np.isnan(truth)).any():
         return None
@@ -104,7 +104,7 @@ def decide_by_nauc(fb: dict, preds: dict, keys: np.ndarray, z: float, verdict_z:
     if not overall:
         return
     base = overall["baseline"]
-    r = _compare(preds, np.ones(len(keys), bool), base, seed)
+    r = _compare(preds, slice(None), base, seed)
     if r is None:
         return
     default = base if r["diff"] < -verdict_z * r["se"] else "router"

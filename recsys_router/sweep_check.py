@@ -62,12 +62,18 @@ def _rows(scores, costs, where: str):
     return rows, s, o, c
 
 
-def _curve_cells(pred_scores, pred_costs, s, o, c, max_budgets: int):
-    """Per query and budget, the realised score and cost of the sweep's choice."""
-    ps, pc = mask_predictions(pred_scores, pred_costs, o)
-    ch = budget_choices(ps, pc, budget_grid(pc, max_budgets), tie_break="cheapest")
-    r = np.arange(len(ch))[:, None]
-    return s[r, ch], c[r, ch]
+def _curve_cells(score_rows, pred_costs, s, o, c, max_budgets: int) -> list:
+    """Per query and budget, the realised score and cost of the sweep's choice, for each of
+    ``score_rows`` (predicted score matrices swept with the same ``pred_costs``: the costs'
+    masking and budget grid are computed once)."""
+    _, pc = mask_predictions(score_rows[0], pred_costs, o)
+    grid = budget_grid(pc, max_budgets)
+    r = np.arange(len(s))[:, None]
+    out = []
+    for p in score_rows:
+        ch = budget_choices(mask_predictions(p, None, o)[0], pc, grid, tie_break="cheapest")
+        out.append((s[r, ch], c[r, ch]))
+    return out
 
 
 def _nauc(quality: np.ndarray, cost: np.ndarray, best_cost: float) -> float:
@@ -112,8 +118,8 @@ def held_out_nauc(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nd
     0.583333
     """
     rows, s, o, c = _rows(scores, costs, "held_out_nauc")
-    cs, cc = _curve_cells(np.asarray(pred_scores, np.float64)[rows],
-                          np.asarray(pred_costs, np.float64)[rows], s, o, c, max_budgets)
+    [(cs, cc)] = _curve_cells([np.asarray(pred_scores, np.float64)[rows]],
+                              np.asarray(pred_costs, np.float64)[rows], s, o, c, max_budgets)
     return _nauc(cs.mean(axis=0), cc.mean(axis=0), best_single(s, c).cost)
 
 
@@ -186,8 +192,8 @@ def paired_nauc(router_scores: np.ndarray, base_scores: np.ndarray, pred_costs: 
                          f"got {n_boot!r}")
     rows, s, o, c = _rows(scores, costs, "paired_nauc")
     pc = np.asarray(pred_costs, np.float64)[rows]
-    cells = [_curve_cells(np.asarray(p, np.float64)[rows], pc, s, o, c, max_budgets)
-             for p in (router_scores, base_scores)]
+    cells = _curve_cells([np.asarray(p, np.float64)[rows] for p in (router_scores, base_scores)],
+                         pc, s, o, c, max_budgets)
     best = best_single(s, c).cost
     point = [_nauc(cs.mean(axis=0), cc.mean(axis=0), best) for cs, cc in cells]
     n = len(s)
