@@ -87,8 +87,8 @@ from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import diff_text, fallback_summary, why
-from .inner_validation import (DECISIONS, check_z, paired_decision, realised_scores,
-                               stratified_folds, stratified_holdout, task_keys)
+from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_z, paired_decision,
+                               realised_scores, stratified_folds, stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf
@@ -98,8 +98,6 @@ __all__ = ["SafeFallbackRouter", "stratified_holdout", "realised_scores", "fallb
            "Z", "VERDICT_Z", "AUTO_INNER_FOLDS", "TOP_MARGIN"]
 
 MIN_VAL_QUERIES = 5
-#: inner folds of ``inner_folds="auto"`` for a router whose fit is cheap (``cheap_fit``)
-AUTO_INNER_FOLDS = 5
 #: held-out queries a task needs to be decided on its own (smaller ones are pooled)
 MIN_TASK_QUERIES = 30
 #: standard errors a baseline must lead by (one-sided 5 %): baseline choice, task departures

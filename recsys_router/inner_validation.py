@@ -16,10 +16,15 @@ import math
 import numpy as np
 
 __all__ = ["check_z", "task_keys", "stratified_holdout", "stratified_folds", "realised_scores",
-           "paired_decision", "DECISIONS"]
+           "paired_decision", "DECISIONS", "AUTO_INNER_FOLDS", "MAX_INNER_FOLDS"]
 
 #: what can decide a query's LLM under the safe fallback
 DECISIONS = ("router", "best-single", "task-best")
+#: inner folds that ``inner_folds="auto"`` gives a router whose fit is cheap (``cheap_fit``),
+#: in the safe fallback and in the ``--auto`` search
+AUTO_INNER_FOLDS = 5
+#: the most inner folds a stored or given setting may ask for
+MAX_INNER_FOLDS = 20
 
 
 def task_keys(tasks) -> np.ndarray:

@@ -20,7 +20,8 @@ def test_the_best_setting_on_held_out_training_queries_is_chosen(tmp_path):
     folder = _space(tmp_path, "params.k: {type: categorical, choices: [1, 60]}\n"
                               "params.no_such_thing: {type: int, low: 1, high: 3}\n")
     r = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=6, seed=0,
-                        search_dir=folder, objective="mu_o").fit(d)
+                        search_dir=folder, objective="mu_o", inner_folds=1).fit(d)
+    assert r.inner_folds_ == 1
     # independent check: the same split, each k (and the defaults, k=10) scored by hand
     tr, va = stratified_holdout(d.tasks, 0.2, 0)
     truth = d.scores[va].astype(float)
@@ -38,6 +39,50 @@ def test_the_best_setting_on_held_out_training_queries_is_chosen(tmp_path):
     assert r.skipped_keys_ == ["params.no_such_thing"]
     assert r.router_.fitted_ and r.router_.x_train_.shape[0] == 300    # refitted on all
     assert "trials; chosen" in r.summary() and "held-out mean score" in r.summary()
+
+
+def test_cheap_routers_score_each_setting_on_every_training_query_by_inner_folds(tmp_path):
+    """inner_folds="auto" gives a cheap router (knn) five folds: a setting's score is the
+    mean realised score of the held-out predictions of all five, each model fitted on the
+    other four, computed here by hand from a second fold assignment."""
+    d = make_synthetic(200, 4, 3, seed=5)
+    folder = _space(tmp_path, "params.k: {type: categorical, choices: [1, 40]}\n")
+    r = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=4, seed=3,
+                        search_dir=folder, objective="mu_o").fit(d)
+    assert r.cheap_fit and r.inner_folds_ == 5
+    # the folds by hand: each task shuffled with the seed, dealt round-robin, continuing
+    rng = np.random.default_rng(3)
+    keys = np.array([str(t) for t in d.tasks], dtype=object)
+    fold_of, offset = np.empty(d.n_queries, dtype=int), 0
+    for t in sorted(set(keys)):
+        rows = rng.permutation(np.flatnonzero(keys == t))
+        fold_of[rows] = (np.arange(len(rows)) + offset) % 5
+        offset += len(rows)
+
+    def pooled(k):
+        got = []
+        for f in range(5):
+            tr, va = np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)
+            m = make_router("knn", encoder="hashing", k=k).fit(d.subset(tr))
+            pred = m.predict_scores(d.subset(va))
+            for i, row in enumerate(va):     # the observed LLM with the top prediction
+                obs = np.flatnonzero(~np.isnan(d.scores[row]))
+                got.append(d.scores[row, obs[np.argmax(pred[i, obs])]])
+        return float(np.mean(got))
+    scores = {k: pooled(k) for k in (1, 10, 40)}
+    assert r.default_score_ == pytest.approx(scores[10])
+    for t in r.trials_:
+        assert t["score"] == pytest.approx(scores[t["params"]["k"]])
+    assert "5-fold held-out mean score" in r.summary()
+    # a router whose fit is not cheap keeps one held-out split under "auto"
+    assert not AutoTunedRouter("mf", {"encoder": "hashing"}).cheap_fit
+
+
+@pytest.mark.parametrize("bad", [0, 21, -1, 2.5, True, "5", "all", None])
+def test_inner_folds_must_be_auto_or_a_small_integer(bad):
+    d = make_synthetic(60, 3, 2, seed=0)
+    with pytest.raises(ValueError, match="inner_folds: expected 'auto' or an integer in"):
+        AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=1, inner_folds=bad).fit(d)
 
 
 def _nauc_by_hand(pred_s, pred_c, s, c):
@@ -117,14 +162,28 @@ def test_the_objective_follows_the_costs_unless_set():
     tuned = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=2, seed=0,
                             objective="auto").fit(d)
     assert tuned.objective_ == "nauc" and "held-out nAUC" in tuned.summary()
-    # the defaults' held-out nAUC, recomputed on the same split by the second implementation
+    # the defaults' nAUC on the pooled predictions of the five inner folds (knn's fit is
+    # cheap), recomputed on the same folds by the second implementation
+    from recsys_router.inner_validation import stratified_folds
+    assert tuned.inner_folds_ == 5
+    parts = {"s": [], "c": [], "ps": [], "pc": []}
+    for tr, va in stratified_folds(d.tasks, 5, 0):
+        m = make_router("knn", encoder="hashing", k=10).fit(d.subset(tr))
+        held = d.subset(va)
+        for key, v in (("s", held.scores), ("c", held.costs), ("ps", m.predict_scores(held)),
+                       ("pc", m.predict_costs(held))):
+            parts[key].append(v)
+    p = {k: np.concatenate(v) for k, v in parts.items()}
+    expect = _nauc_by_hand(p["ps"], p["pc"], p["s"], p["c"])
+    assert tuned.default_score_ == pytest.approx(expect, abs=1e-12)
+    one = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=2, seed=0,
+                          inner_folds=1).fit(d)
     from recsys_router.fallback import stratified_holdout as holdout
     tr, va = holdout(d.tasks, 0.2, 0)
     m = make_router("knn", encoder="hashing", k=10).fit(d.subset(tr))
     held = d.subset(va)
-    expect = _nauc_by_hand(m.predict_scores(held), m.predict_costs(held), held.scores,
-                           held.costs)
-    assert tuned.default_score_ == pytest.approx(expect, abs=1e-12)
+    assert one.default_score_ == pytest.approx(_nauc_by_hand(
+        m.predict_scores(held), m.predict_costs(held), held.scores, held.costs), abs=1e-12)
     plain = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=2,
                             seed=0, objective="auto").fit(bare)
     assert plain.objective_ == "mu_o"

@@ -33,10 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from ..data import RoutingData
-from ..inner_validation import realised_scores, stratified_holdout
+from ..inner_validation import (AUTO_INNER_FOLDS, MAX_INNER_FOLDS, realised_scores,
+                                stratified_folds, stratified_holdout)
 from ..router import Router
 from ..router_state import InnerRouterState
-from ..state import FLOAT, JSON_ANY, STR, DictOf, ListOf, StateError
+from ..state import FLOAT, INT, JSON_ANY, STR, DictOf, ListOf, StateError
 from ..sweep_check import has_costs, held_out_nauc
 from .space import SearchSpace, load_search_space
 
@@ -117,6 +118,12 @@ class AutoTunedRouter(InnerRouterState, Router):
         What a setting is scored by on the held-out queries: ``mu_o`` (mean true score of
         its argmax choices), ``nauc`` (:func:`held_out_nauc`; needs :func:`has_costs`), or
         ``auto`` (default): ``nauc`` where the training data has costs, else ``mu_o``.
+    inner_folds : int or "auto"
+        1: each setting is scored on one held-out ``val_fraction`` of each task's queries;
+        k >= 2 (at most :data:`~recsys_router.inner_validation.MAX_INNER_FOLDS`): on the
+        pooled held-out predictions of k task-stratified folds, each fitted on the other
+        k - 1 (k fits per setting). ``"auto"`` (default): ``AUTO_INNER_FOLDS`` (5) when the
+        router's fit is cheap (``cheap_fit``), else 1.
 
     Attributes
     ----------
@@ -126,6 +133,8 @@ class AutoTunedRouter(InnerRouterState, Router):
         The searched parameters chosen (empty: the defaults won).
     objective_ : str
         The objective used, ``mu_o`` or ``nauc``.
+    inner_folds_ : int
+        The inner folds used (1: one held-out split).
     default_score_, best_score_ : float
         Held-out objective of the defaults and of the chosen setting.
     trials_ : list of dict
@@ -144,12 +153,13 @@ class AutoTunedRouter(InnerRouterState, Router):
 
     #: exported with the refitted router as the nested part ``router_``
     _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "objective_": STR, "default_score_": FLOAT,
+               "inner_folds_": INT,
                "best_score_": FLOAT, "trials_": ListOf(DictOf(JSON_ANY, 10), MAX_TRIALS),
                "skipped_keys_": ListOf(STR, 1000)}
 
     def __init__(self, name: str, params: dict | None = None, n_trials: int = 20,
                  val_fraction: float = 0.2, seed: int = 0, search_dir: str | None = None,
-                 objective: str = "auto"):
+                 objective: str = "auto", inner_folds: int | str = "auto"):
         self.name = name
         self.params = params
         self.n_trials = n_trials
@@ -157,6 +167,7 @@ class AutoTunedRouter(InnerRouterState, Router):
         self.seed = seed
         self.search_dir = search_dir
         self.objective = objective
+        self.inner_folds = inner_folds
 
     @classmethod
     def _check_stored_params(cls, params: dict, where: str) -> None:
@@ -168,11 +179,19 @@ class AutoTunedRouter(InnerRouterState, Router):
             raise StateError(f"{where}.params.search_dir: a stored artifact may not name a folder")
         if params.get("objective", "mu_o") not in OBJECTIVES:
             raise StateError(f"{where}.params.objective: expected one of {', '.join(OBJECTIVES)}")
+        try:
+            _folds_setting(params.get("inner_folds", "auto"))
+        except ValueError as exc:
+            raise StateError(f"{where}.params.{exc}") from None
 
     @classmethod
     def _from_state(cls, params, fields, arrays):
         if fields.get("objective_") not in ("mu_o", "nauc"):
             raise StateError("AutoTunedRouter.objective_: expected 'mu_o' or 'nauc'")
+        k = fields.get("inner_folds_")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_INNER_FOLDS:
+            raise StateError(f"AutoTunedRouter.inner_folds_: expected an integer in "
+                             f"[1, {MAX_INNER_FOLDS}], got {str(k)[:40]!r}")
         return super()._from_state(params, fields, arrays)
 
     def _make(self, extra: dict) -> Router:
@@ -209,22 +228,32 @@ class AutoTunedRouter(InnerRouterState, Router):
         if not 0 <= n <= MAX_TRIALS:
             raise ValueError(f"n_trials must be in [0, {MAX_TRIALS}], got {self.n_trials!r}")
         self.objective_ = self._objective(train)
+        k = _folds_setting(self.inner_folds)
+        self.inner_folds_ = k if k else (AUTO_INNER_FOLDS if self.cheap_fit else 1)
         probe = self._make({})
         space, mapping, self.skipped_keys_ = self._space(probe)
-        tr, va = stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))
+        splits = self._splits(train)
         self.trials_ = []
-        if len(va) < 5 or len(tr) < 5 or n == 0 or not mapping:
+        if min(min(len(tr), len(va)) for tr, va in splits) < 5 or n == 0 or not mapping:
             self.best_params_, self.default_score_, self.best_score_ = {}, float("nan"), float("nan")
             self.router_ = probe.fit(train, val)
             return
-        inner_tr, inner_va = train.subset(tr), train.subset(va)
-        truth = inner_va.scores.astype(np.float64)
+        parts = [(train.subset(tr), train.subset(va)) for tr, va in splits]
+        truth = np.concatenate([va.scores for _, va in parts]).astype(np.float64)
+        truth_costs = (np.concatenate([va.costs for _, va in parts]).astype(np.float64)
+                       if self.objective_ == "nauc" else None)
 
         def score(extra: dict) -> float:
-            r = self._make(extra).fit(inner_tr)
-            pred = r.predict_scores(inner_va)
+            """The objective on the held-out predictions of every split, pooled."""
+            preds, costs = [], []
+            for inner_tr, inner_va in parts:
+                r = self._make(extra).fit(inner_tr)
+                preds.append(np.asarray(r.predict_scores(inner_va), dtype=np.float64))
+                if self.objective_ == "nauc":
+                    costs.append(np.asarray(r.predict_costs(inner_va), dtype=np.float64))
+            pred = np.concatenate(preds)
             if self.objective_ == "nauc":
-                return held_out_nauc(pred, r.predict_costs(inner_va), truth, inner_va.costs)
+                return held_out_nauc(pred, np.concatenate(costs), truth, truth_costs)
             return float(np.nanmean(realised_scores(pred, truth)))
 
         self.default_score_ = score({})
@@ -251,6 +280,12 @@ class AutoTunedRouter(InnerRouterState, Router):
         else:
             self.best_params_, self.best_score_ = {}, self.default_score_
         self.router_ = self._make(self.best_params_).fit(train, val)
+
+    def _splits(self, train: RoutingData) -> list:
+        """``(inner-train rows, held-out rows)`` per split (``inner_folds_`` of them)."""
+        if self.inner_folds_ == 1:
+            return [stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))]
+        return stratified_folds(train.tasks, self.inner_folds_, int(self.seed))
 
     def _objective(self, train: RoutingData) -> str:
         """``objective`` resolved on the training data (``auto`` -> ``nauc`` or ``mu_o``)."""
@@ -282,5 +317,24 @@ class AutoTunedRouter(InnerRouterState, Router):
             return "no search (too few training queries, no trials or no searchable key)"
         chosen = self.best_params_ or "the defaults"
         what = "nAUC" if self.objective_ == "nauc" else "mean score"
-        return (f"{len(self.trials_)} trials; chosen {chosen} (held-out {what} "
+        k = int(getattr(self, "inner_folds_", 1))
+        where = f"{k}-fold held-out" if k > 1 else "held-out"
+        return (f"{len(self.trials_)} trials; chosen {chosen} ({where} {what} "
                 f"{self.best_score_:.4f} vs defaults {self.default_score_:.4f})")
+
+
+def _folds_setting(value) -> int:
+    """``inner_folds`` checked: its number of folds, or 0 for ``"auto"``.
+
+    Raises
+    ------
+    ValueError
+        Naming the setting and what it accepts.
+    """
+    if isinstance(value, str) and value == "auto":
+        return 0
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+            or not 1 <= value <= MAX_INNER_FOLDS):
+        raise ValueError(f"inner_folds: expected 'auto' or an integer in [1, {MAX_INNER_FOLDS}], "
+                         f"got {str(value)[:40]!r}")
+    return int(value)
