@@ -38,6 +38,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from recsys_router.cli.args import auto_folds  # noqa: E402
 from recsys_router.models.cost_aware import CostAwareRouter  # noqa: E402
 from recsys_router.data import RoutingData  # noqa: E402
 from recsys_router.datasets.registry import load_dataset  # noqa: E402
@@ -140,7 +141,7 @@ def run_config(a: argparse.Namespace, names: list[str], params: dict, encoder: s
                       router_params={n: p for n, p in params.items() if n in names},
                       fallback=not a.no_fallback, top_check=not a.no_top_check, auto=a.auto,
                       auto_objective=a.auto_objective, fallback_metric=a.fallback_metric,
-                      **split)
+                      auto_folds=a.auto_folds, **split)
 
 
 def parse_params(text: str) -> dict:
@@ -294,6 +295,8 @@ def main(argv=None) -> None:
                     help="inner Optuna search of N trials per router (evaluate --auto N)")
     ap.add_argument("--auto-objective", choices=("auto", "mu_o", "nauc"), default="auto",
                     help="the --auto search's objective (evaluate --auto-objective)")
+    ap.add_argument("--auto-folds", type=auto_folds, default="auto", metavar="{auto,1-20}",
+                    help="where the --auto search scores a setting (evaluate --auto-folds)")
     ap.add_argument("--fallback-metric", choices=("auto", "mu_o", "nauc"), default="auto",
                     help="the safe fallback's verdict metric (evaluate --fallback-metric)")
     ap.add_argument("--tag", default="", help="suffix of the result files (e.g. _auto20)")
@@ -336,6 +339,8 @@ def main(argv=None) -> None:
             tab = summary(res, protos)
             how = f"{a.folds}-fold CV" if a.folds > 1 else "one 8:1:1 split"
             objective = f" ({a.auto_objective})" if a.auto and a.auto_objective != "auto" else ""
+            if a.auto and a.auto_folds != "auto":
+                objective += f", {a.auto_folds} inner fold(s)"
             if a.fallback_metric != "auto":
                 objective += f", fallback verdict by {a.fallback_metric}"
             write(out, f"folds_{ds}{a.tag}", tab, res,

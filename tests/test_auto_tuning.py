@@ -229,12 +229,14 @@ def test_evaluate_auto_writes_the_chosen_parameters_in_the_notes():
                    progress=False)
     note = [n for n in res.notes if "knn --auto 2:" in n]
     # the simulated data has costs: the default objective ("auto") is nAUC there
-    assert note and "2 trials; chosen" in note[0] and "held-out nAUC" in note[0]
+    assert note and "2 trials; chosen" in note[0] and "5-fold held-out nAUC" in note[0]
     assert not any("best-single --auto" in n for n in res.notes)
     res = evaluate(d, EvalConfig(["knn"], protocols=["routereval"], split=(0.8, 0.2), seed=0,
-                                 auto=2, auto_objective="mu_o", encoder="hashing"),
+                                 auto=2, auto_objective="mu_o", encoder="hashing",
+                                 auto_folds=1),
                    progress=False)
-    assert any("knn --auto 2:" in n and "held-out mean score" in n for n in res.notes)
+    note = [n for n in res.notes if "knn --auto 2:" in n]
+    assert note and "(held-out mean score" in note[0]
 
 
 def test_cli_auto_objective_is_a_choice(tmp_path, capsys):
@@ -243,6 +245,25 @@ def test_cli_auto_objective_is_a_choice(tmp_path, capsys):
         main(["evaluate", "--data", "synthetic", "--routers", "knn", "--auto", "1",
               "--auto-objective", "os.system", "--out", str(tmp_path / "o")])
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "21", "3.0", "auto;rm", "__import__('os')"])
+def test_cli_auto_folds_is_auto_or_a_small_whole_number(value, tmp_path, capsys):
+    from recsys_router.cli import main
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--data", "synthetic", "--routers", "knn", "--auto", "1",
+              "--auto-folds", value, "--out", str(tmp_path / "o")])
+    assert "--auto-folds: expected 'auto' or a whole number" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_auto_folds_reaches_the_search(tmp_path, capsys):
+    from recsys_router.cli import main
+    out = tmp_path / "o"
+    assert main(["evaluate", "--data", "synthetic", "--routers", "knn", "--auto", "2",
+                 "--auto-folds", "3", "--encoder", "hashing", "--no-plots", "--no-progress",
+                 "--seed", "0", "--out", str(out)]) == 0
+    assert "3-fold held-out" in capsys.readouterr().err
 
 
 def test_the_fallback_around_a_tuned_cheap_router_holds_out_every_query():

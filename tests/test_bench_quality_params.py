@@ -56,15 +56,18 @@ def test_both_parts_honour_no_fallback_and_auto(split):
     from benchmarks.bench_quality import run_config
     params = {"graph": {"batch_size": 23}, "mf": {"lr": 0.1}}
     for flags, fallback, auto in (({"no_fallback": True, "auto": 4, "auto_objective": "mu_o",
-                                    "no_top_check": True, "fallback_metric": None}, False, 4),
+                                    "no_top_check": True, "fallback_metric": None,
+                                    "auto_folds": 3}, False, 4),
                                   ({"no_fallback": False, "auto": 0, "auto_objective": "auto",
-                                    "no_top_check": False, "fallback_metric": "nauc"}, True, 0)):
+                                    "no_top_check": False, "fallback_metric": "nauc",
+                                    "auto_folds": "auto"}, True, 0)):
         cfg = run_config(argparse.Namespace(seed=1, **flags), ["best-single", "graph"], params,
                          "minilm", **split)
         assert (cfg.fallback, cfg.auto) == (fallback, auto)
         assert cfg.top_check is not flags["no_top_check"]
         assert cfg.auto_objective == flags["auto_objective"]
         assert cfg.fallback_metric == flags["fallback_metric"]
+        assert cfg.auto_folds == flags["auto_folds"]
         assert cfg.router_params == {"graph": {"batch_size": 23}}
         assert cfg.protocols == split["protocols"] and cfg.seed == split["seed"]
 
@@ -77,4 +80,13 @@ def test_auto_objective_must_be_one_of_the_choices(flag, tmp_path, capsys):
         main(["--auto", "1", flag, "__import__('os').system('true')",
               "--out", str(tmp_path / "o")])
     assert "invalid choice" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "21", "2.5", "-1", "all", "os.system", "1" * 500])
+def test_auto_folds_must_be_auto_or_a_small_whole_number(value, tmp_path, capsys):
+    from benchmarks.bench_quality import main
+    with pytest.raises(SystemExit):
+        main(["--auto", "1", "--auto-folds", value, "--out", str(tmp_path / "o")])
+    assert "--auto-folds: expected 'auto' or a whole number from 1 to 20" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

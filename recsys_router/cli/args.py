@@ -27,7 +27,7 @@ import argparse
 import re
 
 __all__ = ["OptionError", "parse_kv", "kv_dict", "split_list", "ListArg", "FloatListArg", "add_data_args",
-           "data_options", "add_seed_arg", "MAX_OPTION_CHARS"]
+           "data_options", "add_seed_arg", "auto_folds", "MAX_OPTION_CHARS"]
 
 class OptionError(argparse.ArgumentTypeError, ValueError):
     """A malformed command-line item (argparse shows its message; library callers get a
@@ -146,3 +146,22 @@ def add_seed_arg(p: argparse.ArgumentParser, default: int | None = 0, help: str 
     """``--seed`` (every command takes one)."""
     p.add_argument("--seed", type=int, default=default,
                    help=help or f"random seed (default {default})")
+
+
+def auto_folds(text: str) -> int | str:
+    """``--auto-folds``: ``auto`` or a whole number of inner folds, 1 to
+    :data:`~recsys_router.inner_validation.MAX_INNER_FOLDS`.
+
+    Example
+    -------
+    >>> auto_folds("auto"), auto_folds("5")
+    ('auto', 5)
+    """
+    from ..inner_validation import MAX_INNER_FOLDS
+    text = str(text).strip()
+    if text == "auto":
+        return "auto"
+    if text.isdigit() and len(text) <= 3 and 1 <= int(text) <= MAX_INNER_FOLDS:
+        return int(text)
+    raise OptionError(f"--auto-folds: expected 'auto' or a whole number from 1 to "
+                      f"{MAX_INNER_FOLDS}, got {text[:40]!r}")

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from ..datasets.resolve import resolve_dataset
-from .args import FloatListArg, ListArg, add_data_args, add_seed_arg, data_options
+from .args import (FloatListArg, ListArg, add_data_args, add_seed_arg, auto_folds,
+                   data_options)
 
 __all__ = ["add_parser", "run_evaluate", "run_demo", "run_scaling", "DEMO_ROUTERS",
            "DEMO_PARAMS"]
@@ -109,6 +110,11 @@ def add_parser(subparsers) -> None:
                    help="what --auto scores a setting by on held-out training queries: mu_o, "
                         "nauc (ORBIT's nAUC of its budget sweep; data with costs), or auto "
                         "(default: nauc where the data has costs, else mu_o)")
+    p.add_argument("--auto-folds", type=auto_folds, default="auto", metavar="{auto,1-20}",
+                   help="where --auto scores a setting: auto (default: five inner folds of "
+                        "the training queries for routers whose fit is cheap, one held-out "
+                        "fifth for the others) or a number of inner folds (1: one held-out "
+                        "fifth)")
     p.add_argument("--fallback-metric", choices=("auto", "mu_o", "nauc"), default="auto",
                    help="what the safe fallback's verdict compares on held-out training "
                         "queries: mu_o (each choice's top LLM), nauc (the budget sweep's "
@@ -185,7 +191,7 @@ def run_evaluate(args) -> int:
                      fallback=not args.no_fallback, top_check=not args.no_top_check,
                      missing=args.missing, auto=args.auto,
                      auto_objective=args.auto_objective,
-                     fallback_metric=args.fallback_metric)
+                     fallback_metric=args.fallback_metric, auto_folds=args.auto_folds)
     res = evaluate(data, cfg, progress=not args.no_progress)
     out, lb = write_results(res, args.out, plots=not args.no_plots)
     for note in res.notes:

@@ -96,6 +96,11 @@ class EvalConfig:
         What that search scores a setting by on the held-out training queries (see
         :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``mu_o``, ORBIT's nAUC, or
         ``auto`` (default: nAUC where the training data has costs, else mu_o).
+    auto_folds : int or "auto"
+        Where that search scores a setting (``inner_folds`` of
+        :class:`~recsys_router.tuning.inner.AutoTunedRouter`): ``"auto"`` (default) five
+        inner folds of the training queries for routers whose fit is cheap, one held-out
+        fifth for the others; an integer forces that many (1: one held-out fifth).
     fallback_metric : {"auto", "mu_o", "nauc"}
         What the safe fallback's verdict compares on held-out training queries
         (``SafeFallbackRouter(verdict_metric=)``): each choice's top-LLM score (``mu_o``) or,
@@ -126,6 +131,7 @@ class EvalConfig:
     auto: int = 0
     auto_objective: str = "auto"
     fallback_metric: str = "auto"
+    auto_folds: int | str = "auto"
 
 
 @dataclass
@@ -157,7 +163,8 @@ def _build_router(spec, cfg: EvalConfig, shared: dict, data: RoutingData, notes:
                                defaults={"p": cfg.p}, clone=True)
     return wrap_router(router, None if isinstance(spec, Router) else spec, fallback=cfg.fallback,
                        auto=cfg.auto, auto_objective=cfg.auto_objective, seed=cfg.seed,
-                       top_check=cfg.top_check, fallback_metric=cfg.fallback_metric)
+                       top_check=cfg.top_check, fallback_metric=cfg.fallback_metric,
+                       auto_folds=cfg.auto_folds)
 
 
 def _shared_encoder(name, shared: dict, data: RoutingData, notes: list[str]):

@@ -12,10 +12,11 @@ __all__ = ["wrap_router"]
 
 def wrap_router(router: Router, name: str | None = None, *, fallback: bool = True, auto: int = 0,
                 auto_objective: str = "auto", seed: int = 0, top_check: bool = True,
-                fallback_metric: str = "auto") -> Router:
+                fallback_metric: str = "auto", auto_folds: int | str = "auto") -> Router:
     """``evaluate``'s and ``export``'s wrappers around a fresh router: with ``auto > 0`` an
     :class:`~recsys_router.tuning.inner.AutoTunedRouter` of ``auto`` trials scored by
-    ``auto_objective`` (registry routers ``name`` with a search space only), then with
+    ``auto_objective`` on ``auto_folds`` (its ``inner_folds``; registry routers ``name``
+    with a search space only), then with
     ``fallback`` a
     :class:`~recsys_router.fallback.SafeFallbackRouter`
     (routers that read query text and not the true scores: the learned ones), whose check
@@ -36,7 +37,7 @@ def wrap_router(router: Router, name: str | None = None, *, fallback: bool = Tru
         from ..tuning.inner import AutoTunedRouter, has_search_space  # noqa: PLC0415 (optuna
         if has_search_space(name):                                     # only when asked)
             router = AutoTunedRouter(name, router.get_params(), n_trials=int(auto), seed=seed,
-                                     objective=auto_objective)
+                                     objective=auto_objective, inner_folds=auto_folds)
     if fallback and getattr(router, "uses_text", False) \
             and not getattr(router, "uses_ground_truth", False):
         router = SafeFallbackRouter(router, seed=seed, top_z="auto" if top_check else None,

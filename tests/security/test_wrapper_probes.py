@@ -87,6 +87,12 @@ PROBES = [
                                 "auto_objective_not_a_choice")),
     ("auto", "objective_", _edit(lambda doc: doc["state"].__setitem__(
         "objective_", "__import__('os').system('touch /tmp/pwned')"), "auto_objective_state_code")),
+    ("auto", "inner_folds", _edit(lambda doc: doc["params"].__setitem__(
+        "inner_folds", "__import__('os').system('touch /tmp/pwned')"), "auto_inner_folds_code")),
+    ("auto", "inner_folds", _edit(lambda doc: doc["params"].__setitem__("inner_folds", 10 ** 9),
+                                  "auto_inner_folds_huge")),
+    ("auto", "inner_folds_", _edit(lambda doc: doc["state"].__setitem__("inner_folds_", 0),
+                                   "auto_inner_folds_state_zero")),
 ]
 
 
