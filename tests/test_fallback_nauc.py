@@ -217,11 +217,13 @@ def test_wrappers_cli_and_bench_pass_the_verdict_metric(tmp_path, capsys):
     assert wrap_router(knn, "knn").verdict_metric == "auto"
     tuned = wrap_router(knn, "knn", auto=2, auto_objective="mu_o", fallback_metric="nauc")
     assert type(tuned.router).__name__ == "AutoTunedRouter" and tuned.verdict_metric == "nauc"
+    assert tuned.router.inner_folds == "auto"
+    assert wrap_router(knn, "knn", auto=2, auto_folds=3).router.inner_folds == 3
     assert wrap_router(knn, "knn", fallback_metric="mu_o").verdict_metric == "mu_o"
     with pytest.raises(ValueError, match="verdict_metric"):
         wrap_router(knn, "knn", fallback_metric="os:system")
     ns = argparse.Namespace(seed=0, no_fallback=False, no_top_check=False, auto=0,
-                            auto_objective="mu_o", fallback_metric="nauc")
+                            auto_objective="mu_o", fallback_metric="nauc", auto_folds="auto")
     assert run_config(ns, ["knn"], {}, "hashing", protocols=["orbit"], folds=2,
                       seed=0).fallback_metric == "nauc"
     with pytest.raises(SystemExit):
