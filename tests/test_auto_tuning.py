@@ -253,7 +253,8 @@ def test_cli_auto_folds_is_auto_or_a_small_whole_number(value, tmp_path, capsys)
     with pytest.raises(SystemExit):
         main(["evaluate", "--data", "synthetic", "--routers", "knn", "--auto", "1",
               "--auto-folds", value, "--out", str(tmp_path / "o")])
-    assert "--auto-folds: expected 'auto' or a whole number" in capsys.readouterr().err
+    assert ("argument --auto-folds: expected 'auto' or a whole number of inner folds"
+            in capsys.readouterr().err)
     assert not (tmp_path / "o").exists()
 
 

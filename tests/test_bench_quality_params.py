@@ -88,5 +88,6 @@ def test_auto_folds_must_be_auto_or_a_small_whole_number(value, tmp_path, capsys
     from benchmarks.bench_quality import main
     with pytest.raises(SystemExit):
         main(["--auto", "1", "--auto-folds", value, "--out", str(tmp_path / "o")])
-    assert "--auto-folds: expected 'auto' or a whole number from 1 to 20" in capsys.readouterr().err
+    assert ("argument --auto-folds: expected 'auto' or a whole number of inner folds from 1 to 20"
+            in capsys.readouterr().err)
     assert not (tmp_path / "o").exists()

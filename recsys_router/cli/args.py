@@ -163,5 +163,5 @@ def auto_folds(text: str) -> int | str:
         return "auto"
     if text.isdigit() and len(text) <= 3 and 1 <= int(text) <= MAX_INNER_FOLDS:
         return int(text)
-    raise OptionError(f"--auto-folds: expected 'auto' or a whole number from 1 to "
+    raise OptionError(f"expected 'auto' or a whole number of inner folds from 1 to "
                       f"{MAX_INNER_FOLDS}, got {text[:40]!r}")
