@@ -87,8 +87,8 @@ from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import diff_text, fallback_summary, why
-from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_z, paired_decision,
-                               realised_scores, stratified_folds, stratified_holdout, task_keys)
+from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_z, inner_splits,
+                               paired_decision, realised_scores, stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf
@@ -232,11 +232,6 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
                              f"got {self.inner_folds!r}")
         return int(self.inner_folds)
 
-    def _splits(self, train: RoutingData, k: int) -> list:
-        if k == 1:
-            return [stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))]
-        return stratified_folds(train.tasks, k, int(self.seed))
-
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         self._set_baselines(train)
         if not self.enabled:
@@ -245,7 +240,7 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             return
         k, vz = self._n_folds(train), self._verdict_z(train)     # bad values fail before fits
         tz, vm = self._top_z(train), resolve_verdict_metric(self.verdict_metric, train)
-        splits = self._splits(train, k)
+        splits = inner_splits(train.tasks, k, self.val_fraction, self.seed)
         n_val = sum(len(va) for _, va in splits)
         if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
             self.router_ = self._clone().fit(train, val)

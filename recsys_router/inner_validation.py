@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 __all__ = ["check_z", "task_keys", "stratified_holdout", "stratified_folds", "realised_scores",
-           "paired_decision", "DECISIONS", "AUTO_INNER_FOLDS", "MAX_INNER_FOLDS"]
+           "paired_decision", "inner_splits", "DECISIONS", "AUTO_INNER_FOLDS", "MAX_INNER_FOLDS"]
 
 #: what can decide a query's LLM under the safe fallback
 DECISIONS = ("router", "best-single", "task-best")
@@ -107,6 +107,22 @@ def stratified_folds(tasks, k: int, seed: int) -> list[tuple[np.ndarray, np.ndar
         fold_of[rows] = (np.arange(len(rows)) + offset) % k
         offset += len(rows)        # the next task starts where this one stopped: balanced
     return [(np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)) for f in range(int(k))]
+
+
+def inner_splits(tasks, k: int, fraction: float, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The inner validation's ``(inner-train rows, held-out rows)``: one
+    :func:`stratified_holdout` of ``fraction`` when ``k == 1``, else :func:`stratified_folds`.
+
+    Example
+    -------
+    >>> [len(va) for _, va in inner_splits(["a"] * 10, 1, 0.2, 0)]
+    [2]
+    >>> [len(va) for _, va in inner_splits(["a"] * 10, 5, 0.2, 0)]
+    [2, 2, 2, 2, 2]
+    """
+    if k == 1:
+        return [stratified_holdout(tasks, float(fraction), int(seed))]
+    return stratified_folds(tasks, k, int(seed))
 
 
 def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:

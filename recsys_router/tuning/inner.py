@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from ..data import RoutingData
-from ..inner_validation import (AUTO_INNER_FOLDS, MAX_INNER_FOLDS, realised_scores,
-                                stratified_folds, stratified_holdout)
+from ..inner_validation import (AUTO_INNER_FOLDS, MAX_INNER_FOLDS, inner_splits,
+                                realised_scores)
 from ..router import Router
 from ..router_state import InnerRouterState
 from ..state import FLOAT, INT, JSON_ANY, STR, DictOf, ListOf, StateError
@@ -232,7 +232,7 @@ class AutoTunedRouter(InnerRouterState, Router):
         self.inner_folds_ = k if k else (AUTO_INNER_FOLDS if self.cheap_fit else 1)
         probe = self._make({})
         space, mapping, self.skipped_keys_ = self._space(probe)
-        splits = self._splits(train)
+        splits = inner_splits(train.tasks, self.inner_folds_, self.val_fraction, self.seed)
         self.trials_ = []
         if min(min(len(tr), len(va)) for tr, va in splits) < 5 or n == 0 or not mapping:
             self.best_params_, self.default_score_, self.best_score_ = {}, float("nan"), float("nan")
@@ -280,12 +280,6 @@ class AutoTunedRouter(InnerRouterState, Router):
         else:
             self.best_params_, self.best_score_ = {}, self.default_score_
         self.router_ = self._make(self.best_params_).fit(train, val)
-
-    def _splits(self, train: RoutingData) -> list:
-        """``(inner-train rows, held-out rows)`` per split (``inner_folds_`` of them)."""
-        if self.inner_folds_ == 1:
-            return [stratified_holdout(train.tasks, float(self.val_fraction), int(self.seed))]
-        return stratified_folds(train.tasks, self.inner_folds_, int(self.seed))
 
     def _objective(self, train: RoutingData) -> str:
         """``objective`` resolved on the training data (``auto`` -> ``nauc`` or ``mu_o``)."""
