@@ -188,10 +188,10 @@ class AutoTunedRouter(InnerRouterState, Router):
     def _from_state(cls, params, fields, arrays):
         if fields.get("objective_") not in ("mu_o", "nauc"):
             raise StateError("AutoTunedRouter.objective_: expected 'mu_o' or 'nauc'")
-        k = fields.get("inner_folds_")
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_INNER_FOLDS:
-            raise StateError(f"AutoTunedRouter.inner_folds_: expected an integer in "
-                             f"[1, {MAX_INNER_FOLDS}], got {str(k)[:40]!r}")
+        try:
+            _folds_setting(fields.get("inner_folds_"), "AutoTunedRouter.inner_folds_", auto=False)
+        except ValueError as exc:
+            raise StateError(str(exc)) from None
         return super()._from_state(params, fields, arrays)
 
     def _make(self, extra: dict) -> Router:
@@ -311,24 +311,26 @@ class AutoTunedRouter(InnerRouterState, Router):
             return "no search (too few training queries, no trials or no searchable key)"
         chosen = self.best_params_ or "the defaults"
         what = "nAUC" if self.objective_ == "nauc" else "mean score"
-        k = int(getattr(self, "inner_folds_", 1))
+        k = self.inner_folds_
         where = f"{k}-fold held-out" if k > 1 else "held-out"
         return (f"{len(self.trials_)} trials; chosen {chosen} ({where} {what} "
                 f"{self.best_score_:.4f} vs defaults {self.default_score_:.4f})")
 
 
-def _folds_setting(value) -> int:
-    """``inner_folds`` checked: its number of folds, or 0 for ``"auto"``.
+def _folds_setting(value, name: str = "inner_folds", auto: bool = True) -> int:
+    """``inner_folds`` (or the stored ``inner_folds_``, ``auto=False``) checked: its number of
+    folds, or 0 for ``"auto"``.
 
     Raises
     ------
     ValueError
-        Naming the setting and what it accepts.
+        Naming the setting (``name``) and what it accepts.
     """
-    if isinstance(value, str) and value == "auto":
+    if auto and isinstance(value, str) and value == "auto":
         return 0
     if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
             or not 1 <= value <= MAX_INNER_FOLDS):
-        raise ValueError(f"inner_folds: expected 'auto' or an integer in [1, {MAX_INNER_FOLDS}], "
+        accepted = "'auto' or an integer" if auto else "an integer"
+        raise ValueError(f"{name}: expected {accepted} in [1, {MAX_INNER_FOLDS}], "
                          f"got {str(value)[:40]!r}")
     return int(value)
