@@ -41,7 +41,8 @@ from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.losses import logged_feedback_loss
 from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraphBuilder, _task_name,
                                                    neighbour_pool)
-from recsys_router.models.components.graph_predict import make_builder, predict_graph
+from recsys_router.models.components.graph_predict import (TrainStates, make_builder,
+                                                             predict_graph, train_states)
 from recsys_router.data import RoutingData
 from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 
@@ -363,7 +364,8 @@ class GraphRouter(LightningRouter):
                       scores, costs, np.vstack([b.llm_x, feat]), list(owners) + [name] * m)
         # the GNN reads a node it was not trained with mostly through its features: a logit
         # offset makes its mean predicted score on the probes equal the probe mean (bisection)
-        z = predict_graph(self.net_, self.builder_, x, probes.tasks, torch.device("cpu"))[0]
+        z = predict_graph(self.net_, self.builder_, x, probes.tasks, torch.device("cpu"),
+                          states=self._train_states())[0]
         z = z[:, -1].double().numpy()
         w = np.asarray(weights, np.float64)
         target = float(np.clip(np.average(y, weights=w), 1e-3, 1 - 1e-3))
@@ -391,9 +393,23 @@ class GraphRouter(LightningRouter):
                       b.scores[keep][:, cols], costs, b.llm_x[cols],
                       owners if any(owners) else None)
 
+    def _train_states(self) -> TrainStates:
+        """The train graph's node states for the fitted network and builder, computed on the
+        first prediction and kept while both are the same objects with unchanged parameters
+        (a refit, a load, an added or removed LLM, or an in-place change of a weight makes
+        new ones), so routing a query costs its own rows, not a pass over the train graph."""
+        net, builder = self.net_, self.builder_
+        versions = tuple(p._version for p in net.parameters())
+        held = getattr(self, "_states_held", None)   # one read: safe under concurrent routes
+        if held is not None and held[0] is net and held[1] is builder and held[2] == versions:
+            return held[3]
+        states = train_states(net, builder, torch.device("cpu"))
+        self._states_held = (net, builder, versions, states)
+        return states
+
     def _predict_both(self, data: RoutingData) -> tuple[np.ndarray, np.ndarray]:
         s, c = predict_graph(self.net_, self.builder_, self.embed(data), data.tasks,
-                             torch.device("cpu"))
+                             torch.device("cpu"), states=self._train_states())
         return s.double().numpy(), c.double().numpy()
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:

@@ -184,7 +184,8 @@ class HeteroRouterGNN(nn.Module):
         self.cost_head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(),
                                        nn.Linear(hidden, 1))
 
-    def embed(self, g: HeteroData, final_queries: torch.Tensor | None = None) -> dict:
+    def embed(self, g: HeteroData, final_queries: torch.Tensor | None = None,
+              states: list | None = None) -> dict:
         """Final node embeddings per type.
 
         ``final_queries`` (query node ids): the last layer computes only what those queries'
@@ -192,12 +193,18 @@ class HeteroRouterGNN(nn.Module):
         convolutions run on those rows alone, none into task nodes), so only those rows of
         the final ``query`` embeddings, and the ``llm`` ones, are exact; the other query rows
         and the task embeddings are the previous layer's.
+
+        ``states`` (a list): the node states that enter each layer (a dict per layer, the
+        projected features first) are appended to it, for
+        :func:`~recsys_router.models.components.graph_predict.train_states`.
         """
         h = {t: torch.relu(self.inp[t](g[t].x)) for t in self.inp}
         edge_attr = {et: g[et].edge_attr for et in g.edge_types if "edge_attr" in g[et]}
         edges = g.edge_index_dict
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
+            if states is not None:
+                states.append(h)
             if final_queries is not None and i == last:
                 return _last_layer(conv, h, edges, edge_attr, final_queries, self.dropout)
             out = _summed_layer(conv, h, edges, edge_attr)

@@ -175,6 +175,14 @@ class RoutingGraphBuilder:
             self._index = (self.train_x, ClusterIndex(as_unit(self.train_x)))
         return self._index[1]
 
+    def _train_unit(self) -> np.ndarray:
+        """The train queries' unit rows for the exact search of new queries, kept while
+        ``train_x`` is the same array (no copy when its rows are unit already)."""
+        held = getattr(self, "_unit", None)
+        if held is None or held[0] is not self.train_x:
+            held = self._unit = (self.train_x, as_unit(self.train_x))
+        return held[1]
+
     def state(self) -> tuple[dict, dict]:
         """``(JSON, arrays)`` of the builder (costs stored already scaled)."""
         info = {"k": self.k, "task_names": list(self.task_names)}
@@ -301,22 +309,48 @@ class RoutingGraphBuilder:
         return g, {"q": local[tq], "l": tl, "y": self.scores[tq, tl], "cost": cost,
                    "nodes": nodes}
 
+    def train_graph(self) -> HeteroData:
+        """The graph of the train queries alone, every one of them context.
+
+        No edge leaves a new query in :meth:`inference_graph` (it reads its task and its
+        ``k`` nearest train queries; only context queries feed task and LLM nodes), so the
+        train, task and LLM node states there equal this graph's: they are computed once
+        for any number of new queries (:func:`~recsys_router.models.components.graph_predict.train_states`).
+        """
+        rows = np.arange(self.n_train)
+        qi, li, attr = self._rating_edges(rows)
+        near = self._near(rows, np.ones(self.n_train, bool), self.k)
+        return build_graph(self.train_x, self.train_task_index, self.task_x, self.llm_x, qi, li,
+                           attr, rows, self.k, near_edges=near)
+
+    def new_query_links(self, new_x: np.ndarray, new_tasks):
+        """What new queries read in the graph: ``(task node of each, features of the task nodes
+        unseen in training (appended after the train tasks, sorted), near edges (train row,
+        new row) from each one's k nearest train queries)``."""
+        new_tasks = [_task_name(t) for t in new_tasks]
+        tix, task_x = self._tasks(new_tasks)
+        task_of = np.array([tix[t] for t in new_tasks], dtype=np.int64)
+        index = self.context_index(len(new_x))
+        near = nearest_context(np.asarray(new_x, np.float32), self.train_x, self.k, index,
+                               None if index is not None else self._train_unit())
+        return task_of, task_x[len(self.task_names):], near
+
     def inference_graph(self, new_x: np.ndarray, new_tasks) -> tuple[HeteroData, int]:
-        """Graph of all train queries (context) plus the new queries appended after them.
+        """Graph of all train queries (context) plus the new queries appended after them (the
+        whole graph that :func:`~recsys_router.models.components.graph_predict.predict_graph`
+        computes in two parts; its tests' reference).
 
         Returns the graph and the node offset of the first new query.
         """
-        new_tasks = [_task_name(t) for t in new_tasks]
-        tix, task_x = self._tasks(new_tasks)
         new_x = np.asarray(new_x, np.float32)
+        task_of, unseen_x, near_new = self.new_query_links(new_x, new_tasks)
+        task_x = np.vstack([self.task_x, unseen_x]) if len(unseen_x) else self.task_x
         qx = np.vstack([self.train_x, new_x])
-        qt = np.concatenate([self.train_task_index,
-                             np.array([tix[t] for t in new_tasks], dtype=np.int64)])
+        qt = np.concatenate([self.train_task_index, task_of])
         rows = np.arange(self.n_train)
         qi, li, attr = self._rating_edges(rows)
         # train rows read their neighbours off the pool; new rows search every train query
         near_train = self._near(rows, np.ones(self.n_train, bool), self.k)
-        near_new = nearest_context(new_x, self.train_x, self.k, self.context_index(len(new_x)))
         near_new = np.stack([near_new[0], near_new[1] + self.n_train])
         g = build_graph(qx, qt, task_x, self.llm_x, qi, li, attr, rows, self.k,
                         near_edges=np.concatenate([near_train, near_new], axis=1))

@@ -306,9 +306,12 @@ def neighbour_pool(emb: np.ndarray, width: int, index: ClusterIndex | None = Non
 
 
 def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int,
-                    index: ClusterIndex | None = None) -> np.ndarray:
+                    index: ClusterIndex | None = None,
+                    ctx_unit: np.ndarray | None = None) -> np.ndarray:
     """Edges ``(context row, new row)`` from each new row's ``k`` nearest context rows (exact
     up to ``EXACT_MAX_CELLS`` cells, else through ``index``, built over ``ctx_x`` if None).
+    ``ctx_unit``: the context rows normalised already (kept by the caller across searches),
+    for the exact search.
 
     Example
     -------
@@ -318,6 +321,9 @@ def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int,
     kk = min(int(k), len(ctx_x))
     if kk < 1 or len(new_x) == 0:
         return np.zeros((2, 0), dtype=np.int64)
-    ctx_unit = _unit(ctx_x) if index is None else index.ctx   # the index holds them
+    if index is not None:
+        ctx_unit = index.ctx                      # the index holds them
+    elif ctx_unit is None:
+        ctx_unit = _unit(ctx_x)
     idx = _search(_unit(new_x), ctx_unit, kk, index=index)
     return np.stack([idx.ravel(), np.repeat(np.arange(len(new_x)), kk)]).astype(np.int64)

@@ -1,0 +1,96 @@
+"""The graph router's prediction of new queries in two parts (the train graph's states once,
+then the new queries' own rows) equals the network over the whole joined graph
+(:meth:`RoutingGraphBuilder.inference_graph`), the form it replaced; and a fitted router
+keeps the train states until its network or builder changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from graph_builders import random_builder
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.models.components.gnn import HeteroRouterGNN
+from recsys_router.models.components.graph_predict import (predict_graph, predict_whole_graph,
+                                                           train_states)
+from recsys_router.registry import make_router
+
+torch.set_num_threads(1)
+
+
+def _trained_net(builder, layers, seed=0, steps=6):
+    """A network with trained (not initial) weights: a few steps on the builder's graphs."""
+    torch.manual_seed(seed)
+    net = HeteroRouterGNN({"query": 6, "task": 2, "llm": 3}, hidden=8, num_layers=layers,
+                          dropout=0.2)
+    opt = torch.optim.AdamW(net.parameters(), lr=0.05)
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        g, t = builder.training_graph(rng, 0.3)
+        s, _ = net(g, torch.as_tensor(t["q"]), torch.as_tensor(t["l"]))
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(s, torch.as_tensor(t["y"]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_two_part_prediction_equals_the_whole_graph(layers):
+    b = random_builder(n=150, n_llms=5, k=3, seed=layers, random_llm_features=True)
+    net = _trained_net(b, layers)
+    rng = np.random.default_rng(10 + layers)
+    x = rng.normal(size=(9, 6)).astype(np.float32)
+    # seen tasks, two unseen ones (appended task nodes) and a missing one ("unknown")
+    tasks = ["a", "zeta", "b", "c", "alpha", "a", None, "zeta", "c"]
+    want = predict_whole_graph(net, b, x, tasks)
+    got = predict_graph(net, b, x, tasks)
+    for a, w in zip(got, want):
+        torch.testing.assert_close(a, w, rtol=1e-5, atol=1e-6)
+    # with the states computed once and reused: the same numbers for any split of the batch
+    st = train_states(net, b)
+    parts = [predict_graph(net, b, x[i:i + 1], tasks[i:i + 1], states=st)[0] for i in range(9)]
+    torch.testing.assert_close(torch.cat(parts), want[0], rtol=1e-5, atol=1e-6)
+
+
+def test_prediction_keeps_the_networks_mode():
+    b = random_builder(n=60, seed=3)
+    net = _trained_net(b, 2, steps=1).train()
+    a = predict_graph(net, b, np.ones((2, 6), np.float32), ["a", "b"])[0]
+    assert net.training                                        # restored after predicting
+    c = predict_graph(net, b, np.ones((2, 6), np.float32), ["a", "b"])[0]
+    torch.testing.assert_close(a, c)                           # eval mode: no dropout draws
+
+
+def test_fitted_router_keeps_train_states_until_its_network_changes():
+    d = make_synthetic(160, 4, 3, seed=0)
+    r = make_router("graph", hidden=8, max_epochs=2, batch_size=64,
+                    encoder_options={"dim": 16}).fit(d.subset(np.arange(120)))
+    new = d.subset(np.arange(120, 160))
+    first = r.predict_scores(new)
+    held = r._states_held[3]
+    np.testing.assert_array_equal(r.predict_scores(new), first)
+    assert r._states_held[3] is held                           # reused, not recomputed
+    want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0].double().numpy()
+    np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want))), first, rtol=1e-5,
+                               atol=1e-6)
+    with torch.no_grad():             # an in-place change of a weight the train states read
+        r.net_.inp["query"].weight.mul_(1.5)
+    moved = r.predict_scores(new)
+    assert r._states_held[3] is not held
+    assert not np.allclose(moved, first)
+    want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0].double().numpy()
+    np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want))), moved, rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_fewer_train_queries_than_neighbours_and_an_empty_batch():
+    b = random_builder(n=4, n_llms=3, k=6, seed=0)        # every train query is a neighbour
+    net = _trained_net(b, 2, steps=1)
+    x = np.random.default_rng(0).normal(size=(3, 6)).astype(np.float32)
+    tasks = ["a", "unseen", None]
+    for got, want in zip(predict_graph(net, b, x, tasks), predict_whole_graph(net, b, x, tasks)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    s, c = predict_graph(net, b, x[:0], [])
+    assert s.shape == c.shape == (0, 3)
