@@ -243,6 +243,10 @@ class GraphRouter(LightningRouter):
         (batches of >= 1,024 queries, never more than a step hides; steps capped by a budget
         of graph work, 80 on 10,000 queries, more on smaller sets; see :meth:`_plan`).
 
+    New queries are predicted from the train graph's node states, computed by the first
+    prediction after a fit, load or change of the pool and kept (:meth:`_train_states`), so a
+    routed query costs its neighbour search and its own rows.
+
     Example
     -------
     >>> from recsys_router.datasets.synthetic import make_synthetic
