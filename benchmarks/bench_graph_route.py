@@ -13,7 +13,8 @@ thread), median over ``--calls`` calls:
   with the train graph's states computed once (``states once`` ms), as a fitted router
   routes;
 * ``route()``: the fitted router's ``route`` of one query end to end (encoder lookup,
-  score and cost predictions, the choice), states kept.
+  score and cost predictions in one pass, the choice), states kept, a different query on
+  each call.
 
 Both forms' logits are compared first (they must agree to float32 rounding). The ``batch``
 rows predict ``--batch`` new queries at once.
@@ -72,14 +73,15 @@ def one_size(n: int, args, folder: Path) -> list[tuple]:
     for got, want in zip(predict_graph(net, b, x, tasks, cpu, states=st),
                          predict_whole_graph(net, b, x, tasks, cpu)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-    one = new.subset(np.arange(1))
     calls = max(3, args.calls // 5) if n > 20_000 else args.calls
-    router.route(one)                                      # the router's own states, kept
+    # route(): a different query each call (the router keeps its last prediction)
+    singles = iter([new.subset([i % args.batch]) for i in range(args.calls + 1)])
+    router.route(new.subset([args.batch - 1]))             # the router's own states, kept
     return [
         (f"{n:,} train queries, 1 new query",
          median_ms(lambda: predict_whole_graph(net, b, x[:1], tasks[:1], cpu), calls),
          median_ms(lambda: predict_graph(net, b, x[:1], tasks[:1], cpu, states=st), args.calls),
-         once, median_ms(lambda: router.route(one), args.calls)),
+         once, median_ms(lambda: router.route(next(singles)), args.calls)),
         (f"{n:,} train queries, batch of {args.batch:,}",
          median_ms(lambda: predict_whole_graph(net, b, x, tasks, cpu), max(3, calls // 5)),
          median_ms(lambda: predict_graph(net, b, x, tasks, cpu, states=st), max(3, calls // 5)),

@@ -27,6 +27,7 @@ targets' masked cells and scores them with the pointwise routers' loss
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 
 import numpy as np
@@ -412,9 +413,28 @@ class GraphRouter(LightningRouter):
         return states
 
     def _predict_both(self, data: RoutingData) -> tuple[np.ndarray, np.ndarray]:
-        s, c = predict_graph(self.net_, self.builder_, self.embed(data), data.tasks,
-                             torch.device("cpu"), states=self._train_states())
-        return s.double().numpy(), c.double().numpy()
+        """Score logits and scaled costs of ``data``'s queries. ``route`` asks for scores and
+        then costs of the same queries, which one pass gives: the last result is kept with a
+        digest of its inputs (embeddings and task names, by value, not by object) and the
+        states it came from, and returned again for the same ones."""
+        states = self._train_states()
+        x = np.ascontiguousarray(self.embed(data), np.float32)
+        digest = hashlib.blake2b(repr(x.shape).encode(), digest_size=32)
+        digest.update(x.tobytes())
+        for t in data.tasks:
+            name = _task_name(t).encode("utf-8", "surrogatepass")
+            digest.update(len(name).to_bytes(8, "little") + name)
+        key = digest.digest()
+        last = getattr(self, "_last_both", None)     # one read: safe under concurrent routes
+        if last is not None and last[0] is states and last[1] == key:
+            return last[2]
+        s, c = predict_graph(self.net_, self.builder_, x, data.tasks, torch.device("cpu"),
+                             states=states)
+        out = (s.double().numpy(), c.double().numpy())
+        for a in out:
+            a.flags.writeable = False                # shared by the two callers
+        self._last_both = (states, key, out)
+        return out
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         s, _ = self._predict_both(data)

@@ -94,3 +94,26 @@ def test_fewer_train_queries_than_neighbours_and_an_empty_batch():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     s, c = predict_graph(net, b, x[:0], [])
     assert s.shape == c.shape == (0, 3)
+
+
+def test_route_predicts_scores_and_costs_in_one_pass(monkeypatch):
+    import recsys_router.models.graph_module as gm
+    d = make_synthetic(160, 4, 3, seed=1)
+    r = make_router("graph", hidden=8, max_epochs=2, batch_size=64,
+                    encoder_options={"dim": 16}).fit(d.subset(np.arange(120)))
+    assert r.has_costs_ and r.predict_costs(d.subset(np.arange(1))) is not None
+    calls = []
+    real = gm.predict_graph
+    monkeypatch.setattr(gm, "predict_graph", lambda *a, **k: calls.append(1) or real(*a, **k))
+    new = d.subset(np.arange(120, 130))
+    r.route(new)
+    assert len(calls) == 1                                     # scores and costs: one pass
+    scores = r.predict_scores(new)
+    assert len(calls) == 1 and scores.flags.writeable         # the kept pass, a fresh array
+    # the same object with its task names changed in place: other inputs, a new pass
+    new.queries["task"] = "never-seen"
+    moved = r.predict_scores(new)
+    assert len(calls) == 2 and not np.allclose(moved, scores)
+    want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0]
+    np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want.double().numpy()))), moved,
+                               rtol=1e-5, atol=1e-6)
