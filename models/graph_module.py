@@ -42,8 +42,8 @@ from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.losses import logged_feedback_loss
 from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraphBuilder, _task_name,
                                                    neighbour_pool)
-from recsys_router.models.components.graph_predict import (TrainStates, make_builder,
-                                                             predict_graph, train_states)
+from recsys_router.models.components.graph_predict import (TrainStates, kept_states,
+                                                             make_builder, predict_graph)
 from recsys_router.data import RoutingData
 from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 
@@ -188,7 +188,10 @@ class GraphModule(RouterModule):
     def predict_new(self, x: np.ndarray, tasks) -> tuple[torch.Tensor, torch.Tensor]:
         """Score logits and scaled costs (n, n_llms) of new queries (embeddings, tasks)."""
         builder = self._require_builder()
-        return predict_graph(self.net, builder, x, tasks, self.device)
+        # kept across the batches of a prediction; an optimizer step between two held-out
+        # checks changes the weights, and with them the states
+        return predict_graph(self.net, builder, x, tasks, self.device,
+                             states=kept_states(self, self.net, builder, self.device))
 
     def _eval_step(self, batch: dict, stage: str) -> None:
         # predicted together at the epoch's end (each prediction joins the whole train graph)
@@ -400,17 +403,10 @@ class GraphRouter(LightningRouter):
 
     def _train_states(self) -> TrainStates:
         """The train graph's node states for the fitted network and builder, computed on the
-        first prediction and kept while both are the same objects with unchanged parameters
-        (a refit, a load, an added or removed LLM, or an in-place change of a weight makes
-        new ones), so routing a query costs its own rows, not a pass over the train graph."""
-        net, builder = self.net_, self.builder_
-        versions = tuple(p._version for p in net.parameters())
-        held = getattr(self, "_states_held", None)   # one read: safe under concurrent routes
-        if held is not None and held[0] is net and held[1] is builder and held[2] == versions:
-            return held[3]
-        states = train_states(net, builder, torch.device("cpu"))
-        self._states_held = (net, builder, versions, states)
-        return states
+        first prediction and kept (:func:`kept_states`: a refit, a load, an added or removed
+        LLM, or an in-place change of a weight makes new ones), so routing a query costs its
+        own rows, not a pass over the train graph."""
+        return kept_states(self, self.net_, self.builder_, torch.device("cpu"))
 
     def _predict_both(self, data: RoutingData) -> tuple[np.ndarray, np.ndarray]:
         """Score logits and scaled costs of ``data``'s queries. ``route`` asks for scores and

@@ -12,8 +12,8 @@ import torch
 from graph_builders import random_builder
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.models.components.gnn import HeteroRouterGNN
-from recsys_router.models.components.graph_predict import (predict_graph, predict_whole_graph,
-                                                           train_states)
+from recsys_router.models.components.graph_predict import (kept_states, predict_graph,
+                                                           predict_whole_graph, train_states)
 from recsys_router.registry import make_router
 
 torch.set_num_threads(1)
@@ -69,16 +69,16 @@ def test_fitted_router_keeps_train_states_until_its_network_changes():
                     encoder_options={"dim": 16}).fit(d.subset(np.arange(120)))
     new = d.subset(np.arange(120, 160))
     first = r.predict_scores(new)
-    held = r._states_held[3]
+    held = r._states_held[1]
     np.testing.assert_array_equal(r.predict_scores(new), first)
-    assert r._states_held[3] is held                           # reused, not recomputed
+    assert r._states_held[1] is held                           # reused, not recomputed
     want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0].double().numpy()
     np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want))), first, rtol=1e-5,
                                atol=1e-6)
     with torch.no_grad():             # an in-place change of a weight the train states read
         r.net_.inp["query"].weight.mul_(1.5)
     moved = r.predict_scores(new)
-    assert r._states_held[3] is not held
+    assert r._states_held[1] is not held
     assert not np.allclose(moved, first)
     want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0].double().numpy()
     np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want))), moved, rtol=1e-5,
@@ -117,3 +117,21 @@ def test_route_predicts_scores_and_costs_in_one_pass(monkeypatch):
     want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0]
     np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want.double().numpy()))), moved,
                                rtol=1e-5, atol=1e-6)
+
+
+def test_kept_states_follow_the_network_and_the_builder():
+    b = random_builder(n=80, seed=4)
+    net = _trained_net(b, 2, steps=2)
+    owner = type("Owner", (), {})()
+    first = kept_states(owner, net, b)
+    assert kept_states(owner, net, b) is first                 # nothing changed: kept
+    opt = torch.optim.SGD(net.parameters(), lr=0.5)            # a training step in place
+    g, t = b.training_graph(np.random.default_rng(0), 0.3)
+    net(g, torch.as_tensor(t["q"]), torch.as_tensor(t["l"]))[0].sum().backward()
+    opt.step()
+    after = kept_states(owner, net, b)
+    assert after is not first
+    torch.testing.assert_close(after.llm_final, train_states(net, b).llm_final)
+    assert not torch.allclose(after.llm_final, first.llm_final)
+    other = random_builder(n=80, seed=4)                       # equal arrays, another builder
+    assert kept_states(owner, net, other) is not after

@@ -17,8 +17,8 @@ from recsys_router.errors import DataValidationError
 from recsys_router.models.components.gnn import HeteroRouterGNN, _pair_heads
 from recsys_router.models.components.graph import RoutingGraphBuilder
 
-__all__ = ["make_builder", "predict_graph", "predict_whole_graph", "train_states",
-           "TrainStates"]
+__all__ = ["make_builder", "kept_states", "predict_graph", "predict_whole_graph",
+           "train_states", "TrainStates"]
 
 
 def make_builder(train: RoutingData, train_x: np.ndarray, llm_features: np.ndarray, encoder,
@@ -94,6 +94,24 @@ def train_states(net: HeteroRouterGNN, builder: RoutingGraphBuilder,
                       states=trace)
     return TrainStates([t["query"] for t in trace], [t["task"] for t in trace],
                        [t["llm"] for t in trace], h["llm"])
+
+
+def kept_states(owner, net: HeteroRouterGNN, builder: RoutingGraphBuilder,
+                device=None) -> TrainStates:
+    """:func:`train_states` of ``net`` over ``builder``, kept on ``owner`` (a router or a
+    module) while both are the same objects on the same device and no parameter of ``net``
+    changed in place (a refit, a load, a new builder, an optimizer step or any in-place
+    weight change makes new ones). One attribute read and one write, so concurrent callers
+    at worst compute the same states twice."""
+    device = device or next(net.parameters()).device
+    key = (net, builder, str(device), tuple(p._version for p in net.parameters()))
+    held = getattr(owner, "_states_held", None)
+    if held is not None and held[0][0] is net and held[0][1] is builder \
+            and held[0][2:] == key[2:]:
+        return held[1]
+    states = train_states(net, builder, device)
+    owner._states_held = (key, states)
+    return states
 
 
 def _new_query_states(net: HeteroRouterGNN, st: TrainStates, x: torch.Tensor,
