@@ -69,16 +69,16 @@ def test_fitted_router_keeps_train_states_until_its_network_changes():
                     encoder_options={"dim": 16}).fit(d.subset(np.arange(120)))
     new = d.subset(np.arange(120, 160))
     first = r.predict_scores(new)
-    held = r._states_held[1]
+    held = r._states_held[3]
     np.testing.assert_array_equal(r.predict_scores(new), first)
-    assert r._states_held[1] is held                           # reused, not recomputed
+    assert r._states_held[3] is held                           # reused, not recomputed
     want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0].double().numpy()
     np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want))), first, rtol=1e-5,
                                atol=1e-6)
     with torch.no_grad():             # an in-place change of a weight the train states read
         r.net_.inp["query"].weight.mul_(1.5)
     moved = r.predict_scores(new)
-    assert r._states_held[1] is not held
+    assert r._states_held[3] is not held
     assert not np.allclose(moved, first)
     want = predict_whole_graph(r.net_, r.builder_, r.embed(new), new.tasks)[0].double().numpy()
     np.testing.assert_allclose(r.to_data_scale(1 / (1 + np.exp(-want))), moved, rtol=1e-5,

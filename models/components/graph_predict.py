@@ -104,13 +104,12 @@ def kept_states(owner, net: HeteroRouterGNN, builder: RoutingGraphBuilder,
     weight change makes new ones). One attribute read and one write, so concurrent callers
     at worst compute the same states twice."""
     device = device or next(net.parameters()).device
-    key = (net, builder, str(device), tuple(p._version for p in net.parameters()))
-    held = getattr(owner, "_states_held", None)
-    if held is not None and held[0][0] is net and held[0][1] is builder \
-            and held[0][2:] == key[2:]:
-        return held[1]
+    stamp = (str(device), tuple(p._version for p in net.parameters()))
+    held = getattr(owner, "_states_held", None)   # (net, builder, stamp, states)
+    if held is not None and held[0] is net and held[1] is builder and held[2] == stamp:
+        return held[3]
     states = train_states(net, builder, device)
-    owner._states_held = (key, states)
+    owner._states_held = (net, builder, stamp, states)
     return states
 
 
