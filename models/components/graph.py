@@ -317,11 +317,16 @@ class RoutingGraphBuilder:
         train, task and LLM node states there equal this graph's: they are computed once
         for any number of new queries (:func:`~recsys_router.models.components.graph_predict.train_states`).
         """
-        rows = np.arange(self.n_train)
-        qi, li, attr = self._rating_edges(rows)
-        near = self._near(rows, np.ones(self.n_train, bool), self.k)
+        rows, qi, li, attr, near = self._train_edges()
         return build_graph(self.train_x, self.train_task_index, self.task_x, self.llm_x, qi, li,
                            attr, rows, self.k, near_edges=near)
+
+    def _train_edges(self):
+        """Every train query as context: ``(rows, rating edges (row, LLM, attr), near edges off
+        the pool)``, the train part of :meth:`train_graph` and :meth:`inference_graph`."""
+        rows = np.arange(self.n_train)
+        qi, li, attr = self._rating_edges(rows)
+        return rows, qi, li, attr, self._near(rows, np.ones(self.n_train, bool), self.k)
 
     def new_query_links(self, new_x: np.ndarray, new_tasks):
         """What new queries read in the graph: ``(task node of each, features of the task nodes
@@ -347,10 +352,8 @@ class RoutingGraphBuilder:
         task_x = np.vstack([self.task_x, unseen_x]) if len(unseen_x) else self.task_x
         qx = np.vstack([self.train_x, new_x])
         qt = np.concatenate([self.train_task_index, task_of])
-        rows = np.arange(self.n_train)
-        qi, li, attr = self._rating_edges(rows)
         # train rows read their neighbours off the pool; new rows search every train query
-        near_train = self._near(rows, np.ones(self.n_train, bool), self.k)
+        rows, qi, li, attr, near_train = self._train_edges()
         near_new = np.stack([near_new[0], near_new[1] + self.n_train])
         g = build_graph(qx, qt, task_x, self.llm_x, qi, li, attr, rows, self.k,
                         near_edges=np.concatenate([near_train, near_new], axis=1))
