@@ -88,6 +88,67 @@ def test_threads_are_set_for_the_call_and_restored():
     assert _cos(one, two).min() >= 0.9999
 
 
+def test_workers_run_a_pass_in_parallel_calls_with_the_same_vectors(monkeypatch):
+    """``workers`` splits a pass's groups over a thread pool: the same vectors as one worker,
+    the pool really used (as many threads as asked, groups spread over them), and the
+    process's thread count restored."""
+    import threading
+
+    import torch
+    texts = [f"question number {i} about the boiling point of water" for i in range(7)]
+    serial = Bf16MiniLMEncoder(cache=False, workers=1)
+    serial.tokens_per_call = 32          # one text per call: seven calls
+    one = serial.encode(texts)
+    pools, seen = [], set()
+    real_pool, real_hidden = bf16_minilm.ThreadPoolExecutor, bf16_minilm._Bf16Bert.hidden
+
+    class Spy(real_pool):
+        def __init__(self, n, *a, **k):
+            pools.append(n)
+            super().__init__(n, *a, **k)
+
+    def hidden(self, ids, mask):
+        seen.add(threading.get_ident())
+        return real_hidden(self, ids, mask)
+
+    monkeypatch.setattr(bf16_minilm, "ThreadPoolExecutor", Spy)
+    monkeypatch.setattr(bf16_minilm._Bf16Bert, "hidden", hidden)
+    before = torch.get_num_threads()
+    par = Bf16MiniLMEncoder(cache=False, workers=2)
+    par.tokens_per_call = 32
+    two = par.encode(texts)
+    assert pools == [2] and threading.get_ident() not in seen and 1 <= len(seen) <= 2
+    assert torch.get_num_threads() == before
+    np.testing.assert_allclose(one, two, atol=1e-6)
+    # one text is one call: no pool
+    pools.clear()
+    np.testing.assert_allclose(par.encode(texts[:1]), one[:1], atol=1e-6)
+    assert pools == []
+
+
+def test_workers_default_follows_the_process_thread_count(monkeypatch):
+    import torch
+    seen = []
+    real = bf16_minilm._groups
+
+    def groups(buckets, tokens_per_call, workers):
+        seen.append(workers)
+        return real(buckets, tokens_per_call, workers)
+
+    monkeypatch.setattr(bf16_minilm, "_groups", groups)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        Bf16MiniLMEncoder(cache=False).encode(TEXTS[:2])
+        Bf16MiniLMEncoder(cache=False, threads=2).encode(TEXTS[:2])
+        torch.set_num_threads(1)
+        Bf16MiniLMEncoder(cache=False).encode(TEXTS[:2])
+        Bf16MiniLMEncoder(cache=False, workers=3).encode(TEXTS[:2])
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [4, 2, 1, 3]
+
+
 def test_plain_bfloat16_path_computes_the_same_function(monkeypatch, torch_vectors):
     """What a CPU without AMX/AVX512-BF16 runs (emulated bfloat16, unpacked weights)."""
     fast = Bf16MiniLMEncoder(cache=False).encode(TEXTS)
@@ -161,6 +222,9 @@ def test_hostile_artifact_state_is_a_clean_error(bad, match):
     ("minilm:bf16", {"max_seq_length": 0}, "max_seq_length must be in"),
     ("minilm:bf16", {"batch_size": 0}, "batch_size must be in"),
     ("minilm:bf16", {"threads": 0}, "threads must be in"),
+    ("minilm:bf16", {"workers": 0}, "workers must be in"),
+    ("minilm:bf16", {"workers": 10**9}, "workers must be in"),
+    ("minilm:int8", {"workers": 2}, "workers= is an option of 'minilm:bf16'"),
     ("minilm:bf16", {"device": "cuda"}, "use 'minilm:torch'"),
     ("minilm:BF16 ", {"normalize": False}, "use 'minilm:torch'"),
 ])

@@ -95,6 +95,10 @@ def _minilm(argument, **options):
                          f"'minilm:<variant>' with variant one of {', '.join(MINILM_VARIANTS)}")
     device = options.get("device")
     torch_only = (device not in (None, "cpu")) or not options.get("normalize", True)
+    workers = options.pop("workers", None)
+    if workers is not None and variant != "bf16":
+        raise ValueError(f"workers= is an option of 'minilm:bf16' (parallel model calls); "
+                         f"this encoder is 'minilm:{variant}'")
     onnx_missing = variant != "bf16" and not HAS_ONNXRUNTIME
     if variant == "torch" or torch_only or onnx_missing:
         if variant != "torch" and argument is not None:  # an explicit CPU variant cannot run
@@ -113,7 +117,7 @@ def _minilm(argument, **options):
         for key in ("batch_size", "threads"):
             if options.get(key) is None:
                 options.pop(key, None)
-        return Bf16MiniLMEncoder(**options)
+        return Bf16MiniLMEncoder(workers=workers, **options)
     if options.get("batch_size") is None:
         options["batch_size"] = _ONNX_BATCH[variant]
     return OnnxMiniLMEncoder("int8" if variant == "int8-batched" else variant, **options)

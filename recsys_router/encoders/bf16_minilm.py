@@ -10,7 +10,9 @@ attention mask keeps padding out of every real token's computation. Embedding su
 first layer norm, pooling (attention-masked mean) and the L2 normalisation run in float32.
 The result is the sentence-transformers vector up to bfloat16 rounding (cosine ~0.9999,
 ``benchmarks/bench_encode.py``); a text's vector does not depend on the other texts encoded
-with it beyond that rounding (``tests/test_encoders_bf16.py``).
+with it beyond that rounding (``tests/test_encoders_bf16.py``). A bulk encode runs its
+length groups as independent single-thread model calls on as many threads as PyTorch may use,
+not as one call with several threads, which would wait at a barrier after every operation.
 
 Reference: Reimers & Gurevych, "Sentence-BERT: Sentence Embeddings using Siamese
 BERT-Networks", EMNLP 2019 (mean pooling of a BERT encoder); Wang et al., "MiniLM: Deep
@@ -24,6 +26,7 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +105,30 @@ def bucket_length(n_tokens: int, max_seq_length: int) -> int:
     """
     step = 16 if n_tokens <= 64 else 32
     return int(min(max_seq_length, -(-int(n_tokens) // step) * step))
+
+
+def _groups(buckets: list[int], tokens_per_call: int, workers: int) -> list[list[int]]:
+    """Text positions per model call: same bucket length, at most ``tokens_per_call`` padded
+    tokens, and a bucket's texts split into at least ``workers`` calls where it holds that many.
+
+    Example
+    -------
+    >>> _groups([32, 256, 32, 32], 2048, 1)
+    [[0, 2, 3], [1]]
+    >>> _groups([32, 256, 32, 32], 2048, 2)
+    [[0, 2], [3], [1]]
+    """
+    order = sorted(range(len(buckets)), key=lambda i: buckets[i])
+    out, s = [], 0
+    while s < len(order):
+        L = buckets[order[s]]
+        e = s
+        while e < len(order) and buckets[order[e]] == L:
+            e += 1
+        rows = max(1, min(tokens_per_call // L, -(-(e - s) // workers)))
+        out += [order[k:min(k + rows, e)] for k in range(s, e, rows)]
+        s = e
+    return out
 
 
 def _load_weights(model_dir: Path) -> dict:
@@ -257,6 +284,13 @@ class Bf16MiniLMEncoder(Encoder):
         restored after each). Default 1: with more, every operation ends in a barrier where
         threads wait for each other, and on a busy machine the serving benchmark's p50 was
         352 ms with two threads against 15-20 ms with one (``benchmarks/README.md``).
+    workers : int, optional
+        Model calls run at once when a bucketing pass holds several groups of texts, each on
+        its own Python thread with ``threads`` PyTorch threads: independent calls, so no
+        barrier between them. Default: the process's PyTorch thread count divided by
+        ``threads``, so a bulk encode uses the cores PyTorch may use, while one text is one
+        call as before. A text's vector does not depend on ``workers`` beyond bfloat16
+        rounding (the groups are split at most into ``workers`` parts per length).
     cache, cache_dir, batch_size
         See :class:`~recsys_router.encoders.base.Encoder` (``batch_size`` = texts handed to one
         bucketing pass).
@@ -275,8 +309,9 @@ class Bf16MiniLMEncoder(Encoder):
     #: padded tokens per model call (rows = this // bucket length)
     tokens_per_call = 2048
 
-    def __init__(self, *, max_seq_length: int = 256, threads: int = 1, cache: bool | None = None,
-                 cache_dir=None, batch_size: int = 64):
+    def __init__(self, *, max_seq_length: int = 256, threads: int = 1,
+                 workers: int | None = None, cache: bool | None = None, cache_dir=None,
+                 batch_size: int = 64):
         super().__init__(cache=cache, cache_dir=cache_dir, batch_size=batch_size)
         msl = int(max_seq_length)
         if not 8 <= msl <= _MAX_MODEL_LENGTH:
@@ -285,9 +320,12 @@ class Bf16MiniLMEncoder(Encoder):
             raise ValueError(f"batch_size must be in [1, 65536], got {batch_size}")
         if not 1 <= int(threads) <= 256:
             raise ValueError(f"threads must be in [1, 256], got {threads}")
+        if workers is not None and not 1 <= int(workers) <= 256:
+            raise ValueError(f"workers must be in [1, 256] or None, got {workers}")
         self.max_seq_length = msl
-        # threads change rounding at most, not the function: not part of the identity
+        # threads and workers change rounding at most, not the function: not in the identity
         self.threads = int(threads)
+        self.workers = None if workers is None else int(workers)
         self.identity = f"torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen={msl}"
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
@@ -302,31 +340,35 @@ class Bf16MiniLMEncoder(Encoder):
         enc = _tokenizer(minilm_model_dir(), self.max_seq_length).encode_batch(texts)
         lengths = [int(sum(e.attention_mask)) for e in enc]
         buckets = [bucket_length(n, self.max_seq_length) for n in lengths]
-        order = sorted(range(len(texts)), key=lambda i: buckets[i])
         out = np.empty((len(texts), _HIDDEN), dtype=np.float32)
-        s = 0
-        while s < len(order):
-            L = buckets[order[s]]
-            rows = max(1, self.tokens_per_call // L)
-            e = s
-            while e < len(order) and e - s < rows and buckets[order[e]] == L:
-                e += 1
-            group = order[s:e]
+
+        def run(group: list[int]) -> None:
+            torch.set_num_threads(self.threads)   # (a worker thread's own OpenMP setting)
+            L = buckets[group[0]]
             ids = np.zeros((len(group), L), dtype=np.int64)
             for r, i in enumerate(group):
                 ids[r, :lengths[i]] = enc[i].ids[:lengths[i]]
-            ids_t = torch.from_numpy(ids)
             mask = (torch.arange(L)[None, :] < torch.tensor([lengths[i] for i in group])[:, None])
-            with _THREADS_LOCK, torch.inference_mode():
-                before = torch.get_num_threads()
-                torch.set_num_threads(self.threads)
-                try:
-                    h = model.hidden(ids_t, mask.long())
-                finally:
-                    torch.set_num_threads(before)
+            with torch.inference_mode():   # (thread-local: set in each worker)
+                h = model.hidden(torch.from_numpy(ids), mask.long())
                 m = mask[:, :, None].float()
                 pooled = (h * m).sum(1) / m.sum(1).clamp_min(1e-9)
                 pooled = torch.nn.functional.normalize(pooled, dim=1, eps=1e-12)
             out[group] = pooled.numpy()
-            s = e
+
+        with _THREADS_LOCK:
+            before = torch.get_num_threads()
+            workers = self.workers or max(1, before // self.threads)
+            groups = _groups(buckets, self.tokens_per_call, workers)
+            torch.set_num_threads(self.threads)
+            try:
+                if workers > 1 and len(groups) > 1:
+                    # a new pool per pass: its threads take the thread count set just above
+                    with ThreadPoolExecutor(min(workers, len(groups))) as pool:
+                        list(pool.map(run, groups))
+                else:
+                    for group in groups:
+                        run(group)
+            finally:
+                torch.set_num_threads(before)
         return out
