@@ -56,6 +56,9 @@ VARIANTS = {
     # the package's bfloat16 encoder (minilm:bf16, the minilm default on CPUs with AMX-BF16 /
     # AVX512-BF16): prepacked oneDNN weights, bucketed lengths
     "bf16": ("bf16", {}),
+    # the same with one model call at a time (what it ran before its parallel calls; under
+    # --clock cpu the default is one worker anyway, since PyTorch gets one thread there)
+    "bf16-1worker": ("bf16", {"workers": 1}),
     # sentence-transformers' model cast to bfloat16 (plain PyTorch: weights reordered on every
     # call, one padded length per batch); only a reference for the one above
     "st-bf16-batch8": ("st-bf16", {"batch_size": 8}),
