@@ -90,8 +90,8 @@ def test_threads_are_set_for_the_call_and_restored():
 
 def test_workers_run_a_pass_in_parallel_calls_with_the_same_vectors(monkeypatch):
     """``workers`` splits a pass's groups over a thread pool: the same vectors as one worker,
-    the pool really used (as many threads as asked, groups spread over them), and the
-    process's thread count restored."""
+    the pool really used (one pool of the asked size, every model call on its threads, none
+    on the caller's), and the process's thread count restored."""
     import threading
 
     import torch
