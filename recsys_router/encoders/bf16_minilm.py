@@ -343,7 +343,6 @@ class Bf16MiniLMEncoder(Encoder):
         out = np.empty((len(texts), _HIDDEN), dtype=np.float32)
 
         def run(group: list[int]) -> None:
-            torch.set_num_threads(self.threads)   # (a worker thread's own OpenMP setting)
             L = buckets[group[0]]
             ids = np.zeros((len(group), L), dtype=np.int64)
             for r, i in enumerate(group):
@@ -363,8 +362,10 @@ class Bf16MiniLMEncoder(Encoder):
             torch.set_num_threads(self.threads)
             try:
                 if workers > 1 and len(groups) > 1:
-                    # a new pool per pass: its threads take the thread count set just above
-                    with ThreadPoolExecutor(min(workers, len(groups))) as pool:
+                    # each worker sets its own (per-thread OpenMP) count once, at its start
+                    with ThreadPoolExecutor(min(workers, len(groups)),
+                                            initializer=torch.set_num_threads,
+                                            initargs=(self.threads,)) as pool:
                         list(pool.map(run, groups))
                 else:
                     for group in groups:
