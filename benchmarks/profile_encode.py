@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 _OPS = ("embed + first norm", "qkv product", "attention (SDPA)", "output product",
         "residual + norm 1", "ffn in + GELU", "ffn out", "residual + norm 2")
+_ATTN, _FFN_IN, _FFN_OUT = _OPS[2], _OPS[5], _OPS[6]
 
 
 def _shapes(text: str) -> list[tuple[int, int]]:
@@ -140,7 +141,6 @@ def main(argv=None) -> None:
             if not torch.equal(a, b):
                 raise SystemExit(f"{rows}x{length}: the split forward differs from hidden() by "
                                  f"{float((a - b).abs().max()):.3g}; update this script")
-            _split_forward(model, ids, mask, None)
             per_run = []
             for _ in range(args.repeats):
                 clock = dict.fromkeys(_OPS, 0.0)
@@ -156,7 +156,7 @@ def main(argv=None) -> None:
             w_in, w_out = (torch.randn(m._FFN, m._HIDDEN, generator=gen),
                            torch.randn(m._HIDDEN, m._FFN, generator=gen))
             flop = 2 * 2 * rows * length * m._HIDDEN * m._FFN
-            t_bf = (med[_OPS[5]] + med[_OPS[6]]) / m._LAYERS
+            t_bf = (med[_FFN_IN] + med[_FFN_OUT]) / m._LAYERS
             xf = torch.randn(rows, length, m._HIDDEN, generator=gen)
             t_fp = _median_ms(lambda: F.linear(F.gelu(F.linear(xf, w_in)), w_out), args.repeats)
             # softmax over all of a call's scores at once, or one row's heads at a time (which
@@ -170,12 +170,12 @@ def main(argv=None) -> None:
         # feed-forward's bfloat16 rate
         attn_flop = 2 * 2 * rows * m._HEADS * length * length * (m._HIDDEN // m._HEADS)
         floor = m._LAYERS * (t_sm + attn_flop / flop * t_bf)
-        best = total - med[_OPS[2]] + floor
+        best = total - med[_ATTN] + floor
         notes.append(f"- {rows}x{length}: feed-forward products {flop / t_bf / 1e6:.0f} GFLOP/s "
                      f"in bfloat16, {flop / t_fp / 1e6:.0f} in float32 ({t_fp / t_bf:.1f}x); "
                      f"attention's floor (float32 softmax over its scores, {m._LAYERS * t_sm:.1f} "
                      f"ms, plus its products at that rate) {floor:.1f} ms of its "
-                     f"{med[_OPS[2]]:.1f} ms; a call with attention at its floor: "
+                     f"{med[_ATTN]:.1f} ms; a call with attention at its floor: "
                      f"{best:.1f} ms ({total / best:.2f}x faster)")
     print("\n" + "\n".join(notes))
 
