@@ -5,8 +5,7 @@ refused."""
 from __future__ import annotations
 
 import pytest
-
-torch = pytest.importorskip("torch")
+import torch
 
 
 @pytest.fixture
