@@ -37,6 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# (run as a script, its own folder is first on sys.path: the benchmarks' median timer)
+from bench_graph_route import median_ms  # noqa: E402
+
 _OPS = ("embed + first norm", "qkv product", "attention (SDPA)", "output product",
         "residual + norm 1", "ffn in + GELU", "ffn out", "residual + norm 2")
 _ATTN, _FFN_IN, _FFN_OUT = _OPS[2], _OPS[5], _OPS[6]
@@ -95,16 +98,6 @@ def _split_forward(model, ids, mask, clock: dict | None):
     return x.float()
 
 
-def _median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(times)
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -158,13 +151,13 @@ def main(argv=None) -> None:
             flop = 2 * 2 * rows * length * m._HIDDEN * m._FFN
             t_bf = (med[_FFN_IN] + med[_FFN_OUT]) / m._LAYERS
             xf = torch.randn(rows, length, m._HIDDEN, generator=gen)
-            t_fp = _median_ms(lambda: F.linear(F.gelu(F.linear(xf, w_in)), w_out), args.repeats)
+            t_fp = median_ms(lambda: F.linear(F.gelu(F.linear(xf, w_in)), w_out), args.repeats)
             # softmax over all of a call's scores at once, or one row's heads at a time (which
             # stays in cache): the faster of the two
             scores = torch.randn(rows * m._HEADS, length, length, generator=gen)
             one = scores[:m._HEADS].clone()
-            t_sm = min(_median_ms(lambda: torch.softmax(scores, -1), args.repeats),
-                       _median_ms(lambda: [torch.softmax(one, -1) for _ in range(rows)],
+            t_sm = min(median_ms(lambda: torch.softmax(scores, -1), args.repeats),
+                       median_ms(lambda: [torch.softmax(one, -1) for _ in range(rows)],
                                   args.repeats))
         # attention's floor: its softmax, plus its two products (Q K^T, P V) at the
         # feed-forward's bfloat16 rate
