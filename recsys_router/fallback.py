@@ -87,8 +87,9 @@ from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import diff_text, fallback_summary, why
-from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_z, inner_splits,
-                               paired_decision, realised_scores, stratified_holdout, task_keys)
+from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_inner_folds, check_z,
+                               inner_splits, paired_decision, realised_scores,
+                               stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf
@@ -150,7 +151,8 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         (default): ``nauc`` where every observed training cell has a finite cost, else
         ``mu_o``.
     inner_folds : int or "auto"
-        1: one held-out part; k >= 2: k folds of the training queries (k + 1 fits);
+        1: one held-out part; k >= 2 (at most :data:`MAX_INNER_FOLDS`, 20): k folds of the
+        training queries (k + 1 fits);
         "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
         (``cheap_fit``: knn, linearr, c-roberta, als, bpr) or when it declares
         ``fold_max_cells`` (the Lightning routers, whose data-scaled fits take seconds on
@@ -219,18 +221,14 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         self.base_overall_, self.base_tasks_, self.base_task_means_ = baseline_means(train)
 
     def _n_folds(self, train: RoutingData) -> int:
-        if isinstance(self.inner_folds, str) and self.inner_folds == "auto":
-            if getattr(self.router, "cheap_fit", False):
-                return AUTO_INNER_FOLDS
-            limit = int(getattr(self.router, "fold_max_cells", 0) or 0)
-            cells = int(train.observed.sum())
-            return AUTO_INNER_FOLDS if 0 < cells <= limit else 1
-        ok = isinstance(self.inner_folds, (int, np.integer)) and not isinstance(self.inner_folds,
-                                                                               bool)
-        if not ok or self.inner_folds < 1:
-            raise ValueError(f"inner_folds must be an integer >= 1 or 'auto', "
-                             f"got {self.inner_folds!r}")
-        return int(self.inner_folds)
+        k = check_inner_folds(self.inner_folds)
+        if k:
+            return k
+        if getattr(self.router, "cheap_fit", False):
+            return AUTO_INNER_FOLDS
+        limit = int(getattr(self.router, "fold_max_cells", 0) or 0)
+        cells = int(train.observed.sum())
+        return AUTO_INNER_FOLDS if 0 < cells <= limit else 1
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         self._set_baselines(train)

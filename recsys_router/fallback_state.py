@@ -5,7 +5,7 @@ rebuilds itself from them."""
 from __future__ import annotations
 
 from .fallback_nauc import VERDICT_METRICS
-from .inner_validation import DECISIONS, check_z
+from .inner_validation import DECISIONS, check_inner_folds, check_z
 from .state import StateError
 
 __all__ = ["FallbackStateChecks", "MAX_TASKS"]
@@ -23,6 +23,10 @@ class FallbackStateChecks:
         if params.get("verdict_metric", "mu_o") not in VERDICT_METRICS:
             raise StateError(f"{where}.params: verdict_metric must be one of "
                              f"{list(VERDICT_METRICS)}")
+        try:
+            check_inner_folds(params.get("inner_folds", "auto"))
+        except ValueError as exc:
+            raise StateError(f"{where}.params.{exc}") from None
         for name in ("verdict_z", "top_z"):
             v = params.get(name, "auto")
             if v == "auto" or (v is None and name == "top_z"):

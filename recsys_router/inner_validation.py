@@ -15,8 +15,9 @@ import math
 
 import numpy as np
 
-__all__ = ["check_z", "task_keys", "stratified_holdout", "stratified_folds", "realised_scores",
-           "paired_decision", "inner_splits", "DECISIONS", "AUTO_INNER_FOLDS", "MAX_INNER_FOLDS"]
+__all__ = ["check_z", "check_inner_folds", "task_keys", "stratified_holdout",
+           "stratified_folds", "realised_scores", "paired_decision", "inner_splits", "DECISIONS",
+           "AUTO_INNER_FOLDS", "MAX_INNER_FOLDS"]
 
 #: what can decide a query's LLM under the safe fallback
 DECISIONS = ("router", "best-single", "task-best")
@@ -25,6 +26,35 @@ DECISIONS = ("router", "best-single", "task-best")
 AUTO_INNER_FOLDS = 5
 #: the most inner folds a stored or given setting may ask for
 MAX_INNER_FOLDS = 20
+
+
+def check_inner_folds(value, name: str = "inner_folds", auto: bool = True) -> int:
+    """An ``inner_folds`` setting (or, with ``auto=False``, a stored resolved count) checked:
+    its number of folds, or 0 for ``"auto"``. Used by the safe fallback and the ``--auto``
+    search alike.
+
+    Raises
+    ------
+    ValueError
+        Naming the setting (``name``) and what it accepts.
+
+    Example
+    -------
+    >>> check_inner_folds("auto"), check_inner_folds(5)
+    (0, 5)
+    >>> check_inner_folds(MAX_INNER_FOLDS + 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: inner_folds: expected 'auto' or an integer in [1, 20], got '21'
+    """
+    if auto and isinstance(value, str) and value == "auto":
+        return 0
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+            or not 1 <= value <= MAX_INNER_FOLDS):
+        accepted = "'auto' or an integer" if auto else "an integer"
+        raise ValueError(f"{name}: expected {accepted} in [1, {MAX_INNER_FOLDS}], "
+                         f"got {str(value)[:40]!r}")
+    return int(value)
 
 
 def task_keys(tasks) -> np.ndarray:

@@ -94,3 +94,29 @@ def test_cli_export_refuses_a_hostile_routereval_scale_size(tmp_path, capsys):
                "-o", "n_queries=-5", "--seed", "0", "--out", str(out)])
     err = capsys.readouterr().err
     assert rc == 2 and "must all be >= 1" in err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("wrapper", ["fallback", "auto"])
+def test_inner_folds_is_bounded_when_given_and_when_stored(data, wrapper):
+    """Both wrappers take ``inner_folds`` through one check (``check_inner_folds``): more than
+    MAX_INNER_FOLDS folds (a fit per fold) is refused at fit, and a stored artifact whose
+    ``params.inner_folds`` is hostile is refused on load, naming the field."""
+    from recsys_router.inner_validation import MAX_INNER_FOLDS
+    from recsys_router.router_state import router_from_state, router_to_state
+    from recsys_router.state import StateError
+
+    def make(**kw):
+        if wrapper == "fallback":
+            return SafeFallbackRouter(make_router("knn", k=5, encoder="hashing"),
+                                      min_task_queries=5, **kw)
+        return AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=1, seed=0, **kw)
+
+    with pytest.raises(ValueError, match=rf"inner_folds: expected 'auto' or an integer in "
+                                         rf"\[1, {MAX_INNER_FOLDS}\], got '{MAX_INNER_FOLDS + 1}'"):
+        make(inner_folds=MAX_INNER_FOLDS + 1).fit(data)
+    doc, arrays = router_to_state(make(inner_folds=2).fit(data))
+    assert router_from_state(doc, arrays, "ok.json").inner_folds == 2
+    for bad in (MAX_INNER_FOLDS + 1, 0, True, "os.system", [2]):
+        hostile = {**doc, "params": {**doc["params"], "inner_folds": bad}}
+        with pytest.raises(StateError, match=r"params\.inner_folds: expected"):
+            router_from_state(hostile, arrays, "bad.json")

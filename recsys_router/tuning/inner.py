@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import RoutingData
-from ..inner_validation import (AUTO_INNER_FOLDS, MAX_INNER_FOLDS, inner_splits,
+from ..inner_validation import (AUTO_INNER_FOLDS, check_inner_folds, inner_splits,
                                 realised_scores)
 from ..router import Router
 from ..router_state import InnerRouterState
@@ -180,7 +180,7 @@ class AutoTunedRouter(InnerRouterState, Router):
         if params.get("objective", "mu_o") not in OBJECTIVES:
             raise StateError(f"{where}.params.objective: expected one of {', '.join(OBJECTIVES)}")
         try:
-            _folds_setting(params.get("inner_folds", "auto"))
+            check_inner_folds(params.get("inner_folds", "auto"))
         except ValueError as exc:
             raise StateError(f"{where}.params.{exc}") from None
 
@@ -189,7 +189,8 @@ class AutoTunedRouter(InnerRouterState, Router):
         if fields.get("objective_") not in ("mu_o", "nauc"):
             raise StateError("AutoTunedRouter.objective_: expected 'mu_o' or 'nauc'")
         try:
-            _folds_setting(fields.get("inner_folds_"), "AutoTunedRouter.inner_folds_", auto=False)
+            check_inner_folds(fields.get("inner_folds_"), "AutoTunedRouter.inner_folds_",
+                              auto=False)
         except ValueError as exc:
             raise StateError(str(exc)) from None
         return super()._from_state(params, fields, arrays)
@@ -228,7 +229,7 @@ class AutoTunedRouter(InnerRouterState, Router):
         if not 0 <= n <= MAX_TRIALS:
             raise ValueError(f"n_trials must be in [0, {MAX_TRIALS}], got {self.n_trials!r}")
         self.objective_ = self._objective(train)
-        k = _folds_setting(self.inner_folds)
+        k = check_inner_folds(self.inner_folds)
         self.inner_folds_ = k if k else (AUTO_INNER_FOLDS if self.cheap_fit else 1)
         probe = self._make({})
         space, mapping, self.skipped_keys_ = self._space(probe)
@@ -315,22 +316,3 @@ class AutoTunedRouter(InnerRouterState, Router):
         where = f"{k}-fold held-out" if k > 1 else "held-out"
         return (f"{len(self.trials_)} trials; chosen {chosen} ({where} {what} "
                 f"{self.best_score_:.4f} vs defaults {self.default_score_:.4f})")
-
-
-def _folds_setting(value, name: str = "inner_folds", auto: bool = True) -> int:
-    """``inner_folds`` (or the stored ``inner_folds_``, ``auto=False``) checked: its number of
-    folds, or 0 for ``"auto"``.
-
-    Raises
-    ------
-    ValueError
-        Naming the setting (``name``) and what it accepts.
-    """
-    if auto and isinstance(value, str) and value == "auto":
-        return 0
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
-            or not 1 <= value <= MAX_INNER_FOLDS):
-        accepted = "'auto' or an integer" if auto else "an integer"
-        raise ValueError(f"{name}: expected {accepted} in [1, {MAX_INNER_FOLDS}], "
-                         f"got {str(value)[:40]!r}")
-    return int(value)
