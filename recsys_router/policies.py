@@ -19,10 +19,14 @@ def _tiebreak_argmax(values: np.ndarray, costs: np.ndarray | None, mask: np.ndar
         v[~mask] = -np.inf
     best = v.max(axis=1, keepdims=True)
     tied = (v == best)
+    if mask is not None:
+        # a row whose allowed values are all NaN ties its allowed columns only
+        tied = np.where(mask.any(axis=1, keepdims=True), tied & mask, tied)
     if costs is None:
         return tied.argmax(axis=1)
     c = np.where(tied, np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf), np.inf)
-    return c.argmin(axis=1) if np.isfinite(c).any() else tied.argmax(axis=1)
+    # the cheapest tied column; a row whose tied columns all lack a cost keeps the first tied
+    return np.where(np.isfinite(c).any(axis=1), c.argmin(axis=1), tied.argmax(axis=1))
 
 
 def argmax_policy(scores: np.ndarray, costs: np.ndarray | None = None,
@@ -55,7 +59,9 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
                mask: np.ndarray | None = None) -> np.ndarray:
     """RouterBench willingness-to-pay: ``argmax_j lambda * P_hat[i, j] - c_hat[i, j]``.
 
-    A large ``wtp`` (lambda) buys quality; ``wtp = 0`` picks the cheapest LLM.
+    A large ``wtp`` (lambda) buys quality; ``wtp = 0`` picks the cheapest LLM. An LLM whose
+    predicted cost is NaN (unknown) is taken only when no LLM of the row has a known one, as
+    :func:`budget_policy` never counts an unknown cost as fitting.
 
     Example
     -------
@@ -65,10 +71,16 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     """
     if wtp is None or not np.isfinite(wtp) or wtp < 0:
         raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
-    c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=0.0)
-    util = wtp * np.asarray(scores, dtype=np.float64) - c
+    c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf)
+    with np.errstate(invalid="ignore"):
+        util = wtp * np.asarray(scores, dtype=np.float64) - c
     m = None if mask is None else np.broadcast_to(mask, np.shape(scores))
-    return _tiebreak_argmax(util, c, m)
+    choice = _tiebreak_argmax(util, c, m)
+    unknown = ~np.isfinite(c if m is None else np.where(m, c, np.inf)).any(axis=1)
+    if unknown.any():  # no known cost in the row: the best predicted score
+        choice[unknown] = _tiebreak_argmax(np.asarray(scores, dtype=np.float64)[unknown], None,
+                                           None if m is None else m[unknown])
+    return choice
 
 
 def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .protocols import LLM_PREFIX, Block, MetricContext, get_protocol
+from .tables import UNREACHED_METRICS
 
 __all__ = ["metrics_from_decisions", "METRIC_COLUMNS", "CURVE_COLUMNS", "aggregate_metrics",
            "split_block"]
@@ -118,8 +119,29 @@ def metrics_from_decisions(decisions: pd.DataFrame, *, reference_score: float | 
     return aggregate_metrics(metrics), curves
 
 
+def _mean_std(values: pd.DataFrame, by: list[str], with_std: bool):
+    """Group mean (and std) of ``value``; a metric of ``UNREACHED_METRICS`` never reached in
+    one of the group's rows (NaN) has a NaN mean and std instead of the others' mean."""
+    g = values.groupby(by, sort=False)["value"]
+    mean = g.mean().reset_index()
+    std = g.std(ddof=1).reset_index() if with_std else None
+    missed = values["value"].isna() & values["metric"].isin(UNREACHED_METRICS)
+    if missed.any():
+        bad = values[missed].groupby(by, sort=False).size().reset_index()[by]
+        hit = mean[by].merge(bad.assign(_bad=True), on=by, how="left")["_bad"].eq(True).to_numpy()
+        mean.loc[hit, "value"] = np.nan
+        if std is not None:
+            std.loc[hit, "value"] = np.nan
+    return mean, std
+
+
 def aggregate_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Add group means (sized pools) and fold mean/std rows to per-fold metric rows."""
+    """Add group means (sized pools) and fold mean/std rows to per-fold metric rows.
+
+    Means skip a NaN metric value, except for targets that can be missed
+    (``UNREACHED_METRICS``: CPT, QNC): a router that never reached the target in one fold or
+    group has no mean there, rather than the mean of the folds where it did.
+    """
     if metrics.empty:
         return metrics
     metrics = metrics.copy()
@@ -127,18 +149,15 @@ def aggregate_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
     parts = [metrics]
     sized = metrics[metrics["pool"] != "all"]
     if len(sized):
-        gm = (sized.groupby(["dataset", "protocol", "pool", "fold", "router", "metric"], sort=False)
-              ["value"].mean().reset_index())
+        gm, _ = _mean_std(sized, ["dataset", "protocol", "pool", "fold", "router", "metric"], False)
         gm["group"] = "mean"
         parts.append(gm[METRIC_COLUMNS])
     per_fold = pd.concat(parts, ignore_index=True)
     folds = per_fold["fold"].unique()
     if len(folds) > 1:
         by = ["dataset", "protocol", "pool", "group", "router", "metric"]
-        g = per_fold.groupby(by, sort=False)["value"]
-        mean = g.mean().reset_index()
+        mean, std = _mean_std(per_fold, by, True)
         mean["fold"] = "mean"
-        std = g.std(ddof=1).reset_index()
         std["fold"] = "std"
         per_fold = pd.concat([per_fold, mean[METRIC_COLUMNS], std[METRIC_COLUMNS]], ignore_index=True)
     return per_fold.reset_index(drop=True)

@@ -8,8 +8,9 @@ import pandas as pd
 __all__ = ["markdown_table", "fmt", "summary_fold", "lookup", "router_names", "metric_table",
            "UNREACHED_METRICS", "pool_section"]
 
-#: metrics whose NaN means "the target was never reached" (shown as such in the report)
-UNREACHED_METRICS = ("rqnc", "qnc", "cpt50", "cpt80")
+#: metrics whose NaN means "the target was never reached" (shown as such in the report; a
+#: mean over folds or groups is NaN when any of them never reached it)
+UNREACHED_METRICS = ("rqnc", "qnc", "rqnc_front", "qnc_front", "cpt50", "cpt80")
 
 
 def _num(x: float) -> str:
@@ -97,9 +98,9 @@ def metric_table(metrics: pd.DataFrame, protocol: str, pool: str, group: str, sp
         row = {"router": r}
         for m, title in spec:
             mean_v, std_v = get(protocol, pool, group, r, m)
-            unreached = m in UNREACHED_METRICS and not np.isfinite(mean_v) and \
-                ((sel["router"] == r) & (sel["metric"] == m)).any()
-            row[title] = "not reached" if unreached else fmt(mean_v, std_v)
+            cells = sel[(sel["router"] == r) & (sel["metric"] == m)]
+            unreached = m in UNREACHED_METRICS and not np.isfinite(mean_v) and len(cells) > 0
+            row[title] = _unreached(cells) if unreached else fmt(mean_v, std_v)
         rows.append(row)
     df = pd.DataFrame(rows)
     if timings is not None and len(timings):
@@ -107,6 +108,15 @@ def metric_table(metrics: pd.DataFrame, protocol: str, pool: str, group: str, sp
         df["fit s"] = [f"{t['fit_s'].get(r, np.nan):.2f}" for r in df["router"]]
         df["predict s"] = [f"{t['predict_s'].get(r, np.nan):.3f}" for r in df["router"]]
     return markdown_table(df)
+
+
+def _unreached(cells: pd.DataFrame) -> str:
+    """``not reached``, or ``not reached in k of n folds`` when some folds reached it."""
+    per_fold = cells.loc[~cells["fold"].isin(["mean", "std"]), "value"].to_numpy(dtype=float)
+    missed = int((~np.isfinite(per_fold)).sum())
+    if 0 < missed < len(per_fold):
+        return f"not reached in {missed} of {len(per_fold)} folds"
+    return "not reached"
 
 
 def pool_section(metrics, protocol: str, pool: str, spec, title: str, timings=None):

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import DataValidationError
 
 __all__ = ["observed_means", "DIRECTIONS", "metric", "as_matrix", "as_choices", "chosen", "entropy_bits",
-           "complete_rows", "best_single", "BestSingle"]
+           "complete_rows", "best_single", "BestSingle", "reaches", "REACH_RTOL"]
 
 #: metric name -> "higher" | "lower" | "none" (filled by the :func:`metric` decorator)
 DIRECTIONS: dict[str, str] = {}
@@ -234,4 +234,32 @@ def best_single(scores: np.ndarray, costs: np.ndarray | None = None) -> BestSing
         key = np.nan_to_num(c, nan=np.inf)
     order = np.lexsort((np.arange(s.shape[1]), key, -np.nan_to_num(q, nan=-np.inf)))
     j = int(order[0])
-    return BestSingle(j, float(q[j]), float(c[j]))
+    # the chosen column's means are summed as a router's mu_o sums its chosen values (one
+    # contiguous vector), so a router that always picks this LLM gets exactly this quality
+    return BestSingle(j, _vector_mean(s[:, j]), float(c[j]) if costs is None else
+                      _vector_mean(np.asarray(costs, dtype=np.float64)[:, j]))
+
+
+def _vector_mean(column: np.ndarray) -> float:
+    v = column[~np.isnan(column)]
+    return float(v.mean()) if len(v) else float("nan")
+
+
+#: relative tolerance of :func:`reaches` (float rounding of means, not a quality margin)
+REACH_RTOL = 1e-12
+
+
+def reaches(values, target: float) -> np.ndarray:
+    """Whether each value reaches ``target``: ``v >= target - REACH_RTOL * max(1, |target|)``.
+
+    A target built from means (the best single LLM's, or ``q_weak + p (q_strong - q_weak)``)
+    can come out a rounding step above a curve point that equals it exactly; an exact ``>=``
+    would then report a reached target as never reached.
+
+    Example
+    -------
+    >>> 0.7 + 0.1 >= 0.8, reaches(np.array([0.7 + 0.1, 0.79]), 0.8).tolist()
+    (False, [True, False])
+    """
+    tol = REACH_RTOL * max(1.0, abs(float(target)))
+    return np.asarray(values, dtype=np.float64) >= float(target) - tol

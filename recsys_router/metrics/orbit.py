@@ -33,7 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .base import DIRECTIONS, as_choices, as_matrix, best_single, chosen, metric, observed_means
+from .base import (DIRECTIONS, as_choices, as_matrix, best_single, chosen, metric, observed_means,
+                   reaches)
 
 __all__ = ["BudgetCurve", "QNC", "budget_grid", "budget_choices", "budget_sweep", "pareto_front",
            "nauc_code", "nauc_paper", "peak_score", "qnc", "rci", "orbit_metrics"]
@@ -280,6 +281,7 @@ def peak_score(qualities) -> float:
 def qnc(points: np.ndarray, best_quality: float, best_cost: float) -> QNC:
     """Quality-neutral cost: ``QNC = min { x_k : y_k >= q_best }`` over ``points``;
     ``rQNC = QNC / c_best``. NaN and ``reached=False`` when no point reaches ``q_best``.
+    "Reaches" allows float rounding of the means (:func:`~recsys_router.metrics.base.reaches`).
 
     Example
     -------
@@ -287,7 +289,7 @@ def qnc(points: np.ndarray, best_quality: float, best_cost: float) -> QNC:
     QNC(qnc=2.0, rqnc=0.5, reached=True)
     """
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
-    ok = pts[:, 1] >= best_quality
+    ok = reaches(pts[:, 1], best_quality)
     if not ok.any():
         return QNC(float("nan"), float("nan"), False)
     q = float(pts[ok, 0].min())

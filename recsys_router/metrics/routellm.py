@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DataValidationError
-from .base import DIRECTIONS, as_matrix, metric
+from .base import DIRECTIONS, as_matrix, metric, reaches
 
 __all__ = ["ThresholdCurve", "threshold_sweep", "apgr", "cpt", "routellm_metrics"]
 
@@ -132,6 +132,8 @@ DIRECTIONS["cpt50"] = DIRECTIONS["cpt80"] = "lower"
 def cpt(strong_frac, qualities, weak_quality: float, strong_quality: float, pgr: float = 0.5) -> float:
     """Call-performance threshold: the smallest fraction of strong calls ``x`` at which the
     piecewise-linear curve reaches ``q_weak + pgr * (q_strong - q_weak)``; NaN if never.
+    "Reaches" allows float rounding of the target (:func:`~recsys_router.metrics.base.reaches`),
+    so a curve point equal to the target is its first crossing.
 
     Example
     -------
@@ -140,14 +142,14 @@ def cpt(strong_frac, qualities, weak_quality: float, strong_quality: float, pgr:
     """
     x, y = _sorted_curve(strong_frac, qualities)
     target = weak_quality + pgr * (strong_quality - weak_quality)
-    hit = y >= target
+    hit = reaches(y, target)
     if not hit.any():
         return float("nan")
     k = int(np.argmax(hit))
     if k == 0:
         return float(x[0])
     x0, x1, y0, y1 = x[k - 1], x[k], y[k - 1], y[k]
-    return float(x0 + (target - y0) * (x1 - x0) / (y1 - y0))
+    return float(min(x1, x0 + (target - y0) * (x1 - x0) / (y1 - y0)))
 
 
 def routellm_metrics(win_prob, scores: np.ndarray, strong: int = 0, weak: int = 1, *,

@@ -110,7 +110,8 @@ def v_r(scores: np.ndarray, choices: np.ndarray, reference: float | None = None,
 def v_b(scores: np.ndarray, choices: np.ndarray) -> float:
     """Ratio to the best single LLM of the pool: ``V_B = mu_o / max_j mean_i s[i, j]``.
 
-    Returns NaN when every LLM has mean score 0.
+    Returns NaN when the best mean score is not positive (0, or negative on a signed score
+    scale), where the ratio no longer orders routers by ``mu_o``.
 
     Example
     -------
@@ -119,7 +120,7 @@ def v_b(scores: np.ndarray, choices: np.ndarray) -> float:
     """
     s, c = _sc(scores, choices)
     best = best_single(s).quality
-    return float(mu_o(s, c) / best) if best != 0 else float("nan")
+    return float(mu_o(s, c) / best) if best > 0 else float("nan")
 
 
 @metric("e_p", "higher")
