@@ -215,20 +215,32 @@ class DiskCache:
             return []
         return sorted(p for p in self.dir.iterdir() if p.name.endswith(_SHARD_SUFFIX))
 
+    def _read(self, path: Path):
+        """``(keys, vecs)`` of a shard; None when it vanished or cannot be read (skip it, it
+        may be mid-compaction), ``False`` when it reads but is not a shard of this cache:
+        keys not one string per row of ``vecs``, another width, or a non-finite vector."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                keys, vecs = z["keys"], z["vecs"]
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            return None
+        if (keys.ndim != 1 or keys.dtype.kind != "U" or vecs.ndim != 2 or vecs.dtype.kind != "f"
+                or len(keys) != len(vecs) or vecs.shape[1] != self.dim
+                or not np.isfinite(vecs).all()):
+            return False
+        return keys.tolist(), vecs
+
     def _scan(self) -> None:
         for p in self._shards():
             if p.name in self._seen:
                 continue
-            try:
-                with np.load(p, allow_pickle=False) as z:
-                    keys = z["keys"]
-                    width = z["vecs"].shape[1] if z["vecs"].ndim == 2 else -1
-            except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            shard = self._read(p)
+            if shard is None:
                 continue  # vanished (compacted by another process) or unreadable: skip
             self._seen.add(p.name)
-            if width != self.dim:
-                continue
-            for r, k in enumerate(keys.tolist()):
+            if shard is False:
+                continue  # malformed, another width or non-finite: never served
+            for r, k in enumerate(shard[0]):
                 self._index.setdefault(k, (p.name, r))
 
     def _reset(self) -> None:
@@ -248,13 +260,12 @@ class DiskCache:
                     by_shard.setdefault(shard, []).append((k, row))
             lost = False
             for shard, items in by_shard.items():
-                try:
-                    with np.load(self.dir / shard, allow_pickle=False) as z:
-                        vecs = z["vecs"]
-                except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+                read = self._read(self.dir / shard)
+                if not read:  # vanished, or replaced by something that is not a shard
                     self._reset()
                     lost = True
                     continue
+                vecs = read[1]
                 for k, row in items:
                     out[k] = np.asarray(vecs[row], dtype=np.float32)
             if not lost:
@@ -316,14 +327,13 @@ class DiskCache:
         seen: set[str] = set()
         merged = []
         for p in shards:
-            try:
-                with np.load(p, allow_pickle=False) as z:
-                    k, v = z["keys"].tolist(), z["vecs"]
-            except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            read = self._read(p)
+            if read is None:
                 continue
             merged.append(p)
-            if v.ndim != 2 or v.shape[1] != self.dim:
-                continue
+            if read is False:
+                continue  # not a shard of this cache: dropped with the merged ones
+            k, v = read
             keep = [i for i, key in enumerate(k) if key not in seen]
             seen.update(k)
             keys += [k[i] for i in keep]

