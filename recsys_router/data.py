@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import sparse
 
 from .errors import DataValidationError
-from .long_table import long_to_matrix
+from .long_table import long_to_matrix, matrix_to_long
 from .splitting import split_indices
 
 __all__ = ["RoutingData", "LLM_COLUMNS", "QUERY_COLUMNS"]
@@ -320,19 +320,19 @@ class RoutingData:
         return sparse.csr_matrix((mat[i, j], (i, j)), shape=self.shape, dtype=np.float32)
 
     def to_long(self) -> pd.DataFrame:
-        """Long table: one row per observed (query, LLM) cell, in the generic interchange format."""
-        i, j = np.nonzero(self.observed)
-        out = pd.DataFrame({"query_id": self.queries["query_id"].to_numpy()[i],
-                            "model": self.llms["name"].to_numpy()[j],
-                            "score": self.scores[i, j]})
-        if self.costs is not None:
-            out["cost"] = self.costs[i, j]
-        for col in self.queries.columns:
-            if col == "query_id" or self.queries[col].isna().all():
-                continue
-            target = "query_text" if col == "text" else col
-            out[target] = self.queries[col].to_numpy()[i]
-        return out
+        """Long table: one row per observed (query, LLM) cell, in the generic interchange format.
+
+        See :func:`recsys_router.long_table.matrix_to_long` (a query column named like a
+        record column is renamed, never overwrites it).
+
+        Example
+        -------
+        >>> q = pd.DataFrame({"query_id": ["q1"], "score": [0.5]})
+        >>> RoutingData(q, ["a"], [[1.0]]).to_long().columns.tolist()
+        ['query_id', 'model', 'score', 'query_score']
+        """
+        return matrix_to_long(self.queries, self.llms["name"], self.scores, self.costs,
+                              source=self.source or self.name)
 
     def selection_vectors(self, ratio: float = 0.95) -> np.ndarray:
         """RouterEval selection vectors, shape (n_queries, n_llms), float32 of 0/1.

@@ -14,7 +14,8 @@ import pandas as pd
 
 from .errors import DataValidationError
 
-__all__ = ["DUPLICATE_MODES", "long_to_matrix", "cell_limit", "MIN_CELLS", "CELLS_PER_RECORD"]
+__all__ = ["DUPLICATE_MODES", "long_to_matrix", "matrix_to_long", "cell_limit", "MIN_CELLS",
+           "CELLS_PER_RECORD", "LONG_RESERVED"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,9 @@ DUPLICATE_MODES = ("error", "mean", "first", "last")
 MIN_CELLS = 1 << 22            # 4.2M cells: 16 MB per float32 matrix
 CELLS_PER_RECORD = 64          # density >= 1/64 above that
 MAX_CELLS_ENV = "RECSYS_ROUTER_MAX_CELLS"
+# names a query column cannot keep in a long table: the record columns and the aliases the
+# generic reader maps onto a record column, the text or the task
+LONG_RESERVED = ("model", "score", "cost", "query_text", "llm", "prompt", "category", "eval_name")
 
 
 def cell_limit(n_records: int, max_cells: int | None = None) -> int:
@@ -198,6 +202,44 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         queries = pd.concat([queries, firsts], axis=1)
     return (queries, llm_table, scores.reshape(nq, nl),
             None if costs is None else costs.reshape(nq, nl), n_dup)
+
+
+def matrix_to_long(queries: pd.DataFrame, names, scores: np.ndarray, costs: np.ndarray | None,
+                   *, source: str = "data") -> pd.DataFrame:
+    """Long table of the observed cells of a query x LLM matrix (the inverse of
+    :func:`long_to_matrix`).
+
+    Columns ``query_id``, ``model``, ``score`` (and ``cost``), then every query column that
+    has a value (``text`` written as ``query_text``). A query column whose name is in
+    :data:`LONG_RESERVED` (a record column, or an alias the generic reader maps onto one or
+    onto the text/task) is written as ``query_<name>`` (more ``query_`` prefixes until the
+    name is free) and a warning is logged: it never overwrites a record column. Queries and
+    LLMs with no observed score have no record.
+
+    Example
+    -------
+    >>> q = pd.DataFrame({"query_id": ["q1", "q2"], "model": ["j", "k"]})
+    >>> matrix_to_long(q, ["a"], np.array([[1.0], [np.nan]]), None).values.tolist()
+    [['q1', 'a', 1.0, 'j']]
+    """
+    i, j = np.nonzero(~np.isnan(scores))
+    out = pd.DataFrame({"query_id": queries["query_id"].to_numpy()[i],
+                        "model": np.asarray(names, dtype=object)[j], "score": scores[i, j]})
+    if costs is not None:
+        out["cost"] = costs[i, j]
+    cols = [c for c in queries.columns if c != "query_id" and not queries[c].isna().all()]
+    taken = {"query_id", "model", "score", "cost"} | {"query_text" if c == "text" else str(c)
+                                                      for c in cols}
+    for col in cols:
+        target = "query_text" if col == "text" else col
+        if col != "text" and target in LONG_RESERVED:
+            while target in taken:
+                target = f"query_{target}"
+            taken.add(target)
+            log.warning("%s: the query column %r has the name of a long-table record column; "
+                        "written as %r", source, col, target)
+        out[target] = queries[col].to_numpy()[i]
+    return out
 
 
 def _check_scalar(col: pd.Series, name: str, source, row_offset: int) -> None:
