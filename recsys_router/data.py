@@ -458,17 +458,20 @@ class RoutingData:
         Parameters
         ----------
         ratios : sequence of float
-            Train/val/test fractions (2 or 3 values summing to 1) for a seeded random split.
+            Train/val/test fractions (2 or 3 finite values >= 0 summing to 1) for a seeded
+            random split.
         seed : int
             Random seed.
         column : str, optional
             Use this query column (e.g. ``"split"``) as given; its values become the keys.
             ``"validation"``/``"dev"`` are read as ``"val"``.
         ood_tasks : sequence of str, optional
-            Out-of-domain split: queries of these tasks form ``test``; the rest are split
-            into train/val by the first two ratios (renormalised).
+            Out-of-domain split: queries of these tasks form ``test``; the rest (queries
+            without a task included) are split into train/val by the first two ratios
+            (renormalised).
         stratify_task : bool
-            Split each task separately with the same ratios (in-domain per-task split).
+            Split each task separately with the same ratios (in-domain per-task split); the
+            queries without a task are one more group, so every query lands in a part.
 
         Returns
         -------
