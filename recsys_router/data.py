@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import sparse
 
 from .errors import DataValidationError
-from .long_table import long_to_matrix, matrix_to_long
+from .long_table import RowOffset, float32_matrix, long_to_matrix, matrix_to_long
 from .splitting import split_indices
 
 __all__ = ["RoutingData", "LLM_COLUMNS", "QUERY_COLUMNS"]
@@ -23,22 +23,6 @@ log = logging.getLogger(__name__)
 
 QUERY_COLUMNS = ("query_id", "text", "task", "split")
 LLM_COLUMNS = ("name", "input_price", "output_price", "size", "description")
-
-
-def _as_float32(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
-    try:
-        arr = np.asarray(a, dtype=np.float32)
-    except (ValueError, TypeError) as err:
-        raise DataValidationError(f"{name} must be a rectangular numeric (queries x LLMs) array; "
-                                  f"got ragged rows or non-numeric values ({err})", source=source,
-                                  column=name) from err
-    if arr.ndim != 2:
-        raise DataValidationError(f"{name} must be a 2-D (queries x LLMs) array, got shape {arr.shape}",
-                                  source=source, column=name)
-    if shape is not None and arr.shape != shape:
-        raise DataValidationError(f"{name} has shape {arr.shape}, expected {shape} (queries x LLMs)",
-                                  source=source, column=name)
-    return arr
 
 
 class RoutingData:
@@ -87,8 +71,8 @@ class RoutingData:
             raise DataValidationError("no queries: expected at least one query row", source=source)
         if shape[1] == 0:
             raise DataValidationError("no LLMs: expected at least one LLM", source=source)
-        self.scores = _as_float32(scores, "scores", shape, source)
-        self.costs = None if costs is None else _as_float32(costs, "costs", shape, source)
+        self.scores = float32_matrix(scores, "scores", shape, source)
+        self.costs = None if costs is None else float32_matrix(costs, "costs", shape, source)
         self._validate_values(require_observed)
 
     @classmethod
@@ -201,7 +185,7 @@ class RoutingData:
     @classmethod
     def from_long(cls, df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
                   name: str = "data", source: str | None = None, meta: dict | None = None,
-                  row_offset: int = 0, max_cells: int | None = None) -> "RoutingData":
+                  row_offset: RowOffset = 0, max_cells: int | None = None) -> "RoutingData":
         """Build from a long table with one row per (query, LLM) record.
 
         Parameters
@@ -216,8 +200,10 @@ class RoutingData:
             What to do with repeated (query, LLM) records. ``"error"`` raises naming the rows.
         llms : pandas.DataFrame, optional
             LLM metadata (column ``name``); LLMs in it but absent from ``df`` are kept.
-        row_offset : int
-            Added to row numbers in error messages (e.g. 1 for files with a header line).
+        row_offset : int or callable
+            Added to row numbers in error messages (e.g. 1 for files with a header line),
+            or a function mapping a 0-based record index to the row to report (the file
+            line of a record that spans several lines).
         max_cells : int, optional
             Refuse a table whose ids span a larger queries x LLMs matrix (default:
             :func:`recsys_router.long_table.cell_limit`, linear in the records).

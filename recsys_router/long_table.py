@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Callable, Union
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 from .errors import DataValidationError
 
 __all__ = ["DUPLICATE_MODES", "long_to_matrix", "matrix_to_long", "cell_limit", "MIN_CELLS",
-           "CELLS_PER_RECORD", "LONG_RESERVED"]
+           "CELLS_PER_RECORD", "LONG_RESERVED", "RowOffset", "row_number", "float32_matrix"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,23 @@ MAX_CELLS_ENV = "RECSYS_ROUTER_MAX_CELLS"
 # names a query column cannot keep in a long table: the record columns and the aliases the
 # generic reader maps onto a record column, the text or the task
 LONG_RESERVED = ("model", "score", "cost", "query_text", "llm", "prompt", "category", "eval_name")
+
+
+RowOffset = Union[int, Callable[[int], int]]
+
+
+def row_number(index: int, row_offset: RowOffset = 0) -> int:
+    """The row to report for the 0-based record ``index``: ``index + row_offset``, or
+    ``row_offset(index)`` when it is a function (file lines of multi-line records).
+
+    Example
+    -------
+    >>> row_number(3, 2), row_number(3, lambda i: [2, 4, 5, 9][i])
+    (5, 9)
+    """
+    if callable(row_offset):
+        return int(row_offset(int(index)))
+    return int(index) + int(row_offset)
 
 
 def cell_limit(n_records: int, max_cells: int | None = None) -> int:
@@ -57,7 +75,7 @@ def cell_limit(n_records: int, max_cells: int | None = None) -> int:
 
 
 def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
-                   name: str = "data", source: str | None = None, row_offset: int = 0,
+                   name: str = "data", source: str | None = None, row_offset: RowOffset = 0,
                    max_cells: int | None = None):
     """Pivot a validated long table into query/LLM tables and score/cost matrices.
 
@@ -71,8 +89,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         A checked LLM table (column ``name``) fixing the LLM order.
     name, source : str
         Used in log lines and error messages.
-    row_offset : int
-        Added to row numbers in error messages.
+    row_offset : int or callable
+        Added to row numbers in error messages, or a function mapping a 0-based record
+        index to the row to report (e.g. the file line of a multi-line CSV record).
     max_cells : int, optional
         Refuse tables whose ids span more cells than this (default :func:`cell_limit`).
 
@@ -100,8 +119,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         na = df[col].isna().to_numpy()
         if na.any():
             raise DataValidationError(f"empty {col}; expected a value on every record",
-                                      source=source, row=int(np.flatnonzero(na)[0]) + row_offset,
-                                      column=col)
+                                      source=source, column=col,
+                                      row=row_number(int(np.flatnonzero(na)[0]), row_offset))
     score = _numeric(df["score"])
     bad = ~np.isfinite(score)
     if bad.any():
@@ -110,7 +129,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         raw = raw.item() if isinstance(raw, np.generic) else raw
         raise DataValidationError(f"score {raw!r} is not a finite number "
                                   f"({int(bad.sum())} such records)", source=source,
-                                  row=r + row_offset, column="score")
+                                  row=row_number(r, row_offset), column="score")
+    _check_float32(score, df["score"], "score", source, row_offset)
     cost = None
     if "cost" in df.columns:
         cost = _numeric(df["cost"])
@@ -120,7 +140,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         if badc.any():
             r = int(np.flatnonzero(badc)[0])
             raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
-                                      source=source, row=r + row_offset, column="cost")
+                                      source=source, row=row_number(r, row_offset), column="cost")
+        _check_float32(cost, df["cost"], "cost", source, row_offset)
     for col in ("query_id", "model", "task", "split"):
         if col in df.columns:
             _check_scalar(df[col], col, source, row_offset)
@@ -133,7 +154,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             bad = int(np.flatnonzero(lookup < 0)[0])
             r = int(np.flatnonzero(mcodes_raw == bad)[0])
             raise DataValidationError(f"LLM {mnames[bad]!r} is not in the LLM table",
-                                      source=source, row=r + row_offset, column="model")
+                                      source=source, row=row_number(r, row_offset), column="model")
         mcodes = lookup[mcodes_raw]
         llm_table = llms
     else:
@@ -164,9 +185,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             first = int(first_seen[flat[second]])
             raise DataValidationError(
                 f"duplicate record for query {qids[qcodes[second]]!r} and LLM "
-                f"{names[mcodes[second]]!r} (also at row {first + row_offset}); pass "
+                f"{names[mcodes[second]]!r} (also at row {row_number(first, row_offset)}); pass "
                 f"duplicates='mean'|'first'|'last' to merge ({n_dup} duplicate records)",
-                source=source, row=second + row_offset)
+                source=source, row=row_number(second, row_offset))
         log.info("%s: merged %d duplicate (query, LLM) records with duplicates=%r",
                  source or name, n_dup, duplicates)
         has = cnt > 0
@@ -242,7 +263,62 @@ def matrix_to_long(queries: pd.DataFrame, names, scores: np.ndarray, costs: np.n
     return out
 
 
-def _check_scalar(col: pd.Series, name: str, source, row_offset: int) -> None:
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32(values: np.ndarray, raw: pd.Series, name: str, source, row_offset) -> None:
+    """Refuse finite values that float32 (the matrices' type) cannot hold: they would
+    become infinite when stored."""
+    with np.errstate(invalid="ignore"):
+        big = np.abs(values) > F32_MAX
+    if big.any():
+        r = int(np.flatnonzero(big)[0])
+        val = raw.iloc[r]
+        val = val.item() if isinstance(val, np.generic) else val
+        raise DataValidationError(f"{name} {val!r} is beyond the float32 range (|x| <= "
+                                  f"{F32_MAX:.4g}) the matrices are stored in "
+                                  f"({int(big.sum())} such records)", source=source,
+                                  row=row_number(r, row_offset), column=name)
+
+
+def float32_matrix(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
+    """``a`` as a float32 (queries x LLMs) matrix; a finite value beyond the float32 range
+    (it would become infinite) or a ragged, non-numeric or misshapen array is refused.
+
+    Example
+    -------
+    >>> float32_matrix([[1, 2]], "scores", (1, 2), None).dtype
+    dtype('float32')
+    """
+    try:
+        arr = np.asarray(a)
+        if arr.dtype != np.float32:
+            wide = np.asarray(arr, dtype=np.float64)
+            with np.errstate(invalid="ignore"):
+                big = np.isfinite(wide) & (np.abs(wide) > np.finfo(np.float32).max)
+            if big.any() and wide.ndim == 2:
+                i, j = np.argwhere(big)[0]
+                raise DataValidationError(
+                    f"{name[:-1]} {float(wide[i, j])!r} at query index {i}, LLM index {j} is beyond the "
+                    f"float32 range the matrices are stored in", source=source, row=int(i),
+                    column=name)
+            arr = wide.astype(np.float32)
+    except (ValueError, TypeError) as err:
+        if isinstance(err, DataValidationError):
+            raise
+        raise DataValidationError(f"{name} must be a rectangular numeric (queries x LLMs) array; "
+                                  f"got ragged rows or non-numeric values ({err})", source=source,
+                                  column=name) from err
+    if arr.ndim != 2:
+        raise DataValidationError(f"{name} must be a 2-D (queries x LLMs) array, got shape {arr.shape}",
+                                  source=source, column=name)
+    if shape is not None and arr.shape != shape:
+        raise DataValidationError(f"{name} has shape {arr.shape}, expected {shape} (queries x LLMs)",
+                                  source=source, column=name)
+    return arr
+
+
+def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> None:
     """Refuse list, dict or array values in an id/label column (they cannot be keys)."""
     if col.dtype != object:
         return
@@ -251,7 +327,7 @@ def _check_scalar(col: pd.Series, name: str, source, row_offset: int) -> None:
         r = int(np.flatnonzero(bad)[0])
         raise DataValidationError(f"{type(col.iloc[r]).__name__} value {str(col.iloc[r])[:60]!r}; "
                                   f"expected a single string or number", source=source,
-                                  row=r + row_offset, column=name)
+                                  row=row_number(r, row_offset), column=name)
 
 
 def _numeric(col: pd.Series) -> np.ndarray:

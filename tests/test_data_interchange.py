@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from recsys_router.data import RoutingData
 from recsys_router.datasets.generic import load_generic, write_long
+from recsys_router.errors import DataValidationError
 
 NAN = np.nan
 
@@ -35,3 +37,68 @@ def test_query_columns_named_like_record_columns_are_renamed_not_overwriting(tmp
     np.testing.assert_array_equal(back.costs, d.costs)
     assert back.llm_names == ["a", "b"]
     assert back.queries["query_model"].tolist() == ["judge", "judge"]
+
+
+# ---------------------------------------------------------------- rows named in errors
+def test_csv_error_names_the_file_line_of_a_multi_line_record(tmp_path):
+    p = tmp_path / "m.csv"
+    # line 1 header; record 1 spans lines 2-4 (quoted newlines); line 5 blank; record 2 is
+    # line 6; record 3 (bad score) is line 7
+    p.write_text('query_id,model,score,query_text\nq1,a,1,"one\ntwo\nthree"\n\n'
+                 'q1,b,0,\nq2,a,oops,x\n', encoding="utf-8")
+    with pytest.raises(DataValidationError) as err:
+        load_generic(p)
+    assert (err.value.row, err.value.column) == (7, "score") and "'oops'" in str(err.value)
+    p.write_text('query_id,model,score,query_text\nq1,a,1,"one\ntwo"\nq1,a,0,\n', encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"row 4: duplicate record .*also at row 2"):
+        load_generic(p)
+    p.write_text('query_id,model,score,query_text\nq1,a,1,"one\ntwo"\nq1,b,1,other\n',
+                 encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"row 4, column 'query_text': query 'q1' has "
+                                                  r"two different texts \(rows 2 and 4"):
+        load_generic(p)
+
+
+def test_jsonl_error_names_the_file_line_despite_blank_lines(tmp_path):
+    p = tmp_path / "b.jsonl"
+    p.write_text('{"query_id": "q1", "model": "a", "score": 1}\n\n\n'
+                 '{"query_id": "q1", "model": "b", "score": 0}\n'
+                 '{"query_id": "q2", "model": "a", "score": "oops"}\n', encoding="utf-8")
+    with pytest.raises(DataValidationError) as err:
+        load_generic(p)
+    assert (err.value.row, err.value.column) == (5, "score")
+
+
+@pytest.mark.parametrize("col", ["score", "cost"])
+def test_value_beyond_float32_is_refused_at_its_line(tmp_path, col):
+    p = tmp_path / "big.csv"
+    rows = ["q1,a,1,0.5", "q1,b,0,0.5", "q2,a,1,0.5", "q2,b,1e39,1e39"]
+    if col == "cost":
+        rows[3] = "q2,b,1,1e39"
+    p.write_text("query_id,model,score,cost\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(DataValidationError, match=rf"{col} 1e\+39 is beyond the float32 range"
+                       ) as err:
+        load_generic(p)
+    assert (err.value.row, err.value.column) == (5, col)
+    scores = [[1, 0], [1, 1e39]] if col == "score" else [[1, 0], [1, 1]]
+    costs = [[1, 0], [1, 1e39]] if col == "cost" else None
+    with pytest.raises(DataValidationError, match=r"1e\+39 at query index 1, LLM index 1") as err:
+        RoutingData(["q1", "q2"], ["a", "b"], scores, costs)
+    assert err.value.row == 1
+
+
+# ---------------------------------------------------------------- CSV missing values
+def test_csv_keeps_na_like_ids_and_texts_as_text(tmp_path):
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"query_id": "NA", "model": "a", "score": 1, "query_text": "None"}\n'
+                   '{"query_id": "q2", "model": "a", "score": 0, "query_text": "null", '
+                   '"task": "NaN"}\n', encoding="utf-8")
+    d = load_generic(src)
+    back = load_generic(write_long(d, tmp_path / "s.csv"))
+    assert back.query_ids == ["NA", "q2"] and back.texts == ["None", "null"]
+    assert pd.isna(back.queries["task"].iloc[0]) and back.queries["task"].iloc[1] == "NaN"
+    # an empty field is still missing, and NA spellings in a cost field still mean unknown
+    p = tmp_path / "c.csv"
+    p.write_text("query_id,model,score,cost,task\nq1,a,1,NA,\nq1,b,0,,t\n", encoding="utf-8")
+    d = load_generic(p)
+    assert np.isnan(d.costs).all() and d.queries["task"].tolist() == ["t"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..errors import DataValidationError
 
-__all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "require_columns",
+__all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "read_jsonl_lines", "require_columns",
            "parse_size", "task_split_from_stem", "text_hash", "first_non_utf8_line", "order_files", "SPLIT_ORDER", "resolve_file", "log_merged"]
 
 log = logging.getLogger("recsys_router.datasets")
@@ -135,6 +135,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
         found = _first_long_line(path, n_header)
         if found:
             raise _long_line(path, n_header, found[0])
+    if isinstance(kwargs.get("na_values"), dict) and usecols is None:  # the sentinel column
+        kwargs["na_values"] = {**kwargs["na_values"], _EXTRA: [""]}
     try:
         df = pd.read_csv(path, header=None, skiprows=1, index_col=False, **kwargs,
                          names=names if usecols is not None else names + [_EXTRA])
@@ -257,8 +259,16 @@ def read_jsonl(path: Path) -> pd.DataFrame:
         raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    records = []
+def read_jsonl_lines(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped)."""
+    try:
+        return _read_jsonl(path, with_lines=True)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
+
+
+def _read_jsonl(path: Path, with_lines: bool = False):
+    records, lines = [], []
     with _open_bytes(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
@@ -281,9 +291,11 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
                 raise DataValidationError(f"expected a JSON object per line, got {type(rec).__name__}",
                                           source=str(path), row=lineno)
             records.append(rec)
+            lines.append(lineno)
     if not records:
         raise DataValidationError("no records: the file is empty", source=str(path))
-    return pd.DataFrame.from_records(records)
+    df = pd.DataFrame.from_records(records)
+    return (df, np.asarray(lines, dtype=np.int64)) if with_lines else df
 
 
 def require_columns(df: pd.DataFrame, columns, source, what: str = "column") -> None:

@@ -11,8 +11,11 @@ given once (the first non-null value is used); two *different* non-null texts fo
 ``query_id`` are an error naming both rows.
 
 Row numbers in errors are what a user sees when opening the file: for CSV the file line
-(the header is line 1, so the first record is row 2), for JSONL the line (first record is
-row 1), for parquet the 1-based record number.
+where the record starts (the header is line 1, so the first record is row 2; a quoted field
+may span lines), for JSONL the line (blank lines count), for parquet the 1-based record
+number. In a CSV file only an empty field is missing, so ids and texts such as ``NA``,
+``None`` or ``null`` stay text; in ``score``/``cost`` pandas' spellings of a missing number
+(``NA``, ``NaN``, ``null``, ...) are missing too.
 
 :func:`write_long` writes ``RoutingData.to_long()`` atomically; reading it back with
 :func:`load_generic` gives the same matrices (LLM order is the order of first appearance,
@@ -29,7 +32,9 @@ import pandas as pd
 from ..atomic import atomic_write
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import csv_header, read_csv, read_jsonl, read_parquet
+from ..long_table import RowOffset, row_number
+from ._common import csv_header, read_csv, read_jsonl_lines, read_parquet
+from ._rows import CsvLines
 from .registry import register
 
 __all__ = ["load_generic", "read_long_table", "write_long", "detect_generic", "frame_to_data",
@@ -81,17 +86,32 @@ def detect_generic(path: Path) -> bool:
     return "query_id" in cols and bool(cols & {"model", "llm"}) and "score" in cols
 
 
-def read_long_table(path) -> tuple[pd.DataFrame, int]:
-    """Read a long-table file; returns ``(frame, row_offset)`` for error row numbers."""
+# spellings of a missing number in a CSV score/cost field (pandas' defaults); in every other
+# column only an empty field is missing, so an id or text "NA", "None" or "null" stays text
+_NUMBER_NA = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+              "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+
+
+def read_long_table(path) -> tuple[pd.DataFrame, RowOffset]:
+    """Read a long-table file; returns ``(frame, row_offset)`` for error row numbers.
+
+    ``row_offset`` is an int (parquet: 1) or a function of the 0-based record index giving
+    its file line (CSV, whose quoted fields may span lines; JSONL, whose blank lines are
+    skipped), as :func:`recsys_router.long_table.row_number` takes. In a CSV file only an
+    empty field is missing, except in ``score``/``cost`` where ``NA``, ``NaN``, ``null``
+    and pandas' other spellings of a missing number are too.
+    """
     path = Path(path)
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
+        na = {c: (_NUMBER_NA if c in ("score", "cost") else [""]) for c in csv_header(path)}
         return read_csv(path, dtype={"query_id": str, "model": str, "llm": str},
-                        keep_default_na=True), 2
+                        keep_default_na=False, na_values=na), CsvLines(path)
     if suf == ".parquet":
         return read_parquet(path), 1
     if suf in (".jsonl", ".jsonl.gz"):
-        return read_jsonl(path), 1
+        df, lines = read_jsonl_lines(path)
+        return df, lambda i: int(lines[i])
     raise DataValidationError(f"unsupported file type {suf!r}; expected one of {LONG_SUFFIXES}",
                               source=str(path))
 
@@ -112,7 +132,8 @@ def _normalise_columns(df: pd.DataFrame, source: str) -> pd.DataFrame:
 TEXT_MODES = ("error", "first", "longest")
 
 
-def _check_texts(df: pd.DataFrame, source: str, offset: int, texts: str = "error") -> pd.DataFrame:
+def _check_texts(df: pd.DataFrame, source: str, offset: RowOffset,
+                 texts: str = "error") -> pd.DataFrame:
     """Resolve queries whose rows carry different non-null texts.
 
     ``texts="error"`` raises naming both rows and the ``texts`` option; ``"first"`` keeps the
@@ -133,7 +154,7 @@ def _check_texts(df: pd.DataFrame, source: str, offset: int, texts: str = "error
     if texts == "error":
         qid = uniq.loc[dup, "query_id"].iloc[0]
         rows = uniq.index[(uniq["query_id"] == qid).to_numpy()][:2]
-        r1, r2 = (int(r) + offset for r in rows)
+        r1, r2 = (row_number(int(r), offset) for r in rows)
         raise DataValidationError(
             f"query {qid!r} has two different texts (rows {r1} and {r2}; {n_ids} such query ids); "
             f"a query id must carry one text: fix the file or pass -o texts=first|longest "
@@ -153,7 +174,7 @@ def _check_texts(df: pd.DataFrame, source: str, offset: int, texts: str = "error
 
 
 def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str = "error",
-                  row_offset: int = 0, meta: dict | None = None, texts: str = "error",
+                  row_offset: RowOffset = 0, meta: dict | None = None, texts: str = "error",
                   max_cells: int | None = None) -> RoutingData:
     """Validate a long DataFrame (aliases allowed) and build a :class:`RoutingData`.
 

@@ -1,0 +1,72 @@
+"""Where a record is in its file: the line a CSV record starts on (a quoted field may span
+several lines) and the line of a JSON-lines record (blank lines are skipped), so that error
+messages name the line a user sees in an editor.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["csv_record_lines", "CsvLines"]
+
+
+def _open_text(path: Path):
+    if str(path).lower().endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+def csv_record_lines(path, header_lines: int = 1) -> np.ndarray:
+    """The 1-based file line on which each data record of a CSV file starts.
+
+    Records are read with the :mod:`csv` module, so a quoted field holding newlines makes
+    its record span several lines; blank lines are skipped (as ``pandas.read_csv`` does).
+
+    Example
+    -------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.csv")
+    >>> _ = open(p, "w").write('a,b\\n"one\\ntwo",1\\n\\n3,4\\n')
+    >>> csv_record_lines(p).tolist()
+    [2, 5]
+    """
+    old = csv.field_size_limit()
+    csv.field_size_limit(1 << 30)
+    lines = []
+    try:
+        with _open_text(Path(path)) as fh:
+            reader = csv.reader(fh)
+            for _ in range(header_lines):
+                next(reader, None)
+            end = reader.line_num
+            for rec in reader:
+                if rec:
+                    lines.append(end + 1)
+                end = reader.line_num
+    finally:
+        csv.field_size_limit(old)
+    return np.asarray(lines, dtype=np.int64)
+
+
+class CsvLines:
+    """A row-number function for :func:`recsys_router.long_table.row_number`: maps a 0-based
+    record index of a CSV file to its file line. The file is scanned only when a row number
+    is first asked for (on the error path), so reading a valid file costs nothing more."""
+
+    def __init__(self, path, header_lines: int = 1):
+        self.path, self.header_lines = Path(path), header_lines
+        self._lines: np.ndarray | None = None
+
+    def __call__(self, index: int) -> int:
+        if self._lines is None:
+            try:
+                self._lines = csv_record_lines(self.path, self.header_lines)
+            except (OSError, csv.Error, UnicodeDecodeError, EOFError):
+                self._lines = np.zeros(0, dtype=np.int64)
+        if 0 <= index < len(self._lines):
+            return int(self._lines[index])
+        return int(index) + 1 + self.header_lines  # the file could not be scanned
