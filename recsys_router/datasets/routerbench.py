@@ -30,7 +30,13 @@ in ``meta["merged_records"]`` as ``(kept query_id, merged sample_id, file)``; no
 dropped silently. Result on the CSV folder: 3,176 queries x 11 LLMs, 154 unobserved cells.
 
 A query id is the ``sample_id`` when that id maps to one key, else
-``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``. LLM sizes (billions of
+``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``; two different keys that would
+get one id (a generated id equal to another record's ``sample_id``) are an error naming
+both records.
+
+Scores and costs must be numbers: an empty field (NaN in the pickle) is a missing score
+(not observed) or an unknown cost; any other text (``n/a``), an infinite value or a
+negative cost is an error naming the file, the record's line and the column. LLM sizes (billions of
 parameters) are parsed from the names where present (``llama-2-70b`` -> 70).
 """
 
@@ -47,6 +53,7 @@ from ..data import RoutingData
 from ..errors import DataValidationError
 from ._common import (csv_header, order_files, parse_size, read_csv, require_trust,
                       task_split_from_stem, text_hash)
+from ._rows import csv_record_lines
 from .registry import register
 
 __all__ = ["load_routerbench", "load_routerbench_zs", "routerbench_frame_to_data",
@@ -142,23 +149,15 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     if merged_list:
         log.warning("%s: %d records repeat an earlier record's prompt and were merged into it "
                     "(duplicates=%r): %s", source, len(merged_list), duplicates, merged_list[:10])
-    # scores: validate numeric, then long form of observed cells
-    num = {}
-    for c in llms:
-        col = pd.to_numeric(frame[c], errors="coerce")
-        badm = col.isna().to_numpy() & frame[c].notna().to_numpy()
-        if badm.any():
-            i = int(np.flatnonzero(badm)[0])
-            raise DataValidationError(f"score {frame[c].iloc[i]!r} is not a number",
-                                      source=str(files[i]), row=int(rows[i]), column=c)
-        num[c] = col.to_numpy(dtype=np.float64)
-    S = np.column_stack([num[c] for c in llms])
+    _check_unique_ids(qid, key, rows, files)
+    # scores and costs: validate, naming the file and record, then long form of observed cells
+    S = np.column_stack([_numbers(frame, c, "score", rows, files) for c in llms])
     has_cost = any(f"{c}|total_cost" in frame.columns for c in llms)
     C = None
     if has_cost:
-        C = np.column_stack([pd.to_numeric(frame[f"{c}|total_cost"], errors="coerce").to_numpy(
-            dtype=np.float64) if f"{c}|total_cost" in frame.columns else np.full(len(frame), np.nan)
-            for c in llms])
+        C = np.column_stack([_numbers(frame, f"{c}|total_cost", "cost", rows, files)
+                             if f"{c}|total_cost" in frame.columns else np.full(len(frame), np.nan)
+                             for c in llms])
     i, j = np.nonzero(~np.isnan(S))
     long = pd.DataFrame({"query_id": qid.to_numpy()[i], "model": np.asarray(llms, dtype=object)[j],
                          "score": S[i, j]})
@@ -187,6 +186,41 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     return data
 
 
+def _numbers(frame: pd.DataFrame, column: str, what: str, rows, files) -> np.ndarray:
+    """A score or cost column as floats (missing = NaN); a value that is not a number, is
+    infinite or (a cost) negative raises naming the file, the record's row and the column."""
+    raw = frame[column]
+    col = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.isnan(col) & raw.notna().to_numpy()
+    with np.errstate(invalid="ignore"):
+        bad |= np.isinf(col) | ((col < 0) if what == "cost" else False)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        val = raw.iloc[i]
+        val = val.item() if isinstance(val, np.generic) else val
+        want = "a finite number >= 0 (empty = unknown)" if what == "cost" else \
+            "a finite number (empty = not observed)"
+        raise DataValidationError(f"{what} {val!r} is not {want} ({int(bad.sum())} such records "
+                                  f"in this column)", source=str(files[i]), row=int(rows[i]),
+                                  column=column)
+    return col
+
+
+def _check_unique_ids(qid: pd.Series, key: pd.Series, rows, files) -> None:
+    """Refuse two different prompts that end up with one query id (a generated
+    ``<sample_id>#<hash>`` id equal to another record's sample_id, or a hash collision)."""
+    pairs = pd.DataFrame({"q": qid.to_numpy(), "k": key.to_numpy()}).drop_duplicates()
+    clash = pairs["q"].duplicated(keep=False).to_numpy()
+    if clash.any():
+        q = pairs["q"].to_numpy()[clash][0]
+        i, j = (int(r) for r in pairs.index[(pairs["q"] == q).to_numpy()][:2])
+        raise DataValidationError(
+            f"query id {q!r} would name two different prompts: the record at {files[i]}, row "
+            f"{rows[i]} and this one; a query id '<sample_id>#<hash>' made for a sample_id with "
+            f"several prompts equals another record's sample_id (or two prompts share a hash). "
+            f"Rename one sample_id", source=str(files[j]), row=int(rows[j]), column="sample_id")
+
+
 def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
     cols = {}
     for c in llms:
@@ -202,7 +236,8 @@ def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    df = read_csv(path)
+    # only an empty field is missing: a cost "n/a" or an id "NA" is not read as NaN
+    df = read_csv(path, keep_default_na=False, na_values={c: [""] for c in csv_header(path)})
     return df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed:")])
 
 
@@ -254,7 +289,8 @@ def load_routerbench_zs(path, identity: str = "prompt", duplicates: str = "first
         df = _read_csv(f)
         df["split"] = task_split_from_stem(f.stem)[1]
         frames.append(df)
-        rows.append(np.arange(len(df)) + 2)  # file line: header is line 1
+        lines = csv_record_lines(f)  # file line where each record starts: header is line 1
+        rows.append(lines if len(lines) == len(df) else np.arange(len(df)) + 2)
         names.append(np.full(len(df), str(f), dtype=object))
     cols = list(dict.fromkeys(c for df in frames for c in df.columns))
     frame = pd.concat([df.reindex(columns=cols) for df in frames], ignore_index=True)
