@@ -10,6 +10,7 @@ import pytest
 import pandas as pd
 
 from recsys_router.data import RoutingData
+from recsys_router.datasets._common import read_csv
 from recsys_router.datasets.generic import load_generic, write_long
 from recsys_router.errors import DataValidationError
 
@@ -102,3 +103,16 @@ def test_csv_keeps_na_like_ids_and_texts_as_text(tmp_path):
     p.write_text("query_id,model,score,cost,task\nq1,a,1,NA,\nq1,b,0,,t\n", encoding="utf-8")
     d = load_generic(p)
     assert np.isnan(d.costs).all() and d.queries["task"].tolist() == ["t"]
+
+
+def test_csv_header_naming_a_column_twice_is_refused(tmp_path):
+    p = tmp_path / "dup.csv"
+    p.write_text("query_id,model,score,score\nq1,a,1,0\n", encoding="utf-8")
+    with pytest.raises(DataValidationError) as err:
+        load_generic(p)
+    assert (err.value.source, err.value.row, err.value.column) == (str(p), 1, "score")
+    assert "names column 'score' twice" in str(err.value)
+    # blank header names (an unnamed index column) may repeat
+    p.write_text(",,query_id,model,score\n0,0,q1,a,1\n", encoding="utf-8")
+    assert read_csv(p).columns.tolist() == ["Unnamed: 0", "Unnamed: 1", "query_id", "model",
+                                            "score"]

@@ -103,7 +103,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
       the first field the index and shift every column: costs become scores; with
       ``usecols`` it would drop the extra field).
     * A header of more than :data:`MAX_CSV_COLUMNS` names is refused before parsing (pandas'
-      time grows with the square of the column count).
+      time grows with the square of the column count); so is a header naming a column
+      twice (pandas would rename the second ``score.1``).
     * Text that is not UTF-8, malformed quoting, an empty file and any other parse failure
       raise :class:`DataValidationError` naming the file (and the line when known).
 
@@ -123,7 +124,14 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
     line 3 has 3 fields but the header has 2
     """
     path = Path(path)
-    names = _column_names(csv_header(path))
+    header = csv_header(path)
+    seen = set()
+    for h in header:
+        if h.strip() and h in seen:
+            raise DataValidationError(f"the header names column {h!r} twice; expected each "
+                                      f"column name once", source=str(path), row=1, column=h)
+        seen.add(h)
+    names = _column_names(header)
     n_header = len(names)
     if n_header > MAX_CSV_COLUMNS:
         raise DataValidationError(
