@@ -11,7 +11,7 @@ import pandas as pd
 
 from recsys_router.data import RoutingData
 from recsys_router.datasets._common import read_csv
-from recsys_router.datasets.generic import load_generic, write_long
+from recsys_router.datasets.generic import load_generic, long_losses, write_long
 from recsys_router.errors import DataValidationError
 
 NAN = np.nan
@@ -116,3 +116,40 @@ def test_csv_header_naming_a_column_twice_is_refused(tmp_path):
     p.write_text(",,query_id,model,score\n0,0,q1,a,1\n", encoding="utf-8")
     assert read_csv(p).columns.tolist() == ["Unnamed: 0", "Unnamed: 1", "query_id", "model",
                                             "score"]
+
+
+# ---------------------------------------------------------------- what a long table cannot hold
+def test_write_long_warns_of_what_it_cannot_hold(tmp_path, caplog):
+    llms = pd.DataFrame({"name": ["a", "b", "c"], "input_price": [1.0, 2.0, 3.0],
+                         "size": [7, 13, 70]})
+    d = RoutingData(["q1", "q2", "q3"], llms, [[1, 0, NAN], [NAN, NAN, NAN], [0, 1, NAN]])
+    assert long_losses(d) == [
+        "1 queries with no observed score have no record and are not written: ['q2']",
+        "1 LLMs with no observed score have no record and are not written: ['c']",
+        "LLM columns ['input_price', 'size'] have no place in the long format and are not "
+        "written"]
+    with caplog.at_level(logging.WARNING, logger="recsys_router.datasets.generic"):
+        back = load_generic(write_long(d, tmp_path / "a.parquet"))
+    assert back.shape == (2, 2) and "['q2']" in caplog.text and "['c']" in caplog.text
+    caplog.clear()
+    write_long(d, tmp_path / "b.csv", warn=False)
+    assert caplog.text == ""
+    full = RoutingData(["q1"], ["a"], [[1.0]])
+    assert long_losses(full) == []
+
+
+def test_cli_convert_counts_what_it_wrote_and_says_what_it_left_out(tmp_path, capsys):
+    from recsys_router.cli import main
+    (tmp_path / "rl" / "mmlu").mkdir(parents=True)
+    # three MMLU items; the second has neither LLM graded
+    (tmp_path / "rl" / "mmlu" / "mmlu_x.csv").write_text(
+        'prompt,m-7b,gpt-x\n"one\ntwo",True,False\nthree,,\nfour,False,True\n', encoding="utf-8")
+    out = tmp_path / "o.csv"
+    assert main(["data", "convert", str(tmp_path / "rl"), "-o", "benchmark=mmlu", "--to",
+                 str(out)]) == 0
+    got = capsys.readouterr()
+    assert "wrote 4 records (2 queries x 2 LLMs)" in got.out
+    assert ("note: 1 queries with no observed score have no record and are not written: "
+            "['mmlu/x/1']") in got.err
+    assert "LLM columns ['size']" in got.err  # m-7b: 7 (billions), parsed from the name
+    assert load_generic(out).query_ids == ["mmlu/x/0", "mmlu/x/2"]

@@ -19,7 +19,8 @@ number. In a CSV file only an empty field is missing, so ids and texts such as `
 
 :func:`write_long` writes ``RoutingData.to_long()`` atomically; reading it back with
 :func:`load_generic` gives the same matrices (LLM order is the order of first appearance,
-which equals the original order whenever the first query has every LLM observed).
+which equals the original order whenever the first query has every LLM observed), less
+what the format cannot hold (:func:`long_losses`, warned about when writing).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_write
@@ -37,7 +39,8 @@ from ._common import csv_header, read_csv, read_jsonl_lines, read_parquet
 from ._rows import CsvLines
 from .registry import register
 
-__all__ = ["load_generic", "read_long_table", "write_long", "detect_generic", "frame_to_data",
+__all__ = ["load_generic", "read_long_table", "write_long", "long_losses", "detect_generic",
+           "frame_to_data",
            "LONG_SUFFIXES", "TEXT_MODES"]
 
 log = logging.getLogger(__name__)
@@ -241,12 +244,44 @@ def load_generic(path, duplicates: str = "error", name: str | None = None, texts
                          row_offset=offset, texts=texts, max_cells=max_cells)
 
 
-def write_long(data: RoutingData, path) -> Path:
+def long_losses(data: RoutingData) -> list[str]:
+    """What of ``data`` a long table cannot hold, in words (empty when nothing is lost).
+
+    A long table has one record per observed (query, LLM) cell, so a query or an LLM with
+    no observed score has no record; and it has no place for LLM metadata (prices, sizes,
+    descriptions, other LLM columns).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, np.nan], [np.nan, np.nan]])
+    >>> long_losses(d)
+    ["1 queries with no observed score have no record and are not written: ['q2']", "1 LLMs with no observed score have no record and are not written: ['b']"]
+    """
+    notes = []
+    obs = data.observed
+    for what, empty, ids in (("queries", ~obs.any(axis=1), data.query_ids),
+                             ("LLMs", ~obs.any(axis=0), data.llm_names)):
+        if empty.any():
+            named = [ids[i] for i in np.flatnonzero(empty)[:5]]
+            more = ", ..." if empty.sum() > 5 else ""
+            notes.append(f"{int(empty.sum())} {what} with no observed score have no record and "
+                         f"are not written: {str(named)[:-1]}{more}]")
+    meta = [c for c in data.llms.columns if c != "name" and data.llms[c].notna().any()]
+    if meta:
+        notes.append(f"LLM columns {meta} have no place in the long format and are not written")
+    return notes
+
+
+def write_long(data: RoutingData, path, *, warn: bool = True) -> Path:
     """Write ``data.to_long()`` to ``path`` atomically (:func:`recsys_router.atomic.atomic_write`:
     a temp file tagged with this process id, then ``os.replace``; temp files of killed
     earlier writes are removed first).
 
-    The format follows the suffix: ``.csv``, ``.csv.gz``, ``.parquet`` or ``.jsonl``.
+    The format follows the suffix: ``.csv``, ``.csv.gz``, ``.parquet`` or ``.jsonl``. What
+    the long format cannot hold (:func:`long_losses`: queries and LLMs without an observed
+    score, LLM prices/sizes) is logged as a warning unless ``warn=False`` (the caller then
+    reports it).
 
     Returns
     -------
@@ -261,6 +296,9 @@ def write_long(data: RoutingData, path) -> Path:
     if suf not in LONG_SUFFIXES:
         raise ValueError(f"{path}: unsupported output type; use one of {', '.join(LONG_SUFFIXES)}")
     df = data.to_long()
+    if warn:
+        for note in long_losses(data):
+            log.warning("%s: %s", path, note)
     with atomic_write(path) as tmp:
         if suf == ".csv":
             df.to_csv(tmp, index=False)
