@@ -34,9 +34,11 @@ LONG_RESERVED = ("model", "score", "cost", "query_text", "llm", "prompt", "categ
 RowOffset = Union[int, Callable[[int], int]]
 
 
-def row_number(index: int, row_offset: RowOffset = 0) -> int:
+def row_number(index: int, row_offset: RowOffset = 0, column: str | None = None) -> int:
     """The row to report for the 0-based record ``index``: ``index + row_offset``, or
-    ``row_offset(index)`` when it is a function (file lines of multi-line records).
+    ``row_offset(index)`` when it is a function (file lines of multi-line records); a
+    function with a ``field_line(index, column)`` method gives the line of that column's
+    field when ``column`` is known.
 
     Example
     -------
@@ -44,6 +46,9 @@ def row_number(index: int, row_offset: RowOffset = 0) -> int:
     (5, 9)
     """
     if callable(row_offset):
+        field_line = getattr(row_offset, "field_line", None)
+        if field_line is not None and column is not None:
+            return int(field_line(int(index), column))
         return int(row_offset(int(index)))
     return int(index) + int(row_offset)
 
@@ -120,7 +125,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         if na.any():
             raise DataValidationError(f"empty {col}; expected a value on every record",
                                       source=source, column=col,
-                                      row=row_number(int(np.flatnonzero(na)[0]), row_offset))
+                                      row=row_number(int(np.flatnonzero(na)[0]), row_offset, col))
     score = _numeric(df["score"])
     bad = ~np.isfinite(score)
     if bad.any():
@@ -129,7 +134,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         raw = raw.item() if isinstance(raw, np.generic) else raw
         raise DataValidationError(f"score {raw!r} is not a finite number "
                                   f"({int(bad.sum())} such records)", source=source,
-                                  row=row_number(r, row_offset), column="score")
+                                  row=row_number(r, row_offset, "score"), column="score")
     _check_float32(score, df["score"], "score", source, row_offset)
     cost = None
     if "cost" in df.columns:
@@ -140,7 +145,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         if badc.any():
             r = int(np.flatnonzero(badc)[0])
             raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
-                                      source=source, row=row_number(r, row_offset), column="cost")
+                                      source=source, row=row_number(r, row_offset, "cost"),
+                                      column="cost")
         _check_float32(cost, df["cost"], "cost", source, row_offset)
     for col in ("query_id", "model", "task", "split"):
         if col in df.columns:
@@ -154,7 +160,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             bad = int(np.flatnonzero(lookup < 0)[0])
             r = int(np.flatnonzero(mcodes_raw == bad)[0])
             raise DataValidationError(f"LLM {mnames[bad]!r} is not in the LLM table",
-                                      source=source, row=row_number(r, row_offset), column="model")
+                                      source=source, row=row_number(r, row_offset, "model"),
+                                      column="model")
         mcodes = lookup[mcodes_raw]
         llm_table = llms
     else:
@@ -278,7 +285,7 @@ def _check_float32(values: np.ndarray, raw: pd.Series, name: str, source, row_of
         raise DataValidationError(f"{name} {val!r} is beyond the float32 range (|x| <= "
                                   f"{F32_MAX:.4g}) the matrices are stored in "
                                   f"({int(big.sum())} such records)", source=source,
-                                  row=row_number(r, row_offset), column=name)
+                                  row=row_number(r, row_offset, name), column=name)
 
 
 def float32_matrix(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
@@ -327,7 +334,7 @@ def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> N
         r = int(np.flatnonzero(bad)[0])
         raise DataValidationError(f"{type(col.iloc[r]).__name__} value {str(col.iloc[r])[:60]!r}; "
                                   f"expected a single string or number", source=source,
-                                  row=row_number(r, row_offset), column=name)
+                                  row=row_number(r, row_offset, name), column=name)
 
 
 def _numeric(col: pd.Series) -> np.ndarray:

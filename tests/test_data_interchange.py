@@ -153,3 +153,17 @@ def test_cli_convert_counts_what_it_wrote_and_says_what_it_left_out(tmp_path, ca
             "['mmlu/x/1']") in got.err
     assert "LLM columns ['size']" in got.err  # m-7b: 7 (billions), parsed from the name
     assert load_generic(out).query_ids == ["mmlu/x/0", "mmlu/x/2"]
+
+
+def test_csv_error_names_the_line_of_the_field_after_a_multi_line_text(tmp_path):
+    p = tmp_path / "f.csv"
+    # record 2 starts on line 3; its text spans lines 3-4, so its score is on line 4
+    p.write_text('query_id,query_text,model,score\nq1,x,a,1\nq2,"two\nlines",a,oops\n',
+                 encoding="utf-8")
+    with pytest.raises(DataValidationError) as err:
+        load_generic(p)
+    assert (err.value.row, err.value.column) == (4, "score")
+    p.write_text('query_id,query_text,model,score\nq1,"two\nlines",,1\n', encoding="utf-8")
+    with pytest.raises(DataValidationError, match="empty model") as err:
+        load_generic(p)
+    assert err.value.row == 3

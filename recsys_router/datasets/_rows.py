@@ -54,12 +54,52 @@ def csv_record_lines(path, header_lines: int = 1) -> np.ndarray:
 
 class CsvLines:
     """A row-number function for :func:`recsys_router.long_table.row_number`: maps a 0-based
-    record index of a CSV file to its file line. The file is scanned only when a row number
-    is first asked for (on the error path), so reading a valid file costs nothing more."""
+    record index of a CSV file to the file line where it starts, and (:meth:`field_line`)
+    a record's field to the line it is on. The file is scanned only when a row number is
+    asked for (on the error path), so reading a valid file costs nothing more."""
 
     def __init__(self, path, header_lines: int = 1):
         self.path, self.header_lines = Path(path), header_lines
         self._lines: np.ndarray | None = None
+
+    def field_line(self, index: int, column: str | None) -> int:
+        """The file line of field ``column`` of record ``index``: its start line plus the
+        line breaks inside the quoted fields before that column (the record's start line
+        when the column is not in the header).
+
+        Example
+        -------
+        >>> import tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "x.csv")
+        >>> _ = open(p, "w").write('text,score\\nok,1\\n"a\\nb\\nc",oops\\n')
+        >>> CsvLines(p).field_line(1, "score"), CsvLines(p).field_line(1, "text")
+        (5, 3)
+        """
+        start = self(index)
+        if column is None:
+            return start
+        old = csv.field_size_limit()
+        csv.field_size_limit(1 << 30)
+        try:
+            with _open_text(self.path) as fh:
+                reader = csv.reader(fh)
+                header = next(reader, None) or []
+                for _ in range(self.header_lines - 1):
+                    next(reader, None)
+                if column not in header:
+                    return start
+                pos, k = header.index(column), 0
+                for rec in reader:
+                    if not rec:
+                        continue
+                    if k == index:
+                        return start + sum(f.count("\n") for f in rec[:pos])
+                    k += 1
+        except (OSError, csv.Error, UnicodeDecodeError, EOFError):
+            pass
+        finally:
+            csv.field_size_limit(old)
+        return start
 
     def __call__(self, index: int) -> int:
         if self._lines is None:

@@ -68,8 +68,8 @@ def _int_column(df: pd.DataFrame, col: str, source: Path) -> pd.Series:
         v = raw.iloc[i]
         v = v.item() if isinstance(v, np.generic) else v
         raise DataValidationError(f"{col} {v!r} is not an integer id (a whole number within "
-                                  f"int64)", source=str(source), row=CsvLines(source)(i),
-                                  column=col)
+                                  f"int64)", source=str(source),
+                                  row=CsvLines(source).field_line(i, col), column=col)
     if raw.dtype.kind in "iuf":
         return raw.astype(np.int64)
     return pd.Series([_as_int(v) for v in raw.tolist()], index=raw.index, dtype=np.int64)
@@ -105,16 +105,18 @@ def _unique_ids(df: pd.DataFrame, id_col: str, value_col: str, source: Path) -> 
     dup = pairs[id_col].duplicated(keep=False).to_numpy()
     if dup.any():
         key = pairs[id_col].to_numpy()[dup][0]
-        i, j = (int(r) for r in np.flatnonzero((df[id_col] == key).to_numpy())[:2])
-        # the first two records of this id may agree: find the first that differs
+        mine = (df[id_col] == key).to_numpy()
+        i = int(np.flatnonzero(mine)[0])
+        # the first record that differs from the first one of this id
         same = df[value_col].astype(str).to_numpy() == str(df[value_col].iloc[i])
-        j = int(np.flatnonzero((df[id_col] == key).to_numpy() & ~same)[0])
+        j = int(np.flatnonzero(mine & ~same)[0])
         lines = CsvLines(source)
+        li, lj = lines.field_line(i, id_col), lines.field_line(j, id_col)
         raise DataValidationError(
-            f"{id_col} {key} is listed twice with different {value_col}s (lines {lines(i)} "
-            f"and {lines(j)}): {str(df[value_col].iloc[i])[:60]!r} and "
+            f"{id_col} {key} is listed twice with different {value_col}s (lines {li} and "
+            f"{lj}): {str(df[value_col].iloc[i])[:60]!r} and "
             f"{str(df[value_col].iloc[j])[:60]!r}; expected one {value_col} per {id_col}",
-            source=str(source), row=lines(j), column=id_col)
+            source=str(source), row=lj, column=id_col)
     n = len(df) - len(pairs)
     if n:
         log.warning("%s: %d repeated identical (%s, %s) rows kept once", source, n, id_col,
@@ -206,7 +208,8 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
         if unknown.any():
             i = int(np.flatnonzero(unknown.to_numpy())[0])
             raise DataValidationError(f"model_id {df['model_id'].iloc[i]} is not in "
-                                      f"{order_f.name}", source=str(f), row=CsvLines(f)(i),
+                                      f"{order_f.name}", source=str(f),
+                                      row=CsvLines(f).field_line(i, "model_id"),
                                       column="model_id")
     # validate labels per file so errors name the right file and row
     for df, f in zip(frames, files):
@@ -217,7 +220,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
             v = df["label"].iloc[i]
             v = v.item() if isinstance(v, np.generic) else v
             raise DataValidationError(f"label {v!r} is not a finite number", source=str(f),
-                                      row=CsvLines(f)(i), column="label")
+                                      row=CsvLines(f).field_line(i, "label"), column="label")
         df["label"] = lab
     full = pd.concat(frames, ignore_index=True)
     llms = pd.DataFrame({"name": names.to_numpy(), "model_id": names.index.to_numpy()})

@@ -157,7 +157,7 @@ def _check_texts(df: pd.DataFrame, source: str, offset: RowOffset,
     if texts == "error":
         qid = uniq.loc[dup, "query_id"].iloc[0]
         rows = uniq.index[(uniq["query_id"] == qid).to_numpy()][:2]
-        r1, r2 = (row_number(int(r), offset) for r in rows)
+        r1, r2 = (row_number(int(r), offset, "query_text") for r in rows)
         raise DataValidationError(
             f"query {qid!r} has two different texts (rows {r1} and {r2}; {n_ids} such query ids); "
             f"a query id must carry one text: fix the file or pass -o texts=first|longest "

@@ -53,7 +53,7 @@ from ..data import RoutingData
 from ..errors import DataValidationError
 from ._common import (csv_header, order_files, parse_size, read_csv, require_trust,
                       task_split_from_stem, text_hash)
-from ._rows import csv_record_lines
+from ._rows import CsvLines
 from .registry import register
 
 __all__ = ["load_routerbench", "load_routerbench_zs", "routerbench_frame_to_data",
@@ -112,12 +112,13 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     strict_prompt : bool
         Require ``prompt`` to be a non-empty list (literal); else raise naming the row.
     rows, files : array, optional
-        Row numbers and file names per record for error messages.
+        Row numbers and file names per record for error messages; ``rows`` may also be a
+        function ``(record index, column) -> line``.
     """
     if identity not in ("prompt", "text"):
         raise ValueError(f"identity must be 'prompt' or 'text', got {identity!r}")
     frame = frame.reset_index(drop=True)
-    rows = np.arange(len(frame)) if rows is None else np.asarray(rows)
+    rows = np.arange(len(frame)) if rows is None else (rows if callable(rows) else np.asarray(rows))
     files = np.full(len(frame), source, dtype=object) if files is None else np.asarray(files)
     for col in ("sample_id", "prompt"):
         if col not in frame.columns:
@@ -134,7 +135,8 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
         i = bad[0]
         raise DataValidationError(f"prompt {str(frame['prompt'].iloc[i])[:60]!r} is not a list of "
                                   f"strings (expected e.g. \"['question text']\"; {len(bad)} such rows)",
-                                  source=str(files[i]), row=int(rows[i]), column="prompt")
+                                  source=str(files[i]), row=_line(rows, i, "prompt"),
+                                  column="prompt")
     text = pd.Series([p[0] for p in prompts], dtype=object)
     key = text if identity == "text" else pd.Series(["\x1f".join(p) for p in prompts], dtype=object)
     sid = frame["sample_id"].astype(str)
@@ -186,6 +188,12 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     return data
 
 
+def _line(rows, i: int, column: str) -> int:
+    """The row to report for record ``i``: ``rows[i]``, or ``rows(i, column)`` (the file
+    line of that field) when ``rows`` is a function."""
+    return int(rows(int(i), column)) if callable(rows) else int(rows[i])
+
+
 def _numbers(frame: pd.DataFrame, column: str, what: str, rows, files) -> np.ndarray:
     """A score or cost column as floats (missing = NaN); a value that is not a number, is
     infinite or (a cost) negative raises naming the file, the record's row and the column."""
@@ -201,7 +209,7 @@ def _numbers(frame: pd.DataFrame, column: str, what: str, rows, files) -> np.nda
         want = "a finite number >= 0 (empty = unknown)" if what == "cost" else \
             "a finite number (empty = not observed)"
         raise DataValidationError(f"{what} {val!r} is not {want} ({int(bad.sum())} such records "
-                                  f"in this column)", source=str(files[i]), row=int(rows[i]),
+                                  f"in this column)", source=str(files[i]), row=_line(rows, i, column),
                                   column=column)
     return col
 
@@ -216,9 +224,10 @@ def _check_unique_ids(qid: pd.Series, key: pd.Series, rows, files) -> None:
         i, j = (int(r) for r in pairs.index[(pairs["q"] == q).to_numpy()][:2])
         raise DataValidationError(
             f"query id {q!r} would name two different prompts: the record at {files[i]}, row "
-            f"{rows[i]} and this one; a query id '<sample_id>#<hash>' made for a sample_id with "
+            f"{_line(rows, i, 'sample_id')} and this one; a query id '<sample_id>#<hash>' made for a sample_id with "
             f"several prompts equals another record's sample_id (or two prompts share a hash). "
-            f"Rename one sample_id", source=str(files[j]), row=int(rows[j]), column="sample_id")
+            f"Rename one sample_id", source=str(files[j]), row=_line(rows, j, "sample_id"),
+            column="sample_id")
 
 
 def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
@@ -284,20 +293,26 @@ def load_routerbench_zs(path, identity: str = "prompt", duplicates: str = "first
     files = order_files(path.glob("*.csv")) if path.is_dir() else [path]
     if not files or not files[0].exists():
         raise FileNotFoundError(f"{path}: no RouterBench CSV files found")
-    frames, rows, names = [], [], []
-    for f in files:
+    frames, locs, names = [], [], []
+    for k, f in enumerate(files):
         df = _read_csv(f)
         df["split"] = task_split_from_stem(f.stem)[1]
         frames.append(df)
-        lines = csv_record_lines(f)  # file line where each record starts: header is line 1
-        rows.append(lines if len(lines) == len(df) else np.arange(len(df)) + 2)
+        locs.append(np.stack([np.full(len(df), k), np.arange(len(df))], axis=1))
         names.append(np.full(len(df), str(f), dtype=object))
+    lines = [CsvLines(f) for f in files]
+    loc = np.concatenate(locs)
+
+    def rows(i: int, column: str) -> int:  # file line of a record's field (error path only)
+        k, r = loc[i]
+        return lines[k].field_line(int(r), column)
+
     cols = list(dict.fromkeys(c for df in frames for c in df.columns))
     frame = pd.concat([df.reindex(columns=cols) for df in frames], ignore_index=True)
     return routerbench_frame_to_data(frame, source=str(path), name="routerbench_zs",
                                      identity=identity, duplicates=duplicates,
                                      with_responses=with_responses, strict_prompt=True,
-                                     rows=np.concatenate(rows), files=np.concatenate(names))
+                                     rows=rows, files=np.concatenate(names))
 
 
 def detect_routerbench_pickle(path: Path) -> bool:
