@@ -36,6 +36,7 @@ class RoutingData:
     llms : pandas.DataFrame or sequence of str
         One row per LLM with column ``name`` (unique) and optionally ``input_price``,
         ``output_price`` (USD per 1M tokens), ``size`` (billions of parameters), ``description``.
+        Prices and sizes are finite numbers >= 0 or missing (unknown).
     scores : array-like, shape (n_queries, n_llms)
         Performance; NaN marks an unobserved cell. Stored as float32.
     costs : array-like, shape (n_queries, n_llms), optional
@@ -138,13 +139,19 @@ class RoutingData:
         for col in ("input_price", "output_price", "size"):
             if col not in llms.columns:
                 llms[col] = np.nan
-            llms[col] = pd.to_numeric(llms[col], errors="coerce").astype(float)
-            bad = llms[col] < 0
+            raw = llms[col]
+            num = pd.to_numeric(raw, errors="coerce").astype(float)
+            bad = (num.isna() & raw.notna()) | np.isinf(num) | (num < 0)
             if bad.any():
                 row = int(np.flatnonzero(bad.to_numpy())[0])
-                raise DataValidationError(f"negative {col} {llms[col].iloc[row]} for LLM "
-                                          f"{llms['name'].iloc[row]!r}; expected >= 0",
-                                          source=source, row=row, column=col)
+                val = raw.iloc[row]
+                val = val.item() if isinstance(val, np.generic) else val
+                msg = (f"negative {col} {num.iloc[row]} for LLM {llms['name'].iloc[row]!r}; "
+                       f"expected >= 0" if num.iloc[row] < 0 else
+                       f"{col} {val!r} for LLM {llms['name'].iloc[row]!r} is not a finite "
+                       f"number >= 0 (missing = unknown)")
+                raise DataValidationError(msg, source=source, row=row, column=col)
+            llms[col] = num
         if "description" not in llms.columns:
             llms["description"] = None
         return llms

@@ -167,3 +167,16 @@ def test_csv_error_names_the_line_of_the_field_after_a_multi_line_text(tmp_path)
     with pytest.raises(DataValidationError, match="empty model") as err:
         load_generic(p)
     assert err.value.row == 3
+
+
+@pytest.mark.parametrize("col, bad, shown", [("input_price", "five dollars", "'five dollars'"),
+                                             ("output_price", np.inf, "inf"),
+                                             ("size", "70B", "'70B'"), ("size", -np.inf, "-inf")])
+def test_llm_prices_and_sizes_must_be_finite_numbers(col, bad, shown):
+    llms = pd.DataFrame({"name": ["a", "b"], col: [1.0, bad]})
+    with pytest.raises(DataValidationError, match=rf"{col} {shown} for LLM 'b' is not a finite "
+                                                  rf"number >= 0|negative {col} -inf") as err:
+        RoutingData(["q1"], llms, [[1, 0]])
+    assert (err.value.row, err.value.column) == (1, col)
+    ok = RoutingData(["q1"], pd.DataFrame({"name": ["a", "b"], col: ["0.5", None]}), [[1, 0]])
+    assert ok.llms[col].iloc[0] == 0.5 and np.isnan(ok.llms[col].iloc[1])

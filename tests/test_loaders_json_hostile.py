@@ -66,3 +66,35 @@ def test_routerdc_fields_named_like_loader_columns_are_kept_apart(tmp_path, capl
                                                   "train", 0.5)
     assert list(d.queries.columns).count("file") == 1
     assert "record fields ['file', 'query_id', 'split', 'task', 'text']" in caplog.text
+
+
+def _llmrouter(tmp_path, prices, query="A"):
+    _dump(tmp_path / "dcrouter_train.json", [{"question": "A", "scores": {"x": 1, "y": 0}}])
+    _dump(tmp_path / "default_llm.json", {"x": {"input_price": prices[0], "output_price": 1.0},
+                                          "y": {"input_price": prices[1], "output_price": 2.0}})
+    (tmp_path / "default_query_train.jsonl").write_text(
+        "\n" + json.dumps({"task_name": "t", "query": query}) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("bad, shown", [("Infinity", "'Infinity' is not a finite number >= 0"),
+                                        (float("inf"), "inf is not a finite number >= 0"),
+                                        ("NaN", "'NaN' is not a finite number >= 0"),
+                                        (-1, "-1 is not a finite number >= 0"),
+                                        (True, "True is not a number")])
+def test_llmrouter_bad_price_names_the_price_field(tmp_path, bad, shown):
+    _llmrouter(tmp_path, [0.5, bad])
+    with pytest.raises(DataValidationError, match=f"input_price {shown}") as err:
+        load_llmrouter(tmp_path)
+    assert err.value.source == str(tmp_path / "default_llm.json")
+    assert err.value.column == "y.input_price"
+
+
+def test_llmrouter_null_price_is_unknown_and_list_query_refused(tmp_path):
+    d = load_llmrouter(_llmrouter(tmp_path, [0.5, None]))
+    assert d.llms["input_price"].tolist()[0] == 0.5 and np.isnan(d.llms["input_price"][1])
+    assert d.queries["task"].tolist() == ["t"]
+    _llmrouter(tmp_path, [0.5, 1.0], query=["A", "B"])
+    with pytest.raises(DataValidationError, match="query must be a string, got list") as err:
+        load_llmrouter(tmp_path)
+    assert err.value.row == 2 and err.value.source.endswith("default_query_train.jsonl")
