@@ -192,14 +192,17 @@ class RoutingData:
     @classmethod
     def from_long(cls, df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
                   name: str = "data", source: str | None = None, meta: dict | None = None,
-                  row_offset: RowOffset = 0, max_cells: int | None = None) -> "RoutingData":
+                  row_offset: RowOffset = 0, max_cells: int | None = None,
+                  labels: str = "error") -> "RoutingData":
         """Build from a long table with one row per (query, LLM) record.
 
         Parameters
         ----------
         df : pandas.DataFrame
             Columns ``query_id``, ``model``, ``score``; optional ``cost``, ``text``, ``task``,
-            ``split`` and extra per-query columns (first non-null value per query is kept);
+            ``split`` and extra per-query columns (first non-null value per query is kept;
+            two different ``task`` or ``split`` labels on one query's records are an error
+            unless ``labels="first"``);
             ``query_text`` (the name :meth:`to_long` writes) is read as ``text``. Queries and
             LLMs are ordered by first appearance, or by category order for categorical
             ``query_id`` / ``model`` columns (the fast path for very large tables).
@@ -214,6 +217,9 @@ class RoutingData:
         max_cells : int, optional
             Refuse a table whose ids span a larger queries x LLMs matrix (default:
             :func:`recsys_router.long_table.cell_limit`, linear in the records).
+        labels : {"error", "first"}
+            A query with two different ``task``/``split`` labels: raise naming both rows,
+            or keep the first (logged).
 
         Returns
         -------
@@ -228,7 +234,7 @@ class RoutingData:
         """
         queries, llm_table, scores, costs, n_dup = long_to_matrix(
             df, duplicates=duplicates, llms=None if llms is None else cls._make_llms(llms, source),
-            name=name, source=source, row_offset=row_offset, max_cells=max_cells)
+            name=name, source=source, row_offset=row_offset, max_cells=max_cells, labels=labels)
         return cls(queries, llm_table, scores, costs, name=name, source=source,
                    meta={**(meta or {}), "merged_duplicates": n_dup})
 

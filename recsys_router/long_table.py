@@ -81,7 +81,7 @@ def cell_limit(n_records: int, max_cells: int | None = None) -> int:
 
 def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
                    name: str = "data", source: str | None = None, row_offset: RowOffset = 0,
-                   max_cells: int | None = None):
+                   max_cells: int | None = None, labels: str = "error"):
     """Pivot a validated long table into query/LLM tables and score/cost matrices.
 
     Parameters
@@ -99,6 +99,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         index to the row to report (e.g. the file line of a multi-line CSV record).
     max_cells : int, optional
         Refuse tables whose ids span more cells than this (default :func:`cell_limit`).
+    labels : {"error", "first"}
+        A query whose records carry two different ``task`` or ``split`` labels: raise
+        naming both rows, or keep the first (logged).
 
     Returns
     -------
@@ -114,6 +117,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     """
     if duplicates not in DUPLICATE_MODES:
         raise ValueError(f"duplicates must be one of {DUPLICATE_MODES}, got {duplicates!r}")
+    if labels not in ("error", "first"):
+        raise ValueError(f"labels must be 'error' or 'first', got {labels!r}")
     for col in ("query_id", "model", "score"):
         if col not in df.columns:
             raise DataValidationError(f"missing required column {col!r}; columns present: "
@@ -223,6 +228,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     # name written by to_long, is read as "text")
     if "query_text" in df.columns and "text" not in df.columns:
         df = df.rename(columns={"query_text": "text"})
+    for col in ("task", "split"):
+        if col in df.columns:
+            _check_labels(df[col], qcodes, qids, col, labels, source, row_offset)
     qcols = [c for c in df.columns if c not in ("query_id", "model", "score", "cost")]
     queries = pd.DataFrame({"query_id": list(qids)})
     if qcols:  # one grouped pass over every per-query column (every code 0..nq-1 occurs)
@@ -323,6 +331,32 @@ def float32_matrix(a, name: str, shape: tuple[int, int] | None, source: str | No
         raise DataValidationError(f"{name} has shape {arr.shape}, expected {shape} (queries x LLMs)",
                                   source=source, column=name)
     return arr
+
+
+def _check_labels(col: pd.Series, qcodes: np.ndarray, qids, name: str, labels: str, source,
+                  row_offset: RowOffset) -> None:
+    """A query whose records carry two different non-null ``task``/``split`` labels: raise
+    naming both rows (``labels="error"``) or log and keep the first (``"first"``)."""
+    has = col.notna().to_numpy()
+    if not has.any():
+        return
+    vals = col.astype(object)[has].astype(str).to_numpy()
+    pairs = pd.DataFrame({"q": qcodes[has], "v": vals, "r": np.flatnonzero(has)})
+    uniq = pairs.drop_duplicates(["q", "v"])
+    clash = uniq["q"].duplicated(keep=False).to_numpy()
+    if not clash.any():
+        return
+    n = int(uniq.loc[clash, "q"].nunique())
+    if labels == "first":
+        log.warning("%s: %d queries carry different %s labels on their records; kept the first "
+                    "of each", source, n, name)
+        return
+    q = int(uniq["q"].to_numpy()[clash][0])
+    (r1, v1), (r2, v2) = uniq.loc[uniq["q"] == q, ["r", "v"]].to_numpy()[:2].tolist()
+    raise DataValidationError(
+        f"query {qids[q]!r} has two different {name} labels, {v1!r} (row "
+        f"{row_number(r1, row_offset, name)}) and {v2!r} ({n} such queries); a query carries one "
+        f"{name}: fix the file", source=source, row=row_number(r2, row_offset, name), column=name)
 
 
 def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> None:

@@ -180,3 +180,47 @@ def test_llm_prices_and_sizes_must_be_finite_numbers(col, bad, shown):
     assert (err.value.row, err.value.column) == (1, col)
     ok = RoutingData(["q1"], pd.DataFrame({"name": ["a", "b"], col: ["0.5", None]}), [[1, 0]])
     assert ok.llms[col].iloc[0] == 0.5 and np.isnan(ok.llms[col].iloc[1])
+
+
+# ---------------------------------------------------------------- per-query labels and texts
+@pytest.mark.parametrize("col", ["split", "task"])
+def test_conflicting_labels_of_one_query_are_refused_naming_both_rows(tmp_path, col):
+    p = tmp_path / "l.csv"
+    p.write_text(f"query_id,model,score,{col}\nq1,a,1,x\nq2,a,0,x\nq1,b,0,\nq1,c,1,y\n",
+                 encoding="utf-8")
+    with pytest.raises(DataValidationError, match=rf"query 'q1' has two different {col} labels, "
+                                                  rf"'x' \(row 2\) and 'y'") as err:
+        load_generic(p)
+    assert (err.value.row, err.value.column) == (5, col)
+    df = pd.DataFrame({"query_id": ["q1", "q1"], "model": ["a", "b"], "score": [1.0, 0.0],
+                       col: ["x", "y"]})
+    d = RoutingData.from_long(df, labels="first")  # documented opt-out: the first label
+    assert d.queries[col].tolist() == ["x"]
+
+
+@pytest.mark.parametrize("text, kind", [(["hello"], "list"), ({"role": "user"}, "dict"),
+                                        (42, "int"), (True, "bool")])
+def test_query_text_must_be_a_string(tmp_path, text, kind):
+    import json
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps({"query_id": "q0", "model": "a", "score": 1, "query_text": "fine"})
+                 + "\n\n" + json.dumps({"query_id": "q1", "model": "a", "score": 1,
+                                        "query_text": text}) + "\n", encoding="utf-8")
+    with pytest.raises(DataValidationError, match=f"query_text must be a string or null, got "
+                                                  f"{kind}") as err:
+        load_generic(p)
+    assert (err.value.row, err.value.column) == (3, "query_text")
+
+
+def test_lone_surrogate_escape_names_the_line(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_text('{"query_id": "q1", "model": "a", "score": 1, "query_text": "\\ud83d\\ude00"}\n'
+                 '\n{"query_id": "q2", "model": "a", "score": 1, "query_text": "x \\ud83d y"}\n',
+                 encoding="utf-8")
+    with pytest.raises(DataValidationError, match="lone UTF-16 surrogate") as err:
+        load_generic(p)
+    assert err.value.row == 3
+    p.write_text('{"query_id": "q1", "model": "a", "score": 1, "query_text": "\\ud83d\\ude00"}\n'
+                 '{"query_id": "q2", "model": "a", "score": 1, "query_text": "a\\\\ud83d"}\n',
+                 encoding="utf-8")
+    assert load_generic(p).texts == ["\U0001F600", "a\\ud83d"]  # a pair; an escaped backslash

@@ -98,3 +98,13 @@ def test_llmrouter_null_price_is_unknown_and_list_query_refused(tmp_path):
     with pytest.raises(DataValidationError, match="query must be a string, got list") as err:
         load_llmrouter(tmp_path)
     assert err.value.row == 2 and err.value.source.endswith("default_query_train.jsonl")
+
+
+def test_routerdc_lone_surrogate_names_file_line_and_record(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text('[{"question": "A \\ud83d\\ude00", "scores": {"x": 1}},\n'
+                 ' {"question": "B \\udc00", "scores": {"x": 0}}]', encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"lone UTF-16 surrogate\) is not text \(record "
+                                                  r"1 of the list") as err:
+        load_routerdc(tmp_path)
+    assert err.value.row == 2 and err.value.source == str(f)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
-import json
 import logging
 import re
 import zlib
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataValidationError
+from ._json import read_json, read_jsonl, read_jsonl_lines
 
 __all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "read_jsonl_lines", "require_columns",
            "parse_size", "task_split_from_stem", "text_hash", "first_non_utf8_line", "order_files", "SPLIT_ORDER", "resolve_file", "log_merged"]
@@ -238,72 +238,6 @@ def require_trust(path: Path, trust_pickle: bool) -> None:
             "refusing to unpickle: a pickle runs code of the file's choosing while it loads; if "
             "you trust where this file came from, pass --trust-pickle (trust_pickle=True)",
             source=str(path))
-
-
-def read_json(path: Path):
-    """Parse a JSON file; a syntax error names the file, line and column; non-UTF-8 text and
-    nesting too deep to parse are refused with the file named."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataValidationError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-                                  source=str(path), row=exc.lineno) from None
-    except UnicodeDecodeError:
-        raise _not_utf8(Path(path)) from None
-    except RecursionError:
-        raise DataValidationError("JSON nested too deeply to read", source=str(path)) from None
-
-
-def read_jsonl(path: Path) -> pd.DataFrame:
-    """Read a JSON-lines file into a DataFrame (one record per line).
-
-    A line that is not a JSON object raises :class:`DataValidationError` naming its line
-    number (1-based). Blank lines are skipped.
-    """
-    try:
-        return _read_jsonl(path)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
-
-
-def read_jsonl_lines(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped)."""
-    try:
-        return _read_jsonl(path, with_lines=True)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
-
-
-def _read_jsonl(path: Path, with_lines: bool = False):
-    records, lines = [], []
-    with _open_bytes(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataValidationError(f"byte 0x{raw[exc.start]:02x} is not UTF-8 text; expected "
-                                          f"a UTF-8 encoded file", source=str(path),
-                                          row=lineno) from None
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataValidationError(f"invalid JSON on this line: {exc.msg}", source=str(path),
-                                          row=lineno) from None
-            except RecursionError:
-                raise DataValidationError("JSON nested too deeply to read", source=str(path),
-                                          row=lineno) from None
-            if not isinstance(rec, dict):
-                raise DataValidationError(f"expected a JSON object per line, got {type(rec).__name__}",
-                                          source=str(path), row=lineno)
-            records.append(rec)
-            lines.append(lineno)
-    if not records:
-        raise DataValidationError("no records: the file is empty", source=str(path))
-    df = pd.DataFrame.from_records(records)
-    return (df, np.asarray(lines, dtype=np.int64)) if with_lines else df
 
 
 def require_columns(df: pd.DataFrame, columns, source, what: str = "column") -> None:

@@ -1,17 +1,19 @@
-"""Where a record is in its file: the line a CSV record starts on (a quoted field may span
-several lines) and the line of a JSON-lines record (blank lines are skipped), so that error
-messages name the line a user sees in an editor.
+"""Where a record is in its file: the line a CSV record or field is on (a quoted field may
+span several lines), and the line of a JSON escape that is not text (a lone surrogate), so
+that error messages name the line a user sees in an editor.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import json
+import re
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["csv_record_lines", "CsvLines"]
+__all__ = ["csv_record_lines", "CsvLines", "lone_surrogate_line"]
 
 
 def _open_text(path: Path):
@@ -110,3 +112,33 @@ class CsvLines:
         if 0 <= index < len(self._lines):
             return int(self._lines[index])
         return int(index) + 1 + self.header_lines  # the file could not be scanned
+
+
+# a UTF-16 surrogate escape in JSON text: a high one not followed by a low one, or a low one
+# not preceded by a high one, decodes to a lone surrogate, which is not text (no encoding
+# holds it: pyarrow and every UTF-8 writer fail on it)
+_LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def lone_surrogate_line(text: str, parsed) -> int | None:
+    """The 1-based line of ``text`` (JSON) holding an escape that decodes to a lone UTF-16
+    surrogate, or None when ``parsed`` (the decoded value) is all valid text.
+
+    Example
+    -------
+    >>> import json
+    >>> t = '{"a": "ok"}\\n{"b": "\\\\ud83d alone"}'
+    >>> lone_surrogate_line(t, [json.loads(x) for x in t.splitlines()])
+    2
+    >>> lone_surrogate_line('"\\\\ud83d\\\\ude00"', "\\U0001F600") is None
+    True
+    """
+    m = _LONE_SURROGATE.search(text)
+    if m is None:
+        return None
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+        return None  # e.g. an escaped backslash before "u": not a surrogate escape
+    except UnicodeEncodeError:
+        return text.count("\n", 0, m.start()) + 1

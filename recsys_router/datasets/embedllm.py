@@ -19,7 +19,8 @@ the 2.7 GB ``train.csv`` is parsed without its repeated prompt texts.
 The same prompt can be listed under several category variants, giving repeated
 (prompt, model) records: the ``duplicates`` rule picks the value (default ``"first"`` in
 file order train, val, test; ``"mean"`` averages); the number merged is logged and kept in
-``meta["merged_duplicates"]``. No costs are published.
+``meta["merged_duplicates"]``. Such a prompt's task and split are those of its first
+record (the number of prompts with several is logged). No costs are published.
 """
 
 from __future__ import annotations
@@ -232,7 +233,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
     if need_prompt and "prompt" in full.columns:
         long["text"] = full["prompt"].to_numpy()
     data = RoutingData.from_long(long, duplicates=duplicates, llms=llms, name="embedllm",
-                                 source=str(path))
+                                 source=str(path), labels="first")
     if data.meta.get("merged_duplicates"):
         log.warning("%s: %d repeated (prompt, model) records merged with duplicates=%r", path,
                     data.meta["merged_duplicates"], duplicates)

@@ -176,6 +176,24 @@ def _check_texts(df: pd.DataFrame, source: str, offset: RowOffset,
     return df
 
 
+def _check_text_types(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
+    """Each ``query_text`` is a string or missing: a number, boolean, list or object is
+    refused naming its row."""
+    if "query_text" not in df.columns:
+        return
+    col = df["query_text"]
+    if pd.api.types.is_string_dtype(col.dtype) and col.dtype != object:
+        return  # a string column (pandas 3 CSV): nothing else can be in it
+    ok = col.map(lambda v: isinstance(v, str) or v is None or v is pd.NA
+                 or (isinstance(v, float) and v != v)).to_numpy(dtype=bool)
+    if not ok.all():
+        r = int(np.flatnonzero(~ok)[0])
+        v = col.iloc[r]
+        raise DataValidationError(f"query_text must be a string or null, got "
+                                  f"{type(v).__name__} {str(v)[:60]!r}", source=source,
+                                  row=row_number(r, offset, "query_text"), column="query_text")
+
+
 def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str = "error",
                   row_offset: RowOffset = 0, meta: dict | None = None, texts: str = "error",
                   max_cells: int | None = None) -> RoutingData:
@@ -189,6 +207,7 @@ def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str =
         if col not in df.columns:
             raise DataValidationError(f"missing required column {col!r}; columns present: "
                                       f"{list(df.columns)}", source=source, column=col)
+    _check_text_types(df, source, row_offset)
     df = _check_texts(df, source, row_offset, texts)
     df = df.rename(columns={"query_text": "text"})
     return RoutingData.from_long(df, duplicates=duplicates, name=name, source=source,
