@@ -4,10 +4,12 @@ observed on it, by the oracle and every router, under every protocol.
 :func:`mask_predictions` makes every policy (argmax, willingness-to-pay, budget, threshold)
 avoid the unobserved LLMs without changing the policies: an unobserved cell's predicted
 score becomes one below the lowest predicted score of the query's observed LLMs, and its
-predicted cost a hair (one part in a million, at least 1e-12) above the highest predicted cost
-among them. Such an LLM is then strictly worse than some observed one in score and strictly
-dearer, so no policy picks it, even on ties, and the sweep grids (built from predicted scores
-and costs) move by at most one score unit.
+predicted cost a hair (one part in a million, at least 1e-12) above the highest known (not
+NaN) predicted cost among them. Such an LLM is then strictly worse than some observed one in
+score and strictly dearer, so no policy picks it, even on ties, and the sweep grids (built
+from predicted scores and costs) move by at most one score unit. Where no observed LLM of a
+query has a known predicted cost, the masked cost stays NaN (unknown) like theirs, and the
+policies choose on the scores, where the masked LLM is the worst.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def mask_predictions(scores: np.ndarray, costs: np.ndarray | None,
     ...                         np.array([[False, True, True]]))
     >>> s.tolist(), c.tolist()
     ([[-0.8, 0.2, 0.5]], [[3.000003, 3.0, 2.0]])
+    >>> mask_predictions(np.array([[0.9, 0.6, 0.5]]), np.array([[5.0, np.nan, 1.0]]),
+    ...                  np.array([[False, True, True]]))[1].tolist()
+    [[1.000001, nan, 1.0]]
     """
     obs = np.asarray(observed, dtype=bool)
     if not obs.any(axis=1).all():
@@ -53,8 +58,13 @@ def mask_predictions(scores: np.ndarray, costs: np.ndarray | None,
     if costs is None:
         return s, None
     c = np.asarray(costs, dtype=np.float64)
-    high = np.max(np.where(obs, c, -np.inf), axis=1, keepdims=True)
-    high = high + np.maximum(np.abs(high) * 1e-6, 1e-12)
+    known = obs & np.isfinite(c)   # an unknown (NaN) predicted cost is no ceiling
+    high = np.max(np.where(known, c, -np.inf), axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        high = high + np.maximum(np.abs(high) * 1e-6, 1e-12)
+    # a row without any known observed cost keeps the masked cost unknown too: a finite one
+    # would make it the only LLM with a known cost there, which wtp and budget prefer
+    high = np.where(np.isfinite(high), high, np.nan)
     return s, np.where(obs, c, high)
 
 

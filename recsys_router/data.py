@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import sparse
 
 from .errors import DataValidationError
-from .long_table import long_to_matrix
+from .long_table import RowOffset, float32_matrix, long_to_matrix, matrix_to_long
 from .splitting import split_indices
 
 __all__ = ["RoutingData", "LLM_COLUMNS", "QUERY_COLUMNS"]
@@ -23,22 +23,6 @@ log = logging.getLogger(__name__)
 
 QUERY_COLUMNS = ("query_id", "text", "task", "split")
 LLM_COLUMNS = ("name", "input_price", "output_price", "size", "description")
-
-
-def _as_float32(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
-    try:
-        arr = np.asarray(a, dtype=np.float32)
-    except (ValueError, TypeError) as err:
-        raise DataValidationError(f"{name} must be a rectangular numeric (queries x LLMs) array; "
-                                  f"got ragged rows or non-numeric values ({err})", source=source,
-                                  column=name) from err
-    if arr.ndim != 2:
-        raise DataValidationError(f"{name} must be a 2-D (queries x LLMs) array, got shape {arr.shape}",
-                                  source=source, column=name)
-    if shape is not None and arr.shape != shape:
-        raise DataValidationError(f"{name} has shape {arr.shape}, expected {shape} (queries x LLMs)",
-                                  source=source, column=name)
-    return arr
 
 
 class RoutingData:
@@ -52,6 +36,7 @@ class RoutingData:
     llms : pandas.DataFrame or sequence of str
         One row per LLM with column ``name`` (unique) and optionally ``input_price``,
         ``output_price`` (USD per 1M tokens), ``size`` (billions of parameters), ``description``.
+        Prices and sizes are finite numbers >= 0 or missing (unknown).
     scores : array-like, shape (n_queries, n_llms)
         Performance; NaN marks an unobserved cell. Stored as float32.
     costs : array-like, shape (n_queries, n_llms), optional
@@ -87,8 +72,8 @@ class RoutingData:
             raise DataValidationError("no queries: expected at least one query row", source=source)
         if shape[1] == 0:
             raise DataValidationError("no LLMs: expected at least one LLM", source=source)
-        self.scores = _as_float32(scores, "scores", shape, source)
-        self.costs = None if costs is None else _as_float32(costs, "costs", shape, source)
+        self.scores = float32_matrix(scores, "scores", shape, source)
+        self.costs = None if costs is None else float32_matrix(costs, "costs", shape, source)
         self._validate_values(require_observed)
 
     @classmethod
@@ -154,13 +139,19 @@ class RoutingData:
         for col in ("input_price", "output_price", "size"):
             if col not in llms.columns:
                 llms[col] = np.nan
-            llms[col] = pd.to_numeric(llms[col], errors="coerce").astype(float)
-            bad = llms[col] < 0
+            raw = llms[col]
+            num = pd.to_numeric(raw, errors="coerce").astype(float)
+            bad = (num.isna() & raw.notna()) | np.isinf(num) | (num < 0)
             if bad.any():
                 row = int(np.flatnonzero(bad.to_numpy())[0])
-                raise DataValidationError(f"negative {col} {llms[col].iloc[row]} for LLM "
-                                          f"{llms['name'].iloc[row]!r}; expected >= 0",
-                                          source=source, row=row, column=col)
+                val = raw.iloc[row]
+                val = val.item() if isinstance(val, np.generic) else val
+                msg = (f"negative {col} {num.iloc[row]} for LLM {llms['name'].iloc[row]!r}; "
+                       f"expected >= 0" if num.iloc[row] < 0 else
+                       f"{col} {val!r} for LLM {llms['name'].iloc[row]!r} is not a finite "
+                       f"number >= 0 (missing = unknown)")
+                raise DataValidationError(msg, source=source, row=row, column=col)
+            llms[col] = num
         if "description" not in llms.columns:
             llms["description"] = None
         return llms
@@ -201,14 +192,17 @@ class RoutingData:
     @classmethod
     def from_long(cls, df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
                   name: str = "data", source: str | None = None, meta: dict | None = None,
-                  row_offset: int = 0, max_cells: int | None = None) -> "RoutingData":
+                  row_offset: RowOffset = 0, max_cells: int | None = None,
+                  labels: str = "error") -> "RoutingData":
         """Build from a long table with one row per (query, LLM) record.
 
         Parameters
         ----------
         df : pandas.DataFrame
             Columns ``query_id``, ``model``, ``score``; optional ``cost``, ``text``, ``task``,
-            ``split`` and extra per-query columns (first non-null value per query is kept);
+            ``split`` and extra per-query columns (first non-null value per query is kept;
+            two different ``task`` or ``split`` labels on one query's records are an error
+            unless ``labels="first"``);
             ``query_text`` (the name :meth:`to_long` writes) is read as ``text``. Queries and
             LLMs are ordered by first appearance, or by category order for categorical
             ``query_id`` / ``model`` columns (the fast path for very large tables).
@@ -216,11 +210,16 @@ class RoutingData:
             What to do with repeated (query, LLM) records. ``"error"`` raises naming the rows.
         llms : pandas.DataFrame, optional
             LLM metadata (column ``name``); LLMs in it but absent from ``df`` are kept.
-        row_offset : int
-            Added to row numbers in error messages (e.g. 1 for files with a header line).
+        row_offset : int or callable
+            Added to row numbers in error messages (e.g. 1 for files with a header line),
+            or a function mapping a 0-based record index to the row to report (the file
+            line of a record that spans several lines).
         max_cells : int, optional
             Refuse a table whose ids span a larger queries x LLMs matrix (default:
             :func:`recsys_router.long_table.cell_limit`, linear in the records).
+        labels : {"error", "first"}
+            A query with two different ``task``/``split`` labels: raise naming both rows,
+            or keep the first (logged).
 
         Returns
         -------
@@ -235,7 +234,7 @@ class RoutingData:
         """
         queries, llm_table, scores, costs, n_dup = long_to_matrix(
             df, duplicates=duplicates, llms=None if llms is None else cls._make_llms(llms, source),
-            name=name, source=source, row_offset=row_offset, max_cells=max_cells)
+            name=name, source=source, row_offset=row_offset, max_cells=max_cells, labels=labels)
         return cls(queries, llm_table, scores, costs, name=name, source=source,
                    meta={**(meta or {}), "merged_duplicates": n_dup})
 
@@ -320,19 +319,19 @@ class RoutingData:
         return sparse.csr_matrix((mat[i, j], (i, j)), shape=self.shape, dtype=np.float32)
 
     def to_long(self) -> pd.DataFrame:
-        """Long table: one row per observed (query, LLM) cell, in the generic interchange format."""
-        i, j = np.nonzero(self.observed)
-        out = pd.DataFrame({"query_id": self.queries["query_id"].to_numpy()[i],
-                            "model": self.llms["name"].to_numpy()[j],
-                            "score": self.scores[i, j]})
-        if self.costs is not None:
-            out["cost"] = self.costs[i, j]
-        for col in self.queries.columns:
-            if col == "query_id" or self.queries[col].isna().all():
-                continue
-            target = "query_text" if col == "text" else col
-            out[target] = self.queries[col].to_numpy()[i]
-        return out
+        """Long table: one row per observed (query, LLM) cell, in the generic interchange format.
+
+        See :func:`recsys_router.long_table.matrix_to_long` (a query column named like a
+        record column is renamed, never overwrites it).
+
+        Example
+        -------
+        >>> q = pd.DataFrame({"query_id": ["q1"], "score": [0.5]})
+        >>> RoutingData(q, ["a"], [[1.0]]).to_long().columns.tolist()
+        ['query_id', 'model', 'score', 'query_score']
+        """
+        return matrix_to_long(self.queries, self.llms["name"], self.scores, self.costs,
+                              source=self.source or self.name)
 
     def selection_vectors(self, ratio: float = 0.95) -> np.ndarray:
         """RouterEval selection vectors, shape (n_queries, n_llms), float32 of 0/1.
@@ -458,17 +457,20 @@ class RoutingData:
         Parameters
         ----------
         ratios : sequence of float
-            Train/val/test fractions (2 or 3 values summing to 1) for a seeded random split.
+            Train/val/test fractions (2 or 3 finite values >= 0 summing to 1) for a seeded
+            random split.
         seed : int
             Random seed.
         column : str, optional
             Use this query column (e.g. ``"split"``) as given; its values become the keys.
             ``"validation"``/``"dev"`` are read as ``"val"``.
         ood_tasks : sequence of str, optional
-            Out-of-domain split: queries of these tasks form ``test``; the rest are split
-            into train/val by the first two ratios (renormalised).
+            Out-of-domain split: queries of these tasks form ``test``; the rest (queries
+            without a task included) are split into train/val by the first two ratios
+            (renormalised).
         stratify_task : bool
-            Split each task separately with the same ratios (in-domain per-task split).
+            Split each task separately with the same ratios (in-domain per-task split); the
+            queries without a task are one more group, so every query lands in a part.
 
         Returns
         -------

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Callable, Union
 
 import numpy as np
 import pandas as pd
 
 from .errors import DataValidationError
 
-__all__ = ["DUPLICATE_MODES", "long_to_matrix", "cell_limit", "MIN_CELLS", "CELLS_PER_RECORD"]
+__all__ = ["DUPLICATE_MODES", "long_to_matrix", "matrix_to_long", "cell_limit", "MIN_CELLS",
+           "CELLS_PER_RECORD", "LONG_RESERVED", "RowOffset", "row_number", "float32_matrix"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +26,31 @@ DUPLICATE_MODES = ("error", "mean", "first", "last")
 MIN_CELLS = 1 << 22            # 4.2M cells: 16 MB per float32 matrix
 CELLS_PER_RECORD = 64          # density >= 1/64 above that
 MAX_CELLS_ENV = "RECSYS_ROUTER_MAX_CELLS"
+# names a query column cannot keep in a long table: the record columns and the aliases the
+# generic reader maps onto a record column, the text or the task
+LONG_RESERVED = ("model", "score", "cost", "query_text", "llm", "prompt", "category", "eval_name")
+
+
+RowOffset = Union[int, Callable[[int], int]]
+
+
+def row_number(index: int, row_offset: RowOffset = 0, column: str | None = None) -> int:
+    """The row to report for the 0-based record ``index``: ``index + row_offset``, or
+    ``row_offset(index)`` when it is a function (file lines of multi-line records); a
+    function with a ``field_line(index, column)`` method gives the line of that column's
+    field when ``column`` is known.
+
+    Example
+    -------
+    >>> row_number(3, 2), row_number(3, lambda i: [2, 4, 5, 9][i])
+    (5, 9)
+    """
+    if callable(row_offset):
+        field_line = getattr(row_offset, "field_line", None)
+        if field_line is not None and column is not None:
+            return int(field_line(int(index), column))
+        return int(row_offset(int(index)))
+    return int(index) + int(row_offset)
 
 
 def cell_limit(n_records: int, max_cells: int | None = None) -> int:
@@ -53,8 +80,8 @@ def cell_limit(n_records: int, max_cells: int | None = None) -> int:
 
 
 def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.DataFrame | None = None,
-                   name: str = "data", source: str | None = None, row_offset: int = 0,
-                   max_cells: int | None = None):
+                   name: str = "data", source: str | None = None, row_offset: RowOffset = 0,
+                   max_cells: int | None = None, labels: str = "error"):
     """Pivot a validated long table into query/LLM tables and score/cost matrices.
 
     Parameters
@@ -67,10 +94,14 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         A checked LLM table (column ``name``) fixing the LLM order.
     name, source : str
         Used in log lines and error messages.
-    row_offset : int
-        Added to row numbers in error messages.
+    row_offset : int or callable
+        Added to row numbers in error messages, or a function mapping a 0-based record
+        index to the row to report (e.g. the file line of a multi-line CSV record).
     max_cells : int, optional
         Refuse tables whose ids span more cells than this (default :func:`cell_limit`).
+    labels : {"error", "first"}
+        A query whose records carry two different ``task`` or ``split`` labels: raise
+        naming both rows, or keep the first (logged).
 
     Returns
     -------
@@ -86,6 +117,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     """
     if duplicates not in DUPLICATE_MODES:
         raise ValueError(f"duplicates must be one of {DUPLICATE_MODES}, got {duplicates!r}")
+    if labels not in ("error", "first"):
+        raise ValueError(f"labels must be 'error' or 'first', got {labels!r}")
     for col in ("query_id", "model", "score"):
         if col not in df.columns:
             raise DataValidationError(f"missing required column {col!r}; columns present: "
@@ -96,8 +129,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         na = df[col].isna().to_numpy()
         if na.any():
             raise DataValidationError(f"empty {col}; expected a value on every record",
-                                      source=source, row=int(np.flatnonzero(na)[0]) + row_offset,
-                                      column=col)
+                                      source=source, column=col,
+                                      row=row_number(int(np.flatnonzero(na)[0]), row_offset, col))
     score = _numeric(df["score"])
     bad = ~np.isfinite(score)
     if bad.any():
@@ -106,7 +139,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         raw = raw.item() if isinstance(raw, np.generic) else raw
         raise DataValidationError(f"score {raw!r} is not a finite number "
                                   f"({int(bad.sum())} such records)", source=source,
-                                  row=r + row_offset, column="score")
+                                  row=row_number(r, row_offset, "score"), column="score")
+    _check_float32(score, df["score"], "score", source, row_offset)
     cost = None
     if "cost" in df.columns:
         cost = _numeric(df["cost"])
@@ -116,7 +150,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         if badc.any():
             r = int(np.flatnonzero(badc)[0])
             raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
-                                      source=source, row=r + row_offset, column="cost")
+                                      source=source, row=row_number(r, row_offset, "cost"),
+                                      column="cost")
+        _check_float32(cost, df["cost"], "cost", source, row_offset)
     for col in ("query_id", "model", "task", "split"):
         if col in df.columns:
             _check_scalar(df[col], col, source, row_offset)
@@ -129,7 +165,8 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             bad = int(np.flatnonzero(lookup < 0)[0])
             r = int(np.flatnonzero(mcodes_raw == bad)[0])
             raise DataValidationError(f"LLM {mnames[bad]!r} is not in the LLM table",
-                                      source=source, row=r + row_offset, column="model")
+                                      source=source, row=row_number(r, row_offset, "model"),
+                                      column="model")
         mcodes = lookup[mcodes_raw]
         llm_table = llms
     else:
@@ -160,9 +197,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             first = int(first_seen[flat[second]])
             raise DataValidationError(
                 f"duplicate record for query {qids[qcodes[second]]!r} and LLM "
-                f"{names[mcodes[second]]!r} (also at row {first + row_offset}); pass "
+                f"{names[mcodes[second]]!r} (also at row {row_number(first, row_offset)}); pass "
                 f"duplicates='mean'|'first'|'last' to merge ({n_dup} duplicate records)",
-                source=source, row=second + row_offset)
+                source=source, row=row_number(second, row_offset))
         log.info("%s: merged %d duplicate (query, LLM) records with duplicates=%r",
                  source or name, n_dup, duplicates)
         has = cnt > 0
@@ -191,6 +228,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     # name written by to_long, is read as "text")
     if "query_text" in df.columns and "text" not in df.columns:
         df = df.rename(columns={"query_text": "text"})
+    for col in ("task", "split"):
+        if col in df.columns:
+            _check_labels(df[col], qcodes, qids, col, labels, source, row_offset)
     qcols = [c for c in df.columns if c not in ("query_id", "model", "score", "cost")]
     queries = pd.DataFrame({"query_id": list(qids)})
     if qcols:  # one grouped pass over every per-query column (every code 0..nq-1 occurs)
@@ -200,7 +240,126 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             None if costs is None else costs.reshape(nq, nl), n_dup)
 
 
-def _check_scalar(col: pd.Series, name: str, source, row_offset: int) -> None:
+def matrix_to_long(queries: pd.DataFrame, names, scores: np.ndarray, costs: np.ndarray | None,
+                   *, source: str = "data") -> pd.DataFrame:
+    """Long table of the observed cells of a query x LLM matrix (the inverse of
+    :func:`long_to_matrix`).
+
+    Columns ``query_id``, ``model``, ``score`` (and ``cost``), then every query column that
+    has a value (``text`` written as ``query_text``). A query column whose name is in
+    :data:`LONG_RESERVED` (a record column, or an alias the generic reader maps onto one or
+    onto the text/task) is written as ``query_<name>`` (more ``query_`` prefixes until the
+    name is free) and a warning is logged: it never overwrites a record column. Queries and
+    LLMs with no observed score have no record.
+
+    Example
+    -------
+    >>> q = pd.DataFrame({"query_id": ["q1", "q2"], "model": ["j", "k"]})
+    >>> matrix_to_long(q, ["a"], np.array([[1.0], [np.nan]]), None).values.tolist()
+    [['q1', 'a', 1.0, 'j']]
+    """
+    i, j = np.nonzero(~np.isnan(scores))
+    out = pd.DataFrame({"query_id": queries["query_id"].to_numpy()[i],
+                        "model": np.asarray(names, dtype=object)[j], "score": scores[i, j]})
+    if costs is not None:
+        out["cost"] = costs[i, j]
+    cols = [c for c in queries.columns if c != "query_id" and not queries[c].isna().all()]
+    taken = {"query_id", "model", "score", "cost"} | {"query_text" if c == "text" else str(c)
+                                                      for c in cols}
+    for col in cols:
+        target = "query_text" if col == "text" else col
+        if col != "text" and target in LONG_RESERVED:
+            while target in taken:
+                target = f"query_{target}"
+            taken.add(target)
+            log.warning("%s: the query column %r has the name of a long-table record column; "
+                        "written as %r", source, col, target)
+        out[target] = queries[col].to_numpy()[i]
+    return out
+
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32(values: np.ndarray, raw: pd.Series, name: str, source, row_offset) -> None:
+    """Refuse finite values that float32 (the matrices' type) cannot hold: they would
+    become infinite when stored."""
+    with np.errstate(invalid="ignore"):
+        big = np.abs(values) > F32_MAX
+    if big.any():
+        r = int(np.flatnonzero(big)[0])
+        val = raw.iloc[r]
+        val = val.item() if isinstance(val, np.generic) else val
+        raise DataValidationError(f"{name} {val!r} is beyond the float32 range (|x| <= "
+                                  f"{F32_MAX:.4g}) the matrices are stored in "
+                                  f"({int(big.sum())} such records)", source=source,
+                                  row=row_number(r, row_offset, name), column=name)
+
+
+def float32_matrix(a, name: str, shape: tuple[int, int] | None, source: str | None) -> np.ndarray:
+    """``a`` as a float32 (queries x LLMs) matrix; a finite value beyond the float32 range
+    (it would become infinite) or a ragged, non-numeric or misshapen array is refused.
+
+    Example
+    -------
+    >>> float32_matrix([[1, 2]], "scores", (1, 2), None).dtype
+    dtype('float32')
+    """
+    try:
+        arr = np.asarray(a)
+        if arr.dtype != np.float32:
+            wide = np.asarray(arr, dtype=np.float64)
+            with np.errstate(invalid="ignore"):
+                big = np.isfinite(wide) & (np.abs(wide) > np.finfo(np.float32).max)
+            if big.any() and wide.ndim == 2:
+                i, j = np.argwhere(big)[0]
+                raise DataValidationError(
+                    f"{name[:-1]} {float(wide[i, j])!r} at query index {i}, LLM index {j} is beyond the "
+                    f"float32 range the matrices are stored in", source=source, row=int(i),
+                    column=name)
+            arr = wide.astype(np.float32)
+    except (ValueError, TypeError) as err:
+        if isinstance(err, DataValidationError):
+            raise
+        raise DataValidationError(f"{name} must be a rectangular numeric (queries x LLMs) array; "
+                                  f"got ragged rows or non-numeric values ({err})", source=source,
+                                  column=name) from err
+    if arr.ndim != 2:
+        raise DataValidationError(f"{name} must be a 2-D (queries x LLMs) array, got shape {arr.shape}",
+                                  source=source, column=name)
+    if shape is not None and arr.shape != shape:
+        raise DataValidationError(f"{name} has shape {arr.shape}, expected {shape} (queries x LLMs)",
+                                  source=source, column=name)
+    return arr
+
+
+def _check_labels(col: pd.Series, qcodes: np.ndarray, qids, name: str, labels: str, source,
+                  row_offset: RowOffset) -> None:
+    """A query whose records carry two different non-null ``task``/``split`` labels: raise
+    naming both rows (``labels="error"``) or log and keep the first (``"first"``)."""
+    has = col.notna().to_numpy()
+    if not has.any():
+        return
+    vals = col.astype(object)[has].astype(str).to_numpy()
+    pairs = pd.DataFrame({"q": qcodes[has], "v": vals, "r": np.flatnonzero(has)})
+    uniq = pairs.drop_duplicates(["q", "v"])
+    clash = uniq["q"].duplicated(keep=False).to_numpy()
+    if not clash.any():
+        return
+    n = int(uniq.loc[clash, "q"].nunique())
+    if labels == "first":
+        log.warning("%s: %d queries carry different %s labels on their records; kept the first "
+                    "of each", source, n, name)
+        return
+    q = int(uniq["q"].to_numpy()[clash][0])
+    (r1, v1), (r2, v2) = uniq.loc[uniq["q"] == q, ["r", "v"]].to_numpy()[:2].tolist()
+    raise DataValidationError(
+        f"query {qids[q]!r} has two different {name} labels, {v1!r} (row "
+        f"{row_number(r1, row_offset, name)}) and {v2!r} ({n} such queries); a query carries one "
+        f"{name}: fix the file", source=source, row=row_number(r2, row_offset, name), column=name)
+
+
+def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> None:
     """Refuse list, dict or array values in an id/label column (they cannot be keys)."""
     if col.dtype != object:
         return
@@ -209,7 +368,7 @@ def _check_scalar(col: pd.Series, name: str, source, row_offset: int) -> None:
         r = int(np.flatnonzero(bad)[0])
         raise DataValidationError(f"{type(col.iloc[r]).__name__} value {str(col.iloc[r])[:60]!r}; "
                                   f"expected a single string or number", source=source,
-                                  row=r + row_offset, column=name)
+                                  row=row_number(r, row_offset, name), column=name)
 
 
 def _numeric(col: pd.Series) -> np.ndarray:

@@ -86,7 +86,8 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
 def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
                   mask: np.ndarray | None = None) -> np.ndarray:
     """ORBIT budget policy: best predicted score among LLMs with ``c_hat <= C``; the
-    cheapest allowed LLM when none fits.
+    cheapest allowed LLM when none fits (the best predicted score when no allowed LLM has a
+    known cost, as :func:`wtp_policy` does).
 
     Example
     -------
@@ -105,6 +106,11 @@ def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
     if none_fit.any():
         cc = np.where(allowed, c, np.inf)[none_fit]
         choice[none_fit] = _tiebreak_argmax(-cc, None, None)
+        unknown = ~np.isfinite(cc).any(axis=1)
+        if unknown.any():  # no allowed LLM has a known cost: the best predicted score
+            rows = np.flatnonzero(none_fit)[unknown]
+            choice[rows] = _tiebreak_argmax(np.asarray(scores, dtype=np.float64)[rows], None,
+                                            allowed[rows])
     return choice
 
 

@@ -134,14 +134,24 @@ class ScoreScale:
         if len(kx) != len(ky) or len(kx) > MAX_KNOTS or (method == "rank" and len(kx) < 2):
             raise ValueError(f"score scale state: knots must be two equal lists of 2..{MAX_KNOTS} "
                              f"values, got {len(kx)} and {len(ky)}")
-        if len(kx) and (not np.isfinite(kx).all() or np.any(np.diff(kx) <= 0)
+        if len(kx) and (not np.isfinite(kx).all() or np.any(np.diff(kx) <= 0)):
+            raise ValueError("score scale state: knots_x must be finite and increasing")
+        if len(ky) and (not np.isfinite(ky).all() or ky.min() < 0 or ky.max() > 1
                         or np.any(np.diff(ky) < 0)):
-            raise ValueError("score scale state: knots must be finite and increasing")
+            raise ValueError(f"score scale state: knots_y must be finite, within [0, 1] and "
+                             f"non-decreasing (a CDF), got {ky.tolist()[:6]}")
         lo, hi = float(state.get("lo", 0.0)), float(state.get("hi", 1.0))
         if not (np.isfinite(lo) and np.isfinite(hi) and hi >= lo):
             raise ValueError(f"score scale state: bad range lo={lo!r}, hi={hi!r}")
-        return cls(kind, method, lo, hi, kx, ky, float(state.get("skewness", 0.0)),
-                   int(state.get("n_levels", 0)))
+        skew, n_levels = float(state.get("skewness", 0.0)), state.get("n_levels", 0)
+        if not np.isfinite(skew):
+            raise ValueError(f"score scale state: skewness must be finite, got {skew!r}")
+        whole = isinstance(n_levels, (int, np.integer)) or (
+            isinstance(n_levels, float) and np.isfinite(n_levels) and n_levels.is_integer())
+        if isinstance(n_levels, bool) or not whole or n_levels < 0:
+            raise ValueError(f"score scale state: n_levels must be a whole number >= 0, got "
+                             f"{n_levels!r}")
+        return cls(kind, method, lo, hi, kx, ky, skew, int(n_levels))
 
 
 def _rank_knots(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

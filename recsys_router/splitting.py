@@ -43,13 +43,14 @@ def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 
         return {k: np.flatnonzero((norm == k).to_numpy()) for k in dict.fromkeys(norm.tolist())}
     rng = np.random.default_rng(seed)
     ratios = _check_ratios(ratios)
+    tasks, has_task = _task_labels(queries)
     if ood_tasks is not None:
-        tasks = queries["task"].astype(str)
-        unknown = set(ood_tasks) - set(tasks)
+        present = set(tasks[has_task].tolist())
+        unknown = set(map(str, ood_tasks)) - present
         if unknown:
             raise DataValidationError(f"unknown OOD task(s) {sorted(unknown)}; tasks present: "
-                                      f"{sorted(set(tasks))}", source=source, column="task")
-        test_mask = tasks.isin(list(ood_tasks)).to_numpy()
+                                      f"{sorted(present)}", source=source, column="task")
+        test_mask = has_task & np.isin(tasks, [str(t) for t in ood_tasks])
         rest = np.flatnonzero(~test_mask)
         tr = ratios[0] / (ratios[0] + ratios[1]) if len(ratios) == 3 else 1.0
         perm = rng.permutation(rest)
@@ -57,7 +58,10 @@ def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 
         parts = {"train": perm[:n_tr], "val": perm[n_tr:], "test": np.flatnonzero(test_mask)}
     elif stratify_task:
         parts = {"train": [], "val": [], "test": []}
-        for _, idx in queries.groupby(queries["task"].astype(str)).indices.items():
+        groups = [np.flatnonzero(has_task & (tasks == t)) for t in sorted(set(tasks[has_task]))]
+        if not has_task.all():  # the queries without a task are one more group, split last
+            groups.append(np.flatnonzero(~has_task))
+        for idx in groups:
             for k, v in _random_parts(idx, ratios, rng).items():
                 parts[k].extend(v.tolist())
         parts = {k: np.sort(np.asarray(v, dtype=np.int64)) for k, v in parts.items()}
@@ -66,10 +70,25 @@ def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 
     return {k: np.sort(v) for k, v in parts.items() if len(v)}
 
 
+def _task_labels(queries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The task of each query as a string (``""`` where it has none) and a has-task mask."""
+    if "task" not in queries.columns:
+        return np.full(len(queries), "", dtype=object), np.zeros(len(queries), bool)
+    col = queries["task"]
+    has = col.notna().to_numpy()
+    labels = np.array([str(t) if h else "" for t, h in zip(col.tolist(), has)], dtype=object)
+    return labels, has
+
+
 def _check_ratios(ratios) -> tuple[float, ...]:
-    ratios = tuple(float(r) for r in ratios)
-    if len(ratios) not in (2, 3) or any(r < 0 for r in ratios) or abs(sum(ratios) - 1) > 1e-6:
-        raise ValueError(f"ratios must be 2 or 3 non-negative fractions summing to 1, got {ratios}")
+    try:
+        ratios = tuple(float(r) for r in ratios)
+    except (TypeError, ValueError):
+        raise ValueError(f"ratios must be 2 or 3 numbers, got {ratios!r}") from None
+    if len(ratios) not in (2, 3) or not all(np.isfinite(r) and r >= 0 for r in ratios) \
+            or abs(sum(ratios) - 1) > 1e-6:
+        raise ValueError(f"ratios must be 2 or 3 finite non-negative fractions summing to 1, "
+                         f"got {ratios}")
     return ratios
 
 

@@ -98,3 +98,19 @@ def test_cli_flags_turn_fallback_off_and_drop_incomplete_queries(tmp_path, capsy
         main(args + ["--missing", "guess", "--out", str(tmp_path / "bad")])
     assert exc.value.code == 2
     assert "invalid choice: 'guess'" in capsys.readouterr().err
+
+
+def test_unknown_predicted_cost_of_an_observed_llm_keeps_the_masked_cost_finite():
+    scores = np.array([[0.9, 0.6, 0.5], [0.9, 0.6, 0.5]])
+    costs = np.array([[5.0, np.nan, 1.0], [5.0, np.nan, np.nan]])
+    observed = np.array([[False, True, True], [False, True, True]])
+    s, c = mask_predictions(scores, costs, observed)
+    # row 0: one below the lowest observed score (0.5 - 1), a hair above the highest known
+    # observed cost (1.0 + 1e-6); row 1 has no known observed cost: the masked one stays unknown
+    np.testing.assert_allclose(s, [[-0.5, 0.6, 0.5], [-0.5, 0.6, 0.5]])
+    np.testing.assert_allclose(c[0], [1.000001, np.nan, 1.0])
+    assert np.isnan(c[1]).all()
+    for w in (0.0, 0.5, 100.0):
+        assert observed[[0, 1], wtp_policy(s, c, w)].all()
+    for budget in (0.5, 1.0, 2.0):
+        assert observed[[0, 1], budget_policy(s, c, budget)].all()

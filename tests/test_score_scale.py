@@ -91,6 +91,21 @@ def test_state_round_trip_and_hostile_states():
             ScoreScale.from_state(state)
 
 
+@pytest.mark.parametrize("field, value", [
+    ("knots_y", [0.0, float("nan"), 1.0]), ("knots_y", [0.0, 0.5, 7.0]),
+    ("knots_y", [float("nan")] * 3), ("knots_y", [-0.5, 0.5, 1.0]), ("knots_y", [0.0, 0.8, 0.4]),
+    ("skewness", float("nan")), ("n_levels", -1), ("n_levels", 2.5), ("n_levels", True)])
+def test_stored_state_with_bad_knots_or_counts_is_refused(field, value):
+    state = {"kind": "skewed", "method": "rank", "lo": 0.0, "hi": 1.0,
+             "knots_x": [0.0, 0.5, 1.0], "knots_y": [0.0, 0.5, 1.0], "skewness": 2.0,
+             "n_levels": 3}
+    good = ScoreScale.from_state(state)
+    # mid-way between knots 0.5 and 1.0 of x maps mid-way between 0.5 and 1.0 of y
+    np.testing.assert_allclose(good.transform(np.array([0.75])), [0.75])
+    with pytest.raises(ValueError, match=f"score scale state: {field}"):
+        ScoreScale.from_state({**state, field: value})
+
+
 @pytest.mark.parametrize("kind", ["binary", "fraction", "grades", "skewed"])
 def test_lightning_router_trains_on_every_scale_and_predicts_on_it(kind):
     from recsys_router.data import RoutingData

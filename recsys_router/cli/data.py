@@ -159,15 +159,18 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_convert(args) -> int:
-    from ..datasets.generic import write_long
+    from ..datasets.generic import long_losses, write_long
     result = load_from_args(args)
     if isinstance(result, dict):
         raise ValueError(f"{args.dataset} holds {len(result)} datasets ({', '.join(list(result)[:6])}"
                          f"...); pick one with -o options (e.g. -o difficulty=easy -o m=5 -o "
                          f"group=all_strong)")
-    path = write_long(result, args.to)
-    n = int(result.observed.sum())
-    print(f"wrote {n:,} records ({result.n_queries:,} queries x {result.n_llms} LLMs) to {path}")
+    path = write_long(result, args.to, warn=False)
+    obs = result.observed
+    n, n_q, n_l = int(obs.sum()), int(obs.any(axis=1).sum()), int(obs.any(axis=0).sum())
+    print(f"wrote {n:,} records ({n_q:,} queries x {n_l} LLMs) to {path}")
+    for note in long_losses(result):
+        print(f"note: {note}", file=sys.stderr)
     if result.meta.get("simulated"):
         print("note: SIMULATED data", file=sys.stderr)
     return 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
-import json
 import logging
 import re
 import zlib
@@ -17,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataValidationError
+from ._json import read_json, read_jsonl, read_jsonl_lines
 
-__all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "require_columns",
+__all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "read_jsonl_lines", "require_columns",
            "parse_size", "task_split_from_stem", "text_hash", "first_non_utf8_line", "order_files", "SPLIT_ORDER", "resolve_file", "log_merged"]
 
 log = logging.getLogger("recsys_router.datasets")
@@ -103,7 +103,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
       the first field the index and shift every column: costs become scores; with
       ``usecols`` it would drop the extra field).
     * A header of more than :data:`MAX_CSV_COLUMNS` names is refused before parsing (pandas'
-      time grows with the square of the column count).
+      time grows with the square of the column count); so is a header naming a column
+      twice (pandas would rename the second ``score.1``).
     * Text that is not UTF-8, malformed quoting, an empty file and any other parse failure
       raise :class:`DataValidationError` naming the file (and the line when known).
 
@@ -123,7 +124,14 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
     line 3 has 3 fields but the header has 2
     """
     path = Path(path)
-    names = _column_names(csv_header(path))
+    header = csv_header(path)
+    seen = set()
+    for h in header:
+        if h.strip() and h in seen:
+            raise DataValidationError(f"the header names column {h!r} twice; expected each "
+                                      f"column name once", source=str(path), row=1, column=h)
+        seen.add(h)
+    names = _column_names(header)
     n_header = len(names)
     if n_header > MAX_CSV_COLUMNS:
         raise DataValidationError(
@@ -135,6 +143,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
         found = _first_long_line(path, n_header)
         if found:
             raise _long_line(path, n_header, found[0])
+    if isinstance(kwargs.get("na_values"), dict) and usecols is None:  # the sentinel column
+        kwargs["na_values"] = {**kwargs["na_values"], _EXTRA: [""]}
     try:
         df = pd.read_csv(path, header=None, skiprows=1, index_col=False, **kwargs,
                          names=names if usecols is not None else names + [_EXTRA])
@@ -228,62 +238,6 @@ def require_trust(path: Path, trust_pickle: bool) -> None:
             "refusing to unpickle: a pickle runs code of the file's choosing while it loads; if "
             "you trust where this file came from, pass --trust-pickle (trust_pickle=True)",
             source=str(path))
-
-
-def read_json(path: Path):
-    """Parse a JSON file; a syntax error names the file, line and column; non-UTF-8 text and
-    nesting too deep to parse are refused with the file named."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataValidationError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-                                  source=str(path), row=exc.lineno) from None
-    except UnicodeDecodeError:
-        raise _not_utf8(Path(path)) from None
-    except RecursionError:
-        raise DataValidationError("JSON nested too deeply to read", source=str(path)) from None
-
-
-def read_jsonl(path: Path) -> pd.DataFrame:
-    """Read a JSON-lines file into a DataFrame (one record per line).
-
-    A line that is not a JSON object raises :class:`DataValidationError` naming its line
-    number (1-based). Blank lines are skipped.
-    """
-    try:
-        return _read_jsonl(path)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
-
-
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    records = []
-    with _open_bytes(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataValidationError(f"byte 0x{raw[exc.start]:02x} is not UTF-8 text; expected "
-                                          f"a UTF-8 encoded file", source=str(path),
-                                          row=lineno) from None
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataValidationError(f"invalid JSON on this line: {exc.msg}", source=str(path),
-                                          row=lineno) from None
-            except RecursionError:
-                raise DataValidationError("JSON nested too deeply to read", source=str(path),
-                                          row=lineno) from None
-            if not isinstance(rec, dict):
-                raise DataValidationError(f"expected a JSON object per line, got {type(rec).__name__}",
-                                          source=str(path), row=lineno)
-            records.append(rec)
-    if not records:
-        raise DataValidationError("no records: the file is empty", source=str(path))
-    return pd.DataFrame.from_records(records)
 
 
 def require_columns(df: pd.DataFrame, columns, source, what: str = "column") -> None:

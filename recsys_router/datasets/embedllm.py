@@ -11,13 +11,16 @@ Folder layout::
 Queries are ``prompt_id`` values (ids kept as strings), LLMs the ``model_id`` values named
 through ``model_order.csv`` (else the ``model_name`` column, else ``model_<id>``), scores
 the 0/1 ``label``; ``task`` = ``category``; ``split`` = the file. Texts come from
-``question_order.csv`` (else the ``prompt`` column). Only the needed columns are read, so
+``question_order.csv`` (else the ``prompt`` column). Ids must be whole numbers within
+int64; an id listed twice in ``model_order.csv``/``question_order.csv`` with two different
+names/texts is an error naming both lines (identical repeats are kept once, logged). Only the needed columns are read, so
 the 2.7 GB ``train.csv`` is parsed without its repeated prompt texts.
 
 The same prompt can be listed under several category variants, giving repeated
 (prompt, model) records: the ``duplicates`` rule picks the value (default ``"first"`` in
 file order train, val, test; ``"mean"`` averages); the number merged is logged and kept in
-``meta["merged_duplicates"]``. No costs are published.
+``meta["merged_duplicates"]``. Such a prompt's task and split are those of its first
+record (the number of prompts with several is logged). No costs are published.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tqdm import tqdm
 from ..data import RoutingData
 from ..errors import DataValidationError
 from ._common import csv_header, parse_size, read_csv, require_columns
+from ._rows import CsvLines
 from .registry import register
 
 __all__ = ["load_embedllm", "detect_embedllm"]
@@ -42,14 +46,96 @@ _SPLIT_FILES = (("train", "train.csv"), ("val", "val.csv"), ("test", "test.csv")
 _WANT = ("prompt_id", "model_id", "label", "category", "model_name")
 
 
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _int_column(df: pd.DataFrame, col: str, source: Path) -> pd.Series:
-    vals = pd.to_numeric(df[col], errors="coerce")
-    bad = vals.isna() | (vals != np.floor(vals))
+    """An id column as int64; a value that is not a whole number within int64 (missing,
+    infinite, fractional, or so large it would wrap onto another id) raises naming the
+    file line."""
+    raw = df[col]
+    if raw.dtype == np.int64:
+        return raw
+    if raw.dtype.kind in "iu":
+        bad = (raw > _I64[1]).to_numpy()
+    elif raw.dtype.kind == "f":
+        vals = raw.to_numpy()
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(vals) | (vals != np.floor(vals)) | (np.abs(vals) > 2 ** 53)
+    else:
+        bad = np.array([_as_int(v) is None for v in raw.tolist()], dtype=bool)
     if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not an integer id", source=str(source),
-                                  row=i + 2, column=col)
-    return vals.astype(np.int64)
+        i = int(np.flatnonzero(bad)[0])
+        v = raw.iloc[i]
+        v = v.item() if isinstance(v, np.generic) else v
+        raise DataValidationError(f"{col} {v!r} is not an integer id (a whole number within "
+                                  f"int64)", source=str(source),
+                                  row=CsvLines(source).field_line(i, col), column=col)
+    if raw.dtype.kind in "iuf":
+        return raw.astype(np.int64)
+    return pd.Series([_as_int(v) for v in raw.tolist()], index=raw.index, dtype=np.int64)
+
+
+def _as_int(v) -> int | None:
+    """A whole number within int64 from an id field (int, integral float or digits)."""
+    if isinstance(v, (bool, np.bool_)) or v is None:
+        return None
+    if isinstance(v, (int, np.integer)):
+        n = int(v)
+    elif isinstance(v, (float, np.floating)):
+        if not np.isfinite(v) or v != np.floor(v) or abs(v) > 2 ** 53:
+            return None
+        n = int(v)
+    else:
+        text = str(v).strip()
+        try:
+            n = int(text)
+        except ValueError:
+            try:
+                f = float(text)
+            except ValueError:
+                return None
+            return _as_int(f)
+    return n if _I64[0] <= n <= _I64[1] else None
+
+
+def _unique_ids(df: pd.DataFrame, id_col: str, value_col: str, source: Path) -> pd.DataFrame:
+    """One row per id: repeats with the same value are dropped (logged); an id given two
+    different values raises naming both file lines."""
+    pairs = df.drop_duplicates([id_col, value_col])
+    dup = pairs[id_col].duplicated(keep=False).to_numpy()
+    if dup.any():
+        key = pairs[id_col].to_numpy()[dup][0]
+        mine = (df[id_col] == key).to_numpy()
+        i = int(np.flatnonzero(mine)[0])
+        # the first record that differs from the first one of this id
+        same = df[value_col].astype(str).to_numpy() == str(df[value_col].iloc[i])
+        j = int(np.flatnonzero(mine & ~same)[0])
+        lines = CsvLines(source)
+        li, lj = lines.field_line(i, id_col), lines.field_line(j, id_col)
+        raise DataValidationError(
+            f"{id_col} {key} is listed twice with different {value_col}s (lines {li} and "
+            f"{lj}): {str(df[value_col].iloc[i])[:60]!r} and "
+            f"{str(df[value_col].iloc[j])[:60]!r}; expected one {value_col} per {id_col}",
+            source=str(source), row=lj, column=id_col)
+    n = len(df) - len(pairs)
+    if n:
+        log.warning("%s: %d repeated identical (%s, %s) rows kept once", source, n, id_col,
+                    value_col)
+    return pairs
+
+
+def _splits(splits) -> tuple[str, ...]:
+    """The ``splits`` option as split names: a sequence or a comma-separated string."""
+    if isinstance(splits, str):
+        splits = [s for s in splits.split(",")]
+    names = tuple(str(s).strip() for s in splits if str(s).strip())
+    known = [s for s, _ in _SPLIT_FILES]
+    unknown = [s for s in names if s not in known]
+    if unknown or not names:
+        raise ValueError(f"splits must name some of {', '.join(known)} (a list or a comma-"
+                         f"separated string such as 'train,test'), got {splits!r}")
+    return names
 
 
 def _read_split(path: Path, with_prompt: bool) -> pd.DataFrame:
@@ -80,8 +166,9 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
         ``model_order.csv`` and ``question_order.csv``.
     duplicates : {"first", "mean", "last", "error"}
         Rule for repeated (prompt, model) records.
-    splits : sequence of str
-        Which split files to read.
+    splits : sequence of str or str
+        Which split files to read: some of ``train``, ``val``, ``test``, as a list or a
+        comma-separated string (``-o splits=train,test``); another name is an error.
 
     Returns
     -------
@@ -91,7 +178,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
     order_f, q_f = path / "model_order.csv", path / "question_order.csv"
     need_prompt = not q_f.is_file()
     frames, offsets, files = [], [], []
-    splits = (splits,) if isinstance(splits, str) else tuple(splits)
+    splits = _splits(splits)
     todo = [(s, path / f) for s, f in _SPLIT_FILES if s in splits and (path / f).is_file()]
     # the published train.csv is 2.7 GB: show progress on a terminal (silent otherwise)
     for split, f in tqdm(todo, desc="EmbedLLM files", unit="file", disable=None):
@@ -109,6 +196,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
         order = read_csv(order_f)
         require_columns(order, ("model_id", "model_name"), order_f)
         order["model_id"] = _int_column(order, "model_id", order_f)
+        order = _unique_ids(order, "model_id", "model_name", order_f)
         names = order.set_index("model_id")["model_name"].astype(str)
     elif "model_name" in frames[0].columns:
         names = (pd.concat([f[["model_id", "model_name"]] for f in frames])
@@ -121,15 +209,19 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
         if unknown.any():
             i = int(np.flatnonzero(unknown.to_numpy())[0])
             raise DataValidationError(f"model_id {df['model_id'].iloc[i]} is not in "
-                                      f"{order_f.name}", source=str(f), row=i + 2, column="model_id")
+                                      f"{order_f.name}", source=str(f),
+                                      row=CsvLines(f).field_line(i, "model_id"),
+                                      column="model_id")
     # validate labels per file so errors name the right file and row
     for df, f in zip(frames, files):
         lab = pd.to_numeric(df["label"], errors="coerce")
-        bad = lab.isna().to_numpy()
+        bad = ~np.isfinite(lab.to_numpy(dtype=np.float64, na_value=np.nan))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise DataValidationError(f"label {df['label'].iloc[i]!r} is not a number", source=str(f),
-                                      row=i + 2, column="label")
+            v = df["label"].iloc[i]
+            v = v.item() if isinstance(v, np.generic) else v
+            raise DataValidationError(f"label {v!r} is not a finite number", source=str(f),
+                                      row=CsvLines(f).field_line(i, "label"), column="label")
         df["label"] = lab
     full = pd.concat(frames, ignore_index=True)
     llms = pd.DataFrame({"name": names.to_numpy(), "model_id": names.index.to_numpy()})
@@ -141,7 +233,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
     if need_prompt and "prompt" in full.columns:
         long["text"] = full["prompt"].to_numpy()
     data = RoutingData.from_long(long, duplicates=duplicates, llms=llms, name="embedllm",
-                                 source=str(path))
+                                 source=str(path), labels="first")
     if data.meta.get("merged_duplicates"):
         log.warning("%s: %d repeated (prompt, model) records merged with duplicates=%r", path,
                     data.meta["merged_duplicates"], duplicates)
@@ -149,7 +241,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
         qo = read_csv(q_f)
         require_columns(qo, ("prompt_id", "prompt"), q_f)
         qo["prompt_id"] = _int_column(qo, "prompt_id", q_f)
-        qo = qo.drop_duplicates("prompt_id")
+        qo = _unique_ids(qo, "prompt_id", "prompt", q_f)
         text = pd.Series(qo["prompt"].to_numpy(), index=qo["prompt_id"].astype(str).to_numpy())
         data.queries["text"] = data.queries["query_id"].map(text).to_numpy()
     return data

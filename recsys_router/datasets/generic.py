@@ -11,12 +11,16 @@ given once (the first non-null value is used); two *different* non-null texts fo
 ``query_id`` are an error naming both rows.
 
 Row numbers in errors are what a user sees when opening the file: for CSV the file line
-(the header is line 1, so the first record is row 2), for JSONL the line (first record is
-row 1), for parquet the 1-based record number.
+where the record starts (the header is line 1, so the first record is row 2; a quoted field
+may span lines), for JSONL the line (blank lines count), for parquet the 1-based record
+number. In a CSV file only an empty field is missing, so ids and texts such as ``NA``,
+``None`` or ``null`` stay text; in ``score``/``cost`` pandas' spellings of a missing number
+(``NA``, ``NaN``, ``null``, ...) are missing too.
 
 :func:`write_long` writes ``RoutingData.to_long()`` atomically; reading it back with
 :func:`load_generic` gives the same matrices (LLM order is the order of first appearance,
-which equals the original order whenever the first query has every LLM observed).
+which equals the original order whenever the first query has every LLM observed), less
+what the format cannot hold (:func:`long_losses`, warned about when writing).
 """
 
 from __future__ import annotations
@@ -24,15 +28,19 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_write
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import csv_header, read_csv, read_jsonl, read_parquet
+from ..long_table import RowOffset, row_number
+from ._common import csv_header, read_csv, read_jsonl_lines, read_parquet
+from ._rows import CsvLines
 from .registry import register
 
-__all__ = ["load_generic", "read_long_table", "write_long", "detect_generic", "frame_to_data",
+__all__ = ["load_generic", "read_long_table", "write_long", "long_losses", "detect_generic",
+           "frame_to_data",
            "LONG_SUFFIXES", "TEXT_MODES"]
 
 log = logging.getLogger(__name__)
@@ -81,17 +89,32 @@ def detect_generic(path: Path) -> bool:
     return "query_id" in cols and bool(cols & {"model", "llm"}) and "score" in cols
 
 
-def read_long_table(path) -> tuple[pd.DataFrame, int]:
-    """Read a long-table file; returns ``(frame, row_offset)`` for error row numbers."""
+# spellings of a missing number in a CSV score/cost field (pandas' defaults); in every other
+# column only an empty field is missing, so an id or text "NA", "None" or "null" stays text
+_NUMBER_NA = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+              "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+
+
+def read_long_table(path) -> tuple[pd.DataFrame, RowOffset]:
+    """Read a long-table file; returns ``(frame, row_offset)`` for error row numbers.
+
+    ``row_offset`` is an int (parquet: 1) or a function of the 0-based record index giving
+    its file line (CSV, whose quoted fields may span lines; JSONL, whose blank lines are
+    skipped), as :func:`recsys_router.long_table.row_number` takes. In a CSV file only an
+    empty field is missing, except in ``score``/``cost`` where ``NA``, ``NaN``, ``null``
+    and pandas' other spellings of a missing number are too.
+    """
     path = Path(path)
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
+        na = {c: (_NUMBER_NA if c in ("score", "cost") else [""]) for c in csv_header(path)}
         return read_csv(path, dtype={"query_id": str, "model": str, "llm": str},
-                        keep_default_na=True), 2
+                        keep_default_na=False, na_values=na), CsvLines(path)
     if suf == ".parquet":
         return read_parquet(path), 1
     if suf in (".jsonl", ".jsonl.gz"):
-        return read_jsonl(path), 1
+        df, lines = read_jsonl_lines(path)
+        return df, lambda i: int(lines[i])
     raise DataValidationError(f"unsupported file type {suf!r}; expected one of {LONG_SUFFIXES}",
                               source=str(path))
 
@@ -112,7 +135,8 @@ def _normalise_columns(df: pd.DataFrame, source: str) -> pd.DataFrame:
 TEXT_MODES = ("error", "first", "longest")
 
 
-def _check_texts(df: pd.DataFrame, source: str, offset: int, texts: str = "error") -> pd.DataFrame:
+def _check_texts(df: pd.DataFrame, source: str, offset: RowOffset,
+                 texts: str = "error") -> pd.DataFrame:
     """Resolve queries whose rows carry different non-null texts.
 
     ``texts="error"`` raises naming both rows and the ``texts`` option; ``"first"`` keeps the
@@ -133,7 +157,7 @@ def _check_texts(df: pd.DataFrame, source: str, offset: int, texts: str = "error
     if texts == "error":
         qid = uniq.loc[dup, "query_id"].iloc[0]
         rows = uniq.index[(uniq["query_id"] == qid).to_numpy()][:2]
-        r1, r2 = (int(r) + offset for r in rows)
+        r1, r2 = (row_number(int(r), offset, "query_text") for r in rows)
         raise DataValidationError(
             f"query {qid!r} has two different texts (rows {r1} and {r2}; {n_ids} such query ids); "
             f"a query id must carry one text: fix the file or pass -o texts=first|longest "
@@ -152,8 +176,26 @@ def _check_texts(df: pd.DataFrame, source: str, offset: int, texts: str = "error
     return df
 
 
+def _check_text_types(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
+    """Each ``query_text`` is a string or missing: a number, boolean, list or object is
+    refused naming its row."""
+    if "query_text" not in df.columns:
+        return
+    col = df["query_text"]
+    if pd.api.types.is_string_dtype(col.dtype) and col.dtype != object:
+        return  # a string column (pandas 3 CSV): nothing else can be in it
+    ok = col.map(lambda v: isinstance(v, str) or v is None or v is pd.NA
+                 or (isinstance(v, float) and v != v)).to_numpy(dtype=bool)
+    if not ok.all():
+        r = int(np.flatnonzero(~ok)[0])
+        v = col.iloc[r]
+        raise DataValidationError(f"query_text must be a string or null, got "
+                                  f"{type(v).__name__} {str(v)[:60]!r}", source=source,
+                                  row=row_number(r, offset, "query_text"), column="query_text")
+
+
 def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str = "error",
-                  row_offset: int = 0, meta: dict | None = None, texts: str = "error",
+                  row_offset: RowOffset = 0, meta: dict | None = None, texts: str = "error",
                   max_cells: int | None = None) -> RoutingData:
     """Validate a long DataFrame (aliases allowed) and build a :class:`RoutingData`.
 
@@ -165,6 +207,7 @@ def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str =
         if col not in df.columns:
             raise DataValidationError(f"missing required column {col!r}; columns present: "
                                       f"{list(df.columns)}", source=source, column=col)
+    _check_text_types(df, source, row_offset)
     df = _check_texts(df, source, row_offset, texts)
     df = df.rename(columns={"query_text": "text"})
     return RoutingData.from_long(df, duplicates=duplicates, name=name, source=source,
@@ -220,12 +263,44 @@ def load_generic(path, duplicates: str = "error", name: str | None = None, texts
                          row_offset=offset, texts=texts, max_cells=max_cells)
 
 
-def write_long(data: RoutingData, path) -> Path:
+def long_losses(data: RoutingData) -> list[str]:
+    """What of ``data`` a long table cannot hold, in words (empty when nothing is lost).
+
+    A long table has one record per observed (query, LLM) cell, so a query or an LLM with
+    no observed score has no record; and it has no place for LLM metadata (prices, sizes,
+    descriptions, other LLM columns).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, np.nan], [np.nan, np.nan]])
+    >>> long_losses(d)
+    ["1 queries with no observed score have no record and are not written: ['q2']", "1 LLMs with no observed score have no record and are not written: ['b']"]
+    """
+    notes = []
+    obs = data.observed
+    for what, empty, ids in (("queries", ~obs.any(axis=1), data.query_ids),
+                             ("LLMs", ~obs.any(axis=0), data.llm_names)):
+        if empty.any():
+            named = [ids[i] for i in np.flatnonzero(empty)[:5]]
+            more = ", ..." if empty.sum() > 5 else ""
+            notes.append(f"{int(empty.sum())} {what} with no observed score have no record and "
+                         f"are not written: {str(named)[:-1]}{more}]")
+    meta = [c for c in data.llms.columns if c != "name" and data.llms[c].notna().any()]
+    if meta:
+        notes.append(f"LLM columns {meta} have no place in the long format and are not written")
+    return notes
+
+
+def write_long(data: RoutingData, path, *, warn: bool = True) -> Path:
     """Write ``data.to_long()`` to ``path`` atomically (:func:`recsys_router.atomic.atomic_write`:
     a temp file tagged with this process id, then ``os.replace``; temp files of killed
     earlier writes are removed first).
 
-    The format follows the suffix: ``.csv``, ``.csv.gz``, ``.parquet`` or ``.jsonl``.
+    The format follows the suffix: ``.csv``, ``.csv.gz``, ``.parquet`` or ``.jsonl``. What
+    the long format cannot hold (:func:`long_losses`: queries and LLMs without an observed
+    score, LLM prices/sizes) is logged as a warning unless ``warn=False`` (the caller then
+    reports it).
 
     Returns
     -------
@@ -240,6 +315,9 @@ def write_long(data: RoutingData, path) -> Path:
     if suf not in LONG_SUFFIXES:
         raise ValueError(f"{path}: unsupported output type; use one of {', '.join(LONG_SUFFIXES)}")
     df = data.to_long()
+    if warn:
+        for note in long_losses(data):
+            log.warning("%s: %s", path, note)
     with atomic_write(path) as tmp:
         if suf == ".csv":
             df.to_csv(tmp, index=False)

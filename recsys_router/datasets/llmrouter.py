@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import parse_size, read_json, read_jsonl, require_columns
+from ._common import parse_size, read_json, read_jsonl_lines, require_columns
 from .registry import register
 from .routerdc import _merge_files, question_records_to_long
 
@@ -53,18 +53,31 @@ def _llm_table(path: Path) -> pd.DataFrame:
         if not isinstance(info, dict):
             raise DataValidationError(f"LLM entry must be an object, got {type(info).__name__}",
                                       source=str(path), column=name)
-        price = {}
-        for k in ("input_price", "output_price"):
-            v = info.get(k)
-            try:
-                price[k] = float(v) if v is not None else np.nan
-            except (TypeError, ValueError):
-                raise DataValidationError(f"{k} {v!r} is not a number", source=str(path),
-                                          column=f"{name}.{k}") from None
+        price = {k: _price(info.get(k), path, f"{name}.{k}")
+                 for k in ("input_price", "output_price")}
         size = parse_size(info.get("size")) if info.get("size") is not None else parse_size(name)
         rows.append({"name": name, **price, "size": size, "description": info.get("feature"),
                      "api_model": info.get("model")})
     return pd.DataFrame(rows)
+
+
+def _price(v, path: Path, field: str) -> float:
+    """A price field: a finite number >= 0 (USD per 1M tokens), or null for unknown."""
+    if v is None:
+        return np.nan
+    num = None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        num = float(v)
+    elif isinstance(v, str):
+        try:
+            num = float(v)
+        except ValueError:
+            num = None
+    if num is None or not np.isfinite(num) or num < 0:
+        what = "a number" if num is None else "a finite number >= 0"
+        raise DataValidationError(f"{field.rsplit('.', 1)[-1]} {v!r} is not {what} (USD per 1M "
+                                  f"tokens; null = unknown)", source=str(path), column=field)
+    return num
 
 
 def estimate_costs(texts, input_price, output_price, *, chars_per_token: float = 4.0,
@@ -155,8 +168,21 @@ def _attach_tasks(data, path: Path) -> None:
     for split in ("train", "test"):
         f = path / f"default_query_{split}.jsonl"
         if f.is_file():
-            q = read_jsonl(f)
+            q, lines = read_jsonl_lines(f)
             require_columns(q, ("task_name", "query"), f)
+            for col in ("query", "task_name", "metric"):
+                if col not in q.columns:
+                    continue
+                ok = q[col].map(lambda v: v is None or isinstance(v, str)
+                                or (isinstance(v, float) and np.isnan(v))).to_numpy(dtype=bool)
+                if col == "query":
+                    ok = ok & q[col].map(lambda v: isinstance(v, str)).to_numpy(dtype=bool)
+                if not ok.all():
+                    i = int(np.flatnonzero(~ok)[0])
+                    raise DataValidationError(f"{col} must be a string, got "
+                                              f"{type(q[col].iloc[i]).__name__} "
+                                              f"{str(q[col].iloc[i])[:60]!r}", source=str(f),
+                                              row=int(lines[i]), column=col)
             frames.append(q)
     if not frames:
         return

@@ -127,8 +127,13 @@ def select_split(data: RoutingData, split: str | None, source: str = "data") -> 
         return data
     if "split" not in data.queries.columns:
         raise ValueError(f"{source}: no 'split' column to pick split {split!r} from")
-    labels = data.queries["split"].astype(str).to_numpy()
-    keep = np.flatnonzero(labels == split)
+    col = data.queries["split"]
+    has = col.notna().to_numpy()
+    labels = np.where(has, col.astype(object).where(col.notna(), "").astype(str).to_numpy(), "")
+    keep = np.flatnonzero(has & (labels == split))
     if not len(keep):
-        raise ValueError(f"{source}: no query has split {split!r} (splits: {sorted(set(labels))})")
+        n_none = int((~has).sum())
+        none = f"; {n_none} queries have no split" if n_none else ""
+        raise ValueError(f"{source}: no query has split {split!r} (splits: "
+                         f"{sorted(set(labels[has].tolist()))}{none})")
     return data.subset(keep)

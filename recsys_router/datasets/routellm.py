@@ -29,7 +29,8 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
-from ._common import parse_size, read_csv, read_jsonl, require_columns
+from ._common import parse_size, read_csv, read_jsonl_lines, require_columns
+from ._rows import CsvLines
 from .registry import register
 
 __all__ = ["load_routellm", "load_routellm_mmlu", "load_routellm_gsm8k", "load_routellm_mtbench",
@@ -52,7 +53,8 @@ def _bool_scores(df: pd.DataFrame, cols, source: Path) -> np.ndarray:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise DataValidationError(f"value {col.iloc[i]!r} is not a boolean (True/False/1/0)",
-                                      source=str(source), row=i + 2, column=c)
+                                      source=str(source), column=c,
+                                      row=CsvLines(source).field_line(i, c))
         out[:, j] = mapped.to_numpy(dtype=np.float64)
     return out
 
@@ -161,20 +163,27 @@ def load_routellm_mtbench(path, turns: str = "mean", duplicates: str = "error",
     jf = path if path.is_file() else _sub(path, "mt_bench") / "judgements.jsonl"
     if not jf.is_file():
         raise FileNotFoundError(f"{jf}: no such file (RouteLLM mt_bench/judgements.jsonl)")
-    j = read_jsonl(jf)
+    j, lines = read_jsonl_lines(jf)
     require_columns(j, ("question_id", "model", "score", "turn"), jf, what="field")
     score = pd.to_numeric(j["score"], errors="coerce")
     bad = score.isna() & j["score"].notna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise DataValidationError(f"score {j['score'].iloc[i]!r} is not a number", source=str(jf),
-                                  row=i + 1, column="score")
+                                  row=int(lines[i]), column="score")
+    for col in ("question_id", "model"):
+        na = j[col].isna().to_numpy()
+        if na.any():
+            raise DataValidationError(f"missing {col}; expected a value on every judgement",
+                                      source=str(jf), row=int(lines[np.flatnonzero(na)[0]]),
+                                      column=col)
+    turn = _turns(j["turn"], jf, lines)
     failed = (score < 0).to_numpy()
     if failed.any():
         log.warning("%s: %d judgements with grade -1 (judge failure) treated as missing", jf,
                     int(failed.sum()))
-    long = pd.DataFrame({"question_id": j["question_id"].astype(str), "turn": j["turn"].astype(int),
-                         "model": j["model"].astype(str), "score": score, "row": np.arange(len(j)) + 1})
+    long = pd.DataFrame({"question_id": j["question_id"].astype(str), "turn": turn,
+                         "model": j["model"].astype(str), "score": score, "row": lines})
     long = long[~failed & long["score"].notna().to_numpy()]
     if normalize:
         long["score"] = long["score"] / 10.0
@@ -182,13 +191,11 @@ def load_routellm_mtbench(path, turns: str = "mean", duplicates: str = "error",
     questions = None
     qf = jf.parent / "question.jsonl"
     if qf.is_file():
-        questions = read_jsonl(qf)
-        require_columns(questions, ("question_id", "turns"), qf, what="field")
-        questions = questions.assign(question_id=questions["question_id"].astype(str)).set_index(
-            "question_id")
+        questions = _questions(qf)
+    line_of = long["row"].to_numpy()  # file line of each kept judgement
     data = RoutingData.from_long(long[["query_id", "model", "score"]].reset_index(drop=True),
                                  duplicates=duplicates, name="routellm_mtbench", source=str(jf),
-                                 row_offset=0)
+                                 row_offset=lambda i: int(line_of[i]))
     tq = data.queries["query_id"].str.rsplit("-t", n=1, expand=True)
     qids, tnum = tq[0], tq[1].astype(int)
     if turns == "mean":
@@ -212,6 +219,48 @@ def load_routellm_mtbench(path, turns: str = "mean", duplicates: str = "error",
     return RoutingData(queries, _llm_table(data.llm_names), scores, name="routellm_mtbench",
                        source=str(jf), meta={"turns": turns, "normalized": normalize,
                                              "failed_judgements": int(failed.sum())})
+
+
+def _turns(raw: pd.Series, source: Path, lines: np.ndarray) -> np.ndarray:
+    """The ``turn`` field as positive integers; anything else raises naming the line."""
+    vals = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(vals) | (vals != np.floor(vals)) | (vals < 1) | (vals > 1000)
+    bad |= raw.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        v = raw.iloc[i]
+        v = "missing turn" if v is None or (isinstance(v, float) and np.isnan(v)) else \
+            f"turn {v.item() if isinstance(v, np.generic) else v!r}"
+        raise DataValidationError(f"{v} is not a turn number (1, 2, ...)",
+                                  source=str(source), row=int(lines[i]), column="turn")
+    return vals.astype(np.int64)
+
+
+def _questions(qf: Path) -> pd.DataFrame:
+    """``question.jsonl`` indexed by question id; a question id given twice with different
+    content raises naming both lines (an identical repeat is kept once, logged)."""
+    questions, lines = read_jsonl_lines(qf)
+    require_columns(questions, ("question_id", "turns"), qf, what="field")
+    qid = questions["question_id"].astype(str)
+    seen: dict[str, int] = {}
+    repeats = 0
+    for i, q in enumerate(qid.tolist()):
+        if q not in seen:
+            seen[q] = i
+            continue
+        first = seen[q]
+        a, b = questions.iloc[first].to_dict(), questions.iloc[i].to_dict()
+        if repr(a) != repr(b):
+            raise DataValidationError(f"question_id {q} is given twice with different content "
+                                      f"(lines {lines[first]} and {lines[i]}); expected one "
+                                      f"record per question", source=str(qf), row=int(lines[i]),
+                                      column="question_id")
+        repeats += 1
+    if repeats:
+        log.warning("%s: %d repeated identical question records kept once", qf, repeats)
+    keep = ~qid.duplicated().to_numpy()
+    return questions.assign(question_id=qid)[keep].set_index("question_id")
 
 
 def detect_routellm(path: Path) -> bool:

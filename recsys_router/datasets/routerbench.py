@@ -30,7 +30,13 @@ in ``meta["merged_records"]`` as ``(kept query_id, merged sample_id, file)``; no
 dropped silently. Result on the CSV folder: 3,176 queries x 11 LLMs, 154 unobserved cells.
 
 A query id is the ``sample_id`` when that id maps to one key, else
-``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``. LLM sizes (billions of
+``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``; two different keys that would
+get one id (a generated id equal to another record's ``sample_id``) are an error naming
+both records.
+
+Scores and costs must be numbers: an empty field (NaN in the pickle) is a missing score
+(not observed) or an unknown cost; any other text (``n/a``), an infinite value or a
+negative cost is an error naming the file, the record's line and the column. LLM sizes (billions of
 parameters) are parsed from the names where present (``llama-2-70b`` -> 70).
 """
 
@@ -47,6 +53,7 @@ from ..data import RoutingData
 from ..errors import DataValidationError
 from ._common import (csv_header, order_files, parse_size, read_csv, require_trust,
                       task_split_from_stem, text_hash)
+from ._rows import CsvLines
 from .registry import register
 
 __all__ = ["load_routerbench", "load_routerbench_zs", "routerbench_frame_to_data",
@@ -105,12 +112,13 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     strict_prompt : bool
         Require ``prompt`` to be a non-empty list (literal); else raise naming the row.
     rows, files : array, optional
-        Row numbers and file names per record for error messages.
+        Row numbers and file names per record for error messages; ``rows`` may also be a
+        function ``(record index, column) -> line``.
     """
     if identity not in ("prompt", "text"):
         raise ValueError(f"identity must be 'prompt' or 'text', got {identity!r}")
     frame = frame.reset_index(drop=True)
-    rows = np.arange(len(frame)) if rows is None else np.asarray(rows)
+    rows = np.arange(len(frame)) if rows is None else (rows if callable(rows) else np.asarray(rows))
     files = np.full(len(frame), source, dtype=object) if files is None else np.asarray(files)
     for col in ("sample_id", "prompt"):
         if col not in frame.columns:
@@ -127,7 +135,8 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
         i = bad[0]
         raise DataValidationError(f"prompt {str(frame['prompt'].iloc[i])[:60]!r} is not a list of "
                                   f"strings (expected e.g. \"['question text']\"; {len(bad)} such rows)",
-                                  source=str(files[i]), row=int(rows[i]), column="prompt")
+                                  source=str(files[i]), row=_line(rows, i, "prompt"),
+                                  column="prompt")
     text = pd.Series([p[0] for p in prompts], dtype=object)
     key = text if identity == "text" else pd.Series(["\x1f".join(p) for p in prompts], dtype=object)
     sid = frame["sample_id"].astype(str)
@@ -142,23 +151,15 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     if merged_list:
         log.warning("%s: %d records repeat an earlier record's prompt and were merged into it "
                     "(duplicates=%r): %s", source, len(merged_list), duplicates, merged_list[:10])
-    # scores: validate numeric, then long form of observed cells
-    num = {}
-    for c in llms:
-        col = pd.to_numeric(frame[c], errors="coerce")
-        badm = col.isna().to_numpy() & frame[c].notna().to_numpy()
-        if badm.any():
-            i = int(np.flatnonzero(badm)[0])
-            raise DataValidationError(f"score {frame[c].iloc[i]!r} is not a number",
-                                      source=str(files[i]), row=int(rows[i]), column=c)
-        num[c] = col.to_numpy(dtype=np.float64)
-    S = np.column_stack([num[c] for c in llms])
+    _check_unique_ids(qid, key, rows, files)
+    # scores and costs: validate, naming the file and record, then long form of observed cells
+    S = np.column_stack([_numbers(frame, c, "score", rows, files) for c in llms])
     has_cost = any(f"{c}|total_cost" in frame.columns for c in llms)
     C = None
     if has_cost:
-        C = np.column_stack([pd.to_numeric(frame[f"{c}|total_cost"], errors="coerce").to_numpy(
-            dtype=np.float64) if f"{c}|total_cost" in frame.columns else np.full(len(frame), np.nan)
-            for c in llms])
+        C = np.column_stack([_numbers(frame, f"{c}|total_cost", "cost", rows, files)
+                             if f"{c}|total_cost" in frame.columns else np.full(len(frame), np.nan)
+                             for c in llms])
     i, j = np.nonzero(~np.isnan(S))
     long = pd.DataFrame({"query_id": qid.to_numpy()[i], "model": np.asarray(llms, dtype=object)[j],
                          "score": S[i, j]})
@@ -187,6 +188,48 @@ def routerbench_frame_to_data(frame: pd.DataFrame, *, source: str, name: str,
     return data
 
 
+def _line(rows, i: int, column: str) -> int:
+    """The row to report for record ``i``: ``rows[i]``, or ``rows(i, column)`` (the file
+    line of that field) when ``rows`` is a function."""
+    return int(rows(int(i), column)) if callable(rows) else int(rows[i])
+
+
+def _numbers(frame: pd.DataFrame, column: str, what: str, rows, files) -> np.ndarray:
+    """A score or cost column as floats (missing = NaN); a value that is not a number, is
+    infinite or (a cost) negative raises naming the file, the record's row and the column."""
+    raw = frame[column]
+    col = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.isnan(col) & raw.notna().to_numpy()
+    with np.errstate(invalid="ignore"):
+        bad |= np.isinf(col) | ((col < 0) if what == "cost" else False)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        val = raw.iloc[i]
+        val = val.item() if isinstance(val, np.generic) else val
+        want = "a finite number >= 0 (empty = unknown)" if what == "cost" else \
+            "a finite number (empty = not observed)"
+        raise DataValidationError(f"{what} {val!r} is not {want} ({int(bad.sum())} such records "
+                                  f"in this column)", source=str(files[i]), row=_line(rows, i, column),
+                                  column=column)
+    return col
+
+
+def _check_unique_ids(qid: pd.Series, key: pd.Series, rows, files) -> None:
+    """Refuse two different prompts that end up with one query id (a generated
+    ``<sample_id>#<hash>`` id equal to another record's sample_id, or a hash collision)."""
+    pairs = pd.DataFrame({"q": qid.to_numpy(), "k": key.to_numpy()}).drop_duplicates()
+    clash = pairs["q"].duplicated(keep=False).to_numpy()
+    if clash.any():
+        q = pairs["q"].to_numpy()[clash][0]
+        i, j = (int(r) for r in pairs.index[(pairs["q"] == q).to_numpy()][:2])
+        raise DataValidationError(
+            f"query id {q!r} would name two different prompts: the record at {files[i]}, row "
+            f"{_line(rows, i, 'sample_id')} and this one; a query id '<sample_id>#<hash>' made for a sample_id with "
+            f"several prompts equals another record's sample_id (or two prompts share a hash). "
+            f"Rename one sample_id", source=str(files[j]), row=_line(rows, j, "sample_id"),
+            column="sample_id")
+
+
 def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
     cols = {}
     for c in llms:
@@ -202,7 +245,8 @@ def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    df = read_csv(path)
+    # only an empty field is missing: a cost "n/a" or an id "NA" is not read as NaN
+    df = read_csv(path, keep_default_na=False, na_values={c: [""] for c in csv_header(path)})
     return df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed:")])
 
 
@@ -249,19 +293,26 @@ def load_routerbench_zs(path, identity: str = "prompt", duplicates: str = "first
     files = order_files(path.glob("*.csv")) if path.is_dir() else [path]
     if not files or not files[0].exists():
         raise FileNotFoundError(f"{path}: no RouterBench CSV files found")
-    frames, rows, names = [], [], []
-    for f in files:
+    frames, locs, names = [], [], []
+    for k, f in enumerate(files):
         df = _read_csv(f)
         df["split"] = task_split_from_stem(f.stem)[1]
         frames.append(df)
-        rows.append(np.arange(len(df)) + 2)  # file line: header is line 1
+        locs.append(np.stack([np.full(len(df), k), np.arange(len(df))], axis=1))
         names.append(np.full(len(df), str(f), dtype=object))
+    lines = [CsvLines(f) for f in files]
+    loc = np.concatenate(locs)
+
+    def rows(i: int, column: str) -> int:  # file line of a record's field (error path only)
+        k, r = loc[i]
+        return lines[k].field_line(int(r), column)
+
     cols = list(dict.fromkeys(c for df in frames for c in df.columns))
     frame = pd.concat([df.reindex(columns=cols) for df in frames], ignore_index=True)
     return routerbench_frame_to_data(frame, source=str(path), name="routerbench_zs",
                                      identity=identity, duplicates=duplicates,
                                      with_responses=with_responses, strict_prompt=True,
-                                     rows=np.concatenate(rows), files=np.concatenate(names))
+                                     rows=rows, files=np.concatenate(names))
 
 
 def detect_routerbench_pickle(path: Path) -> bool:

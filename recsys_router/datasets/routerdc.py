@@ -2,8 +2,11 @@
 Learning for Assembling Large Language Models").
 
 Each ``<task>[_train|_test|-train|-test].json`` file is a JSON list of records
-``{"question": str, "scores": {llm: score}, ...}`` (extra fields such as ``cluster_id``
-become query columns). The task is the file stem without the split suffix; the split is
+``{"question": str, "scores": {llm: score}, ...}`` (extra scalar fields such as
+``cluster_id`` become query columns; a field named like a column the loader sets itself,
+:data:`RESERVED_FIELDS`, is kept as ``field_<name>`` with a warning). A record whose scores
+are all null is not a query: it is logged and listed in ``meta["unscored_prompts"]``
+(its would-be query id). The task is the file stem without the split suffix; the split is
 the suffix when there is one (``ceval.json`` has none).
 
 Query identity and duplicates (documented behaviour)
@@ -37,7 +40,7 @@ from ..errors import DataValidationError
 from ._common import order_files, parse_size, read_json, task_split_from_stem
 from .registry import register
 
-__all__ = ["load_routerdc", "question_records_to_long", "detect_routerdc"]
+__all__ = ["load_routerdc", "question_records_to_long", "detect_routerdc", "RESERVED_FIELDS"]
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +78,35 @@ def question_records_to_long(records, source: str, *, question_key: str = "quest
         raise DataValidationError(f"score {wide.iat[i, j]!r} for LLM {wide.columns[j]!r} is not a "
                                   f"number", source=source, row=int(i), column=f"{scores_key}.{wide.columns[j]}")
     arr = vals.to_numpy(dtype=np.float64)
+    inf = np.isinf(arr)
+    if inf.any():
+        i, j = np.argwhere(inf)[0]
+        raw = records[int(i)][scores_key][wide.columns[j]]
+        raise DataValidationError(f"score {raw!r} for LLM {wide.columns[j]!r} is not a finite "
+                                  f"number", source=source, row=int(i),
+                                  column=f"{scores_key}.{wide.columns[j]}")
     i, j = np.nonzero(~np.isnan(arr))
     long = pd.DataFrame({"rec": i, "model": np.asarray(wide.columns, dtype=object)[j], "score": arr[i, j]})
-    extra = pd.DataFrame.from_records([{k: v for k, v in rec.items()
-                                        if k != scores_key and not isinstance(v, (dict, list))}
-                                       for rec in records])
-    extra = extra.rename(columns={question_key: "text"})
+    fields = [{_field_name(k, question_key): v for k, v in rec.items()
+               if k != scores_key and not isinstance(v, (dict, list))} for rec in records]
+    renamed = sorted({k for rec in records for k in rec
+                      if k in RESERVED_FIELDS and k != question_key and k != scores_key})
+    if renamed:
+        log.warning("%s: record fields %s have names the loader uses; kept as %s", source,
+                    renamed, [_field_name(k, question_key) for k in renamed])
+    extra = pd.DataFrame.from_records(fields)
     return long, extra
+
+
+# names the loaders give query columns themselves: a record field of one of these names is
+# kept as "field_<name>" (the question itself becomes "text")
+RESERVED_FIELDS = ("query_id", "text", "file", "task", "split", "metric", "_file", "_idx")
+
+
+def _field_name(key: str, question_key: str) -> str:
+    if key == question_key:
+        return "text"
+    return f"field_{key}" if key in RESERVED_FIELDS else key
 
 
 def _merge_files(parts, *, identity: str, duplicates: str, source: str, name: str,
@@ -124,6 +149,11 @@ def _merge_files(parts, *, identity: str, duplicates: str, source: str, name: st
     firsts = allx.drop(columns=["_idx"]).rename(columns={"_file": "file"}).iloc[np.unique(first)]
     firsts.insert(0, "query_id", qid[np.unique(first)])
     data.queries = data.queries[["query_id"]].merge(firsts, on="query_id", how="left")
+    unscored = sorted(set(qid) - set(data.query_ids))
+    if unscored:  # records without any score carry no routing signal: reported, not kept
+        log.warning("%s: %d questions have no observed score (every score null) and are not "
+                    "queries: %s", source, len(unscored), unscored[:10])
+    data.meta["unscored_prompts"] = unscored
     data.llms["size"] = [s if pd.notna(s) else parse_size(n)
                          for n, s in zip(data.llms["name"], data.llms["size"])]
     return data

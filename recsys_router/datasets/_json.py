@@ -1,0 +1,110 @@
+"""Reading JSON and JSON-lines files with located errors: the file, and the line of a
+syntax error, a non-UTF-8 byte, a record that is not an object or an escape that is not
+text (a lone surrogate)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataValidationError
+from ._rows import lone_surrogate_line
+
+__all__ = ["read_json", "read_jsonl", "read_jsonl_lines"]
+
+
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if str(path).lower().endswith(".gz") else open(path, "rb")
+
+
+def _not_utf8(path: Path) -> DataValidationError:
+    from ._common import _not_utf8 as located  # the shared message (line of the bad byte)
+    return located(path)
+
+
+def read_json(path: Path):
+    """Parse a JSON file; a syntax error names the file, line and column; non-UTF-8 text, an
+    escape decoding to a lone surrogate (its line) and nesting too deep to parse are refused
+    with the file named."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        obj = json.loads(text)
+        line = lone_surrogate_line(text, obj) if "\\u" in text else None
+        if line is not None:
+            rec = next((i for i, r in enumerate(obj) if lone_surrogate_line(text, r) is not None),
+                       None) if isinstance(obj, list) else None
+            raise _surrogate(path, line, rec)
+        return obj
+    except json.JSONDecodeError as exc:
+        raise DataValidationError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                                  source=str(path), row=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise _not_utf8(Path(path)) from None
+    except RecursionError:
+        raise DataValidationError("JSON nested too deeply to read", source=str(path)) from None
+
+
+def read_jsonl(path: Path) -> pd.DataFrame:
+    """Read a JSON-lines file into a DataFrame (one record per line).
+
+    A line that is not a JSON object raises :class:`DataValidationError` naming its line
+    number (1-based). Blank lines are skipped.
+    """
+    try:
+        return _read_jsonl(path)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
+
+
+def read_jsonl_lines(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped)."""
+    try:
+        return _read_jsonl(path, with_lines=True)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
+
+
+def _read_jsonl(path: Path, with_lines: bool = False):
+    records, lines = [], []
+    with _open_bytes(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataValidationError(f"byte 0x{raw[exc.start]:02x} is not UTF-8 text; expected "
+                                          f"a UTF-8 encoded file", source=str(path),
+                                          row=lineno) from None
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataValidationError(f"invalid JSON on this line: {exc.msg}", source=str(path),
+                                          row=lineno) from None
+            except RecursionError:
+                raise DataValidationError("JSON nested too deeply to read", source=str(path),
+                                          row=lineno) from None
+            if not isinstance(rec, dict):
+                raise DataValidationError(f"expected a JSON object per line, got {type(rec).__name__}",
+                                          source=str(path), row=lineno)
+            if "\\u" in line and lone_surrogate_line(line, rec) is not None:
+                raise _surrogate(path, lineno)
+            records.append(rec)
+            lines.append(lineno)
+    if not records:
+        raise DataValidationError("no records: the file is empty", source=str(path))
+    df = pd.DataFrame.from_records(records)
+    return (df, np.asarray(lines, dtype=np.int64)) if with_lines else df
+
+
+def _surrogate(path, line: int, record: int | None = None) -> DataValidationError:
+    at = "" if record is None else f" (record {record} of the list, counted from 0)"
+    return DataValidationError(f"a \\uD800-\\uDFFF escape without its pair (a lone UTF-16 "
+                               f"surrogate) is not text{at}; expected valid Unicode text",
+                               source=str(path), row=line)
