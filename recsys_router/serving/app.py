@@ -246,7 +246,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         text = stats.prometheus(batcher) + "".join(f"{x}\n" for x in loop.prometheus_lines())
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    async def route_texts(texts: list[str], wtp, budget, candidates) -> list[dict]:
+    async def route_texts(texts: list[str], wtp, budget, candidates, snap=None) -> list[dict]:
         if not texts:
             raise HTTPException(400, "give 'query' (a string) or 'queries' (a non-empty list)")
         if len(texts) > cfg.max_batch:
@@ -263,7 +263,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                                          f"{cfg.max_text_chars}")
         if wtp is not None and budget is not None:
             raise HTTPException(400, "give either 'wtp' or 'budget', not both")
-        snap = served.current  # one snapshot for the whole request, whatever /llms does meanwhile
+        if snap is None:  # one snapshot for the whole request, whatever /llms does meanwhile
+            snap = served.current
         try:
             snap.router.candidate_mask(candidates)  # validate before predicting
         except ValueError as exc:
@@ -307,7 +308,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     add_llm_admin_routes(app, served, cfg)
     if cfg.backends:
         from .openai_proxy import add_openai_routes
-        add_openai_routes(app, router, cfg)
+        add_openai_routes(app, served, cfg)
     app.add_middleware(_Guard, cfg=cfg, stats=stats, router=app.router)
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # chunked bodies; declared ones: _Guard
     return app
