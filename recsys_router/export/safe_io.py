@@ -1,8 +1,9 @@
 """Bounded readers for untrusted artifact files: capped JSON and a lazy ``.npz`` reader.
 
-* :func:`read_json` refuses files over a size cap, nesting deeper than a depth cap
-  (measured on the raw text before parsing, so a deep document cannot exhaust the stack),
-  duplicate keys and the non-standard constants ``NaN``/``Infinity``.
+* :func:`read_json` refuses symbolic links and other non-regular files, files over a size
+  cap, nesting deeper than a depth cap (measured on the raw text before parsing, in linear
+  time, so a deep document cannot exhaust the stack), duplicate keys and the non-standard
+  constants ``NaN``/``Infinity``.
 * :class:`NpzReader` reads only the members it is asked for, from an uncompressed zip
   (``np.savez``): it parses each ``.npy`` header itself, refuses object, string and
   structured dtypes, checks the stored size against dtype x shape before allocating, and
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -125,16 +128,24 @@ def read_json(path, *, max_bytes: int, max_depth: int):
     Raises
     ------
     LimitError
-        Too large, too deep, not UTF-8, not valid JSON (duplicate keys and NaN/Infinity
-        included); the message names the file.
+        Not a regular file (a symbolic link included), too large, too deep, not UTF-8, not
+        valid JSON (duplicate keys and NaN/Infinity included); the message names the file.
     """
     path = Path(path)
-    if not path.is_file():
+    if path.is_symlink():
+        raise LimitError(f"{path}: not a regular file (a symbolic link)")
+    try:  # O_NOFOLLOW: a link swapped in after the check is refused too
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as err:
+        raise LimitError(f"{path}: not a readable regular file ({err.strerror})") from err
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
         raise LimitError(f"{path}: not a regular file")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise LimitError(f"{path}: {size:,} bytes, more than the {max_bytes:,} allowed")
-    with open(path, "rb") as fh:
+    with open(fd, "rb") as fh:
+        size = st.st_size
+        if size > max_bytes:
+            raise LimitError(f"{path}: {size:,} bytes, more than the {max_bytes:,} allowed")
         raw = fh.read(size + 1)  # never max_bytes: read(n) allocates n bytes up front
     if len(raw) > max_bytes:
         raise LimitError(f"{path}: more than the {max_bytes:,} bytes allowed")
