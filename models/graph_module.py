@@ -262,7 +262,7 @@ class GraphRouter(LightningRouter):
 
     # declared state beyond the network: the graph builder's arrays (the train graph new
     # queries are joined to) and the cost scale; the task featuriser is rebuilt from the encoder
-    _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part(),
+    _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part(missing=("scores", "costs")),
                "graph_owners_": Opt(ListOf(STR)),
                "llm_offsets_": Arr("float64", ("n_pool",), optional=True)}
 

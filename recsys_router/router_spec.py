@@ -14,18 +14,42 @@ Example
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Mapping
 
 from .router import Router
 
-__all__ = ["resolve_router", "is_artifact_dir"]
+__all__ = ["resolve_router", "is_artifact_dir", "is_path_spec"]
+
+
+def is_path_spec(spec) -> bool:
+    """Whether ``spec`` is clearly a file-system path rather than a name: a ``Path``, or a
+    string holding a path separator or starting with ``.``.
+
+    Example
+    -------
+    >>> is_path_spec("knn"), is_path_spec("./knn"), is_path_spec("artifacts/knn")
+    (False, True, True)
+    """
+    if isinstance(spec, Path):
+        return True
+    return isinstance(spec, str) and (spec.startswith(".") or "/" in spec
+                                      or any(s and s in spec for s in (os.sep, os.altsep)))
 
 
 def is_artifact_dir(spec) -> bool:
-    """Whether ``spec`` names a folder holding an exported router (a ``manifest.json``)."""
+    """Whether ``spec`` names a folder holding an exported router (a ``manifest.json``).
+
+    A registry name (``"knn"``) is never read as a folder, even when the working directory
+    holds a folder of that name: write it as a path (``./knn``) to mean the folder.
+    """
     if not isinstance(spec, (str, Path)):
         return False
+    if not is_path_spec(spec):
+        from .registry import ROUTERS  # noqa: PLC0415 (the registry imports models lazily)
+        if spec in ROUTERS:
+            return False
     try:
         return Path(spec).is_dir() and (Path(spec) / "manifest.json").is_file()
     except (OSError, ValueError):   # a name too long (or with NUL) for the file system
@@ -43,8 +67,11 @@ def resolve_router(spec, params: Mapping | None = None, *, encoder=None,
         A registry name (see :func:`recsys_router.registry.available_routers`), a folder holding
         an exported artifact (loaded fitted, with verification), a :class:`Router` (used as
         given, fitted or not) or an object with a ``router`` attribute (an ``ExportedRouter``).
+        A registry name always means the registry's router; a folder of the same name is
+        read only when written as a path (``./knn``, ``artifacts/knn``, a ``Path``).
     params : dict, optional
-        Constructor parameters for a registry name (an unknown one is a ValueError).
+        Constructor parameters for a registry name (an unknown one is a ValueError, and so
+        is any with an artifact folder, which is already fitted).
     encoder : str, Encoder or callable, optional
         Given to a router that takes an ``encoder`` where ``params`` does not set it; a
         callable receives the router's own default encoder and returns the one to use.
@@ -72,6 +99,10 @@ def resolve_router(spec, params: Mapping | None = None, *, encoder=None,
         raise TypeError(f"a router must be a registry name, an artifact folder or a Router, "
                         f"got {type(spec).__name__}")
     if is_artifact_dir(spec):
+        if params:
+            raise ValueError(f"router {str(spec)[:200]!r} is an exported artifact, already "
+                             f"fitted: parameters {sorted(params)[:5]} cannot apply to it (give "
+                             "a registry name to fit a router with them)")
         from .export import load_router  # noqa: PLC0415 (heavy, only when used)
         return load_router(spec).router, False
     from .registry import make_router  # noqa: PLC0415 (the registry imports models lazily)

@@ -33,8 +33,8 @@ import numpy as np
 
 from .router import Router
 from .state.pool import pool_dims
-from .state import (JSON_ANY, ListOf, NAME_RE, Part, STR, StateError, check_indices,
-                    check_value, json_safe)
+from .state import (JSON_ANY, ListOf, NAME_RE, Part, STR, StateError, check_finite,
+                    check_indices, check_value, json_safe)
 
 __all__ = ["router_to_state", "router_from_state", "class_table", "router_class_name",
            "prefixed", "unprefixed", "save_router_part", "load_router_part", "InnerRouterState"]
@@ -210,7 +210,9 @@ def router_from_state(doc, arrays: dict, where: str, headers: dict | None = None
         headers = {k: (v.dtype, v.shape) for k, v in arrays.items()}
     dims = pool_dims(fields, where)
     checked = cls._check_state(fields, headers, dims)
-    check_indices(cls.state_spec(), arrays, dims)
+    spec = cls.state_spec()
+    check_indices(spec, arrays, dims)
+    check_finite(spec, arrays)
     return cls._from_state(params, checked, arrays)
 
 
@@ -251,7 +253,7 @@ class InnerRouterState:
     estimator is an attribute ending in ``_``.
     """
 
-    _state_ = {"router_": Part()}
+    _state_ = {"router_": Part(router=True)}
 
     def _get_state(self):
         fields, arrays = super()._get_state()

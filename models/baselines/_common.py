@@ -15,7 +15,7 @@ import pandas as pd
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
-from recsys_router.state import Part
+from recsys_router.state import Part, StateError
 
 __all__ = ["nan_col_means", "safe_llm_means", "masked_group_means", "best_llm_labels", "query_uniforms",
            "TextEmbeddingMixin", "tie_cost_order"]
@@ -191,6 +191,15 @@ class TextEmbeddingMixin:
             cached = get_encoder(self.encoder)
             self._encoder, self._encoder_name = cached, self.encoder
         return cached
+
+    def _check_embedding_dim(self, dim: int, what: str) -> None:
+        """Refuse stored state (``what``, e.g. ``"x_train_"``) whose embedding width ``dim``
+        is 0 or differs from the encoder's output width, where the encoder holds that width
+        as data (no model is loaded to find it)."""
+        known = vars(self.encoder_).get("dim", vars(self.encoder_).get("_dim"))
+        if dim < 1 or (isinstance(known, int) and not isinstance(known, bool) and dim != known):
+            raise StateError(f"{what}: embedding width {dim}, but the encoder outputs "
+                             f"{known if isinstance(known, int) else 'at least 1'}")
 
     def _fit_encoder(self, train: RoutingData) -> np.ndarray:
         self.fitted_encoder_ = None

@@ -23,7 +23,7 @@ import numpy as np
 
 from recsys_router.fallback import realised_scores, stratified_holdout
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt, number_keys
+from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt, StateError, number_keys
 
 from ._common import TextEmbeddingMixin, safe_llm_means
 
@@ -182,13 +182,36 @@ class KNNRouter(TextEmbeddingMixin, Router):
 
     cheap_fit = True      # fits in seconds: the safe fallback's 5 inner folds
     _state_ = {"x_train_": Arr("float64", ("n_train", "dim")),
-               "y_train_": Arr("float64", ("n_train", "n_llms")),
+               "y_train_": Arr("float64", ("n_train", "n_llms"), missing=True),
                "llm_means_": Arr("float64", ("n_llms",)), "k_": INT,
                "k_scores_": DictOf(Opt(FLOAT), 1000)}
 
     @classmethod
+    def _check_stored_params(cls, params: dict, where: str) -> None:
+        metric, k = params.get("metric", "cosine"), params.get("k")
+        if metric not in _METRICS:
+            raise StateError(f"{where}.params.metric: {str(metric)[:40]!r}, expected one of "
+                             f"{list(_METRICS)}")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise StateError(f"{where}.params.k: {k!r}, expected an integer >= 1 or null")
+
+    @classmethod
+    def _check_state(cls, fields: dict, headers: dict, dims: dict) -> dict:
+        """The declared checks, then the sizes that bind the state together: at least one
+        training row and ``1 <= k_ <= n_train`` (``k_`` sizes every prediction's
+        neighbour array)."""
+        out = super()._check_state(fields, headers, dims)
+        n = dims.get("n_train", 0)
+        if n < 1:
+            raise StateError("x_train_: no training rows; a kNN router needs at least one")
+        if not 1 <= out["k_"] <= n:
+            raise StateError(f"k_: {out['k_']} neighbours, expected 1 <= k_ <= n_train={n}")
+        return out
+
+    @classmethod
     def _from_state(cls, params, fields, arrays):
         router = super()._from_state(params, fields, arrays)
+        router._check_embedding_dim(router.x_train_.shape[1], "x_train_")
         router.k_scores_ = number_keys(router.k_scores_, int)
         return router
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from recsys_router.errors import DataValidationError
 from recsys_router.router import Router
-from recsys_router.state import INT, STR, Arr, Part, check_state
+from recsys_router.state import INT, STR, Arr, Part, StateError, check_state
 
 from ._common import TextEmbeddingMixin, safe_llm_means
 from ._torch import build_mlp, fit_mlp, predict_mlp
@@ -70,6 +70,12 @@ class LinearRRouter(TextEmbeddingMixin, Router):
     def __init__(self, alpha: float = 1.0, encoder="hashing"):
         self.alpha = alpha
         self.encoder = encoder
+
+    @classmethod
+    def _from_state(cls, params, fields, arrays):
+        router = super()._from_state(params, fields, arrays)
+        router._check_embedding_dim(router.coef_.shape[1], "coef_")
+        return router
 
     def _fit(self, train, val):
         from sklearn.linear_model import Ridge
@@ -124,6 +130,16 @@ class _MLPBase(TextEmbeddingMixin, Router):
                 or router.loss_ not in ("bce", "mse"):
             raise ValueError(f"{cls.__name__}: network sizes {net} or loss {router.loss_!r} "
                              "out of range")
+        # the sizes that bind the state together: embedding width = network input width,
+        # network output width = the fitted LLM columns, scales usable as divisors
+        n_llms = len(router.core_llms_ or router.llm_names_)
+        router._check_embedding_dim(len(router.x_mean_), "x_mean_")
+        if net["in_dim"] != len(router.x_mean_) or net["out_dim"] != n_llms:
+            raise StateError(f"model_: network of {net['in_dim']} inputs and {net['out_dim']} "
+                             f"outputs, expected {len(router.x_mean_)} (x_mean_) and {n_llms} "
+                             "(the LLM columns)")
+        if not (router.x_scale_ > 0).all():
+            raise StateError("x_scale_: feature scales must be > 0")
         router.model_ = load_module_arrays(
             lambda: build_mlp(net["in_dim"], net["out_dim"], net["hidden_size"], net["n_hidden"]),
             {k[len("model_/"):]: v for k, v in arrays.items() if k.startswith("model_/")},

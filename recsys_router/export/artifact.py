@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import remove_stale_siblings
+from ..atomic import pid_alive, remove_stale_siblings
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -61,13 +61,83 @@ def _write_json(path: Path, obj) -> None:
         fh.write("\n")
 
 
+def _stale_re(out: Path, kinds: str = "tmp|old") -> re.Pattern:
+    return re.compile(rf"^\.{re.escape(out.name)}\.(?P<kind>{kinds})-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+
+
+def _restore_moved_aside(out: Path) -> Path | None:
+    """Put back what an overwriting export killed between its two renames left beside a
+    missing ``out``: the previous artifact it had moved aside (``.NAME.old-PID-*/a``), or,
+    when it had moved aside an empty folder, its finished new artifact (``.NAME.tmp-PID-*``
+    holding a manifest, which is written last). Only entries of dead processes are used."""
+    if out.exists() or out.is_symlink():
+        return None
+    try:
+        entries = {p.name: p for p in out.parent.iterdir()}
+    except OSError:
+        return None
+    pattern = _stale_re(out)
+    olds = [p for n, p in sorted(entries.items()) if (m := pattern.match(n))
+            and m["kind"] == "old" and not pid_alive(int(m["pid"]))]
+    for old in olds:
+        pid = pattern.match(old.name)["pid"]
+        moved = old / "a"
+        done = [p for n, p in sorted(entries.items()) if (m := pattern.match(n))
+                and m["kind"] == "tmp" and m["pid"] == pid]
+        for src in [moved] + done:
+            if src.is_dir() and not src.is_symlink() and not (src / "manifest.json").is_symlink() \
+                    and (src / "manifest.json").is_file():
+                try:
+                    os.rename(src, out)
+                except OSError:
+                    return None
+                return out
+    return None
+
+
 def clean_stale(out: Path) -> list[Path]:
-    """Remove the temporary siblings (``.NAME.tmp-PID-*``, ``.NAME.old-PID-*``) that an
-    export of ``out`` killed mid-way left behind (their process is gone); the mechanism is
-    :func:`recsys_router.atomic.remove_stale_siblings`."""
+    """Tidy what an export of ``out`` killed mid-way left behind (its process is gone).
+
+    When ``out`` is missing because an overwriting export died between moving the old
+    artifact aside and moving the new one in, the old artifact is put back first (or, if
+    the folder it had moved aside was empty, its finished new artifact is moved in). Then
+    the temporary siblings (``.NAME.tmp-PID-*``, ``.NAME.old-PID-*``) of dead processes are
+    removed; the mechanism is :func:`recsys_router.atomic.remove_stale_siblings`.
+
+    Returns
+    -------
+    list of Path
+        The siblings removed.
+    """
     out = Path(out)
-    return remove_stale_siblings(
-        out, re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(?P<pid>\d+)-[A-Za-z0-9_]+$"))
+    _restore_moved_aside(out)
+    return remove_stale_siblings(out, _stale_re(out))
+
+
+def _check_overwritable(out: Path) -> None:
+    """Refuse to overwrite anything but an empty folder or an artifact (a folder holding
+    only artifact files, with a manifest that says it is one): ``--overwrite`` never
+    deletes a user's other files."""
+    if out.is_symlink():
+        raise ArtifactError(f"{out} is a symbolic link; overwrite replaces only a real folder")
+    names = sorted(p.name for p in out.iterdir())
+    if not names:
+        return
+    mf = out / "manifest.json"
+    try:
+        manifest = read_json(mf, max_bytes=LIMITS["manifest_bytes"], max_depth=16) \
+            if mf.is_file() and not mf.is_symlink() else None
+    except LimitError:
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("format") != "recsys-router-artifact":
+        raise ArtifactError(f"{out} exists and is not a recsys-router artifact (its manifest.json "
+                            "is missing or not an artifact manifest); overwrite replaces only an "
+                            "artifact or an empty folder: choose another output folder")
+    extra = [n for n in names if n not in ("manifest.json", *_FILES)]
+    if extra:
+        raise ArtifactError(f"{out} holds files that are not part of an artifact "
+                            f"({[n[:80] for n in extra[:5]]}); overwrite would delete them: move "
+                            "them away or choose another output folder")
 
 
 def _pool(router: Router, table: pd.DataFrame | None) -> list[dict]:
@@ -104,8 +174,9 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
     """Write a fitted router as a format-2 artifact directory.
 
     The directory is assembled in a temporary sibling (``.NAME.tmp-PID-*``) and renamed
-    into place at the end; a sibling left by a killed export is removed by the next
-    export or load of the same target.
+    into place at the end (an artifact it replaces is first moved aside to
+    ``.NAME.old-PID-*``); a sibling left by a killed export is removed by the next export or
+    load of the same target, after putting back an artifact it had moved aside.
 
     Parameters
     ----------
@@ -122,7 +193,8 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
     policy, policy_value : str, float
         Default decision policy (``argmax``, ``wtp`` with lambda, ``budget`` with C).
     overwrite : bool
-        Replace an existing directory.
+        Replace an existing artifact or empty folder (any other folder, one holding files
+        that are not artifact files, or a symbolic link is an :class:`ArtifactError`).
     sign_key : str or bytes, optional
         Write an HMAC-SHA256 of the manifest (checked by ``load_router(sign_key=...)``).
 
@@ -140,10 +212,13 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
     check_policy(policy, policy_value)
     key = key_bytes(sign_key)
     out = Path(out)
+    clean_stale(out)  # a killed overwrite's old artifact is put back before any check
     if out.exists() and not out.is_dir():
         raise ArtifactError(f"{out} exists and is not a directory")
     if out.exists() and not overwrite:
         raise ArtifactError(f"{out} already exists; pass overwrite=True (CLI: --overwrite)")
+    if out.exists() or out.is_symlink():
+        _check_overwritable(out)
     try:
         doc, arrays = router_to_state(router)
     except StateError as exc:
@@ -165,7 +240,6 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         "arrays": {k: {"dtype": v.dtype.name, "shape": list(v.shape)} for k, v in arrays.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(out)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
         _write_json(tmp / "state.json", doc)
@@ -178,7 +252,12 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
             os.replace(out, old / "a")
-            os.replace(tmp, out)
+            try:
+                os.replace(tmp, out)
+            except BaseException:
+                os.replace(old / "a", out)  # the previous artifact stays in place
+                shutil.rmtree(old, ignore_errors=True)
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out)

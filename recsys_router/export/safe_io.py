@@ -1,8 +1,9 @@
 """Bounded readers for untrusted artifact files: capped JSON and a lazy ``.npz`` reader.
 
-* :func:`read_json` refuses files over a size cap, nesting deeper than a depth cap
-  (measured on the raw text before parsing, so a deep document cannot exhaust the stack),
-  duplicate keys and the non-standard constants ``NaN``/``Infinity``.
+* :func:`read_json` refuses symbolic links and other non-regular files, files over a size
+  cap, nesting deeper than a depth cap (measured on the raw text before parsing, in linear
+  time, so a deep document cannot exhaust the stack), duplicate keys and the non-standard
+  constants ``NaN``/``Infinity``.
 * :class:`NpzReader` reads only the members it is asked for, from an uncompressed zip
   (``np.savez``): it parses each ``.npy`` header itself, refuses object, string and
   structured dtypes, checks the stored size against dtype x shape before allocating, and
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 import ast
 import json
-import re
+import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -31,7 +33,12 @@ from ..state import ARRAY_DTYPES
 
 __all__ = ["LimitError", "read_json", "json_depth", "NpzReader"]
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+#: +1 for an opening bracket, -1 for a closing one, 0 for any other byte
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+_SCAN_CHUNK = 1 << 18
 _MAX_HEADER = 4096
 
 
@@ -39,20 +46,67 @@ class LimitError(ValueError):
     """A file breaks a size, depth or format limit (the message names the file)."""
 
 
-def json_depth(raw: bytes) -> int:
-    """Maximum nesting depth of ``[`` / ``{`` in a JSON text (strings skipped), computed
-    without parsing.
+def json_depth(raw: bytes, chunk: int = _SCAN_CHUNK) -> int:
+    r"""Maximum nesting depth of ``[`` / ``{`` in a JSON text (strings skipped), computed
+    without parsing, in one pass of linear time and bounded memory.
+
+    The text is scanned in chunks of ``chunk`` bytes carrying three values across chunk
+    boundaries: whether the scan is inside a string, the length of the run of backslashes
+    that ends the previous chunk, and the current depth. A ``"`` preceded by an odd run of
+    backslashes is escaped; the others open or close a string; brackets count outside
+    strings only. Every step is a vectorised numpy pass over one chunk, so the work is
+    proportional to the size of ``raw`` whatever its content (a crafted unterminated string
+    of escaped quotes included) and the extra memory is a small multiple of ``chunk``.
+
+    On a text that :func:`json.loads` accepts this is its exact nesting depth; on any other
+    text it is at least the depth the parser reaches before it finds the error (the two
+    read the same prefix the same way), so the cap holds either way.
+
+    Parameters
+    ----------
+    raw : bytes
+        The JSON text.
+    chunk : int
+        Bytes per vectorised step (tests use tiny chunks to cross boundaries).
+
+    Returns
+    -------
+    int
+        The deepest nesting, 0 for a text without brackets.
 
     Example
     -------
     >>> json_depth(b'{"a": [[1], "[[["]}')
     3
+    >>> json_depth(rb'["a\\", ["\"[["]]')
+    2
     """
-    body = np.frombuffer(_STRING.sub(b'""', raw), dtype=np.uint8)
-    step = np.zeros(len(body), dtype=np.int64)
-    step[(body == ord("[")) | (body == ord("{"))] = 1
-    step[(body == ord("]")) | (body == ord("}"))] = -1
-    return int(np.cumsum(step).max()) if len(step) else 0
+    view = memoryview(raw).cast("B")
+    depth = best = 0
+    in_string = 0   # 1 inside a string at the start of the chunk
+    run = 0         # backslashes ending the previous chunk
+    for start in range(0, len(view), chunk):
+        b = np.frombuffer(view[start:start + chunk], dtype=np.uint8)
+        quotes = np.flatnonzero(b == _QUOTE)
+        plain = np.flatnonzero(b != _BACKSLASH)   # positions that end a run of backslashes
+        if len(quotes):
+            k = np.searchsorted(plain, quotes)       # each quote's own place in ``plain``
+            prev = plain[np.maximum(k - 1, 0)]
+            runs = np.where(k > 0, quotes - 1 - prev, quotes + run)
+            real = quotes[(runs & 1) == 0]
+        else:
+            real = quotes
+        brackets = np.flatnonzero(_STEP[b])
+        if len(brackets):
+            inside = (np.searchsorted(real, brackets) + in_string) & 1
+            steps = _STEP[b[brackets[inside == 0]]].astype(np.int64)
+            if len(steps):
+                levels = np.cumsum(steps)
+                best = max(best, depth + int(levels.max()))
+                depth += int(levels[-1])
+        in_string = (in_string + len(real)) & 1
+        run = len(b) - 1 - int(plain[-1]) if len(plain) else run + len(b)
+    return best
 
 
 def _no_constants(name: str):
@@ -74,16 +128,24 @@ def read_json(path, *, max_bytes: int, max_depth: int):
     Raises
     ------
     LimitError
-        Too large, too deep, not UTF-8, not valid JSON (duplicate keys and NaN/Infinity
-        included); the message names the file.
+        Not a regular file (a symbolic link included), too large, too deep, not UTF-8, not
+        valid JSON (duplicate keys and NaN/Infinity included); the message names the file.
     """
     path = Path(path)
-    if not path.is_file():
+    if path.is_symlink():
+        raise LimitError(f"{path}: not a regular file (a symbolic link)")
+    try:  # O_NOFOLLOW: a link swapped in after the check is refused too
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as err:
+        raise LimitError(f"{path}: not a readable regular file ({err.strerror})") from err
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
         raise LimitError(f"{path}: not a regular file")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise LimitError(f"{path}: {size:,} bytes, more than the {max_bytes:,} allowed")
-    with open(path, "rb") as fh:
+    with open(fd, "rb") as fh:
+        size = st.st_size
+        if size > max_bytes:
+            raise LimitError(f"{path}: {size:,} bytes, more than the {max_bytes:,} allowed")
         raw = fh.read(size + 1)  # never max_bytes: read(n) allocates n bytes up front
     if len(raw) > max_bytes:
         raise LimitError(f"{path}: more than the {max_bytes:,} bytes allowed")

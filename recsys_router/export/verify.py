@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..state import (BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt, StateError,
-                     check_state, check_value)
+from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
+                     StateError, check_state, check_value)
 from .safe_io import LimitError, read_json
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_policy",
@@ -79,6 +79,10 @@ def check_policy(policy, value) -> None:
         raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {value!r}")
 
 
+#: dtype spellings a manifest may declare: the allowed names and their one-letter codes
+#: (``float64``, ``f8``...), never a sub-array, structured or object dtype
+_DTYPE_CODES = frozenset(ARRAY_DTYPES) | {np.dtype(n).str[1:] for n in ARRAY_DTYPES} | \
+    {np.dtype(n).char for n in ARRAY_DTYPES}
 _ARRAY = DictOf(JSON_ANY)
 _MANIFEST = {
     "format": STR, "format_version": INT, "package_version": STR, "router_class": STR,
@@ -94,7 +98,7 @@ def _read_manifest(path: Path) -> dict:
     mf = path / "manifest.json"
     if not path.is_dir():
         raise ArtifactError(f"{path}: not an artifact directory (it does not exist)")
-    if not mf.exists():
+    if not mf.exists() and not mf.is_symlink():
         raise ArtifactError(f"{path}: incomplete artifact, manifest.json is missing")
     try:
         manifest = read_json(mf, max_bytes=LIMITS["manifest_bytes"], max_depth=16)
@@ -161,12 +165,13 @@ def verify_artifact(path: str | os.PathLike, *, sign_key: str | bytes | None = N
 def declared_arrays(manifest: dict, mf: Path, max_bytes: int) -> dict:
     out, total = {}, 0
     for name, spec in manifest["arrays"].items():
-        try:
-            dtype = np.dtype(spec.get("dtype")) if isinstance(spec.get("dtype"), str) else None
-        except TypeError:
-            dtype = None
+        raw = spec.get("dtype")
+        if not isinstance(raw, str) or (raw[1:] if raw[:1] in "<>=|" else raw) not in _DTYPE_CODES:
+            raise ArtifactError(f"{mf}: arrays.{name}.dtype: {str(raw)[:40]!r} is not one of the "
+                                f"allowed dtypes {sorted(ARRAY_DTYPES)}")
+        dtype = np.dtype(raw)
         shape = spec.get("shape")
-        if dtype is None or set(spec) != {"dtype", "shape"} or not isinstance(shape, list) or \
+        if set(spec) != {"dtype", "shape"} or not isinstance(shape, list) or len(shape) > 8 or \
                 not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             raise ArtifactError(f"{mf}: arrays.{name}: expected dtype and a list of sizes")
         total += int(np.prod(shape, dtype=object)) * dtype.itemsize

@@ -29,7 +29,8 @@ from ..export.artifact import ExportedRouter
 from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from .batcher import MicroBatcher
-from .guards import BodyLimit, SafeJSONResponse, SafeStr, check_text, install_error_handlers, route_label
+from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, install_error_handlers,
+                     printable, route_label)
 from .llm_admin import ServedRouter, add_llm_admin_routes
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
@@ -70,6 +71,23 @@ class RouteRequest(BaseModel):
         if v is not None and not math.isfinite(v):
             raise ValueError("must be a finite number")
         return v
+
+
+def _failed(exc: BaseException) -> HTTPException:
+    """A 500 naming the failure (type and one line), never a traceback."""
+    return HTTPException(500, f"routing failed: {type(exc).__name__}: {printable(str(exc))}")
+
+
+def _finite_or_none(table: dict | None) -> dict | None:
+    return None if table is None else \
+        {k: (v if math.isfinite(v) else None) for k, v in table.items()}
+
+
+def _json_numbers(result: dict) -> dict:
+    """A routing result whose predicted scores and costs are JSON: a NaN or infinite
+    prediction (an LLM whose cost is unknown, say) is ``null``, never a failed answer."""
+    return {**result, "scores": _finite_or_none(result["scores"]),
+            "costs": _finite_or_none(result["costs"])}
 
 
 def _label(v) -> str:
@@ -246,7 +264,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         text = stats.prometheus(batcher) + "".join(f"{x}\n" for x in loop.prometheus_lines())
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    async def route_texts(texts: list[str], wtp, budget, candidates) -> list[dict]:
+    async def route_texts(texts: list[str], wtp, budget, candidates, snap=None) -> list[dict]:
         if not texts:
             raise HTTPException(400, "give 'query' (a string) or 'queries' (a non-empty list)")
         if len(texts) > cfg.max_batch:
@@ -263,14 +281,28 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                                          f"{cfg.max_text_chars}")
         if wtp is not None and budget is not None:
             raise HTTPException(400, "give either 'wtp' or 'budget', not both")
-        snap = served.current  # one snapshot for the whole request, whatever /llms does meanwhile
+        if snap is None:  # one snapshot for the whole request, whatever /llms does meanwhile
+            snap = served.current
         try:
             snap.router.candidate_mask(candidates)  # validate before predicting
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
+        custom = snap.custom_routing
+        # request-dependent values are checked before or between the model calls; a failure
+        # of the model or the service is a 500 with a JSON body, whatever its exception type
         try:
             scores, costs = await batcher.submit(texts, snap)
-            if snap.custom_routing:  # e.g. zero: the router's own decision rule
+        except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
+            raise _failed(exc) from exc
+        asked = "wtp" if wtp is not None else "budget" if budget is not None else None
+        if costs is None and not custom and (asked or snap.default_policy[0] != "argmax"):
+            if asked:  # what the client asked for: a 400
+                raise HTTPException(400, f"the {asked} policy needs predicted costs; this router "
+                                         "has none")
+            raise HTTPException(500, f"the artifact's default policy {snap.default_policy[0]!r} "
+                                     "needs predicted costs; this router has none")
+        try:
+            if custom:  # e.g. zero: the router's own decision rule
                 choice, policy, value = await asyncio.to_thread(
                     _decide, texts, scores, costs, snap, wtp=wtp, budget=budget, candidates=candidates)
             else:
@@ -278,18 +310,16 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                                                     candidates=candidates)
             choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
                                                      snap.router.candidate_mask(candidates), snap)
-        except ValueError as exc:
-            raise HTTPException(400, str(exc)) from exc
-        except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
-            raise HTTPException(500, f"routing failed: {type(exc).__name__}: {exc}") from exc
-        out = snap.results(choice, policy, value, scores, costs, candidates)
+            out = snap.results(choice, policy, value, scores, costs, candidates)
+        except Exception as exc:  # noqa: BLE001
+            raise _failed(exc) from exc
         try:
             loop.record(texts, out, probs, propensity, candidates, snap)
         except LogFull as exc:
             raise log_full_error(exc) from exc
         for r in out:
             stats.chosen[r["llm"]] += 1
-        return out
+        return [_json_numbers(r) for r in out]
 
     app.state.route_texts = route_texts
 
@@ -307,7 +337,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     add_llm_admin_routes(app, served, cfg)
     if cfg.backends:
         from .openai_proxy import add_openai_routes
-        add_openai_routes(app, router, cfg)
+        add_openai_routes(app, served, cfg)
     app.add_middleware(_Guard, cfg=cfg, stats=stats, router=app.router)
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # chunked bodies; declared ones: _Guard
     return app

@@ -43,7 +43,7 @@ class MicroBatcher:
         thread so the event loop stays free. Requests submitted with a ``context`` are
         predicted by ``predict(texts, context)``, one call per distinct context.
     max_batch : int
-        Most texts per model call.
+        Most texts per model call (a single request holding more runs alone).
     max_wait_ms : float
         Under load (the batch's first request arrived while another model call ran), how
         long the batch waits for more company; a request finding the batcher idle is run at
@@ -68,6 +68,7 @@ class MicroBatcher:
         self.requests_failed = 0  # requests whose own model call failed
         self.batches_waited = 0  # batches that waited for company (formed under load)
         self._calling = False  # a model call is running
+        self._carry: _Pending | None = None  # taken from the queue, too big for the last batch
 
     async def start(self) -> None:
         """Start the batching task on the running event loop (again, if the loop changed:
@@ -76,6 +77,7 @@ class MicroBatcher:
         if self._task is None or self._loop is not loop or self._task.done():
             self._loop = loop
             self._queue = asyncio.Queue()
+            self._carry = None
             self._task = loop.create_task(self._loop_body())
 
     async def stop(self) -> None:
@@ -97,15 +99,15 @@ class MicroBatcher:
     async def _loop_body(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            first = await self._queue.get()
+            first, self._carry = self._carry or await self._queue.get(), None
             batch, n = [first], len(first.texts)
             n = self._take_waiting(batch, n)
             # a request that found the batcher idle runs at once; one that arrived during a
             # model call (under load) waits up to max_wait_ms for more company
-            if first.busy and n < self.max_batch and self.max_wait_ms > 0:
+            if first.busy and n < self.max_batch and self.max_wait_ms > 0 and self._carry is None:
                 self.batches_waited += 1
                 deadline = loop.time() + self.max_wait_ms / 1000.0
-                while n < self.max_batch:
+                while n < self.max_batch and self._carry is None:
                     timeout = deadline - loop.time()
                     if timeout <= 0:
                         break
@@ -113,24 +115,36 @@ class MicroBatcher:
                         nxt = await asyncio.wait_for(self._queue.get(), timeout)
                     except asyncio.TimeoutError:
                         break
-                    batch.append(nxt)
-                    n = self._take_waiting(batch, n + len(nxt.texts))
+                    n = self._take_waiting(batch, self._add(batch, n, nxt))
             groups: dict[int, list[_Pending]] = {}
             for p in batch:  # one model call per context (snapshot), never a mix
                 groups.setdefault(id(p.context), []).append(p)
             self._calling = True
             try:
                 for group in groups.values():
-                    await self._run(group)
+                    try:
+                        await self._run(group)
+                    except Exception as exc:  # noqa: BLE001 - a bug here never stops the batcher
+                        for p in group:
+                            if not p.future.done():
+                                p.future.set_exception(exc)
             finally:
                 self._calling = False
 
+    def _add(self, batch: list[_Pending], n: int, nxt: _Pending) -> int:
+        """Put ``nxt`` in ``batch`` if its texts fit within ``max_batch``, else keep it for
+        the next batch; returns the batch's text count."""
+        if n + len(nxt.texts) > self.max_batch:
+            self._carry = nxt
+            return n
+        batch.append(nxt)
+        return n + len(nxt.texts)
+
     def _take_waiting(self, batch: list[_Pending], n: int) -> int:
-        """Move the requests already queued into ``batch`` (up to ``max_batch`` texts)."""
-        while n < self.max_batch and not self._queue.empty():
-            nxt = self._queue.get_nowait()
-            batch.append(nxt)
-            n += len(nxt.texts)
+        """Move the requests already queued into ``batch`` while their texts fit within
+        ``max_batch`` (a request that does not fit starts the next batch)."""
+        while n < self.max_batch and self._carry is None and not self._queue.empty():
+            n = self._add(batch, n, self._queue.get_nowait())
         return n
 
     async def _run(self, batch: list[_Pending]) -> None:
@@ -148,7 +162,8 @@ class MicroBatcher:
         except Exception as exc:  # noqa: BLE001 - isolate the failing request(s)
             if len(batch) == 1:
                 self.requests_failed += 1
-                batch[0].future.set_exception(exc)
+                if not batch[0].future.done():  # its client may have gone meanwhile
+                    batch[0].future.set_exception(exc)
                 return
             self.batches_split += 1
             mid = len(batch) // 2

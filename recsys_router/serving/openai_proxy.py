@@ -27,7 +27,9 @@ from pathlib import Path
 import httpx
 import yaml
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
+
+from .guards import SafeJSONResponse
 
 __all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body"]
 
@@ -157,9 +159,21 @@ def check_chat_body(body) -> str:
     raise HTTPException(400, "no user message with text content to route")
 
 
-def add_openai_routes(app: FastAPI, router, cfg) -> None:
+def add_openai_routes(app: FastAPI, served, cfg) -> None:
+    """Add ``GET /v1/models`` and ``POST /v1/chat/completions`` to ``app``.
+
+    Parameters
+    ----------
+    app : FastAPI
+        The router service (its ``state.route_texts`` routes one request).
+    served : ServedRouter
+        The served artifact; each request routes among the LLMs of its current pool that
+        have a backend (the pool may change through ``POST``/``DELETE /llms``), and is a 503
+        when none has one.
+    cfg : ServiceConfig
+        ``backends`` (LLM name -> base URL, model, API key variable) and the timeout.
+    """
     backends = cfg.backends
-    candidates = [n for n in router.llm_names if n in backends]
 
     @app.get("/v1/models")
     async def models():
@@ -175,7 +189,12 @@ def add_openai_routes(app: FastAPI, router, cfg) -> None:
             raise HTTPException(400, "request body is not valid JSON (or nests too deep)") from None
         text = check_chat_body(body)
         wtp, budget = parse_router_model(body.get("model", ""), body)
-        result = (await app.state.route_texts([text], wtp, budget, candidates))[0]
+        snap = served.current  # the pool this request is routed in, whatever /llms does meanwhile
+        candidates = [n for n in snap.llm_names if n in backends]
+        if not candidates:
+            raise HTTPException(503, "no LLM of the served pool has a backend (see backends.yaml "
+                                     "and GET /llms)")
+        result = (await app.state.route_texts([text], wtp, budget, candidates, snap))[0]
         llm = result["llm"]
         be = backends[llm]
         fwd = {k: v for k, v in body.items() if k not in ("wtp", "budget")}
@@ -220,12 +239,16 @@ def add_openai_routes(app: FastAPI, router, cfg) -> None:
             await client.aclose()
         try:
             data = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             raise HTTPException(502, f"backend for {llm!r} returned non-JSON "
                                      f"(status {resp.status_code})") from None
         if isinstance(data, dict) and resp.status_code < 400:
             data["model"] = llm
-        return JSONResponse(data, status_code=resp.status_code, headers=route_headers)
+        try:  # ASCII escapes: a lone surrogate is relayed as \ud83d, never a failed write
+            return SafeJSONResponse(data, status_code=resp.status_code, headers=route_headers)
+        except (ValueError, RecursionError):  # NaN/Infinity or nesting: not standard JSON
+            raise HTTPException(502, f"backend for {llm!r} returned JSON that cannot be relayed "
+                                     "(a non-finite number or nesting too deep)") from None
 
 
 def _rewrite_sse_line(line: bytes, llm: str) -> bytes:

@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 __all__ = ["StateError", "Arr", "Part", "Size", "Scalar", "ListOf", "DictOf", "TupleOf", "Opt", "INT", "FLOAT",
-           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "check_indices", "collect_state", "number_keys",
+           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "check_indices", "check_finite", "collect_state", "number_keys",
            "ARRAY_DTYPES", "NAME_RE", "json_safe"]
 
 #: dtypes an artifact array may have (never object, string, void or structured)
@@ -55,9 +55,14 @@ class Arr:
     index_of : str, optional
         The values are indices into an axis of this symbol's size: checked to lie in
         ``[0, size)`` by :func:`check_indices` once the array is read.
+    missing : bool
+        NaN marks a missing value here (an unobserved score, an unknown cost); without it
+        a float array must hold finite numbers only. Infinities are refused either way
+        (:func:`check_finite`).
     """
 
-    def __init__(self, dtype, shape: tuple, optional: bool = False, index_of: str | None = None):
+    def __init__(self, dtype, shape: tuple, optional: bool = False, index_of: str | None = None,
+                 missing: bool = False):
         self.dtypes = (dtype,) if isinstance(dtype, str) else tuple(dtype)
         unknown = set(self.dtypes) - ARRAY_DTYPES
         if unknown:
@@ -65,6 +70,7 @@ class Arr:
         self.shape = tuple(shape)
         self.optional = optional
         self.index_of = index_of
+        self.missing = missing
 
     def __repr__(self) -> str:
         return f"Arr({self.dtypes}, {self.shape})"
@@ -113,11 +119,16 @@ class Opt:
 class Part:
     """A nested state (an encoder, a network, an inner router): a JSON object stored under
     the piece name, with its arrays named ``"<piece>/<array>"``. The owning family restores
-    it (and validates it with its own spec) in ``_from_state``.
+    it (and validates it with its own spec) in ``_from_state``. ``router=True`` marks a
+    nested router's state document, whose arrays that router's own load checks;
+    ``missing`` names the part's arrays in which NaN marks a missing value (the part's
+    other float arrays must be finite, see :func:`check_finite`).
     """
 
-    def __init__(self, optional: bool = False):
+    def __init__(self, optional: bool = False, router: bool = False, missing: tuple = ()):
         self.optional = optional
+        self.router = router
+        self.missing = tuple(missing)
 
 
 class Size:
@@ -301,6 +312,45 @@ def check_indices(spec: dict, arrays: dict, dims: dict, prefix: str = "") -> Non
                 raise StateError(f"array {key!r}: size {s.index_of} is unknown")
             if a.size and (int(a.min()) < 0 or int(a.max()) >= n):
                 raise StateError(f"array {key!r}: index out of range [0, {n})")
+
+
+_FINITE_BLOCK = 1 << 20
+
+
+def check_finite(spec: dict, arrays: dict, prefix: str = "") -> None:
+    """Refuse NaN and infinities in the float arrays of a state (after reading).
+
+    Every float array named ``prefix + ...`` must hold finite numbers, except that an
+    :class:`Arr` declared ``missing=True``, or an array a :class:`Part` lists in its
+    ``missing``, may hold NaN (still no infinity). Arrays of a nested router (a
+    :class:`Part` with ``router=True``) are left to that router's own check. Arrays are
+    scanned in blocks, so the check needs little extra memory.
+
+    Example
+    -------
+    >>> spec = {"w": Arr("float64", (2,)), "y": Arr("float64", (2,), missing=True)}
+    >>> check_finite(spec, {"w": np.array([1.0, 2.0]), "y": np.array([np.nan, 0.5])})
+    >>> check_finite(spec, {"w": np.array([1.0, np.nan])})
+    Traceback (most recent call last):
+    ...
+    recsys_router.state.StateError: array 'w': 1 value(s) NaN or infinite; only finite numbers are allowed here
+    """
+    nested = tuple(prefix + k + "/" for k, s in spec.items() if isinstance(s, Part) and s.router)
+    for key, a in arrays.items():
+        if not key.startswith(prefix) or key.startswith(nested) or a.dtype.kind != "f":
+            continue
+        name = key[len(prefix):]
+        declared, part = spec.get(name), spec.get(name.split("/", 1)[0])
+        nan_ok = (isinstance(declared, Arr) and declared.missing) or \
+            (isinstance(part, Part) and name.split("/", 1)[-1] in part.missing)
+        flat, bad = a.reshape(-1), 0
+        for s in range(0, flat.size, _FINITE_BLOCK):
+            block = flat[s:s + _FINITE_BLOCK]
+            bad += int(np.count_nonzero(np.isinf(block) if nan_ok else ~np.isfinite(block)))
+        if bad:
+            what = "infinite" if nan_ok else "NaN or infinite"
+            allowed = "finite numbers or NaN (missing)" if nan_ok else "only finite numbers"
+            raise StateError(f"array {key!r}: {bad} value(s) {what}; {allowed} are allowed here")
 
 
 def json_safe(value):

@@ -34,8 +34,8 @@ _HEAD = {"index": INT, "mean": FLOAT, "cost": Opt(FLOAT), "has_emb": BOOL,
 def pool_spec() -> dict:
     """The declared pool pieces (see the module docstring)."""
     return {"llm_names_": ListOf(STR, max_len=_MAX_LLMS),
-            "mean_costs_": Arr("float64", ("n_llms",), optional=True),
-            "llm_prices_": Arr("float64", ("n_pool",), optional=True),
+            "mean_costs_": Arr("float64", ("n_llms",), optional=True, missing=True),
+            "llm_prices_": Arr("float64", ("n_pool",), optional=True, missing=True),
             "core_llms_": Opt(ListOf(STR, max_len=_MAX_LLMS)),
             "llm_info_": Opt(DictOf(DictOf(JSON_ANY, 100), _MAX_LLMS)),
             "probe_llms_": Part(optional=True)}
