@@ -370,12 +370,11 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             out[sel] = promote_top(out[sel], base.argmax(axis=1))
         return out
 
-    def predict_costs(self, data: RoutingData):
-        self._check_fitted()
+    def _predict_costs(self, data: RoutingData):
+        # the private hook: Router.predict_costs lays an added / removed LLM's pool over it
         return self.router_.predict_costs(data)
 
-    def selection_probs(self, data: RoutingData):
-        self._check_fitted()
+    def _selection_probs(self, data: RoutingData):
         if (self.fallback_rows(data) != "router").any() or self.fallback_.get("top",
                                                                              "router") != "router":
             return None

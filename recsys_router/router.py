@@ -224,7 +224,8 @@ class Router(ABC):
         if self.mean_costs_ is None:
             return None
         if pool_changed(self):
-            return pool_costs(self, data, self._predict_costs(core_view(self, data)))
+            core = self._predict_costs(core_view(self, data))
+            return None if core is None else pool_costs(self, data, core)
         return self._predict_costs(data)
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray:

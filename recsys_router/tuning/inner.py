@@ -297,12 +297,11 @@ class AutoTunedRouter(InnerRouterState, Router):
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         return self.router_.predict_scores(data)
 
-    def predict_costs(self, data: RoutingData):
-        self._check_fitted()
+    def _predict_costs(self, data: RoutingData):
+        # the private hook: Router.predict_costs lays an added / removed LLM's pool over it
         return self.router_.predict_costs(data)
 
-    def selection_probs(self, data: RoutingData):
-        self._check_fitted()
+    def _selection_probs(self, data: RoutingData):
         return self.router_.selection_probs(data)
 
     def summary(self) -> str:
