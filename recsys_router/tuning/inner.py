@@ -37,7 +37,7 @@ from ..inner_validation import (AUTO_INNER_FOLDS, check_inner_folds, inner_split
                                 realised_scores)
 from ..router import Router
 from ..router_state import InnerRouterState
-from ..state import FLOAT, INT, JSON_ANY, STR, DictOf, ListOf, StateError
+from ..state import FLOAT, INT, JSON_ANY, STR, DictOf, ListOf, Opt, StateError
 from ..sweep_check import has_costs, held_out_nauc
 from .space import SearchSpace, load_search_space
 
@@ -136,7 +136,8 @@ class AutoTunedRouter(InnerRouterState, Router):
     inner_folds_ : int
         The inner folds used (1: one held-out split).
     default_score_, best_score_ : float
-        Held-out objective of the defaults and of the chosen setting.
+        Held-out objective of the defaults and of the chosen setting; NaN when no search
+        ran (``n_trials=0``, too few training queries or no searchable key).
     trials_ : list of dict
         ``params``, ``score`` (or ``error``) per trial.
     skipped_keys_ : list of str
@@ -152,9 +153,10 @@ class AutoTunedRouter(InnerRouterState, Router):
     """
 
     #: exported with the refitted router as the nested part ``router_``
-    _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "objective_": STR, "default_score_": FLOAT,
-               "inner_folds_": INT,
-               "best_score_": FLOAT, "trials_": ListOf(DictOf(JSON_ANY, 10), MAX_TRIALS),
+    #: the held-out scores are NaN when no search ran (stored as null, restored as NaN)
+    _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "objective_": STR,
+               "default_score_": Opt(FLOAT), "inner_folds_": INT,
+               "best_score_": Opt(FLOAT), "trials_": ListOf(DictOf(JSON_ANY, 10), MAX_TRIALS),
                "skipped_keys_": ListOf(STR, 1000)}
 
     def __init__(self, name: str, params: dict | None = None, n_trials: int = 20,
@@ -193,6 +195,8 @@ class AutoTunedRouter(InnerRouterState, Router):
                               auto=False)
         except ValueError as exc:
             raise StateError(str(exc)) from None
+        fields = {**fields, **{k: float("nan") if fields.get(k) is None else fields[k]
+                               for k in ("default_score_", "best_score_")}}
         return super()._from_state(params, fields, arrays)
 
     def _make(self, extra: dict) -> Router:
