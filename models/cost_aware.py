@@ -20,6 +20,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.metrics.orbit import orbit_metrics
+from recsys_router.policies import fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, DictOf, Opt, Part, number_keys
 
@@ -160,13 +161,16 @@ class CostAwareRouter(InnerRouterState, Router):
         return coef, icpt
 
     def _costs(self, model, mean_costs, data: RoutingData) -> np.ndarray | None:
+        """Predicted costs; an LLM with no recorded training cost gets the dearest known
+        prediction of its row (:func:`~recsys_router.policies.fill_unknown_costs`)."""
         if mean_costs is None:
             return None
+        mc = np.asarray(mean_costs, dtype=np.float64)
         if model is None:
-            mc = np.nan_to_num(np.asarray(mean_costs, dtype=np.float64), nan=0.0)
-            return np.broadcast_to(mc, (data.n_queries, len(mc))).copy()
+            return np.broadcast_to(fill_unknown_costs(mc), (data.n_queries, len(mc))).copy()
         coef, icpt = model
-        return np.exp(self._features(data) @ coef + icpt[None, :])
+        return fill_unknown_costs(np.exp(self._features(data) @ coef + icpt[None, :]),
+                                  np.isfinite(mc))
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         pen = self.penalty

@@ -45,6 +45,7 @@ from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraph
 from recsys_router.models.components.graph_predict import (TrainStates, kept_states,
                                                              make_builder, predict_graph)
 from recsys_router.data import RoutingData
+from recsys_router.policies import fill_unknown_costs
 from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
@@ -440,9 +441,12 @@ class GraphRouter(LightningRouter):
         return self.to_data_scale(expit(s))
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray | None:
-        """Cost head's prediction per (query, LLM) (>= 0), or None without train costs."""
+        """Cost head's prediction per (query, LLM) (>= 0), or None without train costs; an LLM
+        with no recorded training cost (the head never saw one) gets the dearest known
+        prediction of its row (:func:`~recsys_router.policies.fill_unknown_costs`)."""
         self._check_fitted()
         if not self.has_costs_ or self.cost_weight <= 0:
             return super()._predict_costs(data)
         _, c = self._predict_both(data)
-        return np.maximum(c * self.cost_scale_, 0.0)
+        known = np.isfinite(np.asarray(self.mean_costs_, np.float64))   # has_costs_: not None
+        return fill_unknown_costs(np.maximum(c * self.cost_scale_, 0.0), known)

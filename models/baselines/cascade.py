@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from recsys_router.data import RoutingData
+from recsys_router.policies import fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr
 
@@ -107,7 +108,7 @@ class CascadeRouter(Router):
 
     # ------------------------------------------------------------------ the cascade
     def _costs_of(self, data: RoutingData) -> np.ndarray:
-        mc = np.nan_to_num(np.asarray(self.mean_costs_, dtype=np.float64), nan=0.0)
+        mc = fill_unknown_costs(np.asarray(self.mean_costs_, dtype=np.float64))
         base = np.broadcast_to(mc, data.shape)
         if data.costs is None:
             return base.copy()
