@@ -16,18 +16,25 @@ costs it is the wrapped router unchanged. ``benchmarks/bench_quality.py`` names 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.policies import fill_unknown_costs
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, Arr, DictOf, Opt, Part, number_keys
+from recsys_router.state import FLOAT, STR, Arr, DictOf, Opt, Part, number_keys
+from recsys_router.sweep_check import has_costs, held_out_nauc
 
 from .inner_state import InnerRouterState
 
 __all__ = ["CostAwareRouter", "PENALTY_GRID"]
 
+log = logging.getLogger(__name__)
+
+#: fewest held-out queries the penalty is chosen on (else it is 0)
+MIN_HELD_OUT = 10
 #: penalties tried when ``penalty="auto"`` (units: predicted score per max mean LLM cost)
 PENALTY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
 
@@ -44,9 +51,12 @@ class CostAwareRouter(InnerRouterState, Router):
     base_params : dict, optional
         Its constructor parameters.
     penalty : float or "auto"
-        Fixed penalty, or ``"auto"``: the :data:`PENALTY_GRID` value of highest nAUC on
-        ``val_fraction`` of the training queries (the wrapped router is then refitted on
-        all of them).
+        Fixed penalty (finite, >= 0), or ``"auto"``: the :data:`PENALTY_GRID` value of
+        highest nAUC on ``val_fraction`` of the training queries (the wrapped router is then
+        refitted on all of them); on a sparse training matrix, with fewer than
+        :data:`MIN_HELD_OUT` fully observed held-out queries, the nAUC of routing each
+        held-out query among its observed LLMs, and 0 when that cannot be scored either
+        (``penalty_note_`` says which).
     val_fraction : float
     cost_model : {"mean", "ridge"}
         Predicted costs: each LLM's mean train cost, or a per-LLM ridge regression of
@@ -61,6 +71,9 @@ class CostAwareRouter(InnerRouterState, Router):
     ----------
     penalty_ : float
         The penalty in use.
+    penalty_note_ : str
+        How it was chosen ("fixed", the held-out queries it was scored on, or why it is 0);
+        :meth:`summary` and the log say it too.
     val_nauc_ : dict
         With ``penalty="auto"``: held-out nAUC of each penalty tried.
     router_ : Router
@@ -78,7 +91,7 @@ class CostAwareRouter(InnerRouterState, Router):
     uses_text = True
 
     #: the wrapped router, the penalty, the cost ridge's numbers and (with it) the encoder
-    _state_ = {"penalty_": FLOAT, "val_nauc_": DictOf(Opt(FLOAT), 1000),
+    _state_ = {"penalty_": FLOAT, "penalty_note_": STR, "val_nauc_": DictOf(Opt(FLOAT), 1000),
                "cost_coef_": Arr("float64", ("dim", "n_llms"), optional=True),
                "cost_intercept_": Arr("float64", ("n_llms",), optional=True),
                "features_encoder_": Part(optional=True)}
@@ -176,31 +189,64 @@ class CostAwareRouter(InnerRouterState, Router):
         pen = self.penalty
         self.val_nauc_ = {}
         if pen == "auto":
-            pen = 0.0
-            if train.costs is not None and train.n_queries >= 40:
-                pen = self._choose(train)
+            pen, self.penalty_note_ = 0.0, "0: the training data has no costs"
+            if train.costs is not None and train.n_queries < 40:
+                self.penalty_note_ = f"0: {train.n_queries} < 40 training queries"
+            elif train.costs is not None:
+                pen, self.penalty_note_ = self._choose(train)
+            log.info("cost-aware(%s): penalty %s", self.base, self.penalty_note_)
+        else:
+            self.penalty_note_ = "fixed"
         self.penalty_ = float(pen)
         self.router_ = self._make().fit(train, val)
         self.cost_model_ = self._fit_costs(train)
 
-    def _choose(self, train: RoutingData) -> float:
+    def _choose(self, train: RoutingData) -> tuple[float, str]:
+        """The penalty of highest held-out nAUC and how it was scored.
+
+        The held-out queries whose every score and cost is observed are scored by ORBIT's
+        nAUC when there are at least :data:`MIN_HELD_OUT` of them; else (sparse training
+        matrices) every held-out query with an observed score is routed among its observed
+        LLMs (:func:`~recsys_router.sweep_check.held_out_nauc`), which needs a finite cost on
+        every observed cell; else the penalty is 0.
+        """
         rng = np.random.default_rng(self.seed)
         perm = rng.permutation(train.n_queries)
-        n_val = max(10, int(round(self.val_fraction * train.n_queries)))
+        n_val = max(MIN_HELD_OUT, int(round(self.val_fraction * train.n_queries)))
         inner, held = train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
-        ok = ~np.isnan(held.scores).any(axis=1) & ~np.isnan(held.costs).any(axis=1)
-        held = held.subset(np.flatnonzero(ok))
+        complete = ~np.isnan(held.scores).any(axis=1) & ~np.isnan(held.costs).any(axis=1)
+        observed = (~np.isnan(held.scores)).any(axis=1)
+        if complete.sum() >= MIN_HELD_OUT:
+            held, how = held.subset(np.flatnonzero(complete)), "complete"
+        elif observed.sum() >= MIN_HELD_OUT and has_costs(held):
+            held, how = held.subset(np.flatnonzero(observed)), "observed"
+        else:
+            return 0.0, (f"0: {int(complete.sum())} held-out queries have every score and cost "
+                         f"observed and the observed cells cannot be scored instead (fewer than "
+                         f"{MIN_HELD_OUT} queries, or an observed cell without a cost)")
         router = self._make().fit(inner)
         P = router.predict_scores(held)
         C = self._costs(self._fit_costs(inner), router.mean_costs_, held)
         shift = C / max(float(np.nanmax(router.mean_costs_)), 1e-12)
         best, best_v = 0.0, -np.inf
         for p in PENALTY_GRID:
-            v = orbit_metrics(P - p * shift, C, held.scores, held.costs)["nauc"]
+            if how == "complete":
+                v = orbit_metrics(P - p * shift, C, held.scores, held.costs)["nauc"]
+            else:
+                v = held_out_nauc(P - p * shift, C, held.scores, held.costs)
             self.val_nauc_[p] = float(v)
             if v > best_v + 1e-9:
                 best, best_v = p, v
-        return best
+        where = (f"{held.n_queries} held-out queries with every score and cost observed"
+                 if how == "complete" else
+                 f"the observed cells of {held.n_queries} held-out queries (only "
+                 f"{int(complete.sum())} fully observed)")
+        return best, f"{best:g}: best nAUC on {where}"
+
+    def summary(self) -> str:
+        """One line for reports: the penalty in use and how it was chosen."""
+        self._check_fitted()
+        return f"penalty {self.penalty_:g} ({self.penalty_note_})"
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         P = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
