@@ -48,6 +48,11 @@ class Router(ABC):
     #: (5 inner folds, 6 fits) when the training set has at most this many observed cells:
     #: the small sets where one held-out fifth is noisiest (0: never, unless ``cheap_fit``)
     fold_max_cells: int = 0
+    #: whether ``fit`` holds out a part of its own training queries to choose what it keeps
+    #: (Lightning early stopping): the safe fallback with one inner split then keeps its
+    #: inner fit instead of refitting on every training query (a parameter named
+    #: ``val_fraction`` alone says nothing: others use one to tune a setting, then refit)
+    holds_out_val: bool = False
     #: whether :meth:`add_llm` places a new LLM in the learned state
     #: (``_add_llm(name, probes, cost, weights)`` / ``_remove_llm(column)``, ``weights`` the
     #: validated probe weights, mean 1); otherwise it gets a kNN head over its probes

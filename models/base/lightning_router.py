@@ -181,6 +181,11 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     #: every Lightning module trains on logged feedback (``RouterModule`` batches with ``w``)
     feedback_losses = ("naive", "ips", "snips", "dr")
 
+    @property
+    def holds_out_val(self) -> bool:            # type: ignore[override]
+        """Early stopping on a held-out part of the training queries (``val_fraction > 0``)."""
+        return float(self.val_fraction or 0.0) > 0
+
     def __init__(self, module, module_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None, mode: str | None = None,
                  batch_size: int | None = None, max_epochs: int | None = None, seed: int = 0,
