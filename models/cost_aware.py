@@ -21,6 +21,7 @@ import logging
 import numpy as np
 
 from recsys_router.data import RoutingData
+from recsys_router.hyperparams import check_fraction, check_number
 from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.policies import fill_unknown_costs
 from recsys_router.router import Router
@@ -187,6 +188,10 @@ class CostAwareRouter(InnerRouterState, Router):
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         pen = self.penalty
+        if not (isinstance(pen, str) and pen == "auto"):
+            pen = check_number(pen, "penalty (or 'auto')", low=0)
+        check_fraction(self.val_fraction, "val_fraction")
+        check_number(self.ridge_alpha, "ridge_alpha", low=0)
         self.val_nauc_ = {}
         if pen == "auto":
             pen, self.penalty_note_ = 0.0, "0: the training data has no costs"
