@@ -226,8 +226,10 @@ class Router(ABC):
         cost is predicted the dearest known mean cost of the pool (never cheaper than an LLM
         whose cost is known; :func:`~recsys_router.policies.fill_unknown_costs`); 0 when no
         LLM has a known cost. Subclasses with per-query costs implement ``_predict_costs``.
+        ``data`` must have the router's LLMs in its order, as for :meth:`predict_scores`.
         """
         self._check_fitted()
+        self._check_llms(data)
         if self.mean_costs_ is None:
             return None
         if pool_changed(self):
