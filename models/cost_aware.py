@@ -16,6 +16,7 @@ costs it is the wrapped router unchanged. ``benchmarks/bench_quality.py`` names 
 
 from __future__ import annotations
 
+import copy
 import logging
 
 import numpy as np
@@ -61,7 +62,9 @@ class CostAwareRouter(InnerRouterState, Router):
     val_fraction : float
     cost_model : {"mean", "ridge"}
         Predicted costs: each LLM's mean train cost, or a per-LLM ridge regression of
-        ``log(cost)`` on the query embedding (needs ``encoder``).
+        ``log(cost)`` on the query embedding (needs ``encoder``; one that learns from text,
+        e.g. ``tfidf``, is fitted on a copy with the training texts and kept as
+        ``features_encoder_``).
     ridge_alpha : float
     encoder : object, optional
         Given to the wrapped router when it takes one (lets the runner share embeddings);
@@ -105,7 +108,7 @@ class CostAwareRouter(InnerRouterState, Router):
             arrays["cost_intercept_"] = np.asarray(self.cost_model_[1], np.float64)
         fields["features_encoder_"] = None
         if self.cost_model_ is not None:
-            info, enc = save_encoder_part("features_encoder_", self._encoder())
+            info, enc = save_encoder_part("features_encoder_", self.cost_model_[2])
             fields.update(info)
             arrays.update(enc)
         return fields, arrays
@@ -117,13 +120,14 @@ class CostAwareRouter(InnerRouterState, Router):
         router.val_nauc_ = number_keys(router.val_nauc_)
         if (router.cost_coef_ is None) != (router.cost_intercept_ is None):
             raise ValueError(f"{cls.__name__}: cost_coef_ and cost_intercept_ go together")
-        router.cost_model_ = None if router.cost_coef_ is None else \
-            (router.cost_coef_, router.cost_intercept_)
-        if router.cost_model_ is not None:
+        router.cost_model_, router.features_encoder_ = None, None
+        if router.cost_coef_ is not None:
             if fields.get("features_encoder_") is None:
                 raise ValueError(f"{cls.__name__}: a cost ridge needs its features_encoder_")
             router.features_encoder_ = load_encoder_part("features_encoder_", fields, arrays,
                                                          cls.__name__)
+            router.cost_model_ = (router.cost_coef_, router.cost_intercept_,
+                                  router.features_encoder_)
         return router
 
     def __init__(self, base: str = "mf", base_params: dict | None = None, penalty="auto",
@@ -143,27 +147,31 @@ class CostAwareRouter(InnerRouterState, Router):
         return resolve_router(self.base, self.base_params, encoder=self.encoder,
                               seed=self.seed)[0]
 
-    def _encoder(self):
-        """The encoder of the cost ridge (the one restored from an artifact, if any)."""
+    def _fitted_encoder(self, train: RoutingData):
+        """The cost ridge's encoder for ``train``: ``encoder`` (default ``"minilm"``), and for
+        one that learns from text (e.g. ``tfidf``) a copy fitted on the training texts (a
+        given encoder object is never changed)."""
         from recsys_router.encoders import get_encoder  # noqa: PLC0415
-        restored = getattr(self, "features_encoder_", None)
-        if restored is not None:
-            return restored
         enc = self.encoder if self.encoder is not None else "minilm"
-        return get_encoder(enc) if isinstance(enc, str) else enc
+        enc = get_encoder(enc) if isinstance(enc, str) else enc
+        if getattr(enc, "needs_fit", False):
+            enc = copy.deepcopy(enc).fit(list(train.texts))
+        return enc
 
-    def _features(self, data: RoutingData) -> np.ndarray:
-        enc = self._encoder()
+    @staticmethod
+    def _features(enc, data: RoutingData) -> np.ndarray:
         return np.asarray(enc.encode(list(data.texts), query_ids=list(data.query_ids)))
 
     def _fit_costs(self, train: RoutingData):
-        """Per-LLM ridge of log cost on embeddings: (coef (d, m), intercept (m,)) or None."""
+        """Per-LLM ridge of log cost on embeddings: (coef (d, m), intercept (m,), the fitted
+        encoder) or None."""
         if self.cost_model not in ("mean", "ridge"):
             raise ValueError(f"cost_model must be 'mean' or 'ridge', got {self.cost_model!r}")
         if self.cost_model == "mean" or train.costs is None or not train.has_text:
             return None
         from sklearn.linear_model import Ridge  # noqa: PLC0415
-        X = self._features(train)
+        enc = self._fitted_encoder(train)
+        X = self._features(enc, train)
         coef, icpt = np.zeros((X.shape[1], train.n_llms)), np.zeros(train.n_llms)
         for j in range(train.n_llms):
             ok = np.isfinite(train.costs[:, j])
@@ -172,7 +180,7 @@ class CostAwareRouter(InnerRouterState, Router):
                 continue
             m = Ridge(alpha=self.ridge_alpha).fit(X[ok], np.log(train.costs[ok, j] + 1e-9))
             coef[:, j], icpt[j] = m.coef_, m.intercept_
-        return coef, icpt
+        return coef, icpt, enc
 
     def _costs(self, model, mean_costs, data: RoutingData) -> np.ndarray | None:
         """Predicted costs; an LLM with no recorded training cost gets the dearest known
@@ -182,8 +190,8 @@ class CostAwareRouter(InnerRouterState, Router):
         mc = np.asarray(mean_costs, dtype=np.float64)
         if model is None:
             return np.broadcast_to(fill_unknown_costs(mc), (data.n_queries, len(mc))).copy()
-        coef, icpt = model
-        return fill_unknown_costs(np.exp(self._features(data) @ coef + icpt[None, :]),
+        coef, icpt, enc = model
+        return fill_unknown_costs(np.exp(self._features(enc, data) @ coef + icpt[None, :]),
                                   np.isfinite(mc))
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
@@ -205,6 +213,7 @@ class CostAwareRouter(InnerRouterState, Router):
         self.penalty_ = float(pen)
         self.router_ = self._make().fit(train, val)
         self.cost_model_ = self._fit_costs(train)
+        self.features_encoder_ = None if self.cost_model_ is None else self.cost_model_[2]
 
     def _choose(self, train: RoutingData) -> tuple[float, str]:
         """The penalty of highest held-out nAUC and how it was scored.

@@ -90,3 +90,21 @@ def test_auto_penalty_on_complete_rows_says_so(sim_split):
     r = CostAwareRouter("best-single", penalty="auto", seed=0).fit(sim_split["train"])
     assert "with every score and cost observed" in r.penalty_note_
     assert CostAwareRouter("best-single", penalty=0.1).fit(sim_split["train"]).penalty_note_ == "fixed"
+
+
+def test_ridge_costs_with_an_encoder_that_learns_from_text(sim_split, tmp_path):
+    from recsys_router.encoders import get_encoder
+    from recsys_router.export import export_router, load_router
+    train, test = sim_split["train"], sim_split["test"]
+    r = CostAwareRouter("best-single", penalty=0.1, cost_model="ridge", encoder="tfidf").fit(train)
+    # by hand: a tfidf encoder fitted on the training texts, one log-cost ridge per LLM
+    enc = get_encoder("tfidf").fit(list(train.texts))
+    X = enc.encode(list(test.texts))
+    coef, icpt, _ = r.cost_model_
+    np.testing.assert_allclose(r.predict_costs(test), np.exp(X @ coef + icpt), rtol=1e-6)
+    assert (r.predict_costs(test).std(axis=0) > 0).all()          # per-query costs
+    given = get_encoder("tfidf")                 # an encoder object given is never fitted
+    CostAwareRouter("best-single", penalty=0.1, cost_model="ridge", encoder=given).fit(train)
+    assert given.fingerprint_ is None
+    loaded = load_router(export_router(r, tmp_path / "ca", train_data=train)).router
+    np.testing.assert_allclose(loaded.predict_costs(test), r.predict_costs(test), rtol=1e-9)
