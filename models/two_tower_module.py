@@ -202,7 +202,7 @@ class TwoTowerRouter(LightningRouter):
         See :class:`TwoTowerModule`.
     loss : {"listwise", "bce", "mse", "bpr", "utility"}
         Loss kind (listwise by default).
-    wtp, ipw_clip, logit_adjust, entropy_weight
+    wtp, temperature, ipw_clip, logit_adjust, entropy_weight
         Loss options.
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.

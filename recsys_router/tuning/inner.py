@@ -18,8 +18,8 @@ and ``mf`` +0.0092 with no mu_o loss above 0.0003 (``benchmarks/README.md``).
 
 Search-file keys are mapped to the registry router's flat parameters: ``params.k`` -> ``k``,
 ``model.init_args.dim`` -> ``dim``, ``model.init_args.loss.init_args.kind`` -> ``loss``,
-other ``...loss.init_args.<x>`` -> ``<x>``; keys the router does not take are skipped (and
-listed in ``skipped_keys_``).
+other ``...loss.init_args.<x>`` -> ``<x>``. A key the router does not take is an error
+naming it (a search file that tunes nothing there would be silently ignored otherwise).
 
 Reference: Akiba et al., "Optuna: A Next-generation Hyperparameter Optimization Framework",
 KDD 2019 (TPE sampler).
@@ -141,7 +141,8 @@ class AutoTunedRouter(InnerRouterState, Router):
     trials_ : list of dict
         ``params``, ``score`` (or ``error``) per trial.
     skipped_keys_ : list of str
-        Search-file keys this router does not take.
+        Always empty: a search-file key this router does not take is refused (kept so that
+        artifacts keep their layout).
 
     Example
     -------
@@ -219,13 +220,24 @@ class AutoTunedRouter(InnerRouterState, Router):
         return self._factory_flag("cheap_fit")
 
     def _space(self, probe: Router) -> tuple[SearchSpace, dict, list]:
-        space = load_search_space(search_space_path(self.name, self.search_dir))
+        """The search space and its keys mapped to the router's parameters.
+
+        Raises
+        ------
+        ValueError
+            Naming every key the router does not take.
+        """
+        path = search_space_path(self.name, self.search_dir)
+        space = load_search_space(path)
         known = set(probe.get_params())
-        mapping, skipped = {}, []
-        for key in space.keys:
-            flat = flat_key(key)
-            (mapping.__setitem__(key, flat) if flat in known else skipped.append(key))
-        return space, mapping, skipped
+        mapping = {key: flat_key(key) for key in space.keys}
+        bad = [key for key, flat in mapping.items() if flat not in known]
+        if bad:
+            raise ValueError(f"{path}: {type(probe).__name__} ({self.name!r}) takes no parameter "
+                             f"for search key(s) {', '.join(bad)} (as "
+                             f"{', '.join(repr(flat_key(k)) for k in bad)}); remove them or fix "
+                             "their names")
+        return space, mapping, []
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         import optuna
