@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from recsys_router.policies import fill_unknown_costs
+
 __all__ = ["QueryListDataset", "CellDataset", "PairDataset", "batch_collate",
            "PermutationBatchSampler"]
 
@@ -105,7 +107,9 @@ class QueryListDataset(_BatchDataset):
                   "y": np.nan_to_num(scores, nan=0.0).astype(np.float32), "mask": mask,
                   "sel": np.asarray(selection, np.float32)}
         if costs is not None:
-            arrays["cost"] = np.nan_to_num(costs, nan=0.0).astype(np.float32)
+            # an observed cell's unknown cost is the dearest known one of its query, never
+            # free (the ``utility`` loss's target and the held-out AIQ read it); 0 unobserved
+            arrays["cost"] = np.where(mask, fill_unknown_costs(costs), 0.0).astype(np.float32)
         super().__init__(arrays)
 
 

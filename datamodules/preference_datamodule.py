@@ -121,7 +121,9 @@ class PreferenceDataModule(RoutingDataModule):
     Parameters
     ----------
     battles : str, optional
-        Battles file; when None, battles are derived from the train split's scores.
+        Battles file; when None, battles are derived from the train split's scores. A file
+        keyed by ``query_id`` (no prompt column) gets each id's text from the dataset's
+        splits (an id without one is an error when the encoder reads text).
     battles_per_query : int, optional
         Derived battles: sample at most this many per query.
     include_ties : bool
@@ -146,6 +148,29 @@ class PreferenceDataModule(RoutingDataModule):
         self.battles_per_query = battles_per_query
         self.include_ties = include_ties
 
+    def _texts_of(self, ids: list[str]) -> list[str]:
+        """The text of each battle's ``query_id``, looked up in the dataset's splits.
+
+        Raises
+        ------
+        DataValidationError
+            Naming the ids the splits hold no text for, when the encoder reads text (an
+            encoder that looks queries up by id, e.g. ``precomputed:``, gets "" for them).
+        """
+        known: dict[str, str] = {}
+        for data in self.splits.values():
+            for q, t in zip(data.query_ids, data.texts):
+                if isinstance(t, str) and t.strip():
+                    known.setdefault(str(q), t)
+        missing = sorted({q for q in ids if q not in known})
+        if missing and getattr(self.encoder, "needs_text", True):
+            raise DataValidationError(
+                f"{len(missing)} battle query_id(s) have no query text in the dataset's splits "
+                f"(e.g. {missing[:3]}); the encoder embeds text: give the battles a 'prompt' "
+                "column or use a dataset holding these queries", source=str(self.battles),
+                column="query_id")
+        return [known.get(q, "") for q in ids]
+
     def _train_dataset(self) -> PairDataset:
         if self.battles is None:
             rows, w, l_, t = battles_from_scores(self.splits["train"].scores, self.battles_per_query,
@@ -161,6 +186,6 @@ class PreferenceDataModule(RoutingDataModule):
             x = self.encoder.encode(table["text"].astype(str).tolist())
         else:
             ids = table["query_id"].astype(str).tolist()
-            x = self.encoder.encode([""] * len(ids), ids)
+            x = self.encoder.encode(self._texts_of(ids), ids)
         return PairDataset(x, np.arange(len(table)), table["winner_idx"].to_numpy(),
                            table["loser_idx"].to_numpy(), table["tie"].to_numpy())

@@ -45,6 +45,8 @@ from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraph
 from recsys_router.models.components.graph_predict import (TrainStates, kept_states,
                                                              make_builder, predict_graph)
 from recsys_router.data import RoutingData
+from recsys_router.hyperparams import check_number
+from recsys_router.policies import fill_unknown_costs
 from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
@@ -109,12 +111,14 @@ class GraphModule(RouterModule):
         if not 0 < target_fraction < 1:
             raise ValueError(f"target_fraction must be in (0, 1), got {target_fraction}")
         self.save_hyperparameters()
+        for value, name in ((k, "k"), (hidden, "hidden"), (num_layers, "num_layers")):
+            check_number(value, name, low=1, integer=True)
         self.k = int(k)
         self.target_fraction = float(target_fraction)
         if context_size < 0:
             raise ValueError(f"context_size must be >= 0, got {context_size}")
         self.context_size = int(context_size)
-        self.cost_weight = float(cost_weight)
+        self.cost_weight = check_number(cost_weight, "cost_weight", low=0)
         self.seed = int(seed)
         self.net = HeteroRouterGNN({"query": embed_dim, "task": embed_dim,
                                     "llm": embed_dim + _N_LLM_NUMERIC}, hidden, num_layers, dropout)
@@ -440,9 +444,12 @@ class GraphRouter(LightningRouter):
         return self.to_data_scale(expit(s))
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray | None:
-        """Cost head's prediction per (query, LLM) (>= 0), or None without train costs."""
+        """Cost head's prediction per (query, LLM) (>= 0), or None without train costs; an LLM
+        with no recorded training cost (the head never saw one) gets the dearest known
+        prediction of its row (:func:`~recsys_router.policies.fill_unknown_costs`)."""
         self._check_fitted()
         if not self.has_costs_ or self.cost_weight <= 0:
             return super()._predict_costs(data)
         _, c = self._predict_both(data)
-        return np.maximum(c * self.cost_scale_, 0.0)
+        known = np.isfinite(np.asarray(self.mean_costs_, np.float64))   # has_costs_: not None
+        return fill_unknown_costs(np.maximum(c * self.cost_scale_, 0.0), known)

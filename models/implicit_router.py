@@ -52,6 +52,7 @@ from scipy import sparse
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
+from recsys_router.hyperparams import check_number
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, Opt, Part, TupleOf
 
@@ -193,6 +194,8 @@ class ImplicitRouter(Router):
                              f"got {self.ridge_alpha!r}")
         if self.alpha < 0 or self.regularization < 0:
             raise ValueError("alpha and regularization must be >= 0")
+        if self.model == "bpr":
+            check_number(self.learning_rate, "learning_rate", low=0, low_open=True)
 
     def _make_model(self):
         gpu = bool(self.use_gpu)

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recsys_router.hyperparams import check_number
+
 __all__ = ["LOSS_KINDS", "RoutingLoss", "default_mode", "pointwise_bce", "pointwise_mse", "listwise_softmax_ce",
            "pairwise_bpr", "pairs_from_lists", "utility_selection", "popularity_weights",
            "soft_selection_entropy", "logged_feedback_loss"]
@@ -312,12 +314,12 @@ class RoutingLoss(nn.Module):
         if ipw_clip is not None and ipw_clip < 1:
             raise ValueError(f"ipw_clip must be >= 1 (or None), got {ipw_clip}")
         self.kind = kind
-        self.wtp = float(wtp)
-        self.temperature = float(temperature)
+        self.wtp = check_number(wtp, "wtp", low=0)
+        self.temperature = check_number(temperature, "temperature", low=0)
         self.selection_ratio = float(selection_ratio)
         self.ipw_clip = ipw_clip
         self.logit_adjust = float(logit_adjust)
-        self.entropy_weight = float(entropy_weight)
+        self.entropy_weight = check_number(entropy_weight, "entropy_weight", low=0)
         self.register_buffer("positives", torch.zeros(0), persistent=False)
 
     @property

@@ -74,7 +74,7 @@ class MFRouter(LightningRouter):
         See :class:`MFModule`.
     loss : {"bce", "mse", "listwise", "bpr", "utility"}
         Loss kind (:class:`~recsys_router.models.losses.RoutingLoss`).
-    wtp, ipw_clip, logit_adjust, entropy_weight
+    wtp, temperature, ipw_clip, logit_adjust, entropy_weight
         Loss options (cost-aware utility and debiasing).
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`; ``mode=None``

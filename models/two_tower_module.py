@@ -69,6 +69,40 @@ class TwoTowerModule(RouterModule):
         self.net.set_llm_features(datamodule.llm_features)
 
 
+def _new_llm_cost(router, name, records, mean_cost, input_price, output_price) -> float:
+    """The new LLM's mean cost per query: ``mean_cost``, else its records' mean cost, else its
+    price times the pool's cost/price ratio; NaN only for a router without known costs.
+
+    Raises
+    ------
+    ValueError
+        When the router predicts costs and none of these is known (as
+        :meth:`Router.add_llm <recsys_router.router.Router.add_llm>` refuses).
+    """
+    if mean_cost is not None and not (np.isfinite(float(mean_cost)) and float(mean_cost) >= 0):
+        raise ValueError(f"mean_cost must be a finite number >= 0, got {mean_cost!r}")
+    mc = getattr(router, "mean_costs_", None)
+    if mc is None:
+        return float("nan")
+    mc = np.asarray(mc, dtype=np.float64)
+    est = np.nan if mean_cost is None else float(mean_cost)
+    if mean_cost is None and records is not None and records.costs is not None:
+        c = records.costs[:, records.llm_index([name])[0]]
+        est = float(np.nanmean(c)) if np.isfinite(c).any() else np.nan
+    if np.isnan(est) and input_price is not None:
+        known = getattr(router, "llm_prices_", None)
+        if known is not None:
+            ratio = mc / np.asarray(known, np.float64)
+            ratio = ratio[np.isfinite(ratio)]
+            if ratio.size:
+                est = float(np.median(ratio) * (input_price + output_price) / 2)
+    if np.isnan(est) and np.isfinite(mc).any():
+        raise ValueError(f"the router predicts costs, so {name!r} needs a mean_cost, records with "
+                         "costs or a price (input_price / output_price, USD per 1M tokens, with "
+                         "pool prices known)")
+    return est
+
+
 def add_llm_from_features(router: LightningRouter, name: str, *, description: str | None = None,
             input_price: float | None = None, output_price: float | None = None,
             size: float | None = None, records: RoutingData | None = None, steps: int = 200,
@@ -96,7 +130,9 @@ def add_llm_from_features(router: LightningRouter, name: str, *, description: st
         A few queries with the new LLM's scores in a column named ``name``.
     steps, lr, l2 : refinement settings.
     mean_cost : float, optional
-        Expected cost per query; default: estimated from price (cost/price ratio of the pool).
+        Expected cost per query; default: the records' mean cost, else estimated from the
+        price (cost/price ratio of the pool). A router that predicts costs refuses an LLM
+        with none of these (ValueError), as :meth:`Router.add_llm` does.
 
     Returns
     -------
@@ -113,6 +149,7 @@ def add_llm_from_features(router: LightningRouter, name: str, *, description: st
         input_price = output_price
     if output_price is None and input_price is not None:
         output_price = input_price
+    est = _new_llm_cost(router, name, records, mean_cost, input_price, output_price)
     table = pd.DataFrame({"name": [name], "input_price": [np.nan if input_price is None else input_price],
                           "output_price": [np.nan if output_price is None else output_price],
                           "size": [np.nan if size is None else size], "description": [description]})
@@ -144,19 +181,7 @@ def add_llm_from_features(router: LightningRouter, name: str, *, description: st
                                "n_probes": 0 if records is None else int(ok.sum())}}
     router.llm_names_ = list(router.llm_names_) + [name]
     if router.mean_costs_ is not None:
-        mc = np.asarray(router.mean_costs_, dtype=np.float64)
-        est = np.nan if mean_cost is None else float(mean_cost)
-        if mean_cost is None and records is not None and records.costs is not None:
-            c = records.costs[:, records.llm_index([name])[0]]
-            est = float(np.nanmean(c)) if np.isfinite(c).any() else np.nan
-        if np.isnan(est) and input_price is not None:
-            known = getattr(router, "llm_prices_", None)
-            if known is not None:
-                ratio = mc / np.asarray(known, np.float64)
-                ratio = ratio[np.isfinite(ratio)]
-                if ratio.size:
-                    est = float(np.median(ratio) * (input_price + output_price) / 2)
-        router.mean_costs_ = np.append(mc, est)
+        router.mean_costs_ = np.append(np.asarray(router.mean_costs_, np.float64), est)
     if getattr(router, "llm_prices_", None) is not None:
         new_price = np.nan if input_price is None else (input_price + output_price) / 2
         router.llm_prices_ = np.append(np.asarray(router.llm_prices_, np.float64), new_price)
@@ -177,7 +202,7 @@ class TwoTowerRouter(LightningRouter):
         See :class:`TwoTowerModule`.
     loss : {"listwise", "bce", "mse", "bpr", "utility"}
         Loss kind (listwise by default).
-    wtp, ipw_clip, logit_adjust, entropy_weight
+    wtp, temperature, ipw_clip, logit_adjust, entropy_weight
         Loss options.
     encoder, encoder_options, mode, batch_size, max_epochs, seed, accelerator, val_fraction, patience
         See :class:`~recsys_router.models.base.lightning_router.LightningRouter`.

@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import sparse
 
 from .errors import DataValidationError
+from .hyperparams import check_number
 from .long_table import RowOffset, float32_matrix, long_to_matrix, matrix_to_long
 from .splitting import split_indices
 
@@ -337,9 +338,11 @@ class RoutingData:
         """RouterEval selection vectors, shape (n_queries, n_llms), float32 of 0/1.
 
         For binary scores an LLM is selected when it is correct (score 1). For continuous
-        scores it is selected when ``score >= ratio * max_j score`` of that query (and the
-        best score is > 0). Unobserved cells are 0. A query where no LLM is correct is all-zero.
+        scores it is selected when ``score >= ratio * max_j score`` of that query (``ratio``
+        in (0, 1]; and the best score is > 0). Unobserved cells are 0. A query where no LLM is correct is all-zero.
         """
+        ratio = check_number(ratio, "ratio (selection-vector ratio)", low=0, high=1,
+                             low_open=True)
         s = np.nan_to_num(self.scores, nan=-np.inf)
         if self.is_binary:
             return (s == 1).astype(np.float32)

@@ -67,9 +67,11 @@ task never leaves the verdict on a difference the noise explains.
 ``fallback_`` records every decision with its means, difference, SE, query count and the
 reason in words (``why``). The
 baselines used at prediction time are refitted on all training queries; so is the wrapped
-router, unless (with one inner split) it holds out its own validation split (Lightning
-routers with ``val_fraction > 0``): then the router fitted on the inner-train part is kept,
-which saves a second fit. The fitted wrapper exports
+router, unless (with one inner split) it holds out its own validation split (``holds_out_val``:
+Lightning routers with ``val_fraction > 0``, whose early stopping already fits on a part):
+then the router fitted on the inner-train part is kept, which saves a second fit. Routers
+that hold out queries only to tune a setting (task-residual, cost-aware, ``--auto``) are
+refitted. The fitted wrapper exports
 like any router (``_state_``: the baselines' means, the record and the wrapped router as a
 nested part).
 
@@ -276,7 +278,7 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
                            keys, float(self.z), vz, int(self.seed))
         self.fallback_["verdict_metric"] = vm
         self._decide_top(got, keys, tz)
-        holds_out = len(splits) == 1 and float(router.get_params().get("val_fraction", 0) or 0) > 0
+        holds_out = len(splits) == 1 and bool(getattr(router, "holds_out_val", False))
         self.router_ = router if holds_out else self._clone().fit(train, val)
         self.fallback_["refitted"] = not holds_out
 
@@ -370,12 +372,11 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             out[sel] = promote_top(out[sel], base.argmax(axis=1))
         return out
 
-    def predict_costs(self, data: RoutingData):
-        self._check_fitted()
+    def _predict_costs(self, data: RoutingData):
+        # the private hook: Router.predict_costs lays an added / removed LLM's pool over it
         return self.router_.predict_costs(data)
 
-    def selection_probs(self, data: RoutingData):
-        self._check_fitted()
+    def _selection_probs(self, data: RoutingData):
         if (self.fallback_rows(data) != "router").any() or self.fallback_.get("top",
                                                                              "router") != "router":
             return None

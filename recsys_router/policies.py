@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES"]
+__all__ = ["argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES",
+           "fill_unknown_costs"]
 
 
 def _tiebreak_argmax(values: np.ndarray, costs: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
@@ -112,6 +113,41 @@ def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
             choice[rows] = _tiebreak_argmax(np.asarray(scores, dtype=np.float64)[rows], None,
                                             allowed[rows])
     return choice
+
+
+def fill_unknown_costs(costs: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
+    """Costs a router predicts with every unknown one set to the dearest known one of its row.
+
+    An LLM with no recorded cost is never predicted cheaper than an LLM whose cost is known
+    (treating it as free would hand it every query at a small budget or ``wtp = 0``), and the
+    prediction stays finite, as the evaluation requires. A row with no known cost keeps 0
+    for every unknown one (nothing to compare: the policies then rank by score alone).
+
+    Parameters
+    ----------
+    costs : ndarray, shape (n_llms,) or (n_queries, n_llms)
+        Predicted costs; NaN (or any non-finite value) is unknown.
+    known : ndarray of bool, shape (n_llms,), optional
+        Columns whose cost is known (e.g. an LLM with an observed training cost); the others
+        are unknown whatever their value. Default: the finite entries.
+
+    Returns
+    -------
+    ndarray of float64, the shape of ``costs``
+
+    Example
+    -------
+    >>> fill_unknown_costs(np.array([0.1, np.nan, 0.3])).tolist()
+    [0.1, 0.3, 0.3]
+    >>> fill_unknown_costs(np.array([[1.0, 2.0]]), known=np.array([True, False])).tolist()
+    [[1.0, 1.0]]
+    """
+    c = np.array(costs, dtype=np.float64)
+    ok = np.isfinite(c)
+    if known is not None:
+        ok &= np.asarray(known, dtype=bool)
+    top = np.where(ok, c, -np.inf).max(axis=-1, keepdims=True) if c.shape[-1] else c
+    return np.where(ok, c, np.where(np.isfinite(top), top, 0.0))
 
 
 POLICIES = {"argmax": argmax_policy, "wtp": wtp_policy, "budget": budget_policy}

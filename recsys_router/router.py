@@ -17,7 +17,7 @@ import numpy as np
 from .data import RoutingData
 from .errors import NotFittedError
 from .coldstart.pool import add_llm, core_view, pool_changed, pool_costs, predict_pool, remove_llm
-from .policies import apply_policy
+from .policies import apply_policy, fill_unknown_costs
 from .state import Part, check_state, collect_state
 
 __all__ = ["Router"]
@@ -48,6 +48,11 @@ class Router(ABC):
     #: (5 inner folds, 6 fits) when the training set has at most this many observed cells:
     #: the small sets where one held-out fifth is noisiest (0: never, unless ``cheap_fit``)
     fold_max_cells: int = 0
+    #: whether ``fit`` holds out a part of its own training queries to choose what it keeps
+    #: (Lightning early stopping): the safe fallback with one inner split then keeps its
+    #: inner fit instead of refitting on every training query (a parameter named
+    #: ``val_fraction`` alone says nothing: others use one to tune a setting, then refit)
+    holds_out_val: bool = False
     #: whether :meth:`add_llm` places a new LLM in the learned state
     #: (``_add_llm(name, probes, cost, weights)`` / ``_remove_llm(column)``, ``weights`` the
     #: validated probe weights, mean 1); otherwise it gets a kNN head over its probes
@@ -217,18 +222,23 @@ class Router(ABC):
     def predict_costs(self, data: RoutingData) -> np.ndarray | None:
         """Predicted cost per (query, LLM); default: each LLM's mean train cost.
 
-        Returns None when the training data had no costs. Subclasses with per-query costs
-        implement ``_predict_costs``.
+        Returns None when the training data had no costs. An LLM with no recorded training
+        cost is predicted the dearest known mean cost of the pool (never cheaper than an LLM
+        whose cost is known; :func:`~recsys_router.policies.fill_unknown_costs`); 0 when no
+        LLM has a known cost. Subclasses with per-query costs implement ``_predict_costs``.
+        ``data`` must have the router's LLMs in its order, as for :meth:`predict_scores`.
         """
         self._check_fitted()
+        self._check_llms(data)
         if self.mean_costs_ is None:
             return None
         if pool_changed(self):
-            return pool_costs(self, data, self._predict_costs(core_view(self, data)))
+            core = self._predict_costs(core_view(self, data))
+            return None if core is None else pool_costs(self, data, core)
         return self._predict_costs(data)
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray:
-        mc = np.nan_to_num(np.asarray(self.mean_costs_, dtype=np.float64), nan=0.0)
+        mc = fill_unknown_costs(np.asarray(self.mean_costs_, dtype=np.float64))
         return np.broadcast_to(mc, (data.n_queries, len(mc))).copy()
 
     def selection_probs(self, data: RoutingData) -> np.ndarray | None:
@@ -312,14 +322,16 @@ class Router(ABC):
         return remove_llm(self, name)
 
     def llm_mean_costs(self) -> np.ndarray | None:
-        """Mean cost per query of each pool LLM (added ones: their estimate), or None."""
+        """Mean cost per query of each pool LLM (added ones: their estimate; NaN: unknown),
+        or None."""
         self._check_fitted()
         if self.mean_costs_ is None:
             return None
         if not pool_changed(self):
             return np.asarray(self.mean_costs_, dtype=np.float64)
         one = RoutingData(["q"], list(self.core_llms_), np.full((1, len(self.core_llms_)), np.nan))
-        return pool_costs(self, one, np.asarray(self.mean_costs_, np.float64)[None, :])[0]
+        return pool_costs(self, one, np.asarray(self.mean_costs_, np.float64)[None, :],
+                          fill=False)[0]
 
     def candidate_mask(self, candidates: Sequence[str] | None) -> np.ndarray | None:
         """Boolean mask over ``llm_names_`` for a candidate subset (None = all)."""

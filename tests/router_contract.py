@@ -198,6 +198,11 @@ class RouterContract:
         shuffled = test.subset(llms=list(reversed(test.llm_names)))
         with pytest.raises(ValueError):
             fitted.route(shuffled)
+        # costs too: never in the fitted order under the data's reversed names, nor a full
+        # pool's width for data with fewer LLMs
+        for other in (shuffled, test.subset(llms=test.llm_names[:2])):
+            with pytest.raises(ValueError, match="was fitted on LLMs"):
+                fitted.predict_costs(other)
 
     def test_selection_probs_valid(self, fitted, data):
         probs = fitted.selection_probs(data["test"])

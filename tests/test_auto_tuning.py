@@ -7,7 +7,7 @@ from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.evaluation import EvalConfig, evaluate
 from recsys_router.fallback import realised_scores, stratified_holdout
 from recsys_router.registry import make_router
-from recsys_router.tuning.inner import AutoTunedRouter, flat_key, search_space_path
+from recsys_router.tuning.inner import SEARCH_DIR, AutoTunedRouter, flat_key, search_space_path
 
 
 def _space(tmp_path, text, name="knn"):
@@ -17,8 +17,7 @@ def _space(tmp_path, text, name="knn"):
 
 def test_the_best_setting_on_held_out_training_queries_is_chosen(tmp_path):
     d = make_synthetic(300, 4, 3, seed=2)
-    folder = _space(tmp_path, "params.k: {type: categorical, choices: [1, 60]}\n"
-                              "params.no_such_thing: {type: int, low: 1, high: 3}\n")
+    folder = _space(tmp_path, "params.k: {type: categorical, choices: [1, 60]}\n")
     r = AutoTunedRouter("knn", {"encoder": "hashing", "k": 10}, n_trials=6, seed=0,
                         search_dir=folder, objective="mu_o", inner_folds=1).fit(d)
     assert r.inner_folds_ == 1
@@ -36,7 +35,7 @@ def test_the_best_setting_on_held_out_training_queries_is_chosen(tmp_path):
         assert r.best_params_ == {"k": best} and r.router_.k == best
     else:
         assert r.best_params_ == {} and r.router_.k == 10
-    assert r.skipped_keys_ == ["params.no_such_thing"]
+    assert r.skipped_keys_ == []
     assert r.router_.fitted_ and r.router_.x_train_.shape[0] == 300    # refitted on all
     assert "trials; chosen" in r.summary() and "held-out mean score" in r.summary()
 
@@ -210,11 +209,35 @@ def test_bad_requests_fail_cleanly(tmp_path):
     folder = _space(tmp_path, "params.k: {type: banana}\n")
     with pytest.raises(Exception, match="type"):
         AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=2, search_dir=folder).fit(d)
-    # a search file is data: a key naming code is just an unknown parameter, skipped
+    # a search file is data: a key naming code is just an unknown parameter, refused by name
     folder = _space(tmp_path, "params.__class__: {type: categorical, choices: [os.system]}\n")
-    r = AutoTunedRouter("knn", {"encoder": "hashing", "k": 3}, n_trials=2,
+    with pytest.raises(ValueError, match=r"takes no parameter for search key\(s\) params.__class__"):
+        AutoTunedRouter("knn", {"encoder": "hashing", "k": 3}, n_trials=2,
                         search_dir=folder).fit(d)
-    assert r.skipped_keys_ == ["params.__class__"] and r.trials_ == [] and r.router_.k == 3
+
+
+def test_a_search_key_the_router_does_not_take_is_refused_not_dropped(tmp_path):
+    d = make_synthetic(60, 3, 2, seed=0)
+    folder = _space(tmp_path, "params.k: {type: int, low: 1, high: 9}\n"
+                              "params.temprature: {type: float, low: 0.1, high: 1.0}\n")
+    with pytest.raises(ValueError, match=r"search key\(s\) params.temprature \(as 'temprature'\)"):
+        AutoTunedRouter("knn", {"encoder": "hashing"}, n_trials=2, search_dir=folder).fit(d)
+
+
+@pytest.mark.parametrize("path", sorted(SEARCH_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_search_key_reaches_its_router(path):
+    name = path.stem.replace("_", "-")
+    probe = make_router(name)
+    _, mapping, skipped = AutoTunedRouter(name)._space(probe)
+    assert skipped == [] and set(mapping.values()) <= set(probe.get_params())
+
+
+def test_the_utility_temperature_is_a_router_parameter_that_reaches_the_loss():
+    for name in ("mf", "two-tower"):
+        r = make_router(name, loss="utility", temperature=0.3)
+        assert r.get_params()["temperature"] == 0.3
+        assert r.module_kwargs()["loss"].temperature == 0.3
+        assert make_router(name).module_kwargs()["loss"].temperature == 0.0   # the default
 
 
 def test_flat_keys():

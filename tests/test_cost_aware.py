@@ -7,8 +7,10 @@ import sys
 import numpy as np
 import pytest
 
+from recsys_router.data import RoutingData
 from recsys_router.models.cost_aware import PENALTY_GRID, CostAwareRouter
 from recsys_router.registry import make_router
+from recsys_router.sweep_check import held_out_nauc
 from router_contract import RouterContract
 
 
@@ -52,3 +54,57 @@ def test_hostile_base_name_is_refused_without_importing_it(sim_split, base):
 def test_bad_cost_model_is_a_clear_error(sim_split):
     with pytest.raises(ValueError, match="cost_model must be 'mean' or 'ridge'"):
         CostAwareRouter("best-single", penalty=0.1, cost_model="magic").fit(sim_split["train"])
+
+
+def _sparse(data, every_cost=True):
+    """One unobserved score per query (no query fully observed)."""
+    s, c = data.scores.copy(), data.costs.copy()
+    s[np.arange(data.n_queries), np.arange(data.n_queries) % data.n_llms] = np.nan
+    if not every_cost:
+        c[:, 0] = np.nan                        # observed cells of LLM 0 without a cost
+    return RoutingData(data.queries, data.llms, s, c)
+
+
+def test_auto_penalty_on_a_sparse_matrix_scores_the_observed_cells(sim_small):
+    train = _sparse(sim_small)
+    r = CostAwareRouter("best-single", penalty="auto", seed=3).fit(train)
+    assert "observed cells" in r.penalty_note_ and "only 0 fully observed" in r.penalty_note_
+    # by hand at penalty 0: best-single fitted on the inner part, its held-out budget sweep
+    # routed among each held-out query's observed LLMs
+    perm = np.random.default_rng(3).permutation(train.n_queries)
+    n_val = int(round(0.25 * train.n_queries))
+    inner, held = train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
+    P = np.broadcast_to(np.nanmean(inner.scores, axis=0), held.shape)
+    C = np.broadcast_to(np.nanmean(inner.costs, axis=0), held.shape)
+    assert r.val_nauc_[0.0] == pytest.approx(held_out_nauc(P, C, held.scores, held.costs))
+    assert r.penalty_ == max(PENALTY_GRID, key=lambda p: (r.val_nauc_[p], -p))
+    assert r.summary() == f"penalty {r.penalty_:g} ({r.penalty_note_})"
+
+
+def test_auto_penalty_is_zero_when_the_held_out_part_cannot_be_scored(sim_small):
+    r = CostAwareRouter("best-single", penalty="auto").fit(_sparse(sim_small, every_cost=False))
+    assert r.penalty_ == 0.0 and r.val_nauc_ == {} and r.penalty_note_.startswith("0: 0 held-out")
+
+
+def test_auto_penalty_on_complete_rows_says_so(sim_split):
+    r = CostAwareRouter("best-single", penalty="auto", seed=0).fit(sim_split["train"])
+    assert "with every score and cost observed" in r.penalty_note_
+    assert CostAwareRouter("best-single", penalty=0.1).fit(sim_split["train"]).penalty_note_ == "fixed"
+
+
+def test_ridge_costs_with_an_encoder_that_learns_from_text(sim_split, tmp_path):
+    from recsys_router.encoders import get_encoder
+    from recsys_router.export import export_router, load_router
+    train, test = sim_split["train"], sim_split["test"]
+    r = CostAwareRouter("best-single", penalty=0.1, cost_model="ridge", encoder="tfidf").fit(train)
+    # by hand: a tfidf encoder fitted on the training texts, one log-cost ridge per LLM
+    enc = get_encoder("tfidf").fit(list(train.texts))
+    X = enc.encode(list(test.texts))
+    coef, icpt, _ = r.cost_model_
+    np.testing.assert_allclose(r.predict_costs(test), np.exp(X @ coef + icpt), rtol=1e-6)
+    assert (r.predict_costs(test).std(axis=0) > 0).all()          # per-query costs
+    given = get_encoder("tfidf")                 # an encoder object given is never fitted
+    CostAwareRouter("best-single", penalty=0.1, cost_model="ridge", encoder=given).fit(train)
+    assert given.fingerprint_ is None
+    loaded = load_router(export_router(r, tmp_path / "ca", train_data=train)).router
+    np.testing.assert_allclose(loaded.predict_costs(test), r.predict_costs(test), rtol=1e-9)

@@ -11,6 +11,7 @@ from recsys_router.data import RoutingData
 from recsys_router.fallback import (SafeFallbackRouter, fallback_summary, realised_scores,
                                     stratified_holdout)
 from recsys_router.inner_validation import paired_decision, stratified_folds
+from recsys_router.registry import make_router
 from recsys_router.router import Router
 
 
@@ -454,6 +455,8 @@ def test_a_task_keeps_the_all_queries_baseline_unless_the_other_leads_on_its_own
 class HoldsOwnVal(TextRule):
     """TextRule with a ``val_fraction`` (like a Lightning router) that records its val."""
 
+    holds_out_val = True
+
     def __init__(self, strength: float = 1.0, val_fraction: float = 0.1):
         super().__init__(strength)
         self.val_fraction = val_fraction
@@ -461,6 +464,23 @@ class HoldsOwnVal(TextRule):
     def _fit(self, train, val):
         super()._fit(train, val)
         self.val_seen_ = val
+
+
+class TunesOnValFraction(HoldsOwnVal):
+    """A ``val_fraction`` that only tunes a setting (like cost-aware, task-residual, --auto):
+    the router still ends fitted on all the queries it is given."""
+
+    holds_out_val = False
+
+
+def test_a_val_fraction_parameter_alone_does_not_skip_the_refit():
+    d = _data()
+    r = SafeFallbackRouter(TunesOnValFraction(), seed=0, min_task_queries=4).fit(d)
+    assert r.fallback_["n_val"] == 8 and r.fallback_["refitted"]
+    assert r.router_.n_train_ == 40                      # refitted on every training query
+    assert make_router("mf").holds_out_val and not make_router("mf", val_fraction=0.0).holds_out_val
+    assert not make_router("cost-aware").holds_out_val
+    assert not make_router("task-residual").holds_out_val
 
 
 def test_the_inner_fit_never_sees_the_held_out_queries():

@@ -53,6 +53,18 @@ def test_auto_tuned_router_round_trip(data, tmp_path):
     assert loaded.router.best_params_ == r.best_params_ and len(loaded.router.trials_) == 3
 
 
+@pytest.mark.parametrize("n_trials, n_queries", [(0, 240), (2, 12)])
+def test_auto_tuned_router_without_a_search_round_trips(data, tmp_path, n_trials, n_queries):
+    # no trials, or too few queries to hold any out: no held-out score exists (NaN)
+    train = data.subset(list(range(n_queries)))
+    r = AutoTunedRouter("knn", {"k": 3, "encoder": "hashing"}, n_trials=n_trials).fit(train)
+    assert np.isnan(r.default_score_) and np.isnan(r.best_score_)
+    loaded = _same_decisions(r, export_router(r, tmp_path / "auto", train_data=train), train)
+    back = loaded.router
+    assert np.isnan(back.default_score_) and np.isnan(back.best_score_)
+    assert back.best_params_ == {} and back.summary() == r.summary()
+
+
 def test_fallback_around_auto_round_trip(data, tmp_path):
     built = build_router(router="linearr", data="synthetic", seed=0, fallback=True, auto=2,
                          data_options={"n_queries": 200, "n_llms": 3})

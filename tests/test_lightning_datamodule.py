@@ -156,6 +156,26 @@ def test_battles_from_scores_and_preference_module(tmp_path):
         read_battles(bad, names)
 
 
+def test_battles_keyed_by_query_id_embed_each_query_text(tmp_path):
+    dm = PreferenceDataModule(**SMALL)
+    train, names = dm.splits["train"], dm.llm_names
+    ids = [str(q) for q in train.query_ids[:4]]
+    f = tmp_path / "by_id.csv"
+    pd.DataFrame({"query_id": ids, "model_a": names[0], "model_b": names[1],
+                  "winner": ["model_a", "model_b"] * 2}).to_csv(f, index=False)
+    dmf = PreferenceDataModule(battles=str(f), **SMALL)
+    ds = dmf._train_dataset()
+    # by hand: each battle row is the encoding of its query's own text
+    want = dmf.encoder.encode([str(t) for t in train.texts[:4]])
+    np.testing.assert_allclose(ds.x, want, rtol=1e-6)
+    assert len(np.unique(ds.x.round(6), axis=0)) == 4
+    pd.DataFrame({"query_id": [ids[0], "nowhere-1"], "model_a": names[0], "model_b": names[1],
+                  "winner": "model_a"}).to_csv(f, index=False)
+    with pytest.raises(DataValidationError, match=r"1 battle query_id\(s\) have no query text.*"
+                                                   r"nowhere-1"):
+        PreferenceDataModule(battles=str(f), **SMALL)._train_dataset()
+
+
 def test_permutation_batch_sampler_covers_each_row_once_per_epoch():
     import torch
     from recsys_router.datamodules._datasets import PermutationBatchSampler

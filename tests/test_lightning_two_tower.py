@@ -120,3 +120,26 @@ def test_id_dropout_only_in_training():
         TwoTowerScorer(2, 2, 2, id_dropout=1.5)
     with pytest.raises(ValueError, match="shape"):
         net.set_llm_features(torch.zeros(3, 10))
+
+
+def test_an_unpriced_llm_is_refused_when_the_router_predicts_costs():
+    d = _cold_start_data(n=120, n_llms=4, seed=2)
+    r = TwoTowerRouter(dim=4, id_dim=2, query_hidden=(8,), llm_hidden=(8,), max_epochs=1,
+                       encoder_options={"dim": 16}).fit(d)
+    before = (list(r.llm_names_), r.mean_costs_.copy(), dict(r.llm_info_ or {}))
+    with pytest.raises(ValueError, match="needs a mean_cost, records with costs or a price"):
+        r.add_llm_from_features("mystery", description="an unknown model")
+    with pytest.raises(ValueError, match="mean_cost must be a finite number >= 0"):
+        r.add_llm_from_features("mystery", description="x", mean_cost=-1.0)
+    # all or nothing: the router is as it was
+    assert r.llm_names_ == before[0] and (r.llm_info_ or {}) == before[2]
+    np.testing.assert_array_equal(r.mean_costs_, before[1])
+    r.add_llm_from_features("mystery", description="x", mean_cost=3e-4)
+    assert r.llm_names_[-1] == "mystery" and r.mean_costs_[-1] == 3e-4
+    # a router fitted without costs needs no cost for the new LLM
+    free = TwoTowerRouter(dim=4, id_dim=2, query_hidden=(8,), llm_hidden=(8,), max_epochs=1,
+                          encoder_options={"dim": 16}).fit(
+        RoutingData(d.queries, d.llms, d.scores))
+    assert free.add_llm_from_features("mystery", description="x").llm_names_[-1] == "mystery"
+    assert free.predict_costs(RoutingData(d.queries, d.llm_names + ["mystery"],
+                                          np.full((d.n_queries, 5), np.nan))) is None

@@ -75,7 +75,7 @@ def test_registry_router_defaults_are_the_module_defaults(name, cls):
         if key == "loss":
             if module_cls.router_loss_options:
                 assert params["loss"] == module_cls.default_loss
-                for opt in ("wtp", "ipw_clip", "logit_adjust", "entropy_weight"):
+                for opt in ("wtp", "temperature", "ipw_clip", "logit_adjust", "entropy_weight"):
                     assert params[opt] == _signature_defaults(RoutingLoss)[opt]
             else:
                 assert "loss" not in params

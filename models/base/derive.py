@@ -11,8 +11,8 @@ read from the module's signature (the one source of a model's defaults, mirrored
 ``configs/models/*.yaml``) plus the trainer and encoder settings of
 :data:`~recsys_router.models.base.lightning_router.TRAINER_SETTINGS`. A module that takes a
 ``loss`` (and sets ``router_loss_options``) is configured by the flat loss options
-``loss`` (its kind, default the module's ``default_loss``), ``wtp``, ``ipw_clip``,
-``logit_adjust`` and ``entropy_weight`` (defaults from
+``loss`` (its kind, default the module's ``default_loss``), ``wtp``, ``temperature`` (of
+the ``utility`` loss), ``ipw_clip``, ``logit_adjust`` and ``entropy_weight`` (defaults from
 :class:`~recsys_router.models.losses.RoutingLoss`).
 """
 
@@ -25,7 +25,7 @@ from .lightning_router import TRAINER_SETTINGS, LightningRouter
 __all__ = ["for_module", "router_signature", "LOSS_OPTIONS"]
 
 #: RoutingLoss arguments a derived router exposes besides the loss kind (named ``loss``)
-LOSS_OPTIONS = ("wtp", "ipw_clip", "logit_adjust", "entropy_weight")
+LOSS_OPTIONS = ("wtp", "temperature", "ipw_clip", "logit_adjust", "entropy_weight")
 _LINKED = ("self", "n_llms", "embed_dim")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recsys_router.policies import argmax_policy
+from recsys_router.policies import argmax_policy, fill_unknown_costs
 
 __all__ = ["epoch_metrics"]
 
@@ -62,7 +62,7 @@ def epoch_metrics(pred: np.ndarray, scores: np.ndarray, costs: np.ndarray | None
     out = {"mu_o": mu_o(s, choice), "v_b": v_b(s, choice), "e_p": selection_entropy(choice, s.shape[1])}
     if c is not None:
         from recsys_router.metrics.routerbench import routerbench_metrics
-        out["aiq"] = float(routerbench_metrics(p, np.nan_to_num(pc, nan=0.0), s, c)["aiq"])
+        out["aiq"] = float(routerbench_metrics(p, fill_unknown_costs(pc), s, c)["aiq"])
     return out
 
 

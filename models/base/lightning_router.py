@@ -47,6 +47,7 @@ import numpy as np
 from scipy.special import expit
 
 from recsys_router.data import RoutingData
+from recsys_router.hyperparams import check_number
 from recsys_router.router import Router
 
 from .lightning_state import LightningStateMixin
@@ -181,6 +182,11 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     #: every Lightning module trains on logged feedback (``RouterModule`` batches with ``w``)
     feedback_losses = ("naive", "ips", "snips", "dr")
 
+    @property
+    def holds_out_val(self) -> bool:            # type: ignore[override]
+        """Early stopping on a held-out part of the training queries (``val_fraction > 0``)."""
+        return float(self.val_fraction or 0.0) > 0
+
     def __init__(self, module, module_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None, mode: str | None = None,
                  batch_size: int | None = None, max_epochs: int | None = None, seed: int = 0,
@@ -264,9 +270,11 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     def _check_settings(self) -> float:
         for name in ("batch_size", "max_epochs", "max_steps"):
             value = getattr(self, name, None)
-            if value is not None and (not isinstance(value, (int, np.integer)) or value < 1):
+            if value is not None and (not isinstance(value, (int, np.integer))
+                                      or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be an integer >= 1 or None (data-scaled), "
                                  f"got {value!r}")
+        check_number(self.patience, "patience", low=1, integer=True)
         frac = float(self.val_fraction or 0.0)
         if not 0 <= frac < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {frac!r}")

@@ -16,6 +16,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from recsys_router.hyperparams import check_number
 from recsys_router.models.losses import RoutingLoss
 
 from .eval_metrics import epoch_metrics
@@ -124,8 +125,8 @@ class RouterModule(pl.LightningModule):
         self.n_llms = int(n_llms)
         self.embed_dim = int(embed_dim)
         self.loss_fn = loss if loss is not None else RoutingLoss(self.default_loss)
-        self.lr = float(lr)
-        self.weight_decay = float(weight_decay)
+        self.lr = check_number(lr, "lr", low=0, low_open=True)
+        self.weight_decay = check_number(weight_decay, "weight_decay", low=0)
         self._eval_store: dict[str, list[dict]] = {}
         self.eval_mean_costs: np.ndarray | None = None
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from recsys_router.hyperparams import check_number
+
 __all__ = ["build_mlp", "fit_mlp", "predict_mlp"]
 
 _LOSSES = ("bce", "mse")
@@ -57,8 +59,11 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int,
     import torch
     if loss not in _LOSSES:
         raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
-    if int(epochs) < 1 or int(batch_size) < 1:
-        raise ValueError(f"epochs and batch_size must be >= 1, got {epochs!r}, {batch_size!r}")
+    for value, name, low in ((epochs, "epochs", 1), (batch_size, "batch_size", 1),
+                             (hidden_size, "hidden_size", 1), (n_hidden, "n_hidden", 0)):
+        check_number(value, name, low=low, integer=True)
+    check_number(lr, "lr", low=0, low_open=True)
+    check_number(weight_decay, "weight_decay", low=0)
     xt = torch.as_tensor(np.asarray(x, dtype=np.float32))
     mt = torch.as_tensor(np.asarray(mask, dtype=bool))
     yt = torch.as_tensor(np.where(mask, np.asarray(y, dtype=np.float32), 0.0).astype(np.float32))

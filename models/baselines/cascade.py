@@ -17,6 +17,8 @@ from typing import Sequence
 import numpy as np
 
 from recsys_router.data import RoutingData
+from recsys_router.hyperparams import check_number
+from recsys_router.policies import fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr
 
@@ -80,7 +82,7 @@ class CascadeRouter(Router):
             raise ValueError("the cascade router orders LLMs by cost and needs costs in the "
                              f"training data ({train.name!r} has none)")
         if self.threshold is not None:
-            self.threshold_ = float(self.threshold)
+            self.threshold_ = check_number(self.threshold, "threshold (or None)")
         else:
             if not 0.0 <= float(self.threshold_quantile) <= 1.0:
                 raise ValueError(f"threshold_quantile must be in [0, 1], got {self.threshold_quantile!r}")
@@ -107,7 +109,7 @@ class CascadeRouter(Router):
 
     # ------------------------------------------------------------------ the cascade
     def _costs_of(self, data: RoutingData) -> np.ndarray:
-        mc = np.nan_to_num(np.asarray(self.mean_costs_, dtype=np.float64), nan=0.0)
+        mc = fill_unknown_costs(np.asarray(self.mean_costs_, dtype=np.float64))
         base = np.broadcast_to(mc, data.shape)
         if data.costs is None:
             return base.copy()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recsys_router.hyperparams import check_number
 from recsys_router.router import Router
 from recsys_router.state import Arr
 
@@ -66,9 +67,7 @@ class ClusterRouter(TextEmbeddingMixin, Router):
     def _fit(self, train, val):
         from sklearn.cluster import KMeans
         x = self._fit_encoder(train)
-        k = int(self.n_clusters)
-        if k < 1:
-            raise ValueError(f"n_clusters must be >= 1, got {self.n_clusters!r}")
+        k = check_number(self.n_clusters, "n_clusters", low=1, integer=True)
         if train.n_queries < k:
             raise ValueError(f"ClusterRouter: {train.n_queries} training queries but n_clusters={k}")
         km = KMeans(n_clusters=k, n_init=int(self.n_init), max_iter=int(self.max_iter),

@@ -11,6 +11,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from recsys_router.hyperparams import check_number
+
 __all__ = ["MLP", "LinearProjection"]
 
 
@@ -47,6 +49,9 @@ class MLP(nn.Module):
             raise ValueError(f"activation must be one of {sorted(self._ACTIVATIONS)}, got {activation!r}")
         if in_dim < 1 or out_dim < 1:
             raise ValueError(f"in_dim and out_dim must be >= 1, got {in_dim}, {out_dim}")
+        check_number(dropout, "dropout", low=0, high=1, high_open=True)
+        for h in hidden:
+            check_number(h, "hidden (each layer width)", low=1, integer=True)
         self.in_dim = in_dim
         self.out_dim = out_dim
         layers: list[nn.Module] = []

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from recsys_router.data import RoutingData
+from recsys_router.policies import fill_unknown_costs
 
 from .heads import fit_probe_head, predict_probe_head
 from .probes_input import check_llm_name, probe_data, probe_weights
@@ -57,13 +58,31 @@ def predict_pool(router, data: RoutingData, core_scores: np.ndarray) -> np.ndarr
     return np.stack(cols, axis=1).astype(np.float64)
 
 
-def pool_costs(router, data: RoutingData, core_costs: np.ndarray) -> np.ndarray:
-    """Pool-ordered costs: fitted columns' costs, each added LLM's estimated mean cost."""
+def pool_costs(router, data: RoutingData, core_costs: np.ndarray, fill: bool = True) -> np.ndarray:
+    """Pool-ordered costs: fitted columns' costs, each added LLM's estimated mean cost.
+
+    With ``fill`` (what routing uses), an LLM whose cost is unknown (a fitted one with no
+    recorded training cost, or an added one whose cost could not be estimated) gets the
+    dearest known cost of its row (:func:`~recsys_router.policies.fill_unknown_costs`),
+    never the price of a free LLM; without, it stays NaN.
+    """
     pos = {n: j for j, n in enumerate(router.core_llms_)}
     heads = getattr(router, "probe_llms_", None) or {}
-    cols = [np.full(data.n_queries, float(heads[n]["cost"])) if n in heads else core_costs[:, pos[n]]
-            for n in router.llm_names_]
-    return np.nan_to_num(np.stack(cols, axis=1).astype(np.float64), nan=0.0)
+    mc = getattr(router, "mean_costs_", None)
+    core_known = (np.ones(len(pos), bool) if mc is None
+                  else np.isfinite(np.asarray(mc, np.float64)))
+    cols, known = [], []
+    for n in router.llm_names_:
+        if n in heads:
+            cols.append(np.full(data.n_queries, float(heads[n]["cost"])))
+            known.append(np.isfinite(float(heads[n]["cost"])))
+        else:
+            cols.append(core_costs[:, pos[n]])
+            known.append(bool(core_known[pos[n]]))
+    out = np.stack(cols, axis=1).astype(np.float64)
+    if not fill:
+        return np.where(known, out, np.nan)
+    return fill_unknown_costs(out, np.array(known, dtype=bool))
 
 
 def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out) -> float:

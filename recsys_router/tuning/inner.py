@@ -18,8 +18,8 @@ and ``mf`` +0.0092 with no mu_o loss above 0.0003 (``benchmarks/README.md``).
 
 Search-file keys are mapped to the registry router's flat parameters: ``params.k`` -> ``k``,
 ``model.init_args.dim`` -> ``dim``, ``model.init_args.loss.init_args.kind`` -> ``loss``,
-other ``...loss.init_args.<x>`` -> ``<x>``; keys the router does not take are skipped (and
-listed in ``skipped_keys_``).
+other ``...loss.init_args.<x>`` -> ``<x>``. A key the router does not take is an error
+naming it (a search file that tunes nothing there would be silently ignored otherwise).
 
 Reference: Akiba et al., "Optuna: A Next-generation Hyperparameter Optimization Framework",
 KDD 2019 (TPE sampler).
@@ -37,7 +37,7 @@ from ..inner_validation import (AUTO_INNER_FOLDS, check_inner_folds, inner_split
                                 realised_scores)
 from ..router import Router
 from ..router_state import InnerRouterState
-from ..state import FLOAT, INT, JSON_ANY, STR, DictOf, ListOf, StateError
+from ..state import FLOAT, INT, JSON_ANY, STR, DictOf, ListOf, Opt, StateError
 from ..sweep_check import has_costs, held_out_nauc
 from .space import SearchSpace, load_search_space
 
@@ -136,11 +136,13 @@ class AutoTunedRouter(InnerRouterState, Router):
     inner_folds_ : int
         The inner folds used (1: one held-out split).
     default_score_, best_score_ : float
-        Held-out objective of the defaults and of the chosen setting.
+        Held-out objective of the defaults and of the chosen setting; NaN when no search
+        ran (``n_trials=0``, too few training queries or no searchable key).
     trials_ : list of dict
         ``params``, ``score`` (or ``error``) per trial.
     skipped_keys_ : list of str
-        Search-file keys this router does not take.
+        Always empty: a search-file key this router does not take is refused (kept so that
+        artifacts keep their layout).
 
     Example
     -------
@@ -152,9 +154,10 @@ class AutoTunedRouter(InnerRouterState, Router):
     """
 
     #: exported with the refitted router as the nested part ``router_``
-    _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "objective_": STR, "default_score_": FLOAT,
-               "inner_folds_": INT,
-               "best_score_": FLOAT, "trials_": ListOf(DictOf(JSON_ANY, 10), MAX_TRIALS),
+    #: the held-out scores are NaN when no search ran (stored as null, restored as NaN)
+    _state_ = {"best_params_": DictOf(JSON_ANY, 1000), "objective_": STR,
+               "default_score_": Opt(FLOAT), "inner_folds_": INT,
+               "best_score_": Opt(FLOAT), "trials_": ListOf(DictOf(JSON_ANY, 10), MAX_TRIALS),
                "skipped_keys_": ListOf(STR, 1000)}
 
     def __init__(self, name: str, params: dict | None = None, n_trials: int = 20,
@@ -193,6 +196,8 @@ class AutoTunedRouter(InnerRouterState, Router):
                               auto=False)
         except ValueError as exc:
             raise StateError(str(exc)) from None
+        fields = {**fields, **{k: float("nan") if fields.get(k) is None else fields[k]
+                               for k in ("default_score_", "best_score_")}}
         return super()._from_state(params, fields, arrays)
 
     def _make(self, extra: dict) -> Router:
@@ -215,13 +220,24 @@ class AutoTunedRouter(InnerRouterState, Router):
         return self._factory_flag("cheap_fit")
 
     def _space(self, probe: Router) -> tuple[SearchSpace, dict, list]:
-        space = load_search_space(search_space_path(self.name, self.search_dir))
+        """The search space and its keys mapped to the router's parameters.
+
+        Raises
+        ------
+        ValueError
+            Naming every key the router does not take.
+        """
+        path = search_space_path(self.name, self.search_dir)
+        space = load_search_space(path)
         known = set(probe.get_params())
-        mapping, skipped = {}, []
-        for key in space.keys:
-            flat = flat_key(key)
-            (mapping.__setitem__(key, flat) if flat in known else skipped.append(key))
-        return space, mapping, skipped
+        mapping = {key: flat_key(key) for key in space.keys}
+        bad = [key for key, flat in mapping.items() if flat not in known]
+        if bad:
+            raise ValueError(f"{path}: {type(probe).__name__} ({self.name!r}) takes no parameter "
+                             f"for search key(s) {', '.join(bad)} (as "
+                             f"{', '.join(repr(flat_key(k)) for k in bad)}); remove them or fix "
+                             "their names")
+        return space, mapping, []
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         import optuna
@@ -297,12 +313,11 @@ class AutoTunedRouter(InnerRouterState, Router):
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         return self.router_.predict_scores(data)
 
-    def predict_costs(self, data: RoutingData):
-        self._check_fitted()
+    def _predict_costs(self, data: RoutingData):
+        # the private hook: Router.predict_costs lays an added / removed LLM's pool over it
         return self.router_.predict_costs(data)
 
-    def selection_probs(self, data: RoutingData):
-        self._check_fitted()
+    def _selection_probs(self, data: RoutingData):
         return self.router_.selection_probs(data)
 
     def summary(self) -> str:

@@ -1,0 +1,86 @@
+"""Range checks of router hyperparameters: one clear ``ValueError`` naming the parameter and
+the range it accepts, instead of a silent truncation or a fit that runs on nonsense.
+
+Routers call these where they already validate (at fit time, or in a module's constructor),
+e.g. ``check_number(self.k, "k", low=1, integer=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+__all__ = ["check_number", "check_fraction"]
+
+
+def _describe(low, high, low_open: bool, high_open: bool, integer: bool) -> str:
+    kind = "an integer" if integer else "a finite number"
+    if low is not None and high is not None:
+        return f"{kind} in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{kind} {'>' if low_open else '>='} {low}"
+    if high is not None:
+        return f"{kind} {'<' if high_open else '<='} {high}"
+    return kind
+
+
+def check_number(value, name: str, *, low=None, high=None, low_open: bool = False,
+                 high_open: bool = False, integer: bool = False, none: bool = False):
+    """``value`` checked against a range; returns it as ``int`` (``integer``) or ``float``.
+
+    Parameters
+    ----------
+    value
+        The hyperparameter as given.
+    name : str
+        Its name, as the error says it.
+    low, high : number, optional
+        Bounds (inclusive unless ``low_open`` / ``high_open``).
+    integer : bool
+        Whether it must be a whole number (an ``int``, not ``2.5``, ``True`` or ``"3"``).
+    none : bool
+        Whether ``None`` is accepted (returned unchanged).
+
+    Raises
+    ------
+    ValueError
+        ``"<name> must be <what it accepts>, got <value>"``.
+
+    Example
+    -------
+    >>> check_number(3, "k", low=1, integer=True)
+    3
+    >>> check_number(2.5, "k", low=1, integer=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: k must be an integer >= 1, got 2.5
+    >>> check_number(float("nan"), "penalty", low=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: penalty must be a finite number >= 0, got nan
+    """
+    if value is None and none:
+        return None
+    want = _describe(low, high, low_open, high_open, integer) + (" or None" if none else "")
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok and integer:
+        ok = isinstance(value, numbers.Integral)
+    if ok:
+        v = int(value) if integer else float(value)
+        ok = math.isfinite(v) and not (
+            (low is not None and (v <= low if low_open else v < low))
+            or (high is not None and (v >= high if high_open else v > high)))
+    if not ok:
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    return v
+
+
+def check_fraction(value, name: str, *, zero: bool = False) -> float:
+    """A share of queries in ``(0, 1)`` (``[0, 1)`` with ``zero``).
+
+    Example
+    -------
+    >>> check_fraction(0.2, "val_fraction")
+    0.2
+    """
+    return check_number(value, name, low=0, high=1, low_open=not zero, high_open=True)
