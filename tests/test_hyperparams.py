@@ -62,6 +62,9 @@ def test_check_number_by_hand():
     ("mf", {**LIGHT, "wtp": NAN}, "wtp must be a finite number >= 0"),
     ("mf", {**LIGHT, "lr": 0.0}, "lr must be a finite number > 0"),
     ("c-roberta", {"n_clusters": 2.7}, "n_clusters must be an integer >= 1, got 2.7"),
+    ("knn", {"k": 2.5}, "k must be an integer >= 1 or None, got 2.5"),
+    ("knn", {"k": 0}, "k must be an integer >= 1 or None, got 0"),
+    ("prknn", {"k": True}, "k must be an integer >= 1 or None, got True"),
 ])
 def test_invalid_hyperparameters_are_refused(train, name, params, message):
     with pytest.raises(ValueError, match=message):
@@ -73,6 +76,8 @@ def test_invalid_hyperparameters_are_refused(train, name, params, message):
     ("mlpr", {"n_hidden": 0, "epochs": 1}),           # a linear model
     ("cascade", {"threshold": 0.5}),
     ("c-roberta", {"n_clusters": 1}),
+    ("knn", {"k": 1}),
+    ("knn", {"k": None}),
 ])
 def test_valid_edges_fit(train, name, params):
     assert make_router(name, **params).fit(train).predict_scores(train).shape == (60, 3)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.fallback import realised_scores, stratified_holdout
+from recsys_router.hyperparams import check_number
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt, StateError, number_keys
 
@@ -223,8 +224,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
         self.seed = seed
 
     def _fit(self, train, val):
-        if self.k is not None and int(self.k) < 1:
-            raise ValueError(f"k must be >= 1 or None, got {self.k!r}")
+        check_number(self.k, "k", low=1, integer=True, none=True)
         if self.metric not in _METRICS:
             raise ValueError(f"metric must be one of {_METRICS}, got {self.metric!r}")
         x = self._fit_encoder(train)
