@@ -50,3 +50,26 @@ def test_the_scan_finds_importorskip_calls():
     assert importorskips(src) == ["recsys_router.export", "torch"]
     declared = _declared_modules()
     assert {"recsys_router", "torch", "selenium", "sklearn", "optuna"} <= declared
+
+
+def root_folder_imports(source: str) -> list[str]:
+    """Modules imported as top-level ``models`` / ``datamodules`` (the folders install only as
+    ``recsys_router.models`` / ``recsys_router.datamodules``)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        out += [n for n in names if n.split(".")[0] in ("models", "datamodules")]
+    return out
+
+
+def test_tests_import_models_only_through_the_package():
+    bad = [f"{p.relative_to(TESTS)}: {m}" for p in sorted(TESTS.rglob("*.py"))
+           for m in root_folder_imports(p.read_text())]
+    assert not bad, bad
+
+
+def test_the_scan_finds_root_folder_imports():
+    src = ("import models.mf_module\nfrom datamodules._datasets import X\n"
+           "from recsys_router.models import y\nfrom .models import z\n")
+    assert root_folder_imports(src) == ["models.mf_module", "datamodules._datasets"]

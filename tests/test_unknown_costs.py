@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datamodules._datasets import QueryListDataset
+from recsys_router.datamodules._datasets import QueryListDataset
 from recsys_router.data import RoutingData
 from recsys_router.models.cost_aware import CostAwareRouter
 from recsys_router.policies import fill_unknown_costs
