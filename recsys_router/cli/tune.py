@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from .args import add_seed_arg
+
 __all__ = ["add_parser", "run"]
 
 
@@ -41,7 +43,7 @@ def add_parser(subparsers) -> None:
                         "paths take four slashes: sqlite:////tmp/x.db)")
     p.add_argument("--study-name", default=None, help="default: the search file's name")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds for this worker")
-    p.add_argument("--seed", type=int, default=0, help="sampler seed; trial n trains with seed+n")
+    add_seed_arg(p, 0, "sampler seed; trial n trains with seed+n")
     p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
     p.add_argument("--heartbeat-interval", type=int, default=None, metavar="S",
                    help="seconds between heartbeats of a running trial (default 60)")
