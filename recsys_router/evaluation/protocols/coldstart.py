@@ -38,7 +38,10 @@ def run_coldstart(data, settings: dict) -> RunOutcome:
     cold = parse_cold_llms(settings["cold_llms"], train.llm_names, seed=seed)
     ks = _ints(settings["probes"])
     strategies = list(settings["probe_strategy"])
-    seeds = list(range(seed, seed + max(1, int(settings["n_seeds"]))))
+    n_seeds = settings["n_seeds"]
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
+        raise ValueError(f"--n-seeds must be a whole number >= 1, got {n_seeds!r}")
+    seeds = list(range(seed, seed + n_seeds))
     frames = []
     for name in settings["routers"]:
         def make(name=name):
@@ -74,5 +77,5 @@ COLDSTART = register_protocol(Protocol(
                             "probe counts K (default 10,25,50,100,200)", "list"),
              ProtocolOption("--probe-strategy", ["random", "stratified", "informative", "adaptive"],
                             "probe strategies (default all four)", "list"),
-             ProtocolOption("--n-seeds", 1, "seeds per cold LLM (default 1)", "int")),
+             ProtocolOption("--n-seeds", 1, "seeds per cold LLM (default 1)", "positive")),
     description="leave one LLM out, onboard it from K probes; score error and routing gap"))
