@@ -29,7 +29,7 @@ import re
 
 __all__ = ["OptionError", "parse_kv", "kv_dict", "split_list", "ListArg", "FloatListArg", "add_data_args",
            "data_options", "add_seed_arg", "auto_folds", "MAX_OPTION_CHARS", "MAX_SEED", "seed_value",
-           "count", "positive_int", "finite_float", "non_negative_float"]
+           "count", "positive_int", "finite_float", "non_negative_float", "positive_float"]
 
 class OptionError(argparse.ArgumentTypeError, ValueError):
     """A malformed command-line item (argparse shows its message; library callers get a
@@ -224,6 +224,20 @@ def non_negative_float(text) -> float:
     v = finite_float(text)
     if v < 0:
         raise OptionError(f"expected a finite number >= 0, got {str(text)[:40]!r}")
+    return v
+
+
+def positive_float(text) -> float:
+    """A finite number > 0 (``--timeout``).
+
+    Example
+    -------
+    >>> positive_float("1.5")
+    1.5
+    """
+    v = finite_float(text)
+    if not v > 0:
+        raise OptionError(f"expected a finite number > 0, got {str(text)[:40]!r}")
     return v
 
 
