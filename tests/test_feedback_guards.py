@@ -47,6 +47,7 @@ def test_ope_few_resamples_writes_the_report(art_and_log, tmp_path):
     assert main(["ope", "--log", str(log), "--router", str(art), "--n-boot", "2", "--seed", "3",
                  "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} == {"ope.csv", "ope.png", "report.md"}
+    assert "Only 2 bootstrap resamples" in (out / "report.md").read_text()
 
 
 def test_n_boot_zero_says_no_intervals_and_negative_is_refused(art_and_log, tmp_path, capsys):

@@ -99,6 +99,9 @@ def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> 
                   "| outcome | estimator | estimate |", "|---|---|---|"]
         lines += [f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} |" for r in table.itertuples()]
     else:
+        if n_boot is not None and n_boot < 100:
+            lines += [f"Only {n_boot} bootstrap resamples: the percentile intervals are rough and may "
+                      "not even hold their estimate.", ""]
         lines += ["| outcome | estimator | estimate | 95% interval |", "|---|---|---|---|"]
         lines += [f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |"
                   for r in table.itertuples()]
