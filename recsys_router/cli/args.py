@@ -24,10 +24,12 @@ Example
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 __all__ = ["OptionError", "parse_kv", "kv_dict", "split_list", "ListArg", "FloatListArg", "add_data_args",
-           "data_options", "add_seed_arg", "auto_folds", "MAX_OPTION_CHARS"]
+           "data_options", "add_seed_arg", "auto_folds", "MAX_OPTION_CHARS", "MAX_SEED", "seed_value",
+           "count", "positive_int", "finite_float", "non_negative_float", "positive_float"]
 
 class OptionError(argparse.ArgumentTypeError, ValueError):
     """A malformed command-line item (argparse shows its message; library callers get a
@@ -142,9 +144,106 @@ def data_options(args) -> dict:
     return out
 
 
+#: largest --seed: numpy's legacy seeding (``seed_everything``) takes 0 .. 2**32 - 1
+MAX_SEED = 2**32 - 1
+
+
+def _whole(text, what: str, low: int, high: int | None = None) -> int:
+    s = str(text).strip()
+    if re.fullmatch(r"[+-]?\d{1,20}", s):
+        v = int(s)
+        if v >= low and (high is None or v <= high):
+            return v
+    rng = f">= {low}" if high is None else f"from {low} to {high}"
+    raise OptionError(f"expected {what} {rng}, got {s[:40]!r}")
+
+
+def seed_value(text) -> int:
+    """``--seed``: a whole number from 0 to :data:`MAX_SEED`, checked when the command line is
+    parsed (a negative seed would fail later, deep in numpy, after files were created).
+
+    Example
+    -------
+    >>> seed_value("7")
+    7
+    >>> seed_value("-1")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a whole number from 0 to 4294967295, got '-1'
+    """
+    return _whole(text, "a whole number", 0, MAX_SEED)
+
+
+def count(text) -> int:
+    """A whole number >= 0 (``--n-boot``, ``--online-rounds``, ``--budget``-like counts).
+
+    Example
+    -------
+    >>> count("0"), count("12")
+    (0, 12)
+    """
+    return _whole(text, "a whole number", 0)
+
+
+def positive_int(text) -> int:
+    """A whole number >= 1 (``--n-seeds``, ``--retrain-every``, ``--n-trials``).
+
+    Example
+    -------
+    >>> positive_int("3")
+    3
+    """
+    return _whole(text, "a whole number", 1)
+
+
+def finite_float(text) -> float:
+    """A finite number (``nan`` and ``inf`` refused).
+
+    Example
+    -------
+    >>> finite_float("0.5")
+    0.5
+    """
+    try:
+        v = float(str(text).strip())
+    except ValueError:
+        v = float("nan")
+    if not math.isfinite(v):
+        raise OptionError(f"expected a finite number, got {str(text)[:40]!r}")
+    return v
+
+
+def non_negative_float(text) -> float:
+    """A finite number >= 0.
+
+    Example
+    -------
+    >>> non_negative_float("2")
+    2.0
+    """
+    v = finite_float(text)
+    if v < 0:
+        raise OptionError(f"expected a finite number >= 0, got {str(text)[:40]!r}")
+    return v
+
+
+def positive_float(text) -> float:
+    """A finite number > 0 (``--timeout``).
+
+    Example
+    -------
+    >>> positive_float("1.5")
+    1.5
+    """
+    v = finite_float(text)
+    if not v > 0:
+        raise OptionError(f"expected a finite number > 0, got {str(text)[:40]!r}")
+    return v
+
+
 def add_seed_arg(p: argparse.ArgumentParser, default: int | None = 0, help: str | None = None):
-    """``--seed`` (every command takes one)."""
-    p.add_argument("--seed", type=int, default=default,
+    """``--seed`` (every command takes one): a whole number from 0 to :data:`MAX_SEED`."""
+    p.add_argument("--seed", type=seed_value, default=default,
                    help=help or f"random seed (default {default})")
 
 

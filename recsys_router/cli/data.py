@@ -47,7 +47,7 @@ def add_parser(subparsers) -> None:
     sub.required = True
 
     ls = sub.add_parser("list", help="registered dataset names")
-    ls.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    add_seed_arg(ls, None, argparse.SUPPRESS)
     ls.set_defaults(func=_cmd_list)
 
     info = sub.add_parser("info", help="counts, density, score range, per-LLM table, tasks, splits")
@@ -63,7 +63,7 @@ def add_parser(subparsers) -> None:
     dl = sub.add_parser("download", help="download a Hugging Face dataset into the cache")
     dl.add_argument("dataset", metavar="NAME", help="routerbench, routereval or embedllm")
     dl.add_argument("--cache-dir", default=None, help="parent folder (default: ~/.cache/recsys_router/datasets)")
-    dl.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    add_seed_arg(dl, None, argparse.SUPPRESS)
     dl.set_defaults(func=_cmd_download)
 
 

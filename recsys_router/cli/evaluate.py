@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from ..datasets.resolve import resolve_dataset
-from .args import (FloatListArg, ListArg, add_data_args, add_seed_arg, auto_folds,
-                   data_options)
+from .args import (FloatListArg, ListArg, add_data_args, add_seed_arg, auto_folds, count,
+                   data_options, positive_int)
 
 __all__ = ["add_parser", "run_evaluate", "run_demo", "run_scaling", "DEMO_ROUTERS",
            "DEMO_PARAMS"]
@@ -44,8 +44,8 @@ def _add_split_args(p: argparse.ArgumentParser) -> None:
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
     """Each registered protocol's own options (:class:`ProtocolOption`), one group each."""
     from ..evaluation.protocols import registered_protocols  # noqa: PLC0415
-    kinds = {"int": {"type": int}, "float": {"type": float}, "list": {"action": ListArg},
-             "str": {}}
+    kinds = {"int": {"type": int}, "count": {"type": count}, "positive": {"type": positive_int},
+             "float": {"type": float}, "list": {"action": ListArg}, "str": {}}
     for proto in registered_protocols():
         if proto.options:
             g = p.add_argument_group(f"{proto.name} protocol")

@@ -11,9 +11,7 @@ recsys-router evaluate --data synthetic --routers mf --protocol bandit --logging
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from .args import add_seed_arg, kv_dict, parse_kv
+from .args import add_seed_arg, count, kv_dict, parse_kv
 
 __all__ = ["add_parser", "run_ope", "run_log_export"]
 
@@ -31,8 +29,9 @@ def add_parser(subparsers) -> None:
     o.add_argument("--router", required=True, metavar="NAME_OR_ARTIFACT",
                    help="an exported artifact directory, or a registry router trained on the log "
                         "itself with --loss")
-    o.add_argument("--loss", default="dr", choices=("naive", "ips", "snips", "dr"),
-                   help="loss of a registry --router trained on the log (default dr)")
+    o.add_argument("--loss", default=None, choices=("naive", "ips", "snips", "dr"),
+                   help="loss of a registry --router trained on the log (default dr; refused "
+                        "with an artifact)")
     o.add_argument("--param", action="append", default=[], type=parse_kv, metavar="KEY=VALUE",
                    help="hyperparameter of a registry --router (YAML value), repeatable")
     o.add_argument("--policy", default="argmax", metavar="argmax|wtp:L|budget:C",
@@ -41,7 +40,8 @@ def add_parser(subparsers) -> None:
                    help="reward model of DM/DR: ridge (default; per-LLM ridge on the queries' "
                         "hashing embeddings and task, cross-fitted, refitted on every bootstrap "
                         "resample) or a CF router name trained naive on the log (held fixed)")
-    o.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples (default 200)")
+    o.add_argument("--n-boot", type=count, default=200,
+                   help="bootstrap resamples (default 200; 0 = estimates without intervals)")
     add_seed_arg(o)
     o.add_argument("--out", required=True, help="output folder (replaced atomically)")
     o.set_defaults(func=run_ope)
@@ -70,19 +70,7 @@ def run_ope(args) -> int:
 
 def run_log_export(args) -> int:
     """Handler of ``recsys-router log export``."""
-    from ..atomic import atomic_write
-    from ..feedback.store import DecisionLog
-    out = Path(args.out)
-    if out.suffix not in (".parquet", ".csv"):
-        raise ValueError(f"--out {out}: expected a .parquet or .csv file name")
-    log = DecisionLog(args.db)
-    frame = log.read(with_feedback_only=args.feedback_only)
-    log.dispose()
-    with atomic_write(out) as tmp:
-        if out.suffix == ".parquet":
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
-    n_fb = int(frame["feedback_at"].notna().sum())
-    print(f"wrote {len(frame)} decisions ({n_fb} with feedback) to {out}")
+    from ..feedback.workflow import export_log  # noqa: PLC0415
+    n, n_fb = export_log(args.db, args.out, feedback_only=args.feedback_only)
+    print(f"wrote {n} decisions ({n_fb} with feedback) to {args.out}")
     return 0

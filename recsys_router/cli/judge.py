@@ -19,7 +19,8 @@ import os
 import sys
 
 from ..datasets.resolve import resolve_dataset
-from .args import ListArg, add_data_args, add_seed_arg, data_options
+from .args import (ListArg, add_data_args, add_seed_arg, count, data_options, finite_float,
+                   non_negative_float, positive_int)
 
 __all__ = ["add_parser", "load_data"]
 
@@ -53,21 +54,25 @@ def add_parser(subparsers) -> None:
     _data_args(s)
     s.add_argument("--routers", action=ListArg, required=True, metavar="R1,R2",
                    help="registry names or artifact folders (>= 2), comma or space separated")
-    s.add_argument("--n", type=int, default=200, help="number of judged duels (default 200)")
+    s.add_argument("--n", type=positive_int, default=200, help="number of judged duels (default 200)")
     add_seed_arg(s)
     s.add_argument("--db", required=True, help="SQLite database to append the records to")
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--budget", type=float, default=None, help="per-query cost budget C for every router")
-    g.add_argument("--wtp", type=float, default=None, help="willingness to pay (lambda) for every router")
-    s.add_argument("--noise", type=float, default=0.0, help="probability of a uniformly random label")
-    s.add_argument("--threshold", type=float, default=None, help="both scores below it -> 'both bad'")
+    g.add_argument("--budget", type=non_negative_float, default=None,
+                   help="per-query cost budget C for every router (>= 0)")
+    g.add_argument("--wtp", type=non_negative_float, default=None,
+                   help="willingness to pay (lambda) for every router (>= 0)")
+    s.add_argument("--noise", type=non_negative_float, default=0.0,
+                   help="probability of a uniformly random label (0 to 1)")
+    s.add_argument("--threshold", type=finite_float, default=None,
+                   help="both scores below it -> 'both bad'")
     s.add_argument("--report", default=None, metavar="DIR", help="also write the report of this run here")
     s.set_defaults(func=_cmd_simulate)
 
     r = sub.add_parser("report", help="Markdown/CSV tables and PNG plots from a database")
     r.add_argument("--db", required=True)
     r.add_argument("--out", required=True, metavar="DIR")
-    r.add_argument("--n-boot", type=int, default=200, help="bootstrap replays for Elo intervals")
+    r.add_argument("--n-boot", type=count, default=200, help="bootstrap replays for Elo intervals")
     add_seed_arg(r)
     r.add_argument("--task", default=None, help="only records of this task")
     r.set_defaults(func=_cmd_report)
@@ -75,7 +80,8 @@ def add_parser(subparsers) -> None:
     rp = sub.add_parser("replay", help="replay a router on stored records (eq. C.21)")
     _data_args(rp, required=False)
     rp.add_argument("--db", required=True)
-    rp.add_argument("--router", required=True, help="registry name (fitted on --data's train split) "
+    rp.add_argument("--router", required=True, help="registry name (fitted on --data's train split, "
+                                                    "the stored records' judged queries left out) "
                                                     "or an exported artifact folder")
     rp.add_argument("--name", default=None, help="display name (default: --router)")
     add_seed_arg(rp, 0, "seed of the train/test split when the data has none")
@@ -127,11 +133,14 @@ def _cmd_simulate(args) -> int:
     from ..judge.routers import parse_router_params  # noqa: PLC0415
     from ..judge.simulate import simulate_tournament  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
+    if args.noise > 1:
+        raise ValueError(f"--noise must be a probability from 0 to 1, got {args.noise}")
+    params = parse_router_params(args.router_params, args.routers)
     data = load_data(args)
     store = JudgeStore(args.db)
     res = simulate_tournament(data, list(args.routers), n=args.n, seed=args.seed, budget=args.budget,
                               wtp=args.wtp, noise=args.noise, threshold=args.threshold, test_size=args.test_size,
-                              router_params=parse_router_params(args.router_params), store=store, progress=True)
+                              router_params=params, store=store, progress=True)
     comp = res.comparison(seed=args.seed)
     print(f"{len(res.records)} duels written to {args.db} ({store.count()} records in total)")
     print(_fmt(comp.sort_values("elo", ascending=False)))
@@ -160,19 +169,22 @@ def _cmd_replay(args) -> int:
     from pathlib import Path  # noqa: PLC0415
 
     from ..judge.replay import replay, replay_summary  # noqa: PLC0415
-    from ..judge.routers import parse_router_params, train_test  # noqa: PLC0415
+    from ..judge.routers import parse_router_params, replay_train  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
     recs = JudgeStore(args.db).records()
     train = truth = None
+    n_judged = 0
     if args.data:
         truth = load_data(args)
-        train, _ = train_test(truth, test_size=args.test_size, seed=args.seed)
+        train, n_judged = replay_train(truth, recs, test_size=args.test_size, seed=args.seed)
     name = args.name or Path(args.router).name
-    params = parse_router_params(args.router_params).get(args.router)
+    params = parse_router_params(args.router_params, [args.router]).get(args.router)
     if train is not None and not Path(args.router).is_dir():
-        print(f"fitting {args.router!r} on {train.n_queries} train queries of {truth.name} ...", file=sys.stderr)
+        print(f"fitting {args.router!r} on {train.n_queries} train queries of {truth.name} "
+              f"({n_judged} judged queries of the stored records left out of training) ...",
+              file=sys.stderr)
     out = replay(args.router, recs, name=name, train=train, truth=truth, params=params)
     lb = replay_summary(out, name)
     print(f"replayed {name!r} on {len(out)} stored records")
@@ -203,8 +215,8 @@ def _cmd_serve(args) -> int:
     data = load_data(args, with_responses=not live)
     responses = getattr(data, "responses", None)
     train, pool = judge_pool(data, args.split, test_size=args.test_size, seed=args.seed)
-    routers = fit_routers(list(args.routers), train, params=parse_router_params(args.router_params),
-                          progress=True)
+    routers = fit_routers(list(args.routers), train,
+                          params=parse_router_params(args.router_params, args.routers), progress=True)
     backends = load_backends(args.backends, data.llm_names) if live else None
     session = JudgeSession(pool, routers, JudgeStore(args.db), responses=responses, backends=backends,
                            seed=args.seed, token_ttl_s=args.token_ttl, max_pending=args.max_pending)

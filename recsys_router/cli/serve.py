@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .args import FloatListArg, add_data_args, add_seed_arg, data_options, kv_dict, parse_kv
+from .args import (FloatListArg, add_data_args, add_seed_arg, data_options, kv_dict,
+                   non_negative_float, parse_kv, positive_float, positive_int)
 
 __all__ = ["add_parser", "run_export", "run_calibrate", "run_serve"]
 
@@ -109,10 +110,13 @@ def add_parser(subparsers) -> None:
     s.add_argument("--backends", default=None, help="backends.yaml for /v1/chat/completions")
     s.add_argument("--sign-key-env", default=None, metavar="VAR",
                    help=_SIGN_HELP + "; the artifact must carry a valid signature made with it")
-    s.add_argument("--max-batch", type=int, default=256, help="most queries per request and batch")
-    s.add_argument("--max-body-bytes", type=int, default=1_000_000)
-    s.add_argument("--max-text-chars", type=int, default=100_000)
-    s.add_argument("--batch-wait-ms", type=float, default=2.0,
+    s.add_argument("--max-batch", type=positive_int, default=256,
+                   help="most queries per request and batch (>= 1)")
+    s.add_argument("--max-body-bytes", type=positive_int, default=1_000_000,
+                   help="largest request body in bytes (>= 1)")
+    s.add_argument("--max-text-chars", type=positive_int, default=100_000,
+                   help="longest query text in characters (>= 1)")
+    s.add_argument("--batch-wait-ms", type=non_negative_float, default=2.0,
                    help="under load, how long a batch waits for more requests to share its model "
                         "call (a request finding the batcher idle runs at once)")
     s.add_argument("--log-level", default="warning")
@@ -122,9 +126,9 @@ def add_parser(subparsers) -> None:
                         "service instances); enables POST /feedback")
     s.add_argument("--log-text", choices=("full", "hash", "none"), default="hash",
                    help="how the log keeps query texts (default: their SHA-256 only)")
-    s.add_argument("--log-batch", type=int, default=256,
+    s.add_argument("--log-batch", type=positive_int, default=256,
                    help="decisions per database write (a kill -9 loses at most the unwritten batch)")
-    s.add_argument("--log-flush-ms", type=float, default=200.0,
+    s.add_argument("--log-flush-ms", type=positive_float, default=200.0,
                    help="longest a decision waits before its batch is written")
     s.add_argument("--explore", default="none", metavar="POLICY",
                    help="exploration: none, epsilon:E, softmax:T or thompson[:N] (routers that "

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from .args import add_seed_arg, positive_float, positive_int
+
 __all__ = ["add_parser", "run"]
 
 
@@ -32,7 +34,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--search", required=True, metavar="YAML", help="search-space file")
     p.add_argument("--router", default=None, metavar="NAME",
                    help="tune this registry router instead of a Lightning model")
-    p.add_argument("--n-trials", type=int, default=20,
+    p.add_argument("--n-trials", type=positive_int, default=20,
                    help="trials in the whole study, all workers and earlier runs (default 20)")
     p.add_argument("--metric", default="val/mu_o", help="validation metric (default val/mu_o)")
     p.add_argument("--direction", choices=("maximize", "minimize"), default="maximize")
@@ -40,8 +42,9 @@ def add_parser(subparsers) -> None:
                    help="Optuna storage URL (default sqlite:///OUT/study.db; absolute SQLite "
                         "paths take four slashes: sqlite:////tmp/x.db)")
     p.add_argument("--study-name", default=None, help="default: the search file's name")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="seconds for this worker")
-    p.add_argument("--seed", type=int, default=0, help="sampler seed; trial n trains with seed+n")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="S",
+                   help="seconds for this worker (> 0)")
+    add_seed_arg(p, 0, "sampler seed; trial n trains with seed+n")
     p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
     p.add_argument("--heartbeat-interval", type=int, default=None, metavar="S",
                    help="seconds between heartbeats of a running trial (default 60)")
@@ -50,7 +53,7 @@ def add_parser(subparsers) -> None:
                         "retried with its parameters and not counted in --n-trials (default 180)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="best_config.yaml, trials.csv, plots, trial folders (default tuning/STUDY)")
-    p.add_argument("--top", type=int, default=10, help="rows of the summary table")
+    p.add_argument("--top", type=positive_int, default=10, help="rows of the summary table (>= 1)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run, overrides=[])

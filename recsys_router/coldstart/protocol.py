@@ -204,23 +204,24 @@ def plot_curves(summary: pd.DataFrame, path, metrics=("score_mae", "route_gap"))
     sub = summary[(summary["k"] > 0) & summary["metric"].isin(metrics)]
     if sub.empty:
         return False
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
-    for ax, m in zip(axes[0], metrics):
-        for (router, strat), grp in sub[sub["metric"] == m].groupby(["router", "strategy"]):
-            grp = grp.sort_values("k")
-            ax.errorbar(grp["k"], grp["mean"], yerr=grp["std"].fillna(0), marker="o", capsize=2,
-                        label=f"{router} / {strat}")
-        ax.set_xscale("log")
-        ks = sorted(sub["k"].unique())
-        ax.set_xticks(ks)
-        ax.set_xticklabels([str(int(k)) for k in ks])
-        ax.minorticks_off()
-        ax.set_xlabel("probes K")
-        ax.set_ylabel(m + (" (lower is better)" if COLDSTART_METRICS[m] < 0 else ""))
-        ax.set_title(f"coldstart: {m}")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with plt.rc_context({"text.parse_math": False}):  # router names drawn as written
+        fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
+        for ax, m in zip(axes[0], metrics):
+            for (router, strat), grp in sub[sub["metric"] == m].groupby(["router", "strategy"]):
+                grp = grp.sort_values("k")
+                ax.errorbar(grp["k"], grp["mean"], yerr=grp["std"].fillna(0), marker="o", capsize=2,
+                            label=f"{router} / {strat}")
+            ax.set_xscale("log")
+            ks = sorted(sub["k"].unique())
+            ax.set_xticks(ks)
+            ax.set_xticklabels([str(int(k)) for k in ks])
+            ax.minorticks_off()
+            ax.set_xlabel("probes K")
+            ax.set_ylabel(m + (" (lower is better)" if COLDSTART_METRICS[m] < 0 else ""))
+            ax.set_title(f"coldstart: {m}")
+            ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
     return True

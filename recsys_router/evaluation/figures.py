@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["pyplot", "save_figure", "log_cost_axis", "first_block", "plot_title", "LINE_STYLES",
+__all__ = ["pyplot", "plain_text", "save_figure", "log_cost_axis", "first_block", "plot_title", "LINE_STYLES",
            "line_style", "finish_plot", "router_curves"]
 
 #: a new line style after every 10 colours
@@ -19,6 +19,24 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
     return plt
+
+
+def plain_text():
+    """Context in which matplotlib draws every label as plain text: no mathtext, so an LLM,
+    router or dataset name such as ``r$\\foo$`` (from a data file, a log or judged records)
+    is printed as written instead of failing to parse. Figures must be created *and saved*
+    inside it (tick labels are made when drawing).
+
+    Example
+    -------
+    >>> with plain_text():
+    ...     fig, ax = pyplot().subplots()
+    ...     _ = ax.set_title("r$\\\\foo$")
+    ...     fig.canvas.draw()
+    >>> pyplot().close(fig)
+    """
+    import matplotlib  # noqa: PLC0415
+    return matplotlib.rc_context({"text.parse_math": False})
 
 
 def save_figure(fig, path: Path) -> None:

@@ -10,10 +10,10 @@ scored on the full test matrix (``mu_o``, ``nauc``), next to the same router tra
 full information on the same training queries and the best single LLM. OPE accuracy: the
 test queries are logged by the same policy, and each estimator's estimate of each trained
 router's test ``mu_o`` is compared with the truth (``ope_error_<est>`` = absolute error,
-``ope_ci_covered_<est>`` = 1 when the 95% interval covers it, ``ope_ci_covered`` = their
-mean over the four estimators); DM/DR's reward model is by default the ridge of
-:mod:`recsys_router.feedback.reward`, fitted on the test log and refitted on every bootstrap
-resample.
+``ope_ci_covered_<est>`` = 1 when the 95% interval covers it, 0 when not, NaN without an
+interval (``n_boot=0``), ``ope_ci_covered`` = their mean over the estimators with one);
+DM/DR's reward model is by default the ridge of :mod:`recsys_router.feedback.reward`, fitted
+on the test log and refitted on every bootstrap resample.
 
 Online (:func:`online_bandit`): T rounds of epsilon-greedy routing by a router retrained
 on the growing log every B queries; cumulative regret against the oracle and against the
@@ -74,7 +74,8 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
     losses : sequence of str
         Logged-feedback losses to train with.
     seed, n_boot : int
-        Seed of the log draws and the bootstrap; bootstrap resamples.
+        Seed of the log draws and the bootstrap; bootstrap resamples (0: no intervals, so
+        every ``ope_ci_covered*`` value is NaN, not 0).
     dm_router : (str, dict)
         Reward model of DM/DR: ``("ridge", query_features options)`` (default) is
         :func:`~recsys_router.feedback.reward.ridge_reward` fitted on the test log itself,
@@ -82,6 +83,8 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
         router trained ``naive`` on the training log, held fixed in the bootstrap.
     """
     from ..registry import make_router
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
+        raise ValueError(f"n_boot must be a whole number >= 0 (0 = no intervals), got {n_boot!r}")
     train, test = _complete(train), _complete(test)
     kind, val = parse_logging_policy(logging_policy)
     logger = None
@@ -129,12 +132,26 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
             for e in ESTIMATORS:
                 add(label, loss, f"ope_{e}", est[e]["value"])
                 add(label, loss, f"ope_error_{e}", abs(est[e]["value"] - truth))
-                cov = float(est[e]["lo"] <= truth <= est[e]["hi"])
+                cov = _covered(est[e]["lo"], est[e]["hi"], truth)
                 covered.append(cov)
                 add(label, loss, f"ope_ci_covered_{e}", cov)
-            add(label, loss, "ope_ci_covered", np.mean(covered))
+            known = [c for c in covered if c == c]
+            add(label, loss, "ope_ci_covered", np.mean(known) if known else np.nan)
             add(label, loss, "ope_ess", est["ess"])
     return pd.DataFrame(rows)
+
+
+def _covered(lo: float, hi: float, truth: float) -> float:
+    """1.0 when ``[lo, hi]`` holds ``truth``, 0.0 when not, NaN when there is no interval.
+
+    Example
+    -------
+    >>> _covered(0.1, 0.3, 0.2), _covered(0.1, 0.3, 0.4), _covered(float("nan"), float("nan"), 0.2)
+    (1.0, 0.0, nan)
+    """
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return float("nan")
+    return float(lo <= truth <= hi)
 
 
 def epsilon_schedule(epsilon: float, decay: str, block: int) -> float:

@@ -36,15 +36,19 @@ FEEDBACK_LOSSES = ("naive", "ips", "snips", "dr")
 
 
 def thumbs_to_score(score, thumbs) -> np.ndarray:
-    """Outcome per row: ``score`` when given, else thumbs up = 1, down = 0 (NaN if neither).
+    """Outcome per row: ``score`` when given, else thumbs up = 1, down = 0 (NaN if neither);
+    either column may be absent (``None``).
 
     Example
     -------
     >>> thumbs_to_score([0.5, None, None], [None, "up", "down"]).tolist()
     [0.5, 1.0, 0.0]
     """
-    s = pd.to_numeric(pd.Series(score, dtype=object), errors="coerce").to_numpy(dtype=float)
-    t = pd.Series(thumbs, dtype=object).map({"up": 1.0, "down": 0.0}).to_numpy(dtype=float)
+    n = len(score) if score is not None else len(thumbs)
+    s = np.full(n, np.nan) if score is None else \
+        pd.to_numeric(pd.Series(score, dtype=object), errors="coerce").to_numpy(dtype=float)
+    t = np.full(n, np.nan) if thumbs is None else \
+        pd.Series(thumbs, dtype=object).map({"up": 1.0, "down": 0.0}).to_numpy(dtype=float)
     return np.where(np.isnan(s), t, s)
 
 
@@ -81,7 +85,9 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
 
     The outcome is the feedback ``score`` (or thumbs up = 1, down = 0); the cost is the
     feedback ``cost`` when given, else the chosen LLM's predicted cost. Decisions without
-    feedback carry no outcome and are left out (their number is in ``data.name``).
+    feedback carry no outcome and are left out (their number is in ``data.name``). An error
+    names the row of ``log`` as given (0-based, header not counted; decisions without feedback
+    counted too) and its ``decision_id``.
     """
     need = ("decision_id", "chosen", "propensity", "candidates")
     missing = [c for c in need if c not in log.columns]
@@ -91,14 +97,20 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     keep = ~np.isnan(y)
     if not keep.any():
         raise ValueError(f"{source}: no decision has feedback yet ({len(log)} decisions)")
+    orig = np.flatnonzero(keep)  # row of each kept decision in the log as given
     sub = log[keep].reset_index(drop=True)
     y = y[keep]
+
+    def at(i: int) -> str:
+        return f"{source}: row {int(orig[i])} (decision_id {sub['decision_id'].iloc[i]!r})"
     names: list[str] = []
     for i, cand in enumerate(sub["candidates"]):
         try:
             lst = json.loads(cand) if isinstance(cand, str) else list(cand)
-        except (TypeError, ValueError):
-            raise ValueError(f"{source}: row {i}: candidates {cand!r} is not a JSON list") from None
+        except (TypeError, ValueError, RecursionError):
+            lst = None
+        if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
+            raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not a JSON list of LLM names")
         names.extend(x for x in lst if x not in names)
     for x in sub["chosen"]:
         if x not in names:
@@ -119,9 +131,16 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
         costs = np.full(scores.shape, np.nan, np.float32)
         costs[rows, act] = cost
     text = sub["query_text"] if "query_text" in sub else pd.Series([None] * len(sub))
+    p = pd.to_numeric(sub["propensity"], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~(np.isfinite(p) & (p > 0) & (p <= 1)))
+    if len(bad):
+        raw = sub["propensity"].iloc[bad[0]]
+        raw = raw.item() if hasattr(raw, "item") else raw
+        raise ValueError(f"{at(bad[0])}: propensity {raw!r} must be in (0, 1] "
+                         f"({len(bad)} such rows); off-policy estimators and debiased losses divide by it")
     q = pd.DataFrame({"query_id": sub["decision_id"].astype(str),
                       "text": [t if isinstance(t, str) else "" for t in text],
-                      "propensity": check_propensities(sub["propensity"], source=f"{source}: propensity")})
+                      "propensity": p})
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)

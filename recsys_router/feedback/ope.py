@@ -176,6 +176,8 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     >>> out["ips"]["value"], out["snips"]["value"], out["ess"]
     (1.0, 1.0, 1.0)
     """
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
+        raise ValueError(f"n_boot must be a whole number >= 0 (0 = no intervals), got {n_boot!r}")
     r = np.asarray(r, np.float64)
     n = len(r)
     if n == 0:

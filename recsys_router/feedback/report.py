@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
-from ..evaluation.figures import pyplot, save_figure
+from ..evaluation.figures import plain_text, pyplot, save_figure
 from .logged import check_logged
 from .ope import ESTIMATORS, estimate_all
 from .reward import query_features, ridge_reward
@@ -89,16 +89,26 @@ def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: 
     return pd.DataFrame(rows)
 
 
-def ope_markdown(table: pd.DataFrame, title: str) -> str:
-    """The estimates as a Markdown report."""
+def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> str:
+    """The estimates as a Markdown report; with ``n_boot=0`` (no bootstrap) it has no interval
+    column and says so."""
     lines = [f"# {title}", "", f"{int(table['n'].iloc[0])} logged decisions with feedback; "
-             f"effective sample size of the importance weights: {table['ess'].iloc[0]:.1f}.", "",
-             "| outcome | estimator | estimate | 95% interval |", "|---|---|---|---|"]
-    for r in table.itertuples():
-        lines.append(f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |")
+             f"effective sample size of the importance weights: {table['ess'].iloc[0]:.1f}.", ""]
+    if n_boot == 0:
+        lines += ["No intervals: no bootstrap resamples were drawn (n_boot = 0).", "",
+                  "| outcome | estimator | estimate |", "|---|---|---|"]
+        lines += [f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} |" for r in table.itertuples()]
+    else:
+        if n_boot is not None and n_boot < 100:
+            lines += [f"Only {n_boot} bootstrap resamples: the percentile intervals are rough and may "
+                      "not even hold their estimate.", ""]
+        lines += ["| outcome | estimator | estimate | 95% interval |", "|---|---|---|---|"]
+        lines += [f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |"
+                  for r in table.itertuples()]
     score = table[(table["outcome"] == "score") & (table["estimator"] == "dm")]
     k = int(score["refit"].iloc[0]) if "refit" in table and len(score) else 0
-    how = (f"refitted on each of {k} bootstrap resamples" if k else
+    how = ("fitted once; no bootstrap" if n_boot == 0 else
+           f"refitted on each of {k} bootstrap resamples" if k else
            "held fixed in the bootstrap, so DM/DR intervals are too narrow")
     lines += ["", "IPS/SNIPS re-weight logged outcomes by target / logging probability; DM uses a "
               f"reward model fitted on the log ({how}); DR combines both."]
@@ -106,31 +116,35 @@ def ope_markdown(table: pd.DataFrame, title: str) -> str:
 
 
 def plot_ope(table: pd.DataFrame, path: Path, title: str) -> None:
-    """Estimates with their 95% intervals, one panel per outcome."""
-    plt = pyplot()
-    outs = list(dict.fromkeys(table["outcome"]))
-    fig, axes = plt.subplots(1, len(outs), figsize=(5 * len(outs), 4), squeeze=False)
-    for ax, o in zip(axes[0], outs):
-        sub = table[table["outcome"] == o]
-        x = np.arange(len(sub))
-        err = np.vstack([sub["value"] - sub["lo"], sub["hi"] - sub["value"]])
-        ax.errorbar(x, sub["value"], yerr=np.nan_to_num(err), fmt="o", capsize=6)
-        ax.set_xticks(x, [e.upper() for e in sub["estimator"]])
-        ax.set_ylabel(f"estimated mean {o}")
-        ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    save_figure(fig, path)
+    """Estimates with their 95% intervals, one panel per outcome (error bars clipped at 0: a
+    percentile interval of few resamples may not hold its point estimate)."""
+    with plain_text():
+        plt = pyplot()
+        outs = list(dict.fromkeys(table["outcome"]))
+        fig, axes = plt.subplots(1, len(outs), figsize=(5 * len(outs), 4), squeeze=False)
+        for ax, o in zip(axes[0], outs):
+            sub = table[table["outcome"] == o]
+            x = np.arange(len(sub))
+            err = np.vstack([sub["value"] - sub["lo"], sub["hi"] - sub["value"]])
+            ax.errorbar(x, sub["value"], yerr=np.clip(np.nan_to_num(err), 0.0, None), fmt="o",
+                        capsize=6)
+            ax.set_xticks(x, [e.upper() for e in sub["estimator"]])
+            ax.set_ylabel(f"estimated mean {o}")
+            ax.grid(alpha=0.3)
+        fig.suptitle(title)
+        save_figure(fig, path)
 
 
 def plot_regret(runs: pd.DataFrame, path: Path, title: str) -> None:
     """Cumulative regret against the oracle: the online policy and the best fixed LLM."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot(runs["t"], runs["regret_policy"], label="online router (epsilon-greedy, retrained)")
-    ax.plot(runs["t"], runs["regret_best_fixed"], "--", label="best fixed LLM (in hindsight)")
-    ax.set_xlabel("round t")
-    ax.set_ylabel("cumulative regret vs the oracle")
-    ax.set_title(title)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    save_figure(fig, path)
+    with plain_text():  # the title names the router
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ax.plot(runs["t"], runs["regret_policy"], label="online router (epsilon-greedy, retrained)")
+        ax.plot(runs["t"], runs["regret_best_fixed"], "--", label="best fixed LLM (in hindsight)")
+        ax.set_xlabel("round t")
+        ax.set_ylabel("cumulative regret vs the oracle")
+        ax.set_title(title)
+        ax.legend()
+        ax.grid(alpha=0.3)
+        save_figure(fig, path)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["load_log", "parse_target_policy", "run_ope", "LOG_DB_SUFFIXES"]
+__all__ = ["load_log", "parse_target_policy", "run_ope", "export_log", "existing_log_db",
+           "LOG_DB_SUFFIXES"]
 
 #: file suffixes read as SQLite decision-log databases
 LOG_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -14,6 +15,50 @@ LOG_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 def _is_db(spec: str) -> bool:
     return "://" in spec or Path(spec).suffix in LOG_DB_SUFFIXES
+
+
+def existing_log_db(spec: str, flag: str = "--log") -> str:
+    """``spec`` when it names a decision-log database that exists; a bare path or a
+    ``sqlite:///`` URL must name an existing file (reading one would otherwise create an
+    empty database and report no decisions); other URLs (PostgreSQL) are taken as given.
+
+    Example
+    -------
+    >>> existing_log_db("postgresql://u@h/db")
+    'postgresql://u@h/db'
+    >>> existing_log_db("typo.db", "--db")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: --db typo.db: no such SQLite file (a decision log is read, never created here)
+    """
+    spec = str(spec)
+    path = spec.split(":///", 1)[1] if spec.startswith("sqlite:///") else \
+        None if "://" in spec else spec
+    if path is not None and path != ":memory:" and not Path(path).is_file():
+        raise FileNotFoundError(f"{flag} {spec}: no such SQLite file (a decision log is read, "
+                                "never created here)")
+    return spec
+
+
+def export_log(db: str, out, *, feedback_only: bool = False) -> tuple[int, int]:
+    """Write the decision log of ``db`` (joined with its feedback) to ``out`` (``.parquet`` or
+    ``.csv``, atomically); returns ``(decisions, decisions with feedback)``."""
+    from ..atomic import atomic_write  # noqa: PLC0415
+    from .store import DecisionLog  # noqa: PLC0415
+    out = Path(out)
+    if out.suffix not in (".parquet", ".csv"):
+        raise ValueError(f"--out {out}: expected a .parquet or .csv file name")
+    log = DecisionLog(existing_log_db(db, "--db"))
+    try:
+        frame = log.read(with_feedback_only=feedback_only)
+    finally:
+        log.dispose()
+    with atomic_write(out) as tmp:
+        if out.suffix == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
+    return len(frame), int(frame["feedback_at"].notna().sum())
 
 
 def load_log(spec: str):
@@ -24,8 +69,7 @@ def load_log(spec: str):
     from .store import DecisionLog  # noqa: PLC0415
     spec = str(spec)
     if _is_db(spec):
-        if "://" not in spec and not Path(spec).exists():
-            raise FileNotFoundError(f"log {spec}: no such SQLite file")
+        existing_log_db(spec)
         return log_to_data(DecisionLog(spec).read(), source=spec)
     path = Path(spec)
     if not path.exists():
@@ -60,19 +104,26 @@ def parse_target_policy(text: str) -> dict:
     raise ValueError(f"policy must be argmax, wtp:LAMBDA or budget:C (>= 0), got {text!r}")
 
 
-def run_ope(log_spec: str, router: str, out, *, loss: str = "dr", params: dict | None = None,
+def run_ope(log_spec: str, router: str, out, *, loss: str | None = None, params: dict | None = None,
             policy: str = "argmax", dm_router: str = "ridge", n_boot: int = 200,
             seed: int = 0) -> str:
     """Off-policy evaluation of ``router`` on a decision log; writes ``report.md``, ``ope.csv``
     and ``ope.png`` into ``out`` (atomically) and returns the report text.
 
     ``router`` is an exported artifact folder (evaluated as it is) or a registry name, trained
-    on the log itself by the ``logged`` wrapper with ``loss`` (an in-sample estimate).
+    on the log itself by the ``logged`` wrapper with ``loss`` (default ``dr``; an in-sample
+    estimate) and ``params``. An artifact is not trained, so ``loss`` and ``params`` given
+    with one are refused rather than ignored.
     """
     from ..evaluation.io import atomic_dir  # noqa: PLC0415
     from ..router_spec import is_artifact_dir, resolve_router  # noqa: PLC0415
     from .report import evaluate_on_log, ope_markdown, plot_ope  # noqa: PLC0415
     kw = parse_target_policy(policy)
+    if is_artifact_dir(router) and (loss is not None or params):
+        given = [x for x, on in (("--loss", loss is not None), ("--param", bool(params))) if on]
+        raise ValueError(f"{' and '.join(given)} cannot apply to artifact {router}: an exported "
+                         "router is evaluated as it is (they train a registry --router on the log)")
+    loss = "dr" if loss is None else loss
     log = load_log(log_spec)
     if is_artifact_dir(router):
         target, what = resolve_router(router)[0], f"artifact {router}"
@@ -83,9 +134,10 @@ def run_ope(log_spec: str, router: str, out, *, loss: str = "dr", params: dict |
         what = f"{router} trained on the log with loss {loss} (in-sample)"
     table = evaluate_on_log(target, log, n_boot=n_boot, seed=seed, dm_router=dm_router, **kw)
     title = f"Off-policy evaluation of {what}, policy {policy}, on {log.name}"
-    text = ope_markdown(table, title)
+    text = ope_markdown(table, title, n_boot=n_boot)
     with atomic_dir(out) as tmp:
         table.to_csv(tmp / "ope.csv", index=False)
         (tmp / "report.md").write_text(text, encoding="utf-8")
-        plot_ope(table, tmp / "ope.png", "Off-policy estimates (95% bootstrap intervals)")
+        plot_ope(table, tmp / "ope.png", "Off-policy estimates (95% bootstrap intervals)" if n_boot
+                 else "Off-policy estimates (no intervals: n_boot = 0)")
     return text

@@ -148,6 +148,19 @@ def attribute(router_choices: Mapping[str, str], llm_a: str, llm_b: str, label: 
     return {r: (s_a if m == llm_a else s_b if m == llm_b else None) for r, m in router_choices.items()}
 
 
+def _brief(value, n: int = 60) -> str:
+    """``repr`` of an offending value with its type, cut to ``n`` characters.
+
+    Example
+    -------
+    >>> _brief(5), _brief({"a": 1})
+    ('5 (int)', "{'a': 1} (dict)")
+    """
+    text = repr(value)
+    text = text if len(text) <= n else text[: n - 3] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
 def _req(d: Mapping, key: str, src, row):
     if key not in d or d[key] is None:
         raise DataValidationError(f"missing required field {key!r}", source=src, row=row, column=key)
@@ -182,7 +195,8 @@ class JudgeRecord:
     metadata : dict
         Free-form (e.g. ``{"source": "simulate", "seed": 0}``).
     record_id : str
-        Unique id (a UUID by default).
+        Unique id (a UUID by default): a string of at most 64 characters; a number is
+        refused (never coerced), so an id compares equal to the stored one.
 
     ``votes`` and ``attribution`` are derived from the fields above.
     """
@@ -208,15 +222,38 @@ class JudgeRecord:
         self.validate()
 
     def validate(self, source: str | None = None, row: int | None = None) -> None:
-        """Check the record's invariants; raises DataValidationError naming the field."""
+        """Check the record's types and invariants; raises DataValidationError naming the field.
+
+        Every name (``query``, ``llm_a``/``llm_b``, ``label``, ``record_id``, ``task``,
+        ``query_id``, timestamps, router names and their choices, feasible LLMs) must be a
+        string: a record id is text, so ``5`` is refused rather than stored as ``'5'``.
+        """
         def fail(msg, col):
             raise DataValidationError(msg, source=source, row=row, column=col)
         if not isinstance(self.query, str) or not self.query:
             fail("query must be a non-empty string", "query")
-        if self.label not in LABELS:
-            fail(f"label must be one of {LABELS}, got {self.label!r}", "label")
+        if not isinstance(self.record_id, str) or not self.record_id or len(self.record_id) > 64:
+            fail(f"record_id must be a non-empty string of at most 64 characters, got "
+                 f"{_brief(self.record_id)}", "record_id")
+        for key in ("task", "query_id"):
+            if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
+                fail(f"{key} must be a string or null, got {_brief(getattr(self, key))}", key)
+        for key in ("created_at", "judged_at"):
+            if not isinstance(getattr(self, key), str):
+                fail(f"{key} must be an ISO timestamp string, got {_brief(getattr(self, key))}", key)
+        if not isinstance(self.label, str) or self.label not in LABELS:
+            fail(f"label must be one of {LABELS}, got {_brief(self.label)}", "label")
+        for key in ("llm_a", "llm_b"):
+            if not isinstance(getattr(self, key), str):
+                fail(f"{key} must be an LLM name (a string), got {_brief(getattr(self, key))}", key)
+        if not isinstance(self.feasible, (list, tuple)) or not all(isinstance(m, str) for m in self.feasible):
+            fail(f"feasible must be a list of LLM names (strings), got {_brief(self.feasible)}", "feasible")
         if not isinstance(self.router_choices, dict) or not self.router_choices:
             fail("router_choices must map at least one router to its chosen LLM", "router_choices")
+        for r, m in self.router_choices.items():
+            if not isinstance(r, str) or not isinstance(m, str):
+                fail(f"router_choices must map router names to LLM names (strings), got "
+                     f"{_brief(r)}: {_brief(m)}", "router_choices")
         if self.llm_a == self.llm_b:
             fail(f"llm_a and llm_b must differ, both are {self.llm_a!r}", "llm_b")
         feas = set(self.feasible)
@@ -226,13 +263,25 @@ class JudgeRecord:
         for r, m in self.router_choices.items():
             if m not in feas:
                 fail(f"router {r!r} chose {m!r}, which is not in the feasible set", "router_choices")
-        if self.budget is not None and (not isinstance(self.budget, (int, float))
-                                        or math.isnan(self.budget)):
-            fail(f"budget must be a number or null, got {self.budget!r}", "budget")
+        if self.budget is not None and (isinstance(self.budget, bool)
+                                        or not isinstance(self.budget, (int, float))
+                                        or not math.isfinite(self.budget) or self.budget < 0):
+            fail(f"budget must be a finite number >= 0 or null, got {_brief(self.budget)}", "budget")
+        if self.history is not None and (not isinstance(self.history, list)
+                                         or not all(isinstance(t, dict) for t in self.history)):
+            fail(f"history must be a list of turns (JSON objects) or null, got {_brief(self.history)}",
+                 "history")
+        if not isinstance(self.metadata, dict):
+            fail(f"metadata must be a JSON object, got {_brief(self.metadata)}", "metadata")
         for key in ("costs", "latencies"):
-            for m, v in getattr(self, key).items():
-                if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                    fail(f"{key}[{m!r}] must be a finite number >= 0, got {v!r}", key)
+            values = getattr(self, key)
+            if not isinstance(values, dict):
+                fail(f"{key} must map LLM names to numbers, got {_brief(values)}", key)
+            for m, v in values.items():
+                if not isinstance(m, str):
+                    fail(f"{key} must map LLM names (strings) to numbers, got key {_brief(m)}", key)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                    fail(f"{key}[{m!r}] must be a finite number >= 0, got {_brief(v)}", key)
 
     @property
     def votes(self) -> dict[str, int]:

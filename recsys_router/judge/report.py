@@ -9,10 +9,19 @@ Files written to ``out_dir``:
 * ``leaderboard_elo.png``, ``h2h_heatmap.png``, ``selection_distribution.png``,
   ``cost_vs_pref_score.png``;
 * ``report.md`` tying them together.
+
+Router and LLM names come from the records (untrusted): every label is drawn as plain text,
+never parsed as mathtext. The files are written into a temporary folder beside ``out_dir``
+first; only when all of them are written do they move into ``out_dir`` (renamed into place
+when it does not exist yet, else moved in file by file, each replacing its old version), so
+a failed report leaves ``out_dir`` as it was.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -174,8 +183,35 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
     records = list(records)
     if not records:
         raise ValueError("no judged records to report on")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    final = Path(out_dir)
+    if final.exists() and not final.is_dir():
+        raise FileExistsError(f"{final}: exists and is not a folder; expected a folder for the report")
+    final.absolute().parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.absolute().parent))
+    try:
+        with plt.rc_context({"text.parse_math": False}):  # names from the records: no mathtext
+            names = _write_files(records, tmp, n_boot=n_boot, seed=seed, title=title)
+        _publish(tmp, final, names)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {name: final / name for name in names}
+
+
+def _publish(tmp: Path, final: Path, names) -> None:
+    """Move the finished files of ``tmp`` into ``final`` (see the module docstring)."""
+    if not final.exists():
+        try:
+            os.replace(tmp, final)
+            return
+        except OSError:  # created meanwhile by someone else: move file by file
+            pass
+    final.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        os.replace(tmp / name, final / name)
+
+
+def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> list[str]:
+    """Write every table, plot and ``report.md`` into ``out``; returns the file names."""
     routers = routers_of(records)
     lb = full_leaderboard(records, n_boot=n_boot, seed=seed)
     h2h = h2h_matrix(records, list(lb["router"]))
@@ -217,4 +253,4 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
             "", "## Cost vs PrefScore", "", "![cost](cost_vs_pref_score.png)", ""]
     paths["report.md"] = out / "report.md"
     paths["report.md"].write_text("\n".join(body), encoding="utf-8")
-    return paths
+    return list(paths)

@@ -11,7 +11,7 @@ from ..data import RoutingData
 from ..router import Router
 from ..router_spec import resolve_router
 
-__all__ = ["fit_routers", "parse_router_params", "train_test", "judge_pool"]
+__all__ = ["fit_routers", "parse_router_params", "train_test", "judge_pool", "replay_train"]
 
 
 def fit_routers(specs, train: RoutingData, val: RoutingData | None = None,
@@ -54,8 +54,21 @@ def fit_routers(specs, train: RoutingData, val: RoutingData | None = None,
     return out
 
 
-def parse_router_params(text: str | None) -> dict[str, dict]:
-    """Parse ``--router-params`` JSON: ``{"knn": {"k": 10}}`` (or a path to such a file)."""
+def parse_router_params(text: str | None, routers=None) -> dict[str, dict]:
+    """Parse ``--router-params`` JSON: ``{"knn": {"k": 10}}`` (or a path to such a file).
+
+    With ``routers`` (the names given), a key that names none of them is an error rather than
+    silently ignored.
+
+    Example
+    -------
+    >>> parse_router_params('{"knn": {"k": 3}}', ["knn", "svm"])
+    {'knn': {'k': 3}}
+    >>> parse_router_params('{"knnn": {"k": 3}}', ["knn", "svm"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --router-params names router(s) ['knnn'] that are not among the routers given (['knn', 'svm'])
+    """
     if not text:
         return {}
     raw = Path(text).read_text(encoding="utf-8") if Path(text).is_file() else text
@@ -65,6 +78,11 @@ def parse_router_params(text: str | None) -> dict[str, dict]:
         raise ValueError(f"--router-params must be JSON like '{{\"knn\": {{\"k\": 10}}}}': {exc}") from None
     if not isinstance(d, dict) or not all(isinstance(v, dict) for v in d.values()):
         raise ValueError("--router-params must map router names to objects of constructor parameters")
+    if routers is not None:
+        unknown = [k for k in d if k not in set(routers)]
+        if unknown:
+            raise ValueError(f"--router-params names router(s) {unknown} that are not among the "
+                             f"routers given ({list(routers)})")
     return d
 
 
@@ -89,3 +107,36 @@ def judge_pool(data: RoutingData, split: str = "test", *, test_size: float = 0.3
     if parts and split in parts and "train" in parts and split != "train":
         return parts["train"], parts[split]
     return train_test(data, test_size=test_size, seed=seed)
+
+
+def replay_train(truth: RoutingData, records, *, test_size: float = 0.3,
+                 seed: int = 0) -> tuple[RoutingData, int]:
+    """Training data for a router replayed on ``records``: :func:`train_test`'s train part
+    without any judged query, and how many judged queries it left out.
+
+    The records may come from a split other than this one (``judge simulate`` with another
+    ``--seed``, the voting page on another split), so without the exclusion the replayed
+    router could be trained on the very queries it is then judged on. Judged queries are
+    matched by ``query_id``, and by text for records without one.
+
+    Example
+    -------
+    >>> import numpy as np, pandas as pd
+    >>> d = RoutingData(pd.DataFrame({"query_id": list("abcdef"), "text": list("ABCDEF"),
+    ...                               "split": ["train"] * 4 + ["test"] * 2}), ["m", "n"], np.ones((6, 2)))
+    >>> class R:  # a record judged on query "b", and one without an id on text "C"
+    ...     def __init__(self, q, t): self.query_id, self.query = q, t
+    >>> train, n = replay_train(d, [R("b", "B"), R(None, "C"), R("e", "E")])
+    >>> train.query_ids, n
+    (['a', 'd'], 2)
+    """
+    train, _ = train_test(truth, test_size=test_size, seed=seed)
+    ids = {r.query_id for r in records if r.query_id is not None}
+    texts = {r.query for r in records if r.query_id is None}
+    judged = [q in ids or t in texts for q, t in zip(train.query_ids, train.texts)]
+    keep = [i for i, j in enumerate(judged) if not j]
+    if not keep:
+        raise ValueError(f"{truth.name}: every training query was judged in the stored records; "
+                         "nothing is left to fit the replayed router on")
+    return (train if len(keep) == train.n_queries else train.subset(keep)), train.n_queries - len(keep)
+

@@ -26,8 +26,11 @@ from typing import Iterable, Iterator
 from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
                         create_engine, delete, event, func, inspect, select, update)
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import DataValidationError
+from ..atomic import atomic_write
+from ..errors import DataValidationError, where
+from .jsonl import BLANK, parse_line
 from .records import JudgeRecord, utc_now
 
 __all__ = ["JudgeStore", "SCHEMA_VERSION", "TokenError"]
@@ -193,12 +196,35 @@ class JudgeStore:
             self._insert(conn, rec)
         return rec.record_id
 
-    def add_many(self, recs: Iterable[JudgeRecord]) -> int:
-        """Write records, each in its own transaction; returns how many were written."""
-        n = 0
+    def add_many(self, recs: Iterable[JudgeRecord], *, skip_existing: bool = False,
+                 source: str | None = None) -> int:
+        """Write records in one transaction (all or nothing); returns how many were written.
+
+        With ``skip_existing``, records whose ``record_id`` is already stored are left out;
+        otherwise a stored id raises :class:`DataValidationError` and nothing is written.
+        ``source`` names where the records came from in error messages.
+        """
+        recs = list(recs)
         for rec in recs:
-            self.add(rec)
-            n += 1
+            rec.validate(source=source)
+        n = 0
+        with self.engine.begin() as conn:
+            have = set(conn.execute(select(records_t.c.record_id)).scalars())
+            for rec in recs:
+                if rec.record_id in have:
+                    if skip_existing:
+                        continue
+                    raise DataValidationError(f"record_id {rec.record_id!r} is already stored in "
+                                              f"{self.path}", source=source, column="record_id")
+                try:
+                    self._insert(conn, rec)
+                except SQLAlchemyError as exc:  # a database refusal: say which record, no SQL
+                    raise DataValidationError(
+                        f"record {rec.record_id!r} could not be stored in {self.path} "
+                        f"({type(getattr(exc, 'orig', exc)).__name__}: {getattr(exc, 'orig', exc)}); "
+                        "nothing was written", source=source) from None
+                have.add(rec.record_id)
+                n += 1
         return n
 
     # ------------------------------------------------------------------ duel tokens
@@ -299,6 +325,8 @@ class JudgeStore:
         return list(self.iter_records(task=task))
 
     def iter_records(self, *, task: str | None = None) -> Iterator[JudgeRecord]:
+        """Stored records in insertion order; a stored row that is no longer a valid record
+        raises :class:`DataValidationError` naming the database and its ``record_id``."""
         q = select(records_t).order_by(records_t.c.id)
         if task is not None:
             q = q.where(records_t.c.task == task)
@@ -309,51 +337,59 @@ class JudgeStore:
                                          .order_by(choices_t.c.record, choices_t.c.router)):
                 ch.setdefault(pk, {})[r] = m
         for row in rows:
-            yield JudgeRecord(
-                query=row.query, router_choices=ch.get(row.id, {}), llm_a=row.llm_a, llm_b=row.llm_b,
-                label=row.label, feasible=json.loads(row.feasible), task=row.task, query_id=row.query_id,
-                history=None if row.history is None else json.loads(row.history), budget=row.budget,
-                costs=json.loads(row.costs), latencies=json.loads(row.latencies),
-                created_at=row.created_at, judged_at=row.judged_at,
-                metadata=json.loads(row.metadata), record_id=row.record_id)
+            src = f"{self.path}, record {row.record_id!r}"
+            try:
+                yield JudgeRecord(
+                    query=row.query, router_choices=ch.get(row.id, {}), llm_a=row.llm_a, llm_b=row.llm_b,
+                    label=row.label, feasible=json.loads(row.feasible), task=row.task, query_id=row.query_id,
+                    history=None if row.history is None else json.loads(row.history), budget=row.budget,
+                    costs=json.loads(row.costs), latencies=json.loads(row.latencies),
+                    created_at=row.created_at, judged_at=row.judged_at,
+                    metadata=json.loads(row.metadata), record_id=row.record_id)
+            except DataValidationError as exc:
+                raise DataValidationError(_bare(exc), source=src, column=exc.column) from None
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise DataValidationError(f"stored row is not a valid record ({type(exc).__name__}: "
+                                          f"{exc})", source=src) from None
 
     # ------------------------------------------------------------------ JSONL
     def export_jsonl(self, path: str | Path) -> int:
-        """Write every record as one JSON object per line; returns the count."""
+        """Write every record as one JSON object per line (atomically: a failed export leaves
+        an existing file as it was); returns the count."""
         n = 0
-        with open(path, "w", encoding="utf-8") as fh:
-            for rec in self.iter_records():
-                fh.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
-                n += 1
+        with atomic_write(path) as tmp:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for rec in self.iter_records():
+                    fh.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
+                    n += 1
         return n
 
     def import_jsonl(self, path: str | Path, *, skip_existing: bool = True) -> int:
-        """Read records from JSONL (validated in full first); returns how many were added.
+        """Read records from JSONL (validated in full first) and add them in one transaction;
+        returns how many were added.
 
-        A malformed line raises :class:`DataValidationError` naming the file and line (1-based)
-        before anything is written. Records whose ``record_id`` is already stored are
-        skipped (or raise when ``skip_existing=False``).
+        A malformed line (not UTF-8, not JSON, nested deeper than
+        :data:`~recsys_router.judge.jsonl.MAX_JSON_DEPTH`, a
+        field of the wrong type) raises :class:`DataValidationError` naming the file and line
+        (1-based) before anything is written, and the file is written all or nothing. Records
+        whose ``record_id`` is already stored are skipped (or raise when
+        ``skip_existing=False``).
         """
         recs = []
-        with open(path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh, start=1):
-                if not line.strip():
+        with open(path, "rb") as fh:
+            for i, raw in enumerate(fh, start=1):
+                d = parse_line(raw, path, i)
+                if d is BLANK:
                     continue
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataValidationError(f"line {i} is not valid JSON ({exc.msg})", source=str(path)) from None
                 recs.append(JudgeRecord.from_dict(d, source=f"{path}, line {i}"))
-        with self.engine.connect() as conn:
-            have = set(conn.execute(select(records_t.c.record_id)).scalars())
-        n = 0
-        for rec in recs:
-            if rec.record_id in have:
-                if not skip_existing:
-                    raise DataValidationError(f"record_id {rec.record_id!r} is already stored",
-                                              source=str(path), column="record_id")
-                continue
-            self.add(rec)
-            have.add(rec.record_id)
-            n += 1
-        return n
+        ids = [r.record_id for r in recs]
+        dup = next((x for k, x in enumerate(ids) if x in ids[:k]), None) if len(set(ids)) < len(ids) else None
+        if dup is not None:
+            raise DataValidationError(f"record_id {dup!r} appears on more than one line", source=str(path),
+                                      column="record_id")
+        return self.add_many(recs, skip_existing=skip_existing, source=str(path))
+
+
+def _bare(exc: DataValidationError) -> str:
+    """The message of ``exc`` without its location prefix."""
+    return str(exc)[len(where(exc.source, exc.row, exc.column)):]

@@ -23,7 +23,46 @@ from .pruning import PruningCallback
 from .space import SearchSpace, flatten_keys, set_dotted
 
 __all__ = ["LightningObjective", "RouterObjective", "TrialFailed", "TuningConfigError",
-           "merge_yaml_configs"]
+           "merge_yaml_configs", "ROUTER_METRICS", "LIGHTNING_METRICS", "check_metric"]
+
+#: what a fitted registry router reports on the validation split (``val/aiq`` needs costs)
+ROUTER_METRICS = ("val/mu_o", "val/v_b", "val/e_p", "val/aiq")
+#: what a RouterModule (every Lightning model of this project) logs during ``fit``
+LIGHTNING_METRICS = ("val/loss", "train/loss", *ROUTER_METRICS)
+
+
+def check_metric(metric, known, what: str) -> str:
+    """``metric`` when it is one of ``known`` (checked before the first trial trains), else a
+    :class:`TuningConfigError` listing them.
+
+    Example
+    -------
+    >>> check_metric("val/aiq", ROUTER_METRICS, "a registry router")
+    'val/aiq'
+    >>> check_metric("val/nope", ROUTER_METRICS, "a registry router")
+    Traceback (most recent call last):
+    ...
+    recsys_router.tuning.objective.TuningConfigError: --metric 'val/nope' is not a metric a registry router reports; expected one of ['val/mu_o', 'val/v_b', 'val/e_p', 'val/aiq']
+    """
+    if metric not in known:
+        raise TuningConfigError(f"--metric {metric!r} is not a metric {what} reports; expected one of "
+                                f"{list(known)}")
+    return metric
+
+
+def _router_module_class(base: dict):
+    """The config's model class when it is a RouterModule (whose metrics are known), else None."""
+    import importlib  # noqa: PLC0415
+    path = (base.get("model") or {}).get("class_path") if isinstance(base.get("model"), dict) else None
+    if not isinstance(path, str) or "." not in path:
+        return None
+    mod, _, name = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(mod), name, None)
+    except ImportError:
+        return None  # LightningCLI reports the bad class path itself
+    from recsys_router.models.base.router_module import RouterModule  # noqa: PLC0415
+    return cls if isinstance(cls, type) and issubclass(cls, RouterModule) else None
 
 
 class TuningConfigError(ValueError):
@@ -99,6 +138,9 @@ class LightningObjective:
         self.overrides = list(overrides)
         self.prune = prune
         self._base = merge_yaml_configs(self.configs)
+        cls = _router_module_class(self._base)
+        if cls is not None:  # another LightningModule may log metrics of its own
+            check_metric(metric, LIGHTNING_METRICS, f"{cls.__name__} (a RouterModule)")
         keys = flatten_keys(self._base)
         if "model" in self._base:  # class arguments not written in the files are also valid
             for key in self.space.keys:
@@ -203,6 +245,7 @@ class RouterObjective:
         if not isinstance(self.base.get("data"), dict) or "class_path" not in self.base["data"]:
             raise TuningConfigError("router tuning needs a data config with 'data: {class_path: ..., "
                                     "init_args: ...}' (e.g. configs/data/synthetic.yaml)")
+        check_metric(metric, ROUTER_METRICS, "a registry router")
         cls = router_class(name)
         known = {f"params.{p}" for p in cls._param_names()} | flatten_keys({"data": self.base["data"]})
         known |= {k for k in space.keys if k.startswith("data.init_args.")}

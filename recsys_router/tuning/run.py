@@ -69,7 +69,9 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     n_trials : int
         Study total over every worker and earlier run (see :func:`run_study`).
     metric : str
-        Validation metric to optimise (``val/mu_o``, ``val/aiq``, ``val/loss``...).
+        Validation metric to optimise (``val/mu_o``, ``val/aiq``, ``val/loss``...), checked
+        before the first trial against what the objective reports; a study remembers it and
+        a resumed study refuses another.
     direction : {"maximize", "minimize"}
     storage : str, optional
         Optuna storage URL (default :func:`default_storage` of ``out_dir``).
@@ -98,11 +100,13 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     -------
     TuneResult
     """
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be a whole number >= 1, got {top!r}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
     space = load_search_space(search)
     study_name = study_name or Path(search).stem
     out = Path(out_dir) if out_dir is not None else Path("tuning") / study_name
-    out.mkdir(parents=True, exist_ok=True)
-    storage = storage or default_storage(out)
     is_router = router is not None or "router" in merge_yaml_configs(configs)
     if is_router:
         if overrides:
@@ -112,9 +116,12 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     else:
         objective = LightningObjective(configs, space, metric, out, seed=seed, overrides=overrides,
                                        prune=pruner != "none")
+    out.mkdir(parents=True, exist_ok=True)  # after the checks above: a refused run makes nothing
+    storage = storage or default_storage(out)
     study = open_study(study_name, storage, direction=direction, seed=seed,
                        pruner="none" if is_router else pruner,
-                       heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace)
+                       heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace,
+                       metric=metric)
     n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
                       catch=(TrialFailed,))
     summary = summary_table(study, top=top)

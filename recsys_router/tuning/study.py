@@ -142,19 +142,23 @@ def make_pruner(name: str):
 
 def open_study(study_name: str, storage=None, direction: str = "maximize", seed: int = 0,
                pruner: str = "median", heartbeat_interval: int = HEARTBEAT_INTERVAL,
-               grace_period: int = HEARTBEAT_GRACE) -> optuna.Study:
+               grace_period: int = HEARTBEAT_GRACE, metric: str | None = None) -> optuna.Study:
     """Create the study, or load it when the storage already has one of that name.
 
     A storage URL is opened with :func:`make_storage` (``heartbeat_interval`` and
-    ``grace_period`` in seconds).
+    ``grace_period`` in seconds). With ``metric``, the study remembers what it optimises
+    (user attribute ``metric``, set by the first worker) and refuses another (two workers
+    that create the study in the same instant with different metrics are not caught).
 
     Raises
     ------
     ValueError
-        An existing study optimises in the other direction.
+        An existing study optimises in the other direction, or another metric.
     """
     if direction not in ("maximize", "minimize"):
         raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+    where = storage if isinstance(storage, str) else "in-memory storage" if storage is None else \
+        type(storage).__name__
     if isinstance(storage, str) or storage is None:
         storage = make_storage(storage, heartbeat_interval, grace_period)
     study = optuna.create_study(study_name=study_name, storage=storage,
@@ -162,7 +166,16 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
                                 pruner=make_pruner(pruner), load_if_exists=True)
     have = study.direction.name.lower()
     if have != direction:
-        raise ValueError(f"study {study_name!r} in {storage} was created to {have}, not {direction}")
+        raise ValueError(f"study {study_name!r} in {where} was created to {have}, not {direction}")
+    if metric is not None:
+        stored = study.user_attrs.get("metric")
+        if stored is None:
+            study.set_user_attr("metric", metric)
+            stored = optuna.load_study(study_name=study_name, storage=study._storage).user_attrs["metric"]
+        if stored != metric:
+            raise ValueError(f"study {study_name!r} in {where} optimises {stored}, not {metric}; "
+                             "its trials' values cannot be compared with another metric (use "
+                             "another --study-name or --storage)")
     return study
 
 
@@ -253,6 +266,8 @@ def run_study(study: optuna.Study, objective, n_trials: int, timeout: float | No
     """
     if n_trials < 1:
         raise ValueError(f"n_trials must be >= 1, got {n_trials}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
     heartbeat = _heartbeat(study)
     if heartbeat:
         _fail_stale(study)
@@ -275,6 +290,36 @@ def run_study(study: optuna.Study, objective, n_trials: int, timeout: float | No
         if _todo(study, n_trials) == 0:
             study.stop()
 
+    quiet = _NoTraceback()  # the tool reports these errors itself, in one line
+    optuna_log = logging.getLogger("optuna.study._optimize")
+    optuna_log.addFilter(quiet)
+    try:
+        return _run(study, guarded, stop_when_spent, ran, n_trials, timeout, heartbeat,
+                    show_progress_bar, catch)
+    finally:
+        optuna_log.removeFilter(quiet)
+
+
+class _NoTraceback(logging.Filter):
+    """Drop the traceback of Optuna's 'Trial N failed' warning when the error is one the tool
+    reports itself (a bad configuration: the command's one-line error; a trial refused past
+    the budget): the warning keeps its one-line message. A trial whose training crashed
+    (:class:`~recsys_router.tuning.objective.TrialFailed`) keeps its traceback."""
+
+    def __init__(self):
+        super().__init__()
+        from .objective import TuningConfigError  # noqa: PLC0415
+        self.types = (TuningConfigError, OverBudget)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], self.types):
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _run(study, guarded, stop_when_spent, ran, n_trials, timeout, heartbeat, show_progress_bar,
+         catch) -> int:
+    """The worker loop of :func:`run_study`."""
     start = time.monotonic()
     rdb = getattr(study._storage, "_backend", study._storage)
     poll = max(0.2, min(5.0, float(getattr(rdb, "heartbeat_interval", None) or 5)))

@@ -89,8 +89,10 @@ class PoolView:
 class ProtocolOption(NamedTuple):
     """A command-line option of one protocol (``recsys-router evaluate`` adds it).
 
-    ``kind`` is ``"str"``, ``"int"``, ``"float"`` or ``"list"`` (comma and/or space separated
-    strings); the value reaches :attr:`Protocol.run` under the flag's name with ``_`` for ``-``.
+    ``kind`` is ``"str"``, ``"int"``, ``"count"`` (a whole number >= 0), ``"positive"`` (a
+    whole number >= 1), ``"float"`` or ``"list"`` (comma and/or space separated strings); the
+    command line refuses a value outside its kind, and the value reaches :attr:`Protocol.run`
+    under the flag's name with ``_`` for ``-``.
     """
     flag: str
     default: object

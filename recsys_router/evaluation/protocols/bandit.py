@@ -29,6 +29,10 @@ def run_bandit(data, settings: dict) -> RunOutcome:
     from ...feedback.bandit import bandit_evaluate, online_bandit  # noqa: PLC0415
     from ...feedback.report import plot_regret  # noqa: PLC0415
     seed = settings["seed"]
+    for key, low in (("n_boot", 0), ("online_rounds", 0), ("retrain_every", 1)):
+        v = settings[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"--{key.replace('_', '-')} must be a whole number >= {low}, got {v!r}")
     train, test = train_test_parts(data, settings.get("split_column"), seed)
     losses = list(settings["losses"])
     encoder = settings.get("encoder")
@@ -106,11 +110,12 @@ BANDIT = register_protocol(Protocol(
                             "(fitted on a 10%% warm-up slice, epsilon 0.1 around it); seeded"),
              ProtocolOption("--losses", ["naive", "ips", "snips", "dr"],
                             "logged-feedback losses to train with (default all four)", "list"),
-             ProtocolOption("--n-boot", 200, "bootstrap resamples of the OPE intervals", "int"),
+             ProtocolOption("--n-boot", 200, "bootstrap resamples of the OPE intervals "
+                            "(0 = no intervals, coverage NaN)", "count"),
              ProtocolOption("--online-rounds", 0,
-                            "also run the online loop for T rounds (0 = off)", "int"),
+                            "also run the online loop for T rounds (0 = off)", "count"),
              ProtocolOption("--retrain-every", 200,
-                            "online loop: retrain on the log every B queries", "int"),
+                            "online loop: retrain on the log every B queries", "positive"),
              ProtocolOption("--bandit-param", [],
                             "KEY=VALUE hyperparameters of every router trained on the log "
                             "(e.g. max_epochs=3)", "list")),

@@ -37,8 +37,12 @@ def run_coldstart(data, settings: dict) -> RunOutcome:
     train, test = train_test_parts(data, settings.get("split_column"), seed)
     cold = parse_cold_llms(settings["cold_llms"], train.llm_names, seed=seed)
     ks = _ints(settings["probes"])
+    notes = _probe_notes(train, cold, ks)
     strategies = list(settings["probe_strategy"])
-    seeds = list(range(seed, seed + max(1, int(settings["n_seeds"]))))
+    n_seeds = settings["n_seeds"]
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
+        raise ValueError(f"--n-seeds must be a whole number >= 1, got {n_seeds!r}")
+    seeds = list(range(seed, seed + n_seeds))
     frames = []
     for name in settings["routers"]:
         def make(name=name):
@@ -58,12 +62,29 @@ def run_coldstart(data, settings: dict) -> RunOutcome:
         (tmp / "config.json").write_text(json.dumps({
             "protocol": "coldstart", "routers": list(settings["routers"]), "cold_llms": cold,
             "probes": ks, "strategies": strategies, "seeds": seeds, "n_train": train.n_queries,
-            "n_test": test.n_queries}, indent=2))
+            "n_test": test.n_queries, "notes": notes}, indent=2))
     shown = summary[summary["metric"].isin(["score_mae", "route_gap", "cell_auc", "cell_rmse"])]
     table = shown.pivot_table(index=["router", "strategy", "k"], columns="metric",
                               values="mean").round(4).to_string()
-    return RunOutcome(settings["out"], table + f"\nwrote {settings['out']}/metrics.csv, "
-                      "summary.csv, coldstart_curves.png")
+    return RunOutcome(settings["out"], "".join(f"note: {n}\n" for n in notes) + table +
+                      f"\nwrote {settings['out']}/metrics.csv, summary.csv, coldstart_curves.png")
+
+
+def _probe_notes(train, cold, ks) -> list[str]:
+    """Probe counts larger than a cold LLM's observed training queries cannot be drawn: one
+    note per such LLM; an error when no count fits one of them (it would get no rows)."""
+    import numpy as np  # noqa: PLC0415
+    notes = []
+    for c in cold:
+        n = int(np.isfinite(train.scores[:, train.llm_names.index(c)]).sum())
+        over = [k for k in ks if k > n]
+        if len(over) == len(ks):
+            raise ValueError(f"--probes {','.join(map(str, ks))}: LLM {c!r} has only {n} observed "
+                             f"training queries to probe; give at least one count <= {n}")
+        if over:
+            notes.append(f"--probes {','.join(map(str, over))} skipped for LLM {c!r}: only {n} "
+                         "observed training queries to probe")
+    return notes
 
 
 COLDSTART = register_protocol(Protocol(
@@ -74,5 +95,5 @@ COLDSTART = register_protocol(Protocol(
                             "probe counts K (default 10,25,50,100,200)", "list"),
              ProtocolOption("--probe-strategy", ["random", "stratified", "informative", "adaptive"],
                             "probe strategies (default all four)", "list"),
-             ProtocolOption("--n-seeds", 1, "seeds per cold LLM (default 1)", "int")),
+             ProtocolOption("--n-seeds", 1, "seeds per cold LLM (default 1)", "positive")),
     description="leave one LLM out, onboard it from K probes; score error and routing gap"))

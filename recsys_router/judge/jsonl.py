@@ -1,0 +1,73 @@
+"""Reading one line of a RouteJudge JSONL file without trusting it: UTF-8 only, nesting
+bounded before parsing (so a 100,000-deep line is refused, not a ``RecursionError``), every
+error naming the file and line (1-based)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import DataValidationError
+
+__all__ = ["MAX_JSON_DEPTH", "BLANK", "json_depth", "parse_line"]
+
+#: deepest JSON nesting a record line may have (a record nests three levels; metadata a few more)
+MAX_JSON_DEPTH = 64
+#: what :func:`parse_line` returns for a blank line
+BLANK = object()
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def json_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting of a JSON text, strings skipped, without parsing it.
+
+    Example
+    -------
+    >>> json_depth('{"a": [[1], "[[["]}'), json_depth("7")
+    (3, 0)
+    """
+    depth = top = 0
+    for ch in _JSON_STRING.sub('""', text):
+        if ch in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif ch in "]}":
+            depth -= 1
+    return top
+
+
+def parse_line(raw: bytes, path, lineno: int):
+    """One JSONL line (bytes) -> its JSON value, or :data:`BLANK` for a blank line.
+
+    Raises
+    ------
+    DataValidationError
+        Not UTF-8, nested deeper than :data:`MAX_JSON_DEPTH`, or not JSON; the message
+        names ``path`` and ``lineno``.
+
+    Example
+    -------
+    >>> parse_line(b'{"a": 1}\\n', "f.jsonl", 1)
+    {'a': 1}
+    >>> parse_line(b"[[[" * 30 + b"\\n", "f.jsonl", 2)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: f.jsonl: line 2: JSON nested 90 deep, more than the 64 allowed
+    """
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataValidationError(f"line {lineno}: byte 0x{raw[exc.start]:02x} is not UTF-8 text; "
+                                  "expected a UTF-8 encoded JSONL file", source=str(path)) from None
+    if not line.strip():
+        return BLANK
+    depth = json_depth(line)
+    if depth > MAX_JSON_DEPTH:
+        raise DataValidationError(f"line {lineno}: JSON nested {depth} deep, more than the "
+                                  f"{MAX_JSON_DEPTH} allowed", source=str(path))
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataValidationError(f"line {lineno} is not valid JSON ({exc.msg})", source=str(path)) from None
+    except RecursionError:
+        raise DataValidationError(f"line {lineno}: JSON nested too deeply to read", source=str(path)) from None

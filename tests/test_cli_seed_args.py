@@ -1,0 +1,62 @@
+"""``--seed`` is checked when the command line is parsed, for every command: a negative or
+too large seed is refused before anything is created (``judge simulate`` used to leave an
+empty database, ``judge report`` an empty folder)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from recsys_router.cli import build_parser, main
+from recsys_router.cli.args import MAX_SEED, OptionError, count, finite_float, positive_int, seed_value
+
+
+def _leaves(parser, path=()):
+    """(command path, parser) of every sub-command that takes arguments of its own."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+    for a in subs:
+        for name, p in a.choices.items():
+            yield from _leaves(p, (*path, name))
+
+
+def test_every_command_checks_its_seed():
+    leaves = list(_leaves(build_parser()))
+    assert len(leaves) >= 15
+    for path, p in leaves:
+        seed = [a for a in p._actions if "--seed" in a.option_strings]
+        assert seed, f"{' '.join(path)} takes no --seed"
+        assert seed[0].type is seed_value, f"{' '.join(path)}: --seed is not checked"
+
+
+@pytest.mark.parametrize("text", ["-1", str(MAX_SEED + 1), "1.5", "x", ""])
+def test_seed_values_refused(text):
+    with pytest.raises(OptionError, match="expected a whole number from 0 to 4294967295"):
+        seed_value(text)
+
+
+def test_numbers():
+    assert seed_value("0") == 0 and seed_value(str(MAX_SEED)) == 2**32 - 1
+    assert count("0") == 0 and positive_int("1") == 1
+    for fn, bad in ((count, "-1"), (positive_int, "0"), (positive_int, "2.0")):
+        with pytest.raises(OptionError):
+            fn(bad)
+    for bad in ("nan", "inf", "-inf", "x"):
+        with pytest.raises(OptionError, match="expected a finite number"):
+            finite_float(bad)
+
+
+@pytest.mark.parametrize("argv,made", [
+    (["judge", "simulate", "--data", "synthetic", "--routers", "random,best-single", "--db", "{t}/j.db"], "j.db"),
+    (["judge", "report", "--db", "{t}/j.db", "--out", "{t}/rep"], "rep"),
+    (["evaluate", "--data", "synthetic", "--routers", "knn", "--out", "{t}/ev"], "ev"),
+    (["data", "info", "synthetic"], None)])
+def test_negative_seed_exits_2_and_creates_nothing(tmp_path, capsys, argv, made):
+    argv = [a.replace("{t}", str(tmp_path)) for a in argv]
+    with pytest.raises(SystemExit) as ei:
+        main([*argv, "--seed", "-1"])
+    assert ei.value.code == 2
+    assert "argument --seed: expected a whole number from 0 to 4294967295, got '-1'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

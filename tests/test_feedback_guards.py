@@ -1,0 +1,131 @@
+"""Guards of the feedback commands: bootstrap counts (none, few, negative), coverage without
+intervals, options an artifact cannot use, a mistyped log database, and decision-log errors
+that name the row of the file as given and its decision id."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recsys_router.cli import main
+from recsys_router.export import export_router
+from recsys_router.feedback.bandit import _covered, bandit_evaluate
+from recsys_router.feedback.logged import log_to_data
+from recsys_router.feedback.ope import estimate_all
+from recsys_router.feedback.report import ope_markdown, plot_ope
+from recsys_router.registry import make_router
+
+
+@pytest.fixture(scope="module")
+def art_and_log(tmp_path_factory, sim_split):
+    """A knn artifact and a uniform-logging long table (propensity 1/L) of the test queries."""
+    tmp = tmp_path_factory.mktemp("fbg")
+    tr, te = sim_split["train"], sim_split["test"]
+    art = tmp / "knn"
+    export_router(make_router("knn", k=5).fit(tr), art, train_data=tr)
+    rng = np.random.default_rng(0)
+    pick = rng.integers(0, te.n_llms, te.n_queries)
+    log = tmp / "log.csv"
+    pd.DataFrame({"query_id": te.query_ids, "model": [te.llm_names[j] for j in pick],
+                  "score": te.scores[np.arange(te.n_queries), pick],
+                  "query_text": te.texts, "propensity": 1.0 / te.n_llms}).to_csv(log, index=False)
+    return art, log
+
+
+def test_plot_ope_point_outside_its_interval(tmp_path):
+    """Five resamples: a percentile interval may miss its estimate; the bars are clipped."""
+    table = pd.DataFrame({"outcome": ["score"] * 2, "estimator": ["ips", "snips"],
+                          "value": [0.40, 0.70], "lo": [0.45, 0.60], "hi": [0.50, 0.65]})
+    plot_ope(table, tmp_path / "o.png", "t")
+    assert (tmp_path / "o.png").stat().st_size > 0
+
+
+def test_ope_few_resamples_writes_the_report(art_and_log, tmp_path):
+    art, log = art_and_log
+    out = tmp_path / "o"
+    assert main(["ope", "--log", str(log), "--router", str(art), "--n-boot", "2", "--seed", "3",
+                 "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"ope.csv", "ope.png", "report.md"}
+    assert "Only 2 bootstrap resamples" in (out / "report.md").read_text()
+
+
+def test_n_boot_zero_says_no_intervals_and_negative_is_refused(art_and_log, tmp_path, capsys):
+    art, log = art_and_log
+    with pytest.raises(ValueError, match="n_boot must be a whole number >= 0"):
+        estimate_all([1.0, 0.0], [0.5, 0.5], np.eye(2), [0, 1], n_boot=-5)
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit) as ei:
+        main(["ope", "--log", str(log), "--router", str(art), "--n-boot", "-5", "--out", str(out)])
+    assert ei.value.code == 2
+    assert "argument --n-boot: expected a whole number >= 0, got '-5'" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["ope", "--log", str(log), "--router", str(art), "--n-boot", "0", "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    assert "No intervals" in text and "95% interval" not in text and "[nan" not in text
+    table = pd.DataFrame({"outcome": ["score"], "estimator": ["ips"], "value": [0.5], "lo": [0.4],
+                          "hi": [0.6], "ess": [3.0], "n": [4], "refit": [0]})
+    assert "| score | IPS | 0.5000 | [0.4000, 0.6000] |" in ope_markdown(table, "t", n_boot=10)
+
+
+def test_artifact_refuses_training_options(art_and_log, tmp_path, capsys):
+    art, log = art_and_log
+    out = tmp_path / "o"
+    for extra, named in ((["--loss", "ips"], "--loss"), (["--param", "bogus=3"], "--param")):
+        assert main(["ope", "--log", str(log), "--router", str(art), *extra, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{named} cannot apply to artifact {art}" in err and not out.exists()
+
+
+def test_log_export_of_a_missing_database(tmp_path, capsys):
+    for db in (tmp_path / "typo.db", f"sqlite:///{tmp_path / 'typo2.db'}"):
+        assert main(["log", "export", "--db", str(db), "--out", str(tmp_path / "x.csv")]) == 2
+        assert "no such SQLite file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def _declog(**over):
+    n = 8
+    d = {"decision_id": [f"d{i}" for i in range(n)], "chosen": ["a", "b"] * 4,
+         "propensity": [0.5] * n, "candidates": ['["a", "b"]'] * n,
+         "feedback_score": [np.nan, np.nan, np.nan, 1, 0, 1, 0, 1]}
+    frame = pd.DataFrame(d)
+    for col, (row, value) in over.items():
+        frame[col] = frame[col].astype(object)
+        frame.loc[row, col] = value
+    return frame
+
+
+def test_decision_log_errors_name_the_row_as_given_and_the_decision():
+    # rows 0-2 have no feedback: row 5 of the file is the third decision kept
+    with pytest.raises(ValueError, match=r"^f.csv: row 5 \(decision_id 'd5'\): propensity 0.0 must be in"):
+        log_to_data(_declog(propensity=(5, 0.0)), source="f.csv")
+    with pytest.raises(ValueError, match=r"^f.csv: row 6 \(decision_id 'd6'\): candidates 'not json'"):
+        log_to_data(_declog(candidates=(6, "not json")), source="f.csv")
+    with pytest.raises(ValueError, match=r"row 4 \(decision_id 'd4'\): candidates '\{\}' is not a JSON list"):
+        log_to_data(_declog(candidates=(4, "{}")), source="f.csv")
+    assert log_to_data(_declog()).n_queries == 5
+
+
+def test_coverage_without_intervals_is_nan(sim_split):
+    assert _covered(0.1, 0.3, 0.2) == 1.0 and _covered(0.1, 0.3, 0.31) == 0.0
+    assert np.isnan(_covered(float("nan"), float("nan"), 0.2))
+    tr, te = sim_split["train"], sim_split["test"]
+    rows = bandit_evaluate(tr, te, {"als": ("als", {})}, losses=["naive"], n_boot=0, seed=1)
+    cov = rows[rows["metric"].str.startswith("ope_ci_covered")]
+    assert len(cov) == 5 and cov["value"].isna().all()
+    with pytest.raises(ValueError, match="n_boot must be a whole number >= 0"):
+        bandit_evaluate(tr, te, {"als": ("als", {})}, losses=["naive"], n_boot=-4)
+
+
+@pytest.mark.parametrize("flag,value,proto", [("--n-boot", "-4", "bandit"), ("--online-rounds", "-5", "bandit"),
+                                              ("--retrain-every", "0", "bandit"), ("--n-seeds", "0", "coldstart"),
+                                              ("--n-seeds", "-2", "coldstart")])
+def test_protocol_counts_are_checked_when_parsed(tmp_path, capsys, flag, value, proto):
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit) as ei:
+        main(["evaluate", "--data", "synthetic", "--routers", "knn", "--protocol", proto, flag, value,
+              "--out", str(out), "--no-progress"])
+    assert ei.value.code == 2
+    assert f"argument {flag}: expected a whole number >= " in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,56 @@
+"""``judge simulate`` / ``replay`` argument checks: budgets, willingness to pay, thresholds,
+router parameters naming no given router, and a replayed router never trained on a query the
+stored records judged."""
+
+from __future__ import annotations
+
+import pytest
+
+from recsys_router.cli import main
+from recsys_router.datasets.resolve import resolve_dataset
+from recsys_router.judge.routers import parse_router_params, replay_train, train_test
+from recsys_router.judge.store import JudgeStore
+
+DATA = ["--data", "synthetic", "-o", "n_queries=200", "-o", "n_llms=4"]
+
+
+@pytest.mark.parametrize("extra,msg", [(["--budget", "-1"], "argument --budget: expected a finite number >= 0"),
+                                       (["--wtp", "-0.5"], "argument --wtp: expected a finite number >= 0"),
+                                       (["--threshold", "nan"], "argument --threshold: expected a finite number"),
+                                       (["--budget", "inf"], "argument --budget: expected a finite number"),
+                                       (["--n", "0"], "argument --n: expected a whole number >= 1")])
+def test_simulate_refuses_bad_numbers_before_writing(tmp_path, capsys, extra, msg):
+    with pytest.raises(SystemExit) as ei:
+        main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--db", str(tmp_path / "j.db"),
+              *extra])
+    assert ei.value.code == 2 and msg in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_router_params_must_name_given_routers(tmp_path, capsys):
+    assert main(["judge", "simulate", *DATA, "--routers", "random,knn", "--db", str(tmp_path / "j.db"),
+                 "--router-params", '{"knnn": {"k": 3}}']) == 2
+    assert "--router-params names router(s) ['knnn'] that are not among the routers given" \
+        in capsys.readouterr().err
+    assert main(["judge", "simulate", *DATA, "--routers", "random,knn", "--db", str(tmp_path / "j.db"),
+                 "--noise", "1.5"]) == 2
+    assert list(tmp_path.iterdir()) == []
+    assert parse_router_params('{"knn": {"k": 3}}', ["knn"]) == {"knn": {"k": 3}}
+
+
+def test_replay_leaves_the_judged_queries_out_of_training(tmp_path, capsys):
+    db = tmp_path / "j.db"
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "40", "--seed", "7",
+                 "--db", str(db)]) == 0
+    recs = JudgeStore(db).records()
+    judged = {r.query_id for r in recs}
+    data = resolve_dataset("synthetic", stack=True, n_queries=200, n_llms=4)
+    plain, _ = train_test(data, test_size=0.3, seed=0)  # what replay --seed 0 trained on before
+    overlap = judged & set(plain.query_ids)
+    assert overlap  # the leak the check is about: other seed, other test split
+    train, n_out = replay_train(data, recs, test_size=0.3, seed=0)
+    assert n_out == len(overlap) and not judged & set(train.query_ids)
+    assert sorted(train.query_ids) == sorted(set(plain.query_ids) - judged)
+    capsys.readouterr()
+    assert main(["judge", "replay", "--db", str(db), *DATA, "--router", "knn", "--seed", "0"]) == 0
+    assert f"fitting 'knn' on {plain.n_queries - len(overlap)} train queries" in capsys.readouterr().err

@@ -1,0 +1,120 @@
+"""Hostile JSONL for ``judge import`` and a broken database for ``judge export``: one clear
+line naming the file, line (or database and record id) and field, and nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from recsys_router.cli import main
+from recsys_router.errors import DataValidationError
+from recsys_router.judge.records import JudgeRecord
+from recsys_router.judge.store import JudgeStore
+
+
+def _good(i, **kw):
+    return {"query": f"q{i}", "router_choices": {"r1": "x", "r2": "y"}, "llm_a": "x", "llm_b": "y",
+            "label": "A", "feasible": ["x", "y"], "record_id": f"id{i}", **kw}
+
+
+def _write(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows),
+                    encoding="utf-8")
+    return path
+
+
+def _count(db):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("select count(*) from records").fetchone()[0]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("field,value,line", [
+    ("task", {"a": 1}, 3), ("query_id", ["a"], 3), ("record_id", 5, 3), ("costs", [1, 2], 3),
+    ("latencies", "fast", 3), ("metadata", [1, 2], 3), ("history", "hello", 3),
+    ("feasible", "xy", 3), ("created_at", 12345, 3), ("label", True, 3), ("budget", float("inf"), 3),
+    ("budget", -3, 3), ("router_choices", {"r1": "x", "r2": 5}, 3), ("router_choices", [["r1", "x"]], 3),
+    ("llm_a", 7, 3)])
+def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, field, value, line):
+    rows = [_good(1), _good(2), _good(3, **{field: value})]
+    src = _write(tmp_path / "bad.jsonl", rows)
+    db = tmp_path / "j.db"
+    assert main(["judge", "import", "--db", str(db), "--jsonl", str(src)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"recsys-router judge: error: {src}, line {line}, column {field!r}: "), err
+    assert "SQL" not in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert _count(db) == 0  # the two good lines before it were not imported either
+
+
+@pytest.mark.parametrize("text,what", [
+    ("[" * 100_000 + "]" * 100_000, "nested 100000 deep"),
+    ('{"query": "q", "metadata": ' + "[" * 65 + "]" * 65 + "}", "nested 66 deep"),
+    ("[1, 2, 3]", "expected a JSON object"),
+    ("{not json", "is not valid JSON")])
+def test_malformed_line(tmp_path, text, what):
+    src = _write(tmp_path / "m.jsonl", [_good(1), text])
+    st = JudgeStore(tmp_path / "j.db")
+    with pytest.raises(DataValidationError, match=what) as ei:
+        st.import_jsonl(src)
+    assert f"{src}" in str(ei.value) and "line 2" in str(ei.value)
+    assert st.count() == 0
+
+
+def test_not_utf8_names_file_and_line(tmp_path):
+    src = tmp_path / "n.jsonl"
+    src.write_bytes(json.dumps(_good(1)).encode() + b"\n\xff\xfe bad\n")
+    st = JudgeStore(tmp_path / "j.db")
+    with pytest.raises(DataValidationError, match=r"n.jsonl: line 2: byte 0xff is not UTF-8"):
+        st.import_jsonl(src)
+    assert st.count() == 0
+
+
+def test_numeric_record_id_is_refused_and_string_reimport_skips(tmp_path):
+    db = tmp_path / "j.db"
+    st = JudgeStore(db)
+    with pytest.raises(DataValidationError, match="record_id must be a non-empty string"):
+        st.import_jsonl(_write(tmp_path / "i.jsonl", [_good(1, record_id=5)]))
+    src = _write(tmp_path / "s.jsonl", [_good(1, record_id="5"), _good(2)])
+    assert st.import_jsonl(src) == 2
+    assert st.import_jsonl(src) == 0  # the same ids again: skipped, not an IntegrityError
+    assert sorted(r.record_id for r in st.records()) == ["5", "id2"]
+    with pytest.raises(DataValidationError, match="appears on more than one line"):
+        st.import_jsonl(_write(tmp_path / "d.jsonl", [_good(3), _good(3)]))
+    assert _count(db) == 2
+
+
+def test_import_is_one_transaction(tmp_path):
+    """A database refusal mid-file (here a trigger) rolls back every earlier line."""
+    db = tmp_path / "j.db"
+    st = JudgeStore(db)
+    con = sqlite3.connect(db)
+    con.execute("create trigger no_q3 before insert on records when new.query = 'q3' "
+                "begin select raise(abort, 'refused'); end")
+    con.commit()
+    con.close()
+    with pytest.raises(DataValidationError, match=r"record 'id3' could not be stored .*nothing was written"):
+        st.import_jsonl(_write(tmp_path / "a.jsonl", [_good(1), _good(2), _good(3)]))
+    assert _count(db) == 0
+
+
+def test_failed_export_keeps_the_good_file_and_names_db_and_record(tmp_path, capsys):
+    db, out = tmp_path / "j.db", tmp_path / "out.jsonl"
+    st = JudgeStore(db)
+    st.add_many([JudgeRecord(**_good(i)) for i in range(5)])
+    assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 0
+    good = out.read_bytes()
+    assert len(good.splitlines()) == 5
+    con = sqlite3.connect(db)
+    con.execute("update records set label = 'Z' where record_id = 'id3'")
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{db}, record 'id3', column 'label': label must be one of" in err
+    assert out.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out")) == []

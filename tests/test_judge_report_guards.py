@@ -1,0 +1,47 @@
+"""The RouteJudge report with hostile router and LLM names (``$...$`` mathtext, a lone ``$``)
+and its all-or-nothing folder: a failed report leaves the folder as it was."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from recsys_router.judge import report as R
+from recsys_router.judge.records import JudgeRecord
+
+NAMES = ["r$\\foo$", "$x^{$", "plain"]  # the first two break matplotlib's mathtext parser
+
+
+def _recs():
+    out = []
+    for i in range(6):
+        ch = {NAMES[0]: "m$\\bar$", NAMES[1]: "y", NAMES[2]: "m$\\bar$" if i % 2 else "y"}
+        out.append(JudgeRecord(f"q{i}", ch, "m$\\bar$", "y", "AB"[i % 2], ["m$\\bar$", "y"],
+                               costs={"m$\\bar$": 1.0, "y": 2.0}, record_id=f"m{i}"))
+    return out
+
+
+def test_mathtext_names_are_drawn_as_written(tmp_path):
+    paths = R.write_report(_recs(), tmp_path / "rep", n_boot=5, seed=0)
+    assert {p.name for p in (tmp_path / "rep").iterdir()} == set(paths)
+    assert all(p.parent == tmp_path / "rep" and p.stat().st_size > 0 for p in paths.values())
+    assert sorted(pd.read_csv(paths["leaderboard.csv"])["router"]) == sorted(NAMES)
+    assert [p.name for p in tmp_path.iterdir()] == ["rep"]  # no temporary folder left
+
+
+def test_failed_report_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    out = tmp_path / "rep"
+    R.write_report(_recs(), out, n_boot=5, seed=0)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "mine.txt").write_text("kept")
+
+    def boom(*a, **k):
+        raise RuntimeError("plot failed")
+    monkeypatch.setattr(R, "_plot_cost", boom)  # the last plot: every CSV was written before it
+    with pytest.raises(RuntimeError, match="plot failed"):
+        R.write_report(_recs()[:4], out, n_boot=5, seed=1, title="other")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != "mine.txt"} == before
+    assert (out / "mine.txt").read_text() == "kept"
+    with pytest.raises(RuntimeError):
+        R.write_report(_recs(), tmp_path / "new", n_boot=5, seed=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]

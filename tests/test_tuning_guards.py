@@ -1,0 +1,105 @@
+"""``tune`` checks what it can before the first trial: the metric (against what the
+objective reports; a resumed study keeps its metric), --top and --timeout; and a
+configuration error raised in a trial is reported in one line, without Optuna printing its
+traceback."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from recsys_router.cli import main
+from recsys_router.tuning import TuningConfigError, tune
+from recsys_router.tuning.objective import TuningConfigError as TCE
+from recsys_router.tuning.study import open_study, run_study
+
+ROOT = Path(__file__).resolve().parents[1]
+KNN = ROOT / "configs" / "search" / "knn.yaml"
+MF = str(ROOT / "configs" / "models" / "mf.yaml")
+SYNTHETIC = str(ROOT / "configs" / "data" / "synthetic.yaml")
+
+
+@pytest.fixture
+def data_cfg(tmp_path):
+    path = tmp_path / "data.yaml"
+    path.write_text(yaml.safe_dump({"data": {
+        "class_path": "recsys_router.datamodules.routing_datamodule.RoutingDataModule",
+        "init_args": {"dataset": "synthetic", "encoder": "hashing", "encoder_options": {"dim": 32},
+                      "dataset_options": {"n_queries": 200, "n_llms": 3, "n_topics": 2, "seed": 1}}}}))
+    return path
+
+
+def _tune(cfg, out, metric, n):
+    return tune([cfg], KNN, router="knn", n_trials=n, metric=metric, out_dir=out, seed=0,
+                progress=False, plots=False)
+
+
+def test_resumed_study_refuses_another_metric(tmp_path, data_cfg):
+    out = tmp_path / "out"
+    assert _tune(data_cfg, out, "val/aiq", 1).study.user_attrs["metric"] == "val/aiq"
+    with pytest.raises(ValueError, match=r"optimises val/aiq, not val/mu_o"):
+        _tune(data_cfg, out, "val/mu_o", 2)
+    res = _tune(data_cfg, out, "val/aiq", 2)  # the same metric resumes
+    assert len(res.study.trials) == 2 and res.n_run == 1
+
+
+def test_open_study_keeps_the_first_metric():
+    storage = optuna.storages.InMemoryStorage()
+    open_study("s", storage, metric="val/mu_o")
+    assert open_study("s", storage, metric="val/mu_o").user_attrs == {"metric": "val/mu_o"}
+    with pytest.raises(ValueError, match="in InMemoryStorage optimises val/mu_o, not val/v_b"):
+        open_study("s", storage, metric="val/v_b")
+
+
+def test_unknown_metric_is_refused_before_any_trial(tmp_path, data_cfg, capsys):
+    out = tmp_path / "out"
+    assert main(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(KNN), "--metric", "val/nope",
+                 "--out", str(out), "--no-plots", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("recsys-router tune: error: --metric 'val/nope' is not a metric a registry "
+                           "router reports; expected one of ['val/mu_o', 'val/v_b', 'val/e_p', 'val/aiq']")
+    assert not out.exists()
+    with pytest.raises(TuningConfigError, match="is not a metric MFModule .a RouterModule. reports"):
+        tune([MF, SYNTHETIC], KNN.parent / "mf.yaml", metric="val/nope", out_dir=tmp_path / "o2",
+             n_trials=1, progress=False, plots=False)
+    assert not (tmp_path / "o2").exists()
+
+
+def test_config_error_in_a_trial_logs_no_traceback():
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    lg = logging.getLogger("optuna.study._optimize")
+    lg.addHandler(handler)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.create_study()
+
+        def objective(trial):
+            raise TCE("metric 'val/aiq' was not logged; available: ['val/mu_o']")
+        with pytest.raises(TCE, match="was not logged"):
+            run_study(study, objective, 1, show_progress_bar=False)
+    finally:
+        lg.removeHandler(handler)
+    text = buf.getvalue()
+    assert "Trial 0 failed" in text and "was not logged" in text and "Traceback" not in text
+    assert not lg.filters  # the filter is removed again
+
+
+@pytest.mark.parametrize("flag,value,msg", [("--top", "-2", "expected a whole number >= 1"),
+                                            ("--timeout", "-5", "expected a finite number > 0"),
+                                            ("--timeout", "nan", "expected a finite number"),
+                                            ("--n-trials", "0", "expected a whole number >= 1")])
+def test_counts_checked_when_parsed(tmp_path, data_cfg, capsys, flag, value, msg):
+    with pytest.raises(SystemExit) as ei:
+        main(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(KNN), flag, value,
+              "--out", str(tmp_path / "o")])
+    assert ei.value.code == 2 and f"argument {flag}: {msg}" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match="top must be a whole number >= 1"):
+        tune([data_cfg], KNN, router="knn", top=0, out_dir=tmp_path / "o")
