@@ -37,21 +37,28 @@ __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
 
 
 class ServiceConfig(BaseModel):
-    """Limits and options of the service."""
+    """Limits and options of the service.
 
-    max_batch: int = 256
-    max_body_bytes: int = 1_000_000
-    max_text_chars: int = 100_000
+    Limits are checked when the config is made (a ``pydantic.ValidationError``, a
+    ``ValueError``, naming the field): counts and sizes must be >= 1, times finite and >= 0
+    (the backend timeout > 0), the seed >= 0, and no unknown field is accepted.
+    """
+
+    max_batch: int = Field(default=256, ge=1, strict=True)
+    max_body_bytes: int = Field(default=1_000_000, ge=1, strict=True)
+    max_text_chars: int = Field(default=100_000, ge=1, strict=True)
     api_key: Optional[str] = None
-    batch_wait_ms: float = 5.0
+    batch_wait_ms: float = Field(default=5.0, ge=0, allow_inf_nan=False)
     backends: Optional[dict] = None
-    backend_timeout_s: float = 120.0
+    backend_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     explore: str = "none"
     log_db: Optional[str] = None
     log_text: str = "hash"
-    log_batch: int = 256
-    log_flush_ms: float = 200.0
-    seed: int = 0
+    log_batch: int = Field(default=256, ge=1, strict=True)
+    log_flush_ms: float = Field(default=200.0, ge=0, allow_inf_nan=False)
+    seed: int = Field(default=0, ge=0, strict=True)
+
+    model_config = {"extra": "forbid"}
 
 
 class RouteRequest(BaseModel):
