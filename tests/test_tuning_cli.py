@@ -18,6 +18,7 @@ import yaml
 
 from recsys_router.cli import main
 from recsys_router.tuning import TuningConfigError, tune
+from tuning_data import synthetic_data_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MF = str(ROOT / "configs" / "models" / "mf.yaml")
@@ -128,11 +129,7 @@ def test_two_workers_share_one_sqlite_study(tmp_path):
 
 def test_tune_registry_router_knn(tmp_path):
     from recsys_router.registry import make_router
-    data_cfg = tmp_path / "data.yaml"
-    data_cfg.write_text(yaml.safe_dump({"data": {
-        "class_path": "recsys_router.datamodules.routing_datamodule.RoutingDataModule",
-        "init_args": {"dataset": "synthetic", "encoder": "hashing", "encoder_options": {"dim": 64},
-                      "dataset_options": {"n_queries": 300, "n_llms": 4, "n_topics": 3, "seed": 1}}}}))
+    data_cfg = synthetic_data_config(tmp_path / "data.yaml", dim=64, n_queries=300, n_llms=4, n_topics=3)
     res = tune([data_cfg], ROOT / "configs" / "search" / "knn.yaml", router="knn", n_trials=3,
                metric="val/mu_o", out_dir=tmp_path / "out", seed=0, progress=False, plots=False)
     assert len(res.study.trials) == 3 and res.n_run == 3

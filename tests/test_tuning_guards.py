@@ -11,12 +11,12 @@ from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 
 from recsys_router.cli import main
 from recsys_router.tuning import TuningConfigError, tune
 from recsys_router.tuning.objective import TuningConfigError as TCE
 from recsys_router.tuning.study import open_study, run_study
+from tuning_data import synthetic_data_config
 
 ROOT = Path(__file__).resolve().parents[1]
 KNN = ROOT / "configs" / "search" / "knn.yaml"
@@ -26,12 +26,7 @@ SYNTHETIC = str(ROOT / "configs" / "data" / "synthetic.yaml")
 
 @pytest.fixture
 def data_cfg(tmp_path):
-    path = tmp_path / "data.yaml"
-    path.write_text(yaml.safe_dump({"data": {
-        "class_path": "recsys_router.datamodules.routing_datamodule.RoutingDataModule",
-        "init_args": {"dataset": "synthetic", "encoder": "hashing", "encoder_options": {"dim": 32},
-                      "dataset_options": {"n_queries": 200, "n_llms": 3, "n_topics": 2, "seed": 1}}}}))
-    return path
+    return synthetic_data_config(tmp_path / "data.yaml", dim=32, n_queries=200, n_llms=3, n_topics=2)
 
 
 def _tune(cfg, out, metric, n):
