@@ -224,3 +224,28 @@ def test_lone_surrogate_escape_names_the_line(tmp_path):
                  '{"query_id": "q2", "model": "a", "score": 1, "query_text": "a\\\\ud83d"}\n',
                  encoding="utf-8")
     assert load_generic(p).texts == ["\U0001F600", "a\\ud83d"]  # a pair; an escaped backslash
+
+
+@pytest.mark.parametrize("column", ["query_text", "prompt", "text"])
+def test_csv_texts_of_digits_stay_texts(tmp_path, column):
+    # pandas would read a column of digit strings as integers, which the text check refuses
+    p = tmp_path / "t.csv"
+    p.write_text(f"query_id,model,score,{column}\nq1,a,1,1984\nq1,b,0,1984\nq2,a,0,0042\nq2,b,1,0042\n")
+    assert load_generic(p).queries["text"].tolist() == ["1984", "0042"]
+    d = RoutingData(pd.DataFrame({"query_id": ["q1", "q2"], "text": ["1984", "2001"]}), ["a", "b"],
+                    [[1.0, 0.0], [0.0, 1.0]])
+    write_long(d, tmp_path / "rt.csv")
+    assert load_generic(tmp_path / "rt.csv").queries["text"].tolist() == ["1984", "2001"]
+
+
+def test_lone_surrogate_line_skips_an_escaped_backslash_before_it(tmp_path):
+    from recsys_router.datasets._json import read_json
+    p = tmp_path / "r.json"
+    # line 2 holds "\\udc00" (a backslash, then letters), line 3 the lone "\ud800"
+    p.write_text('[\n{"question": "path C:\\\\udc00 ok"},\n{"question": "bad \\ud800 here"}\n]\n',
+                 encoding="utf-8")
+    with pytest.raises(DataValidationError, match="lone UTF-16 surrogate") as err:
+        read_json(p)
+    assert err.value.row == 3 and "record 1 of the list" in str(err.value)
+    p.write_text('[{"question": "path C:\\\\udc00 ok"}]', encoding="utf-8")
+    assert read_json(p) == [{"question": "path C:\\udc00 ok"}]

@@ -133,12 +133,26 @@ def lone_surrogate_line(text: str, parsed) -> int | None:
     2
     >>> lone_surrogate_line('"\\\\ud83d\\\\ude00"', "\\U0001F600") is None
     True
+    >>> t = '["\\\\\\\\udc00 is text",\\n "\\\\ud800 is not"]'
+    >>> lone_surrogate_line(t, json.loads(t))
+    2
     """
-    m = _LONE_SURROGATE.search(text)
-    if m is None:
+    if "\\ud" not in text and "\\uD" not in text:
+        return None  # no surrogate escape at all (the common case): no regex pass
+    first = None
+    for m in _LONE_SURROGATE.finditer(text):
+        # a real escape starts after an even run of backslashes ("\\\\udc00" is a backslash
+        # then the letters "udc00")
+        k = m.start()
+        while k > 0 and text[k - 1] == "\\":
+            k -= 1
+        if (m.start() - k) % 2 == 0:
+            first = m
+            break
+    if first is None:
         return None
     try:
         json.dumps(parsed, ensure_ascii=False).encode("utf-8")
-        return None  # e.g. an escaped backslash before "u": not a surrogate escape
+        return None  # the escapes all pair up in the decoded text
     except UnicodeEncodeError:
-        return text.count("\n", 0, m.start()) + 1
+        return text.count("\n", 0, first.start()) + 1

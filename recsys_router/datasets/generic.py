@@ -108,8 +108,9 @@ def read_long_table(path) -> tuple[pd.DataFrame, RowOffset]:
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
         na = {c: (_NUMBER_NA if c in ("score", "cost") else [""]) for c in csv_header(path)}
-        return read_csv(path, dtype={"query_id": str, "model": str, "llm": str},
-                        keep_default_na=False, na_values=na), CsvLines(path)
+        # ids and texts are read as text: a text of digits ("1984") is still a text
+        text = {c: str for c in ("query_id", "model", "llm", "query_text", "prompt", "text")}
+        return read_csv(path, dtype=text, keep_default_na=False, na_values=na), CsvLines(path)
     if suf == ".parquet":
         return read_parquet(path), 1
     if suf in (".jsonl", ".jsonl.gz"):

@@ -230,6 +230,19 @@ class DiskCache:
             return False
         return keys.tolist(), vecs
 
+    def _read_vecs(self, path: Path, rows: list[int]):
+        """The vectors of a shard :meth:`_scan` accepted, or None when it vanished or no longer
+        reads as one (the rows asked for must exist and be finite); only ``vecs`` is read."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                vecs = z["vecs"]
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            return None
+        if (vecs.ndim != 2 or vecs.dtype.kind != "f" or vecs.shape[1] != self.dim
+                or max(rows) >= len(vecs) or not np.isfinite(vecs[rows]).all()):
+            return None
+        return vecs
+
     def _scan(self) -> None:
         for p in self._shards():
             if p.name in self._seen:
@@ -260,12 +273,11 @@ class DiskCache:
                     by_shard.setdefault(shard, []).append((k, row))
             lost = False
             for shard, items in by_shard.items():
-                read = self._read(self.dir / shard)
-                if not read:  # vanished, or replaced by something that is not a shard
+                vecs = self._read_vecs(self.dir / shard, [row for _, row in items])
+                if vecs is None:  # vanished, or replaced by something that is not a shard
                     self._reset()
                     lost = True
                     continue
-                vecs = read[1]
                 for k, row in items:
                     out[k] = np.asarray(vecs[row], dtype=np.float32)
             if not lost:
