@@ -74,7 +74,7 @@ class ZeroRouter(Router):
     {'a': 0.25, 'c': 0.75}
     """
 
-    _state_ = {"mean_scores_": Arr("float64", ("n_llms",)),
+    _state_ = {"mean_scores_": Arr("float64", ("n_llms",), missing=True),  # NaN: never scored
                "hull_": Arr("int64", ("n_hull",), index_of="n_llms"),
                "hull_llms_": ListOf(STR, dim="n_hull")}
 

@@ -123,7 +123,7 @@ def test_legitimate_nan_loads_and_routes(tmp_path, data):
     c = data.costs.astype(float).copy()
     c[:, 2] = np.nan
     d2 = RoutingData(data.queries, data.llm_names, s, costs=c, name="gaps")
-    for name in ("knn", "best-single", "linearr"):
+    for name in ("knn", "best-single", "linearr", "zero", "task-best"):
         out = export_router(make_router(name).fit(d2), tmp_path / name, train_data=d2)
         r = load_router(out).route(["hello world"])[0]
         assert r["llm"] != data.llm_names[0] and set(r["scores"]) == set(data.llm_names)
