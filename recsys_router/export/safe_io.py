@@ -134,14 +134,19 @@ def read_json(path, *, max_bytes: int, max_depth: int):
     path = Path(path)
     if path.is_symlink():
         raise LimitError(f"{path}: not a regular file (a symbolic link)")
-    try:  # O_NOFOLLOW: a link swapped in after the check is refused too
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    # O_NOFOLLOW: a link swapped in after the check is refused too; O_NONBLOCK: opening a
+    # FIFO (or a device) returns at once instead of waiting for a writer, and fstat refuses it
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
     except OSError as err:
         raise LimitError(f"{path}: not a readable regular file ({err.strerror})") from err
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise LimitError(f"{path}: not a regular file")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
     with open(fd, "rb") as fh:
         size = st.st_size
         if size > max_bytes:

@@ -73,3 +73,25 @@ def test_numeric_dtype_spellings_are_accepted(art, dtype):
     man["arrays"]["llm_means_"]["dtype"] = dtype
     (art / "manifest.json").write_text(json.dumps(man))
     assert load_router(art).llm_names == ["sim-llm-0", "sim-llm-1", "sim-llm-2"]
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "state.json"])
+def test_a_fifo_in_place_of_a_json_file_is_refused_without_waiting(art, name):
+    # opening a FIFO for reading waits for a writer; the reader must refuse it, not block
+    import os
+    import threading
+    (art / name).unlink()
+    os.mkfifo(art / name)
+    out = {}
+
+    def load():
+        try:
+            load_router(art)
+        except ArtifactError as err:
+            out["err"] = str(err)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "load_router blocked on a FIFO"
+    assert "not a regular file" in out["err"] and name in out["err"]
