@@ -54,7 +54,10 @@ def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, fi
     ("[" * 100_000 + "]" * 100_000, "nested 100000 deep"),
     ('{"query": "q", "metadata": ' + "[" * 65 + "]" * 65 + "}", "nested 66 deep"),
     ("[1, 2, 3]", "expected a JSON object"),
-    ("{not json", "is not valid JSON")])
+    ("{not json", "is not valid JSON"),
+    # an unterminated string of 32,000 escaped quotes (a regex scan of it was quadratic)
+    ('"' + '\\"' * 32_000, "is not valid JSON"),
+    ('{"query": "[[[\\"{{{", "metadata": ' + "[" * 65 + "]" * 65 + "}", "nested 66 deep")])
 def test_malformed_line(tmp_path, text, what):
     src = _write(tmp_path / "m.jsonl", [_good(1), text])
     st = JudgeStore(tmp_path / "j.db")
