@@ -16,10 +16,12 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["temp_path", "remove_stale_temps", "remove_stale_siblings", "atomic_write", "pid_alive"]
+__all__ = ["temp_path", "remove_stale_temps", "remove_stale_siblings", "atomic_write", "pid_alive",
+           "temp_dir"]
 
 
 def temp_path(target) -> Path:
@@ -164,3 +166,34 @@ def atomic_write(target) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
         elif tmp.exists() or tmp.is_symlink():
             tmp.unlink()
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask sets it, racing other threads)
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def temp_dir(parent, prefix: str) -> Path:
+    """A new empty folder in ``parent`` to build an output in before it is renamed into place,
+    with the permissions ``mkdir`` would give (``0o777`` less the umask), not ``mkdtemp``'s
+    owner-only ``0o700``, so the published folder reads like any other.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = temp_dir(tempfile.mkdtemp(), ".out.tmp-")
+    >>> d.is_dir() and d.name.startswith(".out.tmp-")
+    True
+    """
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(d, 0o777 & ~_umask())
+    return d
+

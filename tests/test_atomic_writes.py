@@ -114,3 +114,23 @@ def test_one_stale_mechanism_for_write_temps_and_export_folders(tmp_path):
     (work / f".x.csv.{10 ** 30}-ab12cd34.tmp").write_text("half")
     assert [p.name for p in remove_stale_temps(work / "x.csv")] == [f".x.csv.{10 ** 30}-ab12cd34.tmp"]
     assert [p.name for p in remove_stale_temps(work / "art")] == [write_tmp.name]
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_published_folders_get_mkdir_permissions(tmp_path, mask):
+    # mkdtemp makes owner-only (0o700) folders; a published report reads like any other folder
+    import stat
+
+    from recsys_router.atomic import temp_dir
+    from recsys_router.evaluation.io import atomic_dir
+    old = os.umask(mask)
+    try:
+        (tmp_path / "plain").mkdir()
+        want = stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+        assert want == 0o777 & ~mask
+        assert stat.S_IMODE(temp_dir(tmp_path, ".x.tmp-").stat().st_mode) == want
+        with atomic_dir(tmp_path / "res") as d:
+            (d / "a.txt").write_text("x")
+        assert stat.S_IMODE((tmp_path / "res").stat().st_mode) == want
+    finally:
+        os.umask(old)

@@ -13,6 +13,8 @@ from typing import Iterator
 
 import numpy as np
 
+from ..atomic import temp_dir
+
 __all__ = ["atomic_dir", "write_json"]
 
 
@@ -43,7 +45,7 @@ def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
     """
     out = Path(out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    tmp = temp_dir(out.parent, f".{out.name}.tmp-")
     try:
         yield tmp
     except BaseException:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -33,6 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..atomic import temp_dir  # noqa: E402
 from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, mean_consensus,  # noqa: E402
                       routers_of, task_pref_scores, task_win_rates)
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
@@ -187,7 +187,7 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
     if final.exists() and not final.is_dir():
         raise FileExistsError(f"{final}: exists and is not a folder; expected a folder for the report")
     final.absolute().parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.absolute().parent))
+    tmp = temp_dir(final.absolute().parent, f".{final.name}.tmp-")
     try:
         with plt.rc_context({"text.parse_math": False}):  # names from the records: no mathtext
             names = _write_files(records, tmp, n_boot=n_boot, seed=seed, title=title)
