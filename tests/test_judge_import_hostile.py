@@ -121,3 +121,26 @@ def test_failed_export_keeps_the_good_file_and_names_db_and_record(tmp_path, cap
     assert f"{db}, record 'id3', column 'label': label must be one of" in err
     assert out.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out")) == []
+
+
+def test_long_record_ids_are_refused_when_stored_but_old_rows_still_read(tmp_path):
+    db = tmp_path / "j.db"
+    st = JudgeStore(db)
+    long_id = "x" * 65
+    with pytest.raises(DataValidationError, match="record_id must be at most 64 characters, got 65") as ei:
+        st.import_jsonl(_write(tmp_path / "l.jsonl", [_good(1), _good(2, record_id=long_id)]))
+    assert "line 2" in str(ei.value) and _count(db) == 0
+    rec = JudgeRecord.from_dict(_good(3))
+    rec.record_id = "y" * 84
+    with pytest.raises(DataValidationError, match="at most 64"):
+        st.add(rec)
+    assert st.import_jsonl(_write(tmp_path / "ok.jsonl", [_good(4, record_id="z" * 64)])) == 1
+    # a row an older version stored (SQLite does not enforce the column's width) still reads
+    con = sqlite3.connect(db)
+    con.execute("update records set record_id = ? where record_id = ?", ("w" * 84, "z" * 64))
+    con.commit()
+    con.close()
+    assert [r.record_id for r in JudgeStore(db).records()] == ["w" * 84]
+    out = tmp_path / "out.jsonl"
+    assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["record_id"] == "w" * 84

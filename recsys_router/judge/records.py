@@ -32,11 +32,13 @@ import numpy as np
 
 from ..errors import DataValidationError, where
 
-__all__ = ["LABELS", "LABEL_SCORES", "JudgeRecord", "count_votes", "select_duel", "attribute",
+__all__ = ["LABELS", "MAX_RECORD_ID", "LABEL_SCORES", "JudgeRecord", "count_votes", "select_duel", "attribute",
            "side_scores", "utc_now"]
 
 #: the four judgement labels, in button order
 LABELS = ("A", "B", "tie", "both_bad")
+#: longest ``record_id`` a new record may have (the stores' column width)
+MAX_RECORD_ID = 64
 #: (s_A, s_B) per label (paper eq. 1)
 LABEL_SCORES: dict[str, tuple[float, float]] = {"A": (1.0, 0.0), "B": (0.0, 1.0),
                                                  "tie": (0.5, 0.5), "both_bad": (0.0, 0.0)}
@@ -221,6 +223,15 @@ class JudgeRecord:
     def __post_init__(self) -> None:
         self.validate()
 
+    def check_storable(self, source: str | None = None, row: int | None = None) -> None:
+        """Limits a record must meet to be stored (checked on writing and importing, not on
+        reading rows an older version stored): ``record_id`` of at most
+        :data:`MAX_RECORD_ID` characters, the database column's width."""
+        if len(self.record_id) > MAX_RECORD_ID:
+            raise DataValidationError(f"record_id must be at most {MAX_RECORD_ID} characters, got "
+                                      f"{len(self.record_id)}: {_brief(self.record_id)}",
+                                      source=source, row=row, column="record_id")
+
     def validate(self, source: str | None = None, row: int | None = None) -> None:
         """Check the record's types and invariants; raises DataValidationError naming the field.
 
@@ -232,9 +243,8 @@ class JudgeRecord:
             raise DataValidationError(msg, source=source, row=row, column=col)
         if not isinstance(self.query, str) or not self.query:
             fail("query must be a non-empty string", "query")
-        if not isinstance(self.record_id, str) or not self.record_id or len(self.record_id) > 64:
-            fail(f"record_id must be a non-empty string of at most 64 characters, got "
-                 f"{_brief(self.record_id)}", "record_id")
+        if not isinstance(self.record_id, str) or not self.record_id:
+            fail(f"record_id must be a non-empty string, got {_brief(self.record_id)}", "record_id")
         for key in ("task", "query_id"):
             if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
                 fail(f"{key} must be a string or null, got {_brief(getattr(self, key))}", key)
@@ -321,6 +331,7 @@ class JudgeRecord:
             raise DataValidationError(raw, source=source, row=row, column=exc.column) from None
         except TypeError as exc:
             raise DataValidationError(f"malformed record: {exc}", source=source, row=row) from None
+        rec.check_storable(source=source, row=row)
         if "attribution" in d and d["attribution"] is not None and d["attribution"] != rec.attribution:
             raise DataValidationError(f"stored attribution {d['attribution']} disagrees with eq. 1 "
                                       f"({rec.attribution})", source=source, row=row, column="attribution")

@@ -192,6 +192,7 @@ class JudgeStore:
     def add(self, rec: JudgeRecord) -> str:
         """Write one record in one transaction; returns its ``record_id``."""
         rec.validate()
+        rec.check_storable()
         with self.engine.begin() as conn:
             self._insert(conn, rec)
         return rec.record_id
@@ -207,6 +208,7 @@ class JudgeStore:
         recs = list(recs)
         for rec in recs:
             rec.validate(source=source)
+            rec.check_storable(source=source)
         n = 0
         with self.engine.begin() as conn:
             have = set(conn.execute(select(records_t.c.record_id)).scalars())
