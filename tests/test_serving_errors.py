@@ -120,7 +120,8 @@ def test_an_unexpected_exception_is_a_json_500(paths):
     ("max_batch", 0), ("max_batch", -3), ("max_batch", True), ("max_batch", 2.5),
     ("max_body_bytes", -1), ("max_text_chars", 0), ("batch_wait_ms", float("nan")),
     ("batch_wait_ms", -1.0), ("backend_timeout_s", 0.0), ("log_batch", 0),
-    ("log_flush_ms", float("inf")), ("seed", -1), ("max_batchh", 4),
+    ("log_flush_ms", float("inf")), ("log_flush_ms", 0.0), ("seed", -1), ("max_batchh", 4),
+    ("max_batch", 8.0), ("max_batch", "8"), ("seed", 1.5),
 ])
 def test_service_limits_are_checked_when_the_config_is_made(field, bad):
     # a limit below 1 made every /route a 413; the config is refused instead, naming the field
@@ -130,5 +131,7 @@ def test_service_limits_are_checked_when_the_config_is_made(field, bad):
 
 def test_service_limits_at_their_edges_are_accepted():
     cfg = ServiceConfig(max_batch=1, max_body_bytes=1, max_text_chars=1, batch_wait_ms=0.0,
-                        log_batch=1, log_flush_ms=0.0, seed=0)
-    assert (cfg.max_batch, cfg.batch_wait_ms, cfg.log_flush_ms) == (1, 0.0, 0.0)
+                        log_batch=1, log_flush_ms=0.5, seed=0)
+    assert (cfg.max_batch, cfg.batch_wait_ms, cfg.log_flush_ms) == (1, 0.0, 0.5)
+    cfg = ServiceConfig(max_batch=np.int64(8), seed=np.int32(3))   # numpy integers are numbers
+    assert (cfg.max_batch, cfg.seed) == (8, 3) and type(cfg.max_batch) is int

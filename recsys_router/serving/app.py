@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import math
+import numbers
 import time
 from collections import Counter
 from contextlib import asynccontextmanager
@@ -41,12 +42,13 @@ class ServiceConfig(BaseModel):
 
     Limits are checked when the config is made (a ``pydantic.ValidationError``, a
     ``ValueError``, naming the field): counts and sizes must be >= 1, times finite and >= 0
-    (the backend timeout > 0), the seed >= 0, and no unknown field is accepted.
+    (the backend timeout and the log's flush interval > 0), the seed >= 0, counts whole
+    numbers (numpy integers too), and no unknown field is accepted.
     """
 
-    max_batch: int = Field(default=256, ge=1, strict=True)
-    max_body_bytes: int = Field(default=1_000_000, ge=1, strict=True)
-    max_text_chars: int = Field(default=100_000, ge=1, strict=True)
+    max_batch: int = Field(default=256, ge=1)
+    max_body_bytes: int = Field(default=1_000_000, ge=1)
+    max_text_chars: int = Field(default=100_000, ge=1)
     api_key: Optional[str] = None
     batch_wait_ms: float = Field(default=5.0, ge=0, allow_inf_nan=False)
     backends: Optional[dict] = None
@@ -54,11 +56,20 @@ class ServiceConfig(BaseModel):
     explore: str = "none"
     log_db: Optional[str] = None
     log_text: str = "hash"
-    log_batch: int = Field(default=256, ge=1, strict=True)
-    log_flush_ms: float = Field(default=200.0, ge=0, allow_inf_nan=False)
-    seed: int = Field(default=0, ge=0, strict=True)
+    log_batch: int = Field(default=256, ge=1)
+    log_flush_ms: float = Field(default=200.0, gt=0, allow_inf_nan=False)
+    seed: int = Field(default=0, ge=0)
 
     model_config = {"extra": "forbid"}
+
+    @field_validator("max_batch", "max_body_bytes", "max_text_chars", "log_batch", "seed",
+                     mode="before")
+    @classmethod
+    def _whole_number(cls, v):
+        # an int or a numpy integer; never a bool, a float such as 2.5 or 8.0, or a string
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"must be a whole number, got {v!r}")
+        return int(v)
 
 
 class RouteRequest(BaseModel):
