@@ -309,15 +309,21 @@ def float32_matrix(a, name: str, shape: tuple[int, int] | None, source: str | No
         arr = np.asarray(a)
         if arr.dtype != np.float32:
             wide = np.asarray(arr, dtype=np.float64)
-            with np.errstate(invalid="ignore"):
-                big = np.isfinite(wide) & (np.abs(wide) > np.finfo(np.float32).max)
-            if big.any() and wide.ndim == 2:
-                i, j = np.argwhere(big)[0]
-                raise DataValidationError(
-                    f"{name[:-1]} {float(wide[i, j])!r} at query index {i}, LLM index {j} is beyond the "
-                    f"float32 range the matrices are stored in", source=source, row=int(i),
-                    column=name)
-            arr = wide.astype(np.float32)
+            with np.errstate(over="ignore"):  # a finite value beyond float32 becomes inf here
+                arr = wide.astype(np.float32)
+            # the float64 check (full-size temporaries) only when some cast cell is infinite
+            # or at the float32 limit (a value just beyond it rounds down to the limit);
+            # fmax/fmin skip NaN, the unobserved cells
+            if wide.ndim == 2 and arr.size and (np.fmax.reduce(arr, axis=None) >= F32_MAX
+                                                or np.fmin.reduce(arr, axis=None) <= -F32_MAX):
+                with np.errstate(invalid="ignore"):
+                    big = np.isfinite(wide) & (np.abs(wide) > F32_MAX)
+                if big.any():
+                    i, j = np.argwhere(big)[0]
+                    raise DataValidationError(
+                        f"{name[:-1]} {float(wide[i, j])!r} at query index {i}, LLM index {j} is "
+                        f"beyond the float32 range the matrices are stored in", source=source,
+                        row=int(i), column=name)
     except (ValueError, TypeError) as err:
         if isinstance(err, DataValidationError):
             raise

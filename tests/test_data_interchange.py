@@ -88,6 +88,32 @@ def test_value_beyond_float32_is_refused_at_its_line(tmp_path, col):
     assert err.value.row == 1
 
 
+def test_matrix_float32_range_edges():
+    # the cast comes first; the float64 check runs only where a cell became infinite or hit
+    # the float32 limit: a value just beyond the limit (it rounds down to it) is still refused,
+    # the limit itself, NaN, infinities (refused later as non-finite) and float32 input are not
+    import re
+    import warnings
+    from recsys_router.long_table import F32_MAX, float32_matrix
+    just_over = F32_MAX * (1 + 1e-9)
+    with pytest.raises(DataValidationError, match=re.escape(f"score {-just_over!r} at query "
+                                                            f"index 1, LLM index 0 is beyond")) as err:
+        float32_matrix([[np.nan, 1.0], [-just_over, 1e39]], "scores", None, None)
+    assert (err.value.row, err.value.column) == (1, "scores")
+    with pytest.raises(DataValidationError, match=r"1e\+300 at query index 0, LLM index 1"):
+        float32_matrix(np.array([[None, 1e300]], dtype=object), "costs", None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok = float32_matrix([[F32_MAX, -F32_MAX, np.nan], [np.inf, -np.inf, 0.5]], "scores",
+                            (2, 3), None)
+        assert ok.dtype == np.float32 and ok.tolist()[0][:2] == [F32_MAX, -F32_MAX]
+        assert np.isnan(ok[0, 2]) and np.isinf(ok[1, :2]).all() and ok[1, 2] == 0.5
+        assert float32_matrix(np.full((2, 2), np.nan), "scores", None, None).shape == (2, 2)
+        assert float32_matrix(np.zeros((0, 3)), "scores", (0, 3), None).shape == (0, 3)
+        with pytest.raises(DataValidationError, match="must be a 2-D"):
+            float32_matrix([1.0, 1e39], "scores", None, None)
+
+
 # ---------------------------------------------------------------- CSV missing values
 def test_csv_keeps_na_like_ids_and_texts_as_text(tmp_path):
     src = tmp_path / "s.jsonl"
