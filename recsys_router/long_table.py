@@ -359,9 +359,12 @@ def _check_labels(col: pd.Series, qcodes: np.ndarray, qids, name: str, labels: s
     has = col.notna().to_numpy()
     if not has.any():
         return
-    rows = np.flatnonzero(has)
-    vcodes, strings = _label_codes(col[has])
-    q = np.asarray(qcodes)[rows].astype(np.intp)
+    if has.all():  # no copies of the column and the codes
+        vcodes, strings = _label_codes(col)
+        q = np.asarray(qcodes, dtype=np.intp)
+    else:
+        vcodes, strings = _label_codes(col[has])
+        q = np.asarray(qcodes)[has].astype(np.intp)
     nq = int(q.max()) + 1
     lo = np.full(nq, len(strings), dtype=np.intp)
     hi = np.full(nq, -1, dtype=np.intp)
@@ -381,6 +384,7 @@ def _check_labels(col: pd.Series, qcodes: np.ndarray, qids, name: str, labels: s
     i1 = sel[0]
     mine = sel[q[sel] == q[i1]]
     i2 = mine[vcodes[mine] != vcodes[i1]][0]
+    rows = np.flatnonzero(has)
     r1, r2 = int(rows[i1]), int(rows[i2])
     v1, v2 = strings[vcodes[i1]], strings[vcodes[i2]]
     raise DataValidationError(
