@@ -309,15 +309,21 @@ def float32_matrix(a, name: str, shape: tuple[int, int] | None, source: str | No
         arr = np.asarray(a)
         if arr.dtype != np.float32:
             wide = np.asarray(arr, dtype=np.float64)
-            with np.errstate(invalid="ignore"):
-                big = np.isfinite(wide) & (np.abs(wide) > np.finfo(np.float32).max)
-            if big.any() and wide.ndim == 2:
-                i, j = np.argwhere(big)[0]
-                raise DataValidationError(
-                    f"{name[:-1]} {float(wide[i, j])!r} at query index {i}, LLM index {j} is beyond the "
-                    f"float32 range the matrices are stored in", source=source, row=int(i),
-                    column=name)
-            arr = wide.astype(np.float32)
+            with np.errstate(over="ignore"):  # a finite value beyond float32 becomes inf here
+                arr = wide.astype(np.float32)
+            # the float64 check (full-size temporaries) only when some cast cell is infinite
+            # or at the float32 limit (a value just beyond it rounds down to the limit);
+            # fmax/fmin skip NaN, the unobserved cells
+            if wide.ndim == 2 and arr.size and (np.fmax.reduce(arr, axis=None) >= F32_MAX
+                                                or np.fmin.reduce(arr, axis=None) <= -F32_MAX):
+                with np.errstate(invalid="ignore"):
+                    big = np.isfinite(wide) & (np.abs(wide) > F32_MAX)
+                if big.any():
+                    i, j = np.argwhere(big)[0]
+                    raise DataValidationError(
+                        f"{name[:-1]} {float(wide[i, j])!r} at query index {i}, LLM index {j} is "
+                        f"beyond the float32 range the matrices are stored in", source=source,
+                        row=int(i), column=name)
     except (ValueError, TypeError) as err:
         if isinstance(err, DataValidationError):
             raise
@@ -336,27 +342,104 @@ def float32_matrix(a, name: str, shape: tuple[int, int] | None, source: str | No
 def _check_labels(col: pd.Series, qcodes: np.ndarray, qids, name: str, labels: str, source,
                   row_offset: RowOffset) -> None:
     """A query whose records carry two different non-null ``task``/``split`` labels: raise
-    naming both rows (``labels="error"``) or log and keep the first (``"first"``)."""
+    naming both rows (``labels="error"``) or log and keep the first (``"first"``).
+
+    Labels are compared as strings (``1`` and ``"1"`` are one label, ``1`` and ``1.0`` two),
+    through integer codes: per query the smallest and largest label code, a clash where they
+    differ; rows are only looked at when there is a clash.
+
+    Example
+    -------
+    >>> col, qcodes = pd.Series([1, None, "1", "x", "y"]), np.array([0, 0, 0, 1, 1])
+    >>> _check_labels(col[:4], qcodes[:4], ["q1", "q2"], "task", "error", None, 2)
+    >>> _check_labels(col, qcodes, ["q1", "q2"], "task", "error", None, 2)
+    Traceback (most recent call last):
+    recsys_router.errors.DataValidationError: row 6, column 'task': query 'q2' has two different task labels, 'x' (row 5) and 'y' (1 such queries); a query carries one task: fix the file
+    """
     has = col.notna().to_numpy()
     if not has.any():
         return
-    vals = col.astype(object)[has].astype(str).to_numpy()
-    pairs = pd.DataFrame({"q": qcodes[has], "v": vals, "r": np.flatnonzero(has)})
-    uniq = pairs.drop_duplicates(["q", "v"])
-    clash = uniq["q"].duplicated(keep=False).to_numpy()
-    if not clash.any():
+    if has.all():  # no copies of the column and the codes
+        vcodes, strings = _label_codes(col)
+        q = np.asarray(qcodes, dtype=np.intp)
+    else:
+        vcodes, strings = _label_codes(col[has])
+        q = np.asarray(qcodes)[has].astype(np.intp)
+    nq = int(q.max()) + 1
+    lo = np.full(nq, len(strings), dtype=np.intp)
+    hi = np.full(nq, -1, dtype=np.intp)
+    np.minimum.at(lo, q, vcodes)
+    np.maximum.at(hi, q, vcodes)
+    clash = lo < hi  # queries without a label keep lo > hi
+    n = int(clash.sum())
+    if not n:
         return
-    n = int(uniq.loc[clash, "q"].nunique())
     if labels == "first":
         log.warning("%s: %d queries carry different %s labels on their records; kept the first "
                     "of each", source, n, name)
         return
-    q = int(uniq["q"].to_numpy()[clash][0])
-    (r1, v1), (r2, v2) = uniq.loc[uniq["q"] == q, ["r", "v"]].to_numpy()[:2].tolist()
+    # the clashing query whose first label comes first; its first row and the first of its
+    # rows with another label
+    sel = np.flatnonzero(clash[q])
+    i1 = sel[0]
+    mine = sel[q[sel] == q[i1]]
+    i2 = mine[vcodes[mine] != vcodes[i1]][0]
+    rows = np.flatnonzero(has)
+    r1, r2 = int(rows[i1]), int(rows[i2])
+    v1, v2 = strings[vcodes[i1]], strings[vcodes[i2]]
     raise DataValidationError(
-        f"query {qids[q]!r} has two different {name} labels, {v1!r} (row "
+        f"query {qids[q[i1]]!r} has two different {name} labels, {v1!r} (row "
         f"{row_number(r1, row_offset, name)}) and {v2!r} ({n} such queries); a query carries one "
         f"{name}: fix the file", source=source, row=row_number(r2, row_offset, name), column=name)
+
+
+def _as_string(vals: pd.Series) -> pd.Series:
+    """Each label as the string it is compared by (object values through ``str``)."""
+    return vals.astype(object).astype(str)
+
+
+def _label_codes(vals: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of non-null labels, equal exactly where their strings
+    (:func:`_as_string`) are equal, and the string of each code.
+
+    Only the distinct values are turned into strings where equal values have equal strings
+    (categories, numbers by their bits, all-string columns); other columns (mixed objects:
+    ``1 == 1.0 == True`` but their strings differ) are stringified row by row.
+
+    Example
+    -------
+    >>> _label_codes(pd.Series([1, "1", 1.0, True, "b", 1], dtype=object))
+    (array([0, 0, 1, 2, 3, 0]), ['1', '1.0', 'True', 'b'])
+    >>> _label_codes(pd.Series(["b", "a", "b"], dtype="category").cat.add_categories("z"))
+    (array([1, 0, 1]), ['a', 'b'])
+    """
+    dtype = vals.dtype
+    if isinstance(dtype, pd.CategoricalDtype):  # the used categories, as the column converts them
+        codes = vals.cat.codes.to_numpy()
+        used = np.flatnonzero(np.bincount(codes, minlength=len(dtype.categories)))
+        cats = pd.Series(pd.Categorical.from_codes(used, dtype=dtype))
+        lut = np.zeros(len(dtype.categories), dtype=np.intp)
+        merged, uniques = pd.factorize(_as_string(cats).to_numpy(dtype=object))  # 1 and "1": one
+        lut[used] = merged
+        return lut[codes], [str(u) for u in uniques]
+    if isinstance(dtype, pd.StringDtype) or (
+            dtype == object and pd.api.types.infer_dtype(vals.to_numpy(), skipna=False) == "string"):
+        codes, uniques = pd.factorize(vals)  # equal strings are equal labels
+        return np.asarray(codes, dtype=np.intp), [str(u) for u in uniques]
+    if isinstance(dtype, np.dtype) and (dtype.kind in "iub" or (dtype.kind == "f" and
+                                                                 dtype.itemsize in (2, 4, 8))):
+        raw = vals.to_numpy()
+        if dtype.kind == "f":  # by bits: -0.0 is not 0.0 ("-0.0" vs "0.0")
+            raw = raw.view(f"i{dtype.itemsize}")
+        codes, uniques = pd.factorize(raw)
+        if dtype.kind == "f":
+            uniques = uniques.view(dtype)
+        strings = _as_string(pd.Series(uniques, dtype=dtype)).to_numpy(dtype=object)
+        merged, names = pd.factorize(strings)
+        return np.asarray(merged, dtype=np.intp)[codes], [str(u) for u in names]
+    # mixed objects and other types: the string of every label
+    codes, uniques = pd.factorize(_as_string(vals).to_numpy(dtype=object))
+    return np.asarray(codes, dtype=np.intp), [str(u) for u in uniques]
 
 
 def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> None:

@@ -58,9 +58,7 @@ def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 
         parts = {"train": perm[:n_tr], "val": perm[n_tr:], "test": np.flatnonzero(test_mask)}
     elif stratify_task:
         parts = {"train": [], "val": [], "test": []}
-        groups = [np.flatnonzero(has_task & (tasks == t)) for t in sorted(set(tasks[has_task]))]
-        if not has_task.all():  # the queries without a task are one more group, split last
-            groups.append(np.flatnonzero(~has_task))
+        groups = _task_groups(tasks, has_task)
         for idx in groups:
             for k, v in _random_parts(idx, ratios, rng).items():
                 parts[k].extend(v.tolist())
@@ -78,6 +76,27 @@ def _task_labels(queries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     has = col.notna().to_numpy()
     labels = np.array([str(t) if h else "" for t, h in zip(col.tolist(), has)], dtype=object)
     return labels, has
+
+
+def _task_groups(tasks: np.ndarray, has_task: np.ndarray) -> list[np.ndarray]:
+    """Ascending query indices per task, the tasks in sorted (string) order, then the
+    queries without a task as one more group (split last); one factorize and one stable
+    sort instead of a pass over the queries per task.
+
+    Example
+    -------
+    >>> t = np.array(["b", "", "a", "b"], dtype=object)
+    >>> [g.tolist() for g in _task_groups(t, t != "")]
+    [[2], [0, 3], [1]]
+    """
+    with_task = np.flatnonzero(has_task)
+    codes, uniques = pd.factorize(tasks[with_task], sort=True)  # sorted like sorted(set(...))
+    order = with_task[np.argsort(codes, kind="stable")]  # stable: ascending within a task
+    groups = np.split(order, np.cumsum(np.bincount(codes, minlength=len(uniques)))[:-1]) \
+        if len(uniques) else []
+    if len(with_task) < len(tasks):  # the queries without a task are one more group, split last
+        groups.append(np.flatnonzero(~has_task))
+    return groups
 
 
 def _check_ratios(ratios) -> tuple[float, ...]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -86,6 +87,31 @@ def test_value_beyond_float32_is_refused_at_its_line(tmp_path, col):
     with pytest.raises(DataValidationError, match=r"1e\+39 at query index 1, LLM index 1") as err:
         RoutingData(["q1", "q2"], ["a", "b"], scores, costs)
     assert err.value.row == 1
+
+
+def test_matrix_float32_range_edges():
+    # the cast comes first; the float64 check runs only where a cell became infinite or hit
+    # the float32 limit: a value just beyond the limit (it rounds down to it) is still refused,
+    # the limit itself, NaN, infinities (refused later as non-finite) and float32 input are not
+    import warnings
+    from recsys_router.long_table import F32_MAX, float32_matrix
+    just_over = F32_MAX * (1 + 1e-9)
+    with pytest.raises(DataValidationError, match=re.escape(f"score {-just_over!r} at query "
+                                                            f"index 1, LLM index 0 is beyond")) as err:
+        float32_matrix([[np.nan, 1.0], [-just_over, 1e39]], "scores", None, None)
+    assert (err.value.row, err.value.column) == (1, "scores")
+    with pytest.raises(DataValidationError, match=r"1e\+300 at query index 0, LLM index 1"):
+        float32_matrix(np.array([[None, 1e300]], dtype=object), "costs", None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok = float32_matrix([[F32_MAX, -F32_MAX, np.nan], [np.inf, -np.inf, 0.5]], "scores",
+                            (2, 3), None)
+        assert ok.dtype == np.float32 and ok.tolist()[0][:2] == [F32_MAX, -F32_MAX]
+        assert np.isnan(ok[0, 2]) and np.isinf(ok[1, :2]).all() and ok[1, 2] == 0.5
+        assert float32_matrix(np.full((2, 2), np.nan), "scores", None, None).shape == (2, 2)
+        assert float32_matrix(np.zeros((0, 3)), "scores", (0, 3), None).shape == (0, 3)
+        with pytest.raises(DataValidationError, match="must be a 2-D"):
+            float32_matrix([1.0, 1e39], "scores", None, None)
 
 
 # ---------------------------------------------------------------- CSV missing values
@@ -196,6 +222,59 @@ def test_conflicting_labels_of_one_query_are_refused_naming_both_rows(tmp_path, 
                        col: ["x", "y"]})
     d = RoutingData.from_long(df, labels="first")  # documented opt-out: the first label
     assert d.queries[col].tolist() == ["x"]
+
+
+def _labelled_long(labels, dtype=None) -> pd.DataFrame:
+    n = len(labels)
+    return pd.DataFrame({"query_id": ["q1", "q2"] * (n // 2) + ["q1"] * (n % 2),
+                         "model": [f"m{i}" for i in range(n)], "score": [1.0] * n,
+                         "task": pd.Series(labels, dtype=dtype)})
+
+
+def test_labels_are_compared_as_strings_and_missing_ones_ignored(caplog):
+    # integer codes stand for the labels' strings: 1 and "1" (and np.int64(1)) are one label,
+    # None / NaN / pd.NA no label; 1 vs 1.0, True vs 1 and -0.0 vs 0.0 are different strings
+    same = [(1, "x"), ("1", None), (np.int64(1), np.nan), (None, pd.NA), ("1", "x")]
+    d = RoutingData.from_long(_labelled_long([v for pair in same for v in pair], object))
+    assert d.queries["task"].tolist() == [1, "x"]
+    for a, b, shown in [(1, 1.0, "'1' (row 0) and '1.0'"), (True, 1, "'True' (row 0) and '1'"),
+                        (-0.0, 0.0, "'-0.0' (row 0) and '0.0'")]:
+        df = _labelled_long([a, "x", None, "x", b], object)
+        with pytest.raises(DataValidationError, match=re.escape(
+                f"query 'q1' has two different task labels, {shown} (1 such queries)")) as err:
+            RoutingData.from_long(df)
+        assert (err.value.row, err.value.column) == (4, "task")
+    with pytest.raises(DataValidationError, match=re.escape("'-0.0' (row 0) and '0.0'")):
+        RoutingData.from_long(_labelled_long([-0.0, 1.0, 0.0], float))
+    RoutingData.from_long(_labelled_long([2.5, np.nan, np.nan, 1.0, 2.5], float))
+    # labels="first" keeps the first and logs how many queries clash
+    with caplog.at_level("WARNING", logger="recsys_router"):
+        d = RoutingData.from_long(_labelled_long(["a", "b", "c", "d", "a", "x"]), labels="first")
+    assert d.queries["task"].tolist() == ["a", "b"]
+    assert "2 queries carry different task labels" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["category", "str", "object"])
+def test_label_clash_names_the_first_clashing_query_and_rows(kind):
+    # q2's clash (rows 3 and 5) is found although q1's first label (row 0) comes earlier:
+    # the query named is the clashing one whose first label comes first; categorical columns
+    # with unused categories and 1 / "1" categories behave like plain strings
+    labels = ["a", "b", None, "b", "a", "c", "a", "b"]
+    col = pd.Series(labels, dtype=object)
+    if kind == "category":
+        col = col.astype(pd.CategoricalDtype(["unused", "c", "b", "a", "zz"]))
+    elif kind == "str":
+        col = col.astype("string")
+    df = pd.DataFrame({"query_id": ["q1", "q2", "q3", "q2", "q1", "q2", "q1", "q4"],
+                       "model": list("abcdefgh"), "score": 1.0, "task": col})
+    with pytest.raises(DataValidationError, match=re.escape(
+            "query 'q2' has two different task labels, 'b' (row 1) and 'c' (1 such queries)")) as err:
+        RoutingData.from_long(df)
+    assert err.value.row == 5
+    cat = pd.Series(pd.Categorical([1, "1", None, 1], categories=pd.Index([1, "1", "x"], dtype=object)))
+    d = RoutingData.from_long(pd.DataFrame({"query_id": ["q1"] * 4, "model": list("abcd"),
+                                            "score": 1.0, "task": cat}))
+    assert d.queries["task"].astype(object).tolist() == [1]
 
 
 @pytest.mark.parametrize("text, kind", [(["hello"], "list"), ({"role": "user"}, "dict"),

@@ -37,6 +37,33 @@ def test_stratify_without_any_task_splits_all_queries():
     assert {k: v.n_queries for k, v in parts.items()} == {"train": 3, "test": 3}
 
 
+def test_stratify_groups_match_one_pass_per_task_in_sorted_order():
+    # the grouped indices (one factorize + stable sort) are the per-task scan they replaced:
+    # tasks in sorted string order (1 and "1" are one task "1"; "" is a task), ascending
+    # indices, the taskless queries last; so the seeded draws and the splits are unchanged
+    from recsys_router.splitting import _task_groups, _task_labels, split_indices
+    rng = np.random.default_rng(3)
+    vals = np.array([1, "1", 2.5, "b", "", "B", "ä", None, np.nan], dtype=object)
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(400)],
+                      "task": pd.Series(list(rng.choice(vals, 400)), dtype=object)})
+    tasks, has = _task_labels(q)
+    want = [np.flatnonzero(has & (tasks == t)) for t in sorted(set(tasks[has]))]
+    want.append(np.flatnonzero(~has))
+    got = _task_groups(tasks, has)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    assert [g.tolist() for g in _task_groups(tasks[~has], has[~has])] == [list(range((~has).sum()))]
+    assert _task_groups(tasks[has][:0], has[has][:0]) == []
+    r = np.random.default_rng(0)
+    parts = {"train": [], "val": [], "test": []}
+    for idx in want:  # the draws of the code before the grouping rewrite
+        perm = r.permutation(idx)
+        n_tr, n_va = int(round(0.6 * len(perm))), int(round(0.2 * len(perm)))
+        for k, v in zip(parts, (perm[:n_tr], perm[n_tr:n_tr + n_va], perm[n_tr + n_va:])):
+            parts[k].extend(v.tolist())
+    got_parts = split_indices(q, (0.6, 0.2, 0.2), seed=0, stratify_task=True)
+    assert {k: v.tolist() for k, v in got_parts.items()} == {k: sorted(v) for k, v in parts.items()}
+
+
 def test_unknown_ood_task_and_split_with_missing_labels_are_clear_errors():
     q = pd.DataFrame({"query_id": [f"q{i}" for i in range(4)], "task": ["a", None, "b", "a"],
                       "split": ["train", None, "test", "train"]})
