@@ -126,12 +126,11 @@ def _mean_std(values: pd.DataFrame, by: list[str], with_std: bool):
     mean = g.mean().reset_index()
     std = g.std(ddof=1).reset_index() if with_std else None
     missed = values["value"].isna() & values["metric"].isin(UNREACHED_METRICS)
-    if missed.any():
-        bad = values[missed].groupby(by, sort=False).size().reset_index()[by]
-        hit = mean[by].merge(bad.assign(_bad=True), on=by, how="left")["_bad"].eq(True).to_numpy()
-        mean.loc[hit, "value"] = np.nan
-        if std is not None:
-            std.loc[hit, "value"] = np.nan
+    # the same keys in the same first-seen order as ``g``: one flag per row of ``mean``
+    hit = missed.groupby([values[c] for c in by], sort=False).any().to_numpy()
+    mean.loc[hit, "value"] = np.nan
+    if std is not None:
+        std.loc[hit, "value"] = np.nan
     return mean, std
 
 
