@@ -16,7 +16,6 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -168,19 +167,6 @@ def atomic_write(target) -> Iterator[Path]:
             tmp.unlink()
 
 
-def _umask() -> int:
-    try:  # Linux: read it without changing it (os.umask sets it, racing other threads)
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def temp_dir(parent, prefix: str) -> Path:
     """A new empty folder in ``parent`` to build an output in before it is renamed into place,
     with the permissions ``mkdir`` would give (``0o777`` less the umask), not ``mkdtemp``'s
@@ -193,7 +179,11 @@ def temp_dir(parent, prefix: str) -> Path:
     >>> d.is_dir() and d.name.startswith(".out.tmp-")
     True
     """
-    d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    os.chmod(d, 0o777 & ~_umask())
-    return d
+    while True:  # mkdir applies the umask itself; a name taken meanwhile draws another
+        d = Path(parent) / f"{prefix}{secrets.token_hex(8)}"
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
 

@@ -204,7 +204,8 @@ def plot_curves(summary: pd.DataFrame, path, metrics=("score_mae", "route_gap"))
     sub = summary[(summary["k"] > 0) & summary["metric"].isin(metrics)]
     if sub.empty:
         return False
-    with plt.rc_context({"text.parse_math": False}):  # router names drawn as written
+    from recsys_router.evaluation.figures import plain_text
+    with plain_text():  # router names drawn as written
         fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
         for ax, m in zip(axes[0], metrics):
             for (router, strat), grp in sub[sub["metric"] == m].groupby(["router", "strategy"]):

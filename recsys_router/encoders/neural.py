@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..hyperparams import check_number
 from .base import Encoder
 
 __all__ = ["SentenceTransformerEncoder", "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM",
@@ -68,10 +69,7 @@ class SentenceTransformerEncoder(Encoder):
         elif Path(name).expanduser().exists():
             name = str(Path(name).expanduser().resolve())
             stamp = f"|files={folder_stamp(Path(name))}"
-        if max_seq_length is not None and (isinstance(max_seq_length, bool)
-                                           or not isinstance(max_seq_length, (int, np.integer))
-                                           or max_seq_length < 1):
-            raise ValueError(f"max_seq_length must be a positive integer, got {max_seq_length!r}")
+        check_number(max_seq_length, "max_seq_length", low=1, integer=True, none=True)
         self.model_name = name
         self.device = device
         self.normalize = normalize

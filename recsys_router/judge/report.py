@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..atomic import temp_dir  # noqa: E402
+from ..evaluation.figures import plain_text  # noqa: E402
 from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, mean_consensus,  # noqa: E402
                       routers_of, task_pref_scores, task_win_rates)
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
@@ -189,7 +190,7 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
     final.absolute().parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_dir(final.absolute().parent, f".{final.name}.tmp-")
     try:
-        with plt.rc_context({"text.parse_math": False}):  # names from the records: no mathtext
+        with plain_text():  # names from the records: no mathtext
             names = _write_files(records, tmp, n_boot=n_boot, seed=seed, title=title)
         _publish(tmp, final, names)
     finally:
