@@ -17,6 +17,8 @@ import pandas as pd
 
 from ..errors import DataValidationError
 from ._json import read_json, read_jsonl, read_jsonl_lines
+from ._rows import first_non_utf8_line, not_utf8 as _not_utf8, open_bytes as _open_bytes
+from ._rows import open_text as _open_text
 
 __all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "read_jsonl_lines", "require_columns",
            "parse_size", "task_split_from_stem", "text_hash", "first_non_utf8_line", "order_files", "SPLIT_ORDER", "resolve_file", "log_merged"]
@@ -33,32 +35,7 @@ _SPLIT_SUFFIX = re.compile(r"^(?P<task>.+?)[_\-.](?P<split>train|test|val|valid|
                            re.IGNORECASE)
 
 
-def _open_bytes(path: Path):
-    return gzip.open(path, "rb") if str(path).lower().endswith(".gz") else open(path, "rb")
 
-
-def first_non_utf8_line(path: Path) -> tuple[int, int] | None:
-    """``(line, byte)`` of the first line of a text file that is not UTF-8 (1-based), or None."""
-    with _open_bytes(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                return lineno, line[exc.start]
-    return None
-
-
-def _not_utf8(path: Path) -> DataValidationError:
-    try:
-        found = first_non_utf8_line(path)
-    except OSError:
-        found = None
-    if found is None:
-        return DataValidationError("the text is not UTF-8; expected a UTF-8 encoded file",
-                                   source=str(path))
-    line, byte = found
-    return DataValidationError(f"byte 0x{byte:02x} is not UTF-8 text; expected a UTF-8 encoded "
-                               f"file (line {line})", source=str(path), row=line)
 
 
 def _first_long_line(path: Path, n_header: int,
@@ -176,12 +153,6 @@ def _long_line(path: Path, n_header: int, guess: int) -> DataValidationError:
         f"line {line} {has} but the header has {n_header}; every record must have one field "
         f"per header column (a missing header name or a stray delimiter?)", source=str(path),
         row=line)
-
-
-def _open_text(path: Path):
-    if str(path).lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
 
 
 def csv_header(path: Path) -> list[str]:

@@ -13,18 +13,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataValidationError
-from ._rows import lone_surrogate_line
+from ._rows import lone_surrogate_line, not_utf8 as _not_utf8, open_bytes as _open_bytes
 
 __all__ = ["read_json", "read_jsonl", "read_jsonl_lines"]
-
-
-def _open_bytes(path: Path):
-    return gzip.open(path, "rb") if str(path).lower().endswith(".gz") else open(path, "rb")
-
-
-def _not_utf8(path: Path) -> DataValidationError:
-    from ._common import _not_utf8 as located  # the shared message (line of the bad byte)
-    return located(path)
 
 
 def read_json(path: Path):
@@ -37,7 +28,7 @@ def read_json(path: Path):
         obj = json.loads(text)
         line = lone_surrogate_line(text, obj) if "\\u" in text else None
         if line is not None:
-            rec = next((i for i, r in enumerate(obj) if lone_surrogate_line(text, r) is not None),
+            rec = next((i for i, r in enumerate(obj) if not _is_text(r)),
                        None) if isinstance(obj, list) else None
             raise _surrogate(path, line, rec)
         return obj
@@ -56,21 +47,18 @@ def read_jsonl(path: Path) -> pd.DataFrame:
     A line that is not a JSON object raises :class:`DataValidationError` naming its line
     number (1-based). Blank lines are skipped.
     """
+    return read_jsonl_lines(path)[0]
+
+
+def read_jsonl_lines(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped)."""
     try:
         return _read_jsonl(path)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
 
 
-def read_jsonl_lines(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped)."""
-    try:
-        return _read_jsonl(path, with_lines=True)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
-
-
-def _read_jsonl(path: Path, with_lines: bool = False):
+def _read_jsonl(path: Path):
     records, lines = [], []
     with _open_bytes(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -100,7 +88,16 @@ def _read_jsonl(path: Path, with_lines: bool = False):
     if not records:
         raise DataValidationError("no records: the file is empty", source=str(path))
     df = pd.DataFrame.from_records(records)
-    return (df, np.asarray(lines, dtype=np.int64)) if with_lines else df
+    return df, np.asarray(lines, dtype=np.int64)
+
+
+def _is_text(value) -> bool:
+    """Whether a decoded JSON value holds only encodable text (no lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _surrogate(path, line: int, record: int | None = None) -> DataValidationError:

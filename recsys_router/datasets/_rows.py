@@ -13,13 +13,47 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["csv_record_lines", "CsvLines", "lone_surrogate_line"]
+from ..errors import DataValidationError
+
+__all__ = ["csv_record_lines", "CsvLines", "lone_surrogate_line", "open_bytes", "open_text",
+           "first_non_utf8_line", "not_utf8"]
 
 
-def _open_text(path: Path):
+def open_bytes(path: Path):
+    """The file for reading bytes, gunzipped when its name ends in ``.gz``."""
+    return gzip.open(path, "rb") if str(path).lower().endswith(".gz") else open(path, "rb")
+
+
+def open_text(path: Path):
+    """The file for reading UTF-8 text (a BOM dropped, newlines as written, for :mod:`csv`),
+    gunzipped when its name ends in ``.gz``."""
     if str(path).lower().endswith(".gz"):
         return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
     return open(path, encoding="utf-8-sig", newline="")
+
+
+def first_non_utf8_line(path: Path) -> tuple[int, int] | None:
+    """``(line, byte)`` of the first line of a text file that is not UTF-8 (1-based), or None."""
+    with open_bytes(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return lineno, line[exc.start]
+    return None
+
+
+def not_utf8(path: Path) -> DataValidationError:
+    try:
+        found = first_non_utf8_line(path)
+    except OSError:
+        found = None
+    if found is None:
+        return DataValidationError("the text is not UTF-8; expected a UTF-8 encoded file",
+                                   source=str(path))
+    line, byte = found
+    return DataValidationError(f"byte 0x{byte:02x} is not UTF-8 text; expected a UTF-8 encoded "
+                               f"file (line {line})", source=str(path), row=line)
 
 
 def csv_record_lines(path, header_lines: int = 1) -> np.ndarray:
@@ -40,7 +74,7 @@ def csv_record_lines(path, header_lines: int = 1) -> np.ndarray:
     csv.field_size_limit(1 << 30)
     lines = []
     try:
-        with _open_text(Path(path)) as fh:
+        with open_text(Path(path)) as fh:
             reader = csv.reader(fh)
             for _ in range(header_lines):
                 next(reader, None)
@@ -83,7 +117,7 @@ class CsvLines:
         old = csv.field_size_limit()
         csv.field_size_limit(1 << 30)
         try:
-            with _open_text(self.path) as fh:
+            with open_text(self.path) as fh:
                 reader = csv.reader(fh)
                 header = next(reader, None) or []
                 for _ in range(self.header_lines - 1):
