@@ -29,6 +29,7 @@ from ..encoders.cache import memory_only
 from ..export.artifact import ExportedRouter
 from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
+from ..state import json_safe
 from .batcher import MicroBatcher
 from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, install_error_handlers,
                      printable, route_label)
@@ -94,18 +95,6 @@ class RouteRequest(BaseModel):
 def _failed(exc: BaseException) -> HTTPException:
     """A 500 naming the failure (type and one line), never a traceback."""
     return HTTPException(500, f"routing failed: {type(exc).__name__}: {printable(str(exc))}")
-
-
-def _finite_or_none(table: dict | None) -> dict | None:
-    return None if table is None else \
-        {k: (v if math.isfinite(v) else None) for k, v in table.items()}
-
-
-def _json_numbers(result: dict) -> dict:
-    """A routing result whose predicted scores and costs are JSON: a NaN or infinite
-    prediction (an LLM whose cost is unknown, say) is ``null``, never a failed answer."""
-    return {**result, "scores": _finite_or_none(result["scores"]),
-            "costs": _finite_or_none(result["costs"])}
 
 
 def _label(v) -> str:
@@ -337,7 +326,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             raise log_full_error(exc) from exc
         for r in out:
             stats.chosen[r["llm"]] += 1
-        return [_json_numbers(r) for r in out]
+        # a NaN or infinite prediction (an unknown cost, say) is null, never a failed answer
+        return json_safe(out)
 
     app.state.route_texts = route_texts
 
