@@ -384,11 +384,12 @@ class JudgeStore:
                 if d is BLANK:
                     continue
                 recs.append(JudgeRecord.from_dict(d, source=f"{path}, line {i}"))
-        ids = [r.record_id for r in recs]
-        dup = next((x for k, x in enumerate(ids) if x in ids[:k]), None) if len(set(ids)) < len(ids) else None
-        if dup is not None:
-            raise DataValidationError(f"record_id {dup!r} appears on more than one line", source=str(path),
-                                      column="record_id")
+        seen: set[str] = set()
+        for r in recs:
+            if r.record_id in seen:
+                raise DataValidationError(f"record_id {r.record_id!r} appears on more than one line",
+                                          source=str(path), column="record_id")
+            seen.add(r.record_id)
         return self.add_many(recs, skip_existing=skip_existing, source=str(path))
 
 

@@ -171,7 +171,7 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
         stored = study.user_attrs.get("metric")
         if stored is None:
             study.set_user_attr("metric", metric)
-            stored = optuna.load_study(study_name=study_name, storage=study._storage).user_attrs["metric"]
+            stored = study.user_attrs["metric"]  # read back from the storage
         if stored != metric:
             raise ValueError(f"study {study_name!r} in {where} optimises {stored}, not {metric}; "
                              "its trials' values cannot be compared with another metric (use "
