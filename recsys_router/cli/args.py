@@ -213,6 +213,13 @@ def finite_float(text) -> float:
     return v
 
 
+def _bounded_float(text, strict: bool) -> float:
+    v = finite_float(text)
+    if v < 0 or (strict and v == 0):
+        raise OptionError(f"expected a finite number {'>' if strict else '>='} 0, got {str(text)[:40]!r}")
+    return v
+
+
 def non_negative_float(text) -> float:
     """A finite number >= 0.
 
@@ -221,10 +228,7 @@ def non_negative_float(text) -> float:
     >>> non_negative_float("2")
     2.0
     """
-    v = finite_float(text)
-    if v < 0:
-        raise OptionError(f"expected a finite number >= 0, got {str(text)[:40]!r}")
-    return v
+    return _bounded_float(text, strict=False)
 
 
 def positive_float(text) -> float:
@@ -235,10 +239,7 @@ def positive_float(text) -> float:
     >>> positive_float("1.5")
     1.5
     """
-    v = finite_float(text)
-    if not v > 0:
-        raise OptionError(f"expected a finite number > 0, got {str(text)[:40]!r}")
-    return v
+    return _bounded_float(text, strict=True)
 
 
 def add_seed_arg(p: argparse.ArgumentParser, default: int | None = 0, help: str | None = None):

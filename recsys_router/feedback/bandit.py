@@ -36,7 +36,7 @@ from .logged import FEEDBACK_LOSSES
 from .explore import draw
 from .logging_sim import (_eps_greedy, log_from_choices, logging_probabilities,
                           parse_logging_policy, simulate_log, simulated_train_log)
-from .ope import ESTIMATORS, estimate_all
+from .ope import ESTIMATORS, check_n_boot, estimate_all
 from .reward import query_features, ridge_reward
 
 __all__ = ["logging_probabilities", "simulate_log", "simulated_train_log", "log_from_choices",
@@ -83,8 +83,7 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
         router trained ``naive`` on the training log, held fixed in the bootstrap.
     """
     from ..registry import make_router
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise ValueError(f"n_boot must be a whole number >= 0 (0 = no intervals), got {n_boot!r}")
+    check_n_boot(n_boot)  # before any fit
     train, test = _complete(train), _complete(test)
     kind, val = parse_logging_policy(logging_policy)
     logger = None

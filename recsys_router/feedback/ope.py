@@ -134,6 +134,12 @@ def _per_row(r, w, q_target, q_logged):
     return terms
 
 
+def check_n_boot(n_boot) -> None:
+    """``n_boot`` must be a whole number >= 0 (0: no intervals); a ValueError says so."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
+        raise ValueError(f"n_boot must be a whole number >= 0 (0 = no intervals), got {n_boot!r}")
+
+
 def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: int = 200,
                  seed: int = 0, alpha: float = 0.05, refit=None, n_refit: int | None = None) -> dict:
     """Every estimator's value, bootstrap interval and the effective sample size.
@@ -176,8 +182,7 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     >>> out["ips"]["value"], out["snips"]["value"], out["ess"]
     (1.0, 1.0, 1.0)
     """
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise ValueError(f"n_boot must be a whole number >= 0 (0 = no intervals), got {n_boot!r}")
+    check_n_boot(n_boot)
     r = np.asarray(r, np.float64)
     n = len(r)
     if n == 0:

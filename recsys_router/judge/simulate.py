@@ -18,7 +18,6 @@ preference ranking can be compared with the offline one.
 
 from __future__ import annotations
 
-import math
 
 from dataclasses import dataclass
 from typing import Mapping
@@ -28,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from ..data import RoutingData
+from ..hyperparams import check_number
 from .metrics import leaderboard
 from .rating import bradley_terry, elo_bootstrap
 from .records import LABELS, JudgeRecord, select_duel, utc_now
@@ -124,11 +124,9 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
     """
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"noise must be a probability in [0, 1], got {noise}")
-    for key, v in (("budget", budget), ("wtp", wtp)):
-        if v is not None and not (math.isfinite(v) and v >= 0):
-            raise ValueError(f"{key} must be a finite number >= 0, got {v}")
-    if threshold is not None and not math.isfinite(threshold):
-        raise ValueError(f"threshold must be a finite number, got {threshold}")
+    check_number(budget, "budget", low=0, none=True)
+    check_number(wtp, "wtp", low=0, none=True)
+    check_number(threshold, "threshold", none=True)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     train, test = train_test(data, test_size=test_size, seed=seed)
