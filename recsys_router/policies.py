@@ -61,8 +61,9 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     """RouterBench willingness-to-pay: ``argmax_j lambda * P_hat[i, j] - c_hat[i, j]``.
 
     A large ``wtp`` (lambda) buys quality; ``wtp = 0`` picks the cheapest LLM. An LLM whose
-    predicted cost is NaN (unknown) is taken only when no LLM of the row has a known one, as
-    :func:`budget_policy` never counts an unknown cost as fitting.
+    predicted cost is NaN (unknown) is taken only when no allowed LLM of the row has a known
+    one (the row then takes the best predicted score), as :func:`budget_policy` never counts
+    an unknown cost as fitting.
 
     Example
     -------
@@ -76,12 +77,7 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     with np.errstate(invalid="ignore"):
         util = wtp * np.asarray(scores, dtype=np.float64) - c
     m = None if mask is None else np.broadcast_to(mask, np.shape(scores))
-    choice = _tiebreak_argmax(util, c, m)
-    unknown = ~np.isfinite(c if m is None else np.where(m, c, np.inf)).any(axis=1)
-    if unknown.any():  # no known cost in the row: the best predicted score
-        choice[unknown] = _tiebreak_argmax(np.asarray(scores, dtype=np.float64)[unknown], None,
-                                           None if m is None else m[unknown])
-    return choice
+    return _no_known_cost_by_score(_tiebreak_argmax(util, c, m), scores, c, m)
 
 
 def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
@@ -105,13 +101,18 @@ def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
     choice = _tiebreak_argmax(scores, c, fits)
     none_fit = ~fits.any(axis=1)
     if none_fit.any():
-        cc = np.where(allowed, c, np.inf)[none_fit]
-        choice[none_fit] = _tiebreak_argmax(-cc, None, None)
-        unknown = ~np.isfinite(cc).any(axis=1)
-        if unknown.any():  # no allowed LLM has a known cost: the best predicted score
-            rows = np.flatnonzero(none_fit)[unknown]
-            choice[rows] = _tiebreak_argmax(np.asarray(scores, dtype=np.float64)[rows], None,
-                                            allowed[rows])
+        choice[none_fit] = _tiebreak_argmax(-np.where(allowed, c, np.inf)[none_fit], None, None)
+    return _no_known_cost_by_score(choice, scores, c, allowed)
+
+
+def _no_known_cost_by_score(choice: np.ndarray, scores, costs: np.ndarray,
+                            allowed: np.ndarray | None) -> np.ndarray:
+    """Rows where no allowed LLM has a known (finite) cost take the best predicted score."""
+    c = costs if allowed is None else np.where(allowed, costs, np.inf)
+    rows = np.flatnonzero(~np.isfinite(c).any(axis=1))
+    if len(rows):
+        choice[rows] = _tiebreak_argmax(np.asarray(scores, dtype=np.float64)[rows], None,
+                                        None if allowed is None else allowed[rows])
     return choice
 
 
