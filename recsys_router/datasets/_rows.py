@@ -5,6 +5,7 @@ that error messages name the line a user sees in an editor.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import json
@@ -70,22 +71,28 @@ def csv_record_lines(path, header_lines: int = 1) -> np.ndarray:
     >>> csv_record_lines(p).tolist()
     [2, 5]
     """
+    lines = []
+    with _big_fields(), open_text(Path(path)) as fh:
+        reader = csv.reader(fh)
+        for _ in range(header_lines):
+            next(reader, None)
+        end = reader.line_num
+        for rec in reader:
+            if rec:
+                lines.append(end + 1)
+            end = reader.line_num
+    return np.asarray(lines, dtype=np.int64)
+
+
+@contextlib.contextmanager
+def _big_fields():
+    """:mod:`csv` reads fields of any length meanwhile (a long prompt is one field)."""
     old = csv.field_size_limit()
     csv.field_size_limit(1 << 30)
-    lines = []
     try:
-        with open_text(Path(path)) as fh:
-            reader = csv.reader(fh)
-            for _ in range(header_lines):
-                next(reader, None)
-            end = reader.line_num
-            for rec in reader:
-                if rec:
-                    lines.append(end + 1)
-                end = reader.line_num
+        yield
     finally:
         csv.field_size_limit(old)
-    return np.asarray(lines, dtype=np.int64)
 
 
 class CsvLines:
@@ -111,31 +118,25 @@ class CsvLines:
         >>> CsvLines(p).field_line(1, "score"), CsvLines(p).field_line(1, "text")
         (5, 3)
         """
-        start = self(index)
         if column is None:
-            return start
-        old = csv.field_size_limit()
-        csv.field_size_limit(1 << 30)
-        try:
-            with open_text(self.path) as fh:
+            return self(index)
+        try:  # one pass: the record's start line as csv_record_lines counts it, then its field
+            with _big_fields(), open_text(self.path) as fh:
                 reader = csv.reader(fh)
                 header = next(reader, None) or []
                 for _ in range(self.header_lines - 1):
                     next(reader, None)
-                if column not in header:
-                    return start
-                pos, k = header.index(column), 0
+                pos = header.index(column) if column in header else 0
+                end, k = reader.line_num, 0
                 for rec in reader:
-                    if not rec:
-                        continue
-                    if k == index:
-                        return start + sum(f.count("\n") for f in rec[:pos])
-                    k += 1
+                    if rec:
+                        if k == index:
+                            return end + 1 + sum(f.count("\n") for f in rec[:pos])
+                        k += 1
+                    end = reader.line_num
         except (OSError, csv.Error, UnicodeDecodeError, EOFError):
             pass
-        finally:
-            csv.field_size_limit(old)
-        return start
+        return self(index)
 
     def __call__(self, index: int) -> int:
         if self._lines is None:
