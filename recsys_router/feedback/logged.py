@@ -104,6 +104,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     def at(i: int) -> str:
         return f"{source}: row {int(orig[i])} (decision_id {sub['decision_id'].iloc[i]!r})"
     names: list[str] = []
+    offered: list[str] = []
     for i, cand in enumerate(sub["candidates"]):
         try:
             lst = json.loads(cand) if isinstance(cand, str) else list(cand)
@@ -112,6 +113,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
             raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not a JSON list of LLM names")
         names.extend(x for x in lst if x not in names)
+        offered.append(json.dumps(lst))
     for x in sub["chosen"]:
         if x not in names:
             names.append(x)
@@ -140,7 +142,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
                          f"({len(bad)} such rows); off-policy estimators and debiased losses divide by it")
     q = pd.DataFrame({"query_id": sub["decision_id"].astype(str),
                       "text": [t if isinstance(t, str) else "" for t in text],
-                      "propensity": p})
+                      "propensity": p, "candidates": offered})
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)

@@ -12,6 +12,8 @@ estimates with their intervals, :func:`plot_regret` the online bandit's cumulati
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +31,14 @@ __all__ = ["evaluate_on_log", "ope_markdown", "plot_ope", "plot_regret", "target
 def target_probabilities(router, log: RoutingData, *, wtp=None, budget=None) -> np.ndarray:
     """One-hot choice probabilities (n, L) of a deterministic router on the logged queries,
     over the log's LLM columns; the router chooses among its LLMs that the log has (an LLM
-    never logged has no observed outcome to estimate from)."""
+    never logged has no observed outcome to estimate from).
+
+    When the log keeps each decision's offered LLMs (a ``candidates`` query column, as
+    :func:`~recsys_router.feedback.logged.log_to_data` makes from a decision log), the
+    router chooses among those of them it knows, as it would have had to when serving that
+    request: an LLM the request did not offer was never a possible action there, and
+    choosing it would count as a miss in every estimator. A decision none of whose offered
+    LLMs the router knows falls back to all of them."""
     from ..router import Router
     inner = router if isinstance(router, Router) else router.router  # ExportedRouter wraps one
     names = list(inner.llm_names_)
@@ -42,11 +51,33 @@ def target_probabilities(router, log: RoutingData, *, wtp=None, budget=None) -> 
                          "cannot be re-run on it; serve with --log-text full to evaluate others")
     data = RoutingData(log.queries, names, np.full((log.n_queries, len(names)), np.nan),
                        name=log.name)
-    ch = inner.route_indices(data, wtp=wtp, budget=budget,
-                             candidates=None if len(cand) == len(names) else cand)
+    groups: dict[tuple, list[int]] = {}
+    for i, allowed in enumerate(_offered(log, cand)):
+        groups.setdefault(allowed, []).append(i)
     pi = np.zeros((log.n_queries, log.n_llms))
-    pi[np.arange(log.n_queries), [log.llm_names.index(names[c]) for c in ch]] = 1.0
+    for allowed, rows in groups.items():
+        part = data if len(rows) == log.n_queries else data.subset(np.asarray(rows))
+        ch = inner.route_indices(part, wtp=wtp, budget=budget,
+                                 candidates=None if len(allowed) == len(names) else list(allowed))
+        pi[rows, [log.llm_names.index(names[c]) for c in ch]] = 1.0
     return pi
+
+
+def _offered(log: RoutingData, cand: list[str]) -> list[tuple]:
+    """Per decision, the router's LLMs (``cand``, in its order) that the request offered."""
+    if "candidates" not in log.queries.columns:
+        return [tuple(cand)] * log.n_queries
+    out = []
+    for i, raw in enumerate(log.queries["candidates"]):
+        try:
+            offered = json.loads(raw) if isinstance(raw, str) else []
+        except (ValueError, RecursionError):
+            offered = None
+        if not isinstance(offered, list):
+            raise ValueError(f"{log.name}: query {i}: 'candidates' {str(raw)[:80]!r} is not a JSON "
+                             "list of LLM names")
+        out.append(tuple(n for n in cand if n in offered) or tuple(cand))
+    return out
 
 
 def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: int = 200,
