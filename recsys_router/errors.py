@@ -46,8 +46,19 @@ class DataValidationError(ValueError):
 
     def __init__(self, message: str, *, source: str | None = None, row: int | None = None,
                  column: str | None = None):
-        self.source, self.row, self.column = source, row, column
+        self.message, self.source, self.row, self.column = message, source, row, column
         super().__init__(where(source, row, column) + message)
+
+    def at(self, *, source: str | None = None, row: int | None = None) -> "DataValidationError":
+        """The same error (message and column) located at ``source`` / ``row`` instead, for a
+        caller that knows where the checked value came from.
+
+        Example
+        -------
+        >>> str(DataValidationError("bad", column="x").at(source="f.jsonl", row=3))
+        "f.jsonl, row 3, column 'x': bad"
+        """
+        return DataValidationError(self.message, source=source, row=row, column=self.column)
 
 
 class NotFittedError(RuntimeError):

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import DataValidationError, where
+from ..errors import DataValidationError
 
 __all__ = ["LABELS", "MAX_RECORD_ID", "LABEL_SCORES", "JudgeRecord", "count_votes", "select_duel", "attribute",
            "side_scores", "utc_now"]
@@ -327,8 +327,7 @@ class JudgeRecord:
         try:
             rec = cls(**kw)
         except DataValidationError as exc:
-            raw = str(exc)[len(where(exc.source, exc.row, exc.column)):]
-            raise DataValidationError(raw, source=source, row=row, column=exc.column) from None
+            raise exc.at(source=source, row=row) from None
         except TypeError as exc:
             raise DataValidationError(f"malformed record: {exc}", source=source, row=row) from None
         rec.check_storable(source=source, row=row)

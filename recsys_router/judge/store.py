@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..atomic import atomic_write
-from ..errors import DataValidationError, where
+from ..errors import DataValidationError
 from .jsonl import BLANK, parse_line
 from .records import JudgeRecord, utc_now
 
@@ -349,7 +349,7 @@ class JudgeStore:
                     created_at=row.created_at, judged_at=row.judged_at,
                     metadata=json.loads(row.metadata), record_id=row.record_id)
             except DataValidationError as exc:
-                raise DataValidationError(_bare(exc), source=src, column=exc.column) from None
+                raise exc.at(source=src) from None
             except (ValueError, TypeError, RecursionError) as exc:
                 raise DataValidationError(f"stored row is not a valid record ({type(exc).__name__}: "
                                           f"{exc})", source=src) from None
@@ -391,8 +391,3 @@ class JudgeStore:
                                           source=str(path), column="record_id")
             seen.add(r.record_id)
         return self.add_many(recs, skip_existing=skip_existing, source=str(path))
-
-
-def _bare(exc: DataValidationError) -> str:
-    """The message of ``exc`` without its location prefix."""
-    return str(exc)[len(where(exc.source, exc.row, exc.column)):]
