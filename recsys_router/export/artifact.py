@@ -123,10 +123,8 @@ def _check_overwritable(out: Path) -> None:
     names = sorted(p.name for p in out.iterdir())
     if not names:
         return
-    mf = out / "manifest.json"
-    try:
-        manifest = read_json(mf, max_bytes=LIMITS["manifest_bytes"], max_depth=16) \
-            if mf.is_file() and not mf.is_symlink() else None
+    try:  # read_json refuses a missing file, a link or anything but a regular file too
+        manifest = read_json(out / "manifest.json", max_bytes=LIMITS["manifest_bytes"], max_depth=16)
     except LimitError:
         manifest = None
     if not isinstance(manifest, dict) or manifest.get("format") != "recsys-router-artifact":
