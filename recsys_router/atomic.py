@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["temp_path", "remove_stale_temps", "remove_stale_siblings", "atomic_write", "pid_alive",
-           "temp_dir"]
+           "temp_dir", "replace_dir"]
 
 
 def temp_path(target) -> Path:
@@ -187,3 +187,44 @@ def temp_dir(parent, prefix: str) -> Path:
         except FileExistsError:
             continue
 
+
+
+def replace_dir(tmp, out) -> None:
+    """Rename the finished folder ``tmp`` to ``out``, replacing whatever ``out`` holds.
+
+    A folder cannot be renamed onto a non-empty one, so an existing ``out`` is first moved
+    aside into ``.<name>.old-<pid>-<random>/a`` (tagged with this process id, the way the
+    artifact export's recovery expects), then ``tmp`` is moved in and the old one removed. If
+    moving ``tmp`` in fails, the old ``out`` is put back before the error propagates, so
+    ``out`` is never left missing by a failed replace.
+
+    Parameters
+    ----------
+    tmp : path
+        The new folder, a sibling of ``out`` (same file system).
+    out : path
+        Where it goes.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "out").mkdir(); _ = (d / "out" / "old.txt").write_text("old")
+    >>> (d / "new").mkdir(); _ = (d / "new" / "new.txt").write_text("new")
+    >>> replace_dir(d / "new", d / "out")
+    >>> sorted(os.listdir(d)), os.listdir(d / "out")
+    (['out'], ['new.txt'])
+    """
+    tmp, out = Path(tmp), Path(out)
+    if not (out.exists() or out.is_symlink()):
+        os.replace(tmp, out)
+        return
+    old = temp_dir(out.parent, f".{out.name}.old-{os.getpid()}-")
+    os.replace(out, old / "a")
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old / "a", out)  # the previous folder stays in place (if this fails too,
+        shutil.rmtree(old, ignore_errors=True)  # it stays in ``old`` for recovery)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

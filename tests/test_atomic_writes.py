@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from kill_helpers import sigkill_when
 
-from recsys_router.atomic import atomic_write, pid_alive, remove_stale_temps, temp_path
+from recsys_router.atomic import (atomic_write, pid_alive, remove_stale_temps, replace_dir,
+                                  temp_path)
 from recsys_router.cli import main
 from recsys_router.datasets import load_dataset
+from recsys_router.evaluation import atomic_dir
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -134,3 +136,45 @@ def test_published_folders_get_mkdir_permissions(tmp_path, mask):
         assert stat.S_IMODE((tmp_path / "res").stat().st_mode) == want
     finally:
         os.umask(old)
+
+
+def _failing_second_replace(monkeypatch, tmp_name_part: str):
+    """Make ``os.replace`` fail when it moves a folder named like ``tmp_name_part`` in."""
+    real = os.replace
+
+    def replace(src, dst):
+        if tmp_name_part in Path(src).name:
+            raise OSError(28, "No space left on device (simulated)")
+        return real(src, dst)
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def test_replace_dir_puts_the_old_folder_back_when_the_new_one_cannot_move_in(tmp_path,
+                                                                              monkeypatch):
+    out, new = tmp_path / "out", tmp_path / ".out.tmp-new"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    new.mkdir()
+    (new / "new.txt").write_text("new")
+    _failing_second_replace(monkeypatch, ".tmp-new")
+    with pytest.raises(OSError, match="simulated"):
+        replace_dir(new, out)
+    assert (out / "old.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.tmp-new", "out"]
+
+
+def test_atomic_dir_keeps_the_previous_results_when_the_swap_fails(tmp_path, monkeypatch):
+    out = tmp_path / "res"
+    with atomic_dir(out) as tmp:
+        (tmp / "a.txt").write_text("first")
+    _failing_second_replace(monkeypatch, ".res.tmp-")
+    with pytest.raises(OSError, match="simulated"):
+        with atomic_dir(out) as tmp:
+            (tmp / "a.txt").write_text("second")
+    assert (out / "a.txt").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+    monkeypatch.undo()
+    with atomic_dir(out) as tmp:  # and a later run replaces them as usual
+        (tmp / "a.txt").write_text("third")
+    assert (out / "a.txt").read_text() == "third"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]

@@ -7,13 +7,12 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ..atomic import temp_dir
+from ..atomic import replace_dir, temp_dir
 
 __all__ = ["atomic_dir", "write_json"]
 
@@ -51,17 +50,14 @@ def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = None
-    if out.exists():
-        if not out.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise FileExistsError(f"output path {out} exists and is not a folder")
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.rmdir(old)
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    if out.exists() and not out.is_dir():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise FileExistsError(f"output path {out} exists and is not a folder")
+    try:
+        replace_dir(tmp, out)  # a failed swap leaves the previous results in place
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _jsonable(x):

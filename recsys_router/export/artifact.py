@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import pid_alive, remove_stale_siblings
+from ..atomic import pid_alive, remove_stale_siblings, replace_dir
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -247,18 +247,7 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         if key is not None:
             manifest["signature"] = {"alg": "hmac-sha256", "value": signature(manifest, key)}
         _write_json(tmp / "manifest.json", manifest)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
-            os.replace(out, old / "a")
-            try:
-                os.replace(tmp, out)
-            except BaseException:
-                os.replace(old / "a", out)  # the previous artifact stays in place
-                shutil.rmtree(old, ignore_errors=True)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)  # a failed swap puts the previous artifact back
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
