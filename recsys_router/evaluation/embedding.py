@@ -61,10 +61,6 @@ class SharedEmbeddings:
         return self.base.encode(texts, query_ids=query_ids, **kwargs)
 
     def encode_data(self, data, **kwargs) -> np.ndarray:
-        """Rows for a RoutingData's queries (same contract as ``Encoder.encode_data``)."""
-        return self.encode(data.texts, query_ids=data.query_ids, **kwargs)
-
-    def encode_data(self, data, **kwargs) -> np.ndarray:
         """Rows for every query of a :class:`~recsys_router.data.RoutingData` (row order)."""
         if data.has_text:
             return self.encode(list(data.texts), query_ids=list(data.query_ids), **kwargs)
