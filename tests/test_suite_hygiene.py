@@ -1,5 +1,6 @@
 """The suite cannot pass by skipping: no test file importorskips the project's own modules
-or a declared dependency (a broken import must fail, not skip)."""
+or a declared dependency (a broken import must fail, not skip); no function, test or method
+is defined twice in one scope (the second silently replaces the first)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,42 @@ def test_the_scan_finds_root_folder_imports():
     src = ("import models.mf_module\nfrom datamodules._datasets import X\n"
            "from recsys_router.models import y\nfrom .models import z\n")
     assert root_folder_imports(src) == ["models.mf_module", "datamodules._datasets"]
+
+
+ROOT = TESTS.parent
+_SKIP_DECORATORS = ("setter", "getter", "deleter", "overload", "register")
+
+
+def redefinitions(source: str) -> list[str]:
+    """``name (lines a, b)`` for each function defined twice in one module or class body: the
+    second silently replaces the first (a test written twice runs once). Property setters,
+    ``typing.overload`` and registration decorators are meant to repeat a name."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.Module, ast.ClassDef)):
+            continue
+        seen: dict[str, int] = {}
+        for item in node.body:
+            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if any(k in ast.unparse(d) for d in item.decorator_list for k in _SKIP_DECORATORS):
+                continue
+            if item.name in seen:
+                out.append(f"{item.name} (lines {seen[item.name]}, {item.lineno})")
+            seen[item.name] = item.lineno
+    return out
+
+
+def test_no_function_is_defined_twice_in_one_scope():
+    files = [p for d in ("recsys_router", "models", "datamodules", "tests", "benchmarks")
+             for p in sorted((ROOT / d).rglob("*.py"))]
+    assert len(files) > 100
+    bad = [f"{p.relative_to(ROOT)}: {r}" for p in files for r in redefinitions(p.read_text())]
+    assert not bad, bad
+
+
+def test_the_scan_finds_redefinitions():
+    src = ("def f(): pass\ndef f(): pass\nclass A:\n    def g(self): pass\n"
+           "    @property\n    def h(self): pass\n    @h.setter\n    def h(self, v): pass\n"
+           "    def g(self): pass\n")
+    assert redefinitions(src) == ["f (lines 1, 2)", "g (lines 4, 9)"]
