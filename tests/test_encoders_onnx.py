@@ -54,7 +54,7 @@ def test_int8_cosine_to_sentence_transformers(onnx_dir, torch_vectors):
 
 def test_int8_per_text_vectors_do_not_depend_on_batch_mates(onnx_dir, torch_vectors):
     enc = get_encoder("minilm:int8", cache=False, cache_dir=onnx_dir, threads=1)
-    assert enc.per_text and enc.batch_size == 1 and enc.identity.endswith("|per-text")
+    assert enc.per_text and enc.batch_size == 1 and "|per-text|" in enc.identity
     together = enc.encode(TEXTS, batch_size=4)  # a larger chunk still runs text by text
     alone = np.vstack([enc.encode([t]) for t in TEXTS])
     np.testing.assert_array_equal(together, alone)

@@ -28,6 +28,7 @@ import numpy as np
 from ..atomic import atomic_write
 from .base import Encoder
 from .cache import cache_root
+from .neural import packaged_minilm_stamp
 
 __all__ = ["OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "ONNX_VARIANTS", "export_minilm_onnx",
            "minilm_model_dir"]
@@ -209,8 +210,9 @@ class OnnxMiniLMEncoder(Encoder):
     instructions) every text is its own model call, so its activations are
     quantized on their own and its vector never depends on the other texts encoded with it
     (in a batch, dynamic int8 shares one activation scale per tensor). The identity names the
-    precision, the truncation length and per-text calls, so cached vectors of different
-    variants never mix.
+    precision, the truncation length, per-text calls and a stamp of the packaged model's files
+    (:func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so cached vectors of
+    different variants or weights never mix.
 
     Parameters
     ----------
@@ -254,9 +256,12 @@ class OnnxMiniLMEncoder(Encoder):
         # in a batch a text's vector depends on its batch-mates (and their padding); with
         # batch_size=1 every text is its own call and its vector depends on it alone
         self.per_text = variant == "int8" and int(batch_size) == 1
-        # threads change nothing in the output, so they are not part of the identity
+        # threads change nothing in the output, so they are not part of the identity; the
+        # packaged files' stamp is (other weights never read these cached vectors)
+        files = packaged_minilm_stamp()
         self.identity = (f"onnx:all-MiniLM-L6-v2|{variant}|norm=1|maxlen={msl}"
-                         + ("|per-text" if self.per_text else ""))
+                         + ("|per-text" if self.per_text else "")
+                         + ("" if files is None else f"|files={files}"))
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         if self.per_text and len(texts) > 1:  # a larger chunk asked by encode(batch_size=)
