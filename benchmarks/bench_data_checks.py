@@ -18,6 +18,11 @@ Checks (each the best of ``--repeat`` runs, in seconds, and ``x base`` = check /
    (a third of the cells NaN), the range check of every ``RoutingData`` construction.
    Baseline: ``a.astype(np.float32)``. The check used to build several full-size float64
    temporaries (10x the cast).
+4. ``scalar``: the check that id/label columns of object dtype hold no list, tuple, dict, set
+   or array (``long_table._check_scalar``) on a ``--queries`` x ``--llms`` column of object
+   dtype, strings only (``str``) and strings mixed with integers (``mixed``, the path that
+   collects the set of the values' types). Baseline: the per-row ``isinstance`` form it
+   replaced (``_per_row_scalar_check``, run here on the same column); both must accept it.
 
 Usage::
 
@@ -34,7 +39,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from recsys_router.long_table import _check_labels, float32_matrix
+from recsys_router.long_table import _check_labels, _check_scalar, float32_matrix
 from recsys_router.splitting import split_indices
 
 
@@ -45,6 +50,15 @@ def _best(fn, repeat: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def _per_row_scalar_check(col: pd.Series) -> int | None:
+    """The object-column check before vectorising: ``isinstance`` on every value; the first
+    refused row, or None."""
+    if col.dtype != object:
+        return None
+    bad = col.map(lambda v: isinstance(v, (list, tuple, dict, set, np.ndarray))).to_numpy(bool)
+    return int(np.flatnonzero(bad)[0]) if bad.any() else None
 
 
 def _row(name: str, size: str, check: float, base: float) -> None:
@@ -91,6 +105,17 @@ def main(argv=None) -> int:
     check = _best(lambda: float32_matrix(a, "scores", a.shape, None), args.repeat)
     base = _best(lambda: a.astype(np.float32), args.repeat)
     _row("float32", f"{args.rows:,} x {args.cols:,} cells", check, base)
+
+    ids = np.array([f"q{i}" for i in range(nq)], dtype=object)[qcodes]
+    mixed = ids.copy()
+    mixed[::3] = qcodes[::3]  # a third of the ids are integers
+    for kind, values in (("str", ids), ("mixed", mixed)):
+        col = pd.Series(values, dtype=object)
+        if _per_row_scalar_check(col) is not None:  # both forms must accept the column
+            raise AssertionError("the benchmark column should hold scalars only")
+        check = _best(lambda: _check_scalar(col, "query_id", None, 0), args.repeat)
+        base = _best(lambda: _per_row_scalar_check(col), args.repeat)
+        _row(f"scalar ({kind})", f"{nq * nl:,} records", check, base)
     return 0
 
 

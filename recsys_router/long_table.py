@@ -442,13 +442,39 @@ def _label_codes(vals: pd.Series) -> tuple[np.ndarray, list[str]]:
     return np.asarray(codes, dtype=np.intp), [str(u) for u in uniques]
 
 
+#: value types an id/label column refuses (they cannot be keys)
+_NOT_SCALAR = (list, tuple, dict, set, np.ndarray)
+#: ``pd.api.types.infer_dtype`` kinds of a column that holds none of those types
+_SCALAR_KINDS = frozenset({"string", "bytes", "integer", "floating", "mixed-integer-float",
+                           "decimal", "complex", "boolean", "empty"})
+
+
 def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> None:
-    """Refuse list, dict or array values in an id/label column (they cannot be keys)."""
+    """Refuse list, tuple, dict, set or array values in an id/label column (they cannot be
+    keys), naming the first such row.
+
+    No Python code runs per row: ``pd.api.types.infer_dtype`` (one pass in C) clears the
+    usual columns of strings or of numbers; any other object column collects the set of its
+    values' types (``set(map(type, values))``, a C loop) and checks each distinct type once. A
+    value is refused by its type (a subclass counts), as ``isinstance`` would; only when some
+    type is refused are the rows scanned, up to the first refused one.
+
+    Example
+    -------
+    >>> _check_scalar(pd.Series(["a", 1, None], dtype=object), "query_id", "t.csv", 2)
+    >>> _check_scalar(pd.Series(["a", 1, ["b"]], dtype=object), "query_id", "t.csv", 2)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: t.csv, row 4, column 'query_id': list value "['b']"; expected a single string or number
+    """
     if col.dtype != object:
         return
-    bad = col.map(lambda v: isinstance(v, (list, tuple, dict, set, np.ndarray))).to_numpy(bool)
-    if bad.any():
-        r = int(np.flatnonzero(bad)[0])
+    values = col.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(values, skipna=True) in _SCALAR_KINDS:
+        return
+    bad_types = {t for t in set(map(type, values)) if issubclass(t, _NOT_SCALAR)}
+    if bad_types:
+        r = next(i for i, v in enumerate(values) if type(v) in bad_types)
         raise DataValidationError(f"{type(col.iloc[r]).__name__} value {str(col.iloc[r])[:60]!r}; "
                                   f"expected a single string or number", source=source,
                                   row=row_number(r, row_offset, name), column=name)

@@ -14,8 +14,10 @@ def test_data_checks_prints_every_check(bench_script, capsys):
     assert script.main(["--seed", "0", "--queries", "300", "--llms", "4", "--split-queries", "500",
                         "--tasks", "20", "--rows", "50", "--cols", "7", "--repeat", "1"]) == 0
     rows = _rows(capsys.readouterr().out)
-    assert [r[0] for r in rows] == ["labels", "labels", "labels", "stratify", "float32"]
+    assert [r[0] for r in rows] == ["labels", "labels", "labels", "stratify", "float32",
+                                    "scalar", "scalar"]
     assert [r[1] for r in rows[:3]] == ["(category)", "(str)", "(object)"]
+    assert [r[1] for r in rows[5:]] == ["(str)", "(mixed)"]
     assert all(float(r[-1]) > 0 and float(r[-3]) >= 0 for r in rows)   # ratio, check seconds
 
 

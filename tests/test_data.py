@@ -351,3 +351,60 @@ def test_from_long_categorical_ids_and_mixed_types():
                          dtype=object).astype({"score": float})
     m = RoutingData.from_long(mixed)
     assert m.query_ids == ["1"] and m.scores.tolist() == [[1.0, 0.0]]
+
+
+class _Row(list):
+    """A list subclass (refused like a list)."""
+
+
+@pytest.mark.parametrize("column", ["query_id", "model", "task", "split"])
+def test_non_scalar_id_values_named_by_first_row_in_object_columns(column):
+    """True object columns (strings mixed with numbers, None, and a few non-scalar values
+    late in the table): the first non-scalar value's row and type are named, as the per-row
+    isinstance check named them."""
+    n = 5000
+    rng = np.random.default_rng(1)
+    vals = np.empty(n, dtype=object)
+    vals[:] = [f"v{i % 7}" if i % 3 else i % 5 for i in range(n)]
+    vals[rng.choice(n, 40, replace=False)] = None if column in ("task", "split") else "x"
+    first = 3210  # rows 3210, 3900, 4500: a list subclass, a tuple, an array
+    vals[first], vals[3900], vals[4500] = _Row(["a"]), ("b", 1), np.array([1, 2])
+    df = pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "model": "m", "score": 1.0})
+    df[column] = pd.Series(vals, dtype=object)
+    assert df[column].dtype == object
+    expected = (rf"t\.csv, row {first + 2}, column '{column}': _Row value \"\['a'\]\"; "
+                r"expected a single string or number")
+    with pytest.raises(DataValidationError, match=expected):
+        RoutingData.from_long(df, source="t.csv", row_offset=2)
+    # the same values as an object column without them load (mixed str/int/None)
+    vals[[first, 3900, 4500]] = "ok"
+    df[column] = pd.Series(vals, dtype=object)
+    RoutingData.from_long(df, source="t.csv", duplicates="first", labels="first")
+
+
+def test_scalar_check_matches_the_per_row_isinstance_check():
+    """Every first bad row and message equals the per-row form's, on random object columns."""
+    from recsys_router.long_table import _check_scalar
+
+    def per_row(col):  # the reference: isinstance on every value
+        bad = [isinstance(v, (list, tuple, dict, set, np.ndarray)) for v in col]
+        return next((i for i, b in enumerate(bad) if b), None)
+
+    pool = ["s", 3, 2.5, None, np.nan, True, b"x", np.int64(4), pd.NA, [1], (1,), {"k": 1},
+            {1}, np.zeros(2), _Row(), frozenset({1}), "ab"]
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        size = int(rng.integers(1, 40))
+        p = np.ones(len(pool)) if trial % 2 else np.r_[np.full(9, 30.0), np.ones(len(pool) - 9)]
+        picks = rng.choice(len(pool), size, p=p / p.sum())
+        col = pd.Series([pool[i] for i in picks], dtype=object)
+        want = per_row(col)
+        if want is None:
+            _check_scalar(col, "task", "f", 0)
+            continue
+        with pytest.raises(DataValidationError) as err:
+            _check_scalar(col, "task", "f", 0)
+        assert err.value.row == want
+        v = col.iloc[want]
+        assert str(err.value).endswith(f"{type(v).__name__} value {str(v)[:60]!r}; expected a "
+                                       "single string or number")

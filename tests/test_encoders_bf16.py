@@ -13,10 +13,12 @@ import recsys_router.encoders as enc_mod
 from recsys_router.encoders import (Bf16MiniLMEncoder, OnnxMiniLMEncoder,
                                     SentenceTransformerEncoder, bf16_support, get_encoder)
 from recsys_router.encoders import bf16_minilm
+from recsys_router.encoders.neural import packaged_minilm_stamp
 from recsys_router.encoders.state import encoder_from_state, encoder_state
 from recsys_router.state import StateError
 from test_encoders_onnx import _cos
 
+FILES = f"|files={packaged_minilm_stamp()}"  # the packaged model's stamp ends each identity
 TEXTS = ["How do I bake bread at home?",
          "Prove that the square root of two is irrational.",
          "Which planet is known as the red planet? A) Venus B) Mars C) Jupiter D) Saturn",
@@ -166,13 +168,13 @@ def test_default_is_bf16_where_supported_and_int8_with_a_warning_elsewhere(monke
     if bf16_support()[0]:
         d = get_encoder("minilm")
         assert isinstance(d, Bf16MiniLMEncoder)
-        assert d.identity == "torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=256"
+        assert d.identity == "torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=256" + FILES
     monkeypatch.setattr(enc_mod, "bf16_support", lambda: (False, "this CPU lacks it (test)"))
     monkeypatch.setattr(enc_mod, "_FALLBACK_WARNED", [])
     with pytest.warns(RuntimeWarning, match="lacks it .test., so it is 'minilm:int8' here"):
         fb = get_encoder("minilm")
     assert isinstance(fb, OnnxMiniLMEncoder)
-    assert fb.identity == "onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text"
+    assert fb.identity == "onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text" + FILES
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once per process, then quiet
         get_encoder("minilm")
@@ -184,7 +186,7 @@ def test_identities_are_distinct_and_threads_do_not_change_them():
     ids = {get_encoder(f"minilm:{v}").identity for v in enc_mod.MINILM_VARIANTS}
     assert len(ids) == len(enc_mod.MINILM_VARIANTS)
     assert (get_encoder("minilm:bf16", max_seq_length=128).identity
-            == "torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=128")
+            == "torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=128" + FILES)
     assert (get_encoder("minilm:bf16", threads=1).identity
             == get_encoder("minilm:bf16", threads=2).identity)
 
@@ -201,7 +203,7 @@ def test_artifact_state_round_trip_and_old_artifacts_keep_their_identity():
     # an artifact exported when int8 per-text was the default rebuilds that encoder
     old = {"kind": "onnx-minilm", "variant": "int8", "max_seq_length": 256, "batch_size": 1}
     assert (encoder_from_state(old, {}, "enc").identity
-            == "onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text")
+            == "onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text" + FILES)
 
 
 @pytest.mark.parametrize("bad,match", [

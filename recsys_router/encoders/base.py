@@ -61,6 +61,13 @@ class Encoder:
         True when :meth:`fit` must be called before :meth:`encode`.
     needs_text : bool
         False for encoders keyed by query id (precomputed embeddings).
+    batch_dependent : bool
+        True when a text's vector depends on the other texts of its model call (e.g. int8
+        activation scales shared by a batch). Such an encoder never caches (a cached vector
+        would depend on what was encoded before, in this process or another), and
+        :meth:`encode` runs the distinct texts of a call in one canonical order (longest
+        first, ties by text), so its result depends on the set of distinct texts of the call
+        alone: not on their order, repeats, cache contents or history.
 
     Example
     -------
@@ -73,6 +80,7 @@ class Encoder:
     dim: int = 0
     needs_fit: bool = False
     needs_text: bool = True
+    batch_dependent: bool = False
     cache_by_default: bool = False
     #: encode the texts of one call in order of length (less padding for transformers)
     sort_by_length: bool = False
@@ -85,6 +93,9 @@ class Encoder:
     # ---------------------------------------------------------------- API
     @property
     def use_cache(self) -> bool:
+        """Whether :meth:`encode` reads and writes the caches (never when ``batch_dependent``)."""
+        if self.batch_dependent:
+            return False
         return self.cache_by_default if self.cache is None else bool(self.cache)
 
     def fit(self, texts: Sequence[str]) -> "Encoder":
@@ -118,6 +129,11 @@ class Encoder:
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         bs = int(batch_size or self.batch_size)
+        if self.batch_dependent:  # distinct texts, canonical order, no cache
+            distinct = sorted(set(texts), key=lambda t: (-len(t), t))
+            row = {t: i for i, t in enumerate(distinct)}
+            vecs = self._compute(distinct, bs, show_progress, _sorted=True)
+            return vecs[[row[t] for t in texts]]
         if not self.use_cache:
             return self._compute(texts, bs, show_progress)
         ident, dim = self.identity, self.dim

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import Encoder
+from .neural import packaged_minilm_stamp
 from .onnx_minilm import _MAX_MODEL_LENGTH, _tokenizer, minilm_model_dir
 
 __all__ = ["Bf16MiniLMEncoder", "bf16_support", "bucket_length"]
@@ -326,7 +327,10 @@ class Bf16MiniLMEncoder(Encoder):
         # threads and workers change rounding at most, not the function: not in the identity
         self.threads = int(threads)
         self.workers = None if workers is None else int(workers)
-        self.identity = f"torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen={msl}"
+        # a stamp of the packaged files: other weights never read these cached vectors
+        files = packaged_minilm_stamp()
+        self.identity = (f"torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen={msl}"
+                         + ("" if files is None else f"|files={files}"))
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         import torch

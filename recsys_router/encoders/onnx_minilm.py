@@ -28,6 +28,7 @@ import numpy as np
 from ..atomic import atomic_write
 from .base import Encoder
 from .cache import cache_root
+from .neural import packaged_minilm_stamp
 
 __all__ = ["OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "ONNX_VARIANTS", "export_minilm_onnx",
            "minilm_model_dir"]
@@ -208,9 +209,14 @@ class OnnxMiniLMEncoder(Encoder):
     ``get_encoder("minilm:int8")`` builds, and ``"minilm"`` on CPUs without bfloat16 matrix
     instructions) every text is its own model call, so its activations are
     quantized on their own and its vector never depends on the other texts encoded with it
-    (in a batch, dynamic int8 shares one activation scale per tensor). The identity names the
-    precision, the truncation length and per-text calls, so cached vectors of different
-    variants never mix.
+    (in a batch, dynamic int8 shares one activation scale per tensor). With ``variant="int8"``
+    and a larger ``batch_size`` (``"minilm:int8-batched"``) a text's vector does depend on its
+    batch-mates, so that encoder is ``batch_dependent``: it never caches (``cache=True`` is an
+    error) and each :meth:`encode` call runs its distinct texts in one canonical order, so the
+    vectors of a call depend on the set of distinct texts in it alone, never on earlier calls. The identity names the
+    precision, the truncation length, per-text calls and a stamp of the packaged model's files
+    (:func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so cached vectors of
+    different variants or weights never mix.
 
     Parameters
     ----------
@@ -221,7 +227,7 @@ class OnnxMiniLMEncoder(Encoder):
     threads : int, optional
         ONNX Runtime intra-op threads (default: ONNX Runtime's choice, one per core).
     cache, cache_dir, batch_size
-        See :class:`~recsys_router.encoders.base.Encoder`.
+        See :class:`~recsys_router.encoders.base.Encoder`; batched int8 never caches.
 
     Example
     -------
@@ -254,9 +260,22 @@ class OnnxMiniLMEncoder(Encoder):
         # in a batch a text's vector depends on its batch-mates (and their padding); with
         # batch_size=1 every text is its own call and its vector depends on it alone
         self.per_text = variant == "int8" and int(batch_size) == 1
-        # threads change nothing in the output, so they are not part of the identity
+        # batched int8: never cached, and each call's distinct texts run in one canonical order
+        # (Encoder.batch_dependent), so a call's vectors never depend on history or caches
+        self.batch_dependent = variant == "int8" and not self.per_text
+        if self.batch_dependent and cache:
+            raise ValueError(
+                f"cache=True: ONNX int8 in batches of {int(batch_size)} ('minilm:int8-batched') "
+                "quantizes each batch with shared activation scales, so a text's vector depends "
+                "on the texts encoded with it and a cached vector on what was encoded before; "
+                "its vectors are never cached. Leave cache unset, or use 'minilm:int8' (one "
+                "text per call) or 'minilm:bf16', which cache")
+        # threads change nothing in the output, so they are not part of the identity; the
+        # packaged files' stamp is (other weights never read these cached vectors)
+        files = packaged_minilm_stamp()
         self.identity = (f"onnx:all-MiniLM-L6-v2|{variant}|norm=1|maxlen={msl}"
-                         + ("|per-text" if self.per_text else ""))
+                         + ("|per-text" if self.per_text else "")
+                         + ("" if files is None else f"|files={files}"))
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         if self.per_text and len(texts) > 1:  # a larger chunk asked by encode(batch_size=)
