@@ -12,9 +12,9 @@ Use :func:`get_encoder` with a name:
   ``"minilm:int8"``: ONNX Runtime with int8 weights (exported and quantized locally on first
   use), one text per model call. ``"minilm:int8-batched"`` runs the int8 weights in batches
   of 32 sharing activation scales (a text's vector depends on the other distinct texts of its
-  ``encode`` call, so it is never cached: a call's vectors never depend on earlier calls), ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"``
-  sentence-transformers in PyTorch (also used for ``device="cuda"``); every variant has its
-  own cache identity, which ends with a stamp of the packaged model's files (``|files=``, see
+  ``encode`` call, so it is never cached: a call's vectors never depend on earlier calls),
+  ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"`` sentence-transformers in PyTorch
+  (also used for ``device="cuda"``); every variant has its own cache identity, which ends with a stamp of the packaged model's files (``|files=``, see
   :func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so an upgraded package never
   reads vectors cached for its old weights;
 * ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);

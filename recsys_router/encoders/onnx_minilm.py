@@ -213,9 +213,9 @@ class OnnxMiniLMEncoder(Encoder):
     and a larger ``batch_size`` (``"minilm:int8-batched"``) a text's vector does depend on its
     batch-mates, so that encoder is ``batch_dependent``: it never caches (``cache=True`` is an
     error) and each :meth:`encode` call runs its distinct texts in one canonical order, so the
-    vectors of a call depend on the set of distinct texts in it alone, never on earlier calls. The identity names the
-    precision, the truncation length, per-text calls and a stamp of the packaged model's files
-    (:func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so cached vectors of
+    vectors of a call depend on the set of distinct texts in it alone, never on earlier calls.
+    The identity names the precision, the truncation length, per-text calls and a stamp of
+    the packaged model's files (:func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so cached vectors of
     different variants or weights never mix.
 
     Parameters
