@@ -188,3 +188,33 @@ def test_failed_second_rename_puts_the_old_artifact_back(tmp_path, data, monkeyp
     monkeypatch.undo()
     assert type(load_router(out).router).__name__ == "TaskBestRouter"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["art"]
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_artifacts_get_the_umask_permissions_not_owner_only(tmp_path, data, mask):
+    """A service running as another user (same group) reads the artifact: its folder and
+    files get mkdir/open's permissions under the umask, also after ``set_default_policy``
+    rewrote the manifest (mkdtemp and mkstemp would give 0o700 and 0o600)."""
+    import stat
+
+    from recsys_router.export.artifact import set_default_policy
+    old = os.umask(mask)
+    try:
+        (tmp_path / "plain").mkdir()
+        (tmp_path / "plain.txt").write_text("x")
+        want_dir = stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+        want_file = stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
+        assert (want_dir, want_file) == (0o777 & ~mask, 0o666 & ~mask)
+        out = tmp_path / "art"
+        for overwrite in (False, True):
+            export_router(make_router("best-single").fit(data), out, train_data=data,
+                          overwrite=overwrite)
+            assert stat.S_IMODE(out.stat().st_mode) == want_dir
+            assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {
+                "manifest.json": want_file, "state.json": want_file, "weights.npz": want_file}
+        set_default_policy(out, "wtp", 1.0)
+        assert stat.S_IMODE((out / "manifest.json").stat().st_mode) == want_file
+        assert load_router(out).manifest["default_policy"]["name"] == "wtp"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["art", "plain", "plain.txt"]
+    finally:
+        os.umask(old)

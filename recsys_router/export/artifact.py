@@ -24,14 +24,14 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..atomic import pid_alive, remove_stale_siblings, replace_dir
+from ..atomic import pid_alive, remove_stale_siblings, replace_dir, temp_dir
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -238,7 +238,9 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         "arrays": {k: {"dtype": v.dtype.name, "shape": list(v.shape)} for k, v in arrays.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    # mkdir's permissions (not mkdtemp's owner-only ones): a service running as another user
+    # reads the artifact like its files
+    tmp = temp_dir(out.parent, f".{out.name}.tmp-{os.getpid()}-")
     try:
         _write_json(tmp / "state.json", doc)
         with open(tmp / "weights.npz", "wb") as fh:
@@ -326,12 +328,13 @@ def set_default_policy(path: str | os.PathLike, policy: str, value: float | None
     key = key_bytes(sign_key)
     if key is not None:
         manifest["signature"] = {"alg": "hmac-sha256", "value": signature(manifest, key)}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
-    os.close(fd)
+    # a new file (the umask's permissions, not mkstemp's owner-only ones), named so that
+    # clean_stale removes it if this process dies before the rename
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
     try:
-        _write_json(Path(tmp), manifest)
+        _write_json(tmp, manifest)
         os.replace(tmp, path / "manifest.json")
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return manifest
