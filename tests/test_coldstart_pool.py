@@ -143,3 +143,24 @@ def test_refit_forgets_onboarded_llms(sim, name):
     assert r.llm_names_ == old.llm_names and not r.llm_info_
     np.testing.assert_allclose(r.predict_scores(test.subset(llms=old.llm_names)), before, rtol=1e-6)
 
+
+
+def test_a_price_without_pool_prices_asks_for_probe_costs(sim):
+    """A pool with costs but no LLM prices (routerbench_zs, say) cannot scale a new LLM's
+    price to its costs: the error says so, and probe costs work."""
+    train, test = sim["train"], sim["test"]
+    old = train.subset(llms=train.llm_names[:3])
+    unpriced = RoutingData(old.queries, list(old.llm_names), old.scores, old.costs)
+    scores, costs = _probes(test, 3)
+    r = make_router("best-single").fit(unpriced)
+    assert np.isnan(r.llm_prices_).all() and np.isfinite(r.mean_costs_).all()
+    with pytest.raises(ValueError, match="pool's LLM prices are unknown.*add a cost column"):
+        r.add_llm("new", scores, price_in=0.5, price_out=1.5)
+    with pytest.raises(ValueError, match="needs probe costs or a price"):
+        r.add_llm("new", scores)
+    assert r.llm_names_ == old.llm_names  # all or nothing
+    r.add_llm("new", scores, costs)
+    assert r.llm_names_[-1] == "new"
+    priced = make_router("best-single").fit(old)  # the same price works where prices are known
+    priced.add_llm("new", scores, price_in=0.5, price_out=1.5)
+    assert priced.llm_names_[-1] == "new"

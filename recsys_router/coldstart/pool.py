@@ -102,6 +102,11 @@ def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out) -
         ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
         if ratio.size:
             return float(np.median(ratio) * np.mean(prices))
+    if prices:  # a price alone cannot be put on the pool's cost scale
+        raise ValueError(f"the router predicts costs, so {name!r} needs probe costs: its price "
+                         "cannot be scaled like the pool's costs because the pool's LLM prices "
+                         "are unknown (the training data has none); add a cost column to the "
+                         "probe answers")
     raise ValueError(f"the router predicts costs, so {name!r} needs probe costs or a price "
                      "(price_in / price_out, USD per 1M tokens, with pool prices known)")
 
