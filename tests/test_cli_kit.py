@@ -229,3 +229,14 @@ def test_a_checkpoint_is_not_unpickled_without_trust(tmp_path):
     assert not marker.exists()
     pickle.loads(ckpt.read_bytes()).close()  # the file really runs code when unpickled
     assert marker.exists()
+
+
+def test_top_level_help_names_the_lightning_commands(capsys):
+    """fit/validate/test/predict go to LightningCLI, outside argparse's sub-commands; the
+    top-level help still names them and how to see their options."""
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Lightning commands (fit, validate, test, predict)" in out
+    assert "recsys-router fit --help" in out

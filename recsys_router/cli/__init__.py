@@ -26,7 +26,10 @@ _LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recsys-router",
-        description="LLM routing as collaborative filtering: data, routers, evaluation, tuning, serving.")
+        description="LLM routing as collaborative filtering: data, routers, evaluation, tuning, serving.",
+        epilog=f"Lightning commands ({', '.join(_LIGHTNING_COMMANDS)}) train and run a Lightning "
+               "router from a config through LightningCLI (e.g. recsys-router fit -c "
+               "configs/models/mf.yaml; recsys-router fit --help lists its options).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error instead of one line")
