@@ -281,7 +281,9 @@ def main(argv=None) -> None:
                                         [q.name for q in qs])
             notes += [f"the --auto runs: {n}" for n in more]
     if not defaults:
-        raise SystemExit(f"no folds_<dataset>{a.tag}.csv for {names} in {out}")
+        raise SystemExit(f"no folds_<dataset>{a.tag}.csv for {names} in {out}: this script "
+                         "tabulates what benchmarks/bench_quality.py --part folds --out "
+                         f"{out} wrote; run those commands (benchmarks/README.md) first")
     print(f"{a.metric} at the defaults; differences paired by fold (mean ± sd over folds)\n")
     print(markdown(defaults_table(defaults)))
     for n in notes:
