@@ -131,7 +131,7 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run_evaluate)
 
     d = subparsers.add_parser("demo", help="evaluate the baselines and the CF routers on SIMULATED data "
-                                 "(about a minute)")
+                                 "(about 20 s on 2 cores)")
     add_data_args(d, required=False)
     d.set_defaults(data="synthetic")
     d.add_argument("--out", default="demo-results", help="output folder")
