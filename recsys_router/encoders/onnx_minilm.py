@@ -28,7 +28,7 @@ import numpy as np
 from ..atomic import atomic_write
 from .base import Encoder
 from .cache import cache_root
-from .neural import packaged_minilm_stamp
+from .neural import packaged_files_suffix
 
 __all__ = ["OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "ONNX_VARIANTS", "export_minilm_onnx",
            "minilm_model_dir"]
@@ -215,8 +215,8 @@ class OnnxMiniLMEncoder(Encoder):
     error) and each :meth:`encode` call runs its distinct texts in one canonical order, so the
     vectors of a call depend on the set of distinct texts in it alone, never on earlier calls.
     The identity names the precision, the truncation length, per-text calls and a stamp of
-    the packaged model's files (:func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so cached vectors of
-    different variants or weights never mix.
+    the packaged model's files (:func:`~recsys_router.encoders.neural.packaged_minilm_stamp`),
+    so cached vectors of different variants or weights never mix.
 
     Parameters
     ----------
@@ -272,10 +272,9 @@ class OnnxMiniLMEncoder(Encoder):
                 "text per call) or 'minilm:bf16', which cache")
         # threads change nothing in the output, so they are not part of the identity; the
         # packaged files' stamp is (other weights never read these cached vectors)
-        files = packaged_minilm_stamp()
         self.identity = (f"onnx:all-MiniLM-L6-v2|{variant}|norm=1|maxlen={msl}"
                          + ("|per-text" if self.per_text else "")
-                         + ("" if files is None else f"|files={files}"))
+                         + packaged_files_suffix())
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         if self.per_text and len(texts) > 1:  # a larger chunk asked by encode(batch_size=)
