@@ -126,3 +126,39 @@ def test_evaluate_bandit_protocol(tmp_path, capsys):
     assert main(["evaluate", "--data", "synthetic", "--routers", "mf", "--protocol", "bandit",
                  "--logging-policy", "greedy", "--out", str(tmp_path / "x"), "--no-progress"]) == 2
     assert "--logging-policy must be" in capsys.readouterr().err
+
+
+def test_a_csv_log_goes_through_the_loaders_reader(served_log, tmp_path, capsys):
+    """An exported CSV log reads back to the same data; one with an extra field in every
+    record (which plain pandas reads with every column shifted) is a one-line error naming
+    the file and line, and nothing is written."""
+    import csv
+
+    from recsys_router.errors import DataValidationError
+    from recsys_router.feedback.workflow import load_log
+    _, art, url = served_log
+    good = tmp_path / "log.csv"
+    assert main(["log", "export", "--db", url, "--out", str(good)]) == 0
+    d = load_log(str(good))
+    ref = log_to_data(pd.read_parquet(_export_parquet(url, tmp_path)))
+    assert d.query_ids == ref.query_ids and np.array_equal(np.isnan(d.scores), np.isnan(ref.scores))
+    with open(good, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    bad = tmp_path / "shifted.csv"
+    with open(bad, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(rows[0])
+        w.writerows([r + ["extra"] for r in rows[1:]])
+    with pytest.raises(DataValidationError, match=rf"shifted.csv, row 2.* has {len(rows[0]) + 1} "
+                                                  rf"fields but the header has {len(rows[0])}"):
+        load_log(str(bad))
+    capsys.readouterr()
+    out = tmp_path / "ope_bad"
+    assert main(["ope", "--log", str(bad), "--router", str(art), "--out", str(out)]) == 2
+    assert "shifted.csv" in capsys.readouterr().err and not out.exists()
+
+
+def _export_parquet(url, tmp_path):
+    out = tmp_path / "log.parquet"
+    assert main(["log", "export", "--db", url, "--out", str(out)]) == 0
+    return out

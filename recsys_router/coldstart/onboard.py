@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from recsys_router.data import RoutingData
+from recsys_router.datasets._common import read_csv
+from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
 
 __all__ = ["read_answers", "onboard_artifact", "MAX_ANSWER_BYTES", "pool_table"]
@@ -44,11 +46,11 @@ def read_answers(path, name: str, data: RoutingData | None = None
     if path.stat().st_size > MAX_ANSWER_BYTES:
         raise DataValidationError(f"file is {path.stat().st_size} bytes; at most {MAX_ANSWER_BYTES}",
                                   source=str(path))
-    try:
-        df = pd.read_csv(path, dtype={"query_id": str, "text": str}, keep_default_na=False,
-                         na_values=[""])
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise DataValidationError(f"not a readable CSV ({exc})", source=str(path)) from exc
+    # the loaders' reader: a record with an extra field, a header naming a column twice or
+    # text that is not UTF-8 is an error naming the line (pandas would shift the columns)
+    df = read_csv(path, dtype={"query_id": str, "text": str}, keep_default_na=False,
+                  na_values=[""])
+    line = CsvLines(path).field_line  # record index, column -> file line (error path only)
     if "score" not in df.columns or not ({"query_id", "text"} & set(df.columns)):
         raise DataValidationError("expected columns 'score' and 'query_id' and/or 'text'",
                                   source=str(path))
@@ -61,11 +63,11 @@ def read_answers(path, name: str, data: RoutingData | None = None
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not a finite number",
-                                          source=str(path), row=i, column=col)
+                                          source=str(path), row=line(i, col), column=col)
             if col == "weight" and (v < 0).any():
                 i = int(np.flatnonzero((v < 0).to_numpy())[0])
                 raise DataValidationError(f"weight {v.iloc[i]} is negative; expected a weight >= 0",
-                                          source=str(path), row=i, column=col)
+                                          source=str(path), row=line(i, col), column=col)
             df[col] = v
     if "text" not in df.columns or df["text"].isna().any():
         if data is None:
@@ -76,7 +78,7 @@ def read_answers(path, name: str, data: RoutingData | None = None
         if unknown.any():
             i = int(np.flatnonzero(unknown.to_numpy())[0])
             raise DataValidationError(f"unknown query {df['query_id'].iloc[i]!r} (not in --data)",
-                                      source=str(path), row=i, column="query_id")
+                                      source=str(path), row=line(i, "query_id"), column="query_id")
         texts = df["query_id"].map(lookup)
         df["text"] = df["text"].fillna(texts) if "text" in df.columns else texts
     q = df[["query_id", "text"]].reset_index(drop=True)
@@ -86,7 +88,7 @@ def read_answers(path, name: str, data: RoutingData | None = None
     if dup.any():
         i = int(np.flatnonzero(dup)[0])
         raise DataValidationError(f"query {q['query_id'].iloc[i]!r} appears twice", source=str(path),
-                                  row=i, column="query_id")
+                                  row=line(i, "query_id"), column="query_id")
     weights = df["weight"].to_numpy(np.float64) if "weight" in df.columns else None
     if weights is not None and not weights.sum() > 0:
         raise DataValidationError("every weight is 0; at least one must be > 0", source=str(path),
