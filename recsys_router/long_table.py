@@ -178,8 +178,9 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         raise DataValidationError(
             f"{len(df):,} records name {nq:,} queries x {nl:,} LLMs = {nq * nl:,} matrix cells "
             f"(density {len(df) / (nq * nl):.2g}); more than the limit of {limit:,} cells for a "
-            f"dense matrix. If the ids are right, raise the limit with the loader option max_cells "
-            f"(-o max_cells=N) or the {MAX_CELLS_ENV} environment variable", source=source)
+            f"dense matrix. If the ids are right, raise the limit with the {MAX_CELLS_ENV} "
+            f"environment variable (every loader) or, for the generic long-table loader, its "
+            f"option max_cells (-o max_cells=N)", source=source)
     flat = qcodes.astype(np.int64)
     flat *= nl
     flat += mcodes

@@ -1,8 +1,9 @@
 """Encoders as declared data: ``encoder_state`` / ``encoder_from_state``.
 
 Each built-in encoder kind persists its settings (JSON) and, when fitted, its learned
-arrays; it is rebuilt from an explicit table of kinds (``hashing``, ``tfidf``, ``st`` for
-the packaged MiniLM only, ``precomputed`` with its whole embedding table). No encoder is
+arrays; it is rebuilt from an explicit table of kinds (``hashing``, ``tfidf``, ``st``,
+``onnx-minilm`` and ``bf16-minilm`` for the packaged MiniLM only, ``precomputed`` with its
+whole embedding table). No encoder is
 built from a name or path found in the data: an artifact cannot make the loader open a
 file or load a model of its choosing. The cache directory is never stored.
 

@@ -161,7 +161,7 @@ class Protocol:
     plots : tuple of (file name, callable)
         ``fn(result, path) -> bool`` writes one PNG (False when there is nothing to draw).
     description : str
-        One line for ``--help`` and ARCHITECTURE.md.
+        One line for ``--help``.
     run : callable, optional
         A protocol evaluated by its own procedure instead of the shared sweep (e.g. onboarding
         new LLMs, learning from logged feedback): ``run(data, settings) -> RunOutcome``, where
