@@ -133,3 +133,37 @@ def test_evaluate_coldstart_protocol(setup, tmp_path):
     assert (tmp_path / "new" / "res" / "coldstart_curves.png").stat().st_size > 1000
     assert [p.name for p in (tmp_path / "new").iterdir()] == ["res"]     # no temporary left
     assert parse_cold_llms("2", d.llm_names) == parse_cold_llms("2", d.llm_names)
+
+
+def test_probes_and_onboard_of_a_signed_artifact(setup, tmp_path, capsys, monkeypatch):
+    """A signed artifact is verified by probes and onboard, needs its key to be onboarded
+    into, and yields a signed artifact (never an unsigned copy)."""
+    from recsys_router.export.artifact import ArtifactError
+    tmp, d = setup
+    old = d.subset(llms=d.llm_names[:4])
+    signed = tmp_path / "signed"
+    export_router(make_router("knn").fit(old), signed, train_data=old, sign_key="k1")
+    monkeypatch.setenv("GOOD_KEY", "k1")
+    monkeypatch.setenv("BAD_KEY", "k2")
+    probes = tmp_path / "probes.csv"
+    base = ["--data", str(tmp / "data.csv")]
+    assert main(["probes", str(signed), *base, "--k", "10", "--out", str(probes),
+                 "--sign-key-env", "BAD_KEY"]) == 2
+    assert "signature" in capsys.readouterr().err and not probes.exists()
+    assert main(["probes", str(signed), *base, "--k", "10", "--out", str(probes),
+                 "--sign-key-env", "GOOD_KEY"]) == 0
+    p = pd.read_csv(probes, dtype={"query_id": str})
+    col = dict(zip(d.query_ids, d.scores[:, 4]))
+    pd.DataFrame({"query_id": p["query_id"], "score": [col[q] for q in p["query_id"]],
+                  "cost": 0.001}).to_csv(tmp_path / "answers.csv", index=False)
+    onboard = ["onboard", str(signed), "--llm", d.llm_names[4], "--scores",
+               str(tmp_path / "answers.csv"), *base, "--out", str(tmp_path / "new")]
+    capsys.readouterr()
+    assert main(onboard) == 2  # no key: refused, not an unsigned copy
+    assert "is signed: pass its signing key" in capsys.readouterr().err
+    assert main(onboard + ["--sign-key-env", "BAD_KEY"]) == 2
+    assert not (tmp_path / "new").exists()
+    assert main(onboard + ["--sign-key-env", "GOOD_KEY"]) == 0
+    assert load_router(tmp_path / "new", sign_key="k1").llm_names == d.llm_names
+    with pytest.raises(ArtifactError, match="signature"):
+        load_router(tmp_path / "new", sign_key="k2")

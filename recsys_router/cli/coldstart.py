@@ -9,6 +9,7 @@ import numpy as np
 
 from ..atomic import atomic_write
 from .args import add_data_args, add_seed_arg, data_options
+from .serve import _SIGN_HELP, sign_key_from_env
 
 __all__ = ["add_parser", "run_probes", "run_onboard"]
 
@@ -31,6 +32,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True,
                    help="CSV of the chosen queries (query_id, text[, task], weight); add a 'score' "
                         "column with the new LLM's answers and pass it to onboard --scores")
+    p.add_argument("--sign-key-env", default=None, metavar="VAR",
+                   help=_SIGN_HELP + "; the artifact's signature is verified")
     p.set_defaults(func=run_probes)
 
     o = subparsers.add_parser("onboard", help="add a new LLM to an artifact from probe answers")
@@ -46,6 +49,9 @@ def add_parser(subparsers) -> None:
     add_seed_arg(o)
     o.add_argument("--out", required=True, help="new artifact directory (written atomically)")
     o.add_argument("--overwrite", action="store_true")
+    o.add_argument("--sign-key-env", default=None, metavar="VAR",
+                   help=_SIGN_HELP + "; verifies a signed artifact and signs the new one (a "
+                        "signed artifact needs it)")
     o.set_defaults(func=run_onboard)
 
 
@@ -55,7 +61,7 @@ def run_probes(args) -> int:
     from ..export.artifact import load_router
     from ..export import seed_everything
     seed_everything(args.seed)
-    art = load_router(args.artifact)
+    art = load_router(args.artifact, sign_key=sign_key_from_env(args.sign_key_env))
     data = _load(args)
     idx, weights = select_probes(art.router, data, args.k, args.strategy, seed=args.seed,
                                  return_weights=True)
@@ -73,11 +79,12 @@ def run_onboard(args) -> int:
     from ..coldstart.onboard import onboard_artifact, read_answers
     from ..export import seed_everything
     seed_everything(args.seed)
+    key = sign_key_from_env(args.sign_key_env)  # before any work: fail fast
     data = _load(args) if args.data else None
     probes, weights = read_answers(args.scores, args.llm, data)
     out = onboard_artifact(args.artifact, args.llm, probes, args.out, price_in=args.price_in,
                            price_out=args.price_out, strategy=args.strategy, weights=weights,
-                           overwrite=args.overwrite)
+                           overwrite=args.overwrite, sign_key=key)
     how = "weighted " if weights is not None else ""
     print(f"onboarded {args.llm!r} from {probes.n_queries} {how}probes; wrote {out}")
     return 0

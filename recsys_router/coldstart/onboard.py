@@ -106,13 +106,20 @@ def pool_table(manifest: dict) -> pd.DataFrame:
 
 def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=None,
                      price_out=None, strategy: str | None = None, weights=None,
-                     overwrite: bool = False) -> Path:
+                     overwrite: bool = False, sign_key: str | bytes | None = None) -> Path:
     """Load ``artifact``, add LLM ``name`` from ``probes`` (with optional probe ``weights``)
     and export the result to ``out`` (written to a temporary folder and renamed: nothing
     half-written). The new LLM's provenance (probe count, strategy, whether weighted, date)
-    is recorded in the manifest's pool."""
+    is recorded in the manifest's pool.
+
+    A signed artifact needs its ``sign_key``: its signature is verified on load and the new
+    artifact is signed with the same key (without the key it is refused, so a signed
+    artifact never yields an unsigned one)."""
     from recsys_router.export.artifact import ArtifactError, export_router, load_router
-    src = load_router(artifact)
+    src = load_router(artifact, sign_key=sign_key)
+    if src.manifest.get("signature") and sign_key is None:
+        raise ArtifactError(f"{Path(artifact) / 'manifest.json'} is signed: pass its signing key "
+                            "(--sign-key-env) to verify it and sign the onboarded artifact")
     out = Path(out)
     if out.exists() and not overwrite:
         raise ArtifactError(f"{out} already exists; pass --overwrite")
@@ -128,4 +135,4 @@ def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=
     pol = src.manifest.get("default_policy") or {"name": "argmax", "value": None}
     return export_router(router, out, llms=table, metrics=src.manifest.get("metrics"),
                          policy=pol.get("name", "argmax"), policy_value=pol.get("value"),
-                         overwrite=overwrite)
+                         overwrite=overwrite, sign_key=sign_key)
