@@ -65,7 +65,8 @@ def load_log(spec: str):
     """Logged-feedback RoutingData from a database URL, an exported log file or a long table."""
     import pandas as pd  # noqa: PLC0415
 
-    from ..datasets._common import csv_header, read_csv  # noqa: PLC0415
+    from ..datasets._common import read_csv  # noqa: PLC0415
+    from ..datasets.generic import _header, load_generic  # noqa: PLC0415
     from .logged import log_to_data  # noqa: PLC0415
     from .store import DecisionLog  # noqa: PLC0415
     spec = str(spec)
@@ -75,14 +76,13 @@ def load_log(spec: str):
     path = Path(spec)
     if not path.exists():
         raise FileNotFoundError(f"log {spec}: no such file")
+    # the column names only (the long-table loader's header reader); a log is read once, a
     # CSV through the loaders' reader: an extra field per record, a header naming a column
     # twice or text that is not UTF-8 is an error naming the line, never shifted columns
-    frame = pd.read_parquet(path) if path.suffix == ".parquet" else None
-    cols = list(frame.columns) if frame is not None else \
-        csv_header(path) if path.suffix in (".csv", ".gz") else []
+    cols = _header(path) if path.suffix in (".parquet", ".csv", ".gz") else []
     if "decision_id" in cols and "chosen" in cols:
-        return log_to_data(frame if frame is not None else read_csv(path), source=str(path))
-    from ..datasets.generic import load_generic  # noqa: PLC0415
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else read_csv(path)
+        return log_to_data(frame, source=str(path))
     return load_generic(path)
 
 
