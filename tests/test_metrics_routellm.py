@@ -89,3 +89,37 @@ def test_directions_and_errors():
         threshold_sweep(W[:3], S)
     with pytest.raises(ValueError, match="equal length"):
         apgr([0.0, 1.0], [0.5], 0.2, 0.6)
+
+
+def test_pair_without_costs_never_takes_the_strong_llm_twice():
+    """Two LLMs tie for the best train mean among more than 16 (numpy's unstable sort): the weak
+    LLM is the best of the *other* LLMs, so the pair always has two different members, and an
+    evaluation over that pool runs (it raised StopIteration when both roles fell on one LLM)."""
+    from recsys_router.data import RoutingData
+    from recsys_router.evaluation.protocols.routellm import routellm_pair
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m = int(rng.integers(17, 40))
+        mean = np.round(rng.random(m), 1)
+        top = np.flatnonzero(mean == mean.max())
+        if len(top) < 2:
+            mean[(top[0] + 1 + int(rng.integers(m - 1))) % m] = mean.max()  # a tie for the best
+            top = np.flatnonzero(mean == mean.max())
+        names = [f"l{j}" for j in range(m)]
+        d = RoutingData(["q1", "q2"], names, np.vstack([mean, mean]))
+        strong, weak = routellm_pair(d, names, None, [], "x")
+        assert strong != weak
+        assert strong == names[top[0]]  # the first of the tied best means
+        assert mean[names.index(weak)] == mean.max()  # another LLM tied for the best
+
+
+def test_equal_pair_refused_before_fitting():
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation.runner import EvalConfig, evaluate
+
+    data = make_synthetic(60, 4, seed=0)
+    name = data.llm_names[0]
+    with pytest.raises(ValueError, match="two different LLM names"):
+        evaluate(data, EvalConfig(["best-single"], protocols=["routellm"],
+                                  routellm_pair=(name, name)), progress=False)

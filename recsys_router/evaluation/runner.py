@@ -436,6 +436,9 @@ def _check_routers(cfg: EvalConfig) -> None:
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
         raise ValueError(f"router(s) {dup} given more than once")
+    pair = cfg.routellm_pair
+    if pair is not None and (len(pair) != 2 or pair[0] == pair[1]):
+        raise ValueError(f"routellm_pair needs two different LLM names (strong, weak), got {pair}")
 
 
 def _count_steps(cfg: EvalConfig, protocols: list, folds) -> int:

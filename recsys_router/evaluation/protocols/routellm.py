@@ -63,7 +63,9 @@ def routellm_pair(train, names: list[str], pair, notes: list[str],
     if len(names) == 2:
         return strong, [n for n in names if n != strong][0]
     if train.costs is None:
-        weak = names[int(np.argsort(-np.nan_to_num(mean, nan=-np.inf))[1])]
+        others = np.nan_to_num(mean, nan=-np.inf)
+        others[names.index(strong)] = -np.inf  # ties for the best mean: never the strong one
+        weak = names[int(np.argmax(others))]
         why = "second-best train mean (no costs)"
     else:
         mc = np.nan_to_num(sub.mean_costs(), nan=np.inf)
