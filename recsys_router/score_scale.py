@@ -82,8 +82,9 @@ class ScoreScale:
     n_levels: int = 0
 
     def transform(self, scores: np.ndarray) -> np.ndarray:
-        """Scores -> [0, 1] targets (NaN stays NaN; values outside the fitted range are
-        clipped to it)."""
+        """Scores -> [0, 1] targets; NaN stays NaN. ``identity`` (scores already in [0, 1]:
+        the binary and fraction kinds) returns the values as they are; ``minmax`` clips to
+        [0, 1] and the rank transform to its end knots' targets."""
         s = np.asarray(scores, dtype=np.float64)
         if self.method == "identity":
             return s.copy()

@@ -33,20 +33,28 @@ MAX_BOOT = 10_000
 
 
 def has_costs(data: RoutingData) -> bool:
-    """Whether ``data`` has a finite cost on every observed (query, LLM) cell (at least one).
+    """Whether ``data`` has a finite cost on every observed (query, LLM) cell (at least one),
+    and not the same cost on all of them.
+
+    Costs that are equal everywhere (every LLM free, say) cannot change a choice: every
+    budget sweep is one point and its nAUC is 0 for every router, so callers that judge or
+    tune by the sweep (the safe fallback's verdict, ``--auto``'s objective, the cost-aware
+    wrapper's penalty) treat such data as data without costs.
 
     Example
     -------
     >>> from recsys_router.datasets.synthetic import make_synthetic
     >>> d = make_synthetic(20, 3, 2, seed=0)
     >>> bare = d.subset(); bare.costs = None
-    >>> has_costs(d), has_costs(bare)
-    (True, False)
+    >>> free = d.subset(); free.costs = np.zeros_like(d.costs)
+    >>> has_costs(d), has_costs(bare), has_costs(free)
+    (True, False, False)
     """
     if data.costs is None:
         return False
     obs = ~np.isnan(data.scores)
-    return bool(obs.any()) and bool(np.isfinite(np.asarray(data.costs, np.float64)[obs]).all())
+    c = np.asarray(data.costs, np.float64)[obs]
+    return bool(c.size) and bool(np.isfinite(c).all()) and bool(c.max() > c.min())
 
 
 def _rows(scores, costs, where: str):

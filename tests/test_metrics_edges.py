@@ -117,3 +117,40 @@ def test_v_b_is_undefined_when_the_best_mean_is_not_positive():
     assert np.isnan(v_b(s, np.array([0, 0, 0])))
     assert np.isnan(v_b(np.zeros((2, 2)), np.array([0, 1])))
     assert v_b(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]), np.array([0, 1, 0])) == 1.5
+
+
+def test_routerbench_metrics_with_every_llm_free():
+    """All costs 0 (local models): the paper's AIQ over the shared (zero-width) domain is the
+    hull's quality; RouterBench's code AIQ divides by the dearest cost and is NaN, where
+    ``routerbench_metrics`` raised before."""
+    from recsys_router.metrics import routerbench as rb
+    s = np.array([[1.0, 0.0], [0.0, 1.0]])
+    c0 = np.zeros((2, 2))
+    r = rb.routerbench_metrics(s, c0, s, c0, [0.0, 1.0])
+    assert r["aiq"] == 1.0  # a perfect router at cost 0
+    assert r["zero_aiq"] == 0.5  # either LLM alone: half the queries
+    assert np.isnan(r["aiq_code"]) and np.isnan(r["zero_aiq_code"])
+
+
+def test_rqnc_of_a_free_best_single_llm_is_not_read_as_unreached():
+    from recsys_router.metrics.orbit import qnc
+    assert qnc(np.array([[0.0, 0.8]]), 0.8, 0.0) == (0.0, 1.0, True)
+    assert qnc(np.array([[0.0, 0.7], [0.5, 0.8]]), 0.8, 0.0) == (0.5, np.inf, True)
+    missed = qnc(np.array([[0.0, 0.7]]), 0.8, 0.0)
+    assert np.isnan(missed.rqnc) and not missed.reached
+
+
+def test_evaluate_on_free_llms_judges_by_quality():
+    """Equal costs everywhere cannot change a choice: the safe fallback judges by mu_o, not by
+    a budget sweep whose nAUC is 0 for every router, and rQNC is reached (1.0), not NaN."""
+    from recsys_router.data import RoutingData
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation.runner import EvalConfig, evaluate
+    d = make_synthetic(150, 4, seed=0)
+    free = RoutingData(d.queries, d.llms, d.scores, np.zeros_like(d.costs), name="free")
+    res = evaluate(free, EvalConfig(["best-single", "knn"], protocols=["orbit", "routerbench"],
+                                    encoder="hashing"), progress=False)
+    fallback = [n for n in res.notes if "knn safe fallback" in n]
+    assert fallback and not any("by nAUC" in n for n in fallback)
+    m = res.metrics.set_index(["router", "metric"])["value"]
+    assert m[("knn", "rqnc")] == 1.0 and m[("best-single", "rqnc")] == 1.0

@@ -282,18 +282,25 @@ def qnc(points: np.ndarray, best_quality: float, best_cost: float) -> QNC:
     """Quality-neutral cost: ``QNC = min { x_k : y_k >= q_best }`` over ``points``;
     ``rQNC = QNC / c_best``. NaN and ``reached=False`` when no point reaches ``q_best``.
     "Reaches" allows float rounding of the means (:func:`~recsys_router.metrics.base.reaches`).
+    A free best single LLM (``c_best = 0``) gives ``rQNC = 1`` when the router also reaches
+    its quality at cost 0 (no dearer than that LLM) and ``inf`` when only at a positive cost;
+    NaN stays reserved for "not reached", which is how reports read it.
 
     Example
     -------
     >>> qnc(np.array([[1., 0.5], [2., 0.8], [3., 0.9]]), 0.8, 4.0)
     QNC(qnc=2.0, rqnc=0.5, reached=True)
+    >>> qnc(np.array([[0., 0.8]]), 0.8, 0.0).rqnc, qnc(np.array([[0.5, 0.8]]), 0.8, 0.0).rqnc
+    (1.0, inf)
     """
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     ok = reaches(pts[:, 1], best_quality)
     if not ok.any():
         return QNC(float("nan"), float("nan"), False)
     q = float(pts[ok, 0].min())
-    return QNC(q, q / best_cost if best_cost > 0 else float("nan"), True)
+    if best_cost > 0:
+        return QNC(q, q / best_cost, True)
+    return QNC(q, 1.0 if q <= 0 else float("inf"), True)
 
 
 DIRECTIONS["rqnc"] = "lower"

@@ -116,9 +116,16 @@ def wtp_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarra
 def default_lambdas(pred_scores: np.ndarray, pred_costs: np.ndarray, n: int = 100) -> np.ndarray:
     """A willingness-to-pay grid covering "always cheapest" to "always best predicted".
 
-    ``0`` followed by ``n - 1`` log-spaced values between ``1e-3 * d`` and ``1e3 * D`` where
-    ``d``/``D`` are the smallest/largest positive gaps of predicted cost over predicted
-    score that could change a decision (``D / smallest positive predicted score gap``).
+    ``0`` followed by ``n - 1`` log-spaced values from ``lo = 1e-3 * c_min / S`` to
+    ``hi = 1e3 * max(C, c_min) / g``, where ``c_min`` is the smallest positive predicted cost,
+    ``C`` the predicted cost span, ``S`` the predicted score span and ``g`` the smallest
+    positive gap between distinct predicted scores. A decision between two LLMs of one row
+    flips at ``lambda = cost gap / score gap``; every flip lies below ``hi``, and every flip
+    between LLMs whose costs differ by at least ``1e-3 * c_min`` lies above ``lo``. Flips
+    between LLMs whose predicted costs are closer than that happen between ``0`` and ``lo``
+    and are not sampled (their operating points cost the same to within 0.1 % of the
+    cheapest LLM). Like RouterBench's own fixed list of willingness-to-pay values, the grid
+    samples the sweep; it does not enumerate every breakpoint.
 
     Example
     -------
@@ -349,7 +356,8 @@ def routerbench_metrics(pred_scores: np.ndarray, pred_costs: np.ndarray, scores:
     -------
     dict
         ``points`` (k, 2), ``hull``, ``aiq``, ``zero_hull``, ``zero_aiq``, ``aiq_code`` and
-        ``zero_aiq_code`` (:func:`aiq_code` of the two hulls together), ``llm_points``,
+        ``zero_aiq_code`` (:func:`aiq_code` of the two hulls together; NaN when every cost
+        is 0), ``llm_points``,
         ``domain``, ``lambdas``.
 
     Example
@@ -365,7 +373,10 @@ def routerbench_metrics(pred_scores: np.ndarray, pred_costs: np.ndarray, scores:
     lp = llm_points(scores, costs)
     zhull = ndch(lp)
     dom = shared_domain([hull, zhull]) if domain is None else (float(domain[0]), float(domain[1]))
-    code = aiq_code([hull, zhull])
+    # AIQ as RouterBench's code computes it divides by the dearest cost: undefined (NaN) when
+    # every LLM is free, where the paper's AIQ over the shared domain is still defined
+    free = max(float(hull[:, 0].max()), float(zhull[:, 0].max())) <= 0
+    code = np.full(2, np.nan) if free else aiq_code([hull, zhull])
     return {"points": pts, "hull": hull, "aiq": aiq(hull, dom), "zero_hull": zhull,
             "zero_aiq": aiq(zhull, dom), "aiq_code": float(code[0]), "zero_aiq_code": float(code[1]),
             "llm_points": lp, "domain": dom, "lambdas": lam}
