@@ -20,7 +20,33 @@ from .coldstart.pool import add_llm, core_view, pool_changed, pool_costs, predic
 from .policies import apply_policy, fill_unknown_costs
 from .state import Part, check_state, collect_state
 
-__all__ = ["Router"]
+__all__ = ["Router", "mean_llm_prices"]
+
+
+def mean_llm_prices(llms) -> np.ndarray:
+    """Each LLM's price as the mean of its known input and output prices (USD per 1M tokens);
+    NaN where neither is known.
+
+    Parameters
+    ----------
+    llms : pandas.DataFrame
+        ``RoutingData.llms`` (columns ``input_price``, ``output_price``).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, one price per row of ``llms``.
+
+    Example
+    -------
+    >>> import pandas as pd
+    >>> mean_llm_prices(pd.DataFrame({"input_price": [1.0, 2.0, np.nan],
+    ...                               "output_price": [3.0, np.nan, np.nan]})).tolist()
+    [2.0, 2.0, nan]
+    """
+    prices = llms[["input_price", "output_price"]].to_numpy(dtype=np.float64)
+    known = np.isfinite(prices).sum(axis=1)
+    return np.where(known > 0, np.nansum(prices, axis=1) / np.maximum(known, 1), np.nan)
 
 
 class Router(ABC):
@@ -101,11 +127,12 @@ class Router(ABC):
         """
         if not isinstance(train, RoutingData):
             raise TypeError(f"fit expects a RoutingData, got {type(train).__name__}")
+        # a refit that fails leaves an unfitted router, never the new pool's LLM names on
+        # the previous fit's learned state
+        self.fitted_ = False
         self.llm_names_ = list(train.llm_names)
         self.mean_costs_ = train.mean_costs() if train.costs is not None else None
-        prices = train.llms[["input_price", "output_price"]].to_numpy(dtype=np.float64)
-        known = np.isfinite(prices).sum(axis=1)
-        self.llm_prices_ = np.where(known > 0, np.nansum(prices, axis=1) / np.maximum(known, 1), np.nan)
+        self.llm_prices_ = mean_llm_prices(train.llms)
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
         self._fit(train, val)
         self.fitted_ = True

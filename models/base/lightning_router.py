@@ -48,7 +48,7 @@ from scipy.special import expit
 
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
-from recsys_router.router import Router
+from recsys_router.router import Router, mean_llm_prices
 
 from .lightning_state import LightningStateMixin
 from .llm_rows import LLMRowsMixin, fit_logit_calibration, supports_rows
@@ -372,8 +372,7 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         self.fitted_encoder_ = enc if enc.needs_fit else None
         self._encoder = enc
         self.llm_feature_stats_ = dm.llm_feature_stats
-        prices = dm.splits["train"].llms[["input_price", "output_price"]].to_numpy(dtype=float)
-        self.llm_prices_ = prices.mean(axis=1)   # USD per 1M tokens (NaN when unknown)
+        self.llm_prices_ = mean_llm_prices(dm.splits["train"].llms)  # as Router.fit sets them
 
     @classmethod
     def from_module(cls, module: RouterModule, datamodule, **options) -> "LightningRouter":

@@ -54,7 +54,10 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int,
     Returns
     -------
     MLP
-        The trained model in eval mode.
+        The trained model in eval mode. An output column with no observed cell (an LLM never
+        seen in training) gets zero weights and a bias below every target (logit -30 for
+        ``"bce"``, the lowest observed target minus 1 for ``"mse"``), so it ranks last as in
+        the other baselines instead of keeping its untrained output.
     """
     import torch
     if loss not in _LOSSES:
@@ -78,6 +81,15 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int,
                            batch_size=batch_size, weight_decay=weight_decay, seed=seed)
     finally:
         torch.set_num_threads(threads)
+    unseen = ~np.asarray(mask, dtype=bool).any(axis=0)
+    if unseen.any():
+        seen = np.asarray(y, dtype=np.float64)[np.asarray(mask, dtype=bool)]
+        low = -30.0 if loss == "bce" else (float(seen.min()) - 1.0 if seen.size else -1.0)
+        last = model.net[-1]
+        idx = torch.as_tensor(np.flatnonzero(unseen))
+        with torch.no_grad():
+            last.weight[idx] = 0.0
+            last.bias[idx] = low
     model.eval()
     return model
 

@@ -40,7 +40,7 @@ def truth_scores(data: RoutingData) -> np.ndarray:
 
 def _truth_costs(router: Router, data: RoutingData) -> np.ndarray | None:
     """True per-query costs of ``data`` where known, the router's mean train cost elsewhere."""
-    base = Router._predict_costs(router, data)
+    base = None if router.mean_costs_ is None else Router._predict_costs(router, data)
     if data.costs is None:
         return base
     c = data.costs.astype(np.float64)
