@@ -141,3 +141,10 @@ def test_bad_propensities_are_clear_errors(bad):
         check_propensities([0.5, bad, 0.2])
     with pytest.raises(ValueError, match="propensity"):
         estimate_all([1.0, 0.0], [0.5, bad], np.eye(2), [0, 1], n_boot=0)
+
+
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_logged_action_outside_the_columns_is_an_error_naming_the_row(bad):
+    pi = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, 1.0, 0]])
+    with pytest.raises(ValueError, match=rf"row 1: logged action {bad} is not a column of the 3"):
+        estimate_all([1.0, 1.0, 0.0], [0.5, 0.5, 0.5], pi, [0, bad, 1], n_boot=0)
