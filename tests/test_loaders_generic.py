@@ -147,3 +147,14 @@ def test_routingdata_round_trip_keeps_extra_query_columns(tmp_path):
                     ["m1", "m2"], [[1, 0], [0, 1]])
     e = load_generic(write_long(d, tmp_path / "e.parquet"))
     assert e.queries["source"].tolist() == ["s1", "s2"]
+
+
+@pytest.mark.parametrize("col, text", [
+    ("query_id", "query_id,model,score\nq1,a,1\nq2,a,1\nq3,a,1\n   ,a,0\n"),
+    ("model", "query_id,model,score\nq1,a,1\nq1,b,1\nq1,c,1\nq2, ,0\n"),
+])
+def test_whitespace_only_id_names_the_file_line_and_column(tmp_path, col, text):
+    # header = line 1, so the blank record is file line 5 (not matrix row 3)
+    p = _write(tmp_path, "d.csv", text)
+    with pytest.raises(DataValidationError, match=rf"d\.csv, row 5, column '{col}': empty {col}"):
+        load_generic(p)
