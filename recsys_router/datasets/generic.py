@@ -195,6 +195,38 @@ def _check_text_types(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
                                   row=row_number(r, offset, "query_text"), column="query_text")
 
 
+def _check_propensity(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
+    """A logged-feedback table's ``propensity``: every given value a number in (0, 1], and
+    given on every record or on none; an error names the file line and the raw value.
+
+    Example
+    -------
+    >>> df = pd.DataFrame({"propensity": ["0.5", "50%"]})
+    >>> _check_propensity(df, "log.csv", 2)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: log.csv, row 3, column 'propensity': propensity '50%' is not a number; expected one in (0, 1]; it is the logging policy's probability of the logged choice
+    """
+    if "propensity" not in df.columns:
+        return
+    raw = df["propensity"]
+    given = raw.notna().to_numpy() & (raw.astype(str).str.strip() != "").to_numpy()
+    if not given.any():
+        return
+    v = pd.to_numeric(raw.where(given), errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~given | ~(np.isfinite(v) & (v > 0) & (v <= 1))
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        val = raw.iloc[r]
+        val = val.item() if isinstance(val, np.generic) else val
+        what = ("no propensity on this record while other records have one" if not given[r]
+                else f"propensity {val!r} is not a number; expected one in (0, 1]"
+                if np.isnan(v[r]) else f"propensity {val!r} must be in (0, 1]")
+        raise DataValidationError(f"{what}; it is the logging policy's probability of the "
+                                  f"logged choice", source=source,
+                                  row=row_number(r, offset, "propensity"), column="propensity")
+
+
 def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str = "error",
                   row_offset: RowOffset = 0, meta: dict | None = None, texts: str = "error",
                   max_cells: int | None = None) -> RoutingData:
@@ -210,6 +242,7 @@ def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str =
                                       f"{list(df.columns)}", source=source, column=col)
     _check_text_types(df, source, row_offset)
     df = _check_texts(df, source, row_offset, texts)
+    _check_propensity(df, source, row_offset)
     df = df.rename(columns={"query_text": "text"})
     return RoutingData.from_long(df, duplicates=duplicates, name=name, source=source,
                                  row_offset=row_offset, meta=meta, max_cells=max_cells)
