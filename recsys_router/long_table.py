@@ -253,7 +253,8 @@ def matrix_to_long(queries: pd.DataFrame, names, scores: np.ndarray, costs: np.n
     :data:`LONG_RESERVED` (a record column, or an alias the generic reader maps onto one or
     onto the text/task) is written as ``query_<name>`` (more ``query_`` prefixes until the
     name is free) and a warning is logged: it never overwrites a record column. Queries and
-    LLMs with no observed score have no record.
+    LLMs with no observed score have no record, nor has a cost on a cell whose score is
+    unobserved (:func:`recsys_router.datasets.generic.long_losses` reports each of these).
 
     Example
     -------

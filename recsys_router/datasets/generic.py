@@ -301,7 +301,8 @@ def long_losses(data: RoutingData) -> list[str]:
     """What of ``data`` a long table cannot hold, in words (empty when nothing is lost).
 
     A long table has one record per observed (query, LLM) cell, so a query or an LLM with
-    no observed score has no record; and it has no place for LLM metadata (prices, sizes,
+    no observed score has no record, nor has a cost on a cell whose score is unobserved (a
+    record needs a score); and it has no place for LLM metadata (prices, sizes,
     descriptions, other LLM columns).
 
     Example
@@ -320,6 +321,13 @@ def long_losses(data: RoutingData) -> list[str]:
             more = ", ..." if empty.sum() > 5 else ""
             notes.append(f"{int(empty.sum())} {what} with no observed score have no record and "
                          f"are not written: {str(named)[:-1]}{more}]")
+    if data.costs is not None:  # a record needs a score: a cost alone cannot be written
+        lone = ~obs & ~np.isnan(data.costs)
+        if lone.any():
+            i, j = np.argwhere(lone)[0]
+            notes.append(f"{int(lone.sum())} costs on cells with no observed score have no "
+                         f"record and are not written (first: query "
+                         f"{data.query_ids[i]!r}, LLM {data.llm_names[j]!r})")
     meta = [c for c in data.llms.columns if c != "name" and data.llms[c].notna().any()]
     if meta:
         notes.append(f"LLM columns {meta} have no place in the long format and are not written")
