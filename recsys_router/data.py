@@ -466,7 +466,8 @@ class RoutingData:
             Random seed.
         column : str, optional
             Use this query column (e.g. ``"split"``) as given; its values become the keys.
-            ``"validation"``/``"dev"`` are read as ``"val"``.
+            Labels are trimmed and lower-cased; ``"validation"``/``"valid"``/``"dev"`` are read
+            as ``"val"``; any label other than train/val/test is an error naming the query.
         ood_tasks : sequence of str, optional
             Out-of-domain split: queries of these tasks form ``test``; the rest (queries
             without a task included) are split into train/val by the first two ratios

@@ -157,9 +157,11 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         if col in df.columns:
             _check_scalar(df[col], col, source, row_offset)
     qcodes, qids = _factorize_str(df["query_id"])
+    _check_blank(qcodes, qids, "query_id", source, row_offset)
+    mcodes_raw, mnames = _factorize_str(df["model"])
+    _check_blank(mcodes_raw, mnames, "model", source, row_offset)
     if llms is not None:
         names = pd.Index(llms["name"])
-        mcodes_raw, mnames = _factorize_str(df["model"])
         lookup = names.get_indexer(mnames)
         if (lookup < 0).any():
             bad = int(np.flatnonzero(lookup < 0)[0])
@@ -170,7 +172,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
         mcodes = lookup[mcodes_raw]
         llm_table = llms
     else:
-        mcodes, names = _factorize_str(df["model"])
+        mcodes, names = mcodes_raw, mnames
         llm_table = pd.DataFrame({"name": list(names)})
     nq, nl = len(qids), len(names)
     limit = cell_limit(len(df), max_cells)
@@ -251,7 +253,8 @@ def matrix_to_long(queries: pd.DataFrame, names, scores: np.ndarray, costs: np.n
     :data:`LONG_RESERVED` (a record column, or an alias the generic reader maps onto one or
     onto the text/task) is written as ``query_<name>`` (more ``query_`` prefixes until the
     name is free) and a warning is logged: it never overwrites a record column. Queries and
-    LLMs with no observed score have no record.
+    LLMs with no observed score have no record, nor has a cost on a cell whose score is
+    unobserved (:func:`recsys_router.datasets.generic.long_losses` reports each of these).
 
     Example
     -------
@@ -486,6 +489,25 @@ def _numeric(col: pd.Series) -> np.ndarray:
     if col.dtype in (np.float32, np.float64):
         return col.to_numpy()
     return pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _check_blank(codes: np.ndarray, labels: list[str], col: str, source, row_offset) -> None:
+    """A whitespace-only ``query_id`` / ``model`` is an error at its record's row (checked on
+    the unique labels, so once per distinct id).
+
+    Example
+    -------
+    >>> _check_blank(np.array([0, 1]), ["a", "  "], "model", "f.csv", 2)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: f.csv, row 3, column 'model': empty model '  '; expected a non-empty value on every record
+    """
+    blank = [k for k, v in enumerate(labels) if not str(v).strip()]
+    if blank:
+        r = int(np.flatnonzero(np.isin(codes, blank))[0])
+        raise DataValidationError(f"empty {col} {labels[codes[r]]!r}; expected a non-empty "
+                                  f"value on every record", source=source,
+                                  row=row_number(r, row_offset, col), column=col)
 
 
 def _factorize_str(col: pd.Series) -> tuple[np.ndarray, list[str]]:

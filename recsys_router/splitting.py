@@ -13,7 +13,11 @@ import pandas as pd
 
 from .errors import DataValidationError
 
-__all__ = ["split_indices"]
+__all__ = ["split_indices", "SPLIT_LABELS"]
+
+#: the labels a split column may hold (after trimming and lower-casing)
+SPLIT_LABELS = ("train", "val", "test")
+_SPLIT_ALIASES = {"validation": "val", "dev": "val", "valid": "val"}
 
 
 def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 0.1, 0.1), *,
@@ -38,8 +42,15 @@ def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 
             raise DataValidationError(f"query {queries['query_id'].iloc[row]!r} has no value in split "
                                       f"column {column!r}", source=source, row=row,
                                       column=column)
-        norm = vals.astype(str).str.lower().replace({"validation": "val", "dev": "val",
-                                                     "valid": "val"})
+        norm = vals.astype(str).str.strip().str.lower().replace(_SPLIT_ALIASES)
+        bad = ~norm.isin(SPLIT_LABELS).to_numpy()
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise DataValidationError(
+                f"query {queries['query_id'].iloc[row]!r} has split label {vals.iloc[row]!r} "
+                f"({int(bad.sum())} queries have a label other than the allowed "
+                f"{', '.join(SPLIT_LABELS)} or {', '.join(_SPLIT_ALIASES)} for val; case and "
+                f"surrounding spaces are ignored)", source=source, row=row, column=column)
         return {k: np.flatnonzero((norm == k).to_numpy()) for k in dict.fromkeys(norm.tolist())}
     rng = np.random.default_rng(seed)
     ratios = _check_ratios(ratios)

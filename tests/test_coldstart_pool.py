@@ -164,3 +164,16 @@ def test_a_price_without_pool_prices_asks_for_probe_costs(sim):
     priced = make_router("best-single").fit(old)  # the same price works where prices are known
     priced.add_llm("new", scores, price_in=0.5, price_out=1.5)
     assert priced.llm_names_[-1] == "new"
+
+
+@pytest.mark.parametrize("name", ["best-single", "als"])
+def test_new_llm_cost_uses_the_probe_weights_as_its_score_does(sim, name):
+    # by hand: weights 3:1 on costs 1 and 0 -> (3 * 1 + 1 * 0) / 4 = 0.75 (unweighted: 0.5)
+    train = sim["train"]
+    old = train.subset(llms=train.llm_names[:3])
+    r = make_router(name).fit(old)
+    r.add_llm("new", {"p one": 1.0, "p two": 0.0}, {"p one": 1.0, "p two": 0.0}, weights=[3, 1])
+    assert r.llm_info_["new"]["probe_mean"] == pytest.approx(0.75)
+    heads = getattr(r, "probe_llms_", None) or {}
+    cost = heads["new"]["cost"] if "new" in heads else r.mean_costs_[-1]
+    assert cost == pytest.approx(0.75)

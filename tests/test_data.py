@@ -408,3 +408,17 @@ def test_scalar_check_matches_the_per_row_isinstance_check():
         v = col.iloc[want]
         assert str(err.value).endswith(f"{type(v).__name__} value {str(v)[:60]!r}; expected a "
                                        "single string or number")
+
+
+def test_split_column_labels_trimmed_and_checked():
+    # "train " and " TEST" are train/test after trimming; nothing else may pass silently
+    q = pd.DataFrame({"query_id": list("abcd"), "split": ["train ", " TEST", "dev", "train"]})
+    parts = RoutingData(q, ["m"], [[1], [0], [1], [0]]).split(column="split")
+    assert {k: v.query_ids for k, v in parts.items()} == {"train": ["a", "d"], "test": ["b"],
+                                                          "val": ["c"]}
+    for bad in ("training", "eval"):
+        q2 = q.assign(split=["train", "test", bad, "train"])
+        with pytest.raises(DataValidationError,
+                           match=rf"row 2, column 'split': query 'c' has split label '{bad}'.*"
+                                 r"train, val, test"):
+            RoutingData(q2, ["m"], [[1], [0], [1], [0]]).split(column="split")

@@ -164,6 +164,21 @@ def test_write_long_warns_of_what_it_cannot_hold(tmp_path, caplog):
     assert long_losses(full) == []
 
 
+def test_a_cost_on_an_unobserved_score_is_reported_as_not_written(tmp_path, caplog):
+    # q1/b has a cost (0.2) but no score: the long format has no record for it
+    d = RoutingData(["q1", "q2"], ["a", "b"], [[1.0, NAN], [0.0, 1.0]],
+                    costs=[[0.1, 0.2], [0.3, 0.4]])
+    assert long_losses(d) == ["1 costs on cells with no observed score have no record and are "
+                              "not written (first: query 'q1', LLM 'b')"]
+    with caplog.at_level(logging.WARNING, logger="recsys_router.datasets.generic"):
+        back = load_generic(write_long(d, tmp_path / "c.csv"))
+    assert "1 costs on cells with no observed score" in caplog.text
+    assert np.isnan(back.costs[0, 1]) and back.costs[1].tolist() == pytest.approx([0.3, 0.4])
+    nan_cost = RoutingData(["q1", "q2"], ["a", "b"], [[1.0, NAN], [0.0, 1.0]],
+                           costs=[[0.1, NAN], [0.3, 0.4]])  # no cost on the unobserved cell
+    assert long_losses(nan_cost) == []
+
+
 def test_cli_convert_counts_what_it_wrote_and_says_what_it_left_out(tmp_path, capsys):
     from recsys_router.cli import main
     (tmp_path / "rl" / "mmlu").mkdir(parents=True)

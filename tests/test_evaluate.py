@@ -213,3 +213,21 @@ def test_folds_ood_and_split_column():
     assert ids == sorted(d.query_ids)  # every query is tested exactly once
     with pytest.raises(ValueError, match="cannot be combined"):
         make_folds(d, folds=3, split_column="split")
+
+
+def test_note_counts_test_queries_whose_text_is_a_train_text():
+    # by hand: train texts {x, y, z}; test texts x, w, y, x -> 3 of 4 repeat a train text
+    from recsys_router.data import RoutingData
+    texts = ["x", "y", "z", "x", "w", "y", "x", "v"]
+    split = ["train"] * 3 + ["test"] * 4 + ["val"]
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(8)], "text": texts, "split": split})
+    scores = np.tile([[1.0, 0.0], [0.0, 1.0]], (4, 1))
+    d = RoutingData(q, ["a", "b"], scores, np.ones((8, 2)), name="tiny")
+    res = evaluate(d, EvalConfig(["oracle"], protocols=["routereval"], split_column="split",
+                                 pools=["all"]), progress=False)
+    assert "fold 0: 3 of 4 test queries have the same text as a train query" in res.notes
+    q2 = q.assign(text=[f"t{i}" for i in range(8)])  # distinct texts: no such note
+    res2 = evaluate(RoutingData(q2, ["a", "b"], scores, np.ones((8, 2))),
+                    EvalConfig(["oracle"], protocols=["routereval"], split_column="split",
+                               pools=["all"]), progress=False)
+    assert not any("same text" in n for n in res2.notes)

@@ -41,6 +41,35 @@ def test_probabilities_by_hand():
     assert np.allclose(p, [[0.25, 0.75, 0.0]])  # the third LLM is not allowed
 
 
+@pytest.mark.parametrize("spec", ["epsilon:0.5", "softmax:0.2"])
+def test_budget_without_known_costs_explores_only_the_allowed_llms(spec):
+    # no allowed LLM has a known cost: the allowed set stays the request's mask
+    mask = np.array([True, False, True])
+    u, a = policy_utility(np.array([[0.9, 0.5, 0.1]]), np.full((1, 3), np.nan), "budget", 0.1,
+                          mask=mask)
+    assert a.tolist() == [[True, False, True]]
+    p = choice_probabilities(parse_explore(spec), np.array([0]), u, a)
+    assert p[0, 1] == 0.0 and np.isclose(p.sum(), 1.0)
+    # one masked column has the only known cost: still only the cheapest *allowed* one
+    u, a = policy_utility(np.array([[0.9, 0.5, 0.1]]), np.array([[np.nan, 0.01, 3.0]]),
+                          "budget", 0.1, mask=mask)
+    assert a.tolist() == [[False, False, True]]
+
+
+def test_wtp_unknown_cost_is_infinite_as_in_wtp_policy():
+    from recsys_router.policies import wtp_policy
+    s, c = np.array([[0.5, 0.5]]), np.array([[0.2, np.nan]])
+    u, a = policy_utility(s, c, "wtp", 1.0)
+    # by hand: 1*0.5 - 0.2 = 0.3 for the known cost, -inf (never free) for the unknown one
+    assert u.tolist() == [[0.3, -np.inf]] and wtp_policy(s, c, 1.0).tolist() == [0]
+    p = choice_probabilities(parse_explore("softmax:0.5"), np.array([0]), u, a)
+    assert p.tolist() == [[1.0, 0.0]]
+    # no known cost at all: ranked by predicted score, as wtp_policy does
+    s2 = np.array([[0.2, 0.7]])
+    u, _ = policy_utility(s2, np.full((1, 2), np.nan), "wtp", 1.0)
+    assert u.tolist() == [[0.2, 0.7]] and wtp_policy(s2, np.full((1, 2), np.nan), 1.0).tolist() == [1]
+
+
 @pytest.mark.parametrize("spec", ["epsilon:0.3", "softmax:0.2"])
 def test_propensity_matches_empirical_frequency(spec):
     rng = np.random.default_rng(0)
@@ -112,3 +141,10 @@ def test_bad_propensities_are_clear_errors(bad):
         check_propensities([0.5, bad, 0.2])
     with pytest.raises(ValueError, match="propensity"):
         estimate_all([1.0, 0.0], [0.5, bad], np.eye(2), [0, 1], n_boot=0)
+
+
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_logged_action_outside_the_columns_is_an_error_naming_the_row(bad):
+    pi = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, 1.0, 0]])
+    with pytest.raises(ValueError, match=rf"row 1: logged action {bad} is not a column of the 3"):
+        estimate_all([1.0, 1.0, 0.0], [0.5, 0.5, 0.5], pi, [0, bad, 1], n_boot=0)

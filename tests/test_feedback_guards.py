@@ -129,3 +129,24 @@ def test_protocol_counts_are_checked_when_parsed(tmp_path, capsys, flag, value, 
     assert ei.value.code == 2
     assert f"argument {flag}: expected a whole number >= " in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_simulated_log_reveals_only_observed_cells_and_counts_skipped_queries(caplog):
+    from recsys_router.data import RoutingData
+    from recsys_router.feedback.logging_sim import simulate_log, simulated_train_log
+    nan = np.nan
+    # q0 observes b and c only; q1 observes nothing; q2 observes all three
+    s = np.array([[nan, 0.2, 0.7], [nan, nan, nan], [1.0, 0.0, 0.5]])
+    d = RoutingData(["q0", "q1", "q2"], ["a", "b", "c"], s)
+    for seed in range(20):
+        log, a = simulate_log(d, np.full((3, 3), 1 / 3), seed=seed)
+        assert log.query_ids == ["q0", "q2"] and a[0] in (1, 2)
+        # by hand: q0 draws among 2 observed LLMs (1/2 each), q2 among 3 (1/3 each)
+        assert np.allclose(log.queries["propensity"], [0.5, 1 / 3])
+        assert not np.isnan(log.scores[[0, 1], a]).any()
+        assert log.meta["unobserved_queries_skipped"] == 1
+    assert "1 of 3 queries have no observed score" in caplog.text
+    eps = simulated_train_log(d, "epsilon-greedy:0.3", seed=0)
+    # best single by nanmean: a (1.0); q0 cannot reveal a, so b and c keep 0.1 each of the
+    # epsilon mass, renormalised to 1/2 each
+    assert eps.query_ids == ["q0", "q2"] and np.isclose(eps.queries["propensity"].iloc[0], 0.5)

@@ -147,3 +147,35 @@ def test_routingdata_round_trip_keeps_extra_query_columns(tmp_path):
                     ["m1", "m2"], [[1, 0], [0, 1]])
     e = load_generic(write_long(d, tmp_path / "e.parquet"))
     assert e.queries["source"].tolist() == ["s1", "s2"]
+
+
+@pytest.mark.parametrize("col, text", [
+    ("query_id", "query_id,model,score\nq1,a,1\nq2,a,1\nq3,a,1\n   ,a,0\n"),
+    ("model", "query_id,model,score\nq1,a,1\nq1,b,1\nq1,c,1\nq2, ,0\n"),
+])
+def test_whitespace_only_id_names_the_file_line_and_column(tmp_path, col, text):
+    # header = line 1, so the blank record is file line 5 (not matrix row 3)
+    p = _write(tmp_path, "d.csv", text)
+    with pytest.raises(DataValidationError, match=rf"d\.csv, row 5, column '{col}': empty {col}"):
+        load_generic(p)
+
+
+@pytest.mark.parametrize("bad, what", [
+    ("0", r"propensity 0.0 must be in \(0, 1\]"), ("1.5", r"propensity 1.5 must be in \(0, 1\]"),
+    ("abc", "propensity 'abc' is not a number"), ("50%", "propensity '50%' is not a number"),
+    ("", "no propensity on this record")])
+def test_bad_propensity_names_its_file_line_and_raw_value(tmp_path, bad, what):
+    # the bad record is the third one, on file line 4 (query index 2 once loaded)
+    p = _write(tmp_path, "log.csv", "query_id,model,score,propensity\nq1,a,1,0.5\nq2,b,0,0.5\n"
+                                    f"q3,a,1,{bad}\n")
+    with pytest.raises(DataValidationError,
+                       match=rf"log\.csv, row 4, column 'propensity': {what}"):
+        load_generic(p)
+
+
+def test_check_logged_shows_a_non_numeric_propensity_as_given():
+    from recsys_router.feedback.logged import check_logged
+    q = pd.DataFrame({"query_id": ["q1", "q2"], "propensity": [0.5, "abc"]})
+    d = RoutingData(q, ["a"], [[1.0], [0.0]])
+    with pytest.raises(ValueError, match=r"query 'q2' \(row 1\): propensity 'abc' is not a number"):
+        check_logged(d)

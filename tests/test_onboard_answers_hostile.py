@@ -30,6 +30,14 @@ def _write(tmp_path, content: str | bytes):
      r"answers.csv, row 5, column 'score': score 'oops' is not a finite number"),
     ('query_id,text,score\nq1,"a\nb",1\nq1,again,0\n',
      r"row 4, column 'query_id': query 'q1' appears twice"),
+    # an empty id on file line 4 (third record) is reported there, not as record 2
+    ("query_id,text,score\nq1,hello,1\nq2,world,0\n,third,1\n",
+     r"answers.csv, row 4, column 'query_id': empty query_id"),
+    ("query_id,text,score\nq1,hello,1\n  ,world,0\n",
+     r"answers.csv, row 3, column 'query_id': empty query_id '  '"),
+    # one text answered twice (1 then 0) is one probe, not two: both lines are named
+    ("text,score\nwhat is 2+2?,1\nother,1\nwhat is 2+2?,0\n",
+     r"row 4, column 'text': probe text 'what is 2\+2\?' appears twice \(lines 2 and 4\)"),
 ])
 def test_a_file_pandas_would_misread_is_refused_naming_its_line(tmp_path, content, message):
     with pytest.raises(DataValidationError, match=message):

@@ -36,8 +36,9 @@ def read_answers(path, name: str, data: RoutingData | None = None
     Raises
     ------
     DataValidationError
-        Naming the file, row and column (unknown query, missing/NaN score, cost or weight,
-        negative weight, no text).
+        Naming the file, row (file line) and column (unknown query, empty or repeated
+        query_id, a probe text given twice, missing/NaN score, cost or weight, negative
+        weight, no text).
     """
     from .probes_input import probe_data
     path = Path(path)
@@ -56,6 +57,12 @@ def read_answers(path, name: str, data: RoutingData | None = None
                                   source=str(path))
     if "query_id" not in df.columns:
         df["query_id"] = [f"probe-{i}" for i in range(len(df))]
+    empty = (df["query_id"].isna() | (df["query_id"].astype(str).str.strip() == "")).to_numpy()
+    if empty.any():
+        i = int(np.flatnonzero(empty)[0])
+        raise DataValidationError(f"empty query_id {df['query_id'].iloc[i]!r}; expected a "
+                                  f"non-empty id (or leave the column out)", source=str(path),
+                                  row=line(i, "query_id"), column="query_id")
     for col in ("score", "cost", "weight"):
         if col in df.columns:
             v = pd.to_numeric(df[col], errors="coerce")
@@ -89,6 +96,14 @@ def read_answers(path, name: str, data: RoutingData | None = None
         i = int(np.flatnonzero(dup)[0])
         raise DataValidationError(f"query {q['query_id'].iloc[i]!r} appears twice", source=str(path),
                                   row=line(i, "query_id"), column="query_id")
+    again = q["text"].duplicated().to_numpy()
+    if again.any():  # one probe text answered twice would be fitted as two probes
+        i = int(np.flatnonzero(again)[0])
+        first = int(np.flatnonzero((q["text"] == q["text"].iloc[i]).to_numpy())[0])
+        raise DataValidationError(f"probe text {q['text'].iloc[i]!r} appears twice (lines "
+                                  f"{line(first, 'text')} and {line(i, 'text')}); expected each "
+                                  f"probe once", source=str(path), row=line(i, "text"),
+                                  column="text")
     weights = df["weight"].to_numpy(np.float64) if "weight" in df.columns else None
     if weights is not None and not weights.sum() > 0:
         raise DataValidationError("every weight is 0; at least one must be > 0", source=str(path),

@@ -85,13 +85,21 @@ def pool_costs(router, data: RoutingData, core_costs: np.ndarray, fill: bool = T
     return fill_unknown_costs(out, np.array(known, dtype=bool))
 
 
-def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out) -> float:
-    """Mean cost per query of a new LLM: its probe costs, else its price scaled like the pool's.
+def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out,
+                  weights: np.ndarray | None = None) -> float:
+    """Mean cost per query of a new LLM: its probe costs (averaged with the probe
+    ``weights``, as its score is), else its price scaled like the pool's.
 
     NaN when the router was fitted without costs.
+
+    Example
+    -------
+    >>> p = RoutingData(["a", "b"], ["new"], [[1.0], [0.0]], costs=[[1.0], [0.0]])
+    >>> estimate_cost(None, "new", p, None, None, np.array([1.5, 0.5]))
+    0.75
     """
     if probes.costs is not None:
-        return float(np.mean(probes.costs[:, 0]))
+        return float(np.average(probes.costs[:, 0], weights=weights))
     mc = getattr(router, "mean_costs_", None)
     if mc is None or not np.isfinite(np.asarray(mc, np.float64)).any():
         return float("nan")
@@ -140,7 +148,7 @@ def add_llm(router, name, scores, costs=None, *, price_in=None, price_out=None,
     if router.uses_text and not probes.has_text:
         raise ValueError(f"{type(router).__name__} reads query text but the probes of {name!r} "
                          "have no 'text'")
-    cost = estimate_cost(router, name, probes, price_in, price_out)
+    cost = estimate_cost(router, name, probes, price_in, price_out, w)
     price = np.mean([p for p in (price_in, price_out) if p is not None]) \
         if (price_in is not None or price_out is not None) else np.nan
     saved = dict(router.__dict__)

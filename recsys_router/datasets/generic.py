@@ -195,6 +195,38 @@ def _check_text_types(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
                                   row=row_number(r, offset, "query_text"), column="query_text")
 
 
+def _check_propensity(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
+    """A logged-feedback table's ``propensity``: every given value a number in (0, 1], and
+    given on every record or on none; an error names the file line and the raw value.
+
+    Example
+    -------
+    >>> df = pd.DataFrame({"propensity": ["0.5", "50%"]})
+    >>> _check_propensity(df, "log.csv", 2)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: log.csv, row 3, column 'propensity': propensity '50%' is not a number; expected one in (0, 1]; it is the logging policy's probability of the logged choice
+    """
+    if "propensity" not in df.columns:
+        return
+    raw = df["propensity"]
+    given = raw.notna().to_numpy() & (raw.astype(str).str.strip() != "").to_numpy()
+    if not given.any():
+        return
+    v = pd.to_numeric(raw.where(given), errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~given | ~(np.isfinite(v) & (v > 0) & (v <= 1))
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        val = raw.iloc[r]
+        val = val.item() if isinstance(val, np.generic) else val
+        what = ("no propensity on this record while other records have one" if not given[r]
+                else f"propensity {val!r} is not a number; expected one in (0, 1]"
+                if np.isnan(v[r]) else f"propensity {val!r} must be in (0, 1]")
+        raise DataValidationError(f"{what}; it is the logging policy's probability of the "
+                                  f"logged choice", source=source,
+                                  row=row_number(r, offset, "propensity"), column="propensity")
+
+
 def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str = "error",
                   row_offset: RowOffset = 0, meta: dict | None = None, texts: str = "error",
                   max_cells: int | None = None) -> RoutingData:
@@ -210,6 +242,7 @@ def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str =
                                       f"{list(df.columns)}", source=source, column=col)
     _check_text_types(df, source, row_offset)
     df = _check_texts(df, source, row_offset, texts)
+    _check_propensity(df, source, row_offset)
     df = df.rename(columns={"query_text": "text"})
     return RoutingData.from_long(df, duplicates=duplicates, name=name, source=source,
                                  row_offset=row_offset, meta=meta, max_cells=max_cells)
@@ -268,7 +301,8 @@ def long_losses(data: RoutingData) -> list[str]:
     """What of ``data`` a long table cannot hold, in words (empty when nothing is lost).
 
     A long table has one record per observed (query, LLM) cell, so a query or an LLM with
-    no observed score has no record; and it has no place for LLM metadata (prices, sizes,
+    no observed score has no record, nor has a cost on a cell whose score is unobserved (a
+    record needs a score); and it has no place for LLM metadata (prices, sizes,
     descriptions, other LLM columns).
 
     Example
@@ -287,6 +321,13 @@ def long_losses(data: RoutingData) -> list[str]:
             more = ", ..." if empty.sum() > 5 else ""
             notes.append(f"{int(empty.sum())} {what} with no observed score have no record and "
                          f"are not written: {str(named)[:-1]}{more}]")
+    if data.costs is not None:  # a record needs a score: a cost alone cannot be written
+        lone = ~obs & ~np.isnan(data.costs)
+        if lone.any():
+            i, j = np.argwhere(lone)[0]
+            notes.append(f"{int(lone.sum())} costs on cells with no observed score have no "
+                         f"record and are not written (first: query "
+                         f"{data.query_ids[i]!r}, LLM {data.llm_names[j]!r})")
     meta = [c for c in data.llms.columns if c != "name" and data.llms[c].notna().any()]
     if meta:
         notes.append(f"LLM columns {meta} have no place in the long format and are not written")

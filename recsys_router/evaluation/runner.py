@@ -26,7 +26,7 @@ from ..candidate_masks import mask_predictions, reduced_pool_count, usable_rows
 from .protocols import (LLM_PREFIX, PoolView, Predictions, Protocol, get_protocol,
                         parse_protocols, protocol_names)
 from .recompute import metrics_from_decisions
-from .splits import complete_queries, make_folds, resolve_pools
+from .splits import complete_queries, make_folds, resolve_pools, text_overlap_note
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate", "DECISION_COLUMNS"]
 
@@ -393,6 +393,9 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
     bar = tqdm(total=_count_steps(cfg, protocols, folds), desc="routers x settings",
                disable=not progress, unit="step")
     for fold in folds:
+        overlap = text_overlap_note(fold)  # splits are by id: same-text leaks are only noted
+        if overlap:
+            notes.append(overlap)
         test, preds, fold_timings, fold_truth = _fit_fold(fold, cfg, data, shared, notes, bar)
         timings += fold_timings
         truth |= fold_truth

@@ -10,7 +10,8 @@ import numpy as np
 from ..data import RoutingData
 from ..errors import DataValidationError
 
-__all__ = ["Fold", "make_folds", "resolve_pools", "GROUPS", "parse_pools", "complete_queries"]
+__all__ = ["Fold", "make_folds", "resolve_pools", "GROUPS", "parse_pools", "complete_queries",
+           "text_overlap_note"]
 
 #: RouterEval's candidate-group kinds, in report order
 GROUPS = ("all-strong", "all-weak", "strong-to-weak")
@@ -76,6 +77,42 @@ def make_folds(data: RoutingData, *, split: Sequence[float] | None = None,
                                       f"expected train and test queries", source=data.source,
                                       column=split_column or "split")
     return [Fold(0, parts["train"], parts.get("val"), parts["test"])]
+
+
+def text_overlap_note(fold: Fold) -> str | None:
+    """A run note when test queries share their exact text with a train query, else None.
+
+    Splits are drawn over query ids, so two ids with the same text can land one in train and
+    one in test (a text-based router then sees a test text at fit time). The splits are left
+    as they are; the note makes the overlap visible. Texts are compared exactly, through a
+    hash set of the train texts (queries without a text are left out).
+
+    Parameters
+    ----------
+    fold : Fold
+
+    Returns
+    -------
+    str or None
+        ``"fold K: N of M test queries have the same text as a train query"``, or None when
+        no test text is also a train text.
+
+    Example
+    -------
+    >>> import pandas as pd
+    >>> q = pd.DataFrame({"query_id": list("abcd"), "text": ["x", "y", "x", None]})
+    >>> d = RoutingData(q, ["m"], np.ones((4, 1)))
+    >>> text_overlap_note(Fold(0, d.subset([0, 1]), None, d.subset([2, 3])))
+    'fold 0: 1 of 2 test queries have the same text as a train query'
+    """
+    train = {t for t in fold.train.texts if isinstance(t, str)}
+    if not train:
+        return None
+    n = sum(1 for t in fold.test.texts if isinstance(t, str) and t in train)
+    if not n:
+        return None
+    return (f"fold {fold.fold}: {n} of {fold.test.n_queries} test queries have the same text "
+            f"as a train query")
 
 
 def parse_pools(text: str | Sequence) -> list:

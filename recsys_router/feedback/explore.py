@@ -94,7 +94,10 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
     utility : ndarray float64 (n, L)
     allowed : ndarray bool (n, L)
         The candidate mask; for ``budget`` further restricted to the affordable LLMs (the
-        cheapest allowed one when none is affordable).
+        cheapest allowed one when none is affordable, every allowed one when no allowed LLM
+        has a known cost). For ``wtp`` an unknown (NaN) cost counts as infinite, as in
+        :func:`~recsys_router.policies.wtp_policy` (utility ``-inf``); a row where no
+        allowed LLM has a known cost has the predicted score as its utility.
 
     Example
     -------
@@ -105,15 +108,23 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
     s = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-1e9)
     allowed = np.ones(s.shape, bool) if mask is None else np.broadcast_to(mask, s.shape).copy()
     if policy == "wtp":
-        c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=0.0)
-        return float(value) * s - c, allowed
+        # as policies.wtp_policy: an unknown (NaN) cost is infinite, never free; a row whose
+        # allowed LLMs all have unknown costs is ranked by predicted score alone
+        c = np.broadcast_to(np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf),
+                            s.shape)
+        with np.errstate(invalid="ignore"):
+            util = float(value) * s - c
+        unknown = ~np.isfinite(np.where(allowed, c, np.inf)).any(axis=1)
+        util[unknown] = s[unknown]
+        return util, allowed
     if policy == "budget":
-        c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf)
+        c = np.broadcast_to(np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf),
+                            s.shape)
         fits = allowed & (c <= float(value))
         none = ~fits.any(axis=1)
-        if none.any():
+        if none.any():  # the cheapest allowed LLMs (all allowed ones when no cost is known)
             cc = np.where(allowed, c, np.inf)[none]
-            fits[none] = cc == cc.min(axis=1, keepdims=True)
+            fits[none] = allowed[none] & (cc == cc.min(axis=1, keepdims=True))
         return s, fits
     return s, allowed
 

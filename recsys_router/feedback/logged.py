@@ -59,7 +59,9 @@ def check_logged(data: RoutingData, *, need_propensity: bool = True):
     ------
     ValueError
         A query with no or several observed cells, a missing ``propensity`` column (when
-        needed) or a propensity outside (0, 1]; the message names the query.
+        needed) or a propensity outside (0, 1] or not a number (shown as given); the message
+        names the query's row in ``data`` (a file's lines are checked when it is loaded, see
+        :func:`recsys_router.datasets.generic.frame_to_data`).
     """
     src = data.source or data.name
     obs = ~np.isnan(data.scores)
@@ -76,7 +78,13 @@ def check_logged(data: RoutingData, *, need_propensity: bool = True):
                              "the off-policy estimators need the logging policy's probability of "
                              "each logged choice (use loss 'naive' without it)")
         return action, outcome, np.ones(data.n_queries)
-    p = pd.to_numeric(data.queries["propensity"], errors="coerce").to_numpy(dtype=float)
+    raw = data.queries["propensity"]
+    p = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    text = np.isnan(p) & raw.notna().to_numpy()  # a value that is not a number: show it as given
+    if text.any():
+        r = int(np.flatnonzero(text)[0])
+        raise ValueError(f"{src}: column 'propensity': query {data.query_ids[r]!r} (row {r}): "
+                         f"propensity {raw.iloc[r]!r} is not a number in (0, 1]")
     return action, outcome, check_propensities(p, source=f"{src}: column 'propensity'")
 
 

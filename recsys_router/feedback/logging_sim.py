@@ -8,10 +8,14 @@ choice; the bandit protocol fits it).
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ..data import RoutingData
 from .explore import draw
+
+log = logging.getLogger(__name__)
 
 __all__ = ["parse_logging_policy", "logging_probabilities", "simulate_log", "simulated_train_log",
            "log_from_choices"]
@@ -66,8 +70,21 @@ def logging_probabilities(train: RoutingData, data: RoutingData, spec: str, seed
 
 
 def simulate_log(data: RoutingData, probs: np.ndarray, seed: int = 0) -> tuple[RoutingData, np.ndarray]:
-    """Reveal one LLM per query, drawn from ``probs``; returns the logged data (one observed
-    cell and a ``propensity`` column) and the chosen columns.
+    """Reveal one observed LLM per query, drawn from ``probs``; returns the logged data (one
+    observed cell and a ``propensity`` column per query) and the chosen columns.
+
+    Only a query's observed score cells can be revealed: ``probs`` is restricted to them and
+    renormalised per query, and the recorded propensity is that renormalised probability
+    (the one the LLM was actually drawn with). A query with no observed score has no outcome
+    to log: it is left out of the log, ``log.meta["unobserved_queries_skipped"]`` counts
+    such queries (0 when none) and a warning says how many.
+
+    Returns
+    -------
+    log : RoutingData
+        The logged queries (all queries of ``data`` but the skipped ones, in order).
+    a : ndarray int
+        The chosen column of each logged query (aligned with ``log``).
 
     Example
     -------
@@ -77,13 +94,33 @@ def simulate_log(data: RoutingData, probs: np.ndarray, seed: int = 0) -> tuple[R
     >>> int((~np.isnan(log.scores)).sum()), float(log.queries["propensity"].iloc[0])
     (20, 0.3333333333333333)
     """
-    a, p = draw(probs, np.random.default_rng(seed))
-    return log_from_choices(data, a, p), a
+    probs = np.asarray(probs, dtype=np.float64)
+    observed = ~np.isnan(data.scores)
+    p = np.where(observed, probs, 0.0)
+    mass = p.sum(axis=1)
+    keep = observed.any(axis=1)
+    no_mass = keep & ~(mass > 0)
+    if no_mass.any():
+        i = int(np.flatnonzero(no_mass)[0])
+        raise ValueError(f"query {data.query_ids[i]!r}: the logging policy gives no probability "
+                         f"to any of its observed LLMs; nothing to reveal")
+    skipped = int((~keep).sum())
+    if skipped:
+        log.warning("simulated log of %s: %d of %d queries have no observed score and are left "
+                    "out (nothing to reveal)", data.name, skipped, data.n_queries)
+        rows = np.flatnonzero(keep)
+        data, p, mass = data.subset(rows), p[rows], mass[rows]
+    a, prop = draw(p / mass[:, None], np.random.default_rng(seed))
+    out = log_from_choices(data, a, prop)
+    out.meta["unobserved_queries_skipped"] = skipped
+    return out, a
 
 
 def simulated_train_log(train: RoutingData, spec: str, seed: int = 0) -> RoutingData:
     """A log of ``train`` under the logging policy ``spec`` (``uniform`` or
     ``epsilon-greedy:E``; ``router:NAME`` needs the ``bandit`` protocol, which fits it).
+    Each query reveals one of its observed LLMs (see :func:`simulate_log`: unobserved cells
+    are never drawn, a query with no observed score is left out and counted in ``meta``).
 
     Example
     -------

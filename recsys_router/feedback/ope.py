@@ -153,7 +153,7 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     target_probs : array (n, L)
         The target policy's choice probabilities (one-hot rows for a deterministic router).
     logged_action : array of int (n,)
-        Column of the logged LLM.
+        Column of the logged LLM, ``0 <= a < L`` (another value is an error naming its row).
     q : array (n, L), optional
         Reward-model predictions of every LLM (DM and DR need it).
     n_boot : int
@@ -194,6 +194,12 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     if pi.shape[0] != n or a.shape != (n,):
         raise ValueError(f"shapes disagree: {n} outcomes, target probabilities {pi.shape}, "
                          f"actions {a.shape}")
+    out_of_range = (a < 0) | (a >= pi.shape[1])
+    if out_of_range.any():  # a negative index would silently wrap to the last column
+        i = int(np.flatnonzero(out_of_range)[0])
+        raise ValueError(f"row {i}: logged action {int(a[i])} is not a column of the "
+                         f"{pi.shape[1]} LLMs (expected 0 <= action < {pi.shape[1]}; "
+                         f"{int(out_of_range.sum())} rows out of range)")
     w = importance_weights(pi[np.arange(n), a], propensity)
     if q is None and refit is not None:
         q = refit(np.ones(n))
