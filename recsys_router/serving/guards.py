@@ -1,8 +1,9 @@
 """Input guards shared by the HTTP services (router service and RouteJudge voting page).
 
 * :data:`SafeStr`: a pydantic string type that refuses text which cannot be UTF-8 encoded
-  (lone surrogates, e.g. from a ``"\\ud800"`` JSON escape), so such text is a 422 at
-  request validation and never reaches a model, a database or a log.
+  (lone surrogates, e.g. from a ``"\\ud800"`` JSON escape) or holds a NUL character (which
+  PostgreSQL text columns cannot store), so such text is a 422 at request validation and
+  never reaches a model, a database or a log.
 * :class:`SafeJSONResponse`: JSON responses that can always be written (ASCII-escaped).
 * :func:`validation_message`: a one-line 422 message that never echoes the input.
 * :func:`route_label`: the route-table template a request matched, else ``"other"``
@@ -31,7 +32,8 @@ __all__ = ["check_text", "SafeStr", "SafeJSONResponse", "validation_message", "p
 
 
 def check_text(text: str) -> str:
-    """Return ``text`` if it can be UTF-8 encoded, else raise ``ValueError`` saying where not.
+    """Return ``text`` if it can be UTF-8 encoded and holds no NUL character, else raise
+    ``ValueError`` saying where not.
 
     Parameters
     ----------
@@ -51,7 +53,14 @@ def check_text(text: str) -> str:
     Traceback (most recent call last):
     ...
     ValueError: text cannot be UTF-8 encoded: lone surrogate U+D800 at character 1
+    >>> check_text("a\\x00b")
+    Traceback (most recent call last):
+    ...
+    ValueError: text holds a NUL character (U+0000) at character 1
     """
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"text holds a NUL character (U+0000) at character {nul}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -61,7 +70,7 @@ def check_text(text: str) -> str:
 
 
 SafeStr = Annotated[str, AfterValidator(check_text)]
-"""A request string that must be valid Unicode (UTF-8 encodable)."""
+"""A request string that must be valid Unicode (UTF-8 encodable) without NUL characters."""
 
 
 def printable(text: str, limit: int = 200) -> str:
