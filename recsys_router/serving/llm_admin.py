@@ -13,7 +13,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as _dt
+import math
 from typing import Optional
+
+import numpy as np
 
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field, field_validator
@@ -119,10 +122,15 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
             except (ValueError, TypeError) as exc:
                 code = 409 if "already in the pool" in str(exc) else 422
                 raise HTTPException(code, str(exc)) from None
+            mean = new.llm_mean_costs()
+            mean = None if mean is None else float(np.float64(mean[-1]))
+            if mean is not None and math.isinf(mean):  # never published: GET /llms must render
+                raise HTTPException(422, f"the mean cost of {req.name!r} is not a finite number; "
+                                         "its probe costs or prices are too large")
             entry = {"name": new.llm_names_[-1], "input_price": req.price_in,
                      "output_price": req.price_out,
-                     "mean_cost": float(new.llm_mean_costs()[-1]) if new.llm_mean_costs() is not None
-                     else None, "provenance": dict(new.llm_info_[new.llm_names_[-1]])}
+                     "mean_cost": None if mean is None or math.isnan(mean) else mean,
+                     "provenance": dict(new.llm_info_[new.llm_names_[-1]])}
             _publish(new, list(served.current.manifest.get("llms") or []) + [entry])
         return {"added": entry["name"], "llms": new.llm_names_}
 
