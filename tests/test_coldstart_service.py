@@ -75,6 +75,9 @@ def test_pool_changes_refused_without_a_configured_key(served):
     ({"name": "x", "probes": "NANWEIGHT"}, 422),
     ({"name": "x", "probes": "ZEROWEIGHTS"}, 422),
     ({"name": "x", "probes": "STRWEIGHT"}, 422),
+    ({"name": "x", "probes": "BOOLSCORE"}, 422),                # true was read as 1.0
+    ({"name": "x", "probes": "STRCOST"}, 422),                  # "1e-6" was read as a number
+    ({"name": "x", "probes": "P", "price_in": "1"}, 422),
 ])
 def test_bad_adds_change_nothing(served, body, code):
     art, probes = served
@@ -86,7 +89,9 @@ def test_bad_adds_change_nothing(served, body, code):
          "NEGWEIGHT": [{**x, "weight": -1.0 if i == 3 else 1.0} for i, x in enumerate(probes)],
          "NANWEIGHT": [{**x, "weight": "NaN" if i == 3 else 1.0} for i, x in enumerate(probes)],
          "ZEROWEIGHTS": [{**x, "weight": 0.0} for x in probes],
-         "STRWEIGHT": [{**x, "weight": "heavy"} for x in probes]}.get(body["probes"], body["probes"])
+         "STRWEIGHT": [{**x, "weight": "heavy"} for x in probes],
+         "BOOLSCORE": [{**x, "score": True} for x in probes],
+         "STRCOST": [{**x, "cost": "1e-6"} for x in probes]}.get(body["probes"], body["probes"])
     body = {**body, "probes": p, "name": art.llm_names[0] if body["name"] == "EXISTING" else body["name"]}
     before = c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()
     r = c.post("/llms", json=body, headers=KEY)

@@ -31,13 +31,15 @@ LOG_TEXT_MODES = ("full", "hash", "none")
 
 
 class FeedbackRequest(BaseModel):
-    """Body of ``POST /feedback``: the decision and one outcome (``score`` or ``thumbs``)."""
+    """Body of ``POST /feedback``: the decision and one outcome (``score`` or ``thumbs``).
+    Numbers are JSON numbers (an integer or a float) and finite: ``true`` or ``"0.5"`` is a
+    422."""
 
     decision_id: str = Field(min_length=1, max_length=64)
-    score: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    score: Optional[float] = Field(default=None, ge=0.0, le=1.0, strict=True, allow_inf_nan=False)
     thumbs: Optional[Literal["up", "down"]] = None
-    cost: Optional[float] = Field(default=None, ge=0.0)
-    latency_ms: Optional[float] = Field(default=None, ge=0.0)
+    cost: Optional[float] = Field(default=None, ge=0.0, strict=True, allow_inf_nan=False)
+    latency_ms: Optional[float] = Field(default=None, ge=0.0, strict=True, allow_inf_nan=False)
 
     model_config = {"extra": "forbid"}
 
@@ -47,13 +49,6 @@ class FeedbackRequest(BaseModel):
         # the same rule as serving.guards.SafeStr (not imported: serving imports this module)
         if "\x00" in v or any("\ud800" <= c <= "\udfff" for c in v):
             raise ValueError("must not hold a NUL character or a lone surrogate")
-        return v
-
-    @field_validator("score", "cost", "latency_ms")
-    @classmethod
-    def _finite(cls, v):
-        if v is not None and not np.isfinite(v):
-            raise ValueError("must be a finite number")
         return v
 
 

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from fastapi import FastAPI, HTTPException
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from .guards import SafeStr
 
@@ -31,19 +31,13 @@ MAX_PROBES_PER_REQUEST = 10_000
 
 class ProbeRecord(BaseModel):
     """One probe: the query text, the new LLM's score (and cost) on it, and optionally its
-    probe weight (as written by ``recsys-router probes``)."""
+    probe weight (as written by ``recsys-router probes``). Numbers are JSON numbers (an
+    integer or a float) and finite: ``true`` or ``"0.5"`` is a 422."""
 
     text: SafeStr
-    score: float
-    cost: Optional[float] = Field(default=None, ge=0)
-    weight: Optional[float] = Field(default=None, ge=0)
-
-    @field_validator("score", "cost", "weight")
-    @classmethod
-    def _finite(cls, v):
-        if v is not None and not (v == v and abs(v) != float("inf")):
-            raise ValueError("must be a finite number")
-        return v
+    score: float = Field(strict=True, allow_inf_nan=False)
+    cost: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
+    weight: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
 
 
 class AddLLMRequest(BaseModel):
@@ -51,8 +45,8 @@ class AddLLMRequest(BaseModel):
 
     name: SafeStr = Field(max_length=200)
     probes: list[ProbeRecord] = Field(min_length=1, max_length=MAX_PROBES_PER_REQUEST)
-    price_in: Optional[float] = Field(default=None, ge=0)
-    price_out: Optional[float] = Field(default=None, ge=0)
+    price_in: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
+    price_out: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     strategy: Optional[SafeStr] = Field(default=None, max_length=100)
 
 
