@@ -341,5 +341,5 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, served, cfg)
     app.add_middleware(_Guard, cfg=cfg, stats=stats, router=app.router)
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # chunked bodies; declared ones: _Guard
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # bytes received; a declared size: _Guard
     return app

@@ -9,7 +9,8 @@
 * :func:`route_label`: the route-table template a request matched, else ``"other"``
   (bounded metric labels).
 * :class:`TokenBucket`: a per-client rate limit with a bounded client table.
-* :class:`BodyLimit`: request bodies over a size limit are a 413 before the app reads them.
+* :class:`BodyLimit`: request bodies over a size limit (counted in bytes received) are a 413
+  before the app reads them.
 """
 
 from __future__ import annotations
@@ -215,9 +216,12 @@ class TokenBucket:
 class BodyLimit:
     """ASGI middleware: a request body over ``limit`` bytes gets a 413 before the app sees it.
 
-    A body sent without ``Content-Length`` (chunked) is read up front, at most ``limit``
-    bytes, in linear time whatever the chunk sizes. With ``check_declared``, a declared
-    ``Content-Length`` over the limit is refused at once too (otherwise the app does it).
+    The limit holds on the bytes actually received, whatever ``Content-Length`` says: the body
+    is read up front, at most ``limit`` bytes, in linear time whatever the chunk sizes, and
+    handed to the app whole. Only one well-formed ``Content-Length`` over the limit skips the
+    read: it is refused at once with ``check_declared``, else left to the app (the router
+    service's guard refuses it with its own counts). A missing, repeated, non-digit or lying
+    ``Content-Length`` (a raw ASGI server may pass any) changes nothing.
 
     Parameters
     ----------
@@ -227,7 +231,7 @@ class BodyLimit:
     field : str
         Key of the error message in the JSON answer.
     check_declared : bool
-        Also refuse a declared ``Content-Length`` over the limit.
+        Also refuse a declared ``Content-Length`` over the limit without reading the body.
 
     Example
     -------
@@ -245,9 +249,9 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None:
-            if self.check_declared and (not declared.isdigit() or int(declared) > self.limit):
+        declared = [v for k, v in scope.get("headers") or () if k.lower() == b"content-length"]
+        if len(declared) == 1 and declared[0].isdigit() and int(declared[0]) > self.limit:
+            if self.check_declared:
                 return await self._refuse(scope, receive, send)
             return await self.app(scope, receive, send)
         parts, size, more = [], 0, True
