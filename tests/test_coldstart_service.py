@@ -75,6 +75,9 @@ def test_pool_changes_refused_without_a_configured_key(served):
     ({"name": "x", "probes": "NANWEIGHT"}, 422),
     ({"name": "x", "probes": "ZEROWEIGHTS"}, 422),
     ({"name": "x", "probes": "STRWEIGHT"}, 422),
+    ({"name": "x", "probes": "BOOLSCORE"}, 422),                # true was read as 1.0
+    ({"name": "x", "probes": "STRCOST"}, 422),                  # "1e-6" was read as a number
+    ({"name": "x", "probes": "P", "price_in": "1"}, 422),
 ])
 def test_bad_adds_change_nothing(served, body, code):
     art, probes = served
@@ -86,7 +89,9 @@ def test_bad_adds_change_nothing(served, body, code):
          "NEGWEIGHT": [{**x, "weight": -1.0 if i == 3 else 1.0} for i, x in enumerate(probes)],
          "NANWEIGHT": [{**x, "weight": "NaN" if i == 3 else 1.0} for i, x in enumerate(probes)],
          "ZEROWEIGHTS": [{**x, "weight": 0.0} for x in probes],
-         "STRWEIGHT": [{**x, "weight": "heavy"} for x in probes]}.get(body["probes"], body["probes"])
+         "STRWEIGHT": [{**x, "weight": "heavy"} for x in probes],
+         "BOOLSCORE": [{**x, "score": True} for x in probes],
+         "STRCOST": [{**x, "cost": "1e-6"} for x in probes]}.get(body["probes"], body["probes"])
     body = {**body, "probes": p, "name": art.llm_names[0] if body["name"] == "EXISTING" else body["name"]}
     before = c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()
     r = c.post("/llms", json=body, headers=KEY)
@@ -94,6 +99,34 @@ def test_bad_adds_change_nothing(served, body, code):
     assert len(c.get("/llms", headers=KEY).json()["llms"]) == 3
     assert c.post("/route", json={"queries": ["a", "b c"]}, headers=KEY).json()["results"][0]["llm"] \
         == before["results"][0]["llm"]
+
+
+def test_huge_finite_probe_costs_keep_get_llms_working(served):
+    # twenty costs of 3e38 (each a finite float32): their float32 mean overflowed to infinity,
+    # which went into the published manifest and made GET /llms a 500 for every client
+    art, probes = served
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")), raise_server_exceptions=False)
+    big = [{**p, "cost": 3e38} for p in probes]
+    assert c.post("/llms", json={"name": "dear", "probes": big}, headers=KEY).status_code == 201
+    r = c.get("/llms", headers=KEY)
+    assert r.status_code == 200, r.text
+    listed = {x["name"]: x for x in r.json()["llms"]}
+    assert listed["dear"]["mean_cost"] == pytest.approx(float(np.float32(3e38)), rel=1e-9)
+    got = c.post("/route", json={"query": "some question", "wtp": 1.0}, headers=KEY)
+    assert got.status_code == 200 and got.json()["llm"] != "dear"
+
+
+def test_infinite_mean_cost_is_422_and_not_published(served):
+    # prices near float64's maximum: the scaled mean cost is infinite, refused before publishing
+    art, probes = served
+    assert art.router.llm_prices_ is not None  # the price path is the one exercised
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")), raise_server_exceptions=False)
+    free = [{"text": p["text"], "score": p["score"]} for p in probes]
+    r = c.post("/llms", json={"name": "inf", "probes": free, "price_in": 1.7e308,
+                              "price_out": 1.7e308}, headers=KEY)
+    assert r.status_code == 422 and "not a finite number" in r.json()["error"]
+    r = c.get("/llms", headers=KEY)
+    assert r.status_code == 200 and [x["name"] for x in r.json()["llms"]] == art.llm_names
 
 
 def test_weighted_add_matches_the_library(served):

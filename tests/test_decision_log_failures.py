@@ -1,20 +1,25 @@
 """Decision-log writer failures are visible: an engine that cannot write makes the writer
-retry each batch WRITE_ATTEMPTS times, then drop it; the failed attempts, the dropped
+retry each batch WRITE_ATTEMPTS times, then drop it (a row the database refuses, such as a
+NUL character on PostgreSQL, is split off and dropped alone); the failed attempts, the dropped
 decisions, the last error (without the query text) and the queue depth show in
 ``GET /health`` (status ``degraded``) and ``GET /metrics``. No timing is asserted: the
 back-off is set to 0 and the tests wait on the writer's own flush."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 import sqlalchemy as sa
+from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
 from recsys_router.feedback import store, writer
 from recsys_router.feedback.store import WRITE_ATTEMPTS, DecisionLog, DecisionWriter, LogFull
+from recsys_router.feedback.service import FeedbackRequest
 from recsys_router.serving import ServiceConfig, create_app
+from pg_util import pg_url  # noqa: F401 - fixture
 from test_serving import artifact  # noqa: F401 - the WordRouter artifact fixture
 
 
@@ -123,8 +128,89 @@ def test_health_without_a_decision_log(artifact):  # noqa: F811
         assert "decision_log" not in c.get("/metrics").text
 
 
-def _row(did: str) -> dict:
+# ---------------------------------------------------------------- one refused row
+def _one_bad_batch(url: str, bad: dict, monkeypatch) -> tuple[DecisionWriter, list[str]]:
+    """Eleven rows queued as one batch, the sixth refused by the database: the writer keeps
+    the ten others. Returns the closed writer and the ids of the good rows."""
+    monkeypatch.setattr(writer, "_BACKOFF_S", 0.0)
+    log = DecisionLog(url)
+    w = DecisionWriter(log, batch_size=64, flush_ms=60_000.0)  # one batch, sent by close()
+    good = [_row(f"good{i}", text=f"good query {i}") for i in range(10)]
+    w.submit(good[:5] + [bad] + good[5:])
+    w.close()
+    return w, [r["decision_id"] for r in good]
+
+
+def _check_only_the_bad_row_dropped(w: DecisionWriter, good_ids: list[str]) -> None:
+    st = w.status()
+    assert st["written"] == 10 and st["dropped"] == 1 and st["queued"] == 0
+    assert st["failed_attempts"] >= 1 and not st["ok"]  # the lost row stays visible
+    assert sorted(w.log.read()["decision_id"]) == sorted(good_ids)
+    assert not any(w.is_pending(d) for d in good_ids + ["bad"])
+
+
+def test_a_row_sqlite_refuses_loses_only_itself(tmp_path, monkeypatch):
+    # SQLite's driver cannot bind a lone surrogate (a bare UnicodeEncodeError); before, the
+    # whole batch was retried WRITE_ATTEMPTS times and all eleven rows were dropped
+    bad = _row("bad", chosen="m\ud800")
+    w, good_ids = _one_bad_batch(f"sqlite:///{tmp_path / 'b.db'}", bad, monkeypatch)
+    _check_only_the_bad_row_dropped(w, good_ids)
+    assert w.status()["last_error"].startswith("UnicodeEncodeError")
+
+
+def test_a_nul_text_on_postgresql_loses_only_its_row(pg_url, monkeypatch):  # noqa: F811
+    bad = _row("bad", text="evil\x00text", log_text="full")
+    w, good_ids = _one_bad_batch(pg_url, bad, monkeypatch)
+    _check_only_the_bad_row_dropped(w, good_ids)
+    assert w.status()["last_error"].startswith("DataError")
+    # bisection: at most 2 * ceil(log2(11)) failed inserts for one bad row, never a retry loop
+    assert w.status()["failed_attempts"] <= 8
+    w.log.dispose()
+
+
+def test_an_unavailable_database_is_still_retried_whole(tmp_path, monkeypatch):
+    # a connection error is not a refused row: the batch is retried, not split
+    monkeypatch.setattr(writer, "_BACKOFF_S", 0.0)
+    log = DecisionLog(f"sqlite:///{tmp_path / 'u.db'}")
+    calls = []
+
+    def down(rows):
+        calls.append(len(rows))
+        raise sa.exc.OperationalError("INSERT", {}, Exception("connection refused"))
+    monkeypatch.setattr(log, "insert_decisions", down)
+    w = DecisionWriter(log, batch_size=64, flush_ms=60_000.0)
+    w.submit([_row(f"r{i}") for i in range(6)])
+    w.close()
+    assert calls == [6] * WRITE_ATTEMPTS
+    assert w.status()["dropped"] == 6 and w.status()["written"] == 0
+
+
+def test_feedback_with_a_nul_id_is_a_client_error_on_postgresql(pg_url, artifact):  # noqa: F811
+    cfg = ServiceConfig(log_db=pg_url, log_text="full", log_flush_ms=50)
+    with TestClient(create_app(artifact, cfg)) as c:
+        r = c.post("/route", content=b'{"query": "evil\\u0000text"}',
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "NUL" in r.json()["error"]
+        good = c.post("/route", json={"queries": ["good one", "good two"]}).json()["results"]
+        r = c.post("/feedback", content=b'{"decision_id": "a\\u0000b", "score": 1}',
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "decision_id" in r.json()["error"]
+        # past the request model too (a caller of FeedbackLoop.feedback): the database's
+        # DataError is the client's value, a 422, never "decision log unavailable" (503)
+        loop = c.app.state.feedback_loop
+        req = FeedbackRequest.model_construct(decision_id="a\x00b", score=1.0, thumbs=None,
+                                              cost=None, latency_ms=None)
+        with pytest.raises(HTTPException) as exc:
+            asyncio.run(loop.feedback(req))
+        assert exc.value.status_code == 422 and "DataError" in exc.value.detail
+        for g in good:
+            r = c.post("/feedback", json={"decision_id": g["decision_id"], "score": 1.0})
+            assert r.status_code == 200, r.text
+        assert c.get("/health").json()["status"] == "ok"
+
+
+def _row(did: str, chosen: str = "m", text: str = "q", log_text: str = "none") -> dict:
     return store.decision_row(decision_id=did, instance="t", artifact_sha=None, policy="argmax",
-                              policy_value=None, explore="none", candidates=["m"], chosen="m",
+                              policy_value=None, explore="none", candidates=["m"], chosen=chosen,
                               propensity=1.0, probs={"m": 1.0}, scores={"m": 0.5}, costs=None,
-                              text="q", log_text="none")
+                              text=text, log_text=log_text)

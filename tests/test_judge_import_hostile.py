@@ -38,7 +38,12 @@ def _count(db):
     ("latencies", "fast", 3), ("metadata", [1, 2], 3), ("history", "hello", 3),
     ("feasible", "xy", 3), ("created_at", 12345, 3), ("label", True, 3), ("budget", float("inf"), 3),
     ("budget", -3, 3), ("router_choices", {"r1": "x", "r2": 5}, 3), ("router_choices", [["r1", "x"]], 3),
-    ("llm_a", 7, 3)])
+    ("llm_a", 7, 3),
+    # an int too large for a float (math.isfinite raised OverflowError), lone surrogates
+    # (sqlite raised UnicodeEncodeError when storing them)
+    pytest.param("costs", {"x": 10 ** 400}, 3, id="costs-int-past-float"),
+    pytest.param("budget", 10 ** 400, 3, id="budget-int-past-float"), ("query", "a\ud800b", 3),
+    ("router_choices", {"r\udc00": "x", "r2": "y"}, 3), ("metadata", {"note": ["\udfff"]}, 3)])
 def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, field, value, line):
     rows = [_good(1), _good(2), _good(3, **{field: value})]
     src = _write(tmp_path / "bad.jsonl", rows)
@@ -57,7 +62,10 @@ def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, fi
     ("{not json", "is not valid JSON"),
     # an unterminated string of 32,000 escaped quotes (a regex scan of it was quadratic)
     ('"' + '\\"' * 32_000, "is not valid JSON"),
-    ('{"query": "[[[\\"{{{", "metadata": ' + "[" * 65 + "]" * 65 + "}", "nested 66 deep")])
+    ('{"query": "[[[\\"{{{", "metadata": ' + "[" * 65 + "]" * 65 + "}", "nested 66 deep"),
+    # more digits than Python converts to an int (a ValueError json.loads let through)
+    pytest.param('{"query": "q", "budget": ' + "1" * 5000 + "}", "cannot be read as JSON",
+                 id="int-of-5000-digits")])
 def test_malformed_line(tmp_path, text, what):
     src = _write(tmp_path / "m.jsonl", [_good(1), text])
     st = JudgeStore(tmp_path / "j.db")

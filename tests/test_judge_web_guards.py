@@ -1,5 +1,6 @@
-"""RouteJudge voting page under hostile clients: non-finite numbers and unencodable text are
-422 before any token is issued; unvoted tokens expire and are capped per client; optional
+"""RouteJudge voting page under hostile clients: non-finite numbers, booleans or strings as
+numbers, and unencodable or NUL text are 422 before any token is issued; unvoted tokens
+expire and are capped per client; optional
 voter key; per-client rate limit. Every refusal leaves the database as it was."""
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ def _age(db, token: str, seconds: float) -> None:
 
 @pytest.mark.parametrize("raw", [
     b'{"budget": NaN}', b'{"budget": Infinity}', b'{"budget": -Infinity}', b'{"budget": 1e999}',
-    b'{"budget": "NaN"}', b'{"budget": "Infinity"}', b'{"budget": "-Infinity"}', b'{"budget": "inf"}',
     b'{"query_id": "qa", "budget": NaN}',
 ])
 def test_non_finite_budget_is_422_before_any_token(tmp_path, raw):
@@ -42,6 +42,24 @@ def test_non_finite_budget_is_422_before_any_token(tmp_path, raw):
     assert r.status_code == 422, r.text
     assert "budget" in r.json()["detail"] and "finite" in r.json()["detail"]
     assert _tokens(db) == [] and JudgeStore(db).count() == 0
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"budget": true}', b'{"budget": "1.5"}', b'{"budget": "0"}',
+    b'{"budget": "NaN"}', b'{"budget": "Infinity"}', b'{"budget": "-Infinity"}', b'{"budget": "inf"}',
+])
+def test_budget_that_is_not_a_json_number_is_422(tmp_path, raw):
+    # a boolean or a numeric string was read as 1.0 / 1.5 and got a duel token (the strings
+    # naming non-finite values were refused as non-finite; now as not a number at all)
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db)), raise_server_exceptions=False)
+    r = c.post("/api/duel", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert "budget" in r.json()["detail"] and "valid number" in r.json()["detail"]
+    assert _tokens(db) == [] and JudgeStore(db).count() == 0
+    ok = c.post("/api/duel", content=b'{"query_id": "qa", "budget": 1}',
+                headers={"content-type": "application/json"})
+    assert ok.status_code == 200 and ok.json()["budget"] == 1.0  # a JSON integer is a number
 
 
 def test_non_finite_budget_refused_in_process(tmp_path):
@@ -59,6 +77,7 @@ def test_non_finite_budget_refused_in_process(tmp_path):
     ("/api/duel", b'{"text": "custom \\ud83d"}'),
     ("/api/duel", b'{"text": "t", "history": [{"role": "user", "content": "\\udc00"}]}'),
     ("/api/duel", b'{"query_id": "raw \xed\xa0\x80"}'),
+    ("/api/duel", b'{"text": "custom \\u0000 prompt"}'),     # NUL: no database text column holds it
     ("/api/vote", b'{"token": "\\ud800\\ud800\\ud800\\ud800\\ud800\\ud800\\ud800\\ud800", "label": "A"}'),
     ("/api/duel", b'{"query_id": "' + b"q" * 5000 + b'"}'),
     ("/api/duel", b'{"history": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),

@@ -90,7 +90,8 @@ def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out,
     """Mean cost per query of a new LLM: its probe costs (averaged with the probe
     ``weights``, as its score is), else its price scaled like the pool's.
 
-    NaN when the router was fitted without costs.
+    NaN when the router was fitted without costs. Computed in float64 (a float32 mean of
+    large finite costs overflows to infinity).
 
     Example
     -------
@@ -99,7 +100,7 @@ def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out,
     0.75
     """
     if probes.costs is not None:
-        return float(np.average(probes.costs[:, 0], weights=weights))
+        return float(np.average(probes.costs[:, 0].astype(np.float64), weights=weights))
     mc = getattr(router, "mean_costs_", None)
     if mc is None or not np.isfinite(np.asarray(mc, np.float64)).any():
         return float("nan")
@@ -109,7 +110,8 @@ def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out,
         ratio = np.asarray(mc, np.float64) / np.asarray(known, np.float64)
         ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
         if ratio.size:
-            return float(np.median(ratio) * np.mean(prices))
+            with np.errstate(over="ignore"):  # huge prices: infinity, refused by add_llm
+                return float(np.median(ratio) * np.mean(prices))
     if prices:  # a price alone cannot be put on the pool's cost scale
         raise ValueError(f"the router predicts costs, so {name!r} needs probe costs: its price "
                          "cannot be scaled like the pool's costs because the pool's LLM prices "
@@ -149,8 +151,12 @@ def add_llm(router, name, scores, costs=None, *, price_in=None, price_out=None,
         raise ValueError(f"{type(router).__name__} reads query text but the probes of {name!r} "
                          "have no 'text'")
     cost = estimate_cost(router, name, probes, price_in, price_out, w)
-    price = np.mean([p for p in (price_in, price_out) if p is not None]) \
-        if (price_in is not None or price_out is not None) else np.nan
+    if np.isinf(cost):  # NaN is "unknown"; an infinite mean would break every cost comparison
+        raise ValueError(f"the estimated mean cost of {name!r} is not a finite number; its probe "
+                         "costs or prices are too large")
+    with np.errstate(over="ignore"):
+        price = np.mean([p for p in (price_in, price_out) if p is not None]) \
+            if (price_in is not None or price_out is not None) else np.nan
     saved = dict(router.__dict__)
     try:
         native = bool(getattr(router, "native_add_llm", False))

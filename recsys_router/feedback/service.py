@@ -22,7 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from .explore import ExplorationPolicy, choice_probabilities, draw, parse_explore, policy_utility
 from .sampling import sample_scores
 from .store import (WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedback, LogFull,
-                    UnknownDecision, decision_row, describe_error, new_decision_id)
+                    UnknownDecision, decision_row, describe_error, is_value_error,
+                    new_decision_id)
 
 __all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES"]
 
@@ -30,21 +31,24 @@ LOG_TEXT_MODES = ("full", "hash", "none")
 
 
 class FeedbackRequest(BaseModel):
-    """Body of ``POST /feedback``: the decision and one outcome (``score`` or ``thumbs``)."""
+    """Body of ``POST /feedback``: the decision and one outcome (``score`` or ``thumbs``).
+    Numbers are JSON numbers (an integer or a float) and finite: ``true`` or ``"0.5"`` is a
+    422."""
 
     decision_id: str = Field(min_length=1, max_length=64)
-    score: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    score: Optional[float] = Field(default=None, ge=0.0, le=1.0, strict=True, allow_inf_nan=False)
     thumbs: Optional[Literal["up", "down"]] = None
-    cost: Optional[float] = Field(default=None, ge=0.0)
-    latency_ms: Optional[float] = Field(default=None, ge=0.0)
+    cost: Optional[float] = Field(default=None, ge=0.0, strict=True, allow_inf_nan=False)
+    latency_ms: Optional[float] = Field(default=None, ge=0.0, strict=True, allow_inf_nan=False)
 
     model_config = {"extra": "forbid"}
 
-    @field_validator("score", "cost", "latency_ms")
+    @field_validator("decision_id")
     @classmethod
-    def _finite(cls, v):
-        if v is not None and not np.isfinite(v):
-            raise ValueError("must be a finite number")
+    def _storable_id(cls, v):
+        # the same rule as serving.guards.SafeStr (not imported: serving imports this module)
+        if "\x00" in v or any("\ud800" <= c <= "\udfff" for c in v):
+            raise ValueError("must not hold a NUL character or a lone surrogate")
         return v
 
 
@@ -157,7 +161,11 @@ class FeedbackLoop:
                 continue
             except DuplicateFeedback:
                 raise HTTPException(409, f"decision {req.decision_id!r} already has feedback") from None
-            except SQLAlchemyError as exc:  # the database is down: say so, never a bare 500
+            except SQLAlchemyError as exc:
+                if is_value_error(exc):  # the database refused this request's value: a 4xx
+                    raise HTTPException(422, f"decision_id cannot be looked up: "
+                                             f"{describe_error(exc)}") from None
+                # the database is down: say so, never a bare 500
                 raise HTTPException(503, f"decision log unavailable: {describe_error(exc)}") from None
         raise HTTPException(404, f"unknown decision_id {req.decision_id!r}")
 
@@ -175,7 +183,7 @@ class FeedbackLoop:
             ("failures_total", "counter", "Failed decision-log insert attempts (each retry counts).",
              st["failed_attempts"]),
             ("dropped_total", "counter", f"Decisions dropped after {WRITE_ATTEMPTS} failed inserts "
-             "of their batch.", st["dropped"]),
+             "of their batch, or refused alone by the database.", st["dropped"]),
             ("rejected_total", "counter", "Decisions refused (HTTP 503) because the log queue was "
              "full or closed.", st["rejected"]),
             ("queue_depth", "gauge", "Decisions queued, not yet committed.", st["queued"]),

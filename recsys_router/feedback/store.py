@@ -20,7 +20,9 @@ shutdown loses nothing, and a ``kill -9`` loses at most the decisions of the las
 ``flush_ms`` milliseconds, never more than ``max_pending`` rows (a request finding the queue
 full gets an error instead of being logged silently late). A batch whose insert fails is
 retried ``WRITE_ATTEMPTS - 1`` (4) times with exponential back-off (0.05, 0.1, 0.2, 0.4 s)
-and then dropped: at most ``batch_size`` decisions per failed batch, each counted
+and then dropped: at most ``batch_size`` decisions per failed batch (a batch the database
+refuses for a value in it, such as a NUL character PostgreSQL cannot store, is split until
+only the refused rows are dropped), each counted
 (``DecisionWriter.status``: failed attempts, dropped and rejected decisions, the last error,
 the queue depth), which the service shows in ``GET /health`` and ``GET /metrics``. Feedback
 is written synchronously, one transaction per request, so
@@ -38,10 +40,10 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error
+from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
 __all__ = ["SCHEMA_VERSION", "WRITE_ATTEMPTS", "DecisionLog", "DecisionWriter", "LogFull", "UnknownDecision",
-           "DuplicateFeedback", "describe_error", "normalise_url", "new_decision_id", "text_hash"]
+           "DuplicateFeedback", "describe_error", "is_value_error", "normalise_url", "new_decision_id", "text_hash"]
 
 SCHEMA_VERSION = 1
 _META = sa.MetaData()

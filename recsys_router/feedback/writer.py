@@ -2,9 +2,13 @@
 
 A request only appends to an in-memory queue (:meth:`DecisionWriter.submit`); a thread
 commits a batch when it reaches ``batch_size`` rows or ``flush_ms`` after its first row. A
-batch whose insert fails (database locked or unreachable, any driver error) is retried
-``WRITE_ATTEMPTS - 1`` times with exponential back-off and then dropped, and every failure
-is counted (:meth:`DecisionWriter.status`) for ``GET /health`` and ``GET /metrics``.
+batch whose insert fails because the database is locked or unreachable (or any other driver
+error) is retried ``WRITE_ATTEMPTS - 1`` times with exponential back-off and then dropped. A
+batch the database refuses for a value in it (:func:`is_value_error`: a PostgreSQL
+``DataError`` such as a NUL character in a text, a duplicate key, a value the driver cannot
+bind) is split in halves, each committed on its own, so that only the rows refused alone are
+dropped: one bad request never loses the decisions of the others. Every failure is counted
+(:meth:`DecisionWriter.status`) for ``GET /health`` and ``GET /metrics``.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
+
 if TYPE_CHECKING:  # pragma: no cover
     from .store import DecisionLog
 
-__all__ = ["WRITE_ATTEMPTS", "DecisionWriter", "LogFull", "describe_error"]
+__all__ = ["WRITE_ATTEMPTS", "DecisionWriter", "LogFull", "describe_error", "is_value_error"]
 
 #: attempts to insert one batch of decisions before it is dropped (counted, not silent)
 WRITE_ATTEMPTS = 5
@@ -44,6 +50,34 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     if "[SQL:" in first or "[parameters:" in first:
         first = first.split("[SQL:")[0].split("[parameters:")[0].strip()
     return f"{type(exc).__name__}: {first}"[:limit]
+
+
+def is_value_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database (or its driver) refused a value of the statement, as
+    opposed to being unavailable: a ``DataError`` (PostgreSQL: a NUL character in a text, a
+    number out of range), or a value that could not be bound (``StatementError`` without a
+    driver error, or a bare ``ValueError``/``TypeError``/``OverflowError``, such as SQLite's
+    ``UnicodeEncodeError`` for a lone surrogate). Retrying the same value fails the same way.
+
+    Example
+    -------
+    >>> is_value_error(sa.exc.DataError("INSERT ...", {}, Exception("NUL (0x00) bytes")))
+    True
+    >>> is_value_error(sa.exc.OperationalError("INSERT ...", {}, Exception("database is locked")))
+    False
+    """
+    if isinstance(exc, sa.exc.DataError):
+        return True
+    if isinstance(exc, sa.exc.DBAPIError):  # operational, interface, internal, ...: not the value
+        return False
+    if isinstance(exc, sa.exc.StatementError):
+        return isinstance(exc.orig, (ValueError, TypeError, OverflowError))
+    return isinstance(exc, (ValueError, TypeError, OverflowError))
+
+
+def _refused_rows(exc: BaseException) -> bool:
+    """A refused value or a duplicate key: a fault of some rows, not of the database."""
+    return is_value_error(exc) or isinstance(exc, sa.exc.IntegrityError)
 
 
 class DecisionWriter:
@@ -120,23 +154,39 @@ class DecisionWriter:
                 self._drain()
                 return
 
-    def _commit(self, batch: list[dict]) -> None:
-        ok = False
+    def _insert(self, batch: list[dict]) -> BaseException | None:
+        """Insert ``batch``; None once it is committed, else the last error. An unavailable
+        database is retried with back-off (up to ``WRITE_ATTEMPTS`` inserts); a refused value
+        or duplicate key is not (the same rows fail the same way)."""
+        last: BaseException | None = None
         for attempt in range(WRITE_ATTEMPTS):
             try:
                 self.log.insert_decisions(batch)
-                ok = True
-                break
+                return None
             except Exception as exc:  # noqa: BLE001 - locked, connection lost, a driver bug: the
                 # writer thread must survive any of them, and each one is counted
                 with self._lock:
                     self.failed_attempts += 1
                     self.failing = True
                     self.last_error, self.last_error_at = describe_error(exc), time.time()
+                last = exc
+                if _refused_rows(exc):
+                    return exc
                 if attempt < WRITE_ATTEMPTS - 1:
                     time.sleep(_BACKOFF_S * 2 ** attempt)
+        return last
+
+    def _commit(self, batch: list[dict]) -> None:
+        err = self._insert(batch)
+        if err is not None and len(batch) > 1 and _refused_rows(err):
+            # a row of the batch was refused: commit the halves on their own, so only the
+            # rows refused alone are dropped (log2(batch) extra inserts per bad row)
+            mid = len(batch) // 2
+            self._commit(batch[:mid])
+            self._commit(batch[mid:])
+            return
         with self._lock:
-            if ok:
+            if err is None:
                 self.written += len(batch)
                 self.failing = False
             else:

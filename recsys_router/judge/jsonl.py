@@ -24,8 +24,9 @@ def parse_line(raw: bytes, path, lineno: int):
     Raises
     ------
     DataValidationError
-        Not UTF-8, nested deeper than :data:`MAX_JSON_DEPTH`, or not JSON; the message
-        names ``path`` and ``lineno``.
+        Not UTF-8, nested deeper than :data:`MAX_JSON_DEPTH`, not JSON, or a number Python
+        will not convert (an integer of more than 4,300 digits); the message names ``path``
+        and ``lineno``.
 
     Example
     -------
@@ -55,3 +56,7 @@ def parse_line(raw: bytes, path, lineno: int):
         raise DataValidationError(f"line {lineno} is not valid JSON ({exc.msg})", source=str(path)) from None
     except RecursionError:
         raise DataValidationError(f"line {lineno}: JSON nested too deeply to read", source=str(path)) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
+        msg = str(exc).split(":")[0].strip()
+        raise DataValidationError(f"line {lineno} cannot be read as JSON ({msg})",
+                                  source=str(path)) from None

@@ -150,6 +150,51 @@ def attribute(router_choices: Mapping[str, str], llm_a: str, llm_b: str, label: 
     return {r: (s_a if m == llm_a else s_b if m == llm_b else None) for r, m in router_choices.items()}
 
 
+def _finite(v) -> bool:
+    """Whether ``v`` (an int or a float) is finite; an int too large for a float is not.
+
+    Example
+    -------
+    >>> _finite(2.5), _finite(float("inf")), _finite(10 ** 400)
+    (True, False, False)
+    """
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _unencodable(value, depth: int = 0):
+    """The first string in ``value`` (nested dicts, their keys, and lists included) that
+    cannot be UTF-8 encoded (a lone surrogate, e.g. from a ``"\\ud800"`` JSON escape), else None.
+
+    Example
+    -------
+    >>> _unencodable({"a": ["ok", "x\\udc00"]})
+    'x\\udc00'
+    >>> _unencodable({"a": ["ok"]}) is None
+    True
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value
+        return None
+    if depth > 100:  # deeper than any record may nest (import bounds lines at 64)
+        return None
+    items = []
+    if isinstance(value, Mapping):
+        items = [x for kv in value.items() for x in kv]
+    elif isinstance(value, (list, tuple)):
+        items = value
+    for x in items:
+        bad = _unencodable(x, depth + 1)
+        if bad is not None:
+            return bad
+    return None
+
+
 def _brief(value, n: int = 60) -> str:
     """``repr`` of an offending value with its type, cut to ``n`` characters.
 
@@ -158,7 +203,10 @@ def _brief(value, n: int = 60) -> str:
     >>> _brief(5), _brief({"a": 1})
     ('5 (int)', "{'a': 1} (dict)")
     """
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python converts to text
+        text = "<a number too long to show>"
     text = text if len(text) <= n else text[: n - 3] + "..."
     return f"{text} ({type(value).__name__})"
 
@@ -226,18 +274,26 @@ class JudgeRecord:
     def check_storable(self, source: str | None = None, row: int | None = None) -> None:
         """Limits a record must meet to be stored (checked on writing and importing, not on
         reading rows an older version stored): ``record_id`` of at most
-        :data:`MAX_RECORD_ID` characters, the database column's width."""
+        :data:`MAX_RECORD_ID` characters, the database column's width, and no string of the
+        record (keys, history and metadata included) holding a lone surrogate."""
         if len(self.record_id) > MAX_RECORD_ID:
             raise DataValidationError(f"record_id must be at most {MAX_RECORD_ID} characters, got "
                                       f"{len(self.record_id)}: {_brief(self.record_id)}",
                                       source=source, row=row, column="record_id")
+        for key in self.__dataclass_fields__:  # neither the database nor a UTF-8 export can hold it
+            bad = _unencodable(getattr(self, key))
+            if bad is not None:
+                raise DataValidationError(f"{key} holds text that cannot be UTF-8 encoded (a lone "
+                                          f"surrogate): {_brief(bad)}", source=source, row=row,
+                                          column=key)
 
     def validate(self, source: str | None = None, row: int | None = None) -> None:
         """Check the record's types and invariants; raises DataValidationError naming the field.
 
         Every name (``query``, ``llm_a``/``llm_b``, ``label``, ``record_id``, ``task``,
         ``query_id``, timestamps, router names and their choices, feasible LLMs) must be a
-        string: a record id is text, so ``5`` is refused rather than stored as ``'5'``.
+        string: a record id is text, so ``5`` is refused rather than stored as ``'5'``. An integer
+        budget or cost too large for a float is not finite.
         """
         def fail(msg, col):
             raise DataValidationError(msg, source=source, row=row, column=col)
@@ -275,7 +331,7 @@ class JudgeRecord:
                 fail(f"router {r!r} chose {m!r}, which is not in the feasible set", "router_choices")
         if self.budget is not None and (isinstance(self.budget, bool)
                                         or not isinstance(self.budget, (int, float))
-                                        or not math.isfinite(self.budget) or self.budget < 0):
+                                        or not _finite(self.budget) or self.budget < 0):
             fail(f"budget must be a finite number >= 0 or null, got {_brief(self.budget)}", "budget")
         if self.history is not None and (not isinstance(self.history, list)
                                          or not all(isinstance(t, dict) for t in self.history)):
@@ -290,8 +346,9 @@ class JudgeRecord:
             for m, v in values.items():
                 if not isinstance(m, str):
                     fail(f"{key} must map LLM names (strings) to numbers, got key {_brief(m)}", key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v < 0:
                     fail(f"{key}[{m!r}] must be a finite number >= 0, got {_brief(v)}", key)
+
 
     @property
     def votes(self) -> dict[str, int]:
@@ -328,8 +385,9 @@ class JudgeRecord:
             rec = cls(**kw)
         except DataValidationError as exc:
             raise exc.at(source=source, row=row) from None
-        except TypeError as exc:
-            raise DataValidationError(f"malformed record: {exc}", source=source, row=row) from None
+        except (TypeError, ValueError, OverflowError) as exc:  # never a bare traceback
+            raise DataValidationError(f"malformed record: {type(exc).__name__}: {exc}"[:300],
+                                      source=source, row=row) from None
         rec.check_storable(source=source, row=row)
         if "attribution" in d and d["attribution"] is not None and d["attribution"] != rec.attribution:
             raise DataValidationError(f"stored attribution {d['attribution']} disagrees with eq. 1 "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import math
 import numbers
 import time
 from collections import Counter
@@ -74,22 +73,17 @@ class ServiceConfig(BaseModel):
 
 
 class RouteRequest(BaseModel):
-    """Body of ``POST /route``: give ``query`` or ``queries``."""
+    """Body of ``POST /route``: give ``query`` or ``queries``. ``wtp`` and ``budget`` are
+    JSON numbers (an integer or a float), finite and >= 0: ``true`` or ``"1.5"`` is a 422,
+    never read as 1.0 or 1.5."""
 
     query: Optional[SafeStr] = None
     queries: Optional[list[SafeStr]] = None
-    wtp: Optional[float] = Field(default=None, ge=0)
-    budget: Optional[float] = Field(default=None, ge=0)
+    wtp: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
+    budget: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     candidates: Optional[list[SafeStr]] = None
 
     model_config = {"extra": "forbid"}
-
-    @field_validator("wtp", "budget")
-    @classmethod
-    def _finite(cls, v):
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be a finite number")
-        return v
 
 
 def _failed(exc: BaseException) -> HTTPException:
@@ -347,5 +341,5 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, served, cfg)
     app.add_middleware(_Guard, cfg=cfg, stats=stats, router=app.router)
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # chunked bodies; declared ones: _Guard
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # bytes received; a declared size: _Guard
     return app

@@ -1,14 +1,16 @@
 """Input guards shared by the HTTP services (router service and RouteJudge voting page).
 
 * :data:`SafeStr`: a pydantic string type that refuses text which cannot be UTF-8 encoded
-  (lone surrogates, e.g. from a ``"\\ud800"`` JSON escape), so such text is a 422 at
-  request validation and never reaches a model, a database or a log.
+  (lone surrogates, e.g. from a ``"\\ud800"`` JSON escape) or holds a NUL character (which
+  PostgreSQL text columns cannot store), so such text is a 422 at request validation and
+  never reaches a model, a database or a log.
 * :class:`SafeJSONResponse`: JSON responses that can always be written (ASCII-escaped).
 * :func:`validation_message`: a one-line 422 message that never echoes the input.
 * :func:`route_label`: the route-table template a request matched, else ``"other"``
   (bounded metric labels).
 * :class:`TokenBucket`: a per-client rate limit with a bounded client table.
-* :class:`BodyLimit`: request bodies over a size limit are a 413 before the app reads them.
+* :class:`BodyLimit`: request bodies over a size limit (counted in bytes received) are a 413
+  before the app reads them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ __all__ = ["check_text", "SafeStr", "SafeJSONResponse", "validation_message", "p
 
 
 def check_text(text: str) -> str:
-    """Return ``text`` if it can be UTF-8 encoded, else raise ``ValueError`` saying where not.
+    """Return ``text`` if it can be UTF-8 encoded and holds no NUL character, else raise
+    ``ValueError`` saying where not.
 
     Parameters
     ----------
@@ -51,7 +54,14 @@ def check_text(text: str) -> str:
     Traceback (most recent call last):
     ...
     ValueError: text cannot be UTF-8 encoded: lone surrogate U+D800 at character 1
+    >>> check_text("a\\x00b")
+    Traceback (most recent call last):
+    ...
+    ValueError: text holds a NUL character (U+0000) at character 1
     """
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"text holds a NUL character (U+0000) at character {nul}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -61,7 +71,7 @@ def check_text(text: str) -> str:
 
 
 SafeStr = Annotated[str, AfterValidator(check_text)]
-"""A request string that must be valid Unicode (UTF-8 encodable)."""
+"""A request string that must be valid Unicode (UTF-8 encodable) without NUL characters."""
 
 
 def printable(text: str, limit: int = 200) -> str:
@@ -206,9 +216,12 @@ class TokenBucket:
 class BodyLimit:
     """ASGI middleware: a request body over ``limit`` bytes gets a 413 before the app sees it.
 
-    A body sent without ``Content-Length`` (chunked) is read up front, at most ``limit``
-    bytes, in linear time whatever the chunk sizes. With ``check_declared``, a declared
-    ``Content-Length`` over the limit is refused at once too (otherwise the app does it).
+    The limit holds on the bytes actually received, whatever ``Content-Length`` says: the body
+    is read up front, at most ``limit`` bytes, in linear time whatever the chunk sizes, and
+    handed to the app whole. Only one well-formed ``Content-Length`` over the limit skips the
+    read: it is refused at once with ``check_declared``, else left to the app (the router
+    service's guard refuses it with its own counts). A missing, repeated, non-digit or lying
+    ``Content-Length`` (a raw ASGI server may pass any) changes nothing.
 
     Parameters
     ----------
@@ -218,7 +231,7 @@ class BodyLimit:
     field : str
         Key of the error message in the JSON answer.
     check_declared : bool
-        Also refuse a declared ``Content-Length`` over the limit.
+        Also refuse a declared ``Content-Length`` over the limit without reading the body.
 
     Example
     -------
@@ -236,9 +249,9 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None:
-            if self.check_declared and (not declared.isdigit() or int(declared) > self.limit):
+        declared = [v for k, v in scope.get("headers") or () if k.lower() == b"content-length"]
+        if len(declared) == 1 and declared[0].isdigit() and int(declared[0]) > self.limit:
+            if self.check_declared:
                 return await self._refuse(scope, receive, send)
             return await self.app(scope, receive, send)
         parts, size, more = [], 0, True

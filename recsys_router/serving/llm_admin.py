@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as _dt
+import math
 from typing import Optional
 
+import numpy as np
+
 from fastapi import FastAPI, HTTPException
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from .guards import SafeStr
 
@@ -28,19 +31,13 @@ MAX_PROBES_PER_REQUEST = 10_000
 
 class ProbeRecord(BaseModel):
     """One probe: the query text, the new LLM's score (and cost) on it, and optionally its
-    probe weight (as written by ``recsys-router probes``)."""
+    probe weight (as written by ``recsys-router probes``). Numbers are JSON numbers (an
+    integer or a float) and finite: ``true`` or ``"0.5"`` is a 422."""
 
     text: SafeStr
-    score: float
-    cost: Optional[float] = Field(default=None, ge=0)
-    weight: Optional[float] = Field(default=None, ge=0)
-
-    @field_validator("score", "cost", "weight")
-    @classmethod
-    def _finite(cls, v):
-        if v is not None and not (v == v and abs(v) != float("inf")):
-            raise ValueError("must be a finite number")
-        return v
+    score: float = Field(strict=True, allow_inf_nan=False)
+    cost: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
+    weight: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
 
 
 class AddLLMRequest(BaseModel):
@@ -48,8 +45,8 @@ class AddLLMRequest(BaseModel):
 
     name: SafeStr = Field(max_length=200)
     probes: list[ProbeRecord] = Field(min_length=1, max_length=MAX_PROBES_PER_REQUEST)
-    price_in: Optional[float] = Field(default=None, ge=0)
-    price_out: Optional[float] = Field(default=None, ge=0)
+    price_in: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
+    price_out: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     strategy: Optional[SafeStr] = Field(default=None, max_length=100)
 
 
@@ -119,10 +116,15 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
             except (ValueError, TypeError) as exc:
                 code = 409 if "already in the pool" in str(exc) else 422
                 raise HTTPException(code, str(exc)) from None
+            mean = new.llm_mean_costs()
+            mean = None if mean is None else float(np.float64(mean[-1]))
+            if mean is not None and math.isinf(mean):  # never published: GET /llms must render
+                raise HTTPException(422, f"the mean cost of {req.name!r} is not a finite number; "
+                                         "its probe costs or prices are too large")
             entry = {"name": new.llm_names_[-1], "input_price": req.price_in,
                      "output_price": req.price_out,
-                     "mean_cost": float(new.llm_mean_costs()[-1]) if new.llm_mean_costs() is not None
-                     else None, "provenance": dict(new.llm_info_[new.llm_names_[-1]])}
+                     "mean_cost": None if mean is None or math.isnan(mean) else mean,
+                     "provenance": dict(new.llm_info_[new.llm_names_[-1]])}
             _publish(new, list(served.current.manifest.get("llms") or []) + [entry])
         return {"added": entry["name"], "llms": new.llm_names_}
 

@@ -55,7 +55,8 @@ class DuelRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     query_id: SafeStr | None = Field(default=None, max_length=1_000, description="prompt id; omitted = random draw")
-    budget: float | None = Field(default=None, ge=0, description="per-query cost budget C (USD)")
+    budget: float | None = Field(default=None, ge=0, strict=True,  # true / "1.5": a 422
+                                 description="per-query cost budget C (USD)")
     task: SafeStr | None = Field(default=None, max_length=1_000,
                                  description="random draws: only prompts of this task")
     text: SafeStr | None = Field(default=None, min_length=1, max_length=100_000,
