@@ -21,6 +21,8 @@ Example
 from __future__ import annotations
 
 import ast
+import hashlib
+import io
 import json
 import os
 import stat
@@ -31,7 +33,8 @@ import numpy as np
 
 from ..state import ARRAY_DTYPES
 
-__all__ = ["LimitError", "read_json", "json_depth", "NpzReader"]
+__all__ = ["LimitError", "read_json", "parse_json", "read_bytes", "sha256_file", "json_depth",
+           "NpzReader"]
 
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 #: +1 for an opening bracket, -1 for a closing one, 0 for any other byte
@@ -122,16 +125,8 @@ def _unique_keys(pairs):
     return out
 
 
-def read_json(path, *, max_bytes: int, max_depth: int):
-    """Parse a JSON file within limits.
-
-    Raises
-    ------
-    LimitError
-        Not a regular file (a symbolic link included), too large, too deep, not UTF-8, not
-        valid JSON (duplicate keys and NaN/Infinity included); the message names the file.
-    """
-    path = Path(path)
+def _open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of a regular file that is not a symbolic link, and its stat."""
     if path.is_symlink():
         raise LimitError(f"{path}: not a regular file (a symbolic link)")
     # O_NOFOLLOW: a link swapped in after the check is refused too; O_NONBLOCK: opening a
@@ -147,21 +142,72 @@ def read_json(path, *, max_bytes: int, max_depth: int):
         raise LimitError(f"{path}: not a regular file")
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
+    return fd, st
+
+
+def read_bytes(path, *, max_bytes: int) -> bytes:
+    """The content of a regular file (never through a symbolic link), read once and whole.
+
+    Whoever checks these bytes (a checksum) and parses them sees the same content, even if
+    the file is replaced or rewritten meanwhile.
+
+    Raises
+    ------
+    LimitError
+        Not a regular file (a symbolic link included) or more than ``max_bytes`` bytes; the
+        message names the file.
+    """
+    path = Path(path)
+    fd, st = _open_regular(path)
     with open(fd, "rb") as fh:
-        size = st.st_size
-        if size > max_bytes:
-            raise LimitError(f"{path}: {size:,} bytes, more than the {max_bytes:,} allowed")
-        raw = fh.read(size + 1)  # never max_bytes: read(n) allocates n bytes up front
+        if st.st_size > max_bytes:
+            raise LimitError(f"{path}: {st.st_size:,} bytes, more than the {max_bytes:,} allowed")
+        raw = fh.read(st.st_size + 1)  # never max_bytes: read(n) allocates n bytes up front
     if len(raw) > max_bytes:
         raise LimitError(f"{path}: more than the {max_bytes:,} bytes allowed")
+    return raw
+
+
+def sha256_file(path, *, max_bytes: int) -> str:
+    """Hex SHA-256 of a regular file (never through a symbolic link), read in 1 MiB chunks
+    and at most ``max_bytes`` of it (more is a :class:`LimitError`)."""
+    path = Path(path)
+    fd, st = _open_regular(path)
+    h, seen = hashlib.sha256(), 0
+    with open(fd, "rb") as fh:
+        if st.st_size > max_bytes:
+            raise LimitError(f"{path}: {st.st_size:,} bytes, more than the {max_bytes:,} allowed")
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            seen += len(chunk)
+            if seen > max_bytes:
+                raise LimitError(f"{path}: more than the {max_bytes:,} bytes allowed")
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_json(path, *, max_bytes: int, max_depth: int):
+    """Parse a JSON file within limits.
+
+    Raises
+    ------
+    LimitError
+        Not a regular file (a symbolic link included), too large, too deep, not UTF-8, not
+        valid JSON (duplicate keys, NaN/Infinity and numbers out of the float range such as
+        ``1e400`` included); the message names the file.
+    """
+    return parse_json(read_bytes(path, max_bytes=max_bytes), Path(path), max_depth=max_depth)
+
+
+def parse_json(raw: bytes, where, *, max_depth: int):
+    """Parse JSON text already read (see :func:`read_json`); ``where`` names it in errors."""
     depth = json_depth(raw)
     if depth > max_depth:
-        raise LimitError(f"{path}: JSON nested {depth} deep, more than the {max_depth} allowed")
+        raise LimitError(f"{where}: JSON nested {depth} deep, more than the {max_depth} allowed")
     try:
         text = raw.decode("utf-8")
         return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise LimitError(f"{path}: not valid JSON ({str(err).splitlines()[0][:200]})") from err
+        raise LimitError(f"{where}: not valid JSON ({str(err).splitlines()[0][:200]})") from err
 
 
 def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
@@ -205,9 +251,12 @@ class NpzReader:
     Parameters
     ----------
     path : path
-        The ``.npz`` file.
+        The ``.npz`` file (read from disk unless ``data`` is given; errors name it).
     max_members : int
         Most members the archive may list.
+    data : bytes, optional
+        The file's content, already read (and checked) by the caller: the archive is parsed
+        from these bytes, so what was checked is exactly what is read.
 
     Example
     -------
@@ -219,10 +268,10 @@ class NpzReader:
     ((3,), [0, 1, 2])
     """
 
-    def __init__(self, path, max_members: int = 10_000):
+    def __init__(self, path, max_members: int = 10_000, *, data: bytes | None = None):
         self.path = Path(path)
         try:
-            self._zip = zipfile.ZipFile(self.path)
+            self._zip = zipfile.ZipFile(self.path if data is None else io.BytesIO(data))
         except (zipfile.BadZipFile, OSError, ValueError) as err:
             raise LimitError(f"{self.path}: not a readable .npz archive ({err})") from err
         infos = self._zip.infolist()

@@ -1,0 +1,142 @@
+"""How an artifact's files are read: a file swapped after its checksum is computed cannot be
+loaded, and numbers or sizes no float or machine can hold are refused with an ArtifactError
+naming the file and field (never an OverflowError, TypeError or EOFError)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recsys_router.export.verify as verify_mod
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.export import ArtifactError, export_router, load_router
+from recsys_router.registry import make_router
+
+KEY = "s3cret-key"
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(40, 3, 2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def goods(data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("good")
+    return {
+        "signed": export_router(make_router("best-single").fit(data), root / "signed",
+                                train_data=data, sign_key=KEY),
+        "cascade": export_router(make_router("cascade").fit(data), root / "cascade",
+                                 train_data=data),
+    }
+
+
+@pytest.fixture
+def signed(goods, tmp_path):
+    return Path(shutil.copytree(goods["signed"], tmp_path / "signed"))
+
+
+@pytest.fixture
+def cascade(goods, tmp_path):
+    return Path(shutil.copytree(goods["cascade"], tmp_path / "cascade"))
+
+
+def _man(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _refix(d: Path) -> None:
+    man = _man(d)
+    for f in ("state.json", "weights.npz"):
+        man["files"][f] = hashlib.sha256((d / f).read_bytes()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(man))
+
+
+# ------------------------------------------------------------------ swapped after hashing
+def _evil_files(d: Path) -> dict:
+    """Replacements for both files that load cleanly on their own and name another LLM."""
+    doc = json.loads((d / "state.json").read_text())
+    names = [r["name"] for r in _man(d)["llms"]]
+    with np.load(d / "weights.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    other = (doc["state"]["best_index_"] + 1) % len(names)
+    doc["state"]["best_index_"], doc["state"]["best_llm_"] = other, names[other]
+    evil_state = json.dumps(doc).encode()
+    arrays["mean_scores_"] = arrays["mean_scores_"][::-1].copy()
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return {"state.json": evil_state, "weights.npz": buf.getvalue()}
+
+
+class _SwapAfterDigest:
+    """Stands in for ``hashlib`` in the verifier: once a file's digest equals its recorded
+    checksum, that file is replaced on disk (an attacker winning the race between the
+    check and the read)."""
+
+    def __init__(self, d: Path, evil: dict):
+        self.d, self.evil, self.swapped = d, evil, []
+        self.want = {v: k for k, v in _man(d)["files"].items()}
+
+    def __getattr__(self, name):
+        return getattr(hashlib, name)
+
+    def sha256(self, *args):
+        real, outer = hashlib.sha256(*args), self
+
+        class _H:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def hexdigest(self):
+                value = real.hexdigest()
+                name = outer.want.get(value)
+                if name is not None and name not in outer.swapped:
+                    (outer.d / ".swap").write_bytes(outer.evil[name])
+                    (outer.d / ".swap").replace(outer.d / name)
+                    outer.swapped.append(name)
+                return value
+
+        return _H()
+
+
+@pytest.mark.parametrize("key", [KEY, None], ids=["signed", "unsigned"])
+def test_file_swapped_after_its_checksum_is_not_loaded(signed, data, monkeypatch, key):
+    original = load_router(signed, sign_key=KEY)
+    want_best = original.router.best_llm_
+    want_scores = original.router.mean_scores_.copy()
+    evil = _evil_files(signed)
+    swap = _SwapAfterDigest(signed, evil)
+    monkeypatch.setattr(verify_mod, "hashlib", swap)
+    try:
+        loaded = load_router(signed, sign_key=key)
+    except ArtifactError:
+        loaded = None
+    monkeypatch.undo()
+    assert sorted(swap.swapped) == ["state.json", "weights.npz"]  # the race was run
+    if loaded is not None:  # what loads is what was checked, never the swapped-in files
+        assert loaded.router.best_llm_ == want_best
+        np.testing.assert_array_equal(loaded.router.mean_scores_, want_scores)
+    # the swapped files on their own are a valid artifact naming another LLM: only the
+    # checksum keeps them out
+    assert (signed / "state.json").read_bytes() == evil["state.json"]
+    with pytest.raises(ArtifactError, match="state.json: checksum mismatch"):
+        load_router(signed)
+    _refix(signed)
+    assert load_router(signed).router.best_llm_ != want_best
+
+
+def test_weights_larger_than_the_declared_arrays_are_not_read(signed):
+    """weights.npz is read whole, so its size is capped by what the manifest declares."""
+    with open(signed / "weights.npz", "ab") as fh:
+        fh.write(b"\0" * (1 << 20))
+    _refix(signed)
+    with pytest.raises(ArtifactError, match=r"weights.npz: 1,0\d\d,\d\d\d bytes, more than the "
+                                            r"\d\d,\d\d\d allowed"):
+        load_router(signed)
