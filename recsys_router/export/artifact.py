@@ -323,7 +323,8 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
     del weights_raw
     try:
         router = router_from_state(doc, arrays, str(sp), declared)
-    except (StateError, ValueError, TypeError, KeyError, IndexError, RuntimeError) as exc:
+    except (StateError, ValueError, TypeError, KeyError, IndexError, RuntimeError,
+            OverflowError) as exc:
         raise ArtifactError(f"{sp}: cannot rebuild the router: {exc}") from exc
     if [r.get("name") for r in manifest["llms"]] != list(router.llm_names_):
         raise ArtifactError(f"{path / 'manifest.json'}: llms do not match the state's LLM pool")

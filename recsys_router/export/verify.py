@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
-                     StateError, check_state, check_value)
+                     StateError, check_state, check_value, describe, is_finite_number)
 from .safe_io import LimitError, read_bytes, read_json, sha256_file
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
@@ -75,8 +75,8 @@ def check_policy(policy, value) -> None:
     if policy not in ("argmax", "wtp", "budget"):
         raise ArtifactError(f"unknown policy {policy!r}; expected argmax, wtp or budget")
     if policy != "argmax" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                               or not np.isfinite(value) or value < 0):
-        raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {value!r}")
+                               or not is_finite_number(value) or value < 0):
+        raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {describe(value)}")
 
 
 #: dtype spellings a manifest may declare: the allowed names and their one-letter codes

@@ -140,3 +140,47 @@ def test_weights_larger_than_the_declared_arrays_are_not_read(signed):
     with pytest.raises(ArtifactError, match=r"weights.npz: 1,0\d\d,\d\d\d bytes, more than the "
                                             r"\d\d,\d\d\d allowed"):
         load_router(signed)
+
+
+# ------------------------------------------------------------------ numbers beyond a float
+HUGE = 10**400   # valid JSON, an int no float can hold
+
+
+def _set_manifest(d: Path, **fields) -> None:
+    man = _man(d)
+    man.update(fields)
+    (d / "manifest.json").write_text(json.dumps(man))
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("metrics", {"x": HUGE}, r"manifest.json: metrics.x: expected a float, got an integer of "
+                             r"401 digits"),
+    ("default_policy", {"name": "wtp", "value": HUGE},
+     r"manifest.json: policy 'wtp' needs a finite value >= 0, got an integer of 401 digits"),
+    ("default_policy", {"name": "budget", "value": -HUGE},
+     r"manifest.json: policy 'budget' needs a finite value >= 0, got an integer of 401 digits"),
+])
+def test_huge_integer_in_a_manifest_number_is_refused(signed, field, value, match):
+    _set_manifest(signed, **{field: value})
+    with pytest.raises(ArtifactError, match=match):
+        load_router(signed)
+
+
+def test_huge_integer_in_a_state_float_is_refused(cascade):
+    doc = json.loads((cascade / "state.json").read_text())
+    assert isinstance(doc["state"]["threshold_"], float)
+    doc["state"]["threshold_"] = HUGE
+    (cascade / "state.json").write_text(json.dumps(doc))
+    _refix(cascade)
+    with pytest.raises(ArtifactError, match=r"state.json.*threshold_: expected a float, got an "
+                                            r"integer of 401 digits, beyond the range of a float"):
+        load_router(cascade)
+
+
+def test_huge_integers_in_checked_values():
+    from recsys_router.state import FLOAT, NUM, StateError, check_value
+    with pytest.raises(StateError, match=r"^x: expected a finite number, got an integer of 401"):
+        check_value(NUM, HUGE, "x")
+    with pytest.raises(StateError, match=r"^x: expected a float, got an integer of 1234 digits"):
+        check_value(FLOAT, 10**1233, "x")
+    assert check_value(NUM, 10**300, "x") == 10**300 and check_value(FLOAT, 2, "x") == 2.0
