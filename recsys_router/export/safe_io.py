@@ -245,6 +245,17 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
     return dtype, shape, fortran, start + hlen
 
 
+#: what zipfile raises on a damaged archive (EOFError: a member that the directory says is
+#: longer than the bytes the file holds)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError)
+
+
+def _why(err: Exception) -> str:
+    if isinstance(err, EOFError):
+        return "truncated: the archive ends inside it"
+    return str(err)[:200] or type(err).__name__
+
+
 class NpzReader:
     """Lazy, bounded reader of an uncompressed ``.npz`` file.
 
@@ -272,8 +283,8 @@ class NpzReader:
         self.path = Path(path)
         try:
             self._zip = zipfile.ZipFile(self.path if data is None else io.BytesIO(data))
-        except (zipfile.BadZipFile, OSError, ValueError) as err:
-            raise LimitError(f"{self.path}: not a readable .npz archive ({err})") from err
+        except _ZIP_ERRORS as err:
+            raise LimitError(f"{self.path}: not a readable .npz archive ({_why(err)})") from err
         infos = self._zip.infolist()
         if len(infos) > max_members:
             self._zip.close()
@@ -315,8 +326,8 @@ class NpzReader:
             try:
                 with self._zip.open(info) as fh:
                     raw = fh.read(min(info.file_size, _MAX_HEADER + 12))
-            except (zipfile.BadZipFile, OSError, ValueError) as err:
-                raise LimitError(f"{self.path}: array {name!r} is unreadable ({err})") from err
+            except _ZIP_ERRORS as err:
+                raise LimitError(f"{self.path}: array {name!r} is unreadable ({_why(err)})") from err
             dtype, shape, fortran, hlen = _parse_header(raw, f"{self.path}:{name}")
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
             if info.file_size != hlen + nbytes:
@@ -340,8 +351,8 @@ class NpzReader:
             with self._zip.open(self._member(name)) as fh:
                 fh.read(hlen)
                 data = fh.read(nbytes + 1)
-        except (zipfile.BadZipFile, OSError, ValueError) as err:
-            raise LimitError(f"{self.path}: array {name!r} is unreadable ({err})") from err
+        except _ZIP_ERRORS as err:
+            raise LimitError(f"{self.path}: array {name!r} is unreadable ({_why(err)})") from err
         if len(data) != nbytes:
             raise LimitError(f"{self.path}: array {name!r} is truncated")
         arr = np.frombuffer(data, dtype=dtype)

@@ -184,3 +184,37 @@ def test_huge_integers_in_checked_values():
     with pytest.raises(StateError, match=r"^x: expected a float, got an integer of 1234 digits"):
         check_value(FLOAT, 10**1233, "x")
     assert check_value(NUM, 10**300, "x") == 10**300 and check_value(FLOAT, 2, "x") == 2.0
+
+
+# ------------------------------------------------------------------ truncated zip member
+def _truncated_npz(n: int, present: int) -> bytes:
+    """A zip of one stored member ``x.npy`` (float64, shape ``(n,)``) whose directory entries
+    claim the whole member while only ``present`` data bytes follow its header."""
+    import struct
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (%d,), }" % n
+    head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
+    npy = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode()
+    size = len(npy) + 8 * n
+    npy += b"\0" * present
+    name = b"x.npy"
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, 0, size, size, len(name),
+                        0) + name
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, 0, size, size,
+                          len(name), 0, 0, 0, 0, 0, 0) + name
+    body = local + npy
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), len(body), 0)
+    return body + central + end
+
+
+@pytest.mark.parametrize("present", [80, 4200], ids=["in-header-read", "in-data-read"])
+def test_truncated_npz_member_is_refused(signed, present):
+    raw = _truncated_npz(1000, present)
+    with zipfile.ZipFile(io.BytesIO(raw)) as z:    # the archive itself opens: only the
+        with pytest.raises(EOFError):              # member's bytes run out
+            z.read("x.npy")
+    (signed / "weights.npz").write_bytes(raw)
+    _set_manifest(signed, arrays={"x": {"dtype": "float64", "shape": [1000]}})
+    _refix(signed)
+    with pytest.raises(ArtifactError, match=r"weights.npz: array 'x' is unreadable \(truncated: "
+                                            r"the archive ends inside it\)"):
+        load_router(signed)
