@@ -33,7 +33,7 @@ import numpy as np
 
 from ..state import ARRAY_DTYPES
 
-__all__ = ["LimitError", "read_json", "parse_json", "read_bytes", "sha256_file", "json_depth",
+__all__ = ["LimitError", "MAX_DIM", "read_json", "parse_json", "read_bytes", "sha256_file", "json_depth",
            "NpzReader"]
 
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
@@ -43,6 +43,10 @@ _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 _SCAN_CHUNK = 1 << 18
 _MAX_HEADER = 4096
+#: largest array dimension a header or manifest may declare: more than any machine holds,
+#: and small enough that a product of 8 of them prints (Python refuses to format an int
+#: of more than 4,300 digits)
+MAX_DIM = 1 << 62
 
 
 class LimitError(ValueError):
@@ -235,6 +239,8 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
             or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
             or len(shape) > 8:
         raise LimitError(f"{where}: malformed .npy header (descr, shape or order)")
+    if any(d > MAX_DIM for d in shape):
+        raise LimitError(f"{where}: .npy header declares a dimension over 2**62")
     try:
         dtype = np.dtype(descr)
     except (TypeError, ValueError) as err:

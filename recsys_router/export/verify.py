@@ -19,7 +19,7 @@ import numpy as np
 
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
                      StateError, check_state, check_value, describe, is_finite_number)
-from .safe_io import LimitError, read_bytes, read_json, sha256_file
+from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
            "read_verified", "check_policy", "declared_arrays", "signature", "key_bytes", "sha256"]
@@ -207,6 +207,9 @@ def declared_arrays(manifest: dict, mf: Path, max_bytes: int) -> dict:
         if set(spec) != {"dtype", "shape"} or not isinstance(shape, list) or len(shape) > 8 or \
                 not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             raise ArtifactError(f"{mf}: arrays.{name}: expected dtype and a list of sizes")
+        if any(d > MAX_DIM for d in shape):
+            raise ArtifactError(f"{mf}: arrays.{name}.shape: a size over 2**62 (no machine holds "
+                                "such an array)")
         total += int(np.prod(shape, dtype=object)) * dtype.itemsize
         out[name] = (dtype, tuple(shape))
     if total > max_bytes:

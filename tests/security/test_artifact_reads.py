@@ -218,3 +218,31 @@ def test_truncated_npz_member_is_refused(signed, present):
     with pytest.raises(ArtifactError, match=r"weights.npz: array 'x' is unreadable \(truncated: "
                                             r"the archive ends inside it\)"):
         load_router(signed)
+
+
+# ------------------------------------------------------------------ absurd sizes
+@pytest.mark.parametrize("shape", [[10**4000, 10**4000], [10**4000, 0], [2**62 + 1]],
+                         ids=["product-over-4300-digits", "times-zero", "just-over-2**62"])
+def test_absurd_declared_size_is_refused(signed, shape):
+    man = _man(signed)
+    man["arrays"]["mean_scores_"]["shape"] = shape
+    (signed / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match=r"manifest.json: arrays.mean_scores_.shape: a size "
+                                            r"over 2\*\*62"):
+        load_router(signed)
+
+
+def test_absurd_npy_header_size_is_refused(tmp_path):
+    """A header's shape is read with ast.literal_eval, which takes hexadecimal: 3,900 hex
+    digits fit the 4 KiB header and make a size of about 4,700 decimal digits, more than Python
+    formats."""
+    from recsys_router.export.safe_io import LimitError, NpzReader
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (0x%s,), }" % ("f" * 3900)
+    head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
+    npy = b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode()
+    p = tmp_path / "w.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("x.npy", npy)
+    with NpzReader(p) as npz, pytest.raises(LimitError, match=r"w.npz:x: .npy header declares "
+                                                              r"a dimension over 2\*\*62"):
+        npz.header("x")
