@@ -2,8 +2,8 @@
 
 * :func:`read_json` refuses symbolic links and other non-regular files, files over a size
   cap, nesting deeper than a depth cap (measured on the raw text before parsing, in linear
-  time, so a deep document cannot exhaust the stack), duplicate keys and the non-standard
-  constants ``NaN``/``Infinity``.
+  time, so a deep document cannot exhaust the stack), duplicate keys, the non-standard
+  constants ``NaN``/``Infinity`` and numbers that overflow a float (``1e400``).
 * :class:`NpzReader` reads only the members it is asked for, from an uncompressed zip
   (``np.savez``): it parses each ``.npy`` header itself, refuses object, string and
   structured dtypes, checks the stored size against dtype x shape before allocating, and
@@ -24,6 +24,7 @@ import ast
 import hashlib
 import io
 import json
+import math
 import os
 import stat
 import zipfile
@@ -120,6 +121,13 @@ def _no_constants(name: str):
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):   # 1e400: valid JSON that parses to infinity
+        raise ValueError(f"number {text[:40]} is beyond the range of a float")
+    return value
+
+
 def _unique_keys(pairs):
     out = {}
     for k, v in pairs:
@@ -209,7 +217,8 @@ def parse_json(raw: bytes, where, *, max_depth: int):
         raise LimitError(f"{where}: JSON nested {depth} deep, more than the {max_depth} allowed")
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_no_constants, parse_float=_finite_float,
+                          object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise LimitError(f"{where}: not valid JSON ({str(err).splitlines()[0][:200]})") from err
 

@@ -246,3 +246,29 @@ def test_absurd_npy_header_size_is_refused(tmp_path):
     with NpzReader(p) as npz, pytest.raises(LimitError, match=r"w.npz:x: .npy header declares "
                                                               r"a dimension over 2\*\*62"):
         npz.header("x")
+
+
+# ------------------------------------------------------------------ 1e400
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1" + "0" * 400 + ".0"],
+                         ids=["1e400", "-1e400", "401-digit-float"])
+def test_json_number_that_overflows_a_float_is_refused(tmp_path, number):
+    from recsys_router.export.safe_io import LimitError, read_json
+    assert json.loads('{"x": %s}' % number)["x"] in (float("inf"), float("-inf"))
+    p = tmp_path / "x.json"
+    p.write_text('{"x": %s}' % number)
+    with pytest.raises(LimitError, match=r"x.json: not valid JSON \(number .* is beyond the "
+                                         r"range of a float\)"):
+        read_json(p, max_bytes=1000, max_depth=4)
+    p.write_text('{"x": 1e308, "y": -2.5e-320}')   # large and subnormal floats still read
+    assert read_json(p, max_bytes=1000, max_depth=4) == {"x": 1e308, "y": -2.5e-320}
+
+
+def test_state_float_written_as_1e400_is_refused(cascade):
+    doc = json.loads((cascade / "state.json").read_text())
+    text = json.dumps(doc).replace('"threshold_": %s' % json.dumps(doc["state"]["threshold_"]),
+                                   '"threshold_": 1e400')
+    assert "1e400" in text
+    (cascade / "state.json").write_text(text)
+    _refix(cascade)
+    with pytest.raises(ArtifactError, match=r"cascade/state.json: not valid JSON \(number 1e400"):
+        load_router(cascade)
