@@ -146,6 +146,11 @@ class MemoryLRU:
             return vec
 
     def put(self, key, vec: np.ndarray) -> None:
+        """Store ``vec`` under ``key``. A view (a row of a batch or of a disk shard) is
+        copied first: the entry is charged its own bytes, so it must not keep a larger
+        array alive."""
+        if vec.base is not None or not vec.flags.owndata:
+            vec = vec.copy()
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
@@ -278,8 +283,8 @@ class DiskCache:
                     self._reset()
                     lost = True
                     continue
-                for k, row in items:
-                    out[k] = np.asarray(vecs[row], dtype=np.float32)
+                for k, row in items:  # a copy: a row view would keep the whole shard alive
+                    out[k] = np.array(vecs[row], dtype=np.float32)
             if not lost:
                 break
         return out
