@@ -100,17 +100,24 @@ def _plain(value, where: str):
     if isinstance(value, (list, tuple)):
         return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: _plain(v, f"{where}.{k}") for k, v in value.items()}
+        # an ``encoder`` entry (a wrapper's parameters for the router it builds) is stored
+        # like the router's own ``encoder`` parameter: by kind
+        return {k: _plain(encoder_param(v) if k == "encoder" else v, f"{where}.{k}")
+                for k, v in value.items()}
     raise StateError(f"{where}: a {type(value).__name__} is not data (numbers, strings, lists, "
                      "dicts) and cannot be exported")
 
 
 def encoder_param(value):
-    """The JSON form of an ``encoder`` parameter: its name, or an encoder object's kind."""
+    """The JSON form of an ``encoder`` parameter: its name, or an encoder object's kind.
+
+    The object itself may be unfitted (a router fits a copy and stores that copy's state
+    as its ``encoder_`` part), so only its kind is read here, as for the name ``"tfidf"``.
+    """
     from .encoders.base import Encoder
     if isinstance(value, Encoder):
-        from .encoders.state import encoder_state
-        return encoder_state(value)[0]["kind"]
+        from .encoders.state import encoder_kind
+        return encoder_kind(value)
     return value
 
 

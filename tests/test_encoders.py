@@ -43,6 +43,22 @@ def test_hashing_shape_norm_determinism():
     assert e.encode([]).shape == (0, 64)
 
 
+def test_hashing_identity_tells_every_word_weight_apart():
+    a = HashingEncoder(dim=64, word_weight=0.1234561, cache=True)
+    b = HashingEncoder(dim=64, word_weight=0.1234564, cache=True)
+    assert a.identity != b.identity          # ":g" printed both as 0.123456
+    assert a.identity.endswith(",w=0.1234561)") and b.identity.endswith(",w=0.1234564)")
+    texts = ["the quick brown fox jumps"]
+    a.encode(texts)                          # cached under a's identity
+    own = HashingEncoder(dim=64, word_weight=0.1234564, cache=False).encode(texts)
+    np.testing.assert_array_equal(b.encode(texts), own)   # b is not served a's vector
+    assert not np.array_equal(own, a.encode(texts))
+    # values that ":g" already wrote exactly keep their identity (and their cache entries)
+    for w, text in ((0.5, "0.5"), (0.3, "0.3"), (1.0, "1"), (0.0, "0"), (1e-07, "1e-07")):
+        assert HashingEncoder(dim=8, word_weight=w).identity == \
+            f"hashing-v1(dim=8,word=(1, 2),char=(3, 5),w={text})"
+
+
 def test_hashing_matches_hand_computed_murmur_buckets():
     from sklearn.utils import murmurhash3_32
     dim = 1024

@@ -1,4 +1,5 @@
-"""Single-text writes merge only the small shards; a large shard is never rewritten."""
+"""Disk cache files: single-text writes merge only the small shards (a large shard is never
+rewritten), and a killed write leaves no temporary that outlives the next write."""
 
 from __future__ import annotations
 
@@ -25,3 +26,31 @@ def test_small_writes_leave_the_big_shard_alone(tmp_path):
     np.testing.assert_array_equal(got["s9"], [9, 9, 9, 9])
     c.compact()                                   # an explicit compact still merges everything
     assert len(c._shards()) == 1 and len(DiskCache("t", 4, root=tmp_path)) == 210
+
+
+def test_a_killed_write_leaves_no_temporary_behind(tmp_path):
+    """A writer killed with SIGKILL mid-shard leaves ``.tmp-PID-*``; the next write removes
+    it (its process is gone) and keeps the temporary of a live writer."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+    child = f"""
+import os, signal, numpy as np
+from recsys_router.encoders.cache import DiskCache
+def dying(f, **kw):
+    f.write(b"PK half a shard"); f.flush(); os.kill(os.getpid(), signal.SIGKILL)
+np.savez = dying
+DiskCache("t", 4, root={str(tmp_path)!r}).put(["a" * 40], np.ones((1, 4), np.float32))
+"""
+    assert subprocess.run([sys.executable, "-c", child]).returncode == -9
+    c = DiskCache("t", 4, root=tmp_path)
+    left = [p.name for p in c.dir.iterdir() if p.name.startswith(".tmp-")]
+    assert len(left) == 1 and left[0].split("-")[1].isdigit()   # the killed writer's pid
+    live = c.dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"      # a writer still running
+    live.write_bytes(b"PK being written")
+    c.put(["b" * 40], np.ones((1, 4), np.float32))
+    names = sorted(p.name for p in c.dir.iterdir())
+    assert left[0] not in names and live.name in names
+    assert [n for n in names if n.startswith(".tmp-")] == [live.name]
+    assert list(DiskCache("t", 4, root=tmp_path).get(["a" * 40, "b" * 40])) == ["b" * 40]

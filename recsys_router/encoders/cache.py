@@ -3,8 +3,8 @@
 The disk store lives under ``$RECSYS_ROUTER_CACHE`` (default ``~/.cache/recsys-router``),
 in ``embeddings/<slug-of-identity>/``. Each write adds one *shard*: an uncompressed ``.npz``
 holding ``keys`` (sha1 hex of the text) and ``vecs`` (float32 rows), written to a temporary
-file in the same folder and moved into place with :func:`os.replace`, so readers only ever
-see complete shards. Several processes may read and write the same folder at once: shards
+file in the same folder (``.tmp-PID-*``, removed by the next write once its process is gone)
+and moved into place with :func:`os.replace`, so readers only ever see complete shards. Several processes may read and write the same folder at once: shards
 never change after they appear, duplicated keys are harmless (the first one seen wins) and
 a shard removed by another process's compaction triggers a rescan.
 
@@ -31,10 +31,15 @@ from typing import Sequence
 
 import numpy as np
 
+from ..atomic import remove_stale_siblings
+
 __all__ = ["cache_root", "text_key", "MemoryLRU", "DiskCache", "MEMORY_CACHE", "memory_only",
            "disk_cache_enabled"]
 
 _SHARD_SUFFIX = ".npz"
+#: temporaries of shard and identity writes, ``.tmp-PID-HEX``; the next write removes those
+#: of processes that no longer run (:func:`recsys_router.atomic.remove_stale_siblings`)
+_TMP_RE = re.compile(r"^\.tmp-(?P<pid>\d+)-[0-9a-f]{32}$")
 _DISK_ON: ContextVar[bool] = ContextVar("recsys_router_disk_cache", default=True)
 
 
@@ -146,6 +151,11 @@ class MemoryLRU:
             return vec
 
     def put(self, key, vec: np.ndarray) -> None:
+        """Store ``vec`` under ``key``. A view (a row of a batch or of a disk shard) is
+        copied first: the entry is charged its own bytes, so it must not keep a larger
+        array alive."""
+        if vec.base is not None or not vec.flags.owndata:
+            vec = vec.copy()
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
@@ -278,8 +288,8 @@ class DiskCache:
                     self._reset()
                     lost = True
                     continue
-                for k, row in items:
-                    out[k] = np.asarray(vecs[row], dtype=np.float32)
+                for k, row in items:  # a copy: a row view would keep the whole shard alive
+                    out[k] = np.array(vecs[row], dtype=np.float32)
             if not lost:
                 break
         return out
@@ -287,11 +297,13 @@ class DiskCache:
     # ---------------------------------------------------------------- writing
     def _write_shard(self, keys: Sequence[str], vecs: np.ndarray) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)
+        # a writer killed mid-shard left its temporary: remove those of dead processes
+        remove_stale_siblings(self.dir / "identity.txt", _TMP_RE)
         ident_file = self.dir / "identity.txt"
         if not ident_file.exists():
             _atomic_write_bytes(ident_file, (self.identity + "\n").encode("utf-8"))
         name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{_SHARD_SUFFIX}"
-        tmp = self.dir / f".tmp-{uuid.uuid4().hex}"
+        tmp = _temp_name(self.dir)
         try:
             with open(tmp, "wb") as f:
                 np.savez(f, keys=np.asarray(list(keys), dtype="U40"),
@@ -365,8 +377,17 @@ class DiskCache:
         return len(self._index)
 
 
+def _temp_name(folder: Path) -> Path:
+    """A temporary in a cache folder, tagged with this process id (see :data:`_TMP_RE`)."""
+    return folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    tmp = _temp_name(path.parent)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

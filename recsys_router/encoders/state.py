@@ -25,7 +25,7 @@ from ..state import (BOOL, FLOAT, INT, NUM, STR, Arr, Opt, StateError, TupleOf, 
                      check_value)
 from .base import Encoder
 
-__all__ = ["encoder_state", "encoder_from_state", "pack_strings", "unpack_strings",
+__all__ = ["encoder_state", "encoder_from_state", "encoder_kind", "pack_strings", "unpack_strings",
            "ENCODER_KINDS", "save_encoder_part", "load_encoder_part"]
 
 _HASHING = {"dim": INT, "word_ngrams": TupleOf(INT, INT), "char_ngrams": Opt(TupleOf(INT, INT)),
@@ -75,7 +75,9 @@ def unpack_strings(blob: np.ndarray, offsets: np.ndarray, where: str) -> list[st
         raise StateError(f"{where}: strings are not valid UTF-8 ({err})") from err
 
 
-def _kind(enc) -> str:
+def encoder_kind(enc) -> str:
+    """The kind (``hashing``, ``tfidf``...) of a built-in encoder object, fitted or not; an
+    encoder of any other class is a :class:`StateError`."""
     from .bf16_minilm import Bf16MiniLMEncoder
     from .neural import SentenceTransformerEncoder
     from .onnx_minilm import OnnxMiniLMEncoder
@@ -92,7 +94,7 @@ def _kind(enc) -> str:
 
 def encoder_state(enc: Encoder) -> tuple[dict, dict]:
     """``(info, arrays)`` of a built-in encoder; ``info["kind"]`` names its kind."""
-    kind = _kind(enc)
+    kind = encoder_kind(enc)
     if kind == "hashing":
         info = {"dim": enc.dim, "word_ngrams": list(enc.word_ngrams),
                 "char_ngrams": None if enc.char_ngrams is None else list(enc.char_ngrams),

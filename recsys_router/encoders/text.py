@@ -69,7 +69,7 @@ class HashingEncoder(Encoder):
         self.char_ngrams = None if char_ngrams is None else tuple(char_ngrams)
         self.word_weight = float(word_weight)
         self.identity = (f"hashing-v1(dim={self.dim},word={self.word_ngrams},"
-                         f"char={self.char_ngrams},w={self.word_weight:g})")
+                         f"char={self.char_ngrams},w={_exact(self.word_weight)})")
         from sklearn.feature_extraction.text import HashingVectorizer
         self._word = HashingVectorizer(n_features=self.dim, ngram_range=self.word_ngrams,
                                        alternate_sign=True, norm="l2", lowercase=True)
@@ -83,6 +83,14 @@ class HashingEncoder(Encoder):
         if self._char is not None:
             x = self.word_weight * x + (1.0 - self.word_weight) * self._char.transform(texts)
         return normalize(x, norm="l2").toarray().astype(np.float32)
+
+
+def _exact(x: float) -> str:
+    """``x`` as text that reads back as exactly ``x``: the short ``:g`` form when it does
+    (``0.5``, ``1``: identities written before stay the same), else ``repr``; distinct
+    floats never share a text (``:g`` alone keeps six digits)."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
 
 
 class TfidfEncoder(Encoder):

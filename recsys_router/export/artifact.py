@@ -37,9 +37,10 @@ from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
 from ..state import StateError, json_safe
 from .exported import ExportedRouter
-from .safe_io import LimitError, NpzReader, read_json
-from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_policy,
-                     declared_arrays, key_bytes, sha256, signature, verify_artifact)
+from .safe_io import LimitError, NpzReader, parse_json, read_json
+from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listing, check_policy,
+                     declared_arrays, key_bytes, read_verified, sha256, signature,
+                     verify_artifact)
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
            "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS", "clean_stale"]
@@ -53,6 +54,16 @@ def data_fingerprint(data: RoutingData) -> str:
     if data.costs is not None:
         h.update(np.ascontiguousarray(data.costs).tobytes())
     return h.hexdigest()[:16]
+
+
+def _npz_bytes(declared: dict) -> int:
+    """Most bytes an uncompressed ``.npz`` of the declared arrays can take: their data plus,
+    per member, a ``.npy`` header (at most 4 KiB) and its zip records, plus the archive's
+    end records. Loading reads ``weights.npz`` whole, so this bounds its memory by the
+    arrays it declares."""
+    data = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize
+               for dtype, shape in declared.values())
+    return data + 8192 * len(declared) + 65_536
 
 
 def _write_json(path: Path, obj) -> None:
@@ -282,7 +293,7 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
     """
     path = Path(path)
     clean_stale(path)
-    manifest = verify_artifact(path, sign_key=sign_key)
+    manifest = check_listing(path, sign_key=sign_key)
     if manifest["router_class"] not in class_table():
         raise ArtifactError(f"{path / 'manifest.json'}: router_class "
                             f"{manifest['router_class'][:120]!r} is not a registered router class; "
@@ -290,11 +301,15 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
     cap = int(LIMITS["max_array_bytes"] if max_bytes is None else max_bytes)
     declared = declared_arrays(manifest, path / "manifest.json", cap)
     sp, wp = path / "state.json", path / "weights.npz"
+    # each file is read once: its checksum (and so the signature) covers exactly the bytes
+    # parsed below, whatever happens to the file on disk meanwhile
+    state_raw = read_verified(path, manifest, "state.json", LIMITS["state_bytes"])
+    weights_raw = read_verified(path, manifest, "weights.npz", _npz_bytes(declared))
     try:
-        doc = read_json(sp, max_bytes=LIMITS["state_bytes"], max_depth=LIMITS["json_depth"])
+        doc = parse_json(state_raw, sp, max_depth=LIMITS["json_depth"])
         if not isinstance(doc, dict) or doc.get("class") != manifest["router_class"]:
             raise ArtifactError(f"{sp}: its class does not match the manifest's router_class")
-        with NpzReader(wp) as npz:
+        with NpzReader(wp, data=weights_raw) as npz:
             if set(npz.names) != set(declared):
                 diff = sorted(set(npz.names) ^ set(declared))
                 raise ArtifactError(f"{wp}: arrays {diff[:5]} differ from the manifest's list")
@@ -305,9 +320,11 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
             arrays = {n: npz.read(n, cap) for n in declared}
     except (LimitError, StateError) as exc:
         raise ArtifactError(str(exc)) from exc
+    del weights_raw
     try:
         router = router_from_state(doc, arrays, str(sp), declared)
-    except (StateError, ValueError, TypeError, KeyError, IndexError, RuntimeError) as exc:
+    except (StateError, ValueError, TypeError, KeyError, IndexError, RuntimeError,
+            OverflowError) as exc:
         raise ArtifactError(f"{sp}: cannot rebuild the router: {exc}") from exc
     if [r.get("name") for r in manifest["llms"]] != list(router.llm_names_):
         raise ArtifactError(f"{path / 'manifest.json'}: llms do not match the state's LLM pool")

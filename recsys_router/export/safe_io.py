@@ -2,8 +2,8 @@
 
 * :func:`read_json` refuses symbolic links and other non-regular files, files over a size
   cap, nesting deeper than a depth cap (measured on the raw text before parsing, in linear
-  time, so a deep document cannot exhaust the stack), duplicate keys and the non-standard
-  constants ``NaN``/``Infinity``.
+  time, so a deep document cannot exhaust the stack), duplicate keys, the non-standard
+  constants ``NaN``/``Infinity`` and numbers that overflow a float (``1e400``).
 * :class:`NpzReader` reads only the members it is asked for, from an uncompressed zip
   (``np.savez``): it parses each ``.npy`` header itself, refuses object, string and
   structured dtypes, checks the stored size against dtype x shape before allocating, and
@@ -21,7 +21,10 @@ Example
 from __future__ import annotations
 
 import ast
+import hashlib
+import io
 import json
+import math
 import os
 import stat
 import zipfile
@@ -31,7 +34,8 @@ import numpy as np
 
 from ..state import ARRAY_DTYPES
 
-__all__ = ["LimitError", "read_json", "json_depth", "NpzReader"]
+__all__ = ["LimitError", "MAX_DIM", "read_json", "parse_json", "read_bytes", "sha256_file", "json_depth",
+           "NpzReader"]
 
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 #: +1 for an opening bracket, -1 for a closing one, 0 for any other byte
@@ -40,6 +44,10 @@ _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 _SCAN_CHUNK = 1 << 18
 _MAX_HEADER = 4096
+#: largest array dimension a header or manifest may declare: more than any machine holds,
+#: and small enough that a product of 8 of them prints (Python refuses to format an int
+#: of more than 4,300 digits)
+MAX_DIM = 1 << 62
 
 
 class LimitError(ValueError):
@@ -113,6 +121,13 @@ def _no_constants(name: str):
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):   # 1e400: valid JSON that parses to infinity
+        raise ValueError(f"number {text[:40]} is beyond the range of a float")
+    return value
+
+
 def _unique_keys(pairs):
     out = {}
     for k, v in pairs:
@@ -122,16 +137,8 @@ def _unique_keys(pairs):
     return out
 
 
-def read_json(path, *, max_bytes: int, max_depth: int):
-    """Parse a JSON file within limits.
-
-    Raises
-    ------
-    LimitError
-        Not a regular file (a symbolic link included), too large, too deep, not UTF-8, not
-        valid JSON (duplicate keys and NaN/Infinity included); the message names the file.
-    """
-    path = Path(path)
+def _open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of a regular file that is not a symbolic link, and its stat."""
     if path.is_symlink():
         raise LimitError(f"{path}: not a regular file (a symbolic link)")
     # O_NOFOLLOW: a link swapped in after the check is refused too; O_NONBLOCK: opening a
@@ -147,21 +154,73 @@ def read_json(path, *, max_bytes: int, max_depth: int):
         raise LimitError(f"{path}: not a regular file")
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
+    return fd, st
+
+
+def read_bytes(path, *, max_bytes: int) -> bytes:
+    """The content of a regular file (never through a symbolic link), read once and whole.
+
+    Whoever checks these bytes (a checksum) and parses them sees the same content, even if
+    the file is replaced or rewritten meanwhile.
+
+    Raises
+    ------
+    LimitError
+        Not a regular file (a symbolic link included) or more than ``max_bytes`` bytes; the
+        message names the file.
+    """
+    path = Path(path)
+    fd, st = _open_regular(path)
     with open(fd, "rb") as fh:
-        size = st.st_size
-        if size > max_bytes:
-            raise LimitError(f"{path}: {size:,} bytes, more than the {max_bytes:,} allowed")
-        raw = fh.read(size + 1)  # never max_bytes: read(n) allocates n bytes up front
+        if st.st_size > max_bytes:
+            raise LimitError(f"{path}: {st.st_size:,} bytes, more than the {max_bytes:,} allowed")
+        raw = fh.read(st.st_size + 1)  # never max_bytes: read(n) allocates n bytes up front
     if len(raw) > max_bytes:
         raise LimitError(f"{path}: more than the {max_bytes:,} bytes allowed")
+    return raw
+
+
+def sha256_file(path, *, max_bytes: int) -> str:
+    """Hex SHA-256 of a regular file (never through a symbolic link), read in 1 MiB chunks
+    and at most ``max_bytes`` of it (more is a :class:`LimitError`)."""
+    path = Path(path)
+    fd, st = _open_regular(path)
+    h, seen = hashlib.sha256(), 0
+    with open(fd, "rb") as fh:
+        if st.st_size > max_bytes:
+            raise LimitError(f"{path}: {st.st_size:,} bytes, more than the {max_bytes:,} allowed")
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            seen += len(chunk)
+            if seen > max_bytes:
+                raise LimitError(f"{path}: more than the {max_bytes:,} bytes allowed")
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_json(path, *, max_bytes: int, max_depth: int):
+    """Parse a JSON file within limits.
+
+    Raises
+    ------
+    LimitError
+        Not a regular file (a symbolic link included), too large, too deep, not UTF-8, not
+        valid JSON (duplicate keys, NaN/Infinity and numbers out of the float range such as
+        ``1e400`` included); the message names the file.
+    """
+    return parse_json(read_bytes(path, max_bytes=max_bytes), Path(path), max_depth=max_depth)
+
+
+def parse_json(raw: bytes, where, *, max_depth: int):
+    """Parse JSON text already read (see :func:`read_json`); ``where`` names it in errors."""
     depth = json_depth(raw)
     if depth > max_depth:
-        raise LimitError(f"{path}: JSON nested {depth} deep, more than the {max_depth} allowed")
+        raise LimitError(f"{where}: JSON nested {depth} deep, more than the {max_depth} allowed")
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_no_constants, parse_float=_finite_float,
+                          object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise LimitError(f"{path}: not valid JSON ({str(err).splitlines()[0][:200]})") from err
+        raise LimitError(f"{where}: not valid JSON ({str(err).splitlines()[0][:200]})") from err
 
 
 def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
@@ -189,6 +248,8 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
             or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
             or len(shape) > 8:
         raise LimitError(f"{where}: malformed .npy header (descr, shape or order)")
+    if any(d > MAX_DIM for d in shape):
+        raise LimitError(f"{where}: .npy header declares a dimension over 2**62")
     try:
         dtype = np.dtype(descr)
     except (TypeError, ValueError) as err:
@@ -199,15 +260,29 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
     return dtype, shape, fortran, start + hlen
 
 
+#: what zipfile raises on a damaged archive (EOFError: a member that the directory says is
+#: longer than the bytes the file holds)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError)
+
+
+def _why(err: Exception) -> str:
+    if isinstance(err, EOFError):
+        return "truncated: the archive ends inside it"
+    return str(err)[:200] or type(err).__name__
+
+
 class NpzReader:
     """Lazy, bounded reader of an uncompressed ``.npz`` file.
 
     Parameters
     ----------
     path : path
-        The ``.npz`` file.
+        The ``.npz`` file (read from disk unless ``data`` is given; errors name it).
     max_members : int
         Most members the archive may list.
+    data : bytes, optional
+        The file's content, already read (and checked) by the caller: the archive is parsed
+        from these bytes, so what was checked is exactly what is read.
 
     Example
     -------
@@ -219,12 +294,12 @@ class NpzReader:
     ((3,), [0, 1, 2])
     """
 
-    def __init__(self, path, max_members: int = 10_000):
+    def __init__(self, path, max_members: int = 10_000, *, data: bytes | None = None):
         self.path = Path(path)
         try:
-            self._zip = zipfile.ZipFile(self.path)
-        except (zipfile.BadZipFile, OSError, ValueError) as err:
-            raise LimitError(f"{self.path}: not a readable .npz archive ({err})") from err
+            self._zip = zipfile.ZipFile(self.path if data is None else io.BytesIO(data))
+        except _ZIP_ERRORS as err:
+            raise LimitError(f"{self.path}: not a readable .npz archive ({_why(err)})") from err
         infos = self._zip.infolist()
         if len(infos) > max_members:
             self._zip.close()
@@ -266,8 +341,8 @@ class NpzReader:
             try:
                 with self._zip.open(info) as fh:
                     raw = fh.read(min(info.file_size, _MAX_HEADER + 12))
-            except (zipfile.BadZipFile, OSError, ValueError) as err:
-                raise LimitError(f"{self.path}: array {name!r} is unreadable ({err})") from err
+            except _ZIP_ERRORS as err:
+                raise LimitError(f"{self.path}: array {name!r} is unreadable ({_why(err)})") from err
             dtype, shape, fortran, hlen = _parse_header(raw, f"{self.path}:{name}")
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
             if info.file_size != hlen + nbytes:
@@ -291,8 +366,8 @@ class NpzReader:
             with self._zip.open(self._member(name)) as fh:
                 fh.read(hlen)
                 data = fh.read(nbytes + 1)
-        except (zipfile.BadZipFile, OSError, ValueError) as err:
-            raise LimitError(f"{self.path}: array {name!r} is unreadable ({err})") from err
+        except _ZIP_ERRORS as err:
+            raise LimitError(f"{self.path}: array {name!r} is unreadable ({_why(err)})") from err
         if len(data) != nbytes:
             raise LimitError(f"{self.path}: array {name!r} is truncated")
         arr = np.frombuffer(data, dtype=dtype)

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
-                     StateError, check_state, check_value)
-from .safe_io import LimitError, read_json
+                     StateError, check_state, check_value, describe, is_finite_number)
+from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file
 
-__all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_policy",
-           "declared_arrays", "signature", "key_bytes", "sha256"]
+__all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
+           "read_verified", "check_policy", "declared_arrays", "signature", "key_bytes", "sha256"]
 
 FORMAT_VERSION = 2
 _FILES = ("state.json", "weights.npz")
@@ -75,8 +75,8 @@ def check_policy(policy, value) -> None:
     if policy not in ("argmax", "wtp", "budget"):
         raise ArtifactError(f"unknown policy {policy!r}; expected argmax, wtp or budget")
     if policy != "argmax" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                               or not np.isfinite(value) or value < 0):
-        raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {value!r}")
+                               or not is_finite_number(value) or value < 0):
+        raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {describe(value)}")
 
 
 #: dtype spellings a manifest may declare: the allowed names and their one-letter codes
@@ -128,9 +128,10 @@ def _read_manifest(path: Path) -> dict:
     return manifest
 
 
-def verify_artifact(path: str | os.PathLike, *, sign_key: str | bytes | None = None) -> dict:
-    """Check the directory listing, format version, signature (when a key is given) and
-    every file's checksum; return the manifest."""
+def check_listing(path: str | os.PathLike, *, sign_key: str | bytes | None = None) -> dict:
+    """Check the directory listing, the manifest, its format version and its signature (when
+    a key is given), and that it lists exactly the artifact's files; return the manifest.
+    The files themselves are checked by :func:`verify_artifact` or :func:`read_verified`."""
     path = Path(path)
     manifest = _read_manifest(path)
     mf = path / "manifest.json"
@@ -148,16 +149,48 @@ def verify_artifact(path: str | os.PathLike, *, sign_key: str | bytes | None = N
     files = manifest["files"]
     if set(files) != set(_FILES):
         raise ArtifactError(f"{mf}: files must list exactly {list(_FILES)}, got {sorted(files)[:5]}")
+    return manifest
+
+
+def _check_file(p: Path) -> None:
+    if not p.exists() and not p.is_symlink():
+        raise ArtifactError(f"{p.parent}: incomplete artifact, {p.name} is missing")
+    if p.is_symlink() or not p.is_file():
+        raise ArtifactError(f"{p}: not a regular file")
+
+
+def read_verified(path: Path, manifest: dict, name: str, max_bytes: int) -> bytes:
+    """The bytes of one artifact file, read once and checked against the manifest's
+    checksum: the caller parses exactly the bytes that were checked, so a file replaced
+    after the check cannot be loaded under a valid checksum or signature."""
+    p = Path(path) / name
+    _check_file(p)
+    try:
+        raw = read_bytes(p, max_bytes=max_bytes)
+    except LimitError as exc:
+        raise ArtifactError(str(exc)) from exc
+    if hashlib.sha256(raw).hexdigest() != manifest["files"][name]:
+        raise ArtifactError(f"{p}: checksum mismatch (the file was modified or corrupted)")
+    return raw
+
+
+def verify_artifact(path: str | os.PathLike, *, sign_key: str | bytes | None = None) -> dict:
+    """Check the directory listing, format version, signature (when a key is given) and
+    every file's checksum; return the manifest.
+
+    Loading does not use this result to read the files afterwards: :func:`load_router`
+    checks and parses the same bytes (:func:`read_verified`)."""
+    path = Path(path)
+    manifest = check_listing(path, sign_key=sign_key)
     caps = {"state.json": LIMITS["state_bytes"], "weights.npz": LIMITS["max_array_bytes"] * 2}
     for f in _FILES:
         p = path / f
-        if not p.exists():
-            raise ArtifactError(f"{path}: incomplete artifact, {f} is missing")
-        if p.is_symlink() or not p.is_file():
-            raise ArtifactError(f"{p}: not a regular file")
-        if p.stat().st_size > caps[f]:
-            raise ArtifactError(f"{p}: {p.stat().st_size:,} bytes, more than the {caps[f]:,} allowed")
-        if sha256(p) != files[f]:
+        _check_file(p)
+        try:
+            digest = sha256_file(p, max_bytes=caps[f])
+        except LimitError as exc:
+            raise ArtifactError(str(exc)) from exc
+        if digest != manifest["files"][f]:
             raise ArtifactError(f"{p}: checksum mismatch (the file was modified or corrupted)")
     return manifest
 
@@ -174,6 +207,9 @@ def declared_arrays(manifest: dict, mf: Path, max_bytes: int) -> dict:
         if set(spec) != {"dtype", "shape"} or not isinstance(shape, list) or len(shape) > 8 or \
                 not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             raise ArtifactError(f"{mf}: arrays.{name}: expected dtype and a list of sizes")
+        if any(d > MAX_DIM for d in shape):
+            raise ArtifactError(f"{mf}: arrays.{name}.shape: a size over 2**62 (no machine holds "
+                                "such an array)")
         total += int(np.prod(shape, dtype=object)) * dtype.itemsize
         out[name] = (dtype, tuple(shape))
     if total > max_bytes:

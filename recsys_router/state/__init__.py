@@ -26,8 +26,10 @@ import re
 
 import numpy as np
 
+from .numbers import describe, is_finite_number
+
 __all__ = ["StateError", "Arr", "Part", "Size", "Scalar", "ListOf", "DictOf", "TupleOf", "Opt", "INT", "FLOAT",
-           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "check_indices", "check_finite", "collect_state", "number_keys",
+           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "is_finite_number", "describe", "check_indices", "check_finite", "collect_state", "number_keys",
            "ARRAY_DTYPES", "NAME_RE", "json_safe"]
 
 #: dtypes an artifact array may have (never object, string, void or structured)
@@ -172,11 +174,14 @@ def check_value(spec, value, where: str):
     if isinstance(spec, Scalar):
         if spec.kind is NUM.kind:
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                raise StateError(f"{where}: expected a finite number, got {value!r}")
+                    or not is_finite_number(value):
+                raise StateError(f"{where}: expected a finite number, got {describe(value)}")
             return value
         ok = isinstance(value, spec.kind) and not (spec.kind is int and isinstance(value, bool))
         if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            if not is_finite_number(value):
+                raise StateError(f"{where}: expected a float, got {describe(value)}, beyond the "
+                                 "range of a float")
             value, ok = float(value), True
         if not ok:
             raise StateError(f"{where}: expected {spec.kind.__name__}, got {type(value).__name__}")

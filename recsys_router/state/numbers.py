@@ -1,0 +1,40 @@
+"""Numbers in untrusted JSON: finiteness of ints too large for a float, and short
+descriptions of values for error messages.
+
+JSON has no size limit on integers: ``10**400`` parses to a Python int that ``float()``,
+``math.isfinite`` and numpy refuse with OverflowError or TypeError, and an int of more than
+4,300 digits cannot even be formatted. These helpers let validators turn such values into
+errors that name the field.
+
+Example
+-------
+>>> is_finite_number(10**400), is_finite_number(1e308), is_finite_number(float("nan"))
+(False, True, False)
+>>> describe(10**400)
+'an integer of 401 digits'
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["is_finite_number", "describe"]
+
+
+def is_finite_number(value) -> bool:
+    """Whether an int or float is finite as a float (an int too large for a float is not:
+    ``float(10**400)`` overflows)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def describe(value, limit: int = 60) -> str:
+    """A short description of a JSON value for an error message: its repr cut to ``limit``
+    characters, or the size of an integer too long to print (Python refuses to format an
+    int of more than 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,274 @@
+"""How an artifact's files are read: a file swapped after its checksum is computed cannot be
+loaded, and numbers or sizes no float or machine can hold are refused with an ArtifactError
+naming the file and field (never an OverflowError, TypeError or EOFError)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recsys_router.export.verify as verify_mod
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.export import ArtifactError, export_router, load_router
+from recsys_router.registry import make_router
+
+KEY = "s3cret-key"
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(40, 3, 2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def goods(data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("good")
+    return {
+        "signed": export_router(make_router("best-single").fit(data), root / "signed",
+                                train_data=data, sign_key=KEY),
+        "cascade": export_router(make_router("cascade").fit(data), root / "cascade",
+                                 train_data=data),
+    }
+
+
+@pytest.fixture
+def signed(goods, tmp_path):
+    return Path(shutil.copytree(goods["signed"], tmp_path / "signed"))
+
+
+@pytest.fixture
+def cascade(goods, tmp_path):
+    return Path(shutil.copytree(goods["cascade"], tmp_path / "cascade"))
+
+
+def _man(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _refix(d: Path) -> None:
+    man = _man(d)
+    for f in ("state.json", "weights.npz"):
+        man["files"][f] = hashlib.sha256((d / f).read_bytes()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(man))
+
+
+# ------------------------------------------------------------------ swapped after hashing
+def _evil_files(d: Path) -> dict:
+    """Replacements for both files that load cleanly on their own and name another LLM."""
+    doc = json.loads((d / "state.json").read_text())
+    names = [r["name"] for r in _man(d)["llms"]]
+    with np.load(d / "weights.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    other = (doc["state"]["best_index_"] + 1) % len(names)
+    doc["state"]["best_index_"], doc["state"]["best_llm_"] = other, names[other]
+    evil_state = json.dumps(doc).encode()
+    arrays["mean_scores_"] = arrays["mean_scores_"][::-1].copy()
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return {"state.json": evil_state, "weights.npz": buf.getvalue()}
+
+
+class _SwapAfterDigest:
+    """Stands in for ``hashlib`` in the verifier: once a file's digest equals its recorded
+    checksum, that file is replaced on disk (an attacker winning the race between the
+    check and the read)."""
+
+    def __init__(self, d: Path, evil: dict):
+        self.d, self.evil, self.swapped = d, evil, []
+        self.want = {v: k for k, v in _man(d)["files"].items()}
+
+    def __getattr__(self, name):
+        return getattr(hashlib, name)
+
+    def sha256(self, *args):
+        real, outer = hashlib.sha256(*args), self
+
+        class _H:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def hexdigest(self):
+                value = real.hexdigest()
+                name = outer.want.get(value)
+                if name is not None and name not in outer.swapped:
+                    (outer.d / ".swap").write_bytes(outer.evil[name])
+                    (outer.d / ".swap").replace(outer.d / name)
+                    outer.swapped.append(name)
+                return value
+
+        return _H()
+
+
+@pytest.mark.parametrize("key", [KEY, None], ids=["signed", "unsigned"])
+def test_file_swapped_after_its_checksum_is_not_loaded(signed, data, monkeypatch, key):
+    original = load_router(signed, sign_key=KEY)
+    want_best = original.router.best_llm_
+    want_scores = original.router.mean_scores_.copy()
+    evil = _evil_files(signed)
+    swap = _SwapAfterDigest(signed, evil)
+    monkeypatch.setattr(verify_mod, "hashlib", swap)
+    try:
+        loaded = load_router(signed, sign_key=key)
+    except ArtifactError:
+        loaded = None
+    monkeypatch.undo()
+    assert sorted(swap.swapped) == ["state.json", "weights.npz"]  # the race was run
+    if loaded is not None:  # what loads is what was checked, never the swapped-in files
+        assert loaded.router.best_llm_ == want_best
+        np.testing.assert_array_equal(loaded.router.mean_scores_, want_scores)
+    # the swapped files on their own are a valid artifact naming another LLM: only the
+    # checksum keeps them out
+    assert (signed / "state.json").read_bytes() == evil["state.json"]
+    with pytest.raises(ArtifactError, match="state.json: checksum mismatch"):
+        load_router(signed)
+    _refix(signed)
+    assert load_router(signed).router.best_llm_ != want_best
+
+
+def test_weights_larger_than_the_declared_arrays_are_not_read(signed):
+    """weights.npz is read whole, so its size is capped by what the manifest declares."""
+    with open(signed / "weights.npz", "ab") as fh:
+        fh.write(b"\0" * (1 << 20))
+    _refix(signed)
+    with pytest.raises(ArtifactError, match=r"weights.npz: 1,0\d\d,\d\d\d bytes, more than the "
+                                            r"\d\d,\d\d\d allowed"):
+        load_router(signed)
+
+
+# ------------------------------------------------------------------ numbers beyond a float
+HUGE = 10**400   # valid JSON, an int no float can hold
+
+
+def _set_manifest(d: Path, **fields) -> None:
+    man = _man(d)
+    man.update(fields)
+    (d / "manifest.json").write_text(json.dumps(man))
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("metrics", {"x": HUGE}, r"manifest.json: metrics.x: expected a float, got an integer of "
+                             r"401 digits"),
+    ("default_policy", {"name": "wtp", "value": HUGE},
+     r"manifest.json: policy 'wtp' needs a finite value >= 0, got an integer of 401 digits"),
+    ("default_policy", {"name": "budget", "value": -HUGE},
+     r"manifest.json: policy 'budget' needs a finite value >= 0, got an integer of 401 digits"),
+])
+def test_huge_integer_in_a_manifest_number_is_refused(signed, field, value, match):
+    _set_manifest(signed, **{field: value})
+    with pytest.raises(ArtifactError, match=match):
+        load_router(signed)
+
+
+def test_huge_integer_in_a_state_float_is_refused(cascade):
+    doc = json.loads((cascade / "state.json").read_text())
+    assert isinstance(doc["state"]["threshold_"], float)
+    doc["state"]["threshold_"] = HUGE
+    (cascade / "state.json").write_text(json.dumps(doc))
+    _refix(cascade)
+    with pytest.raises(ArtifactError, match=r"state.json.*threshold_: expected a float, got an "
+                                            r"integer of 401 digits, beyond the range of a float"):
+        load_router(cascade)
+
+
+def test_huge_integers_in_checked_values():
+    from recsys_router.state import FLOAT, NUM, StateError, check_value
+    with pytest.raises(StateError, match=r"^x: expected a finite number, got an integer of 401"):
+        check_value(NUM, HUGE, "x")
+    with pytest.raises(StateError, match=r"^x: expected a float, got an integer of 1234 digits"):
+        check_value(FLOAT, 10**1233, "x")
+    assert check_value(NUM, 10**300, "x") == 10**300 and check_value(FLOAT, 2, "x") == 2.0
+
+
+# ------------------------------------------------------------------ truncated zip member
+def _truncated_npz(n: int, present: int) -> bytes:
+    """A zip of one stored member ``x.npy`` (float64, shape ``(n,)``) whose directory entries
+    claim the whole member while only ``present`` data bytes follow its header."""
+    import struct
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (%d,), }" % n
+    head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
+    npy = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode()
+    size = len(npy) + 8 * n
+    npy += b"\0" * present
+    name = b"x.npy"
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, 0, size, size, len(name),
+                        0) + name
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, 0, size, size,
+                          len(name), 0, 0, 0, 0, 0, 0) + name
+    body = local + npy
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), len(body), 0)
+    return body + central + end
+
+
+@pytest.mark.parametrize("present", [80, 4200], ids=["in-header-read", "in-data-read"])
+def test_truncated_npz_member_is_refused(signed, present):
+    raw = _truncated_npz(1000, present)
+    with zipfile.ZipFile(io.BytesIO(raw)) as z:    # the archive itself opens: only the
+        with pytest.raises(EOFError):              # member's bytes run out
+            z.read("x.npy")
+    (signed / "weights.npz").write_bytes(raw)
+    _set_manifest(signed, arrays={"x": {"dtype": "float64", "shape": [1000]}})
+    _refix(signed)
+    with pytest.raises(ArtifactError, match=r"weights.npz: array 'x' is unreadable \(truncated: "
+                                            r"the archive ends inside it\)"):
+        load_router(signed)
+
+
+# ------------------------------------------------------------------ absurd sizes
+@pytest.mark.parametrize("shape", [[10**4000, 10**4000], [10**4000, 0], [2**62 + 1]],
+                         ids=["product-over-4300-digits", "times-zero", "just-over-2**62"])
+def test_absurd_declared_size_is_refused(signed, shape):
+    man = _man(signed)
+    man["arrays"]["mean_scores_"]["shape"] = shape
+    (signed / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match=r"manifest.json: arrays.mean_scores_.shape: a size "
+                                            r"over 2\*\*62"):
+        load_router(signed)
+
+
+def test_absurd_npy_header_size_is_refused(tmp_path):
+    """A header's shape is read with ast.literal_eval, which takes hexadecimal: 3,900 hex
+    digits fit the 4 KiB header and make a size of about 4,700 decimal digits, more than Python
+    formats."""
+    from recsys_router.export.safe_io import LimitError, NpzReader
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (0x%s,), }" % ("f" * 3900)
+    head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
+    npy = b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode()
+    p = tmp_path / "w.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("x.npy", npy)
+    with NpzReader(p) as npz, pytest.raises(LimitError, match=r"w.npz:x: .npy header declares "
+                                                              r"a dimension over 2\*\*62"):
+        npz.header("x")
+
+
+# ------------------------------------------------------------------ 1e400
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1" + "0" * 400 + ".0"],
+                         ids=["1e400", "-1e400", "401-digit-float"])
+def test_json_number_that_overflows_a_float_is_refused(tmp_path, number):
+    from recsys_router.export.safe_io import LimitError, read_json
+    assert json.loads('{"x": %s}' % number)["x"] in (float("inf"), float("-inf"))
+    p = tmp_path / "x.json"
+    p.write_text('{"x": %s}' % number)
+    with pytest.raises(LimitError, match=r"x.json: not valid JSON \(number .* is beyond the "
+                                         r"range of a float\)"):
+        read_json(p, max_bytes=1000, max_depth=4)
+    p.write_text('{"x": 1e308, "y": -2.5e-320}')   # large and subnormal floats still read
+    assert read_json(p, max_bytes=1000, max_depth=4) == {"x": 1e308, "y": -2.5e-320}
+
+
+def test_state_float_written_as_1e400_is_refused(cascade):
+    doc = json.loads((cascade / "state.json").read_text())
+    text = json.dumps(doc).replace('"threshold_": %s' % json.dumps(doc["state"]["threshold_"]),
+                                   '"threshold_": 1e400')
+    assert "1e400" in text
+    (cascade / "state.json").write_text(text)
+    _refix(cascade)
+    with pytest.raises(ArtifactError, match=r"cascade/state.json: not valid JSON \(number 1e400"):
+        load_router(cascade)
