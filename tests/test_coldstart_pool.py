@@ -177,3 +177,20 @@ def test_new_llm_cost_uses_the_probe_weights_as_its_score_does(sim, name):
     heads = getattr(r, "probe_llms_", None) or {}
     cost = heads["new"]["cost"] if "new" in heads else r.mean_costs_[-1]
     assert cost == pytest.approx(0.75)
+
+
+def test_second_priced_llm_on_a_probe_router_is_costed_like_the_first():
+    """A non-native router keeps its fitted columns' mean costs while its prices grow with the
+    pool; a second LLM added by price alone was refused (arrays of 4 and 5 LLMs). Each new
+    LLM's cost is the pool's median cost-per-price times its mean price, by hand here."""
+    d = make_synthetic(100, 4, seed=0)
+    llms = d.llms.copy()
+    llms["input_price"], llms["output_price"] = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0]
+    d = RoutingData(d.queries, llms, d.scores, d.costs)
+    router = make_router("knn", encoder="hashing").fit(d)
+    expected = float(np.median(d.mean_costs().astype(np.float64) / [1.5, 3.0, 4.5, 6.0])) * 2.25
+    for k in range(3):
+        probes = RoutingData(d.queries.iloc[:10], [f"new{k}"], np.full((10, 1), 0.5))
+        router.add_llm(f"new{k}", probes, price_in=1.5, price_out=3.0)
+        assert router.probe_llms_[f"new{k}"]["cost"] == pytest.approx(expected, rel=1e-12)
+    assert router.llm_prices_.tolist() == [1.5, 3.0, 4.5, 6.0, 2.25, 2.25, 2.25]

@@ -107,7 +107,13 @@ def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out,
     prices = [p for p in (price_in, price_out) if p is not None]
     known = getattr(router, "llm_prices_", None)
     if prices and known is not None:
-        ratio = np.asarray(mc, np.float64) / np.asarray(known, np.float64)
+        # mean_costs_ covers the fitted columns (core_llms_ once a non-native router's pool
+        # changed), llm_prices_ the current pool: pair them by name
+        price_of = dict(zip(router.llm_names_, np.asarray(known, np.float64)))
+        cost_names = router.core_llms_ if pool_changed(router) else router.llm_names_
+        pairs = [(c, price_of[n]) for n, c in zip(cost_names, np.asarray(mc, np.float64))
+                 if n in price_of]
+        ratio = np.array([c / pr for c, pr in pairs]) if pairs else np.zeros(0)
         ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
         if ratio.size:
             with np.errstate(over="ignore"):  # huge prices: infinity, refused by add_llm
