@@ -179,3 +179,22 @@ def test_check_logged_shows_a_non_numeric_propensity_as_given():
     d = RoutingData(q, ["a"], [[1.0], [0.0]])
     with pytest.raises(ValueError, match=r"query 'q2' \(row 1\): propensity 'abc' is not a number"):
         check_logged(d)
+
+
+def test_a_folder_holding_one_long_table_is_detected(tmp_path):
+    """``--data folder`` finds the generic format when the folder's only table file is a long
+    table (as ``load_generic`` reads it); two tables are ambiguous and are not claimed."""
+    folder = tmp_path / "pool"
+    folder.mkdir()
+    (folder / "pool.csv").write_text("query_id,model,score\nq1,a,1\nq1,b,0\nq2,a,0\nq2,b,1\n")
+    (folder / "NOTES.txt").write_text("not a table\n")
+    assert detect_generic(folder)
+    data = load_dataset(str(folder))
+    assert data.llm_names == ["a", "b"] and data.scores.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    (folder / "other.csv").write_text("query_id,model,score\nq3,a,1\n")
+    assert not detect_generic(folder)
+    with pytest.raises(ValueError, match="cannot tell which dataset format"):
+        load_dataset(str(folder))
+    (folder / "other.csv").unlink()
+    (folder / "pool.csv").write_text("id,wide_a,wide_b\nq1,1,0\n")  # not a long table
+    assert not detect_generic(folder)

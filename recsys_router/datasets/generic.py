@@ -78,8 +78,16 @@ def _header(path: Path) -> list[str]:
 
 
 def detect_generic(path: Path) -> bool:
-    """True for a long-table file with ``query_id``, ``model``/``llm`` and ``score`` columns."""
+    """True for a long-table file with ``query_id``, ``model``/``llm`` and ``score`` columns,
+    and for a folder whose only ``.csv``/``.csv.gz``/``.parquet``/``.jsonl`` file is one (the
+    folder :func:`load_generic` reads)."""
     path = Path(path)
+    if path.is_dir():
+        try:
+            tables = [p for p in path.iterdir() if p.is_file() and _suffix(p) in LONG_SUFFIXES]
+        except OSError:
+            return False
+        return len(tables) == 1 and detect_generic(tables[0])
     if not path.is_file() or _suffix(path) not in LONG_SUFFIXES:
         return False
     try:
