@@ -60,7 +60,8 @@ def resolve_verdict_metric(metric, train: RoutingData | None) -> str:
     costs = has_costs(train)
     if metric == "nauc" and not costs:
         raise ValueError("verdict_metric='nauc' needs a finite cost on every observed training "
-                         "cell; this training data has none or some missing "
+                         "cell, not the same on all of them; this training data has none, some "
+                         "missing or one cost everywhere, so every budget sweep is one point "
                          "(use 'mu_o' or 'auto')")
     return "nauc" if costs else "mu_o"
 

@@ -43,6 +43,7 @@ def test_probe_weights_normalised_to_mean_one():
     ([1.0, float("inf"), 1.0], r"weight of probe 1 .* is inf"),
     ([1.0, 2.0], "2 probe weights given for 'new' but 3 probes"),
     ([0.0, 0.0, 0.0], "every probe weight of 'new' is 0"),
+    ([1e308, 1e308, 1.0], "sum past the float range"),  # normalised, all would be 0
     (["1", 1.0, 1.0], r"weight of probe 0 \('a'\) of 'new' must be a number"),
     ([True, 1.0, 1.0], "must be a number"),
     ("abc", "must be a sequence"),

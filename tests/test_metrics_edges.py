@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from recsys_router.evaluation.protocols import get_protocol
 from recsys_router.evaluation.protocols._base import Block, MetricContext
@@ -154,3 +155,14 @@ def test_evaluate_on_free_llms_judges_by_quality():
     assert fallback and not any("by nAUC" in n for n in fallback)
     m = res.metrics.set_index(["router", "metric"])["value"]
     assert m[("knn", "rqnc")] == 1.0 and m[("best-single", "rqnc")] == 1.0
+
+
+def test_an_explicit_nauc_verdict_on_equal_costs_says_why():
+    from recsys_router.data import RoutingData
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.fallback_nauc import resolve_verdict_metric
+    d = make_synthetic(40, 3, seed=0)
+    same = RoutingData(d.queries, d.llms, d.scores, np.full_like(d.costs, 0.25))
+    assert resolve_verdict_metric("auto", same) == "mu_o"
+    with pytest.raises(ValueError, match="one cost everywhere"):
+        resolve_verdict_metric("nauc", same)

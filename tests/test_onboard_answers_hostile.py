@@ -52,3 +52,15 @@ def test_a_good_file_still_reads(tmp_path):
     assert probes.scores.ravel().tolist() == [1.0, 0.0]
     assert probes.costs.ravel().tolist() == [0.5, 0.25]
     assert weights.tolist() == [2.0, 1.0]
+
+
+def test_probes_by_id_may_share_a_text_or_have_none(tmp_path):
+    """Two query ids with one text (the shared data has such pairs) are two probes, and ids
+    whose queries have no text in --data (a router that reads no text) still read: the
+    repeated-text refusal is for files without ids only."""
+    from recsys_router.data import RoutingData
+    probes, _ = read_answers(_write(tmp_path, "query_id,text,score\nq1,same,1\nq2,same,0\n"), "new")
+    assert probes.query_ids == ["q1", "q2"]
+    data = RoutingData(["q1", "q2", "q3"], ["a"], [[1.0], [0.0], [1.0]])  # no texts
+    probes, _ = read_answers(_write(tmp_path, "query_id,score\nq1,1\nq3,0\n"), "new", data=data)
+    assert probes.query_ids == ["q1", "q3"] and probes.scores.ravel().tolist() == [1.0, 0.0]

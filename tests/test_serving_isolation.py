@@ -256,6 +256,7 @@ MALFORMED = [
     {"model": "router-wtp", "wtp": "inf", "messages": [U]},
     {"model": "router-wtp", "wtp": True, "messages": [U]},
     {"model": "router-wtp", "wtp": [1], "messages": [U]},
+    {"model": "router-wtp", "wtp": "1.5", "messages": [U]},  # text only in the model name
     {"model": "router-budget-nan", "messages": [U]},
     {"model": "router-budget-1e999", "messages": [U]},
     {"model": "gpt-4", "messages": [U]},

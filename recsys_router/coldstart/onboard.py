@@ -55,7 +55,8 @@ def read_answers(path, name: str, data: RoutingData | None = None
     if "score" not in df.columns or not ({"query_id", "text"} & set(df.columns)):
         raise DataValidationError("expected columns 'score' and 'query_id' and/or 'text'",
                                   source=str(path))
-    if "query_id" not in df.columns:
+    ids_given = "query_id" in df.columns
+    if not ids_given:
         df["query_id"] = [f"probe-{i}" for i in range(len(df))]
     empty = (df["query_id"].isna() | (df["query_id"].astype(str).str.strip() == "")).to_numpy()
     if empty.any():
@@ -96,8 +97,11 @@ def read_answers(path, name: str, data: RoutingData | None = None
         i = int(np.flatnonzero(dup)[0])
         raise DataValidationError(f"query {q['query_id'].iloc[i]!r} appears twice", source=str(path),
                                   row=line(i, "query_id"), column="query_id")
-    again = q["text"].duplicated().to_numpy()
-    if again.any():  # one probe text answered twice would be fitted as two probes
+    # without ids each record is a probe of its own: one text answered twice would be fitted
+    # as two probes. With ids, two queries may share a text (the data has such pairs) and
+    # rows whose text comes from --data may have none.
+    again = np.zeros(len(q), bool) if ids_given else q["text"].duplicated().to_numpy()
+    if again.any():
         i = int(np.flatnonzero(again)[0])
         first = int(np.flatnonzero((q["text"] == q["text"].iloc[i]).to_numpy())[0])
         raise DataValidationError(f"probe text {q['text'].iloc[i]!r} appears twice (lines "

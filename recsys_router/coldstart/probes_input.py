@@ -211,6 +211,11 @@ def probe_weights(name: str, probes: RoutingData, weights) -> np.ndarray:
         w[i] = _number(v, what)
         if w[i] < 0:
             raise DataValidationError(f"{what} is {w[i]}; expected a weight >= 0")
-    if not w.sum() > 0:
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not total > 0:
         raise DataValidationError(f"every probe weight of {name!r} is 0; at least one must be > 0")
-    return w * (n / w.sum())
+    if not np.isfinite(total):  # 1e308 twice: the normalised weights would all be 0
+        raise DataValidationError(f"the probe weights of {name!r} sum past the float range; "
+                                  "expected relative weights such as 1, 2 or 0.5")
+    return w * (n / total)

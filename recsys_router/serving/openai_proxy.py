@@ -71,14 +71,18 @@ def parse_router_model(model: str, body: dict) -> tuple[float | None, float | No
                                  f"'router-budget-<C>', got {model!r}")
     if parts[1] == "argmax":
         return None, None
-    raw = parts[2] if len(parts) == 3 else body.get(parts[1])
+    in_name = len(parts) == 3
+    raw = parts[2] if in_name else body.get(parts[1])
+    # text only in the model name; the request's field is a JSON number, as in POST /route
+    allowed = (str,) if in_name else (int, float)
     try:
-        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+        if isinstance(raw, bool) or not isinstance(raw, allowed):
             raise TypeError
         value = float(raw)
     except (TypeError, ValueError):
-        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a number "
-                                 f"(in the model name or the request's '{parts[1]}' field)") from None
+        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a number (in the "
+                                 f"model name, or the request's '{parts[1]}' field as a JSON "
+                                 f"number)") from None
     if not math.isfinite(value) or value < 0:
         raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a finite number >= 0")
     return (value, None) if parts[1] == "wtp" else (None, value)

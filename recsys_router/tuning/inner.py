@@ -306,7 +306,8 @@ class AutoTunedRouter(InnerRouterState, Router):
         costs = has_costs(train)
         if self.objective == "nauc" and not costs:
             raise ValueError("objective='nauc' needs a finite cost on every observed training "
-                             "cell; this data has none or some are missing (use mu_o)")
+                             "cell, not the same on all of them; this data has none, some "
+                             "missing or one cost everywhere (use mu_o)")
         return "nauc" if self.objective == "nauc" or (self.objective == "auto" and costs) \
             else "mu_o"
 
