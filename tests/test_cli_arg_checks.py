@@ -132,3 +132,50 @@ def test_bandit_online_loop_notes_cap_and_no_retraining(tmp_path, capsys):
     assert "note: --online-rounds 1000: the online loop ran" in text
     assert "never retrained" in text and "retrained every 500" not in text
     assert "never retrained" in (tmp_path / "b" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("argv", [["serve", "ART", "--port", "70000"],
+                                  ["serve", "ART", "--port", "-1"],
+                                  ["judge", "serve", "--data", "synthetic", "--routers", "a,b",
+                                   "--db", "DB", "--port", "65536"]])
+def test_ports_must_be_0_to_65535(tmp_path, capsys, argv):
+    argv = [str(tmp_path / a) if a in ("ART", "DB") else a for a in argv]
+    _fails(argv, capsys, "--port", "from 0 to 65535")
+    assert not list(tmp_path.iterdir())
+    from recsys_router.cli.args import port
+    assert port("0") == 0 and port("65535") == 65535
+
+
+@pytest.mark.parametrize("target, needles", [
+    (["--target-cost", "-1"], ("--target-cost", ">= 0")),
+    (["--target-cost", "nan"], ("--target-cost", "'nan'")),
+    (["--target-share", "sim-llm-1=2"], ("--target-share", "from 0 to 1")),
+    (["--target-share", "sim-llm-1=-0.1"], ("--target-share", "from 0 to 1")),
+    (["--target-share", "0.3"], ("--target-share", "LLM=SHARE")),
+])
+def test_calibrate_targets_checked_when_parsed(tmp_path, capsys, target, needles):
+    _fails(["calibrate", str(tmp_path / "art"), "--data", "synthetic"] + target, capsys, *needles)
+
+
+def test_calibrate_artifact_refuses_impossible_targets_before_reading(tmp_path):
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import calibrate_artifact
+    data = make_synthetic(30, 3, seed=0)
+    with pytest.raises(ValueError, match="target_cost must be a finite number >= 0"):
+        calibrate_artifact(tmp_path / "none", data, target_cost=float("nan"))
+    with pytest.raises(ValueError, match="target share of 'sim-llm-1' must be"):
+        calibrate_artifact(tmp_path / "none", data, target_share=("sim-llm-1", 2.0))
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--seed", "3", "-o", "seed=7"], "--seed"),
+    (["--n-queries", "100", "-o", "n_queries=50"], "--n-queries"),
+])
+def test_data_option_given_twice_is_refused(capsys, argv, flag):
+    for cmd in (["data", "info", "synthetic"], ["data", "convert", "synthetic", "--to", "x.csv"]):
+        _fails(cmd + argv, capsys, flag, "-o", "give only one")
+
+
+def test_data_options_alone_still_apply(capsys):
+    assert main(["data", "info", "synthetic", "-o", "seed=3", "-o", "n_queries=40"]) == 0
+    assert "queries   40" in capsys.readouterr().out
