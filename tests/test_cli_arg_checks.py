@@ -179,3 +179,30 @@ def test_data_option_given_twice_is_refused(capsys, argv, flag):
 def test_data_options_alone_still_apply(capsys):
     assert main(["data", "info", "synthetic", "-o", "seed=3", "-o", "n_queries=40"]) == 0
     assert "queries   40" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("routers, pools, p", [
+    (["best-single", "knn"], [3], None),       # sized pools: groups that cannot be formed
+    (["best-single", "r_o"], ["all"], 2.0),   # a router that fails
+])
+def test_progress_bar_ends_full(monkeypatch, routers, pools, p):
+    import tqdm.auto
+
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation import EvalConfig, evaluate
+    bars = []
+
+    class Bar(tqdm.auto.tqdm):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **{**k, "disable": True})
+            self.done = 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.done += n
+            self.n = self.done  # a disabled bar does not count by itself
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    cfg = EvalConfig(routers, pools=pools, p=p, encoder="hashing", seed=0, folds=2)
+    evaluate(make_synthetic(120, 5, seed=0), cfg, progress=True)
+    assert bars and bars[0].done == bars[0].total
