@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 __all__ = ["main", "build_parser", "error_line"]
@@ -40,27 +41,98 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "--debug": "debug"}
+
+
+def _split_global_flags(argv: list[str]) -> tuple[dict, list[str]]:
+    """The global flags in front of the command (``-v``, ``--debug``) and the rest.
+
+    Example
+    -------
+    >>> _split_global_flags(["--debug", "-v", "fit", "-c", "x.yaml"])
+    ({'verbose': True, 'debug': True}, ['fit', '-c', 'x.yaml'])
+    """
+    flags = {"verbose": False, "debug": False}
+    i = 0
+    while i < len(argv) and argv[i] in _GLOBAL_FLAGS:
+        flags[_GLOBAL_FLAGS[argv[i]]] = True
+        i += 1
+    return flags, argv[i:]
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``recsys-router`` with ``argv`` (default: the process's arguments); returns the
+    exit status (0 done, 2 an error, 130 interrupted)."""
+    own = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in _LIGHTNING_COMMANDS:
+    flags, rest = _split_global_flags(argv)
+    if rest and rest[0] in _LIGHTNING_COMMANDS:
         from .lightning import run_lightning_cli  # noqa: PLC0415 (heavy import, only when used)
-        return run_lightning_cli(argv)
+        _set_logging(flags["verbose"])
+        if own and rest != argv:  # LightningCLI reads the process's arguments itself (and a
+            sys.argv[1:] = rest   # DDP launcher re-runs them): without the global flags
+        return _run(rest[0], flags["debug"], lambda: run_lightning_cli(rest), catch_errors=False)
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+    _set_logging(args.verbose)
+    return _run(args.command, args.debug, lambda: args.func(args))
+
+
+def _set_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is an interrupt: a ``KeyboardInterrupt``, or a ``SystemExit`` raised
+    while one was handled (Lightning's trainer catches Ctrl-C, shuts down and calls
+    ``sys.exit(1)``)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
+
+
+def _run(command: str, debug: bool, call, *, catch_errors: bool = True) -> int:
+    """Run one command: its exit status, one error line (status 2) or ``interrupted`` (130).
+
+    Parameters
+    ----------
+    command : str
+        Its name, as the messages say it.
+    debug : bool
+        Re-raise instead of printing one line.
+    call : callable
+        Runs the command, returns its status.
+    catch_errors : bool
+        Turn an exception into one error line (False: only interrupts are handled, as for
+        the Lightning commands, whose errors LightningCLI reports itself).
+    """
+    sigint = signal.getsignal(signal.SIGINT) if _main_thread() else None
     try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        if args.debug:
+        return int(call() or 0)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if isinstance(exc, SystemExit) and not _interrupted(exc):
             raise
-        print(f"recsys-router {args.command}: interrupted", file=sys.stderr)
+        if sigint is not None and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, sigint)  # Lightning ignores Ctrl-C while it shuts down
+        if debug:
+            raise
+        print(f"recsys-router {command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - one line for every failure; --debug shows it all
-        if args.debug:
+        if debug or not catch_errors:
             raise
-        print(f"recsys-router {args.command}: error: {error_line(exc)}", file=sys.stderr)
+        print(f"recsys-router {command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _main_thread() -> bool:
+    import threading  # noqa: PLC0415
+    return threading.current_thread() is threading.main_thread()
 
 
 def error_line(exc: BaseException) -> str:

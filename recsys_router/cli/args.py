@@ -29,7 +29,8 @@ import re
 
 __all__ = ["OptionError", "parse_kv", "kv_dict", "split_list", "ListArg", "FloatListArg", "add_data_args",
            "data_options", "add_seed_arg", "auto_folds", "MAX_OPTION_CHARS", "MAX_SEED", "seed_value",
-           "count", "positive_int", "finite_float", "non_negative_float", "positive_float"]
+           "count", "positive_int", "finite_float", "non_negative_float", "positive_float",
+           "fraction", "port", "encoder_spec", "repeated"]
 
 class OptionError(argparse.ArgumentTypeError, ValueError):
     """A malformed command-line item (argparse shows its message; library callers get a
@@ -265,3 +266,88 @@ def auto_folds(text: str) -> int | str:
         return int(text)
     raise OptionError(f"expected 'auto' or a whole number of inner folds from 1 to "
                       f"{MAX_INNER_FOLDS}, got {text[:40]!r}")
+
+
+def fraction(text) -> float:
+    """A finite number from 0 to 1 (``--p`` of ``r_o``, a share of queries).
+
+    Example
+    -------
+    >>> fraction("0.25")
+    0.25
+    >>> fraction("2")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a number from 0 to 1, got '2'
+    """
+    try:
+        v = finite_float(text)
+    except OptionError:
+        v = None
+    if v is None or not 0 <= v <= 1:
+        raise OptionError(f"expected a number from 0 to 1, got {str(text)[:40]!r}")
+    return v
+
+
+#: largest TCP port
+MAX_PORT = 65535
+
+
+def port(text) -> int:
+    """``--port``: a whole number from 0 to 65535 (0: the system picks a free port); a larger
+    number would be taken modulo 65536 by the socket layer (70000 listens on 4464).
+
+    Example
+    -------
+    >>> port("8000")
+    8000
+    >>> port("70000")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a port number from 0 to 65535, got '70000'
+    """
+    return _whole(text, "a port number", 0, MAX_PORT)
+
+
+def encoder_spec(text) -> str:
+    """``--encoder``: a registered encoder name (``hashing``, ``minilm:torch``,
+    ``precomputed:<path>``, see :data:`~recsys_router.encoders.ENCODERS`) or an existing local
+    folder of a sentence-transformers model, checked without any network access (an unknown
+    name would otherwise be looked up on the Hugging Face hub, with retries, once per router).
+
+    Example
+    -------
+    >>> encoder_spec("minilm:torch")
+    'minilm:torch'
+    >>> encoder_spec("bogus")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a registered encoder (...) or an existing local model folder, got 'bogus'
+    """
+    from pathlib import Path  # noqa: PLC0415
+
+    from ..encoders import BUILTIN_ENCODERS, ENCODERS  # noqa: PLC0415
+    key = str(text).strip()
+    scheme, sep, _ = key.partition(":")
+    if key and (key in ENCODERS or (sep and scheme in ENCODERS) or Path(key).expanduser().exists()):
+        return key
+    builtin = {b.partition(":")[0] for b in BUILTIN_ENCODERS}
+    names = list(BUILTIN_ENCODERS) + [n for n in ENCODERS.names() if n not in builtin]
+    raise OptionError(f"expected a registered encoder ({', '.join(names)}) or an existing local "
+                      f"model folder, got {key[:200]!r}")
+
+
+def repeated(items) -> list:
+    """Items given more than once, in order of first repetition.
+
+    Example
+    -------
+    >>> repeated(["knn", "svm", "knn"])
+    ['knn']
+    """
+    seen, out = set(), []
+    for x in items:
+        if x in seen and x not in out:
+            out.append(x)
+        seen.add(x)
+    return out

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..data import RoutingData
 from ..datasets.resolve import loader_spec, resolve_dataset
-from .args import add_data_args, add_seed_arg, data_options
+from .args import add_data_args, add_seed_arg, data_options, positive_int
 
 __all__ = ["add_parser", "load_from_args", "format_info", "info_dict"]
 
@@ -32,9 +32,11 @@ _SIM_OPTIONS = ("n_queries", "n_llms", "n_topics")
 def _common(p: argparse.ArgumentParser) -> None:
     add_data_args(p, positional=True, help="registered dataset name or a file/folder")
     add_seed_arg(p, None, "random seed (generated datasets)")
-    p.add_argument("--n-queries", type=int, default=None, help="synthetic: number of queries")
-    p.add_argument("--n-llms", type=int, default=None, help="synthetic: number of LLMs")
-    p.add_argument("--n-topics", type=int, default=None, help="synthetic: number of topics")
+    p.add_argument("--n-queries", type=positive_int, default=None,
+                   help="synthetic: number of queries")
+    p.add_argument("--n-llms", type=positive_int, default=None, help="synthetic: number of LLMs")
+    p.add_argument("--n-topics", type=positive_int, default=None,
+                   help="synthetic: number of topics")
     p.add_argument("--download", action="store_true",
                    help="download a Hugging Face dataset that is not found locally")
 
@@ -71,15 +73,18 @@ def load_from_args(args):
     """Load the dataset named on the command line with its options (``--seed`` etc.)."""
     options = data_options(args)
     spec = loader_spec(args.dataset)
-    for name in _SIM_OPTIONS:
+    for name in ("seed", "download") + _SIM_OPTIONS:
         value = getattr(args, name, None)
-        if value is None:
+        if value is None or value is False:
             continue
-        if spec is None or spec.needs_path:
-            raise ValueError(f"--{name.replace('_', '-')} applies to generated (synthetic) data only")
+        flag = f"--{name.replace('_', '-')}"
+        if name in options:  # one value per option: neither silently wins
+            raise ValueError(f"{flag} and -o {name}= both set {name}; give only one of them")
+        if name in _SIM_OPTIONS and (spec is None or spec.needs_path):
+            raise ValueError(f"{flag} applies to generated (synthetic) data only")
         options[name] = value
-    return resolve_dataset(args.dataset, data_dir=args.data_dir, seed=args.seed,
-                           download=getattr(args, "download", False), **options)
+    options.setdefault("seed", None)
+    return resolve_dataset(args.dataset, data_dir=args.data_dir, **options)
 
 
 def _clean(v):

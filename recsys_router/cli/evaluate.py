@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 from ..datasets.resolve import resolve_dataset
-from .args import (FloatListArg, ListArg, add_data_args, add_seed_arg, auto_folds, count,
-                   data_options, positive_int)
+from .args import (FloatListArg, ListArg, OptionError, add_data_args, add_seed_arg, auto_folds,
+                   count, data_options, encoder_spec, fraction, positive_int, repeated,
+                   split_list)
 
 __all__ = ["add_parser", "run_evaluate", "run_demo", "run_scaling", "DEMO_ROUTERS",
            "DEMO_PARAMS"]
@@ -29,6 +30,16 @@ DEMO_PARAMS = {"mlpr": {"epochs": 20}, "mlc": {"epochs": 5},
                "two-tower": {"max_epochs": 5, "batch_size": 256}}
 
 
+class FractionListArg(ListArg):
+    """A :class:`ListArg` of numbers from 0 to 1 (``scaling --p``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            setattr(namespace, self.dest, [fraction(x) for x in split_list(values)])
+        except OptionError as exc:
+            parser.error(f"argument {option_string}: {exc}")
+
+
 def _add_split_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("splitting")
     g.add_argument("--split-fractions", dest="split", action=FloatListArg, default=None,
@@ -38,7 +49,8 @@ def _add_split_args(p: argparse.ArgumentParser) -> None:
                    help="query column holding train/val/test labels")
     g.add_argument("--ood-tasks", action=ListArg, default=None, metavar="T1,T2",
                    help="tasks held out as the (out-of-domain) test set")
-    g.add_argument("--folds", type=int, default=1, metavar="K", help="K-fold cross-validation")
+    g.add_argument("--folds", type=positive_int, default=1, metavar="K",
+                   help="K-fold cross-validation (default 1: one split)")
 
 
 def _add_protocol_options(p: argparse.ArgumentParser) -> None:
@@ -51,6 +63,66 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
             g = p.add_argument_group(f"{proto.name} protocol")
             for opt in proto.options:
                 g.add_argument(opt.flag, default=opt.default, help=opt.help, **kinds[opt.kind])
+
+
+#: evaluate options every protocol uses (the others belong to the sweep protocols or to one
+#: protocol with its own procedure)
+_SHARED_OPTIONS = {"data", "data_dir", "data_option", "trust_pickle", "routers", "protocol",
+                   "encoder", "split_column", "seed", "out", "no_plots", "no_progress"}
+
+
+def _check_options_used(args, protocols) -> None:
+    """Refuse options the chosen protocols would ignore: those set to something other than
+    their default (``args.option_defaults``: dest -> (flag, default)) that neither the sweep
+    protocols nor the chosen protocol with its own procedure reads; and, for such a protocol,
+    list items given twice (``--routers knn,knn`` would count one router twice).
+
+    Raises
+    ------
+    ValueError
+        Naming the options and the protocol that does not use them.
+    """
+    from ..evaluation.protocols import registered_protocols  # noqa: PLC0415
+    own_of = {opt.flag.lstrip("-").replace("-", "_"): proto.name
+              for proto in registered_protocols() for opt in proto.options}
+    defaults = getattr(args, "option_defaults", {})
+    own = [p for p in protocols if p.run is not None]
+    used = set(_SHARED_OPTIONS)
+    if own:
+        used |= {k for k, name in own_of.items() if name == own[0].name}
+        what = f"--protocol {own[0].name}"
+    else:
+        used |= {k for k in defaults if k not in own_of}
+        what = f"--protocol {','.join(p.name for p in protocols)}"
+    unused = [flag for dest, (flag, default) in defaults.items()
+              if dest not in used and getattr(args, dest, default) != default]
+    if unused:
+        owners = sorted({own_of[d] for d, (f, _) in defaults.items() if f in unused and d in own_of})
+        sweeps = [p.name for p in registered_protocols() if p.run is None]
+        hint = (f" (option(s) of --protocol {', '.join(owners)})" if owners else
+                f" (options of the protocols {', '.join(sweeps)})" if own else "")
+        raise ValueError(f"{what} does not use {', '.join(unused)}{hint}; leave them out")
+    if own:
+        for dest in ["routers"] + [k for k, name in own_of.items() if name == own[0].name]:
+            value = getattr(args, dest, None)
+            if isinstance(value, list) and repeated(value):
+                raise ValueError(f"{defaults[dest][0]} names {', '.join(map(str, repeated(value)))} "
+                                 f"more than once; give each item once")
+
+
+def _check_routellm_pair(pair, llm_names) -> None:
+    """``--routellm-pair STRONG,WEAK``: two different LLMs of the loaded data."""
+    if pair is None:
+        return
+    if len(pair) != 2 or pair[0] == pair[1]:
+        raise ValueError(f"--routellm-pair needs two different LLM names STRONG,WEAK, got "
+                         f"{','.join(pair)}")
+    missing = [x for x in pair if x not in llm_names]
+    if missing:
+        shown = ", ".join(llm_names[:30]) + (f", ... ({len(llm_names) - 30} more)"
+                                             if len(llm_names) > 30 else "")
+        raise ValueError(f"--routellm-pair names {', '.join(missing)}, not an LLM of the data; "
+                         f"its LLMs: {shown}")
 
 
 def _run_settings(args, proto) -> dict:
@@ -89,8 +161,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--groups", action=ListArg, default=None, metavar="G1,G2",
                    help="candidate groups for sized pools: all-strong,all-weak,strong-to-weak")
     _add_split_args(p)
-    p.add_argument("--encoder", default=None, help="encoder for text routers (e.g. hashing, minilm)")
-    p.add_argument("--p", type=float, default=None, help="p of the r_o router")
+    p.add_argument("--encoder", type=encoder_spec, default=None,
+                   help="encoder for text routers: a registered one (e.g. hashing, minilm, "
+                        "minilm:torch) or a local sentence-transformers model folder")
+    p.add_argument("--p", type=fraction, default=None, help="p of the r_o router (0 to 1)")
     p.add_argument("--reference-score", type=float, default=None, metavar="S",
                    help="reference score for RouterEval's V_R = mu_o / S (default: the paper's "
                         "value for RouterEval benchmarks; none otherwise)")
@@ -103,7 +177,7 @@ def add_parser(subparsers) -> None:
                    help="on data with costs, do not hand a kept router's top choice (its LLM "
                         "with no budget) to the better baseline when it does not lead it by "
                         "one SE on held-out training queries")
-    p.add_argument("--auto", type=int, default=0, metavar="N",
+    p.add_argument("--auto", type=count, default=0, metavar="N",
                    help="inner Optuna search of N trials per router on the training queries "
                         "(search spaces from configs/search/); chosen parameters in the report")
     p.add_argument("--auto-objective", choices=("auto", "mu_o", "nauc"), default="auto",
@@ -128,7 +202,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, help="output folder (replaced atomically)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=run_evaluate)
+    p.set_defaults(func=run_evaluate, option_defaults={
+        a.dest: (max(a.option_strings, key=len), a.default)
+        for a in p._actions if a.option_strings and a.dest != "help"})
 
     d = subparsers.add_parser("demo", help="evaluate the baselines and the CF routers on SIMULATED data "
                                  "(about 20 s on 2 cores)")
@@ -136,7 +212,7 @@ def add_parser(subparsers) -> None:
     d.set_defaults(data="synthetic")
     d.add_argument("--out", default="demo-results", help="output folder")
     add_seed_arg(d)
-    d.add_argument("--n-queries", type=int, default=1000, help="simulated queries (default 1000)")
+    d.add_argument("--n-queries", type=positive_int, default=1000, help="simulated queries (default 1000)")
     d.add_argument("--routers", action=ListArg, default=list(DEMO_ROUTERS), metavar="R1,R2",
                    help="routers to run (default: the baselines, task-best, mf, mirt and "
                         "two-tower)")
@@ -145,12 +221,13 @@ def add_parser(subparsers) -> None:
 
     s = subparsers.add_parser("scaling", help="RouterEval scaling-up: r_o(p) score against pool size")
     add_data_args(s)
-    s.add_argument("--p", action=FloatListArg, default=[0.0, 0.25, 0.5, 0.75, 1.0], metavar="P1,P2",
-                   help="oracle probabilities (default 0,0.25,0.5,0.75,1)")
-    s.add_argument("--max-m", type=int, default=None, help="largest pool size (default: all LLMs)")
+    s.add_argument("--p", action=FractionListArg, default=[0.0, 0.25, 0.5, 0.75, 1.0],
+                   metavar="P1,P2", help="oracle probabilities, 0 to 1 (default 0,0.25,0.5,0.75,1)")
+    s.add_argument("--max-m", type=positive_int, default=None,
+                   help="largest pool size, >= 1 (default: all LLMs)")
     s.add_argument("--grid", choices=("linear", "log"), default="linear",
                    help="m = 1..max-m (linear) or a log grid of about 20 sizes")
-    s.add_argument("--subsets", type=int, default=100, help="random candidate subsets per m")
+    s.add_argument("--subsets", type=positive_int, default=100, help="random candidate subsets per m")
     _add_split_args(s)
     add_seed_arg(s)
     s.add_argument("--out", required=True, help="output folder (replaced atomically)")
@@ -171,17 +248,17 @@ def run_evaluate(args) -> int:
     from ..evaluation import (EvalConfig, evaluate, get_protocol, parse_pools,  # noqa: PLC0415
                               parse_protocols, write_results)
     t0 = time.perf_counter()
-    data = _load(args)
     protocols = parse_protocols(args.protocol)
     own = [get_protocol(n) for n in protocols if get_protocol(n).run is not None]
+    if own and len(protocols) > 1:
+        raise ValueError(f"protocol {own[0].name} runs on its own: give --protocol "
+                         f"{own[0].name} alone")
+    _check_options_used(args, [get_protocol(n) for n in protocols])
+    data = _load(args)
     if own:
-        if len(protocols) > 1:
-            raise ValueError(f"protocol {own[0].name} runs on its own: give --protocol "
-                             f"{own[0].name} alone")
         print(own[0].run(data, _run_settings(args, own[0])).text)
         return 0
-    if args.routellm_pair is not None and len(args.routellm_pair) != 2:
-        raise ValueError(f"--routellm-pair needs two LLM names STRONG,WEAK, got {args.routellm_pair}")
+    _check_routellm_pair(args.routellm_pair, list(data.llm_names))
     cfg = EvalConfig(routers=args.routers, protocols=protocols,
                      pools=parse_pools(args.pools), groups=args.groups, split=args.split,
                      split_column=args.split_column, ood_tasks=args.ood_tasks, folds=args.folds,
@@ -193,6 +270,9 @@ def run_evaluate(args) -> int:
                      auto_objective=args.auto_objective,
                      fallback_metric=args.fallback_metric, auto_folds=args.auto_folds)
     res = evaluate(data, cfg, progress=not args.no_progress)
+    if res.timings.empty:  # every router failed on every fold: there is nothing to report
+        failed = [n for n in res.notes if n.startswith("router ")]
+        raise ValueError("no router produced results, nothing written: " + "; ".join(failed))
     out, lb = write_results(res, args.out, plots=not args.no_plots)
     for note in res.notes:
         print(f"note: {note}", file=sys.stderr)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .args import (FloatListArg, add_data_args, add_seed_arg, data_options, kv_dict,
-                   non_negative_float, parse_kv, positive_float, positive_int)
+from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, data_options,
+                   fraction, kv_dict, non_negative_float, parse_kv, port, positive_float,
+                   positive_int)
 
 __all__ = ["add_parser", "run_export", "run_calibrate", "run_serve"]
 
@@ -93,8 +94,10 @@ def add_parser(subparsers) -> None:
     c.add_argument("--split", default=None, metavar="NAME",
                    help="use only queries whose 'split' column is NAME (default: all queries)")
     t = c.add_mutually_exclusive_group(required=True)
-    t.add_argument("--target-cost", type=float, help="wanted mean cost per query")
-    t.add_argument("--target-share", metavar="LLM=SHARE", help="wanted share of one LLM, e.g. gpt-4=0.3")
+    t.add_argument("--target-cost", type=non_negative_float,
+                   help="wanted mean cost per query (a finite number >= 0)")
+    t.add_argument("--target-share", type=llm_share, metavar="LLM=SHARE",
+                   help="wanted share of one LLM, 0 to 1, e.g. gpt-4=0.3")
     c.add_argument("--policy", choices=("wtp", "budget"), default="wtp")
     c.add_argument("--sign-key-env", default=None, metavar="VAR",
                    help=_SIGN_HELP + "; required for a signed artifact, which is signed again")
@@ -104,7 +107,7 @@ def add_parser(subparsers) -> None:
     s = subparsers.add_parser("serve", help="serve an artifact over HTTP (route, metrics, OpenAI proxy)")
     s.add_argument("artifact", help="artifact directory")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--port", type=port, default=8000, help="TCP port, 0 to 65535 (default 8000)")
     s.add_argument("--api-key", default=None,
                    help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV} if set)")
     s.add_argument("--backends", default=None, help="backends.yaml for /v1/chat/completions")
@@ -135,6 +138,25 @@ def add_parser(subparsers) -> None:
                         "can sample their predictions); each decision logs its exact propensity")
     add_seed_arg(s, 0, "seeds Python, numpy and torch (routers are already seeded per query)")
     s.set_defaults(func=run_serve)
+
+
+def llm_share(text) -> tuple[str, float]:
+    """``--target-share LLM=SHARE``: an LLM name and a share of queries from 0 to 1 (the name
+    may itself hold ``=``: the last one splits).
+
+    Example
+    -------
+    >>> llm_share("gpt-4=0.3")
+    ('gpt-4', 0.3)
+    """
+    llm, sep, frac = str(text).rpartition("=")
+    if not sep or not llm.strip():
+        raise OptionError(f"expected LLM=SHARE, got {str(text)[:200]!r}")
+    try:
+        return llm.strip(), fraction(frac)
+    except OptionError:
+        raise OptionError(f"expected LLM=SHARE with SHARE a number from 0 to 1, got "
+                          f"{str(text)[:200]!r}") from None
 
 
 # ---------------------------------------------------------------------------- export
@@ -170,13 +192,7 @@ def run_calibrate(args) -> int:
     from ..export import calibrate_artifact, seed_everything  # noqa: PLC0415
     seed_everything(args.seed)
     data = resolve_dataset(args.data, data_dir=args.data_dir, stack=True, **data_options(args))
-    share = None
-    if args.target_share is not None:
-        llm, _, frac = args.target_share.rpartition("=")
-        try:
-            share = (llm, float(frac))
-        except ValueError:
-            raise ValueError(f"--target-share expects LLM=SHARE, got {args.target_share!r}") from None
+    share = args.target_share
     res = calibrate_artifact(args.artifact, data, policy=args.policy,
                              target_cost=args.target_cost, target_share=share,
                              split=args.split,

@@ -390,9 +390,9 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
     folds = make_folds(data, split=cfg.split, split_column=cfg.split_column,
                        ood_tasks=cfg.ood_tasks, folds=cfg.folds, seed=cfg.seed)
     blocks, timings, truth, shared = [], [], set(), {}
-    bar = tqdm(total=_count_steps(cfg, protocols, folds), desc="routers x settings",
-               disable=not progress, unit="step")
-    for fold in folds:
+    total = _count_steps(cfg, protocols, folds)
+    bar = tqdm(total=total, desc="routers x settings", disable=not progress, unit="step")
+    for i, fold in enumerate(folds):
         overlap = text_overlap_note(fold)  # splits are by id: same-text leaks are only noted
         if overlap:
             notes.append(overlap)
@@ -403,6 +403,9 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
                                                   notes=notes):
             blocks += _sweep_pool(data, fold, test, preds, pool, group, names, protocols, cfg,
                                   notes, bar)
+        # the steps of a failed router, a skipped protocol or a group that could not be formed
+        # count as done, so the bar ends full
+        bar.update(max(0, total * (i + 1) // len(folds) - bar.n))
     bar.close()
     decisions = _assemble(blocks, data.query_ids, data.llm_names)
     metrics, curves = metrics_from_decisions(decisions, reference_score=cfg.reference_score)
@@ -445,5 +448,8 @@ def _check_routers(cfg: EvalConfig) -> None:
 
 
 def _count_steps(cfg: EvalConfig, protocols: list, folds) -> int:
+    """Progress steps planned: per fold, one fit per router and one sweep per router,
+    protocol and (pool, group); :func:`evaluate` counts those that do not happen as done at
+    the end of their fold."""
     n_pools = sum(1 if p == "all" else len(cfg.groups or ("a", "b", "c")) for p in cfg.pools)
     return len(folds) * len(cfg.routers) * (1 + n_pools * len(protocols))

@@ -126,7 +126,10 @@ def run_scaling(data: RoutingData, out, *, p_values: Sequence[float], max_m: int
     from .splits import make_folds  # noqa: PLC0415
     test = make_folds(data, split=split, split_column=split_column, ood_tasks=ood_tasks,
                       folds=1, seed=seed)[0].test
-    sizes = pool_sizes(max_m or data.n_llms, grid)
+    if max_m is not None and not 1 <= max_m <= test.n_llms:
+        raise ValueError(f"--max-m must be a whole number from 1 to {test.n_llms} (the data's "
+                         f"LLMs; leave it out for all of them), got {max_m}")
+    sizes = pool_sizes(test.n_llms if max_m is None else max_m, grid)
     table = scaling_curve(test, p_values, sizes, subsets=subsets, seed=seed)
     simulated = bool(data.meta.get("simulated"))
     with atomic_dir(out) as tmp:

@@ -57,14 +57,15 @@ def make_folds(data: RoutingData, *, split: Sequence[float] | None = None,
     """
     given = [x is not None for x in (split, split_column, ood_tasks)]
     if split_column is not None and (split is not None or ood_tasks is not None):
-        raise ValueError("give only one of --split, --split-column and --ood-tasks "
-                         "(--ood-tasks may be combined with --split ratios)")
-    if folds < 1:
-        raise ValueError(f"folds must be >= 1, got {folds}")
+        raise ValueError("give only one of --split-fractions, --split-column and --ood-tasks "
+                         "(--ood-tasks may be combined with --split-fractions)")
+    if not 1 <= folds <= data.n_queries:
+        raise ValueError(f"--folds must be a whole number from 1 to {data.n_queries} (the "
+                         f"data's queries), got {folds}")
     if folds > 1:
         if sum(given):
             raise ValueError("--folds K cannot be combined with --split-column or --ood-tasks "
-                             "or --split: folds split the queries themselves")
+                             "or --split-fractions: folds split the queries themselves")
         return [Fold(k, tr, None, te) for k, (tr, te) in enumerate(data.kfold(folds, seed=seed))]
     ratios = tuple(split) if split is not None else (0.8, 0.1, 0.1)
     if split_column is not None:

@@ -124,7 +124,12 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         :func:`calibrate_policy`'s result plus ``cost_source`` and ``data``.
     """
     from ..datasets.resolve import select_split  # noqa: PLC0415
+    from ..hyperparams import check_number  # noqa: PLC0415
     from .artifact import load_router, set_default_policy  # noqa: PLC0415
+    if target_cost is not None:  # impossible targets fail before the artifact is read
+        check_number(target_cost, "target_cost", low=0)
+    if target_share is not None:
+        check_number(target_share[1], f"target share of {target_share[0]!r}", low=0, high=1)
     art = load_router(path, sign_key=sign_key)
     data = select_split(data, split, data.name)
     missing = [n for n in art.llm_names if n not in data.llm_names]

@@ -69,12 +69,14 @@ def run_bandit(data, settings: dict) -> RunOutcome:
             runs = online_bandit(train, routers[name], loss=losses[-1],
                                  rounds=settings["online_rounds"], retrain_every=every, seed=seed)
             runs.to_csv(tmp / "regret.csv", index=False)
+            retrained = f"retrained every {every}" if every < len(runs) else "never retrained"
             if settings.get("plots", True):
                 plot_regret(runs, tmp / "regret.png",
-                            f"online {name} ({losses[-1]}), retrained every {every}")
+                            f"online {name} ({losses[-1]}), {retrained}")
             last = runs.iloc[-1]
-            md += ["", f"Online loop ({name}, loss {losses[-1]}, {len(runs)} rounds, retrained "
-                   f"every {every}): cumulative regret {last['regret_policy']:.1f} vs "
+            md += [f"note: {n}" for n in _online_notes(settings["online_rounds"], every, len(runs))]
+            md += ["", f"Online loop ({name}, loss {losses[-1]}, {len(runs)} rounds, "
+                   f"{retrained}): cumulative regret {last['regret_policy']:.1f} vs "
                    f"{last['regret_best_fixed']:.1f} for the best fixed LLM."]
         (tmp / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
         (tmp / "config.json").write_text(json.dumps({
@@ -83,6 +85,28 @@ def run_bandit(data, settings: dict) -> RunOutcome:
             "n_train": train.n_queries, "n_test": test.n_queries}, indent=2))
     return RunOutcome(settings["out"], "\n".join(md[4:]) +
                       f"\nwrote {settings['out']}/report.md (+ metrics.csv, summary.csv)")
+
+
+def _online_notes(asked: int, every: int, ran: int) -> list[str]:
+    """What the online loop did differently from ``--online-rounds`` / ``--retrain-every``:
+    it streams each training query once, so it runs at most that many rounds, and it
+    retrains only after ``every`` rounds.
+
+    Example
+    -------
+    >>> _online_notes(1000, 500, 160)  # doctest: +NORMALIZE_WHITESPACE
+    ['--online-rounds 1000: the online loop ran 160 rounds, one per complete training query',
+     '--retrain-every 500 is not below the 160 rounds: the loop was never retrained (every round
+     drew uniformly)']
+    """
+    notes = []
+    if ran < asked:
+        notes.append(f"--online-rounds {asked}: the online loop ran {ran} rounds, one per "
+                     "complete training query")
+    if every >= ran:
+        notes.append(f"--retrain-every {every} is not below the {ran} rounds: the loop was "
+                     "never retrained (every round drew uniformly)")
+    return notes
 
 
 def _router_params(items) -> dict:

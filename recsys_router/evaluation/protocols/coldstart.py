@@ -26,6 +26,9 @@ def _ints(items) -> list[int]:
         raise ValueError(f"probe counts must be integers, got {list(items)}") from None
     if not out or min(out) < 1:
         raise ValueError(f"probe counts must be positive integers, got {list(items)}")
+    if len(set(out)) < len(out):
+        raise ValueError(f"probe counts must differ (each is one row per LLM and seed), got "
+                         f"{list(items)}")
     return out
 
 

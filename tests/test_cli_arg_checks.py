@@ -1,0 +1,208 @@
+"""Command-line values are checked when parsed (one line naming the option, exit 2, nothing
+fitted or written), options a protocol would ignore are refused, and ``evaluate`` fails when
+no router produced results."""
+
+from __future__ import annotations
+
+import pytest
+
+from recsys_router.cli import main
+
+_EVAL = ["evaluate", "--data", "synthetic", "-o", "n_queries=120", "-o", "n_llms=3",
+         "--encoder", "hashing", "--no-plots", "--no-progress", "--seed", "0"]
+
+
+def _fails(argv, capsys, *needles):
+    """Run ``argv``; it must exit 2 with one error line holding every needle."""
+    with pytest.raises(SystemExit) as exc:  # argparse errors exit through SystemExit(2) ...
+        rc = main(argv)
+        raise SystemExit(rc)                # ... command errors return 2
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    line = [x for x in err.splitlines() if "error:" in x]
+    assert len(line) == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in line[0], line[0]
+    return line[0]
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--routers", "r_o", "--p", "2"], ("--p", "from 0 to 1")),
+    (["--routers", "r_o", "--p", "nan"], ("--p", "'nan'")),
+    (["--routers", "knn", "--auto", "-1"], ("--auto", ">= 0")),
+    (["--routers", "knn", "--encoder", "bogus"], ("--encoder", "registered encoder", "'bogus'")),
+    (["--routers", "knn", "--folds", "0"], ("--folds", ">= 1")),
+])
+def test_evaluate_values_checked_when_parsed(tmp_path, capsys, monkeypatch, args, needles):
+    import recsys_router.cli.evaluate as ev
+
+    def no_load(*a, **k):
+        raise AssertionError("the data was loaded before the arguments were checked")
+    monkeypatch.setattr(ev, "resolve_dataset", no_load)
+    _fails(_EVAL + args + ["--out", str(tmp_path / "o")], capsys, *needles)
+    assert not (tmp_path / "o").exists()
+
+
+def test_evaluate_fails_when_every_router_failed(tmp_path, capsys, monkeypatch):
+    import recsys_router.evaluation.runner as runner
+
+    def broken(*a, **k):
+        raise ValueError("broken on purpose")
+    monkeypatch.setattr(runner, "_build_router", broken)
+    line = _fails(_EVAL + ["--routers", "r_o", "--protocol", "routereval",
+                           "--out", str(tmp_path / "o")], capsys,
+                  "no router produced results", "broken on purpose")
+    assert "r_o" in line and not (tmp_path / "o").exists()
+
+
+def test_folds_and_split_messages_name_the_options(tmp_path, capsys):
+    _fails(_EVAL + ["--routers", "best-single", "--folds", "500", "--out", str(tmp_path / "a")],
+           capsys, "--folds", "from 1 to 120", "500")
+    line = _fails(_EVAL + ["--routers", "best-single", "--split-fractions", "0.8,0.1,0.1",
+                           "--split-column", "split", "--out", str(tmp_path / "b")], capsys,
+                  "--split-fractions")
+    assert "--split," not in line
+
+
+def test_scaling_max_m_checked(tmp_path, capsys):
+    base = ["scaling", "--data", "synthetic", "-o", "n_queries=120", "-o", "n_llms=3",
+            "--subsets", "2", "--seed", "0", "--out", str(tmp_path / "s")]
+    _fails(base + ["--max-m", "0"], capsys, "--max-m", ">= 1")
+    line = _fails(base + ["--max-m", "100"], capsys, "--max-m", "from 1 to 3", "100")
+    assert "4, 5" not in line  # the sizes are not listed one by one
+    _fails(base + ["--p", "0.5,1.5"], capsys, "--p", "from 0 to 1")
+
+
+def test_routellm_pair_must_name_llms_of_the_data(tmp_path, capsys, monkeypatch):
+    import recsys_router.evaluation.runner as runner
+
+    def no_fit(*a, **k):
+        raise AssertionError("a router was fitted before the pair was checked")
+    monkeypatch.setattr(runner, "_fit_fold", no_fit)
+    _fails(_EVAL + ["--routers", "best-single", "--protocol", "routellm", "--routellm-pair",
+                    "nosuch,sim-llm-1", "--out", str(tmp_path / "o")], capsys,
+           "--routellm-pair", "nosuch", "sim-llm-0, sim-llm-1, sim-llm-2")
+    _fails(_EVAL + ["--routers", "best-single", "--protocol", "routellm", "--routellm-pair",
+                    "sim-llm-1,sim-llm-1", "--out", str(tmp_path / "o")], capsys,
+           "--routellm-pair", "two different")
+
+
+_COLD = _EVAL + ["--protocol", "coldstart", "--cold-llms", "1", "--probe-strategy", "random",
+                 "--probes", "5"]
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (["--folds", "5"], ("--protocol coldstart does not use", "--folds")),
+    (["--split-fractions", "0.5,0.5", "--pools", "2"], ("--split-fractions", "--pools")),
+    (["--auto", "3"], ("--auto",)),
+    (["--losses", "ips"], ("--losses", "bandit")),
+])
+def test_coldstart_refuses_options_it_ignores(tmp_path, capsys, extra, needles):
+    _fails(_COLD + ["--routers", "knn", "--out", str(tmp_path / "o")] + extra, capsys, *needles)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("routers, extra, flag", [
+    ("knn,knn", [], "--routers"),
+    ("knn", ["--probe-strategy", "random,random"], "--probe-strategy"),
+    ("knn", ["--probes", "5,5"], "--probes"),
+])
+def test_own_protocol_refuses_duplicates(tmp_path, capsys, routers, extra, flag):
+    _fails(_COLD + ["--routers", routers, "--out", str(tmp_path / "o")] + extra, capsys,
+           flag, "more than once")
+
+
+def test_coldstart_probe_counts_differ():
+    from recsys_router.evaluation.protocols.coldstart import _ints
+    with pytest.raises(ValueError, match="must differ"):
+        _ints(["5", "05"])
+
+
+def test_sweep_protocols_refuse_own_protocol_options(tmp_path, capsys):
+    _fails(_EVAL + ["--routers", "best-single", "--probes", "5", "--out", str(tmp_path / "o")],
+           capsys, "does not use --probes", "coldstart")
+
+
+def test_bandit_online_loop_notes_cap_and_no_retraining(tmp_path, capsys):
+    rc = main(_EVAL + ["--protocol", "bandit", "--routers", "knn",
+                       "--losses", "naive", "--n-boot", "0", "--online-rounds", "1000",
+                       "--retrain-every", "500", "--out", str(tmp_path / "b")])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "note: --online-rounds 1000: the online loop ran" in text
+    assert "never retrained" in text and "retrained every 500" not in text
+    assert "never retrained" in (tmp_path / "b" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("argv", [["serve", "ART", "--port", "70000"],
+                                  ["serve", "ART", "--port", "-1"],
+                                  ["judge", "serve", "--data", "synthetic", "--routers", "a,b",
+                                   "--db", "DB", "--port", "65536"]])
+def test_ports_must_be_0_to_65535(tmp_path, capsys, argv):
+    argv = [str(tmp_path / a) if a in ("ART", "DB") else a for a in argv]
+    _fails(argv, capsys, "--port", "from 0 to 65535")
+    assert not list(tmp_path.iterdir())
+    from recsys_router.cli.args import port
+    assert port("0") == 0 and port("65535") == 65535
+
+
+@pytest.mark.parametrize("target, needles", [
+    (["--target-cost", "-1"], ("--target-cost", ">= 0")),
+    (["--target-cost", "nan"], ("--target-cost", "'nan'")),
+    (["--target-share", "sim-llm-1=2"], ("--target-share", "from 0 to 1")),
+    (["--target-share", "sim-llm-1=-0.1"], ("--target-share", "from 0 to 1")),
+    (["--target-share", "0.3"], ("--target-share", "LLM=SHARE")),
+])
+def test_calibrate_targets_checked_when_parsed(tmp_path, capsys, target, needles):
+    _fails(["calibrate", str(tmp_path / "art"), "--data", "synthetic"] + target, capsys, *needles)
+
+
+def test_calibrate_artifact_refuses_impossible_targets_before_reading(tmp_path):
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import calibrate_artifact
+    data = make_synthetic(30, 3, seed=0)
+    with pytest.raises(ValueError, match="target_cost must be a finite number >= 0"):
+        calibrate_artifact(tmp_path / "none", data, target_cost=float("nan"))
+    with pytest.raises(ValueError, match="target share of 'sim-llm-1' must be"):
+        calibrate_artifact(tmp_path / "none", data, target_share=("sim-llm-1", 2.0))
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--seed", "3", "-o", "seed=7"], "--seed"),
+    (["--n-queries", "100", "-o", "n_queries=50"], "--n-queries"),
+])
+def test_data_option_given_twice_is_refused(capsys, argv, flag):
+    for cmd in (["data", "info", "synthetic"], ["data", "convert", "synthetic", "--to", "x.csv"]):
+        _fails(cmd + argv, capsys, flag, "-o", "give only one")
+
+
+def test_data_options_alone_still_apply(capsys):
+    assert main(["data", "info", "synthetic", "-o", "seed=3", "-o", "n_queries=40"]) == 0
+    assert "queries   40" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("routers, pools, p", [
+    (["best-single", "knn"], [3], None),       # sized pools: groups that cannot be formed
+    (["best-single", "r_o"], ["all"], 2.0),   # a router that fails
+])
+def test_progress_bar_ends_full(monkeypatch, routers, pools, p):
+    import tqdm.auto
+
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation import EvalConfig, evaluate
+    bars = []
+
+    class Bar(tqdm.auto.tqdm):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **{**k, "disable": True})
+            self.done = 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.done += n
+            self.n = self.done  # a disabled bar does not count by itself
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    cfg = EvalConfig(routers, pools=pools, p=p, encoder="hashing", seed=0, folds=2)
+    evaluate(make_synthetic(120, 5, seed=0), cfg, progress=True)
+    assert bars and bars[0].done == bars[0].total
