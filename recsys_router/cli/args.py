@@ -309,32 +309,38 @@ def port(text) -> int:
     return _whole(text, "a port number", 0, MAX_PORT)
 
 
+#: a Hugging Face hub model id, ``owner/name`` (what sentence-transformers downloads)
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+
+
 def encoder_spec(text) -> str:
     """``--encoder``: a registered encoder name (``hashing``, ``minilm:torch``,
-    ``precomputed:<path>``, see :data:`~recsys_router.encoders.ENCODERS`) or an existing local
-    folder of a sentence-transformers model, checked without any network access (an unknown
-    name would otherwise be looked up on the Hugging Face hub, with retries, once per router).
+    ``precomputed:<path>``, see :data:`~recsys_router.encoders.ENCODERS`), an existing local
+    folder of a sentence-transformers model, or a hub model id ``owner/name``. Checked without
+    any network access: a bare unknown name (a typo) would otherwise be looked up on the
+    Hugging Face hub, with retries, once per router.
 
     Example
     -------
-    >>> encoder_spec("minilm:torch")
-    'minilm:torch'
+    >>> encoder_spec("minilm:torch"), encoder_spec("sentence-transformers/all-mpnet-base-v2")
+    ('minilm:torch', 'sentence-transformers/all-mpnet-base-v2')
     >>> encoder_spec("bogus")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    recsys_router.cli.args.OptionError: expected a registered encoder (...) or an existing local model folder, got 'bogus'
+    recsys_router.cli.args.OptionError: expected a registered encoder (...), an existing local model folder or a hub model id 'owner/name', got 'bogus'
     """
     from pathlib import Path  # noqa: PLC0415
 
     from ..encoders import BUILTIN_ENCODERS, ENCODERS  # noqa: PLC0415
     key = str(text).strip()
     scheme, sep, _ = key.partition(":")
-    if key and (key in ENCODERS or (sep and scheme in ENCODERS) or Path(key).expanduser().exists()):
+    if key and (key in ENCODERS or (sep and scheme in ENCODERS) or Path(key).expanduser().exists()
+                or _HUB_ID.fullmatch(key)):
         return key
     builtin = {b.partition(":")[0] for b in BUILTIN_ENCODERS}
     names = list(BUILTIN_ENCODERS) + [n for n in ENCODERS.names() if n not in builtin]
-    raise OptionError(f"expected a registered encoder ({', '.join(names)}) or an existing local "
-                      f"model folder, got {key[:200]!r}")
+    raise OptionError(f"expected a registered encoder ({', '.join(names)}), an existing local "
+                      f"model folder or a hub model id 'owner/name', got {key[:200]!r}")
 
 
 def repeated(items) -> list:
