@@ -247,3 +247,23 @@ def test_encoder_states_rebuild_identical_encoders(tmp_path):
         encoder_state(SentenceTransformerEncoder(str(tmp_path)))
     with pytest.raises(StateError, match="packaged MiniLM"):
         encoder_from_state({**st_info, "model_name": str(tmp_path)}, {}, "enc")
+
+
+def test_arrays_read_from_an_archive_in_memory_own_their_memory(tmp_path):
+    """An archive given as bytes (how load_router reads weights.npz, once) yields arrays that
+    are writable copies, not views that would keep the whole archive alive, equal to numpy's
+    own reading of the file, in C and Fortran order."""
+    import numpy as np
+    from recsys_router.export.safe_io import NpzReader
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    f = np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3))
+    path = tmp_path / "w.npz"
+    np.savez(path, a=a, f=f)
+    raw = path.read_bytes()
+    with NpzReader(path, data=raw) as z:
+        got = {n: z.read(n, 1 << 20) for n in ("a", "f")}
+    with np.load(path) as ref:
+        for n, arr in got.items():
+            np.testing.assert_array_equal(arr, ref[n])
+            assert arr.flags.writeable and arr.flags.c_contiguous and arr.base is None
+            assert not np.shares_memory(arr, np.frombuffer(raw, np.uint8))

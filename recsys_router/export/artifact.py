@@ -37,10 +37,9 @@ from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
 from ..state import StateError, json_safe
 from .exported import ExportedRouter
-from .safe_io import LimitError, NpzReader, parse_json, read_json
+from .safe_io import LimitError, NpzReader, parse_json, read_json, sha256_file
 from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listing, check_policy,
-                     declared_arrays, key_bytes, read_verified, sha256, signature,
-                     verify_artifact)
+                     declared_arrays, key_bytes, read_verified, signature, verify_artifact)
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
            "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS", "clean_stale"]
@@ -256,7 +255,8 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         _write_json(tmp / "state.json", doc)
         with open(tmp / "weights.npz", "wb") as fh:
             np.savez(fh, **arrays)
-        manifest["files"] = {f: sha256(tmp / f) for f in _FILES}
+        # files this call just wrote: no cap beyond what the file system holds
+        manifest["files"] = {f: sha256_file(tmp / f, max_bytes=1 << 62) for f in _FILES}
         if key is not None:
             manifest["signature"] = {"alg": "hmac-sha256", "value": signature(manifest, key)}
         _write_json(tmp / "manifest.json", manifest)

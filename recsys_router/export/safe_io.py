@@ -296,6 +296,7 @@ class NpzReader:
 
     def __init__(self, path, max_members: int = 10_000, *, data: bytes | None = None):
         self.path = Path(path)
+        self._data = None if data is None else memoryview(data)
         try:
             self._zip = zipfile.ZipFile(self.path if data is None else io.BytesIO(data))
         except _ZIP_ERRORS as err:
@@ -362,14 +363,30 @@ class NpzReader:
         if nbytes > max_bytes:
             raise LimitError(f"{self.path}: array {name!r} is {nbytes:,} bytes, more than the "
                              f"{max_bytes:,} allowed")
-        try:
-            with self._zip.open(self._member(name)) as fh:
-                fh.read(hlen)
-                data = fh.read(nbytes + 1)
-        except _ZIP_ERRORS as err:
-            raise LimitError(f"{self.path}: array {name!r} is unreadable ({_why(err)})") from err
+        if self._data is not None:  # in memory: one copy straight out of the archive's bytes
+            data = self._stored_bytes(self._member(name), name)[hlen:]
+        else:
+            try:
+                with self._zip.open(self._member(name)) as fh:
+                    fh.read(hlen)
+                    data = fh.read(nbytes + 1)
+            except _ZIP_ERRORS as err:
+                raise LimitError(f"{self.path}: array {name!r} is unreadable ({_why(err)})") from err
         if len(data) != nbytes:
             raise LimitError(f"{self.path}: array {name!r} is truncated")
         arr = np.frombuffer(data, dtype=dtype)
         arr = arr.reshape(shape, order="F" if fortran else "C")
-        return np.ascontiguousarray(arr).copy()
+        return np.array(arr, order="C", copy=True)  # writable, owns its memory
+
+    def _stored_bytes(self, info: zipfile.ZipInfo, name: str) -> memoryview:
+        """A stored member's bytes, as a view into the archive given in memory (its local
+        header read here: its name and extra field lengths may differ from the directory's)."""
+        raw, at = self._data, info.header_offset
+        if at < 0 or at + 30 > len(raw) or bytes(raw[at:at + 4]) != b"PK\x03\x04":
+            raise LimitError(f"{self.path}: array {name!r} is unreadable (bad local header)")
+        start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") \
+            + int.from_bytes(raw[at + 28:at + 30], "little")
+        if start + info.file_size > len(raw):
+            raise LimitError(f"{self.path}: array {name!r} is unreadable (truncated: the "
+                             "archive ends inside it)")
+        return raw[start:start + info.file_size]

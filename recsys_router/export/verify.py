@@ -22,7 +22,7 @@ from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, Dic
 from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
-           "read_verified", "check_policy", "declared_arrays", "signature", "key_bytes", "sha256"]
+           "read_verified", "check_policy", "declared_arrays", "signature", "key_bytes"]
 
 FORMAT_VERSION = 2
 _FILES = ("state.json", "weights.npz")
@@ -41,15 +41,6 @@ class ArtifactError(ValueError):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
-
-
-def sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def key_bytes(key) -> bytes | None:

@@ -21,7 +21,6 @@ LLM Routing", arXiv:2606.18774 (2026).
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import DataValidationError
+from ..state.numbers import is_finite_number
 
 __all__ = ["LABELS", "MAX_RECORD_ID", "LABEL_SCORES", "JudgeRecord", "count_votes", "select_duel", "attribute",
            "side_scores", "utc_now"]
@@ -148,20 +148,6 @@ def attribute(router_choices: Mapping[str, str], llm_a: str, llm_b: str, label: 
         raise ValueError(f"the duel pair must be two distinct LLMs, got {llm_a!r} twice")
     s_a, s_b = side_scores(label)
     return {r: (s_a if m == llm_a else s_b if m == llm_b else None) for r, m in router_choices.items()}
-
-
-def _finite(v) -> bool:
-    """Whether ``v`` (an int or a float) is finite; an int too large for a float is not.
-
-    Example
-    -------
-    >>> _finite(2.5), _finite(float("inf")), _finite(10 ** 400)
-    (True, False, False)
-    """
-    try:
-        return math.isfinite(v)
-    except OverflowError:
-        return False
 
 
 def _unencodable(value, depth: int = 0):
@@ -331,7 +317,7 @@ class JudgeRecord:
                 fail(f"router {r!r} chose {m!r}, which is not in the feasible set", "router_choices")
         if self.budget is not None and (isinstance(self.budget, bool)
                                         or not isinstance(self.budget, (int, float))
-                                        or not _finite(self.budget) or self.budget < 0):
+                                        or not is_finite_number(self.budget) or self.budget < 0):
             fail(f"budget must be a finite number >= 0 or null, got {_brief(self.budget)}", "budget")
         if self.history is not None and (not isinstance(self.history, list)
                                          or not all(isinstance(t, dict) for t in self.history)):
@@ -346,7 +332,7 @@ class JudgeRecord:
             for m, v in values.items():
                 if not isinstance(m, str):
                     fail(f"{key} must map LLM names (strings) to numbers, got key {_brief(m)}", key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v < 0:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not is_finite_number(v) or v < 0:
                     fail(f"{key}[{m!r}] must be a finite number >= 0, got {_brief(v)}", key)
 
 
