@@ -191,8 +191,15 @@ def test_output_folder_is_replaced_atomically(tmp_path):
     out = tmp_path / "res"
     out.mkdir()
     (out / "stale.txt").write_text("old")
-    write_results(res, out, plots=False)
-    assert not (out / "stale.txt").exists() and (out / "metrics.csv").exists()
+    with pytest.raises(ValueError, match="not a recsys-router results folder"):
+        write_results(res, out, plots=False)   # a folder of other files is never deleted
+    assert sorted(p.name for p in out.iterdir()) == ["stale.txt"]
+    (out / "stale.txt").unlink()
+    write_results(res, out, plots=True)        # an empty folder is filled
+    assert list(out.glob("*.png"))
+    (out / "metrics.csv").write_text("old results")
+    write_results(res, out, plots=False)       # an earlier results folder is replaced whole
+    assert not list(out.glob("*.png")) and "router" in (out / "metrics.csv").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
 
 

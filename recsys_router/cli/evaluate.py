@@ -247,7 +247,9 @@ def run_evaluate(args) -> int:
     """Handler of ``recsys-router evaluate``."""
     from ..evaluation import (EvalConfig, evaluate, get_protocol, parse_pools,  # noqa: PLC0415
                               parse_protocols, write_results)
+    from ..evaluation.io import check_out_dir  # noqa: PLC0415
     t0 = time.perf_counter()
+    check_out_dir(args.out)  # before any work: a folder that cannot be replaced is refused now
     protocols = parse_protocols(args.protocol)
     own = [get_protocol(n) for n in protocols if get_protocol(n).run is not None]
     if own and len(protocols) > 1:
@@ -284,7 +286,9 @@ def run_demo(args) -> int:
     """Handler of ``recsys-router demo``: the baselines and the CF routers (mf, mirt,
     two-tower) on the built-in simulated data, each router without the safe fallback."""
     from ..evaluation import EvalConfig, evaluate, write_results  # noqa: PLC0415
+    from ..evaluation.io import check_out_dir  # noqa: PLC0415
     t0 = time.perf_counter()
+    check_out_dir(args.out)
     options = {"n_queries": args.n_queries, "n_llms": 12, "n_topics": 6, "seed": args.seed} \
         if args.data in ("synthetic", "simulated") else {}
     data = _load(args, **options)
@@ -302,7 +306,9 @@ def run_demo(args) -> int:
 
 def run_scaling(args) -> int:
     """Handler of ``recsys-router scaling``."""
+    from ..evaluation.io import check_out_dir  # noqa: PLC0415
     from ..evaluation.scaling import run_scaling as scaling  # noqa: PLC0415
+    check_out_dir(args.out)  # before loading the data
     table = scaling(_load(args), args.out, p_values=args.p, max_m=args.max_m, grid=args.grid,
                     subsets=args.subsets, split=args.split, split_column=args.split_column,
                     ood_tasks=args.ood_tasks, seed=args.seed)

@@ -1,37 +1,152 @@
 """Atomic output folders: everything is written into a temporary sibling folder and
-renamed into place at the end, so a reader never sees a half-written result."""
+renamed into place at the end, so a reader never sees a half-written result.
+
+A results folder carries a marker file (:data:`MARKER`) that lists the files written with
+it. An existing output folder is replaced only when it is empty or such a results folder
+holding nothing else (the rule :func:`recsys_router.export.export_router` applies to
+artifacts): a folder of other files, the current folder, a file or a symbolic link is
+refused by :func:`check_out_dir`, which the commands call before any work. The temporary
+sibling is named ``.OUT.tmp-PID-*`` (the replaced folder is moved aside to
+``.OUT.old-PID-*`` for a moment); one left by a killed process is removed by the next write
+of the same folder (:func:`recsys_router.atomic.remove_stale_siblings`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ..atomic import replace_dir, temp_dir
+from ..atomic import remove_stale_siblings, replace_dir, temp_dir
 
-__all__ = ["atomic_dir", "write_json"]
+__all__ = ["atomic_dir", "write_json", "check_out_dir", "MARKER"]
+
+#: the file every results folder carries: ``{"format": "recsys-router-results", "files": [...]}``
+MARKER = ".recsys-router-results.json"
+_FORMAT = "recsys-router-results"
+_MARKER_MAX_BYTES = 1 << 20
 
 
-@contextlib.contextmanager
-def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder next to ``out``; on success it replaces ``out``.
+def _stale_re(out: Path) -> re.Pattern:
+    return re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]+$")
 
-    On error the temporary folder is removed and ``out`` is left as it was.
+
+def _marked_files(out: Path) -> list[str] | None:
+    """The files the marker of ``out`` lists, or None when ``out`` has no valid marker."""
+    marker = out / MARKER
+    if marker.is_symlink() or not marker.is_file() or marker.stat().st_size > _MARKER_MAX_BYTES:
+        return None
+    try:
+        doc = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+        return None
+    files = doc.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return files
+
+
+def check_out_dir(out: str | os.PathLike, option: str = "--out") -> Path:
+    """Check that a results write may create or replace the folder ``out``.
+
+    Allowed: a missing path, an empty folder, or a results folder written by this tool (it
+    holds :data:`MARKER` and only the files that marker lists). Anything else would be
+    deleted by the replacement and is refused.
 
     Parameters
     ----------
     out : path
-        Final output folder (created or replaced).
+        The output folder.
+    option : str
+        How the error messages name it (the command-line option).
+
+    Returns
+    -------
+    pathlib.Path
+        ``out`` made absolute.
+
+    Raises
+    ------
+    ValueError
+        ``out`` is a file, a symbolic link, the current folder (or holds it), a folder that
+        is not a results folder, or a results folder holding other files.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "notes.txt").write_text("mine")
+    >>> check_out_dir(d / "new") == d / "new"
+    True
+    >>> check_out_dir(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --out ... exists and is not a recsys-router results folder ...
+    """
+    out = Path(out).absolute()
+    if out.is_symlink():
+        raise ValueError(f"{option} {out} is a symbolic link; results replace only a real folder: "
+                         f"choose another {option} folder")
+    if not out.exists():
+        return out
+    if not out.is_dir():
+        raise ValueError(f"{option} {out} exists and is not a folder: choose another {option} "
+                         "folder")
+    here = Path.cwd().resolve()
+    if out.resolve() == here or out.resolve() in here.parents:
+        raise ValueError(f"{option} {out} is the current folder (or holds it); the results replace "
+                         f"the whole {option} folder: name a new subfolder, e.g. {option} results")
+    names = sorted(p.name for p in out.iterdir())
+    if not names:
+        return out
+    files = _marked_files(out)
+    if files is None:
+        raise ValueError(f"{option} {out} exists and is not a recsys-router results folder (its "
+                         f"{MARKER} is missing or not a results marker); the results replace only "
+                         f"an earlier results folder or an empty folder: choose another {option} "
+                         "folder (results written before recsys-router marked its folders: delete "
+                         "the old folder first)")
+    extra = [n for n in names if n != MARKER and n not in files]
+    if extra:
+        raise ValueError(f"{option} {out} holds files that are not part of its results "
+                         f"({[n[:80] for n in extra[:5]]}); replacing it would delete them: move "
+                         f"them away or choose another {option} folder")
+    return out
+
+
+@contextlib.contextmanager
+def atomic_dir(out: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
+    """Yield a temporary folder next to ``out``; on success it replaces ``out``.
+
+    ``out`` is checked with :func:`check_out_dir` on entry and again before the swap (a
+    refused ``out`` is left as it was); the published folder gets :data:`MARKER`, listing
+    what was written. On error the temporary folder is removed and ``out`` is left as it
+    was. Temporaries of dead processes beside ``out`` are removed on entry.
+
+    Parameters
+    ----------
+    out : path
+        Final output folder (created, or replaced when :func:`check_out_dir` allows it).
+    option : str
+        How error messages name ``out``.
 
     Returns
     -------
     iterator of Path
         The temporary folder to write into.
+
+    Raises
+    ------
+    ValueError
+        ``out`` may not be replaced (see :func:`check_out_dir`).
 
     Example
     -------
@@ -39,21 +154,23 @@ def atomic_dir(out: str | os.PathLike) -> Iterator[Path]:
     >>> d = pathlib.Path(tempfile.mkdtemp()) / "res"
     >>> with atomic_dir(d) as tmp:
     ...     _ = (tmp / "a.txt").write_text("x")
-    >>> (d / "a.txt").read_text()
-    'x'
+    >>> (d / "a.txt").read_text(), sorted(p.name for p in d.iterdir())
+    ('x', ['.recsys-router-results.json', 'a.txt'])
     """
-    out = Path(out).absolute()
+    out = check_out_dir(out, option)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_dir(out.parent, f".{out.name}.tmp-")
+    remove_stale_siblings(out, _stale_re(out))
+    tmp = temp_dir(out.parent, f".{out.name}.tmp-{os.getpid()}-")
     try:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if out.exists() and not out.is_dir():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise FileExistsError(f"output path {out} exists and is not a folder")
     try:
+        check_out_dir(out, option)  # what another process put there meanwhile is not deleted
+        files = sorted(p.name for p in tmp.iterdir() if p.name != MARKER)
+        (tmp / MARKER).write_text(json.dumps({"format": _FORMAT, "files": files}, indent=1) + "\n",
+                                  encoding="utf-8")
         replace_dir(tmp, out)  # a failed swap leaves the previous results in place
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

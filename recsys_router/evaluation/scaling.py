@@ -121,9 +121,10 @@ def run_scaling(data: RoutingData, out, *, p_values: Sequence[float], max_m: int
     """RouterEval's scaling-up experiment on the test split of ``data``: writes
     ``scaling.csv``, ``scaling.png`` and ``scaling.json`` into ``out`` (atomically) and
     returns the table (see :func:`scaling_curve`)."""
-    from .io import atomic_dir, write_json  # noqa: PLC0415
+    from .io import atomic_dir, check_out_dir, write_json  # noqa: PLC0415
     from .plots import plot_scaling  # noqa: PLC0415
     from .splits import make_folds  # noqa: PLC0415
+    check_out_dir(out)  # refused before the work, not after it
     test = make_folds(data, split=split, split_column=split_column, ood_tasks=ood_tasks,
                       folds=1, seed=seed)[0].test
     if max_m is not None and not 1 <= max_m <= test.n_llms:

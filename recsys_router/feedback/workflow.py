@@ -118,9 +118,10 @@ def run_ope(log_spec: str, router: str, out, *, loss: str | None = None, params:
     estimate) and ``params``. An artifact is not trained, so ``loss`` and ``params`` given
     with one are refused rather than ignored.
     """
-    from ..evaluation.io import atomic_dir  # noqa: PLC0415
+    from ..evaluation.io import atomic_dir, check_out_dir  # noqa: PLC0415
     from ..router_spec import is_artifact_dir, resolve_router  # noqa: PLC0415
     from .report import evaluate_on_log, ope_markdown, plot_ope  # noqa: PLC0415
+    check_out_dir(out)  # refused before the work, not after it
     kw = parse_target_policy(policy)
     if is_artifact_dir(router) and (loss is not None or params):
         given = [x for x, on in (("--loss", loss is not None), ("--param", bool(params))) if on]

@@ -48,7 +48,10 @@ Studies
   ``lightning.pytorch``); ``none`` to switch off. Routers are not pruned.
 * Storage: any Optuna RDB URL, default ``sqlite:///<out>/study.db``. Workers with the same
   URL and study name share the study (``load_if_exists``); absolute SQLite paths take four
-  slashes (``sqlite:////tmp/x.db``), PostgreSQL/MySQL URLs are passed through.
+  slashes (``sqlite:////tmp/x.db``), PostgreSQL/MySQL URLs are passed through. A study
+  records (user attributes ``router``, ``search_space_hash``, ``config_hash``) what it tunes
+  and refuses a run of another router, search space or config; one made by an older version
+  without them is resumed with a logged warning.
 * ``--n-trials`` is the study total (trials of every state, all workers and earlier runs):
   a rerun after a kill runs only what is left, a rerun with a larger value extends. A trial
   still RUNNING in a killed process is failed once its heartbeat is older than

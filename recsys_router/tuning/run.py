@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
+import yaml
 
 from .objective import LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs
 from .report import summary_table, write_best_config, write_plots, write_trials_csv
 from .space import load_search_space
-from .study import HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, open_study, run_study
+from .study import HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, open_study, run_study, study_identity
 
 __all__ = ["tune", "TuneResult", "default_storage"]
 
@@ -76,7 +77,10 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     storage : str, optional
         Optuna storage URL (default :func:`default_storage` of ``out_dir``).
     study_name : str, optional
-        Default: the search file's stem.
+        Default: the search file's stem. A study that exists in ``storage`` is resumed only
+        for the same router (or model class), search space and configs (``overrides``
+        included): it records them when created (:func:`~recsys_router.tuning.study.open_study`)
+        and refuses a run of anything else.
     timeout : float, optional
         Seconds for this worker.
     seed : int
@@ -107,21 +111,32 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     space = load_search_space(search)
     study_name = study_name or Path(search).stem
     out = Path(out_dir) if out_dir is not None else Path("tuning") / study_name
-    is_router = router is not None or "router" in merge_yaml_configs(configs)
+    if out.exists() and not out.is_dir() or out.is_symlink() and not out.exists():
+        raise ValueError(f"--out {out} exists and is not a folder; tune writes best_config.yaml, "
+                         "trials.csv, plots and trial folders into a folder: choose another --out")
+    merged = merge_yaml_configs(configs)
+    is_router = router is not None or "router" in merged
     if is_router:
         if overrides:
             raise ValueError(f"extra LightningCLI arguments {list(overrides)} do not apply to "
                              "registry routers; put them in the search space or the configs")
         objective = RouterObjective(router, configs, space, metric)
+        tuned = objective.router
     else:
         objective = LightningObjective(configs, space, metric, out, seed=seed, overrides=overrides,
                                        prune=pruner != "none")
-    out.mkdir(parents=True, exist_ok=True)  # after the checks above: a refused run makes nothing
-    storage = storage or default_storage(out)
+        model = merged.get("model")
+        tuned = model.get("class_path", "model") if isinstance(model, dict) else "model"
+    identity = study_identity(
+        tuned, yaml.safe_load(Path(search).read_text()),
+        {"configs": {k: v for k, v in merged.items() if k != "router"},
+         "overrides": list(overrides)})
+    storage = storage or default_storage(out)  # SQLite makes the folder of its file (out)
     study = open_study(study_name, storage, direction=direction, seed=seed,
                        pruner="none" if is_router else pruner,
                        heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace,
-                       metric=metric)
+                       metric=metric, identity=identity)
+    out.mkdir(parents=True, exist_ok=True)  # after the checks above: a refused run makes nothing
     n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
                       catch=(TrialFailed,))
     summary = summary_table(study, top=top)

@@ -12,6 +12,8 @@ workers to finish or go stale, so the study ends with every trial done.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 import warnings
@@ -24,13 +26,16 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "run_study",
-           "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
+           "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY",
+           "IDENTITY_KEYS", "study_identity"]
 
 log = logging.getLogger(__name__)
 PRUNERS = ("median", "hyperband", "none")
 HEARTBEAT_INTERVAL = 60   # seconds between heartbeats of a running trial
 HEARTBEAT_GRACE = 180     # a RUNNING trial silent this long belongs to a dead worker
 MAX_RETRY = 3             # re-runs of a trial whose worker died
+_URL_FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db, "
+              "postgresql://USER:PASSWORD@HOST/DB or mysql://USER:PASSWORD@HOST/DB")
 
 
 class OverBudget(RuntimeError):
@@ -100,7 +105,7 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
     if url is None:
         return None
     if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"--storage must be a database URL such as sqlite:///studies.db, got {url!r}")
+        raise ValueError(f"--storage must be a database URL ({_URL_FORMS}), got {url!r}")
     for name, value in (("heartbeat interval", heartbeat_interval), ("heartbeat grace", grace_period)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a whole number of seconds >= 1, got {value!r}")
@@ -113,7 +118,7 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
         path = url.split(":///", 1)[1] if ":///" in url else ""
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     for attempt in range(6):  # workers starting together race to create the schema: retry
         try:
@@ -123,6 +128,11 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
                     url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval,
                     grace_period=grace_period,
                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry))
+        except (ArgumentError, ImportError) as exc:  # not a URL it can open: retrying cannot help
+            what = "its database driver is not installed" if isinstance(exc, ImportError) else \
+                "not a database URL SQLAlchemy can open"
+            raise ValueError(f"--storage {url!r}: {what} ({type(exc).__name__}: "
+                             f"{str(exc)[:200]}); expected {_URL_FORMS}") from None
         except SQLAlchemyError:
             if attempt == 5:
                 raise
@@ -142,7 +152,8 @@ def make_pruner(name: str):
 
 def open_study(study_name: str, storage=None, direction: str = "maximize", seed: int = 0,
                pruner: str = "median", heartbeat_interval: int = HEARTBEAT_INTERVAL,
-               grace_period: int = HEARTBEAT_GRACE, metric: str | None = None) -> optuna.Study:
+               grace_period: int = HEARTBEAT_GRACE, metric: str | None = None,
+               identity: dict[str, str] | None = None) -> optuna.Study:
     """Create the study, or load it when the storage already has one of that name.
 
     A storage URL is opened with :func:`make_storage` (``heartbeat_interval`` and
@@ -150,10 +161,48 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     (user attribute ``metric``, set by the first worker) and refuses another (two workers
     that create the study in the same instant with different metrics are not caught).
 
+    With ``identity`` (user attributes :data:`IDENTITY_KEYS`: the router or model tuned, a
+    hash of the search space and a hash of the configs), the study remembers what its trials
+    tune and refuses a run of anything else: its trials would be mixed with theirs. A study
+    that has trials but none of these attributes (made by a version that did not record
+    them) is accepted with a logged warning and gets this run's attributes.
+
+    Parameters
+    ----------
+    study_name : str
+    storage : str, optuna storage or None
+        URL (see :func:`make_storage`), a storage object, or None (in memory).
+    direction : {"maximize", "minimize"}
+    seed : int
+        Sampler seed (:class:`TrialSeededSampler`).
+    pruner : {"median", "hyperband", "none"}
+    heartbeat_interval, grace_period : int
+        Seconds (RDB URLs only).
+    metric : str, optional
+        What the study optimises.
+    identity : dict, optional
+        ``{"router": ..., "search_space_hash": ..., "config_hash": ...}``.
+
+    Returns
+    -------
+    optuna.Study
+
     Raises
     ------
     ValueError
-        An existing study optimises in the other direction, or another metric.
+        An existing study optimises in the other direction or another metric, or tunes
+        another router, search space or configs.
+
+    Example
+    -------
+    >>> st = optuna.storages.InMemoryStorage()
+    >>> _ = open_study("s", st, identity={"router": "knn", "search_space_hash": "a",
+    ...                                   "config_hash": "b"})
+    >>> open_study("s", st, identity={"router": "svm", "search_space_hash": "a",
+    ...                               "config_hash": "b"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: study 's' in InMemoryStorage was created for another run: router knn, not svm; ...
     """
     if direction not in ("maximize", "minimize"):
         raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
@@ -176,7 +225,52 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
             raise ValueError(f"study {study_name!r} in {where} optimises {stored}, not {metric}; "
                              "its trials' values cannot be compared with another metric (use "
                              "another --study-name or --storage)")
+    if identity:
+        _check_identity(study, identity, study_name, where)
     return study
+
+
+#: study user attributes that say what a study tunes (see :func:`open_study`)
+IDENTITY_KEYS = ("router", "search_space_hash", "config_hash")
+_IDENTITY_WHAT = {"router": "router", "search_space_hash": "search space (hash)",
+                  "config_hash": "configs (-c files and overrides, hash)"}
+
+
+def _check_identity(study, identity: dict, study_name: str, where: str) -> None:
+    """Record ``identity`` on a study that lacks it; refuse one that recorded another."""
+    stored = study.user_attrs
+    missing = [k for k in identity if k not in stored]
+    if missing:
+        if len(missing) == len(identity) and study.get_trials(deepcopy=False):
+            log.warning("study %r in %s has no record of the router, search space and configs it "
+                        "tunes (made by an older recsys-router); assuming this run's: its earlier "
+                        "trials are kept as they are", study_name, where)
+        for k in missing:
+            study.set_user_attr(k, identity[k])
+        stored = study.user_attrs  # read back: another worker may have set them first
+    differ = [f"{_IDENTITY_WHAT.get(k, k)} {stored[k]}, not {identity[k]}"
+              for k in identity if stored.get(k) != identity[k]]
+    if differ:
+        raise ValueError(f"study {study_name!r} in {where} was created for another run: "
+                         f"{'; '.join(differ)}; its trials cannot be mixed with this run's (use "
+                         "another --study-name or --storage)")
+
+
+def study_identity(router: str, search_spec, config) -> dict[str, str]:
+    """What a tuning run tunes, as :func:`open_study` records it: the router (or model class)
+    name and 16-hex-digit SHA-256 hashes of the search-space specification and of the config.
+
+    Example
+    -------
+    >>> study_identity("knn", {"params.k": {"type": "int", "low": 1, "high": 9}},
+    ...                {"data": {"n": 1}})["router"]
+    'knn'
+    """
+    def digest(obj) -> str:
+        text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return {"router": str(router), "search_space_hash": digest(search_spec),
+            "config_hash": digest(config)}
 
 
 def _spent(trials) -> list:
