@@ -152,3 +152,27 @@ def test_a_sigkilled_results_write_leaves_nothing_after_the_next_write(tmp_path)
         (tmp / "metrics.csv").write_text("done")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
     assert (tmp_path / "res" / "metrics.csv").read_text() == "done"
+
+
+def test_results_of_an_earlier_version_without_a_marker_are_replaced(tmp_path):
+    """Folders written before the marker existed hold only the names those writes used: they
+    are replaced (with a marker from then on); one file of another name keeps them refused."""
+    out = tmp_path / "old"
+    out.mkdir()
+    for name in ("metrics.csv", "report.md", "curves.csv", "cost_quality.png"):
+        (out / name).write_text("x")
+    assert eio.check_out_dir(out) == out.absolute()
+    with atomic_dir(out) as tmp:
+        (tmp / "metrics.csv").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == sorted([eio.MARKER, "metrics.csv"])
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "metrics.csv").write_text("x")
+    (mine / "syn.csv").write_text("my data")
+    with pytest.raises(ValueError, match="not a recsys-router results folder"):
+        eio.check_out_dir(mine)
+    plots = tmp_path / "plots"  # pictures alone are no results
+    plots.mkdir()
+    (plots / "a.png").write_text("x")
+    with pytest.raises(ValueError, match="not a recsys-router results folder"):
+        eio.check_out_dir(plots)

@@ -108,18 +108,34 @@ def check_out_dir(out: str | os.PathLike, option: str = "--out") -> Path:
     if not names:
         return out
     files = _marked_files(out)
+    if files is None and _unmarked_results(out, names):
+        return out
     if files is None:
         raise ValueError(f"{option} {out} exists and is not a recsys-router results folder (its "
-                         f"{MARKER} is missing or not a results marker); the results replace only "
-                         f"an earlier results folder or an empty folder: choose another {option} "
-                         "folder (results written before recsys-router marked its folders: delete "
-                         "the old folder first)")
+                         f"{MARKER} is missing or not a results marker, and it holds files an "
+                         f"earlier version's results did not); the results replace only an earlier "
+                         f"results folder or an empty folder: choose another {option} folder")
     extra = [n for n in names if n != MARKER and n not in files]
     if extra:
         raise ValueError(f"{option} {out} holds files that are not part of its results "
                          f"({[n[:80] for n in extra[:5]]}); replacing it would delete them: move "
                          f"them away or choose another {option} folder")
     return out
+
+
+#: the files results writes made before folders carried :data:`MARKER` (plus ``*.png``)
+_UNMARKED_NAMES = frozenset({"curves.csv", "decisions.parquet", "metrics.csv", "metrics.json",
+                             "report.md", "timings.csv", "config.json", "summary.csv",
+                             "regret.csv", "scaling.csv", "scaling.json", "ope.csv"})
+
+
+def _unmarked_results(out: Path, names: list[str]) -> bool:
+    """Whether a folder without :data:`MARKER` is a results folder of an earlier version: only
+    plain files of the names those versions wrote, a table of results among them."""
+    if not {"metrics.csv", "scaling.csv", "ope.csv"} & set(names):
+        return False
+    return all((n in _UNMARKED_NAMES or n.endswith(".png")) and (out / n).is_file()
+               and not (out / n).is_symlink() for n in names)
 
 
 @contextlib.contextmanager
