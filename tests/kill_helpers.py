@@ -5,8 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from typing import Callable
+
+from recsys_router.atomic import pid_alive
+
+
+def dead_pid() -> int:
+    """The pid of a child process that has already exited (a writer that died)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    assert not pid_alive(p.pid)
+    return p.pid
 
 
 def sigkill_when(child: subprocess.Popen, ready: Callable[[], bool], timeout: float = 300) -> None:

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from kill_helpers import sigkill_when
+from kill_helpers import dead_pid, sigkill_when
 
 from recsys_router.atomic import (atomic_write, pid_alive, remove_stale_temps, replace_dir,
                                   temp_path)
@@ -18,13 +18,6 @@ from recsys_router.datasets import load_dataset
 from recsys_router.evaluation import atomic_dir
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def _dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    assert not pid_alive(p.pid)
-    return p.pid
 
 
 def test_convert_killed_mid_write_leaves_nothing_after_the_next_run(tmp_path, capsys):
@@ -52,14 +45,14 @@ def test_convert_killed_mid_write_leaves_nothing_after_the_next_run(tmp_path, ca
 
 def test_stale_temps_of_dead_pids_go_live_ones_and_others_stay(tmp_path):
     target = tmp_path / "x.csv"
-    dead = tmp_path / f".x.csv.{_dead_pid()}-0badc0de.tmp"
+    dead = tmp_path / f".x.csv.{dead_pid()}-0badc0de.tmp"
     dead.write_text("stale")
-    dead_dir = tmp_path / f".x.csv.{_dead_pid()}-00ff00ff.tmp"   # a half-written folder
+    dead_dir = tmp_path / f".x.csv.{dead_pid()}-00ff00ff.tmp"   # a half-written folder
     dead_dir.mkdir()
     (dead_dir / "part").write_text("x")
     live = tmp_path / f".x.csv.{os.getpid()}-12345678.tmp"       # a concurrent live writer
     live.write_text("busy")
-    other = tmp_path / f".y.csv.{_dead_pid()}-0badc0de.tmp"      # another target's temp
+    other = tmp_path / f".y.csv.{dead_pid()}-0badc0de.tmp"      # another target's temp
     other.write_text("not ours")
     plain = tmp_path / ".x.csv.notapid.tmp"
     plain.write_text("user file")
@@ -98,7 +91,7 @@ def test_one_stale_mechanism_for_write_temps_and_export_folders(tmp_path):
     (outside / "keep.txt").write_text("precious")
     work = tmp_path / "work"
     work.mkdir()
-    dead = _dead_pid()
+    dead = dead_pid()
     old = work / f".art.old-{dead}-q1"                 # export's backup folder
     (old / "a").mkdir(parents=True)
     huge = work / f".art.tmp-{10 ** 30}-zz"             # a pid no process can have

@@ -11,8 +11,8 @@ import sys
 import textwrap
 
 import pytest
+from kill_helpers import dead_pid
 
-from recsys_router.atomic import pid_alive
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.export import ArtifactError, export_router, load_router
 from recsys_router.export.artifact import clean_stale
@@ -22,13 +22,6 @@ from recsys_router.registry import make_router
 @pytest.fixture(scope="module")
 def data():
     return make_synthetic(40, 3, 2, seed=0)
-
-
-def _dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    assert not pid_alive(p.pid)
-    return p.pid
 
 
 def _export(data, out, shrink_router="best-single", **kw):
@@ -42,7 +35,7 @@ def _crash_state(tmp_path, data, new_complete=True):
     out = tmp_path / "art"
     _export(data, out, "task-best")                     # the previous, good artifact
     before = (out / "manifest.json").read_bytes()
-    dead = _dead_pid()
+    dead = dead_pid()
     old = tmp_path / f".art.old-{dead}-x1"
     old.mkdir()
     os.replace(out, old / "a")
@@ -74,7 +67,7 @@ def test_export_without_overwrite_after_a_kill_sees_the_restored_artifact(tmp_pa
 
 def test_an_empty_folder_moved_aside_lets_the_finished_new_artifact_in(tmp_path, data):
     out = tmp_path / "art"
-    dead = _dead_pid()
+    dead = dead_pid()
     old = tmp_path / f".art.old-{dead}-x1"
     (old / "a").mkdir(parents=True)                     # the empty folder that was overwritten
     _export(data, tmp_path / f".art.tmp-{dead}-y2", "best-single")
@@ -85,7 +78,7 @@ def test_an_empty_folder_moved_aside_lets_the_finished_new_artifact_in(tmp_path,
 
 def test_an_unfinished_new_artifact_is_never_moved_in(tmp_path, data):
     out = tmp_path / "art"
-    dead = _dead_pid()
+    dead = dead_pid()
     (tmp_path / f".art.old-{dead}-x1" / "a").mkdir(parents=True)
     half = tmp_path / f".art.tmp-{dead}-y2"
     _export(data, half, "best-single")

@@ -46,7 +46,8 @@ def test_ope_few_resamples_writes_the_report(art_and_log, tmp_path):
     out = tmp_path / "o"
     assert main(["ope", "--log", str(log), "--router", str(art), "--n-boot", "2", "--seed", "3",
                  "--out", str(out)]) == 0
-    assert {p.name for p in out.iterdir()} == {"ope.csv", "ope.png", "report.md"}
+    from recsys_router.evaluation.io import MARKER
+    assert {p.name for p in out.iterdir()} == {"ope.csv", "ope.png", "report.md", MARKER}
     assert "Only 2 bootstrap resamples" in (out / "report.md").read_text()
 
 

@@ -12,21 +12,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from kill_helpers import dead_pid
 
-from recsys_router.atomic import pid_alive
 from recsys_router.cli import main
 import recsys_router.evaluation.io as eio
 from recsys_router.evaluation.io import atomic_dir
 
 EVAL = ["evaluate", "--data", "synthetic", "--data-option", "n_queries=120", "--routers",
         "best-single", "--protocol", "routereval", "--no-progress", "--no-plots", "--seed", "0"]
-
-
-def _dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    assert not pid_alive(p.pid)
-    return p.pid
 
 
 def test_evaluate_refuses_a_folder_of_user_files_and_leaves_it_untouched(tmp_path, capsys):
@@ -123,7 +116,7 @@ def test_a_file_at_out_is_refused_before_any_work(tmp_path, monkeypatch, capsys)
 
 
 def test_a_stale_temporary_of_a_dead_process_is_removed_by_the_next_write(tmp_path):
-    dead, live = _dead_pid(), os.getpid()
+    dead, live = dead_pid(), os.getpid()
     stale = tmp_path / f".res.tmp-{dead}-0123abcd"
     stale_old = tmp_path / f".res.old-{dead}-0123abcd"
     running = tmp_path / f".res.tmp-{live}-89abcdef"
