@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from kill_helpers import dead_pid

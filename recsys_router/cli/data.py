@@ -83,7 +83,6 @@ def load_from_args(args):
         if name in _SIM_OPTIONS and (spec is None or spec.needs_path):
             raise ValueError(f"{flag} applies to generated (synthetic) data only")
         options[name] = value
-    options.setdefault("seed", None)
     return resolve_dataset(args.dataset, data_dir=args.data_dir, **options)
 
 

@@ -100,8 +100,8 @@ def read_answers(path, name: str, data: RoutingData | None = None
     # without ids each record is a probe of its own: one text answered twice would be fitted
     # as two probes. With ids, two queries may share a text (the data has such pairs) and
     # rows whose text comes from --data may have none.
-    again = np.zeros(len(q), bool) if ids_given else q["text"].duplicated().to_numpy()
-    if again.any():
+    again = None if ids_given else q["text"].duplicated().to_numpy()
+    if again is not None and again.any():
         i = int(np.flatnonzero(again)[0])
         first = int(np.flatnonzero((q["text"] == q["text"].iloc[i]).to_numpy())[0])
         raise DataValidationError(f"probe text {q['text'].iloc[i]!r} appears twice (lines "

@@ -31,14 +31,15 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import remove_stale_siblings
+from ..atomic import atomic_write, remove_stale_siblings
 
 __all__ = ["cache_root", "text_key", "MemoryLRU", "DiskCache", "MEMORY_CACHE", "memory_only",
            "disk_cache_enabled"]
 
 _SHARD_SUFFIX = ".npz"
-#: temporaries of shard and identity writes, ``.tmp-PID-HEX``; the next write removes those
-#: of processes that no longer run (:func:`recsys_router.atomic.remove_stale_siblings`)
+#: temporaries of shard writes, ``.tmp-PID-HEX``; the next write removes those of processes
+#: that no longer run (:func:`recsys_router.atomic.remove_stale_siblings`; ``identity.txt``
+#: is written by :func:`recsys_router.atomic.atomic_write`, which tidies its own)
 _TMP_RE = re.compile(r"^\.tmp-(?P<pid>\d+)-[0-9a-f]{32}$")
 _DISK_ON: ContextVar[bool] = ContextVar("recsys_router_disk_cache", default=True)
 
@@ -301,7 +302,8 @@ class DiskCache:
         remove_stale_siblings(self.dir / "identity.txt", _TMP_RE)
         ident_file = self.dir / "identity.txt"
         if not ident_file.exists():
-            _atomic_write_bytes(ident_file, (self.identity + "\n").encode("utf-8"))
+            with atomic_write(ident_file) as tmp:
+                tmp.write_bytes((self.identity + "\n").encode("utf-8"))
         name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{_SHARD_SUFFIX}"
         tmp = _temp_name(self.dir)
         try:
@@ -382,12 +384,3 @@ def _temp_name(folder: Path) -> Path:
     return folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = _temp_name(path.parent)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import optuna
-import yaml
 
 from .objective import LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs
 from .report import summary_table, write_best_config, write_plots, write_trials_csv
@@ -128,7 +127,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
         model = merged.get("model")
         tuned = model.get("class_path", "model") if isinstance(model, dict) else "model"
     identity = study_identity(
-        tuned, yaml.safe_load(Path(search).read_text()),
+        tuned, [asdict(p) for p in space.params],  # the file as parsed above
         {"configs": {k: v for k, v in merged.items() if k != "router"},
          "overrides": list(overrides)})
     storage = storage or default_storage(out)  # SQLite makes the folder of its file (out)

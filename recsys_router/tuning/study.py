@@ -231,9 +231,9 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
 
 
 #: study user attributes that say what a study tunes (see :func:`open_study`)
-IDENTITY_KEYS = ("router", "search_space_hash", "config_hash")
 _IDENTITY_WHAT = {"router": "router", "search_space_hash": "search space (hash)",
                   "config_hash": "configs (-c files and overrides, hash)"}
+IDENTITY_KEYS = tuple(_IDENTITY_WHAT)
 
 
 def _check_identity(study, identity: dict, study_name: str, where: str) -> None:

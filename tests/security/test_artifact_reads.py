@@ -18,6 +18,7 @@ import recsys_router.export.verify as verify_mod
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.export import ArtifactError, export_router, load_router
 from recsys_router.registry import make_router
+from test_artifact_probes import _man, _put_man, refix
 
 KEY = "s3cret-key"
 
@@ -48,15 +49,6 @@ def cascade(goods, tmp_path):
     return Path(shutil.copytree(goods["cascade"], tmp_path / "cascade"))
 
 
-def _man(d: Path) -> dict:
-    return json.loads((d / "manifest.json").read_text())
-
-
-def _refix(d: Path) -> None:
-    man = _man(d)
-    for f in ("state.json", "weights.npz"):
-        man["files"][f] = hashlib.sha256((d / f).read_bytes()).hexdigest()
-    (d / "manifest.json").write_text(json.dumps(man))
 
 
 # ------------------------------------------------------------------ swapped after hashing
@@ -128,7 +120,7 @@ def test_file_swapped_after_its_checksum_is_not_loaded(signed, data, monkeypatch
     assert (signed / "state.json").read_bytes() == evil["state.json"]
     with pytest.raises(ArtifactError, match="state.json: checksum mismatch"):
         load_router(signed)
-    _refix(signed)
+    refix(signed)
     assert load_router(signed).router.best_llm_ != want_best
 
 
@@ -136,7 +128,7 @@ def test_weights_larger_than_the_declared_arrays_are_not_read(signed):
     """weights.npz is read whole, so its size is capped by what the manifest declares."""
     with open(signed / "weights.npz", "ab") as fh:
         fh.write(b"\0" * (1 << 20))
-    _refix(signed)
+    refix(signed)
     with pytest.raises(ArtifactError, match=r"weights.npz: 1,0\d\d,\d\d\d bytes, more than the "
                                             r"\d\d,\d\d\d allowed"):
         load_router(signed)
@@ -147,9 +139,7 @@ HUGE = 10**400   # valid JSON, an int no float can hold
 
 
 def _set_manifest(d: Path, **fields) -> None:
-    man = _man(d)
-    man.update(fields)
-    (d / "manifest.json").write_text(json.dumps(man))
+    _put_man(d, {**_man(d), **fields})
 
 
 @pytest.mark.parametrize("field, value, match", [
@@ -171,7 +161,7 @@ def test_huge_integer_in_a_state_float_is_refused(cascade):
     assert isinstance(doc["state"]["threshold_"], float)
     doc["state"]["threshold_"] = HUGE
     (cascade / "state.json").write_text(json.dumps(doc))
-    _refix(cascade)
+    refix(cascade)
     with pytest.raises(ArtifactError, match=r"state.json.*threshold_: expected a float, got an "
                                             r"integer of 401 digits, beyond the range of a float"):
         load_router(cascade)
@@ -214,7 +204,7 @@ def test_truncated_npz_member_is_refused(signed, present):
             z.read("x.npy")
     (signed / "weights.npz").write_bytes(raw)
     _set_manifest(signed, arrays={"x": {"dtype": "float64", "shape": [1000]}})
-    _refix(signed)
+    refix(signed)
     with pytest.raises(ArtifactError, match=r"weights.npz: array 'x' is unreadable \(truncated: "
                                             r"the archive ends inside it\)"):
         load_router(signed)
@@ -269,6 +259,6 @@ def test_state_float_written_as_1e400_is_refused(cascade):
                                    '"threshold_": 1e400')
     assert "1e400" in text
     (cascade / "state.json").write_text(text)
-    _refix(cascade)
+    refix(cascade)
     with pytest.raises(ArtifactError, match=r"cascade/state.json: not valid JSON \(number 1e400"):
         load_router(cascade)
