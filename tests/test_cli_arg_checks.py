@@ -136,14 +136,15 @@ def test_bandit_online_loop_notes_cap_and_no_retraining(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv", [["serve", "ART", "--port", "70000"],
                                   ["serve", "ART", "--port", "-1"],
+                                  ["serve", "ART", "--port", "0"],
                                   ["judge", "serve", "--data", "synthetic", "--routers", "a,b",
                                    "--db", "DB", "--port", "65536"]])
-def test_ports_must_be_0_to_65535(tmp_path, capsys, argv):
+def test_ports_must_be_1_to_65535(tmp_path, capsys, argv):
     argv = [str(tmp_path / a) if a in ("ART", "DB") else a for a in argv]
-    _fails(argv, capsys, "--port", "from 0 to 65535")
+    _fails(argv, capsys, "--port", "from 1 to 65535")
     assert not list(tmp_path.iterdir())
     from recsys_router.cli.args import port
-    assert port("0") == 0 and port("65535") == 65535
+    assert port("1") == 1 and port("65535") == 65535
 
 
 @pytest.mark.parametrize("target, needles", [
@@ -206,3 +207,31 @@ def test_progress_bar_ends_full(monkeypatch, routers, pools, p):
     cfg = EvalConfig(routers, pools=pools, p=p, encoder="hashing", seed=0, folds=2)
     evaluate(make_synthetic(120, 5, seed=0), cfg, progress=True)
     assert bars and bars[0].done == bars[0].total
+
+
+@pytest.mark.parametrize("policy, needle", [("epsilon-greedy:1.5", "0 < E <= 1"),
+                                            ("softmax", "must be uniform")])
+def test_bandit_logging_policy_checked_before_the_data_loads(tmp_path, capsys, monkeypatch,
+                                                             policy, needle):
+    import recsys_router.cli.evaluate as ce
+
+    def no_load(args):
+        raise AssertionError("the data was loaded before --logging-policy was checked")
+    monkeypatch.setattr(ce, "_load", no_load)
+    _fails(_EVAL + ["--routers", "knn", "--protocol", "bandit", "--logging-policy", policy,
+                    "--out", str(tmp_path / "o")], capsys, "--logging-policy", needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_export_refuses_an_existing_out_before_fitting(tmp_path, capsys, monkeypatch):
+    import recsys_router.export as ex
+
+    def no_fit(**kwargs):
+        raise AssertionError("the router was fitted before --out was checked")
+    monkeypatch.setattr(ex, "build_router", no_fit)
+    out = tmp_path / "art"
+    out.mkdir()
+    (out / "mine.txt").write_text("x")
+    _fails(["export", "--router", "knn", "--data", "synthetic", "--seed", "0", "--out", str(out)],
+           capsys, "already exists", "--overwrite")
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]

@@ -294,8 +294,9 @@ MAX_PORT = 65535
 
 
 def port(text) -> int:
-    """``--port``: a whole number from 0 to 65535 (0: the system picks a free port); a larger
-    number would be taken modulo 65536 by the socket layer (70000 listens on 4464).
+    """``--port``: a whole number from 1 to 65535; a larger number would be taken modulo
+    65536 by the socket layer (70000 listens on 4464), and 0 (a port the system picks) would
+    leave the printed address wrong.
 
     Example
     -------
@@ -304,9 +305,9 @@ def port(text) -> int:
     >>> port("70000")
     Traceback (most recent call last):
     ...
-    recsys_router.cli.args.OptionError: expected a port number from 0 to 65535, got '70000'
+    recsys_router.cli.args.OptionError: expected a port number from 1 to 65535, got '70000'
     """
-    return _whole(text, "a port number", 0, MAX_PORT)
+    return _whole(text, "a port number", 1, MAX_PORT)
 
 
 #: a Hugging Face hub model id, ``owner/name`` (what sentence-transformers downloads)

@@ -65,6 +65,14 @@ def _add_protocol_options(p: argparse.ArgumentParser) -> None:
                 g.add_argument(opt.flag, default=opt.default, help=opt.help, **kinds[opt.kind])
 
 
+def _check_protocol_values(args, protocols) -> None:
+    """Run each protocol option's own ``check`` before any data is loaded."""
+    for proto in protocols:
+        for opt in proto.options:
+            if opt.check is not None:
+                opt.check(getattr(args, opt.flag.lstrip("-").replace("-", "_")))
+
+
 #: evaluate options every protocol uses (the others belong to the sweep protocols or to one
 #: protocol with its own procedure)
 _SHARED_OPTIONS = {"data", "data_dir", "data_option", "trust_pickle", "routers", "protocol",
@@ -163,7 +171,8 @@ def add_parser(subparsers) -> None:
     _add_split_args(p)
     p.add_argument("--encoder", type=encoder_spec, default=None,
                    help="encoder for text routers: a registered one (e.g. hashing, minilm, "
-                        "minilm:torch) or a local sentence-transformers model folder")
+                        "minilm:torch), a local sentence-transformers model folder or a hub "
+                        "model id owner/name")
     p.add_argument("--p", type=fraction, default=None, help="p of the r_o router (0 to 1)")
     p.add_argument("--reference-score", type=float, default=None, metavar="S",
                    help="reference score for RouterEval's V_R = mu_o / S (default: the paper's "
@@ -256,6 +265,7 @@ def run_evaluate(args) -> int:
         raise ValueError(f"protocol {own[0].name} runs on its own: give --protocol "
                          f"{own[0].name} alone")
     _check_options_used(args, [get_protocol(n) for n in protocols])
+    _check_protocol_values(args, [get_protocol(n) for n in protocols])
     data = _load(args)
     if own:
         print(own[0].run(data, _run_settings(args, own[0])).text)

@@ -94,7 +94,7 @@ def add_parser(subparsers) -> None:
                    help="registry names or artifact folders (>= 2), comma or space separated")
     v.add_argument("--db", required=True)
     v.add_argument("--host", default="127.0.0.1")
-    v.add_argument("--port", type=port, default=8765, help="TCP port, 0 to 65535 (default 8765)")
+    v.add_argument("--port", type=port, default=8765, help="TCP port, 1 to 65535 (default 8765)")
     add_seed_arg(v)
     v.add_argument("--split", default="test", help="which split's prompts are judged (default test)")
     v.add_argument("--backends", default=None, metavar="YAML",

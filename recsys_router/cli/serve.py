@@ -107,7 +107,7 @@ def add_parser(subparsers) -> None:
     s = subparsers.add_parser("serve", help="serve an artifact over HTTP (route, metrics, OpenAI proxy)")
     s.add_argument("artifact", help="artifact directory")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
-    s.add_argument("--port", type=port, default=8000, help="TCP port, 0 to 65535 (default 8000)")
+    s.add_argument("--port", type=port, default=8000, help="TCP port, 1 to 65535 (default 8000)")
     s.add_argument("--api-key", default=None,
                    help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV} if set)")
     s.add_argument("--backends", default=None, help="backends.yaml for /v1/chat/completions")
@@ -166,6 +166,8 @@ def run_export(args) -> int:
     if args.policy != "argmax" and args.policy_value is None:
         raise ValueError(f"--policy {args.policy} needs --policy-value (lambda or budget C)")
     key = sign_key_from_env(args.sign_key_env)  # before training: fail fast
+    from ..export.artifact import check_export_target  # noqa: PLC0415
+    check_export_target(args.out, args.overwrite)       # so is a folder that cannot be written
     print("fitting the router ...", file=sys.stderr)
     built = build_router(router=args.router, configs=args.config, ckpt=args.ckpt,
                          params=kv_dict(args.param), data=args.data, data_dir=args.data_dir,

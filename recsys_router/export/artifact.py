@@ -42,7 +42,8 @@ from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listin
                      declared_arrays, key_bytes, read_verified, signature, verify_artifact)
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
-           "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS", "clean_stale"]
+           "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS", "clean_stale",
+           "check_export_target"]
 
 def data_fingerprint(data: RoutingData) -> str:
     """SHA-256 over query ids, LLM names, scores and costs of a dataset (first 16 hex digits)."""
@@ -175,6 +176,38 @@ def _encoder_info(router: Router) -> dict | None:
     return {"identity": str(name), "dim": None} if name is not None else None
 
 
+def check_export_target(out: str | os.PathLike, overwrite: bool = False) -> Path:
+    """Check that an export may write the folder ``out`` (after tidying what a killed export
+    of it left behind); :func:`export_router` calls it, and the CLI before any fitting.
+
+    Raises
+    ------
+    ArtifactError
+        ``out`` is not a folder, exists without ``overwrite``, or holds anything but an
+        artifact (``--overwrite`` never deletes a user's other files).
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> check_export_target(d / "new") == d / "new"
+    True
+    >>> check_export_target(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.export.verify.ArtifactError: ... already exists; pass overwrite=True (CLI: --overwrite)
+    """
+    out = Path(out)
+    clean_stale(out)  # a killed overwrite's old artifact is put back before any check
+    if out.exists() and not out.is_dir():
+        raise ArtifactError(f"{out} exists and is not a directory")
+    if out.exists() and not overwrite:
+        raise ArtifactError(f"{out} already exists; pass overwrite=True (CLI: --overwrite)")
+    if out.exists() or out.is_symlink():
+        _check_overwritable(out)
+    return out
+
+
 def export_router(router: Router, out: str | os.PathLike, *, train_data: RoutingData | None = None,
                   metrics: dict | None = None, llms: pd.DataFrame | None = None,
                   policy: str = "argmax", policy_value: float | None = None,
@@ -219,14 +252,7 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         raise ArtifactError(f"cannot export an unfitted {type(router).__name__}: call fit first")
     check_policy(policy, policy_value)
     key = key_bytes(sign_key)
-    out = Path(out)
-    clean_stale(out)  # a killed overwrite's old artifact is put back before any check
-    if out.exists() and not out.is_dir():
-        raise ArtifactError(f"{out} exists and is not a directory")
-    if out.exists() and not overwrite:
-        raise ArtifactError(f"{out} already exists; pass overwrite=True (CLI: --overwrite)")
-    if out.exists() or out.is_symlink():
-        _check_overwritable(out)
+    out = check_export_target(out, overwrite)
     try:
         doc, arrays = router_to_state(router)
     except StateError as exc:

@@ -92,12 +92,14 @@ class ProtocolOption(NamedTuple):
     ``kind`` is ``"str"``, ``"int"``, ``"count"`` (a whole number >= 0), ``"positive"`` (a
     whole number >= 1), ``"float"`` or ``"list"`` (comma and/or space separated strings); the
     command line refuses a value outside its kind, and the value reaches :attr:`Protocol.run`
-    under the flag's name with ``_`` for ``-``.
+    under the flag's name with ``_`` for ``-``. ``check``, when given, is called on a
+    ``"str"`` value as the command line is parsed and raises ``ValueError`` for a bad one.
     """
     flag: str
     default: object
     help: str
     kind: str = "str"
+    check: Callable[[str], object] | None = None
 
 
 class RunOutcome(NamedTuple):

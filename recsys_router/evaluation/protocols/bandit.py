@@ -127,11 +127,17 @@ def _router_params(items) -> dict:
     return out
 
 
+def _parse_logging_policy(spec: str):
+    from ...feedback.logging_sim import parse_logging_policy  # noqa: PLC0415 (at run time)
+    return parse_logging_policy(spec)
+
+
 BANDIT = register_protocol(Protocol(
     "bandit", run=run_bandit, rank=60, in_all=False,
     options=(ProtocolOption("--logging-policy", "uniform",
                             "uniform | epsilon-greedy:E (around the best single LLM) | router:NAME "
-                            "(fitted on a 10%% warm-up slice, epsilon 0.1 around it); seeded"),
+                            "(fitted on a 10%% warm-up slice, epsilon 0.1 around it); seeded",
+                            check=_parse_logging_policy),
              ProtocolOption("--losses", ["naive", "ips", "snips", "dr"],
                             "logged-feedback losses to train with (default all four)", "list"),
              ProtocolOption("--n-boot", 200, "bootstrap resamples of the OPE intervals "
