@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["temp_path", "remove_stale_temps", "remove_stale_siblings", "atomic_write", "pid_alive",
-           "temp_dir", "replace_dir"]
+           "temp_dir", "replace_dir", "dir_temp_pattern"]
 
 
 def temp_path(target) -> Path:
@@ -165,6 +165,21 @@ def atomic_write(target) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
         elif tmp.exists() or tmp.is_symlink():
             tmp.unlink()
+
+
+def dir_temp_pattern(out, kinds: str = "tmp|old") -> re.Pattern:
+    """The names :func:`temp_dir` (``.NAME.tmp-PID-HEX``) and :func:`replace_dir`
+    (``.NAME.old-PID-HEX``) give the siblings of folder ``out``, with ``kind`` and ``pid``
+    groups, for :func:`remove_stale_siblings`.
+
+    Example
+    -------
+    >>> m = dir_temp_pattern(Path("res")).match(".res.old-42-0badc0de")
+    >>> m["kind"], m["pid"]
+    ('old', '42')
+    """
+    name = re.escape(Path(out).name)
+    return re.compile(rf"^\.{name}\.(?P<kind>{kinds})-(?P<pid>\d+)-[A-Za-z0-9_]+$")
 
 
 def temp_dir(parent, prefix: str) -> Path:

@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ..atomic import remove_stale_siblings, replace_dir, temp_dir
+from ..atomic import dir_temp_pattern, remove_stale_siblings, replace_dir, temp_dir
 
 __all__ = ["atomic_dir", "write_json", "check_out_dir", "MARKER"]
 
@@ -31,10 +30,6 @@ __all__ = ["atomic_dir", "write_json", "check_out_dir", "MARKER"]
 MARKER = ".recsys-router-results.json"
 _FORMAT = "recsys-router-results"
 _MARKER_MAX_BYTES = 1 << 20
-
-
-def _stale_re(out: Path) -> re.Pattern:
-    return re.compile(rf"^\.{re.escape(out.name)}\.(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]+$")
 
 
 def _marked_files(out: Path) -> list[str] | None:
@@ -175,7 +170,7 @@ def atomic_dir(out: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
     """
     out = check_out_dir(out, option)
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_siblings(out, _stale_re(out))
+    remove_stale_siblings(out, dir_temp_pattern(out))
     tmp = temp_dir(out.parent, f".{out.name}.tmp-{os.getpid()}-")
     try:
         yield tmp

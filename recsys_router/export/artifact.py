@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import pid_alive, remove_stale_siblings, replace_dir, temp_dir
+from ..atomic import dir_temp_pattern, pid_alive, remove_stale_siblings, replace_dir, temp_dir
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -72,10 +71,6 @@ def _write_json(path: Path, obj) -> None:
         fh.write("\n")
 
 
-def _stale_re(out: Path, kinds: str = "tmp|old") -> re.Pattern:
-    return re.compile(rf"^\.{re.escape(out.name)}\.(?P<kind>{kinds})-(?P<pid>\d+)-[A-Za-z0-9_]+$")
-
-
 def _restore_moved_aside(out: Path) -> Path | None:
     """Put back what an overwriting export killed between its two renames left beside a
     missing ``out``: the previous artifact it had moved aside (``.NAME.old-PID-*/a``), or,
@@ -87,7 +82,7 @@ def _restore_moved_aside(out: Path) -> Path | None:
         entries = {p.name: p for p in out.parent.iterdir()}
     except OSError:
         return None
-    pattern = _stale_re(out)
+    pattern = dir_temp_pattern(out)
     olds = [p for n, p in sorted(entries.items()) if (m := pattern.match(n))
             and m["kind"] == "old" and not pid_alive(int(m["pid"]))]
     for old in olds:
@@ -122,7 +117,7 @@ def clean_stale(out: Path) -> list[Path]:
     """
     out = Path(out)
     _restore_moved_aside(out)
-    return remove_stale_siblings(out, _stale_re(out))
+    return remove_stale_siblings(out, dir_temp_pattern(out))
 
 
 def _check_overwritable(out: Path) -> None:
