@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
-                     StateError, check_state, check_value, describe, is_finite_number)
+                     StateError, check_state, check_value, describe, is_json_number)
 from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
@@ -65,8 +65,7 @@ def check_policy(policy, value) -> None:
     """Refuse an unknown default policy, or a wtp/budget policy without a finite value >= 0."""
     if policy not in ("argmax", "wtp", "budget"):
         raise ArtifactError(f"unknown policy {policy!r}; expected argmax, wtp or budget")
-    if policy != "argmax" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                               or not is_finite_number(value) or value < 0):
+    if policy != "argmax" and (not is_json_number(value) or value < 0):
         raise ArtifactError(f"policy {policy!r} needs a finite value >= 0, got {describe(value)}")
 
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import DataValidationError
-from ..state.numbers import is_finite_number
+from ..state.numbers import is_json_number
 
 __all__ = ["LABELS", "MAX_RECORD_ID", "LABEL_SCORES", "JudgeRecord", "count_votes", "select_duel", "attribute",
            "side_scores", "utc_now"]
@@ -315,9 +315,7 @@ class JudgeRecord:
         for r, m in self.router_choices.items():
             if m not in feas:
                 fail(f"router {r!r} chose {m!r}, which is not in the feasible set", "router_choices")
-        if self.budget is not None and (isinstance(self.budget, bool)
-                                        or not isinstance(self.budget, (int, float))
-                                        or not is_finite_number(self.budget) or self.budget < 0):
+        if self.budget is not None and (not is_json_number(self.budget) or self.budget < 0):
             fail(f"budget must be a finite number >= 0 or null, got {_brief(self.budget)}", "budget")
         if self.history is not None and (not isinstance(self.history, list)
                                          or not all(isinstance(t, dict) for t in self.history)):
@@ -332,7 +330,7 @@ class JudgeRecord:
             for m, v in values.items():
                 if not isinstance(m, str):
                     fail(f"{key} must map LLM names (strings) to numbers, got key {_brief(m)}", key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not is_finite_number(v) or v < 0:
+                if not is_json_number(v) or v < 0:
                     fail(f"{key}[{m!r}] must be a finite number >= 0, got {_brief(v)}", key)
 
 

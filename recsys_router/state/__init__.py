@@ -26,10 +26,10 @@ import re
 
 import numpy as np
 
-from .numbers import describe, is_finite_number
+from .numbers import describe, is_finite_number, is_json_number
 
 __all__ = ["StateError", "Arr", "Part", "Size", "Scalar", "ListOf", "DictOf", "TupleOf", "Opt", "INT", "FLOAT",
-           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "is_finite_number", "describe", "check_indices", "check_finite", "collect_state", "number_keys",
+           "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "is_finite_number", "is_json_number", "describe", "check_indices", "check_finite", "collect_state", "number_keys",
            "ARRAY_DTYPES", "NAME_RE", "json_safe"]
 
 #: dtypes an artifact array may have (never object, string, void or structured)
@@ -173,8 +173,7 @@ def check_value(spec, value, where: str):
         return None if value is None else check_value(spec.inner, value, where)
     if isinstance(spec, Scalar):
         if spec.kind is NUM.kind:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not is_finite_number(value):
+            if not is_json_number(value):
                 raise StateError(f"{where}: expected a finite number, got {describe(value)}")
             return value
         ok = isinstance(value, spec.kind) and not (spec.kind is int and isinstance(value, bool))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["is_finite_number", "describe"]
+__all__ = ["is_finite_number", "is_json_number", "describe"]
 
 
 def is_finite_number(value) -> bool:
@@ -28,6 +28,18 @@ def is_finite_number(value) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
+
+
+def is_json_number(value) -> bool:
+    """Whether ``value`` is a JSON number (an int or float, never a bool) finite as a float.
+
+    Example
+    -------
+    >>> is_json_number(2), is_json_number(True), is_json_number("1.5"), is_json_number(10**400)
+    (True, False, False, False)
+    """
+    return not isinstance(value, bool) and isinstance(value, (int, float)) \
+        and is_finite_number(value)
 
 
 def describe(value, limit: int = 60) -> str:
