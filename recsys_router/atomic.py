@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["temp_path", "remove_stale_temps", "remove_stale_siblings", "atomic_write", "pid_alive",
-           "temp_dir", "replace_dir", "dir_temp_pattern"]
+           "temp_dir", "replace_dir", "dir_temp_pattern", "restore_moved_aside"]
 
 
 def temp_path(target) -> Path:
@@ -180,6 +180,51 @@ def dir_temp_pattern(out, kinds: str = "tmp|old") -> re.Pattern:
     """
     name = re.escape(Path(out).name)
     return re.compile(rf"^\.{name}\.(?P<kind>{kinds})-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+
+
+def restore_moved_aside(out, finished: str) -> Path | None:
+    """Put back what a folder replacement killed between its two renames left beside a
+    missing ``out``: the previous folder it had moved aside (``.NAME.old-PID-*/a``) or, when
+    that was an empty folder, its new folder (``.NAME.tmp-PID-*``), whichever holds the file
+    ``finished`` (the one its writer writes last). Only entries of dead processes are used.
+
+    Returns
+    -------
+    Path or None
+        ``out`` when a folder was put back.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / ".res.old-999999999-0badc0de" / "a").mkdir(parents=True)
+    >>> _ = (d / ".res.old-999999999-0badc0de" / "a" / "done.json").write_text("{}")
+    >>> restore_moved_aside(d / "res", "done.json") == d / "res", os.listdir(d / "res")
+    (True, ['done.json'])
+    """
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        return None
+    try:
+        entries = {p.name: p for p in out.parent.iterdir()}
+    except OSError:
+        return None
+    pattern = dir_temp_pattern(out)
+    olds = [p for n, p in sorted(entries.items()) if (m := pattern.match(n))
+            and m["kind"] == "old" and not pid_alive(int(m["pid"]))]
+    for old in olds:
+        pid = pattern.match(old.name)["pid"]
+        done = [p for n, p in sorted(entries.items()) if (m := pattern.match(n))
+                and m["kind"] == "tmp" and m["pid"] == pid]
+        for src in [old / "a"] + done:
+            mark = src / finished
+            if src.is_dir() and not src.is_symlink() and not mark.is_symlink() and mark.is_file():
+                try:
+                    os.rename(src, out)
+                except OSError:
+                    return None
+                return out
+    return None
 
 
 def temp_dir(parent, prefix: str) -> Path:

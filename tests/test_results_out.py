@@ -168,3 +168,25 @@ def test_results_of_an_earlier_version_without_a_marker_are_replaced(tmp_path):
     (plots / "a.png").write_text("x")
     with pytest.raises(ValueError, match="not a recsys-router results folder"):
         eio.check_out_dir(plots)
+
+
+def test_results_moved_aside_by_a_killed_swap_are_put_back(tmp_path):
+    """A write killed between its two renames leaves ``out`` missing and the previous results
+    in ``.OUT.old-PID-HEX/a``; the next write puts them back first and then replaces them as
+    usual (before, the stale-temporary cleanup deleted them)."""
+    out = tmp_path / "res"
+    with atomic_dir(out) as tmp:
+        (tmp / "metrics.csv").write_text("old")
+    aside = tmp_path / f".res.old-{dead_pid()}-0badc0de"
+    aside.mkdir()
+    out.rename(aside / "a")
+    assert not out.exists()
+    from recsys_router.atomic import restore_moved_aside
+    assert restore_moved_aside(out, eio.MARKER) == out
+    assert (out / "metrics.csv").read_text() == "old"
+    out.rename(aside / "a")  # killed again; this time the next write recovers it itself
+    with atomic_dir(out) as tmp:
+        assert (out / "metrics.csv").read_text() == "old"
+        (tmp / "metrics.csv").write_text("new")
+    assert (out / "metrics.csv").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]

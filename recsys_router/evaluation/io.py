@@ -22,7 +22,8 @@ from typing import Iterator
 
 import numpy as np
 
-from ..atomic import dir_temp_pattern, remove_stale_siblings, replace_dir, temp_dir
+from ..atomic import (dir_temp_pattern, remove_stale_siblings, replace_dir, restore_moved_aside,
+                      temp_dir)
 
 __all__ = ["atomic_dir", "write_json", "check_out_dir", "MARKER"]
 
@@ -168,6 +169,8 @@ def atomic_dir(out: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
     >>> (d / "a.txt").read_text(), sorted(p.name for p in d.iterdir())
     ('x', ['.recsys-router-results.json', 'a.txt'])
     """
+    out = Path(out).absolute()
+    restore_moved_aside(out, MARKER)  # a write killed between its renames: the old results
     out = check_out_dir(out, option)
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_siblings(out, dir_temp_pattern(out))

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import dir_temp_pattern, pid_alive, remove_stale_siblings, replace_dir, temp_dir
+from ..atomic import (dir_temp_pattern, remove_stale_siblings, replace_dir, restore_moved_aside,
+                      temp_dir)
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -71,36 +72,6 @@ def _write_json(path: Path, obj) -> None:
         fh.write("\n")
 
 
-def _restore_moved_aside(out: Path) -> Path | None:
-    """Put back what an overwriting export killed between its two renames left beside a
-    missing ``out``: the previous artifact it had moved aside (``.NAME.old-PID-*/a``), or,
-    when it had moved aside an empty folder, its finished new artifact (``.NAME.tmp-PID-*``
-    holding a manifest, which is written last). Only entries of dead processes are used."""
-    if out.exists() or out.is_symlink():
-        return None
-    try:
-        entries = {p.name: p for p in out.parent.iterdir()}
-    except OSError:
-        return None
-    pattern = dir_temp_pattern(out)
-    olds = [p for n, p in sorted(entries.items()) if (m := pattern.match(n))
-            and m["kind"] == "old" and not pid_alive(int(m["pid"]))]
-    for old in olds:
-        pid = pattern.match(old.name)["pid"]
-        moved = old / "a"
-        done = [p for n, p in sorted(entries.items()) if (m := pattern.match(n))
-                and m["kind"] == "tmp" and m["pid"] == pid]
-        for src in [moved] + done:
-            if src.is_dir() and not src.is_symlink() and not (src / "manifest.json").is_symlink() \
-                    and (src / "manifest.json").is_file():
-                try:
-                    os.rename(src, out)
-                except OSError:
-                    return None
-                return out
-    return None
-
-
 def clean_stale(out: Path) -> list[Path]:
     """Tidy what an export of ``out`` killed mid-way left behind (its process is gone).
 
@@ -116,7 +87,7 @@ def clean_stale(out: Path) -> list[Path]:
         The siblings removed.
     """
     out = Path(out)
-    _restore_moved_aside(out)
+    restore_moved_aside(out, "manifest.json")  # written last: the artifact is whole
     return remove_stale_siblings(out, dir_temp_pattern(out))
 
 
