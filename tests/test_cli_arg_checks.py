@@ -235,3 +235,19 @@ def test_export_refuses_an_existing_out_before_fitting(tmp_path, capsys, monkeyp
     _fails(["export", "--router", "knn", "--data", "synthetic", "--seed", "0", "--out", str(out)],
            capsys, "already exists", "--overwrite")
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (["--auto", "-1"], ("--auto", "-1")),
+    (["--policy", "wtp", "--policy-value", "nan"], ("--policy-value", "nan")),
+    (["--policy", "budget", "--policy-value", "-2"], ("--policy-value", "-2")),
+])
+def test_export_numbers_checked_when_parsed(tmp_path, capsys, monkeypatch, extra, needles):
+    import recsys_router.export as ex
+
+    def no_fit(**kwargs):
+        raise AssertionError("the router was fitted before the option was checked")
+    monkeypatch.setattr(ex, "build_router", no_fit)
+    _fails(["export", "--router", "knn", "--data", "synthetic", "--seed", "0", "--out",
+            str(tmp_path / "art")] + extra, capsys, *needles)
+    assert not (tmp_path / "art").exists()

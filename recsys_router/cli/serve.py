@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, data_options,
+from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, count, data_options,
                    fraction, kv_dict, non_negative_float, parse_kv, port, positive_float,
                    positive_int)
 
@@ -72,12 +72,13 @@ def add_parser(subparsers) -> None:
                    help="with --router: wrap a learned router in the safe fallback that "
                         "'evaluate' applies by default (best-single / task-best where the "
                         "router loses beyond noise on held-out training queries)")
-    e.add_argument("--auto", type=int, default=0, metavar="N",
+    e.add_argument("--auto", type=count, default=0, metavar="N",
                    help="with --router: inner Optuna search of N trials on the training "
                         "queries, as 'evaluate --auto N'")
     e.add_argument("--policy", choices=("argmax", "wtp", "budget"), default="argmax",
                    help="default decision policy (calibrate can set it later)")
-    e.add_argument("--policy-value", type=float, default=None, help="lambda (wtp) or C (budget)")
+    e.add_argument("--policy-value", type=non_negative_float, default=None,
+                   help="lambda (wtp) or C (budget), a finite number >= 0")
     e.add_argument("--out", required=True, help="artifact directory (written atomically)")
     e.add_argument("--overwrite", action="store_true", help="replace an existing artifact")
     e.add_argument("--sign-key-env", default=None, metavar="VAR",
