@@ -238,7 +238,6 @@ def test_export_refuses_an_existing_out_before_fitting(tmp_path, capsys, monkeyp
 
 
 @pytest.mark.parametrize("extra, needles", [
-    (["--auto", "-1"], ("--auto", "-1")),
     (["--policy", "wtp", "--policy-value", "nan"], ("--policy-value", "nan")),
     (["--policy", "budget", "--policy-value", "-2"], ("--policy-value", "-2")),
 ])

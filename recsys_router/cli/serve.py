@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, count, data_options,
+from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, data_options,
                    fraction, kv_dict, non_negative_float, parse_kv, port, positive_float,
                    positive_int)
 
@@ -72,7 +72,7 @@ def add_parser(subparsers) -> None:
                    help="with --router: wrap a learned router in the safe fallback that "
                         "'evaluate' applies by default (best-single / task-best where the "
                         "router loses beyond noise on held-out training queries)")
-    e.add_argument("--auto", type=count, default=0, metavar="N",
+    e.add_argument("--auto", type=int, default=0, metavar="N",
                    help="with --router: inner Optuna search of N trials on the training "
                         "queries, as 'evaluate --auto N'")
     e.add_argument("--policy", choices=("argmax", "wtp", "budget"), default="argmax",
