@@ -46,3 +46,13 @@ def bench_script():
         yield importlib.import_module
     finally:
         sys.path.remove(folder)
+
+
+@pytest.fixture
+def isolated_embedding_cache(tmp_path, monkeypatch):
+    """An empty disk cache folder for the test and an empty process memory cache around it."""
+    from recsys_router.encoders import cache as cache_mod
+    monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(tmp_path / "cache"))
+    cache_mod.MEMORY_CACHE.clear()
+    yield
+    cache_mod.MEMORY_CACHE.clear()

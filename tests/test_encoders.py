@@ -20,12 +20,7 @@ from recsys_router.encoders import cache as cache_mod
 from recsys_router.errors import DataValidationError, NotFittedError
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(tmp_path / "cache"))
-    cache_mod.MEMORY_CACHE.clear()
-    yield
-    cache_mod.MEMORY_CACHE.clear()
+pytestmark = pytest.mark.usefixtures("isolated_embedding_cache")
 
 
 # ---------------------------------------------------------------- hashing

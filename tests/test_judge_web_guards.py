@@ -36,12 +36,18 @@ def _age(db, token: str, seconds: float) -> None:
     b'{"query_id": "qa", "budget": NaN}',
 ])
 def test_non_finite_budget_is_422_before_any_token(tmp_path, raw):
-    db = tmp_path / "j.db"
+    _duel_refused(tmp_path / "j.db", raw, "finite")
+
+
+def _duel_refused(db, raw: bytes, reason: str) -> TestClient:
+    """POST ``raw`` to /api/duel: a 422 naming the budget and ``reason``, and no token or
+    record made. Returns the client for further requests."""
     c = TestClient(create_app(make_session(db)), raise_server_exceptions=False)
     r = c.post("/api/duel", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
-    assert "budget" in r.json()["detail"] and "finite" in r.json()["detail"]
+    assert "budget" in r.json()["detail"] and reason in r.json()["detail"]
     assert _tokens(db) == [] and JudgeStore(db).count() == 0
+    return c
 
 
 @pytest.mark.parametrize("raw", [
@@ -51,12 +57,7 @@ def test_non_finite_budget_is_422_before_any_token(tmp_path, raw):
 def test_budget_that_is_not_a_json_number_is_422(tmp_path, raw):
     # a boolean or a numeric string was read as 1.0 / 1.5 and got a duel token (the strings
     # naming non-finite values were refused as non-finite; now as not a number at all)
-    db = tmp_path / "j.db"
-    c = TestClient(create_app(make_session(db)), raise_server_exceptions=False)
-    r = c.post("/api/duel", content=raw, headers={"content-type": "application/json"})
-    assert r.status_code == 422, r.text
-    assert "budget" in r.json()["detail"] and "valid number" in r.json()["detail"]
-    assert _tokens(db) == [] and JudgeStore(db).count() == 0
+    c = _duel_refused(tmp_path / "j.db", raw, "valid number")
     ok = c.post("/api/duel", content=b'{"query_id": "qa", "budget": 1}',
                 headers={"content-type": "application/json"})
     assert ok.status_code == 200 and ok.json()["budget"] == 1.0  # a JSON integer is a number
