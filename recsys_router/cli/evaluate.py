@@ -260,12 +260,13 @@ def run_evaluate(args) -> int:
     t0 = time.perf_counter()
     check_out_dir(args.out)  # before any work: a folder that cannot be replaced is refused now
     protocols = parse_protocols(args.protocol)
-    own = [get_protocol(n) for n in protocols if get_protocol(n).run is not None]
+    records = [get_protocol(n) for n in protocols]
+    own = [p for p in records if p.run is not None]
     if own and len(protocols) > 1:
         raise ValueError(f"protocol {own[0].name} runs on its own: give --protocol "
                          f"{own[0].name} alone")
-    _check_options_used(args, [get_protocol(n) for n in protocols])
-    _check_protocol_values(args, [get_protocol(n) for n in protocols])
+    _check_options_used(args, records)
+    _check_protocol_values(args, records)
     data = _load(args)
     if own:
         print(own[0].run(data, _run_settings(args, own[0])).text)
