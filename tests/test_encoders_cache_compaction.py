@@ -54,3 +54,32 @@ DiskCache("t", 4, root={str(tmp_path)!r}).put(["a" * 40], np.ones((1, 4), np.flo
     assert left[0] not in names and live.name in names
     assert [n for n in names if n.startswith(".tmp-")] == [live.name]
     assert list(DiskCache("t", 4, root=tmp_path).get(["a" * 40, "b" * 40])) == ["b" * 40]
+
+
+def test_old_pidless_temporaries_go_after_a_day(tmp_path):
+    """Temporaries of versions before the pid tag (``.tmp-HEX``) are removed by the first
+    write once older than a day; a young one (its writer may still run), a link and other
+    names are kept, and a second write does not list the folder for them again."""
+    import os
+    import time
+    import uuid
+    c = DiskCache("t", 4, root=tmp_path)
+    c.dir.mkdir(parents=True)
+    old, young = c.dir / f".tmp-{uuid.uuid4().hex}", c.dir / f".tmp-{uuid.uuid4().hex}"
+    link, other = c.dir / f".tmp-{uuid.uuid4().hex}", c.dir / ".tmp-notes"
+    for p in (old, young, other):
+        p.write_bytes(b"PK half a shard")
+    link.symlink_to(other)
+    two_days_ago = time.time() - 2 * 24 * 3600
+    for p in (old, other):
+        os.utime(p, (two_days_ago, two_days_ago))
+    os.utime(link, (two_days_ago, two_days_ago), follow_symlinks=False)
+    c.put(["a" * 40], np.ones((1, 4), np.float32))
+    names = {p.name for p in c.dir.iterdir()}
+    assert old.name not in names
+    assert {young.name, link.name, other.name} <= names
+    os.utime(young, (two_days_ago, two_days_ago))
+    c.put(["b" * 40], np.ones((1, 4), np.float32))   # same object: tidied once already
+    assert young.exists()
+    DiskCache("t", 4, root=tmp_path).put(["c" * 40], np.ones((1, 4), np.float32))
+    assert not young.exists() and link.is_symlink() and other.exists()

@@ -3,8 +3,8 @@
 The disk store lives under ``$RECSYS_ROUTER_CACHE`` (default ``~/.cache/recsys-router``),
 in ``embeddings/<slug-of-identity>/``. Each write adds one *shard*: an uncompressed ``.npz``
 holding ``keys`` (sha1 hex of the text) and ``vecs`` (float32 rows), written to a temporary
-file in the same folder (``.tmp-PID-*``, removed by the next write once its process is gone)
-and moved into place with :func:`os.replace`, so readers only ever see complete shards. Several processes may read and write the same folder at once: shards
+file in the same folder (``.tmp-PID-*``, removed by a later cache object's first write once
+its process is gone) and moved into place with :func:`os.replace`, so readers only ever see complete shards. Several processes may read and write the same folder at once: shards
 never change after they appear, duplicated keys are harmless (the first one seen wins) and
 a shard removed by another process's compaction triggers a rescan.
 
@@ -41,6 +41,10 @@ _SHARD_SUFFIX = ".npz"
 #: that no longer run (:func:`recsys_router.atomic.remove_stale_siblings`; ``identity.txt``
 #: is written by :func:`recsys_router.atomic.atomic_write`, which tidies its own)
 _TMP_RE = re.compile(r"^\.tmp-(?P<pid>\d+)-[0-9a-f]{32}$")
+#: temporaries of versions before the pid tag (``.tmp-HEX``): whether their writer runs is
+#: unknown, so they are removed once older than :data:`_OLD_TMP_AGE_S` (a shard takes seconds)
+_OLD_TMP_RE = re.compile(r"^\.tmp-[0-9a-f]{32}$")
+_OLD_TMP_AGE_S = 24 * 3600
 _DISK_ON: ContextVar[bool] = ContextVar("recsys_router_disk_cache", default=True)
 
 
@@ -219,6 +223,7 @@ class DiskCache:
         self.dir = Path(root if root is not None else cache_root()) / "embeddings" / _slug(identity)
         self._index: dict[str, tuple[str, int]] = {}
         self._seen: set[str] = set()
+        self._tidied = False
 
     # ---------------------------------------------------------------- reading
     def _shards(self) -> list[Path]:
@@ -298,8 +303,8 @@ class DiskCache:
     # ---------------------------------------------------------------- writing
     def _write_shard(self, keys: Sequence[str], vecs: np.ndarray) -> str:
         self.dir.mkdir(parents=True, exist_ok=True)
-        # a writer killed mid-shard left its temporary: remove those of dead processes
-        remove_stale_siblings(self.dir / "identity.txt", _TMP_RE)
+        if not self._tidied:  # once per cache object: a write lists the folder once, not twice
+            self._tidy()
         ident_file = self.dir / "identity.txt"
         if not ident_file.exists():
             with atomic_write(ident_file) as tmp:
@@ -317,6 +322,20 @@ class DiskCache:
             if tmp.exists():
                 tmp.unlink()
         return name
+
+    def _tidy(self) -> None:
+        """Remove the temporaries that writers killed mid-shard left: those of processes that
+        are gone, and pid-less ones of older versions after a day."""
+        remove_stale_siblings(self.dir / "identity.txt", _TMP_RE)
+        now = time.time()
+        for p in self.dir.iterdir():
+            try:
+                if (_OLD_TMP_RE.match(p.name) and p.is_file() and not p.is_symlink()
+                        and now - p.stat().st_mtime > _OLD_TMP_AGE_S):
+                    p.unlink()
+            except FileNotFoundError:
+                continue  # another process tidied it first
+        self._tidied = True
 
     def put(self, keys: Sequence[str], vecs: np.ndarray) -> None:
         """Store ``vecs[i]`` under ``keys[i]`` as one new shard (atomic)."""
