@@ -29,6 +29,8 @@ def test_every_command_checks_its_seed():
         seed = [a for a in p._actions if "--seed" in a.option_strings]
         assert seed, f"{' '.join(path)} takes no --seed"
         assert seed[0].type is seed_value, f"{' '.join(path)}: --seed is not checked"
+        assert seed[0].help not in (None, argparse.SUPPRESS), f"{' '.join(path)} hides --seed"
+        assert "--seed" in p.format_help(), f"{' '.join(path)}: --help does not list --seed"
 
 
 @pytest.mark.parametrize("text", ["-1", str(MAX_SEED + 1), "1.5", "x", ""])

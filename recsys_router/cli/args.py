@@ -243,6 +243,10 @@ def positive_float(text) -> float:
     return _bounded_float(text, strict=True)
 
 
+#: ``--seed`` help of the commands that draw nothing at random (every command takes one)
+UNUSED_SEED_HELP = "unused (this command draws nothing at random); every command takes --seed"
+
+
 def add_seed_arg(p: argparse.ArgumentParser, default: int | None = 0, help: str | None = None):
     """``--seed`` (every command takes one): a whole number from 0 to :data:`MAX_SEED`."""
     p.add_argument("--seed", type=seed_value, default=default,

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..data import RoutingData
 from ..datasets.resolve import loader_spec, resolve_dataset
-from .args import add_data_args, add_seed_arg, data_options, positive_int
+from .args import UNUSED_SEED_HELP, add_data_args, add_seed_arg, data_options, positive_int
 
 __all__ = ["add_parser", "load_from_args", "format_info", "info_dict"]
 
@@ -49,7 +49,7 @@ def add_parser(subparsers) -> None:
     sub.required = True
 
     ls = sub.add_parser("list", help="registered dataset names")
-    add_seed_arg(ls, None, argparse.SUPPRESS)
+    add_seed_arg(ls, None, UNUSED_SEED_HELP)
     ls.set_defaults(func=_cmd_list)
 
     info = sub.add_parser("info", help="counts, density, score range, per-LLM table, tasks, splits")
@@ -65,7 +65,7 @@ def add_parser(subparsers) -> None:
     dl = sub.add_parser("download", help="download a Hugging Face dataset into the cache")
     dl.add_argument("dataset", metavar="NAME", help="routerbench, routereval or embedllm")
     dl.add_argument("--cache-dir", default=None, help="parent folder (default: ~/.cache/recsys_router/datasets)")
-    add_seed_arg(dl, None, argparse.SUPPRESS)
+    add_seed_arg(dl, None, UNUSED_SEED_HELP)
     dl.set_defaults(func=_cmd_download)
 
 

@@ -11,7 +11,7 @@ recsys-router evaluate --data synthetic --routers mf --protocol bandit --logging
 
 from __future__ import annotations
 
-from .args import add_seed_arg, count, kv_dict, parse_kv
+from .args import UNUSED_SEED_HELP, add_seed_arg, count, kv_dict, parse_kv
 
 __all__ = ["add_parser", "run_ope", "run_log_export"]
 
@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
     e.add_argument("--db", required=True, metavar="URL", help="decision-log database URL or SQLite path")
     e.add_argument("--out", required=True, help="output .parquet or .csv (written atomically)")
     e.add_argument("--feedback-only", action="store_true", help="only decisions with feedback")
-    add_seed_arg(e, help="unused (export draws nothing at random); every command takes --seed")
+    add_seed_arg(e, None, UNUSED_SEED_HELP)
     e.set_defaults(func=run_log_export)
 
 

@@ -19,8 +19,8 @@ import os
 import sys
 
 from ..datasets.resolve import resolve_dataset
-from .args import (ListArg, add_data_args, add_seed_arg, count, data_options, finite_float,
-                   non_negative_float, port, positive_int)
+from .args import (UNUSED_SEED_HELP, ListArg, add_data_args, add_seed_arg, count, data_options,
+                   finite_float, non_negative_float, port, positive_int)
 
 __all__ = ["add_parser", "load_data"]
 
@@ -114,13 +114,13 @@ def add_parser(subparsers) -> None:
     e = sub.add_parser("export", help="write every record as JSONL")
     e.add_argument("--db", required=True)
     e.add_argument("--out", required=True, metavar="JSONL")
-    add_seed_arg(e, None, argparse.SUPPRESS)  # every command takes --seed (nothing random here)
+    add_seed_arg(e, None, UNUSED_SEED_HELP)
     e.set_defaults(func=_cmd_export)
 
     i = sub.add_parser("import", help="add records from JSONL (validated first)")
     i.add_argument("--db", required=True)
     i.add_argument("--jsonl", required=True)
-    add_seed_arg(i, None, argparse.SUPPRESS)
+    add_seed_arg(i, None, UNUSED_SEED_HELP)
     i.set_defaults(func=_cmd_import)
 
 
