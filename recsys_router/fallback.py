@@ -8,7 +8,9 @@ once. It fits the wrapped router on the rest without showing it the held-out par
 Lightning router's early stopping picks its checkpoint on its own tenth of the rest: were
 it the held-out part, the comparison below would favour the router) and records, per
 held-out query, the realised
-score (true score of the chosen LLM among the query's observed ones) of three choices:
+score (true score of the chosen LLM among the query's observed ones) of three choices,
+each chosen as routing chooses (:func:`~recsys_router.inner_validation.realised_scores`:
+the highest prediction, ties to the router's cheaper predicted cost):
 
 * the wrapped router (argmax of its predicted scores);
 * ``best-single``: the LLM with the highest mean inner-train score;
@@ -258,12 +260,14 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             truth = inner_va.scores.astype(np.float64)
             base = baseline_means(inner_tr)
             pred = {"router": router.predict_scores(inner_va), "truth": truth,
+                    "costs": router.predict_costs(inner_va),
                     **{w: baseline_scores(base, inner_va, w) for w in DECISIONS[1:]}}
             for which in DECISIONS:
-                got[which].append(realised_scores(pred[which], truth))
+                # ties go to the router's cheaper predicted cost, as routing breaks them
+                got[which].append(realised_scores(pred[which], truth, pred["costs"]))
             keys.append(task_keys(inner_va.tasks))
             if vm == "nauc":
-                pred["costs"], pred["truth_costs"] = router.predict_costs(inner_va), inner_va.costs
+                pred["truth_costs"] = inner_va.costs
                 for name, v in preds.items():
                     v.append(pred[name])
         got = {k: np.concatenate(v) for k, v in got.items()}
