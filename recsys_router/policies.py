@@ -1,7 +1,8 @@
 """Decision policies: turn predicted scores and costs into one chosen LLM per query.
 
 All policies are pure, vectorised numpy functions over ``(n_queries, n_llms)`` arrays
-and return integer column indices. Ties go to the cheaper LLM (by predicted cost),
+(costs may also be one ``(n_llms,)`` vector, every query's) and return integer column
+indices. Ties go to the cheaper LLM (by predicted cost),
 then to the lower column index, so decisions are deterministic.
 """
 
@@ -15,19 +16,27 @@ __all__ = ["argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLI
 
 def _policy_inputs(scores, costs, mask) -> tuple[np.ndarray, np.ndarray | None,
                                                   np.ndarray | None]:
-    """``(scores, costs, mask)`` checked: float64 scores and costs, a bool mask broadcast to
-    the scores' ``(n_queries, n_llms)`` (a strictly 0/1 integer mask converted; any other is
-    refused, as ``v[~mask]`` on integers would index columns).
+    """``(scores, costs, mask)`` checked and broadcast to the scores' ``(n_queries, n_llms)``:
+    float64 scores and costs (a per-LLM cost vector repeated on every row), a bool mask (a
+    strictly 0/1 integer mask converted; any other is refused, as ``v[~mask]`` on integers
+    would index columns).
 
     Raises
     ------
     ValueError
-        Naming ``scores`` or ``mask`` and what was expected.
+        Naming ``scores``, ``costs`` or ``mask`` and what was expected.
     """
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2:
         raise ValueError(f"scores: expected a 2-D array (n_queries, n_llms), got shape {s.shape}")
-    c = None if costs is None else np.asarray(costs, dtype=np.float64)
+    c = None
+    if costs is not None:
+        c = np.asarray(costs, dtype=np.float64)
+        try:
+            c = np.broadcast_to(c, s.shape)
+        except ValueError:
+            raise ValueError(f"costs: expected shape (n_llms,) or (n_queries, n_llms) = "
+                             f"{s.shape}, got {c.shape}") from None
     m = None
     if mask is not None:
         m = np.asarray(mask)
@@ -69,8 +78,9 @@ def argmax_policy(scores: np.ndarray, costs: np.ndarray | None = None,
     ----------
     scores : ndarray, shape (n_queries, n_llms)
         Predicted performance.
-    costs : ndarray, shape (n_queries, n_llms), optional
-        Predicted costs, used only to break ties.
+    costs : ndarray, shape (n_queries, n_llms) or (n_llms,), optional
+        Predicted costs, used only to break ties (any other shape: a ``ValueError`` naming
+        ``costs``, in every policy).
     mask : ndarray of bool, shape (n_llms,) or (n_queries, n_llms), optional
         Allowed candidates (integers 0/1 are read as bool; any other dtype or shape is a
         ``ValueError`` naming ``mask``, in every policy).
@@ -105,6 +115,8 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     """
     if wtp is None or not np.isfinite(wtp) or wtp < 0:
         raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
+    if costs is None:
+        raise ValueError("costs: the wtp policy needs predicted costs, got None")
     s, c, m = _policy_inputs(scores, costs, mask)
     c = np.nan_to_num(c, nan=np.inf)
     with np.errstate(invalid="ignore"):
@@ -126,6 +138,8 @@ def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
     """
     if budget is None or np.isnan(budget):
         raise ValueError(f"budget must be a number, got {budget!r}")
+    if costs is None:
+        raise ValueError("costs: the budget policy needs predicted costs, got None")
     s, c, m = _policy_inputs(scores, costs, mask)
     c = np.nan_to_num(c, nan=np.inf)
     allowed = np.ones(s.shape, dtype=bool) if m is None else m.copy()

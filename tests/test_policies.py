@@ -37,3 +37,26 @@ def test_a_mask_that_is_not_bool_or_0_1_or_of_the_wrong_shape_is_refused(mask, w
                  lambda: budget_policy(S, C, 1.0, mask), lambda: apply_policy(S, C, mask=mask)):
         with pytest.raises(ValueError, match=rf"^mask: expected .*{what}"):
             call()
+
+
+def test_a_per_llm_cost_vector_is_every_rows_cost_in_every_policy():
+    s = np.array([[0.5, 0.9], [0.9, 0.5]])
+    c = np.array([0.1, 1.0])
+    # wtp 1: row 0: 0.5 - 0.1 = 0.4 > 0.9 - 1 = -0.1 -> 0; row 1: 0.8 > -0.5 -> 0
+    # wtp 10: row 0: 4.9 < 8.0 -> 1; row 1: 8.9 > 4.0 -> 0
+    assert wtp_policy(s, c, 1.0).tolist() == [0, 0]
+    assert wtp_policy(s, c, 10.0).tolist() == [1, 0]
+    assert wtp_policy(s, c, 10.0).tolist() == wtp_policy(s, np.tile(c, (2, 1)), 10.0).tolist()
+    # budget 0.5: only column 0 fits -> [0, 0]; argmax ties broken by the cheaper column
+    assert budget_policy(s, c, 0.5).tolist() == [0, 0]
+    assert argmax_policy(np.array([[0.7, 0.7]]), np.array([2.0, 1.0])).tolist() == [1]
+
+
+@pytest.mark.parametrize("costs", [np.array([1.0, 2.0, 3.0]), np.ones((2, 2)), np.ones((1, 2, 2))])
+def test_costs_of_the_wrong_shape_are_refused_naming_costs(costs):
+    s = np.array([[0.5, 0.9]])
+    for call in (lambda: argmax_policy(s, costs), lambda: wtp_policy(s, costs, 1.0),
+                 lambda: budget_policy(s, costs, 1.0)):
+        with pytest.raises(ValueError, match=r"^costs: expected shape \(n_llms,\) or "
+                                             r"\(n_queries, n_llms\) = \(1, 2\), got"):
+            call()
