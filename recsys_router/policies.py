@@ -126,8 +126,9 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
 
 def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
                   mask: np.ndarray | None = None) -> np.ndarray:
-    """ORBIT budget policy: best predicted score among LLMs with ``c_hat <= C``; the
-    cheapest allowed LLM when none fits (the best predicted score when no allowed LLM has a
+    """ORBIT budget policy: best predicted score among LLMs with a known (finite)
+    ``c_hat <= C`` (an unknown, NaN, cost never fits, even ``C = inf``); the cheapest
+    allowed LLM when none fits (the best predicted score when no allowed LLM has a
     known cost, as :func:`wtp_policy` does).
 
     Example
@@ -143,7 +144,7 @@ def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
     s, c, m = _policy_inputs(scores, costs, mask)
     c = np.nan_to_num(c, nan=np.inf)
     allowed = np.ones(s.shape, dtype=bool) if m is None else m.copy()
-    fits = allowed & (c <= budget)
+    fits = allowed & np.isfinite(c) & (c <= budget)   # an unknown cost never fits, whatever C
     choice = _tiebreak_argmax(s, c, fits)
     none_fit = ~fits.any(axis=1)
     if none_fit.any():

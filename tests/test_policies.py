@@ -39,6 +39,16 @@ def test_a_mask_that_is_not_bool_or_0_1_or_of_the_wrong_shape_is_refused(mask, w
             call()
 
 
+def test_an_unknown_cost_never_fits_even_an_infinite_budget():
+    # column 0 has the best score but an unknown (NaN) cost; column 1 (known, 2.0) fits any
+    # budget; the docstring: an unknown cost never counts as fitting -> 1, at C = inf too
+    s, c = np.array([[0.9, 0.5]]), np.array([[np.nan, 2.0]])
+    assert budget_policy(s, c, 10.0).tolist() == [1]
+    assert budget_policy(s, c, np.inf).tolist() == [1]
+    # no known cost in the row at all: the best predicted score, whatever the budget
+    assert budget_policy(s, np.array([[np.nan, np.nan]]), np.inf).tolist() == [0]
+
+
 def test_a_per_llm_cost_vector_is_every_rows_cost_in_every_policy():
     s = np.array([[0.5, 0.9], [0.9, 0.5]])
     c = np.array([0.1, 1.0])
