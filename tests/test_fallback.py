@@ -611,3 +611,17 @@ def test_fallback_scores_the_llm_the_router_routes_to_on_priced_ties():
     ov = r.fallback_["overall"]
     assert (ov["router"], ov["best-single"], ov["diff"]) == (0.0, 1.0, -1.0)
     assert r.fallback_["default"] == "best-single" and (r.route(d) == "a").all()
+
+
+def test_summary_of_a_departing_task_without_an_se_says_n_a():
+    # task a: one held-out query, router 0 vs 1 -> d = -1, no SE (one value); at z = 0 it
+    # departs from the all-queries verdict (router: d = -1/6, SE sqrt(1/6) / sqrt(6) = 1/6,
+    # within 1.645 SE)
+    r = SafeFallbackRouter(make_router("knn"), z=0.0, min_task_queries=1)
+    got = {"router": np.array([0., 1, 1, 1, 1, 1]), "best-single": np.ones(6),
+           "task-best": np.ones(6)}
+    fb = r._decide_all(got, np.array(["a", "b", "b", "b", "b", "b"]), 6, 1, verdict_z=1.645)
+    assert fb["default"] == "router" and fb["means"]["a"]["se"] is None
+    text = fallback_summary(fb)
+    assert "router - best-single = -0.1667, SE 0.1667" in text
+    assert "a -> best-single (-1.0000, SE n/a)" in text
