@@ -156,7 +156,8 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         ``mu_o``.
     inner_folds : int or "auto"
         1: one held-out part; k >= 2 (at most :data:`MAX_INNER_FOLDS`, 20): k folds of the
-        training queries (k + 1 fits);
+        training queries (k + 1 fits; more folds than training queries, where a fold would
+        hold out none, skips the comparison like too few queries do);
         "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
         (``cheap_fit``: knn, linearr, c-roberta, als, bpr) or when it declares
         ``fold_max_cells`` (the Lightning routers, whose data-scaled fits take seconds on
@@ -244,11 +245,16 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         tz, vm = self._top_z(train), resolve_verdict_metric(self.verdict_metric, train)
         splits = inner_splits(train.tasks, k, self.val_fraction, self.seed)
         n_val = sum(len(va) for _, va in splits)
-        if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
+        empty = sum(len(va) == 0 for _, va in splits)
+        if (n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES
+                or empty):
             self.router_ = self._clone().fit(train, val)
+            why_ = (f"{train.n_queries} training queries are too few for {k} inner folds "
+                    f"({empty} would hold out no query)" if empty else
+                    f"{train.n_queries} training queries are too few to hold out "
+                    f"{MIN_VAL_QUERIES} for the comparison")
             self.fallback_ = {"enabled": True, "tasks": {}, "default": "router",
-                              "skipped": f"{train.n_queries} training queries are too few to hold "
-                                         f"out {MIN_VAL_QUERIES} for the comparison"}
+                              "skipped": why_}
             return
         got = {k: [] for k in DECISIONS}
         keys, preds = [], {k: [] for k in ("router", *DECISIONS[1:], "costs", "truth",

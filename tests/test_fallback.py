@@ -625,3 +625,14 @@ def test_summary_of_a_departing_task_without_an_se_says_n_a():
     text = fallback_summary(fb)
     assert "router - best-single = -0.1667, SE 0.1667" in text
     assert "a -> best-single (-1.0000, SE n/a)" in text
+
+
+def test_more_inner_folds_than_training_queries_is_a_clean_skip():
+    # 8 queries dealt round-robin over 10 folds: folds 8 and 9 hold out nothing (8 >= 5
+    # held out in all, 7 >= 5 in every inner-train part, so only the empty folds are wrong)
+    d = RoutingData([f"q{i}" for i in range(8)], ["a", "b"], np.tile([1.0, 0.0], (8, 1)))
+    r = SafeFallbackRouter(Flat(), inner_folds=10).fit(d)
+    assert r.fallback_["skipped"] == ("8 training queries are too few for 10 inner folds "
+                                      "(2 would hold out no query)")
+    assert r.fallback_["default"] == "router" and r.fallback_["tasks"] == {}
+    assert (r.route(d) == "a").all()
