@@ -8,7 +8,9 @@ once. It fits the wrapped router on the rest without showing it the held-out par
 Lightning router's early stopping picks its checkpoint on its own tenth of the rest: were
 it the held-out part, the comparison below would favour the router) and records, per
 held-out query, the realised
-score (true score of the chosen LLM among the query's observed ones) of three choices:
+score (true score of the chosen LLM among the query's observed ones) of three choices,
+each chosen as routing chooses (:func:`~recsys_router.inner_validation.realised_scores`:
+the highest prediction, ties to the router's cheaper predicted cost):
 
 * the wrapped router (argmax of its predicted scores);
 * ``best-single``: the LLM with the highest mean inner-train score;
@@ -154,7 +156,8 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         ``mu_o``.
     inner_folds : int or "auto"
         1: one held-out part; k >= 2 (at most :data:`MAX_INNER_FOLDS`, 20): k folds of the
-        training queries (k + 1 fits);
+        training queries (k + 1 fits; more folds than training queries, where a fold would
+        hold out none, skips the comparison like too few queries do);
         "auto": :data:`AUTO_INNER_FOLDS` when the wrapped router's fit is cheap
         (``cheap_fit``: knn, linearr, c-roberta, als, bpr) or when it declares
         ``fold_max_cells`` (the Lightning routers, whose data-scaled fits take seconds on
@@ -242,11 +245,16 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         tz, vm = self._top_z(train), resolve_verdict_metric(self.verdict_metric, train)
         splits = inner_splits(train.tasks, k, self.val_fraction, self.seed)
         n_val = sum(len(va) for _, va in splits)
-        if n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES:
+        empty = sum(len(va) == 0 for _, va in splits)
+        if (n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES
+                or empty):
             self.router_ = self._clone().fit(train, val)
+            why_ = (f"{train.n_queries} training queries are too few for {k} inner folds "
+                    f"({empty} would hold out no query)" if empty else
+                    f"{train.n_queries} training queries are too few to hold out "
+                    f"{MIN_VAL_QUERIES} for the comparison")
             self.fallback_ = {"enabled": True, "tasks": {}, "default": "router",
-                              "skipped": f"{train.n_queries} training queries are too few to hold "
-                                         f"out {MIN_VAL_QUERIES} for the comparison"}
+                              "skipped": why_}
             return
         got = {k: [] for k in DECISIONS}
         keys, preds = [], {k: [] for k in ("router", *DECISIONS[1:], "costs", "truth",
@@ -258,12 +266,14 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             truth = inner_va.scores.astype(np.float64)
             base = baseline_means(inner_tr)
             pred = {"router": router.predict_scores(inner_va), "truth": truth,
+                    "costs": router.predict_costs(inner_va),
                     **{w: baseline_scores(base, inner_va, w) for w in DECISIONS[1:]}}
             for which in DECISIONS:
-                got[which].append(realised_scores(pred[which], truth))
+                # ties go to the router's cheaper predicted cost, as routing breaks them
+                got[which].append(realised_scores(pred[which], truth, pred["costs"]))
             keys.append(task_keys(inner_va.tasks))
             if vm == "nauc":
-                pred["costs"], pred["truth_costs"] = router.predict_costs(inner_va), inner_va.costs
+                pred["truth_costs"] = inner_va.costs
                 for name, v in preds.items():
                     v.append(pred[name])
         got = {k: np.concatenate(v) for k, v in got.items()}

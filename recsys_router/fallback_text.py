@@ -6,12 +6,16 @@ Used by :mod:`recsys_router.fallback`; pure functions of the recorded ``fallback
 
 from __future__ import annotations
 
-__all__ = ["diff_text", "why", "fallback_summary"]
+__all__ = ["se_text", "diff_text", "why", "fallback_summary"]
+
+
+def se_text(se) -> str:
+    """A standard error in words: 4 decimals, or "n/a" when there is none (one query)."""
+    return "n/a" if se is None else f"{se:.4f}"
 
 
 def diff_text(m: dict) -> str:
-    se = "n/a" if m.get("se") is None else f"{m['se']:.4f}"
-    return f"router - {m['baseline']} = {m['diff']:+.4f} (SE {se}, n {m['n']})"
+    return f"router - {m['baseline']} = {m['diff']:+.4f} (SE {se_text(m.get('se'))}, n {m['n']})"
 
 
 def why(m: dict, z: float, where: str, z_keep: float | None = None) -> str:
@@ -52,14 +56,13 @@ def fallback_summary(fallback: dict) -> str:
     if nv:
         head += (f"; all-queries verdict {fallback['default']} by nAUC (all {nv['n']} held-out "
                  f"queries: router {nv['router']:.4f} - {o['baseline']} {nv['baseline']:.4f} = "
-                 f"{nv['diff']:+.4f}, bootstrap SE {nv['se']:.4f}; by mu_o it would be "
+                 f"{nv['diff']:+.4f}, bootstrap SE {se_text(nv.get('se'))}; by mu_o it would be "
                  f"{o.get('mu_o_decision')})")
     elif "diff" in o:
-        se = "n/a" if o.get("se") is None else f"{o['se']:.4f}"
         head += (f"; all-queries verdict {fallback['default']} (all {o['n']} held-out queries: "
-                 f"router - {o['baseline']} = {o['diff']:+.4f}, SE {se})")
+                 f"router - {o['baseline']} = {o['diff']:+.4f}, SE {se_text(o.get('se'))})")
     departs = [f"{t} -> {tasks[t]} ({m.get('nauc', m)['diff']:+.4f}, "
-               f"SE {m.get('nauc', m)['se']:.4f})"
+               f"SE {se_text(m.get('nauc', m).get('se'))})"
                for t, m in sorted(means.items()) if m.get("departs") and t in tasks]
     if departs:
         head += (f"; {len(departs)} task(s) depart from it on their own evidence: "
@@ -75,6 +78,6 @@ def fallback_summary(fallback: dict) -> str:
                 else f"{fallback['top']}'s LLM, raised above the router's predictions")
         head += f"; top choice on the router's queries: {what}"
         if "diff" in c:
-            se = "n/a" if c.get("se") is None else f"{c['se']:.4f}"
-            head += f" (router - {c['baseline']} = {c['diff']:+.4f}, SE {se}, n {c['n']})"
+            head += (f" (router - {c['baseline']} = {c['diff']:+.4f}, SE {se_text(c.get('se'))}, "
+                     f"n {c['n']})")
     return head

@@ -15,6 +15,9 @@ import math
 
 import numpy as np
 
+from .candidate_masks import mask_predictions
+from .policies import argmax_policy
+
 __all__ = ["check_z", "check_inner_folds", "task_keys", "stratified_holdout",
            "stratified_folds", "realised_scores", "paired_decision", "inner_splits", "DECISIONS",
            "AUTO_INNER_FOLDS", "MAX_INNER_FOLDS"]
@@ -155,13 +158,21 @@ def inner_splits(tasks, k: int, fraction: float, seed: int) -> list[tuple[np.nda
     return stratified_folds(tasks, k, int(seed))
 
 
-def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """True score of the LLM with the highest prediction among each query's observed LLMs.
+def realised_scores(pred: np.ndarray, truth: np.ndarray,
+                    costs: np.ndarray | None = None) -> np.ndarray:
+    """True score of the LLM that routing picks among each query's observed LLMs.
+
+    The choice is the evaluation's and :meth:`Router.route`'s: the predictions are masked to
+    the observed LLMs (:func:`~recsys_router.candidate_masks.mask_predictions`) and
+    :func:`~recsys_router.policies.argmax_policy` takes the highest prediction, the cheapest
+    predicted cost among ties (then the lowest column).
 
     Parameters
     ----------
     pred, truth : ndarray (n, L)
         Predicted scores; true scores with NaN = unobserved.
+    costs : ndarray (n, L), optional
+        Predicted costs, used only to break ties (as routing does); None: the lowest column.
 
     Returns
     -------
@@ -172,12 +183,19 @@ def realised_scores(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     -------
     >>> realised_scores(np.array([[0.9, 0.5, 0.1]]), np.array([[np.nan, 0.0, 1.0]])).tolist()
     [0.0]
+    >>> realised_scores(np.array([[0.5, 0.5]]), np.array([[1.0, 0.0]]),
+    ...                 costs=np.array([[2.0, 1.0]])).tolist()
+    [0.0]
     """
+    truth = np.asarray(truth, dtype=np.float64)
     obs = ~np.isnan(truth)
-    p = np.where(obs, np.nan_to_num(np.asarray(pred, np.float64), nan=-np.inf), -np.inf)
-    choice = p.argmax(axis=1)
-    out = truth[np.arange(len(truth)), choice].astype(np.float64)
-    out[~obs.any(axis=1)] = np.nan
+    out = np.full(len(truth), np.nan)
+    rows = np.flatnonzero(obs.any(axis=1))
+    if len(rows):
+        c = None if costs is None else np.asarray(costs, dtype=np.float64)[rows]
+        ms, mc = mask_predictions(np.asarray(pred, dtype=np.float64)[rows], c, obs[rows])
+        choice = argmax_policy(ms, mc, mask=obs[rows])
+        out[rows] = truth[rows, choice]
     return out
 
 

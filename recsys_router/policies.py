@@ -1,7 +1,8 @@
 """Decision policies: turn predicted scores and costs into one chosen LLM per query.
 
 All policies are pure, vectorised numpy functions over ``(n_queries, n_llms)`` arrays
-and return integer column indices. Ties go to the cheaper LLM (by predicted cost),
+(costs may also be one ``(n_llms,)`` vector, every query's) and return integer column
+indices. Ties go to the cheaper LLM (by predicted cost),
 then to the lower column index, so decisions are deterministic.
 """
 
@@ -11,6 +12,45 @@ import numpy as np
 
 __all__ = ["argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES",
            "fill_unknown_costs"]
+
+
+def _policy_inputs(scores, costs, mask) -> tuple[np.ndarray, np.ndarray | None,
+                                                  np.ndarray | None]:
+    """``(scores, costs, mask)`` checked and broadcast to the scores' ``(n_queries, n_llms)``:
+    float64 scores and costs (a per-LLM cost vector repeated on every row), a bool mask (a
+    strictly 0/1 integer mask converted; any other is refused, as ``v[~mask]`` on integers
+    would index columns).
+
+    Raises
+    ------
+    ValueError
+        Naming ``scores``, ``costs`` or ``mask`` and what was expected.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2:
+        raise ValueError(f"scores: expected a 2-D array (n_queries, n_llms), got shape {s.shape}")
+    c = None
+    if costs is not None:
+        c = np.asarray(costs, dtype=np.float64)
+        try:
+            c = np.broadcast_to(c, s.shape)
+        except ValueError:
+            raise ValueError(f"costs: expected shape (n_llms,) or (n_queries, n_llms) = "
+                             f"{s.shape}, got {c.shape}") from None
+    m = None
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.dtype != bool:
+            if not (np.issubdtype(m.dtype, np.integer) and np.isin(m, (0, 1)).all()):
+                raise ValueError(f"mask: expected a bool array (or integers 0/1), got dtype "
+                                 f"{m.dtype}")
+            m = m.astype(bool)
+        try:
+            m = np.broadcast_to(m, s.shape)
+        except ValueError:
+            raise ValueError(f"mask: expected shape (n_llms,) or (n_queries, n_llms) = "
+                             f"{s.shape}, got {m.shape}") from None
+    return s, c, m
 
 
 def _tiebreak_argmax(values: np.ndarray, costs: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
@@ -38,10 +78,12 @@ def argmax_policy(scores: np.ndarray, costs: np.ndarray | None = None,
     ----------
     scores : ndarray, shape (n_queries, n_llms)
         Predicted performance.
-    costs : ndarray, shape (n_queries, n_llms), optional
-        Predicted costs, used only to break ties.
+    costs : ndarray, shape (n_queries, n_llms) or (n_llms,), optional
+        Predicted costs, used only to break ties (any other shape: a ``ValueError`` naming
+        ``costs``, in every policy).
     mask : ndarray of bool, shape (n_llms,) or (n_queries, n_llms), optional
-        Allowed candidates.
+        Allowed candidates (integers 0/1 are read as bool; any other dtype or shape is a
+        ``ValueError`` naming ``mask``, in every policy).
 
     Returns
     -------
@@ -52,8 +94,8 @@ def argmax_policy(scores: np.ndarray, costs: np.ndarray | None = None,
     >>> argmax_policy(np.array([[0.2, 0.9, 0.9]]), np.array([[1., 3., 2.]])).tolist()
     [2]
     """
-    m = None if mask is None else np.broadcast_to(mask, np.shape(scores))
-    return _tiebreak_argmax(scores, costs, m)
+    s, c, m = _policy_inputs(scores, costs, mask)
+    return _tiebreak_argmax(s, c, m)
 
 
 def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
@@ -73,17 +115,20 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     """
     if wtp is None or not np.isfinite(wtp) or wtp < 0:
         raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
-    c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf)
+    if costs is None:
+        raise ValueError("costs: the wtp policy needs predicted costs, got None")
+    s, c, m = _policy_inputs(scores, costs, mask)
+    c = np.nan_to_num(c, nan=np.inf)
     with np.errstate(invalid="ignore"):
-        util = wtp * np.asarray(scores, dtype=np.float64) - c
-    m = None if mask is None else np.broadcast_to(mask, np.shape(scores))
-    return _no_known_cost_by_score(_tiebreak_argmax(util, c, m), scores, c, m)
+        util = wtp * s - c
+    return _no_known_cost_by_score(_tiebreak_argmax(util, c, m), s, c, m)
 
 
 def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
                   mask: np.ndarray | None = None) -> np.ndarray:
-    """ORBIT budget policy: best predicted score among LLMs with ``c_hat <= C``; the
-    cheapest allowed LLM when none fits (the best predicted score when no allowed LLM has a
+    """ORBIT budget policy: best predicted score among LLMs with a known (finite)
+    ``c_hat <= C`` (an unknown, NaN, cost never fits, even ``C = inf``); the cheapest
+    allowed LLM when none fits (the best predicted score when no allowed LLM has a
     known cost, as :func:`wtp_policy` does).
 
     Example
@@ -94,15 +139,17 @@ def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
     """
     if budget is None or np.isnan(budget):
         raise ValueError(f"budget must be a number, got {budget!r}")
-    c = np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf)
-    allowed = np.ones(np.shape(scores), dtype=bool) if mask is None else \
-        np.broadcast_to(mask, np.shape(scores)).copy()
-    fits = allowed & (c <= budget)
-    choice = _tiebreak_argmax(scores, c, fits)
+    if costs is None:
+        raise ValueError("costs: the budget policy needs predicted costs, got None")
+    s, c, m = _policy_inputs(scores, costs, mask)
+    c = np.nan_to_num(c, nan=np.inf)
+    allowed = np.ones(s.shape, dtype=bool) if m is None else m.copy()
+    fits = allowed & np.isfinite(c) & (c <= budget)   # an unknown cost never fits, whatever C
+    choice = _tiebreak_argmax(s, c, fits)
     none_fit = ~fits.any(axis=1)
     if none_fit.any():
         choice[none_fit] = _tiebreak_argmax(-np.where(allowed, c, np.inf)[none_fit], None, None)
-    return _no_known_cost_by_score(choice, scores, c, allowed)
+    return _no_known_cost_by_score(choice, s, c, allowed)
 
 
 def _no_known_cost_by_score(choice: np.ndarray, scores, costs: np.ndarray,

@@ -78,7 +78,10 @@ def candidate_groups(data: RoutingData, m: int, *, seed: int = 0, train_split: s
     m : int
         Candidates per group (RouterEval uses 3, 5 and 10).
     seed : int
-        Breaks exact ties in oracle score between combinations (seeded, reproducible).
+        Breaks exact ties in oracle score between combinations (seeded, reproducible): each
+        group draws from its own generator, ``np.random.default_rng([seed, group, m])``
+        (``group`` its index in :data:`GROUPS`), so a group's pool is the same whichever
+        other groups are asked for.
     train_split : str, optional
         Value of the queries' ``split`` column to use (e.g. ``"train"``); default all queries.
     exact_limit : int
@@ -136,9 +139,11 @@ def candidate_groups(data: RoutingData, m: int, *, seed: int = 0, train_split: s
             f"[{low}, {high}]) holds {k} LLMs, fewer than m={m}; need at least {need} qualifying "
             f"LLMs", source=src)
     s = np.nan_to_num(train.scores[:, train.llm_index(names)], nan=0.0).astype(np.float32)
-    rng = np.random.default_rng(seed)
     out: dict[str, list[str]] = {}
     for g in groups:
+        # one generator per (seed, group, m): a group's pool does not depend on which other
+        # groups are built, nor on their order
+        rng = np.random.default_rng([int(seed), GROUPS.index(g), m])
         if g == "all-strong":
             blocks = [np.arange(k)]
         elif g == "all-weak":

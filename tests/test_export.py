@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from recsys_router.export import (ArtifactError, calibrate_policy, export_router, load_router,
-                                  set_default_policy)
+from recsys_router.export import (ArtifactError, calibrate_policy, candidate_values,
+                                  export_router, load_router, set_default_policy)
 from recsys_router.state.nets import load_module_arrays, module_arrays
 from recsys_router.registry import register_router
 from recsys_router.router import Router
@@ -267,3 +267,58 @@ def test_arrays_read_from_an_archive_in_memory_own_their_memory(tmp_path):
             np.testing.assert_array_equal(arr, ref[n])
             assert arr.flags.writeable and arr.flags.c_contiguous and arr.base is None
             assert not np.shares_memory(arr, np.frombuffer(raw, np.uint8))
+
+
+def _old_wtp_candidates(s, c, max_values=400):
+    """candidate_values(..., "wtp") as it was: every ordered pair of every row at once."""
+    dp = s[:, :, None] - s[:, None, :]
+    dc = c[:, :, None] - c[:, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = dc / dp
+    lam = lam[np.isfinite(lam) & (lam > 0)]
+    brk = np.unique(np.concatenate([[0.0], lam]))
+    top = brk.max() * 2 if brk.max() > 0 else 1.0
+    vals = np.concatenate([[0.0], (brk[1:] + brk[:-1]) / 2, [top]])
+    if len(vals) > max_values:
+        vals = np.unique(np.quantile(vals, np.linspace(0, 1, max_values)))
+    return vals
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_wtp_candidate_values_are_the_all_pairs_set(seed, monkeypatch):
+    import recsys_router.export.calibrate as cal  # noqa: PLC0415
+    monkeypatch.setattr(cal, "_PAIR_CHUNK_CELLS", 7, raising=False)          # many row blocks
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(1, 30)), int(rng.integers(1, 7))
+    s = np.round(rng.random((n, m)), 1)                         # ties in score and cost
+    c = np.round(rng.random((n, m)), 1)
+    c[rng.random((n, m)) < 0.1] = np.nan
+    for mv in (400, 5):
+        got = candidate_values(s, c, "wtp", max_values=mv)
+        assert np.array_equal(got, _old_wtp_candidates(s, c, mv)), (n, m, mv)
+    f32 = candidate_values(s.astype(np.float32), c.astype(np.float32), "wtp")
+    assert np.array_equal(f32, _old_wtp_candidates(s.astype(np.float32), c.astype(np.float32)))
+
+
+def test_wtp_candidate_values_by_hand_and_without_n_x_m_x_m_memory(monkeypatch):
+    import tracemalloc  # noqa: PLC0415
+
+    import recsys_router.export.calibrate as cal  # noqa: PLC0415
+    # one row, scores (0, 0.5, 1), costs (0, 1, 4): breakpoints 1/0.5 = 2, 4/1 = 4, 3/0.5 = 6
+    # -> candidates 0, the midpoints 1, 3, 5 and twice the largest, 12
+    one = candidate_values(np.array([[0.0, 0.5, 1.0]]), np.array([[0.0, 1.0, 4.0]]), "wtp")
+    assert one.tolist() == [0.0, 1.0, 3.0, 5.0, 12.0]
+    # 400 queries x 60 LLMs on 4 distinct rows (a router predicting per task): all pairs of
+    # all rows at once took 400 x 60 x 60 float64 (11.5 MB) per temporary
+    monkeypatch.setattr(cal, "_PAIR_CHUNK_CELLS", 1 << 14, raising=False)
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 4, 400)
+    s, c = rng.random((4, 60))[rows], rng.random((4, 60))[rows]
+    tracemalloc.start()
+    try:
+        got = candidate_values(s, c, "wtp")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got, _old_wtp_candidates(s, c))
+    assert peak < 400 * 60 * 60 * 8 / 4, peak

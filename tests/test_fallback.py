@@ -579,3 +579,60 @@ def test_lightning_routers_declare_the_cell_limit():
     for name in ("mf", "mirt", "nirt", "two-tower", "graph"):
         assert make_router(name).fold_max_cells == 20_000, name
     assert make_router("best-single").fold_max_cells == 0
+
+
+class Flat(Router):
+    """Predicts 0.5 for every LLM: every row is a tie, broken by the predicted cost."""
+
+    def _fit(self, train, val):
+        pass
+
+    def _predict_scores(self, data):
+        return np.full((data.n_queries, data.n_llms), 0.5)
+
+
+def test_realised_scores_break_ties_on_the_cheaper_predicted_cost_as_routing_does():
+    pred = np.array([[0.5, 0.5], [0.5, 0.5], [0.9, 0.5]])
+    truth = np.array([[1.0, 0.0], [1.0, np.nan], [1.0, 0.0]])
+    costs = np.array([[2.0, 1.0], [2.0, 1.0], [2.0, 1.0]])
+    # row 0: tie, b cheaper -> 0.0; row 1: b unobserved -> a -> 1.0; row 2: a best -> 1.0
+    assert realised_scores(pred, truth, costs).tolist() == [0.0, 1.0, 1.0]
+    assert realised_scores(pred, truth).tolist() == [1.0, 1.0, 1.0]    # no costs: first column
+
+
+def test_fallback_scores_the_llm_the_router_routes_to_on_priced_ties():
+    # a is always right and dearer (cost 2), b always wrong (cost 1); Flat ties everything,
+    # so the router routes every query to b (cheaper) and realises 0 on every held-out query;
+    # best-single (a) realises 1 -> d = -1, SE 0 -> the fallback takes best-single
+    d = RoutingData([f"q{i}" for i in range(40)], ["a", "b"], np.tile([1.0, 0.0], (40, 1)),
+                    np.tile([2.0, 1.0], (40, 1)))
+    r = SafeFallbackRouter(Flat(), verdict_metric="mu_o", inner_folds=1, top_z=None).fit(d)
+    assert (r.router_.route(d) == "b").all()
+    ov = r.fallback_["overall"]
+    assert (ov["router"], ov["best-single"], ov["diff"]) == (0.0, 1.0, -1.0)
+    assert r.fallback_["default"] == "best-single" and (r.route(d) == "a").all()
+
+
+def test_summary_of_a_departing_task_without_an_se_says_n_a():
+    # task a: one held-out query, router 0 vs 1 -> d = -1, no SE (one value); at z = 0 it
+    # departs from the all-queries verdict (router: d = -1/6, SE sqrt(1/6) / sqrt(6) = 1/6,
+    # within 1.645 SE)
+    r = SafeFallbackRouter(make_router("knn"), z=0.0, min_task_queries=1)
+    got = {"router": np.array([0., 1, 1, 1, 1, 1]), "best-single": np.ones(6),
+           "task-best": np.ones(6)}
+    fb = r._decide_all(got, np.array(["a", "b", "b", "b", "b", "b"]), 6, 1, verdict_z=1.645)
+    assert fb["default"] == "router" and fb["means"]["a"]["se"] is None
+    text = fallback_summary(fb)
+    assert "router - best-single = -0.1667, SE 0.1667" in text
+    assert "a -> best-single (-1.0000, SE n/a)" in text
+
+
+def test_more_inner_folds_than_training_queries_is_a_clean_skip():
+    # 8 queries dealt round-robin over 10 folds: folds 8 and 9 hold out nothing (8 >= 5
+    # held out in all, 7 >= 5 in every inner-train part, so only the empty folds are wrong)
+    d = RoutingData([f"q{i}" for i in range(8)], ["a", "b"], np.tile([1.0, 0.0], (8, 1)))
+    r = SafeFallbackRouter(Flat(), inner_folds=10).fit(d)
+    assert r.fallback_["skipped"] == ("8 training queries are too few for 10 inner folds "
+                                      "(2 would hold out no query)")
+    assert r.fallback_["default"] == "router" and r.fallback_["tasks"] == {}
+    assert (r.route(d) == "a").all()

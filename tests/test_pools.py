@@ -11,7 +11,7 @@ import pytest
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
-from recsys_router.pools import candidate_groups, oracle_score, qualified_llms
+from recsys_router.pools import GROUPS, candidate_groups, oracle_score, qualified_llms
 
 
 def _cover(sets: dict[str, set[int]], nq: int = 10) -> RoutingData:
@@ -130,3 +130,19 @@ def test_errors_name_the_problem():
         candidate_groups(d, 2, groups=("mixed",))
     with pytest.raises(ValueError, match="m must be >= 1"):
         candidate_groups(d, 0)
+
+
+def test_a_groups_pool_does_not_depend_on_which_other_groups_are_built():
+    # 20 LLMs on two score levels (even columns 0.6, odd 0.4): every pool of two 0.6 LLMs
+    # ties in oracle score, so the seeded tie-break decides; it must not depend on the
+    # other groups asked for or their order
+    sc = np.tile(np.where(np.arange(20) % 2 == 0, 0.6, 0.4), (8, 1))
+    d = RoutingData([f"q{i}" for i in range(8)], [f"L{j:02d}" for j in range(20)], sc)
+    for seed in (0, 1, 2):
+        full = candidate_groups(d, 2, seed=seed)
+        for g in GROUPS:
+            assert candidate_groups(d, 2, seed=seed, groups=[g])[g] == full[g]
+        rev = candidate_groups(d, 2, seed=seed, groups=list(reversed(GROUPS)))
+        assert rev == full
+        # the top 20 % (4 of the 0.6 LLMs) holds the all-strong pool: oracle 0.6
+        assert oracle_score(d, full["all-strong"]) == pytest.approx(0.6)

@@ -63,12 +63,13 @@ def _naive_groups(d, m, seed, groups=("all-strong", "all-weak", "strong-to-weak"
     n = len(names)
     k = range_size(0.2, n)
     s = np.nan_to_num(d.scores[:, d.llm_index(names)], nan=0.0).astype(np.float32)
-    rng = np.random.default_rng(seed)
     out = {}
-    for g, blocks in (("all-strong", [np.arange(k)]), ("all-weak", [np.arange(n - k, n)]),
-                      ("strong-to-weak", np.array_split(np.arange(n), m))):
+    for gi, (g, blocks) in enumerate((("all-strong", [np.arange(k)]),
+                                      ("all-weak", [np.arange(n - k, n)]),
+                                      ("strong-to-weak", np.array_split(np.arange(n), m)))):
         if g not in groups:
             continue
+        rng = np.random.default_rng([seed, gi, m])     # one generator per (seed, group, m)
         out[g] = [names[c] for c in sorted(_naive_search(s, blocks, m, rng))]
     return out
 

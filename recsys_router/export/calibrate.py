@@ -17,26 +17,58 @@ from ..policies import budget_policy, wtp_policy
 __all__ = ["calibrate_policy", "candidate_values", "calibrate_artifact"]
 
 
+#: (query, LLM pair) cells :func:`candidate_values` works on at once for ``wtp``
+_PAIR_CHUNK_CELLS = 1 << 20
+
+
+def _wtp_breakpoints(pred_scores: np.ndarray, pred_costs: np.ndarray) -> np.ndarray:
+    """Distinct positive finite ``(c_j - c_k) / (P_j - P_k)`` over every row and LLM pair.
+
+    Each unordered pair once (the ratio is the same both ways round), a block of rows at a
+    time, each block reduced to its distinct values: the temporaries hold about
+    :data:`_PAIR_CHUNK_CELLS` values instead of the ``n x m x m`` of every ordered pair at
+    once.
+    """
+    s, c = np.asarray(pred_scores), np.asarray(pred_costs)
+    n, m = s.shape
+    j, k = np.triu_indices(m, 1)
+    step = max(1, _PAIR_CHUNK_CELLS // max(1, len(j)))
+    parts = []
+    for lo in range(0, n, step):
+        sl = slice(lo, lo + step)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = (c[sl][:, j] - c[sl][:, k]) / (s[sl][:, j] - s[sl][:, k])
+        parts.append(np.unique(lam[np.isfinite(lam) & (lam > 0)]))
+    out = np.concatenate(parts) if parts else np.zeros(0)
+    del parts
+    out.sort()                      # in place: np.unique would sort a copy
+    keep = np.ones(len(out), dtype=bool)
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
+
+
 def candidate_values(pred_scores: np.ndarray, pred_costs: np.ndarray, policy: str,
                      max_values: int = 400) -> np.ndarray:
     """Parameter values at which decisions can change.
 
     For ``budget`` these are the distinct predicted costs. For ``wtp`` the decision between
     LLMs j and k flips at ``lambda = (c_j - c_k) / (P_j - P_k)``; we take the quantiles of
-    these pairwise breakpoints (positive ones), plus 0 and a value above all of them.
+    the midpoints between these pairwise breakpoints (positive ones), plus 0 and a value
+    above all of them. The breakpoints are gathered a block of rows at a time, so memory
+    grows with the number of distinct breakpoints, not with ``n_queries x n_llms**2``
+    temporaries.
     """
     if policy == "budget":
         vals = np.unique(pred_costs)
     elif policy == "wtp":
-        dp = pred_scores[:, :, None] - pred_scores[:, None, :]
-        dc = pred_costs[:, :, None] - pred_costs[:, None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam = dc / dp
-        lam = lam[np.isfinite(lam) & (lam > 0)]
-        brk = np.unique(np.concatenate([[0.0], lam]))
-        top = brk.max() * 2 if brk.max() > 0 else 1.0
+        brk = np.concatenate([[0.0], _wtp_breakpoints(pred_scores, pred_costs)])  # sorted
+        top = brk[-1] * 2 if brk[-1] > 0 else 1.0
         # midpoints sit strictly between breakpoints, where no decision is a float-rounding tie
-        vals = np.concatenate([[0.0], (brk[1:] + brk[:-1]) / 2, [top]])
+        vals = np.empty(len(brk) + 1)
+        vals[0], vals[-1] = 0.0, top
+        np.add(brk[1:], brk[:-1], out=vals[1:-1])
+        del brk
+        vals[1:-1] /= 2
     else:
         raise ValueError(f"policy must be 'wtp' or 'budget', got {policy!r}")
     if len(vals) > max_values:

@@ -1,0 +1,72 @@
+"""Decision policies on hostile inputs: integer masks, unknown costs at an infinite budget,
+per-LLM cost vectors. Expected choices worked out by hand on 1-3 query cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recsys_router.policies import apply_policy, argmax_policy, budget_policy, wtp_policy
+
+S = np.array([[0.9, 0.5, 0.1]])
+C = np.array([[3.0, 2.0, 1.0]])
+
+
+@pytest.mark.parametrize("policy", [
+    lambda s, c, m: argmax_policy(s, c, m),
+    lambda s, c, m: wtp_policy(s, c, 10.0, m),
+    lambda s, c, m: budget_policy(s, c, 5.0, m),
+])
+def test_an_integer_0_1_mask_allows_its_ones_only(policy):
+    # column 0 (best, and within budget / best utility) is masked out; of 1 and 2, column 1
+    # has the higher score (10 * 0.5 - 2 = 3 > 10 * 0.1 - 1 = 0): every policy picks 1.
+    # Read as integer indices, [0, 1, 1] masked columns 0 and 1 (~[0, 1, 1] = [-1, -2, -2])
+    mask = np.array([0, 1, 1])
+    assert policy(S, C, mask).tolist() == [1]
+    assert policy(S, C, mask.reshape(1, 3)).tolist() == [1]
+    assert policy(S, C, mask.astype(bool)).tolist() == [1]
+
+
+@pytest.mark.parametrize("mask, what", [
+    (np.array([0, 2, 1]), "dtype int"),
+    (np.array([0.0, 1.0, 1.0]), "dtype float64"),
+    (np.array([True, False]), r"shape \(n_llms,\) or \(n_queries, n_llms\) = \(1, 3\), got \(2,\)"),
+])
+def test_a_mask_that_is_not_bool_or_0_1_or_of_the_wrong_shape_is_refused(mask, what):
+    for call in (lambda: argmax_policy(S, C, mask), lambda: wtp_policy(S, C, 1.0, mask),
+                 lambda: budget_policy(S, C, 1.0, mask), lambda: apply_policy(S, C, mask=mask)):
+        with pytest.raises(ValueError, match=rf"^mask: expected .*{what}"):
+            call()
+
+
+def test_an_unknown_cost_never_fits_even_an_infinite_budget():
+    # column 0 has the best score but an unknown (NaN) cost; column 1 (known, 2.0) fits any
+    # budget; the docstring: an unknown cost never counts as fitting -> 1, at C = inf too
+    s, c = np.array([[0.9, 0.5]]), np.array([[np.nan, 2.0]])
+    assert budget_policy(s, c, 10.0).tolist() == [1]
+    assert budget_policy(s, c, np.inf).tolist() == [1]
+    # no known cost in the row at all: the best predicted score, whatever the budget
+    assert budget_policy(s, np.array([[np.nan, np.nan]]), np.inf).tolist() == [0]
+
+
+def test_a_per_llm_cost_vector_is_every_rows_cost_in_every_policy():
+    s = np.array([[0.5, 0.9], [0.9, 0.5]])
+    c = np.array([0.1, 1.0])
+    # wtp 1: row 0: 0.5 - 0.1 = 0.4 > 0.9 - 1 = -0.1 -> 0; row 1: 0.8 > -0.5 -> 0
+    # wtp 10: row 0: 4.9 < 8.0 -> 1; row 1: 8.9 > 4.0 -> 0
+    assert wtp_policy(s, c, 1.0).tolist() == [0, 0]
+    assert wtp_policy(s, c, 10.0).tolist() == [1, 0]
+    assert wtp_policy(s, c, 10.0).tolist() == wtp_policy(s, np.tile(c, (2, 1)), 10.0).tolist()
+    # budget 0.5: only column 0 fits -> [0, 0]; argmax ties broken by the cheaper column
+    assert budget_policy(s, c, 0.5).tolist() == [0, 0]
+    assert argmax_policy(np.array([[0.7, 0.7]]), np.array([2.0, 1.0])).tolist() == [1]
+
+
+@pytest.mark.parametrize("costs", [np.array([1.0, 2.0, 3.0]), np.ones((2, 2)), np.ones((1, 2, 2))])
+def test_costs_of_the_wrong_shape_are_refused_naming_costs(costs):
+    s = np.array([[0.5, 0.9]])
+    for call in (lambda: argmax_policy(s, costs), lambda: wtp_policy(s, costs, 1.0),
+                 lambda: budget_policy(s, costs, 1.0)):
+        with pytest.raises(ValueError, match=r"^costs: expected shape \(n_llms,\) or "
+                                             r"\(n_queries, n_llms\) = \(1, 2\), got"):
+            call()
