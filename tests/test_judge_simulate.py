@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_judge_helpers import FixedRouter, PriorRouter, TruthRouter, tiny_data
+from test_judge_helpers import FixedRouter, PriorRouter, TextRouter, TruthRouter, tiny_data
 from recsys_router.judge import metrics as M
 from recsys_router.judge.records import JudgeRecord
 from recsys_router.judge.replay import replay, replay_summary
@@ -86,6 +86,19 @@ def test_replay_eq_c21():
     assert [r.attribution["r1"] for r in out] == [r.attribution["r1"] for r in _recs()]
     lb = replay_summary(out, "R")
     assert lb.loc[lb["replayed"], "router"].tolist() == ["R"]
+
+
+def test_replay_keys_queries_by_id_and_text():
+    r = TextRouter().fit(tiny_data().subset([0, 1]))
+
+    def rec(text, qid):
+        return JudgeRecord(text, {"s": "x"}, "x", "y", "A", ["x", "y"], query_id=qid)
+    # same id, different texts: each routed on its own text (was: both on "alpha?" -> x, x)
+    out = replay(r, [rec("alpha?", "q1"), rec("beta?", "q1")], name="T")
+    assert [o.router_choices["T"] for o in out] == ["x", "y"]
+    # the id "text:beta?" is not the id-less query "beta?" (was: both routed on "alpha?")
+    out = replay(r, [rec("alpha?", "text:beta?"), rec("beta?", None)], name="T")
+    assert [o.router_choices["T"] for o in out] == ["x", "y"]
 
 
 def test_replay_budget_and_non_participation():

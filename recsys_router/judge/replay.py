@@ -31,18 +31,30 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
                truth: RoutingData | None = None) -> tuple[RoutingData, np.ndarray]:
     """Unlabelled RoutingData of the records' distinct queries, and each record's row in it.
 
-    Queries are keyed by ``query_id`` (or by text when there is none). Scores come from
-    ``truth`` (same query ids) when given, else they are NaN; costs come from the records.
+    A query is the pair ``(query_id, query text)``: two records with the same id but
+    different texts are two queries (each routed on its own text), and a record without an
+    id never shares a row with one that has an id. The rows get their own ids
+    (``judge-0``, ``judge-1``, ...); scores come from ``truth``, looked up by each row's
+    ``query_id``, when given (else they are NaN); costs come from the records (``truth``'s
+    recorded costs, where known, take precedence).
+
+    Example
+    -------
+    >>> recs = [JudgeRecord("a", {"r": "x"}, "x", "y", "A", ["x", "y"], query_id="q1"),
+    ...         JudgeRecord("b", {"r": "x"}, "x", "y", "A", ["x", "y"], query_id="q1"),
+    ...         JudgeRecord("a", {"r": "x"}, "x", "y", "B", ["x", "y"], query_id="q1")]
+    >>> data, pos = queries_of(recs, ["x", "y"])
+    >>> list(data.texts), pos.tolist()
+    (['a', 'b'], [0, 1, 0])
     """
-    keys, rows, pos = [], [], []
-    index: dict[str, int] = {}
+    rows, ids, pos = [], [], []
+    index: dict[tuple[str | None, str], int] = {}
     for rec in records:
-        key = rec.query_id if rec.query_id is not None else "text:" + rec.query
+        key = (rec.query_id, rec.query)
         if key not in index:
-            index[key] = len(keys)
-            keys.append(key)
-            rows.append({"query_id": rec.query_id or f"judge-{len(keys) - 1}", "text": rec.query,
-                         "task": rec.task})
+            index[key] = len(rows)
+            rows.append({"query_id": f"judge-{len(rows)}", "text": rec.query, "task": rec.task})
+            ids.append(rec.query_id)
         pos.append(index[key])
     q = pd.DataFrame(rows)
     llms = list(llms)
@@ -53,7 +65,7 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
             if m in llms:
                 costs[p, llms.index(m)] = c
     if truth is not None:
-        tpos = pd.Index(truth.query_ids).get_indexer(q["query_id"])
+        tpos = pd.Index(truth.query_ids).get_indexer(pd.Index(ids, dtype=object))
         tl = pd.Index(truth.llm_names).get_indexer(llms)
         ok = tpos >= 0
         for j, col in enumerate(tl):
