@@ -111,6 +111,22 @@ def test_replay_budget_and_non_participation():
     assert M.participation_rate(out, "P") == pytest.approx(2 / 3)
 
 
+def test_replay_routes_with_the_records_wtp():
+    r = PriorRouter({"x": 0.1, "y": 0.9, "z": 0.5}).fit(tiny_data().subset([0, 1]))
+    c = {"x": 1.0, "y": 2.0, "z": 3.0}
+
+    def rec(**kw):
+        return JudgeRecord("beta?", {"r1": "x", "r2": "y"}, "x", "y", "A", ["x", "y", "z"], query_id="qb",
+                           costs=c, **kw)
+    # wtp 0: cheapest (x); wtp 10: 10*s - c = 0, 7, 2 -> y; none: argmax -> y (was: y, y, y)
+    out = replay(r, [rec(metadata={"wtp": 0.0}), rec(metadata={"wtp": 10}), rec()], name="P")
+    assert [o.router_choices["P"] for o in out] == ["x", "y", "y"]
+    with pytest.raises(ValueError, match="both a budget"):
+        replay(r, [rec(budget=1.0, metadata={"wtp": 1.0})], name="P")
+    with pytest.raises(ValueError, match=r"metadata\['wtp'\] must be a finite number"):
+        replay(r, [rec(metadata={"wtp": "cheap"})], name="P")
+
+
 def test_replay_truth_and_errors():
     data = tiny_data()
     out = replay(TruthRouter().fit(data.subset([0, 1])), _recs(), name="O", truth=data)

@@ -229,7 +229,9 @@ class JudgeRecord:
     created_at, judged_at : str
         ISO timestamps of the duel and of the judgement.
     metadata : dict
-        Free-form (e.g. ``{"source": "simulate", "seed": 0}``).
+        Free-form (e.g. ``{"source": "simulate", "seed": 0}``). ``"wtp"``, when present and
+        not null, is the willingness to pay the routers were given (``judge simulate --wtp``);
+        ``judge replay`` routes with it.
     record_id : str
         Unique id (a UUID by default): a string of at most 64 characters; a number is
         refused (never coerced), so an id compares equal to the stored one.

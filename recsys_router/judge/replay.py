@@ -1,7 +1,8 @@
 """Historical replay of a router on stored judgements (paper eq. C.21).
 
 The duel of each stored record stays as it was judged. The replayed router ``R`` routes
-the record's query (same budget, restricted to the record's feasible LLMs) and gets
+the record's query (same policy: the record's ``budget``, or the willingness to pay kept in
+``metadata["wtp"]`` by ``judge simulate --wtp``; restricted to the record's feasible LLMs) and gets
 
     s_t(R) = s_A  if R picks A,   s_B  if R picks B,   and does not participate otherwise,
 
@@ -20,11 +21,39 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from ..state.numbers import is_json_number
 from .metrics import leaderboard
 from .records import JudgeRecord
 from ..router_spec import resolve_router
 
-__all__ = ["replay", "replay_summary", "queries_of"]
+__all__ = ["replay", "replay_summary", "queries_of", "policy_of"]
+
+
+def policy_of(rec: JudgeRecord) -> tuple[float | None, float | None]:
+    """``(budget, wtp)`` the record's routers were given.
+
+    The willingness to pay is kept in ``metadata["wtp"]`` (``None`` or absent: none).
+
+    Raises
+    ------
+    ValueError
+        ``metadata["wtp"]`` is not a finite number >= 0, or the record has both a budget and
+        a willingness to pay (a router is given one or the other).
+
+    Example
+    -------
+    >>> rec = JudgeRecord("q", {"r": "x"}, "x", "y", "A", ["x", "y"], metadata={"wtp": 2.0})
+    >>> policy_of(rec)
+    (None, 2.0)
+    """
+    wtp = rec.metadata.get("wtp")
+    if wtp is not None and (not is_json_number(wtp) or wtp < 0):
+        raise ValueError(f"record {rec.record_id}: metadata['wtp'] must be a finite number >= 0 or "
+                         f"null, got {wtp!r}")
+    if wtp is not None and rec.budget is not None:
+        raise ValueError(f"record {rec.record_id}: has both a budget ({rec.budget}) and a willingness "
+                         f"to pay (metadata['wtp'] = {wtp}); routers are given one or the other")
+    return rec.budget, wtp
 
 
 def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
@@ -124,12 +153,12 @@ def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
         if not cand:
             raise ValueError(f"record {rec.record_id}: none of its feasible LLMs {rec.feasible} is known "
                              f"to router {name!r} ({llms})")
-        groups.setdefault((cand, rec.budget), []).append(t)
+        groups.setdefault((cand, *policy_of(rec)), []).append(t)
     picks: list[str | None] = [None] * len(records)
-    for (cand, budget), ts in groups.items():
+    for (cand, budget, wtp), ts in groups.items():
         rows = np.unique(pos[ts])
         sub = data.subset(rows)
-        idx = r.route_indices(sub, budget=budget, candidates=list(cand))
+        idx = r.route_indices(sub, budget=budget, wtp=wtp, candidates=list(cand))
         at = {int(q): llms[int(c)] for q, c in zip(rows, idx)}
         for t in ts:
             picks[t] = at[int(pos[t])]
