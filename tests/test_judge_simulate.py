@@ -134,6 +134,14 @@ def test_replay_truth_and_errors():
     assert [o.router_choices["O"] for o in out] == ["x", "x", "z"]
     with pytest.raises(ValueError, match="ground-truth"):
         replay(TruthRouter().fit(data.subset([0, 1])), _recs(), name="O")
+    # some records' queries are not in the truth data: refused, not routed on NaN scores
+    recs = _recs() + [JudgeRecord("gamma?", {"r1": "x", "r2": "y"}, "x", "y", "A", ["x", "y", "z"],
+                                  query_id="nowhere"),
+                      JudgeRecord("delta?", {"r1": "x", "r2": "y"}, "x", "y", "A", ["x", "y", "z"],
+                                  record_id="r-noid")]
+    with pytest.raises(ValueError, match=r"2 of 5 stored records have a query with no recorded score in "
+                                         r"'tiny' \(query ids 'nowhere', record 'r-noid' \(no id\)\)"):
+        replay(TruthRouter().fit(data.subset([0, 1])), recs, name="O", truth=data)
     with pytest.raises(ValueError, match="not fitted"):
         replay(FixedRouter("x"), _recs(), name="F")
     with pytest.raises(ValueError, match="already voted"):

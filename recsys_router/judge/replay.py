@@ -107,6 +107,22 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
     return data, np.asarray(pos, dtype=np.int64)
 
 
+def _check_truth(records, data: RoutingData, pos: np.ndarray, truth: RoutingData | None, what: str) -> None:
+    """Refuse to replay a router that reads ground truth when any record's query has no
+    recorded score (its choice would be made on NaN)."""
+    if truth is None:
+        raise ValueError(f"{what} routes from ground-truth scores: pass truth= (the recorded data; "
+                         "--data on the command line)")
+    unscored = np.isnan(data.scores).all(axis=1)[pos]
+    if unscored.any():
+        bad = [records[t] for t in np.flatnonzero(unscored)]
+        shown = ", ".join(repr(rec.query_id) if rec.query_id is not None else f"record {rec.record_id!r} (no id)"
+                          for rec in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise ValueError(f"{what} routes from ground-truth scores, but {len(bad)} of {len(records)} stored "
+                         f"records have a query with no recorded score in {truth.name!r} (query ids {shown}); "
+                         "replay it on records judged on that data only")
+
+
 def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
            train: RoutingData | None = None, truth: RoutingData | None = None,
            params: dict | None = None) -> list[JudgeRecord]:
@@ -123,7 +139,9 @@ def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
     train : RoutingData, optional
         Training data for unfitted routers.
     truth : RoutingData, optional
-        Recorded scores of the same query ids, for routers that read ground truth (oracle).
+        Recorded scores of the same query ids, for routers that read ground truth (oracle):
+        required for them, and every record's query must have a recorded score there (a
+        ValueError names how many records miss one, and a few of their query ids).
     params : dict, optional
         Constructor parameters for a registry name.
 
@@ -145,8 +163,8 @@ def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
         raise ValueError(f"router name {name!r} already voted in stored record {clash[0]}; pick another name")
     llms = list(r.llm_names_)
     data, pos = queries_of(records, llms, truth)
-    if r.uses_ground_truth and np.isnan(data.scores).all():
-        raise ValueError(f"{type(r).__name__} routes from ground-truth scores: pass truth= (the recorded data)")
+    if r.uses_ground_truth:
+        _check_truth(records, data, pos, truth, type(r).__name__)
     groups: dict[tuple, list[int]] = {}
     for t, rec in enumerate(records):
         cand = tuple(m for m in rec.feasible if m in set(llms))
