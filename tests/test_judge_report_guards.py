@@ -45,3 +45,26 @@ def test_failed_report_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         R.write_report(_recs(), tmp_path / "new", n_boot=5, seed=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+def test_md_text_escapes_by_hand():
+    assert R.md_text("a|b") == "a\\|b"
+    assert R.md_text("x\ny") == "x\\\\ny"  # the newline shows as the two characters \ n, escaped
+    assert R.md_text("![i](u)") == "\\!\\[i\\]\\(u\\)"
+    assert R.md_text("<b>*$x$*</b>") == "\\<b\\>\\*\\$x\\$\\*\\</b\\>"
+    assert R.md_text("plain-name.v2") == "plain-name.v2"
+    assert R._md(pd.DataFrame({"r|c": ["#h"], "n": [0.5]})) == "| r\\|c | n |\n|---|---|\n| \\#h | 0.500 |"
+
+
+def test_injected_names_stay_literal_in_the_markdown(tmp_path):
+    evil = "r2\n\n# Injected heading\n![img](http://attacker.example/x.png)"
+    recs = [JudgeRecord(f"q{i}", {"r1|evil": "x", evil: "y"}, "x", "y", "AB"[i % 2], ["x", "y"],
+                        record_id=f"e{i}") for i in range(4)]
+    paths = R.write_report(recs, tmp_path / "rep", n_boot=3, seed=0)
+    lines = paths["leaderboard.md"].read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4  # header, rule, one row per router: no line break got through
+    cells = [len(line.replace("\\|", "").split("|")) for line in lines]
+    assert len(set(cells)) == 1  # the "|" in "r1|evil" added no column
+    report = paths["report.md"].read_text(encoding="utf-8")
+    assert "# Injected" not in report.replace("\\# Injected", "") and "![img]" not in report
+    assert "r1\\|evil" in report and "\\!\\[img\\]\\(http://attacker.example/x.png\\)" in report

@@ -11,7 +11,8 @@ Files written to ``out_dir``:
 * ``report.md`` tying them together.
 
 Router and LLM names come from the records (untrusted): every label is drawn as plain text,
-never parsed as mathtext. The files are written into a temporary folder beside ``out_dir``
+never parsed as mathtext, and written into the Markdown tables escaped (:func:`md_text`), so
+a name cannot add a table column, a heading, a link or an image. The files are written into a temporary folder beside ``out_dir``
 first; only when all of them are written do they move into ``out_dir`` (renamed into place
 when it does not exist yet, else moved in file by file, each replacing its old version), so
 a failed report leaves ``out_dir`` as it was.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -65,9 +67,37 @@ def selection_table(records: Sequence[JudgeRecord]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=llms).rename_axis("router")
 
 
+#: characters with a Markdown meaning (emphasis, links, images, headings, HTML, table cells,
+#: GitHub's ``$`` math); a backslash before each makes it literal text
+_MD_SPECIAL = frozenset("\\`*_{}[]()#!|<>~&$")
+
+
+def md_text(value) -> str:
+    """``value`` as literal Markdown text for one table cell.
+
+    Line breaks and other control characters become their visible escape (a newline reads
+    ``\\n``), so a name cannot end the table row; each Markdown special character (see
+    ``_MD_SPECIAL``: ``|`` would add a column, ``![...](...)`` an image, ``<...>`` HTML) is
+    escaped with a backslash.
+
+    Example
+    -------
+    >>> print(md_text("r|x\\n# h ![i](u)"))
+    r\\|x\\\\n\\# h \\!\\[i\\]\\(u\\)
+    """
+    out = []
+    for ch in str(value):
+        if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029":
+            ch = ch.encode("unicode_escape").decode("ascii")  # "\n" -> the two characters \ n
+        out.append("".join("\\" + c if c in _MD_SPECIAL else c for c in ch))
+    return "".join(out)
+
+
 def _md(df: pd.DataFrame, floatfmt: str = "{:.3f}", index: bool = False) -> str:
+    """A Markdown table of ``df``; names (column labels and text cells) are escaped with
+    :func:`md_text`, numbers formatted with ``floatfmt`` (NaN left empty)."""
     d = df.reset_index() if index else df
-    cols = [str(c) for c in d.columns]
+    cols = [md_text(c) for c in d.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in d.iterrows():
         cells = []
@@ -75,7 +105,7 @@ def _md(df: pd.DataFrame, floatfmt: str = "{:.3f}", index: bool = False) -> str:
             if isinstance(v, (float, np.floating)):
                 cells.append("" if np.isnan(v) else floatfmt.format(v))
             else:
-                cells.append(str(v))
+                cells.append(md_text(v))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
