@@ -43,7 +43,10 @@ def _count(db):
     # (sqlite raised UnicodeEncodeError when storing them)
     pytest.param("costs", {"x": 10 ** 400}, 3, id="costs-int-past-float"),
     pytest.param("budget", 10 ** 400, 3, id="budget-int-past-float"), ("query", "a\ud800b", 3),
-    ("router_choices", {"r\udc00": "x", "r2": "y"}, 3), ("metadata", {"note": ["\udfff"]}, 3)])
+    ("router_choices", {"r\udc00": "x", "r2": "y"}, 3), ("metadata", {"note": ["\udfff"]}, 3),
+    # NaN/Infinity nested in free-form fields (was stored, then exported as non-JSON lines)
+    pytest.param("metadata", {"a": {"b": [float("nan")]}}, 3, id="metadata-nested-nan"),
+    pytest.param("history", [{"role": "user", "content": float("-inf")}], 3, id="history-infinity")])
 def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, field, value, line):
     rows = [_good(1), _good(2), _good(3, **{field: value})]
     src = _write(tmp_path / "bad.jsonl", rows)
@@ -152,3 +155,20 @@ def test_long_record_ids_are_refused_when_stored_but_old_rows_still_read(tmp_pat
     out = tmp_path / "out.jsonl"
     assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["record_id"] == "w" * 84
+
+
+def test_export_refuses_a_stored_nan_and_keeps_the_file(tmp_path, capsys):
+    """A NaN an older version stored in metadata: named, never written as a non-JSON line."""
+    db, out = tmp_path / "j.db", tmp_path / "out.jsonl"
+    JudgeStore(db).add_many([JudgeRecord(**_good(i)) for i in range(3)])
+    assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 0
+    good = out.read_bytes()
+    con = sqlite3.connect(db)
+    con.execute("""update records set metadata = '{"a": NaN}' where record_id = 'id1'""")
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{db}, record 'id1', column 'metadata': metadata holds a non-finite number (nan)" in err
+    assert out.read_bytes() == good

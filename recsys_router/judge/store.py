@@ -357,12 +357,17 @@ class JudgeStore:
     # ------------------------------------------------------------------ JSONL
     def export_jsonl(self, path: str | Path) -> int:
         """Write every record as one JSON object per line (atomically: a failed export leaves
-        an existing file as it was); returns the count."""
+        an existing file as it was); returns the count.
+
+        Every line is strict JSON: a row an older version stored with a NaN or infinite
+        number (in its metadata, say) raises :class:`DataValidationError` naming the database,
+        the record id and the field, and nothing is written."""
         n = 0
         with atomic_write(path) as tmp:
             with open(tmp, "w", encoding="utf-8") as fh:
                 for rec in self.iter_records():
-                    fh.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
+                    rec.check_json(source=f"{self.path}, record {rec.record_id!r}")
+                    fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
                     n += 1
         return n
 
