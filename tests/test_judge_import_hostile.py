@@ -46,7 +46,9 @@ def _count(db):
     ("router_choices", {"r\udc00": "x", "r2": "y"}, 3), ("metadata", {"note": ["\udfff"]}, 3),
     # NaN/Infinity nested in free-form fields (was stored, then exported as non-JSON lines)
     pytest.param("metadata", {"a": {"b": [float("nan")]}}, 3, id="metadata-nested-nan"),
-    pytest.param("history", [{"role": "user", "content": float("-inf")}], 3, id="history-infinity")])
+    pytest.param("history", [{"role": "user", "content": float("-inf")}], 3, id="history-infinity"),
+    # a votes field contradicting the choices (r1 -> x, r2 -> y: one vote each) was accepted
+    pytest.param("votes", {"x": 7, "y": 0}, 3, id="votes-contradict-choices")])
 def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, field, value, line):
     rows = [_good(1), _good(2), _good(3, **{field: value})]
     src = _write(tmp_path / "bad.jsonl", rows)
@@ -68,7 +70,11 @@ def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, fi
     ('{"query": "[[[\\"{{{", "metadata": ' + "[" * 65 + "]" * 65 + "}", "nested 66 deep"),
     # more digits than Python converts to an int (a ValueError json.loads let through)
     pytest.param('{"query": "q", "budget": ' + "1" * 5000 + "}", "cannot be read as JSON",
-                 id="int-of-5000-digits")])
+                 id="int-of-5000-digits"),
+    # a key given twice: json.loads kept the last, so router r1's first vote was silently lost
+    pytest.param('{"query": "q", "router_choices": {"r1": "x", "r1": "y"}, "llm_a": "x", "llm_b": "y", '
+                 '"label": "A", "feasible": ["x", "y"]}', r"cannot be read as JSON \(duplicate key 'r1'\)",
+                 id="duplicate-key")])
 def test_malformed_line(tmp_path, text, what):
     src = _write(tmp_path / "m.jsonl", [_good(1), text])
     st = JudgeStore(tmp_path / "j.db")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from ..errors import DataValidationError
-from ..export.safe_io import json_depth
+from ..export.safe_io import _unique_keys, json_depth
 
 __all__ = ["MAX_JSON_DEPTH", "BLANK", "parse_line"]
 
@@ -24,9 +24,10 @@ def parse_line(raw: bytes, path, lineno: int):
     Raises
     ------
     DataValidationError
-        Not UTF-8, nested deeper than :data:`MAX_JSON_DEPTH`, not JSON, or a number Python
-        will not convert (an integer of more than 4,300 digits); the message names ``path``
-        and ``lineno``.
+        Not UTF-8, nested deeper than :data:`MAX_JSON_DEPTH`, not JSON, an object naming a
+        key twice (JSON would keep the last silently: a router's vote lost), or a number
+        Python will not convert (an integer of more than 4,300 digits); the message names
+        ``path`` and ``lineno``.
 
     Example
     -------
@@ -36,6 +37,10 @@ def parse_line(raw: bytes, path, lineno: int):
     Traceback (most recent call last):
     ...
     recsys_router.errors.DataValidationError: f.jsonl: line 2: JSON nested 90 deep, more than the 64 allowed
+    >>> parse_line(b'{"r1": "x", "r1": "y"}', "f.jsonl", 3)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: f.jsonl: line 3 cannot be read as JSON (duplicate key 'r1')
     """
     try:
         line = raw.decode("utf-8")
@@ -51,7 +56,7 @@ def parse_line(raw: bytes, path, lineno: int):
         raise DataValidationError(f"line {lineno}: JSON nested {depth} deep, more than the "
                                   f"{MAX_JSON_DEPTH} allowed", source=str(path))
     try:
-        return json.loads(line)
+        return json.loads(line, object_pairs_hook=_unique_keys)  # {"r1": "x", "r1": "y"}: refused
     except json.JSONDecodeError as exc:
         raise DataValidationError(f"line {lineno} is not valid JSON ({exc.msg})", source=str(path)) from None
     except RecursionError:

@@ -399,7 +399,8 @@ class JudgeRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping, *, source: str | None = None, row: int | None = None) -> "JudgeRecord":
-        """Inverse of :meth:`to_dict`; derived fields are recomputed (and checked if given)."""
+        """Inverse of :meth:`to_dict`; derived fields are recomputed, and a given ``votes`` or
+        ``attribution`` that disagrees with them raises DataValidationError naming the field."""
         if not isinstance(d, Mapping):
             raise DataValidationError(f"expected a JSON object, got {type(d).__name__}", source=source, row=row)
         known = {f for f in cls.__dataclass_fields__}
@@ -414,6 +415,9 @@ class JudgeRecord:
             raise DataValidationError(f"malformed record: {type(exc).__name__}: {exc}"[:300],
                                       source=source, row=row) from None
         rec.check_storable(source=source, row=row)
+        if "votes" in d and d["votes"] is not None and d["votes"] != rec.votes:
+            raise DataValidationError(f"stored votes {_brief(d['votes'], 120)} disagree with the router "
+                                      f"choices ({rec.votes})", source=source, row=row, column="votes")
         if "attribution" in d and d["attribution"] is not None and d["attribution"] != rec.attribution:
             raise DataValidationError(f"stored attribution {d['attribution']} disagrees with eq. 1 "
                                       f"({rec.attribution})", source=source, row=row, column="attribution")
