@@ -85,7 +85,8 @@ def add_parser(subparsers) -> None:
                                                     "or an exported artifact folder")
     rp.add_argument("--name", default=None, help="display name (default: --router)")
     add_seed_arg(rp, 0, "seed of the train/test split when the data has none")
-    rp.add_argument("--out", default=None, metavar="CSV", help="write the leaderboard here")
+    rp.add_argument("--out", default=None, metavar="CSV",
+                    help="write the leaderboard here (atomically: a failed write keeps the old file)")
     rp.set_defaults(func=_cmd_replay)
 
     v = sub.add_parser("serve", help="the local voting page (FastAPI + uvicorn)")
@@ -189,8 +190,10 @@ def _cmd_replay(args) -> int:
     lb = replay_summary(out, name)
     print(f"replayed {name!r} on {len(out)} stored records")
     print(_fmt(lb))
-    if args.out:
-        lb.to_csv(args.out, index=False)
+    if args.out:  # atomically: a failed write leaves an existing file as it was
+        from ..atomic import atomic_write  # noqa: PLC0415
+        with atomic_write(args.out) as tmp:
+            lb.to_csv(tmp, index=False)
     return 0
 
 
