@@ -57,7 +57,9 @@ def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, fi
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"recsys-router judge: error: {src}, line {line}, column {field!r}: "), err
     assert "SQL" not in err and "Traceback" not in err and len(err.splitlines()) == 1
-    assert _count(db) == 0  # the two good lines before it were not imported either
+    # the two good lines before it were not imported either: the file is checked before the
+    # database is opened, so not even an empty database (or its folder) is created
+    assert not db.exists()
 
 
 @pytest.mark.parametrize("text,what", [
@@ -102,9 +104,20 @@ def test_numeric_record_id_is_refused_and_string_reimport_skips(tmp_path):
     assert st.import_jsonl(src) == 2
     assert st.import_jsonl(src) == 0  # the same ids again: skipped, not an IntegrityError
     assert sorted(r.record_id for r in st.records()) == ["5", "id2"]
-    with pytest.raises(DataValidationError, match="appears on more than one line"):
-        st.import_jsonl(_write(tmp_path / "d.jsonl", [_good(3), _good(3)]))
+    with pytest.raises(DataValidationError, match=r"d.jsonl, line 3, column 'record_id': record_id 'id3' is "
+                                                  r"also on line 1"):
+        st.import_jsonl(_write(tmp_path / "d.jsonl", [_good(3), _good(4), _good(3)]))
     assert _count(db) == 2
+
+
+def test_failed_cli_import_creates_no_database_or_folder(tmp_path, capsys):
+    db = tmp_path / "new" / "j.db"
+    src = _write(tmp_path / "self.jsonl", [_good(1, llm_b="x")])
+    assert main(["judge", "import", "--db", str(db), "--jsonl", str(src)]) == 2
+    assert "line 1, column 'llm_b'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["self.jsonl"]  # was: new/j.db, empty
+    assert main(["judge", "import", "--db", str(db), "--jsonl", str(_write(tmp_path / "ok.jsonl", [_good(2)]))]) == 0
+    assert _count(db) == 1
 
 
 def test_import_is_one_transaction(tmp_path):

@@ -242,7 +242,9 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_import(args) -> int:
+    from ..judge.jsonl import read_jsonl  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
-    n = JudgeStore(args.db).import_jsonl(args.jsonl)
+    recs = read_jsonl(args.jsonl)  # the whole file is checked before the database is opened (or created)
+    n = JudgeStore(args.db).add_many(recs, skip_existing=True, source=str(args.jsonl))
     print(f"imported {n} new records into {args.db}")
     return 0

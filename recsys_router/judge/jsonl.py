@@ -1,7 +1,7 @@
-"""Reading one line of a RouteJudge JSONL file without trusting it: UTF-8 only, nesting
-bounded before parsing, in linear time (so a 100,000-deep line is refused, not a
-``RecursionError``, and a line of escaped quotes is not a quadratic regex scan), every
-error naming the file and line (1-based)."""
+"""Reading a RouteJudge JSONL file without trusting it: UTF-8 only, nesting bounded before
+parsing, in linear time (so a 100,000-deep line is refused, not a ``RecursionError``, and a
+line of escaped quotes is not a quadratic regex scan), every error naming the file and line
+(1-based)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import json
 
 from ..errors import DataValidationError
 from ..export.safe_io import _unique_keys, json_depth
+from .records import JudgeRecord
 
-__all__ = ["MAX_JSON_DEPTH", "BLANK", "parse_line"]
+__all__ = ["MAX_JSON_DEPTH", "BLANK", "parse_line", "read_jsonl"]
 
 #: deepest JSON nesting a record line may have (a record nests three levels; metadata a few more)
 MAX_JSON_DEPTH = 64
@@ -65,3 +66,40 @@ def parse_line(raw: bytes, path, lineno: int):
         msg = str(exc).split(":")[0].strip()
         raise DataValidationError(f"line {lineno} cannot be read as JSON ({msg})",
                                   source=str(path)) from None
+
+
+def read_jsonl(path) -> list[JudgeRecord]:
+    """Every record of a JSONL file, validated in full (nothing is written anywhere).
+
+    Raises
+    ------
+    DataValidationError
+        A malformed line (see :func:`parse_line`), a record that is not valid or not storable
+        (:meth:`JudgeRecord.from_dict`, :meth:`JudgeRecord.check_storable`), or a
+        ``record_id`` on two lines (both named); the message names the file, line and field.
+
+    Example
+    -------
+    >>> import tempfile, pathlib
+    >>> row = '{"query": "q", "router_choices": {"r": "x"}, "llm_a": "x", "llm_b": "y", ' \\
+    ...       '"label": "A", "feasible": ["x", "y"], "record_id": "a"}\\n'
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "r.jsonl"
+    >>> _ = f.write_text(row + "\\n" + row)
+    >>> read_jsonl(f)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: ...r.jsonl, line 3, column 'record_id': record_id 'a' is also on line 1
+    """
+    recs, first = [], {}
+    with open(path, "rb") as fh:
+        for i, raw in enumerate(fh, start=1):
+            d = parse_line(raw, path, i)
+            if d is BLANK:
+                continue
+            rec = JudgeRecord.from_dict(d, source=f"{path}, line {i}")
+            if rec.record_id in first:
+                raise DataValidationError(f"record_id {rec.record_id!r} is also on line {first[rec.record_id]}",
+                                          source=f"{path}, line {i}", column="record_id")
+            first[rec.record_id] = i
+            recs.append(rec)
+    return recs
