@@ -72,7 +72,8 @@ def add_parser(subparsers) -> None:
     r = sub.add_parser("report", help="Markdown/CSV tables and PNG plots from a database")
     r.add_argument("--db", required=True)
     r.add_argument("--out", required=True, metavar="DIR")
-    r.add_argument("--n-boot", type=count, default=200, help="bootstrap replays for Elo intervals (0: the record-order Elo, no intervals)")
+    r.add_argument("--n-boot", type=count, default=200,
+                   help="bootstrap replays for Elo intervals (0: the record-order Elo, no intervals)")
     add_seed_arg(r)
     r.add_argument("--task", default=None, help="only records of this task")
     r.set_defaults(func=_cmd_report)

@@ -3,7 +3,8 @@
 Files written to ``out_dir``:
 
 * ``leaderboard.{csv,md}``: per router votes, participation, PrefScore, WinRate, Elo with
-  bootstrap interval (with ``n_boot=0``: the record-order Elo, in the table and the plot), Bradley-Terry rating, selection entropy, mean cost, Pareto flag;
+  bootstrap interval (with ``n_boot=0``: the record-order Elo, in the table and the plot),
+  Bradley-Terry rating, selection entropy, mean cost, Pareto flag;
 * ``h2h.{csv,md}``, ``mcnemar.csv``, ``agreement.csv`` (raw agreement and Cohen's kappa),
   ``task_pref_score.csv``, ``task_win_rate.csv``, ``selection.csv`` (vote shares);
 * ``leaderboard_elo.png``, ``h2h_heatmap.png``, ``selection_distribution.png``,
@@ -12,10 +13,10 @@ Files written to ``out_dir``:
 
 Router and LLM names come from the records (untrusted): every label is drawn as plain text,
 never parsed as mathtext, and written into the Markdown tables escaped (:func:`md_text`), so
-a name cannot add a table column, a heading, a link or an image. The files are written into a temporary folder beside ``out_dir``
-first; only when all of them are written do they move into ``out_dir`` (renamed into place
-when it does not exist yet, else moved in file by file, each replacing its old version), so
-a failed report leaves ``out_dir`` as it was.
+a name cannot add a table column, a heading, a link or an image. The files are written into
+a temporary folder beside ``out_dir`` first; only when all of them are written do they move
+into ``out_dir`` (renamed into place when it does not exist yet, else moved in file by file,
+each replacing its old version), so a failed report leaves ``out_dir`` as it was.
 """
 
 from __future__ import annotations
