@@ -4,6 +4,7 @@ stored records judged."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from recsys_router.cli import main
@@ -54,3 +55,19 @@ def test_replay_leaves_the_judged_queries_out_of_training(tmp_path, capsys):
     capsys.readouterr()
     assert main(["judge", "replay", "--db", str(db), *DATA, "--router", "knn", "--seed", "0"]) == 0
     assert f"fitting 'knn' on {plain.n_queries - len(overlap)} train queries" in capsys.readouterr().err
+
+
+def test_replay_out_is_written_atomically(tmp_path, capsys, monkeypatch):
+    db, out = tmp_path / "j.db", tmp_path / "lb.csv"
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "10", "--db", str(db)]) == 0
+    out.write_text("old leaderboard\n")
+
+    def half_then_fail(self, path, **kw):  # a write that dies half-way (disk full, killed)
+        with open(path, "w") as fh:
+            fh.write("router,n_vo")
+        raise OSError("no space left on device")
+    monkeypatch.setattr(pd.DataFrame, "to_csv", half_then_fail)
+    assert main(["judge", "replay", "--db", str(db), *DATA, "--router", "best-single", "--name", "b2",
+                 "--out", str(out)]) != 0
+    assert out.read_text() == "old leaderboard\n"  # was: the half-written file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.db", "lb.csv"]  # no temporary left

@@ -38,6 +38,20 @@ class PriorRouter(Router):
         return np.broadcast_to(self.vec_, (data.n_queries, len(self.vec_))).copy()
 
 
+class TextRouter(Router):
+    """Routes on the query text: ``x`` when it holds "alpha", else ``y``."""
+
+    def _fit(self, train, val):
+        pass
+
+    def _predict_scores(self, data):
+        alpha = np.array(["alpha" in str(t) for t in data.texts])
+        out = np.zeros((data.n_queries, len(self.llm_names_)))
+        out[:, self.llm_names_.index("x")] = alpha
+        out[:, self.llm_names_.index("y")] = ~alpha
+        return out
+
+
 class TruthRouter(Router):
     """Oracle: the recorded score (unobserved ranks last)."""
 

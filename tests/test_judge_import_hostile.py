@@ -43,7 +43,12 @@ def _count(db):
     # (sqlite raised UnicodeEncodeError when storing them)
     pytest.param("costs", {"x": 10 ** 400}, 3, id="costs-int-past-float"),
     pytest.param("budget", 10 ** 400, 3, id="budget-int-past-float"), ("query", "a\ud800b", 3),
-    ("router_choices", {"r\udc00": "x", "r2": "y"}, 3), ("metadata", {"note": ["\udfff"]}, 3)])
+    ("router_choices", {"r\udc00": "x", "r2": "y"}, 3), ("metadata", {"note": ["\udfff"]}, 3),
+    # NaN/Infinity nested in free-form fields (was stored, then exported as non-JSON lines)
+    pytest.param("metadata", {"a": {"b": [float("nan")]}}, 3, id="metadata-nested-nan"),
+    pytest.param("history", [{"role": "user", "content": float("-inf")}], 3, id="history-infinity"),
+    # a votes field contradicting the choices (r1 -> x, r2 -> y: one vote each) was accepted
+    pytest.param("votes", {"x": 7, "y": 0}, 3, id="votes-contradict-choices")])
 def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, field, value, line):
     rows = [_good(1), _good(2), _good(3, **{field: value})]
     src = _write(tmp_path / "bad.jsonl", rows)
@@ -52,7 +57,9 @@ def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, fi
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"recsys-router judge: error: {src}, line {line}, column {field!r}: "), err
     assert "SQL" not in err and "Traceback" not in err and len(err.splitlines()) == 1
-    assert _count(db) == 0  # the two good lines before it were not imported either
+    # the two good lines before it were not imported either: the file is checked before the
+    # database is opened, so not even an empty database (or its folder) is created
+    assert not db.exists()
 
 
 @pytest.mark.parametrize("text,what", [
@@ -65,7 +72,11 @@ def test_bad_field_names_file_line_field_and_writes_nothing(tmp_path, capsys, fi
     ('{"query": "[[[\\"{{{", "metadata": ' + "[" * 65 + "]" * 65 + "}", "nested 66 deep"),
     # more digits than Python converts to an int (a ValueError json.loads let through)
     pytest.param('{"query": "q", "budget": ' + "1" * 5000 + "}", "cannot be read as JSON",
-                 id="int-of-5000-digits")])
+                 id="int-of-5000-digits"),
+    # a key given twice: json.loads kept the last, so router r1's first vote was silently lost
+    pytest.param('{"query": "q", "router_choices": {"r1": "x", "r1": "y"}, "llm_a": "x", "llm_b": "y", '
+                 '"label": "A", "feasible": ["x", "y"]}', r"cannot be read as JSON \(duplicate key 'r1'\)",
+                 id="duplicate-key")])
 def test_malformed_line(tmp_path, text, what):
     src = _write(tmp_path / "m.jsonl", [_good(1), text])
     st = JudgeStore(tmp_path / "j.db")
@@ -93,9 +104,20 @@ def test_numeric_record_id_is_refused_and_string_reimport_skips(tmp_path):
     assert st.import_jsonl(src) == 2
     assert st.import_jsonl(src) == 0  # the same ids again: skipped, not an IntegrityError
     assert sorted(r.record_id for r in st.records()) == ["5", "id2"]
-    with pytest.raises(DataValidationError, match="appears on more than one line"):
-        st.import_jsonl(_write(tmp_path / "d.jsonl", [_good(3), _good(3)]))
+    with pytest.raises(DataValidationError, match=r"d.jsonl, line 3, column 'record_id': record_id 'id3' is "
+                                                  r"also on line 1"):
+        st.import_jsonl(_write(tmp_path / "d.jsonl", [_good(3), _good(4), _good(3)]))
     assert _count(db) == 2
+
+
+def test_failed_cli_import_creates_no_database_or_folder(tmp_path, capsys):
+    db = tmp_path / "new" / "j.db"
+    src = _write(tmp_path / "self.jsonl", [_good(1, llm_b="x")])
+    assert main(["judge", "import", "--db", str(db), "--jsonl", str(src)]) == 2
+    assert "line 1, column 'llm_b'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["self.jsonl"]  # was: new/j.db, empty
+    assert main(["judge", "import", "--db", str(db), "--jsonl", str(_write(tmp_path / "ok.jsonl", [_good(2)]))]) == 0
+    assert _count(db) == 1
 
 
 def test_import_is_one_transaction(tmp_path):
@@ -152,3 +174,20 @@ def test_long_record_ids_are_refused_when_stored_but_old_rows_still_read(tmp_pat
     out = tmp_path / "out.jsonl"
     assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["record_id"] == "w" * 84
+
+
+def test_export_refuses_a_stored_nan_and_keeps_the_file(tmp_path, capsys):
+    """A NaN an older version stored in metadata: named, never written as a non-JSON line."""
+    db, out = tmp_path / "j.db", tmp_path / "out.jsonl"
+    JudgeStore(db).add_many([JudgeRecord(**_good(i)) for i in range(3)])
+    assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 0
+    good = out.read_bytes()
+    con = sqlite3.connect(db)
+    con.execute("""update records set metadata = '{"a": NaN}' where record_id = 'id1'""")
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    assert main(["judge", "export", "--db", str(db), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{db}, record 'id1', column 'metadata': metadata holds a non-finite number (nan)" in err
+    assert out.read_bytes() == good

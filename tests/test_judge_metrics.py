@@ -124,6 +124,19 @@ def test_elo_hand_worked():
     assert e["a"] == pytest.approx(1016 - 32 * (1 - e_b))
 
 
+def test_games_in_sorted_router_order_whatever_the_dict_order():
+    # a chose x (wins), b and c chose y; insertion orders c, b, a and a, b, c
+    back = JudgeRecord("q", {"c": "y", "b": "y", "a": "x"}, "x", "y", "A", ["x", "y"])
+    fwd = JudgeRecord("q", {"a": "x", "b": "y", "c": "y"}, "x", "y", "A", ["x", "y"])
+    assert games([back]) == games([fwd]) == [(0, "a", "b", 1.0), (0, "a", "c", 1.0)]
+    # by hand, K=4: (a, b): E = 0.5 -> a 1002, b 998; (a, c): E_a = 1/(1+10^(-2/400))
+    e_a = 1 / (1 + 10 ** ((1000 - 1002) / 400))
+    want = {"a": 1002 + 4 * (1 - e_a), "b": 998.0, "c": 1000 - 4 * (1 - e_a)}
+    for rec in (back, fwd):
+        e = elo_ratings([rec], k=4, init=1000)
+        assert e.to_dict() == pytest.approx(want)
+
+
 def test_bradley_terry_hand_worked():
     recs = [_duel(True)] * 3 + [_duel(False)]
     bt = bradley_terry(recs, prior=0.0)

@@ -3,6 +3,7 @@ and its all-or-nothing folder: a failed report leaves the folder as it was."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -45,3 +46,46 @@ def test_failed_report_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         R.write_report(_recs(), tmp_path / "new", n_boot=5, seed=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+def test_md_text_escapes_by_hand():
+    assert R.md_text("a|b") == "a\\|b"
+    assert R.md_text("x\ny") == "x\\\\ny"  # the newline shows as the two characters \ n, escaped
+    assert R.md_text("![i](u)") == "\\!\\[i\\]\\(u\\)"
+    assert R.md_text("<b>*$x$*</b>") == "\\<b\\>\\*\\$x\\$\\*\\</b\\>"
+    assert R.md_text("plain-name.v2") == "plain-name.v2"
+    assert R._md(pd.DataFrame({"r|c": ["#h"], "n": [0.5]})) == "| r\\|c | n |\n|---|---|\n| \\#h | 0.500 |"
+
+
+def test_injected_names_stay_literal_in_the_markdown(tmp_path):
+    evil = "r2\n\n# Injected heading\n![img](http://attacker.example/x.png)"
+    recs = [JudgeRecord(f"q{i}", {"r1|evil": "x", evil: "y"}, "x", "y", "AB"[i % 2], ["x", "y"],
+                        record_id=f"e{i}") for i in range(4)]
+    paths = R.write_report(recs, tmp_path / "rep", n_boot=3, seed=0)
+    lines = paths["leaderboard.md"].read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4  # header, rule, one row per router: no line break got through
+    cells = [len(line.replace("\\|", "").split("|")) for line in lines]
+    assert len(set(cells)) == 1  # the "|" in "r1|evil" added no column
+    report = paths["report.md"].read_text(encoding="utf-8")
+    assert "# Injected" not in report.replace("\\# Injected", "") and "![img]" not in report
+    assert "r1\\|evil" in report and "\\!\\[img\\]\\(http://attacker.example/x.png\\)" in report
+
+
+def test_no_bootstrap_shows_and_plots_plain_elo(tmp_path, monkeypatch):
+    # one game, a's side wins: by hand with K=4 from 1000, E = 0.5 -> a 1002, b 998
+    recs = [JudgeRecord("q", {"a": "x", "b": "y"}, "x", "y", "A", ["x", "y"], record_id="n0")]
+    seen = []
+    orig = R.plt.Axes.errorbar
+
+    def spy(self, x, y, *args, **kw):
+        seen.append(list(np.asarray(x, float)))
+        return orig(self, x, y, *args, **kw)
+    monkeypatch.setattr(R.plt.Axes, "errorbar", spy)
+    paths = R.write_report(recs, tmp_path / "rep", n_boot=0, seed=0)
+    lines = paths["leaderboard.md"].read_text(encoding="utf-8").splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert "elo" in head and "elo_median" not in head
+    rows = {cells[0]: cells for cells in ([c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:])}
+    assert rows["a"][head.index("elo")] == "1002" and rows["b"][head.index("elo")] == "998"
+    assert seen == [[998.0, 1002.0]]  # plotted bottom-up (was: NaN medians, nothing drawn)
+    assert "no bootstrap" in paths["report.md"].read_text(encoding="utf-8")

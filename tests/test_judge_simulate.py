@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_judge_helpers import FixedRouter, PriorRouter, TruthRouter, tiny_data
+from test_judge_helpers import FixedRouter, PriorRouter, TextRouter, TruthRouter, tiny_data
 from recsys_router.judge import metrics as M
 from recsys_router.judge.records import JudgeRecord
 from recsys_router.judge.replay import replay, replay_summary
@@ -88,6 +88,19 @@ def test_replay_eq_c21():
     assert lb.loc[lb["replayed"], "router"].tolist() == ["R"]
 
 
+def test_replay_keys_queries_by_id_and_text():
+    r = TextRouter().fit(tiny_data().subset([0, 1]))
+
+    def rec(text, qid):
+        return JudgeRecord(text, {"s": "x"}, "x", "y", "A", ["x", "y"], query_id=qid)
+    # same id, different texts: each routed on its own text (was: both on "alpha?" -> x, x)
+    out = replay(r, [rec("alpha?", "q1"), rec("beta?", "q1")], name="T")
+    assert [o.router_choices["T"] for o in out] == ["x", "y"]
+    # the id "text:beta?" is not the id-less query "beta?" (was: both routed on "alpha?")
+    out = replay(r, [rec("alpha?", "text:beta?"), rec("beta?", None)], name="T")
+    assert [o.router_choices["T"] for o in out] == ["x", "y"]
+
+
 def test_replay_budget_and_non_participation():
     train = tiny_data().subset([0, 1])
     r = PriorRouter({"x": 0.1, "y": 0.9, "z": 0.5}).fit(train)
@@ -98,6 +111,22 @@ def test_replay_budget_and_non_participation():
     assert M.participation_rate(out, "P") == pytest.approx(2 / 3)
 
 
+def test_replay_routes_with_the_records_wtp():
+    r = PriorRouter({"x": 0.1, "y": 0.9, "z": 0.5}).fit(tiny_data().subset([0, 1]))
+    c = {"x": 1.0, "y": 2.0, "z": 3.0}
+
+    def rec(**kw):
+        return JudgeRecord("beta?", {"r1": "x", "r2": "y"}, "x", "y", "A", ["x", "y", "z"], query_id="qb",
+                           costs=c, **kw)
+    # wtp 0: cheapest (x); wtp 10: 10*s - c = 0, 7, 2 -> y; none: argmax -> y (was: y, y, y)
+    out = replay(r, [rec(metadata={"wtp": 0.0}), rec(metadata={"wtp": 10}), rec()], name="P")
+    assert [o.router_choices["P"] for o in out] == ["x", "y", "y"]
+    with pytest.raises(ValueError, match="both a budget"):
+        replay(r, [rec(budget=1.0, metadata={"wtp": 1.0})], name="P")
+    with pytest.raises(ValueError, match=r"metadata\['wtp'\] must be a finite number"):
+        replay(r, [rec(metadata={"wtp": "cheap"})], name="P")
+
+
 def test_replay_truth_and_errors():
     data = tiny_data()
     out = replay(TruthRouter().fit(data.subset([0, 1])), _recs(), name="O", truth=data)
@@ -105,6 +134,14 @@ def test_replay_truth_and_errors():
     assert [o.router_choices["O"] for o in out] == ["x", "x", "z"]
     with pytest.raises(ValueError, match="ground-truth"):
         replay(TruthRouter().fit(data.subset([0, 1])), _recs(), name="O")
+    # some records' queries are not in the truth data: refused, not routed on NaN scores
+    recs = _recs() + [JudgeRecord("gamma?", {"r1": "x", "r2": "y"}, "x", "y", "A", ["x", "y", "z"],
+                                  query_id="nowhere"),
+                      JudgeRecord("delta?", {"r1": "x", "r2": "y"}, "x", "y", "A", ["x", "y", "z"],
+                                  record_id="r-noid")]
+    with pytest.raises(ValueError, match=r"2 of 5 stored records have a query with no recorded score in "
+                                         r"'tiny' \(query ids 'nowhere', record 'r-noid' \(no id\)\)"):
+        replay(TruthRouter().fit(data.subset([0, 1])), recs, name="O", truth=data)
     with pytest.raises(ValueError, match="not fitted"):
         replay(FixedRouter("x"), _recs(), name="F")
     with pytest.raises(ValueError, match="already voted"):

@@ -72,7 +72,8 @@ def add_parser(subparsers) -> None:
     r = sub.add_parser("report", help="Markdown/CSV tables and PNG plots from a database")
     r.add_argument("--db", required=True)
     r.add_argument("--out", required=True, metavar="DIR")
-    r.add_argument("--n-boot", type=count, default=200, help="bootstrap replays for Elo intervals")
+    r.add_argument("--n-boot", type=count, default=200,
+                   help="bootstrap replays for Elo intervals (0: the record-order Elo, no intervals)")
     add_seed_arg(r)
     r.add_argument("--task", default=None, help="only records of this task")
     r.set_defaults(func=_cmd_report)
@@ -85,7 +86,8 @@ def add_parser(subparsers) -> None:
                                                     "or an exported artifact folder")
     rp.add_argument("--name", default=None, help="display name (default: --router)")
     add_seed_arg(rp, 0, "seed of the train/test split when the data has none")
-    rp.add_argument("--out", default=None, metavar="CSV", help="write the leaderboard here")
+    rp.add_argument("--out", default=None, metavar="CSV",
+                    help="write the leaderboard here (atomically: a failed write keeps the old file)")
     rp.set_defaults(func=_cmd_replay)
 
     v = sub.add_parser("serve", help="the local voting page (FastAPI + uvicorn)")
@@ -189,8 +191,10 @@ def _cmd_replay(args) -> int:
     lb = replay_summary(out, name)
     print(f"replayed {name!r} on {len(out)} stored records")
     print(_fmt(lb))
-    if args.out:
-        lb.to_csv(args.out, index=False)
+    if args.out:  # atomically: a failed write leaves an existing file as it was
+        from ..atomic import atomic_write  # noqa: PLC0415
+        with atomic_write(args.out) as tmp:
+            lb.to_csv(tmp, index=False)
     return 0
 
 
@@ -239,7 +243,9 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_import(args) -> int:
+    from ..judge.jsonl import read_jsonl  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
-    n = JudgeStore(args.db).import_jsonl(args.jsonl)
+    recs = read_jsonl(args.jsonl)  # the whole file is checked before the database is opened (or created)
+    n = JudgeStore(args.db).add_many(recs, skip_existing=True, source=str(args.jsonl))
     print(f"imported {n} new records into {args.db}")
     return 0

@@ -1,16 +1,17 @@
-"""Reading one line of a RouteJudge JSONL file without trusting it: UTF-8 only, nesting
-bounded before parsing, in linear time (so a 100,000-deep line is refused, not a
-``RecursionError``, and a line of escaped quotes is not a quadratic regex scan), every
-error naming the file and line (1-based)."""
+"""Reading a RouteJudge JSONL file without trusting it: UTF-8 only, nesting bounded before
+parsing, in linear time (so a 100,000-deep line is refused, not a ``RecursionError``, and a
+line of escaped quotes is not a quadratic regex scan), every error naming the file and line
+(1-based)."""
 
 from __future__ import annotations
 
 import json
 
 from ..errors import DataValidationError
-from ..export.safe_io import json_depth
+from ..export.safe_io import _unique_keys, json_depth
+from .records import JudgeRecord
 
-__all__ = ["MAX_JSON_DEPTH", "BLANK", "parse_line"]
+__all__ = ["MAX_JSON_DEPTH", "BLANK", "parse_line", "read_jsonl"]
 
 #: deepest JSON nesting a record line may have (a record nests three levels; metadata a few more)
 MAX_JSON_DEPTH = 64
@@ -24,9 +25,10 @@ def parse_line(raw: bytes, path, lineno: int):
     Raises
     ------
     DataValidationError
-        Not UTF-8, nested deeper than :data:`MAX_JSON_DEPTH`, not JSON, or a number Python
-        will not convert (an integer of more than 4,300 digits); the message names ``path``
-        and ``lineno``.
+        Not UTF-8, nested deeper than :data:`MAX_JSON_DEPTH`, not JSON, an object naming a
+        key twice (JSON would keep the last silently: a router's vote lost), or a number
+        Python will not convert (an integer of more than 4,300 digits); the message names
+        ``path`` and ``lineno``.
 
     Example
     -------
@@ -36,6 +38,10 @@ def parse_line(raw: bytes, path, lineno: int):
     Traceback (most recent call last):
     ...
     recsys_router.errors.DataValidationError: f.jsonl: line 2: JSON nested 90 deep, more than the 64 allowed
+    >>> parse_line(b'{"r1": "x", "r1": "y"}', "f.jsonl", 3)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: f.jsonl: line 3 cannot be read as JSON (duplicate key 'r1')
     """
     try:
         line = raw.decode("utf-8")
@@ -51,7 +57,7 @@ def parse_line(raw: bytes, path, lineno: int):
         raise DataValidationError(f"line {lineno}: JSON nested {depth} deep, more than the "
                                   f"{MAX_JSON_DEPTH} allowed", source=str(path))
     try:
-        return json.loads(line)
+        return json.loads(line, object_pairs_hook=_unique_keys)  # {"r1": "x", "r1": "y"}: refused
     except json.JSONDecodeError as exc:
         raise DataValidationError(f"line {lineno} is not valid JSON ({exc.msg})", source=str(path)) from None
     except RecursionError:
@@ -60,3 +66,40 @@ def parse_line(raw: bytes, path, lineno: int):
         msg = str(exc).split(":")[0].strip()
         raise DataValidationError(f"line {lineno} cannot be read as JSON ({msg})",
                                   source=str(path)) from None
+
+
+def read_jsonl(path) -> list[JudgeRecord]:
+    """Every record of a JSONL file, validated in full (nothing is written anywhere).
+
+    Raises
+    ------
+    DataValidationError
+        A malformed line (see :func:`parse_line`), a record that is not valid or not storable
+        (:meth:`JudgeRecord.from_dict`, :meth:`JudgeRecord.check_storable`), or a
+        ``record_id`` on two lines (both named); the message names the file, line and field.
+
+    Example
+    -------
+    >>> import tempfile, pathlib
+    >>> row = '{"query": "q", "router_choices": {"r": "x"}, "llm_a": "x", "llm_b": "y", ' \\
+    ...       '"label": "A", "feasible": ["x", "y"], "record_id": "a"}\\n'
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "r.jsonl"
+    >>> _ = f.write_text(row + "\\n" + row)
+    >>> read_jsonl(f)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: ...r.jsonl, line 3, column 'record_id': record_id 'a' is also on line 1
+    """
+    recs, first = [], {}
+    with open(path, "rb") as fh:
+        for i, raw in enumerate(fh, start=1):
+            d = parse_line(raw, path, i)
+            if d is BLANK:
+                continue
+            rec = JudgeRecord.from_dict(d, source=f"{path}, line {i}")
+            if rec.record_id in first:
+                raise DataValidationError(f"record_id {rec.record_id!r} is also on line {first[rec.record_id]}",
+                                          source=f"{path}, line {i}", column="record_id")
+            first[rec.record_id] = i
+            recs.append(rec)
+    return recs

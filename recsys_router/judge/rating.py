@@ -4,7 +4,10 @@
 chose *different* sides (one chose A, the other B). The game score of router ``i``
 against ``j`` is ``g = 0.5 + (s_i - s_j) / 2`` with the eq. 1 scores: 1 when ``i``'s side
 won, 0 when it lost, 0.5 for a tie or "both bad" (a draw). Routers that chose the same
-side, or did not participate, play no game in that record.
+side, or did not participate, play no game in that record. A record's games come in a
+canonical order, pairs of router names sorted (``i < j``), whatever the order of its
+``router_choices``: Elo depends on the order of games, and a record built in memory and the
+same record read back from the database (routers in name order) must rate the same.
 
 **Elo.** Online updates in record order: ``E_i = 1 / (1 + 10^((R_j - R_i) / 400))``,
 ``R_i += K (g - E_i)``, ``R_j -= K (g - E_i)``; every router starts at ``init``.
@@ -36,18 +39,23 @@ __all__ = ["games", "elo_ratings", "elo_bootstrap", "bradley_terry"]
 def games(records: Sequence[JudgeRecord]) -> list[tuple[int, str, str, float]]:
     """All router-vs-router games: ``(record index, router i, router j, score of i)``.
 
+    Records in the given order; within a record, pairs ``(i, j)`` with ``i < j`` in sorted
+    order of the router names (not the order of ``router_choices``).
+
     Example
     -------
     >>> from recsys_router.judge.records import JudgeRecord
     >>> rec = JudgeRecord("q", {"r1": "x", "r2": "y", "r3": "x"}, "x", "y", "A", ["x", "y"])
     >>> games([rec])
     [(0, 'r1', 'r2', 1.0), (0, 'r2', 'r3', 0.0)]
+    >>> games([JudgeRecord("q", {"r2": "y", "r1": "x"}, "x", "y", "A", ["x", "y"])])
+    [(0, 'r1', 'r2', 1.0)]
     """
     out = []
     for t, rec in enumerate(records):
         att = rec.attribution
         side = {r: rec.router_choices[r] for r, s in att.items() if s is not None}
-        names = list(side)
+        names = sorted(side)  # canonical: the same games whatever the dict's order
         for a in range(len(names)):
             for b in range(a + 1, len(names)):
                 i, j = names[a], names[b]

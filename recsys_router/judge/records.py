@@ -21,6 +21,7 @@ LLM Routing", arXiv:2606.18774 (2026).
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -150,7 +151,36 @@ def attribute(router_choices: Mapping[str, str], llm_a: str, llm_b: str, label: 
     return {r: (s_a if m == llm_a else s_b if m == llm_b else None) for r, m in router_choices.items()}
 
 
-def _unencodable(value, depth: int = 0):
+def _first(value, bad, depth: int = 0):
+    """The first item of ``value`` (nested dicts, their keys, and lists included; ``value``
+    itself first) for which ``bad(item)`` holds, else None."""
+    if bad(value):
+        return value
+    if depth > 100:  # deeper than any record may nest (import bounds lines at 64)
+        return None
+    items = []
+    if isinstance(value, Mapping):
+        items = [x for kv in value.items() for x in kv]
+    elif isinstance(value, (list, tuple)):
+        items = value
+    for x in items:
+        found = _first(x, bad, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _not_utf8(value) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _unencodable(value):
     """The first string in ``value`` (nested dicts, their keys, and lists included) that
     cannot be UTF-8 encoded (a lone surrogate, e.g. from a ``"\\ud800"`` JSON escape), else None.
 
@@ -161,24 +191,20 @@ def _unencodable(value, depth: int = 0):
     >>> _unencodable({"a": ["ok"]}) is None
     True
     """
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value
-        return None
-    if depth > 100:  # deeper than any record may nest (import bounds lines at 64)
-        return None
-    items = []
-    if isinstance(value, Mapping):
-        items = [x for kv in value.items() for x in kv]
-    elif isinstance(value, (list, tuple)):
-        items = value
-    for x in items:
-        bad = _unencodable(x, depth + 1)
-        if bad is not None:
-            return bad
-    return None
+    return _first(value, _not_utf8)
+
+
+def _nonfinite(value):
+    """The first float in ``value`` (nested dicts and lists included) that is NaN or
+    infinite, which JSON cannot hold (``NaN``, ``Infinity`` and ``1e400`` parse to them), else
+    None.
+
+    Example
+    -------
+    >>> _nonfinite({"a": [1, {"b": float("inf")}]}), _nonfinite({"a": [1.5, "NaN"]})
+    (inf, None)
+    """
+    return _first(value, lambda v: isinstance(v, float) and not math.isfinite(v))
 
 
 def _brief(value, n: int = 60) -> str:
@@ -229,7 +255,9 @@ class JudgeRecord:
     created_at, judged_at : str
         ISO timestamps of the duel and of the judgement.
     metadata : dict
-        Free-form (e.g. ``{"source": "simulate", "seed": 0}``).
+        Free-form (e.g. ``{"source": "simulate", "seed": 0}``). ``"wtp"``, when present and
+        not null, is the willingness to pay the routers were given (``judge simulate --wtp``);
+        ``judge replay`` routes with it.
     record_id : str
         Unique id (a UUID by default): a string of at most 64 characters; a number is
         refused (never coerced), so an id compares equal to the stored one.
@@ -260,8 +288,9 @@ class JudgeRecord:
     def check_storable(self, source: str | None = None, row: int | None = None) -> None:
         """Limits a record must meet to be stored (checked on writing and importing, not on
         reading rows an older version stored): ``record_id`` of at most
-        :data:`MAX_RECORD_ID` characters, the database column's width, and no string of the
-        record (keys, history and metadata included) holding a lone surrogate."""
+        :data:`MAX_RECORD_ID` characters, the database column's width, no string of the
+        record (keys, history and metadata included) holding a lone surrogate, and no NaN or
+        infinite number anywhere (:meth:`check_json`)."""
         if len(self.record_id) > MAX_RECORD_ID:
             raise DataValidationError(f"record_id must be at most {MAX_RECORD_ID} characters, got "
                                       f"{len(self.record_id)}: {_brief(self.record_id)}",
@@ -272,6 +301,18 @@ class JudgeRecord:
                 raise DataValidationError(f"{key} holds text that cannot be UTF-8 encoded (a lone "
                                           f"surrogate): {_brief(bad)}", source=source, row=row,
                                           column=key)
+        self.check_json(source=source, row=row)
+
+    def check_json(self, source: str | None = None, row: int | None = None) -> None:
+        """Refuse a NaN or infinite float anywhere in the record (``metadata`` and ``history``
+        included), which a JSON export cannot hold; checked on writing, importing and
+        exporting (a row an older version stored with one is named, not written as
+        non-JSON)."""
+        for key in self.__dataclass_fields__:
+            bad = _nonfinite(getattr(self, key))
+            if bad is not None:
+                raise DataValidationError(f"{key} holds a non-finite number ({bad}); JSON has no NaN "
+                                          "or Infinity", source=source, row=row, column=key)
 
     def validate(self, source: str | None = None, row: int | None = None) -> None:
         """Check the record's types and invariants; raises DataValidationError naming the field.
@@ -358,7 +399,8 @@ class JudgeRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping, *, source: str | None = None, row: int | None = None) -> "JudgeRecord":
-        """Inverse of :meth:`to_dict`; derived fields are recomputed (and checked if given)."""
+        """Inverse of :meth:`to_dict`; derived fields are recomputed, and a given ``votes`` or
+        ``attribution`` that disagrees with them raises DataValidationError naming the field."""
         if not isinstance(d, Mapping):
             raise DataValidationError(f"expected a JSON object, got {type(d).__name__}", source=source, row=row)
         known = {f for f in cls.__dataclass_fields__}
@@ -373,6 +415,9 @@ class JudgeRecord:
             raise DataValidationError(f"malformed record: {type(exc).__name__}: {exc}"[:300],
                                       source=source, row=row) from None
         rec.check_storable(source=source, row=row)
+        if "votes" in d and d["votes"] is not None and d["votes"] != rec.votes:
+            raise DataValidationError(f"stored votes {_brief(d['votes'], 120)} disagree with the router "
+                                      f"choices ({rec.votes})", source=source, row=row, column="votes")
         if "attribution" in d and d["attribution"] is not None and d["attribution"] != rec.attribution:
             raise DataValidationError(f"stored attribution {d['attribution']} disagrees with eq. 1 "
                                       f"({rec.attribution})", source=source, row=row, column="attribution")

@@ -1,7 +1,8 @@
 """Historical replay of a router on stored judgements (paper eq. C.21).
 
 The duel of each stored record stays as it was judged. The replayed router ``R`` routes
-the record's query (same budget, restricted to the record's feasible LLMs) and gets
+the record's query (same policy: the record's ``budget``, or the willingness to pay kept in
+``metadata["wtp"]`` by ``judge simulate --wtp``; restricted to the record's feasible LLMs) and gets
 
     s_t(R) = s_A  if R picks A,   s_B  if R picks B,   and does not participate otherwise,
 
@@ -20,29 +21,69 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from ..state.numbers import is_json_number
 from .metrics import leaderboard
 from .records import JudgeRecord
 from ..router_spec import resolve_router
 
-__all__ = ["replay", "replay_summary", "queries_of"]
+__all__ = ["replay", "replay_summary", "queries_of", "policy_of"]
+
+
+def policy_of(rec: JudgeRecord) -> tuple[float | None, float | None]:
+    """``(budget, wtp)`` the record's routers were given.
+
+    The willingness to pay is kept in ``metadata["wtp"]`` (``None`` or absent: none).
+
+    Raises
+    ------
+    ValueError
+        ``metadata["wtp"]`` is not a finite number >= 0, or the record has both a budget and
+        a willingness to pay (a router is given one or the other).
+
+    Example
+    -------
+    >>> rec = JudgeRecord("q", {"r": "x"}, "x", "y", "A", ["x", "y"], metadata={"wtp": 2.0})
+    >>> policy_of(rec)
+    (None, 2.0)
+    """
+    wtp = rec.metadata.get("wtp")
+    if wtp is not None and (not is_json_number(wtp) or wtp < 0):
+        raise ValueError(f"record {rec.record_id}: metadata['wtp'] must be a finite number >= 0 or "
+                         f"null, got {wtp!r}")
+    if wtp is not None and rec.budget is not None:
+        raise ValueError(f"record {rec.record_id}: has both a budget ({rec.budget}) and a willingness "
+                         f"to pay (metadata['wtp'] = {wtp}); routers are given one or the other")
+    return rec.budget, wtp
 
 
 def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
                truth: RoutingData | None = None) -> tuple[RoutingData, np.ndarray]:
     """Unlabelled RoutingData of the records' distinct queries, and each record's row in it.
 
-    Queries are keyed by ``query_id`` (or by text when there is none). Scores come from
-    ``truth`` (same query ids) when given, else they are NaN; costs come from the records.
+    A query is the pair ``(query_id, query text)``: two records with the same id but
+    different texts are two queries (each routed on its own text), and a record without an
+    id never shares a row with one that has an id. The rows get their own ids
+    (``judge-0``, ``judge-1``, ...); scores come from ``truth``, looked up by each row's
+    ``query_id``, when given (else they are NaN); costs come from the records (``truth``'s
+    recorded costs, where known, take precedence).
+
+    Example
+    -------
+    >>> recs = [JudgeRecord("a", {"r": "x"}, "x", "y", "A", ["x", "y"], query_id="q1"),
+    ...         JudgeRecord("b", {"r": "x"}, "x", "y", "A", ["x", "y"], query_id="q1"),
+    ...         JudgeRecord("a", {"r": "x"}, "x", "y", "B", ["x", "y"], query_id="q1")]
+    >>> data, pos = queries_of(recs, ["x", "y"])
+    >>> list(data.texts), pos.tolist()
+    (['a', 'b'], [0, 1, 0])
     """
-    keys, rows, pos = [], [], []
-    index: dict[str, int] = {}
+    rows, ids, pos = [], [], []
+    index: dict[tuple[str | None, str], int] = {}
     for rec in records:
-        key = rec.query_id if rec.query_id is not None else "text:" + rec.query
+        key = (rec.query_id, rec.query)
         if key not in index:
-            index[key] = len(keys)
-            keys.append(key)
-            rows.append({"query_id": rec.query_id or f"judge-{len(keys) - 1}", "text": rec.query,
-                         "task": rec.task})
+            index[key] = len(rows)
+            rows.append({"query_id": f"judge-{len(rows)}", "text": rec.query, "task": rec.task})
+            ids.append(rec.query_id)
         pos.append(index[key])
     q = pd.DataFrame(rows)
     llms = list(llms)
@@ -53,7 +94,7 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
             if m in llms:
                 costs[p, llms.index(m)] = c
     if truth is not None:
-        tpos = pd.Index(truth.query_ids).get_indexer(q["query_id"])
+        tpos = pd.Index(truth.query_ids).get_indexer(pd.Index(ids, dtype=object))
         tl = pd.Index(truth.llm_names).get_indexer(llms)
         ok = tpos >= 0
         for j, col in enumerate(tl):
@@ -64,6 +105,22 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
                     costs[ok, j] = np.where(np.isnan(tc), costs[ok, j], tc)
     data = RoutingData(q, llms, scores, None if np.isnan(costs).all() else costs, name="judge-replay")
     return data, np.asarray(pos, dtype=np.int64)
+
+
+def _check_truth(records, data: RoutingData, pos: np.ndarray, truth: RoutingData | None, what: str) -> None:
+    """Refuse to replay a router that reads ground truth when any record's query has no
+    recorded score (its choice would be made on NaN)."""
+    if truth is None:
+        raise ValueError(f"{what} routes from ground-truth scores: pass truth= (the recorded data; "
+                         "--data on the command line)")
+    unscored = np.isnan(data.scores).all(axis=1)[pos]
+    if unscored.any():
+        bad = [records[t] for t in np.flatnonzero(unscored)]
+        shown = ", ".join(repr(rec.query_id) if rec.query_id is not None else f"record {rec.record_id!r} (no id)"
+                          for rec in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise ValueError(f"{what} routes from ground-truth scores, but {len(bad)} of {len(records)} stored "
+                         f"records have a query with no recorded score in {truth.name!r} (query ids {shown}); "
+                         "replay it on records judged on that data only")
 
 
 def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
@@ -82,7 +139,9 @@ def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
     train : RoutingData, optional
         Training data for unfitted routers.
     truth : RoutingData, optional
-        Recorded scores of the same query ids, for routers that read ground truth (oracle).
+        Recorded scores of the same query ids, for routers that read ground truth (oracle):
+        required for them, and every record's query must have a recorded score there (a
+        ValueError names how many records miss one, and a few of their query ids).
     params : dict, optional
         Constructor parameters for a registry name.
 
@@ -104,20 +163,20 @@ def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
         raise ValueError(f"router name {name!r} already voted in stored record {clash[0]}; pick another name")
     llms = list(r.llm_names_)
     data, pos = queries_of(records, llms, truth)
-    if r.uses_ground_truth and np.isnan(data.scores).all():
-        raise ValueError(f"{type(r).__name__} routes from ground-truth scores: pass truth= (the recorded data)")
+    if r.uses_ground_truth:
+        _check_truth(records, data, pos, truth, type(r).__name__)
     groups: dict[tuple, list[int]] = {}
     for t, rec in enumerate(records):
         cand = tuple(m for m in rec.feasible if m in set(llms))
         if not cand:
             raise ValueError(f"record {rec.record_id}: none of its feasible LLMs {rec.feasible} is known "
                              f"to router {name!r} ({llms})")
-        groups.setdefault((cand, rec.budget), []).append(t)
+        groups.setdefault((cand, *policy_of(rec)), []).append(t)
     picks: list[str | None] = [None] * len(records)
-    for (cand, budget), ts in groups.items():
+    for (cand, budget, wtp), ts in groups.items():
         rows = np.unique(pos[ts])
         sub = data.subset(rows)
-        idx = r.route_indices(sub, budget=budget, candidates=list(cand))
+        idx = r.route_indices(sub, budget=budget, wtp=wtp, candidates=list(cand))
         at = {int(q): llms[int(c)] for q, c in zip(rows, idx)}
         for t in ts:
             picks[t] = at[int(pos[t])]

@@ -3,7 +3,8 @@
 Files written to ``out_dir``:
 
 * ``leaderboard.{csv,md}``: per router votes, participation, PrefScore, WinRate, Elo with
-  bootstrap interval, Bradley-Terry rating, selection entropy, mean cost, Pareto flag;
+  bootstrap interval (with ``n_boot=0``: the record-order Elo, in the table and the plot),
+  Bradley-Terry rating, selection entropy, mean cost, Pareto flag;
 * ``h2h.{csv,md}``, ``mcnemar.csv``, ``agreement.csv`` (raw agreement and Cohen's kappa),
   ``task_pref_score.csv``, ``task_win_rate.csv``, ``selection.csv`` (vote shares);
 * ``leaderboard_elo.png``, ``h2h_heatmap.png``, ``selection_distribution.png``,
@@ -11,16 +12,18 @@ Files written to ``out_dir``:
 * ``report.md`` tying them together.
 
 Router and LLM names come from the records (untrusted): every label is drawn as plain text,
-never parsed as mathtext. The files are written into a temporary folder beside ``out_dir``
-first; only when all of them are written do they move into ``out_dir`` (renamed into place
-when it does not exist yet, else moved in file by file, each replacing its old version), so
-a failed report leaves ``out_dir`` as it was.
+never parsed as mathtext, and written into the Markdown tables escaped (:func:`md_text`), so
+a name cannot add a table column, a heading, a link or an image. The files are written into
+a temporary folder beside ``out_dir`` first; only when all of them are written do they move
+into ``out_dir`` (renamed into place when it does not exist yet, else moved in file by file,
+each replacing its old version), so a failed report leaves ``out_dir`` as it was.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -65,9 +68,37 @@ def selection_table(records: Sequence[JudgeRecord]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=llms).rename_axis("router")
 
 
+#: characters with a Markdown meaning (emphasis, links, images, headings, HTML, table cells,
+#: GitHub's ``$`` math); a backslash before each makes it literal text
+_MD_SPECIAL = frozenset("\\`*_{}[]()#!|<>~&$")
+
+
+def md_text(value) -> str:
+    """``value`` as literal Markdown text for one table cell.
+
+    Line breaks and other control characters become their visible escape (a newline reads
+    ``\\n``), so a name cannot end the table row; each Markdown special character (see
+    ``_MD_SPECIAL``: ``|`` would add a column, ``![...](...)`` an image, ``<...>`` HTML) is
+    escaped with a backslash.
+
+    Example
+    -------
+    >>> print(md_text("r|x\\n# h ![i](u)"))
+    r\\|x\\\\n\\# h \\!\\[i\\]\\(u\\)
+    """
+    out = []
+    for ch in str(value):
+        if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029":
+            ch = ch.encode("unicode_escape").decode("ascii")  # "\n" -> the two characters \ n
+        out.append("".join("\\" + c if c in _MD_SPECIAL else c for c in ch))
+    return "".join(out)
+
+
 def _md(df: pd.DataFrame, floatfmt: str = "{:.3f}", index: bool = False) -> str:
+    """A Markdown table of ``df``; names (column labels and text cells) are escaped with
+    :func:`md_text`, numbers formatted with ``floatfmt`` (NaN left empty)."""
     d = df.reset_index() if index else df
-    cols = [str(c) for c in d.columns]
+    cols = [md_text(c) for c in d.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in d.iterrows():
         cells = []
@@ -75,7 +106,7 @@ def _md(df: pd.DataFrame, floatfmt: str = "{:.3f}", index: bool = False) -> str:
             if isinstance(v, (float, np.floating)):
                 cells.append("" if np.isnan(v) else floatfmt.format(v))
             else:
-                cells.append(str(v))
+                cells.append(md_text(v))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -86,16 +117,22 @@ def _short(name: str, n: int = 22) -> str:
 
 
 def _plot_elo(lb: pd.DataFrame, path: Path) -> None:
+    """Elo per router: the bootstrap median with its interval, or the plain record-order
+    ``elo`` (no bars) when there was no bootstrap (``n_boot=0``: the median is NaN)."""
     d = lb.iloc[::-1]
     fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(d) + 1.6))
     y = np.arange(len(d))
-    mid = d["elo_median"].to_numpy(float)
-    lo = np.maximum(mid - d["elo_lower"].to_numpy(float), 0)
-    hi = np.maximum(d["elo_upper"].to_numpy(float) - mid, 0)
-    ax.errorbar(mid, y, xerr=[lo, hi], fmt="o", color="tab:blue", ecolor="tab:gray", capsize=4)
+    boot = not d["elo_median"].isna().all()
+    if boot:
+        mid = d["elo_median"].to_numpy(float)
+        lo = np.maximum(mid - d["elo_lower"].to_numpy(float), 0)
+        hi = np.maximum(d["elo_upper"].to_numpy(float) - mid, 0)
+        ax.errorbar(mid, y, xerr=[lo, hi], fmt="o", color="tab:blue", ecolor="tab:gray", capsize=4)
+    else:
+        ax.errorbar(d["elo"].to_numpy(float), y, fmt="o", color="tab:blue")
     ax.set_yticks(y, [_short(r) for r in d["router"]])
     ax.axvline(1000, color="lightgray", lw=1, ls="--", zorder=0)
-    ax.set_xlabel("Elo (bootstrap median, 95% interval)")
+    ax.set_xlabel("Elo (bootstrap median, 95% interval)" if boot else "Elo (record order, no bootstrap)")
     ax.set_title("Router leaderboard")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
@@ -230,8 +267,9 @@ def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> l
                           ("task_win_rate", tw, True)]:
         paths[f"{name}.csv"] = out / f"{name}.csv"
         df.to_csv(paths[f"{name}.csv"], index=idx)
-    show = lb[["router", "n_voted", "participation", "pref_score", "win_rate", "elo_median", "elo_lower",
-               "elo_upper", "bt", "entropy_norm", "mean_cost", "pareto"]]
+    elo = ["elo_median", "elo_lower", "elo_upper"] if n_boot else ["elo"]  # no bootstrap: plain Elo
+    show = lb[["router", "n_voted", "participation", "pref_score", "win_rate", *elo, "bt", "entropy_norm",
+               "mean_cost", "pareto"]]
     (out / "leaderboard.md").write_text(_md(show, floatfmt="{:.4g}") + "\n", encoding="utf-8")
     (out / "h2h.md").write_text(_md(h2h, index=True) + "\n", encoding="utf-8")
     paths["leaderboard.md"], paths["h2h.md"] = out / "leaderboard.md", out / "h2h.md"
@@ -243,7 +281,8 @@ def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> l
     tasks = sorted({str(r.task) for r in records})
     body = [f"# {title}", "", f"{len(records)} judged records, {len(routers)} routers, {len(tasks)} task(s); "
             f"mean consensus strength {mean_consensus(records):.3f}. Elo: K=4, start 1000, "
-            f"{n_boot} bootstrap replays (seed {seed}); BT: Bradley-Terry MLE on the same games.", "",
+            + (f"{n_boot} bootstrap replays (seed {seed})" if n_boot else "in record order, no bootstrap")
+            + "; BT: Bradley-Terry MLE on the same games.", "",
             "## Leaderboard", "", _md(show, floatfmt="{:.4g}"), "", "![Elo](leaderboard_elo.png)", "",
             "## Head-to-head", "", _md(h2h, index=True), "", "![H2H](h2h_heatmap.png)", "",
             "## McNemar tests", "", _md(mc, floatfmt="{:.4g}"), "",

@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..atomic import atomic_write
 from ..errors import DataValidationError
-from .jsonl import BLANK, parse_line
+from .jsonl import read_jsonl
 from .records import JudgeRecord, utc_now
 
 __all__ = ["JudgeStore", "SCHEMA_VERSION", "TokenError"]
@@ -357,12 +357,17 @@ class JudgeStore:
     # ------------------------------------------------------------------ JSONL
     def export_jsonl(self, path: str | Path) -> int:
         """Write every record as one JSON object per line (atomically: a failed export leaves
-        an existing file as it was); returns the count."""
+        an existing file as it was); returns the count.
+
+        Every line is strict JSON: a row an older version stored with a NaN or infinite
+        number (in its metadata, say) raises :class:`DataValidationError` naming the database,
+        the record id and the field, and nothing is written."""
         n = 0
         with atomic_write(path) as tmp:
             with open(tmp, "w", encoding="utf-8") as fh:
                 for rec in self.iter_records():
-                    fh.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
+                    rec.check_json(source=f"{self.path}, record {rec.record_id!r}")
+                    fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
                     n += 1
         return n
 
@@ -370,24 +375,13 @@ class JudgeStore:
         """Read records from JSONL (validated in full first) and add them in one transaction;
         returns how many were added.
 
-        A malformed line (not UTF-8, not JSON, nested deeper than
-        :data:`~recsys_router.judge.jsonl.MAX_JSON_DEPTH`, a
-        field of the wrong type) raises :class:`DataValidationError` naming the file and line
-        (1-based) before anything is written, and the file is written all or nothing. Records
-        whose ``record_id`` is already stored are skipped (or raise when
-        ``skip_existing=False``).
+        The whole file is read and checked first (:func:`~recsys_router.judge.jsonl.read_jsonl`):
+        a malformed line (not UTF-8, not JSON, nested deeper than
+        :data:`~recsys_router.judge.jsonl.MAX_JSON_DEPTH`, a field of the wrong type, a
+        ``record_id`` already on an earlier line) raises :class:`DataValidationError` naming
+        the file and line (1-based; both lines for a repeated id) before anything is
+        written, and the file is written all or nothing. Records whose ``record_id`` is
+        already stored are skipped (or raise when ``skip_existing=False``).
         """
-        recs = []
-        with open(path, "rb") as fh:
-            for i, raw in enumerate(fh, start=1):
-                d = parse_line(raw, path, i)
-                if d is BLANK:
-                    continue
-                recs.append(JudgeRecord.from_dict(d, source=f"{path}, line {i}"))
-        seen: set[str] = set()
-        for r in recs:
-            if r.record_id in seen:
-                raise DataValidationError(f"record_id {r.record_id!r} appears on more than one line",
-                                          source=str(path), column="record_id")
-            seen.add(r.record_id)
+        recs = read_jsonl(path)
         return self.add_many(recs, skip_existing=skip_existing, source=str(path))
