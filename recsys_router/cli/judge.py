@@ -139,12 +139,14 @@ def _cmd_simulate(args) -> int:
         raise ValueError(f"--noise must be a probability from 0 to 1, got {args.noise}")
     params = parse_router_params(args.router_params, args.routers)
     data = load_data(args)
-    store = JudgeStore(args.db)
-    res = simulate_tournament(data, list(args.routers), n=args.n, seed=args.seed, budget=args.budget,
-                              wtp=args.wtp, noise=args.noise, threshold=args.threshold, test_size=args.test_size,
-                              router_params=params, store=store, progress=True)
+    with JudgeStore(args.db) as store:
+        res = simulate_tournament(data, list(args.routers), n=args.n, seed=args.seed,
+                                  budget=args.budget, wtp=args.wtp, noise=args.noise,
+                                  threshold=args.threshold, test_size=args.test_size,
+                                  router_params=params, store=store, progress=True)
+        total = store.count()
     comp = res.comparison(seed=args.seed)
-    print(f"{len(res.records)} duels written to {args.db} ({store.count()} records in total)")
+    print(f"{len(res.records)} duels written to {args.db} ({total} records in total)")
     print(_fmt(comp.sort_values("elo", ascending=False)))
     print(f"Spearman(PrefScore, offline score) = {res.rank_correlation('pref_score'):.3f}; "
           f"Spearman(Elo, offline score) = {res.rank_correlation('elo'):.3f}")
@@ -161,7 +163,8 @@ def _cmd_report(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    recs = JudgeStore(args.db).records(task=args.task)
+    with JudgeStore(args.db) as store:
+        recs = store.records(task=args.task)
     paths = write_report(recs, args.out, n_boot=args.n_boot, seed=args.seed)
     print(f"{len(recs)} records; wrote {len(paths)} files to {args.out} (see {paths['report.md']})")
     return 0
@@ -175,7 +178,8 @@ def _cmd_replay(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    recs = JudgeStore(args.db).records()
+    with JudgeStore(args.db) as store:
+        recs = store.records()
     train = truth = None
     n_judged = 0
     if args.data:
@@ -237,7 +241,8 @@ def _cmd_export(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    n = JudgeStore(args.db).export_jsonl(args.out)
+    with JudgeStore(args.db) as store:
+        n = store.export_jsonl(args.out)
     print(f"exported {n} records to {args.out}")
     return 0
 
@@ -246,6 +251,7 @@ def _cmd_import(args) -> int:
     from ..judge.jsonl import read_jsonl  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     recs = read_jsonl(args.jsonl)  # the whole file is checked before the database is opened (or created)
-    n = JudgeStore(args.db).add_many(recs, skip_existing=True, source=str(args.jsonl))
+    with JudgeStore(args.db) as store:
+        n = store.add_many(recs, skip_existing=True, source=str(args.jsonl))
     print(f"imported {n} new records into {args.db}")
     return 0

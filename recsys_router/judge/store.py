@@ -167,7 +167,14 @@ class JudgeStore:
                                     .where(schema_info.c.key == "version")).scalar_one())
 
     def close(self) -> None:
+        """Close the database's connections (SQLite then folds its write-ahead log back)."""
         self.engine.dispose()
+
+    def __enter__(self) -> "JudgeStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ writing
     @staticmethod
