@@ -10,8 +10,9 @@ sweep (plain argmax), a cheap LLM that is predicted almost as good as the deares
 preferred. With ``cost_model="ridge"`` the predicted cost of each (query, LLM) is a ridge
 regression of the log cost on the query embedding (fitted on the training queries), so
 ORBIT's budget sweep gets per-query budgets instead of one mean cost per LLM. Without
-costs it is the wrapped router unchanged. ``benchmarks/bench_quality.py`` names it
-``ca-<name>`` (ridge costs) and ``cam-<name>`` (mean costs).
+costs, or when no LLM has a recorded (finite) cost, it is the wrapped router unchanged.
+``benchmarks/bench_quality.py`` names it ``ca-<name>`` (ridge costs) and ``cam-<name>``
+(mean costs).
 """
 
 from __future__ import annotations
@@ -39,6 +40,22 @@ log = logging.getLogger(__name__)
 MIN_HELD_OUT = 10
 #: penalties tried when ``penalty="auto"`` (units: predicted score per max mean LLM cost)
 PENALTY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
+
+
+def _cost_scale(mean_costs) -> float | None:
+    """The penalty's cost unit: the largest finite mean LLM cost (at least 1e-12), or None
+    when no LLM has a finite mean cost (no costs, or every one unrecorded).
+
+    Example
+    -------
+    >>> _cost_scale(np.array([np.nan, 2.0, 0.5])), _cost_scale(np.array([np.nan, np.nan]))
+    (2.0, None)
+    """
+    if mean_costs is None:
+        return None
+    mc = np.asarray(mean_costs, dtype=np.float64)
+    mc = mc[np.isfinite(mc)]
+    return max(float(mc.max()), 1e-12) if mc.size else None
 
 
 class CostAwareRouter(InnerRouterState, Router):
@@ -241,7 +258,10 @@ class CostAwareRouter(InnerRouterState, Router):
         router = self._make().fit(inner)
         P = router.predict_scores(held)
         C = self._costs(self._fit_costs(inner), router.mean_costs_, held)
-        shift = C / max(float(np.nanmax(router.mean_costs_)), 1e-12)
+        scale = _cost_scale(router.mean_costs_)
+        if scale is None:
+            return 0.0, "0: no LLM has a recorded cost on the inner training queries"
+        shift = C / scale
         best, best_v = 0.0, -np.inf
         for p in PENALTY_GRID:
             if how == "complete":
@@ -264,10 +284,11 @@ class CostAwareRouter(InnerRouterState, Router):
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         P = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
-        C = self._costs(self.cost_model_, self.mean_costs_, data)
-        if C is None:
+        scale = _cost_scale(self.mean_costs_)
+        if scale is None:  # no costs, or none recorded: the wrapped router unchanged
             return P
-        return P - self.penalty_ * C / max(float(np.nanmax(self.mean_costs_)), 1e-12)
+        C = self._costs(self.cost_model_, self.mean_costs_, data)
+        return P - self.penalty_ * C / scale
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray:
         return self._costs(self.cost_model_, self.mean_costs_, data)

@@ -108,3 +108,19 @@ def test_ridge_costs_with_an_encoder_that_learns_from_text(sim_split, tmp_path):
     assert given.fingerprint_ is None
     loaded = load_router(export_router(r, tmp_path / "ca", train_data=train)).router
     np.testing.assert_allclose(loaded.predict_costs(test), r.predict_costs(test), rtol=1e-9)
+
+
+def _tiny(costs):
+    """4 queries, 2 LLMs: ``a`` wins the even queries, ``b`` the odd ones."""
+    s = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    return RoutingData([f"q{i}" for i in range(4)], ["a", "b"], s, costs)
+
+
+@pytest.mark.parametrize("penalty", [0.1, "auto"])
+def test_costs_all_unrecorded_route_as_the_wrapped_router(penalty):
+    # every cost NaN: no cost unit to scale by, so the wrapper adds nothing (it predicted NaN
+    # everywhere and sent every query to the first LLM)
+    d = _tiny(np.full((4, 2), np.nan))
+    r = CostAwareRouter("oracle", penalty=penalty).fit(d)
+    np.testing.assert_array_equal(r.predict_scores(d), d.scores)
+    assert r.route(d).tolist() == ["a", "b", "a", "b"]
