@@ -282,13 +282,28 @@ class CostAwareRouter(InnerRouterState, Router):
         self._check_fitted()
         return f"penalty {self.penalty_:g} ({self.penalty_note_})"
 
-    def _predict_scores(self, data: RoutingData) -> np.ndarray:
-        P = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
+    def predict_scores(self, data: RoutingData) -> np.ndarray:
+        """The wrapped router's predicted scores minus the cost penalty, over the whole pool.
+
+        ``P - penalty_ * C / max(mean_costs_)`` with ``C`` what :meth:`predict_costs` predicts
+        (the cost routing uses), so an LLM added by :meth:`add_llm` (scored by its probe
+        head) is penalised by its estimated mean cost like every fitted LLM. The cost unit is
+        the largest finite mean cost of the fitted LLMs, so adding or removing an LLM does not
+        change it; without a finite one the wrapped router's scores are returned unchanged.
+
+        Returns
+        -------
+        ndarray of float64, shape (n_queries, n_llms)
+        """
+        P = super().predict_scores(data)
         scale = _cost_scale(self.mean_costs_)
         if scale is None:  # no costs, or none recorded: the wrapped router unchanged
             return P
-        C = self._costs(self.cost_model_, self.mean_costs_, data)
-        return P - self.penalty_ * C / scale
+        return P - self.penalty_ * self.predict_costs(data) / scale
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        # un-penalised: predict_scores applies the penalty once the pool is assembled
+        return np.asarray(self.router_.predict_scores(data), dtype=np.float64)
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray:
         return self._costs(self.cost_model_, self.mean_costs_, data)
