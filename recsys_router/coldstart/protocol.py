@@ -116,8 +116,11 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
     """Metric rows of the coldstart protocol (one row per cold LLM, strategy, K, seed, method).
 
     ``make()`` returns a fresh unfitted router. Columns: ``router`` (the router name,
-    ``probe-mean`` or ``nearest-llm``), ``cold_llm``, ``strategy``, ``k``, ``seed``,
-    ``metric``, ``value``.
+    ``probe-mean`` or ``nearest-llm``), ``cold_llm``, ``strategy``, ``k`` (the probe count
+    asked; 0 for the full-column row), ``n_probes`` (the probes the LLM was onboarded from;
+    the full column's observed training queries on its row), ``seed``, ``metric``,
+    ``value``. A ``k`` above the cold LLM's observed training queries gets no rows (the
+    ``evaluate`` protocol notes it).
     """
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
@@ -146,8 +149,8 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
         prof = score_profiles(r0, cand_q)
         full_cell = _cell_metrics(full_pred[:, j], y, binary)
         for m, v in full_cell.items():
-            rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0, seed=0,
-                             metric=m, value=v))
+            rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0,
+                             n_probes=int(tr_c.n_queries), seed=0, metric=m, value=v))
         col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
         for seed in seeds:
             for strategy in strategies:
@@ -182,7 +185,8 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
                         met.update(mu_o_onboarded=mu, mu_o_full=mu_full, mu_o_without=mu_without,
                                    route_gap=mu_full - mu)
                         rows += [dict(router=name, cold_llm=c, strategy=strategy, k=int(k),
-                                      seed=int(seed), metric=m, value=float(v)) for m, v in met.items()]
+                                      n_probes=int(len(idx)), seed=int(seed), metric=m,
+                                      value=float(v)) for m, v in met.items()]
             bar.update(1)
     bar.close()
     return pd.DataFrame(rows)
