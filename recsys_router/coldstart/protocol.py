@@ -9,6 +9,7 @@ and on the test queries (metric names exactly these)::
     cell_auc        = AUC of p_ic against binary s_ic       (higher; binary scores)
     cell_rmse       = sqrt(mean_i (p_ic - s_ic)^2)          (lower; other scores)
     mu_o_onboarded  = mean_i s_i,argmax_j p_ij  with c in the pool        (higher)
+                      (j over the LLMs observed on query i, as in every protocol)
     mu_o_full       = the same for the router fitted with c's full column (higher)
     mu_o_without    = the same for the pool without c                     (higher)
     route_gap       = mu_o_full - mu_o_onboarded                          (lower)
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from recsys_router.data import RoutingData
+from recsys_router.policies import argmax_policy
 
 from .selection import STRATEGIES, score_profiles, select_probes
 
@@ -86,8 +88,20 @@ def _auc(p: np.ndarray, y: np.ndarray) -> float:
 
 
 def _mu_o(scores: np.ndarray, pred: np.ndarray) -> float:
-    choice = np.argmax(np.where(np.isnan(pred), -np.inf, pred), axis=1)
-    return float(np.nanmean(scores[np.arange(len(scores)), choice]))
+    """Mean true score of the argmax choice, each query routed among its observed LLMs (as
+    every other protocol does); queries with no observed LLM are left out.
+
+    Example
+    -------
+    >>> _mu_o(np.array([[np.nan, 0.0], [1.0, 0.0]]), np.array([[0.9, 0.1], [0.9, 0.1]]))
+    0.5
+    """
+    obs = ~np.isnan(scores)
+    rows = np.flatnonzero(obs.any(axis=1))
+    if not len(rows):
+        return float("nan")
+    choice = argmax_policy(pred[rows], mask=obs[rows])
+    return float(scores[rows, choice].mean())
 
 
 def _cell_metrics(pred, y, binary: bool) -> dict:
