@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recsys_router.coldstart.protocol import coldstart_rows
+from recsys_router.coldstart.protocol import coldstart_rows, parse_cold_llms
 from recsys_router.data import RoutingData
 from recsys_router.registry import make_router
 
@@ -31,3 +31,9 @@ def test_mu_o_routes_each_query_among_its_observed_llms():
     assert got["mu_o_without"] == pytest.approx(0.75)
     # the full-column router (a: 0.75, new: 0.5, b: 0.25) routes queries 0, 1 to new
     assert got["mu_o_full"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("spec", ["a,a", ["b", "a", "b"]])
+def test_cold_llms_named_twice_are_refused(spec):
+    with pytest.raises(ValueError, match=r"--cold-llms: LLM\(s\) \['(a|b)'\] named more than once"):
+        parse_cold_llms(spec, ["a", "b", "c"])

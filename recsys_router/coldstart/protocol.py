@@ -44,7 +44,8 @@ COLDSTART_METRICS = {"score_mae": -1, "cell_auc": +1, "cell_rmse": -1, "mu_o_onb
 
 
 def parse_cold_llms(spec: str, names: Sequence[str], seed: int = 0) -> list[str]:
-    """``all``, a count ``N`` (seeded random subset) or ``NAME,NAME`` (or a list of names).
+    """``all``, a count ``N`` (seeded random subset) or ``NAME,NAME`` (or a list of names),
+    each named once.
 
     Example
     -------
@@ -68,6 +69,10 @@ def parse_cold_llms(spec: str, names: Sequence[str], seed: int = 0) -> list[str]
     bad = [s for s in out if s not in names]
     if bad or not out:
         raise ValueError(f"--cold-llms: unknown LLM(s) {bad}; the pool is {names}")
+    twice = sorted({s for s in out if out.count(s) > 1})
+    if twice:
+        raise ValueError(f"--cold-llms: LLM(s) {twice} named more than once (each would repeat "
+                         "its rows)")
     return out
 
 
