@@ -133,6 +133,9 @@ class Router(ABC):
         self.llm_names_ = list(train.llm_names)
         self.mean_costs_ = train.mean_costs() if train.costs is not None else None
         self.llm_prices_ = mean_llm_prices(train.llms)
+        obs = np.asarray(train.scores, np.float64)[train.observed]
+        # the score scale add_llm holds probe scores to
+        self.score_range_ = np.array([obs.min(), obs.max()]) if obs.size else None
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
         self._fit(train, val)
         self.fitted_ = True
@@ -311,6 +314,13 @@ class Router(ABC):
             candidates, not of an unevenly chosen probe set. Default: equal weights.
         provenance : dict, optional
             Extra plain fields recorded in ``llm_info_[name]`` (e.g. probe strategy).
+
+        Raises
+        ------
+        ValueError
+            Among others, a probe score outside the range of the scores the router was
+            fitted on (``score_range_``; e.g. a 7 among 0/1 scores would outrank every
+            fitted LLM everywhere).
 
         Returns
         -------
