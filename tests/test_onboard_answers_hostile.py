@@ -41,6 +41,9 @@ def _write(tmp_path, content: str | bytes):
     # one text answered twice (1 then 0) is one probe, not two: both lines are named
     ("text,score\nwhat is 2+2?,1\nother,1\nwhat is 2+2?,0\n",
      r"row 4, column 'text': probe text 'what is 2\+2\?' appears twice \(lines 2 and 4\)"),
+    # a negative cost after a multi-line text: the file line (5), not the record index (1)
+    ('query_id,text,score,cost\nq1,"a\nb\nc",1,0.001\nq2,plain,0,-1.0\n',
+     r"answers.csv, row 5, column 'cost': cost -1.0 is negative; expected a cost >= 0"),
 ])
 def test_a_file_pandas_would_misread_is_refused_naming_its_line(tmp_path, content, message):
     with pytest.raises(DataValidationError, match=message):

@@ -52,7 +52,7 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     DataValidationError
         Naming the file, row (file line) and column (unknown query, empty or repeated
         query_id, a probe text given twice, missing/NaN score, cost or weight, a score
-        outside ``score_range``, negative weight, no text).
+        outside ``score_range``, negative cost or weight, no text).
     """
     from .probes_input import probe_data
     path = Path(path)
@@ -86,9 +86,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
                 i = int(np.flatnonzero(bad)[0])
                 raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not a finite number",
                                           source=str(path), row=line(i, col), column=col)
-            if col == "weight" and (v < 0).any():
+            if col in ("cost", "weight") and (v < 0).any():
                 i = int(np.flatnonzero((v < 0).to_numpy())[0])
-                raise DataValidationError(f"weight {v.iloc[i]} is negative; expected a weight >= 0",
+                raise DataValidationError(f"{col} {v.iloc[i]} is negative; expected a {col} >= 0",
                                           source=str(path), row=line(i, col), column=col)
             far = outside_range(v.to_numpy(), score_range) if col == "score" else []
             if len(far):
