@@ -44,6 +44,8 @@ def _write(tmp_path, content: str | bytes):
     # a negative cost after a multi-line text: the file line (5), not the record index (1)
     ('query_id,text,score,cost\nq1,"a\nb\nc",1,0.001\nq2,plain,0,-1.0\n',
      r"answers.csv, row 5, column 'cost': cost -1.0 is negative; expected a cost >= 0"),
+    # a header alone is no probes (with a weight column it read as "every weight is 0")
+    ("query_id,text,score,weight\n", r"answers.csv: no probe records \(at most a header line\)"),
 ])
 def test_a_file_pandas_would_misread_is_refused_naming_its_line(tmp_path, content, message):
     with pytest.raises(DataValidationError, match=message):

@@ -52,7 +52,8 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     DataValidationError
         Naming the file, row (file line) and column (unknown query, empty or repeated
         query_id, a probe text given twice, missing/NaN score, cost or weight, a score
-        outside ``score_range``, negative cost or weight, no text).
+        outside ``score_range``, negative cost or weight, no text); naming the file when it
+        holds no records.
     """
     from .probes_input import probe_data
     path = Path(path)
@@ -66,6 +67,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     df = read_csv(path, dtype={"query_id": str, "text": str}, keep_default_na=False,
                   na_values=[""])
     line = CsvLines(path).field_line  # record index, column -> file line (error path only)
+    if df.empty:
+        raise DataValidationError("no probe records (at most a header line); expected one record "
+                                  "per probe", source=str(path))
     if "score" not in df.columns or not ({"query_id", "text"} & set(df.columns)):
         raise DataValidationError("expected columns 'score' and 'query_id' and/or 'text'",
                                   source=str(path))
