@@ -292,8 +292,12 @@ class Router(ABC):
         """Add a new LLM to the fitted router from its scores on a few probe queries.
 
         Routers with ``native_add_llm`` fit the new LLM's parameters with everything else
-        frozen; the others predict it by kNN over its probes. All or nothing: on any
-        error the router is left exactly as it was.
+        frozen; the others predict it by kNN over its probes. The other LLMs' predictions do
+        not change, except on two routers whose predictions read the whole pool: ``graph``
+        (the new LLM node and probe edges join the message passing, which moves every LLM's
+        predictions a little) and ``cascade`` (its scores are the one-hot end of a cost
+        chain, which the new LLM joins); removing the added LLM restores them exactly. All
+        or nothing: on any error the router is left exactly as it was.
 
         Parameters
         ----------
@@ -341,7 +345,9 @@ class Router(ABC):
 
     def remove_llm(self, name: str) -> "Router":
         """Remove an LLM (added or fitted) from the pool; the other LLMs' predictions do not
-        change, and removing an added LLM restores the router's previous decisions exactly.
+        change (except on ``graph`` and ``cascade``, whose predictions read the whole pool:
+        see :meth:`add_llm`), and removing an added LLM restores the router's previous
+        decisions exactly (on every router).
 
         Returns
         -------
