@@ -134,7 +134,8 @@ class Router(ABC):
         self.mean_costs_ = train.mean_costs() if train.costs is not None else None
         self.llm_prices_ = mean_llm_prices(train.llms)
         obs = np.asarray(train.scores, np.float64)[train.observed]
-        # the score scale add_llm holds probe scores to
+        # the score scale add_llm holds probe scores to; in memory only (not exported: a new
+        # artifact field would change the format), so a loaded router has None
         self.score_range_ = np.array([obs.min(), obs.max()]) if obs.size else None
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
         self._fit(train, val)
@@ -323,8 +324,9 @@ class Router(ABC):
         ------
         ValueError
             Among others, a probe score outside the range of the scores the router was
-            fitted on (``score_range_``; e.g. a 7 among 0/1 scores would outrank every
-            fitted LLM everywhere).
+            fitted on in this process (``score_range_``; e.g. a 7 among 0/1 scores would
+            outrank every fitted LLM everywhere). A router loaded from an artifact does not
+            record it: ``recsys-router onboard`` then checks against ``--data``'s scores.
 
         Returns
         -------

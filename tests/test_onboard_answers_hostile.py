@@ -85,6 +85,7 @@ def _binary_artifact(tmp_path):
                                            dtype=float))
     r = make_router("best-single").fit(d)
     export_router(r, tmp_path / "art", train_data=d)
+    d.to_long().to_csv(tmp_path / "data.csv", index=False)
     return r
 
 
@@ -94,10 +95,11 @@ def test_a_probe_score_outside_the_training_range_is_refused(tmp_path, capsys):
     assert r.score_range_.tolist() == [0.0, 1.0]
     p = _write(tmp_path, "query_id,text,score\nq1,question 1,1\nq2,question 2,7\n")
     with pytest.raises(DataValidationError, match=r"answers.csv, row 3, column 'score': score 7 "
-                       r"is outside the range of the router's training scores \[0, 1\]"):
+                       r"is outside the pool's score range \[0, 1\]"):
         read_answers(p, "new", score_range=r.score_range_)
+    # a loaded artifact does not store the range: onboard takes --data's
     rc = main(["onboard", str(tmp_path / "art"), "--llm", "new", "--scores", str(p),
-               "--out", str(tmp_path / "new")])
+               "--data", str(tmp_path / "data.csv"), "--out", str(tmp_path / "new")])
     err = capsys.readouterr().err
     assert rc == 2 and "answers.csv, row 3, column 'score': score 7 is outside" in err
     assert not (tmp_path / "new").exists()

@@ -98,7 +98,7 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
             if len(far):
                 i = int(far[0])
                 raise DataValidationError(
-                    f"score {v.iloc[i]} is outside the range of the router's training scores "
+                    f"score {v.iloc[i]} is outside the pool's score range "
                     f"[{float(score_range[0]):g}, {float(score_range[1]):g}]", source=str(path),
                     row=line(i, col), column=col)
             df[col] = v
@@ -143,8 +143,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
 
 def answer_score_range(router, data: RoutingData | None = None):
     """The scores a new LLM's probe answers may take: the range the router recorded at fit
-    (``score_range_``), else that of ``data``'s observed scores (an artifact exported before
-    the range was recorded), else None (unchecked).
+    (``score_range_``, set in the process that fitted it), else that of ``data``'s observed
+    scores (a router loaded from an artifact, which does not store it), else None
+    (unchecked).
 
     Example
     -------

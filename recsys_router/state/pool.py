@@ -1,8 +1,7 @@
 """Declared state of the LLM pool bookkeeping every router carries (item cold start).
 
 ``llm_names_`` (the pool), ``mean_costs_`` (per fitted column), ``llm_prices_`` (per pool
-LLM), ``score_range_`` (lowest and highest training score; absent in artifacts exported
-before it was recorded), ``core_llms_`` (the fitted columns, once the pool changed on a router without a
+LLM), ``core_llms_`` (the fitted columns, once the pool changed on a router without a
 native ``add_llm``), ``llm_info_`` (provenance of onboarded LLMs) and ``probe_llms_`` (the
 kNN probe head of each LLM added to such a router: its probe scores and unit embeddings
 as arrays ``probe_llms_/<i>/scores``, ``probe_llms_/<i>/emb`` and, for weighted probes,
@@ -37,7 +36,6 @@ def pool_spec() -> dict:
     return {"llm_names_": ListOf(STR, max_len=_MAX_LLMS),
             "mean_costs_": Arr("float64", ("n_llms",), optional=True, missing=True),
             "llm_prices_": Arr("float64", ("n_pool",), optional=True, missing=True),
-            "score_range_": Arr("float64", (2,), optional=True),
             "core_llms_": Opt(ListOf(STR, max_len=_MAX_LLMS)),
             "llm_info_": Opt(DictOf(DictOf(JSON_ANY, 100), _MAX_LLMS)),
             "probe_llms_": Part(optional=True)}
