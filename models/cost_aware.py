@@ -10,8 +10,9 @@ sweep (plain argmax), a cheap LLM that is predicted almost as good as the deares
 preferred. With ``cost_model="ridge"`` the predicted cost of each (query, LLM) is a ridge
 regression of the log cost on the query embedding (fitted on the training queries), so
 ORBIT's budget sweep gets per-query budgets instead of one mean cost per LLM. Without
-costs it is the wrapped router unchanged. ``benchmarks/bench_quality.py`` names it
-``ca-<name>`` (ridge costs) and ``cam-<name>`` (mean costs).
+costs, or when no LLM has a recorded (finite) cost, it is the wrapped router unchanged.
+``benchmarks/bench_quality.py`` names it ``ca-<name>`` (ridge costs) and ``cam-<name>``
+(mean costs).
 """
 
 from __future__ import annotations
@@ -39,6 +40,22 @@ log = logging.getLogger(__name__)
 MIN_HELD_OUT = 10
 #: penalties tried when ``penalty="auto"`` (units: predicted score per max mean LLM cost)
 PENALTY_GRID = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
+
+
+def _cost_scale(mean_costs) -> float | None:
+    """The penalty's cost unit: the largest finite mean LLM cost (at least 1e-12), or None
+    when no LLM has a finite mean cost (no costs, or every one unrecorded).
+
+    Example
+    -------
+    >>> _cost_scale(np.array([np.nan, 2.0, 0.5])), _cost_scale(np.array([np.nan, np.nan]))
+    (2.0, None)
+    """
+    if mean_costs is None:
+        return None
+    mc = np.asarray(mean_costs, dtype=np.float64)
+    mc = mc[np.isfinite(mc)]
+    return max(float(mc.max()), 1e-12) if mc.size else None
 
 
 class CostAwareRouter(InnerRouterState, Router):
@@ -241,7 +258,10 @@ class CostAwareRouter(InnerRouterState, Router):
         router = self._make().fit(inner)
         P = router.predict_scores(held)
         C = self._costs(self._fit_costs(inner), router.mean_costs_, held)
-        shift = C / max(float(np.nanmax(router.mean_costs_)), 1e-12)
+        scale = _cost_scale(router.mean_costs_)
+        if scale is None:
+            return 0.0, "0: no LLM has a recorded cost on the inner training queries"
+        shift = C / scale
         best, best_v = 0.0, -np.inf
         for p in PENALTY_GRID:
             if how == "complete":
@@ -262,12 +282,28 @@ class CostAwareRouter(InnerRouterState, Router):
         self._check_fitted()
         return f"penalty {self.penalty_:g} ({self.penalty_note_})"
 
-    def _predict_scores(self, data: RoutingData) -> np.ndarray:
-        P = np.asarray(self.router_.predict_scores(data), dtype=np.float64)
-        C = self._costs(self.cost_model_, self.mean_costs_, data)
-        if C is None:
+    def predict_scores(self, data: RoutingData) -> np.ndarray:
+        """The wrapped router's predicted scores minus the cost penalty, over the whole pool.
+
+        ``P - penalty_ * C / max(mean_costs_)`` with ``C`` what :meth:`predict_costs` predicts
+        (the cost routing uses), so an LLM added by :meth:`add_llm` (scored by its probe
+        head) is penalised by its estimated mean cost like every fitted LLM. The cost unit is
+        the largest finite mean cost of the fitted LLMs, so adding or removing an LLM does not
+        change it; without a finite one the wrapped router's scores are returned unchanged.
+
+        Returns
+        -------
+        ndarray of float64, shape (n_queries, n_llms)
+        """
+        P = super().predict_scores(data)
+        scale = _cost_scale(self.mean_costs_)
+        if scale is None:  # no costs, or none recorded: the wrapped router unchanged
             return P
-        return P - self.penalty_ * C / max(float(np.nanmax(self.mean_costs_)), 1e-12)
+        return P - self.penalty_ * self.predict_costs(data) / scale
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        # un-penalised: predict_scores applies the penalty once the pool is assembled
+        return np.asarray(self.router_.predict_scores(data), dtype=np.float64)
 
     def _predict_costs(self, data: RoutingData) -> np.ndarray:
         return self._costs(self.cost_model_, self.mean_costs_, data)

@@ -133,6 +133,10 @@ class Router(ABC):
         self.llm_names_ = list(train.llm_names)
         self.mean_costs_ = train.mean_costs() if train.costs is not None else None
         self.llm_prices_ = mean_llm_prices(train.llms)
+        obs = np.asarray(train.scores, np.float64)[train.observed]
+        # the score scale add_llm holds probe scores to; in memory only (not exported: a new
+        # artifact field would change the format), so a loaded router has None
+        self.score_range_ = np.array([obs.min(), obs.max()]) if obs.size else None
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
         self._fit(train, val)
         self.fitted_ = True
@@ -289,8 +293,12 @@ class Router(ABC):
         """Add a new LLM to the fitted router from its scores on a few probe queries.
 
         Routers with ``native_add_llm`` fit the new LLM's parameters with everything else
-        frozen; the others predict it by kNN over its probes. All or nothing: on any
-        error the router is left exactly as it was.
+        frozen; the others predict it by kNN over its probes. The other LLMs' predictions do
+        not change, except on two routers whose predictions read the whole pool: ``graph``
+        (the new LLM node and probe edges join the message passing, which moves every LLM's
+        predictions a little) and ``cascade`` (its scores are the one-hot end of a cost
+        chain, which the new LLM joins); removing the added LLM restores them exactly. All
+        or nothing: on any error the router is left exactly as it was.
 
         Parameters
         ----------
@@ -312,6 +320,14 @@ class Router(ABC):
         provenance : dict, optional
             Extra plain fields recorded in ``llm_info_[name]`` (e.g. probe strategy).
 
+        Raises
+        ------
+        ValueError
+            Among others, a probe score outside the range of the scores the router was
+            fitted on in this process (``score_range_``; e.g. a 7 among 0/1 scores would
+            outrank every fitted LLM everywhere). A router loaded from an artifact does not
+            record it: ``recsys-router onboard`` then checks against ``--data``'s scores.
+
         Returns
         -------
         Router
@@ -331,7 +347,9 @@ class Router(ABC):
 
     def remove_llm(self, name: str) -> "Router":
         """Remove an LLM (added or fitted) from the pool; the other LLMs' predictions do not
-        change, and removing an added LLM restores the router's previous decisions exactly.
+        change (except on ``graph`` and ``cascade``, whose predictions read the whole pool:
+        see :meth:`add_llm`), and removing an added LLM restores the router's previous
+        decisions exactly (on every router).
 
         Returns
         -------

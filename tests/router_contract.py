@@ -18,6 +18,10 @@ Class attributes tune the checks:
                        ``"mean"`` (average predicted cost ~ budget) or ``None`` (skip)
 ``n_single``           how many test queries the batch == single check routes one by one
 ``n_probes``           probe records given to ``add_llm`` in the pool checks
+``keeps_others``       ``add_llm`` / ``remove_llm`` leave the other LLMs' predictions unchanged
+                       (the promise of ``Router.remove_llm``; False only for the documented
+                       exceptions: ``graph``, whose message passing reads the whole pool, and
+                       ``cascade``, whose scores are the one-hot end of its cost chain)
 
 Override the ``data`` fixture (a dict with ``train``/``test`` and optionally ``val``) to
 run on other data; the default is the shared ``sim_split`` fixture (300 simulated queries,
@@ -71,6 +75,7 @@ class RouterContract:
     quality_margin = 0.0
     n_single = 12
     n_probes = 40
+    keeps_others = True
 
     # ------------------------------------------------------------------ fixtures
     @pytest.fixture(scope="class")
@@ -295,6 +300,20 @@ class RouterContract:
         assert set(r.route(rest)) <= set(rest.llm_names)
         with pytest.raises(ValueError, match="unknown LLM"):
             r.remove_llm(gone)
+
+    def test_add_and_remove_keep_the_other_llms_predictions(self, fitted, data):
+        if not self.keeps_others:
+            pytest.skip("documented exception: add/remove changes the other LLMs' predictions")
+        test, (hi, _) = data["test"], self._levels(data)
+        r = copy.deepcopy(fitted)
+        before = r.predict_scores(test)
+        scores, costs, cost = self._probes(data, hi)
+        r.add_llm("onboarded", scores, costs)
+        added = r.predict_scores(with_new_llm(test, "onboarded", hi, cost))
+        np.testing.assert_allclose(added[:, :-1], before, rtol=1e-6, atol=1e-7)
+        r.remove_llm(test.llm_names[0])
+        rest = with_new_llm(test.subset(llms=test.llm_names[1:]), "onboarded", hi, cost)
+        np.testing.assert_allclose(r.predict_scores(rest), added[:, 1:], rtol=1e-6, atol=1e-7)
 
     def test_add_llm_bad_input_changes_nothing(self, fitted, data):
         test = data["test"]

@@ -141,3 +141,15 @@ def test_task_best_hand_example_unseen_and_missing_tasks():
     # task -> overall means (a 0.5, b 1/3, c 0.5) -> a
     assert r.route(new).tolist() == ["b", "a", "a"]
     np.testing.assert_allclose(r.predict_scores(new)[1], [0.5, 1 / 3, 0.5])
+
+
+def test_oracle_never_counts_an_unrecorded_test_cost_free():
+    # no training cost at all, and b's test cost unrecorded: b gets the dearest known cost of
+    # the query (1.0), not 0. wtp 1: utilities a 1 - 1 = 0, b 1 - 1 = 0 (tie: the first),
+    # c 0 - 0.5; budget 0.5: only c fits. (As free, b took both.)
+    train = RoutingData(["t"], ["a", "b", "c"], [[1.0, 1.0, 0.0]], [[np.nan] * 3])
+    test = RoutingData(["q"], ["a", "b", "c"], [[1.0, 1.0, 0.0]], [[1.0, np.nan, 0.5]])
+    r = make_router("oracle").fit(train)
+    np.testing.assert_allclose(r.predict_costs(test), [[1.0, 1.0, 0.5]])
+    assert r.route(test, wtp=1.0).tolist() == ["a"]
+    assert r.route(test, budget=0.5).tolist() == ["c"]

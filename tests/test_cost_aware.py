@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from recsys_router.data import RoutingData
@@ -108,3 +109,39 @@ def test_ridge_costs_with_an_encoder_that_learns_from_text(sim_split, tmp_path):
     assert given.fingerprint_ is None
     loaded = load_router(export_router(r, tmp_path / "ca", train_data=train)).router
     np.testing.assert_allclose(loaded.predict_costs(test), r.predict_costs(test), rtol=1e-9)
+
+
+def _tiny(costs):
+    """4 queries, 2 LLMs: ``a`` wins the even queries, ``b`` the odd ones."""
+    s = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    return RoutingData([f"q{i}" for i in range(4)], ["a", "b"], s, costs)
+
+
+@pytest.mark.parametrize("penalty", [0.1, "auto"])
+def test_costs_all_unrecorded_route_as_the_wrapped_router(penalty):
+    # every cost NaN: no cost unit to scale by, so the wrapper adds nothing (it predicted NaN
+    # everywhere and sent every query to the first LLM)
+    d = _tiny(np.full((4, 2), np.nan))
+    r = CostAwareRouter("oracle", penalty=penalty).fit(d)
+    np.testing.assert_array_equal(r.predict_scores(d), d.scores)
+    assert r.route(d).tolist() == ["a", "b", "a", "b"]
+
+
+def test_an_added_twin_gets_the_penalised_scores_of_its_original():
+    # a: 0.8 at cost 1.0, b: 0.6 at cost 0.1; penalty 0.3 over the dearest mean cost 1.0
+    # gives a 0.8 - 0.3 = 0.5 and b 0.6 - 0.03 = 0.57. A twin of a (same probe scores and
+    # costs) must get a's 0.5, not its raw 0.8 (which took every query from b)
+    s, c = np.tile([0.8, 0.6], (6, 1)), np.tile([1.0, 0.1], (6, 1))
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(6)],
+                      "text": [f"question {i}" for i in range(6)]})
+    d = RoutingData(q, ["a", "b"], s, c)
+    r = CostAwareRouter("best-single", penalty=0.3).fit(d)
+    probes = RoutingData(q.iloc[:3].reset_index(drop=True), ["a_twin"], s[:3, :1], c[:3, :1])
+    r.add_llm("a_twin", probes)
+    d3 = RoutingData(d.queries, ["a", "b", "a_twin"], np.hstack([s, s[:, :1]]),
+                     np.hstack([c, c[:, :1]]))
+    np.testing.assert_allclose(r.predict_scores(d3), np.tile([0.5, 0.57, 0.5], (6, 1)),
+                               rtol=1e-6)
+    assert set(r.route(d3).tolist()) == {"b"}
+    r.remove_llm("a_twin")
+    np.testing.assert_allclose(r.predict_scores(d), np.tile([0.5, 0.57], (6, 1)), rtol=1e-6)

@@ -96,6 +96,7 @@ def test_rejects_scores_outside_unit_interval():
 
 class TestGraphContract(RouterContract):
     router_factory = staticmethod(lambda: make_router("graph", **FAST))
+    keeps_others = False  # the new LLM's node and probe edges join the message passing
 
 
 def test_graph_components_split_stays_within_the_module_size_limit():

@@ -3,8 +3,11 @@ pandas would read silently wrong is refused naming its line, and errors name fil
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from recsys_router.cli import main
 from recsys_router.coldstart.onboard import read_answers
 from recsys_router.errors import DataValidationError
 
@@ -38,6 +41,11 @@ def _write(tmp_path, content: str | bytes):
     # one text answered twice (1 then 0) is one probe, not two: both lines are named
     ("text,score\nwhat is 2+2?,1\nother,1\nwhat is 2+2?,0\n",
      r"row 4, column 'text': probe text 'what is 2\+2\?' appears twice \(lines 2 and 4\)"),
+    # a negative cost after a multi-line text: the file line (5), not the record index (1)
+    ('query_id,text,score,cost\nq1,"a\nb\nc",1,0.001\nq2,plain,0,-1.0\n',
+     r"answers.csv, row 5, column 'cost': cost -1.0 is negative; expected a cost >= 0"),
+    # a header alone is no probes (with a weight column it read as "every weight is 0")
+    ("query_id,text,score,weight\n", r"answers.csv: no probe records \(at most a header line\)"),
 ])
 def test_a_file_pandas_would_misread_is_refused_naming_its_line(tmp_path, content, message):
     with pytest.raises(DataValidationError, match=message):
@@ -64,3 +72,39 @@ def test_probes_by_id_may_share_a_text_or_have_none(tmp_path):
     data = RoutingData(["q1", "q2", "q3"], ["a"], [[1.0], [0.0], [1.0]])  # no texts
     probes, _ = read_answers(_write(tmp_path, "query_id,score\nq1,1\nq3,0\n"), "new", data=data)
     assert probes.query_ids == ["q1", "q3"] and probes.scores.ravel().tolist() == [1.0, 0.0]
+
+
+def _binary_artifact(tmp_path):
+    """A best-single artifact fitted on 0/1 scores (its training score range is [0, 1])."""
+    from recsys_router.data import RoutingData
+    from recsys_router.export.artifact import export_router
+    from recsys_router.registry import make_router
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(6)],
+                      "text": [f"question {i}" for i in range(6)]})
+    d = RoutingData(q, ["a", "b"], np.array([[1, 0], [0, 1], [1, 1], [1, 0], [0, 0], [1, 0]],
+                                           dtype=float))
+    r = make_router("best-single").fit(d)
+    export_router(r, tmp_path / "art", train_data=d)
+    d.to_long().to_csv(tmp_path / "data.csv", index=False)
+    return r
+
+
+def test_a_probe_score_outside_the_training_range_is_refused(tmp_path, capsys):
+    # one 7 among 0/1 training scores would outrank every fitted LLM on every query
+    r = _binary_artifact(tmp_path)
+    assert r.score_range_.tolist() == [0.0, 1.0]
+    p = _write(tmp_path, "query_id,text,score\nq1,question 1,1\nq2,question 2,7\n")
+    with pytest.raises(DataValidationError, match=r"answers.csv, row 3, column 'score': score 7 "
+                       r"is outside the pool's score range \[0, 1\]"):
+        read_answers(p, "new", score_range=r.score_range_)
+    # a loaded artifact does not store the range: onboard takes --data's
+    rc = main(["onboard", str(tmp_path / "art"), "--llm", "new", "--scores", str(p),
+               "--data", str(tmp_path / "data.csv"), "--out", str(tmp_path / "new")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "answers.csv, row 3, column 'score': score 7 is outside" in err
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(ValueError, match=r"probe score -0.5 of 'new' on query 'probe-1' \(text 'question 2'\) is "
+                       r"outside the range of the router's training scores \[0, 1\]"):
+        r.add_llm("new", {"question 1": 1.0, "question 2": -0.5})
+    assert r.llm_names_ == ["a", "b"]
+    assert r.add_llm("new", {"question 1": 1.0, "question 2": 0.5}).llm_names_[-1] == "new"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.data import RoutingData
-from recsys_router.policies import argmax_policy
+from recsys_router.policies import argmax_policy, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import INT, STR, Arr, ListOf, Size
 
@@ -39,13 +39,21 @@ def truth_scores(data: RoutingData) -> np.ndarray:
 
 
 def _truth_costs(router: Router, data: RoutingData) -> np.ndarray | None:
-    """True per-query costs of ``data`` where known, the router's mean train cost elsewhere."""
+    """True per-query costs of ``data`` where known, the router's mean train cost elsewhere.
+
+    When no LLM has a recorded training cost there is no mean to fall back on: an unknown
+    cell gets the dearest known cost of its query
+    (:func:`~recsys_router.policies.fill_unknown_costs`), never 0 (free, which handed it the
+    query at a small budget or willingness to pay); finite, as the evaluation requires.
+    """
     base = None if router.mean_costs_ is None else Router._predict_costs(router, data)
     if data.costs is None:
         return base
     c = data.costs.astype(np.float64)
     if base is None:
         return np.nan_to_num(c, nan=0.0)
+    if not np.isfinite(np.asarray(router.mean_costs_, np.float64)).any():
+        return fill_unknown_costs(c)
     return np.where(np.isnan(c), base, c)
 
 

@@ -76,15 +76,18 @@ def run_probes(args) -> int:
 
 def run_onboard(args) -> int:
     """Handler of ``recsys-router onboard``."""
-    from ..coldstart.onboard import onboard_artifact, read_answers
+    from ..coldstart.onboard import answer_score_range, onboard_artifact, read_answers
     from ..export import seed_everything
+    from ..export.artifact import load_router
     seed_everything(args.seed)
     key = sign_key_from_env(args.sign_key_env)  # before any work: fail fast
     data = _load(args) if args.data else None
-    probes, weights = read_answers(args.scores, args.llm, data)
+    src = load_router(args.artifact, sign_key=key)
+    probes, weights = read_answers(args.scores, args.llm, data,
+                                   score_range=answer_score_range(src.router, data))
     out = onboard_artifact(args.artifact, args.llm, probes, args.out, price_in=args.price_in,
                            price_out=args.price_out, strategy=args.strategy, weights=weights,
-                           overwrite=args.overwrite, sign_key=key)
+                           overwrite=args.overwrite, sign_key=key, loaded=src)
     how = "weighted " if weights is not None else ""
     print(f"onboarded {args.llm!r} from {probes.n_queries} {how}probes; wrote {out}")
     return 0

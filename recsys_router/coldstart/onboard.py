@@ -14,19 +14,33 @@ from recsys_router.datasets._common import read_csv
 from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
 
-__all__ = ["read_answers", "onboard_artifact", "MAX_ANSWER_BYTES", "pool_table"]
+from .pool import outside_range
+
+__all__ = ["read_answers", "answer_score_range", "onboard_artifact", "MAX_ANSWER_BYTES",
+           "pool_table"]
 
 #: largest answers file read (bytes)
 MAX_ANSWER_BYTES = 50_000_000
 
 
-def read_answers(path, name: str, data: RoutingData | None = None
+def read_answers(path, name: str, data: RoutingData | None = None, score_range=None
                  ) -> tuple[RoutingData, np.ndarray | None]:
     """Probe records of LLM ``name`` from a CSV (``query_id`` and/or ``text``, ``score``,
     optional ``cost`` and ``weight``); texts missing from the file are taken from ``data`` by
     ``query_id``. The ``weight`` column is the one ``recsys-router probes`` writes (how many
     candidate queries each probe stands for), so its output with a ``score`` column added is
     a valid answers file.
+
+    Parameters
+    ----------
+    path : str or Path
+    name : str
+        The new LLM.
+    data : RoutingData, optional
+        The queries, to look texts up by ``query_id``.
+    score_range : (float, float), optional
+        Lowest and highest score allowed (the router's training scores, see
+        :func:`answer_score_range`); a score outside is refused.
 
     Returns
     -------
@@ -37,8 +51,9 @@ def read_answers(path, name: str, data: RoutingData | None = None
     ------
     DataValidationError
         Naming the file, row (file line) and column (unknown query, empty or repeated
-        query_id, a probe text given twice, missing/NaN score, cost or weight, negative
-        weight, no text).
+        query_id, a probe text given twice, missing/NaN score, cost or weight, a score
+        outside ``score_range``, negative cost or weight, no text); naming the file when it
+        holds no records.
     """
     from .probes_input import probe_data
     path = Path(path)
@@ -52,6 +67,9 @@ def read_answers(path, name: str, data: RoutingData | None = None
     df = read_csv(path, dtype={"query_id": str, "text": str}, keep_default_na=False,
                   na_values=[""])
     line = CsvLines(path).field_line  # record index, column -> file line (error path only)
+    if df.empty:
+        raise DataValidationError("no probe records (at most a header line); expected one record "
+                                  "per probe", source=str(path))
     if "score" not in df.columns or not ({"query_id", "text"} & set(df.columns)):
         raise DataValidationError("expected columns 'score' and 'query_id' and/or 'text'",
                                   source=str(path))
@@ -72,10 +90,17 @@ def read_answers(path, name: str, data: RoutingData | None = None
                 i = int(np.flatnonzero(bad)[0])
                 raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not a finite number",
                                           source=str(path), row=line(i, col), column=col)
-            if col == "weight" and (v < 0).any():
+            if col in ("cost", "weight") and (v < 0).any():
                 i = int(np.flatnonzero((v < 0).to_numpy())[0])
-                raise DataValidationError(f"weight {v.iloc[i]} is negative; expected a weight >= 0",
+                raise DataValidationError(f"{col} {v.iloc[i]} is negative; expected a {col} >= 0",
                                           source=str(path), row=line(i, col), column=col)
+            far = outside_range(v.to_numpy(), score_range) if col == "score" else []
+            if len(far):
+                i = int(far[0])
+                raise DataValidationError(
+                    f"score {v.iloc[i]} is outside the pool's score range "
+                    f"[{float(score_range[0]):g}, {float(score_range[1]):g}]", source=str(path),
+                    row=line(i, col), column=col)
             df[col] = v
     if "text" not in df.columns or df["text"].isna().any():
         if data is None:
@@ -116,6 +141,28 @@ def read_answers(path, name: str, data: RoutingData | None = None
     return probes, weights
 
 
+def answer_score_range(router, data: RoutingData | None = None):
+    """The scores a new LLM's probe answers may take: the range the router recorded at fit
+    (``score_range_``, set in the process that fitted it), else that of ``data``'s observed
+    scores (a router loaded from an artifact, which does not store it), else None
+    (unchecked).
+
+    Example
+    -------
+    >>> class Old: pass
+    >>> answer_score_range(Old(), RoutingData(["a", "b"], ["m"], [[0.0], [1.0]])).tolist()
+    [0.0, 1.0]
+    """
+    rng = getattr(router, "score_range_", None)
+    if rng is not None:
+        return np.asarray(rng, np.float64)
+    if data is not None:
+        obs = np.asarray(data.scores, np.float64)[data.observed]
+        if obs.size:
+            return np.array([obs.min(), obs.max()])
+    return None
+
+
 def pool_table(manifest: dict) -> pd.DataFrame:
     """The LLM table (name, prices, size) recorded in an artifact manifest."""
     rows = [{k: r.get(k) for k in ("name", "input_price", "output_price", "size")}
@@ -125,7 +172,8 @@ def pool_table(manifest: dict) -> pd.DataFrame:
 
 def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=None,
                      price_out=None, strategy: str | None = None, weights=None,
-                     overwrite: bool = False, sign_key: str | bytes | None = None) -> Path:
+                     overwrite: bool = False, sign_key: str | bytes | None = None,
+                     loaded=None) -> Path:
     """Load ``artifact``, add LLM ``name`` from ``probes`` (with optional probe ``weights``)
     and export the result to ``out`` (written to a temporary folder and renamed: nothing
     half-written). The new LLM's provenance (probe count, strategy, whether weighted, date)
@@ -133,9 +181,10 @@ def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=
 
     A signed artifact needs its ``sign_key``: its signature is verified on load and the new
     artifact is signed with the same key (without the key it is refused, so a signed
-    artifact never yields an unsigned one)."""
+    artifact never yields an unsigned one). ``loaded``: ``load_router(artifact,
+    sign_key=sign_key)`` when the caller has it already (it is not loaded again)."""
     from recsys_router.export.artifact import ArtifactError, export_router, load_router
-    src = load_router(artifact, sign_key=sign_key)
+    src = loaded if loaded is not None else load_router(artifact, sign_key=sign_key)
     if src.manifest.get("signature") and sign_key is None:
         raise ArtifactError(f"{Path(artifact) / 'manifest.json'} is signed: pass its signing key "
                             "(--sign-key-env) to verify it and sign the onboarded artifact")

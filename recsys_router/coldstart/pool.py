@@ -27,7 +27,7 @@ from .heads import fit_probe_head, predict_probe_head
 from .probes_input import check_llm_name, probe_data, probe_weights
 
 __all__ = ["add_llm", "remove_llm", "pool_changed", "core_view", "predict_pool", "pool_costs",
-           "estimate_cost"]
+           "estimate_cost", "outside_range", "check_probe_range"]
 
 
 def pool_changed(router) -> bool:
@@ -127,6 +127,33 @@ def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out,
                      "(price_in / price_out, USD per 1M tokens, with pool prices known)")
 
 
+def outside_range(values, score_range) -> np.ndarray:
+    """Positions of ``values`` outside ``score_range`` (``(low, high)``; None: none).
+
+    Example
+    -------
+    >>> outside_range(np.array([0.0, 7.0, 1.0, -1.0]), (0.0, 1.0)).tolist()
+    [1, 3]
+    """
+    if score_range is None:
+        return np.zeros(0, dtype=np.int64)
+    low, high = (float(x) for x in score_range)
+    v = np.asarray(values, dtype=np.float64)
+    return np.flatnonzero((v < low) | (v > high))
+
+
+def check_probe_range(name: str, values, score_range, labels) -> None:
+    """Refuse a probe score outside the range of the scores the router was fitted on (a 7
+    among 0/1 scores would outrank every fitted LLM on every query); ``labels`` name the
+    probes in the message."""
+    bad = outside_range(values, score_range)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"probe score {float(values[i]):g} of {name!r} on query {labels[i]} is "
+                         f"outside the range of the router's training scores "
+                         f"[{float(score_range[0]):g}, {float(score_range[1]):g}]")
+
+
 def _price(v, what: str):
     if v is None:
         return None
@@ -148,6 +175,9 @@ def add_llm(router, name, scores, costs=None, *, price_in=None, price_out=None,
         raise ValueError(f"LLM {name!r} is already in the pool; remove_llm({name!r}) first")
     price_in, price_out = _price(price_in, "price_in"), _price(price_out, "price_out")
     probes = probe_data(name, scores, costs)
+    check_probe_range(name, probes.scores[:, 0], getattr(router, "score_range_", None),
+                      [f"{q!r} (text {str(t)[:60]!r})" for q, t in
+                       zip(probes.query_ids, probes.queries["text"])])
     w = probe_weights(name, probes, weights)
     need = int(getattr(router, "min_probes", 2))
     if probes.n_queries < need:

@@ -9,6 +9,7 @@ and on the test queries (metric names exactly these)::
     cell_auc        = AUC of p_ic against binary s_ic       (higher; binary scores)
     cell_rmse       = sqrt(mean_i (p_ic - s_ic)^2)          (lower; other scores)
     mu_o_onboarded  = mean_i s_i,argmax_j p_ij  with c in the pool        (higher)
+                      (j over the LLMs observed on query i, as in every protocol)
     mu_o_full       = the same for the router fitted with c's full column (higher)
     mu_o_without    = the same for the pool without c                     (higher)
     route_gap       = mu_o_full - mu_o_onboarded                          (lower)
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from recsys_router.data import RoutingData
+from recsys_router.policies import argmax_policy
 
 from .selection import STRATEGIES, score_profiles, select_probes
 
@@ -42,7 +44,8 @@ COLDSTART_METRICS = {"score_mae": -1, "cell_auc": +1, "cell_rmse": -1, "mu_o_onb
 
 
 def parse_cold_llms(spec: str, names: Sequence[str], seed: int = 0) -> list[str]:
-    """``all``, a count ``N`` (seeded random subset) or ``NAME,NAME`` (or a list of names).
+    """``all``, a count ``N`` (seeded random subset) or ``NAME,NAME`` (or a list of names),
+    each named once.
 
     Example
     -------
@@ -66,6 +69,10 @@ def parse_cold_llms(spec: str, names: Sequence[str], seed: int = 0) -> list[str]
     bad = [s for s in out if s not in names]
     if bad or not out:
         raise ValueError(f"--cold-llms: unknown LLM(s) {bad}; the pool is {names}")
+    twice = sorted({s for s in out if out.count(s) > 1})
+    if twice:
+        raise ValueError(f"--cold-llms: LLM(s) {twice} named more than once (each would repeat "
+                         "its rows)")
     return out
 
 
@@ -86,8 +93,20 @@ def _auc(p: np.ndarray, y: np.ndarray) -> float:
 
 
 def _mu_o(scores: np.ndarray, pred: np.ndarray) -> float:
-    choice = np.argmax(np.where(np.isnan(pred), -np.inf, pred), axis=1)
-    return float(np.nanmean(scores[np.arange(len(scores)), choice]))
+    """Mean true score of the argmax choice, each query routed among its observed LLMs (as
+    every other protocol does); queries with no observed LLM are left out.
+
+    Example
+    -------
+    >>> _mu_o(np.array([[np.nan, 0.0], [1.0, 0.0]]), np.array([[0.9, 0.1], [0.9, 0.1]]))
+    0.5
+    """
+    obs = ~np.isnan(scores)
+    rows = np.flatnonzero(obs.any(axis=1))
+    if not len(rows):
+        return float("nan")
+    choice = argmax_policy(pred[rows], mask=obs[rows])
+    return float(scores[rows, choice].mean())
 
 
 def _cell_metrics(pred, y, binary: bool) -> dict:
@@ -116,8 +135,11 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
     """Metric rows of the coldstart protocol (one row per cold LLM, strategy, K, seed, method).
 
     ``make()`` returns a fresh unfitted router. Columns: ``router`` (the router name,
-    ``probe-mean`` or ``nearest-llm``), ``cold_llm``, ``strategy``, ``k``, ``seed``,
-    ``metric``, ``value``.
+    ``probe-mean`` or ``nearest-llm``), ``cold_llm``, ``strategy``, ``k`` (the probe count
+    asked; 0 for the full-column row), ``n_probes`` (the probes the LLM was onboarded from;
+    the full column's observed training queries on its row), ``seed``, ``metric``,
+    ``value``. A ``k`` above the cold LLM's observed training queries gets no rows (the
+    ``evaluate`` protocol notes it).
     """
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
@@ -146,8 +168,8 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
         prof = score_profiles(r0, cand_q)
         full_cell = _cell_metrics(full_pred[:, j], y, binary)
         for m, v in full_cell.items():
-            rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0, seed=0,
-                             metric=m, value=v))
+            rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0,
+                             n_probes=int(tr_c.n_queries), seed=0, metric=m, value=v))
         col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
         for seed in seeds:
             for strategy in strategies:
@@ -182,7 +204,8 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
                         met.update(mu_o_onboarded=mu, mu_o_full=mu_full, mu_o_without=mu_without,
                                    route_gap=mu_full - mu)
                         rows += [dict(router=name, cold_llm=c, strategy=strategy, k=int(k),
-                                      seed=int(seed), metric=m, value=float(v)) for m, v in met.items()]
+                                      n_probes=int(len(idx)), seed=int(seed), metric=m,
+                                      value=float(v)) for m, v in met.items()]
             bar.update(1)
     bar.close()
     return pd.DataFrame(rows)

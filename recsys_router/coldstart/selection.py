@@ -9,6 +9,8 @@ Strategies of :func:`select_probes`:
                  score profiles over the existing LLMs (observed scores, predictions where
                  unobserved), one query per cluster, the one nearest its centre; its weight is
                  the cluster's size (so a weighted fit estimates the mean over all candidates);
+                 when k-means leaves clusters empty (fewer distinct profiles than ``k``) the
+                 largest clusters give further members, so there are always ``k`` probes;
 ``adaptive``     sequential (:class:`ProbeSession`): the new LLM is treated as one of the
                  existing LLMs, unknown which; the posterior weight of LLM ``l`` is
                  ``w_l ~ prod_i N(y_i; p_il, s^2)`` over the answers so far, and the next query
@@ -18,9 +20,9 @@ Strategies of :func:`select_probes`:
                  (the answer on query ``i`` simulated as each LLM's ``p_il`` in turn).
 
 Probe weights (``return_weights=True``, for ``Router.add_llm(..., weights=)``): the number of
-candidates each probe stands for, normalised to mean 1: cluster size for ``informative``,
-stratum size / probes in the stratum for ``stratified``, equal for ``random`` and
-``adaptive`` (whose probes are fitted by the model, not averaged).
+candidates each probe stands for, normalised to mean 1: cluster size / probes in the cluster
+for ``informative``, stratum size / probes in the stratum for ``stratified``, equal for
+``random`` and ``adaptive`` (whose probes are fitted by the model, not averaged).
 
 Reference: Polo et al., "tinyBenchmarks: evaluating LLMs with fewer examples", ICML 2024
 (anchor points, IRT); uncertainty sampling (Lewis & Gale, SIGIR 1994).
@@ -90,16 +92,35 @@ def _stratified(queries: RoutingData, router, k: int, rng, seed: int) -> tuple[n
 
 def _informative(queries: RoutingData, router, k: int, seed: int,
                  prof=None) -> tuple[np.ndarray, np.ndarray]:
+    """``k`` cluster anchors and the number of candidates each stands for.
+
+    Each non-empty k-means cluster gives its member nearest the centre. When k-means leaves
+    clusters empty (fewer distinct score profiles than ``k``, e.g. binary scores of a small
+    pool), the missing probes are further members of the clusters whose probes stand for
+    the most candidates (size / probes taken), the nearest the centre first (ties in seeded
+    random order); each probe of a cluster of size ``S`` given ``t`` probes weighs ``S / t``,
+    so the weights still sum to the number of candidates.
+    """
     prof = score_profiles(router, queries) if prof is None else prof
     labels, centres = _kmeans_labels(prof, k, seed)
-    out, sizes = [], []
+    rng = np.random.default_rng(seed)
+    clusters = []  # members of each non-empty cluster, the anchor first
     for c in range(k):
         members = np.flatnonzero(labels == c)
         if members.size:
             d = ((prof[members] - centres[c]) ** 2).sum(axis=1)
-            out.append(int(members[np.argmin(d)]))
-            sizes.append(float(members.size))
-    return np.asarray(out, dtype=np.int64), np.asarray(sizes)
+            first = int(np.argmin(d))
+            rest = np.delete(np.arange(members.size), first)
+            rest = rest[np.lexsort((rng.random(rest.size), d[rest]))]
+            clusters.append(members[np.concatenate([[first], rest])])
+    sizes = np.array([m.size for m in clusters], dtype=np.float64)
+    take = np.ones(len(clusters), dtype=np.int64)
+    for _ in range(k - len(clusters)):  # k <= candidates, so room is always left
+        share = np.where(take < sizes, sizes / take, -np.inf)
+        take[int(np.argmax(share))] += 1
+    rows = np.concatenate([m[:t] for m, t in zip(clusters, take)])
+    weights = np.concatenate([np.full(t, m.size / t) for m, t in zip(clusters, take)])
+    return rows.astype(np.int64), weights
 
 
 def _mean_one(w: np.ndarray) -> np.ndarray:
@@ -134,7 +155,7 @@ def select_probes(router, queries: RoutingData, k: int, strategy: str = "informa
 
     Returns
     -------
-    ndarray of int, shape (k,) (``informative`` may return fewer when clusters coincide)
+    ndarray of int, shape (k,)
         The rows; with ``return_weights``, the tuple ``(rows, weights)``.
 
     Example
