@@ -108,15 +108,22 @@ def summarise_out(out: Path, aim_k: int) -> int:
     if not files:
         print(f"{out}: no result CSV", file=sys.stderr)
         return 2
+    rc = 0
     for f in files:
         rows = pd.read_csv(f)
         summary = summarise(rows)
         ds = str(rows["dataset"].iloc[0])
-        print(f"\n{ds} ({f}): aims at K = {aim_k}")
-        print(_markdown(aims_table(summary, ds, aim_k)))
+        available = sorted(int(k) for k in set(rows["k"]) if k > 0)
+        if aim_k in available:
+            print(f"\n{ds} ({f}): aims at K = {aim_k}")
+            print(_markdown(aims_table(summary, ds, aim_k)))
+        else:  # an empty table would read as "no router meets the aims"
+            print(f"{f}: no results at --aim-k {aim_k}; this run has K = "
+                  f"{', '.join(map(str, available)) or 'none'}", file=sys.stderr)
+            rc = 2
         print(f"\n{ds}: score_mae against K")
         print(_markdown(curve_table(summary)))
-    return 0
+    return rc
 
 
 def _markdown(df: pd.DataFrame) -> str:
@@ -155,7 +162,9 @@ def main(argv=None) -> int:
                     help="Lightning routers' batch size (default: data-scaled)")
     ap.add_argument("--max-train", type=int, default=2000)
     ap.add_argument("--max-test", type=int, default=1000)
-    ap.add_argument("--aim-k", type=int, default=50)
+    ap.add_argument("--aim-k", type=int, default=50,
+                    help="K of the aims table: one of --probes (with --summarise, one of the "
+                         "run's K values)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/coldstart")
     ap.add_argument("--readme", default=None)
@@ -167,6 +176,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ks = [int(k) for k in args.probes.split(",")]
+    if args.aim_k not in ks:
+        ap.error(f"--aim-k {args.aim_k} is not among --probes {args.probes}: its aims table "
+                 f"would be empty")
     tables, heads = [], []
     for ds in args.datasets.split(","):
         if not DATA.exists():

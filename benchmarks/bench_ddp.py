@@ -11,7 +11,8 @@ gathers both halves before computing the metrics (``RouterModule._eval_epoch_end
 
 Noise reference: each of ``--seeds`` model seeds (``--seed``, ``--seed`` + 1, ...) is fitted
 both ways; per seed the DDP - 1-process difference is printed, and the difference of the
-means is compared with the spread (max - min) over seeds. The seed also sets the DDP
+means is compared with the spread (max - min) over seeds (with one seed there is no spread:
+the verdict reads "n/a (one seed)"). The seed also sets the DDP
 sampler's shuffling (Lightning seeds ``DistributedSampler`` with the global seed), while the
 1-process order comes from the data seed (0) and is the same for every model seed, so the
 1-process spread holds initialisation noise only; the DDP spread holds both. Wall time of each run is measured in this run (whole
@@ -96,7 +97,8 @@ def main(argv=None) -> None:
                    help="simulated queries (8 LLMs, 6 topics, data seed 0 as in the config)")
     p.add_argument("--batch-size", type=int, default=64, help="global batch size (queries)")
     p.add_argument("--seeds", type=int, default=3,
-                   help="model seeds seed, seed+1, ...; each is fitted with 1 process and DDP")
+                   help="model seeds seed, seed+1, ...; each is fitted with 1 process and DDP "
+                        "(the noise verdict needs at least 2)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--devices", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--out-json", help=argparse.SUPPRESS)
@@ -106,6 +108,8 @@ def main(argv=None) -> None:
         return _worker(a)
     if a.queries < 20:
         raise SystemExit(f"--queries must be at least 20 (a 0.8/0.1/0.1 split), got {a.queries}")
+    if a.seeds < 1:
+        raise SystemExit(f"--seeds must be at least 1, got {a.seeds}")
     if a.batch_size % 2:
         raise SystemExit(f"--batch-size must be even (split over 2 processes), got {a.batch_size}")
     from tqdm import tqdm
@@ -125,7 +129,11 @@ def main(argv=None) -> None:
         ones = np.array([runs[(s, 1)][k] for s in seeds])
         ddps = np.array([runs[(s, 2)][k] for s in seeds])
         noise = max(np.ptp(ones), np.ptp(ddps))
-        verdict = "within noise" if abs(ddps.mean() - ones.mean()) <= noise else "BEYOND noise"
+        if len(seeds) < 2:  # no spread to compare with: one seed says nothing about noise
+            verdict = "n/a (one seed)"
+        else:
+            verdict = ("within noise" if abs(ddps.mean() - ones.mean()) <= noise
+                       else "BEYOND noise")
         print(f"{k:<11}{'mean':>6}{ones.mean():>11.4f}{ddps.mean():>12.4f}"
               f"{ddps.mean() - ones.mean():>+10.4f}  spread over seeds 1p {np.ptp(ones):.4f}, "
               f"DDP {np.ptp(ddps):.4f} -> {verdict}")

@@ -32,11 +32,19 @@ means the current form takes less CPU time (wall time in the row marked so).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+# One thread for numpy's BLAS (OpenBLAS/MKL) and OpenMP too, not just torch's
+# (``torch.set_num_threads(1)`` below): set before numpy is first imported. Only when run
+# as a script, so a test that imports this file leaves its process's environment alone.
+if __name__ == "__main__":
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, not installed
 

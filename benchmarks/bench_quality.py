@@ -8,15 +8,17 @@ library's own, computed from the decision table; nothing is re-implemented here)
    (RouterEval mu_o, V_B, E_p); mean and std over folds.
 2. ``anchor``: ORBIT's protocol on ``routerbench_zs`` (see ``/work/shared/ANCHORS.md``):
    the six CSVs pooled row by row, rows with any missing value dropped (3,150 kept),
-   20 % train / 80 % test by query (seed 0), MiniLM embeddings, ORBIT budget sweep over
-   the router's predicted costs; our routers printed next to ORBIT's measured numbers.
+   20 % train / 80 % test by query (ORBIT's fixed permutation, seed 0, whatever ``--seed``;
+   ``--seed`` seeds the routers and the evaluation, as in ``folds``), MiniLM embeddings,
+   ORBIT budget sweep over the router's predicted costs; our routers printed next to ORBIT's
+   measured numbers.
 
 Routers: registry names, plus ``ca-<name>`` = :class:`recsys_router.models.cost_aware.CostAwareRouter`
 around ``<name>``: per-query predicted costs (ridge on the query embedding) and a cost
 penalty on the predicted scores chosen on an inner split of the training queries;
 ``cam-<name>`` is the same with each LLM's mean train cost as predicted cost.
 
-Writes ``<out>/<part>_<dataset>.md`` and ``.csv`` (metrics, long) and prints the tables;
+Writes ``<out>/<part>_<dataset><tag>.md`` and ``.csv`` (metrics, long) and prints the tables;
 ``--readme FILE`` also puts each table into FILE between its own markers.
 
 Usage::
@@ -316,10 +318,10 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         data = anchor_data()
         cfg = run_config(a, names, params, a.encoder, protocols=["orbit"],
-                         split_column="split", seed=0)
+                         split_column="split", seed=a.seed)
         res = evaluate(data, cfg)
         tab = summary(res, ["orbit"])
-        write(out, "anchor_routerbench_zs", anchor_table(tab), res,
+        write(out, f"anchor_routerbench_zs{a.tag}", anchor_table(tab), res,
               f"### ORBIT protocol on routerbench_zs ({data.n_queries} rows, ORBIT 20/80 split, "
               f"encoder {a.encoder}{', --auto ' + str(a.auto) if a.auto else ''}"
               f"{', no fallback' if a.no_fallback else ''}"

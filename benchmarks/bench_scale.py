@@ -8,7 +8,7 @@ before each stage through ``/proc/self/clear_refs``; where that is not possible 
 since the start). The stages call, in order, the functions :func:`recsys_router.evaluation.evaluate`
 calls (``make_folds``, the shared encoder, ``_fit_fold`` one router at a time,
 ``resolve_pools``, ``_sweep_pool``, ``_assemble``, ``metrics_from_decisions``), so the metrics
-are those of ``evaluate`` (``tests/test_bench_scale.py`` checks that on a small case).
+are those of ``evaluate`` (``tests/test_routereval_scale.py`` checks that on a small case).
 
 Then the scaling check: the same pipeline on ``--scale-queries`` queries (default 2,000) at
 ``--scale-llms`` LLMs (default 250, 500, 1,000, 2,000) with pools ``3, 5, all``, printing each
@@ -223,7 +223,7 @@ def _scaling(args, routers) -> list[dict]:
         print(f"\nscaling: {args.scale_queries} queries x {L} LLMs, pools {args.scale_pools}",
               flush=True)
         stages, decisions, *_ = pipeline(args.scale_queries, L, routers, pools, args.seed,
-                                         args.encoder)
+                                         args.encoder, max_steps=args.max_steps)
         per[L] = {r["stage"]: r["seconds"] for r in stages.rows}
         per[L].update(_per_llm_reference(decisions))
         stage_s = {r["stage"]: r["seconds"] for r in stages.rows}
@@ -257,8 +257,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-queries", type=int, default=2000)
     ap.add_argument("--scale-pools", default="3,5,all")
     ap.add_argument("--max-steps", type=int, default=None,
-                    help="optimizer steps of the Lightning routers (default: their data-scaled "
-                         "plan); the output then also extrapolates their fit to the plan's steps")
+                    help="optimizer steps of the Lightning routers, in the full run and the "
+                         "scaling check (default: their data-scaled plan); the full run's "
+                         "output then also extrapolates their fit to the plan's steps")
     ap.add_argument("--skip-full", action="store_true")
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the numbers here")

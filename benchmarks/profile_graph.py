@@ -22,11 +22,19 @@ that code (``benchmarks/README.md`` shows both).
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 from pathlib import Path
 
-import numpy as np
+# One thread for numpy's BLAS (OpenBLAS/MKL) and OpenMP too, not just torch's
+# (``torch.set_num_threads(1)`` below): set before numpy is first imported. Only when run
+# as a script, so a test that imports this file leaves its process's environment alone.
+if __name__ == "__main__":
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

@@ -14,6 +14,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
     (["--queries", "5"], "--queries must be at least 20"),
     (["--queries", "-3"], "--queries must be at least 20"),
     (["--batch-size", "63"], "--batch-size must be even"),
+    (["--seeds", "0"], "--seeds must be at least 1"),
 ])
 def test_bench_ddp_rejects_bad_sizes(argv, message):
     sys.path.insert(0, str(BENCH))

@@ -30,10 +30,12 @@ EXACT_MAX_CELLS = 400_000_000
 
 
 def _mm_t(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b.T`` (float32) through torch's CPU GEMM, which runs the search's per-cell shapes
-    (hundreds of rows x about a thousand candidates) 1.1-1.9x faster than numpy's on this
-    project's machines (``benchmarks/bench_graph_parts.py``); the same float32 product up to
-    summation order."""
+    """``a @ b.T`` (float32) through torch's CPU GEMM; the same float32 product as numpy's up
+    to summation order. With one BLAS thread on each side it is not faster than numpy's at the
+    search's per-cell shapes (hundreds of rows x about a thousand candidates): 0.80-0.99x
+    numpy's speed by CPU time on this project's machines (``benchmarks/bench_graph_parts.py``,
+    2026-12-02). An earlier 1.1-1.9x came from numpy's CPU time counting two OpenBLAS
+    threads."""
     return (torch.from_numpy(np.ascontiguousarray(a, np.float32))
             @ torch.from_numpy(np.ascontiguousarray(b, np.float32)).T).numpy()
 
@@ -118,9 +120,11 @@ def _top_k(sims: np.ndarray, kk: int) -> np.ndarray:
     """Column indices of each row's ``kk`` largest values, largest first (ties in any order).
 
     Rows at least ``64 x kk`` long go through ``torch.topk``, whose CPU kernel switches to a
-    partial heap sort at that length (2-5x faster than ``np.argpartition`` plus the sort of
-    the shortlist at the search's shapes, ``benchmarks/bench_graph_parts.py``); shorter rows,
-    where it selects by a full ``nth_element`` and is no faster, through numpy."""
+    partial heap sort at that length (measured 2-5x faster than ``np.argpartition`` plus the
+    sort of the shortlist at the search's shapes when added; a rerun on 2026-12-02 gave
+    0.66-0.86x for a cell's 300 rows and 1.3-1.5x for a held-out cell's 33,
+    ``benchmarks/bench_graph_parts.py``); shorter rows, where it selects by a full
+    ``nth_element`` and is no faster, through numpy."""
     if kk >= sims.shape[1]:
         return np.argsort(-sims, axis=1)[:, :kk]
     n = sims.shape[1]
