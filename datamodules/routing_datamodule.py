@@ -153,6 +153,10 @@ class RoutingDataModule(pl.LightningDataModule):
         With ``feedback``: simulate the log from a full matrix, one LLM per train query drawn
         by this policy (seeded by ``seed``) with its propensity; val/test stay full
         (:func:`recsys_router.feedback.logging_sim.simulated_train_log`).
+    predict_split : str
+        The split ``predict_dataloader`` serves (``test``, ``val`` or ``train``; ``test``
+        falls back to ``val`` when the data has no test split). ``recsys-router predict``
+        links it to ``--predictions.split``, so the written query ids are the predicted ones.
 
     Attributes
     ----------
@@ -182,7 +186,8 @@ class RoutingDataModule(pl.LightningDataModule):
                  mode: str = "listwise", selection_ratio: float = 0.95,
                  max_pairs_per_query: int | None = None, num_workers: int = 0,
                  carve_val: bool = True, feedback: str | None = None,
-                 propensity_clip: float = 0.05, logging_policy: str | None = None):
+                 propensity_clip: float = 0.05, logging_policy: str | None = None,
+                 predict_split: str = "test"):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -213,6 +218,7 @@ class RoutingDataModule(pl.LightningDataModule):
             raise ValueError("logging_policy simulates logged feedback: set feedback "
                              "(naive, ips, snips or dr) too")
         self.logging_policy = logging_policy
+        self.predict_split = predict_split
         self._splits: dict[str, RoutingData] | None = None
         self._encoder = None
         self._x: dict[str, np.ndarray] = {}
@@ -403,9 +409,33 @@ class RoutingDataModule(pl.LightningDataModule):
             return []
         return self._loader(self._list_dataset("val"), shuffle=False)
 
+    def eval_split(self, split: str) -> str:
+        """The split that stands for ``split`` in test/predict: ``split`` itself, or ``val``
+        for a ``test`` the data does not have.
+
+        Raises
+        ------
+        DataValidationError
+            When neither is there, naming the splits the data has.
+
+        Example
+        -------
+        >>> dm = RoutingDataModule(dataset_options={"n_queries": 40, "n_llms": 3},
+        ...                        encoder_options={"dim": 8}, split_ratios=(0.8, 0.2, 0.0))
+        >>> dm.eval_split("test"), dm.eval_split("train")
+        ('val', 'train')
+        """
+        if split in self.splits:
+            return split
+        if split == "test" and "val" in self.splits:
+            return "val"
+        raise DataValidationError(f"no {split!r} split" + (" (nor 'val')" if split == "test" else "")
+                                  + f"; splits: {sorted(self.splits)}", source=str(self.dataset),
+                                  column="split")
+
     def test_dataloader(self) -> DataLoader:
-        split = "test" if "test" in self.splits else "val"
-        return self._loader(self._list_dataset(split), shuffle=False)
+        return self._loader(self._list_dataset(self.eval_split("test")), shuffle=False)
 
     def predict_dataloader(self) -> DataLoader:
-        return self.test_dataloader()
+        """Listwise batches of ``predict_split`` (see :meth:`eval_split`)."""
+        return self._loader(self._list_dataset(self.eval_split(self.predict_split)), shuffle=False)

@@ -7,7 +7,8 @@ data any :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule
 ``embed_dim`` are linked from the data module, never written in YAML. Defaults: CSVLogger under
 ``lightning_logs/``, ModelCheckpoint and EarlyStopping on ``val/mu_o`` (maximised),
 ``seed_everything=0``; ``predict`` writes ``predictions.csv`` (query id, routed LLM, predicted
-score per LLM) to the log dir or ``--predictions.output_dir``.
+score per LLM) of ``--predictions.split`` (default ``test``; linked to the data module's
+``predict_split``) to the log dir or ``--predictions.output_dir``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class RouterCLI(LightningCLI):
                              "checkpoint.filename": "epoch{epoch:03d}-mu_o{val/mu_o:.4f}",
                              "checkpoint.auto_insert_metric_name": False})
         parser.add_lightning_class_args(ScoresWriter, "predictions")
+        # one source of truth: the data module serves the split whose ids the writer writes
+        parser.link_arguments("predictions.split", "data.init_args.predict_split")
         parser.add_lightning_class_args(EarlyStopping, "early_stopping")
         parser.set_defaults({"early_stopping.monitor": MONITOR, "early_stopping.mode": "max",
                              "early_stopping.patience": 5, "early_stopping.strict": False})

@@ -193,3 +193,29 @@ def test_ddp_test_metrics_equal_one_process_on_the_same_checkpoint(tmp_path):
     for key in ("test/mu_o", "test/v_b", "test/aiq"):
         assert float(ddp[key]) == pytest.approx(float(one.trainer.callback_metrics[key]),
                                                 abs=1e-6), key
+
+
+@pytest.mark.parametrize("split", ["val", "train"])
+def test_predict_split_writes_that_splits_queries_and_scores(split, tmp_path):
+    """``--predictions.split`` is linked to the data module's ``predict_split``: the rows are
+    that split's queries with that split's predicted scores (they were the test queries'
+    scores under the split's ids)."""
+    out = tmp_path / "pred"
+    cli = build_cli(["predict", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC,
+                     *TINY, *_logger(tmp_path), f"--predictions.output_dir={out}",
+                     f"--predictions.split={split}"])
+    assert cli.datamodule.predict_split == split
+    data = cli.datamodule.splits[split]
+    table = pd.read_csv(out / "predictions.csv", dtype={"query_id": str})
+    assert sorted(table["query_id"]) == sorted(data.query_ids)
+    router = cli.model.to_router(cli.datamodule)
+    by_id = table.set_index("query_id").loc[data.query_ids, data.llm_names].to_numpy()
+    np.testing.assert_allclose(by_id, router.predict_scores(data), rtol=1e-5, atol=1e-6)
+
+
+def test_test_without_test_or_val_split_names_the_splits(tmp_path):
+    args = ["test", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path), "--data.init_args.split_ratios=[1.0, 0.0, 0.0]",
+            "--data.init_args.carve_val=false"]
+    with pytest.raises(Exception, match=r"no 'test' split \(nor 'val'\); splits: \['train'\]"):
+        build_cli(args)
