@@ -219,3 +219,20 @@ def test_test_without_test_or_val_split_names_the_splits(tmp_path):
             "--data.init_args.carve_val=false"]
     with pytest.raises(Exception, match=r"no 'test' split \(nor 'val'\); splits: \['train'\]"):
         build_cli(args)
+
+
+def test_lightning_commands_report_a_data_error_in_one_line_exit_2(tmp_path, capsys):
+    """A bad data file under fit/validate/test/predict: one line naming file, row and column,
+    exit 2 (was a traceback and exit 1); ``--debug`` re-raises it."""
+    from recsys_router.errors import DataValidationError
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query_id,model,score\nq1,a,1\nq1,b,abc\nq2,a,0\nq2,b,1\n")
+    args = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), f"--data.init_args.dataset={bad}",
+            "--data.init_args.encoder=hashing", *_logger(tmp_path)]
+    for cmd in ("fit", "predict"):
+        assert main([cmd, *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"recsys-router {cmd}: error: {bad}, row 3, column 'score': score 'abc' "
+                       "is not a finite number (1 such records)"]
+    with pytest.raises(DataValidationError, match="row 3, column 'score'"):
+        main(["--debug", "fit", *args])
