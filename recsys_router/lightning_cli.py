@@ -5,7 +5,9 @@ data module and a trainer, with size links and checkpoint / early-stopping defau
 The model is any :class:`~recsys_router.models.base.router_module.RouterModule` subclass and the
 data any :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`. ``n_llms`` and
 ``embed_dim`` are linked from the data module, never written in YAML. Defaults: CSVLogger under
-``lightning_logs/``, ModelCheckpoint and EarlyStopping on ``val/mu_o`` (maximised),
+``lightning_logs/``, ModelCheckpoint (the best epoch, ``epochNNN-mu_oX.ckpt``) and
+EarlyStopping on ``val/mu_o`` (maximised), ``last.ckpt`` rewritten at every epoch's end (the
+final epoch's state, from the unmonitored ``last_checkpoint`` ModelCheckpoint),
 ``seed_everything=0``; ``predict`` writes ``predictions.csv`` (query id, routed LLM, predicted
 score per LLM) of ``--predictions.split`` (default ``test``; linked to the data module's
 ``predict_split``) to the log dir or ``--predictions.output_dir``.
@@ -35,9 +37,16 @@ class RouterCLI(LightningCLI):
         parser.link_arguments("data.embed_dim", "model.init_args.embed_dim", apply_on="instantiate")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults({"checkpoint.monitor": MONITOR, "checkpoint.mode": "max",
-                             "checkpoint.save_last": True,
+                             "checkpoint.save_last": False,
                              "checkpoint.filename": "epoch{epoch:03d}-mu_o{val/mu_o:.4f}",
                              "checkpoint.auto_insert_metric_name": False})
+        # last.ckpt = the final epoch: a monitored checkpoint's save_last only rewrites it when
+        # a top-k checkpoint is saved (pytorch-lightning 2.6), so an unmonitored one writes it
+        parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
+        parser.set_defaults({"last_checkpoint.monitor": None, "last_checkpoint.save_top_k": 1,
+                             "last_checkpoint.filename": "last",
+                             "last_checkpoint.save_last": False,
+                             "last_checkpoint.enable_version_counter": False})
         parser.add_lightning_class_args(ScoresWriter, "predictions")
         # one source of truth: the data module serves the split whose ids the writer writes
         parser.link_arguments("predictions.split", "data.init_args.predict_split")

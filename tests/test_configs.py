@@ -236,3 +236,22 @@ def test_lightning_commands_report_a_data_error_in_one_line_exit_2(tmp_path, cap
                        "is not a finite number (1 such records)"]
     with pytest.raises(DataValidationError, match="row 3, column 'score'"):
         main(["--debug", "fit", *args])
+
+
+def test_last_ckpt_is_the_final_epoch_when_the_best_epoch_is_not(tmp_path):
+    """Monitoring ``epoch`` (always a checkpoint candidate) with mode min makes epoch 0 the best
+    for sure; last.ckpt must still be epoch 1 at the final step (it stayed at epoch 0: a
+    monitored checkpoint's save_last is only rewritten with a new top-k checkpoint)."""
+    cli = build_cli(["fit", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC,
+                     *TINY, *_logger(tmp_path), "--trainer.max_epochs=2",
+                     "--early_stopping.patience=10", "--checkpoint.monitor=epoch",
+                     "--checkpoint.mode=min"])
+    n_train = cli.datamodule.splits["train"].n_queries
+    steps = 2 * -(-n_train // 16)                      # 2 epochs of ceil(n / batch 16) steps
+    folder = Path(cli.trainer.checkpoint_callback.best_model_path).parent
+    assert Path(cli.trainer.checkpoint_callback.best_model_path).name.startswith("epoch000-")
+    assert sorted(p.name for p in folder.iterdir())[-1] == "last.ckpt"
+    last = torch.load(folder / "last.ckpt", map_location="cpu", weights_only=False)
+    assert (last["epoch"], last["global_step"]) == (1, steps)
+    final = cli.model.state_dict()
+    assert all(torch.equal(last["state_dict"][k], v.cpu()) for k, v in final.items())
