@@ -137,7 +137,7 @@ class MIRTModule(_IRTModule):
     def __init__(self, n_llms: int, embed_dim: int, dim: int = 8, use_llm_features: bool = True,
                  loss: RoutingLoss | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = IRTScorer("mirt", n_llms, embed_dim, dim, use_llm_features)
 
 
@@ -164,7 +164,7 @@ class NIRTModule(_IRTModule):
                  hidden: Sequence[int] = (32, 16), dropout: float = 0.0,
                  loss: RoutingLoss | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = IRTScorer("nirt", n_llms, embed_dim, dim, use_llm_features, tuple(hidden),
                              dropout)
 

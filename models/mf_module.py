@@ -56,7 +56,7 @@ class MFModule(RouterModule):
                  hidden: Sequence[int] = (), dropout: float = 0.0, normalize_llm: bool = True,
                  loss: RoutingLoss | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = MFScorer(n_llms, embed_dim, dim=dim, scoring=scoring, hidden=tuple(hidden),
                             dropout=dropout, normalize_llm=normalize_llm)
 

@@ -60,7 +60,7 @@ class TwoTowerModule(RouterModule):
                  dropout: float = 0.0, id_dropout: float = 0.3, loss: RoutingLoss | None = None,
                  lr: float = 3e-3, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = TwoTowerScorer(n_llms, embed_dim, embed_dim + N_LLM_NUMERIC_FEATURES, dim=dim,
                                   id_dim=id_dim, query_hidden=tuple(query_hidden),
                                   llm_hidden=tuple(llm_hidden), dropout=dropout, id_dropout=id_dropout)

@@ -11,6 +11,8 @@ The structure follows the lightning-hydra-template's ``MNISTLitModule``.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytorch_lightning as pl
 import torch
@@ -91,7 +93,8 @@ class RouterModule(pl.LightningModule):
     Subclass contract
     -----------------
     * call ``super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)``,
-      then ``self.save_hyperparameters(ignore=["loss"])`` and set ``self.net``;
+      then ``self.save_router_hyperparameters()`` (the loss kept as plain data) and set
+      ``self.net``;
     * ``self.net(x)`` returns logits (B, n_llms); it may define ``cell_logits(x, llm)``
       (logit of one LLM per row) to avoid scoring the whole pool on pointwise batches;
     * override :meth:`on_data` to read training data (LLM features, the train matrix)
@@ -260,10 +263,25 @@ class RouterModule(pl.LightningModule):
     # ------------------------------------------------------------------ export
     def loss_config(self) -> dict:
         """The loss's constructor arguments (to rebuild it without the module)."""
-        lf = self.loss_fn
-        return {"kind": lf.kind, "wtp": lf.wtp, "temperature": lf.temperature,
-                "selection_ratio": lf.selection_ratio, "ipw_clip": lf.ipw_clip,
-                "logit_adjust": lf.logit_adjust, "entropy_weight": lf.entropy_weight}
+        return self.loss_fn.config()
+
+    def save_router_hyperparameters(self) -> None:
+        """``save_hyperparameters`` of the calling ``__init__`` with the loss as plain data:
+        the loss module is left out and its :meth:`loss_config` is recorded as the
+        ``loss_config`` hyperparameter (a checkpoint then keeps it; see
+        :meth:`on_load_checkpoint`)."""
+        self.save_hyperparameters(ignore=["loss"], frame=inspect.currentframe().f_back)
+        self.hparams["loss_config"] = self.loss_config()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """A module loaded on its own (``load_from_checkpoint``, export from a checkpoint)
+        takes the checkpoint's loss back from its ``loss_config`` hyperparameter
+        (:meth:`RoutingLoss.from_config`: only the project's loss, nothing imported); a
+        trainer resuming a run keeps the loss its config gives."""
+        cfg = (checkpoint.get("hyper_parameters") or {}).get("loss_config")
+        if cfg is not None and self._trainer is None:
+            self.loss_fn = RoutingLoss.from_config(cfg, "checkpoint hyper_parameters.loss_config")
+            self.hparams["loss_config"] = self.loss_config()
 
     def to_router(self, datamodule=None, **router_options):
         """A fitted :class:`~recsys_router.models.base.lightning_router.LightningRouter` that needs
