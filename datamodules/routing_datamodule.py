@@ -115,10 +115,15 @@ class RoutingDataModule(pl.LightningDataModule):
     split_ratios : sequence of float
         Train/val/test fractions of a seeded random split (used when the dataset has no
         split of its own and neither ``split_column`` nor ``ood_tasks`` is given). When a
-        split has no validation part, ``val`` is carved out of train with fraction
-        ``r_val / (r_train + r_val)``.
+        split has no validation part, ``val`` is carved out of train with ``val_fraction``.
     split_column : str, optional
-        Use this query column as the split (e.g. ``"split"``).
+        Use this query column as the split (e.g. ``"split"``, the published train/test split
+        of ``routerbench_zs``, ``llmrouter`` and ``routerdc_split2_model7``).
+    val_fraction : float, optional
+        Fraction of the train split carved out as ``val`` when the split has no validation
+        part (a published train/test split, ``split_column``, ``ood_tasks``), in [0, 1).
+        Default ``r_val / (r_train + r_val)`` of ``split_ratios`` (0.1 / 0.9 = 11.1% for
+        the default ratios: val's share of train + val in the random split).
     ood_tasks : list of str, optional
         Out-of-domain split: these tasks form the test set.
     seed : int
@@ -180,6 +185,7 @@ class RoutingDataModule(pl.LightningDataModule):
                  dataset_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None,
                  split_ratios: Sequence[float] = (0.8, 0.1, 0.1), split_column: str | None = None,
+                 val_fraction: float | None = None,
                  ood_tasks: list[str] | None = None, seed: int = 0,
                  candidates: list[str] | None = None, candidate_group: str | None = None,
                  pool_size: int = 5, batch_size: int = 64,
@@ -193,6 +199,8 @@ class RoutingDataModule(pl.LightningDataModule):
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if val_fraction is not None and not 0 <= val_fraction < 1:
+            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
         self.save_hyperparameters()
         self.dataset = dataset
         self.data_dir = data_dir
@@ -201,6 +209,7 @@ class RoutingDataModule(pl.LightningDataModule):
         self.encoder_options = dict(encoder_options or {})
         self.split_ratios = tuple(split_ratios)
         self.split_column = split_column
+        self.val_fraction = val_fraction
         self.ood_tasks = ood_tasks
         self.seed = seed
         self.candidates = candidates
@@ -289,7 +298,8 @@ class RoutingDataModule(pl.LightningDataModule):
                                           source=v.source, column="llm")
         if "val" not in parts and self.carve_val:
             r = self.split_ratios
-            frac = r[1] / (r[0] + r[1]) if len(r) == 3 and r[0] + r[1] > 0 else 0.1
+            frac = self.val_fraction if self.val_fraction is not None else \
+                r[1] / (r[0] + r[1]) if len(r) == 3 and r[0] + r[1] > 0 else 0.1
             n = parts["train"].n_queries
             n_val = max(1, int(round(frac * n))) if n > 1 else 0
             if n_val:

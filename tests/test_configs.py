@@ -255,3 +255,23 @@ def test_last_ckpt_is_the_final_epoch_when_the_best_epoch_is_not(tmp_path):
     assert (last["epoch"], last["global_step"]) == (1, steps)
     final = cli.model.state_dict()
     assert all(torch.equal(last["state_dict"][k], v.cpu()) for k, v in final.items())
+
+
+@pytest.mark.parametrize("name", ["routerbench_zs", "llmrouter"])
+def test_data_configs_use_the_published_split_with_a_tenth_of_train_as_val(name):
+    """routerbench_zs and llmrouter ship a train/test split: the configs test on exactly the
+    published test queries and carve 10% of the published train queries as val (they made a
+    random 80/10/10 split)."""
+    from conftest import shared_path
+    from recsys_router.datasets import load_dataset
+    data_dir = shared_path()
+    args = yaml.safe_load((ROOT / "configs" / "data" / f"{name}.yaml").read_text())["data"]["init_args"]
+    dm = RoutingDataModule(**{**args, "encoder": "hashing", "encoder_options": {"dim": 16},
+                              "data_dir": str(data_dir)})
+    q = load_dataset(name, data_dir=str(data_dir)).queries
+    split = q["split"].astype(str).str.lower()
+    published = {s: set(q.loc[split == s, "query_id"].astype(str)) for s in ("train", "test")}
+    assert set(dm.splits["test"].query_ids) == published["test"]
+    train, val = set(dm.splits["train"].query_ids), set(dm.splits["val"].query_ids)
+    assert train | val == published["train"] and not train & val
+    assert len(val) == round(0.1 * len(published["train"]))

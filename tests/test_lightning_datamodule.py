@@ -209,3 +209,20 @@ def test_cell_loader_batches_are_the_gathered_rows(sim_small):
         np.testing.assert_array_equal(b["y"].numpy(), scores[r, b["llm"].numpy()])
         seen.extend(zip(r.tolist(), b["llm"].tolist()))
     assert sorted(seen) == sorted(zip(rows.tolist(), cols.tolist()))
+
+
+def test_val_fraction_sets_the_carved_share_of_a_published_split():
+    """With a split column (no val part) ``val_fraction`` is the carved share of train; the
+    default stays r_val / (r_train + r_val) of split_ratios."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(200, 3, 2, seed=0)
+    q = d.queries.copy()
+    q["split"] = ["test" if i % 4 == 0 else "train" for i in range(200)]   # 150 train, 50 test
+    col = RoutingData(q, d.llms, d.scores, d.costs)
+    parts = col.split(column="split")
+    dm = RoutingDataModule.from_splits(parts, encoder_options={"dim": 8}, val_fraction=0.1)
+    assert {k: v.n_queries for k, v in dm.splits.items()} == {"train": 135, "val": 15, "test": 50}
+    dflt = RoutingDataModule.from_splits(parts, encoder_options={"dim": 8})
+    assert dflt.splits["val"].n_queries == round(150 * 0.1 / 0.9)                       # 17
+    with pytest.raises(ValueError, match=r"val_fraction must be in \[0, 1\)"):
+        RoutingDataModule(val_fraction=1.0)
