@@ -121,7 +121,8 @@ class RoutingDataModule(pl.LightningDataModule):
         of ``routerbench_zs``, ``llmrouter`` and ``routerdc_split2_model7``).
     val_fraction : float, optional
         Fraction of the train split carved out as ``val`` when the split has no validation
-        part (a published train/test split, ``split_column``, ``ood_tasks``), in [0, 1).
+        part (a published train/test split, ``split_column``, ``ood_tasks``), in [0, 1);
+        0 (or a val ratio of 0) carves nothing, so there is no validation split.
         Default ``r_val / (r_train + r_val)`` of ``split_ratios`` (0.1 / 0.9 = 11.1% for
         the default ratios: val's share of train + val in the random split).
     ood_tasks : list of str, optional
@@ -301,7 +302,7 @@ class RoutingDataModule(pl.LightningDataModule):
             frac = self.val_fraction if self.val_fraction is not None else \
                 r[1] / (r[0] + r[1]) if len(r) == 3 and r[0] + r[1] > 0 else 0.1
             n = parts["train"].n_queries
-            n_val = max(1, int(round(frac * n))) if n > 1 else 0
+            n_val = max(1, int(round(frac * n))) if n > 1 and frac > 0 else 0  # 0: no val
             if n_val:
                 perm = np.random.default_rng(self.seed).permutation(n)
                 train = parts["train"]

@@ -226,3 +226,17 @@ def test_val_fraction_sets_the_carved_share_of_a_published_split():
     assert dflt.splits["val"].n_queries == round(150 * 0.1 / 0.9)                       # 17
     with pytest.raises(ValueError, match=r"val_fraction must be in \[0, 1\)"):
         RoutingDataModule(val_fraction=1.0)
+
+
+def test_a_zero_val_share_carves_no_validation_split():
+    """split_ratios (0.9, 0, 0.1) or val_fraction 0: no val split (a one-query val was carved)."""
+    opts = dict(dataset_options={"n_queries": 200, "n_llms": 3}, encoder_options={"dim": 8})
+    dm = RoutingDataModule("synthetic", split_ratios=(0.9, 0.0, 0.1), **opts)
+    assert sorted(dm.splits) == ["test", "train"] and dm.val_dataloader() == []
+    assert dm.splits["train"].n_queries + dm.splits["test"].n_queries == 200
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(60, 3, 2, seed=0)
+    dm0 = RoutingDataModule.from_splits({"train": d.subset(np.arange(50)),
+                                         "test": d.subset(np.arange(50, 60))},
+                                        encoder_options={"dim": 8}, val_fraction=0.0)
+    assert sorted(dm0.splits) == ["test", "train"] and dm0.splits["train"].n_queries == 50
