@@ -149,7 +149,7 @@ def test_battles_from_scores_and_preference_module(tmp_path):
                   "winner": ["model_a"]}).to_csv(bad, index=False)
     with pytest.raises(DataValidationError, match="gpt-x") as err:
         read_battles(bad, names)
-    assert err.value.row == 0 and err.value.column == "model_b"
+    assert err.value.row == 2 and err.value.column == "model_b"   # file line 2 (header: 1)
     pd.DataFrame({"prompt": ["p"], "model_a": [names[0]], "model_b": [names[1]],
                   "winner": ["maybe"]}).to_csv(bad, index=False)
     with pytest.raises(DataValidationError, match="winner"):
@@ -240,3 +240,24 @@ def test_a_zero_val_share_carves_no_validation_split():
                                          "test": d.subset(np.arange(50, 60))},
                                         encoder_options={"dim": 8}, val_fraction=0.0)
     assert sorted(dm0.splits) == ["test", "train"] and dm0.splits["train"].n_queries == 50
+
+
+def test_battle_file_errors_name_the_file_line(tmp_path):
+    """Rows in battle-file errors are file lines like the long-table loader's (they were
+    0-based record indices): a quoted prompt spanning lines and a blank JSONL line count."""
+    names = PreferenceDataModule(**SMALL).llm_names
+    f = tmp_path / "b.csv"
+    f.write_text("prompt,model_a,model_b,winner\n"                          # line 1
+                 f'"two\nlines",{names[0]},{names[1]},model_a\n'           # lines 2-3
+                 f"ok,{names[0]},{names[1]},bogus\n")                      # line 4
+    with pytest.raises(DataValidationError) as err:
+        read_battles(f, names)
+    assert (err.value.row, err.value.column) == (4, "winner")
+    assert str(err.value).startswith(f"{f}, row 4, column 'winner': winner 'bogus'")
+    j = tmp_path / "b.jsonl"
+    j.write_text(f'{{"prompt": "a", "model_a": "{names[0]}", "model_b": "{names[1]}", "winner": "tie"}}\n'
+                 "\n"
+                 f'{{"prompt": "b", "model_a": "{names[0]}", "model_b": "gpt-x", "winner": "tie"}}\n')
+    with pytest.raises(DataValidationError) as err:
+        read_battles(j, names)
+    assert (err.value.row, err.value.column) == (3, "model_b")
