@@ -143,7 +143,9 @@ class PreferenceDataModule(RoutingDataModule):
     battles_per_query : int, optional
         Derived battles: sample at most this many per query.
     include_ties : bool
-        Keep ties (soft label 0.5 in the Bradley-Terry loss).
+        Keep ties (soft label 0.5 in the Bradley-Terry loss). A battles file left with no
+        battle (empty, or only ties without ``include_ties``) is a
+        :class:`~recsys_router.errors.DataValidationError` naming the file.
     **kwargs
         :class:`RoutingDataModule` arguments (``mode`` is forced to ``pairwise``).
 
@@ -196,8 +198,13 @@ class PreferenceDataModule(RoutingDataModule):
                                           source=self.splits["train"].source)
             return PairDataset(self.embeddings("train"), rows, w, l_, t)
         table = read_battles(self.battles, self.llm_names)
+        n_read = len(table)
         if not self.include_ties:
             table = table[table["tie"] == 0].reset_index(drop=True)
+        if not len(table):
+            why = "the file holds no battles" if not n_read else \
+                f"all {n_read} battles are ties and include_ties is false"
+            raise DataValidationError(f"no battles to train on: {why}", source=str(self.battles))
         if "text" in table.columns:
             x = self.encoder.encode(table["text"].astype(str).tolist())
         else:

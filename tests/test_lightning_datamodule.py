@@ -261,3 +261,20 @@ def test_battle_file_errors_name_the_file_line(tmp_path):
     with pytest.raises(DataValidationError) as err:
         read_battles(j, names)
     assert (err.value.row, err.value.column) == (3, "model_b")
+
+
+def test_a_battles_file_without_battles_is_refused_naming_it(tmp_path):
+    """An empty battles file, or one of ties only without include_ties, trained nothing and
+    'succeeded'; now it is a DataValidationError naming the file."""
+    names = PreferenceDataModule(**SMALL).llm_names
+    empty = tmp_path / "empty.csv"
+    empty.write_text("prompt,model_a,model_b,winner\n")
+    ties = tmp_path / "ties.csv"
+    ties.write_text(f"prompt,model_a,model_b,winner\nhi,{names[0]},{names[1]},tie\n")
+    for f, ties_ok, why in [(empty, True, "the file holds no battles"),
+                            (ties, False, "all 1 battles are ties and include_ties is false")]:
+        dm = PreferenceDataModule(battles=str(f), include_ties=ties_ok, **SMALL)
+        with pytest.raises(DataValidationError) as err:
+            dm.train_dataloader()
+        assert str(err.value) == f"{f}: no battles to train on: {why}"
+    assert len(PreferenceDataModule(battles=str(ties), **SMALL).train_dataloader().dataset) == 1
