@@ -74,9 +74,10 @@ class RouterModule(pl.LightningModule):
     Class attributes (read by the derived registry routers, ``models/base/derive.py``)
     -----------------------------------------------------------------------------------
     trainer_defaults : dict
-        ``batch_size`` and ``max_epochs`` of ``recsys-router fit`` (LightningCLI; the YAML's
-        ``trainer.max_epochs`` mirrors the latter). The registry routers scale theirs to the
-        data instead (:func:`~recsys_router.models.base.schedule.data_scaled_plan`).
+        ``max_epochs`` of ``recsys-router fit`` (LightningCLI; the model YAML's
+        ``trainer.max_epochs`` mirrors it; the batch size is the data config's
+        ``data.batch_size``). The registry routers scale theirs to the data instead
+        (:func:`~recsys_router.models.base.schedule.data_scaled_plan`).
     plan_options : dict
         Limits of the router's data-scaled plan (e.g. a bigger ``min_batch`` for a model
         whose step is dear).
@@ -108,7 +109,7 @@ class RouterModule(pl.LightningModule):
     torch.Size([2, 3])
     """
 
-    trainer_defaults = {"batch_size": 64, "max_epochs": 10}
+    trainer_defaults = {"max_epochs": 10}
     #: limits of the data-scaled training plan (``min_batch``, ``step_cap``; see
     #: :func:`~recsys_router.models.base.schedule.data_scaled_plan`)
     plan_options: dict = {}
