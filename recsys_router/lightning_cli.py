@@ -22,7 +22,8 @@ from pytorch_lightning.loggers import CSVLogger
 
 from recsys_router.models.base.callbacks import ScoresWriter
 
-__all__ = ["RouterCLI", "build_lightning_cli", "MONITOR", "LIGHTNING_COMMANDS"]
+__all__ = ["RouterCLI", "build_lightning_cli", "last_checkpoint_path", "MONITOR",
+           "LIGHTNING_COMMANDS"]
 
 #: metric that checkpointing and early stopping watch by default
 MONITOR = "val/mu_o"
@@ -47,6 +48,8 @@ class RouterCLI(LightningCLI):
                              "last_checkpoint.filename": "last",
                              "last_checkpoint.save_last": False,
                              "last_checkpoint.enable_version_counter": False})
+        # last.ckpt lies beside the other checkpoints
+        parser.link_arguments("checkpoint.dirpath", "last_checkpoint.dirpath")
         parser.add_lightning_class_args(ScoresWriter, "predictions")
         # one source of truth: the data module serves the split whose ids the writer writes
         parser.link_arguments("predictions.split", "data.init_args.predict_split")
@@ -76,3 +79,18 @@ def build_lightning_cli(argv: list[str] | None, *, run: bool = True):
                      trainer_defaults={"logger": lazy_instance(CSVLogger, save_dir=".",
                                                                name="lightning_logs")},
                      save_config_kwargs={"overwrite": True}, parser_kwargs=kw)
+
+
+def last_checkpoint_path(trainer) -> str | None:
+    """The path of the final epoch's checkpoint (``last.ckpt``) a fit wrote, or None.
+
+    It is the file of the unmonitored ``last_checkpoint`` callback (a ModelCheckpoint
+    without ``monitor``), or a ``save_last`` file of another checkpoint callback.
+    """
+    for cb in getattr(trainer, "checkpoint_callbacks", []):
+        if cb.monitor is None and cb.best_model_path:
+            return cb.best_model_path
+    for cb in getattr(trainer, "checkpoint_callbacks", []):
+        if cb.last_model_path:
+            return cb.last_model_path
+    return None
