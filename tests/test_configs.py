@@ -275,3 +275,26 @@ def test_data_configs_use_the_published_split_with_a_tenth_of_train_as_val(name)
     train, val = set(dm.splits["train"].query_ids), set(dm.splits["val"].query_ids)
     assert train | val == published["train"] and not train & val
     assert len(val) == round(0.1 * len(published["train"]))
+
+
+def test_ckpt_path_with_a_foreign_loss_class_is_refused_before_any_import(tmp_path, capsys,
+                                                                           monkeypatch):
+    """``test --ckpt_path``: LightningCLI parses the checkpoint's hyperparameters into the
+    model config, and jsonargparse would import a loss ``class_path`` the file names; the
+    router CLI refuses it first (one line, exit 2) and imports nothing."""
+    import sys
+    (tmp_path / "evil_ckpt_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                               ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path)]
+    cli = build_cli(["fit", *base, "--trainer.max_epochs=1"])
+    ckpt = Path(cli.trainer.checkpoint_callback.best_model_path)
+    raw = torch.load(ckpt, map_location="cpu", weights_only=False)
+    assert raw["hyper_parameters"]["loss"]["kind"] == "bce"       # kept as plain data
+    raw["hyper_parameters"]["loss"] = {"class_path": "evil_ckpt_mod.Evil", "init_args": {}}
+    torch.save(raw, tmp_path / "evil.ckpt")
+    capsys.readouterr()
+    assert main(["test", *base, f"--ckpt_path={tmp_path / 'evil.ckpt'}"]) == 2
+    assert "class_path 'evil_ckpt_mod.Evil' is not a known loss" in capsys.readouterr().err
+    assert "evil_ckpt_mod" not in sys.modules and not (tmp_path / "imported").exists()

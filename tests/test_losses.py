@@ -207,7 +207,7 @@ def test_checkpoint_keeps_the_loss_configuration(module_path, tmp_path):
     raw = torch.load(tmp_path / "m.ckpt", map_location="cpu", weights_only=False)
     expect = {"kind": "utility", "wtp": 2.5, "temperature": 0.3, "selection_ratio": 0.95,
               "ipw_clip": 4.0, "logit_adjust": 0.5, "entropy_weight": 0.2}
-    assert raw["hyper_parameters"]["loss_config"] == expect
+    assert raw["hyper_parameters"]["loss"] == expect
     back = cls.load_from_checkpoint(tmp_path / "m.ckpt", map_location="cpu")
     assert back.loss_config() == expect
 
@@ -222,3 +222,23 @@ def test_loss_from_config_builds_only_the_projects_loss():
     built = RoutingLoss.from_config({"class_path": "recsys_router.models.losses.RoutingLoss",
                                      "init_args": {"kind": "bpr"}})
     assert (type(built), built.kind) == (RoutingLoss, "bpr")
+
+
+def test_a_checkpoint_naming_another_loss_class_imports_nothing(tmp_path, monkeypatch):
+    """A checkpoint whose loss hyperparameter names a class path outside the project's loss
+    is refused by load_from_checkpoint without importing that module."""
+    import sys
+    import pytorch_lightning as pl
+    from recsys_router.models.mf_module import MFModule
+    (tmp_path / "evil_loss_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                               ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = MFModule(n_llms=3, embed_dim=8)
+    m.hparams["loss"] = {"class_path": "evil_loss_mod.Evil", "init_args": {}}
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.strategy.connect(m)
+    trainer.save_checkpoint(tmp_path / "m.ckpt")
+    with pytest.raises(ValueError, match="class_path 'evil_loss_mod.Evil' is not a known loss"):
+        MFModule.load_from_checkpoint(tmp_path / "m.ckpt", map_location="cpu")
+    assert "evil_loss_mod" not in sys.modules and not (tmp_path / "imported").exists()

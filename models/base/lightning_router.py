@@ -377,7 +377,7 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     def from_module(cls, module: RouterModule, datamodule, **options) -> "LightningRouter":
         """A fitted router from a trained module and the data module it was trained on."""
         hp = {k: v for k, v in dict(module.hparams).items()  # not LightningCLI's "_class_path"
-              if k not in ("n_llms", "embed_dim", "loss_config") and not k.startswith("_")}
+              if k not in ("n_llms", "embed_dim") and not k.startswith("_")}
         if "loss" in inspect.signature(type(module).__init__).parameters:
             hp["loss"] = module.loss_config()
         defaults = {"encoder": datamodule.encoder_name, "encoder_options": datamodule.encoder_options,

@@ -63,9 +63,10 @@ class RouterModule(pl.LightningModule):
         Size of the LLM pool (linked from the data module: ``data.n_llms``).
     embed_dim : int
         Query-embedding width (linked from ``data.embed_dim``).
-    loss : RoutingLoss, optional
-        Training objective (default: pointwise BCE). Injected, so it is left out of the
-        saved hyperparameters.
+    loss : RoutingLoss or dict, optional
+        Training objective (default: the class's ``default_loss``), or its configuration as
+        plain data (:meth:`RoutingLoss.config`, as a checkpoint's hyperparameters hold it).
+        Saved as that plain configuration (:meth:`save_router_hyperparameters`).
     lr : float
         Adam learning rate.
     weight_decay : float
@@ -121,13 +122,15 @@ class RouterModule(pl.LightningModule):
     router_loss_options = True
     fixed_mode: str | None = None
 
-    def __init__(self, n_llms: int, embed_dim: int, loss: RoutingLoss | None = None,
+    def __init__(self, n_llms: int, embed_dim: int, loss: RoutingLoss | dict | None = None,
                  lr: float = 1e-3, weight_decay: float = 0.0):
         super().__init__()
         if int(n_llms) < 1 or int(embed_dim) < 1:
             raise ValueError(f"n_llms and embed_dim must be >= 1, got {n_llms}, {embed_dim}")
         self.n_llms = int(n_llms)
         self.embed_dim = int(embed_dim)
+        if isinstance(loss, dict):  # plain data: a checkpoint's hyperparameters
+            loss = RoutingLoss.from_config(loss, f"{type(self).__name__} loss")
         self.loss_fn = loss if loss is not None else RoutingLoss(self.default_loss)
         self.lr = check_number(lr, "lr", low=0, low_open=True)
         self.weight_decay = check_number(weight_decay, "weight_decay", low=0)
@@ -268,21 +271,12 @@ class RouterModule(pl.LightningModule):
 
     def save_router_hyperparameters(self) -> None:
         """``save_hyperparameters`` of the calling ``__init__`` with the loss as plain data:
-        the loss module is left out and its :meth:`loss_config` is recorded as the
-        ``loss_config`` hyperparameter (a checkpoint then keeps it; see
-        :meth:`on_load_checkpoint`)."""
+        the ``loss`` hyperparameter is its :meth:`loss_config` (not the module), so a
+        checkpoint keeps it and ``load_from_checkpoint`` (or LightningCLI's ``--ckpt_path``)
+        passes it back to ``__init__``, which rebuilds the loss with
+        :meth:`RoutingLoss.from_config` (only the project's loss; nothing is imported)."""
         self.save_hyperparameters(ignore=["loss"], frame=inspect.currentframe().f_back)
-        self.hparams["loss_config"] = self.loss_config()
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """A module loaded on its own (``load_from_checkpoint``, export from a checkpoint)
-        takes the checkpoint's loss back from its ``loss_config`` hyperparameter
-        (:meth:`RoutingLoss.from_config`: only the project's loss, nothing imported); a
-        trainer resuming a run keeps the loss its config gives."""
-        cfg = (checkpoint.get("hyper_parameters") or {}).get("loss_config")
-        if cfg is not None and self._trainer is None:
-            self.loss_fn = RoutingLoss.from_config(cfg, "checkpoint hyper_parameters.loss_config")
-            self.hparams["loss_config"] = self.loss_config()
+        self.hparams["loss"] = self.loss_config()
 
     def to_router(self, datamodule=None, **router_options):
         """A fitted :class:`~recsys_router.models.base.lightning_router.LightningRouter` that needs
