@@ -15,7 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from recsys_router.datasets._json import read_jsonl_lines
+from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
+from recsys_router.long_table import RowOffset, row_number
 
 from ._datasets import PairDataset
 from .routing_datamodule import RoutingDataModule
@@ -71,16 +74,28 @@ def read_battles(path, llm_names: list[str]) -> pd.DataFrame:
     -------
     DataFrame
         Columns ``text`` (or ``query_id``), ``winner_idx``, ``loser_idx``, ``tie``.
+
+    Raises
+    ------
+    DataValidationError
+        A missing column, an unknown LLM or winner; the row is the record's file line as the
+        long-table loader numbers it (:func:`recsys_router.long_table.row_number`: CSV and
+        JSONL file lines, parquet / JSON array 1-based records).
     """
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"battles file not found: {p}")
+    offset: RowOffset = 1                       # parquet / JSON array: 1-based record number
     if p.suffix == ".parquet":
         df = pd.read_parquet(p)
-    elif p.suffix in (".jsonl", ".json"):
-        df = pd.read_json(p, lines=p.suffix == ".jsonl")
+    elif p.suffix == ".jsonl":
+        df, lines = read_jsonl_lines(p)
+        offset = lambda i: int(lines[i])  # noqa: E731 - file line of record i (blank lines skipped)
+    elif p.suffix == ".json":
+        df = pd.read_json(p)
     else:
         df = pd.read_csv(p)
+        offset = CsvLines(p)                    # file line of record i (quoted fields may span lines)
     if "prompt" in df.columns and "text" not in df.columns:
         df = df.rename(columns={"prompt": "text"})
     for col in ("model_a", "model_b", "winner"):
@@ -98,7 +113,7 @@ def read_battles(path, llm_names: list[str]) -> pd.DataFrame:
         for m, col in ((a, "model_a"), (b, "model_b")):
             if m not in pos:
                 raise DataValidationError(f"unknown LLM {m!r}; the pool is {llm_names}",
-                                          source=str(p), row=r, column=col)
+                                          source=str(p), row=row_number(r, offset, col), column=col)
         if win == "model_a":
             rows.append((pos[a], pos[b], 0.0))
         elif win == "model_b":
@@ -107,7 +122,8 @@ def read_battles(path, llm_names: list[str]) -> pd.DataFrame:
             rows.append((pos[a], pos[b], 1.0))
         else:
             raise DataValidationError(f"winner {rec.winner!r}; expected model_a, model_b or tie",
-                                      source=str(p), row=r, column="winner")
+                                      source=str(p), row=row_number(r, offset, "winner"),
+                                      column="winner")
     out = pd.DataFrame(rows, columns=["winner_idx", "loser_idx", "tie"])
     for col in ("text", "query_id"):
         if col in df.columns:
@@ -127,7 +143,9 @@ class PreferenceDataModule(RoutingDataModule):
     battles_per_query : int, optional
         Derived battles: sample at most this many per query.
     include_ties : bool
-        Keep ties (soft label 0.5 in the Bradley-Terry loss).
+        Keep ties (soft label 0.5 in the Bradley-Terry loss). A battles file left with no
+        battle (empty, or only ties without ``include_ties``) is a
+        :class:`~recsys_router.errors.DataValidationError` naming the file.
     **kwargs
         :class:`RoutingDataModule` arguments (``mode`` is forced to ``pairwise``).
 
@@ -180,8 +198,13 @@ class PreferenceDataModule(RoutingDataModule):
                                           source=self.splits["train"].source)
             return PairDataset(self.embeddings("train"), rows, w, l_, t)
         table = read_battles(self.battles, self.llm_names)
+        n_read = len(table)
         if not self.include_ties:
             table = table[table["tie"] == 0].reset_index(drop=True)
+        if not len(table):
+            why = "the file holds no battles" if not n_read else \
+                f"all {n_read} battles are ties and include_ties is false"
+            raise DataValidationError(f"no battles to train on: {why}", source=str(self.battles))
         if "text" in table.columns:
             x = self.encoder.encode(table["text"].astype(str).tolist())
         else:

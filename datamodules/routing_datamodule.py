@@ -115,10 +115,16 @@ class RoutingDataModule(pl.LightningDataModule):
     split_ratios : sequence of float
         Train/val/test fractions of a seeded random split (used when the dataset has no
         split of its own and neither ``split_column`` nor ``ood_tasks`` is given). When a
-        split has no validation part, ``val`` is carved out of train with fraction
-        ``r_val / (r_train + r_val)``.
+        split has no validation part, ``val`` is carved out of train with ``val_fraction``.
     split_column : str, optional
-        Use this query column as the split (e.g. ``"split"``).
+        Use this query column as the split (e.g. ``"split"``, the published train/test split
+        of ``routerbench_zs``, ``llmrouter`` and ``routerdc_split2_model7``).
+    val_fraction : float, optional
+        Fraction of the train split carved out as ``val`` when the split has no validation
+        part (a published train/test split, ``split_column``, ``ood_tasks``), in [0, 1);
+        0 (or a val ratio of 0) carves nothing, so there is no validation split.
+        Default ``r_val / (r_train + r_val)`` of ``split_ratios`` (0.1 / 0.9 = 11.1% for
+        the default ratios: val's share of train + val in the random split).
     ood_tasks : list of str, optional
         Out-of-domain split: these tasks form the test set.
     seed : int
@@ -153,6 +159,10 @@ class RoutingDataModule(pl.LightningDataModule):
         With ``feedback``: simulate the log from a full matrix, one LLM per train query drawn
         by this policy (seeded by ``seed``) with its propensity; val/test stay full
         (:func:`recsys_router.feedback.logging_sim.simulated_train_log`).
+    predict_split : str
+        The split ``predict_dataloader`` serves (``test``, ``val`` or ``train``; ``test``
+        falls back to ``val`` when the data has no test split). ``recsys-router predict``
+        links it to ``--predictions.split``, so the written query ids are the predicted ones.
 
     Attributes
     ----------
@@ -176,18 +186,22 @@ class RoutingDataModule(pl.LightningDataModule):
                  dataset_options: dict | None = None, encoder: str = "hashing",
                  encoder_options: dict | None = None,
                  split_ratios: Sequence[float] = (0.8, 0.1, 0.1), split_column: str | None = None,
+                 val_fraction: float | None = None,
                  ood_tasks: list[str] | None = None, seed: int = 0,
                  candidates: list[str] | None = None, candidate_group: str | None = None,
                  pool_size: int = 5, batch_size: int = 64,
                  mode: str = "listwise", selection_ratio: float = 0.95,
                  max_pairs_per_query: int | None = None, num_workers: int = 0,
                  carve_val: bool = True, feedback: str | None = None,
-                 propensity_clip: float = 0.05, logging_policy: str | None = None):
+                 propensity_clip: float = 0.05, logging_policy: str | None = None,
+                 predict_split: str = "test"):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if val_fraction is not None and not 0 <= val_fraction < 1:
+            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
         self.save_hyperparameters()
         self.dataset = dataset
         self.data_dir = data_dir
@@ -196,6 +210,7 @@ class RoutingDataModule(pl.LightningDataModule):
         self.encoder_options = dict(encoder_options or {})
         self.split_ratios = tuple(split_ratios)
         self.split_column = split_column
+        self.val_fraction = val_fraction
         self.ood_tasks = ood_tasks
         self.seed = seed
         self.candidates = candidates
@@ -213,6 +228,7 @@ class RoutingDataModule(pl.LightningDataModule):
             raise ValueError("logging_policy simulates logged feedback: set feedback "
                              "(naive, ips, snips or dr) too")
         self.logging_policy = logging_policy
+        self.predict_split = predict_split
         self._splits: dict[str, RoutingData] | None = None
         self._encoder = None
         self._x: dict[str, np.ndarray] = {}
@@ -283,9 +299,10 @@ class RoutingDataModule(pl.LightningDataModule):
                                           source=v.source, column="llm")
         if "val" not in parts and self.carve_val:
             r = self.split_ratios
-            frac = r[1] / (r[0] + r[1]) if len(r) == 3 and r[0] + r[1] > 0 else 0.1
+            frac = self.val_fraction if self.val_fraction is not None else \
+                r[1] / (r[0] + r[1]) if len(r) == 3 and r[0] + r[1] > 0 else 0.1
             n = parts["train"].n_queries
-            n_val = max(1, int(round(frac * n))) if n > 1 else 0
+            n_val = max(1, int(round(frac * n))) if n > 1 and frac > 0 else 0  # 0: no val
             if n_val:
                 perm = np.random.default_rng(self.seed).permutation(n)
                 train = parts["train"]
@@ -403,9 +420,33 @@ class RoutingDataModule(pl.LightningDataModule):
             return []
         return self._loader(self._list_dataset("val"), shuffle=False)
 
+    def eval_split(self, split: str) -> str:
+        """The split that stands for ``split`` in test/predict: ``split`` itself, or ``val``
+        for a ``test`` the data does not have.
+
+        Raises
+        ------
+        DataValidationError
+            When neither is there, naming the splits the data has.
+
+        Example
+        -------
+        >>> dm = RoutingDataModule(dataset_options={"n_queries": 40, "n_llms": 3},
+        ...                        encoder_options={"dim": 8}, split_ratios=(0.8, 0.2, 0.0))
+        >>> dm.eval_split("test"), dm.eval_split("train")
+        ('val', 'train')
+        """
+        if split in self.splits:
+            return split
+        if split == "test" and "val" in self.splits:
+            return "val"
+        raise DataValidationError(f"no {split!r} split" + (" (nor 'val')" if split == "test" else "")
+                                  + f"; splits: {sorted(self.splits)}", source=str(self.dataset),
+                                  column="split")
+
     def test_dataloader(self) -> DataLoader:
-        split = "test" if "test" in self.splits else "val"
-        return self._loader(self._list_dataset(split), shuffle=False)
+        return self._loader(self._list_dataset(self.eval_split("test")), shuffle=False)
 
     def predict_dataloader(self) -> DataLoader:
-        return self.test_dataloader()
+        """Listwise batches of ``predict_split`` (see :meth:`eval_split`)."""
+        return self._loader(self._list_dataset(self.eval_split(self.predict_split)), shuffle=False)

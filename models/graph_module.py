@@ -89,8 +89,9 @@ class GraphModule(RouterModule):
     1
     """
 
-    # batches whose queries are a step's targets (LightningCLI budget of ``recsys-router fit``)
-    trainer_defaults = {"batch_size": 2048, "max_epochs": 10}
+    # epochs of ``recsys-router fit`` (its batch size, the queries of a step, is the data
+    # config's data.batch_size)
+    trainer_defaults = {"max_epochs": 10}
     # a step predicts every cell of up to target_fraction of the train queries from a subgraph
     # of about the whole graph's size on small sets: batches of >= 1,024 queries, 80 steps
     # (GraphRouter._plan raises the cap where a step's graph is small)

@@ -122,7 +122,7 @@ class MIRTModule(_IRTModule):
         Ability dimension K.
     use_llm_features : bool
         Use the LLM description embedding and prices besides the ID embedding.
-    loss : RoutingLoss, optional
+    loss : RoutingLoss or dict, optional
         Default pointwise BCE on observed cells.
     lr, weight_decay : float
 
@@ -135,9 +135,9 @@ class MIRTModule(_IRTModule):
     kind = "mirt"
 
     def __init__(self, n_llms: int, embed_dim: int, dim: int = 8, use_llm_features: bool = True,
-                 loss: RoutingLoss | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
+                 loss: RoutingLoss | dict | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = IRTScorer("mirt", n_llms, embed_dim, dim, use_llm_features)
 
 
@@ -162,9 +162,9 @@ class NIRTModule(_IRTModule):
 
     def __init__(self, n_llms: int, embed_dim: int, dim: int = 8, use_llm_features: bool = True,
                  hidden: Sequence[int] = (32, 16), dropout: float = 0.0,
-                 loss: RoutingLoss | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
+                 loss: RoutingLoss | dict | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = IRTScorer("nirt", n_llms, embed_dim, dim, use_llm_features, tuple(hidden),
                              dropout)
 

@@ -25,6 +25,8 @@ unobserved (NaN) cells never reach a loss. :class:`RoutingLoss` combines them.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -326,6 +328,71 @@ class RoutingLoss(nn.Module):
     def needs_all_logits(self) -> bool:
         """Whether cell/pair batches must also provide every LLM's logits (entropy term)."""
         return self.entropy_weight > 0
+
+    #: the class paths a loss configuration may name (compared as text, never imported)
+    CLASS_PATHS = ("recsys_router.models.losses.RoutingLoss", "models.losses.RoutingLoss",
+                   "RoutingLoss")
+
+    def config(self) -> dict:
+        """The constructor arguments, as plain data (checkpoint hyperparameters, exports).
+
+        Example
+        -------
+        >>> RoutingLoss("listwise", entropy_weight=0.1).config()["kind"]
+        'listwise'
+        """
+        return {"kind": self.kind, "wtp": self.wtp, "temperature": self.temperature,
+                "selection_ratio": self.selection_ratio, "ipw_clip": self.ipw_clip,
+                "logit_adjust": self.logit_adjust, "entropy_weight": self.entropy_weight}
+
+    @classmethod
+    def from_config(cls, config: dict, source: str = "loss") -> "RoutingLoss":
+        """Rebuild a loss from :meth:`config` or a YAML ``{class_path, init_args}`` block.
+
+        Only :class:`RoutingLoss` is built: a ``class_path`` is compared with
+        :attr:`CLASS_PATHS` as text, never imported, so a checkpoint or config cannot make
+        loading import a name of its choosing.
+
+        Parameters
+        ----------
+        config : dict
+            Plain constructor arguments, or ``{"class_path": ..., "init_args": {...}}``.
+        source : str
+            Where the configuration came from (for the error message).
+
+        Raises
+        ------
+        ValueError
+            An unknown class path, an unknown argument or a value that is not plain data.
+
+        Example
+        -------
+        >>> RoutingLoss.from_config({"kind": "bpr", "ipw_clip": 5.0}).config()["ipw_clip"]
+        5.0
+        >>> RoutingLoss.from_config({"class_path": "os.system", "init_args": {}})
+        Traceback (most recent call last):
+        ...
+        ValueError: loss: class_path 'os.system' is not a known loss; expected one of ('recsys_router.models.losses.RoutingLoss', 'models.losses.RoutingLoss', 'RoutingLoss')
+        """
+        if not isinstance(config, dict):
+            raise ValueError(f"{source}: a loss configuration is a mapping, got "
+                             f"{type(config).__name__}")
+        if "class_path" in config:
+            if config["class_path"] not in cls.CLASS_PATHS:
+                raise ValueError(f"{source}: class_path {config['class_path']!r} is not a known "
+                                 f"loss; expected one of {cls.CLASS_PATHS}")
+            config = config.get("init_args") or {}
+            if not isinstance(config, dict):
+                raise ValueError(f"{source}: init_args is not a mapping")
+        known = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"{source}: unknown loss argument(s) {unknown}; known: {sorted(known)}")
+        for key, value in config.items():
+            if value is not None and not isinstance(value, (str, int, float)):
+                raise ValueError(f"{source}: loss argument {key!r} is {type(value).__name__}, "
+                                 "not a plain number or text")
+        return cls(**config)
 
     def set_positives(self, positives) -> None:
         """Give the per-LLM count of train positives (prior for IPW and logit adjustment)."""

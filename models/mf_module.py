@@ -41,7 +41,7 @@ class MFModule(RouterModule):
     dropout : float
     normalize_llm : bool
         Unit-normalise LLM vectors.
-    loss : RoutingLoss, optional
+    loss : RoutingLoss or dict, optional
         Default pointwise BCE.
     lr, weight_decay : float
 
@@ -54,9 +54,9 @@ class MFModule(RouterModule):
 
     def __init__(self, n_llms: int, embed_dim: int, dim: int = 64, scoring: str = "hadamard",
                  hidden: Sequence[int] = (), dropout: float = 0.0, normalize_llm: bool = True,
-                 loss: RoutingLoss | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
+                 loss: RoutingLoss | dict | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = MFScorer(n_llms, embed_dim, dim=dim, scoring=scoring, hidden=tuple(hidden),
                             dropout=dropout, normalize_llm=normalize_llm)
 

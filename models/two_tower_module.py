@@ -43,7 +43,7 @@ class TwoTowerModule(RouterModule):
         Linked from the data module (the LLM feature width is ``embed_dim + 4``).
     dim, id_dim, query_hidden, llm_hidden, dropout, id_dropout
         See :class:`~recsys_router.models.components.two_tower.TwoTowerScorer`.
-    loss : RoutingLoss, optional
+    loss : RoutingLoss or dict, optional
         Default listwise softmax cross-entropy.
     lr, weight_decay : float
 
@@ -57,10 +57,10 @@ class TwoTowerModule(RouterModule):
 
     def __init__(self, n_llms: int, embed_dim: int, dim: int = 64, id_dim: int = 16,
                  query_hidden: Sequence[int] = (128,), llm_hidden: Sequence[int] = (64,),
-                 dropout: float = 0.0, id_dropout: float = 0.3, loss: RoutingLoss | None = None,
+                 dropout: float = 0.0, id_dropout: float = 0.3, loss: RoutingLoss | dict | None = None,
                  lr: float = 3e-3, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
-        self.save_hyperparameters(ignore=["loss"])
+        self.save_router_hyperparameters()
         self.net = TwoTowerScorer(n_llms, embed_dim, embed_dim + N_LLM_NUMERIC_FEATURES, dim=dim,
                                   id_dim=id_dim, query_hidden=tuple(query_hidden),
                                   llm_hidden=tuple(llm_hidden), dropout=dropout, id_dropout=id_dropout)

@@ -5,12 +5,17 @@ data module and a trainer, with size links and checkpoint / early-stopping defau
 The model is any :class:`~recsys_router.models.base.router_module.RouterModule` subclass and the
 data any :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`. ``n_llms`` and
 ``embed_dim`` are linked from the data module, never written in YAML. Defaults: CSVLogger under
-``lightning_logs/``, ModelCheckpoint and EarlyStopping on ``val/mu_o`` (maximised),
+``lightning_logs/``, ModelCheckpoint (the best epoch, ``epochNNN-mu_oX.ckpt``) and
+EarlyStopping on ``val/mu_o`` (maximised), ``last.ckpt`` rewritten at every epoch's end (the
+final epoch's state, from the unmonitored ``last_checkpoint`` ModelCheckpoint),
 ``seed_everything=0``; ``predict`` writes ``predictions.csv`` (query id, routed LLM, predicted
-score per LLM) to the log dir or ``--predictions.output_dir``.
+score per LLM) of ``--predictions.split`` (default ``test``; linked to the data module's
+``predict_split``) to the log dir or ``--predictions.output_dir``.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from jsonargparse import lazy_instance
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
@@ -19,7 +24,8 @@ from pytorch_lightning.loggers import CSVLogger
 
 from recsys_router.models.base.callbacks import ScoresWriter
 
-__all__ = ["RouterCLI", "build_lightning_cli", "MONITOR", "LIGHTNING_COMMANDS"]
+__all__ = ["RouterCLI", "build_lightning_cli", "last_checkpoint_path", "MONITOR",
+           "LIGHTNING_COMMANDS"]
 
 #: metric that checkpointing and early stopping watch by default
 MONITOR = "val/mu_o"
@@ -34,13 +40,47 @@ class RouterCLI(LightningCLI):
         parser.link_arguments("data.embed_dim", "model.init_args.embed_dim", apply_on="instantiate")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults({"checkpoint.monitor": MONITOR, "checkpoint.mode": "max",
-                             "checkpoint.save_last": True,
+                             "checkpoint.save_last": False,
                              "checkpoint.filename": "epoch{epoch:03d}-mu_o{val/mu_o:.4f}",
                              "checkpoint.auto_insert_metric_name": False})
+        # last.ckpt = the final epoch: a monitored checkpoint's save_last only rewrites it when
+        # a top-k checkpoint is saved (pytorch-lightning 2.6), so an unmonitored one writes it
+        parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
+        parser.set_defaults({"last_checkpoint.monitor": None, "last_checkpoint.save_top_k": 1,
+                             "last_checkpoint.filename": "last",
+                             "last_checkpoint.save_last": False,
+                             "last_checkpoint.enable_version_counter": False})
+        # last.ckpt lies beside the other checkpoints
+        parser.link_arguments("checkpoint.dirpath", "last_checkpoint.dirpath")
         parser.add_lightning_class_args(ScoresWriter, "predictions")
+        # one source of truth: the data module serves the split whose ids the writer writes
+        parser.link_arguments("predictions.split", "data.init_args.predict_split")
         parser.add_lightning_class_args(EarlyStopping, "early_stopping")
         parser.set_defaults({"early_stopping.monitor": MONITOR, "early_stopping.mode": "max",
                              "early_stopping.patience": 5, "early_stopping.strict": False})
+
+
+    def _parse_ckpt_path(self) -> None:
+        """Check a ``--ckpt_path`` checkpoint's ``loss`` hyperparameter before LightningCLI
+        parses the hyperparameters into the model config: jsonargparse imports the module of
+        any ``class_path`` it is given, so a loss naming anything but the project's
+        :class:`~recsys_router.models.losses.RoutingLoss` is refused here, nothing imported
+        (:meth:`RoutingLoss.from_config` compares the path as text)."""
+        sub = self.config.get("subcommand") if hasattr(self, "config") else None
+        ckpt_path = self.config[sub].get("ckpt_path") if sub else None
+        if ckpt_path and Path(ckpt_path).is_file():
+            import torch  # noqa: PLC0415
+
+            from recsys_router.models.losses import RoutingLoss  # noqa: PLC0415
+            hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get(
+                "hyper_parameters") or {}
+            if isinstance(hparams.get("loss"), dict):
+                from recsys_router.errors import DataValidationError  # noqa: PLC0415
+                try:
+                    RoutingLoss.from_config(hparams["loss"], f"{ckpt_path}: hyper_parameters.loss")
+                except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
+                    raise DataValidationError(str(exc)) from None
+        super()._parse_ckpt_path()
 
 
 def build_lightning_cli(argv: list[str] | None, *, run: bool = True):
@@ -64,3 +104,18 @@ def build_lightning_cli(argv: list[str] | None, *, run: bool = True):
                      trainer_defaults={"logger": lazy_instance(CSVLogger, save_dir=".",
                                                                name="lightning_logs")},
                      save_config_kwargs={"overwrite": True}, parser_kwargs=kw)
+
+
+def last_checkpoint_path(trainer) -> str | None:
+    """The path of the final epoch's checkpoint (``last.ckpt``) a fit wrote, or None.
+
+    It is the file of the unmonitored ``last_checkpoint`` callback (a ModelCheckpoint
+    without ``monitor``), or a ``save_last`` file of another checkpoint callback.
+    """
+    for cb in getattr(trainer, "checkpoint_callbacks", []):
+        if cb.monitor is None and cb.best_model_path:
+            return cb.best_model_path
+    for cb in getattr(trainer, "checkpoint_callbacks", []):
+        if cb.last_model_path:
+            return cb.last_model_path
+    return None

@@ -193,3 +193,108 @@ def test_ddp_test_metrics_equal_one_process_on_the_same_checkpoint(tmp_path):
     for key in ("test/mu_o", "test/v_b", "test/aiq"):
         assert float(ddp[key]) == pytest.approx(float(one.trainer.callback_metrics[key]),
                                                 abs=1e-6), key
+
+
+@pytest.mark.parametrize("split", ["val", "train"])
+def test_predict_split_writes_that_splits_queries_and_scores(split, tmp_path):
+    """``--predictions.split`` is linked to the data module's ``predict_split``: the rows are
+    that split's queries with that split's predicted scores (they were the test queries'
+    scores under the split's ids)."""
+    out = tmp_path / "pred"
+    cli = build_cli(["predict", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC,
+                     *TINY, *_logger(tmp_path), f"--predictions.output_dir={out}",
+                     f"--predictions.split={split}"])
+    assert cli.datamodule.predict_split == split
+    data = cli.datamodule.splits[split]
+    table = pd.read_csv(out / "predictions.csv", dtype={"query_id": str})
+    assert sorted(table["query_id"]) == sorted(data.query_ids)
+    router = cli.model.to_router(cli.datamodule)
+    by_id = table.set_index("query_id").loc[data.query_ids, data.llm_names].to_numpy()
+    np.testing.assert_allclose(by_id, router.predict_scores(data), rtol=1e-5, atol=1e-6)
+
+
+def test_test_without_test_or_val_split_names_the_splits(tmp_path):
+    args = ["test", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path), "--data.init_args.split_ratios=[1.0, 0.0, 0.0]",
+            "--data.init_args.carve_val=false"]
+    with pytest.raises(Exception, match=r"no 'test' split \(nor 'val'\); splits: \['train'\]"):
+        build_cli(args)
+
+
+def test_lightning_commands_report_a_data_error_in_one_line_exit_2(tmp_path, capsys):
+    """A bad data file under fit/validate/test/predict: one line naming file, row and column,
+    exit 2 (was a traceback and exit 1); ``--debug`` re-raises it."""
+    from recsys_router.errors import DataValidationError
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query_id,model,score\nq1,a,1\nq1,b,abc\nq2,a,0\nq2,b,1\n")
+    args = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), f"--data.init_args.dataset={bad}",
+            "--data.init_args.encoder=hashing", *_logger(tmp_path)]
+    for cmd in ("fit", "predict"):
+        assert main([cmd, *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"recsys-router {cmd}: error: {bad}, row 3, column 'score': score 'abc' "
+                       "is not a finite number (1 such records)"]
+    with pytest.raises(DataValidationError, match="row 3, column 'score'"):
+        main(["--debug", "fit", *args])
+
+
+def test_last_ckpt_is_the_final_epoch_when_the_best_epoch_is_not(tmp_path):
+    """Monitoring ``epoch`` (always a checkpoint candidate) with mode min makes epoch 0 the best
+    for sure; last.ckpt must still be epoch 1 at the final step (it stayed at epoch 0: a
+    monitored checkpoint's save_last is only rewritten with a new top-k checkpoint)."""
+    cli = build_cli(["fit", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC,
+                     *TINY, *_logger(tmp_path), "--trainer.max_epochs=2",
+                     "--early_stopping.patience=10", "--checkpoint.monitor=epoch",
+                     "--checkpoint.mode=min"])
+    n_train = cli.datamodule.splits["train"].n_queries
+    steps = 2 * -(-n_train // 16)                      # 2 epochs of ceil(n / batch 16) steps
+    folder = Path(cli.trainer.checkpoint_callback.best_model_path).parent
+    assert Path(cli.trainer.checkpoint_callback.best_model_path).name.startswith("epoch000-")
+    assert sorted(p.name for p in folder.iterdir())[-1] == "last.ckpt"
+    last = torch.load(folder / "last.ckpt", map_location="cpu", weights_only=False)
+    assert (last["epoch"], last["global_step"]) == (1, steps)
+    final = cli.model.state_dict()
+    assert all(torch.equal(last["state_dict"][k], v.cpu()) for k, v in final.items())
+
+
+@pytest.mark.parametrize("name", ["routerbench_zs", "llmrouter"])
+def test_data_configs_use_the_published_split_with_a_tenth_of_train_as_val(name):
+    """routerbench_zs and llmrouter ship a train/test split: the configs test on exactly the
+    published test queries and carve 10% of the published train queries as val (they made a
+    random 80/10/10 split)."""
+    from conftest import shared_path
+    from recsys_router.datasets import load_dataset
+    data_dir = shared_path()
+    args = yaml.safe_load((ROOT / "configs" / "data" / f"{name}.yaml").read_text())["data"]["init_args"]
+    dm = RoutingDataModule(**{**args, "encoder": "hashing", "encoder_options": {"dim": 16},
+                              "data_dir": str(data_dir)})
+    q = load_dataset(name, data_dir=str(data_dir)).queries
+    split = q["split"].astype(str).str.lower()
+    published = {s: set(q.loc[split == s, "query_id"].astype(str)) for s in ("train", "test")}
+    assert set(dm.splits["test"].query_ids) == published["test"]
+    train, val = set(dm.splits["train"].query_ids), set(dm.splits["val"].query_ids)
+    assert train | val == published["train"] and not train & val
+    assert len(val) == round(0.1 * len(published["train"]))
+
+
+def test_ckpt_path_with_a_foreign_loss_class_is_refused_before_any_import(tmp_path, capsys,
+                                                                           monkeypatch):
+    """``test --ckpt_path``: LightningCLI parses the checkpoint's hyperparameters into the
+    model config, and jsonargparse would import a loss ``class_path`` the file names; the
+    router CLI refuses it first (one line, exit 2) and imports nothing."""
+    import sys
+    (tmp_path / "evil_ckpt_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                               ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path)]
+    cli = build_cli(["fit", *base, "--trainer.max_epochs=1"])
+    ckpt = Path(cli.trainer.checkpoint_callback.best_model_path)
+    raw = torch.load(ckpt, map_location="cpu", weights_only=False)
+    assert raw["hyper_parameters"]["loss"]["kind"] == "bce"       # kept as plain data
+    raw["hyper_parameters"]["loss"] = {"class_path": "evil_ckpt_mod.Evil", "init_args": {}}
+    torch.save(raw, tmp_path / "evil.ckpt")
+    capsys.readouterr()
+    assert main(["test", *base, f"--ckpt_path={tmp_path / 'evil.ckpt'}"]) == 2
+    assert "class_path 'evil_ckpt_mod.Evil' is not a known loss" in capsys.readouterr().err
+    assert "evil_ckpt_mod" not in sys.modules and not (tmp_path / "imported").exists()

@@ -126,7 +126,7 @@ def test_knn_trains_naive_on_a_log(sim_log):
     assert r.predict_scores(test).shape == (test.n_queries, 4)
 
 
-def test_lightning_cli_config_on_a_logged_long_table(sim_log, tmp_path):
+def test_lightning_cli_config_on_a_logged_long_table(sim_log, tmp_path, capsys):
     log, _ = sim_log
     rows = [{"query_id": q, "model": log.llm_names[j], "score": float(log.scores[i, j]),
              "query_text": t, "propensity": p}
@@ -154,8 +154,12 @@ trainer: {{max_epochs: 1, logger: false, default_root_dir: {tmp_path}}}
     bad = path.with_name("bad.csv")
     pd.DataFrame(rows).assign(propensity=0.0).to_csv(bad, index=False)
     cfg.write_text(cfg.read_text().replace(str(path), str(bad)))
-    with pytest.raises(ValueError, match="propensity 0.0 must be in"):
-        main(["fit", "-c", str(cfg), "--trainer.fast_dev_run=true"])
+    capsys.readouterr()
+    # a data error: one line naming the file, exit 2 (as every command)
+    assert main(["fit", "-c", str(cfg), "--trainer.fast_dev_run=true"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"recsys-router fit: error: {bad}, row ")
+    assert "propensity 0.0 must be in" in err[0]
 
 
 def test_decision_log_as_training_data():

@@ -149,7 +149,7 @@ def test_battles_from_scores_and_preference_module(tmp_path):
                   "winner": ["model_a"]}).to_csv(bad, index=False)
     with pytest.raises(DataValidationError, match="gpt-x") as err:
         read_battles(bad, names)
-    assert err.value.row == 0 and err.value.column == "model_b"
+    assert err.value.row == 2 and err.value.column == "model_b"   # file line 2 (header: 1)
     pd.DataFrame({"prompt": ["p"], "model_a": [names[0]], "model_b": [names[1]],
                   "winner": ["maybe"]}).to_csv(bad, index=False)
     with pytest.raises(DataValidationError, match="winner"):
@@ -209,3 +209,72 @@ def test_cell_loader_batches_are_the_gathered_rows(sim_small):
         np.testing.assert_array_equal(b["y"].numpy(), scores[r, b["llm"].numpy()])
         seen.extend(zip(r.tolist(), b["llm"].tolist()))
     assert sorted(seen) == sorted(zip(rows.tolist(), cols.tolist()))
+
+
+def test_val_fraction_sets_the_carved_share_of_a_published_split():
+    """With a split column (no val part) ``val_fraction`` is the carved share of train; the
+    default stays r_val / (r_train + r_val) of split_ratios."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(200, 3, 2, seed=0)
+    q = d.queries.copy()
+    q["split"] = ["test" if i % 4 == 0 else "train" for i in range(200)]   # 150 train, 50 test
+    col = RoutingData(q, d.llms, d.scores, d.costs)
+    parts = col.split(column="split")
+    dm = RoutingDataModule.from_splits(parts, encoder_options={"dim": 8}, val_fraction=0.1)
+    assert {k: v.n_queries for k, v in dm.splits.items()} == {"train": 135, "val": 15, "test": 50}
+    dflt = RoutingDataModule.from_splits(parts, encoder_options={"dim": 8})
+    assert dflt.splits["val"].n_queries == round(150 * 0.1 / 0.9)                       # 17
+    with pytest.raises(ValueError, match=r"val_fraction must be in \[0, 1\)"):
+        RoutingDataModule(val_fraction=1.0)
+
+
+def test_a_zero_val_share_carves_no_validation_split():
+    """split_ratios (0.9, 0, 0.1) or val_fraction 0: no val split (a one-query val was carved)."""
+    opts = dict(dataset_options={"n_queries": 200, "n_llms": 3}, encoder_options={"dim": 8})
+    dm = RoutingDataModule("synthetic", split_ratios=(0.9, 0.0, 0.1), **opts)
+    assert sorted(dm.splits) == ["test", "train"] and dm.val_dataloader() == []
+    assert dm.splits["train"].n_queries + dm.splits["test"].n_queries == 200
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(60, 3, 2, seed=0)
+    dm0 = RoutingDataModule.from_splits({"train": d.subset(np.arange(50)),
+                                         "test": d.subset(np.arange(50, 60))},
+                                        encoder_options={"dim": 8}, val_fraction=0.0)
+    assert sorted(dm0.splits) == ["test", "train"] and dm0.splits["train"].n_queries == 50
+
+
+def test_battle_file_errors_name_the_file_line(tmp_path):
+    """Rows in battle-file errors are file lines like the long-table loader's (they were
+    0-based record indices): a quoted prompt spanning lines and a blank JSONL line count."""
+    names = PreferenceDataModule(**SMALL).llm_names
+    f = tmp_path / "b.csv"
+    f.write_text("prompt,model_a,model_b,winner\n"                          # line 1
+                 f'"two\nlines",{names[0]},{names[1]},model_a\n'           # lines 2-3
+                 f"ok,{names[0]},{names[1]},bogus\n")                      # line 4
+    with pytest.raises(DataValidationError) as err:
+        read_battles(f, names)
+    assert (err.value.row, err.value.column) == (4, "winner")
+    assert str(err.value).startswith(f"{f}, row 4, column 'winner': winner 'bogus'")
+    j = tmp_path / "b.jsonl"
+    j.write_text(f'{{"prompt": "a", "model_a": "{names[0]}", "model_b": "{names[1]}", "winner": "tie"}}\n'
+                 "\n"
+                 f'{{"prompt": "b", "model_a": "{names[0]}", "model_b": "gpt-x", "winner": "tie"}}\n')
+    with pytest.raises(DataValidationError) as err:
+        read_battles(j, names)
+    assert (err.value.row, err.value.column) == (3, "model_b")
+
+
+def test_a_battles_file_without_battles_is_refused_naming_it(tmp_path):
+    """An empty battles file, or one of ties only without include_ties, trained nothing and
+    'succeeded'; now it is a DataValidationError naming the file."""
+    names = PreferenceDataModule(**SMALL).llm_names
+    empty = tmp_path / "empty.csv"
+    empty.write_text("prompt,model_a,model_b,winner\n")
+    ties = tmp_path / "ties.csv"
+    ties.write_text(f"prompt,model_a,model_b,winner\nhi,{names[0]},{names[1]},tie\n")
+    for f, ties_ok, why in [(empty, True, "the file holds no battles"),
+                            (ties, False, "all 1 battles are ties and include_ties is false")]:
+        dm = PreferenceDataModule(battles=str(f), include_ties=ties_ok, **SMALL)
+        with pytest.raises(DataValidationError) as err:
+            dm.train_dataloader()
+        assert str(err.value) == f"{f}: no battles to train on: {why}"
+    assert len(PreferenceDataModule(battles=str(ties), **SMALL).train_dataloader().dataset) == 1

@@ -184,3 +184,61 @@ def test_cost_aware_utility_buys_cheaper_at_small_wtp(sim_split):
 
     assert test.costs[rows, aware].mean() < test.costs[rows, blind].mean()
     assert utility(aware) > utility(blind)
+
+
+@pytest.mark.parametrize("module_path", ["recsys_router.models.mf_module:MFModule",
+                                         "recsys_router.models.two_tower_module:TwoTowerModule",
+                                         "recsys_router.models.irt_module:MIRTModule",
+                                         "recsys_router.models.irt_module:NIRTModule"])
+def test_checkpoint_keeps_the_loss_configuration(module_path, tmp_path):
+    """A checkpoint records the loss as plain data and load_from_checkpoint rebuilds it
+    (it fell back to the module's default loss)."""
+    import importlib
+    import pytorch_lightning as pl
+    mod, name = module_path.split(":")
+    cls = getattr(importlib.import_module(mod), name)
+    loss = RoutingLoss("utility", wtp=2.5, temperature=0.3, ipw_clip=4.0, logit_adjust=0.5,
+                       entropy_weight=0.2)
+    m = cls(n_llms=3, embed_dim=8, loss=loss)
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.strategy.connect(m)
+    trainer.save_checkpoint(tmp_path / "m.ckpt")
+    raw = torch.load(tmp_path / "m.ckpt", map_location="cpu", weights_only=False)
+    expect = {"kind": "utility", "wtp": 2.5, "temperature": 0.3, "selection_ratio": 0.95,
+              "ipw_clip": 4.0, "logit_adjust": 0.5, "entropy_weight": 0.2}
+    assert raw["hyper_parameters"]["loss"] == expect
+    back = cls.load_from_checkpoint(tmp_path / "m.ckpt", map_location="cpu")
+    assert back.loss_config() == expect
+
+
+def test_loss_from_config_builds_only_the_projects_loss():
+    with pytest.raises(ValueError, match="class_path 'os.system' is not a known loss"):
+        RoutingLoss.from_config({"class_path": "os.system", "init_args": {"kind": "bce"}})
+    with pytest.raises(ValueError, match=r"unknown loss argument\(s\) \['cmd'\]"):
+        RoutingLoss.from_config({"kind": "bce", "cmd": "rm"})
+    with pytest.raises(ValueError, match="'kind' is dict, not a plain number or text"):
+        RoutingLoss.from_config({"kind": {"class_path": "os.system"}})
+    built = RoutingLoss.from_config({"class_path": "recsys_router.models.losses.RoutingLoss",
+                                     "init_args": {"kind": "bpr"}})
+    assert (type(built), built.kind) == (RoutingLoss, "bpr")
+
+
+def test_a_checkpoint_naming_another_loss_class_imports_nothing(tmp_path, monkeypatch):
+    """A checkpoint whose loss hyperparameter names a class path outside the project's loss
+    is refused by load_from_checkpoint without importing that module."""
+    import sys
+    import pytorch_lightning as pl
+    from recsys_router.models.mf_module import MFModule
+    (tmp_path / "evil_loss_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                               ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = MFModule(n_llms=3, embed_dim=8)
+    m.hparams["loss"] = {"class_path": "evil_loss_mod.Evil", "init_args": {}}
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.strategy.connect(m)
+    trainer.save_checkpoint(tmp_path / "m.ckpt")
+    with pytest.raises(ValueError, match="class_path 'evil_loss_mod.Evil' is not a known loss"):
+        MFModule.load_from_checkpoint(tmp_path / "m.ckpt", map_location="cpu")
+    assert "evil_loss_mod" not in sys.modules and not (tmp_path / "imported").exists()

@@ -60,3 +60,40 @@ def test_quickstart_numbers_by_hand(tmp_path, monkeypatch):
 
 def test_there_is_a_notebook():
     assert NOTEBOOKS, "notebooks/ should hold at least the quick-tour notebook"
+
+
+def test_quickstart_real_data_swap_runs_as_its_intro_says(tmp_path, monkeypatch):
+    """The intro's recipe for real records (its load_dataset call, run from notebooks/ as
+    Jupyter does) works: the old tip (swap the name, keep n_queries; ../shared/data) failed."""
+    import re
+    from conftest import SHARED_DATA, shared_path
+    shared_path("routerbench_zs")
+    nb_path = NOTEBOOKS[0].parent / "quickstart.ipynb"
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    intro = "".join(nb["cells"][0]["source"])
+    (call,) = re.findall(r"`(load_dataset\(\"routerbench_zs\"[^`]*)`", intro)
+    (keep,) = re.findall(r"`(data = data\.subset\([^`]*)`", intro)
+    (split,) = re.findall(r"`(data\.split\(column=[^`]*)`", intro)
+    # a repository checkout next to the shared data: <tmp>/repo/notebooks, <tmp>/shared/data
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "data").symlink_to(SHARED_DATA.resolve())
+    (tmp_path / "repo" / "notebooks").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "repo" / "notebooks")
+    monkeypatch.delenv("RECSYS_ROUTER_DATA", raising=False)
+    first = "".join(nb["cells"][1]["source"])
+    old_load = 'load_dataset("synthetic", n_queries=1000, n_llms=6, seed=0)'
+    old_split = "data.split((0.8, 0.1, 0.1), seed=0)"
+    assert old_load in first and old_split in first
+    first = first.replace(old_load, call).replace(old_split, split)
+    first = first.replace("print(data)\n", f"{keep}\nprint(data)\n", 1)
+    nb["cells"][1]["source"] = [first]
+    swapped = tmp_path / "swapped.ipynb"
+    swapped.write_text(json.dumps(nb), encoding="utf-8")
+    ns = run_notebook(swapped)
+    from recsys_router import load_dataset
+    full = load_dataset("routerbench_zs", data_dir=str(SHARED_DATA))
+    done = np.isfinite(full.scores).all(axis=1) & np.isfinite(full.costs).all(axis=1)
+    assert ns["data"].shape == (int(done.sum()), 11)
+    split = full.queries["split"].astype(str).to_numpy()[done]
+    assert (ns["train"].n_queries, ns["test"].n_queries) == \
+        (int((split == "train").sum()), int((split == "test").sum()))   # the published split

@@ -72,6 +72,11 @@ def test_tune_lightning_best_config_round_trip_and_resume(tmp_path, monkeypatch)
         assert cfg["seed_everything"] == 3 + t.number == t.user_attrs["seed"]
         assert cfg["trainer"]["max_epochs"] == 2
         assert Path(t.user_attrs["checkpoint_path"]).is_file()
+        # last.ckpt, beside the trial's other checkpoints, holds the final (2nd) epoch
+        assert t.user_attrs["checkpoint_path"] == str(Path(t.user_attrs["trial_dir"]) /
+                                                      "checkpoints" / "last.ckpt")
+        last = torch.load(t.user_attrs["checkpoint_path"], map_location="cpu", weights_only=False)
+        assert last["epoch"] == 1
         assert t.user_attrs["metrics"]["val/aiq"] == t.value
         log = pd.read_csv(Path(t.user_attrs["trial_dir"]) / "lightning_logs" / "version_0" / "metrics.csv")
         per_epoch = log["val/aiq"].dropna().tolist()

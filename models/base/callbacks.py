@@ -21,7 +21,10 @@ class ScoresWriter(BasePredictionWriter):
         Folder of ``predictions.csv`` (default: the trainer's log dir). With several
         processes each rank writes ``predictions.rank<k>.csv``.
     split : str
-        Which split of the data module the predict loader read (``test`` by default).
+        The split to predict (``test`` by default; ``val``, ``train``). ``recsys-router
+        predict`` links it to the data module's ``predict_split``, which serves that split;
+        the writer takes the query ids from the split the data module served and refuses
+        a data module that predicts another split.
 
     Example
     -------
@@ -41,8 +44,11 @@ class ScoresWriter(BasePredictionWriter):
         dm = trainer.datamodule
         idx = np.concatenate([p["index"].cpu().numpy() for p in preds])
         scores = np.concatenate([p["scores"].float().cpu().numpy() for p in preds])
-        split = self.split if self.split in dm.splits else "val"
-        data = dm.splits[split]
+        served = getattr(dm, "predict_split", "test")
+        if served != self.split:
+            raise ValueError(f"predictions.split is {self.split!r} but the data module predicts "
+                             f"{served!r}: set data predict_split to {self.split!r}")
+        data = dm.splits[dm.eval_split(served)]
         names = list(dm.llm_names)
         out = pd.DataFrame(scores, columns=names)
         out.insert(0, "routed_llm", np.asarray(names, dtype=object)[scores.argmax(axis=1)])

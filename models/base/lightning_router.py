@@ -225,8 +225,7 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         opts.update(self.module_options or {})
         loss = opts.get("loss")
         if isinstance(loss, dict):
-            opts["loss"] = RoutingLoss(**(loss.get("init_args") or {}) if "class_path" in loss
-                                       else loss)
+            opts["loss"] = RoutingLoss.from_config(loss, "module loss")
         if "seed" in self._module_signature() and "seed" not in opts:
             opts["seed"] = self.seed
         return opts

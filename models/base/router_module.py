@@ -11,6 +11,8 @@ The structure follows the lightning-hydra-template's ``MNISTLitModule``.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytorch_lightning as pl
 import torch
@@ -61,9 +63,10 @@ class RouterModule(pl.LightningModule):
         Size of the LLM pool (linked from the data module: ``data.n_llms``).
     embed_dim : int
         Query-embedding width (linked from ``data.embed_dim``).
-    loss : RoutingLoss, optional
-        Training objective (default: pointwise BCE). Injected, so it is left out of the
-        saved hyperparameters.
+    loss : RoutingLoss or dict, optional
+        Training objective (default: the class's ``default_loss``), or its configuration as
+        plain data (:meth:`RoutingLoss.config`, as a checkpoint's hyperparameters hold it).
+        Saved as that plain configuration (:meth:`save_router_hyperparameters`).
     lr : float
         Adam learning rate.
     weight_decay : float
@@ -72,9 +75,10 @@ class RouterModule(pl.LightningModule):
     Class attributes (read by the derived registry routers, ``models/base/derive.py``)
     -----------------------------------------------------------------------------------
     trainer_defaults : dict
-        ``batch_size`` and ``max_epochs`` of ``recsys-router fit`` (LightningCLI; the YAML's
-        ``trainer.max_epochs`` mirrors the latter). The registry routers scale theirs to the
-        data instead (:func:`~recsys_router.models.base.schedule.data_scaled_plan`).
+        ``max_epochs`` of ``recsys-router fit`` (LightningCLI; the model YAML's
+        ``trainer.max_epochs`` mirrors it; the batch size is the data config's
+        ``data.batch_size``). The registry routers scale theirs to the data instead
+        (:func:`~recsys_router.models.base.schedule.data_scaled_plan`).
     plan_options : dict
         Limits of the router's data-scaled plan (e.g. a bigger ``min_batch`` for a model
         whose step is dear).
@@ -91,7 +95,8 @@ class RouterModule(pl.LightningModule):
     Subclass contract
     -----------------
     * call ``super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)``,
-      then ``self.save_hyperparameters(ignore=["loss"])`` and set ``self.net``;
+      then ``self.save_router_hyperparameters()`` (the loss kept as plain data) and set
+      ``self.net``;
     * ``self.net(x)`` returns logits (B, n_llms); it may define ``cell_logits(x, llm)``
       (logit of one LLM per row) to avoid scoring the whole pool on pointwise batches;
     * override :meth:`on_data` to read training data (LLM features, the train matrix)
@@ -105,7 +110,7 @@ class RouterModule(pl.LightningModule):
     torch.Size([2, 3])
     """
 
-    trainer_defaults = {"batch_size": 64, "max_epochs": 10}
+    trainer_defaults = {"max_epochs": 10}
     #: limits of the data-scaled training plan (``min_batch``, ``step_cap``; see
     #: :func:`~recsys_router.models.base.schedule.data_scaled_plan`)
     plan_options: dict = {}
@@ -117,13 +122,15 @@ class RouterModule(pl.LightningModule):
     router_loss_options = True
     fixed_mode: str | None = None
 
-    def __init__(self, n_llms: int, embed_dim: int, loss: RoutingLoss | None = None,
+    def __init__(self, n_llms: int, embed_dim: int, loss: RoutingLoss | dict | None = None,
                  lr: float = 1e-3, weight_decay: float = 0.0):
         super().__init__()
         if int(n_llms) < 1 or int(embed_dim) < 1:
             raise ValueError(f"n_llms and embed_dim must be >= 1, got {n_llms}, {embed_dim}")
         self.n_llms = int(n_llms)
         self.embed_dim = int(embed_dim)
+        if isinstance(loss, dict):  # plain data: a checkpoint's hyperparameters
+            loss = RoutingLoss.from_config(loss, f"{type(self).__name__} loss")
         self.loss_fn = loss if loss is not None else RoutingLoss(self.default_loss)
         self.lr = check_number(lr, "lr", low=0, low_open=True)
         self.weight_decay = check_number(weight_decay, "weight_decay", low=0)
@@ -260,10 +267,16 @@ class RouterModule(pl.LightningModule):
     # ------------------------------------------------------------------ export
     def loss_config(self) -> dict:
         """The loss's constructor arguments (to rebuild it without the module)."""
-        lf = self.loss_fn
-        return {"kind": lf.kind, "wtp": lf.wtp, "temperature": lf.temperature,
-                "selection_ratio": lf.selection_ratio, "ipw_clip": lf.ipw_clip,
-                "logit_adjust": lf.logit_adjust, "entropy_weight": lf.entropy_weight}
+        return self.loss_fn.config()
+
+    def save_router_hyperparameters(self) -> None:
+        """``save_hyperparameters`` of the calling ``__init__`` with the loss as plain data:
+        the ``loss`` hyperparameter is its :meth:`loss_config` (not the module), so a
+        checkpoint keeps it and ``load_from_checkpoint`` (or LightningCLI's ``--ckpt_path``)
+        passes it back to ``__init__``, which rebuilds the loss with
+        :meth:`RoutingLoss.from_config` (only the project's loss; nothing is imported)."""
+        self.save_hyperparameters(ignore=["loss"], frame=inspect.currentframe().f_back)
+        self.hparams["loss"] = self.loss_config()
 
     def to_router(self, datamodule=None, **router_options):
         """A fitted :class:`~recsys_router.models.base.lightning_router.LightningRouter` that needs

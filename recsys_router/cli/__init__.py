@@ -6,7 +6,9 @@ are handed to LightningCLI unchanged.
 
 Errors: any failure of a command prints one line ``recsys-router COMMAND: error: ...`` on
 stderr and exits with status 2; the global ``--debug`` flag prints the full traceback instead
-(and re-raises). An interrupted command (Ctrl-C) exits with 130.
+(and re-raises). The Lightning commands do the same for the project's data errors
+(:class:`~recsys_router.errors.DataValidationError`, a missing file) and leave other
+errors to LightningCLI. An interrupted command (Ctrl-C) exits with 130.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ __all__ = ["main", "build_parser", "error_line"]
 # command modules, in the order they appear in --help
 _COMMAND_MODULES = ["data", "evaluate", "coldstart", "feedback", "judge", "serve", "tune"]
 _LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+
+
+def _data_errors() -> tuple[type[BaseException], ...]:
+    """The errors a Lightning command reports in one line: bad or missing input data."""
+    from recsys_router.errors import DataValidationError  # noqa: PLC0415
+    return (DataValidationError, FileNotFoundError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         _set_logging(flags["verbose"])
         if own and rest != argv:  # LightningCLI reads the process's arguments itself (and a
             sys.argv[1:] = rest   # DDP launcher re-runs them): without the global flags
-        return _run(rest[0], flags["debug"], lambda: run_lightning_cli(rest), catch_errors=False)
+        return _run(rest[0], flags["debug"], lambda: run_lightning_cli(rest),
+                    catch_errors=_data_errors())
     parser = build_parser()
     args = parser.parse_args(argv)
     _set_logging(args.verbose)
@@ -96,7 +105,8 @@ def _interrupted(exc: BaseException) -> bool:
     return False
 
 
-def _run(command: str, debug: bool, call, *, catch_errors: bool = True) -> int:
+def _run(command: str, debug: bool, call, *,
+         catch_errors: bool | tuple[type[BaseException], ...] = True) -> int:
     """Run one command: its exit status, one error line (status 2) or ``interrupted`` (130).
 
     Parameters
@@ -107,9 +117,10 @@ def _run(command: str, debug: bool, call, *, catch_errors: bool = True) -> int:
         Re-raise instead of printing one line.
     call : callable
         Runs the command, returns its status.
-    catch_errors : bool
-        Turn an exception into one error line (False: only interrupts are handled, as for
-        the Lightning commands, whose errors LightningCLI reports itself).
+    catch_errors : bool or tuple of exception types
+        Turn an exception into one error line: any (True), none (False: only interrupts are
+        handled) or only these types (the Lightning commands: data errors; LightningCLI
+        reports the rest itself).
     """
     sigint = signal.getsignal(signal.SIGINT) if _main_thread() else None
     try:
@@ -124,7 +135,8 @@ def _run(command: str, debug: bool, call, *, catch_errors: bool = True) -> int:
         print(f"recsys-router {command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - one line for every failure; --debug shows it all
-        if debug or not catch_errors:
+        caught = catch_errors if isinstance(catch_errors, bool) else isinstance(exc, catch_errors)
+        if debug or not caught:
             raise
         print(f"recsys-router {command}: error: {error_line(exc)}", file=sys.stderr)
         return 2

@@ -205,9 +205,10 @@ class LightningObjective:
 
     @staticmethod
     def _record_checkpoints(trial, trainer) -> None:
+        from recsys_router.lightning_cli import last_checkpoint_path  # noqa: PLC0415
         ckpt = trainer.checkpoint_callback
         if ckpt is not None:
-            trial.set_user_attr("checkpoint_path", ckpt.last_model_path or None)
+            trial.set_user_attr("checkpoint_path", last_checkpoint_path(trainer))
             trial.set_user_attr("best_checkpoint_path", ckpt.best_model_path or None)
 
 
