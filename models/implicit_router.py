@@ -223,10 +223,8 @@ class ImplicitRouter(Router):
         from recsys_router.encoders import get_encoder  # noqa: PLC0415 (optional heavy deps)
 
         self._check_params()
-        obs_vals = train.scores[train.observed]
-        if obs_vals.size == 0:
+        if self.score_range_ is None:  # Router.fit set it: (min, max) of the observed scores
             raise DataValidationError("train data has no observed score", source=train.source)
-        self.score_range_ = (float(obs_vals.min()), float(obs_vals.max()))
         # text side first (the dr loss's reward model reads the embeddings)
         if isinstance(self.encoder, str):
             enc = get_encoder(self.encoder, **(self.encoder_kwargs or {}))

@@ -16,7 +16,8 @@ import numpy as np
 
 from .data import RoutingData
 from .errors import NotFittedError
-from .coldstart.pool import add_llm, core_view, pool_changed, pool_costs, predict_pool, remove_llm
+from .coldstart.pool import (add_llm, core_view, observed_range, pool_changed, pool_costs,
+                             predict_pool, remove_llm)
 from .policies import apply_policy, fill_unknown_costs
 from .state import Part, check_state, collect_state
 
@@ -133,10 +134,10 @@ class Router(ABC):
         self.llm_names_ = list(train.llm_names)
         self.mean_costs_ = train.mean_costs() if train.costs is not None else None
         self.llm_prices_ = mean_llm_prices(train.llms)
-        obs = np.asarray(train.scores, np.float64)[train.observed]
-        # the score scale add_llm holds probe scores to; in memory only (not exported: a new
-        # artifact field would change the format), so a loaded router has None
-        self.score_range_ = np.array([obs.min(), obs.max()]) if obs.size else None
+        # the training scores' range, from which add_llm derives the scale probe scores must
+        # lie on; in memory only for most routers (not exported: a new artifact field would
+        # change the format), so a loaded router has None
+        self.score_range_ = observed_range(train.scores)
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
         self._fit(train, val)
         self.fitted_ = True
@@ -323,8 +324,10 @@ class Router(ABC):
         Raises
         ------
         ValueError
-            Among others, a probe score outside the range of the scores the router was
-            fitted on in this process (``score_range_``; e.g. a 7 among 0/1 scores would
+            Among others, a probe score off the scale of the scores the router was fitted on
+            in this process (``score_range_``, see
+            :func:`~recsys_router.coldstart.pool.score_scale`: [0, 1] for scores within it,
+            else their range widened by its width each side; e.g. a 7 among 0/1 scores would
             outrank every fitted LLM everywhere). A router loaded from an artifact does not
             record it: ``recsys-router onboard`` then checks against ``--data``'s scores.
 

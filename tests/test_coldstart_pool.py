@@ -194,3 +194,36 @@ def test_second_priced_llm_on_a_probe_router_is_costed_like_the_first():
         router.add_llm(f"new{k}", probes, price_in=1.5, price_out=3.0)
         assert router.probe_llms_[f"new{k}"]["cost"] == pytest.approx(expected, rel=1e-12)
     assert router.llm_prices_.tolist() == [1.5, 3.0, 4.5, 6.0, 2.25, 2.25, 2.25]
+
+
+def test_observed_range_matches_nan_min_max_without_a_copy():
+    from recsys_router.coldstart.pool import observed_range
+    rng = np.random.default_rng(0)
+    s = rng.random((50, 7)).astype(np.float32)
+    s[rng.random(s.shape) < 0.3] = np.nan
+    assert observed_range(s) == (float(np.nanmin(s)), float(np.nanmax(s)))
+    assert observed_range(np.full((3, 2), np.nan, np.float32)) is None
+    assert observed_range(np.zeros((0, 2), np.float32)) is None
+
+
+def test_probe_scores_are_held_to_the_scale_not_the_observed_extremes():
+    """Scores within [0, 1] are held to [0, 1] (a fitted pool that never scored 0.95 does
+    not refuse a 0.95, nor the float64 reading of its own float32 extremes); graded scores
+    to their range widened by its width each side (a new LLM may grade 1 where the fitted
+    ones never went below 1.5); a score off that scale is refused."""
+    from recsys_router.coldstart.pool import outside_range, score_scale
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(6)], "text": [f"t {i}" for i in range(6)]})
+    frac = RoutingData(q, ["a", "b"], np.array([[.15, .5], [.95, .5], [.5, .15], [.95, .95],
+                                                [.15, .5], [.5, .95]]))
+    r = make_router("best-single").fit(frac)
+    assert r.score_range_ == (float(np.float32(.15)), float(np.float32(.95)))
+    assert outside_range(np.array([0.15, 0.95, 0.0, 1.0]), r.score_range_).size == 0
+    r.add_llm("new", {"t 0": 0.95, "t 1": 0.15, "t 2": 1.0})
+    graded = RoutingData(q, ["a"], np.array([[1.5], [10.0], [4.0], [7.5], [9.0], [2.0]]))
+    g = make_router("best-single").fit(graded)
+    assert score_scale(g.score_range_) == (1.5 - 8.5, 10.0 + 8.5)
+    g.add_llm("mixtral", {"t 0": 1.0, "t 1": 10.0, "t 2": 6.0})
+    with pytest.raises(ValueError, match=r"probe score 30 of 'x'.* off the scale of the router's "
+                       r"training scores \[-7, 18.5\] \(training scores 1.5-10\)"):
+        g.add_llm("x", {"t 0": 30.0, "t 1": 5.0})
+    assert g.llm_names_ == ["a", "mixtral"]

@@ -92,19 +92,19 @@ def _binary_artifact(tmp_path):
 def test_a_probe_score_outside_the_training_range_is_refused(tmp_path, capsys):
     # one 7 among 0/1 training scores would outrank every fitted LLM on every query
     r = _binary_artifact(tmp_path)
-    assert r.score_range_.tolist() == [0.0, 1.0]
+    assert r.score_range_ == (0.0, 1.0)
     p = _write(tmp_path, "query_id,text,score\nq1,question 1,1\nq2,question 2,7\n")
     with pytest.raises(DataValidationError, match=r"answers.csv, row 3, column 'score': score 7 "
-                       r"is outside the pool's score range \[0, 1\]"):
+                       r"is off the pool's score scale \[0, 1\]"):
         read_answers(p, "new", score_range=r.score_range_)
     # a loaded artifact does not store the range: onboard takes --data's
     rc = main(["onboard", str(tmp_path / "art"), "--llm", "new", "--scores", str(p),
                "--data", str(tmp_path / "data.csv"), "--out", str(tmp_path / "new")])
     err = capsys.readouterr().err
-    assert rc == 2 and "answers.csv, row 3, column 'score': score 7 is outside" in err
+    assert rc == 2 and "answers.csv, row 3, column 'score': score 7 is off the pool's score scale [0, 1]" in err
     assert not (tmp_path / "new").exists()
     with pytest.raises(ValueError, match=r"probe score -0.5 of 'new' on query 'probe-1' \(text 'question 2'\) is "
-                       r"outside the range of the router's training scores \[0, 1\]"):
+                       r"off the scale of the router's training scores \[0, 1\]"):
         r.add_llm("new", {"question 1": 1.0, "question 2": -0.5})
     assert r.llm_names_ == ["a", "b"]
     assert r.add_llm("new", {"question 1": 1.0, "question 2": 0.5}).llm_names_[-1] == "new"

@@ -14,7 +14,7 @@ from recsys_router.datasets._common import read_csv
 from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
 
-from .pool import outside_range
+from .pool import observed_range, outside_range, scale_text
 
 __all__ = ["read_answers", "answer_score_range", "onboard_artifact", "MAX_ANSWER_BYTES",
            "pool_table"]
@@ -39,8 +39,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     data : RoutingData, optional
         The queries, to look texts up by ``query_id``.
     score_range : (float, float), optional
-        Lowest and highest score allowed (the router's training scores, see
-        :func:`answer_score_range`); a score outside is refused.
+        Lowest and highest of the router's training scores (see :func:`answer_score_range`);
+        a score off the scale derived from it
+        (:func:`~recsys_router.coldstart.pool.score_scale`) is refused.
 
     Returns
     -------
@@ -98,9 +99,8 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
             if len(far):
                 i = int(far[0])
                 raise DataValidationError(
-                    f"score {v.iloc[i]} is outside the pool's score range "
-                    f"[{float(score_range[0]):g}, {float(score_range[1]):g}]", source=str(path),
-                    row=line(i, col), column=col)
+                    f"score {v.iloc[i]} is off the pool's score scale {scale_text(score_range)}",
+                    source=str(path), row=line(i, col), column=col)
             df[col] = v
     if "text" not in df.columns or df["text"].isna().any():
         if data is None:
@@ -142,7 +142,8 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
 
 
 def answer_score_range(router, data: RoutingData | None = None):
-    """The scores a new LLM's probe answers may take: the range the router recorded at fit
+    """The training scores' range a new LLM's probe answers are checked against (through
+    :func:`~recsys_router.coldstart.pool.score_scale`): the range the router recorded at fit
     (``score_range_``, set in the process that fitted it), else that of ``data``'s observed
     scores (a router loaded from an artifact, which does not store it), else None
     (unchecked).
@@ -150,17 +151,13 @@ def answer_score_range(router, data: RoutingData | None = None):
     Example
     -------
     >>> class Old: pass
-    >>> answer_score_range(Old(), RoutingData(["a", "b"], ["m"], [[0.0], [1.0]])).tolist()
-    [0.0, 1.0]
+    >>> answer_score_range(Old(), RoutingData(["a", "b"], ["m"], [[0.0], [1.0]]))
+    (0.0, 1.0)
     """
     rng = getattr(router, "score_range_", None)
     if rng is not None:
-        return np.asarray(rng, np.float64)
-    if data is not None:
-        obs = np.asarray(data.scores, np.float64)[data.observed]
-        if obs.size:
-            return np.array([obs.min(), obs.max()])
-    return None
+        return tuple(float(x) for x in rng)
+    return observed_range(data.scores) if data is not None else None
 
 
 def pool_table(manifest: dict) -> pd.DataFrame:

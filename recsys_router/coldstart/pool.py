@@ -27,7 +27,8 @@ from .heads import fit_probe_head, predict_probe_head
 from .probes_input import check_llm_name, probe_data, probe_weights
 
 __all__ = ["add_llm", "remove_llm", "pool_changed", "core_view", "predict_pool", "pool_costs",
-           "estimate_cost", "outside_range", "check_probe_range"]
+           "estimate_cost", "observed_range", "score_scale", "outside_range", "scale_text",
+           "check_probe_range"]
 
 
 def pool_changed(router) -> bool:
@@ -127,31 +128,78 @@ def estimate_cost(router, name: str, probes: RoutingData, price_in, price_out,
                      "(price_in / price_out, USD per 1M tokens, with pool prices known)")
 
 
-def outside_range(values, score_range) -> np.ndarray:
-    """Positions of ``values`` outside ``score_range`` (``(low, high)``; None: none).
+def observed_range(scores) -> tuple[float, float] | None:
+    """``(min, max)`` of the observed (not NaN) cells of a score matrix; None when no cell is
+    observed. Reduces the matrix in place (no float64 copy, no mask).
 
     Example
     -------
-    >>> outside_range(np.array([0.0, 7.0, 1.0, -1.0]), (0.0, 1.0)).tolist()
-    [1, 3]
+    >>> observed_range(np.array([[np.nan, 0.5], [2.0, np.nan]], np.float32))
+    (0.5, 2.0)
+    """
+    s = np.asarray(scores)
+    if s.size == 0:
+        return None
+    lo, hi = np.fmin.reduce(s, axis=None), np.fmax.reduce(s, axis=None)  # NaN only if all are
+    return None if np.isnan(lo) else (float(lo), float(hi))
+
+
+def score_scale(score_range) -> tuple[float, float] | None:
+    """The scale a new LLM's probe scores must lie on, from the range ``(low, high)`` of the
+    scores the router was fitted on (None: unchecked).
+
+    Training scores within [0, 1] (accuracies, pass rates, binary outcomes) give [0, 1];
+    others (grades, rewards) give their range widened by its own width on each side, since a
+    new LLM may do worse or better than every fitted one. What it refuses is a score off the
+    scale (a 7 among 0/1 scores would outrank every fitted LLM on every query).
+
+    Example
+    -------
+    >>> score_scale((0.0, 1.0)), score_scale((0.2, 0.9)), score_scale((1.5, 10.0))
+    ((0.0, 1.0), (0.0, 1.0), (-7.0, 18.5))
     """
     if score_range is None:
-        return np.zeros(0, dtype=np.int64)
+        return None
     low, high = (float(x) for x in score_range)
+    if 0.0 <= low and high <= 1.0:
+        return 0.0, 1.0
+    width = high - low if high > low else max(abs(high), 1.0)
+    return low - width, high + width
+
+
+def outside_range(values, score_range) -> np.ndarray:
+    """Positions of ``values`` off the scale :func:`score_scale` derives from ``score_range``
+    (the training scores' ``(low, high)``; None: none).
+
+    Example
+    -------
+    >>> outside_range(np.array([0.0, 7.0, 1.0, -1.0, 0.5]), (0.0, 1.0)).tolist()
+    [1, 3]
+    """
+    scale = score_scale(score_range)
+    if scale is None:
+        return np.zeros(0, dtype=np.int64)
     v = np.asarray(values, dtype=np.float64)
-    return np.flatnonzero((v < low) | (v > high))
+    return np.flatnonzero((v < scale[0]) | (v > scale[1]))
+
+
+def scale_text(score_range) -> str:
+    """How the messages name the scale: ``[0, 1]`` or ``[-7, 18.5] (training scores 1.5-10)``."""
+    low, high = score_scale(score_range)
+    text = f"[{low:g}, {high:g}]"
+    if (low, high) != (0.0, 1.0):
+        text += f" (training scores {float(score_range[0]):g}-{float(score_range[1]):g})"
+    return text
 
 
 def check_probe_range(name: str, values, score_range, labels) -> None:
-    """Refuse a probe score outside the range of the scores the router was fitted on (a 7
-    among 0/1 scores would outrank every fitted LLM on every query); ``labels`` name the
-    probes in the message."""
+    """Refuse a probe score off the scale of the scores the router was fitted on
+    (:func:`score_scale`); ``labels`` name the probes in the message."""
     bad = outside_range(values, score_range)
     if bad.size:
         i = int(bad[0])
         raise ValueError(f"probe score {float(values[i]):g} of {name!r} on query {labels[i]} is "
-                         f"outside the range of the router's training scores "
-                         f"[{float(score_range[0]):g}, {float(score_range[1]):g}]")
+                         f"off the scale of the router's training scores {scale_text(score_range)}")
 
 
 def _price(v, what: str):
