@@ -101,6 +101,33 @@ def test_replay_keys_queries_by_id_and_text():
     assert [o.router_choices["T"] for o in out] == ["x", "y"]
 
 
+def test_replay_rows_keep_unambiguous_query_ids():
+    """A query id with one text keeps its id (a precomputed encoder looks embeddings up by
+    it); ids with several texts and id-less records get made-up ids that no record uses."""
+    from recsys_router.judge.replay import queries_of
+
+    def rec(text, qid):
+        return JudgeRecord(text, {"s": "x"}, "x", "y", "A", ["x", "y"], query_id=qid)
+    recs = [rec("a", "q1"), rec("b", "judge-0"), rec("c", "q2"), rec("d", "q2"), rec("e", None),
+            rec("a", "q1")]
+    data, pos = queries_of(recs, ["x", "y"])
+    assert list(data.query_ids) == ["q1", "judge-0", "judge-1", "judge-2", "judge-3"]
+    assert list(data.texts) == ["a", "b", "c", "d", "e"] and pos.tolist() == [0, 1, 2, 3, 4, 0]
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.encoders.precomputed import PrecomputedEncoder
+    from recsys_router.router_spec import resolve_router
+    d = make_synthetic(40, 3, 2, seed=0)
+    enc = PrecomputedEncoder(None, table=(list(d.query_ids),
+                                          np.random.default_rng(0).normal(size=(d.n_queries, 8))))
+    knn = resolve_router("knn", {"k": 1}, encoder=enc, seed=0)[0].fit(d)
+    a, b = d.llm_names[:2]
+    out = replay(knn, [JudgeRecord(str(d.texts[i]), {"r": a}, a, b, "A", [a, b],
+                                   query_id=str(d.query_ids[i])) for i in range(4)], name="k")
+    # 1-NN on its own training queries' vectors: the best of a and b on each query
+    best = [a if d.scores[i, 0] >= d.scores[i, 1] else b for i in range(4)]
+    assert [o.router_choices["k"] for o in out] == best
+
+
 def test_replay_budget_and_non_participation():
     train = tiny_data().subset([0, 1])
     r = PriorRouter({"x": 0.1, "y": 0.9, "z": 0.5}).fit(train)

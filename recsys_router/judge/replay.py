@@ -62,10 +62,12 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
 
     A query is the pair ``(query_id, query text)``: two records with the same id but
     different texts are two queries (each routed on its own text), and a record without an
-    id never shares a row with one that has an id. The rows get their own ids
-    (``judge-0``, ``judge-1``, ...); scores come from ``truth``, looked up by each row's
-    ``query_id``, when given (else they are NaN); costs come from the records (``truth``'s
-    recorded costs, where known, take precedence).
+    id never shares a row with one that has an id. A row keeps its records' ``query_id``
+    when that id has one text among the records (so routers that look embeddings up by id,
+    e.g. a precomputed encoder, find them); the others get made-up ids (``judge-0``,
+    ``judge-1``, ..., never one of the records' ids). Scores come from ``truth``, looked up by
+    the records' ``query_id``, when given (else they are NaN); costs come from the records
+    (``truth``'s recorded costs, where known, take precedence).
 
     Example
     -------
@@ -76,13 +78,24 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
     >>> list(data.texts), pos.tolist()
     (['a', 'b'], [0, 1, 0])
     """
+    texts: dict[str, set] = {}
+    for rec in records:
+        if rec.query_id is not None:
+            texts.setdefault(rec.query_id, set()).add(rec.query)
+    own = {q for q, t in texts.items() if len(t) == 1}  # rows that keep the record's id
     rows, ids, pos = [], [], []
     index: dict[tuple[str | None, str], int] = {}
+    n_made = 0
     for rec in records:
         key = (rec.query_id, rec.query)
         if key not in index:
+            rid = rec.query_id
+            if rid not in own:  # no id, or an id with several texts: a made-up, unused id
+                rid = None
+                while rid is None or rid in texts:
+                    rid, n_made = f"judge-{n_made}", n_made + 1
             index[key] = len(rows)
-            rows.append({"query_id": f"judge-{len(rows)}", "text": rec.query, "task": rec.task})
+            rows.append({"query_id": rid, "text": rec.query, "task": rec.task})
             ids.append(rec.query_id)
         pos.append(index[key])
     q = pd.DataFrame(rows)
