@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 
-from .candidate_masks import mask_predictions
 from .policies import argmax_policy
 
 __all__ = ["check_z", "check_inner_folds", "task_keys", "stratified_holdout",
@@ -162,8 +161,8 @@ def realised_scores(pred: np.ndarray, truth: np.ndarray,
                     costs: np.ndarray | None = None) -> np.ndarray:
     """True score of the LLM that routing picks among each query's observed LLMs.
 
-    The choice is the evaluation's and :meth:`Router.route`'s: the predictions are masked to
-    the observed LLMs (:func:`~recsys_router.candidate_masks.mask_predictions`) and
+    The choice is the evaluation's and :meth:`Router.route`'s: among the observed LLMs
+    (what :func:`~recsys_router.candidate_masks.mask_predictions` leaves routing),
     :func:`~recsys_router.policies.argmax_policy` takes the highest prediction, the cheapest
     predicted cost among ties (then the lowest column).
 
@@ -191,10 +190,13 @@ def realised_scores(pred: np.ndarray, truth: np.ndarray,
     obs = ~np.isnan(truth)
     out = np.full(len(truth), np.nan)
     rows = np.flatnonzero(obs.any(axis=1))
-    if len(rows):
-        c = None if costs is None else np.asarray(costs, dtype=np.float64)[rows]
-        ms, mc = mask_predictions(np.asarray(pred, dtype=np.float64)[rows], c, obs[rows])
-        choice = argmax_policy(ms, mc, mask=obs[rows])
+    if len(rows) == len(truth):  # the usual case: no row copies
+        out[:] = truth[rows, argmax_policy(pred, costs, mask=obs)]
+    elif len(rows):
+        # the mask restricts the choice (and its cost tie-break) to the observed LLMs, as
+        # mask_predictions does for routing
+        choice = argmax_policy(np.asarray(pred)[rows],
+                               None if costs is None else np.asarray(costs)[rows], mask=obs[rows])
         out[rows] = truth[rows, choice]
     return out
 
