@@ -113,6 +113,9 @@ def test_replay_rows_keep_unambiguous_query_ids():
     data, pos = queries_of(recs, ["x", "y"])
     assert list(data.query_ids) == ["q1", "judge-0", "judge-1", "judge-2", "judge-3"]
     assert list(data.texts) == ["a", "b", "c", "d", "e"] and pos.tolist() == [0, 1, 2, 3, 4, 0]
+    # a blank id (records allow it; RoutingData does not) is read as no id
+    data, _ = queries_of([rec("a", ""), rec("b", "  "), rec("c", "q1")], ["x", "y"])
+    assert list(data.query_ids) == ["judge-0", "judge-1", "q1"]
     from recsys_router.datasets.synthetic import make_synthetic
     from recsys_router.encoders.precomputed import PrecomputedEncoder
     from recsys_router.router_spec import resolve_router

@@ -82,7 +82,8 @@ def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
     for rec in records:
         if rec.query_id is not None:
             texts.setdefault(rec.query_id, set()).add(rec.query)
-    own = {q for q, t in texts.items() if len(t) == 1}  # rows that keep the record's id
+    # rows that keep the record's id: one text, and an id RoutingData takes (not blank)
+    own = {q for q, t in texts.items() if len(t) == 1 and q.strip()}
     rows, ids, pos = [], [], []
     index: dict[tuple[str | None, str], int] = {}
     n_made = 0
