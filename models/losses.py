@@ -222,6 +222,8 @@ def soft_selection_entropy(logits: torch.Tensor, mask: torch.Tensor | None = Non
     (:func:`recsys_router.metrics.routereval.selection_entropy`, which counts hard
     choices): softmax probabilities replace the argmax choices so that a loss can reward
     spread. High when the batch's queries are spread over many LLMs; 0 when all go to one.
+    With ``mask``, each query's softmax runs over its observed LLMs, and a query with none is
+    left out (its all ``-inf`` row would make the whole batch's entropy NaN).
 
     Example
     -------
@@ -229,6 +231,11 @@ def soft_selection_entropy(logits: torch.Tensor, mask: torch.Tensor | None = Non
     1.3863
     """
     if mask is not None:
+        rows = mask.any(dim=1)  # a query with no observed LLM has no distribution: left out
+        if not bool(rows.all()):
+            logits, mask = logits[rows], mask[rows]
+        if logits.shape[0] == 0:
+            return logits.sum() * 0.0  # zero, still part of the graph
         logits = logits.masked_fill(~mask, float("-inf"))
     p = torch.softmax(logits, dim=1).mean(dim=0)
     return -(p * torch.log(p.clamp_min(1e-12))).sum()
@@ -290,7 +297,8 @@ class RoutingLoss(nn.Module):
         fraction of the query's best (RouterEval's selection vector).
     ipw_clip : float, optional
         Popularity re-weighting of positives by the inverse of each LLM's share of train
-        positives, clipped at this maximum weight (None = off). Not a logging propensity:
+        positives, clipped at this maximum weight (None = off; refused with ``mse``, which has
+        no positives to weight). Not a logging propensity:
         logged-feedback batches (key ``w``) use :func:`logged_feedback_loss` instead.
     logit_adjust : float
         ``tau`` of logit adjustment: training logits get ``+ tau * log prior_j`` (prior = the
@@ -315,6 +323,10 @@ class RoutingLoss(nn.Module):
             raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
         if ipw_clip is not None and ipw_clip < 1:
             raise ValueError(f"ipw_clip must be >= 1 (or None), got {ipw_clip}")
+        if ipw_clip is not None and kind == "mse":
+            raise ValueError("ipw_clip re-weights each LLM's positives, which the 'mse' loss "
+                             "does not have (it would be ignored); use it with bce, listwise, "
+                             "utility or bpr, or set ipw_clip to None")
         self.kind = kind
         self.wtp = check_number(wtp, "wtp", low=0)
         self.temperature = check_number(temperature, "temperature", low=0)

@@ -86,6 +86,30 @@ def test_popularity_weights_and_selection_entropy_by_hand():
     assert float(soft_selection_entropy(T([[50.0, 0.0], [50.0, 0.0]]))) == pytest.approx(0.0, abs=1e-5)
 
 
+def test_selection_entropy_leaves_out_a_query_with_no_observed_llm():
+    """A query with no observed LLM (RoutingData allows it; subsets of sparse data make them)
+    has no distribution: it is left out instead of turning the batch's entropy into NaN."""
+    logits = T([[50.0, 0.0, 0.0], [0.0, 50.0, 0.0], [1.0, 2.0, 3.0]]).requires_grad_()
+    mask = torch.tensor([[True, True, False], [True, True, False], [False, False, False]])
+    h = soft_selection_entropy(logits, mask)
+    assert float(h) == pytest.approx(math.log(2), rel=1e-5)  # the first two rows only
+    h.backward()
+    assert torch.isfinite(logits.grad).all() and float(logits.grad[2].abs().sum()) == 0.0
+    none = soft_selection_entropy(T([[1.0, 2.0]]), torch.tensor([[False, False]]))
+    assert float(none) == 0.0
+    loss = RoutingLoss("listwise", entropy_weight=0.5)
+    batch = {"y": T([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]), "mask": mask,
+             "sel": T([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])}
+    assert math.isfinite(float(loss({"logits": logits.detach()}, batch)))
+
+
+def test_ipw_clip_is_refused_with_the_mse_loss():
+    with pytest.raises(ValueError, match="ipw_clip re-weights each LLM's positives, which the "
+                                         "'mse' loss does not have"):
+        RoutingLoss("mse", ipw_clip=3.0)
+    assert RoutingLoss("mse").ipw_clip is None and RoutingLoss("bce", ipw_clip=3.0).ipw_clip == 3.0
+
+
 def test_routing_loss_ignores_unobserved_cells_and_checks_kinds():
     loss = RoutingLoss("bce")
     batch = {"y": T([[1.0, 0.0, 0.0]]), "mask": T([[True, True, False]]), "sel": T([[1.0, 0.0, 0.0]])}
