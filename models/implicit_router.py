@@ -81,7 +81,10 @@ class ImplicitRouter(Router):
     iterations : int
         ALS sweeps or BPR epochs.
     alpha : float
-        Confidence slope: a positive cell weighs ``1 + alpha * s``.
+        Confidence slope: a positive cell weighs ``1 + alpha * s`` in ALS. ``implicit``'s BPR
+        samples positives without weights, so for ``bpr`` it does not change training; there
+        it only sets the confidence of an LLM added with ``add_llm``, whose factor is solved
+        in closed form over its probes.
     learning_rate : float
         BPR step size (ignored by ALS).
     fold_in : {"ridge", "knn"}
