@@ -41,6 +41,19 @@ def test_apgr_cpt_by_hand():
     assert math.isnan(apgr([0.0, 1.0], [0.5, 0.5], 0.5, 0.5))
 
 
+def test_apgr_is_undefined_when_the_pair_is_inverted_on_the_test_queries():
+    """The pair comes from training means; on test queries where the "strong" LLM scores
+    lower, (AUC - q_w W) / ((q_s - q_w) W) flips sign: an oracle curve above both (AUC 0.6
+    over [0, 1] with q_s 0.4, q_w 0.5) would get (0.6 - 0.5) / (-0.1) = -1, below a router
+    that only ever calls the weak LLM (0). Undefined instead, and skipped by means."""
+    assert math.isnan(apgr([0.0, 1.0], [0.6, 0.6], 0.5, 0.4))
+    assert math.isnan(apgr([0.0, 1.0], [0.5, 0.4], 0.5, 0.4))
+    # the same curve with the pair the right way round is defined: (0.6 - 0.4) / 0.1 = 2
+    assert apgr([0.0, 1.0], [0.6, 0.6], 0.4, 0.5) == pytest.approx(2.0)
+    # CPT: the target is at most q_weak, reached at the curve's start
+    assert cpt([0.0, 1.0], [0.5, 0.4], 0.5, 0.4, pgr=0.5) == 0.0
+
+
 def _routellm_loop(w, strong_q, weak_q, n):
     """RouteLLM's evaluate loop, one threshold and one query at a time."""
     _, edges = pd.qcut(w, n, retbins=True)

@@ -112,15 +112,22 @@ def apgr(strong_frac, qualities, weak_quality: float, strong_quality: float) -> 
     ``APGR = (AUC - q_weak * W) / (q_strong * W - q_weak * W)`` with
     ``AUC = trapz(qualities, strong_frac)`` and ``W = max(frac) - min(frac)``.
 
+    NaN (undefined) unless the strong LLM beats the weak one on these queries
+    (``q_strong > q_weak``, RouteLLM's premise): the pair is chosen by training means, and on
+    a test set where it is inverted the ratio's sign flips, ranking the best routers last;
+    means over folds or pool groups skip such cells.
+
     Example
     -------
     >>> apgr([0.0, 0.5, 1.0], [0.25, 0.75, 0.75], 0.25, 0.75)
     0.75
+    >>> apgr([0.0, 1.0], [0.5, 0.4], 0.5, 0.4)  # the "strong" LLM is the worse one here
+    nan
     """
     x, y = _sorted_curve(strong_frac, qualities)
     width = x[-1] - x[0]
     gap = (strong_quality - weak_quality) * width
-    if gap == 0:
+    if not gap > 0:
         return float("nan")
     return float((np.trapezoid(y, x) - weak_quality * width) / gap)
 
@@ -133,7 +140,9 @@ def cpt(strong_frac, qualities, weak_quality: float, strong_quality: float, pgr:
     """Call-performance threshold: the smallest fraction of strong calls ``x`` at which the
     piecewise-linear curve reaches ``q_weak + pgr * (q_strong - q_weak)``; NaN if never.
     "Reaches" allows float rounding of the target (:func:`~recsys_router.metrics.base.reaches`),
-    so a curve point equal to the target is its first crossing.
+    so a curve point equal to the target is its first crossing. When the strong LLM does not
+    beat the weak one on these queries the target is at most ``q_weak``, so every router
+    reaches it with the weak LLM alone (0 when the curve starts at 0 strong calls).
 
     Example
     -------
