@@ -138,3 +138,36 @@ def test_epoch_metrics_by_hand():
     sparse = np.array([[1.0, np.nan], [np.nan, 0.0], [np.nan, np.nan]])
     got = epoch_metrics(np.array([[0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]), sparse)
     assert got == {"mu_o": 0.5, "e_p": 1.0}          # choices restricted to observed LLMs
+
+
+def test_to_router_of_a_ranking_loss_module_gets_the_platt_map_of_fit(sim_small):
+    """A bpr-trained module turned into a router carries the Platt map that ``fit`` fits on
+    the training cells (before, ``logit_calib_`` stayed None and scores were raw
+    ``sigmoid(logit)``); the map is recomputed here by a generic optimiser."""
+    from scipy.optimize import minimize
+    from scipy.special import expit
+    dm = RoutingDataModule.from_splits(sim_small.split((0.7, 0.1, 0.2), seed=0), mode="pairwise",
+                                       encoder_options={"dim": 32}, batch_size=32)
+    torch.manual_seed(0)
+    module = MFModule(dm.n_llms, dm.embed_dim, dim=8, loss={"kind": "bpr"}, lr=0.1)
+    quiet_trainer(5).fit(module, datamodule=dm)
+    router = module.to_router(dm)
+    assert router.logit_calib_ is not None
+    module.eval()
+    with torch.no_grad():
+        z_train = module(torch.as_tensor(dm.embeddings("train"))).double().numpy()
+        z_test = module(torch.as_tensor(dm.embeddings("test"))).double().numpy()
+    y = dm.splits["train"].scores.astype(np.float64)
+    ok = ~np.isnan(y)
+
+    def nll(t):
+        p = np.clip(expit(t[0] * z_train[ok] + t[1]), 1e-12, 1 - 1e-12)
+        return -np.mean(y[ok] * np.log(p) + (1 - y[ok]) * np.log(1 - p))
+    a, b = minimize(nll, [1.0, 0.0], method="Nelder-Mead",
+                    options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 4000}).x
+    np.testing.assert_allclose(router.logit_calib_, [a, b], atol=1e-3)
+    np.testing.assert_allclose(router.predict_scores(dm.splits["test"]),
+                               expit(a * z_test + b), atol=1e-3)
+    # the map matches the training cells' mean score (the property a Platt map has)
+    got = router.predict_scores(dm.splits["train"])[ok].mean()
+    assert got == pytest.approx(y[ok].mean(), abs=1e-3)

@@ -365,7 +365,7 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         self.net_ = net.cpu().eval()
         self.net_n_llms_ = int(dm.n_llms)  # the pool the network was built for (export)
         self.added_llm_rows_, self.kept_cols_ = None, None  # a refit forgets onboarded LLMs
-        self.logit_calib_ = None                            # set by _fit for ranking losses
+        self.logit_calib_ = None    # set by _fit / from_module for ranking losses
         enc = dm.encoder
         # a stateless encoder is rebuilt from its name (not stored in exported artifacts)
         self.fitted_encoder_ = enc if enc.needs_fit else None
@@ -375,7 +375,26 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
 
     @classmethod
     def from_module(cls, module: RouterModule, datamodule, **options) -> "LightningRouter":
-        """A fitted router from a trained module and the data module it was trained on."""
+        """A fitted router from a trained module and the data module it was trained on.
+
+        Parameters
+        ----------
+        module : RouterModule
+            The trained module (its network is deep-copied).
+        datamodule : RoutingDataModule
+            The data module it was trained on: its encoder, LLM names, mean train costs and
+            ``train`` split.
+        **options
+            Router settings (override those taken from ``datamodule``).
+
+        Returns
+        -------
+        LightningRouter
+            Fitted; for a ranking loss (listwise / pairwise / utility) with the same Platt map
+            of the logits that :meth:`fit` fits (``logit_calib_``, on the ``train`` split's
+            cells), so its scores estimate the data module's scores rather than being a raw
+            ``sigmoid(logit)``.
+        """
         hp = {k: v for k, v in dict(module.hparams).items()  # not LightningCLI's "_class_path"
               if k not in ("n_llms", "embed_dim") and not k.startswith("_")}
         if "loss" in inspect.signature(type(module).__init__).parameters:
@@ -389,6 +408,10 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         router.llm_names_ = list(train.llm_names)
         router.mean_costs_ = train.mean_costs() if train.costs is not None else None
         router._set_fitted_state(module, datamodule)
+        # the Platt map of ranking losses, as ``fit`` fits it: on all the training queries, on
+        # the scale the module was trained on (the data module's own scores: it rescales none)
+        router.logit_calib_ = router._fit_logit_calibration(
+            rescored(train, getattr(router, "score_scale_", None)))
         router.train_history_ = {}
         router.fitted_ = True
         return router
