@@ -171,3 +171,26 @@ def test_to_router_of_a_ranking_loss_module_gets_the_platt_map_of_fit(sim_small)
     # the map matches the training cells' mean score (the property a Platt map has)
     got = router.predict_scores(dm.splits["train"])[ok].mean()
     assert got == pytest.approx(y[ok].mean(), abs=1e-3)
+
+
+def test_loss_selection_ratio_decides_the_listwise_targets():
+    """``loss={"selection_ratio": r}`` reaches the data module that builds the selection
+    vectors (before, the data module's own 0.95 was used whatever the loss said): the
+    targets are ``score >= r * best`` of each query, and two ratios fit different routers."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(120, 4, 3, seed=0, binary=False)
+    test = make_synthetic(30, 4, 3, seed=1, binary=False)
+    s = d.scores.astype(np.float64)
+    best = np.nanmax(s, axis=1, keepdims=True)
+    preds = []
+    for ratio in (0.95, 0.3):
+        r = LightningRouter("recsys_router.models.mf_module:MFModule",
+                            {"dim": 4, "loss": {"kind": "listwise", "selection_ratio": ratio}},
+                            encoder_options={"dim": 16}, max_epochs=3, seed=0)
+        dm = r._datamodule(d, None)
+        dm.setup("fit")
+        expect = (~np.isnan(s)) & (best > 0) & (np.nan_to_num(s, nan=-1.0) >= ratio * best)
+        assert dm.selection_ratio == ratio
+        np.testing.assert_array_equal(dm._train_dataset().arrays["sel"], expect.astype(np.float32))
+        preds.append(r.fit(d).predict_scores(test))
+    assert np.abs(preds[0] - preds[1]).max() > 1e-3

@@ -114,7 +114,10 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         Constructor arguments except ``n_llms`` and ``embed_dim`` (override a config's
         ``init_args``); a ``loss`` given as a dict (``kind``, ``wtp``... or a
         ``class_path``/``init_args`` config) is built into a
-        :class:`~recsys_router.models.losses.RoutingLoss`.
+        :class:`~recsys_router.models.losses.RoutingLoss`. The loss's ``selection_ratio``
+        is passed to the data module, which builds the listwise targets and the ``ipw_clip``
+        positives from it (RouterEval selection vectors, taken on the [0, 1] training
+        targets of ``score_transform``, not on the raw scores when those are rescaled).
     encoder : str
         Query encoder name (``recsys_router.encoders.get_encoder``).
     encoder_options : dict, optional
@@ -261,10 +264,14 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         from recsys_router.datamodules.routing_datamodule import RoutingDataModule
         splits = {"train": train} if val is None else {"train": train, "val": val}
         fb = getattr(self, "_feedback", None) or {}  # set by LoggedFeedbackRouter for one fit
+        # the loss's selection_ratio decides the listwise targets (and the ipw positives),
+        # which the data module builds
+        loss = self.module_kwargs().get("loss")
+        ratio = {} if loss is None else {"selection_ratio": float(loss.selection_ratio)}
         return RoutingDataModule.from_splits(splits, carve_val=False, encoder=self.encoder,
                                              encoder_options=self.encoder_options, seed=self.seed,
                                              batch_size=self.batch_size or 64,
-                                             mode=self.resolved_mode(), **fb)
+                                             mode=self.resolved_mode(), **ratio, **fb)
 
     def _check_settings(self) -> float:
         for name in ("batch_size", "max_epochs", "max_steps"):
