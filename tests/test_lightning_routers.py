@@ -194,3 +194,36 @@ def test_loss_selection_ratio_decides_the_listwise_targets():
         np.testing.assert_array_equal(dm._train_dataset().arrays["sel"], expect.astype(np.float32))
         preds.append(r.fit(d).predict_scores(test))
     assert np.abs(preds[0] - preds[1]).max() > 1e-3
+
+
+def test_utility_wtp_is_in_data_units_under_the_minmax_transform(monkeypatch):
+    """On 0..10 grades (min-max scaled to [0, 1] targets) the ``utility`` loss's targets are
+    the argmax of ``wtp * grade - cost`` (before, ``wtp`` multiplied the rescaled targets:
+    with wtp 0.1 the dear LLM's 0.1 * 0.8..1.0 - 0.5 < 0 lost to the free one)."""
+    from recsys_router.data import RoutingData
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.models import losses
+    base = make_synthetic(64, 2, 2, seed=0)
+    rng = np.random.default_rng(0)
+    n = base.n_queries
+    grades = np.stack([rng.integers(8, 11, n), rng.integers(0, 3, n)], 1).astype(float)
+    costs = np.stack([np.full(n, 0.5), np.zeros(n)], 1)
+    d = RoutingData(base.queries, base.llms, grades, costs)
+    wtp = 0.1
+    seen = []
+    real = losses.utility_selection
+
+    def spy(target, cost, mask, w, temperature=0.0):
+        out = real(target, cost, mask, w, temperature)
+        raw = 10.0 * target.double().numpy()            # the grades back (lo 0, hi 10)
+        u = np.where(mask.numpy(), wtp * raw - cost.double().numpy(), -np.inf)
+        expect = (u == u.max(axis=1, keepdims=True)).astype(np.float32)
+        seen.append((out.numpy(), expect))
+        return out
+    monkeypatch.setattr(losses, "utility_selection", spy)
+    r = make_router("mf", loss="utility", wtp=wtp, max_epochs=1, val_fraction=0,
+                    encoder_options={"dim": 16}, dim=4).fit(d)
+    assert r.score_scale_.method == "minmax" and (r.score_scale_.lo, r.score_scale_.hi) == (0, 10)
+    assert seen and all(np.array_equal(got, expect) for got, expect in seen)
+    assert sum(got[:, 0].sum() for got, _ in seen) == n   # the dear, better LLM every time
+    assert r.module_kwargs()["loss"].wtp == wtp             # the router keeps the data units
