@@ -67,6 +67,28 @@ class RouterCLI(LightningCLI):
         super().instantiate_classes()
         check_selection_ratio(self.model, self.datamodule)
 
+    def _parse_ckpt_path(self) -> None:
+        """Check a ``--ckpt_path`` checkpoint's ``loss`` hyperparameter before LightningCLI
+        parses the hyperparameters into the model config: jsonargparse imports the module of
+        any ``class_path`` it is given, so a loss naming anything but the project's
+        :class:`~recsys_router.models.losses.RoutingLoss` is refused here, nothing imported
+        (:meth:`RoutingLoss.from_config` compares the path as text)."""
+        sub = self.config.get("subcommand") if hasattr(self, "config") else None
+        ckpt_path = self.config[sub].get("ckpt_path") if sub else None
+        if ckpt_path and Path(ckpt_path).is_file():
+            import torch  # noqa: PLC0415
+
+            from recsys_router.models.losses import RoutingLoss  # noqa: PLC0415
+            hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get(
+                "hyper_parameters") or {}
+            if isinstance(hparams.get("loss"), dict):
+                from recsys_router.errors import DataValidationError  # noqa: PLC0415
+                try:
+                    RoutingLoss.from_config(hparams["loss"], f"{ckpt_path}: hyper_parameters.loss")
+                except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
+                    raise DataValidationError(str(exc)) from None
+        super()._parse_ckpt_path()
+
 
 def check_selection_ratio(model, datamodule) -> None:
     """Refuse a model whose loss's ``selection_ratio`` differs from the data module's.
@@ -96,29 +118,6 @@ def check_selection_ratio(model, datamodule) -> None:
                          f"has selection_ratio={theirs}: the data module's builds the "
                          f"targets, so set both (model.init_args.loss.init_args."
                          f"selection_ratio and data.init_args.selection_ratio) to one value")
-
-
-    def _parse_ckpt_path(self) -> None:
-        """Check a ``--ckpt_path`` checkpoint's ``loss`` hyperparameter before LightningCLI
-        parses the hyperparameters into the model config: jsonargparse imports the module of
-        any ``class_path`` it is given, so a loss naming anything but the project's
-        :class:`~recsys_router.models.losses.RoutingLoss` is refused here, nothing imported
-        (:meth:`RoutingLoss.from_config` compares the path as text)."""
-        sub = self.config.get("subcommand") if hasattr(self, "config") else None
-        ckpt_path = self.config[sub].get("ckpt_path") if sub else None
-        if ckpt_path and Path(ckpt_path).is_file():
-            import torch  # noqa: PLC0415
-
-            from recsys_router.models.losses import RoutingLoss  # noqa: PLC0415
-            hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get(
-                "hyper_parameters") or {}
-            if isinstance(hparams.get("loss"), dict):
-                from recsys_router.errors import DataValidationError  # noqa: PLC0415
-                try:
-                    RoutingLoss.from_config(hparams["loss"], f"{ckpt_path}: hyper_parameters.loss")
-                except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
-                    raise DataValidationError(str(exc)) from None
-        super()._parse_ckpt_path()
 
 
 def build_lightning_cli(argv: list[str] | None, *, run: bool = True):
