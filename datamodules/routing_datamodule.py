@@ -142,7 +142,10 @@ class RoutingDataModule(pl.LightningDataModule):
         Layout of training batches (see the module docstring). ``listwise`` suits every
         loss kind; ``pointwise`` only ``bce``/``mse``; ``pairwise`` only ``bpr``.
     selection_ratio : float
-        RouterEval selection-vector ratio for continuous scores.
+        RouterEval selection-vector ratio for continuous scores: it builds the listwise
+        targets and the ``ipw_clip`` positives (the loss's own ``selection_ratio`` is not
+        read; ``LightningRouter`` passes its loss's value here, and the LightningCLI refuses
+        a config whose loss names another value than this one).
     max_pairs_per_query : int, optional
         Pairwise mode: sample at most this many pairs per query.
     num_workers : int

@@ -10,7 +10,9 @@ EarlyStopping on ``val/mu_o`` (maximised), ``last.ckpt`` rewritten at every epoc
 final epoch's state, from the unmonitored ``last_checkpoint`` ModelCheckpoint),
 ``seed_everything=0``; ``predict`` writes ``predictions.csv`` (query id, routed LLM, predicted
 score per LLM) of ``--predictions.split`` (default ``test``; linked to the data module's
-``predict_split``) to the log dir or ``--predictions.output_dir``.
+``predict_split``) to the log dir or ``--predictions.output_dir``. A loss
+``selection_ratio`` that differs from the data module's is refused
+(:func:`check_selection_ratio`): the data module builds the targets from its own.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pytorch_lightning.loggers import CSVLogger
 from recsys_router.models.base.callbacks import ScoresWriter
 
 __all__ = ["RouterCLI", "build_lightning_cli", "last_checkpoint_path", "MONITOR",
-           "LIGHTNING_COMMANDS"]
+           "LIGHTNING_COMMANDS", "check_selection_ratio"]
 
 #: metric that checkpointing and early stopping watch by default
 MONITOR = "val/mu_o"
@@ -59,6 +61,11 @@ class RouterCLI(LightningCLI):
         parser.set_defaults({"early_stopping.monitor": MONITOR, "early_stopping.mode": "max",
                              "early_stopping.patience": 5, "early_stopping.strict": False})
 
+    def instantiate_classes(self) -> None:
+        """Instantiate as LightningCLI does, then refuse a loss ``selection_ratio`` that
+        differs from the data module's (see :func:`check_selection_ratio`)."""
+        super().instantiate_classes()
+        check_selection_ratio(self.model, self.datamodule)
 
     def _parse_ckpt_path(self) -> None:
         """Check a ``--ckpt_path`` checkpoint's ``loss`` hyperparameter before LightningCLI
@@ -81,6 +88,36 @@ class RouterCLI(LightningCLI):
                 except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
                     raise DataValidationError(str(exc)) from None
         super()._parse_ckpt_path()
+
+
+def check_selection_ratio(model, datamodule) -> None:
+    """Refuse a model whose loss's ``selection_ratio`` differs from the data module's.
+
+    The data module builds the listwise targets (RouterEval selection vectors) and the
+    ``ipw_clip`` positives from its own ``selection_ratio``; the loss's is only recorded.
+    ``LightningRouter`` passes its loss's value to the data module it builds, but a config
+    holds both (``model.init_args.loss.init_args.selection_ratio`` and
+    ``data.init_args.selection_ratio``, each 0.95 by default), and the data module is
+    instantiated before the model, so the two cannot be linked: set both to the same value.
+
+    Parameters
+    ----------
+    model : RouterModule
+    datamodule : RoutingDataModule or None
+
+    Raises
+    ------
+    ValueError
+        When both define a ``selection_ratio`` and they differ.
+    """
+    loss = getattr(model, "loss_fn", None)
+    mine = getattr(loss, "selection_ratio", None)
+    theirs = getattr(datamodule, "selection_ratio", None)
+    if mine is not None and theirs is not None and float(mine) != float(theirs):
+        raise ValueError(f"the model's loss has selection_ratio={mine} but the data module "
+                         f"has selection_ratio={theirs}: the data module's builds the "
+                         f"targets, so set both (model.init_args.loss.init_args."
+                         f"selection_ratio and data.init_args.selection_ratio) to one value")
 
 
 def build_lightning_cli(argv: list[str] | None, *, run: bool = True):

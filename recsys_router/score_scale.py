@@ -4,8 +4,16 @@ Routers that train with a sigmoid output (BCE, the IRT and graph heads) need tar
 [0, 1] that use the whole range. Routing data comes scored in many ways: 0/1 correctness,
 fractions of samples correct, 1-10 judge grades, or continuous preference scores that
 pile up near one end. :func:`choose_score_scale` reads the observed training cells and
-picks one transform; :class:`ScoreScale` applies it and its inverse (so predicted scores
-come back on the data's own scale, and the cost trade-off of ``wtp`` keeps its meaning).
+picks one transform; :class:`ScoreScale` applies it and its inverse, so predicted scores
+come back on the data's own scale and a routing policy's ``wtp`` (``wtp * score - cost``
+on predictions) keeps its meaning. What is computed during training is on the [0, 1]
+targets: the ``utility`` loss's ``wtp`` (the Lightning router converts it exactly for
+``minmax``, ``wtp * (max - min)``, since ``wtp * t - cost`` then differs from
+``wtp * s - cost`` by the same constant on every LLM of a query; the rank transform is
+nonlinear and has no such conversion, so there ``wtp`` is per unit of target) and the
+held-out epoch metrics (``val/mu_o``, the router's ``val_score_``: a mean target, equal to
+``(mu_o - min) / (max - min)`` for ``minmax`` with held-out scores clipped to the training
+range, not a data-scale ``mu_o`` for ``rank``).
 
 Rules (checked in this order, on the finite observed cells ``s``):
 

@@ -298,3 +298,19 @@ def test_ckpt_path_with_a_foreign_loss_class_is_refused_before_any_import(tmp_pa
     assert main(["test", *base, f"--ckpt_path={tmp_path / 'evil.ckpt'}"]) == 2
     assert "class_path 'evil_ckpt_mod.Evil' is not a known loss" in capsys.readouterr().err
     assert "evil_ckpt_mod" not in sys.modules and not (tmp_path / "imported").exists()
+
+
+def test_a_loss_selection_ratio_unlike_the_data_modules_is_refused(tmp_path):
+    """The data module builds the targets from its own selection_ratio; a config whose loss
+    names another one is refused (before, the loss's value was silently unused)."""
+    mf = str(ROOT / "configs" / "models" / "mf.yaml")
+    loss_ratio = "--model.init_args.loss.init_args.selection_ratio=0.5"
+    with pytest.raises(ValueError, match=r"selection_ratio=0\.5 but the data module has "
+                                         r"selection_ratio=0\.95"):
+        build_cli(["fit", "-c", mf, "-c", SYNTHETIC, *TINY, loss_ratio,
+                   "--trainer.fast_dev_run=true", *_logger(tmp_path)])
+    cli = build_cli(["fit", "-c", mf, "-c", SYNTHETIC, *TINY, loss_ratio,
+                     "--data.init_args.selection_ratio=0.5", "--trainer.fast_dev_run=true",
+                     *_logger(tmp_path)])
+    assert cli.trainer.state.finished
+    assert cli.model.loss_fn.selection_ratio == cli.datamodule.selection_ratio == 0.5

@@ -138,3 +138,92 @@ def test_epoch_metrics_by_hand():
     sparse = np.array([[1.0, np.nan], [np.nan, 0.0], [np.nan, np.nan]])
     got = epoch_metrics(np.array([[0.1, 0.9], [0.9, 0.1], [0.5, 0.5]]), sparse)
     assert got == {"mu_o": 0.5, "e_p": 1.0}          # choices restricted to observed LLMs
+
+
+def test_to_router_of_a_ranking_loss_module_gets_the_platt_map_of_fit(sim_small):
+    """A bpr-trained module turned into a router carries the Platt map that ``fit`` fits on
+    the training cells (before, ``logit_calib_`` stayed None and scores were raw
+    ``sigmoid(logit)``); the map is recomputed here by a generic optimiser."""
+    from scipy.optimize import minimize
+    from scipy.special import expit
+    dm = RoutingDataModule.from_splits(sim_small.split((0.7, 0.1, 0.2), seed=0), mode="pairwise",
+                                       encoder_options={"dim": 32}, batch_size=32)
+    torch.manual_seed(0)
+    module = MFModule(dm.n_llms, dm.embed_dim, dim=8, loss={"kind": "bpr"}, lr=0.1)
+    quiet_trainer(5).fit(module, datamodule=dm)
+    router = module.to_router(dm)
+    assert router.logit_calib_ is not None
+    module.eval()
+    with torch.no_grad():
+        z_train = module(torch.as_tensor(dm.embeddings("train"))).double().numpy()
+        z_test = module(torch.as_tensor(dm.embeddings("test"))).double().numpy()
+    y = dm.splits["train"].scores.astype(np.float64)
+    ok = ~np.isnan(y)
+
+    def nll(t):
+        p = np.clip(expit(t[0] * z_train[ok] + t[1]), 1e-12, 1 - 1e-12)
+        return -np.mean(y[ok] * np.log(p) + (1 - y[ok]) * np.log(1 - p))
+    a, b = minimize(nll, [1.0, 0.0], method="Nelder-Mead",
+                    options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 4000}).x
+    np.testing.assert_allclose(router.logit_calib_, [a, b], atol=1e-3)
+    np.testing.assert_allclose(router.predict_scores(dm.splits["test"]),
+                               expit(a * z_test + b), atol=1e-3)
+    # the map matches the training cells' mean score (the property a Platt map has)
+    got = router.predict_scores(dm.splits["train"])[ok].mean()
+    assert got == pytest.approx(y[ok].mean(), abs=1e-3)
+
+
+def test_loss_selection_ratio_decides_the_listwise_targets():
+    """``loss={"selection_ratio": r}`` reaches the data module that builds the selection
+    vectors (before, the data module's own 0.95 was used whatever the loss said): the
+    targets are ``score >= r * best`` of each query, and two ratios fit different routers."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(120, 4, 3, seed=0, binary=False)
+    test = make_synthetic(30, 4, 3, seed=1, binary=False)
+    s = d.scores.astype(np.float64)
+    best = np.nanmax(s, axis=1, keepdims=True)
+    preds = []
+    for ratio in (0.95, 0.3):
+        r = LightningRouter("recsys_router.models.mf_module:MFModule",
+                            {"dim": 4, "loss": {"kind": "listwise", "selection_ratio": ratio}},
+                            encoder_options={"dim": 16}, max_epochs=3, seed=0)
+        dm = r._datamodule(d, None)
+        dm.setup("fit")
+        expect = (~np.isnan(s)) & (best > 0) & (np.nan_to_num(s, nan=-1.0) >= ratio * best)
+        assert dm.selection_ratio == ratio
+        np.testing.assert_array_equal(dm._train_dataset().arrays["sel"], expect.astype(np.float32))
+        preds.append(r.fit(d).predict_scores(test))
+    assert np.abs(preds[0] - preds[1]).max() > 1e-3
+
+
+def test_utility_wtp_is_in_data_units_under_the_minmax_transform(monkeypatch):
+    """On 0..10 grades (min-max scaled to [0, 1] targets) the ``utility`` loss's targets are
+    the argmax of ``wtp * grade - cost`` (before, ``wtp`` multiplied the rescaled targets:
+    with wtp 0.1 the dear LLM's 0.1 * 0.8..1.0 - 0.5 < 0 lost to the free one)."""
+    from recsys_router.data import RoutingData
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.models import losses
+    base = make_synthetic(64, 2, 2, seed=0)
+    rng = np.random.default_rng(0)
+    n = base.n_queries
+    grades = np.stack([rng.integers(8, 11, n), rng.integers(0, 3, n)], 1).astype(float)
+    costs = np.stack([np.full(n, 0.5), np.zeros(n)], 1)
+    d = RoutingData(base.queries, base.llms, grades, costs)
+    wtp = 0.1
+    seen = []
+    real = losses.utility_selection
+
+    def spy(target, cost, mask, w, temperature=0.0):
+        out = real(target, cost, mask, w, temperature)
+        raw = 10.0 * target.double().numpy()            # the grades back (lo 0, hi 10)
+        u = np.where(mask.numpy(), wtp * raw - cost.double().numpy(), -np.inf)
+        expect = (u == u.max(axis=1, keepdims=True)).astype(np.float32)
+        seen.append((out.numpy(), expect))
+        return out
+    monkeypatch.setattr(losses, "utility_selection", spy)
+    r = make_router("mf", loss="utility", wtp=wtp, max_epochs=1, val_fraction=0,
+                    encoder_options={"dim": 16}, dim=4).fit(d)
+    assert r.score_scale_.method == "minmax" and (r.score_scale_.lo, r.score_scale_.hi) == (0, 10)
+    assert seen and all(np.array_equal(got, expect) for got, expect in seen)
+    assert sum(got[:, 0].sum() for got, _ in seen) == n   # the dear, better LLM every time
+    assert r.module_kwargs()["loss"].wtp == wtp             # the router keeps the data units

@@ -34,7 +34,11 @@ Defaults scaled to the data (every Lightning router):
 * scores are mapped onto [0, 1] targets by a transform chosen from the training scores
   (:func:`~recsys_router.score_scale.choose_score_scale`: 0/1 and fractions as they are,
   graded scores min-max scaled, skewed continuous scores rank-transformed) and predictions
-  are mapped back to the data's scale.
+  are mapped back to the data's scale. Training sees only the [0, 1] targets: the ``utility``
+  loss's ``wtp`` is converted to them under min-max scaling (``wtp * (max - min)``, exact:
+  see :meth:`LightningRouter.build_module`) but stays in target units under the rank
+  transform; the held-out epoch metrics (``val/mu_o``, ``val/aiq``..., and so
+  ``val_score_``) and the ``selection_ratio`` targets are on the target scale.
 """
 
 from __future__ import annotations
@@ -114,7 +118,10 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         Constructor arguments except ``n_llms`` and ``embed_dim`` (override a config's
         ``init_args``); a ``loss`` given as a dict (``kind``, ``wtp``... or a
         ``class_path``/``init_args`` config) is built into a
-        :class:`~recsys_router.models.losses.RoutingLoss`.
+        :class:`~recsys_router.models.losses.RoutingLoss`. The loss's ``selection_ratio``
+        is passed to the data module, which builds the listwise targets and the ``ipw_clip``
+        positives from it (RouterEval selection vectors, taken on the [0, 1] training
+        targets of ``score_transform``, not on the raw scores when those are rescaled).
     encoder : str
         Query encoder name (``recsys_router.encoders.get_encoder``).
     encoder_options : dict, optional
@@ -144,6 +151,9 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     score_transform : {"auto", "identity", "minmax", "rank"}
         Map of training scores onto [0, 1] targets (``auto``: chosen from the data by
         :func:`~recsys_router.score_scale.choose_score_scale`); predictions are mapped back.
+        The ``utility`` loss's ``wtp`` is per unit of the data's score under ``identity``
+        and ``minmax`` (converted to target units), per unit of rank-transformed target
+        under ``rank``.
 
     Attributes
     ----------
@@ -159,7 +169,12 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     steps_ : int
         Optimizer steps taken (fewer than the budget when training stopped early).
     best_step_, val_score_ : int or None, float or None
-        With early stopping: the step whose network was kept, and its held-out ``mu_o``.
+        With early stopping: the step whose network was kept, and its held-out ``mu_o``
+        on the [0, 1] target scale of ``score_scale_`` (the mean transformed score of the
+        LLMs it routes to), not on the data's scale: the same as the data's ``mu_o`` for
+        identity scales, ``(mu_o - min) / (max - min)`` for ``minmax`` (training ``min``
+        and ``max``; held-out scores outside them clipped to them) and a mean
+        rank-transformed score (not invertible from the mean) for ``rank``.
     score_scale_ : ScoreScale
         The score transform used (``score_scale_.describe()``).
 
@@ -233,9 +248,33 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
     def _module_signature(self) -> list[str]:
         return list(inspect.signature(self.module_class().__init__).parameters)
 
-    def build_module(self, n_llms: int, embed_dim: int) -> RouterModule:
-        """Build an untrained module for this pool and embedding width."""
-        return self.module_class()(n_llms=n_llms, embed_dim=embed_dim, **self.module_kwargs())
+    def build_module(self, n_llms: int, embed_dim: int, score_scale=None) -> RouterModule:
+        """Build an untrained module for this pool and embedding width.
+
+        Parameters
+        ----------
+        n_llms, embed_dim : int
+        score_scale : ScoreScale, optional
+            The transform of the training targets. A ``minmax`` one,
+            ``t = (s - lo) / (hi - lo)``, rescales the ``utility`` loss's willingness to pay
+            to target units, ``wtp * (hi - lo)``: ``wtp * t - cost`` then differs from
+            ``wtp * s - cost`` by the same constant for every LLM of a query, so the loss's
+            targets (argmax, or softmax at any temperature) are those of the data's scores.
+            The nonlinear ``rank`` transform has no such conversion: there ``wtp`` stays in
+            target units (the share of training cells a score beats, per unit of cost).
+
+        Returns
+        -------
+        RouterModule
+        """
+        kwargs = self.module_kwargs()
+        loss = kwargs.get("loss")
+        if (loss is not None and loss.kind == "utility" and score_scale is not None
+                and score_scale.method == "minmax"):
+            from recsys_router.models.losses import RoutingLoss
+            wtp = loss.wtp * (score_scale.hi - score_scale.lo)
+            kwargs["loss"] = RoutingLoss.from_config({**loss.config(), "wtp": wtp}, "module loss")
+        return self.module_class()(n_llms=n_llms, embed_dim=embed_dim, **kwargs)
 
     def trainer_setting(self, name: str):
         """``batch_size``, ``max_epochs`` or ``max_steps`` as given (None: data-scaled); after
@@ -261,10 +300,14 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         from recsys_router.datamodules.routing_datamodule import RoutingDataModule
         splits = {"train": train} if val is None else {"train": train, "val": val}
         fb = getattr(self, "_feedback", None) or {}  # set by LoggedFeedbackRouter for one fit
+        # the loss's selection_ratio decides the listwise targets (and the ipw positives),
+        # which the data module builds
+        loss = self.module_kwargs().get("loss")
+        ratio = {} if loss is None else {"selection_ratio": float(loss.selection_ratio)}
         return RoutingDataModule.from_splits(splits, carve_val=False, encoder=self.encoder,
                                              encoder_options=self.encoder_options, seed=self.seed,
                                              batch_size=self.batch_size or 64,
-                                             mode=self.resolved_mode(), **fb)
+                                             mode=self.resolved_mode(), **ratio, **fb)
 
     def _check_settings(self) -> float:
         for name in ("batch_size", "max_epochs", "max_steps"):
@@ -326,7 +369,7 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
             kwargs = {"check_val_every_n_epoch": max(1, round(plan.check_every / per_epoch))}
         with quiet():
             pl.seed_everything(int(self.seed), workers=True, verbose=False)
-            module = self.build_module(dm.n_llms, dm.embed_dim)
+            module = self.build_module(dm.n_llms, dm.embed_dim, self.score_scale_)
             module.lr_plan = plan
             trainer = quiet_trainer(-1, accelerator=self.accelerator, validate=validate,
                                     callbacks=callbacks, max_steps=plan.max_steps, **kwargs)
@@ -365,7 +408,7 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         self.net_ = net.cpu().eval()
         self.net_n_llms_ = int(dm.n_llms)  # the pool the network was built for (export)
         self.added_llm_rows_, self.kept_cols_ = None, None  # a refit forgets onboarded LLMs
-        self.logit_calib_ = None                            # set by _fit for ranking losses
+        self.logit_calib_ = None    # set by _fit / from_module for ranking losses
         enc = dm.encoder
         # a stateless encoder is rebuilt from its name (not stored in exported artifacts)
         self.fitted_encoder_ = enc if enc.needs_fit else None
@@ -375,7 +418,26 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
 
     @classmethod
     def from_module(cls, module: RouterModule, datamodule, **options) -> "LightningRouter":
-        """A fitted router from a trained module and the data module it was trained on."""
+        """A fitted router from a trained module and the data module it was trained on.
+
+        Parameters
+        ----------
+        module : RouterModule
+            The trained module (its network is deep-copied).
+        datamodule : RoutingDataModule
+            The data module it was trained on: its encoder, LLM names, mean train costs and
+            ``train`` split.
+        **options
+            Router settings (override those taken from ``datamodule``).
+
+        Returns
+        -------
+        LightningRouter
+            Fitted; for a ranking loss (listwise / pairwise / utility) with the same Platt map
+            of the logits that :meth:`fit` fits (``logit_calib_``, on the ``train`` split's
+            cells), so its scores estimate the data module's scores rather than being a raw
+            ``sigmoid(logit)``.
+        """
         hp = {k: v for k, v in dict(module.hparams).items()  # not LightningCLI's "_class_path"
               if k not in ("n_llms", "embed_dim") and not k.startswith("_")}
         if "loss" in inspect.signature(type(module).__init__).parameters:
@@ -389,6 +451,10 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         router.llm_names_ = list(train.llm_names)
         router.mean_costs_ = train.mean_costs() if train.costs is not None else None
         router._set_fitted_state(module, datamodule)
+        # the Platt map of ranking losses, as ``fit`` fits it: on all the training queries, on
+        # the scale the module was trained on (the data module's own scores: it rescales none)
+        router.logit_calib_ = router._fit_logit_calibration(
+            rescored(train, getattr(router, "score_scale_", None)))
         router.train_history_ = {}
         router.fitted_ = True
         return router

@@ -6,6 +6,11 @@ over pointwise / listwise / pairwise batches, the configurable loss
 (:class:`~recsys_router.models.losses.RoutingLoss`), per-stage routing metrics (``val/mu_o``,
 ``val/v_b``, ``val/e_p``, ``val/aiq``), optimisers, and :meth:`RouterModule.to_router`
 (a fitted :class:`~recsys_router.router.Router` needing no Trainer) - lives here.
+The loss and the metrics see the scores the data module serves: inside
+:class:`~recsys_router.models.base.lightning_router.LightningRouter` those are the
+[0, 1] targets of its score transform, so there the ``utility`` loss's ``wtp`` is in target
+units (the router converts a min-max one from data units) and the epoch metrics are
+target-scale means.
 The structure follows the lightning-hydra-template's ``MNISTLitModule``.
 """
 
