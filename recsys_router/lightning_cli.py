@@ -107,17 +107,20 @@ def check_selection_ratio(model, datamodule) -> None:
 
     Raises
     ------
-    ValueError
-        When both define a ``selection_ratio`` and they differ.
+    DataValidationError
+        When both define a ``selection_ratio`` and they differ (a ``ValueError``; the CLI
+        prints it as one error line and exits 2, like the other config data errors).
     """
     loss = getattr(model, "loss_fn", None)
     mine = getattr(loss, "selection_ratio", None)
     theirs = getattr(datamodule, "selection_ratio", None)
     if mine is not None and theirs is not None and float(mine) != float(theirs):
-        raise ValueError(f"the model's loss has selection_ratio={mine} but the data module "
-                         f"has selection_ratio={theirs}: the data module's builds the "
-                         f"targets, so set both (model.init_args.loss.init_args."
-                         f"selection_ratio and data.init_args.selection_ratio) to one value")
+        from recsys_router.errors import DataValidationError  # noqa: PLC0415
+        raise DataValidationError(
+            f"the model's loss has selection_ratio={mine} but the data module has "
+            f"selection_ratio={theirs}: the data module's builds the targets, so set both "
+            f"(model.init_args.loss.init_args.selection_ratio and "
+            f"data.init_args.selection_ratio) to one value")
 
 
 def build_lightning_cli(argv: list[str] | None, *, run: bool = True):

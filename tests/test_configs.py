@@ -309,6 +309,10 @@ def test_a_loss_selection_ratio_unlike_the_data_modules_is_refused(tmp_path):
                                          r"selection_ratio=0\.95"):
         build_cli(["fit", "-c", mf, "-c", SYNTHETIC, *TINY, loss_ratio,
                    "--trainer.fast_dev_run=true", *_logger(tmp_path)])
+    from recsys_router.cli import main
+    rc = main(["fit", "-c", mf, "-c", SYNTHETIC, *TINY, loss_ratio, "--trainer.fast_dev_run=true",
+               *_logger(tmp_path)])
+    assert rc == 2  # one error line, like the other config data errors
     cli = build_cli(["fit", "-c", mf, "-c", SYNTHETIC, *TINY, loss_ratio,
                      "--data.init_args.selection_ratio=0.5", "--trainer.fast_dev_run=true",
                      *_logger(tmp_path)])
