@@ -54,8 +54,16 @@ def test_add_route_remove_without_restart(served):
 def test_pool_changes_refused_without_a_configured_key(served):
     art, probes = served
     c = TestClient(create_app(art))
-    assert c.post("/llms", json={"name": "x", "probes": probes}).status_code == 403
+    got = c.post("/llms", json={"name": "x", "probes": probes})
+    assert got.status_code == 403
     assert c.delete(f"/llms/{art.llm_names[0]}").status_code == 403
+    # the hint names options that exist (it named a --api-key-env that serve does not have)
+    from recsys_router.cli import build_parser
+    from recsys_router.cli.serve import API_KEY_ENV
+    hint = got.text
+    serve_help = build_parser().parse_args(["serve", "x"]).__dict__
+    assert "serve --api-key KEY" in hint and f"${API_KEY_ENV}" in hint and "api_key" in serve_help
+    assert "--api-key-env" not in hint
     c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
     assert c.post("/llms", json={"name": "x", "probes": probes}).status_code == 401
     assert len(c.get("/llms", headers=KEY).json()["llms"]) == 3

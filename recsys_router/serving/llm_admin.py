@@ -80,7 +80,7 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
     def _require_key():
         if not cfg.api_key:
             raise HTTPException(403, "changing the LLM pool is disabled: start the service with an "
-                                     "API key (serve --api-key-env NAME)")
+                                     "API key (serve --api-key KEY, or $RECSYS_ROUTER_API_KEY)")
 
     def _publish(new_router, llms: list[dict]) -> None:
         snap = copy.copy(served.current)  # a new artifact object; the live one is untouched
