@@ -136,3 +136,31 @@ def test_equal_pair_refused_before_fitting():
     with pytest.raises(ValueError, match="two different LLM names"):
         evaluate(data, EvalConfig(["best-single"], protocols=["routellm"],
                                   routellm_pair=(name, name)), progress=False)
+
+
+def test_a_pair_inverted_on_the_test_queries_leaves_apgr_and_cpt_out():
+    """The pair comes from training means: "a" (train mean 1) over "b" (0). On the test
+    queries "a" scores 0.2 and "b" 0.8, so APGR would flip sign and every router would reach
+    the CPT targets with "b" alone: both are left out, the curve and the LLMs' mu_o kept."""
+    import pandas as pd
+
+    from recsys_router.data import RoutingData
+    from recsys_router.evaluation.runner import EvalConfig, evaluate
+
+    n_train, n_test = 40, 10
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(n_train + n_test)],
+                      "text": [f"question {i}" for i in range(n_train + n_test)],
+                      "split": ["train"] * n_train + ["test"] * n_test})
+    test_a = np.array([1.0, 1.0] + [0.0] * 8)        # 0.2 on the test queries
+    test_b = np.array([0.0, 0.0] + [1.0] * 8)        # 0.8
+    s = np.vstack([np.column_stack([np.ones(n_train), np.zeros(n_train)]),
+                   np.column_stack([test_a, test_b])])
+    data = RoutingData(q, ["a", "b"], s)
+    res = evaluate(data, EvalConfig(["best-single", "oracle"], protocols=["routellm"],
+                                    split_column="split", encoder="hashing", fallback=False),
+                   progress=False)
+    m = res.metrics[res.metrics["protocol"] == "routellm"]
+    assert not m["metric"].isin(["apgr", "cpt50", "cpt80"]).any()
+    mu = m[m["metric"] == "mu_o"].set_index("router")["value"]
+    assert mu["LLM:a"] == pytest.approx(0.2) and mu["LLM:b"] == pytest.approx(0.8)
+    assert len(res.curves[res.curves["protocol"] == "routellm"]) > 0

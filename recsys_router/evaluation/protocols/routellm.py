@@ -91,7 +91,12 @@ def _sweep(pred, view) -> Sweep:
 
 
 def _metrics(b, ctx):
-    """Quality vs share of strong calls, APGR, CPT(50 %), CPT(80 %) on the strong/weak pair."""
+    """Quality vs share of strong calls, APGR, CPT(50 %), CPT(80 %) on the strong/weak pair.
+
+    The pair is chosen by training means; where the "strong" LLM does not beat the weak one
+    on these test queries, APGR and CPT are undefined (every router would reach the CPT
+    target with the weak LLM alone) and are left out (the tables show ``-``, and means over
+    folds or pool groups use the others), while the curve and both LLMs' mu_o are kept."""
     ms, cs = [], []
     strong = next(n for n, r in b.roles.items() if r == "strong")
     weak = next(n for n, r in b.roles.items() if r == "weak")
@@ -103,9 +108,10 @@ def _metrics(b, ctx):
         qual = np.array([mu_o(b.scores, ch) for _, _, ch, _ in runs])
         for (setting, value, _, _), x, y in zip(runs, frac, qual):
             cs.append(curve_row(router, "strong_share", setting, value, x, y))
-        ms.append(metric_row(router, "apgr", rl.apgr(frac, qual, wq, sq)))
-        ms.append(metric_row(router, "cpt50", rl.cpt(frac, qual, wq, sq, 0.5)))
-        ms.append(metric_row(router, "cpt80", rl.cpt(frac, qual, wq, sq, 0.8)))
+        if sq > wq:  # RouteLLM's premise; on an inverted pair APGR and CPT are undefined
+            ms.append(metric_row(router, "apgr", rl.apgr(frac, qual, wq, sq)))
+            ms.append(metric_row(router, "cpt50", rl.cpt(frac, qual, wq, sq, 0.5)))
+            ms.append(metric_row(router, "cpt80", rl.cpt(frac, qual, wq, sq, 0.8)))
     ms.append(metric_row("LLM:" + strong, "mu_o", sq))
     ms.append(metric_row("LLM:" + weak, "mu_o", wq))
     return ms, cs
