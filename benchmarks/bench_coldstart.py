@@ -66,19 +66,18 @@ def aims_table(summary: pd.DataFrame, dataset: str, k: int) -> pd.DataFrame:
     """One row per router at K = k: the best strategy by score_mae and the issue's aims."""
     s = summary.set_index(["router", "strategy", "k", "metric"])["mean"]
     rows = []
-    routers = sorted({r for r in summary["router"] if r not in ("probe-mean", "nearest-llm")
-                      and not r.endswith("(full column)")})
+    routers = sorted({r for r in summary["router"] if not r.endswith(")")})  # not baselines
     cell = "cell_auc" if (summary["metric"] == "cell_auc").any() else "cell_rmse"
     for r in routers:
         strategies = sorted({st for (rr, st, kk, m) in s.index if rr == r and kk == k})
         if not strategies:
             continue
         best = min(strategies, key=lambda st: s[(r, st, k, "score_mae")])
-        pm = s.get(("probe-mean", best, k, "score_mae"), np.nan)
+        pm = s.get((f"probe-mean ({r})", best, k, "score_mae"), np.nan)
         full_cell = s.get((f"{r} (full column)", "-", 0, cell), np.nan)
         row = {"dataset": dataset, "router": r, "best strategy": best,
                "score_mae": s[(r, best, k, "score_mae")], "probe-mean mae": pm,
-               "nearest-llm mae": s.get(("nearest-llm", best, k, "score_mae"), np.nan),
+               "nearest-llm mae": s.get((f"nearest-llm ({r})", best, k, "score_mae"), np.nan),
                cell: s[(r, best, k, cell)], f"{cell} full": full_cell,
                "route_gap": s[(r, best, k, "route_gap")],
                "mu_o_without": s[(r, best, k, "mu_o_without")]}
@@ -96,7 +95,7 @@ def curve_table(summary: pd.DataFrame, metric: str = "score_mae") -> pd.DataFram
     """Mean ``metric`` per (router, strategy) (rows) and K (columns), baselines included
     (``nearest-llm`` and full-column rows left out)."""
     sub = summary[(summary["metric"] == metric) & (summary["k"] > 0)
-                  & (summary["router"] != "nearest-llm")]
+                  & ~summary["router"].str.startswith("nearest-llm (")]
     piv = sub.pivot_table(index=["router", "strategy"], columns="k", values="mean")
     piv.columns = [f"K={int(k)}" for k in piv.columns]
     return piv.reset_index()
@@ -206,7 +205,7 @@ def main(argv=None) -> int:
         rows.insert(0, "dataset", ds)
         rows.to_csv(out / f"{ds}.csv", index=False)
         summary = summarise(rows)
-        plot_curves(summary[~summary["router"].isin(["nearest-llm"])], out / f"{ds}.png")
+        plot_curves(summary[~summary["router"].str.startswith("nearest-llm (")], out / f"{ds}.png")
         table = aims_table(summary, ds, args.aim_k)
         tables.append(table)
         head = (f"{ds}: {train.n_queries} train / {test.n_queries} test queries, {train.n_llms} LLMs, "

@@ -118,15 +118,27 @@ def test_onboard_bad_answers_write_nothing(setup, tmp_path, capsys, edit, msg):
 
 def test_evaluate_coldstart_protocol(setup, tmp_path):
     tmp, d = setup
-    rc = main(["evaluate", "--data", str(tmp / "data.csv"), "--routers", "knn", "--protocol",
-               "coldstart", "--cold-llms", "2", "--probes", "5,20", "--probe-strategy",
-               "random,adaptive", "--seed", "0", "--out", str(tmp_path / "new" / "res"),
-               "--no-progress"])
+    rc = main(["evaluate", "--data", str(tmp / "data.csv"), "--routers", "knn,best-single",
+               "--protocol", "coldstart", "--cold-llms", "2", "--probes", "5,20",
+               "--probe-strategy", "random,adaptive", "--seed", "0", "--out",
+               str(tmp_path / "new" / "res"), "--no-progress"])
     assert rc == 0
     m = pd.read_csv(tmp_path / "new" / "res" / "metrics.csv")
     assert set(m["metric"]) == {"score_mae", "cell_auc", "mu_o_onboarded", "mu_o_full",
                                 "mu_o_without", "route_gap"}
-    assert {"knn", "probe-mean", "nearest-llm"} <= set(m["router"])
+    # each router's baselines are its own rows (two routers' were one label, averaged together)
+    assert {"knn", "probe-mean (knn)", "nearest-llm (knn)", "best-single",
+            "probe-mean (best-single)", "nearest-llm (best-single)"} <= set(m["router"])
+    s = pd.read_csv(tmp_path / "new" / "res" / "summary.csv")
+    per = s[(s["metric"] == "mu_o_full") & (s["k"] == 5) & (s["strategy"] == "random")]
+    n_cold = m["cold_llm"].nunique()
+    assert (per.set_index("router")["n"].loc[["probe-mean (knn)", "probe-mean (best-single)"]]
+            == n_cold).all()
+    full = m[(m["metric"] == "mu_o_full") & (m["k"] == 5) & (m["strategy"] == "random")]
+    for r in ("knn", "best-single"):  # a baseline's mu_o_full is its router's
+        a = full[full["router"] == r].set_index("cold_llm")["value"]
+        b = full[full["router"] == f"probe-mean ({r})"].set_index("cold_llm")["value"]
+        pd.testing.assert_series_equal(a, b, check_names=False)
     gap = m.pivot_table(index=["router", "cold_llm", "strategy", "k"], columns="metric",
                         values="value").dropna()
     np.testing.assert_allclose(gap["route_gap"], gap["mu_o_full"] - gap["mu_o_onboarded"])

@@ -16,7 +16,9 @@ and on the test queries (metric names exactly these)::
 
 Probes are onboarded with the weights the strategy returns (``select_probes(...,
 return_weights=True)``: cluster shares for ``informative``), so ``p_ic`` is the router's
-prediction from a weighted fit. Baselines in the same run (router column): ``probe-mean``
+prediction from a weighted fit. Baselines in the same run (router column, named with the
+router they ran beside, e.g. ``probe-mean (knn)``: their probes, predictions and mu_o come
+from that router's run, so two routers' baselines are never averaged together): ``probe-mean``
 predicts the weighted probe mean ``sum_k v_k y_k / sum_k v_k`` for every query (the
 tinyBenchmarks anchor estimate); ``nearest-llm`` copies the fitted router's predictions of
 the existing LLM whose observed training scores agree best (least weighted mean absolute
@@ -135,7 +137,7 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
     """Metric rows of the coldstart protocol (one row per cold LLM, strategy, K, seed, method).
 
     ``make()`` returns a fresh unfitted router. Columns: ``router`` (the router name,
-    ``probe-mean`` or ``nearest-llm``), ``cold_llm``, ``strategy``, ``k`` (the probe count
+    ``probe-mean (ROUTER)`` or ``nearest-llm (ROUTER)``), ``cold_llm``, ``strategy``, ``k`` (the probe count
     asked; 0 for the full-column row), ``n_probes`` (the probes the LLM was onboarded from;
     the full column's observed training queries on its row), ``seed``, ``metric``,
     ``value``. A ``k`` above the cold LLM's observed training queries gets no rows (the
@@ -194,9 +196,11 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
                     obs = tr_c.subset(idx, llms=others).scores.astype(np.float64)
                     gap = _weighted_nanmean(np.abs(obs - ys[:, None]), w)
                     near = int(np.nanargmin(np.where(np.isnan(gap), np.inf, gap)))
+                    # the baselines' rows name the router they ran beside: their probes (the
+                    # router's strategy), nearest-llm's predictions and every mu_o are its own
                     methods = {router: pred[:, -1],
-                               "probe-mean": np.full(len(y), np.average(ys, weights=w)),
-                               "nearest-llm": base[:, near]}
+                               f"probe-mean ({router})": np.full(len(y), np.average(ys, weights=w)),
+                               f"nearest-llm ({router})": base[:, near]}
                     for name, p in methods.items():
                         met = _cell_metrics(p, y, binary)
                         mu = _mu_o(t_order.scores, np.hstack([base, p[:, None]])) if name != router \
