@@ -192,3 +192,31 @@ def test_replay_artifact_folder_and_registry_name(tmp_path):
     assert expect == ["x", "x", "y"]
     assert [r.router_choices["bsm"] for r in by_path] == expect
     assert [r.router_choices["bsm"] for r in by_name] == expect
+
+
+def test_simulate_notes_the_queries_it_cannot_draw_and_repeats(capsys, tmp_path):
+    """A test query missing some LLM's score is never drawn; a task that loses every query,
+    and a draw with replacement, are said (cruxeval lost its whole output_prediction task
+    without a word)."""
+    import pandas as pd
+
+    from recsys_router.cli import main
+    from recsys_router.data import RoutingData
+    n = 40
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "text": [f"t {i}" for i in range(n)],
+                      "task": ["full"] * (n // 2) + ["gappy"] * (n // 2)})
+    s = np.tile([0.9, 0.4, 0.6], (n, 1))
+    s[n // 2:, 2] = np.nan  # LLM "c" never answered the gappy task
+    data = RoutingData(q, ["a", "b", "c"], s, require_observed=False)
+    res = simulate_tournament(data, {"fx": FixedRouter("a"), "fy": FixedRouter("b")}, n=30,
+                              seed=0, test_size=0.5)
+    complete = sum(r.task == "full" for r in res.records)
+    assert complete == 30 and not any(r.task == "gappy" for r in res.records)
+    assert any("tasks left without any query: ['gappy']" in m for m in res.notes)
+    assert any(m.startswith("30 duels drawn from ") and "repeat" in m for m in res.notes)
+    data.to_long().to_csv(tmp_path / "d.csv", index=False)
+    assert main(["judge", "simulate", "--data", str(tmp_path / "d.csv"), "--routers",
+                 "best-single,random", "--n", "30", "--db", str(tmp_path / "j.db"), "--seed", "0",
+                 "--test-size", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "note: " in out and "tasks left without any query: ['gappy']" in out

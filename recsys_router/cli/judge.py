@@ -147,6 +147,8 @@ def _cmd_simulate(args) -> int:
         total = store.count()
     comp = res.comparison(seed=args.seed)
     print(f"{len(res.records)} duels written to {args.db} ({total} records in total)")
+    for note in res.notes:
+        print(f"note: {note}")
     print(_fmt(comp.sort_values("elo", ascending=False)))
     print(f"Spearman(PrefScore, offline score) = {res.rank_correlation('pref_score'):.3f}; "
           f"Spearman(Elo, offline score) = {res.rank_correlation('elo'):.3f}")

@@ -19,7 +19,7 @@ preference ranking can be compared with the offline one.
 from __future__ import annotations
 
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -64,10 +64,15 @@ class SimulationResult:
     offline : pandas.DataFrame
         Per router: mean recorded score (``offline_score``) and cost (``offline_cost``) of
         its choices on the drawn queries.
+    notes : list of str
+        What the draw left out or repeated: test queries without a score for every LLM
+        (and tasks that lost every query), and a draw with replacement when ``n`` exceeds
+        the complete test queries.
     """
 
     records: list[JudgeRecord]
     offline: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
 
     def comparison(self, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
         """Preference metrics next to offline metrics, one row per router."""
@@ -136,6 +141,7 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
     fitted = fit_routers(routers, train, params=router_params, progress=progress)
     if len(fitted) < 2:
         raise ValueError("a tournament needs at least two routers")
+    notes = _draw_notes(test, complete, n)
     rng = np.random.default_rng(seed)
     drawn = rng.choice(complete, size=n, replace=n > complete.size)
     uniq, inverse = np.unique(drawn, return_inverse=True)
@@ -182,4 +188,34 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
         cost = np.nan if sub.costs is None else float(np.nanmean(sub.costs.astype(np.float64)[inverse, c]))
         rows[r] = {"offline_score": float(sc.mean()), "offline_cost": cost}
     offline = pd.DataFrame.from_dict(rows, orient="index").rename_axis("router")
-    return SimulationResult(recs, offline)
+    return SimulationResult(recs, offline, notes)
+
+
+def _draw_notes(test: RoutingData, complete: np.ndarray, n: int) -> list[str]:
+    """Notes on the queries a tournament draws from: the ones it cannot (a score missing for
+    some LLM), the tasks left without any, and repeats when ``n`` exceeds what is left.
+
+    Example
+    -------
+    >>> d = RoutingData(pd.DataFrame({"query_id": ["a", "b", "c"], "text": ["x", "y", "z"],
+    ...                               "task": ["t1", "t1", "t2"]}), ["m", "n"],
+    ...                 [[1.0, 0.0], [0.0, 1.0], [1.0, np.nan]], require_observed=False)
+    >>> for line in _draw_notes(d, np.array([0, 1]), 5): print(line)
+    1 of 3 test queries lack a score for some LLM and are never drawn (a duel needs every candidate's score); tasks left without any query: ['t2']
+    5 duels drawn from 2 complete test queries: queries repeat (drawn with replacement)
+    """
+    notes = []
+    lost = test.n_queries - complete.size
+    if lost:
+        text = (f"{lost} of {test.n_queries} test queries lack a score for some LLM and are never "
+                "drawn (a duel needs every candidate's score)")
+        tasks = test.tasks
+        if tasks is not None:
+            gone = sorted(set(map(str, tasks)) - set(map(str, np.asarray(tasks)[complete])))
+            if gone:
+                text += f"; tasks left without any query: {gone[:10]}"
+        notes.append(text)
+    if n > complete.size:
+        notes.append(f"{n} duels drawn from {complete.size} complete test queries: queries repeat "
+                     "(drawn with replacement)")
+    return notes
