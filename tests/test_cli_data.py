@@ -114,3 +114,27 @@ def test_unknown_loader_option_is_a_clean_error(capsys):
     assert main(["data", "info", "embedllm", "-o", "colour=red"]) == 2
     err = capsys.readouterr().err
     assert "colour" in err and "duplicates" in err
+
+
+def test_a_folder_name_is_found_in_the_data_dir(tmp_path, capsys, monkeypatch):
+    """A name that is no registered dataset is looked for as a folder in --data-dir (the
+    shared pools cruxeval and bfcl_v1 are such folders); only a plain name, and the error
+    names the folders searched."""
+    d = make_synthetic(30, 3, seed=0)
+    (tmp_path / "data" / "mypool").mkdir(parents=True)
+    d.to_long().to_csv(tmp_path / "data" / "mypool" / "records.csv", index=False)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    got = load_dataset("mypool", data_dir=tmp_path / "data")
+    assert got.n_queries == 30 and list(got.llm_names) == list(d.llm_names)
+    assert main(["data", "info", "mypool", "--data-dir", str(tmp_path / "data")]) == 0
+    assert "mypool/records.csv" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"unknown dataset 'nopool' \(and no such file or folder "
+                                         r"here nor in \[.*data'\]\)"):
+        load_dataset("nopool", data_dir=tmp_path / "data")
+    (tmp_path / "data" / "sub").mkdir()
+    (tmp_path / "data" / "mypool").rename(tmp_path / "data" / "sub" / "mypool")
+    with pytest.raises(ValueError, match=r"unknown dataset 'sub/mypool' \(and no such file "
+                                         r"or folder here\)"):
+        load_dataset("sub/mypool", data_dir=tmp_path / "data")  # not a plain name: not looked up

@@ -140,14 +140,27 @@ def load_dataset(name_or_path, data_dir=None, **options):
         exists = path.exists()
     except (OSError, ValueError):    # a name too long (or with NUL) for the file system
         exists = False
+    searched = []
+    if not exists and Path(key).name == key and key not in (".", ".."):
+        # a plain name that is no registered dataset: a folder of that name in the data dirs
+        # (e.g. the shared pools cruxeval, bfcl_v1), detected by its files like any path
+        for d in ([Path(data_dir)] if data_dir is not None else default_data_dirs()):
+            searched.append(str(d))
+            try:
+                if (d / key).exists():
+                    path, exists = d / key, True
+                    break
+            except (OSError, ValueError):
+                continue
     if exists:
         for _, s in DATASETS.items():
             if s.detect is not None and s.detect(path):
                 return call(s.loader, path)
         raise ValueError(f"{path}: cannot tell which dataset format this is; known formats: "
                          f"{sorted(available_datasets())}")
-    raise ValueError(f"unknown dataset {key!r} (and no such file or folder); valid names: "
-                     f"{', '.join(sorted(available_datasets()))}")
+    where = f" nor in {searched}" if searched else ""
+    raise ValueError(f"unknown dataset {key!r} (and no such file or folder here{where}); valid "
+                     f"names: {', '.join(sorted(available_datasets()))}")
 
 
 def _find_named(spec: DatasetSpec, data_dir, cache_dir=None) -> Path:
