@@ -135,8 +135,7 @@ class Router(ABC):
         self.mean_costs_ = train.mean_costs() if train.costs is not None else None
         self.llm_prices_ = mean_llm_prices(train.llms)
         # the training scores' range, from which add_llm derives the scale probe scores must
-        # lie on; in memory only for most routers (not exported: a new artifact field would
-        # change the format), so a loaded router has None
+        # lie on; artifacts carry it in their manifest (score_range), not in the router state
         self.score_range_ = observed_range(train.scores)
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
         self._fit(train, val)
@@ -328,8 +327,9 @@ class Router(ABC):
             in this process (``score_range_``, see
             :func:`~recsys_router.coldstart.pool.score_scale`: [0, 1] for scores within it,
             else their range widened by its width each side; e.g. a 7 among 0/1 scores would
-            outrank every fitted LLM everywhere). A router loaded from an artifact does not
-            record it: ``recsys-router onboard`` then checks against ``--data``'s scores.
+            outrank every fitted LLM everywhere). A router loaded from an artifact takes it
+            from the manifest (``score_range``); for artifacts written before it was recorded,
+            ``recsys-router onboard`` checks against ``--data``'s scores.
 
         Returns
         -------

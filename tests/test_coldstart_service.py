@@ -216,3 +216,32 @@ def test_route_during_pool_changes_sees_one_whole_pool(served, monkeypatch):
         assert res["llm"] in res["scores"]
         seen[state] += 1
     assert seen["before"] and seen["after"], seen   # the changes really overlapped the requests
+
+
+def test_a_loaded_artifact_holds_probe_scores_to_its_training_scale(served, tmp_path, capsys):
+    """The artifact records its training scores' range (manifest ``score_range``), so a
+    served or onboarded knn artifact refuses a probe score of 7 among 0/1 scores (it took all
+    traffic before: only routers that fitted in this process knew the range)."""
+    import json
+
+    from recsys_router.cli import main
+    art, probes = served
+    assert art.manifest["score_range"] == [0.0, 1.0]
+    assert art.router.score_range_ == (0.0, 1.0)
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
+    bad = [dict(p, score=7.0) if i == 0 else p for i, p in enumerate(probes)]
+    got = c.post("/llms", json={"name": "x", "probes": bad}, headers=KEY)
+    assert got.status_code == 422 and "off the scale of the router's training scores [0, 1]" in got.text
+    assert c.post("/llms", json={"name": "x", "probes": probes}, headers=KEY).status_code == 201
+    # onboarding keeps it in the new artifact, without --data
+    pd.DataFrame({"text": [p["text"] for p in probes], "score": 1.0, "cost": 1e-6}).to_csv(
+        tmp_path / "answers.csv", index=False)
+    assert main(["onboard", str(tmp_path / "art"), "--llm", "y", "--scores",
+                 str(tmp_path / "answers.csv"), "--out", str(tmp_path / "new")]) == 0
+    man = json.loads((tmp_path / "new" / "manifest.json").read_text())
+    assert man["score_range"] == [0.0, 1.0]
+    pd.DataFrame({"text": [p["text"] for p in probes], "score": [7.0] + [1.0] * 19,
+                  "cost": 1e-6}).to_csv(tmp_path / "answers7.csv", index=False)
+    assert main(["onboard", str(tmp_path / "art"), "--llm", "z", "--scores",
+                 str(tmp_path / "answers7.csv"), "--out", str(tmp_path / "new7")]) == 2
+    assert "off the pool's score scale [0, 1]" in capsys.readouterr().err

@@ -144,9 +144,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
 def answer_score_range(router, data: RoutingData | None = None):
     """The training scores' range a new LLM's probe answers are checked against (through
     :func:`~recsys_router.coldstart.pool.score_scale`): the range the router recorded at fit
-    (``score_range_``, set in the process that fitted it), else that of ``data``'s observed
-    scores (a router loaded from an artifact, which does not store it), else None
-    (unchecked).
+    (``score_range_``, set by its fit or, for a loaded artifact, from its manifest's
+    ``score_range``), else that of ``data``'s observed scores (artifacts written before the
+    range was recorded), else None (unchecked).
 
     Example
     -------

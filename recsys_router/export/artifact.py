@@ -32,6 +32,7 @@ import pandas as pd
 
 from ..atomic import (dir_temp_pattern, remove_stale_siblings, replace_dir, restore_moved_aside,
                       temp_dir)
+from ..coldstart.pool import observed_range
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -237,6 +238,7 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
             "n_queries": train_data.n_queries, "n_llms": train_data.n_llms},
         "metrics": {k: (float(v) if v is not None and np.isfinite(float(v)) else None)
                     for k, v in (metrics or {}).items()},
+        "score_range": _score_range(router, train_data),
         "arrays": {k: {"dtype": v.dtype.name, "shape": list(v.shape)} for k, v in arrays.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -320,7 +322,19 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
         raise ArtifactError(f"{sp}: cannot rebuild the router: {exc}") from exc
     if [r.get("name") for r in manifest["llms"]] != list(router.llm_names_):
         raise ArtifactError(f"{path / 'manifest.json'}: llms do not match the state's LLM pool")
+    if getattr(router, "score_range_", None) is None and manifest.get("score_range") is not None:
+        # the scale add_llm (onboard, POST /llms) holds a new LLM's probe scores to
+        router.score_range_ = tuple(float(x) for x in manifest["score_range"])
     return ExportedRouter(router, manifest, path)
+
+
+def _score_range(router: Router, train_data: RoutingData | None) -> list[float] | None:
+    """``[lowest, highest]`` training score for the manifest: the router's (set by its fit,
+    or by the load of the artifact it came from), else ``train_data``'s observed scores."""
+    rng = getattr(router, "score_range_", None)
+    if rng is None and train_data is not None:
+        rng = observed_range(train_data.scores)
+    return None if rng is None else [float(rng[0]), float(rng[1])]
 
 
 def set_default_policy(path: str | os.PathLike, policy: str, value: float | None,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
-                     StateError, check_state, check_value, describe, is_json_number)
+                     StateError, TupleOf, check_state, check_value, describe, is_json_number)
 from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
@@ -81,6 +81,9 @@ _MANIFEST = {
     "default_policy": DictOf(JSON_ANY, 20), "training_data": Opt(DictOf(JSON_ANY, 20)),
     "metrics": DictOf(Opt(FLOAT), 10_000), "arrays": DictOf(_ARRAY, 10_000),
     "files": DictOf(STR, 10), "signature": Opt(DictOf(STR, 4)),
+    # lowest and highest training score (the scale add_llm holds probe scores to); optional:
+    # artifacts written before it have none
+    "score_range": Opt(TupleOf(FLOAT, FLOAT)),
 }
 
 
@@ -106,7 +109,10 @@ def _read_manifest(path: Path) -> dict:
                             f"reads version {FORMAT_VERSION}); {_REEXPORT}")
     try:
         check_state({**_MANIFEST, "signature": Opt(DictOf(STR, 4))},
-                    {"signature": None, **manifest}, {})
+                    {"signature": None, "score_range": None, **manifest}, {})
+        rng = manifest.get("score_range")
+        if rng is not None and not float(rng[0]) <= float(rng[1]):
+            raise StateError(f"score_range: expected [lowest, highest], got {rng}")
         bad = [n for n in manifest["arrays"] if not NAME_RE.match(n) or ".." in n]
         if bad:
             raise StateError(f"arrays: name {bad[0][:80]!r} is not allowed")

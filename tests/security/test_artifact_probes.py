@@ -160,6 +160,10 @@ p_version_as_string = _man_field("format_version", "2", "version_as_string")
 p_version_1 = _man_field("format_version", 1, "version_1")
 p_class_not_string = _man_field("router_class", {"module": "os", "name": "system"},
                                 "class_not_string")
+# the training score range add_llm checks probe scores against: code, one number, reversed
+p_score_range_code = _man_field("score_range", ["__import__('os')", 1.0], "score_range_code")
+p_score_range_short = _man_field("score_range", [0.0], "score_range_short")
+p_score_range_reversed = _man_field("score_range", [1.0, 0.0], "score_range_reversed")
 
 
 def _class(name):
@@ -373,7 +377,8 @@ PROBES_KNN = [p_flip_npz_magic, p_flip_zip_directory, p_flip_npy_header_dtype, p
               p_dotdot_file_name, p_dotdot_array_name, p_pickled_member, p_object_array,
               p_zip_bomb, p_declared_too_big, p_header_lies_about_size, p_extra_array,
               p_missing_array, p_wrong_dtype, p_wrong_shape, p_big_endian, p_encoder_model_path,
-              p_encoder_unknown_kind, p_vocab_offsets_out_of_range]
+              p_encoder_unknown_kind, p_vocab_offsets_out_of_range, p_score_range_code,
+              p_score_range_short, p_score_range_reversed]
 
 
 def p_net_huge_sizes(d):
