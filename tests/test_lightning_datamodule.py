@@ -278,3 +278,10 @@ def test_a_battles_file_without_battles_is_refused_naming_it(tmp_path):
             dm.train_dataloader()
         assert str(err.value) == f"{f}: no battles to train on: {why}"
     assert len(PreferenceDataModule(battles=str(ties), **SMALL).train_dataloader().dataset) == 1
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, 2.0, float("nan"), float("inf")])
+def test_val_fraction_out_of_range_is_refused(bad):
+    """The validation share carved out of a published train split: a fraction in [0, 1)."""
+    with pytest.raises(ValueError, match=r"val_fraction must be in \[0, 1\), got"):
+        RoutingDataModule("synthetic", val_fraction=bad, **SMALL)
