@@ -14,7 +14,7 @@ from recsys_router.datasets._common import read_csv
 from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
 
-from .pool import observed_range, outside_range, scale_text
+from .pool import answer_score_range, outside_range, scale_text
 
 __all__ = ["read_answers", "answer_score_range", "onboard_artifact", "MAX_ANSWER_BYTES",
            "pool_table"]
@@ -139,25 +139,6 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
                                   column="weight")
     probes = probe_data(name, RoutingData(q, [name], scores, costs, name="answers", source=str(path)))
     return probes, weights
-
-
-def answer_score_range(router, data: RoutingData | None = None):
-    """The training scores' range a new LLM's probe answers are checked against (through
-    :func:`~recsys_router.coldstart.pool.score_scale`): the range the router recorded at fit
-    (``score_range_``, set by its fit or, for a loaded artifact, from its manifest's
-    ``score_range``), else that of ``data``'s observed scores (artifacts written before the
-    range was recorded), else None (unchecked).
-
-    Example
-    -------
-    >>> class Old: pass
-    >>> answer_score_range(Old(), RoutingData(["a", "b"], ["m"], [[0.0], [1.0]]))
-    (0.0, 1.0)
-    """
-    rng = getattr(router, "score_range_", None)
-    if rng is not None:
-        return tuple(float(x) for x in rng)
-    return observed_range(data.scores) if data is not None else None
 
 
 def pool_table(manifest: dict) -> pd.DataFrame:

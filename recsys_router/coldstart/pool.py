@@ -27,7 +27,7 @@ from .heads import fit_probe_head, predict_probe_head
 from .probes_input import check_llm_name, probe_data, probe_weights
 
 __all__ = ["add_llm", "remove_llm", "pool_changed", "core_view", "predict_pool", "pool_costs",
-           "estimate_cost", "observed_range", "score_scale", "outside_range", "scale_text",
+           "estimate_cost", "observed_range", "answer_score_range", "score_scale", "outside_range", "scale_text",
            "check_probe_range"]
 
 
@@ -142,6 +142,26 @@ def observed_range(scores) -> tuple[float, float] | None:
         return None
     lo, hi = np.fmin.reduce(s, axis=None), np.fmax.reduce(s, axis=None)  # NaN only if all are
     return None if np.isnan(lo) else (float(lo), float(hi))
+
+
+def answer_score_range(router, data=None):
+    """The training scores' range a new LLM's probe answers are checked against (through
+    :func:`~recsys_router.coldstart.pool.score_scale`): the range the router recorded at fit
+    (``score_range_``, set by its fit or, for a loaded artifact, from its manifest's
+    ``score_range``), else that of ``data``'s observed scores (artifacts written before the
+    range was recorded), else None (unchecked).
+
+    Example
+    -------
+    >>> class Old: pass
+    >>> from recsys_router.data import RoutingData
+    >>> answer_score_range(Old(), RoutingData(["a", "b"], ["m"], [[0.0], [1.0]]))
+    (0.0, 1.0)
+    """
+    rng = getattr(router, "score_range_", None)
+    if rng is not None:
+        return tuple(float(x) for x in rng)
+    return observed_range(data.scores) if data is not None else None
 
 
 def score_scale(score_range) -> tuple[float, float] | None:

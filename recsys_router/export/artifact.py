@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..atomic import (dir_temp_pattern, remove_stale_siblings, replace_dir, restore_moved_aside,
                       temp_dir)
-from ..coldstart.pool import observed_range
+from ..coldstart.pool import answer_score_range
 from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
@@ -225,6 +225,7 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
     except StateError as exc:
         raise ArtifactError(f"{type(router).__name__} cannot be exported: {exc}") from exc
     from .. import __version__
+    score_range = answer_score_range(router, train_data)  # the router's, else the data's
     manifest = {
         "format": "recsys-router-artifact", "format_version": FORMAT_VERSION,
         "package_version": __version__, "router_class": doc["class"],
@@ -238,7 +239,7 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
             "n_queries": train_data.n_queries, "n_llms": train_data.n_llms},
         "metrics": {k: (float(v) if v is not None and np.isfinite(float(v)) else None)
                     for k, v in (metrics or {}).items()},
-        "score_range": _score_range(router, train_data),
+        "score_range": None if score_range is None else list(score_range),
         "arrays": {k: {"dtype": v.dtype.name, "shape": list(v.shape)} for k, v in arrays.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -326,15 +327,6 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
         # the scale add_llm (onboard, POST /llms) holds a new LLM's probe scores to
         router.score_range_ = tuple(float(x) for x in manifest["score_range"])
     return ExportedRouter(router, manifest, path)
-
-
-def _score_range(router: Router, train_data: RoutingData | None) -> list[float] | None:
-    """``[lowest, highest]`` training score for the manifest: the router's (set by its fit,
-    or by the load of the artifact it came from), else ``train_data``'s observed scores."""
-    rng = getattr(router, "score_range_", None)
-    if rng is None and train_data is not None:
-        rng = observed_range(train_data.scores)
-    return None if rng is None else [float(rng[0]), float(rng[1])]
 
 
 def set_default_policy(path: str | os.PathLike, policy: str, value: float | None,
