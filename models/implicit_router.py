@@ -112,8 +112,8 @@ class ImplicitRouter(Router):
     -------
     >>> from recsys_router.datasets.synthetic import make_synthetic
     >>> parts = make_synthetic(300, 5, 4, seed=0).split((0.8, 0.2), seed=0)
-    >>> r = ImplicitRouter("als", factors=8).fit(parts["train"])   # doctest: +SKIP
-    >>> r.route(parts["test"]).shape                                # doctest: +SKIP
+    >>> r = ImplicitRouter("als", factors=8).fit(parts["train"])
+    >>> r.route(parts["test"]).shape
     (60,)
     """
 

@@ -2,15 +2,12 @@
 
 The repository keeps the design card's folders at the root; ``pyproject.toml`` maps them
 under the ``recsys_router`` namespace, so nothing generic lands in a user's site-packages.
-Their doctests run here (pytest's ``--doctest-modules`` would import them under their
-folder names, as top-level ``models``/``datamodules``).
+Their doctests run under those names in ``test_doctests_models.py``.
 """
 
 from __future__ import annotations
 
-import doctest
 import importlib
-import pkgutil
 import subprocess
 import sys
 import tomllib
@@ -63,23 +60,3 @@ def test_wheel_holds_only_the_recsys_router_namespace(tmp_path):
     assert tops == {"recsys_router"}
     assert "recsys_router/models/mf_module.py" in names
     assert "recsys_router/datamodules/routing_datamodule.py" in names
-
-
-def _namespaced_modules() -> list[str]:
-    out = []
-    for pkg in ("recsys_router.models", "recsys_router.datamodules"):
-        mod = importlib.import_module(pkg)
-        out.append(pkg)
-        out += [m.name for m in pkgutil.walk_packages(mod.__path__, prefix=pkg + ".")]
-    return sorted(out)
-
-
-@pytest.mark.parametrize("name", _namespaced_modules())
-def test_doctests_of_namespaced_modules(name):
-    module = importlib.import_module(name)
-    finder = doctest.DocTestFinder(exclude_empty=True)
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    for test in finder.find(module, name):
-        runner.run(test)
-    result = runner.summarize(verbose=False)
-    assert result.failed == 0, f"{result.failed} doctest(s) failed in {name}"
