@@ -48,7 +48,6 @@ import copy
 import warnings
 
 import numpy as np
-from scipy import sparse
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
@@ -57,6 +56,7 @@ from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, Opt, Part, TupleOf
 
 from .components.implicit_data import encode_queries, gpu_available, interaction_matrix
+from .components.item_prior import fold_in_item, noise_variance, prior_of, shrunk_linear
 from .components.ridge import LOO_GRID, ridge, ridge_loo, unit_rows
 from .implicit_feedback import logged_training
 from .implicit_feedback import per_column_linear as _per_column_linear
@@ -127,7 +127,7 @@ class ImplicitRouter(Router):
                "llm_factors_": Arr("float64", ("n_llms", "factors")),
                "emb_mean_": Arr("float64", ("dim",)), "emb_scale_": Arr("float64", ("dim",)),
                "ridge_coef_": Arr("float64", ("dim_plus_1", "factors")),
-               "ridge_alpha_": Opt(FLOAT),
+               "ridge_alpha_": Opt(FLOAT), "noise_var_": Opt(FLOAT),
                "train_unit_emb_": Arr("float64", ("n_train", "dim")),
                "calib_": Arr("float64", (2, "n_llms"), optional=True), "encoder_": Part()}
 
@@ -145,6 +145,9 @@ class ImplicitRouter(Router):
         # they were fitted with a fixed ``ridge_alpha`` (restored in ``_from_state``)
         if isinstance(fields, dict) and "ridge_alpha_" not in fields:
             fields = {**fields, "ridge_alpha_": None}
+        # nor, before the fold-in prior, ``noise_var_`` (then 1: ALS's own unit noise)
+        if isinstance(fields, dict) and "noise_var_" not in fields:
+            fields = {**fields, "noise_var_": None}
         return super()._check_state(fields, headers, dims)
 
     @classmethod
@@ -271,10 +274,12 @@ class ImplicitRouter(Router):
             self.ridge_coef_ = ridge(z, self.query_factors_, self.ridge_alpha_)
             loo = self._fold(emb)
         # calibration on leave-one-out folded-in train factors (what a new query gets)
+        if self.fold_in == "knn":
+            loo = self._fold(emb, leave_out_self=True)
+        # the preferences' noise seen from folded-in factors: weighs an added LLM's probes
+        self.noise_var_ = noise_variance(mat, loo, self.llm_factors_)
         self.calib_ = None
         if self.calibrate:
-            if self.fold_in == "knn":
-                loo = self._fold(emb, leave_out_self=True)
             self.calib_ = _per_column_linear(loo @ self.llm_factors_.T, calib_target,
                                              calib_weight)
 
@@ -300,24 +305,33 @@ class ImplicitRouter(Router):
         if self.calib_ is None:
             return raw
         w, c = self.calib_
-        return raw * w + c
+        out = raw * w + c
+        added = [j for j, n in enumerate(self.llm_names_) if n in (getattr(self, "llm_info_", None) or {})]
+        if added:  # an onboarded LLM's line, fitted on a few probes, is held to the score scale
+            out[:, added] = np.clip(out[:, added], *self.score_range_)
+        return out
 
 
     # ------------------------------------------------------------------ item cold start
     native_add_llm = True
 
     def _add_llm(self, name: str, probes: RoutingData, cost: float, weights: np.ndarray) -> None:
-        """The new LLM's factor from its probes with every query factor fixed.
+        """The new LLM's factor from its probes with every query factor fixed, shrunk toward
+        the fitted LLMs' factors.
 
         The probe queries' factors are folded in from their text; a probe is positive by
         the rule of :func:`interaction_matrix` (scaled score > 0 and at least the query's
-        mean predicted scaled score over the pool), with confidence ``1 + alpha * s``. The
-        item factor is the weighted least-squares solution over the probe queries, each
-        probe's confidence multiplied by its probe weight ``v_i``:
-        ``v = (sum_i v_i c_i x_i x_i^T + reg I)^-1 sum_i v_i c_i p_i x_i`` (``implicit``'s
-        ``recalculate_item`` for ALS with equal weights; the same closed form in numpy
-        otherwise and for BPR). The score calibration of the new column is fitted on the
-        probes by weighted least squares.
+        mean predicted scaled score over the pool), with confidence ``1 + alpha * s`` (1 for
+        the others). The item factor is the MAP of ALS's weighted least squares over the
+        probes, each probe's confidence multiplied by its probe weight, under the Gaussian
+        prior of the fitted LLMs' factors (:func:`~recsys_router.models.components.item_prior.fold_in_item`;
+        the Lightning routers' prior), its noise variance ``noise_var_`` estimated at fit
+        time from the leave-one-out folded-in query factors (1 for artifacts without it):
+        with a few probes, or text that predicts little, it stays near the mean LLM factor
+        instead of fitting the probes exactly. The new column's calibration is fitted on the
+        probes with its slope shrunk toward the fitted LLMs' slopes and an unpenalised
+        intercept (:func:`~recsys_router.models.components.item_prior.shrunk_linear`), and
+        its predictions are held to ``score_range_`` (see :meth:`_predict_scores`).
         """
         x = self.query_factors(probes)
         y = probes.scores[:, 0].astype(np.float64)
@@ -327,24 +341,21 @@ class ImplicitRouter(Router):
         pool = self._predict_scores(probes)
         row_mean = np.clip((pool.mean(axis=1) - lo) / (hi - lo), 0.0, 1.0) if hi > lo else 0.0
         pos = (s > 0) & (s >= row_mean - 1e-12)
-        conf = np.where(pos, 1.0 + float(self.alpha) * s, 0.0)
-        if self.model == "als" and np.allclose(vw, 1.0):
-            from implicit.cpu.als import AlternatingLeastSquares  # noqa: PLC0415
-            als = AlternatingLeastSquares(factors=x.shape[1], regularization=float(self.regularization),
-                                          alpha=1.0, num_threads=1)
-            als.user_factors = x.astype(np.float32)
-            idx = np.flatnonzero(pos)
-            row = sparse.csr_matrix((conf[idx].astype(np.float32), (np.zeros(len(idx), int), idx)),
-                                    shape=(1, len(y)))
-            v = np.asarray(als.recalculate_item(0, row), dtype=np.float64)
-        else:
-            c = vw * np.where(pos, conf, 1.0)
-            a = x.T @ (c[:, None] * x) + float(self.regularization) * np.eye(x.shape[1])
-            v = np.linalg.solve(a, x.T @ (c * pos))
+        conf = np.where(pos, 1.0 + float(self.alpha) * s, 1.0)
+        fitted = self._fitted_columns()
+        noise = getattr(self, "noise_var_", None)
+        v = fold_in_item(x, pos.astype(np.float64), conf, vw, *prior_of(self.llm_factors_[fitted]),
+                         noise_var=1.0 if noise is None else noise)
         self.llm_factors_ = np.vstack([self.llm_factors_, v[None, :]])
         if self.calib_ is not None:
-            w, c0 = _per_column_linear((x @ v)[:, None], y[:, None], vw)
+            w, c0 = shrunk_linear(x @ v, y, vw, self.calib_[0][fitted])
             self.calib_ = (np.append(self.calib_[0], w), np.append(self.calib_[1], c0))
+
+    def _fitted_columns(self) -> np.ndarray:
+        """Columns of the LLMs fitted with the router (not onboarded); all when none is left."""
+        added = getattr(self, "llm_info_", None) or {}
+        cols = np.array([j for j, n in enumerate(self.llm_names_) if n not in added], dtype=np.int64)
+        return cols if cols.size else np.arange(len(self.llm_names_))
 
     def _remove_llm(self, j: int) -> None:
         self.llm_factors_ = np.delete(self.llm_factors_, j, axis=0)

@@ -62,7 +62,8 @@ def test_probe_data_long_table_and_routing_data():
 
 
 def test_als_new_item_equals_weighted_least_squares(sim):
-    """ALS's new LLM factor is the closed form (X'CX + lambda I)^-1 X'Cp over the probes."""
+    """ALS's new LLM factor is the MAP (X'CX + sigma2 S^-1)^-1 (X'Cp + sigma2 S^-1 m) over the
+    probes, (m, S) the mean and floored diagonal variance of the fitted LLMs' factors."""
     train, test = sim["train"], sim["test"]
     # fixed fold-in penalty: "auto" may fold every query of this small set to one factor
     r = make_router("als", factors=4, iterations=5, ridge_alpha=100.0).fit(
@@ -80,8 +81,11 @@ def test_als_new_item_equals_weighted_least_squares(sim):
     row_mean = np.clip(((pool - c) / w * w + c).mean(axis=1) - lo, 0, None) / (hi - lo)
     pos = (s > 0) & (s >= row_mean - 1e-12)
     conf = np.where(pos, 1 + r.alpha * s, 1.0)
-    a = (x * conf[:, None]).T @ x + r.regularization * np.eye(x.shape[1])
-    expected = np.linalg.solve(a, (x * conf[:, None]).T @ pos.astype(float))
+    fitted = r.llm_factors_[:3]
+    m, var = fitted.mean(axis=0), fitted.var(axis=0)
+    prec = r.noise_var_ / np.maximum(var, max(var.mean(), 1e-4))
+    a = (x * conf[:, None]).T @ x + np.diag(prec)
+    expected = np.linalg.solve(a, (x * conf[:, None]).T @ pos.astype(float) + prec * m)
     np.testing.assert_allclose(r.llm_factors_[-1], expected, rtol=1e-3, atol=1e-4)
 
 

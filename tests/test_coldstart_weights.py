@@ -146,8 +146,7 @@ def test_weight_two_equals_a_duplicated_probe():
 
 @pytest.mark.parametrize("name", ["als", "bpr"])
 def test_implicit_weighted_item_equals_duplicated_probes(sim, name):
-    """ALS/BPR: weight 2 on a probe gives the factor of that probe given twice (for ALS the
-    duplicated set goes through implicit's recalculate_item, the weighted one through numpy)."""
+    """ALS/BPR: weight 2 on a probe gives the factor of that probe given twice."""
     train, test = sim
     r = make_router(name, factors=4, iterations=5).fit(train)
     probes = test.subset(np.arange(12), llms=[test.llm_names[3]])

@@ -39,6 +39,8 @@ import torch
 import torch.nn.functional as F
 from scipy.special import expit
 
+from recsys_router.models.components.item_prior import prior_of  # one rule for every router
+
 if TYPE_CHECKING:  # pragma: no cover
     from recsys_router.data import RoutingData
 
@@ -64,21 +66,6 @@ def _frozen(net):
         for p, f in zip(net.parameters(), flags):
             p.requires_grad_(f)
         net.train(was_training)
-
-
-def prior_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and diagonal variance of the existing LLM rows; each variance is floored at the
-    mean variance over dimensions (a few LLMs estimate it poorly) and at 1e-4.
-
-    Example
-    -------
-    >>> m, v = prior_of(np.array([[0.0, 1.0], [2.0, 1.0]]))
-    >>> m.tolist(), v.tolist()
-    ([1.0, 1.0], [1.0, 0.5])
-    """
-    rows = np.asarray(rows, dtype=np.float64)
-    var = rows.var(axis=0)
-    return rows.mean(axis=0), np.maximum(var, max(float(var.mean()), 1e-4))
 
 
 def rows_logits(net, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
