@@ -214,6 +214,23 @@ def finite_float(text) -> float:
     return v
 
 
+def score_range_arg(text) -> tuple[float, float]:
+    """``LOW,HIGH``: two finite numbers, LOW <= HIGH (``--score-range``).
+
+    Example
+    -------
+    >>> score_range_arg("1,10")
+    (1.0, 10.0)
+    """
+    parts = str(text).split(",")
+    if len(parts) != 2:
+        raise OptionError(f"expected LOW,HIGH (two numbers), got {str(text)[:40]!r}")
+    low, high = finite_float(parts[0]), finite_float(parts[1])
+    if low > high:
+        raise OptionError(f"expected LOW <= HIGH, got {str(text)[:40]!r}")
+    return low, high
+
+
 def _bounded_float(text, strict: bool) -> float:
     v = finite_float(text)
     if v < 0 or (strict and v == 0):

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write
-from .args import add_data_args, add_seed_arg, data_options
+from .args import add_data_args, add_seed_arg, data_options, score_range_arg
 from .serve import _SIGN_HELP, sign_key_from_env
 
 __all__ = ["add_parser", "run_probes", "run_onboard"]
@@ -46,6 +46,10 @@ def add_parser(subparsers) -> None:
     o.add_argument("--price-in", type=float, default=None, help="USD per 1M input tokens")
     o.add_argument("--price-out", type=float, default=None, help="USD per 1M output tokens")
     o.add_argument("--strategy", default=None, help="probe strategy, recorded as provenance")
+    o.add_argument("--score-range", type=score_range_arg, default=None, metavar="LOW,HIGH",
+                   help="lowest and highest training score, for artifacts that record none "
+                        "(written before score_range was recorded); without it and --data "
+                        "their probe scores must lie in [0, 1]")
     add_seed_arg(o)
     o.add_argument("--out", required=True, help="new artifact directory (written atomically)")
     o.add_argument("--overwrite", action="store_true")
@@ -76,18 +80,29 @@ def run_probes(args) -> int:
 
 def run_onboard(args) -> int:
     """Handler of ``recsys-router onboard``."""
-    from ..coldstart.onboard import answer_score_range, onboard_artifact, read_answers
+    from ..coldstart.onboard import (answers_sha256, onboard_artifact, read_answers,
+                                     resolve_score_range)
+    from ..coldstart.pool import UNKNOWN_RANGE_HINT
+    from ..errors import DataValidationError
     from ..export import seed_everything
     from ..export.artifact import load_router
     seed_everything(args.seed)
     key = sign_key_from_env(args.sign_key_env)  # before any work: fail fast
     data = _load(args) if args.data else None
     src = load_router(args.artifact, sign_key=key)
-    probes, weights = read_answers(args.scores, args.llm, data,
-                                   score_range=answer_score_range(src.router, data))
+    rng = resolve_score_range(src.router, data, args.score_range)
+    scores = Path(args.scores)
+    # the digest recorded as provenance is of the bytes read: hashed before and after
+    digest = answers_sha256(scores)
+    probes, weights = read_answers(scores, args.llm, data, score_range=rng[0],
+                                   scale_note=UNKNOWN_RANGE_HINT if rng[1] == "default" else "")
+    if answers_sha256(scores) != digest:
+        raise DataValidationError("the file changed while it was read; run onboard again",
+                                  source=str(scores))
     out = onboard_artifact(args.artifact, args.llm, probes, args.out, price_in=args.price_in,
                            price_out=args.price_out, strategy=args.strategy, weights=weights,
-                           overwrite=args.overwrite, sign_key=key, loaded=src)
+                           overwrite=args.overwrite, sign_key=key, loaded=src,
+                           probes_file=scores, probes_sha256=digest, score_range=rng)
     how = "weighted " if weights is not None else ""
     print(f"onboarded {args.llm!r} from {probes.n_queries} {how}probes; wrote {out}")
     return 0

@@ -18,7 +18,7 @@ import sys
 
 from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, data_options,
                    fraction, kv_dict, non_negative_float, parse_kv, port, positive_float,
-                   positive_int)
+                   positive_int, score_range_arg)
 
 __all__ = ["add_parser", "run_export", "run_calibrate", "run_serve"]
 
@@ -114,6 +114,10 @@ def add_parser(subparsers) -> None:
     s.add_argument("--backends", default=None, help="backends.yaml for /v1/chat/completions")
     s.add_argument("--sign-key-env", default=None, metavar="VAR",
                    help=_SIGN_HELP + "; the artifact must carry a valid signature made with it")
+    s.add_argument("--score-range", type=score_range_arg, default=None, metavar="LOW,HIGH",
+                   help="lowest and highest training score, for artifacts that record none "
+                        "(written before score_range was recorded): POST /llms holds probe "
+                        "scores to its scale; without it their probe scores must lie in [0, 1]")
     s.add_argument("--max-batch", type=positive_int, default=256,
                    help="most queries per request and batch (>= 1)")
     s.add_argument("--max-body-bytes", type=positive_int, default=1_000_000,
@@ -216,6 +220,9 @@ def run_serve(args) -> int:
     from ..serving import ServiceConfig, create_app, load_backends
     seed_everything(args.seed)
     art = load_router(args.artifact, sign_key=sign_key_from_env(args.sign_key_env))
+    if args.score_range is not None:
+        from ..coldstart.onboard import resolve_score_range
+        art.router.score_range_ = resolve_score_range(art.router, None, args.score_range)[0]
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
     backends = load_backends(args.backends, art.llm_names) if args.backends else None
     cfg = ServiceConfig(max_batch=args.max_batch, max_body_bytes=args.max_body_bytes,

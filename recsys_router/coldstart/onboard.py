@@ -14,17 +14,18 @@ from recsys_router.datasets._common import read_csv
 from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
 
-from .pool import answer_score_range, outside_range, scale_text
+from .pool import (UNKNOWN_RANGE_SCALE, answer_score_range, observed_range, outside_range,
+                   scale_text)
 
 __all__ = ["read_answers", "answer_score_range", "onboard_artifact", "MAX_ANSWER_BYTES",
-           "pool_table"]
+           "pool_table", "resolve_score_range", "answers_sha256"]
 
 #: largest answers file read (bytes)
 MAX_ANSWER_BYTES = 50_000_000
 
 
-def read_answers(path, name: str, data: RoutingData | None = None, score_range=None
-                 ) -> tuple[RoutingData, np.ndarray | None]:
+def read_answers(path, name: str, data: RoutingData | None = None, score_range=None, *,
+                 scale_note: str = "") -> tuple[RoutingData, np.ndarray | None]:
     """Probe records of LLM ``name`` from a CSV (``query_id`` and/or ``text``, ``score``,
     optional ``cost`` and ``weight``); texts missing from the file are taken from ``data`` by
     ``query_id``. The ``weight`` column is the one ``recsys-router probes`` writes (how many
@@ -41,7 +42,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     score_range : (float, float), optional
         Lowest and highest of the router's training scores (see :func:`answer_score_range`);
         a score off the scale derived from it
-        (:func:`~recsys_router.coldstart.pool.score_scale`) is refused.
+        (:func:`~recsys_router.coldstart.pool.score_scale`) is refused (None: unchecked).
+    scale_note : str
+        Appended to that error (e.g. why the scale is the one assumed).
 
     Returns
     -------
@@ -99,7 +102,8 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
             if len(far):
                 i = int(far[0])
                 raise DataValidationError(
-                    f"score {v.iloc[i]} is off the pool's score scale {scale_text(score_range)}",
+                    f"score {v.iloc[i]} is off the pool's score scale {scale_text(score_range)}"
+                    + (f": {scale_note}" if scale_note else ""),
                     source=str(path), row=line(i, col), column=col)
             df[col] = v
     if "text" not in df.columns or df["text"].isna().any():
@@ -141,6 +145,57 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     return probes, weights
 
 
+def answers_sha256(path) -> str | None:
+    """Hex SHA-256 of an answers file (None when it is missing or over
+    :data:`MAX_ANSWER_BYTES`: :func:`read_answers` says so)."""
+    import hashlib
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size > MAX_ANSWER_BYTES:
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def resolve_score_range(router, data: RoutingData | None = None, option=None
+                        ) -> tuple[tuple[float, float], str]:
+    """The training scores' range a new LLM's probe scores are held to, and where it came
+    from: the range the router records (``"artifact"``), else the operator's explicit
+    ``option`` (``"option"``), else that of ``data``'s observed scores (``"data"``), else
+    [0, 1] assumed (``"default"``: never unchecked).
+
+    Raises
+    ------
+    ValueError
+        ``option`` given for a router that records another range (it is only for artifacts
+        written before the range was recorded), or not a finite ``(low, high)``.
+
+    Example
+    -------
+    >>> class Old: score_range_ = None
+    >>> resolve_score_range(Old()), resolve_score_range(Old(), option=(1, 10))
+    (((0.0, 1.0), 'default'), ((1.0, 10.0), 'option'))
+    """
+    own = getattr(router, "score_range_", None)
+    if option is not None:
+        low, high = (float(x) for x in option)
+        if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+            raise ValueError(f"score range {list(option)}: expected finite LOW <= HIGH")
+        if own is not None and (float(own[0]), float(own[1])) != (low, high):
+            raise ValueError(f"the artifact records its training score range "
+                             f"[{float(own[0]):g}, {float(own[1]):g}]; --score-range "
+                             f"[{low:g}, {high:g}] is only for artifacts that record none")
+        return (low, high), ("artifact" if own is not None else "option")
+    if own is not None:
+        return (float(own[0]), float(own[1])), "artifact"
+    rng = observed_range(data.scores) if data is not None else None
+    if rng is not None:
+        return rng, "data"
+    return UNKNOWN_RANGE_SCALE, "default"
+
+
 def pool_table(manifest: dict) -> pd.DataFrame:
     """The LLM table (name, prices, size) recorded in an artifact manifest."""
     rows = [{k: r.get(k) for k in ("name", "input_price", "output_price", "size")}
@@ -151,7 +206,8 @@ def pool_table(manifest: dict) -> pd.DataFrame:
 def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=None,
                      price_out=None, strategy: str | None = None, weights=None,
                      overwrite: bool = False, sign_key: str | bytes | None = None,
-                     loaded=None) -> Path:
+                     loaded=None, probes_file=None, probes_sha256: str | None = None,
+                     score_range=None) -> Path:
     """Load ``artifact``, add LLM ``name`` from ``probes`` (with optional probe ``weights``)
     and export the result to ``out`` (written to a temporary folder and renamed: nothing
     half-written). The new LLM's provenance (probe count, strategy, whether weighted, date)
@@ -160,7 +216,16 @@ def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=
     A signed artifact needs its ``sign_key``: its signature is verified on load and the new
     artifact is signed with the same key (without the key it is refused, so a signed
     artifact never yields an unsigned one). ``loaded``: ``load_router(artifact,
-    sign_key=sign_key)`` when the caller has it already (it is not loaded again)."""
+    sign_key=sign_key)`` when the caller has it already (it is not loaded again).
+
+    The new manifest records its provenance (:mod:`recsys_router.export.provenance`): the
+    source's ``training_data`` plus an ``onboarded`` entry (LLM, probe count, whether
+    weighted, ``probes_file``'s name and SHA-256, the score range the probes were held to
+    and where it came from, the source manifest's SHA-256, date); its ``metrics`` are
+    empty and the source's move to ``source_metrics``, marked as the source router's.
+    ``score_range``: ``(range, source)`` from :func:`resolve_score_range` (default: the
+    router's recorded range, else [0, 1] assumed); a range from ``"data"`` or ``"option"``
+    becomes the router's, so the new artifact records it."""
     from recsys_router.export.artifact import ArtifactError, export_router, load_router
     src = loaded if loaded is not None else load_router(artifact, sign_key=sign_key)
     if src.manifest.get("signature") and sign_key is None:
@@ -169,8 +234,23 @@ def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=
     out = Path(out)
     if out.exists() and not overwrite:
         raise ArtifactError(f"{out} already exists; pass --overwrite")
-    prov = {"strategy": strategy or "unspecified",
-            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    from recsys_router.export.provenance import onboarded_fields, plain_file_name
+    from recsys_router.export.safe_io import sha256_file
+    from recsys_router.export.verify import LIMITS
+    rng, rng_from = score_range if score_range is not None else resolve_score_range(src.router)
+    if rng_from in ("data", "option"):
+        src.router.score_range_ = tuple(float(x) for x in rng)  # checked by add_llm, recorded
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if probes_file is not None and probes_sha256 is None:
+        probes_sha256 = answers_sha256(probes_file)
+    entry = {"llm": name, "n_probes": int(probes.n_queries), "weighted": weights is not None,
+             "probes_file": None if probes_file is None else plain_file_name(probes_file),
+             "probes_sha256": probes_sha256, "score_range": [float(x) for x in rng],
+             "score_range_from": rng_from,
+             "source_manifest_sha256": sha256_file(Path(artifact) / "manifest.json",
+                                                   max_bytes=LIMITS["manifest_bytes"]),
+             "date": date}
+    prov = {"strategy": strategy or "unspecified", "date": date,
             "source_artifact": os.path.basename(os.path.abspath(artifact))}
     router = src.router.add_llm(name, probes, price_in=price_in, price_out=price_out,
                                 weights=weights, provenance=prov)
@@ -179,6 +259,7 @@ def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=
                                              "output_price": price_out, "size": None}])],
                       ignore_index=True)
     pol = src.manifest.get("default_policy") or {"name": "argmax", "value": None}
-    return export_router(router, out, llms=table, metrics=src.manifest.get("metrics"),
-                         policy=pol.get("name", "argmax"), policy_value=pol.get("value"),
-                         overwrite=overwrite, sign_key=sign_key)
+    training, source_metrics = onboarded_fields(src.manifest, entry)
+    return export_router(router, out, llms=table, metrics=None, training_info=training,
+                         source_metrics=source_metrics, policy=pol.get("name", "argmax"),
+                         policy_value=pol.get("value"), overwrite=overwrite, sign_key=sign_key)

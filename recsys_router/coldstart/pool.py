@@ -28,7 +28,17 @@ from .probes_input import check_llm_name, probe_data, probe_weights
 
 __all__ = ["add_llm", "remove_llm", "pool_changed", "core_view", "predict_pool", "pool_costs",
            "estimate_cost", "observed_range", "answer_score_range", "score_scale", "outside_range", "scale_text",
-           "check_probe_range"]
+           "check_probe_range", "UNKNOWN_RANGE_SCALE", "UNKNOWN_RANGE_HINT"]
+
+#: the scale probe scores are held to when the training scores' range is unknown (an
+#: artifact written before its manifest recorded ``score_range``, with no ``--data`` and no
+#: ``--score-range``): most routing scores are accuracies or pass rates, and a score off
+#: the pool's scale takes all traffic, so an unknown scale is never left unchecked
+UNKNOWN_RANGE_SCALE = (0.0, 1.0)
+UNKNOWN_RANGE_HINT = ("the router records no training score range (an artifact written before "
+                      "score_range was recorded), so probe scores must lie in [0, 1]; if its "
+                      "training scores are on another scale, give their range explicitly "
+                      "(serve / onboard --score-range LOW,HIGH)")
 
 
 def pool_changed(router) -> bool:
@@ -214,12 +224,17 @@ def scale_text(score_range) -> str:
 
 def check_probe_range(name: str, values, score_range, labels) -> None:
     """Refuse a probe score off the scale of the scores the router was fitted on
-    (:func:`score_scale`); ``labels`` name the probes in the message."""
-    bad = outside_range(values, score_range)
+    (:func:`score_scale`); ``labels`` name the probes in the message. With no known range
+    (None) the scale is :data:`UNKNOWN_RANGE_SCALE`, [0, 1]."""
+    unknown = score_range is None
+    bad = outside_range(values, UNKNOWN_RANGE_SCALE if unknown else score_range)
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"probe score {float(values[i]):g} of {name!r} on query {labels[i]} is "
-                         f"off the scale of the router's training scores {scale_text(score_range)}")
+        head = f"probe score {float(values[i]):g} of {name!r} on query {labels[i]} is"
+        if unknown:
+            raise ValueError(f"{head} outside [0, 1]: {UNKNOWN_RANGE_HINT}")
+        raise ValueError(f"{head} off the scale of the router's training scores "
+                         f"{scale_text(score_range)}")
 
 
 def _price(v, what: str):

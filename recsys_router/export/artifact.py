@@ -4,9 +4,11 @@ An artifact is a directory holding exactly three files::
 
     manifest.json   format version, router class (an exact registered name) and parameters,
                     LLM pool (names, prices, mean costs), encoder identity, default policy,
-                    training-data fingerprint, metrics, package version, the dtype and shape
-                    of every array, the SHA-256 of the two other files and, optionally, an
-                    HMAC-SHA256 signature of the manifest itself
+                    training-data fingerprint, metrics, training score range, package
+                    version, the dtype and shape of every array, the SHA-256 of the two
+                    other files and, optionally, an HMAC-SHA256 signature of the manifest
+                    itself; after ``onboard``, ``training_data.onboarded`` and
+                    ``source_metrics`` (:mod:`recsys_router.export.provenance`)
     state.json      the router's declared fitted state (``Router._get_state``): JSON only
     weights.npz     the declared arrays, uncompressed, numeric dtypes only
 
@@ -38,6 +40,7 @@ from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
 from ..state import StateError, json_safe
 from .exported import ExportedRouter
+from .provenance import check_onboard_fields
 from .safe_io import LimitError, NpzReader, parse_json, read_json, sha256_file
 from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listing, check_policy,
                      declared_arrays, key_bytes, read_verified, signature, verify_artifact)
@@ -178,7 +181,8 @@ def check_export_target(out: str | os.PathLike, overwrite: bool = False) -> Path
 def export_router(router: Router, out: str | os.PathLike, *, train_data: RoutingData | None = None,
                   metrics: dict | None = None, llms: pd.DataFrame | None = None,
                   policy: str = "argmax", policy_value: float | None = None,
-                  overwrite: bool = False, sign_key: str | bytes | None = None) -> Path:
+                  overwrite: bool = False, sign_key: str | bytes | None = None,
+                  training_info: dict | None = None, source_metrics: dict | None = None) -> Path:
     """Write a fitted router as a format-2 artifact directory.
 
     The directory is assembled in a temporary sibling (``.NAME.tmp-PID-*``) and renamed
@@ -205,6 +209,11 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         that are not artifact files, or a symbolic link is an :class:`ArtifactError`).
     sign_key : str or bytes, optional
         Write an HMAC-SHA256 of the manifest (checked by ``load_router(sign_key=...)``).
+    training_info, source_metrics : dict, optional
+        The manifest's ``training_data`` (instead of one described from ``train_data``) and
+        ``source_metrics``, as ``onboard`` writes them
+        (:func:`~recsys_router.export.provenance.onboarded_fields`); checked as a loader
+        checks them before anything is written.
 
     Returns
     -------
@@ -234,14 +243,21 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         "encoder": _encoder_info(router), "uses_text": bool(router.uses_text),
         "uses_ground_truth": bool(router.uses_ground_truth),
         "default_policy": {"name": policy, "value": policy_value},
-        "training_data": None if train_data is None else {
-            "name": train_data.name, "fingerprint": data_fingerprint(train_data),
-            "n_queries": train_data.n_queries, "n_llms": train_data.n_llms},
+        "training_data": training_info if training_info is not None else (
+            None if train_data is None else {
+                "name": train_data.name, "fingerprint": data_fingerprint(train_data),
+                "n_queries": train_data.n_queries, "n_llms": train_data.n_llms}),
         "metrics": {k: (float(v) if v is not None and np.isfinite(float(v)) else None)
                     for k, v in (metrics or {}).items()},
         "score_range": None if score_range is None else list(score_range),
         "arrays": {k: {"dtype": v.dtype.name, "shape": list(v.shape)} for k, v in arrays.items()},
     }
+    if source_metrics is not None:  # onboarded artifacts only: plain exports stay as they were
+        manifest["source_metrics"] = source_metrics
+    try:  # never write what the loader would refuse
+        check_onboard_fields(manifest)
+    except StateError as exc:
+        raise ArtifactError(f"{out / 'manifest.json'}: {exc}") from exc
     out.parent.mkdir(parents=True, exist_ok=True)
     # mkdir's permissions (not mkdtemp's owner-only ones): a service running as another user
     # reads the artifact like its files

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
                      StateError, TupleOf, check_state, check_value, describe, is_json_number)
+from .provenance import check_onboard_fields
 from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
@@ -84,6 +85,9 @@ _MANIFEST = {
     # lowest and highest training score (the scale add_llm holds probe scores to); optional:
     # artifacts written before it have none
     "score_range": Opt(TupleOf(FLOAT, FLOAT)),
+    # onboarded artifacts only: the metrics of the router they were onboarded from, checked
+    # with training_data.onboarded by provenance.check_onboard_fields
+    "source_metrics": Opt(DictOf(JSON_ANY, 10)),
 }
 
 
@@ -109,7 +113,8 @@ def _read_manifest(path: Path) -> dict:
                             f"reads version {FORMAT_VERSION}); {_REEXPORT}")
     try:
         check_state({**_MANIFEST, "signature": Opt(DictOf(STR, 4))},
-                    {"signature": None, "score_range": None, **manifest}, {})
+                    {"signature": None, "score_range": None, "source_metrics": None,
+                     **manifest}, {})
         rng = manifest.get("score_range")
         if rng is not None and not float(rng[0]) <= float(rng[1]):
             raise StateError(f"score_range: expected [lowest, highest], got {rng}")
@@ -117,6 +122,7 @@ def _read_manifest(path: Path) -> dict:
         if bad:
             raise StateError(f"arrays: name {bad[0][:80]!r} is not allowed")
         check_value(ListOf(STR), [r.get("name") for r in manifest["llms"]], "llms[].name")
+        check_onboard_fields(manifest)
         dp = manifest["default_policy"]
         check_policy(dp.get("name"), dp.get("value"))
     except (StateError, ArtifactError) as exc:

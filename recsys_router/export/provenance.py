@@ -1,0 +1,159 @@
+"""Provenance of onboarded artifacts: what ``onboard`` records in the manifest, and its checks.
+
+An artifact written by ``recsys-router onboard`` is not the router its source's metrics and
+training data describe: it has LLMs the training data never held. Its manifest says so:
+
+``training_data``   the source's training-data description, unchanged, plus ``onboarded``:
+                    one entry per LLM added since (oldest first), see :data:`ONBOARDED_ENTRY`;
+``metrics``         empty: nobody has measured this router (re-evaluate it to fill them);
+``source_metrics``  ``{"note", "n_llms", "metrics"}``: the metrics last measured, on the
+                    source router of ``n_llms`` LLMs before any onboarding, with a note
+                    saying they do not describe this router.
+
+Both new fields are optional (artifacts written before them, and plain exports, have none)
+and are validated strictly on load (exact keys, types, sizes, counts, names in the pool).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from ..state import BOOL, FLOAT, INT, STR, DictOf, Opt, StateError, TupleOf, check_state
+
+__all__ = ["ONBOARDED_ENTRY", "SOURCE_METRICS", "RANGE_SOURCES", "SOURCE_METRICS_NOTE",
+           "check_onboard_fields", "onboarded_fields", "plain_file_name"]
+
+#: where the probe scores' range came from: the artifact's recorded training range, the
+#: ``--data`` scores, the operator's ``--score-range``, or [0, 1] assumed (none known)
+RANGE_SOURCES = ("artifact", "data", "option", "default")
+
+#: one ``training_data.onboarded`` entry (exactly these keys)
+ONBOARDED_ENTRY = {
+    "llm": STR, "n_probes": INT, "weighted": BOOL,
+    "probes_file": Opt(STR), "probes_sha256": Opt(STR),
+    "score_range": TupleOf(FLOAT, FLOAT), "score_range_from": STR,
+    "source_manifest_sha256": STR, "date": STR,
+}
+
+#: ``source_metrics`` (exactly these keys)
+SOURCE_METRICS = {"note": STR, "n_llms": INT, "metrics": DictOf(Opt(FLOAT), 10_000)}
+
+SOURCE_METRICS_NOTE = ("measured on the source router before the LLMs in "
+                       "training_data.onboarded were added; they do not describe this router: "
+                       "re-evaluate it for its own metrics")
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def _fields(spec: dict, value, where: str) -> dict:
+    """An object with exactly the keys of ``spec``, each checked (``where`` names it)."""
+    if not isinstance(value, dict):
+        raise StateError(f"{where}: expected an object, got {type(value).__name__}")
+    extra = sorted(set(value) - set(spec))
+    if extra:
+        raise StateError(f"{where}: undeclared field(s) {[str(k)[:40] for k in extra[:5]]}")
+    return check_state(spec, value, {}, prefix=where + ".")
+
+
+def plain_file_name(name) -> str | None:
+    r"""``name``'s last path part when it may be recorded as ``probes_file`` (printable, at
+    most 255 characters, no separator), else None.
+
+    Example
+    -------
+    >>> plain_file_name("/tmp/answers.csv"), plain_file_name("a\\b.csv")
+    ('answers.csv', None)
+    """
+    name = PurePosixPath(str(name)).name
+    ok = 0 < len(name) <= 255 and "\\" not in name and name not in (".", "..") \
+        and name.isprintable()
+    return name if ok else None
+
+
+def _check_entry(entry, where: str, pool: set) -> dict:
+    e = _fields(ONBOARDED_ENTRY, entry, where)
+    if e["llm"] not in pool:
+        raise StateError(f"{where}.llm: {e['llm'][:80]!r} is not in the artifact's llms")
+    if not 1 <= e["n_probes"] <= 10_000_000:
+        raise StateError(f"{where}.n_probes: {e['n_probes']}, expected 1 to 10,000,000")
+    name = e["probes_file"]
+    if name is not None and plain_file_name(name) != name:
+        raise StateError(f"{where}.probes_file: expected a plain file name, got {name[:80]!r}")
+    for key in ("probes_sha256", "source_manifest_sha256"):
+        if e[key] is not None and not _HEX64.match(e[key]):
+            raise StateError(f"{where}.{key}: expected 64 lowercase hex digits")
+    low, high = e["score_range"]
+    if not (abs(low) < float("inf") and abs(high) < float("inf") and low <= high):
+        raise StateError(f"{where}.score_range: expected finite [lowest, highest], got "
+                         f"{[low, high]}")
+    if e["score_range_from"] not in RANGE_SOURCES:
+        raise StateError(f"{where}.score_range_from: {e['score_range_from'][:40]!r}, expected "
+                         f"one of {list(RANGE_SOURCES)}")
+    if not _DATE.match(e["date"]):
+        raise StateError(f"{where}.date: expected YYYY-MM-DDTHH:MM:SSZ, got {e['date'][:40]!r}")
+    return e
+
+
+def check_onboard_fields(manifest: dict) -> None:
+    """Validate ``training_data.onboarded`` and ``source_metrics`` when present.
+
+    Raises
+    ------
+    StateError
+        Naming the field: a missing, extra or mistyped key, more entries than LLMs, an LLM
+        named twice or not in the pool, a probe file that is a path, a digest or date of
+        another form, a reversed or infinite range, an unknown range source.
+    """
+    pool = {r.get("name") for r in manifest["llms"]}
+    td = manifest.get("training_data")
+    onboarded = td.get("onboarded") if isinstance(td, dict) else None
+    if onboarded is not None:
+        if not isinstance(onboarded, list):
+            raise StateError(f"training_data.onboarded: expected a list, got "
+                             f"{type(onboarded).__name__}")
+        if len(onboarded) > len(pool):
+            raise StateError(f"training_data.onboarded: {len(onboarded)} entries, more than the "
+                             f"{len(pool)} LLMs in the pool")
+        seen = set()
+        for i, entry in enumerate(onboarded):
+            e = _check_entry(entry, f"training_data.onboarded[{i}]", pool)
+            if e["llm"] in seen:
+                raise StateError(f"training_data.onboarded[{i}].llm: {e['llm'][:80]!r} is "
+                                 "named twice")
+            seen.add(e["llm"])
+    sm = manifest.get("source_metrics")
+    if sm is not None:
+        s = _fields(SOURCE_METRICS, sm, "source_metrics")
+        if not 1 <= s["n_llms"] <= 100_000:
+            raise StateError(f"source_metrics.n_llms: {s['n_llms']}, expected 1 to 100,000")
+        if len(s["note"]) > 1000:
+            raise StateError("source_metrics.note: over 1000 characters")
+
+
+def onboarded_fields(src_manifest: dict, entry: dict) -> tuple[dict, dict | None]:
+    """``(training_data, source_metrics)`` of an artifact onboarded from ``src_manifest``
+    with one new ``training_data.onboarded`` ``entry``.
+
+    ``training_data`` keeps the source's description (``{}`` when it has none) and appends
+    ``entry`` to its ``onboarded`` list. ``source_metrics`` holds the source's metrics when
+    it has any (it was measured), else the source's own ``source_metrics`` (an onboarded
+    artifact onboarded again), else None.
+
+    Example
+    -------
+    >>> src = {"training_data": {"name": "d"}, "metrics": {"test/mu_o": 0.5},
+    ...        "llms": [{"name": "a"}, {"name": "b"}]}
+    >>> td, sm = onboarded_fields(src, {"llm": "c"})
+    >>> td, sm["n_llms"], sm["metrics"]
+    ({'name': 'd', 'onboarded': [{'llm': 'c'}]}, 2, {'test/mu_o': 0.5})
+    """
+    td = dict(src_manifest.get("training_data") or {})
+    td["onboarded"] = list(td.get("onboarded") or []) + [entry]
+    if src_manifest.get("metrics"):
+        sm = {"note": SOURCE_METRICS_NOTE, "n_llms": len(src_manifest.get("llms") or []),
+              "metrics": dict(src_manifest["metrics"])}
+    else:
+        sm = src_manifest.get("source_metrics")
+    return td, sm
