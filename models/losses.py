@@ -358,6 +358,33 @@ class RoutingLoss(nn.Module):
                 "logit_adjust": self.logit_adjust, "entropy_weight": self.entropy_weight}
 
     @classmethod
+    def coerce(cls, loss, source: str = "loss") -> "RoutingLoss | None":
+        """The one conversion of a module's ``loss`` argument: a :class:`RoutingLoss` as it
+        is, None as None (the module's default), a mapping (a config's or a checkpoint's
+        plain data) through :meth:`from_config`.
+
+        Raises
+        ------
+        ValueError
+            A bad configuration (see :meth:`from_config`), or anything else.
+
+        Example
+        -------
+        >>> RoutingLoss.coerce({"kind": "bpr"}).kind, RoutingLoss.coerce(None)
+        ('bpr', None)
+        >>> RoutingLoss.coerce("bpr", "module loss")
+        Traceback (most recent call last):
+        ...
+        ValueError: module loss: a loss is a RoutingLoss or its configuration (a mapping), got str
+        """
+        if loss is None or isinstance(loss, cls):
+            return loss
+        if isinstance(loss, dict):
+            return cls.from_config(loss, source)
+        raise ValueError(f"{source}: a loss is a RoutingLoss or its configuration (a mapping), "
+                         f"got {type(loss).__name__}")
+
+    @classmethod
     def from_config(cls, config: dict, source: str = "loss") -> "RoutingLoss":
         """Rebuild a loss from :meth:`config` or a YAML ``{class_path, init_args}`` block.
 

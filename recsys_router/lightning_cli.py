@@ -17,6 +17,7 @@ score per LLM) of ``--predictions.split`` (default ``test``; linked to the data 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from jsonargparse import lazy_instance
@@ -68,26 +69,65 @@ class RouterCLI(LightningCLI):
         check_selection_ratio(self.model, self.datamodule)
 
     def _parse_ckpt_path(self) -> None:
-        """Check a ``--ckpt_path`` checkpoint's ``loss`` hyperparameter before LightningCLI
-        parses the hyperparameters into the model config: jsonargparse imports the module of
-        any ``class_path`` it is given, so a loss naming anything but the project's
-        :class:`~recsys_router.models.losses.RoutingLoss` is refused here, nothing imported
-        (:meth:`RoutingLoss.from_config` compares the path as text)."""
+        """Read a ``--ckpt_path`` checkpoint once, check its hyperparameters, then parse them
+        into the model config as LightningCLI does (this replaces its method, which read the
+        file a second time).
+
+        jsonargparse imports the module of any ``class_path`` it is given, so both class paths
+        a checkpoint names are checked as text first, nothing imported: the model's
+        ``_class_path`` must lie under ``recsys_router.models.`` (the rule of
+        :func:`~recsys_router.models.base.lightning_router.resolve_module_class`), and a
+        ``loss`` must be the project's
+        :class:`~recsys_router.models.losses.RoutingLoss` as plain data
+        (:meth:`RoutingLoss.from_config`). Either refusal is one error line, exit 2."""
         sub = self.config.get("subcommand") if hasattr(self, "config") else None
         ckpt_path = self.config[sub].get("ckpt_path") if sub else None
-        if ckpt_path and Path(ckpt_path).is_file():
-            import torch  # noqa: PLC0415
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return
+        import torch  # noqa: PLC0415
 
-            from recsys_router.models.losses import RoutingLoss  # noqa: PLC0415
-            hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get(
-                "hyper_parameters") or {}
-            if isinstance(hparams.get("loss"), dict):
-                from recsys_router.errors import DataValidationError  # noqa: PLC0415
-                try:
-                    RoutingLoss.from_config(hparams["loss"], f"{ckpt_path}: hyper_parameters.loss")
-                except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
-                    raise DataValidationError(str(exc)) from None
-        super()._parse_ckpt_path()
+        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get(
+            "hyper_parameters") or {}
+        hparams = dict(hparams)
+        _check_ckpt_hparams(hparams, str(ckpt_path))
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        if "_class_path" in hparams:
+            model = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        else:
+            model = hparams
+        try:
+            self.config = self.parser.parse_object({sub: {"model": model}}, self.config)
+        except SystemExit:
+            sys.stderr.write("Parsing of ckpt_path hyperparameters failed!\n")
+            raise
+
+
+def _check_ckpt_hparams(hparams: dict, source: str) -> None:
+    """Refuse a checkpoint whose model ``_class_path`` lies outside ``recsys_router.models.``
+    or whose ``loss`` is not the project's loss as plain data (compared as text, nothing
+    imported).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the checkpoint and the field.
+    """
+    from recsys_router.errors import DataValidationError  # noqa: PLC0415
+    from recsys_router.models.losses import RoutingLoss  # noqa: PLC0415
+    if "_class_path" in hparams:
+        path = hparams["_class_path"]
+        mod, _, name = path.rpartition(".") if isinstance(path, str) else ("", "", "")
+        if not mod.startswith("recsys_router.models.") or not name.isidentifier():
+            raise DataValidationError(f"{source}: hyper_parameters._class_path {path!r} is not a "
+                                      "RouterModule under recsys_router.models. (train with "
+                                      "recsys-router fit)")
+    if isinstance(hparams.get("loss"), dict):
+        try:
+            RoutingLoss.from_config(hparams["loss"], f"{source}: hyper_parameters.loss")
+        except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
+            raise DataValidationError(str(exc)) from None
 
 
 def check_selection_ratio(model, datamodule) -> None:

@@ -318,3 +318,43 @@ def test_a_loss_selection_ratio_unlike_the_data_modules_is_refused(tmp_path):
                      *_logger(tmp_path)])
     assert cli.trainer.state.finished
     assert cli.model.loss_fn.selection_ratio == cli.datamodule.selection_ratio == 0.5
+
+
+def test_ckpt_path_is_read_once_and_a_foreign_model_class_is_refused(tmp_path, capsys,
+                                                                     monkeypatch):
+    """``--ckpt_path``: the router CLI reads the checkpoint's hyperparameters once (it read
+    them, then LightningCLI read the file again) and refuses a model ``_class_path`` outside
+    recsys_router.models before jsonargparse imports it (it imported the module, then said it
+    was no RouterModule); the loss check still fires (see the test above)."""
+    import sys
+    (tmp_path / "evil_model_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                                ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path)]
+    cli = build_cli(["fit", *base, "--trainer.max_epochs=1"])
+    ckpt = Path(cli.trainer.checkpoint_callback.best_model_path)
+    raw = torch.load(ckpt, map_location="cpu", weights_only=False)
+    assert raw["hyper_parameters"]["_class_path"] == "recsys_router.models.mf_module.MFModule"
+    calls = []
+    load = torch.load
+
+    def spy(f, *args, **kw):
+        calls.append(str(getattr(f, "name", f)))
+        return load(f, *args, **kw)
+    monkeypatch.setattr(torch, "load", spy)
+    cli = build_cli(["test", *base, f"--ckpt_path={ckpt}"])
+    assert 0.0 <= float(cli.trainer.callback_metrics["test/mu_o"]) <= 1.0
+    assert type(cli.model).__name__ == "MFModule"
+    assert calls.count(str(ckpt)) == 2  # the hyperparameters once, the weights once (Trainer)
+    monkeypatch.setattr(torch, "load", load)
+    for bad in ("evil_model_mod.Evil", "os.system", 3):
+        raw["hyper_parameters"]["_class_path"] = bad
+        torch.save(raw, tmp_path / "evil.ckpt")
+        capsys.readouterr()
+        assert main(["test", *base, f"--ckpt_path={tmp_path / 'evil.ckpt'}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1] == (f"recsys-router test: error: {tmp_path / 'evil.ckpt'}: hyper_parameters."
+                           f"_class_path {bad!r} is not a RouterModule under recsys_router.models. "
+                           "(train with recsys-router fit)")
+    assert "evil_model_mod" not in sys.modules and not (tmp_path / "imported").exists()

@@ -48,12 +48,8 @@ def test_failed_report_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
 
 
-def test_md_text_escapes_by_hand():
-    assert R.md_text("a|b") == "a\\|b"
-    assert R.md_text("x\ny") == "x\\\\ny"  # the newline shows as the two characters \ n, escaped
-    assert R.md_text("![i](u)") == "\\!\\[i\\]\\(u\\)"
-    assert R.md_text("<b>*$x$*</b>") == "\\<b\\>\\*\\$x\\$\\*\\</b\\>"
-    assert R.md_text("plain-name.v2") == "plain-name.v2"
+def test_md_table_escapes_by_hand():
+    """The judge's tables go through the shared writer (its escaping: tests/test_markdown.py)."""
     assert R._md(pd.DataFrame({"r|c": ["#h"], "n": [0.5]})) == "| r\\|c | n |\n|---|---|\n| \\#h | 0.500 |"
 
 

@@ -266,3 +266,29 @@ def test_a_checkpoint_naming_another_loss_class_imports_nothing(tmp_path, monkey
     with pytest.raises(ValueError, match="class_path 'evil_loss_mod.Evil' is not a known loss"):
         MFModule.load_from_checkpoint(tmp_path / "m.ckpt", map_location="cpu")
     assert "evil_loss_mod" not in sys.modules and not (tmp_path / "imported").exists()
+
+
+def test_a_bad_module_loss_is_refused_where_it_is_converted():
+    """A LightningRouter's ``loss`` option and a RouterModule's ``loss`` argument go through
+    the one conversion (RoutingLoss.coerce): a foreign class path, an unknown argument or a
+    value that is neither a loss nor a mapping is one clear error naming its source (a string
+    or number reached the module as its loss_fn before, and failed later)."""
+    from recsys_router.models.base.lightning_router import LightningRouter
+    from recsys_router.models.mf_module import MFModule
+    path = "recsys_router.models.mf_module:MFModule"
+    evil = LightningRouter(path, {"loss": {"class_path": "os.system", "init_args": {}}})
+    with pytest.raises(ValueError, match="^module loss: class_path 'os.system' is not a known loss"):
+        evil.module_kwargs()
+    with pytest.raises(ValueError, match=r"^module loss: unknown loss argument\(s\) \['cmd'\]"):
+        LightningRouter(path, {"loss": {"kind": "bce", "cmd": "rm"}}).build_module(3, 8)
+    with pytest.raises(ValueError, match=r"^module loss: a loss is a RoutingLoss or its "
+                                         r"configuration \(a mapping\), got str$"):
+        LightningRouter(path, {"loss": "bpr"}).module_kwargs()
+    with pytest.raises(ValueError, match=r"^MFModule loss: a loss is a RoutingLoss or its "
+                                         r"configuration \(a mapping\), got int$"):
+        MFModule(n_llms=3, embed_dim=8, loss=3)
+    built = LightningRouter(path, {"loss": {"kind": "bpr", "wtp": 2.0}}).build_module(3, 8)
+    assert (built.loss_fn.kind, built.loss_fn.wtp) == ("bpr", 2.0)
+    same = RoutingLoss("listwise")
+    assert MFModule(n_llms=3, embed_dim=8, loss=same).loss_fn is same  # kept, not rebuilt
+    assert MFModule(n_llms=3, embed_dim=8).loss_fn.kind == MFModule.default_loss

@@ -238,9 +238,8 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         opts = dict(self.module["init_args"] or {}) if isinstance(self.module, dict) \
             and "init_args" in self.module else {}
         opts.update(self.module_options or {})
-        loss = opts.get("loss")
-        if isinstance(loss, dict):
-            opts["loss"] = RoutingLoss.from_config(loss, "module loss")
+        if "loss" in opts:  # built here, so the module gets a RoutingLoss it keeps as it is
+            opts["loss"] = RoutingLoss.coerce(opts["loss"], "module loss")
         if "seed" in self._module_signature() and "seed" not in opts:
             opts["seed"] = self.seed
         return opts

@@ -134,8 +134,7 @@ class RouterModule(pl.LightningModule):
             raise ValueError(f"n_llms and embed_dim must be >= 1, got {n_llms}, {embed_dim}")
         self.n_llms = int(n_llms)
         self.embed_dim = int(embed_dim)
-        if isinstance(loss, dict):  # plain data: a checkpoint's hyperparameters
-            loss = RoutingLoss.from_config(loss, f"{type(self).__name__} loss")
+        loss = RoutingLoss.coerce(loss, f"{type(self).__name__} loss")  # dict: a checkpoint's
         self.loss_fn = loss if loss is not None else RoutingLoss(self.default_loss)
         self.lr = check_number(lr, "lr", low=0, low_open=True)
         self.weight_decay = check_number(weight_decay, "weight_decay", low=0)

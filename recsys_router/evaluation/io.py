@@ -57,6 +57,12 @@ def check_out_dir(out: str | os.PathLike, option: str = "--out") -> Path:
     holds :data:`MARKER` and only the files that marker lists). Anything else would be
     deleted by the replacement and is refused.
 
+    Artifacts follow the same rule through their own check
+    (``recsys_router.export.artifact._check_overwritable``), on purpose not this one: an
+    artifact is recognised by its ``manifest.json`` and fixed file set, not by
+    :data:`MARKER`; it is replaced only with ``overwrite``; and its errors are
+    ``ArtifactError``. Only results folders accept an earlier version's unmarked results.
+
     Parameters
     ----------
     out : path

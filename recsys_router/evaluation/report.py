@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..markdown import md_text
 from .protocols import registered_protocols
 from .tables import lookup, markdown_table, router_names, summary_fold
 
@@ -73,7 +74,7 @@ def render_report(result, leaderboard_df: pd.DataFrame, plots: list[str]) -> str
     """The whole ``report.md`` text for an :class:`~recsys_router.evaluation.runner.EvalResult`."""
     cfg, m = result.config, result.metrics
     sim = " (SIMULATED data)" if result.simulated else ""
-    lines = [f"# Routing evaluation: {result.dataset}{sim}", ""]
+    lines = [f"# Routing evaluation: {md_text(result.dataset)}{sim}", ""]  # a name from the data
     if result.simulated:
         lines += ["**These numbers come from simulated data** (the built-in seeded simulator); "
                   "they say nothing about real LLMs.", ""]
@@ -88,7 +89,8 @@ def render_report(result, leaderboard_df: pd.DataFrame, plots: list[str]) -> str
               "- every number below is recomputable from `decisions.parquet` "
               "(`recsys_router.evaluation.metrics_from_decisions`)", ""]
     if result.notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in result.notes] + [""]
+        # notes quote LLM and router names from the data: plain text, one line each
+        lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in result.notes] + [""]
     lines += ["## Leaderboard", "", markdown_table(leaderboard_df), ""]
     pools = list(dict.fromkeys(m["pool"])) if len(m) else []
     for proto in registered_protocols():

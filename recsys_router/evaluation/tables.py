@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..markdown import md_table
+
 __all__ = ["markdown_table", "fmt", "summary_fold", "lookup", "router_names", "metric_table",
            "UNREACHED_METRICS", "pool_section"]
 
@@ -62,25 +64,24 @@ def router_names(metrics: pd.DataFrame) -> list[str]:
 
 
 def markdown_table(df: pd.DataFrame) -> str:
-    """Render a DataFrame as a GitHub markdown table (numbers with 4 decimals).
+    """Render a DataFrame as a GitHub markdown table (numbers with 4 decimals, a ``... s``
+    seconds column with 3); names are escaped (:func:`recsys_router.markdown.md_table`), so a
+    router or LLM name from the data cannot add a column, a row, HTML or a heading.
 
     Example
     -------
-    >>> print(markdown_table(pd.DataFrame({"router": ["a"], "x": [0.5]})))
+    >>> print(markdown_table(pd.DataFrame({"router": ["a|b"], "x": [0.5]})))
     | router | x |
     |---|---|
-    | a | 0.5000 |
+    | a\\|b | 0.5000 |
     """
-    head = "| " + " | ".join(str(c) for c in df.columns) + " |"
-    sep = "|" + "---|" * len(df.columns)
-    body = []
-    secs = [str(c).endswith(" s") for c in df.columns]
-    for _, r in df.iterrows():
-        cells = [((f"{v:.3f}" if np.isfinite(v) else "-") if sec else fmt(v))
-                 if isinstance(v, (float, np.floating)) else str(v)
-                 for v, sec in zip(r.tolist(), secs)]
-        body.append("| " + " | ".join(cells) + " |")
-    return "\n".join([head, sep, *body])
+    return md_table(df, _cell_number)
+
+
+def _cell_number(column, v: float) -> str:
+    if str(column).endswith(" s"):
+        return f"{v:.3f}" if np.isfinite(v) else "-"
+    return fmt(v)
 
 
 def metric_table(metrics: pd.DataFrame, protocol: str, pool: str, group: str, spec,

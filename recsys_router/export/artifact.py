@@ -98,7 +98,16 @@ def clean_stale(out: Path) -> list[Path]:
 def _check_overwritable(out: Path) -> None:
     """Refuse to overwrite anything but an empty folder or an artifact (a folder holding
     only artifact files, with a manifest that says it is one): ``--overwrite`` never
-    deletes a user's other files."""
+    deletes a user's other files.
+
+    The same rule as :func:`recsys_router.evaluation.io.check_out_dir` (replace only an empty
+    folder or one of this tool's own folders holding nothing else), kept as its own check on
+    purpose: an artifact is recognised by its verified ``manifest.json`` (read with the
+    loader's size and depth limits) and a fixed file set, a results folder by a marker that
+    lists whatever files that run wrote (or, for results of earlier versions, by their file
+    names); an artifact is replaced only with ``overwrite``, results always; and the errors
+    differ (:class:`ArtifactError` naming the folder, against ``ValueError`` naming the
+    command-line option), which callers and tests rely on."""
     if out.is_symlink():
         raise ArtifactError(f"{out} is a symbolic link; overwrite replaces only a real folder")
     names = sorted(p.name for p in out.iterdir())

@@ -12,9 +12,10 @@ Files written to ``out_dir``:
 * ``report.md`` tying them together.
 
 Router and LLM names come from the records (untrusted): every label is drawn as plain text,
-never parsed as mathtext, and written into the Markdown tables escaped (:func:`md_text`), so
-a name cannot add a table column, a heading, a link or an image. The files are written into
-a temporary folder beside ``out_dir`` first; only when all of them are written do they move
+never parsed as mathtext, and written into the Markdown tables escaped
+(:func:`recsys_router.markdown.md_table`, the evaluation report's table writer too), so a
+name cannot add a table column, a heading, a link or an image. The files are written into a
+temporary folder beside ``out_dir`` first; only when all of them are written do they move
 into ``out_dir`` (renamed into place when it does not exist yet, else moved in file by file,
 each replacing its old version), so a failed report leaves ``out_dir`` as it was.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -37,6 +37,7 @@ import pandas as pd  # noqa: E402
 
 from ..atomic import temp_dir  # noqa: E402
 from ..evaluation.figures import plain_text  # noqa: E402
+from ..markdown import md_table  # noqa: E402
 from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, mean_consensus,  # noqa: E402
                       routers_of, task_pref_scores, task_win_rates)
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
@@ -68,47 +69,10 @@ def selection_table(records: Sequence[JudgeRecord]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=llms).rename_axis("router")
 
 
-#: characters with a Markdown meaning (emphasis, links, images, headings, HTML, table cells,
-#: GitHub's ``$`` math); a backslash before each makes it literal text
-_MD_SPECIAL = frozenset("\\`*_{}[]()#!|<>~&$")
-
-
-def md_text(value) -> str:
-    """``value`` as literal Markdown text for one table cell.
-
-    Line breaks and other control characters become their visible escape (a newline reads
-    ``\\n``), so a name cannot end the table row; each Markdown special character (see
-    ``_MD_SPECIAL``: ``|`` would add a column, ``![...](...)`` an image, ``<...>`` HTML) is
-    escaped with a backslash.
-
-    Example
-    -------
-    >>> print(md_text("r|x\\n# h ![i](u)"))
-    r\\|x\\\\n\\# h \\!\\[i\\]\\(u\\)
-    """
-    out = []
-    for ch in str(value):
-        if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029":
-            ch = ch.encode("unicode_escape").decode("ascii")  # "\n" -> the two characters \ n
-        out.append("".join("\\" + c if c in _MD_SPECIAL else c for c in ch))
-    return "".join(out)
-
-
 def _md(df: pd.DataFrame, floatfmt: str = "{:.3f}", index: bool = False) -> str:
-    """A Markdown table of ``df``; names (column labels and text cells) are escaped with
-    :func:`md_text`, numbers formatted with ``floatfmt`` (NaN left empty)."""
-    d = df.reset_index() if index else df
-    cols = [md_text(c) for c in d.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, row in d.iterrows():
-        cells = []
-        for v in row:
-            if isinstance(v, (float, np.floating)):
-                cells.append("" if np.isnan(v) else floatfmt.format(v))
-            else:
-                cells.append(md_text(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """A Markdown table of ``df`` (:func:`~recsys_router.markdown.md_table`: names escaped),
+    numbers formatted with ``floatfmt`` (NaN left empty)."""
+    return md_table(df, lambda _c, v: "" if np.isnan(v) else floatfmt.format(v), index=index)
 
 
 def _short(name: str, n: int = 22) -> str:

@@ -1,0 +1,112 @@
+"""The one Markdown table writer (``recsys_router.markdown``) with hostile names, and the two
+reports that use it: the evaluation report (it wrote names unescaped) and RouteJudge's."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from recsys_router.data import RoutingData
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.evaluation import EvalConfig, evaluate, markdown_table, write_results
+from recsys_router.judge import report as judge_report
+from recsys_router.judge.records import JudgeRecord
+from recsys_router.markdown import md_table, md_text
+
+#: names from untrusted data: a column separator, a line break, raw HTML, code spans, a heading
+HOSTILE = ["a|b", "x\ny", "<img src=x onerror=alert(1)>", "`code`", "# head", "ok"]
+
+
+def _cells(line: str) -> int:
+    """Cells of one table line as a Markdown renderer splits it (``\\|`` is no separator)."""
+    return len(re.split(r"(?<!\\)\|", line.strip())[1:-1])
+
+
+def _raw(text: str) -> list[str]:
+    """Unescaped ``<``, backticks and ``|`` inside a cell: raw HTML or code spans."""
+    return re.findall(r"(?<!\\)[<`]", text)
+
+
+def _check_table(text: str, n_rows: int, n_cols: int) -> None:
+    lines = text.splitlines()
+    assert len(lines) == 2 + n_rows, lines  # header, rule, one line per row: no line break got in
+    assert [_cells(ln) for ln in lines] == [n_cols] * len(lines), lines
+    assert not _raw(text)
+    assert not any(ln.startswith("#") for ln in lines)
+
+
+def test_md_text_escapes_by_hand():
+    assert md_text("a|b") == "a\\|b"
+    assert md_text("x\ny") == "x\\\\ny"  # the newline shows as the two characters \ n, escaped
+    assert md_text("![i](u)") == "\\!\\[i\\]\\(u\\)"
+    assert md_text("<b>*$x$*</b>") == "\\<b\\>\\*\\$x\\$\\*\\</b\\>"
+    assert md_text("`c`") == "\\`c\\`"
+    assert md_text("plain-name.v2") == "plain-name.v2"
+
+
+def test_md_table_keeps_one_cell_per_column_with_hostile_names():
+    df = pd.DataFrame({"router": HOSTILE, "x|y": np.linspace(0, 1, len(HOSTILE)),
+                       "<script>": HOSTILE[::-1]})
+    text = md_table(df)
+    _check_table(text, len(HOSTILE), 3)
+    assert text.splitlines()[0] == "| router | x\\|y | \\<script\\> |"
+    assert text.splitlines()[2] == "| a\\|b | 0.000 | ok |"
+    assert text.splitlines()[3] == "| x\\\\ny | 0.200 | \\# head |"
+
+
+def test_evaluation_markdown_table_escapes_names_and_keeps_number_formats():
+    df = pd.DataFrame({"router": ["LLM:a|b", "<img src=x onerror=alert(1)>"], "mu": [0.5, np.nan],
+                       "fit s": [1.23456, np.nan]})
+    assert markdown_table(df).splitlines() == [
+        "| router | mu | fit s |", "|---|---|---|",
+        "| LLM:a\\|b | 0.5000 | 1.235 |",
+        "| \\<img src=x onerror=alert\\(1\\)\\> | - | - |"]
+    _check_table(markdown_table(df), 2, 3)
+
+
+def test_evaluation_report_with_hostile_llm_and_dataset_names(tmp_path):
+    d = make_synthetic(120, 4, 2, seed=2, with_text=False)
+    llms = d.llms.copy()
+    llms["name"] = ["a|b", "x\ny", "<img src=x onerror=alert(1)>", "`code`"]
+    evil = RoutingData(d.queries, llms, d.scores, d.costs, name="ds\n# <script>alert(1)</script>")
+    res = evaluate(evil, EvalConfig(["oracle", "best-single"]), progress=False)
+    write_results(res, tmp_path / "o", plots=False)
+    report = (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
+    assert not _raw(report.replace("`decisions.parquet`", "").replace(
+        "`recsys_router.evaluation.metrics_from_decisions`", ""))  # the report's own code spans
+    lines = report.splitlines()
+    assert lines[0].startswith("# Routing evaluation: ds\\\\n\\# \\<script\\>")
+    assert [ln for ln in lines if ln.startswith("# ")] == [lines[0]]  # no injected heading
+    notes = lines[lines.index("## Notes") + 2:lines.index("## Leaderboard") - 1]
+    assert notes and all(ln.startswith("- ") for ln in notes)  # a name's line break stays in its note
+    assert any("strong=x\\\\ny" in ln for ln in notes), notes
+    tables, cur = [], []
+    for ln in lines + [""]:
+        if ln.startswith("|"):
+            cur.append(ln)
+        elif cur:
+            tables.append(cur)
+            cur = []
+    assert len(tables) >= 3
+    for t in tables:  # every line of a table has its header's number of cells
+        assert len({_cells(ln) for ln in t}) == 1, t
+
+
+def test_judge_report_tables_use_the_shared_writer():
+    df = pd.DataFrame({"r|c": ["#h", "`x`"], "n": [0.5, np.nan]})
+    assert judge_report._md(df) == md_table(df)
+    assert judge_report._md(df) == "| r\\|c | n |\n|---|---|\n| \\#h | 0.500 |\n| \\`x\\` |  |"
+
+
+def test_judge_leaderboard_with_hostile_router_names(tmp_path):
+    routers = ["r|1", "r\n2", "<img src=x onerror=alert(1)>", "`r4`"]
+    recs = [JudgeRecord(f"q{i}", {r: "xy"[(i + k) % 2] for k, r in enumerate(routers)}, "x", "y",
+                        "AB"[i % 2], ["x", "y"], record_id=f"e{i}") for i in range(6)]
+    paths = judge_report.write_report(recs, tmp_path / "rep", n_boot=3, seed=0)
+    text = paths["leaderboard.md"].read_text(encoding="utf-8")
+    _check_table(text, len(routers), _cells(text.splitlines()[0]))
+    assert _cells(text.splitlines()[0]) >= 10
+    assert [ln.split(" | ")[0] for ln in text.splitlines()[2:]] == [
+        "| " + md_text(r) for r in pd.read_csv(paths["leaderboard.csv"])["router"]]
