@@ -150,6 +150,7 @@ _TYPE_NAME = re.compile(r"<class '(?:builtins\.)?([\w.]+)'>")
 _UNKNOWN_OPTION = re.compile(r"^Option '(\w+)' is not accepted")
 _EXPECTED = re.compile(r"^Expected a <class '(?:builtins\.)?([\w.]+)'>\. Got value: (.*)$", re.S)
 _DENIED = re.compile(r"^Importing '([\w.]+)' is not allowed")
+_GIVEN_DICT = re.compile(r"^\s*Given value: (\{.*\})\s*$", re.M)
 
 
 def _readable(message: str) -> str:
@@ -186,6 +187,22 @@ def _find_class(cfg, class_path: str, prefix: str = "") -> tuple[str, dict] | No
     return None
 
 
+def _given_key(chain: list[BaseException], class_path: str) -> str | None:
+    """The key under a section (``init_args.loss``) of the ``{class_path: ...}`` mapping naming
+    ``class_path`` in the value jsonargparse says it was given (a dict, read as a literal)."""
+    import ast  # noqa: PLC0415
+    for err in chain:
+        match = _GIVEN_DICT.search(str(err))
+        if match:
+            try:
+                found = _find_class(ast.literal_eval(match.group(1)), class_path)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if found:
+                return found[0]
+    return None
+
+
 def argument_error(exc: BaseException, config=None):
     """One :class:`~recsys_router.errors.ConfigArgumentError` for a jsonargparse parse error or
     a constructor's refusal wrapped by jsonargparse: the innermost message (the constructor's
@@ -218,6 +235,10 @@ def argument_error(exc: BaseException, config=None):
             in_class = False
         previous = text if match else previous
         in_class = in_class or text.startswith("Problem with given class_path")
+    denied = _DENIED.match(str(chain[-1]).strip())
+    if keys and denied:  # a class_path nested in a section's YAML: find it in the given value
+        inner = _given_key(chain, denied.group(1))
+        keys[-1] += f".{inner}" if inner else ""
     unknown = _UNKNOWN_OPTION.match(message)
     if keys and unknown:  # name the unknown key itself
         keys.append(("init_args." if in_class else "") + unknown.group(1))
