@@ -135,3 +135,16 @@ def test_help_and_print_config_still_work(capsys):
     assert info.value.code == 0
     assert "class_path: recsys_router.models.mf_module.MFModule" in out
     assert "class_path: recsys_router.datamodules.routing_datamodule.RoutingDataModule" in out
+
+
+def test_tuning_reports_a_refused_trial_argument_as_a_tuning_config_error(tmp_path):
+    """The tuning objective builds the router CLI per trial: a refused argument (which
+    LightningCLI used to print and exit on) is its TuningConfigError, naming the argument."""
+    from recsys_router.tuning.objective import LightningObjective, TuningConfigError
+    from recsys_router.tuning.space import SearchSpace
+    configs = [BASE[1], BASE[3]]
+    objective = LightningObjective(configs, SearchSpace([]), "val/mu_o", tmp_path)
+    with pytest.raises(TuningConfigError, match=r"rejected the trial arguments .*: "
+                                                r"--data\.init_args\.batch_size: expected int, "
+                                                r"got 'abc'$"):
+        objective._build(["-c", configs[0], "-c", configs[1], "--data.init_args.batch_size=abc"])
