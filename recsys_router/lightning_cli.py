@@ -96,7 +96,10 @@ class RouterCLI(LightningCLI):
         try:
             super().instantiate_classes()
         except ValueError as exc:
-            if not isinstance(_chain(exc)[-1], ValueError):
+            from recsys_router.errors import DataValidationError  # noqa: PLC0415
+            # a data error raised as it is (loading the data for the size links) says where
+            # already; not a ValueError inside (a bug): the traceback
+            if isinstance(exc, DataValidationError) or not isinstance(_chain(exc)[-1], ValueError):
                 raise
             raise argument_error(exc, getattr(self, "config", None)) from exc
         check_selection_ratio(self.model, self.datamodule)
@@ -203,10 +206,11 @@ def _given_key(chain: list[BaseException], class_path: str) -> str | None:
     return None
 
 
-def argument_error(exc: BaseException, config=None):
+def argument_error(exc: BaseException, config=None) -> ValueError:
     """One :class:`~recsys_router.errors.ConfigArgumentError` for a jsonargparse parse error or
     a constructor's refusal wrapped by jsonargparse: the innermost message (the constructor's
-    own text, or jsonargparse's "Expected a int. Got value: abc") and the argument it is about.
+    own text, or jsonargparse's type error as "expected int, got 'abc'") and the argument it is
+    about.
 
     Parameters
     ----------

@@ -33,6 +33,8 @@ CASES = [  # (argument, the argument the line names, what it says)
     ("--model.init_args.dim=abc", "--model.init_args.dim", "expected int, got 'abc'"),
     ("--model.init_args.dropout=5", "--model.init_args.dropout",
      "dropout must be a finite number in [0, 1), got 5.0"),
+    ("--model.init_args.loss.init_args.kind=bogus", "--model.init_args.loss.init_args.kind",
+     "loss kind must be one of ('bce', 'mse', 'listwise', 'bpr', 'utility'), got 'bogus'"),
     ("--trainer.max_epochs=abc", "--trainer.max_epochs", "expected int, got 'abc'"),
 ]
 
