@@ -6,7 +6,7 @@ field) and what was expected, so a user can fix the input without reading code.
 
 from __future__ import annotations
 
-__all__ = ["DataValidationError", "NotFittedError", "where"]
+__all__ = ["DataValidationError", "ConfigArgumentError", "NotFittedError", "where"]
 
 
 def where(source: str | None = None, row: int | None = None, column: str | None = None) -> str:
@@ -59,6 +59,16 @@ class DataValidationError(ValueError):
         "f.jsonl, row 3, column 'x': bad"
         """
         return DataValidationError(self.message, source=source, row=row, column=self.column)
+
+
+class ConfigArgumentError(ValueError):
+    """A command-line argument or config value was refused (a wrong type, a value a
+    constructor rejected, an unknown key, a ``class_path`` outside the project); the message
+    names the argument (e.g. ``--data.init_args.val_fraction``) and what was expected."""
+
+    def __init__(self, message: str, argument: str | None = None):
+        self.argument = argument
+        super().__init__(f"{argument}: {message}" if argument else message)
 
 
 class NotFittedError(RuntimeError):

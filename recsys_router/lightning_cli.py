@@ -13,14 +13,20 @@ score per LLM) of ``--predictions.split`` (default ``test``; linked to the data 
 ``predict_split``) to the log dir or ``--predictions.output_dir``. A loss
 ``selection_ratio`` that differs from the data module's is refused
 (:func:`check_selection_ratio`): the data module builds the targets from its own.
+
+Untrusted input: a ``class_path`` (in a config or an argument) may only name a class under
+:data:`ALLOWED_IMPORT_PATHS` (jsonargparse imports the module of any path it parses: anything
+else is refused before an import). An argument that does not parse or that a constructor
+refuses is raised as one :class:`~recsys_router.errors.ConfigArgumentError` naming the argument
+(:func:`argument_error`), which ``recsys-router`` prints as one line (exit 2).
 """
 
 from __future__ import annotations
 
-import sys
+import re
 from pathlib import Path
 
-from jsonargparse import lazy_instance
+from jsonargparse import ArgumentError, lazy_instance
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.loggers import CSVLogger
@@ -28,15 +34,35 @@ from pytorch_lightning.loggers import CSVLogger
 from recsys_router.models.base.callbacks import ScoresWriter
 
 __all__ = ["RouterCLI", "build_lightning_cli", "last_checkpoint_path", "MONITOR",
-           "LIGHTNING_COMMANDS", "check_selection_ratio"]
+           "LIGHTNING_COMMANDS", "check_selection_ratio", "argument_error",
+           "ALLOWED_IMPORT_PATHS", "restrict_class_paths"]
 
 #: metric that checkpointing and early stopping watch by default
 MONITOR = "val/mu_o"
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+#: the only import paths a ``class_path`` value may name: the project's models, data modules and
+#: losses, Lightning's loggers / callbacks / strategies and torch's optimizers and schedulers
+ALLOWED_IMPORT_PATHS = ("recsys_router", "pytorch_lightning", "lightning.pytorch",
+                        "lightning_fabric", "lightning.fabric", "torch.optim")
 
 
 class RouterCLI(LightningCLI):
-    """LightningCLI with size links and checkpoint / early-stopping defaults."""
+    """LightningCLI with size links and checkpoint / early-stopping defaults; argument errors
+    raise :class:`~recsys_router.errors.ConfigArgumentError` (one line) instead of exiting."""
+
+    def init_parser(self, **kwargs):
+        """The parser, raising its errors instead of printing usage and exiting (status 2),
+        and refusing a ``class_path`` outside :data:`ALLOWED_IMPORT_PATHS`."""
+        restrict_class_paths()
+        kwargs.setdefault("exit_on_error", False)
+        return super().init_parser(**kwargs)
+
+    def parse_arguments(self, parser, args) -> None:
+        """Parse as LightningCLI does; a refused argument raises one ConfigArgumentError."""
+        try:
+            super().parse_arguments(parser, args)
+        except ArgumentError as exc:
+            raise argument_error(exc) from exc
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.link_arguments("data.n_llms", "model.init_args.n_llms", apply_on="instantiate")
@@ -64,8 +90,18 @@ class RouterCLI(LightningCLI):
 
     def instantiate_classes(self) -> None:
         """Instantiate as LightningCLI does, then refuse a loss ``selection_ratio`` that
-        differs from the data module's (see :func:`check_selection_ratio`)."""
-        super().instantiate_classes()
+        differs from the data module's (see :func:`check_selection_ratio`). A value a
+        constructor refuses (its ``ValueError``) raises one ConfigArgumentError naming the
+        argument; any other exception (a bug) propagates with its traceback."""
+        try:
+            super().instantiate_classes()
+        except ValueError as exc:
+            from recsys_router.errors import DataValidationError  # noqa: PLC0415
+            # a data error raised as it is (loading the data for the size links) says where
+            # already; not a ValueError inside (a bug): the traceback
+            if isinstance(exc, DataValidationError) or not isinstance(_chain(exc)[-1], ValueError):
+                raise
+            raise argument_error(exc, getattr(self, "config", None)) from exc
         check_selection_ratio(self.model, self.datamodule)
 
     def _parse_ckpt_path(self) -> None:
@@ -99,9 +135,8 @@ class RouterCLI(LightningCLI):
             model = hparams
         try:
             self.config = self.parser.parse_object({sub: {"model": model}}, self.config)
-        except SystemExit:
-            sys.stderr.write("Parsing of ckpt_path hyperparameters failed!\n")
-            raise
+        except ArgumentError as exc:
+            raise argument_error(exc) from exc
 
 
 def _check_ckpt_hparams(hparams: dict, source: str) -> None:
@@ -128,6 +163,140 @@ def _check_ckpt_hparams(hparams: dict, source: str) -> None:
             RoutingLoss.from_config(hparams["loss"], f"{source}: hyper_parameters.loss")
         except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
             raise DataValidationError(str(exc)) from None
+
+
+def restrict_class_paths() -> None:
+    """Make jsonargparse refuse (before importing anything) a ``class_path`` or import path
+    value outside :data:`ALLOWED_IMPORT_PATHS` (its import path policy, jsonargparse >= 4.53;
+    a process-wide setting). Without that policy nothing is restricted here; a warning says so.
+    """
+    import jsonargparse  # noqa: PLC0415
+    try:
+        jsonargparse.set_parsing_settings(import_path_denylist=["*"],
+                                          import_path_allowlist=list(ALLOWED_IMPORT_PATHS))
+    except TypeError:  # an older jsonargparse: no import path policy
+        import warnings  # noqa: PLC0415
+        warnings.warn("this jsonargparse cannot restrict class_path imports (needs >= 4.53): a "
+                      "config's class_path may import any module", stacklevel=2)
+
+
+_PARSER_KEY = re.compile(r'^Parser key "([^"]+)":')
+_CLASS_PATH = re.compile(r"class_path='([A-Za-z_][\w.]*)'")
+_TYPE_NAME = re.compile(r"<class '(?:builtins\.)?([\w.]+)'>")
+
+
+_UNKNOWN_OPTION = re.compile(r"^Option '(\w+)' is not accepted")
+_EXPECTED = re.compile(r"^Expected a <class '(?:builtins\.)?([\w.]+)'>\. Got value: (.*)$", re.S)
+_DENIED = re.compile(r"^Importing '([\w.]+)' is not allowed")
+_GIVEN_DICT = re.compile(r"^\s*Given value: (\{.*\})\s*$", re.M)
+
+
+def _readable(message: str) -> str:
+    """jsonargparse's innermost message in the project's words."""
+    if match := _EXPECTED.match(message):
+        return f"expected {match.group(1)}, got {match.group(2)!r}"
+    if match := _DENIED.match(message):
+        return (f"class_path {match.group(1)!r} is refused: a class_path may only name a class "
+                f"under {', '.join(ALLOWED_IMPORT_PATHS)} (nothing was imported)")
+    return _TYPE_NAME.sub(r"\1", message)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from (cause, else context), outermost first."""
+    chain: list[BaseException] = []
+    while exc is not None and not any(exc is seen for seen in chain):
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def _find_class(cfg, class_path: str, prefix: str = "") -> tuple[str, dict] | None:
+    """The key (``data``, ``model.init_args.loss``) and ``init_args`` of the first
+    ``{class_path, init_args}`` section of ``cfg`` (plain dicts and lists) naming
+    ``class_path``."""
+    items = cfg.items() if isinstance(cfg, dict) else enumerate(cfg) if isinstance(cfg, list) else ()
+    for key, val in items:
+        if isinstance(val, dict) and val.get("class_path") == class_path:
+            return f"{prefix}{key}", val.get("init_args") or {}
+        if isinstance(val, (dict, list)):
+            found = _find_class(val, class_path, f"{prefix}{key}.")
+            if found:
+                return found
+    return None
+
+
+def _given_key(chain: list[BaseException], class_path: str) -> str | None:
+    """The key under a section (``init_args.loss``) of the ``{class_path: ...}`` mapping naming
+    ``class_path`` in the value jsonargparse says it was given (a dict, read as a literal)."""
+    import ast  # noqa: PLC0415
+    for err in chain:
+        match = _GIVEN_DICT.search(str(err))
+        if match:
+            try:
+                found = _find_class(ast.literal_eval(match.group(1)), class_path)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if found:
+                return found[0]
+    return None
+
+
+def argument_error(exc: BaseException, config=None) -> ValueError:
+    """One :class:`~recsys_router.errors.ConfigArgumentError` for a jsonargparse parse error or
+    a constructor's refusal wrapped by jsonargparse: the innermost message (the constructor's
+    own text, or jsonargparse's type error as "expected int, got 'abc'") and the argument it is
+    about.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The parse error (``ArgumentError``, its chain names the keys: ``Parser key "data"``
+        then, inside a ``class_path``, ``Parser key "batch_size"``) or the instantiation
+        ``ValueError`` (its text names the class_path; the argument is the init arg of that
+        class that the innermost message names).
+    config : Namespace, optional
+        The parsed config (LightningCLI's ``self.config``), to find an instantiated class's
+        section.
+
+    Returns
+    -------
+    ConfigArgumentError
+    """
+    from recsys_router.errors import ConfigArgumentError  # noqa: PLC0415
+    chain = _chain(exc)
+    message = _readable(str(chain[-1]).strip())
+    keys, previous, in_class = [], None, False
+    for err in chain:
+        text = str(err)
+        match = _PARSER_KEY.match(text)
+        if match and text != previous:
+            keys.append(("init_args." if in_class else "") + match.group(1))
+            in_class = False
+        previous = text if match else previous
+        in_class = in_class or text.startswith("Problem with given class_path")
+    denied = _DENIED.match(str(chain[-1]).strip())
+    if keys and denied:  # a class_path nested in a section's YAML: find it in the given value
+        inner = _given_key(chain, denied.group(1))
+        keys[-1] += f".{inner}" if inner else ""
+    unknown = _UNKNOWN_OPTION.match(message)
+    if keys and unknown:  # name the unknown key itself
+        keys.append(("init_args." if in_class else "") + unknown.group(1))
+        message = "no such argument"
+    if keys:
+        return ConfigArgumentError(message, "--" + ".".join(keys))
+    if config is not None:  # a constructor refused a value: find its class's section
+        paths = [m.group(1) for err in chain[:-1] for m in [_CLASS_PATH.search(str(err))] if m]
+        sub = config.get("subcommand") if hasattr(config, "get") else None
+        cfg = config.get(sub) if sub else config
+        found = _find_class(cfg.as_dict() if hasattr(cfg, "as_dict") else cfg, paths[-1]) \
+            if paths else None
+        if found:
+            key, init_args = found
+            named = sorted((m.start(), name) for name in init_args
+                           for m in [re.search(rf"\b{re.escape(str(name))}\b", message)] if m)
+            arg = f"--{key}.init_args.{named[0][1]}" if named else f"--{key} ({paths[-1]})"
+            return ConfigArgumentError(message, arg)
+    return ConfigArgumentError(message)
 
 
 def check_selection_ratio(model, datamodule) -> None:

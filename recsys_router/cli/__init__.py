@@ -7,8 +7,9 @@ are handed to LightningCLI unchanged.
 Errors: any failure of a command prints one line ``recsys-router COMMAND: error: ...`` on
 stderr and exits with status 2; the global ``--debug`` flag prints the full traceback instead
 (and re-raises). The Lightning commands do the same for the project's data errors
-(:class:`~recsys_router.errors.DataValidationError`, a missing file) and leave other
-errors to LightningCLI. An interrupted command (Ctrl-C) exits with 130.
+(:class:`~recsys_router.errors.DataValidationError`, a missing file) and refused arguments
+(:class:`~recsys_router.errors.ConfigArgumentError`: a wrong type, a value a constructor
+refused, an unknown key, a foreign ``class_path``) and leave other errors (bugs) as tracebacks. An interrupted command (Ctrl-C) exits with 130.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ _LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
 
 def _data_errors() -> tuple[type[BaseException], ...]:
-    """The errors a Lightning command reports in one line: bad or missing input data."""
-    from recsys_router.errors import DataValidationError  # noqa: PLC0415
-    return (DataValidationError, FileNotFoundError)
+    """The errors a Lightning command reports in one line: bad or missing input data and
+    refused arguments."""
+    from recsys_router.errors import ConfigArgumentError, DataValidationError  # noqa: PLC0415
+    return (DataValidationError, ConfigArgumentError, FileNotFoundError)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -165,6 +165,7 @@ class LightningObjective:
         return args
 
     def _build(self, args: list[str]):
+        from recsys_router.errors import ConfigArgumentError  # noqa: PLC0415
         from recsys_router.lightning_cli import build_lightning_cli  # noqa: PLC0415
         err = io.StringIO()
         try:
@@ -174,6 +175,9 @@ class LightningObjective:
         except SystemExit as exc:
             raise TuningConfigError("LightningCLI rejected the trial arguments "
                                     f"{args}:\n{err.getvalue().strip()}") from exc
+        except ConfigArgumentError as exc:  # the router CLI raises its argument errors
+            raise TuningConfigError(f"LightningCLI rejected the trial arguments {args}: "
+                                    f"{exc}") from exc
 
     def __call__(self, trial) -> float:
         import optuna

@@ -1,0 +1,152 @@
+"""fit/validate/test/predict: a refused argument (a wrong type, a value a constructor refuses,
+an unknown key, a class_path outside the project) is one error line naming the argument, exit 2;
+a foreign class_path is refused before its module is imported; a bug stays a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from recsys_router.cli import main
+from recsys_router.errors import ConfigArgumentError
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"),
+        "-c", str(ROOT / "configs" / "data" / "synthetic.yaml"),
+        "--data.init_args.dataset_options={n_queries: 40, n_llms: 3, n_topics: 2, seed: 0}",
+        "--data.init_args.encoder_options={dim: 16}", "--trainer.accelerator=cpu",
+        "--trainer.fast_dev_run=true", "--trainer.logger=false"]
+
+CASES = [  # (argument, the argument the line names, what it says)
+    ("--data.init_args.val_fraction=2", "--data.init_args.val_fraction",
+     "val_fraction must be in [0, 1), got 2.0"),
+    ("--data.init_args.mode=bogus", "--data.init_args.mode",
+     "mode must be one of ('pointwise', 'listwise', 'pairwise'), got 'bogus'"),
+    ("--data.init_args.batch_size=-1", "--data.init_args.batch_size",
+     "batch_size must be >= 1, got -1"),
+    ("--data.init_args.batch_size=abc", "--data.init_args.batch_size", "expected int, got 'abc'"),
+    ("--data.init_args.no_such_key=1", "--data.init_args.no_such_key", "no such argument"),
+    ("--model.init_args.dim=abc", "--model.init_args.dim", "expected int, got 'abc'"),
+    ("--model.init_args.dropout=5", "--model.init_args.dropout",
+     "dropout must be a finite number in [0, 1), got 5.0"),
+    ("--model.init_args.loss.init_args.kind=bogus", "--model.init_args.loss.init_args.kind",
+     "loss kind must be one of ('bce', 'mse', 'listwise', 'bpr', 'utility'), got 'bogus'"),
+    ("--trainer.max_epochs=abc", "--trainer.max_epochs", "expected int, got 'abc'"),
+]
+
+
+def _one_error_line(capsys, command="fit") -> str:
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err and "usage:" not in out.err
+    lines = [line for line in out.err.splitlines() if line.strip()
+             and not line.startswith("Seed set")]
+    assert len(lines) == 1, out.err
+    assert lines[0].startswith(f"recsys-router {command}: error: ")
+    return lines[0][len(f"recsys-router {command}: error: "):]
+
+
+@pytest.mark.parametrize("arg,argument,says", CASES, ids=[c[0].split("=")[0] for c in CASES])
+def test_a_refused_argument_is_one_line_naming_it_exit_2(arg, argument, says, capsys):
+    assert main(["fit", *BASE, arg]) == 2
+    assert _one_error_line(capsys) == f"{argument}: {says}"
+
+
+def test_other_lightning_commands_and_unknown_flags_too(capsys):
+    assert main(["validate", *BASE, "--data.init_args.batch_size=0"]) == 2
+    assert _one_error_line(capsys, "validate") == \
+        "--data.init_args.batch_size: batch_size must be >= 1, got 0"
+    assert main(["fit", *BASE, "--no_such_flag=1"]) == 2
+    assert _one_error_line(capsys) == "unrecognized arguments: --no_such_flag=1"
+
+
+def _evil_module(tmp_path, monkeypatch) -> Path:
+    """A module on sys.path that leaves a file behind when imported."""
+    (tmp_path / "evil_cfg_mod.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('imported').touch()\n"
+        "class Evil:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path / "imported"
+
+
+@pytest.mark.parametrize("section,class_path,argument", [
+    ("model:\n  class_path: {}\n", "evil_cfg_mod.Evil", "--model"),
+    ("model:\n  class_path: {}\n", "os.system", "--model"),
+    ("model:\n  class_path: {}\n", "subprocess.Popen", "--model"),
+    ("data:\n  class_path: {}\n", "subprocess.Popen", "--data"),
+    ("model:\n  init_args:\n    loss:\n      class_path: {}\n", "evil_cfg_mod.Evil",
+     "--model.init_args.loss"),
+], ids=["module-model", "os.system", "Popen-model", "Popen-data", "module-loss"])
+def test_a_class_path_outside_the_project_is_refused_before_any_import(
+        section, class_path, argument, tmp_path, monkeypatch, capsys):
+    marker = _evil_module(tmp_path, monkeypatch)
+    cfg = tmp_path / "hostile.yaml"
+    cfg.write_text(section.format(class_path))
+    assert main(["fit", *BASE, "-c", str(cfg)]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"{argument}: class_path '{class_path}' is refused: a class_path may "
+                           "only name a class under recsys_router, "), line
+    assert "evil_cfg_mod" not in sys.modules and not marker.exists()
+
+
+def test_a_foreign_class_path_as_an_argument_is_refused_too(tmp_path, monkeypatch, capsys):
+    marker = _evil_module(tmp_path, monkeypatch)
+    assert main(["fit", *BASE, "--model.init_args.loss=evil_cfg_mod.Evil"]) == 2
+    assert _one_error_line(capsys).startswith(
+        "--model.init_args.loss: class_path 'evil_cfg_mod.Evil' is refused")
+    assert "evil_cfg_mod" not in sys.modules and not marker.exists()
+
+
+def test_debug_re_raises_with_the_constructors_error_in_the_chain():
+    with pytest.raises(ConfigArgumentError, match=r"^--data\.init_args\.val_fraction: ") as info:
+        main(["--debug", "fit", *BASE, "--data.init_args.val_fraction=2"])
+    causes, exc = [], info.value
+    while exc is not None:
+        causes.append(str(exc))
+        exc = exc.__cause__
+    assert causes[-1] == "val_fraction must be in [0, 1), got 2.0"
+
+
+def test_a_bug_in_a_constructor_stays_a_traceback(monkeypatch, capsys):
+    """Not a ValueError: not an argument error, so not one line."""
+    from recsys_router.datamodules.routing_datamodule import RoutingDataModule
+
+    def broken(self, *args, **kwargs):
+        raise ZeroDivisionError("a bug")
+    monkeypatch.setattr(RoutingDataModule, "save_hyperparameters", broken)
+    with pytest.raises(Exception) as info:
+        main(["fit", *BASE])
+    exc, kinds = info.value, []
+    while exc is not None:
+        kinds.append(type(exc))
+        exc = exc.__cause__ or exc.__context__
+    assert ZeroDivisionError in kinds and ConfigArgumentError not in kinds
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_help_and_print_config_still_work(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "--help"])
+    assert info.value.code == 0 and "--data.help" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        main(["fit", *BASE, "--print_config"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    assert "class_path: recsys_router.models.mf_module.MFModule" in out
+    assert "class_path: recsys_router.datamodules.routing_datamodule.RoutingDataModule" in out
+
+
+def test_tuning_reports_a_refused_trial_argument_as_a_tuning_config_error(tmp_path):
+    """The tuning objective builds the router CLI per trial: a refused argument (which
+    LightningCLI used to print and exit on) is its TuningConfigError, naming the argument."""
+    from recsys_router.tuning.objective import LightningObjective, TuningConfigError
+    from recsys_router.tuning.space import SearchSpace
+    configs = [BASE[1], BASE[3]]
+    objective = LightningObjective(configs, SearchSpace([]), "val/mu_o", tmp_path)
+    with pytest.raises(TuningConfigError, match=r"rejected the trial arguments .*: "
+                                                r"--data\.init_args\.batch_size: expected int, "
+                                                r"got 'abc'$"):
+        objective._build(["-c", configs[0], "-c", configs[1], "--data.init_args.batch_size=abc"])
