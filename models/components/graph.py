@@ -343,13 +343,17 @@ class RoutingGraphBuilder:
     def new_query_links(self, new_x: np.ndarray, new_tasks):
         """What new queries read in the graph: ``(task node of each, features of the task nodes
         unseen in training (appended after the train tasks, sorted), near edges (train row,
-        new row) from each one's k nearest train queries)``."""
+        new row) from each one's k nearest train queries)``.
+
+        The search is exact or through the cluster index as the train pool's is, by the
+        number of train queries alone (exact up to 20,000): never by the batch's size, so a
+        query's neighbours are the same routed alone or in any batch."""
         new_tasks = [_task_name(t) for t in new_tasks]
         tix, task_x = self._tasks(new_tasks)
         task_of = np.array([tix[t] for t in new_tasks], dtype=np.int64)
-        index = self.context_index(len(new_x))
+        index = self.context_index(self.n_train)
         near = nearest_context(np.asarray(new_x, np.float32), self.train_x, self.k, index,
-                               None if index is not None else self._train_unit())
+                               None if index is not None else self._train_unit(), exact=True)
         return task_of, task_x[len(self.task_names):], near
 
     def inference_graph(self, new_x: np.ndarray, new_tasks) -> tuple[HeteroData, int]:

@@ -311,11 +311,13 @@ def neighbour_pool(emb: np.ndarray, width: int, index: ClusterIndex | None = Non
 
 def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int,
                     index: ClusterIndex | None = None,
-                    ctx_unit: np.ndarray | None = None) -> np.ndarray:
+                    ctx_unit: np.ndarray | None = None, exact: bool = False) -> np.ndarray:
     """Edges ``(context row, new row)`` from each new row's ``k`` nearest context rows (exact
     up to ``EXACT_MAX_CELLS`` cells, else through ``index``, built over ``ctx_x`` if None).
     ``ctx_unit``: the context rows normalised already (kept by the caller across searches),
-    for the exact search.
+    for the exact search. ``exact`` (without ``index``): always the exact search, in row
+    chunks, whatever the number of new rows, so a row's neighbours never depend on the
+    rows searched with it.
 
     Example
     -------
@@ -329,5 +331,8 @@ def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int,
         ctx_unit = index.ctx                      # the index holds them
     elif ctx_unit is None:
         ctx_unit = _unit(ctx_x)
-    idx = _search(_unit(new_x), ctx_unit, kk, index=index)
+    if exact and index is None:
+        idx = _nearest(_unit(new_x), ctx_unit, kk)
+    else:
+        idx = _search(_unit(new_x), ctx_unit, kk, index=index)
     return np.stack([idx.ravel(), np.repeat(np.arange(len(new_x)), kk)]).astype(np.int64)
