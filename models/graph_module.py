@@ -344,7 +344,10 @@ class GraphRouter(LightningRouter):
         new = [n for n in b.task_names if n not in had]
         had.update(zip(new, np.asarray(b.task_featurizer(new), np.float32)) if new else ())
         b.task_x = np.stack([had[n] for n in b.task_names]).astype(np.float32)
-        b.neighbour_pool = neighbour_pool(b.train_x, self.builder_.neighbour_pool.shape[1])
+        # searched as the fit's pool was (the builder's rule: above its exact size, its
+        # cluster index over these rows), so removing an added LLM restores it exactly
+        b.neighbour_pool = neighbour_pool(b.train_x, self.builder_.neighbour_pool.shape[1],
+                                          b.context_index(b.n_train))
         tix = {n: i for i, n in enumerate(b.task_names)}
         b.train_task_index = np.array([tix[t] for t in b.train_tasks], dtype=np.int64)
         self.builder_, self.graph_owners_ = b, owners

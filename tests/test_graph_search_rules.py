@@ -41,3 +41,22 @@ def test_a_query_routed_alone_equals_it_in_a_batch_on_the_index_path(monkeypatch
     batch = r.predict_scores(te)
     alone = np.vstack([r.predict_scores(te.subset([i])) for i in range(te.n_queries)])
     np.testing.assert_allclose(batch, alone, rtol=0, atol=1e-6)    # (float rounding only)
+
+
+def test_removing_an_added_llm_restores_the_index_built_pool(monkeypatch):
+    from recsys_router.models.components.graph_knn import neighbour_pool
+    d = make_synthetic(500, 5, 3, seed=0)
+    L = d.llm_names
+    # the builder's rule sends these 400 train queries through its cluster index (the
+    # knn module's own threshold is left as it is: the builder's rule must decide)
+    monkeypatch.setattr(graph_mod, "EXACT_MAX_CELLS", 1000)
+    r = GraphRouter(hidden=16, max_epochs=2, encoder_options={"dim": 32}, seed=0).fit(
+        d.subset(np.arange(400), L[:4]))
+    pool = r.builder_.neighbour_pool.copy()
+    assert (pool != neighbour_pool(r.builder_.train_x, pool.shape[1])).any()   # not exact
+    te = d.subset(np.arange(400, 500), L[:4])
+    before = r.predict_scores(te)
+    r.add_llm(L[4], d.subset(np.arange(410, 430), [L[4]]))
+    r.remove_llm(L[4])
+    np.testing.assert_array_equal(r.builder_.neighbour_pool, pool)
+    np.testing.assert_array_equal(r.predict_scores(te), before)
