@@ -236,19 +236,28 @@ class ClusterIndex:
         bounds = np.searchsorted(cells[by_cell], np.arange(len(self.centroids) + 1))
         pos = np.full(len(self.ctx), -1, np.int64) if own is not None else None
         for c in np.flatnonzero(np.diff(bounds)):
-            rows = by_cell[bounds[c]:bounds[c + 1]]
+            in_cell = by_cell[bounds[c]:bounds[c + 1]]
             probes = self.cell_order[c]
             enough = np.cumsum(sizes[probes]) >= kk + 1
             stop = max(self.probe, int(np.argmax(enough)) + 1 if enough.any() else len(probes))
             cand = np.concatenate([self.members(p) for p in probes[:stop]])
-            sims = _mm_t(rows_unit[rows], self.ctx[cand])
+            ctx_c = self.ctx[cand]
             if pos is not None:      # (one position buffer, reset after each cell)
                 pos[cand] = np.arange(len(cand))
-                o = own[rows]
-                hit = np.flatnonzero((o >= 0) & (pos[np.maximum(o, 0)] >= 0))
-                sims[hit, pos[o[hit]]] = -np.inf
+            # the cell's rows in blocks of at most _CHUNK_CELLS similarities: many rows share
+            # one cell when many queries share one text, and one (rows x candidates) block
+            # then grows with the square of their number
+            step = max(1, _CHUNK_CELLS // max(len(cand), 1))
+            for s in range(0, len(in_cell), step):
+                rows = in_cell[s:s + step]
+                sims = _mm_t(rows_unit[rows], ctx_c)
+                if pos is not None:
+                    o = own[rows]
+                    hit = np.flatnonzero((o >= 0) & (pos[np.maximum(o, 0)] >= 0))
+                    sims[hit, pos[o[hit]]] = -np.inf
+                out[rows] = cand[_top_k(sims, kk)]
+            if pos is not None:
                 pos[cand] = -1
-            out[rows] = cand[_top_k(sims, kk)]
         return out
 
 
