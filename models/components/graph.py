@@ -78,7 +78,8 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
     qt = torch.as_tensor(np.stack([q, query_task]), dtype=torch.long)
     ctx = torch.as_tensor(np.asarray(context, dtype=np.int64))
     # only context queries feed their task node, so a predicted query never changes what
-    # another one sees (routing a batch equals routing each query alone)
+    # another one sees (routing a batch equals routing each query alone, up to float rounding:
+    # the products run over different row counts, ~1e-8 apart)
     g["query", "in", "task"].edge_index = qt[:, ctx]
     g["task", "has", "query"].edge_index = qt[[1, 0]]   # (flip(0) is a slow copy on CPU)
     if near_edges is None:
@@ -347,7 +348,9 @@ class RoutingGraphBuilder:
 
         The search is exact or through the cluster index as the train pool's is, by the
         number of train queries alone (exact up to 20,000): never by the batch's size, so a
-        query's neighbours are the same routed alone or in any batch."""
+        query's neighbours are the same routed alone or in any batch (barring similarities
+        tied to float rounding, which products over different row counts can order
+        differently)."""
         new_tasks = [_task_name(t) for t in new_tasks]
         tix, task_x = self._tasks(new_tasks)
         task_of = np.array([tix[t] for t in new_tasks], dtype=np.int64)

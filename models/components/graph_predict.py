@@ -209,7 +209,9 @@ def predict_graph(net: HeteroRouterGNN, builder: RoutingGraphBuilder, x: np.ndar
     computed in two parts: the train graph's states (``states``, from :func:`train_states`
     for this network and builder, computed here when None) and the new queries' own rows.
     With ``states`` given, a prediction costs the new queries' neighbour search and a few
-    small products, not a pass over the whole train graph.
+    small products, not a pass over the whole train graph. Both, and a query predicted
+    alone or in a batch, agree up to float32 rounding (~1e-8 here; the products run over
+    different row counts), not bit for bit.
     """
     with _eval_mode(net):
         device = device or next(net.parameters()).device
