@@ -43,7 +43,8 @@ from recsys_router.models.losses import logged_feedback_loss
 from recsys_router.models.components.graph import (HeteroRouterGNN, RoutingGraphBuilder, _task_name,
                                                    neighbour_pool)
 from recsys_router.models.components.graph_predict import (TrainStates, kept_states,
-                                                             make_builder, predict_graph)
+                                                             make_builder, predict_graph,
+                                                             task_featurizer)
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
 from recsys_router.policies import fill_unknown_costs
@@ -309,20 +310,17 @@ class GraphRouter(LightningRouter):
 
     def _after_load(self, fields: dict, arrays: dict) -> None:
         head = "builder_/"
+        mine = {k[len(head):]: v for k, v in arrays.items() if k.startswith(head)}
+        # an artifact saved before the builder stored its task features (no task_x) gets
+        # them as its saving code had them: one-hots in the order of its stored task names
+        # (zero rows past the encoder's dimensions); tasks unseen there now get zeros
+        legacy = fields["builder_"].get("task_names") if "task_x" not in mine else None
+        if not (isinstance(legacy, list) and all(isinstance(n, str) for n in legacy)):
+            legacy = ()     # (none, or malformed: from_state refuses it by its spec)
         self.builder_ = RoutingGraphBuilder.from_state(
-            fields["builder_"], {k[len(head):]: v for k, v in arrays.items() if k.startswith(head)},
-            self._task_featurizer(), n_llms=len(getattr(self, "core_llms_", None) or self.llm_names_),
+            fields["builder_"], mine, task_featurizer(self.encoder_, legacy, overflow="zeros"),
+            n_llms=len(getattr(self, "core_llms_", None) or self.llm_names_),
             where="GraphRouter.builder_")
-
-    def _task_featurizer(self):
-        router = self
-
-        def featurize(names):
-            enc = router.encoder_
-            if not getattr(enc, "needs_text", True):
-                return np.eye(len(names), enc.dim, dtype=np.float32)
-            return enc.encode([f"task: {n}" for n in names])
-        return featurize
 
     def _set_fitted_state(self, module: GraphModule, dm, take_net: bool = False) -> None:
         super()._set_fitted_state(module, dm, take_net)
@@ -340,8 +338,16 @@ class GraphRouter(LightningRouter):
         b.train_x, b.train_tasks = np.asarray(train_x, np.float32), list(tasks)
         b.scores, b.costs, b.llm_x = scores, costs, np.asarray(llm_x, np.float32)
         b.task_names = sorted(set(b.train_tasks))
-        b.task_x = np.asarray(b.task_featurizer(b.task_names), np.float32)
-        b.neighbour_pool = neighbour_pool(b.train_x, self.builder_.neighbour_pool.shape[1])
+        # a task keeps its features (those the network was trained with), whatever its new
+        # position; only new names (an onboarded LLM's probe tasks) are featurised
+        had = dict(zip(self.builder_.task_names, self.builder_.task_x))
+        new = [n for n in b.task_names if n not in had]
+        had.update(zip(new, np.asarray(b.task_featurizer(new), np.float32)) if new else ())
+        b.task_x = np.stack([had[n] for n in b.task_names]).astype(np.float32)
+        # searched as the fit's pool was (the builder's rule: above its exact size, its
+        # cluster index over these rows), so removing an added LLM restores it exactly
+        b.neighbour_pool = neighbour_pool(b.train_x, self.builder_.neighbour_pool.shape[1],
+                                          b.context_index(b.n_train))
         tix = {n: i for i, n in enumerate(b.task_names)}
         b.train_task_index = np.array([tix[t] for t in b.train_tasks], dtype=np.int64)
         self.builder_, self.graph_owners_ = b, owners

@@ -86,3 +86,29 @@ def test_top_k_torch_path_with_ties_returns_the_largest_values_in_order():
     assert all(len(set(r)) == 10 for r in got.tolist())                # distinct columns
     vals = np.take_along_axis(sims, got, axis=1)
     np.testing.assert_array_equal(vals, -np.sort(-sims, axis=1)[:, :10])
+
+
+def test_index_search_blocks_a_cells_rows(monkeypatch):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(400, 8)).astype(np.float32)
+    x[:120] = x[0]                         # one text 120 times: one crowded cell
+    x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    idx = knn_mod.ClusterIndex(x, seed=0)
+    whole = idx.search(x, 5, own=np.arange(400))
+    new = rng.normal(size=(50, 8)).astype(np.float32)
+    new /= np.linalg.norm(new, axis=1, keepdims=True)
+    whole_new = idx.search(new, 5)
+    blocks, orig = [], knn_mod._mm_t
+
+    def spy(a, b):
+        blocks.append((len(a), len(b)))
+        return orig(a, b)
+    monkeypatch.setattr(knn_mod, "_mm_t", spy)
+    monkeypatch.setattr(knn_mod, "_CHUNK_CELLS", 500)
+    np.testing.assert_array_equal(idx.search(x, 5, own=np.arange(400)), whole)
+    np.testing.assert_array_equal(idx.search(new, 5), whole_new)
+    # every block holds at most 500 similarities (or one row, where a cell has more candidates)
+    assert all(r * c <= 500 or r == 1 for r, c in blocks) and len(blocks) > 20
+    assert max(r for r, _ in blocks) > 1
+    # the crowded cell's rows, none of them their own neighbour
+    assert (whole[:120] != np.arange(120)[:, None]).all()

@@ -178,3 +178,25 @@ def test_summed_layer_equals_pyg_heteroconv_values_and_gradients():
             torch.testing.assert_close(a, c)
         for t in want:
             torch.testing.assert_close(got[t], want[t])
+
+
+BAD_EDGES = {"negative source": [[-1, 0, 1], [0, 1, 2]], "source past the end": [[5, 0, 1], [0, 1, 2]],
+             "negative destination": [[0, 1, 2], [-1, 1, 2]],
+             "destination past the end": [[0, 1, 2], [3, 1, 2]]}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_EDGES))
+@pytest.mark.parametrize("conv", ["OneEdgeSAGEConv", "EdgeGATConv", "MeanSAGEConv"])
+def test_fast_convolutions_refuse_edges_outside_the_nodes(conv, bad):
+    from recsys_router.models.components import gnn
+    torch.manual_seed(0)
+    xs, xd = torch.randn(5, 4), torch.randn(3, 4)      # sources 0..4, destinations 0..2
+    e = torch.tensor(BAD_EDGES[bad])
+    if conv == "EdgeGATConv":
+        c = gnn.EdgeGATConv((4, 4), 4, edge_dim=2, add_self_loops=False).eval()
+        call = lambda: c((xs, xd), e, edge_attr=torch.randn(3, 2))   # noqa: E731
+    else:
+        c = getattr(gnn, conv)((4, 4), 4)
+        call = lambda: c((xs, xd), e)                                 # noqa: E731
+    with pytest.raises((IndexError, RuntimeError, ValueError)):
+        call()

@@ -25,6 +25,15 @@ __all__ = ["HeteroRouterGNN", "EdgeGATConv", "MeanSAGEConv", "OneEdgeSAGEConv"]
 _DENSE_CELLS = 1 << 25
 
 
+def _out_of_range(edge_index: torch.Tensor, n_src: int, n_dst: int) -> bool:
+    """Whether a (non-empty) edge index names a source outside ``[0, n_src)`` or a
+    destination outside ``[0, n_dst)``: the fast paths below would read such an index
+    silently (a negative one wraps), so they leave it to PyG's own path, which raises."""
+    src, dst = edge_index[0], edge_index[1]
+    return (int(src.min()) < 0 or int(src.max()) >= n_src
+            or int(dst.min()) < 0 or int(dst.max()) >= n_dst)
+
+
 class EdgeGATConv(GATConv):
     """:class:`torch_geometric.nn.GATConv` with the edge term of its attention computed as
     ``edge_attr @ (W_e^T a_e)`` (one ``edge_dim``-vector per head) instead of projecting
@@ -50,6 +59,9 @@ class EdgeGATConv(GATConv):
             return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
         src, dst = edge_index[0], edge_index[1]
         n_d = x_dst.size(0)
+        if n_e and _out_of_range(edge_index, x_src.size(0), n_d):
+            # GATConv's own path rejects indices outside the nodes
+            return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
         # only the sources with an edge send messages (e.g. the context queries feeding LLMs)
         used, src_c = (torch.unique(src, return_inverse=True) if 0 < 2 * n_e < x_src.size(0)
                        else (None, src))
@@ -107,8 +119,9 @@ class OneEdgeSAGEConv(SAGEConv):
             return super().forward(x, edge_index, size)
         n_s, n_d = x_src.size(0), x_dst.size(0)
         dst = edge_index[1]
-        if dst.numel() and int(torch.bincount(dst, minlength=n_d).max()) > 1:
-            return super().forward(x, edge_index, size)
+        if dst.numel() and (_out_of_range(edge_index, n_s, n_d)
+                            or int(torch.bincount(dst, minlength=n_d).max()) > 1):
+            return super().forward(x, edge_index, size)   # (which rejects bad indices)
         src_of = torch.full((n_d,), n_s, dtype=torch.long, device=dst.device)
         src_of[dst] = edge_index[0]
         bias = self.lin_l.bias if self.lin_l.bias is not None else x_src.new_zeros(self.out_channels)
@@ -129,8 +142,7 @@ class MeanSAGEConv(SAGEConv):
         src, dst = edge_index[0], edge_index[1]
         if (self.project or self.normalize or str(self.aggr) != "mean" or x_dst is None
                 or not self.root_weight or edge_index.size(1) == 0
-                or int(src.min()) < 0 or int(src.max()) >= x_src.size(0)
-                or int(dst.min()) < 0 or int(dst.max()) >= x_dst.size(0)):
+                or _out_of_range(edge_index, x_src.size(0), x_dst.size(0))):
             return super().forward(x, edge_index, size)   # (which rejects bad indices)
         n_d = x_dst.size(0)
         order = torch.argsort(dst, stable=True)

@@ -5,7 +5,8 @@ that holds the train graph's state (the GNN that scores query-LLM edges is in
 Reference: Feng, Shen & You, "GraphRouter: A Graph-based Router for LLM Selections",
 ICLR 2025 (arXiv 2410.03834). Here the graph has three node types:
 
-* ``task``  - one per task, features = task-name embedding or one-hot;
+* ``task``  - one per task, features = task-name embedding, or (an encoder that reads no
+  text) a fixed vector per task name (:func:`~recsys_router.models.components.graph_predict.task_featurizer`);
 * ``query`` - features = text embedding;
 * ``llm``   - features = description embedding plus log prices and log size.
 
@@ -77,7 +78,8 @@ def build_graph(query_x: np.ndarray, query_task: np.ndarray, task_x: np.ndarray,
     qt = torch.as_tensor(np.stack([q, query_task]), dtype=torch.long)
     ctx = torch.as_tensor(np.asarray(context, dtype=np.int64))
     # only context queries feed their task node, so a predicted query never changes what
-    # another one sees (routing a batch equals routing each query alone)
+    # another one sees (routing a batch equals routing each query alone, up to float rounding:
+    # the products run over different row counts, ~1e-8 apart)
     g["query", "in", "task"].edge_index = qt[:, ctx]
     g["task", "has", "query"].edge_index = qt[[1, 0]]   # (flip(0) is a slow copy on CPU)
     if near_edges is None:
@@ -128,6 +130,10 @@ class RoutingGraphBuilder:
     pool : int or ndarray, optional
         Neighbours per train query (default ``max(3k, k + 8)``), or the neighbour array
         itself (n_train, width) computed earlier.
+    task_x : ndarray (n_tasks, d), optional
+        Features of the train tasks (sorted names) kept earlier (a restored builder), so a
+        task's feature stays the one the network was trained with; else from
+        ``task_featurizer``.
     """
 
     #: declared state (see :meth:`state`); the featuriser (a closure over the encoder) is
@@ -138,10 +144,12 @@ class RoutingGraphBuilder:
               "costs": Arr("float32", ("n_train", "n_llms"), optional=True),
               "llm_x": Arr("float32", ("n_llms", "d_llm")),
               "neighbour_pool": Arr("int64", ("n_train", "width"), index_of="n_train"),
-              "train_task_index": Arr("int64", ("n_train",), index_of="n_tasks")}
+              "train_task_index": Arr("int64", ("n_train",), index_of="n_tasks"),
+              # absent in artifacts saved before it was stored: then from the featuriser
+              "task_x": Arr("float32", ("n_tasks", "d"), optional=True)}
 
     def __init__(self, train_x, train_tasks, scores, costs, llm_x, task_featurizer, k: int = 5,
-                 cost_scale: float = 1.0, pool: int | None = None):
+                 cost_scale: float = 1.0, pool: int | None = None, task_x=None):
         self.train_x = np.asarray(train_x, np.float32)
         self.train_tasks = [_task_name(t) for t in train_tasks]
         self.scores = np.asarray(scores, np.float32)
@@ -150,7 +158,11 @@ class RoutingGraphBuilder:
         self.task_featurizer = task_featurizer
         self.k = int(k)
         self.task_names = sorted(set(self.train_tasks))
-        self.task_x = np.asarray(task_featurizer(self.task_names), np.float32)
+        self.task_x = np.asarray(task_featurizer(self.task_names) if task_x is None else task_x,
+                                 np.float32)
+        if self.task_x.shape[0] != len(self.task_names):
+            raise ValueError(f"task_x has {self.task_x.shape[0]} rows for "
+                             f"{len(self.task_names)} train tasks")
         self._index = None
         if isinstance(pool, np.ndarray):  # neighbours computed earlier (a restored builder)
             self.neighbour_pool = pool
@@ -188,7 +200,8 @@ class RoutingGraphBuilder:
         info = {"k": self.k, "task_names": list(self.task_names)}
         arrays = {"train_x": self.train_x, "scores": self.scores, "llm_x": self.llm_x,
                   "neighbour_pool": np.asarray(self.neighbour_pool, np.int64),
-                  "train_task_index": np.asarray(self.train_task_index, np.int64)}
+                  "train_task_index": np.asarray(self.train_task_index, np.int64),
+                  "task_x": np.asarray(self.task_x, np.float32)}
         if self.costs is not None:
             arrays["costs"] = self.costs
         return info, arrays
@@ -206,7 +219,7 @@ class RoutingGraphBuilder:
         tasks = [v["task_names"][i] for i in arrays["train_task_index"].tolist()]
         return cls(arrays["train_x"], tasks, arrays["scores"], arrays.get("costs"),
                    arrays["llm_x"], task_featurizer, k=v["k"], cost_scale=1.0,
-                   pool=arrays["neighbour_pool"])
+                   pool=arrays["neighbour_pool"], task_x=arrays.get("task_x"))
 
     def _tasks(self, extra: list[str]):
         names = list(self.task_names) + sorted(set(extra) - set(self.task_names))
@@ -331,13 +344,19 @@ class RoutingGraphBuilder:
     def new_query_links(self, new_x: np.ndarray, new_tasks):
         """What new queries read in the graph: ``(task node of each, features of the task nodes
         unseen in training (appended after the train tasks, sorted), near edges (train row,
-        new row) from each one's k nearest train queries)``."""
+        new row) from each one's k nearest train queries)``.
+
+        The search is exact or through the cluster index as the train pool's is, by the
+        number of train queries alone (exact up to 20,000): never by the batch's size, so a
+        query's neighbours are the same routed alone or in any batch (barring similarities
+        tied to float rounding, which products over different row counts can order
+        differently)."""
         new_tasks = [_task_name(t) for t in new_tasks]
         tix, task_x = self._tasks(new_tasks)
         task_of = np.array([tix[t] for t in new_tasks], dtype=np.int64)
-        index = self.context_index(len(new_x))
+        index = self.context_index(self.n_train)
         near = nearest_context(np.asarray(new_x, np.float32), self.train_x, self.k, index,
-                               None if index is not None else self._train_unit())
+                               None if index is not None else self._train_unit(), exact=True)
         return task_of, task_x[len(self.task_names):], near
 
     def inference_graph(self, new_x: np.ndarray, new_tasks) -> tuple[HeteroData, int]:

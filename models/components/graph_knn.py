@@ -236,19 +236,28 @@ class ClusterIndex:
         bounds = np.searchsorted(cells[by_cell], np.arange(len(self.centroids) + 1))
         pos = np.full(len(self.ctx), -1, np.int64) if own is not None else None
         for c in np.flatnonzero(np.diff(bounds)):
-            rows = by_cell[bounds[c]:bounds[c + 1]]
+            in_cell = by_cell[bounds[c]:bounds[c + 1]]
             probes = self.cell_order[c]
             enough = np.cumsum(sizes[probes]) >= kk + 1
             stop = max(self.probe, int(np.argmax(enough)) + 1 if enough.any() else len(probes))
             cand = np.concatenate([self.members(p) for p in probes[:stop]])
-            sims = _mm_t(rows_unit[rows], self.ctx[cand])
+            ctx_c = self.ctx[cand]
             if pos is not None:      # (one position buffer, reset after each cell)
                 pos[cand] = np.arange(len(cand))
-                o = own[rows]
-                hit = np.flatnonzero((o >= 0) & (pos[np.maximum(o, 0)] >= 0))
-                sims[hit, pos[o[hit]]] = -np.inf
+            # the cell's rows in blocks of at most _CHUNK_CELLS similarities: many rows share
+            # one cell when many queries share one text, and one (rows x candidates) block
+            # then grows with the square of their number
+            step = max(1, _CHUNK_CELLS // max(len(cand), 1))
+            for s in range(0, len(in_cell), step):
+                rows = in_cell[s:s + step]
+                sims = _mm_t(rows_unit[rows], ctx_c)
+                if pos is not None:
+                    o = own[rows]
+                    hit = np.flatnonzero((o >= 0) & (pos[np.maximum(o, 0)] >= 0))
+                    sims[hit, pos[o[hit]]] = -np.inf
+                out[rows] = cand[_top_k(sims, kk)]
+            if pos is not None:
                 pos[cand] = -1
-            out[rows] = cand[_top_k(sims, kk)]
         return out
 
 
@@ -311,11 +320,13 @@ def neighbour_pool(emb: np.ndarray, width: int, index: ClusterIndex | None = Non
 
 def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int,
                     index: ClusterIndex | None = None,
-                    ctx_unit: np.ndarray | None = None) -> np.ndarray:
+                    ctx_unit: np.ndarray | None = None, exact: bool = False) -> np.ndarray:
     """Edges ``(context row, new row)`` from each new row's ``k`` nearest context rows (exact
     up to ``EXACT_MAX_CELLS`` cells, else through ``index``, built over ``ctx_x`` if None).
     ``ctx_unit``: the context rows normalised already (kept by the caller across searches),
-    for the exact search.
+    for the exact search. ``exact`` (without ``index``): always the exact search, in row
+    chunks, whatever the number of new rows, so a row's neighbours never depend on the
+    rows searched with it.
 
     Example
     -------
@@ -329,5 +340,8 @@ def nearest_context(new_x: np.ndarray, ctx_x: np.ndarray, k: int,
         ctx_unit = index.ctx                      # the index holds them
     elif ctx_unit is None:
         ctx_unit = _unit(ctx_x)
-    idx = _search(_unit(new_x), ctx_unit, kk, index=index)
+    if exact and index is None:
+        idx = _nearest(_unit(new_x), ctx_unit, kk)
+    else:
+        idx = _search(_unit(new_x), ctx_unit, kk, index=index)
     return np.stack([idx.ravel(), np.repeat(np.arange(len(new_x)), kk)]).astype(np.int64)

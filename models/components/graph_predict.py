@@ -6,6 +6,7 @@ ICLR 2025 (arXiv 2410.03834). Used by :mod:`recsys_router.models.graph_module`.
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -15,9 +16,9 @@ import torch
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 from recsys_router.models.components.gnn import HeteroRouterGNN, _pair_heads
-from recsys_router.models.components.graph import RoutingGraphBuilder
+from recsys_router.models.components.graph import RoutingGraphBuilder, _task_name
 
-__all__ = ["make_builder", "kept_states", "predict_graph", "predict_whole_graph",
+__all__ = ["make_builder", "task_featurizer", "kept_states", "predict_graph", "predict_whole_graph",
            "train_states", "TrainStates"]
 
 
@@ -32,14 +33,57 @@ def make_builder(train: RoutingData, train_x: np.ndarray, llm_features: np.ndarr
     scale = 1.0
     if train.costs is not None and np.isfinite(train.costs).any():
         scale = float(np.nanmean(train.costs)) or 1.0
+    trained = sorted({_task_name(t) for t in train.tasks})
+    return RoutingGraphBuilder(train_x, train.tasks, train.scores, train.costs, llm_features,
+                               task_featurizer(encoder, trained), k=k, cost_scale=scale), scale
+
+
+def _name_vector(name: str, dim: int) -> np.ndarray:
+    """A fixed unit vector of ``dim`` floats derived from the task name alone (SHAKE-256 of
+    its UTF-8 bytes read as uniform numbers in [-1, 1), then normalised): the same on every
+    machine and numpy version."""
+    raw = hashlib.shake_256(name.encode("utf-8", "surrogatepass")).digest(8 * dim)
+    v = np.frombuffer(raw, np.uint64).astype(np.float64) / 2.0 ** 63 - 1.0
+    return (v / (np.linalg.norm(v) + 1e-12)).astype(np.float32)
+
+
+def task_featurizer(encoder, trained=(), overflow: str = "hash"):
+    """``list of task names -> ndarray (n, d)``: the task node features of the graph router.
+
+    With a text encoder, the embedding of ``"task: <name>"``. With an encoder that reads no
+    text (``needs_text=False``, e.g. precomputed embeddings), a fixed vector per *name*,
+    never per position in the list asked for: the ``i``-th of the ``trained`` task names
+    (the fit's train tasks, sorted) gets the one-hot ``e_i`` while ``i < d`` and, past the
+    encoder's ``d`` dimensions, a unit vector hashed from its name (``overflow="zeros"``: a
+    zero row, as artifacts saved before task features were stored had); every other name
+    (a task unseen in training, an onboarded LLM's probe task) gets the zero vector, which
+    no trained task has. The router keeps the features of its train tasks in its builder
+    (``task_x``) and asks the featuriser only for names it has no row for.
+
+    Example
+    -------
+    >>> class Pre:  # an encoder that reads no text
+    ...     needs_text, dim = False, 3
+    >>> task_featurizer(Pre(), ["a", "b"])(["b", "new", "a"]).tolist()
+    [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
+    """
+    if getattr(encoder, "needs_text", True):
+        return lambda names: encoder.encode([f"task: {n}" for n in names])
+    if overflow not in ("hash", "zeros"):
+        raise ValueError(f"overflow must be 'hash' or 'zeros', got {overflow!r}")
+    dim = int(encoder.dim)
+    slots = {n: i for i, n in enumerate(trained)}
 
     def featurize(names):
-        if not getattr(encoder, "needs_text", True):
-            return np.eye(len(names), encoder.dim, dtype=np.float32)
-        return encoder.encode([f"task: {n}" for n in names])
-
-    return RoutingGraphBuilder(train_x, train.tasks, train.scores, train.costs, llm_features,
-                               featurize, k=k, cost_scale=scale), scale
+        out = np.zeros((len(names), dim), np.float32)
+        for row, name in enumerate(names):     # (task names, not queries: a few per call)
+            i = slots.get(name)
+            if i is not None and i < dim:
+                out[row, i] = 1.0
+            elif i is not None and overflow == "hash":
+                out[row] = _name_vector(name, dim)
+        return out
+    return featurize
 
 
 @contextmanager
@@ -165,7 +209,9 @@ def predict_graph(net: HeteroRouterGNN, builder: RoutingGraphBuilder, x: np.ndar
     computed in two parts: the train graph's states (``states``, from :func:`train_states`
     for this network and builder, computed here when None) and the new queries' own rows.
     With ``states`` given, a prediction costs the new queries' neighbour search and a few
-    small products, not a pass over the whole train graph.
+    small products, not a pass over the whole train graph. Both, and a query predicted
+    alone or in a batch, agree up to float32 rounding (~1e-8 here; the products run over
+    different row counts), not bit for bit.
     """
     with _eval_mode(net):
         device = device or next(net.parameters()).device
