@@ -5,6 +5,9 @@ bytes received.
 character in a query reached the decision log, where PostgreSQL refused the whole batch of
 every other request; a raw ASGI server may pass a ``Content-Length`` that lies, repeats or
 is not a number, and the body limit trusted it. Each is now a 4xx before any model call.
+A ``Content-Length`` of thousands of digits was a 500 (``int()``'s digit limit) and a latin-1
+superscript two passed ``str.isdigit()``; a body was read whole before the API key was checked,
+and one that stopped arriving was waited on for ever: now 413/400, 401 before the body, 408.
 """
 
 from __future__ import annotations
