@@ -271,9 +271,6 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
 
     @app.get("/metrics")
     async def metrics():
-        pool = set(served.current.llm_names)
-        for gone in [k for k in stats.chosen if k not in pool]:  # removed LLMs: bounded labels
-            del stats.chosen[gone]
         text = stats.prometheus(batcher) + "".join(f"{x}\n" for x in loop.prometheus_lines())
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
@@ -330,8 +327,12 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             loop.record(texts, out, probs, propensity, candidates, snap)
         except LogFull as exc:
             raise log_full_error(exc) from exc
+        # an LLM removed while this request ran on the old pool is not counted again (DELETE
+        # /llms drops its counter: labels stay bounded)
+        pool = None if served.current is snap else set(served.current.llm_names)
         for r in out:
-            stats.chosen[r["llm"]] += 1
+            if pool is None or r["llm"] in pool:
+                stats.chosen[r["llm"]] += 1
         # a NaN or infinite prediction (an unknown cost, say) is null, never a failed answer
         return json_safe(out)
 
