@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import time
 
 import httpx
 
-__all__ = ["free_port", "wait_up"]
+__all__ = ["free_port", "wait_up", "raw_request"]
 
 
 def free_port() -> int:
@@ -32,3 +33,37 @@ def wait_up(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
             time.sleep(0.2)
     proc.kill()
     raise AssertionError(f"server did not come up in {timeout:g} s")
+
+
+def raw_request(app, path: str, headers: list[tuple[bytes, bytes]], chunks: list[bytes],
+                method: str = "POST", stall: bool = False) -> tuple[int, bytes, int, dict]:
+    """One request through the raw ASGI interface, headers and body chunks exactly as given;
+    after the last chunk the client sends nothing more (never a disconnect). With ``stall``
+    the last chunk says more is coming (a body that stops arriving).
+
+    Returns the status, the response body, how many times the app called ``receive`` and the
+    response headers (lower-case names)."""
+    msgs = iter([{"type": "http.request", "body": c, "more_body": stall or i < len(chunks) - 1}
+                 for i, c in enumerate(chunks)])
+    out: list[dict] = []
+    reads = 0
+
+    async def receive():
+        nonlocal reads
+        reads += 1
+        try:
+            return next(msgs)
+        except StopIteration:
+            await asyncio.sleep(3600)  # a client that sends nothing more
+
+    async def send(m):
+        out.append(m)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(b"content-type", b"application/json")] + headers,
+             "client": ("1.2.3.4", 1), "server": ("t", 80), "root_path": ""}
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
+    start = next(m for m in out if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in out if m["type"] == "http.response.body")
+    return start["status"], body, reads, {k.decode().lower(): v.decode("latin-1")
+                                          for k, v in start.get("headers", [])}

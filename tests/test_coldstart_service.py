@@ -51,6 +51,32 @@ def test_add_route_remove_without_restart(served):
     assert c.delete("/llms/fresh", headers=KEY).status_code == 404
 
 
+def test_removed_llms_leave_the_chosen_counter(served):
+    """Every name ever added and removed stayed in recsys_router_chosen_total (unbounded labels)."""
+    art, probes = served
+    app = create_app(art, ServiceConfig(api_key="s3cret"))
+    with TestClient(app) as c:
+        _removed_llms_leave_the_chosen_counter(app, c, art, probes)
+
+
+def _removed_llms_leave_the_chosen_counter(app, c, art, probes):
+    first = art.llm_names[0]
+    assert c.post("/route", json={"query": "q", "candidates": [first]}, headers=KEY).json()["llm"] == first
+    for k in range(3):
+        name = f"gone-{k}"
+        assert c.post("/llms", json={"name": name, "probes": probes}, headers=KEY).status_code == 201
+        got = c.post("/route", json={"query": "q", "candidates": [name]}, headers=KEY).json()
+        assert got["llm"] == name and app.state.stats.chosen[name] == 1
+        old = app.state.served.current
+        assert c.delete(f"/llms/{name}", headers=KEY).status_code == 200
+        assert name not in app.state.stats.chosen
+        # a request that took its snapshot before the delete finishes after it: not counted
+        late = c.portal.call(app.state.route_texts, ["q"], None, None, [name], old)
+        assert late[0]["llm"] == name and name not in app.state.stats.chosen
+    m = c.get("/metrics", headers=KEY).text
+    assert "gone-" not in m and f'recsys_router_chosen_total{{llm="{first}"}} 1' in m
+
+
 def test_pool_changes_refused_without_a_configured_key(served):
     art, probes = served
     c = TestClient(create_app(art))

@@ -1,11 +1,14 @@
 """RouteJudge voting page under hostile clients: non-finite numbers, booleans or strings as
 numbers, and unencodable or NUL text are 422 before any token is issued; unvoted tokens
 expire and are capped per client; optional
-voter key; per-client rate limit. Every refusal leaves the database as it was."""
+voter key and rate limit (checked before any byte of a body is read); a strictly parsed
+``Content-Length``; a body that stops arriving is a 408. Every refusal leaves the database as
+it was."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 from datetime import datetime, timedelta, timezone
 
@@ -16,6 +19,7 @@ from fastapi.testclient import TestClient
 from recsys_router.judge.store import JudgeStore
 from recsys_router.judge.web import create_app
 from recsys_router.serving.guards import TokenBucket
+from serve_helpers import raw_request
 from test_judge_web import make_session
 
 
@@ -222,3 +226,38 @@ def test_body_over_limit_is_413_before_reading(tmp_path):
     assert _tokens(db) == []
     ok = c.post("/api/duel", content=chunks(b'{"query_id": "qa"}', 1), headers={"content-type": "application/json"})
     assert ok.status_code == 200 and ok.json()["query_id"] == "qa"  # one-byte chunks reassembled
+
+
+def test_voter_key_and_rate_limit_before_any_byte_of_the_body(tmp_path):
+    """A client without the key held up to the body limit in memory: the body was read before
+    the key was checked."""
+    db = tmp_path / "j.db"
+    app = create_app(make_session(db), api_key="sekrit")
+    for headers in ([], [(b"x-api-key", b"wrong")], [(b"content-length", b"1999")]):
+        status, body, reads, _ = raw_request(app, "/api/duel", headers, [b"x" * 1000, b"x" * 999])
+        assert (status, reads) == (401, 0) and b"voter key" in body
+    app = create_app(make_session(db), rate=1.0, burst=1)
+    assert raw_request(app, "/api/duel", [], [b"{}"])[0] == 200
+    status, _, reads, _ = raw_request(app, "/api/duel", [], [b"x" * 1000, b"x" * 999])
+    assert (status, reads) == (429, 0)
+    assert len(_tokens(db)) == 1
+
+
+@pytest.mark.parametrize("value,status", [
+    (b"0" * 4990 + b"2", 200), (b"9" * 5000, 413), (b"+2", 400), (b"\xb2", 400)],
+    ids=["zeros-then-2", "5000-nines", "plus", "superscript-2"])
+def test_content_length_parsed_strictly(tmp_path, value, status):
+    db = tmp_path / "j.db"
+    got, body, reads, _ = raw_request(create_app(make_session(db), max_body_bytes=2_000),
+                                      "/api/duel", [(b"content-length", value)], [b"{}"])
+    assert got == status, body
+    assert status == 200 or (reads == 0 and _tokens(db) == [])
+
+
+def test_a_body_that_stops_arriving_is_408(tmp_path):
+    db = tmp_path / "j.db"
+    app = create_app(make_session(db), body_timeout_s=0.5)
+    status, body, _, headers = raw_request(app, "/api/duel", [(b"content-length", b"30")],
+                                           [b'{"query_id"'], stall=True)
+    assert status == 408 and json.loads(body)["detail"] == "request body not received within 0.5 s"
+    assert headers["connection"] == "close" and _tokens(db) == []

@@ -5,11 +5,13 @@ bytes received.
 character in a query reached the decision log, where PostgreSQL refused the whole batch of
 every other request; a raw ASGI server may pass a ``Content-Length`` that lies, repeats or
 is not a number, and the body limit trusted it. Each is now a 4xx before any model call.
+A ``Content-Length`` of thousands of digits was a 500 (``int()``'s digit limit) and a latin-1
+superscript two passed ``str.isdigit()``; a body was read whole before the API key was checked,
+and one that stopped arriving was waited on for ever: now 413/400, 401 before the body, 408.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -17,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from recsys_router.serving import ServiceConfig, create_app
 from recsys_router.serving.guards import BodyLimit
+from serve_helpers import raw_request
 from test_serving import _expected, artifact  # noqa: F401 - the WordRouter artifact fixture
 
 JSON = {"content-type": "application/json"}
@@ -74,25 +77,8 @@ def test_feedback_refuses_non_numbers_and_unstorable_ids(artifact, body, what): 
 # ---------------------------------------------------------------- body limit on bytes received
 def _raw_post(app, headers: list[tuple[bytes, bytes]], chunks: list[bytes]) -> tuple[int, bytes]:
     """POST /route through the raw ASGI interface, headers and chunks exactly as given."""
-    msgs = iter([{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
-                 for i, c in enumerate(chunks)])
-    out: list[dict] = []
-
-    async def receive():
-        try:
-            return next(msgs)
-        except StopIteration:
-            await asyncio.sleep(3600)  # a client that sends nothing more
-
-    async def send(m):
-        out.append(m)
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/route", "raw_path": b"/route", "query_string": b"",
-             "headers": [(b"content-type", b"application/json")] + headers,
-             "client": ("1.2.3.4", 1), "server": ("t", 80), "root_path": ""}
-    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
-    status = next(m["status"] for m in out if m["type"] == "http.response.start")
-    return status, b"".join(m.get("body", b"") for m in out if m["type"] == "http.response.body")
+    status, body, _, _ = raw_request(app, "/route", headers, chunks)
+    return status, body
 
 
 BIG = json.dumps({"query": "a " * 2000}).encode()      # 4,013 bytes
@@ -100,9 +86,7 @@ BIG = json.dumps({"query": "a " * 2000}).encode()      # 4,013 bytes
 
 @pytest.mark.parametrize("headers", [
     [(b"content-length", b"10")],                                   # a lie: says 10
-    [(b"content-length", b"+10")],                                  # not digits
-    [(b"content-length", b"10"), (b"content-length", str(len(BIG)).encode())],  # two values
-    [(b"content-length", str(len(BIG)).encode()), (b"content-length", b"10")],
+    [(b"content-length", b"10"), (b"content-length", b"010")],      # the same lie twice
     [],                                                             # none (chunked)
 ])
 def test_body_limit_counts_the_bytes_received(artifact, headers):  # noqa: F811
@@ -110,11 +94,56 @@ def test_body_limit_counts_the_bytes_received(artifact, headers):  # noqa: F811
     status, body = _raw_post(app, headers, [BIG[i:i + 700] for i in range(0, len(BIG), 700)])
     assert status == 413 and b"limit of 1000 bytes" in body
     assert app.state.batcher.texts_run == 0
-    if headers and headers[0][1] == str(len(BIG)).encode():
-        return  # a first Content-Length over the limit: refused on that alone (the service guard)
     small = json.dumps({"query": "a b"}).encode()
     status, body = _raw_post(app, headers, [small])  # the same headers with a small body
     assert status == 200 and json.loads(body)["llm"] == _expected(artifact, "a b")
+
+
+@pytest.mark.parametrize("value", [
+    b"+10", b"-1", b"1e3", b"0x10", b"", b"12 34", b"1,1",
+    b"\xb2",                  # latin-1 superscript two: str.isdigit() said yes, int() a 500
+    "\u0663".encode(),        # ARABIC-INDIC DIGIT THREE in UTF-8
+    b"\xef\xbc\x91",           # FULLWIDTH DIGIT ONE
+], ids=["plus", "minus", "exponent", "hex", "empty", "space", "list", "superscript-2",
+        "arabic-indic-3", "fullwidth-1"])
+def test_malformed_content_length_is_400_before_the_body(artifact, value):  # noqa: F811
+    app = create_app(artifact, ServiceConfig(max_body_bytes=1000))
+    small = json.dumps({"query": "a b"}).encode()
+    status, body, reads, headers = raw_request(app, "/route", [(b"content-length", value)], [small])
+    assert status == 400 and json.loads(body)["error"] == \
+        "Content-Length is not a whole number of bytes in ASCII digits"
+    assert reads == 0 and app.state.batcher.texts_run == 0
+    assert headers["connection"] == "close"
+
+
+@pytest.mark.parametrize("pair", [(b"10", str(len(BIG)).encode()), (str(len(BIG)).encode(), b"10")])
+def test_two_different_content_lengths_are_400(artifact, pair):  # noqa: F811
+    app = create_app(artifact, ServiceConfig(max_body_bytes=1000))
+    status, body, reads, _ = raw_request(app, "/route", [(b"content-length", v) for v in pair], [BIG])
+    assert status == 400 and b"given twice with different values" in body and reads == 0
+
+
+SMALL = b'{"query": "a b c d e f g h ij"}'   # 31 bytes
+LIMIT = b'{"query": "' + b"a " * 493 + b'a"}'   # 1,000 bytes
+
+
+@pytest.mark.parametrize("digits,body,status", [
+    (b"0" * 4990 + b"31", SMALL, 200),    # 31 said with 4,992 digits: int() refused it, a 500
+    (b"0" * 100 + b"1000", LIMIT, 200),    # exactly the limit, after leading zeros
+    (b"0" * 100 + b"1001", SMALL, 413),    # one byte over
+    (b"9" * 5000, SMALL, 413),
+    (b"1" + b"0" * 4300, SMALL, 413),
+], ids=["zeros-then-31", "zeros-then-limit", "zeros-then-limit+1", "5000-nines", "10**4300"])
+def test_content_length_of_thousands_of_digits(artifact, digits, body, status):  # noqa: F811
+    assert len(SMALL) == 31 and len(LIMIT) == 1000
+    app = create_app(artifact, ServiceConfig(max_body_bytes=1000))
+    got, out, reads, _ = raw_request(app, "/route", [(b"content-length", digits)], [body])
+    assert got == status, out
+    if status == 200:
+        assert json.loads(out)["llm"] == _expected(artifact, json.loads(body)["query"])
+    else:
+        assert json.loads(out)["error"] == \
+            "request body (Content-Length) exceeds the limit of 1000 bytes" and reads == 0
 
 
 def test_body_limit_middleware_alone_with_a_lying_length():
@@ -131,3 +160,45 @@ def test_body_limit_middleware_alone_with_a_lying_length():
     assert status == 413 and seen == []
     status, _ = _raw_post(guarded, [(b"content-length", b"5")], [b"x" * 60, b"x" * 40])
     assert status == 200 and seen == [100]  # 100 bytes, in two chunks, handed over whole
+    status, _ = _raw_post(guarded, [(b"content-length", b"9" * 5000)], [b"x"])
+    assert status == 413 and seen == [100]
+
+
+# ---------------------------------------------------------------- slow and unauthenticated bodies
+def test_wrong_key_is_401_before_any_byte_of_the_body(artifact):  # noqa: F811
+    """A client without the key held up to the body limit in server memory: the body was read
+    before the key was checked."""
+    app = create_app(artifact, ServiceConfig(max_body_bytes=1000, api_key="k"))
+    for headers in ([], [(b"authorization", b"Bearer nope")], [(b"content-length", b"999")],
+                    [(b"content-length", b"9" * 5000)], [(b"content-length", b"+1")]):
+        status, body, reads, out_headers = raw_request(app, "/route", headers, [b"x" * 600, b"x" * 399])
+        assert (status, reads) == (401, 0) and b"API key" in body
+        assert out_headers["connection"] == "close"
+    key = [(b"authorization", b"Bearer k")]
+    status, _, reads, _ = raw_request(app, "/route", key + [(b"content-length", b"1001")], [b"x"])
+    assert (status, reads) == (413, 0)
+    small = json.dumps({"query": "a b"}).encode()
+    status, body, _, _ = raw_request(app, "/route", key, [small])
+    assert status == 200 and json.loads(body)["llm"] == _expected(artifact, "a b")
+
+
+def test_a_body_that_stops_arriving_is_408(artifact):  # noqa: F811
+    app = create_app(artifact, ServiceConfig(body_timeout_s=0.5))
+    # half a body, then silence (the harness never sends the rest nor a disconnect)
+    status, body, reads, headers = raw_request(app, "/route", [(b"content-length", b"100")],
+                                               [b'{"query": ', b'"a b'], stall=True)
+    assert status == 408 and json.loads(body)["error"] == "request body not received within 0.5 s"
+    assert reads == 3 and headers["connection"] == "close"  # two chunks, then the wait
+    assert app.state.batcher.texts_run == 0
+    m = TestClient(app).get("/metrics").text
+    assert 'recsys_router_requests_total{endpoint="/route",status="408"} 1' in m
+    # a whole body is unaffected by the deadline
+    status, body, _, _ = raw_request(app, "/route", [], [b'{"query": ', b'"a b"}'])
+    assert status == 200 and json.loads(body)["llm"] == _expected(artifact, "a b")
+
+
+def test_body_timeout_is_a_positive_finite_setting():
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="body_timeout_s"):
+            ServiceConfig(body_timeout_s=bad)
+    assert ServiceConfig().body_timeout_s == 30.0

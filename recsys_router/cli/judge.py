@@ -21,6 +21,7 @@ import sys
 from ..datasets.resolve import resolve_dataset
 from .args import (UNUSED_SEED_HELP, ListArg, add_data_args, add_seed_arg, count, data_options,
                    finite_float, non_negative_float, port, positive_int)
+from .serve import add_server_limit_args, uvicorn_limits
 
 __all__ = ["add_parser", "load_data"]
 
@@ -111,6 +112,7 @@ def add_parser(subparsers) -> None:
                    help="seconds before an unvoted duel expires (default 1800)")
     v.add_argument("--max-pending", type=int, default=50,
                    help="most unvoted duels per client at a time (default 50)")
+    add_server_limit_args(v)
     v.set_defaults(func=_cmd_serve)
 
     e = sub.add_parser("export", help="write every record as JSONL")
@@ -232,8 +234,9 @@ def _cmd_serve(args) -> int:
                            seed=args.seed, token_ttl_s=args.token_ttl, max_pending=args.max_pending)
     print(f"RouteJudge voting page on http://{args.host}:{args.port}/{'?key=KEY' if key else ''} "
           f"({pool.n_queries} prompts, routers {list(routers)}, database {args.db})", file=sys.stderr)
-    app = create_app(session, api_key=key, rate=args.rate or None, burst=args.burst)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    app = create_app(session, api_key=key, rate=args.rate or None, burst=args.burst,
+                     body_timeout_s=args.body_timeout_s)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", **uvicorn_limits(args))
     return 0
 
 

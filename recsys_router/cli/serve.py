@@ -20,7 +20,8 @@ from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, data_
                    fraction, kv_dict, non_negative_float, parse_kv, port, positive_float,
                    positive_int, score_range_arg)
 
-__all__ = ["add_parser", "run_export", "run_calibrate", "run_serve"]
+__all__ = ["add_parser", "run_export", "run_calibrate", "run_serve", "add_server_limit_args",
+           "uvicorn_limits"]
 
 API_KEY_ENV = "RECSYS_ROUTER_API_KEY"
 
@@ -43,6 +44,36 @@ def sign_key_from_env(var: str | None) -> str | None:
     if not key:
         raise ValueError(f"--sign-key-env {var}: the environment variable is unset or empty")
     return key
+
+
+def add_server_limit_args(p) -> None:
+    """Add the connection and timing limits of an HTTP service (``serve``, ``judge serve``):
+    ``--body-timeout-s``, ``--limit-concurrency``, ``--keep-alive-s``, ``--graceful-timeout-s``."""
+    p.add_argument("--body-timeout-s", type=positive_float, default=30.0,
+                   help="seconds a request body may take to arrive whole, else 408 (default 30)")
+    p.add_argument("--limit-concurrency", type=positive_int, default=1000,
+                   help="most open connections and requests at once; beyond it new requests get "
+                        "503 (default 1000)")
+    p.add_argument("--keep-alive-s", type=positive_float, default=5.0,
+                   help="seconds an idle keep-alive connection stays open (default 5)")
+    p.add_argument("--graceful-timeout-s", type=positive_float, default=30.0,
+                   help="on SIGTERM or Ctrl-C, seconds running requests may take to finish before "
+                        "they are cancelled and the service shuts down (default 30)")
+
+
+def uvicorn_limits(args) -> dict:
+    """The ``uvicorn.run`` keyword arguments of :func:`add_server_limit_args`'s options.
+
+    Example
+    -------
+    >>> import argparse
+    >>> uvicorn_limits(argparse.Namespace(limit_concurrency=10, keep_alive_s=5.0,
+    ...                                   graceful_timeout_s=2.0))
+    {'limit_concurrency': 10, 'timeout_keep_alive': 5.0, 'timeout_graceful_shutdown': 2.0}
+    """
+    # uvicorn hints ints but uses both times as seconds in asyncio calls, fractions included
+    return {"limit_concurrency": args.limit_concurrency, "timeout_keep_alive": args.keep_alive_s,
+            "timeout_graceful_shutdown": args.graceful_timeout_s}
 
 
 def add_parser(subparsers) -> None:
@@ -141,6 +172,7 @@ def add_parser(subparsers) -> None:
     s.add_argument("--explore", default="none", metavar="POLICY",
                    help="exploration: none, epsilon:E, softmax:T or thompson[:N] (routers that "
                         "can sample their predictions); each decision logs its exact propensity")
+    add_server_limit_args(s)
     add_seed_arg(s, 0, "seeds Python, numpy and torch (routers are already seeded per query)")
     s.set_defaults(func=run_serve)
 
@@ -229,12 +261,13 @@ def run_serve(args) -> int:
                         max_text_chars=args.max_text_chars, api_key=key,
                         batch_wait_ms=args.batch_wait_ms, backends=backends,
                         explore=args.explore, log_db=args.log_db, log_text=args.log_text,
-                        log_batch=args.log_batch, log_flush_ms=args.log_flush_ms, seed=args.seed)
+                        log_batch=args.log_batch, log_flush_ms=args.log_flush_ms, seed=args.seed,
+                        body_timeout_s=args.body_timeout_s)
     app = create_app(art, cfg)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not key:
         print(f"warning: serving on {args.host} without an API key (--api-key or ${API_KEY_ENV})",
               file=sys.stderr)
     print(f"serving {art.manifest.get('router_class')} ({len(art.llm_names)} LLMs) on "
           f"http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, **uvicorn_limits(args))
     return 0

@@ -30,8 +30,8 @@ from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from ..state import json_safe
 from .batcher import MicroBatcher
-from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, install_error_handlers,
-                     printable, route_label)
+from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
+                     install_error_handlers, printable, route_label)
 from .llm_admin import ServedRouter, add_llm_admin_routes
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
@@ -42,7 +42,8 @@ class ServiceConfig(BaseModel):
 
     Limits are checked when the config is made (a ``pydantic.ValidationError``, a
     ``ValueError``, naming the field): counts and sizes must be >= 1, times finite and >= 0
-    (the backend timeout and the log's flush interval > 0), the seed >= 0, counts whole
+    (the backend timeout, the body deadline ``body_timeout_s``: seconds a request body may
+    take to arrive whole, and the log's flush interval > 0), the seed >= 0, counts whole
     numbers (numpy integers too), and no unknown field is accepted.
     """
 
@@ -53,6 +54,7 @@ class ServiceConfig(BaseModel):
     batch_wait_ms: float = Field(default=5.0, ge=0, allow_inf_nan=False)
     backends: Optional[dict] = None
     backend_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    body_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     explore: str = "none"
     log_db: Optional[str] = None
     log_text: str = "hash"
@@ -157,8 +159,10 @@ def _header(scope, name: bytes) -> str | None:
 
 
 class _Guard:
-    """Plain ASGI middleware in front of every endpoint: the API key (all but ``/health``),
-    a declared body size over the limit (413), and per-endpoint counts and latency. Written
+    """Plain ASGI middleware in front of every endpoint, outermost: the API key (all but
+    ``/health``; 401), a malformed ``Content-Length`` (400) and a declared body size over the
+    limit (413), all from the headers before any byte of the body is read, and per-endpoint
+    counts and latency. Written
     against ASGI directly: Starlette's ``@app.middleware("http")`` runs each request through
     an extra task group and body streams, a measurable part of a one-query request's time."""
 
@@ -167,7 +171,9 @@ class _Guard:
 
     async def _answer(self, scope, receive, send, label, t0, status: int, error: str) -> None:
         self.stats.observe(label, status, time.perf_counter() - t0)
-        await SafeJSONResponse({"error": error}, status_code=status)(scope, receive, send)
+        # the body is left unread: the connection cannot carry another request
+        await SafeJSONResponse({"error": error}, status_code=status,
+                               headers={"connection": "close"})(scope, receive, send)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -182,10 +188,13 @@ class _Guard:
             if not hmac.compare_digest(token.encode(), cfg.api_key.encode()):
                 return await self._answer(scope, receive, send, label, t0, 401,
                                           "missing or wrong API key (send 'Authorization: Bearer KEY')")
-        length = _header(scope, b"content-length")
-        if length is not None and length.isdigit() and int(length) > cfg.max_body_bytes:
+        try:
+            length = content_length(scope.get("headers"), cfg.max_body_bytes)
+        except ValueError as exc:
+            return await self._answer(scope, receive, send, label, t0, 400, str(exc))
+        if length is not None and length > cfg.max_body_bytes:
             return await self._answer(scope, receive, send, label, t0, 413,
-                                      f"request body of {length} bytes exceeds the limit of "
+                                      "request body (Content-Length) exceeds the limit of "
                                       f"{cfg.max_body_bytes} bytes")
         status = 500  # unless the app starts a response
 
@@ -318,8 +327,12 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             loop.record(texts, out, probs, propensity, candidates, snap)
         except LogFull as exc:
             raise log_full_error(exc) from exc
+        # an LLM removed while this request ran on the old pool is not counted again (DELETE
+        # /llms drops its counter: labels stay bounded)
+        pool = None if served.current is snap else set(served.current.llm_names)
         for r in out:
-            stats.chosen[r["llm"]] += 1
+            if pool is None or r["llm"] in pool:
+                stats.chosen[r["llm"]] += 1
         # a NaN or infinite prediction (an unknown cost, say) is null, never a failed answer
         return json_safe(out)
 
@@ -340,6 +353,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     if cfg.backends:
         from .openai_proxy import add_openai_routes
         add_openai_routes(app, served, cfg)
+    # the last added runs first: _Guard (key and declared size, from the headers alone), then
+    # BodyLimit (bytes received, within body_timeout_s)
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, timeout_s=cfg.body_timeout_s)
     app.add_middleware(_Guard, cfg=cfg, stats=stats, router=app.router)
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # bytes received; a declared size: _Guard
     return app

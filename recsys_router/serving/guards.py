@@ -9,12 +9,16 @@
 * :func:`route_label`: the route-table template a request matched, else ``"other"``
   (bounded metric labels).
 * :class:`TokenBucket`: a per-client rate limit with a bounded client table.
+* :func:`content_length`: a request's declared ``Content-Length``, parsed without ``int()`` on
+  a huge string (ASCII digits only).
 * :class:`BodyLimit`: request bodies over a size limit (counted in bytes received) are a 413
-  before the app reads them.
+  before the app reads them, a malformed ``Content-Length`` a 400, and a body that does not
+  arrive whole within a deadline a 408.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -29,7 +33,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Match
 
 __all__ = ["check_text", "SafeStr", "SafeJSONResponse", "validation_message", "printable",
-           "route_label", "TokenBucket", "install_error_handlers", "BodyLimit"]
+           "route_label", "TokenBucket", "install_error_handlers", "content_length", "BodyLimit"]
 
 
 def check_text(text: str) -> str:
@@ -213,15 +217,78 @@ class TokenBucket:
         return len(self._buckets)
 
 
+_DIGITS = frozenset(b"0123456789")
+
+
+def content_length(headers, limit: int) -> int | None:
+    """The ``Content-Length`` a request declares, read from its ASGI ``headers`` (pairs of
+    bytes) without calling ``int()`` on a long string.
+
+    The value must be ASCII digits (``"+10"``, ``"-1"``, ``"1e3"`` and ``"\\xb2"`` are
+    malformed); leading zeros are dropped. A number with more digits than ``limit`` is over
+    the limit whatever its value and is returned as ``limit + 1``. The header may be repeated
+    only with the same number.
+
+    Parameters
+    ----------
+    headers : iterable of (bytes, bytes)
+        The request's headers, as an ASGI scope holds them.
+    limit : int
+        The largest body the caller takes (>= 0).
+
+    Returns
+    -------
+    int or None
+        None without a ``Content-Length``; else the declared size, or ``limit + 1`` for a
+        number too long to be within the limit.
+
+    Raises
+    ------
+    ValueError
+        A malformed value or two different values (one line; the value is not echoed).
+
+    Example
+    -------
+    >>> content_length([(b"content-length", b"0042")], 1000)
+    42
+    >>> content_length([(b"content-length", b"0" * 5000 + b"31")], 1000)
+    31
+    >>> content_length([(b"content-length", b"9" * 5000)], 1000)
+    1001
+    >>> content_length([(b"content-length", b"+10")], 1000)
+    Traceback (most recent call last):
+    ...
+    ValueError: Content-Length is not a whole number of bytes in ASCII digits
+    """
+    found = None
+    for k, v in headers or ():
+        if k.lower() != b"content-length":
+            continue
+        v = bytes(v).strip(b" \t")
+        if not v or not _DIGITS.issuperset(v):
+            raise ValueError("Content-Length is not a whole number of bytes in ASCII digits")
+        v = v.lstrip(b"0") or b"0"
+        if found is not None and v != found:
+            raise ValueError("Content-Length is given twice with different values")
+        found = v
+    if found is None:
+        return None
+    if len(found) > len(str(int(limit))):
+        return int(limit) + 1
+    return int(found)  # at most as many digits as the limit
+
+
 class BodyLimit:
     """ASGI middleware: a request body over ``limit`` bytes gets a 413 before the app sees it.
 
     The limit holds on the bytes actually received, whatever ``Content-Length`` says: the body
     is read up front, at most ``limit`` bytes, in linear time whatever the chunk sizes, and
-    handed to the app whole. Only one well-formed ``Content-Length`` over the limit skips the
-    read: it is refused at once with ``check_declared``, else left to the app (the router
-    service's guard refuses it with its own counts). A missing, repeated, non-digit or lying
-    ``Content-Length`` (a raw ASGI server may pass any) changes nothing.
+    handed to the app whole. A well-formed ``Content-Length`` over the limit is refused without
+    reading the body (``check_declared``, else left to the app: the router service's guard
+    refuses it first); a malformed or conflicting one (see :func:`content_length`; a raw ASGI
+    server may pass any) is a 400; a missing or lying one changes nothing. With ``timeout_s``
+    the whole body must arrive within that many seconds of the first read, else 408, so a
+    client that stops sending holds no request (nor a server's graceful shutdown) for long.
 
     Parameters
     ----------
@@ -232,45 +299,78 @@ class BodyLimit:
         Key of the error message in the JSON answer.
     check_declared : bool
         Also refuse a declared ``Content-Length`` over the limit without reading the body.
+    timeout_s : float, optional
+        Seconds the whole body may take to arrive (None: no deadline).
 
     Example
     -------
-    >>> app.add_middleware(BodyLimit, limit=1_000_000)   # doctest: +SKIP
+    >>> app.add_middleware(BodyLimit, limit=1_000_000, timeout_s=30.0)   # doctest: +SKIP
     """
 
-    def __init__(self, app, limit: int, field: str = "error", check_declared: bool = False):
+    def __init__(self, app, limit: int, field: str = "error", check_declared: bool = False,
+                 timeout_s: float | None = None):
         self.app, self.limit, self.field, self.check_declared = app, int(limit), field, check_declared
+        self.timeout_s = None if timeout_s is None else float(timeout_s)
 
-    async def _refuse(self, scope, receive, send):
-        resp = SafeJSONResponse({self.field: f"request body exceeds the limit of {self.limit} bytes"},
-                                status_code=413)
+    async def _answer(self, scope, receive, send, status: int, message: str):
+        # the body was not read to its end: the connection cannot carry another request
+        resp = SafeJSONResponse({self.field: message}, status_code=status,
+                                headers={"connection": "close"})
         await resp(scope, receive, send)
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
-        declared = [v for k, v in scope.get("headers") or () if k.lower() == b"content-length"]
-        if len(declared) == 1 and declared[0].isdigit() and int(declared[0]) > self.limit:
-            if self.check_declared:
-                return await self._refuse(scope, receive, send)
-            return await self.app(scope, receive, send)
+    async def _refuse(self, scope, receive, send):
+        await self._answer(scope, receive, send, 413,
+                           f"request body exceeds the limit of {self.limit} bytes")
+
+    async def _read(self, receive) -> list[bytes] | None:
+        """The body's chunks; None when it exceeds the limit; a non-request message (a
+        disconnect) as the last item."""
         parts, size, more = [], 0, True
         while more:
             msg = await receive()
             if msg["type"] != "http.request":
-                return await self.app(scope, receive, send)  # disconnect: let the app see it
+                parts.append(msg)
+                return parts
             chunk = msg.get("body", b"")
             parts.append(chunk)
             size += len(chunk)
             more = msg.get("more_body", False)
             if size > self.limit:
+                return None
+        return parts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        try:
+            declared = content_length(scope.get("headers"), self.limit)
+        except ValueError as exc:
+            return await self._answer(scope, receive, send, 400, str(exc))
+        if declared is not None and declared > self.limit:
+            if self.check_declared:
                 return await self._refuse(scope, receive, send)
-        body, sent = b"".join(parts), False
+            return await self.app(scope, receive, send)
+        try:
+            if hasattr(asyncio, "timeout"):  # Python 3.11+: no extra task per request
+                async with asyncio.timeout(self.timeout_s):
+                    parts = await self._read(receive)
+            else:
+                parts = await asyncio.wait_for(self._read(receive), self.timeout_s)
+        except asyncio.TimeoutError:
+            return await self._answer(scope, receive, send, 408,
+                                      f"request body not received within {self.timeout_s:g} s")
+        if parts is None:
+            return await self._refuse(scope, receive, send)
+        if parts and isinstance(parts[-1], dict):
+            first = parts[-1]  # a disconnect: the app sees it
+        else:
+            first = {"type": "http.request", "body": b"".join(parts), "more_body": False}
+        sent = False
 
         async def replay():
             nonlocal sent
             if not sent:
                 sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                return first
             return await receive()
         await self.app(scope, replay, send)

@@ -141,4 +141,7 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
                 raise HTTPException(400, str(exc)) from None
             _publish(new, [r for r in served.current.manifest.get("llms") or []
                            if r.get("name") != name])
+            stats = getattr(app.state, "stats", None)
+            if stats is not None:  # its routing counter goes with it (GET /metrics)
+                stats.chosen.pop(name, None)
         return {"removed": name, "llms": new.llm_names_}

@@ -312,7 +312,8 @@ class JudgeSession:
 
 
 def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float | None = None,
-               burst: int = 20, max_body_bytes: int = 1_000_000) -> FastAPI:
+               burst: int = 20, max_body_bytes: int = 1_000_000,
+               body_timeout_s: float | None = 30.0) -> FastAPI:
     """The FastAPI application (pages ``/`` and ``/stats``, JSON API under ``/api``).
 
     Parameters
@@ -324,6 +325,8 @@ def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float
         Per-client rate limit on ``/api/*`` (None: none).
     max_body_bytes : int
         Larger request bodies get 413 before they are read.
+    body_timeout_s : float, optional
+        Seconds a request body may take to arrive whole, else 408 (None: no deadline).
 
     Returns
     -------
@@ -336,8 +339,10 @@ def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float
     app = FastAPI(title="RouteJudge", description="Judge two routed answers side by side.",
                   default_response_class=SafeJSONResponse)
     app.state.session = session
+    # the last added runs first: the key and the rate limit (headers alone), then the body
+    app.add_middleware(BodyLimit, limit=max_body_bytes, field="detail", check_declared=True,
+                       timeout_s=body_timeout_s)
     add_access_control(app, api_key=api_key, rate=rate, burst=burst)
-    app.add_middleware(BodyLimit, limit=max_body_bytes, field="detail", check_declared=True)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
