@@ -51,7 +51,9 @@ Studies
   slashes (``sqlite:////tmp/x.db``), PostgreSQL/MySQL URLs are passed through. A study
   records (user attributes ``router``, ``search_space_hash``, ``config_hash``) what it tunes
   and refuses a run of another router, search space or config; one made by an older version
-  without them is resumed with a logged warning.
+  without them is resumed with a logged warning; one made by another tool (trials without the
+  ``config``/``overrides`` trial attributes, or parameters outside the search space) is
+  refused. ``best_config.yaml`` is the best of this tool's completed trials.
 * ``--n-trials`` is the study total (trials of every state, all workers and earlier runs):
   a rerun after a kill runs only what is left, a rerun with a larger value extends. A trial
   still RUNNING in a killed process is failed once its heartbeat is older than

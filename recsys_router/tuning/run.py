@@ -134,7 +134,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     study = open_study(study_name, storage, direction=direction, seed=seed,
                        pruner="none" if is_router else pruner,
                        heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace,
-                       metric=metric, identity=identity)
+                       metric=metric, identity=identity, search_keys=space.keys)
     out.mkdir(parents=True, exist_ok=True)  # after the checks above: a refused run makes nothing
     n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
                       catch=(TrialFailed,))

@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 
 __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "run_study",
            "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY",
-           "IDENTITY_KEYS", "study_identity"]
+           "IDENTITY_KEYS", "study_identity", "own_trial"]
 
 log = logging.getLogger(__name__)
 PRUNERS = ("median", "hyperband", "none")
@@ -153,7 +153,8 @@ def make_pruner(name: str):
 def open_study(study_name: str, storage=None, direction: str = "maximize", seed: int = 0,
                pruner: str = "median", heartbeat_interval: int = HEARTBEAT_INTERVAL,
                grace_period: int = HEARTBEAT_GRACE, metric: str | None = None,
-               identity: dict[str, str] | None = None) -> optuna.Study:
+               identity: dict[str, str] | None = None,
+               search_keys=None) -> optuna.Study:
     """Create the study, or load it when the storage already has one of that name.
 
     A storage URL is opened with :func:`make_storage` (``heartbeat_interval`` and
@@ -164,8 +165,11 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     With ``identity`` (user attributes :data:`IDENTITY_KEYS`: the router or model tuned, a
     hash of the search space and a hash of the configs), the study remembers what its trials
     tune and refuses a run of anything else: its trials would be mixed with theirs. A study
-    that has trials but none of these attributes (made by a version that did not record
-    them) is accepted with a logged warning and gets this run's attributes.
+    that has trials but none of these attributes is accepted (with a logged warning, and gets
+    this run's attributes) only when it looks like one of an older recsys-router: every
+    finished trial carries the trial attributes ``config`` and ``overrides`` this tool
+    records, some trial carries them, and no trial has a parameter outside ``search_keys``.
+    Any other such study (made by another tool) is refused, and nothing is written to it.
 
     Parameters
     ----------
@@ -182,6 +186,9 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
         What the study optimises.
     identity : dict, optional
         ``{"router": ..., "search_space_hash": ..., "config_hash": ...}``.
+    search_keys : iterable of str, optional
+        The search space's keys (Optuna parameter names), for the check of a study without
+        ``identity`` attributes (not checked when None).
 
     Returns
     -------
@@ -190,8 +197,8 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     Raises
     ------
     ValueError
-        An existing study optimises in the other direction or another metric, or tunes
-        another router, search space or configs.
+        An existing study optimises in the other direction or another metric, tunes
+        another router, search space or configs, or was made by another tool.
 
     Example
     -------
@@ -216,6 +223,8 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     have = study.direction.name.lower()
     if have != direction:
         raise ValueError(f"study {study_name!r} in {where} was created to {have}, not {direction}")
+    if identity:  # before anything is written to the study
+        _refuse_foreign(study, identity, search_keys, study_name, where)
     if metric is not None:
         stored = study.user_attrs.get("metric")
         if stored is None:
@@ -234,6 +243,42 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
 _IDENTITY_WHAT = {"router": "router", "search_space_hash": "search space (hash)",
                   "config_hash": "configs (-c files and overrides, hash)"}
 IDENTITY_KEYS = tuple(_IDENTITY_WHAT)
+
+
+#: trial user attributes every trial of this tool records before it trains
+_OWN_TRIAL_ATTRS = ("config", "overrides")
+
+
+def own_trial(trial) -> bool:
+    """Whether ``trial`` carries the trial attributes this tool records (``config``, ``overrides``)."""
+    return all(k in trial.user_attrs for k in _OWN_TRIAL_ATTRS)
+
+
+def _foreign_reason(trials, search_keys) -> str | None:
+    """Why ``trials`` (of a study without identity attributes) are not an older recsys-router's,
+    or None when they look like its trials."""
+    keys = None if search_keys is None else set(search_keys)
+    for t in trials:
+        if keys is not None and not set(t.params) <= keys:
+            return (f"trial {t.number} has parameters {sorted(set(t.params) - keys)[:5]} that are "
+                    "not in the search space")
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and not own_trial(t):
+            return f"{t.state.name} trial {t.number} has no {'/'.join(_OWN_TRIAL_ATTRS)} trial attributes"
+    if not any(own_trial(t) for t in trials):
+        return f"none of its trials has the {'/'.join(_OWN_TRIAL_ATTRS)} trial attributes"
+    return None
+
+
+def _refuse_foreign(study, identity: dict, search_keys, study_name: str, where: str) -> None:
+    """Refuse a study with trials, no identity attributes and trials this tool did not make."""
+    if any(k in study.user_attrs for k in identity):
+        return
+    trials = study.get_trials(deepcopy=False)
+    reason = _foreign_reason(trials, search_keys) if trials else None
+    if reason is not None:
+        raise ValueError(f"study {study_name!r} in {where} was not made by recsys-router tune "
+                         f"({reason}); its trials cannot be mixed with this run's (use another "
+                         "--study-name or --storage)")
 
 
 def _check_identity(study, identity: dict, study_name: str, where: str) -> None:
