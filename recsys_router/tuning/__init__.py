@@ -11,6 +11,11 @@ Command line
         [--heartbeat-grace S] [--trainer.max_epochs=5 ...]
     recsys-router tune --router knn -c configs/data/synthetic.yaml --search configs/search/knn.yaml
 
+``--direction`` defaults to the metric's: names ending in ``loss`` are minimised, metrics
+of the registry (:data:`recsys_router.metrics.DIRECTIONS`: ``val/mu_o``, ``val/aiq``...) go
+their declared way, any other metric needs ``--direction``; a direction that contradicts
+the metric's is refused.
+
 Arguments the command does not know (``--trainer.max_epochs=5``) are LightningCLI
 overrides applied to every trial.
 

@@ -23,7 +23,8 @@ from .pruning import PruningCallback
 from .space import SearchSpace, flatten_keys, set_dotted
 
 __all__ = ["LightningObjective", "RouterObjective", "TrialFailed", "TuningConfigError",
-           "merge_yaml_configs", "ROUTER_METRICS", "LIGHTNING_METRICS", "check_metric"]
+           "merge_yaml_configs", "ROUTER_METRICS", "LIGHTNING_METRICS", "check_metric",
+           "metric_direction"]
 
 #: what a fitted registry router reports on the validation split (``val/aiq`` needs costs)
 ROUTER_METRICS = ("val/mu_o", "val/v_b", "val/e_p", "val/aiq")
@@ -48,6 +49,50 @@ def check_metric(metric, known, what: str) -> str:
         raise TuningConfigError(f"--metric {metric!r} is not a metric {what} reports; expected one of "
                                 f"{list(known)}")
     return metric
+
+
+def metric_direction(metric: str, direction: str | None = None) -> str:
+    """The study direction for ``metric``: ``direction`` checked against what the metric
+    declares, or (``direction`` None) the declared one.
+
+    A metric whose last path part (``val/loss`` -> ``loss``) ends in ``loss`` is minimised;
+    one in the metric registry (:data:`recsys_router.metrics.DIRECTIONS`: ``mu_o``, ``aiq``...)
+    goes its declared way. Any other metric needs an explicit ``direction``.
+
+    Raises
+    ------
+    TuningConfigError
+        ``direction`` contradicts the metric's, or neither says which way is better.
+
+    Example
+    -------
+    >>> metric_direction("val/loss"), metric_direction("val/aiq")
+    ('minimize', 'maximize')
+    >>> metric_direction("val/loss", "maximize")
+    Traceback (most recent call last):
+    ...
+    recsys_router.tuning.objective.TuningConfigError: --direction maximize contradicts --metric 'val/loss': lower is better for it (drop --direction, or give --direction minimize)
+    """
+    from recsys_router.metrics import DIRECTIONS  # noqa: PLC0415
+
+    if direction not in (None, "maximize", "minimize"):
+        raise TuningConfigError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+    name = str(metric).rsplit("/", 1)[-1]
+    if name.lower().endswith("loss"):
+        declared = "minimize"
+    else:
+        declared = {"higher": "maximize", "lower": "minimize"}.get(DIRECTIONS.get(name))
+    if direction is None:
+        if declared is None:
+            raise TuningConfigError(f"--metric {metric!r} does not say whether higher or lower is "
+                                    "better (not a loss, not in the metric registry): give "
+                                    "--direction maximize or --direction minimize")
+        return declared
+    if declared is not None and direction != declared:
+        better = "lower" if declared == "minimize" else "higher"
+        raise TuningConfigError(f"--direction {direction} contradicts --metric {metric!r}: {better} "
+                                f"is better for it (drop --direction, or give --direction {declared})")
+    return direction
 
 
 def _router_module_class(base: dict):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import optuna
 
-from .objective import LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs
+from .objective import (LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs,
+                        metric_direction)
 from .report import summary_table, write_best_config, write_plots, write_trials_csv
 from .space import load_search_space
 from .study import HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, open_study, run_study, study_identity
@@ -49,7 +50,7 @@ def default_storage(out_dir) -> str:
 
 
 def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
-         metric: str = "val/mu_o", direction: str = "maximize", storage: str | None = None,
+         metric: str = "val/mu_o", direction: str | None = None, storage: str | None = None,
          study_name: str | None = None, timeout: float | None = None, seed: int = 0,
          pruner: str = "median", out_dir=None, overrides=(), top: int = 10,
          progress: bool = True, plots: bool = True, heartbeat_interval: int = HEARTBEAT_INTERVAL,
@@ -72,7 +73,11 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
         Validation metric to optimise (``val/mu_o``, ``val/aiq``, ``val/loss``...), checked
         before the first trial against what the objective reports; a study remembers it and
         a resumed study refuses another.
-    direction : {"maximize", "minimize"}
+    direction : {"maximize", "minimize"}, optional
+        Default: the metric's (:func:`~recsys_router.tuning.objective.metric_direction`:
+        names ending in ``loss`` are minimised, registry metrics such as ``val/mu_o`` go their
+        declared way; any other metric needs one). A direction that contradicts the
+        metric's is refused.
     storage : str, optional
         Optuna storage URL (default :func:`default_storage` of ``out_dir``).
     study_name : str, optional
@@ -126,6 +131,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
                                        prune=pruner != "none")
         model = merged.get("model")
         tuned = model.get("class_path", "model") if isinstance(model, dict) else "model"
+    direction = metric_direction(metric, direction)  # after the objective checked the metric
     identity = study_identity(
         tuned, [asdict(p) for p in space.params],  # the file as parsed above
         {"configs": {k: v for k, v in merged.items() if k != "router"},
