@@ -45,8 +45,9 @@ A wrong file is rejected before any trial with a
 
 Studies
 -------
-* Sampler: TPE, re-seeded with ``seed + trial.number`` before each trial (one worker with
-  the same seed repeats its trial sequence; workers never share start-up points). Trial
+* Sampler: TPE, re-seeded before each trial from ``numpy.random.SeedSequence([seed,
+  trial.number])`` (one worker with the same seed repeats its trial sequence; workers, and
+  studies of different seeds, never share start-up points). Trial
   ``n`` of a Lightning model trains with ``seed_everything = seed + n``.
 * Pruner: ``median`` (default) or ``hyperband`` on the epoch-wise validation metric via
   :class:`PruningCallback` (a ``pytorch_lightning`` callback; optuna-integration's one is for

@@ -20,6 +20,7 @@ import warnings
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import optuna
 from optuna.samplers import BaseSampler, TPESampler
 from optuna.storages import RetryHeartbeatStaleTrialCallback
@@ -27,7 +28,7 @@ from optuna.trial import TrialState
 
 __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "run_study",
            "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY",
-           "IDENTITY_KEYS", "study_identity", "own_trial"]
+           "IDENTITY_KEYS", "study_identity", "own_trial", "trial_seed"]
 
 log = logging.getLogger(__name__)
 PRUNERS = ("median", "hyperband", "none")
@@ -42,12 +43,28 @@ class OverBudget(RuntimeError):
     """Raised for a trial numbered past the study budget (two workers asked at once)."""
 
 
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler seed of trial ``number`` of a study seeded with ``seed``: a 32-bit word of
+    ``numpy.random.SeedSequence([seed, number])``, so that distinct ``(seed, number)`` pairs
+    give unrelated streams.
+
+    Example
+    -------
+    >>> trial_seed(0, 7) == trial_seed(7, 0), trial_seed(0, 7) == trial_seed(0, 7)
+    (False, True)
+    """
+    return int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1, np.uint32)[0])
+
+
 class TrialSeededSampler(BaseSampler):
-    """TPE whose random state is reset to ``seed + trial.number`` before every trial.
+    """TPE whose random state is reset before every trial to :func:`trial_seed` of
+    ``(seed, trial.number)``.
 
     The sample of a trial is then a function of the seed, its number and the finished
-    trials only: one worker with the same seed repeats the same sequence, and concurrent
-    workers (different trial numbers) never draw the same random start-up points.
+    trials only: one worker with the same seed repeats the same sequence, concurrent
+    workers (different trial numbers) never draw the same random start-up points, and
+    neither do studies with different seeds (``seed + number`` gave trial ``n`` of seed 7
+    the draw of trial ``n + 7`` of seed 0).
 
     Parameters
     ----------
@@ -68,12 +85,14 @@ class TrialSeededSampler(BaseSampler):
     """
 
     def __init__(self, seed: int = 0, **tpe_options):
+        if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+            raise ValueError(f"sampler seed must be a whole number >= 0, got {seed!r}")
         self.seed = int(seed)
         self.tpe_options = dict(tpe_options)
         self._inner = TPESampler(seed=self.seed, **self.tpe_options)
 
     def before_trial(self, study, trial) -> None:
-        self._inner = TPESampler(seed=self.seed + int(trial.number), **self.tpe_options)
+        self._inner = TPESampler(seed=trial_seed(self.seed, trial.number), **self.tpe_options)
         self._inner.before_trial(study, trial)
 
     def infer_relative_search_space(self, study, trial):
