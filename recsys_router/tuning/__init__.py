@@ -40,6 +40,11 @@ a registry router ``params.<hyperparameter>``) to a parameter spec::
   values. ``other_key`` must be a categorical key of the same file; cycles are rejected.
   Otherwise the base config's value stays.
 
+Keys that decide the data splits (``data.init_args.`` ``seed``, ``split_ratios``,
+``split_column``, ``val_fraction``, ``ood_tasks``, ``carve_val``, ``dataset``... see
+:data:`~recsys_router.tuning.objective.SPLIT_KEYS`) are refused: trials scored on different
+validation splits cannot be compared.
+
 A wrong file is rejected before any trial with a
 :class:`~recsys_router.errors.DataValidationError` naming the file and the key.
 

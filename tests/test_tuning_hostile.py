@@ -1,0 +1,95 @@
+"""Hostile tuning inputs: search spaces that tune the data splits, non-finite or overflowing
+float ranges, oversized spaces, and study names that would leave the default ``--out``
+folder. Each is refused before any trial with one line naming what is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recsys_router.cli import main
+from recsys_router.tuning import TuningConfigError, tune
+from recsys_router.tuning.objective import SPLIT_KEYS
+from tuning_data import synthetic_data_config
+
+ROOT = Path(__file__).resolve().parents[1]
+MF = str(ROOT / "configs" / "models" / "mf.yaml")
+SYNTHETIC = str(ROOT / "configs" / "data" / "synthetic.yaml")
+KNN = ROOT / "configs" / "search" / "knn.yaml"
+
+
+@pytest.fixture
+def data_cfg(tmp_path):
+    return synthetic_data_config(tmp_path / "data.yaml", dim=32, n_queries=200, n_llms=3, n_topics=2)
+
+
+def _search(tmp_path, spec, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _one_line_error(argv, capsys):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+SPLIT_CASES = [
+    ("data.init_args.seed", {"type": "int", "low": 0, "high": 9}),
+    ("data.init_args.split_ratios", {"type": "categorical", "choices": [[0.8, 0.1, 0.1], [0.6, 0.2, 0.2]]}),
+    ("data.init_args.split_ratios.0", {"type": "float", "low": 0.5, "high": 0.9}),
+    ("data.init_args.val_fraction", {"type": "float", "low": 0.1, "high": 0.3}),
+    ("data.init_args.split_column", {"type": "categorical", "choices": ["split", "fold"]}),
+    ("data.init_args.ood_tasks", {"type": "categorical", "choices": [["a"], ["b"]]}),
+    ("data.init_args.carve_val", {"type": "categorical", "choices": [True, False]}),
+    ("data.init_args.dataset", {"type": "categorical", "choices": ["synthetic", "cruxeval"]}),
+    ("data.init_args.dataset_options.seed", {"type": "int", "low": 0, "high": 9}),
+    ("data.seed", {"type": "int", "low": 0, "high": 9}),
+    ("data.init_args", {"type": "categorical", "choices": [{"seed": 1}, {"seed": 2}]}),
+    ("data.class_path", {"type": "categorical", "choices": ["a.B", "c.D"]}),
+]
+
+
+@pytest.mark.parametrize("key, spec", SPLIT_CASES, ids=[k for k, _ in SPLIT_CASES])
+def test_router_search_space_may_not_tune_the_splits(tmp_path, data_cfg, capsys, key, spec):
+    search = _search(tmp_path, {"params.k": {"type": "int", "low": 1, "high": 9}, key: spec})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "2", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert f"search space key {key!r} ({search}) changes the data splits" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("arg", ["seed", "split_ratios", "val_fraction", "carve_val"])
+def test_lightning_search_space_may_not_tune_the_splits(tmp_path, arg):
+    search = _search(tmp_path, {"model.init_args.lr": {"type": "float", "low": 1e-4, "high": 1e-2},
+                                f"data.init_args.{arg}": {"type": "categorical", "choices": [0, 1]}})
+    with pytest.raises(TuningConfigError, match=f"'data.init_args.{arg}' .* changes the data splits"):
+        tune([MF, SYNTHETIC], search, metric="val/mu_o", out_dir=tmp_path / "o", n_trials=1,
+             progress=False, plots=False)
+    assert not (tmp_path / "o").exists()
+
+
+def test_split_keys_cover_the_routing_data_modules_split_arguments():
+    import inspect
+
+    from datamodules.routing_datamodule import RoutingDataModule
+    params = inspect.signature(RoutingDataModule.__init__).parameters
+    split_defining = {"dataset", "data_dir", "dataset_options", "split_ratios", "split_column",
+                      "val_fraction", "ood_tasks", "seed", "carve_val", "candidates",
+                      "candidate_group", "pool_size"}
+    assert split_defining <= set(params) and split_defining <= set(SPLIT_KEYS)
+
+
+def test_data_keys_that_keep_the_splits_are_still_allowed(tmp_path, data_cfg):
+    """``batch_size`` does not change which queries are in val: tuning it still runs."""
+    search = _search(tmp_path, {"params.k": {"type": "int", "low": 1, "high": 9},
+                                "data.init_args.batch_size": {"type": "int", "low": 8, "high": 64}})
+    res = tune([data_cfg], search, router="knn", n_trials=1, out_dir=tmp_path / "o",
+               progress=False, plots=False)
+    assert res.n_run == 1 and "data.init_args.batch_size" in res.study.trials[0].params
