@@ -93,3 +93,43 @@ def test_data_keys_that_keep_the_splits_are_still_allowed(tmp_path, data_cfg):
     res = tune([data_cfg], search, router="knn", n_trials=1, out_dir=tmp_path / "o",
                progress=False, plots=False)
     assert res.n_run == 1 and "data.init_args.batch_size" in res.study.trials[0].params
+
+
+FLOAT_CASES = [
+    ({"low": -1e308, "high": 1e308}, "difference is finite, got low=-1e+308, high=1e+308"),
+    ({"low": float("nan"), "high": 1.0}, "must be finite numbers"),
+    ({"low": 0.0, "high": float("inf")}, "must be finite numbers"),
+    ({"low": float("-inf"), "high": 0.0}, "must be finite numbers"),
+    ({"low": 0.0, "high": 1.0, "step": float("inf")}, "step must be a finite number, got inf"),
+    ({"low": 0.0, "high": 1.0, "step": float("nan")}, "step must be a finite number, got nan"),
+]
+
+
+@pytest.mark.parametrize("bounds, expect", FLOAT_CASES)
+def test_float_ranges_must_be_finite(tmp_path, bounds, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.x": {"type": "float", **bounds}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.x'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_an_overflowing_float_range_is_refused_before_any_trial(tmp_path, data_cfg, capsys):
+    """-1e308..1e308 passed the parser and crashed the first trial in the sampler."""
+    search = _search(tmp_path, {"data.init_args.encoder_options.dim":
+                                {"type": "float", "low": -1e308, "high": 1e308}})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "1", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert "low and high must be finite numbers whose difference is finite" in err
+    assert not out.exists()
+
+
+def test_a_wide_finite_float_range_still_parses():
+    from recsys_router.tuning.space import parse_search_space
+    p = parse_search_space({"a.x": {"type": "float", "low": -1e307, "high": 1e307}}).params[0]
+    assert (p.low, p.high) == (-1e307, 1e307)
+

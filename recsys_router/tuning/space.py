@@ -8,6 +8,7 @@ for the full schema). Each sampled value becomes one override of the base config
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,9 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
             _fail(source, key, f"type {kind} needs '{name}'")
     low = _number(source, key, "low", spec["low"], integer)
     high = _number(source, key, "high", spec["high"], integer)
+    if not integer and not (math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low)):
+        _fail(source, key, f"low and high must be finite numbers whose difference is finite, got "
+                           f"low={low!r}, high={high!r}")
     if not low < high:
         _fail(source, key, f"low must be < high, got low={low!r}, high={high!r}")
     log = spec.get("log", False)
@@ -198,6 +202,8 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
     step = spec.get("step")
     if step is not None:
         _number(source, key, "step", step, integer)
+        if not integer and not math.isfinite(step):
+            _fail(source, key, f"step must be a finite number, got {step!r}")
         if step <= 0:
             _fail(source, key, f"step must be > 0, got {step!r}")
         if log:
