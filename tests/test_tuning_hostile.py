@@ -133,3 +133,46 @@ def test_a_wide_finite_float_range_still_parses():
     p = parse_search_space({"a.x": {"type": "float", "low": -1e307, "high": 1e307}}).params[0]
     assert (p.low, p.high) == (-1e307, 1e307)
 
+
+def test_choices_and_keys_are_capped(tmp_path):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import MAX_CHOICES, MAX_PARAMS, parse_search_space
+    assert (MAX_CHOICES, MAX_PARAMS) == (10_000, 1_000)
+    ok = parse_search_space({"a.c": {"type": "categorical", "choices": list(range(10_000))}})
+    assert len(ok.params[0].choices) == 10_000
+    with pytest.raises(DataValidationError, match=r"'a.c': 'choices' has 10001 values; at most "
+                                                  r"10000 are allowed"):
+        parse_search_space({"a.c": {"type": "categorical", "choices": list(range(10_001))}},
+                           source="c.yaml")
+    many = {f"a.k{i}": {"type": "int", "low": 0, "high": 1} for i in range(1_001)}
+    with pytest.raises(DataValidationError, match="has 1001 keys; at most 1000 are allowed"):
+        parse_search_space(many)
+    many.pop("a.k0")
+    assert len(parse_search_space(many)) == 1_000
+
+
+def test_a_20k_choice_categorical_is_refused_before_any_trial(tmp_path, data_cfg, capsys):
+    search = _search(tmp_path, {"params.metric": {"type": "categorical",
+                                                  "choices": [f"c{i}" for i in range(20_000)]}})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "3", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert "'choices' has 20000 values; at most 10000 are allowed" in err and not out.exists()
+
+
+def test_search_files_with_aliases_or_over_the_size_cap_are_refused(tmp_path):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import MAX_FILE_BYTES, load_search_space
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(laughs) + "\nm.k: {type: categorical, choices: [*a8]}\n")
+    with pytest.raises(DataValidationError, match=r"YAML aliases \(\*name\) are not allowed"):
+        load_search_space(bomb)
+    big = tmp_path / "big.yaml"
+    big.write_text("m.k: {type: int, low: 1, high: 9}\n" + "#" * MAX_FILE_BYTES + "\n")
+    with pytest.raises(DataValidationError, match=f"bytes; at most {MAX_FILE_BYTES} are read"):
+        load_search_space(big)
+    big.write_text("m.k: {type: int, low: 1, high: 9}\n")
+    assert load_search_space(big).keys == ["m.k"]

@@ -31,10 +31,13 @@ a registry router ``params.<hyperparameter>``) to a parameter spec::
     model.init_args.loss.init_args.temperature:
       {type: float, low: 0.1, high: 2.0, when: {model.init_args.loss.init_args.kind: [listwise, bpr]}}
 
-* ``float``: ``low``, ``high`` (inclusive), optional ``log`` (needs ``low > 0``) or ``step``.
+* ``float``: ``low``, ``high`` (inclusive; finite, with a finite ``high - low``), optional
+  ``log`` (needs ``low > 0``) or a finite ``step``.
 * ``int``: the same, integers (``step`` defaults to 1).
 * ``categorical``: ``choices``, a non-empty list of distinct values; scalars go to Optuna as
   they are, lists/mappings through their JSON text (decoded back before use).
+* Limits: at most 10,000 ``choices`` per key, 1,000 keys per file, files of 4 MiB; YAML
+  aliases (``*name``) are refused.
 * ``when`` (any type): ``{other_key: value}`` or ``{other_key: [values]}``; the parameter
   is sampled (and overridden) only when every ``other_key`` was sampled with one of those
   values. ``other_key`` must be a categorical key of the same file; cycles are rejected.
