@@ -176,3 +176,39 @@ def test_search_files_with_aliases_or_over_the_size_cap_are_refused(tmp_path):
         load_search_space(big)
     big.write_text("m.k: {type: int, low: 1, high: 9}\n")
     assert load_search_space(big).keys == ["m.k"]
+
+
+@pytest.mark.parametrize("name, expect", [
+    ("../../escape", "may not hold '/', '\\' or '..'"),
+    ("a/b", "may not hold '/', '\\' or '..'"),
+    ("a\\b", "may not hold '/', '\\' or '..'"),
+    ("..", "may not hold '/', '\\' or '..'"),
+    (".", "may not hold '/', '\\' or '..'"),
+    ("a\x00b", "holds a NUL or other control character"),
+    ("a\nb", "holds a NUL or other control character"),
+    ("a\x1bb", "holds a NUL or other control character"),
+    ("x" * 513, "must be 1 to 512 characters"),
+], ids=["parent-path", "slash", "backslash", "dotdot", "dot", "nul", "newline", "escape", "513-chars"])
+def test_study_names_that_would_leave_the_default_out_are_refused(tmp_path, data_cfg, capsys,
+                                                                  monkeypatch, name, expect):
+    work = tmp_path / "work" / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(KNN),
+                           "--n-trials", "1", "--study-name", name, "--no-plots", "--no-progress"],
+                          capsys)
+    assert expect in err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == [
+        Path("data.yaml"), Path("work"), Path("work/a"), Path("work/a/b")]   # nothing written
+
+
+def test_a_slash_in_the_study_name_is_fine_with_an_explicit_out(tmp_path, data_cfg):
+    """Only the default ``tuning/STUDY`` folder is built from the name: with ``--out`` a shared
+    database may hold names such as ``team/mf``; control characters are refused everywhere."""
+    res = tune([data_cfg], KNN, router="knn", n_trials=1, study_name="team/mf..v2",
+               out_dir=tmp_path / "o", progress=False, plots=False)
+    assert res.study.study_name == "team/mf..v2" and (tmp_path / "o" / "best_config.yaml").is_file()
+    with pytest.raises(ValueError, match="holds a NUL or other control character"):
+        tune([data_cfg], KNN, router="knn", n_trials=1, study_name="a\x00b",
+             out_dir=tmp_path / "o2", progress=False, plots=False)
+    assert not (tmp_path / "o2").exists()

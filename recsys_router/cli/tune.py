@@ -44,7 +44,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--storage", default=None, metavar="URL",
                    help="Optuna storage URL (default sqlite:///OUT/study.db; absolute SQLite "
                         "paths take four slashes: sqlite:////tmp/x.db)")
-    p.add_argument("--study-name", default=None, help="default: the search file's name")
+    p.add_argument("--study-name", default=None,
+                   help="default: the search file's name; no control characters, and no '/', "
+                        "'\\' or '..' when it names the default --out")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                    help="seconds for this worker (> 0)")
     add_seed_arg(p, 0, "sampler seed; trial n trains with seed+n")

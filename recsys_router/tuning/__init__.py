@@ -79,7 +79,8 @@ Studies
 * Trial user attributes: ``overrides``, ``config`` (full merged YAML), ``metrics``,
   ``seed``, ``checkpoint_path``/``best_checkpoint_path``/``trial_dir`` (Lightning), ``error``.
 
-Outputs (``--out``, default ``tuning/<study-name>``): ``best_config.yaml`` (runs with
+Outputs (``--out``, default ``tuning/<study-name>``; a study name holding ``/``, ``\\``
+or ``..`` then is refused, and one with control characters always): ``best_config.yaml`` (runs with
 ``recsys-router fit -c DIR/best_config.yaml``; for a router: ``router``/``params``/``data``),
 ``trials.csv``, ``history.png``, ``importance.png`` (when >= 2 completed trials vary), and
 ``trials/trial_NNNN/`` (checkpoints and CSV logs). A summary table of the top trials is

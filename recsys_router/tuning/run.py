@@ -14,7 +14,7 @@ from .report import summary_table, write_best_config, write_plots, write_trials_
 from .space import load_search_space
 from .study import HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, open_study, run_study, study_identity
 
-__all__ = ["tune", "TuneResult", "default_storage"]
+__all__ = ["tune", "TuneResult", "default_storage", "check_study_name", "MAX_STUDY_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,36 @@ def default_storage(out_dir) -> str:
     return f"sqlite:///{Path(out_dir) / 'study.db'}"
 
 
+#: longest study name (Optuna's RDB storages keep 512 characters)
+MAX_STUDY_NAME = 512
+
+
+def check_study_name(name: str, names_out: bool) -> str:
+    """``name`` when it can name a study: a string of 1 to :data:`MAX_STUDY_NAME` characters
+    without NUL or other control characters; when it also names the default ``--out`` folder
+    (``names_out``), without ``/``, ``\\`` or ``..`` and not ``.``, so that the folder stays
+    one level under ``tuning/``.
+
+    Example
+    -------
+    >>> check_study_name("mf-rb", True)
+    'mf-rb'
+    >>> check_study_name("../x", True)
+    Traceback (most recent call last):
+    ...
+    ValueError: --study-name '../x' names the default --out folder tuning/STUDY: it may not hold '/', '\\' or '..' (give --out, or another --study-name)
+    """
+    if not isinstance(name, str) or not name or len(name) > MAX_STUDY_NAME:
+        raise ValueError(f"--study-name must be 1 to {MAX_STUDY_NAME} characters, got "
+                         f"{str(name)[:40]!r}{'...' if len(str(name)) > 40 else ''}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"--study-name {name[:80]!r} holds a NUL or other control character")
+    if names_out and ("/" in name or "\\" in name or ".." in name or name == "."):
+        raise ValueError(f"--study-name {name[:80]!r} names the default --out folder tuning/STUDY: "
+                         "it may not hold '/', '\\' or '..' (give --out, or another --study-name)")
+    return name
+
+
 def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
          metric: str = "val/mu_o", direction: str | None = None, storage: str | None = None,
          study_name: str | None = None, timeout: float | None = None, seed: int = 0,
@@ -81,7 +111,8 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     storage : str, optional
         Optuna storage URL (default :func:`default_storage` of ``out_dir``).
     study_name : str, optional
-        Default: the search file's stem. A study that exists in ``storage`` is resumed only
+        Default: the search file's stem. Never holds NUL or control characters, nor (when it
+        names the default ``out_dir``) ``/``, ``\\`` or ``..`` (:func:`check_study_name`). A study that exists in ``storage`` is resumed only
         for the same router (or model class), search space and configs (``overrides``
         included): it records them when created (:func:`~recsys_router.tuning.study.open_study`)
         and refuses a run of anything else.
@@ -113,7 +144,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
     space = load_search_space(search)
-    study_name = study_name or Path(search).stem
+    study_name = check_study_name(study_name or Path(search).stem, names_out=out_dir is None)
     out = Path(out_dir) if out_dir is not None else Path("tuning") / study_name
     if out.exists() and not out.is_dir() or out.is_symlink() and not out.exists():
         raise ValueError(f"--out {out} exists and is not a folder; tune writes best_config.yaml, "
