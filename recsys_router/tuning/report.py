@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..atomic import atomic_write
-from .study import own_trial
+from .identity import own_trial
 
 __all__ = ["summary_table", "write_best_config", "write_plots", "write_trials_csv", "best_trial"]
 
