@@ -78,7 +78,7 @@ def test_lightning_search_space_may_not_tune_the_splits(tmp_path, arg):
 def test_split_keys_cover_the_routing_data_modules_split_arguments():
     import inspect
 
-    from datamodules.routing_datamodule import RoutingDataModule
+    from recsys_router.datamodules.routing_datamodule import RoutingDataModule
     params = inspect.signature(RoutingDataModule.__init__).parameters
     split_defining = {"dataset", "data_dir", "dataset_options", "split_ratios", "split_column",
                       "val_fraction", "ood_tasks", "seed", "carve_val", "candidates",
