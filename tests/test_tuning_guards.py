@@ -98,3 +98,49 @@ def test_counts_checked_when_parsed(tmp_path, data_cfg, capsys, flag, value, msg
     assert not (tmp_path / "o").exists()
     with pytest.raises(ValueError, match="top must be a whole number >= 1"):
         tune([data_cfg], KNN, router="knn", top=0, out_dir=tmp_path / "o")
+
+
+@pytest.mark.parametrize("metric, expect", [
+    ("val/loss", "minimize"), ("train/loss", "minimize"), ("val/bpr_loss", "minimize"),
+    ("val/mu_o", "maximize"), ("val/aiq", "maximize"), ("val/qnc", "minimize"),
+    ("cpt50", "minimize"), ("val/nauc", "maximize")])
+def test_direction_defaults_to_the_metrics(metric, expect):
+    from recsys_router.metrics import DIRECTIONS
+    from recsys_router.tuning.objective import metric_direction
+    name = metric.rsplit("/", 1)[-1]
+    declared = "lower" if name.endswith("loss") else DIRECTIONS[name]
+    assert expect == {"lower": "minimize", "higher": "maximize"}[declared]
+    assert metric_direction(metric) == expect
+    assert metric_direction(metric, expect) == expect        # the same one, given, is fine
+    other = "maximize" if expect == "minimize" else "minimize"
+    with pytest.raises(TuningConfigError, match=f"--direction {other} contradicts --metric"):
+        metric_direction(metric, other)
+
+
+def test_a_metric_of_no_known_direction_needs_one():
+    from recsys_router.tuning.objective import metric_direction
+    for metric in ("val/my_custom", "val/prob_entropy"):   # unknown; declared "none"
+        with pytest.raises(TuningConfigError, match="give --direction maximize or --direction"):
+            metric_direction(metric)
+        assert metric_direction(metric, "minimize") == "minimize"
+
+
+def test_tune_minimises_a_loss_by_default(tmp_path, monkeypatch):
+    """``--metric val/loss`` without ``--direction`` makes a minimising study (it maximised)."""
+    import recsys_router.tuning.run as run_mod
+    monkeypatch.setattr(run_mod, "run_study", lambda *a, **k: 0)   # no training needed
+    res = tune([MF, SYNTHETIC], KNN.parent / "mf.yaml", metric="val/loss", out_dir=tmp_path / "o",
+               n_trials=1, progress=False, plots=False)
+    assert res.study.direction == optuna.study.StudyDirection.MINIMIZE
+
+
+def test_cli_refuses_maximising_a_loss_in_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["tune", "-c", MF, "-c", SYNTHETIC, "--search", str(KNN.parent / "mf.yaml"),
+               "--metric", "val/loss", "--direction", "maximize", "--out", str(out),
+               "--n-trials", "1", "--no-plots", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip() == (
+        "recsys-router tune: error: --direction maximize contradicts --metric 'val/loss': lower is "
+        "better for it (drop --direction, or give --direction minimize)")
+    assert not out.exists()

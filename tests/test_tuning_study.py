@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
 import optuna
 import pytest
 import torch
@@ -89,13 +90,29 @@ def test_seeded_sampler_repeats_sequence_and_differs_by_trial_number():
         runs.append([t.params for t in st.trials])
     assert runs[0] == runs[1]
     assert len({p["x"] for p in runs[0]}) == 5
-    # the start-up draw of trial n is the draw of seed + n (workers never share it)
-    solo = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5 + 2))
+    # the start-up draw of trial n is the draw of SeedSequence([seed, n]) (workers never share it)
+    word = int(np.random.SeedSequence([5, 2]).generate_state(1, np.uint32)[0])
+    solo = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=word))
     solo.optimize(_xy, n_trials=1)
     assert runs[0][2] == solo.trials[0].params
     other = optuna.create_study(sampler=TrialSeededSampler(6, n_startup_trials=3))
     other.optimize(_xy, n_trials=1)
     assert other.trials[0].params != runs[0][0]
+
+
+
+def test_seeds_0_and_1_share_no_start_up_point():
+    """``seed + n`` gave seed 1 trial n the draw of seed 0 trial n + 1: nine shared points."""
+    def points(seed):
+        st = optuna.create_study(sampler=TrialSeededSampler(seed, n_startup_trials=10))
+        st.optimize(_xy, n_trials=10)
+        return [(t.params["x"], t.params["c"]) for t in st.trials]
+    a, b = points(0), points(1)
+    assert len(set(a)) == 10 and len(set(b)) == 10
+    assert not set(a) & set(b)
+    assert points(0) == a                      # the same seed still repeats its sequence
+    with pytest.raises(ValueError, match="sampler seed must be a whole number >= 0, got -1"):
+        TrialSeededSampler(-1)
 
 
 def test_budget_is_a_study_total_and_resumes(tmp_path):

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.distributions import FloatDistribution, IntDistribution
 
 from recsys_router.cli import main
-from recsys_router.tuning import tune
+from recsys_router.tuning import best_trial, open_study, tune, write_best_config
 from tuning_data import synthetic_data_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,9 @@ def test_a_study_of_an_older_version_is_accepted_with_a_warning(tmp_path, data_c
     url = f"sqlite:///{tmp_path / 'old.db'}"
     old = optuna.create_study(study_name="shared", storage=url, direction="maximize")
     old.set_user_attr("metric", "val/mu_o")
-    old.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.5))
+    old.add_trial(optuna.trial.create_trial(   # a trial as an older recsys-router wrote it
+        params={"params.k": 3}, distributions={"params.k": IntDistribution(1, 100, log=True)},
+        value=0.5, user_attrs={"overrides": ["--params.k=3"], "config": "router: knn\n"}))
     with caplog.at_level(logging.WARNING, logger="recsys_router.tuning.study"):
         res = _tune("knn", "knn.yaml", data_cfg, url, tmp_path / "knn", 2)
     assert "made by an older recsys-router" in caplog.text
@@ -100,3 +103,62 @@ def test_out_naming_a_file_is_refused_by_name(tmp_path, data_cfg, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and f"--out {afile} exists and is not a folder" in err and "Errno" not in err
     assert afile.read_text() == "x"
+
+
+def _foreign_study(url, name="shared"):
+    """A study another tool made: its own user attributes, a parameter knn's space lacks."""
+    st = optuna.create_study(study_name=name, storage=url, direction="maximize")
+    st.set_user_attr("owner", "some-other-tool")
+    st.optimize(lambda t: 0.99 + 0 * t.suggest_float("lr", 1e-4, 1e-1, log=True), n_trials=2)
+    return st
+
+
+def test_a_study_of_another_tool_is_refused_and_left_as_it_was(tmp_path, data_cfg, capsys):
+    url = f"sqlite:///{tmp_path / 'foreign.db'}"
+    _foreign_study(url)
+    rc = main(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(SEARCH / "knn.yaml"),
+               "--n-trials", "4", "--storage", url, "--study-name", "shared", "--no-plots",
+               "--no-progress", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "study 'shared'" in err and "was not made by recsys-router tune" in err
+    assert "['lr']" in err and "not in the search space" in err
+    st = optuna.load_study(study_name="shared", storage=url)
+    assert st.user_attrs == {"owner": "some-other-tool"}       # no metric, no identity stamped
+    assert [t.params for t in st.trials] == [{"lr": t.params["lr"]} for t in st.trials]
+    assert len(st.trials) == 2 and not (tmp_path / "o").exists()
+
+
+def test_a_study_whose_completed_trials_lack_the_trial_attributes_is_refused(tmp_path):
+    """Parameter names that fit the space are not enough: the trial attributes are needed."""
+    st = optuna.storages.InMemoryStorage()
+    s = optuna.create_study(study_name="x", storage=st)
+    s.add_trial(optuna.trial.create_trial(
+        params={"params.k": 5}, distributions={"params.k": IntDistribution(1, 100, log=True)},
+        value=0.9))
+    ident = {"router": "knn", "search_space_hash": "a", "config_hash": "b"}
+    with pytest.raises(ValueError, match=r"study 'x' in InMemoryStorage was not made by recsys-router"
+                                         r" tune \(COMPLETE trial 0 has no config/overrides"):
+        open_study("x", st, direction="minimize", identity=ident, search_keys=["params.k"])
+    empty = optuna.create_study(study_name="y", storage=st)   # no trials: nothing to mix with
+    empty.set_user_attr("owner", "other")
+    assert open_study("y", st, direction="minimize", identity=ident,
+                      search_keys=["params.k"]).user_attrs["router"] == "knn"
+
+
+def test_best_config_is_the_best_of_this_tools_trials(tmp_path):
+    """A trial without this tool's attributes (0.99) never wins over this tool's trials."""
+    st = optuna.create_study(direction="maximize")
+    dist = {"x": FloatDistribution(0, 1)}
+    st.add_trial(optuna.trial.create_trial(params={"x": 0.1}, distributions=dist, value=0.99))
+    for i, v in enumerate((0.3, 0.7, 0.5)):
+        st.add_trial(optuna.trial.create_trial(
+            params={"x": v}, distributions=dist, value=v,
+            user_attrs={"overrides": [f"--x={v}"], "config": f"x: {v}\nn: {i}\n"}))
+    assert st.best_trial.number == 0                          # what Optuna alone would pick
+    assert best_trial(st).number == 2 and best_trial(st).value == 0.7
+    path = write_best_config(st, tmp_path, "val/mu_o")
+    assert path.read_text().splitlines()[1:] == ["# overrides: [\"--x=0.7\"]", "x: 0.7", "n: 1"]
+    low = optuna.create_study(direction="minimize")
+    low.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=-5.0))
+    assert best_trial(low) is None and write_best_config(low, tmp_path / "n") is None

@@ -37,11 +37,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--n-trials", type=positive_int, default=20,
                    help="trials in the whole study, all workers and earlier runs (default 20)")
     p.add_argument("--metric", default="val/mu_o", help="validation metric (default val/mu_o)")
-    p.add_argument("--direction", choices=("maximize", "minimize"), default="maximize")
+    p.add_argument("--direction", choices=("maximize", "minimize"), default=None,
+                   help="default: the metric's (minimize names ending in 'loss'; registry metrics "
+                        "such as val/mu_o, val/aiq go their declared way; others need it); one "
+                        "that contradicts the metric's is refused")
     p.add_argument("--storage", default=None, metavar="URL",
                    help="Optuna storage URL (default sqlite:///OUT/study.db; absolute SQLite "
                         "paths take four slashes: sqlite:////tmp/x.db)")
-    p.add_argument("--study-name", default=None, help="default: the search file's name")
+    p.add_argument("--study-name", default=None,
+                   help="default: the search file's name; no control characters, and no '/', "
+                        "'\\' or '..' when it names the default --out")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                    help="seconds for this worker (> 0)")
     add_seed_arg(p, 0, "sampler seed; trial n trains with seed+n")

@@ -11,6 +11,11 @@ Command line
         [--heartbeat-grace S] [--trainer.max_epochs=5 ...]
     recsys-router tune --router knn -c configs/data/synthetic.yaml --search configs/search/knn.yaml
 
+``--direction`` defaults to the metric's: names ending in ``loss`` are minimised, metrics
+of the registry (:data:`recsys_router.metrics.DIRECTIONS`: ``val/mu_o``, ``val/aiq``...) go
+their declared way, any other metric needs ``--direction``; a direction that contradicts
+the metric's is refused.
+
 Arguments the command does not know (``--trainer.max_epochs=5``) are LightningCLI
 overrides applied to every trial.
 
@@ -26,22 +31,31 @@ a registry router ``params.<hyperparameter>``) to a parameter spec::
     model.init_args.loss.init_args.temperature:
       {type: float, low: 0.1, high: 2.0, when: {model.init_args.loss.init_args.kind: [listwise, bpr]}}
 
-* ``float``: ``low``, ``high`` (inclusive), optional ``log`` (needs ``low > 0``) or ``step``.
+* ``float``: ``low``, ``high`` (inclusive; finite, with a finite ``high - low``), optional
+  ``log`` (needs ``low > 0``) or a finite ``step``.
 * ``int``: the same, integers (``step`` defaults to 1).
 * ``categorical``: ``choices``, a non-empty list of distinct values; scalars go to Optuna as
   they are, lists/mappings through their JSON text (decoded back before use).
+* Limits: at most 10,000 ``choices`` per key, 1,000 keys per file, files of 4 MiB; YAML
+  aliases (``*name``) are refused.
 * ``when`` (any type): ``{other_key: value}`` or ``{other_key: [values]}``; the parameter
   is sampled (and overridden) only when every ``other_key`` was sampled with one of those
   values. ``other_key`` must be a categorical key of the same file; cycles are rejected.
   Otherwise the base config's value stays.
+
+Keys that decide the data splits (``data.init_args.`` ``seed``, ``split_ratios``,
+``split_column``, ``val_fraction``, ``ood_tasks``, ``carve_val``, ``dataset``... see
+:data:`~recsys_router.tuning.objective.SPLIT_KEYS`) are refused: trials scored on different
+validation splits cannot be compared.
 
 A wrong file is rejected before any trial with a
 :class:`~recsys_router.errors.DataValidationError` naming the file and the key.
 
 Studies
 -------
-* Sampler: TPE, re-seeded with ``seed + trial.number`` before each trial (one worker with
-  the same seed repeats its trial sequence; workers never share start-up points). Trial
+* Sampler: TPE, re-seeded before each trial from ``numpy.random.SeedSequence([seed,
+  trial.number])`` (one worker with the same seed repeats its trial sequence; workers, and
+  studies of different seeds, never share start-up points). Trial
   ``n`` of a Lightning model trains with ``seed_everything = seed + n``.
 * Pruner: ``median`` (default) or ``hyperband`` on the epoch-wise validation metric via
   :class:`PruningCallback` (a ``pytorch_lightning`` callback; optuna-integration's one is for
@@ -51,7 +65,9 @@ Studies
   slashes (``sqlite:////tmp/x.db``), PostgreSQL/MySQL URLs are passed through. A study
   records (user attributes ``router``, ``search_space_hash``, ``config_hash``) what it tunes
   and refuses a run of another router, search space or config; one made by an older version
-  without them is resumed with a logged warning.
+  without them is resumed with a logged warning; one made by another tool (trials without the
+  ``config``/``overrides`` trial attributes, or parameters outside the search space) is
+  refused. ``best_config.yaml`` is the best of this tool's completed trials.
 * ``--n-trials`` is the study total (trials of every state, all workers and earlier runs):
   a rerun after a kill runs only what is left, a rerun with a larger value extends. A trial
   still RUNNING in a killed process is failed once its heartbeat is older than
@@ -63,7 +79,8 @@ Studies
 * Trial user attributes: ``overrides``, ``config`` (full merged YAML), ``metrics``,
   ``seed``, ``checkpoint_path``/``best_checkpoint_path``/``trial_dir`` (Lightning), ``error``.
 
-Outputs (``--out``, default ``tuning/<study-name>``): ``best_config.yaml`` (runs with
+Outputs (``--out``, default ``tuning/<study-name>``; a study name holding ``/``, ``\\``
+or ``..`` then is refused, and one with control characters always): ``best_config.yaml`` (runs with
 ``recsys-router fit -c DIR/best_config.yaml``; for a router: ``router``/``params``/``data``),
 ``trials.csv``, ``history.png``, ``importance.png`` (when >= 2 completed trials vary), and
 ``trials/trial_NNNN/`` (checkpoints and CSV logs). A summary table of the top trials is

@@ -23,7 +23,8 @@ from .pruning import PruningCallback
 from .space import SearchSpace, flatten_keys, set_dotted
 
 __all__ = ["LightningObjective", "RouterObjective", "TrialFailed", "TuningConfigError",
-           "merge_yaml_configs", "ROUTER_METRICS", "LIGHTNING_METRICS", "check_metric"]
+           "merge_yaml_configs", "ROUTER_METRICS", "LIGHTNING_METRICS", "check_metric",
+           "metric_direction", "SPLIT_KEYS", "check_split_keys"]
 
 #: what a fitted registry router reports on the validation split (``val/aiq`` needs costs)
 ROUTER_METRICS = ("val/mu_o", "val/v_b", "val/e_p", "val/aiq")
@@ -48,6 +49,83 @@ def check_metric(metric, known, what: str) -> str:
         raise TuningConfigError(f"--metric {metric!r} is not a metric {what} reports; expected one of "
                                 f"{list(known)}")
     return metric
+
+
+def metric_direction(metric: str, direction: str | None = None) -> str:
+    """The study direction for ``metric``: ``direction`` checked against what the metric
+    declares, or (``direction`` None) the declared one.
+
+    A metric whose last path part (``val/loss`` -> ``loss``) ends in ``loss`` is minimised;
+    one in the metric registry (:data:`recsys_router.metrics.DIRECTIONS`: ``mu_o``, ``aiq``...)
+    goes its declared way. Any other metric needs an explicit ``direction``.
+
+    Raises
+    ------
+    TuningConfigError
+        ``direction`` contradicts the metric's, or neither says which way is better.
+
+    Example
+    -------
+    >>> metric_direction("val/loss"), metric_direction("val/aiq")
+    ('minimize', 'maximize')
+    >>> metric_direction("val/loss", "maximize")
+    Traceback (most recent call last):
+    ...
+    recsys_router.tuning.objective.TuningConfigError: --direction maximize contradicts --metric 'val/loss': lower is better for it (drop --direction, or give --direction minimize)
+    """
+    from recsys_router.metrics import DIRECTIONS  # noqa: PLC0415
+
+    if direction not in (None, "maximize", "minimize"):
+        raise TuningConfigError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+    name = str(metric).rsplit("/", 1)[-1]
+    if name.lower().endswith("loss"):
+        declared = "minimize"
+    else:
+        declared = {"higher": "maximize", "lower": "minimize"}.get(DIRECTIONS.get(name))
+    if direction is None:
+        if declared is None:
+            raise TuningConfigError(f"--metric {metric!r} does not say whether higher or lower is "
+                                    "better (not a loss, not in the metric registry): give "
+                                    "--direction maximize or --direction minimize")
+        return declared
+    if declared is not None and direction != declared:
+        better = "lower" if declared == "minimize" else "higher"
+        raise TuningConfigError(f"--direction {direction} contradicts --metric {metric!r}: {better} "
+                                f"is better for it (drop --direction, or give --direction {declared})")
+    return direction
+
+
+#: data-module arguments that decide which queries (or LLMs) make up the train, validation and
+#: test splits: a trial that changed them would be scored on other validation data
+SPLIT_KEYS = ("dataset", "data_dir", "dataset_options", "split_ratios", "split_column",
+              "val_fraction", "ood_tasks", "seed", "carve_val", "candidates", "candidate_group",
+              "pool_size", "battles", "battles_per_query")
+
+
+def check_split_keys(space: SearchSpace) -> None:
+    """Refuse a search-space key that changes the data splits (:data:`SPLIT_KEYS` under
+    ``data.init_args.`` or ``data.``, or the whole ``data``/``data.init_args``/``data.class_path``):
+    trial values on different validation splits cannot be compared.
+
+    Example
+    -------
+    >>> from recsys_router.tuning.space import parse_search_space
+    >>> check_split_keys(parse_search_space({"data.init_args.seed": {"type": "int", "low": 0,
+    ...                                                              "high": 9}}))
+    Traceback (most recent call last):
+    ...
+    recsys_router.tuning.objective.TuningConfigError: search space key 'data.init_args.seed' changes the data splits (which queries are in train/val/test): trials would be scored on different validation data; fix it in the data config instead
+    """
+    whole = {"data", "data.init_args", "data.class_path"}
+    for key in space.keys:
+        parts = key.split(".")
+        arg = parts[2] if parts[:2] == ["data", "init_args"] and len(parts) > 2 else \
+            parts[1] if parts[0] == "data" and len(parts) > 1 else None
+        if key in whole or arg in SPLIT_KEYS:
+            where = f" ({space.source})" if space.source else ""
+            raise TuningConfigError(f"search space key {key!r}{where} changes the data splits "
+                                    "(which queries are in train/val/test): trials would be scored "
+                                    "on different validation data; fix it in the data config instead")
 
 
 def _router_module_class(base: dict):
@@ -138,6 +216,7 @@ class LightningObjective:
         self.overrides = list(overrides)
         self.prune = prune
         self._base = merge_yaml_configs(self.configs)
+        check_split_keys(space)
         cls = _router_module_class(self._base)
         if cls is not None:  # another LightningModule may log metrics of its own
             check_metric(metric, LIGHTNING_METRICS, f"{cls.__name__} (a RouterModule)")
@@ -228,7 +307,8 @@ class RouterObjective:
         YAML files merged in order: an optional router file (``router:``, ``params:``,
         as in ``configs/routers/``) and a data file (``data: {class_path, init_args}``).
     space : SearchSpace
-        Keys ``params.<name>`` (router hyperparameters) or ``data.init_args.<name>``.
+        Keys ``params.<name>`` (router hyperparameters) or ``data.init_args.<name>`` (not the
+        arguments that decide the splits, :data:`SPLIT_KEYS`).
     metric : str
         ``val/mu_o``, ``val/v_b``, ``val/e_p`` or (with costs) ``val/aiq``: the same routing
         metrics the Lightning modules log, on the data module's validation split.
@@ -251,6 +331,7 @@ class RouterObjective:
             raise TuningConfigError("router tuning needs a data config with 'data: {class_path: ..., "
                                     "init_args: ...}' (e.g. configs/data/synthetic.yaml)")
         check_metric(metric, ROUTER_METRICS, "a registry router")
+        check_split_keys(space)
         cls = router_class(name)
         known = {f"params.{p}" for p in cls._param_names()} | flatten_keys({"data": self.base["data"]})
         known |= {k for k in space.keys if k.startswith("data.init_args.")}

@@ -12,6 +12,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..atomic import atomic_write
+from .identity import own_trial
 
 __all__ = ["summary_table", "write_best_config", "write_plots", "write_trials_csv", "best_trial"]
 
@@ -19,11 +20,24 @@ log = logging.getLogger(__name__)
 
 
 def best_trial(study: optuna.Study):
-    """The best COMPLETE trial, or None when no trial completed."""
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    """The best COMPLETE trial of this tool (one that carries the ``config`` and ``overrides``
+    trial attributes), or None when none completed.
+
+    Example
+    -------
+    >>> st = optuna.create_study(direction="minimize")
+    >>> st.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.1))
+    >>> st.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.5,
+    ...     user_attrs={"config": "a: 1", "overrides": []}))
+    >>> best_trial(st).value
+    0.5
+    """
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if own_trial(t) and t.value is not None and not math.isnan(t.value)]
     if not done:
         return None
-    return study.best_trial
+    sign = -1.0 if study.direction.name == "MAXIMIZE" else 1.0
+    return min(done, key=lambda t: (sign * t.value, t.number))  # ties: the earliest trial
 
 
 def _fmt(v) -> str:

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import optuna
 
-from .objective import LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs
+from .objective import (LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs,
+                        metric_direction)
 from .report import summary_table, write_best_config, write_plots, write_trials_csv
 from .space import load_search_space
 from .study import HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, open_study, run_study, study_identity
 
-__all__ = ["tune", "TuneResult", "default_storage"]
+__all__ = ["tune", "TuneResult", "default_storage", "check_study_name", "MAX_STUDY_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,38 @@ def default_storage(out_dir) -> str:
     return f"sqlite:///{Path(out_dir) / 'study.db'}"
 
 
+#: longest study name (Optuna's RDB storages keep 512 characters)
+MAX_STUDY_NAME = 512
+
+
+def check_study_name(name: str, names_out: bool) -> str:
+    """``name`` when it can name a study: a string of 1 to :data:`MAX_STUDY_NAME` characters
+    without NUL or other control characters; when it also names the default ``--out`` folder
+    (``names_out``), without ``/``, ``\\`` or ``..`` and not ``.``, so that the folder stays
+    one level under ``tuning/``.
+
+    Example
+    -------
+    >>> check_study_name("mf-rb", True)
+    'mf-rb'
+    >>> check_study_name("../x", True)
+    Traceback (most recent call last):
+    ...
+    ValueError: --study-name '../x' names the default --out folder tuning/STUDY: it may not hold '/', '\\' or '..' (give --out, or another --study-name)
+    """
+    if not isinstance(name, str) or not name or len(name) > MAX_STUDY_NAME:
+        raise ValueError(f"--study-name must be 1 to {MAX_STUDY_NAME} characters, got "
+                         f"{str(name)[:40]!r}{'...' if len(str(name)) > 40 else ''}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"--study-name {name[:80]!r} holds a NUL or other control character")
+    if names_out and ("/" in name or "\\" in name or ".." in name or name == "."):
+        raise ValueError(f"--study-name {name[:80]!r} names the default --out folder tuning/STUDY: "
+                         "it may not hold '/', '\\' or '..' (give --out, or another --study-name)")
+    return name
+
+
 def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
-         metric: str = "val/mu_o", direction: str = "maximize", storage: str | None = None,
+         metric: str = "val/mu_o", direction: str | None = None, storage: str | None = None,
          study_name: str | None = None, timeout: float | None = None, seed: int = 0,
          pruner: str = "median", out_dir=None, overrides=(), top: int = 10,
          progress: bool = True, plots: bool = True, heartbeat_interval: int = HEARTBEAT_INTERVAL,
@@ -72,11 +103,16 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
         Validation metric to optimise (``val/mu_o``, ``val/aiq``, ``val/loss``...), checked
         before the first trial against what the objective reports; a study remembers it and
         a resumed study refuses another.
-    direction : {"maximize", "minimize"}
+    direction : {"maximize", "minimize"}, optional
+        Default: the metric's (:func:`~recsys_router.tuning.objective.metric_direction`:
+        names ending in ``loss`` are minimised, registry metrics such as ``val/mu_o`` go their
+        declared way; any other metric needs one). A direction that contradicts the
+        metric's is refused.
     storage : str, optional
         Optuna storage URL (default :func:`default_storage` of ``out_dir``).
     study_name : str, optional
-        Default: the search file's stem. A study that exists in ``storage`` is resumed only
+        Default: the search file's stem. Never holds NUL or control characters, nor (when it
+        names the default ``out_dir``) ``/``, ``\\`` or ``..`` (:func:`check_study_name`). A study that exists in ``storage`` is resumed only
         for the same router (or model class), search space and configs (``overrides``
         included): it records them when created (:func:`~recsys_router.tuning.study.open_study`)
         and refuses a run of anything else.
@@ -108,7 +144,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
     space = load_search_space(search)
-    study_name = study_name or Path(search).stem
+    study_name = check_study_name(study_name or Path(search).stem, names_out=out_dir is None)
     out = Path(out_dir) if out_dir is not None else Path("tuning") / study_name
     if out.exists() and not out.is_dir() or out.is_symlink() and not out.exists():
         raise ValueError(f"--out {out} exists and is not a folder; tune writes best_config.yaml, "
@@ -126,6 +162,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
                                        prune=pruner != "none")
         model = merged.get("model")
         tuned = model.get("class_path", "model") if isinstance(model, dict) else "model"
+    direction = metric_direction(metric, direction)  # after the objective checked the metric
     identity = study_identity(
         tuned, [asdict(p) for p in space.params],  # the file as parsed above
         {"configs": {k: v for k, v in merged.items() if k != "router"},
@@ -134,7 +171,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     study = open_study(study_name, storage, direction=direction, seed=seed,
                        pruner="none" if is_router else pruner,
                        heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace,
-                       metric=metric, identity=identity)
+                       metric=metric, identity=identity, search_keys=space.keys)
     out.mkdir(parents=True, exist_ok=True)  # after the checks above: a refused run makes nothing
     n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
                       catch=(TrialFailed,))

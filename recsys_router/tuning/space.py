@@ -8,6 +8,7 @@ for the full schema). Each sampled value becomes one override of the base config
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,19 @@ import yaml
 from recsys_router.errors import DataValidationError
 
 __all__ = ["Param", "SearchSpace", "load_search_space", "parse_search_space", "set_dotted",
-           "flatten_keys"]
+           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES"]
 
 TYPES = ("float", "int", "categorical")
 _ALLOWED = {"float": {"type", "low", "high", "log", "step", "when"},
             "int": {"type", "low", "high", "log", "step", "when"},
             "categorical": {"type", "choices", "when"}}
 _SCALAR = (type(None), bool, int, float, str)
+#: most choices of one categorical parameter (200,000 took minutes and 750 MB for 3 trials)
+MAX_CHOICES = 10_000
+#: most parameters in one search space
+MAX_PARAMS = 1_000
+#: largest search-space file read
+MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -180,6 +187,9 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
         choices = spec.get("choices")
         if not isinstance(choices, list) or not choices:
             _fail(source, key, f"'choices' must be a non-empty list, got {choices!r}")
+        if len(choices) > MAX_CHOICES:
+            _fail(source, key, f"'choices' has {len(choices)} values; at most {MAX_CHOICES} are "
+                               "allowed (use an int or float range)")
         texts = [json.dumps(c, sort_keys=True) for c in choices]
         if len(set(texts)) != len(texts):
             _fail(source, key, f"'choices' has duplicates: {choices!r}")
@@ -190,6 +200,9 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
             _fail(source, key, f"type {kind} needs '{name}'")
     low = _number(source, key, "low", spec["low"], integer)
     high = _number(source, key, "high", spec["high"], integer)
+    if not integer and not (math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low)):
+        _fail(source, key, f"low and high must be finite numbers whose difference is finite, got "
+                           f"low={low!r}, high={high!r}")
     if not low < high:
         _fail(source, key, f"low must be < high, got low={low!r}, high={high!r}")
     log = spec.get("log", False)
@@ -198,6 +211,8 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
     step = spec.get("step")
     if step is not None:
         _number(source, key, "step", step, integer)
+        if not integer and not math.isfinite(step):
+            _fail(source, key, f"step must be a finite number, got {step!r}")
         if step <= 0:
             _fail(source, key, f"step must be > 0, got {step!r}")
         if log:
@@ -272,6 +287,9 @@ def parse_search_space(spec: Any, source: str | None = None) -> SearchSpace:
     if not isinstance(spec, dict) or not spec:
         raise DataValidationError("a search space must be a non-empty mapping of dotted config keys "
                                   f"to parameter specs, got {type(spec).__name__}", source=source)
+    if len(spec) > MAX_PARAMS:
+        raise DataValidationError(f"a search space has {len(spec)} keys; at most {MAX_PARAMS} are "
+                                  "allowed", source=source)
     params = {key: _parse_param(key, value, source) for key, value in spec.items()}
     _resolve_when(params, source)
     return SearchSpace(_order(params, source), source=source)
@@ -282,10 +300,20 @@ def load_search_space(path) -> SearchSpace:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"search space file not found: {path}")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise DataValidationError(f"search space file is {size} bytes; at most {MAX_FILE_BYTES} "
+                                  "are read", source=str(path))
+    text = path.read_text()
     try:
-        spec = yaml.safe_load(path.read_text())
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text)):
+            # an alias repeats its anchor's value: nested ones grow exponentially when expanded
+            raise DataValidationError("YAML aliases (*name) are not allowed in a search space: "
+                                      "write each value out", source=str(path))
+        spec = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise DataValidationError(f"not valid YAML: {err}", source=str(path)) from err
+        raise DataValidationError(f"not valid YAML: {' '.join(str(err).split())}",
+                                  source=str(path)) from err
     return parse_search_space(spec, source=str(path))
 
 

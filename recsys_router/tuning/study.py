@@ -12,22 +12,23 @@ workers to finish or go stale, so the study ends with every trial done.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 import warnings
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import optuna
 from optuna.samplers import BaseSampler, TPESampler
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
+from .identity import IDENTITY_KEYS, _check_identity, _refuse_foreign, own_trial, study_identity
+
 __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "run_study",
            "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY",
-           "IDENTITY_KEYS", "study_identity"]
+           "IDENTITY_KEYS", "study_identity", "own_trial", "trial_seed"]
 
 log = logging.getLogger(__name__)
 PRUNERS = ("median", "hyperband", "none")
@@ -42,12 +43,28 @@ class OverBudget(RuntimeError):
     """Raised for a trial numbered past the study budget (two workers asked at once)."""
 
 
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler seed of trial ``number`` of a study seeded with ``seed``: a 32-bit word of
+    ``numpy.random.SeedSequence([seed, number])``, so that distinct ``(seed, number)`` pairs
+    give unrelated streams.
+
+    Example
+    -------
+    >>> trial_seed(0, 7) == trial_seed(7, 0), trial_seed(0, 7) == trial_seed(0, 7)
+    (False, True)
+    """
+    return int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1, np.uint32)[0])
+
+
 class TrialSeededSampler(BaseSampler):
-    """TPE whose random state is reset to ``seed + trial.number`` before every trial.
+    """TPE whose random state is reset before every trial to :func:`trial_seed` of
+    ``(seed, trial.number)``.
 
     The sample of a trial is then a function of the seed, its number and the finished
-    trials only: one worker with the same seed repeats the same sequence, and concurrent
-    workers (different trial numbers) never draw the same random start-up points.
+    trials only: one worker with the same seed repeats the same sequence, concurrent
+    workers (different trial numbers) never draw the same random start-up points, and
+    neither do studies with different seeds (``seed + number`` gave trial ``n`` of seed 7
+    the draw of trial ``n + 7`` of seed 0).
 
     Parameters
     ----------
@@ -68,12 +85,14 @@ class TrialSeededSampler(BaseSampler):
     """
 
     def __init__(self, seed: int = 0, **tpe_options):
+        if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+            raise ValueError(f"sampler seed must be a whole number >= 0, got {seed!r}")
         self.seed = int(seed)
         self.tpe_options = dict(tpe_options)
         self._inner = TPESampler(seed=self.seed, **self.tpe_options)
 
     def before_trial(self, study, trial) -> None:
-        self._inner = TPESampler(seed=self.seed + int(trial.number), **self.tpe_options)
+        self._inner = TPESampler(seed=trial_seed(self.seed, trial.number), **self.tpe_options)
         self._inner.before_trial(study, trial)
 
     def infer_relative_search_space(self, study, trial):
@@ -153,7 +172,8 @@ def make_pruner(name: str):
 def open_study(study_name: str, storage=None, direction: str = "maximize", seed: int = 0,
                pruner: str = "median", heartbeat_interval: int = HEARTBEAT_INTERVAL,
                grace_period: int = HEARTBEAT_GRACE, metric: str | None = None,
-               identity: dict[str, str] | None = None) -> optuna.Study:
+               identity: dict[str, str] | None = None,
+               search_keys=None) -> optuna.Study:
     """Create the study, or load it when the storage already has one of that name.
 
     A storage URL is opened with :func:`make_storage` (``heartbeat_interval`` and
@@ -164,8 +184,11 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     With ``identity`` (user attributes :data:`IDENTITY_KEYS`: the router or model tuned, a
     hash of the search space and a hash of the configs), the study remembers what its trials
     tune and refuses a run of anything else: its trials would be mixed with theirs. A study
-    that has trials but none of these attributes (made by a version that did not record
-    them) is accepted with a logged warning and gets this run's attributes.
+    that has trials but none of these attributes is accepted (with a logged warning, and gets
+    this run's attributes) only when it looks like one of an older recsys-router: every
+    finished trial carries the trial attributes ``config`` and ``overrides`` this tool
+    records, some trial carries them, and no trial has a parameter outside ``search_keys``.
+    Any other such study (made by another tool) is refused, and nothing is written to it.
 
     Parameters
     ----------
@@ -182,6 +205,9 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
         What the study optimises.
     identity : dict, optional
         ``{"router": ..., "search_space_hash": ..., "config_hash": ...}``.
+    search_keys : iterable of str, optional
+        The search space's keys (Optuna parameter names), for the check of a study without
+        ``identity`` attributes (not checked when None).
 
     Returns
     -------
@@ -190,8 +216,8 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     Raises
     ------
     ValueError
-        An existing study optimises in the other direction or another metric, or tunes
-        another router, search space or configs.
+        An existing study optimises in the other direction or another metric, tunes
+        another router, search space or configs, or was made by another tool.
 
     Example
     -------
@@ -216,6 +242,8 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     have = study.direction.name.lower()
     if have != direction:
         raise ValueError(f"study {study_name!r} in {where} was created to {have}, not {direction}")
+    if identity:  # before anything is written to the study
+        _refuse_foreign(study, identity, search_keys, study_name, where)
     if metric is not None:
         stored = study.user_attrs.get("metric")
         if stored is None:
@@ -228,49 +256,6 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     if identity:
         _check_identity(study, identity, study_name, where)
     return study
-
-
-#: study user attributes that say what a study tunes (see :func:`open_study`)
-_IDENTITY_WHAT = {"router": "router", "search_space_hash": "search space (hash)",
-                  "config_hash": "configs (-c files and overrides, hash)"}
-IDENTITY_KEYS = tuple(_IDENTITY_WHAT)
-
-
-def _check_identity(study, identity: dict, study_name: str, where: str) -> None:
-    """Record ``identity`` on a study that lacks it; refuse one that recorded another."""
-    stored = study.user_attrs
-    missing = [k for k in identity if k not in stored]
-    if missing:
-        if len(missing) == len(identity) and study.get_trials(deepcopy=False):
-            log.warning("study %r in %s has no record of the router, search space and configs it "
-                        "tunes (made by an older recsys-router); assuming this run's: its earlier "
-                        "trials are kept as they are", study_name, where)
-        for k in missing:
-            study.set_user_attr(k, identity[k])
-        stored = study.user_attrs  # read back: another worker may have set them first
-    differ = [f"{_IDENTITY_WHAT.get(k, k)} {stored[k]}, not {identity[k]}"
-              for k in identity if stored.get(k) != identity[k]]
-    if differ:
-        raise ValueError(f"study {study_name!r} in {where} was created for another run: "
-                         f"{'; '.join(differ)}; its trials cannot be mixed with this run's (use "
-                         "another --study-name or --storage)")
-
-
-def study_identity(router: str, search_spec, config) -> dict[str, str]:
-    """What a tuning run tunes, as :func:`open_study` records it: the router (or model class)
-    name and 16-hex-digit SHA-256 hashes of the search-space specification and of the config.
-
-    Example
-    -------
-    >>> study_identity("knn", {"params.k": {"type": "int", "low": 1, "high": 9}},
-    ...                {"data": {"n": 1}})["router"]
-    'knn'
-    """
-    def digest(obj) -> str:
-        text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    return {"router": str(router), "search_space_hash": digest(search_spec),
-            "config_hash": digest(config)}
 
 
 def _spent(trials) -> list:

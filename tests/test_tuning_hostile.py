@@ -1,0 +1,214 @@
+"""Hostile tuning inputs: search spaces that tune the data splits, non-finite or overflowing
+float ranges, oversized spaces, and study names that would leave the default ``--out``
+folder. Each is refused before any trial with one line naming what is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recsys_router.cli import main
+from recsys_router.tuning import TuningConfigError, tune
+from recsys_router.tuning.objective import SPLIT_KEYS
+from tuning_data import synthetic_data_config
+
+ROOT = Path(__file__).resolve().parents[1]
+MF = str(ROOT / "configs" / "models" / "mf.yaml")
+SYNTHETIC = str(ROOT / "configs" / "data" / "synthetic.yaml")
+KNN = ROOT / "configs" / "search" / "knn.yaml"
+
+
+@pytest.fixture
+def data_cfg(tmp_path):
+    return synthetic_data_config(tmp_path / "data.yaml", dim=32, n_queries=200, n_llms=3, n_topics=2)
+
+
+def _search(tmp_path, spec, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _one_line_error(argv, capsys):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+SPLIT_CASES = [
+    ("data.init_args.seed", {"type": "int", "low": 0, "high": 9}),
+    ("data.init_args.split_ratios", {"type": "categorical", "choices": [[0.8, 0.1, 0.1], [0.6, 0.2, 0.2]]}),
+    ("data.init_args.split_ratios.0", {"type": "float", "low": 0.5, "high": 0.9}),
+    ("data.init_args.val_fraction", {"type": "float", "low": 0.1, "high": 0.3}),
+    ("data.init_args.split_column", {"type": "categorical", "choices": ["split", "fold"]}),
+    ("data.init_args.ood_tasks", {"type": "categorical", "choices": [["a"], ["b"]]}),
+    ("data.init_args.carve_val", {"type": "categorical", "choices": [True, False]}),
+    ("data.init_args.dataset", {"type": "categorical", "choices": ["synthetic", "cruxeval"]}),
+    ("data.init_args.dataset_options.seed", {"type": "int", "low": 0, "high": 9}),
+    ("data.seed", {"type": "int", "low": 0, "high": 9}),
+    ("data.init_args", {"type": "categorical", "choices": [{"seed": 1}, {"seed": 2}]}),
+    ("data.class_path", {"type": "categorical", "choices": ["a.B", "c.D"]}),
+]
+
+
+@pytest.mark.parametrize("key, spec", SPLIT_CASES, ids=[k for k, _ in SPLIT_CASES])
+def test_router_search_space_may_not_tune_the_splits(tmp_path, data_cfg, capsys, key, spec):
+    search = _search(tmp_path, {"params.k": {"type": "int", "low": 1, "high": 9}, key: spec})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "2", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert f"search space key {key!r} ({search}) changes the data splits" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("arg", ["seed", "split_ratios", "val_fraction", "carve_val"])
+def test_lightning_search_space_may_not_tune_the_splits(tmp_path, arg):
+    search = _search(tmp_path, {"model.init_args.lr": {"type": "float", "low": 1e-4, "high": 1e-2},
+                                f"data.init_args.{arg}": {"type": "categorical", "choices": [0, 1]}})
+    with pytest.raises(TuningConfigError, match=f"'data.init_args.{arg}' .* changes the data splits"):
+        tune([MF, SYNTHETIC], search, metric="val/mu_o", out_dir=tmp_path / "o", n_trials=1,
+             progress=False, plots=False)
+    assert not (tmp_path / "o").exists()
+
+
+def test_split_keys_cover_the_routing_data_modules_split_arguments():
+    import inspect
+
+    from recsys_router.datamodules.routing_datamodule import RoutingDataModule
+    params = inspect.signature(RoutingDataModule.__init__).parameters
+    split_defining = {"dataset", "data_dir", "dataset_options", "split_ratios", "split_column",
+                      "val_fraction", "ood_tasks", "seed", "carve_val", "candidates",
+                      "candidate_group", "pool_size"}
+    assert split_defining <= set(params) and split_defining <= set(SPLIT_KEYS)
+
+
+def test_data_keys_that_keep_the_splits_are_still_allowed(tmp_path, data_cfg):
+    """``batch_size`` does not change which queries are in val: tuning it still runs."""
+    search = _search(tmp_path, {"params.k": {"type": "int", "low": 1, "high": 9},
+                                "data.init_args.batch_size": {"type": "int", "low": 8, "high": 64}})
+    res = tune([data_cfg], search, router="knn", n_trials=1, out_dir=tmp_path / "o",
+               progress=False, plots=False)
+    assert res.n_run == 1 and "data.init_args.batch_size" in res.study.trials[0].params
+
+
+FLOAT_CASES = [
+    ({"low": -1e308, "high": 1e308}, "difference is finite, got low=-1e+308, high=1e+308"),
+    ({"low": float("nan"), "high": 1.0}, "must be finite numbers"),
+    ({"low": 0.0, "high": float("inf")}, "must be finite numbers"),
+    ({"low": float("-inf"), "high": 0.0}, "must be finite numbers"),
+    ({"low": 0.0, "high": 1.0, "step": float("inf")}, "step must be a finite number, got inf"),
+    ({"low": 0.0, "high": 1.0, "step": float("nan")}, "step must be a finite number, got nan"),
+]
+
+
+@pytest.mark.parametrize("bounds, expect", FLOAT_CASES)
+def test_float_ranges_must_be_finite(tmp_path, bounds, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.x": {"type": "float", **bounds}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.x'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_an_overflowing_float_range_is_refused_before_any_trial(tmp_path, data_cfg, capsys):
+    """-1e308..1e308 passed the parser and crashed the first trial in the sampler."""
+    search = _search(tmp_path, {"data.init_args.encoder_options.dim":
+                                {"type": "float", "low": -1e308, "high": 1e308}})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "1", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert "low and high must be finite numbers whose difference is finite" in err
+    assert not out.exists()
+
+
+def test_a_wide_finite_float_range_still_parses():
+    from recsys_router.tuning.space import parse_search_space
+    p = parse_search_space({"a.x": {"type": "float", "low": -1e307, "high": 1e307}}).params[0]
+    assert (p.low, p.high) == (-1e307, 1e307)
+
+
+def test_choices_and_keys_are_capped(tmp_path):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import MAX_CHOICES, MAX_PARAMS, parse_search_space
+    assert (MAX_CHOICES, MAX_PARAMS) == (10_000, 1_000)
+    ok = parse_search_space({"a.c": {"type": "categorical", "choices": list(range(10_000))}})
+    assert len(ok.params[0].choices) == 10_000
+    with pytest.raises(DataValidationError, match=r"'a.c': 'choices' has 10001 values; at most "
+                                                  r"10000 are allowed"):
+        parse_search_space({"a.c": {"type": "categorical", "choices": list(range(10_001))}},
+                           source="c.yaml")
+    many = {f"a.k{i}": {"type": "int", "low": 0, "high": 1} for i in range(1_001)}
+    with pytest.raises(DataValidationError, match="has 1001 keys; at most 1000 are allowed"):
+        parse_search_space(many)
+    many.pop("a.k0")
+    assert len(parse_search_space(many)) == 1_000
+
+
+def test_a_20k_choice_categorical_is_refused_before_any_trial(tmp_path, data_cfg, capsys):
+    search = _search(tmp_path, {"params.metric": {"type": "categorical",
+                                                  "choices": [f"c{i}" for i in range(20_000)]}})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "3", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert "'choices' has 20000 values; at most 10000 are allowed" in err and not out.exists()
+
+
+def test_search_files_with_aliases_or_over_the_size_cap_are_refused(tmp_path):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import MAX_FILE_BYTES, load_search_space
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(laughs) + "\nm.k: {type: categorical, choices: [*a8]}\n")
+    with pytest.raises(DataValidationError, match=r"YAML aliases \(\*name\) are not allowed"):
+        load_search_space(bomb)
+    big = tmp_path / "big.yaml"
+    big.write_text("m.k: {type: int, low: 1, high: 9}\n" + "#" * MAX_FILE_BYTES + "\n")
+    with pytest.raises(DataValidationError, match=f"bytes; at most {MAX_FILE_BYTES} are read"):
+        load_search_space(big)
+    big.write_text("m.k: {type: int, low: 1, high: 9}\n")
+    assert load_search_space(big).keys == ["m.k"]
+
+
+@pytest.mark.parametrize("name, expect", [
+    ("../../escape", "may not hold '/', '\\' or '..'"),
+    ("a/b", "may not hold '/', '\\' or '..'"),
+    ("a\\b", "may not hold '/', '\\' or '..'"),
+    ("..", "may not hold '/', '\\' or '..'"),
+    (".", "may not hold '/', '\\' or '..'"),
+    ("a\x00b", "holds a NUL or other control character"),
+    ("a\nb", "holds a NUL or other control character"),
+    ("a\x1bb", "holds a NUL or other control character"),
+    ("x" * 513, "must be 1 to 512 characters"),
+], ids=["parent-path", "slash", "backslash", "dotdot", "dot", "nul", "newline", "escape", "513-chars"])
+def test_study_names_that_would_leave_the_default_out_are_refused(tmp_path, data_cfg, capsys,
+                                                                  monkeypatch, name, expect):
+    work = tmp_path / "work" / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(KNN),
+                           "--n-trials", "1", "--study-name", name, "--no-plots", "--no-progress"],
+                          capsys)
+    assert expect in err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == [
+        Path("data.yaml"), Path("work"), Path("work/a"), Path("work/a/b")]   # nothing written
+
+
+def test_a_slash_in_the_study_name_is_fine_with_an_explicit_out(tmp_path, data_cfg):
+    """Only the default ``tuning/STUDY`` folder is built from the name: with ``--out`` a shared
+    database may hold names such as ``team/mf``; control characters are refused everywhere."""
+    res = tune([data_cfg], KNN, router="knn", n_trials=1, study_name="team/mf..v2",
+               out_dir=tmp_path / "o", progress=False, plots=False)
+    assert res.study.study_name == "team/mf..v2" and (tmp_path / "o" / "best_config.yaml").is_file()
+    with pytest.raises(ValueError, match="holds a NUL or other control character"):
+        tune([data_cfg], KNN, router="knn", n_trials=1, study_name="a\x00b",
+             out_dir=tmp_path / "o2", progress=False, plots=False)
+    assert not (tmp_path / "o2").exists()
