@@ -56,7 +56,7 @@ Studies
 * Sampler: TPE, re-seeded before each trial from ``numpy.random.SeedSequence([seed,
   trial.number])`` (one worker with the same seed repeats its trial sequence; workers, and
   studies of different seeds, never share start-up points). Trial
-  ``n`` of a Lightning model trains with ``seed_everything = seed + n``.
+  ``n`` of a Lightning model trains with ``seed_everything = trial_seed(seed, n)``.
 * Pruner: ``median`` (default) or ``hyperband`` on the epoch-wise validation metric via
   :class:`PruningCallback` (a ``pytorch_lightning`` callback; optuna-integration's one is for
   ``lightning.pytorch``); ``none`` to switch off. Routers are not pruned.

@@ -21,6 +21,7 @@ import yaml
 from ..configs import datamodule_from_config, load_yaml_configs
 from .pruning import PruningCallback
 from .space import SearchSpace, flatten_keys, set_dotted
+from .study import trial_seed
 
 __all__ = ["LightningObjective", "RouterObjective", "TrialFailed", "TuningConfigError",
            "merge_yaml_configs", "ROUTER_METRICS", "LIGHTNING_METRICS", "check_metric",
@@ -191,7 +192,10 @@ class LightningObjective:
     out_dir : path
         Trial folders go to ``out_dir/trials/trial_NNNN`` (checkpoints, CSV logs).
     seed : int
-        Trial ``n`` runs with ``seed_everything = seed + n``.
+        Trial ``n`` trains with ``seed_everything = trial_seed(seed, n)``
+        (:func:`~recsys_router.tuning.study.trial_seed`: the same word as its sampler, so
+        studies with different seeds share no training streams; ``seed + n`` gave trial
+        ``n`` of seed 7 the training of trial ``n + 7`` of seed 0).
     overrides : list of str
         Extra LightningCLI arguments for every trial (``--trainer.max_epochs=5``).
     prune : bool
@@ -231,7 +235,7 @@ class LightningObjective:
     def user_args(self, number: int, values: dict[str, Any]) -> list[str]:
         """The arguments that define trial ``number`` (what ``best_config.yaml`` holds)."""
         args = [a for c in self.configs for a in ("-c", c)]
-        return [*args, f"--seed_everything={self.seed + number}", *self.overrides,
+        return [*args, f"--seed_everything={trial_seed(self.seed, number)}", *self.overrides,
                 *self.space.to_args(values)]
 
     def _infra_args(self, trial_dir: Path) -> list[str]:
@@ -266,7 +270,7 @@ class LightningObjective:
         trial_dir = self.out_dir / "trials" / f"trial_{number:04d}"
         user = self.user_args(number, values)
         trial.set_user_attr("overrides", self.space.to_args(values))
-        trial.set_user_attr("seed", self.seed + number)
+        trial.set_user_attr("seed", trial_seed(self.seed, number))
         trial.set_user_attr("trial_dir", str(trial_dir))
         cli = self._build(user + self._infra_args(trial_dir))
         trial.set_user_attr("config", cli.parser.dump(cli.parser.parse_args(user)))

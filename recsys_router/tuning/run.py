@@ -119,7 +119,7 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     timeout : float, optional
         Seconds for this worker.
     seed : int
-        Sampler seed; trial ``n`` also trains with seed ``seed + n``.
+        Sampler seed; trial ``n`` also trains with seed ``trial_seed(seed, n)``.
     pruner : {"median", "hyperband", "none"}
         Lightning models only (router fits have no epochs to prune on).
     out_dir : path, optional
