@@ -29,8 +29,8 @@ from ..data import RoutingData
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
 
-__all__ = ["FEEDBACK_LOSSES", "check_logged", "log_to_data", "logged_arrays", "ridge_reward_model",
-           "thumbs_to_score"]
+__all__ = ["FEEDBACK_LOSSES", "check_logged", "log_to_data", "logged_arrays", "logging_matrix",
+           "ridge_reward_model", "thumbs_to_score"]
 
 FEEDBACK_LOSSES = ("naive", "ips", "snips", "dr")
 
@@ -92,7 +92,9 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     """Decisions with feedback as logged-feedback data (queries = decisions).
 
     The outcome is the feedback ``score`` (or thumbs up = 1, down = 0); the cost is the
-    feedback ``cost`` when given, else the chosen LLM's predicted cost. Decisions without
+    feedback ``cost`` when given, else the chosen LLM's predicted cost. The log's ``probs``
+    (every LLM's logging probability) and ``explore`` columns are kept as query columns, so
+    off-policy evaluation can check that the logger could have made the target's choices. Decisions without
     feedback carry no outcome and are left out (their number is in ``data.name``). An error
     names the row of ``log`` as given (0-based, header not counted; decisions without feedback
     counted too) and its ``decision_id``.
@@ -151,9 +153,58 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     q = pd.DataFrame({"query_id": sub["decision_id"].astype(str),
                       "text": [t if isinstance(t, str) else "" for t in text],
                       "propensity": p, "candidates": offered})
+    if "probs" in sub:  # the logging policy's choice probabilities: OPE checks its support
+        q["probs"] = [_probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
+    if "explore" in sub:
+        q["explore"] = [x if isinstance(x, str) else None for x in sub["explore"]]
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)
+
+
+def _probs_json(raw, where: str):
+    """A log row's ``probs`` (JSON object LLM -> choice probability) as canonical JSON, or
+    None when the row has none (its support cannot be checked)."""
+    if raw is None or (isinstance(raw, float) and np.isnan(raw)):
+        return None
+    try:
+        d = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    except (TypeError, ValueError, RecursionError):
+        d = None
+    if not isinstance(d, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and 0 <= v <= 1 for k, v in d.items()):
+        raise ValueError(f"{where}: probs {str(raw)[:80]!r} is not a JSON object of LLM names "
+                         "to choice probabilities in [0, 1]")
+    return json.dumps(d)
+
+
+def logging_matrix(data: RoutingData) -> np.ndarray:
+    """The logging policy's choice probabilities (n, L) over ``data``'s LLM columns from its
+    ``probs`` query column (an LLM missing from a row's object had probability 0); a row
+    without ``probs`` (or data without the column) is all NaN: unknown.
+
+    Example
+    -------
+    >>> d = RoutingData(pd.DataFrame({"query_id": ["a", "b"], "probs": ['{"m": 1.0}', None]}),
+    ...                 ["m", "n"], np.array([[1.0, np.nan], [np.nan, 0.0]]))
+    >>> logging_matrix(d).tolist()
+    [[1.0, 0.0], [nan, nan]]
+    """
+    out = np.full((data.n_queries, data.n_llms), np.nan)
+    if "probs" not in data.queries.columns:
+        return out
+    col = {n: j for j, n in enumerate(data.llm_names)}
+    src = data.source or data.name
+    for i, raw in enumerate(data.queries["probs"]):
+        js = _probs_json(raw, f"{src}: query {data.query_ids[i]!r} (row {i})")
+        if js is None:
+            continue
+        out[i] = 0.0
+        for name, v in json.loads(js).items():
+            if name in col:
+                out[i, col[name]] = float(v)
+    return out
 
 
 def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.ndarray,

@@ -28,7 +28,14 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ESTIMATORS", "check_propensities", "importance_weights", "ips", "snips", "dm", "dr",
-           "effective_sample_size", "estimate_all"]
+           "effective_sample_size", "estimate_all", "unsupported", "SUPPORT_NOTE"]
+
+#: what a support violation does to the estimators (the OPE report prints it)
+SUPPORT_NOTE = ("the target chooses an LLM the logging policy could not have chosen there "
+                "(logging probability 0), whose outcome the log never shows: IPS counts it as "
+                "0, SNIPS leaves it out and DR takes the reward model's guess uncorrected, so "
+                "all three are biased and their intervals do not show it (DM rests on its "
+                "reward model everywhere)")
 
 ESTIMATORS = ("ips", "snips", "dm", "dr")
 
@@ -125,6 +132,38 @@ def effective_sample_size(w) -> float:
     return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
 
 
+def unsupported(target_probs, logged_action, propensity, logging_probs=None) -> np.ndarray:
+    """Per decision, whether the target gives probability to an LLM that the logging policy
+    gave probability 0 (a support violation: no importance weight can recover its outcome).
+
+    ``logging_probs`` (n, L) are the logging policy's choice probabilities where known (a row
+    of NaN: unknown). A decision logged with propensity 1 had a deterministic logger, so its
+    logging probabilities are one-hot on the logged LLM even without ``logging_probs``; an
+    unknown row of another decision counts as supported (it cannot be checked).
+
+    Example
+    -------
+    >>> pi = np.array([[0.0, 1.0], [0.0, 1.0], [0.5, 0.5]])
+    >>> unsupported(pi, [0, 1, 0], [1.0, 1.0, 0.5]).tolist()
+    [True, False, False]
+    >>> unsupported(pi, [0, 1, 0], [0.5, 1.0, 0.5], np.array([[1.0, 0.0], [0, 1], [1, 0]])).tolist()
+    [True, False, True]
+    """
+    pi = np.asarray(target_probs, np.float64)
+    n, L = pi.shape
+    a = np.asarray(logged_action, np.int64)
+    mu = np.full((n, L), np.nan) if logging_probs is None else np.asarray(logging_probs, np.float64)
+    if mu.shape != (n, L):
+        raise ValueError(f"logging probabilities have shape {mu.shape}, expected {(n, L)}")
+    mu = mu.copy()
+    unknown = np.isnan(mu).any(axis=1)
+    det = unknown & (np.asarray(propensity, np.float64) == 1.0)
+    mu[det] = 0.0
+    mu[det, a[det]] = 1.0
+    known = ~np.isnan(mu).any(axis=1)
+    return known & ((pi > 0) & (np.nan_to_num(mu, nan=1.0) <= 0)).any(axis=1)
+
+
 def _per_row(r, w, q_target, q_logged):
     """Per-decision terms whose (ratio of) means are the four estimators."""
     terms = {"ips": (w * r, None), "snips": (w * r, w)}
@@ -141,7 +180,8 @@ def check_n_boot(n_boot) -> None:
 
 
 def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: int = 200,
-                 seed: int = 0, alpha: float = 0.05, refit=None, n_refit: int | None = None) -> dict:
+                 seed: int = 0, alpha: float = 0.05, refit=None, n_refit: int | None = None,
+                 logging_probs=None) -> dict:
     """Every estimator's value, bootstrap interval and the effective sample size.
 
     Parameters
@@ -167,13 +207,18 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     n_refit : int, optional
         How many of the ``n_boot`` resamples DM/DR refit on (default all): the cheaper
         honest variant when one fit is slow; their intervals come from those resamples.
+    logging_probs : array (n, L), optional
+        The logging policy's choice probabilities (rows of NaN: unknown), to count support
+        violations (see :func:`unsupported`; without it only decisions logged with
+        propensity 1 can be checked).
 
     Returns
     -------
     dict
         ``{name: {"value", "lo", "hi"}}`` for ``ips``, ``snips`` (and ``dm``, ``dr`` with
-        ``q`` or ``refit``), plus ``"ess"``, ``"n"`` and ``"n_refit"`` (resamples DM/DR
-        refitted on; 0 = reward model held fixed).
+        ``q`` or ``refit``), plus ``"ess"``, ``"n"``, ``"n_refit"`` (resamples DM/DR
+        refitted on; 0 = reward model held fixed) and ``"unsupported"`` (decisions where the
+        target may choose an LLM of logging probability 0: IPS, SNIPS and DR are then biased).
 
     Example
     -------
@@ -208,7 +253,8 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         q = _check_q(q, pi.shape)
         qt, ql = (pi * q).sum(axis=1), q[np.arange(n), a]
     terms = _per_row(r, w, qt, ql)
-    out: dict = {"n": n, "ess": effective_sample_size(w), "n_refit": 0}
+    out: dict = {"n": n, "ess": effective_sample_size(w), "n_refit": 0,
+                 "unsupported": int(unsupported(pi, a, propensity, logging_probs).sum())}
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(n_boot, n)) if n_boot > 0 else None
     refitted = {}
