@@ -209,7 +209,7 @@ def logging_matrix(data: RoutingData) -> np.ndarray:
 
 def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.ndarray,
                        n_llms: int, alpha: float = 10.0, prior: float = 10.0) -> np.ndarray:
-    """Predicted outcome of every LLM for every query, clipped to [0, 1]
+    """Predicted outcome of every LLM for every query, clipped to the logged outcomes' range
     (:func:`recsys_router.feedback.reward.ridge_fit` fitted and predicted on ``x``).
 
     Per LLM: weighted ridge regression of the logged outcomes on the centred query
