@@ -29,10 +29,51 @@ from ..data import RoutingData
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
 
-__all__ = ["FEEDBACK_LOSSES", "check_logged", "log_to_data", "logged_arrays", "logging_matrix",
+__all__ = ["FEEDBACK_LOSSES", "THUMBS", "check_logged", "feedback_error", "log_to_data", "logged_arrays", "logging_matrix",
            "ridge_reward_model", "thumbs_to_score"]
 
 FEEDBACK_LOSSES = ("naive", "ips", "snips", "dr")
+
+
+#: the thumbs a feedback may carry and the outcome each stands for
+THUMBS = {"up": 1.0, "down": 0.0}
+
+
+def feedback_error(score=None, thumbs=None) -> str | None:
+    """Why a feedback ``score`` or ``thumbs`` breaks the rule the decision store enforces
+    (a score is a number in [0, 1], thumbs are ``up`` or ``down``), or None when it keeps it.
+
+    Example
+    -------
+    >>> feedback_error(score=0.5), feedback_error(score=7.0), feedback_error(thumbs="UP")
+    (None, 'score must be in [0, 1], got 7.0', "thumbs must be 'up' or 'down', got 'UP'")
+    """
+    if score is not None:
+        try:
+            ok = 0.0 <= float(score) <= 1.0     # NaN fails too
+        except (TypeError, ValueError):
+            ok = False
+        if not ok or isinstance(score, bool):
+            return f"score must be in [0, 1], got {score!r}"
+    if thumbs is not None and (not isinstance(thumbs, str) or thumbs not in THUMBS):
+        return f"thumbs must be 'up' or 'down', got {thumbs!r}"
+    return None
+
+
+def _check_feedback(log: pd.DataFrame, source: str) -> None:
+    """Every given ``feedback_score`` / ``thumbs`` of a decision log keeps the store's rule;
+    the error names the first bad row (0-based, as given), its decision and the field."""
+    for field, key in (("feedback_score", "score"), ("thumbs", "thumbs")):
+        if field not in log:
+            continue
+        for i, v in enumerate(log[field]):
+            if v is None or (isinstance(v, float) and np.isnan(v)):
+                continue          # no feedback of this kind
+            v = v.item() if isinstance(v, np.generic) else v
+            err = feedback_error(**{key: v})
+            if err:
+                raise ValueError(f"{source}: row {i} (decision_id {log['decision_id'].iloc[i]!r}): "
+                                 f"column {field!r}: {err}")
 
 
 def thumbs_to_score(score, thumbs) -> np.ndarray:
@@ -48,7 +89,7 @@ def thumbs_to_score(score, thumbs) -> np.ndarray:
     s = np.full(n, np.nan) if score is None else \
         pd.to_numeric(pd.Series(score, dtype=object), errors="coerce").to_numpy(dtype=float)
     t = np.full(n, np.nan) if thumbs is None else \
-        pd.Series(thumbs, dtype=object).map({"up": 1.0, "down": 0.0}).to_numpy(dtype=float)
+        pd.Series(thumbs, dtype=object).map(THUMBS).to_numpy(dtype=float)
     return np.where(np.isnan(s), t, s)
 
 
@@ -97,12 +138,15 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     off-policy evaluation can check that the logger could have made the target's choices. Decisions without
     feedback carry no outcome and are left out (their number is in ``data.name``). An error
     names the row of ``log`` as given (0-based, header not counted; decisions without feedback
-    counted too) and its ``decision_id``.
+    counted too) and its ``decision_id``: a feedback score outside [0, 1] or thumbs other than
+    up|down (the store's rule, :func:`feedback_error`), a ``chosen`` LLM that is not among the
+    decision's candidates, a propensity outside (0, 1], malformed candidates or probs.
     """
     need = ("decision_id", "chosen", "propensity", "candidates")
     missing = [c for c in need if c not in log.columns]
     if missing:
         raise ValueError(f"{source}: not a decision log: missing column(s) {missing}")
+    _check_feedback(log, source)
     y = thumbs_to_score(log.get("feedback_score"), log.get("thumbs")) if len(log) else np.zeros(0)
     keep = ~np.isnan(y)
     if not keep.any():
@@ -124,9 +168,10 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
             raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not a JSON list of LLM names")
         names.extend(x for x in lst if x not in names)
         offered.append(json.dumps(lst))
-    for x in sub["chosen"]:
-        if x not in names:
-            names.append(x)
+    for i, x in enumerate(sub["chosen"]):
+        if not isinstance(x, str) or x not in json.loads(offered[i]):
+            raise ValueError(f"{at(i)}: column 'chosen': {x!r} is not among the decision's "
+                             f"candidates {json.loads(offered[i])}")
     col = {n: j for j, n in enumerate(names)}
     rows = np.arange(len(sub))
     act = np.array([col[x] for x in sub["chosen"]])
