@@ -28,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ESTIMATORS", "check_propensities", "importance_weights", "ips", "snips", "dm", "dr",
-           "effective_sample_size", "estimate_all", "unsupported", "SUPPORT_NOTE"]
+           "effective_sample_size", "estimate_all", "unsupported", "check_target_probs",
+           "SUPPORT_NOTE"]
 
 #: what a support violation does to the estimators (the OPE report prints it)
 SUPPORT_NOTE = ("the target chooses an LLM the logging policy could not have chosen there "
@@ -191,7 +192,8 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     propensity : array (n,)
         Logging probability of the logged action, in (0, 1].
     target_probs : array (n, L)
-        The target policy's choice probabilities (one-hot rows for a deterministic router).
+        The target policy's choice probabilities (one-hot rows for a deterministic router):
+        finite, in [0, 1], each row summing to 1 within 1e-9 (else a ValueError naming the row).
     logged_action : array of int (n,)
         Column of the logged LLM, ``0 <= a < L`` (another value is an error naming its row).
     q : array (n, L), optional
@@ -236,9 +238,10 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         raise ValueError(f"row {int(np.flatnonzero(~np.isfinite(r))[0])}: outcome is not a finite number")
     pi = np.asarray(target_probs, np.float64)
     a = np.asarray(logged_action, np.int64)
-    if pi.shape[0] != n or a.shape != (n,):
+    if pi.ndim != 2 or pi.shape[0] != n or a.shape != (n,):
         raise ValueError(f"shapes disagree: {n} outcomes, target probabilities {pi.shape}, "
                          f"actions {a.shape}")
+    check_target_probs(pi)
     out_of_range = (a < 0) | (a >= pi.shape[1])
     if out_of_range.any():  # a negative index would silently wrap to the last column
         i = int(np.flatnonzero(out_of_range)[0])
@@ -282,6 +285,31 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
                 lo, hi = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
         out[name] = {"value": value, "lo": lo, "hi": hi}
     return out
+
+
+def check_target_probs(pi, tol: float = 1e-9) -> None:
+    """Target choice probabilities (n, L): finite, each in [0, 1], each row summing to 1
+    within ``tol``; a ValueError names the first bad row.
+
+    Example
+    -------
+    >>> check_target_probs(np.array([[0.25, 0.75], [1.0, 0.0]]))
+    >>> check_target_probs(np.array([[3.0, 0.0]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: target probabilities: row 0: [3.0, 0.0] must be finite, each in [0, 1], summing to 1 (sum 3.0; 1 such rows)
+    """
+    pi = np.asarray(pi, np.float64)
+    with np.errstate(invalid="ignore"):
+        total = pi.sum(axis=1)
+        bad = ~(np.isfinite(pi).all(axis=1) & ((pi >= 0) & (pi <= 1)).all(axis=1)
+                & (np.abs(total - 1.0) <= tol))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        row = pi[i].tolist()
+        shown = str(row if len(row) <= 8 else row[:8] + ["..."])
+        raise ValueError(f"target probabilities: row {i}: {shown} must be finite, each in [0, 1], "
+                         f"summing to 1 (sum {float(total[i])!r}; {int(bad.sum())} such rows)")
 
 
 def _check_q(q, shape) -> np.ndarray:
