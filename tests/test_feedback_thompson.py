@@ -80,3 +80,19 @@ def test_dropout_draws_on_the_data_scale_and_wtp_probabilities(fitted):
         samples = np.stack([policy_utility(x, c, "wtp", wtp)[0] for x in tiny])
         p = choice_probabilities(parse_explore("thompson:16"), g, u, al, samples)
         assert np.allclose(p[np.arange(len(g)), g], 1.0)
+
+
+def test_draws_cover_an_added_llm_like_predict_scores(fitted):
+    """An LLM added after fitting (its own row, outside the trained network's output layer)
+    is a column of the draws, as of ``predict_scores``; removing it restores the pool."""
+    import copy
+    r, te = fitted
+    r = copy.deepcopy(r)
+    probes = {t: 1.0 + 9.0 * (k % 2) for k, t in enumerate(te.texts[:10])}
+    r.add_llm("new", probes, costs={t: 0.001 for t in probes})
+    te4 = RoutingData(te.queries, r.llm_names_, np.full((te.n_queries, 4), np.nan))
+    s = r.predict_scores(te4)
+    _set_dropout(r.net_, 1e-12)
+    draws = sample_scores(r, te4, 4, seed=0)
+    assert draws.shape == (4, te.n_queries, 4)      # old code: 3 columns, the added one missing
+    assert np.allclose(draws, s[None], atol=1e-5)
