@@ -148,3 +148,38 @@ def test_logged_action_outside_the_columns_is_an_error_naming_the_row(bad):
     pi = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, 1.0, 0]])
     with pytest.raises(ValueError, match=rf"row 1: logged action {bad} is not a column of the 3"):
         estimate_all([1.0, 1.0, 0.0], [0.5, 0.5, 0.5], pi, [0, bad, 1], n_boot=0)
+
+
+def test_estimate_all_refuses_target_probabilities_that_are_not_distributions():
+    r, p, a = np.array([1.0, 0.0, 1.0]), np.array([0.5, 0.5, 0.25]), np.array([0, 1, 2])
+    good = np.array([[0.7, 0.2, 0.1], [1 / 3, 1 / 3, 1 / 3], [0.0, 0.0, 1.0]])
+    # (1/3) * (0.7/0.5 * 1 + (1/3)/0.5 * 0 + 1/0.25 * 1) by hand
+    assert estimate_all(r, p, good, a, n_boot=0)["ips"]["value"] == pytest.approx((1.4 + 4.0) / 3)
+    for row, bad, what in ((0, [3.0, 0.0, 0.0], r"sum 3.0"), (1, [-1.0, 1.0, 1.0], r"sum 1.0"),
+                           (2, [np.nan, 0.5, 0.5], r"nan"), (1, [0.5, 0.5 + 1e-6, 0.0], r"sum 1.000001"),
+                           (2, [np.inf, 0.0, 0.0], r"inf")):
+        pi = good.copy()
+        pi[row] = bad
+        with pytest.raises(ValueError, match=rf"^target probabilities: row {row}: .*{what}"):
+            estimate_all(r, p, pi, a, n_boot=0)
+    pi = good.copy()
+    pi[1] = [0.5, 0.5 + 1e-12, 0.0]     # within 1e-9 of summing to 1
+    assert np.isfinite(estimate_all(r, p, pi, a, n_boot=0)["ips"]["value"])
+
+
+def test_softmax_tiny_temperature_is_the_argmax_and_never_nan():
+    util = np.array([[0.9, 0.5, 0.1], [0.7, 0.7, 0.2], [0.3, 0.8, 0.8], [-np.inf, -np.inf, 0.0]])
+    allowed = np.array([[True] * 3, [True] * 3, [True, True, False], [True, True, False]])
+    expected = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]])
+    for t in (1e-300, 1e-310, 5e-324):   # 1e-310 overflowed u / T to inf and gave NaN
+        p = choice_probabilities(parse_explore(f"softmax:{t!r}"), np.array([0, 0, 1, 0]), util,
+                                 allowed)
+        assert np.array_equal(p, expected)
+        ch, prop = draw(p, np.random.default_rng(0))
+        assert np.isfinite(prop).all() and np.array_equal(prop, p[np.arange(4), ch])
+    # a moderate temperature still matches the formula: exp(u / T) / sum exp(u / T)
+    p = choice_probabilities(parse_explore("softmax:0.25"), np.array([0]), util[:1], allowed[:1])
+    e = np.exp(util[0] / 0.25)
+    assert np.allclose(p[0], e / e.sum(), rtol=1e-12)
+    with pytest.raises(ValueError, match="query 0 are not a distribution"):
+        draw(np.array([[np.nan, np.nan]]), np.random.default_rng(0))

@@ -151,3 +151,28 @@ def test_simulated_log_reveals_only_observed_cells_and_counts_skipped_queries(ca
     # best single by nanmean: a (1.0); q0 cannot reveal a, so b and c keep 0.1 each of the
     # epsilon mass, renormalised to 1/2 each
     assert eps.query_ids == ["q0", "q2"] and np.isclose(eps.queries["propensity"].iloc[0], 0.5)
+
+
+def test_decision_log_feedback_and_chosen_keep_the_stores_rules():
+    """Feedback outside [0, 1], thumbs other than up|down and a chosen LLM the decision did not
+    offer are refused with the row as given, its decision and the field (they were accepted,
+    or silently turned into no feedback)."""
+    for over, pat in (
+            ({"feedback_score": (4, 7.0)}, r"row 4 \(decision_id 'd4'\): column 'feedback_score': "
+                                           r"score must be in \[0, 1\], got 7.0"),
+            ({"feedback_score": (7, -3.0)}, r"row 7 \(decision_id 'd7'\): column 'feedback_score'"),
+            ({"feedback_score": (3, "high")}, r"row 3 .*'feedback_score': score must be in \[0, 1\], "
+                                              r"got 'high'"),
+            ({"chosen": (5, "z")}, r"row 5 \(decision_id 'd5'\): column 'chosen': 'z' is not among "
+                                   r"the decision's candidates \['a', 'b'\]")):
+        with pytest.raises(ValueError, match=r"^f.csv: " + pat):
+            log_to_data(_declog(**over), source="f.csv")
+    frame = _declog()
+    frame["thumbs"] = [None, "up", "UP", None, None, None, None, None]
+    with pytest.raises(ValueError, match=r"^f.csv: row 2 \(decision_id 'd2'\): column 'thumbs': "
+                                         r"thumbs must be 'up' or 'down', got 'UP'"):
+        log_to_data(frame, source="f.csv")
+    frame["thumbs"] = [None, "up", "down", None, None, None, None, None]
+    d = log_to_data(frame, source="f.csv")
+    assert list(d.query_ids)[:2] == ["d1", "d2"] and d.n_queries == 7
+    assert np.nansum(d.scores[:2], axis=1).tolist() == [1.0, 0.0]

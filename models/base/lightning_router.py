@@ -491,9 +491,16 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         scale = getattr(self, "score_scale_", None)
         return probs if scale is None else scale.inverse(probs)
 
-    def _predict_scores(self, data: RoutingData) -> np.ndarray:
-        z = self.predict_logits(data).astype(np.float64)
+    def scores_from_logits(self, logits: np.ndarray) -> np.ndarray:
+        """Predicted scores on the data's scale from network logits (n, L) of the pool: the
+        logit calibration of ranking losses (``logit_calib_``), the sigmoid, then
+        :meth:`to_data_scale`. :meth:`predict_scores` and the Thompson draws of
+        :func:`recsys_router.feedback.sampling.sample_scores` both go through it."""
+        z = np.asarray(logits, dtype=np.float64)
         calib = getattr(self, "logit_calib_", None)     # ranking losses: Platt-scaled logits
         if calib is not None:
             z = calib[0] * z + calib[1]
         return self.to_data_scale(expit(z))
+
+    def _predict_scores(self, data: RoutingData) -> np.ndarray:
+        return self.scores_from_logits(self.predict_logits(data))

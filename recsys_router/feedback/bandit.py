@@ -137,6 +137,7 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
             known = [c for c in covered if c == c]
             add(label, loss, "ope_ci_covered", np.mean(known) if known else np.nan)
             add(label, loss, "ope_ess", est["ess"])
+            add(label, loss, "ope_unsupported", est["unsupported"])  # > 0: IPS/SNIPS/DR biased
     return pd.DataFrame(rows)
 
 

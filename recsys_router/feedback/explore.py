@@ -8,7 +8,8 @@ can re-weight by it.
 * ``none``: all mass on the greedy decision (propensity 1).
 * ``epsilon:E``: ``1 - E + E/K`` on the greedy decision, ``E/K`` on each other allowed
   candidate (``K`` allowed candidates).
-* ``softmax:T``: ``softmax(u / T)`` over the allowed candidates, where ``u`` is the utility
+* ``softmax:T``: ``softmax(u / T)`` over the allowed candidates (computed from ``u - max u``,
+  so a tiny ``T`` is the argmax, exact ties sharing it), where ``u`` is the utility
   the decision policy maximises (the predicted score for ``argmax``, ``wtp * score - cost``
   for ``wtp``; for ``budget`` the affordable candidates, or the cheapest when none fits).
 * ``thompson``: Thompson sampling with ``n_samples`` posterior draws of the predicted
@@ -163,10 +164,7 @@ def choice_probabilities(policy: ExplorationPolicy, greedy: np.ndarray, utility:
         eps = float(policy.value)
         return (1.0 - eps) * onehot + eps * allowed / k
     if policy.kind == "softmax":
-        z = np.where(allowed, utility / float(policy.value), -np.inf)
-        z = z - z.max(axis=1, keepdims=True)
-        e = np.where(allowed, np.exp(z), 0.0)
-        return e / e.sum(axis=1, keepdims=True)
+        return _softmax(np.asarray(utility, np.float64), allowed, float(policy.value))
     if samples is None:
         raise ValueError("thompson exploration needs posterior draws of the predicted scores")
     draws = np.where(allowed[None], samples, -np.inf)
@@ -174,6 +172,21 @@ def choice_probabilities(policy: ExplorationPolicy, greedy: np.ndarray, utility:
     counts = np.zeros((n, L))
     np.add.at(counts, (np.broadcast_to(np.arange(n), win.shape), win), 1.0)
     return counts / samples.shape[0]
+
+
+def _softmax(utility: np.ndarray, allowed: np.ndarray, temperature: float) -> np.ndarray:
+    """``softmax(u / T)`` over the allowed LLMs, computed from ``u - max(u)`` so that no
+    temperature overflows: a tiny ``T`` tends to the argmax, exact ties (an all ``-inf`` row
+    too) sharing the mass equally."""
+    u = np.where(allowed, utility, -np.inf)
+    if np.isnan(u).any():
+        i = int(np.flatnonzero(np.isnan(u).any(axis=1))[0])
+        raise ValueError(f"softmax exploration: query {i} has a utility that is not a number")
+    top = u.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        gap = np.where(u == top, 0.0, u - top)      # <= 0; the best (and ties) exactly 0
+        e = np.where(allowed, np.exp(gap / temperature), 0.0)
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def draw(probs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -186,6 +199,10 @@ def draw(probs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.nd
     ([1], [1.0])
     """
     probs = np.asarray(probs, dtype=np.float64)
+    bad = ~(np.isfinite(probs).all(axis=1) & (probs >= 0).all(axis=1) & (probs.sum(axis=1) > 0))
+    if bad.any():  # never serve (or log) a NaN propensity
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"choice probabilities of query {i} are not a distribution: {probs[i].tolist()}")
     cdf = np.cumsum(probs, axis=1)
     u = rng.random(len(probs))[:, None] * cdf[:, -1:]
     choice = np.minimum((cdf <= u).sum(axis=1), probs.shape[1] - 1)

@@ -29,10 +29,51 @@ from ..data import RoutingData
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
 
-__all__ = ["FEEDBACK_LOSSES", "check_logged", "log_to_data", "logged_arrays", "ridge_reward_model",
-           "thumbs_to_score"]
+__all__ = ["FEEDBACK_LOSSES", "THUMBS", "check_logged", "feedback_error", "log_to_data", "logged_arrays", "logging_matrix",
+           "ridge_reward_model", "thumbs_to_score"]
 
 FEEDBACK_LOSSES = ("naive", "ips", "snips", "dr")
+
+
+#: the thumbs a feedback may carry and the outcome each stands for
+THUMBS = {"up": 1.0, "down": 0.0}
+
+
+def feedback_error(score=None, thumbs=None) -> str | None:
+    """Why a feedback ``score`` or ``thumbs`` breaks the rule the decision store enforces
+    (a score is a number in [0, 1], thumbs are ``up`` or ``down``), or None when it keeps it.
+
+    Example
+    -------
+    >>> feedback_error(score=0.5), feedback_error(score=7.0), feedback_error(thumbs="UP")
+    (None, 'score must be in [0, 1], got 7.0', "thumbs must be 'up' or 'down', got 'UP'")
+    """
+    if score is not None:
+        try:
+            ok = 0.0 <= float(score) <= 1.0     # NaN fails too
+        except (TypeError, ValueError):
+            ok = False
+        if not ok or isinstance(score, bool):
+            return f"score must be in [0, 1], got {score!r}"
+    if thumbs is not None and (not isinstance(thumbs, str) or thumbs not in THUMBS):
+        return f"thumbs must be 'up' or 'down', got {thumbs!r}"
+    return None
+
+
+def _check_feedback(log: pd.DataFrame, source: str) -> None:
+    """Every given ``feedback_score`` / ``thumbs`` of a decision log keeps the store's rule;
+    the error names the first bad row (0-based, as given), its decision and the field."""
+    for field, key in (("feedback_score", "score"), ("thumbs", "thumbs")):
+        if field not in log:
+            continue
+        for i, v in enumerate(log[field]):
+            if v is None or (isinstance(v, float) and np.isnan(v)):
+                continue          # no feedback of this kind
+            v = v.item() if isinstance(v, np.generic) else v
+            err = feedback_error(**{key: v})
+            if err:
+                raise ValueError(f"{source}: row {i} (decision_id {log['decision_id'].iloc[i]!r}): "
+                                 f"column {field!r}: {err}")
 
 
 def thumbs_to_score(score, thumbs) -> np.ndarray:
@@ -48,7 +89,7 @@ def thumbs_to_score(score, thumbs) -> np.ndarray:
     s = np.full(n, np.nan) if score is None else \
         pd.to_numeric(pd.Series(score, dtype=object), errors="coerce").to_numpy(dtype=float)
     t = np.full(n, np.nan) if thumbs is None else \
-        pd.Series(thumbs, dtype=object).map({"up": 1.0, "down": 0.0}).to_numpy(dtype=float)
+        pd.Series(thumbs, dtype=object).map(THUMBS).to_numpy(dtype=float)
     return np.where(np.isnan(s), t, s)
 
 
@@ -92,15 +133,20 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     """Decisions with feedback as logged-feedback data (queries = decisions).
 
     The outcome is the feedback ``score`` (or thumbs up = 1, down = 0); the cost is the
-    feedback ``cost`` when given, else the chosen LLM's predicted cost. Decisions without
+    feedback ``cost`` when given, else the chosen LLM's predicted cost. The log's ``probs``
+    (every LLM's logging probability) and ``explore`` columns are kept as query columns, so
+    off-policy evaluation can check that the logger could have made the target's choices. Decisions without
     feedback carry no outcome and are left out (their number is in ``data.name``). An error
     names the row of ``log`` as given (0-based, header not counted; decisions without feedback
-    counted too) and its ``decision_id``.
+    counted too) and its ``decision_id``: a feedback score outside [0, 1] or thumbs other than
+    up|down (the store's rule, :func:`feedback_error`), a ``chosen`` LLM that is not among the
+    decision's candidates, a propensity outside (0, 1], malformed candidates or probs.
     """
     need = ("decision_id", "chosen", "propensity", "candidates")
     missing = [c for c in need if c not in log.columns]
     if missing:
         raise ValueError(f"{source}: not a decision log: missing column(s) {missing}")
+    _check_feedback(log, source)
     y = thumbs_to_score(log.get("feedback_score"), log.get("thumbs")) if len(log) else np.zeros(0)
     keep = ~np.isnan(y)
     if not keep.any():
@@ -122,9 +168,10 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
             raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not a JSON list of LLM names")
         names.extend(x for x in lst if x not in names)
         offered.append(json.dumps(lst))
-    for x in sub["chosen"]:
-        if x not in names:
-            names.append(x)
+    for i, x in enumerate(sub["chosen"]):
+        if not isinstance(x, str) or x not in json.loads(offered[i]):
+            raise ValueError(f"{at(i)}: column 'chosen': {x!r} is not among the decision's "
+                             f"candidates {json.loads(offered[i])}")
     col = {n: j for j, n in enumerate(names)}
     rows = np.arange(len(sub))
     act = np.array([col[x] for x in sub["chosen"]])
@@ -151,14 +198,63 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     q = pd.DataFrame({"query_id": sub["decision_id"].astype(str),
                       "text": [t if isinstance(t, str) else "" for t in text],
                       "propensity": p, "candidates": offered})
+    if "probs" in sub:  # the logging policy's choice probabilities: OPE checks its support
+        q["probs"] = [_probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
+    if "explore" in sub:
+        q["explore"] = [x if isinstance(x, str) else None for x in sub["explore"]]
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)
 
 
+def _probs_json(raw, where: str):
+    """A log row's ``probs`` (JSON object LLM -> choice probability) as canonical JSON, or
+    None when the row has none (its support cannot be checked)."""
+    if raw is None or (isinstance(raw, float) and np.isnan(raw)):
+        return None
+    try:
+        d = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    except (TypeError, ValueError, RecursionError):
+        d = None
+    if not isinstance(d, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and 0 <= v <= 1 for k, v in d.items()):
+        raise ValueError(f"{where}: probs {str(raw)[:80]!r} is not a JSON object of LLM names "
+                         "to choice probabilities in [0, 1]")
+    return json.dumps(d)
+
+
+def logging_matrix(data: RoutingData) -> np.ndarray:
+    """The logging policy's choice probabilities (n, L) over ``data``'s LLM columns from its
+    ``probs`` query column (an LLM missing from a row's object had probability 0); a row
+    without ``probs`` (or data without the column) is all NaN: unknown.
+
+    Example
+    -------
+    >>> d = RoutingData(pd.DataFrame({"query_id": ["a", "b"], "probs": ['{"m": 1.0}', None]}),
+    ...                 ["m", "n"], np.array([[1.0, np.nan], [np.nan, 0.0]]))
+    >>> logging_matrix(d).tolist()
+    [[1.0, 0.0], [nan, nan]]
+    """
+    out = np.full((data.n_queries, data.n_llms), np.nan)
+    if "probs" not in data.queries.columns:
+        return out
+    col = {n: j for j, n in enumerate(data.llm_names)}
+    src = data.source or data.name
+    for i, raw in enumerate(data.queries["probs"]):
+        js = _probs_json(raw, f"{src}: query {data.query_ids[i]!r} (row {i})")
+        if js is None:
+            continue
+        out[i] = 0.0
+        for name, v in json.loads(js).items():
+            if name in col:
+                out[i, col[name]] = float(v)
+    return out
+
+
 def ridge_reward_model(x: np.ndarray, action: np.ndarray, y: np.ndarray, w: np.ndarray,
                        n_llms: int, alpha: float = 10.0, prior: float = 10.0) -> np.ndarray:
-    """Predicted outcome of every LLM for every query, clipped to [0, 1]
+    """Predicted outcome of every LLM for every query, clipped to the logged outcomes' range
     (:func:`recsys_router.feedback.reward.ridge_fit` fitted and predicted on ``x``).
 
     Per LLM: weighted ridge regression of the logged outcomes on the centred query

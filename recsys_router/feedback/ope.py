@@ -28,7 +28,15 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ESTIMATORS", "check_propensities", "importance_weights", "ips", "snips", "dm", "dr",
-           "effective_sample_size", "estimate_all"]
+           "effective_sample_size", "estimate_all", "unsupported", "check_target_probs",
+           "SUPPORT_NOTE"]
+
+#: what a support violation does to the estimators (the OPE report prints it)
+SUPPORT_NOTE = ("the target chooses an LLM the logging policy could not have chosen there "
+                "(logging probability 0), whose outcome the log never shows: IPS counts it as "
+                "0, SNIPS leaves it out and DR takes the reward model's guess uncorrected, so "
+                "all three are biased and their intervals do not show it (DM rests on its "
+                "reward model everywhere)")
 
 ESTIMATORS = ("ips", "snips", "dm", "dr")
 
@@ -125,6 +133,38 @@ def effective_sample_size(w) -> float:
     return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
 
 
+def unsupported(target_probs, logged_action, propensity, logging_probs=None) -> np.ndarray:
+    """Per decision, whether the target gives probability to an LLM that the logging policy
+    gave probability 0 (a support violation: no importance weight can recover its outcome).
+
+    ``logging_probs`` (n, L) are the logging policy's choice probabilities where known (a row
+    of NaN: unknown). A decision logged with propensity 1 had a deterministic logger, so its
+    logging probabilities are one-hot on the logged LLM even without ``logging_probs``; an
+    unknown row of another decision counts as supported (it cannot be checked).
+
+    Example
+    -------
+    >>> pi = np.array([[0.0, 1.0], [0.0, 1.0], [0.5, 0.5]])
+    >>> unsupported(pi, [0, 1, 0], [1.0, 1.0, 0.5]).tolist()
+    [True, False, False]
+    >>> unsupported(pi, [0, 1, 0], [0.5, 1.0, 0.5], np.array([[1.0, 0.0], [0, 1], [1, 0]])).tolist()
+    [True, False, True]
+    """
+    pi = np.asarray(target_probs, np.float64)
+    n, L = pi.shape
+    a = np.asarray(logged_action, np.int64)
+    mu = np.full((n, L), np.nan) if logging_probs is None else np.asarray(logging_probs, np.float64)
+    if mu.shape != (n, L):
+        raise ValueError(f"logging probabilities have shape {mu.shape}, expected {(n, L)}")
+    mu = mu.copy()
+    unknown = np.isnan(mu).any(axis=1)
+    det = unknown & (np.asarray(propensity, np.float64) == 1.0)
+    mu[det] = 0.0
+    mu[det, a[det]] = 1.0
+    known = ~np.isnan(mu).any(axis=1)
+    return known & ((pi > 0) & (np.nan_to_num(mu, nan=1.0) <= 0)).any(axis=1)
+
+
 def _per_row(r, w, q_target, q_logged):
     """Per-decision terms whose (ratio of) means are the four estimators."""
     terms = {"ips": (w * r, None), "snips": (w * r, w)}
@@ -141,7 +181,8 @@ def check_n_boot(n_boot) -> None:
 
 
 def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: int = 200,
-                 seed: int = 0, alpha: float = 0.05, refit=None, n_refit: int | None = None) -> dict:
+                 seed: int = 0, alpha: float = 0.05, refit=None, n_refit: int | None = None,
+                 logging_probs=None) -> dict:
     """Every estimator's value, bootstrap interval and the effective sample size.
 
     Parameters
@@ -151,7 +192,8 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     propensity : array (n,)
         Logging probability of the logged action, in (0, 1].
     target_probs : array (n, L)
-        The target policy's choice probabilities (one-hot rows for a deterministic router).
+        The target policy's choice probabilities (one-hot rows for a deterministic router):
+        finite, in [0, 1], each row summing to 1 within 1e-9 (else a ValueError naming the row).
     logged_action : array of int (n,)
         Column of the logged LLM, ``0 <= a < L`` (another value is an error naming its row).
     q : array (n, L), optional
@@ -167,13 +209,18 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     n_refit : int, optional
         How many of the ``n_boot`` resamples DM/DR refit on (default all): the cheaper
         honest variant when one fit is slow; their intervals come from those resamples.
+    logging_probs : array (n, L), optional
+        The logging policy's choice probabilities (rows of NaN: unknown), to count support
+        violations (see :func:`unsupported`; without it only decisions logged with
+        propensity 1 can be checked).
 
     Returns
     -------
     dict
         ``{name: {"value", "lo", "hi"}}`` for ``ips``, ``snips`` (and ``dm``, ``dr`` with
-        ``q`` or ``refit``), plus ``"ess"``, ``"n"`` and ``"n_refit"`` (resamples DM/DR
-        refitted on; 0 = reward model held fixed).
+        ``q`` or ``refit``), plus ``"ess"``, ``"n"``, ``"n_refit"`` (resamples DM/DR
+        refitted on; 0 = reward model held fixed) and ``"unsupported"`` (decisions where the
+        target may choose an LLM of logging probability 0: IPS, SNIPS and DR are then biased).
 
     Example
     -------
@@ -191,9 +238,10 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         raise ValueError(f"row {int(np.flatnonzero(~np.isfinite(r))[0])}: outcome is not a finite number")
     pi = np.asarray(target_probs, np.float64)
     a = np.asarray(logged_action, np.int64)
-    if pi.shape[0] != n or a.shape != (n,):
+    if pi.ndim != 2 or pi.shape[0] != n or a.shape != (n,):
         raise ValueError(f"shapes disagree: {n} outcomes, target probabilities {pi.shape}, "
                          f"actions {a.shape}")
+    check_target_probs(pi)
     out_of_range = (a < 0) | (a >= pi.shape[1])
     if out_of_range.any():  # a negative index would silently wrap to the last column
         i = int(np.flatnonzero(out_of_range)[0])
@@ -208,7 +256,8 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         q = _check_q(q, pi.shape)
         qt, ql = (pi * q).sum(axis=1), q[np.arange(n), a]
     terms = _per_row(r, w, qt, ql)
-    out: dict = {"n": n, "ess": effective_sample_size(w), "n_refit": 0}
+    out: dict = {"n": n, "ess": effective_sample_size(w), "n_refit": 0,
+                 "unsupported": int(unsupported(pi, a, propensity, logging_probs).sum())}
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(n_boot, n)) if n_boot > 0 else None
     refitted = {}
@@ -236,6 +285,31 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
                 lo, hi = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
         out[name] = {"value": value, "lo": lo, "hi": hi}
     return out
+
+
+def check_target_probs(pi, tol: float = 1e-9) -> None:
+    """Target choice probabilities (n, L): finite, each in [0, 1], each row summing to 1
+    within ``tol``; a ValueError names the first bad row.
+
+    Example
+    -------
+    >>> check_target_probs(np.array([[0.25, 0.75], [1.0, 0.0]]))
+    >>> check_target_probs(np.array([[3.0, 0.0]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: target probabilities: row 0: [3.0, 0.0] must be finite, each in [0, 1], summing to 1 (sum 3.0; 1 such rows)
+    """
+    pi = np.asarray(pi, np.float64)
+    with np.errstate(invalid="ignore"):
+        total = pi.sum(axis=1)
+        bad = ~(np.isfinite(pi).all(axis=1) & ((pi >= 0) & (pi <= 1)).all(axis=1)
+                & (np.abs(total - 1.0) <= tol))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        row = pi[i].tolist()
+        shown = str(row if len(row) <= 8 else row[:8] + ["..."])
+        raise ValueError(f"target probabilities: row {i}: {shown} must be finite, each in [0, 1], "
+                         f"summing to 1 (sum {float(total[i])!r}; {int(bad.sum())} such rows)")
 
 
 def _check_q(q, shape) -> np.ndarray:

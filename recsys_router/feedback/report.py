@@ -21,8 +21,8 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..evaluation.figures import plain_text, pyplot, save_figure
-from .logged import check_logged
-from .ope import ESTIMATORS, estimate_all
+from .logged import check_logged, logging_matrix
+from .ope import ESTIMATORS, SUPPORT_NOTE, estimate_all
 from .reward import query_features, ridge_reward
 
 __all__ = ["evaluate_on_log", "ope_markdown", "plot_ope", "plot_regret", "target_probabilities"]
@@ -89,11 +89,14 @@ def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: 
     DataFrame
         Columns ``outcome`` (score|cost), ``estimator``, ``value``, ``lo``, ``hi``, ``ess``, ``n``,
         ``refit`` (bootstrap resamples on which DM/DR's reward model was refitted; 0 = held
-        fixed).
+        fixed), ``unsupported`` (decisions where the target chooses an LLM the logging policy
+        gave probability 0, from the log's ``probs`` or a propensity of 1) and ``biased``
+        (IPS, SNIPS and DR rows when ``unsupported`` > 0).
     """
     from ..registry import make_router
     action, r, p = check_logged(log)
     pi = target_probabilities(router, log, wtp=wtp, budget=budget)
+    mu = logging_matrix(log)
     refit = q = None
     if dm_router == "ridge":
         x = query_features(log, **dict(dm_params or {}))
@@ -113,29 +116,38 @@ def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: 
                                for j in range(log.n_llms)])
             outcomes.append(("cost", c, np.tile(mean_c, (log.n_queries, 1)), None))
     for name, y, qq, fit in outcomes:
-        est = estimate_all(y, p, pi, action, qq, n_boot=n_boot, seed=seed, refit=fit)
+        est = estimate_all(y, p, pi, action, qq, n_boot=n_boot, seed=seed, refit=fit,
+                           logging_probs=mu)
         for e in ESTIMATORS:
             rows.append({"outcome": name, "estimator": e, **est[e], "ess": est["ess"], "n": est["n"],
-                         "refit": est["n_refit"] if e in ("dm", "dr") else 0})
+                         "refit": est["n_refit"] if e in ("dm", "dr") else 0,
+                         "unsupported": est["unsupported"],
+                         "biased": bool(est["unsupported"]) and e != "dm"})
     return pd.DataFrame(rows)
 
 
 def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> str:
     """The estimates as a Markdown report; with ``n_boot=0`` (no bootstrap) it has no interval
     column and says so."""
+    def est(r) -> str:
+        return r.estimator.upper() + (" (biased)" if getattr(r, "biased", False) else "")
     lines = [f"# {title}", "", f"{int(table['n'].iloc[0])} logged decisions with feedback; "
              f"effective sample size of the importance weights: {table['ess'].iloc[0]:.1f}.", ""]
     if n_boot == 0:
         lines += ["No intervals: no bootstrap resamples were drawn (n_boot = 0).", "",
                   "| outcome | estimator | estimate |", "|---|---|---|"]
-        lines += [f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} |" for r in table.itertuples()]
+        lines += [f"| {r.outcome} | {est(r)} | {r.value:.4f} |" for r in table.itertuples()]
     else:
         if n_boot is not None and n_boot < 100:
             lines += [f"Only {n_boot} bootstrap resamples: the percentile intervals are rough and may "
                       "not even hold their estimate.", ""]
         lines += ["| outcome | estimator | estimate | 95% interval |", "|---|---|---|---|"]
-        lines += [f"| {r.outcome} | {r.estimator.upper()} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |"
+        lines += [f"| {r.outcome} | {est(r)} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |"
                   for r in table.itertuples()]
+    bad = int(table["unsupported"].max()) if "unsupported" in table and len(table) else 0
+    if bad:
+        lines += ["", f"**Support violation, IPS/SNIPS/DR biased**: on {bad} of "
+                  f"{int(table['n'].iloc[0])} decisions {SUPPORT_NOTE}."]
     score = table[(table["outcome"] == "score") & (table["estimator"] == "dm")]
     k = int(score["refit"].iloc[0]) if "refit" in table and len(score) else 0
     how = ("fitted once; no bootstrap" if n_boot == 0 else

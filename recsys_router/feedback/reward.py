@@ -3,9 +3,11 @@
 A reward model predicts every LLM's outcome for every logged query from the one revealed
 outcome per query. :func:`ridge_fit` / :func:`ridge_predict` are a per-LLM weighted ridge
 regression on the query embeddings, around the LLM's weighted mean outcome shrunk towards
-the pooled mean (``prior`` average observations' worth), clipped to [0, 1]:
+the pooled mean (``prior`` average observations' worth), clipped to the range of the
+outcomes it was fitted on (``[lo, hi]``: a 0-10 judge score stays on 0-10, a pass rate in
+[0, 1]):
 
-``q_ij = clip(m_j + (x_i - c_j) . beta_j, 0, 1)``, ``beta_j = (X_j' W_j X_j + alpha I)^-1
+``q_ij = clip(m_j + (x_i - c_j) . beta_j, lo, hi)``, ``beta_j = (X_j' W_j X_j + alpha I)^-1
 X_j' W_j (y_j - m_j)`` with ``X_j`` the queries that logged LLM ``j`` centred at their
 weighted mean ``c_j``.
 
@@ -46,7 +48,9 @@ def ridge_fit(x, action, y, w, n_llms: int, alpha: float = 10.0, prior: float = 
     Returns
     -------
     dict
-        ``center`` (L, d), ``mean`` (L,), ``beta`` (L, d).
+        ``center`` (L, d), ``mean`` (L,), ``beta`` (L, d), and ``lo``, ``hi``: the range of
+        the outcomes of weight > 0 (of all outcomes when no weight is), which predictions
+        are clipped to.
 
     Example
     -------
@@ -58,7 +62,9 @@ def ridge_fit(x, action, y, w, n_llms: int, alpha: float = 10.0, prior: float = 
     x = np.asarray(x, np.float64)
     action, y, w = np.asarray(action), np.asarray(y, np.float64), np.asarray(w, np.float64)
     total = w.sum()
-    pooled = float((w * y).sum() / total) if total > 0 else 0.5
+    seen = y[w > 0] if total > 0 else y
+    lo, hi = (float(seen.min()), float(seen.max())) if len(seen) else (0.0, 1.0)
+    pooled = float((w * y).sum() / total) if total > 0 else 0.5 * (lo + hi)
     d = x.shape[1]
     center, mean, beta = np.zeros((n_llms, d)), np.full(n_llms, pooled), np.zeros((n_llms, d))
     for j in range(n_llms):
@@ -71,21 +77,23 @@ def ridge_fit(x, action, y, w, n_llms: int, alpha: float = 10.0, prior: float = 
         xc = xj - center[j]
         xw = xc * wj[:, None]
         beta[j] = np.linalg.solve(xw.T @ xc + alpha * np.eye(d), xw.T @ (yj - mean[j]))
-    return {"center": center, "mean": mean, "beta": beta}
+    return {"center": center, "mean": mean, "beta": beta, "lo": lo, "hi": hi}
 
 
 def ridge_predict(model: dict, x) -> np.ndarray:
-    """Predicted outcome (n, L) of every LLM for the queries ``x``, clipped to [0, 1].
+    """Predicted outcome (n, L) of every LLM for the queries ``x``, clipped to the fitted
+    outcomes' range ``[model["lo"], model["hi"]]``.
 
     Example
     -------
-    >>> m = {"center": np.zeros((2, 1)), "mean": np.array([0.5, 0.2]), "beta": np.array([[1.0], [0.0]])}
+    >>> m = {"center": np.zeros((2, 1)), "mean": np.array([0.5, 0.2]), "beta": np.array([[1.0], [0.0]]),
+    ...      "lo": 0.0, "hi": 1.0}
     >>> ridge_predict(m, np.array([[0.25], [2.0]])).tolist()
     [[0.75, 0.2], [1.0, 0.2]]
     """
     x = np.asarray(x, np.float64)
     q = model["mean"][None, :] + x @ model["beta"].T - (model["center"] * model["beta"]).sum(axis=1)
-    return np.clip(q, 0.0, 1.0)
+    return np.clip(q, model["lo"], model["hi"])
 
 
 def ridge_refit(x, action, y, n_llms: int, **kw) -> Callable[[np.ndarray], np.ndarray]:

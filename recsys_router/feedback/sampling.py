@@ -10,22 +10,64 @@ Tucker & Snoek, "Deep Bayesian Bandits Showdown", ICLR 2018 (dropout Thompson sa
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
-__all__ = ["sample_scores"]
+__all__ = ["sample_scores", "dropout_active"]
 
 
 def _dropout_net(router):
     net = getattr(router, "net_", None)
-    if net is None:
+    if net is None or not callable(getattr(router, "scores_from_logits", None)):
         return None
     import torch.nn as nn
     drops = [m for m in net.modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0]
     return net if drops else None
 
 
+@contextmanager
+def dropout_active(net):
+    """Keep ``net``'s dropout layers sampling while the rest of it is in eval mode, even
+    through the ``net.eval()`` that prediction calls (Monte-Carlo dropout); restores the
+    layers' modes on exit."""
+    import torch.nn as nn
+    drops = [m for m in net.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
+    modes = [m.training for m in drops]
+    was = net.training
+    net.eval()
+    try:
+        for m in drops:
+            m.train(True)
+            m.train = lambda mode=True, _m=m: _m   # ignore eval() while sampling
+        yield net
+    finally:
+        for m in drops:
+            del m.train
+        net.train(was)
+        for m, mode in zip(drops, modes):
+            m.train(mode)
+
+
+def _draws(router, data, n_samples: int):
+    """MC-dropout draws through the router's own prediction path: the pool's logits (added
+    LLMs' rows included), ``scores_from_logits`` (calibration, data scale) and, for a pool
+    changed by probe heads, the pool's columns, exactly as ``predict_scores`` does."""
+    from recsys_router.coldstart.pool import core_view, pool_changed, predict_pool
+    changed = pool_changed(router)
+    x = router.embed(core_view(router, data) if changed else data)
+    out = []
+    for _ in range(int(n_samples)):
+        s = router.scores_from_logits(router._pool_logits(x))
+        out.append(predict_pool(router, data, s) if changed else s)
+    return np.stack(out).astype(np.float64)
+
+
 def sample_scores(router, data, n_samples: int, seed: int, *, check_only: bool = False):
-    """``n_samples`` draws of the predicted scores, shape (n_samples, n_queries, n_llms).
+    """``n_samples`` draws of the predicted scores, shape (n_samples, n_queries, n_llms), on
+    the scale of :meth:`~recsys_router.router.Router.predict_scores` (the data's scores, after
+    any logit calibration): Thompson sampling compares the draws' policy utilities with the
+    greedy choice made on ``predict_scores``.
 
     Raises
     ------
@@ -43,18 +85,13 @@ def sample_scores(router, data, n_samples: int, seed: int, *, check_only: bool =
     if callable(own):
         return np.asarray(own(data, n_samples, seed), dtype=np.float64)
     import torch
-    x = torch.as_tensor(np.asarray(router.embed(data), np.float32))
-    was = net.training
+    router._check_fitted()
+    router._check_llms(data)
     gen_state = torch.random.get_rng_state()
     torch.manual_seed(int(seed))
     try:
-        net.eval()
-        for m in net.modules():
-            if isinstance(m, torch.nn.modules.dropout._DropoutNd):
-                m.train()
-        with torch.no_grad():
-            out = np.stack([torch.sigmoid(net(x)).double().numpy() for _ in range(int(n_samples))])
+        with dropout_active(net):
+            out = _draws(router, data, n_samples)
     finally:
-        net.train(was)
         torch.random.set_rng_state(gen_state)
     return out

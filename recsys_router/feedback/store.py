@@ -40,6 +40,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
 __all__ = ["SCHEMA_VERSION", "WRITE_ATTEMPTS", "DecisionLog", "DecisionWriter", "LogFull", "UnknownDecision",
@@ -193,10 +194,9 @@ class DecisionLog:
         """
         if (score is None) == (thumbs is None):
             raise ValueError("give exactly one of 'score' (in [0, 1]) or 'thumbs' (up|down)")
-        if score is not None and not 0.0 <= float(score) <= 1.0:
-            raise ValueError(f"score must be in [0, 1], got {score!r}")
-        if thumbs is not None and thumbs not in ("up", "down"):
-            raise ValueError(f"thumbs must be 'up' or 'down', got {thumbs!r}")
+        err = feedback_error(score=score, thumbs=thumbs)   # the rule log_to_data applies too
+        if err:
+            raise ValueError(err)
         row = {"decision_id": decision_id, "created_at": time.time(),
                "score": None if score is None else float(score), "thumbs": thumbs,
                "cost": None if cost is None else float(cost),

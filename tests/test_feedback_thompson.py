@@ -1,0 +1,98 @@
+"""Thompson draws of a Lightning router with dropout are on the scale the router decides on:
+the data's own scores after the logit calibration, as ``predict_scores``."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from recsys_router.data import RoutingData
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.feedback.explore import choice_probabilities, parse_explore, policy_utility
+from recsys_router.feedback.sampling import sample_scores
+from recsys_router.policies import wtp_policy
+from recsys_router.registry import make_router
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    logging.disable(logging.WARNING)
+    try:
+        d = make_synthetic(300, 3, seed=0)
+        d10 = RoutingData(d.queries, d.llms, 1.0 + 9.0 * d.scores, d.costs, name="1-10 scale")
+        r = make_router("mf", hidden=[16], dropout=0.2, max_epochs=2, seed=0,
+                        encoder_options={"dim": 32}).fit(d10)
+    finally:
+        logging.disable(logging.NOTSET)
+    return r, d10.subset(np.arange(40))
+
+
+def _set_dropout(net, p):
+    import torch.nn as nn
+    for m in net.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            m.p = p
+
+
+def test_near_deterministic_draws_equal_predict_scores(fitted):
+    r, te = fitted
+    s = r.predict_scores(te)
+    # independently: min-max scale of the 1-10 training scores over sigmoid(logits)
+    lo, hi = r.score_scale_.lo, r.score_scale_.hi
+    assert (lo, hi) == (1.0, 10.0)
+    z = r.predict_logits(te).astype(np.float64)
+    assert np.allclose(s, lo + (hi - lo) / (1.0 + np.exp(-z)), atol=1e-9)
+    _set_dropout(r.net_, 1e-12)          # dropout still on, but it drops (almost) nothing
+    try:
+        draws = sample_scores(r, te, 8, seed=3)
+    finally:
+        _set_dropout(r.net_, 0.2)
+    assert draws.shape == (8, te.n_queries, 3)
+    assert np.allclose(draws, s[None], atol=1e-5)   # old code: sigmoid(net(x)) in [0, 1]
+    assert not r.net_.training                       # modes restored
+
+
+def test_dropout_draws_on_the_data_scale_and_wtp_probabilities(fitted):
+    r, te = fitted
+    s, c = r.predict_scores(te), r.predict_costs(te)
+    draws = sample_scores(r, te, 64, seed=0)
+    assert draws.min() > 1.0 and draws.max() < 10.0 and draws.max() > 2.0
+    assert abs(draws.mean() - s.mean()) < 0.5       # the [0, 1] scale is ~5 points off
+    assert not np.allclose(draws[0], draws[1])       # dropout does sample
+    # same seed, same draws; the global torch RNG is left as it was
+    import torch
+    before = torch.random.get_rng_state()
+    assert np.array_equal(sample_scores(r, te, 4, seed=5), sample_scores(r, te, 4, seed=5))
+    assert torch.equal(before, torch.random.get_rng_state())
+    # near-deterministic draws: every wtp's Thompson choice is the greedy wtp choice
+    _set_dropout(r.net_, 1e-12)
+    try:
+        tiny = sample_scores(r, te, 16, seed=1)
+    finally:
+        _set_dropout(r.net_, 0.2)
+    ds = np.median(np.abs(np.diff(s, axis=1)))
+    dc = np.median(np.abs(np.diff(c, axis=1)))
+    for wtp in (0.5 * dc / ds, 2 * dc / ds, 5 * dc / ds):
+        g = wtp_policy(s, c, wtp)
+        u, al = policy_utility(s, c, "wtp", wtp)
+        samples = np.stack([policy_utility(x, c, "wtp", wtp)[0] for x in tiny])
+        p = choice_probabilities(parse_explore("thompson:16"), g, u, al, samples)
+        assert np.allclose(p[np.arange(len(g)), g], 1.0)
+
+
+def test_draws_cover_an_added_llm_like_predict_scores(fitted):
+    """An LLM added after fitting (its own row, outside the trained network's output layer)
+    is a column of the draws, as of ``predict_scores``; removing it restores the pool."""
+    import copy
+    r, te = fitted
+    r = copy.deepcopy(r)
+    probes = {t: 1.0 + 9.0 * (k % 2) for k, t in enumerate(te.texts[:10])}
+    r.add_llm("new", probes, costs={t: 0.001 for t in probes})
+    te4 = RoutingData(te.queries, r.llm_names_, np.full((te.n_queries, 4), np.nan))
+    s = r.predict_scores(te4)
+    _set_dropout(r.net_, 1e-12)
+    draws = sample_scores(r, te4, 4, seed=0)
+    assert draws.shape == (4, te.n_queries, 4)      # old code: 3 columns, the added one missing
+    assert np.allclose(draws, s[None], atol=1e-5)
