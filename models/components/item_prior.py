@@ -117,4 +117,4 @@ def shrunk_linear(raw: np.ndarray, y: np.ndarray, weights: np.ndarray,
     den = t2 * s_rr + sigma2
     w = (t2 * s_ry + sigma2 * w0) / den if den > 1e-12 else w0
     w = max(w, 0.0)
-    return w, my - w * mx
+    return float(w), float(my - w * mx)
