@@ -135,14 +135,15 @@ class RouterCLI(LightningCLI):
             model = hparams
         try:
             self.config = self.parser.parse_object({sub: {"model": model}}, self.config)
-        except ArgumentError as exc:
+        except (ArgumentError, ImportError) as exc:  # ImportError: a class_path refused
             raise argument_error(exc) from exc
 
 
 def _check_ckpt_hparams(hparams: dict, source: str) -> None:
-    """Refuse a checkpoint whose model ``_class_path`` lies outside ``recsys_router.models.``
-    or whose ``loss`` is not the project's loss as plain data (compared as text, nothing
-    imported).
+    """Refuse a checkpoint whose model ``_class_path`` lies outside ``recsys_router.models.``,
+    that has ``class_path`` / ``init_args`` keys without ``_class_path`` (LightningCLI always
+    writes ``_class_path``) or whose ``loss`` is not the project's loss as plain data
+    (compared as text, nothing imported).
 
     Raises
     ------
@@ -158,6 +159,11 @@ def _check_ckpt_hparams(hparams: dict, source: str) -> None:
             raise DataValidationError(f"{source}: hyper_parameters._class_path {path!r} is not a "
                                       "RouterModule under recsys_router.models. (train with "
                                       "recsys-router fit)")
+    elif "class_path" in hparams or "init_args" in hparams:
+        # LightningCLI writes the model as _class_path plus its arguments: this shape would be
+        # parsed as a class_path section, nested class paths (a loss) unchecked
+        raise DataValidationError(f"{source}: hyper_parameters has class_path/init_args but no "
+                                  "_class_path: not a checkpoint of recsys-router fit")
     if isinstance(hparams.get("loss"), dict):
         try:
             RoutingLoss.from_config(hparams["loss"], f"{source}: hyper_parameters.loss")

@@ -358,3 +358,37 @@ def test_ckpt_path_is_read_once_and_a_foreign_model_class_is_refused(tmp_path, c
                            f"_class_path {bad!r} is not a RouterModule under recsys_router.models. "
                            "(train with recsys-router fit)")
     assert "evil_model_mod" not in sys.modules and not (tmp_path / "imported").exists()
+
+
+def _ckpt_hostile_base(tmp_path) -> list[str]:
+    return ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path)]
+
+
+def test_ckpt_path_with_class_path_init_args_and_a_nested_foreign_loss_is_one_line(
+        tmp_path, capsys, monkeypatch):
+    """A checkpoint whose hyperparameters are a ``class_path`` / ``init_args`` section (no
+    ``_class_path``, which LightningCLI always writes) with a foreign loss nested in
+    ``init_args`` is refused as one line (it was an ImportDenied traceback, exit 1); and
+    should such a class path reach the parser, its import refusal is one line too."""
+    import sys
+    (tmp_path / "evil_nested_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                                 ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ckpt = tmp_path / "nested.ckpt"
+    torch.save({"hyper_parameters": {
+        "class_path": "recsys_router.models.mf_module.MFModule",
+        "init_args": {"dim": 4, "loss": {"class_path": "evil_nested_mod.Evil"}}}}, ckpt)
+    capsys.readouterr()
+    assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"recsys-router test: error: {ckpt}: hyper_parameters has class_path/init_args "
+                   "but no _class_path: not a checkpoint of recsys-router fit"]
+    # the parser's own refusal (jsonargparse's ImportDenied, no ArgumentError) is one line too
+    import recsys_router.lightning_cli as lcli
+    monkeypatch.setattr(lcli, "_check_ckpt_hparams", lambda *a: None)
+    assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.strip()]
+    assert len(err) == 1 and "class_path 'evil_nested_mod.Evil' is refused" in err[0], err
+    assert "evil_nested_mod" not in sys.modules and not (tmp_path / "imported").exists()
+
