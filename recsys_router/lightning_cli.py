@@ -120,11 +120,7 @@ class RouterCLI(LightningCLI):
         ckpt_path = self.config[sub].get("ckpt_path") if sub else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return
-        import torch  # noqa: PLC0415
-
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get(
-            "hyper_parameters") or {}
-        hparams = dict(hparams)
+        hparams = dict(_read_ckpt_hparams(str(ckpt_path)))
         _check_ckpt_hparams(hparams, str(ckpt_path))
         hparams.pop("_instantiator", None)
         if not hparams:
@@ -137,6 +133,36 @@ class RouterCLI(LightningCLI):
             self.config = self.parser.parse_object({sub: {"model": model}}, self.config)
         except (ArgumentError, ImportError) as exc:  # ImportError: a class_path refused
             raise argument_error(exc) from exc
+
+
+def _read_ckpt_hparams(path: str) -> dict:
+    """The ``hyper_parameters`` mapping of the checkpoint at ``path`` (empty when it has none),
+    read with ``weights_only`` (no pickled code).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the file: it is no torch checkpoint, or it or its ``hyper_parameters`` is not
+        a mapping.
+    """
+    import pickle  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    from recsys_router.errors import DataValidationError  # noqa: PLC0415
+    try:
+        ckpt = torch.load(path, weights_only=True, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError,
+            AttributeError, ImportError, KeyError, IndexError, OverflowError) as exc:
+        # torch's own text is many lines, about weights_only: the exception type says enough
+        raise DataValidationError(f"{path}: not a torch checkpoint that loads as plain data "
+                                  f"(weights_only; {type(exc).__name__})") from None
+    if not isinstance(ckpt, dict):
+        raise DataValidationError(f"{path}: a checkpoint must be a mapping, got "
+                                  f"{type(ckpt).__name__}")
+    hparams = ckpt.get("hyper_parameters") or {}
+    if not isinstance(hparams, dict):
+        raise DataValidationError(f"{path}: hyper_parameters must be a mapping, got "
+                                  f"{type(hparams).__name__}")
+    return hparams
 
 
 def _check_ckpt_hparams(hparams: dict, source: str) -> None:

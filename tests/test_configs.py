@@ -392,3 +392,23 @@ def test_ckpt_path_with_class_path_init_args_and_a_nested_foreign_loss_is_one_li
     assert len(err) == 1 and "class_path 'evil_nested_mod.Evil' is refused" in err[0], err
     assert "evil_nested_mod" not in sys.modules and not (tmp_path / "imported").exists()
 
+
+@pytest.mark.parametrize("content,says", [
+    ({"hyper_parameters": [1, 2]}, "hyper_parameters must be a mapping, got list"),
+    ([1, 2, 3], "a checkpoint must be a mapping, got list"),
+    (b"not a checkpoint at all",
+     "not a torch checkpoint that loads as plain data (weights_only; UnpicklingError)"),
+], ids=["hparams_list", "toplevel_list", "garbage"])
+def test_a_malformed_ckpt_path_file_is_one_line_naming_it(tmp_path, capsys, content, says):
+    """A checkpoint that is no mapping, whose hyper_parameters are no mapping, or that is no
+    torch file at all: one line naming the file, exit 2 (were TypeError, AttributeError and
+    UnpicklingError tracebacks)."""
+    ckpt = tmp_path / "bad.ckpt"
+    if isinstance(content, bytes):
+        ckpt.write_bytes(content)
+    else:
+        torch.save(content, ckpt)
+    capsys.readouterr()
+    assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"recsys-router test: error: {ckpt}: {says}"]
