@@ -91,17 +91,25 @@ class RouterCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         """Instantiate as LightningCLI does, then refuse a loss ``selection_ratio`` that
         differs from the data module's (see :func:`check_selection_ratio`). A value a
-        constructor refuses (its ``ValueError``) raises one ConfigArgumentError naming the
-        argument; any other exception (a bug) propagates with its traceback."""
+        constructor refuses (its :class:`~recsys_router.errors.ArgumentValueError`) raises
+        one ConfigArgumentError naming the argument; another ``ValueError`` (it may be a bug,
+        e.g. in the data loading that runs here) one too, ending in "(rerun with --debug for
+        the traceback)"; any other exception propagates with its traceback."""
+        from recsys_router.errors import ArgumentValueError, DataValidationError  # noqa: PLC0415
         try:
             super().instantiate_classes()
         except ValueError as exc:
-            from recsys_router.errors import DataValidationError  # noqa: PLC0415
+            inner = _chain(exc)[-1]
             # a data error raised as it is (loading the data for the size links) says where
             # already; not a ValueError inside (a bug): the traceback
-            if isinstance(exc, DataValidationError) or not isinstance(_chain(exc)[-1], ValueError):
+            if isinstance(exc, DataValidationError) or not isinstance(inner, ValueError):
                 raise
-            raise argument_error(exc, getattr(self, "config", None)) from exc
+            error = argument_error(exc, getattr(self, "config", None))
+            if not isinstance(inner, ArgumentValueError):  # not a deliberate refusal
+                argument = error.argument
+                error = type(error)(f"{error} (rerun with --debug for the traceback)")
+                error.argument = argument
+            raise error from exc
         check_selection_ratio(self.model, self.datamodule)
 
     def _parse_ckpt_path(self) -> None:
