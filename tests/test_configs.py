@@ -412,3 +412,22 @@ def test_a_malformed_ckpt_path_file_is_one_line_naming_it(tmp_path, capsys, cont
     assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"recsys-router test: error: {ckpt}: {says}"]
+
+
+def test_a_numeric_dataset_option_override_given_as_text_is_read_as_its_number(tmp_path):
+    """``--data.init_args.dataset_options.n_queries=50`` reaches the loader as the string
+    '50' (a TypeError in make_synthetic); it is read as the int make_synthetic declares, and
+    text that is no number is one error naming the option."""
+    from recsys_router.datasets import load_dataset
+    from recsys_router.errors import ArgumentValueError
+    cli = build_cli(["fit", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC,
+                     *TINY, "--data.init_args.dataset_options.n_queries=50",
+                     "--trainer.fast_dev_run=true", *_logger(tmp_path)])
+    assert cli.datamodule.dataset_options["n_queries"] == "50"  # as the parser gives it
+    assert sum(s.n_queries for s in cli.datamodule.splits.values()) == 50
+    by_text = load_dataset("synthetic", n_queries="30", n_llms="3", specialisation="2", seed="4")
+    by_number = load_dataset("synthetic", n_queries=30, n_llms=3, specialisation=2.0, seed=4)
+    assert by_text.shape == (30, 3)
+    assert np.array_equal(by_text.scores, by_number.scores, equal_nan=True)
+    with pytest.raises(ArgumentValueError, match=r"^dataset option 'n_llms' must be int, got 'x'$"):
+        load_dataset("synthetic", n_queries=30, n_llms="x")
