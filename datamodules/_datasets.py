@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import Dataset
 
 from recsys_router.policies import fill_unknown_costs
+from recsys_router.errors import ArgumentValueError
 
 __all__ = ["QueryListDataset", "CellDataset", "PairDataset", "batch_collate",
            "PermutationBatchSampler"]
@@ -42,7 +43,7 @@ class PermutationBatchSampler:
 
     def __init__(self, n: int, batch_size: int, shuffle: bool, generator=None):
         if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ArgumentValueError(f"batch_size must be >= 1, got {batch_size}")
         self.n, self.batch_size, self.shuffle, self.generator = int(n), int(batch_size), shuffle, generator
 
     def __len__(self) -> int:

@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from recsys_router.data import RoutingData
-from recsys_router.errors import DataValidationError
+from recsys_router.errors import ArgumentValueError, DataValidationError
 
 from ._datasets import (CellDataset, PairDataset, PermutationBatchSampler, QueryListDataset,
                         _BatchDataset, batch_collate,
@@ -200,11 +200,11 @@ class RoutingDataModule(pl.LightningDataModule):
                  predict_split: str = "test"):
         super().__init__()
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+            raise ArgumentValueError(f"mode must be one of {MODES}, got {mode!r}")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ArgumentValueError(f"batch_size must be >= 1, got {batch_size}")
         if val_fraction is not None and not 0 <= val_fraction < 1:
-            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+            raise ArgumentValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
         self.save_hyperparameters()
         self.dataset = dataset
         self.data_dir = data_dir
@@ -228,8 +228,8 @@ class RoutingDataModule(pl.LightningDataModule):
         self.feedback = feedback
         self.propensity_clip = propensity_clip
         if logging_policy is not None and feedback is None:
-            raise ValueError("logging_policy simulates logged feedback: set feedback "
-                             "(naive, ips, snips or dr) too")
+            raise ArgumentValueError("logging_policy simulates logged feedback: set feedback "
+                                     "(naive, ips, snips or dr) too")
         self.logging_policy = logging_policy
         self.predict_split = predict_split
         self._splits: dict[str, RoutingData] | None = None
@@ -285,13 +285,14 @@ class RoutingDataModule(pl.LightningDataModule):
             raise DataValidationError(f"dataset {self.dataset!r} has no 'train' split; splits: "
                                       f"{sorted(parts)}", column="split")
         if self.candidates is not None and self.candidate_group is not None:
-            raise ValueError("give either candidates or candidate_group, not both")
+            raise ArgumentValueError("give either candidates or candidate_group, not both")
         if self.candidates is not None:
             parts = {k: v.subset(llms=list(self.candidates)) for k, v in parts.items()}
         if self.candidate_group is not None:
             from recsys_router.pools import GROUPS, candidate_groups
             if self.candidate_group not in GROUPS:
-                raise ValueError(f"candidate_group must be one of {GROUPS}, got {self.candidate_group!r}")
+                raise ArgumentValueError(f"candidate_group must be one of {GROUPS}, got "
+                                         f"{self.candidate_group!r}")
             pool = candidate_groups(parts["train"], int(self.pool_size), seed=self.seed,
                                     groups=[self.candidate_group])[self.candidate_group]
             parts = {k: v.subset(llms=pool) for k, v in parts.items()}

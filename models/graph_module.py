@@ -49,6 +49,7 @@ from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
 from recsys_router.policies import fill_unknown_costs
 from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
+from recsys_router.errors import ArgumentValueError
 
 __all__ = ["GraphModule", "GraphRouter", "make_builder"]
 
@@ -111,14 +112,14 @@ class GraphModule(RouterModule):
                  weight_decay: float = 1e-5, seed: int = 0):
         super().__init__(n_llms, embed_dim, lr=lr, weight_decay=weight_decay)
         if not 0 < target_fraction < 1:
-            raise ValueError(f"target_fraction must be in (0, 1), got {target_fraction}")
+            raise ArgumentValueError(f"target_fraction must be in (0, 1), got {target_fraction}")
         self.save_hyperparameters()
         for value, name in ((k, "k"), (hidden, "hidden"), (num_layers, "num_layers")):
             check_number(value, name, low=1, integer=True)
         self.k = int(k)
         self.target_fraction = float(target_fraction)
         if context_size < 0:
-            raise ValueError(f"context_size must be >= 0, got {context_size}")
+            raise ArgumentValueError(f"context_size must be >= 0, got {context_size}")
         self.context_size = int(context_size)
         self.cost_weight = check_number(cost_weight, "cost_weight", low=0)
         self.seed = int(seed)

@@ -31,6 +31,7 @@ from recsys_router.models.components.irt import MIRTNet, NIRTNet
 from recsys_router.models.losses import RoutingLoss
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
+from recsys_router.errors import ArgumentValueError
 
 __all__ = ["IRTScorer", "MIRTModule", "NIRTModule", "IRTRouter", "MIRTRouter", "NIRTRouter"]
 
@@ -58,7 +59,7 @@ class IRTScorer(nn.Module):
                  dropout: float = 0.0):
         super().__init__()
         if kind not in ("mirt", "nirt"):
-            raise ValueError(f"kind must be 'mirt' or 'nirt', got {kind!r}")
+            raise ArgumentValueError(f"kind must be 'mirt' or 'nirt', got {kind!r}")
         check_number(dim, "dim", low=1, integer=True)
         feat_dim = embed_dim + _N_LLM_NUMERIC if use_llm_features else 0
         self.register_buffer("llm_feats", torch.zeros(n_llms, max(feat_dim, 1)))

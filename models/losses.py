@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recsys_router.hyperparams import check_number
+from recsys_router.errors import ArgumentValueError
 
 __all__ = ["LOSS_KINDS", "RoutingLoss", "default_mode", "pointwise_bce", "pointwise_mse", "listwise_softmax_ce",
            "pairwise_bpr", "pairs_from_lists", "utility_selection", "popularity_weights",
@@ -51,7 +52,7 @@ def default_mode(kind: str) -> str:
     'pairwise'
     """
     if kind not in _DEFAULT_MODES:
-        raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
+        raise ArgumentValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
     return _DEFAULT_MODES[kind]
 
 
@@ -209,7 +210,7 @@ def popularity_weights(positives: torch.Tensor, clip: float) -> torch.Tensor:
     [0.4444444477558136, 1.3333333730697632, 5.0]
     """
     if clip < 1:
-        raise ValueError(f"ipw_clip must be >= 1, got {clip}")
+        raise ArgumentValueError(f"ipw_clip must be >= 1, got {clip}")
     share = positives.float() / positives.float().sum().clamp_min(1e-12)
     w = 1.0 / (len(share) * share.clamp_min(1e-12))
     return w.clamp(max=clip)
@@ -320,13 +321,13 @@ class RoutingLoss(nn.Module):
                  logit_adjust: float = 0.0, entropy_weight: float = 0.0):
         super().__init__()
         if kind not in LOSS_KINDS:
-            raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
+            raise ArgumentValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
         if ipw_clip is not None and ipw_clip < 1:
-            raise ValueError(f"ipw_clip must be >= 1 (or None), got {ipw_clip}")
+            raise ArgumentValueError(f"ipw_clip must be >= 1 (or None), got {ipw_clip}")
         if ipw_clip is not None and kind == "mse":
-            raise ValueError("ipw_clip re-weights each LLM's positives, which the 'mse' loss "
-                             "does not have (it would be ignored); use it with bce, listwise, "
-                             "utility or bpr, or set ipw_clip to None")
+            raise ArgumentValueError("ipw_clip re-weights each LLM's positives, which the 'mse' "
+                                     "loss does not have (it would be ignored); use it with bce, "
+                                     "listwise, utility or bpr, or set ipw_clip to None")
         self.kind = kind
         self.wtp = check_number(wtp, "wtp", low=0)
         self.temperature = check_number(temperature, "temperature", low=0)

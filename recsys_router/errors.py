@@ -6,7 +6,8 @@ field) and what was expected, so a user can fix the input without reading code.
 
 from __future__ import annotations
 
-__all__ = ["DataValidationError", "ConfigArgumentError", "NotFittedError", "where"]
+__all__ = ["DataValidationError", "ConfigArgumentError", "ArgumentValueError", "NotFittedError",
+           "where"]
 
 
 def where(source: str | None = None, row: int | None = None, column: str | None = None) -> str:
@@ -69,6 +70,13 @@ class ConfigArgumentError(ValueError):
     def __init__(self, message: str, argument: str | None = None):
         self.argument = argument
         super().__init__(f"{argument}: {message}" if argument else message)
+
+
+class ArgumentValueError(ValueError):
+    """A constructor or hyperparameter check refused a value it was given (``lr must be a
+    finite number > 0, got -1``): a deliberate refusal, which the Lightning CLI reports as one
+    line naming the argument. Any other ``ValueError`` raised while building the model or the
+    data module may be a bug and keeps a ``--debug`` hint."""
 
 
 class NotFittedError(RuntimeError):

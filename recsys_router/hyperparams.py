@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import numbers
 
+from recsys_router.errors import ArgumentValueError
+
 __all__ = ["check_number", "check_fraction"]
 
 
@@ -43,8 +45,8 @@ def check_number(value, name: str, *, low=None, high=None, low_open: bool = Fals
 
     Raises
     ------
-    ValueError
-        ``"<name> must be <what it accepts>, got <value>"``.
+    ArgumentValueError
+        (a ``ValueError``) ``"<name> must be <what it accepts>, got <value>"``.
 
     Example
     -------
@@ -53,11 +55,11 @@ def check_number(value, name: str, *, low=None, high=None, low_open: bool = Fals
     >>> check_number(2.5, "k", low=1, integer=True)
     Traceback (most recent call last):
     ...
-    ValueError: k must be an integer >= 1, got 2.5
+    recsys_router.errors.ArgumentValueError: k must be an integer >= 1, got 2.5
     >>> check_number(float("nan"), "penalty", low=0)
     Traceback (most recent call last):
     ...
-    ValueError: penalty must be a finite number >= 0, got nan
+    recsys_router.errors.ArgumentValueError: penalty must be a finite number >= 0, got nan
     """
     if value is None and none:
         return None
@@ -71,7 +73,7 @@ def check_number(value, name: str, *, low=None, high=None, low_open: bool = Fals
             (low is not None and (v <= low if low_open else v < low))
             or (high is not None and (v >= high if high_open else v > high)))
     if not ok:
-        raise ValueError(f"{name} must be {want}, got {value!r}")
+        raise ArgumentValueError(f"{name} must be {want}, got {value!r}")
     return v
 
 

@@ -91,17 +91,25 @@ class RouterCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         """Instantiate as LightningCLI does, then refuse a loss ``selection_ratio`` that
         differs from the data module's (see :func:`check_selection_ratio`). A value a
-        constructor refuses (its ``ValueError``) raises one ConfigArgumentError naming the
-        argument; any other exception (a bug) propagates with its traceback."""
+        constructor refuses (its :class:`~recsys_router.errors.ArgumentValueError`) raises
+        one ConfigArgumentError naming the argument; another ``ValueError`` (it may be a bug,
+        e.g. in the data loading that runs here) one too, ending in "(rerun with --debug for
+        the traceback)"; any other exception propagates with its traceback."""
+        from recsys_router.errors import ArgumentValueError, DataValidationError  # noqa: PLC0415
         try:
             super().instantiate_classes()
         except ValueError as exc:
-            from recsys_router.errors import DataValidationError  # noqa: PLC0415
+            inner = _chain(exc)[-1]
             # a data error raised as it is (loading the data for the size links) says where
             # already; not a ValueError inside (a bug): the traceback
-            if isinstance(exc, DataValidationError) or not isinstance(_chain(exc)[-1], ValueError):
+            if isinstance(exc, DataValidationError) or not isinstance(inner, ValueError):
                 raise
-            raise argument_error(exc, getattr(self, "config", None)) from exc
+            error = argument_error(exc, getattr(self, "config", None))
+            if not isinstance(inner, ArgumentValueError):  # not a deliberate refusal
+                argument = error.argument
+                error = type(error)(f"{error} (rerun with --debug for the traceback)")
+                error.argument = argument
+            raise error from exc
         check_selection_ratio(self.model, self.datamodule)
 
     def _parse_ckpt_path(self) -> None:
@@ -120,11 +128,7 @@ class RouterCLI(LightningCLI):
         ckpt_path = self.config[sub].get("ckpt_path") if sub else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return
-        import torch  # noqa: PLC0415
-
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get(
-            "hyper_parameters") or {}
-        hparams = dict(hparams)
+        hparams = dict(_read_ckpt_hparams(str(ckpt_path)))
         _check_ckpt_hparams(hparams, str(ckpt_path))
         hparams.pop("_instantiator", None)
         if not hparams:
@@ -135,14 +139,45 @@ class RouterCLI(LightningCLI):
             model = hparams
         try:
             self.config = self.parser.parse_object({sub: {"model": model}}, self.config)
-        except ArgumentError as exc:
+        except (ArgumentError, ImportError) as exc:  # ImportError: a class_path refused
             raise argument_error(exc) from exc
 
 
+def _read_ckpt_hparams(path: str) -> dict:
+    """The ``hyper_parameters`` mapping of the checkpoint at ``path`` (empty when it has none),
+    read with ``weights_only`` (no pickled code).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the file: it is no torch checkpoint, or it or its ``hyper_parameters`` is not
+        a mapping.
+    """
+    import pickle  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    from recsys_router.errors import DataValidationError  # noqa: PLC0415
+    try:
+        ckpt = torch.load(path, weights_only=True, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError,
+            AttributeError, ImportError, KeyError, IndexError, OverflowError) as exc:
+        # torch's own text is many lines, about weights_only: the exception type says enough
+        raise DataValidationError(f"{path}: not a torch checkpoint that loads as plain data "
+                                  f"(weights_only; {type(exc).__name__})") from None
+    if not isinstance(ckpt, dict):
+        raise DataValidationError(f"{path}: a checkpoint must be a mapping, got "
+                                  f"{type(ckpt).__name__}")
+    hparams = ckpt.get("hyper_parameters") or {}
+    if not isinstance(hparams, dict):
+        raise DataValidationError(f"{path}: hyper_parameters must be a mapping, got "
+                                  f"{type(hparams).__name__}")
+    return hparams
+
+
 def _check_ckpt_hparams(hparams: dict, source: str) -> None:
-    """Refuse a checkpoint whose model ``_class_path`` lies outside ``recsys_router.models.``
-    or whose ``loss`` is not the project's loss as plain data (compared as text, nothing
-    imported).
+    """Refuse a checkpoint whose model ``_class_path`` lies outside ``recsys_router.models.``,
+    that has ``class_path`` / ``init_args`` keys without ``_class_path`` (LightningCLI always
+    writes ``_class_path``) or whose ``loss`` is not the project's loss as plain data
+    (compared as text, nothing imported).
 
     Raises
     ------
@@ -158,6 +193,11 @@ def _check_ckpt_hparams(hparams: dict, source: str) -> None:
             raise DataValidationError(f"{source}: hyper_parameters._class_path {path!r} is not a "
                                       "RouterModule under recsys_router.models. (train with "
                                       "recsys-router fit)")
+    elif "class_path" in hparams or "init_args" in hparams:
+        # LightningCLI writes the model as _class_path plus its arguments: this shape would be
+        # parsed as a class_path section, nested class paths (a loss) unchecked
+        raise DataValidationError(f"{source}: hyper_parameters has class_path/init_args but no "
+                                  "_class_path: not a checkpoint of recsys-router fit")
     if isinstance(hparams.get("loss"), dict):
         try:
             RoutingLoss.from_config(hparams["loss"], f"{source}: hyper_parameters.loss")

@@ -3,7 +3,7 @@
 Router, LLM, task and dataset names come from data files and records (untrusted). Written
 into a Markdown table as they are, a name holding ``|`` adds a column, a line break ends the
 row, ``<img onerror=...>`` is raw HTML, ``![...](...)`` an image and a leading ``#`` a
-heading. :func:`md_text` makes any value literal text for one cell, and :func:`md_table`
+heading. Nothing else is escaped, so the same text reads well on a terminal too. :func:`md_text` makes any value literal text for one cell, and :func:`md_table`
 writes a whole table with every label and cell passed through it; the evaluation report
 (``recsys_router.evaluation.tables``) and the RouteJudge report (``recsys_router.judge.report``)
 both write their tables with it.
@@ -11,6 +11,7 @@ both write their tables with it.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Callable
 
@@ -19,30 +20,45 @@ import pandas as pd
 
 __all__ = ["md_text", "md_table"]
 
-#: characters with a Markdown meaning (emphasis, links, images, headings, HTML, table cells,
-#: GitHub's ``$`` math); a backslash before each makes it literal text
-_MD_SPECIAL = frozenset("\\`*_{}[]()#!|<>~&$")
+#: characters replaced anywhere: ``|`` (a column), ``\\`` (an escape), a backtick (a code span),
+#: ``[`` (a link or an image), and ``<``, ``>``, ``&`` as entities (raw HTML, an entity)
+_ANYWHERE = {"\\": "\\\\", "|": "\\|", "`": "\\`", "[": "\\[",
+             "<": "&lt;", ">": "&gt;", "&": "&amp;"}
+#: a leading heading or list marker (after any spaces): ``#``, or ``-``, ``+``, ``*`` or digits
+#: then ``.`` / ``)`` before a space (so ``-``, ``-0.5`` and ``0.500`` stay as they are;
+#: ``>`` is an entity and ``![`` an escaped ``[`` already)
+_LEADING = re.compile(r"^(\s*)(?:(#)|([+*-])(?=\s)|(\d+)[.)](?=\s))")
 
 
 def md_text(value) -> str:
-    """``value`` as literal Markdown text for one table cell.
+    """``value`` as literal Markdown text for one table cell or one line.
 
-    Line breaks and other control characters become their visible escape (a newline reads
-    ``\\n``), so a name cannot end the table row; each Markdown special character (see
-    ``_MD_SPECIAL``: ``|`` would add a column, ``![...](...)`` an image, ``<...>`` HTML) is
-    escaped with a backslash.
+    Only what could change the table or the page is escaped, so a name reads as it is
+    (``mu_o``, ``CPT(50%)``, ``zero (LLM hull)`` unchanged): line breaks and other control
+    characters become their visible escape (a newline reads ``\\n``), so a name cannot end
+    the table row; ``|``, ``\\``, backticks and ``[`` get a backslash (no extra column, code
+    span, link or image), ``<``, ``>`` and ``&`` become entities (no raw HTML), and a leading
+    ``#`` or list marker (``-``, ``+``, ``*``, ``1.``) gets a backslash (no heading or list). Emphasis
+    characters (``_``, ``*`` inside text) are left: they cannot break a row.
 
     Example
     -------
-    >>> print(md_text("r|x\\n# h ![i](u)"))
-    r\\|x\\\\n\\# h \\!\\[i\\]\\(u\\)
+    >>> print(md_text("r|x\\n# h ![i](u) <b>mu_o</b>"))
+    r\\|x\\\\n# h !\\[i](u) &lt;b&gt;mu_o&lt;/b&gt;
+    >>> print(*map(md_text, ["# head", "1. item", "- x", "-0.5", "CPT(50%)"]))
+    \\# head 1\\. item \\- x -0.5 CPT(50%)
     """
     out = []
     for ch in str(value):
         if unicodedata.category(ch)[0] == "C" or ch in "\u2028\u2029":
             ch = ch.encode("unicode_escape").decode("ascii")  # "\n" -> the two characters \ n
-        out.append("".join("\\" + c if c in _MD_SPECIAL else c for c in ch))
-    return "".join(out)
+        out.append("".join(_ANYWHERE.get(c, c) for c in ch))
+    text = "".join(out)
+    match = _LEADING.match(text)
+    if not match:
+        return text
+    at = match.end(4) if match.group(4) else match.end(1)  # before the marker, or its . / )
+    return text[:at] + "\\" + text[at:]
 
 
 def md_table(df: pd.DataFrame, number: Callable[[object, float], str] | None = None,
@@ -69,7 +85,7 @@ def md_table(df: pd.DataFrame, number: Callable[[object, float], str] | None = N
     >>> print(md_table(pd.DataFrame({"a|b": ["<i>x</i>"], "n": [0.5]})))
     | a\\|b | n |
     |---|---|
-    | \\<i\\>x\\</i\\> | 0.500 |
+    | &lt;i&gt;x&lt;/i&gt; | 0.500 |
     """
     if number is None:
         number = _default_number

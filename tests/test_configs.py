@@ -358,3 +358,76 @@ def test_ckpt_path_is_read_once_and_a_foreign_model_class_is_refused(tmp_path, c
                            f"_class_path {bad!r} is not a RouterModule under recsys_router.models. "
                            "(train with recsys-router fit)")
     assert "evil_model_mod" not in sys.modules and not (tmp_path / "imported").exists()
+
+
+def _ckpt_hostile_base(tmp_path) -> list[str]:
+    return ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path)]
+
+
+def test_ckpt_path_with_class_path_init_args_and_a_nested_foreign_loss_is_one_line(
+        tmp_path, capsys, monkeypatch):
+    """A checkpoint whose hyperparameters are a ``class_path`` / ``init_args`` section (no
+    ``_class_path``, which LightningCLI always writes) with a foreign loss nested in
+    ``init_args`` is refused as one line (it was an ImportDenied traceback, exit 1); and
+    should such a class path reach the parser, its import refusal is one line too."""
+    import sys
+    (tmp_path / "evil_nested_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                                 ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ckpt = tmp_path / "nested.ckpt"
+    torch.save({"hyper_parameters": {
+        "class_path": "recsys_router.models.mf_module.MFModule",
+        "init_args": {"dim": 4, "loss": {"class_path": "evil_nested_mod.Evil"}}}}, ckpt)
+    capsys.readouterr()
+    assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"recsys-router test: error: {ckpt}: hyper_parameters has class_path/init_args "
+                   "but no _class_path: not a checkpoint of recsys-router fit"]
+    # the parser's own refusal (jsonargparse's ImportDenied, no ArgumentError) is one line too
+    import recsys_router.lightning_cli as lcli
+    monkeypatch.setattr(lcli, "_check_ckpt_hparams", lambda *a: None)
+    assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.strip()]
+    assert len(err) == 1 and "class_path 'evil_nested_mod.Evil' is refused" in err[0], err
+    assert "evil_nested_mod" not in sys.modules and not (tmp_path / "imported").exists()
+
+
+@pytest.mark.parametrize("content,says", [
+    ({"hyper_parameters": [1, 2]}, "hyper_parameters must be a mapping, got list"),
+    ([1, 2, 3], "a checkpoint must be a mapping, got list"),
+    (b"not a checkpoint at all",
+     "not a torch checkpoint that loads as plain data (weights_only; UnpicklingError)"),
+], ids=["hparams_list", "toplevel_list", "garbage"])
+def test_a_malformed_ckpt_path_file_is_one_line_naming_it(tmp_path, capsys, content, says):
+    """A checkpoint that is no mapping, whose hyper_parameters are no mapping, or that is no
+    torch file at all: one line naming the file, exit 2 (were TypeError, AttributeError and
+    UnpicklingError tracebacks)."""
+    ckpt = tmp_path / "bad.ckpt"
+    if isinstance(content, bytes):
+        ckpt.write_bytes(content)
+    else:
+        torch.save(content, ckpt)
+    capsys.readouterr()
+    assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"recsys-router test: error: {ckpt}: {says}"]
+
+
+def test_a_numeric_dataset_option_override_given_as_text_is_read_as_its_number(tmp_path):
+    """``--data.init_args.dataset_options.n_queries=50`` reaches the loader as the string
+    '50' (a TypeError in make_synthetic); it is read as the int make_synthetic declares, and
+    text that is no number is one error naming the option."""
+    from recsys_router.datasets import load_dataset
+    from recsys_router.errors import ArgumentValueError
+    cli = build_cli(["fit", "-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC,
+                     *TINY, "--data.init_args.dataset_options.n_queries=50",
+                     "--trainer.fast_dev_run=true", *_logger(tmp_path)])
+    assert cli.datamodule.dataset_options["n_queries"] == "50"  # as the parser gives it
+    assert sum(s.n_queries for s in cli.datamodule.splits.values()) == 50
+    by_text = load_dataset("synthetic", n_queries="30", n_llms="3", specialisation="2", seed="4")
+    by_number = load_dataset("synthetic", n_queries=30, n_llms=3, specialisation=2.0, seed=4)
+    assert by_text.shape == (30, 3)
+    assert np.array_equal(by_text.scores, by_number.scores, equal_nan=True)
+    with pytest.raises(ArgumentValueError, match=r"^dataset option 'n_llms' must be int, got 'x'$"):
+        load_dataset("synthetic", n_queries=30, n_llms="x")

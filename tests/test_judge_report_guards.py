@@ -63,8 +63,9 @@ def test_injected_names_stay_literal_in_the_markdown(tmp_path):
     cells = [len(line.replace("\\|", "").split("|")) for line in lines]
     assert len(set(cells)) == 1  # the "|" in "r1|evil" added no column
     report = paths["report.md"].read_text(encoding="utf-8")
-    assert "# Injected" not in report.replace("\\# Injected", "") and "![img]" not in report
-    assert "r1\\|evil" in report and "\\!\\[img\\]\\(http://attacker.example/x.png\\)" in report
+    assert not [ln for ln in report.splitlines() if ln.lstrip().startswith("# Injected")]
+    assert "![img]" not in report  # no image: its "[" is escaped
+    assert "r1\\|evil" in report and "!\\[img](http://attacker.example/x.png)" in report
 
 
 def test_no_bootstrap_shows_and_plots_plain_elo(tmp_path, monkeypatch):

@@ -150,3 +150,36 @@ def test_tuning_reports_a_refused_trial_argument_as_a_tuning_config_error(tmp_pa
                                                 r"--data\.init_args\.batch_size: expected int, "
                                                 r"got 'abc'$"):
         objective._build(["-c", configs[0], "-c", configs[1], "--data.init_args.batch_size=abc"])
+
+
+def test_a_value_error_bug_in_instantiation_keeps_a_debug_hint(monkeypatch, capsys):
+    """A ValueError that no constructor check raised (here numpy's, from a bug in the data
+    module's constructor) is not reported as a plain argument refusal: its line says to rerun
+    with --debug, and --debug shows numpy's error in the chain; a check's refusal has no hint."""
+    import numpy as np
+
+    from recsys_router.datamodules.routing_datamodule import RoutingDataModule
+    from recsys_router.errors import ArgumentValueError
+    from recsys_router.hyperparams import check_number
+    with pytest.raises(ArgumentValueError):
+        check_number(-1, "lr", low=0)
+    original = RoutingDataModule.__init__
+
+    def buggy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        np.zeros(3) + np.zeros(4)  # a bug: operands could not be broadcast
+    monkeypatch.setattr(RoutingDataModule, "__init__", buggy)
+    assert main(["fit", *BASE]) == 2
+    line = _one_error_line(capsys)
+    assert line.endswith("(rerun with --debug for the traceback)"), line
+    assert "operands could not be broadcast" in line
+    with pytest.raises(ConfigArgumentError) as info:
+        main(["--debug", "fit", *BASE])
+    exc, inner = info.value, None
+    while exc is not None:
+        inner, exc = exc, exc.__cause__ or exc.__context__
+    assert type(inner) is ValueError and "broadcast" in str(inner)
+    monkeypatch.setattr(RoutingDataModule, "__init__", original)
+    assert main(["fit", *BASE, "--data.init_args.val_fraction=2"]) == 2
+    assert _one_error_line(capsys) == ("--data.init_args.val_fraction: val_fraction must be in "
+                                       "[0, 1), got 2.0")

@@ -40,10 +40,24 @@ def _check_table(text: str, n_rows: int, n_cols: int) -> None:
 def test_md_text_escapes_by_hand():
     assert md_text("a|b") == "a\\|b"
     assert md_text("x\ny") == "x\\\\ny"  # the newline shows as the two characters \ n, escaped
-    assert md_text("![i](u)") == "\\!\\[i\\]\\(u\\)"
-    assert md_text("<b>*$x$*</b>") == "\\<b\\>\\*\\$x\\$\\*\\</b\\>"
+    assert md_text("![i](u)") == "!\\[i](u)"  # no link, so no image
+    assert md_text("<b>*$x$*</b>") == "&lt;b&gt;*$x$*&lt;/b&gt;"  # no raw HTML
+    assert md_text("a & b &lt;") == "a &amp; b &amp;lt;"
     assert md_text("`c`") == "\\`c\\`"
     assert md_text("plain-name.v2") == "plain-name.v2"
+    # a heading or list marker only where it starts the text; numbers and names unchanged
+    assert [md_text(t) for t in ("# h", " #h", "- x", "+ x", "* x", "12. x", "3) x")] == [
+        "\\# h", " \\#h", "\\- x", "\\+ x", "\\* x", "12\\. x", "3\\) x"]
+    assert [md_text(t) for t in ("-", "-0.5", "0.500", "1.5", "a - b", "x # y")] == [
+        "-", "-0.5", "0.500", "1.5", "a - b", "x # y"]
+
+
+def test_md_text_leaves_names_and_metric_labels_readable():
+    """Only what could break a table or add HTML is escaped: ``_`` inside a word and
+    parentheses are plain text (they printed as ``mu\\_o`` and ``CPT\\(50%\\)``)."""
+    for text in ("mu_o", "V_B", "CPT(50%)", "zero (LLM hull)", "r_o(p=0.5)", "nAUC (code)",
+                 "gpt-4-1106-preview", "topic_1 -x router", "a*b_c~d$e{f}"):
+        assert md_text(text) == text
 
 
 def test_md_table_keeps_one_cell_per_column_with_hostile_names():
@@ -51,7 +65,7 @@ def test_md_table_keeps_one_cell_per_column_with_hostile_names():
                        "<script>": HOSTILE[::-1]})
     text = md_table(df)
     _check_table(text, len(HOSTILE), 3)
-    assert text.splitlines()[0] == "| router | x\\|y | \\<script\\> |"
+    assert text.splitlines()[0] == "| router | x\\|y | &lt;script&gt; |"
     assert text.splitlines()[2] == "| a\\|b | 0.000 | ok |"
     assert text.splitlines()[3] == "| x\\\\ny | 0.200 | \\# head |"
 
@@ -62,7 +76,7 @@ def test_evaluation_markdown_table_escapes_names_and_keeps_number_formats():
     assert markdown_table(df).splitlines() == [
         "| router | mu | fit s |", "|---|---|---|",
         "| LLM:a\\|b | 0.5000 | 1.235 |",
-        "| \\<img src=x onerror=alert\\(1\\)\\> | - | - |"]
+        "| &lt;img src=x onerror=alert(1)&gt; | - | - |"]
     _check_table(markdown_table(df), 2, 3)
 
 
@@ -77,7 +91,7 @@ def test_evaluation_report_with_hostile_llm_and_dataset_names(tmp_path):
     assert not _raw(report.replace("`decisions.parquet`", "").replace(
         "`recsys_router.evaluation.metrics_from_decisions`", ""))  # the report's own code spans
     lines = report.splitlines()
-    assert lines[0].startswith("# Routing evaluation: ds\\\\n\\# \\<script\\>")
+    assert lines[0].startswith("# Routing evaluation: ds\\\\n# &lt;script&gt;")
     assert [ln for ln in lines if ln.startswith("# ")] == [lines[0]]  # no injected heading
     notes = lines[lines.index("## Notes") + 2:lines.index("## Leaderboard") - 1]
     assert notes and all(ln.startswith("- ") for ln in notes)  # a name's line break stays in its note
@@ -110,3 +124,21 @@ def test_judge_leaderboard_with_hostile_router_names(tmp_path):
     assert _cells(text.splitlines()[0]) >= 10
     assert [ln.split(" | ")[0] for ln in text.splitlines()[2:]] == [
         "| " + md_text(r) for r in pd.read_csv(paths["leaderboard.csv"])["router"]]
+
+
+def test_the_terminal_leaderboard_is_the_readmes_format(capsys, tmp_path):
+    """``recsys-router evaluate`` prints the leaderboard as README.md shows it: metric labels
+    and router names without Markdown backslashes (it printed ``mu\\_o``, ``CPT\\(50%\\)``)."""
+    from pathlib import Path
+
+    from recsys_router.cli.evaluate import _print_leaderboard
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    header = next(ln for ln in readme.splitlines() if ln.startswith("| router | mu_o | V_B"))
+    labels = [c.strip() for c in header.strip("|").split("|")]
+    rows = [["zero (LLM hull)", *[np.nan] * (len(labels) - 2), ""],
+            ["r_o(p=0.5)", *[0.5] * (len(labels) - 2), "yes"]]
+    _print_leaderboard(pd.DataFrame(rows, columns=labels), tmp_path, False, 1.0)
+    lines = capsys.readouterr().out.splitlines()
+    assert header in lines
+    assert "| zero (LLM hull) | " + " | ".join(["-"] * (len(labels) - 2)) + " |  |" in lines
+    assert any(ln.startswith("| r_o(p=0.5) | 0.5000 | ") for ln in lines)

@@ -25,6 +25,7 @@ from torch import nn
 
 from recsys_router.hyperparams import check_number
 from recsys_router.models.losses import RoutingLoss
+from recsys_router.errors import ArgumentValueError
 
 from .eval_metrics import epoch_metrics
 
@@ -131,7 +132,8 @@ class RouterModule(pl.LightningModule):
                  lr: float = 1e-3, weight_decay: float = 0.0):
         super().__init__()
         if int(n_llms) < 1 or int(embed_dim) < 1:
-            raise ValueError(f"n_llms and embed_dim must be >= 1, got {n_llms}, {embed_dim}")
+            raise ArgumentValueError(f"n_llms and embed_dim must be >= 1, got {n_llms}, "
+                                     f"{embed_dim}")
         self.n_llms = int(n_llms)
         self.embed_dim = int(embed_dim)
         loss = RoutingLoss.coerce(loss, f"{type(self).__name__} loss")  # dict: a checkpoint's

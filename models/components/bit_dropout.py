@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from recsys_router.errors import ArgumentValueError
 
 __all__ = ["BitDropout"]
 
@@ -40,7 +41,7 @@ class BitDropout(nn.Module):
     def __init__(self, p: float = 0.5):
         super().__init__()
         if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+            raise ArgumentValueError(f"dropout probability must be in [0, 1), got {p}")
         self.p = float(p)
         self._cut = int(round(self.p * _LEVELS))      # uniforms in [0, 65536) below: dropped
         self._scale = _LEVELS / (_LEVELS - self._cut)

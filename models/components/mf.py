@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recsys_router.errors import ArgumentValueError
+
 from .mlp import MLP
 
 __all__ = ["MFScorer", "SCORINGS"]
@@ -46,7 +48,7 @@ class MFScorer(nn.Module):
                  hidden: Sequence[int] = (), dropout: float = 0.0, normalize_llm: bool = True):
         super().__init__()
         if scoring not in SCORINGS:
-            raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+            raise ArgumentValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
         self.scoring = scoring
         self.normalize_llm = normalize_llm
         self.query_proj = MLP(embed_dim, dim, hidden=hidden, dropout=dropout, bias=bool(hidden))

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from recsys_router.hyperparams import check_number
+from recsys_router.errors import ArgumentValueError
 
 __all__ = ["MLP", "LinearProjection"]
 
@@ -46,9 +47,10 @@ class MLP(nn.Module):
                  activation: str = "relu", bias: bool = True):
         super().__init__()
         if activation not in self._ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(self._ACTIVATIONS)}, got {activation!r}")
+            raise ArgumentValueError(f"activation must be one of {sorted(self._ACTIVATIONS)}, "
+                                     f"got {activation!r}")
         if in_dim < 1 or out_dim < 1:
-            raise ValueError(f"in_dim and out_dim must be >= 1, got {in_dim}, {out_dim}")
+            raise ArgumentValueError(f"in_dim and out_dim must be >= 1, got {in_dim}, {out_dim}")
         check_number(dropout, "dropout", low=0, high=1, high_open=True)
         for h in hidden:
             check_number(h, "hidden (each layer width)", low=1, integer=True)

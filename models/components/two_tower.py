@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .mlp import MLP
+from recsys_router.errors import ArgumentValueError
 
 __all__ = ["TwoTowerScorer"]
 
@@ -51,7 +52,7 @@ class TwoTowerScorer(nn.Module):
                  llm_hidden: Sequence[int] = (64,), dropout: float = 0.0, id_dropout: float = 0.3):
         super().__init__()
         if not 0.0 <= id_dropout <= 1.0:
-            raise ValueError(f"id_dropout must be in [0, 1], got {id_dropout}")
+            raise ArgumentValueError(f"id_dropout must be in [0, 1], got {id_dropout}")
         self.dim = int(dim)
         self.id_dim = int(id_dim)
         self.id_dropout = float(id_dropout)

@@ -20,7 +20,7 @@ from typing import Callable
 from recsys_router.registries import Registry
 
 __all__ = ["register", "load_dataset", "available_datasets", "default_data_dirs", "DatasetSpec",
-           "dataset_spec", "DATASETS"]
+           "dataset_spec", "DATASETS", "coerce_options"]
 
 
 @dataclass
@@ -94,6 +94,50 @@ def default_data_dirs() -> list[Path]:
     return dirs
 
 
+def coerce_options(loader: Callable, options: dict) -> dict:
+    """``options`` with each string given for a numeric parameter of ``loader`` (annotated
+    ``int`` or ``float``, optionally ``| None``) read as that number: an override such as
+    ``--data.init_args.dataset_options.n_queries=300`` arrives as the string ``'300'``. A
+    loader that passes its ``**options`` on names the function that takes them as its
+    ``options_target`` attribute (the synthetic loaders: ``make_synthetic``).
+
+    Raises
+    ------
+    ArgumentValueError
+        A string that is no such number, naming the option and the type.
+
+    Example
+    -------
+    >>> from recsys_router.datasets.synthetic import make_synthetic
+    >>> coerce_options(make_synthetic, {"n_queries": "300", "specialisation": "2", "x": "y"})
+    {'n_queries': 300, 'specialisation': 2.0, 'x': 'y'}
+    """
+    import typing  # noqa: PLC0415
+    hints = {}
+    for func in (getattr(loader, "options_target", None), loader):
+        try:
+            hints.update(typing.get_type_hints(func) if func is not None else {})
+        except Exception:  # noqa: BLE001 - annotations that do not evaluate: none to go by
+            pass
+    out = dict(options)
+    for key, value in options.items():
+        kinds = set(typing.get_args(hints.get(key)) or {hints.get(key)}) - {type(None)}
+        if not isinstance(value, str) or not kinds or not kinds <= {int, float}:
+            continue
+        for kind in (int, float):
+            if kind in kinds:
+                try:
+                    out[key] = kind(value.strip())
+                    break
+                except ValueError:
+                    pass
+        else:
+            from recsys_router.errors import ArgumentValueError  # noqa: PLC0415
+            want = " or ".join(k.__name__ for k in (int, float) if k in kinds)
+            raise ArgumentValueError(f"dataset option {key!r} must be {want}, got {value!r}")
+    return out
+
+
 def load_dataset(name_or_path, data_dir=None, **options):
     """Load a dataset by registered name or by path.
 
@@ -118,6 +162,8 @@ def load_dataset(name_or_path, data_dir=None, **options):
     trust = options.pop("trust_pickle", None)
 
     def call(loader, path):
+        nonlocal options
+        options = coerce_options(loader, options)
         if trust is not None and "trust_pickle" in inspect.signature(loader).parameters:
             return loader(path, trust_pickle=bool(trust), **options)
         return loader(path, **options)

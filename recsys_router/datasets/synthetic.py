@@ -160,3 +160,9 @@ def load_synthetic_routereval(_path=None, **options) -> RoutingData:
     data = make_synthetic(**{**PRESETS["routereval-scale"], **options})
     data.name = "synthetic-routereval"
     return data
+
+
+# their **options are make_synthetic's (read by registry.coerce_options)
+for _loader in (load_synthetic, load_synthetic_many, load_synthetic_routereval):
+    _loader.options_target = make_synthetic
+del _loader
