@@ -253,6 +253,14 @@ def test_als_state_score_range_differing_from_the_manifest_is_refused(als_onboar
                 f"{[float(x) for x in man['score_range']]}")
 
 
+@pytest.mark.parametrize("value", [-1.0, 0.0, 5e-324, 1e-13])
+def test_als_noise_var_zero_negative_or_subnormal_is_refused(als_onboarded, tmp_path, value):
+    """0 or a subnormal dropped the fold-in's prior; -1 turned it into a repulsion."""
+    d = _als_copy(als_onboarded, tmp_path)
+    _edit_state(d, lambda doc: doc["state"].__setitem__("noise_var_", value))
+    _refused(d, f"noise_var_: {value!r}, expected a finite variance >= 1e-12")
+
+
 def test_als_untampered_onboarded_artifact_loads(als_onboarded):
     art = load_router(als_onboarded)
     assert art.router.score_range_ == tuple(art.manifest["score_range"])
