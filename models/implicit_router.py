@@ -53,10 +53,11 @@ from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 from recsys_router.hyperparams import check_number
 from recsys_router.router import Router
-from recsys_router.state import FLOAT, Arr, Opt, Part, TupleOf
+from recsys_router.state import FLOAT, Arr, Opt, Part, StateError, TupleOf
 
 from .components.implicit_data import encode_queries, gpu_available, interaction_matrix
-from .components.item_prior import fold_in_item, noise_variance, prior_of, shrunk_linear
+from .components.item_prior import (MIN_NOISE_VAR, fold_in_item, noise_variance, prior_of,
+                                    shrunk_linear)
 from .components.ridge import LOO_GRID, ridge, ridge_loo, unit_rows
 from .implicit_feedback import logged_training
 from .implicit_feedback import per_column_linear as _per_column_linear
@@ -148,7 +149,18 @@ class ImplicitRouter(Router):
         # nor, before the fold-in prior, ``noise_var_`` (then 1: ALS's own unit noise)
         if isinstance(fields, dict) and "noise_var_" not in fields:
             fields = {**fields, "noise_var_": None}
-        return super()._check_state(fields, headers, dims)
+        checked = super()._check_state(fields, headers, dims)
+        low, high = checked["score_range_"]
+        # the clip of onboarded columns and the fold-in's score scale: a reversed range
+        # pins every onboarded score to one value
+        if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+            raise StateError(f"score_range_: expected finite [lowest, highest], got "
+                             f"[{low!r}, {high!r}]")
+        noise = checked["noise_var_"]
+        if noise is not None and not (np.isfinite(noise) and noise >= MIN_NOISE_VAR):
+            raise StateError(f"noise_var_: {noise!r}, expected a finite variance >= "
+                             f"{MIN_NOISE_VAR:g}")
+        return checked
 
     @classmethod
     def _from_state(cls, params, fields, arrays):

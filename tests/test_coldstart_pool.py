@@ -231,3 +231,15 @@ def test_probe_scores_are_held_to_the_scale_not_the_observed_extremes():
                        r"training scores \[-7, 18.5\] \(training scores 1.5-10\)"):
         g.add_llm("x", {"t 0": 30.0, "t 1": 5.0})
     assert g.llm_names_ == ["a", "mixtral"]
+
+
+def test_unknown_score_range_message_fits_an_in_process_router():
+    """With no recorded range the refusal names ``score_range_`` and how to set it, and does
+    not claim an old artifact (the router may be in-process, never exported)."""
+    from recsys_router.coldstart.pool import check_probe_range
+    with pytest.raises(ValueError) as got:
+        check_probe_range("x", np.array([0.5, 7.0]), None, ["'a'", "'b'"])
+    text = str(got.value)
+    assert "probe score 7 of 'x' on query 'b' is outside [0, 1]" in text
+    assert "score_range_" in text and "--score-range" in text
+    assert "written before" not in text

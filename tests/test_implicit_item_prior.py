@@ -105,6 +105,21 @@ def test_noise_variance_matches_the_dense_sum():
     assert noise_variance(sparse.csr_matrix(dense), x, y) == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.parametrize("bad", [0.0, -1.0, 5e-324, 1e-13, float("nan"), float("inf")])
+def test_fold_in_item_refuses_a_degenerate_noise_variance(bad):
+    """0 or a subnormal dropped the prior (a singular system); a negative one flipped it."""
+    m, s2 = np.array([0.5, -0.5]), np.array([1.0, 1.0])
+    with pytest.raises(ValueError, match="noise_var must be finite and >= 1e-12"):
+        fold_in_item(np.ones((3, 2)), np.ones(3), np.ones(3), np.ones(3), m, s2, noise_var=bad)
+
+
+def test_noise_variance_of_a_perfect_fit_is_floored():
+    """Items reproduced exactly: the sum is 0, floored to 1e-12 so the fold-in can use it."""
+    x, y = np.array([[1.0], [0.0]]), np.array([[1.0]])
+    conf = sparse.csr_matrix(np.array([[1.0], [0.0]]))    # p = 1 where x.y = 1, 0 elsewhere
+    assert noise_variance(conf, x, y) == 1e-12
+
+
 def test_shrunk_linear_limits():
     raw, y, w = np.array([0.0, 1, 2, 3]), np.array([0.1, 0.5, 0.4, 0.9]), np.array([1.0, 2, 1, 1])
     # every fitted slope equal: no spread, the new slope is that slope; calibrated in the large

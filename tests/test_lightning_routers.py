@@ -227,3 +227,31 @@ def test_utility_wtp_is_in_data_units_under_the_minmax_transform(monkeypatch):
     assert seen and all(np.array_equal(got, expect) for got, expect in seen)
     assert sum(got[:, 0].sum() for got, _ in seen) == n   # the dear, better LLM every time
     assert r.module_kwargs()["loss"].wtp == wtp             # the router keeps the data units
+
+
+def test_to_router_records_the_training_score_range_so_add_llm_takes_1_to_10_probes(sim_small):
+    """``to_router`` on 1-10 grades sets ``score_range_`` (the train split's min/max, as
+    ``Router.fit`` does) and the pool bookkeeping, so ``add_llm`` takes 1-10 probes; before,
+    the range was unset, held to [0, 1], and the probes were refused."""
+    from recsys_router.data import RoutingData
+    graded = RoutingData(sim_small.queries, sim_small.llm_names, 1 + 9 * sim_small.scores,
+                         costs=sim_small.costs)
+    pool = graded.subset(llms=graded.llm_names[:-1])
+    dm = RoutingDataModule.from_splits(pool.split((0.7, 0.1, 0.2), seed=0),
+                                       encoder_options={"dim": 32}, batch_size=32)
+    torch.manual_seed(0)
+    module = MFModule(dm.n_llms, dm.embed_dim, dim=8, loss={"kind": "mse"})
+    quiet_trainer(1).fit(module, datamodule=dm)
+    router = module.to_router(dm)
+    train = dm.splits["train"].scores
+    assert router.score_range_ == (float(np.nanmin(train)), float(np.nanmax(train)))
+    assert router.score_range_[1] > 1.0
+    assert (router.core_llms_, router.probe_llms_, router.llm_info_) == (None, {}, {})
+    new = graded.llm_names[-1]
+    probes = RoutingData(graded.queries.iloc[:30].reset_index(drop=True), [new],
+                         graded.scores[:30, -1:], costs=graded.costs[:30, -1:])
+    assert np.nanmax(probes.scores) > 1.0              # probes on the 1-10 scale
+    grown = router.add_llm(new, probes)
+    assert grown.llm_names_ == list(pool.llm_names) + [new]
+    test = graded.subset(queries=list(dm.splits["test"].query_ids))
+    assert np.isfinite(grown.predict_scores(test)).all()

@@ -50,6 +50,7 @@ import inspect
 import numpy as np
 from scipy.special import expit
 
+from recsys_router.coldstart.pool import observed_range
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
 from recsys_router.router import Router, mean_llm_prices
@@ -449,6 +450,10 @@ class LightningRouter(LLMRowsMixin, LightningStateMixin, Router):
         train = datamodule.splits["train"]
         router.llm_names_ = list(train.llm_names)
         router.mean_costs_ = train.mean_costs() if train.costs is not None else None
+        # as Router.fit sets them: the training scores' range (the scale add_llm holds probe
+        # scores to) and an unchanged pool with no onboarded LLM
+        router.score_range_ = observed_range(train.scores)
+        router.core_llms_, router.probe_llms_, router.llm_info_ = None, {}, {}
         router._set_fitted_state(module, datamodule)
         # the Platt map of ranking losses, as ``fit`` fits it: on all the training queries, on
         # the scale the module was trained on (the data module's own scores: it rescales none)

@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["prior_of", "fold_in_item", "noise_variance", "shrunk_linear"]
+__all__ = ["prior_of", "fold_in_item", "noise_variance", "shrunk_linear", "MIN_NOISE_VAR"]
+
+#: the smallest noise variance the fold-in takes (0 or a subnormal drops the prior and
+#: leaves a singular or ill-conditioned system; a fitted estimate is kept above it)
+MIN_NOISE_VAR = 1e-12
 
 
 def prior_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,9 +59,12 @@ def fold_in_item(x: np.ndarray, pref: np.ndarray, conf: np.ndarray, weights: np.
     >>> fold_in_item(np.zeros((3, 2)), np.ones(3), np.ones(3), np.ones(3), m, s2).tolist()
     [0.5, -0.5]
     """
+    noise_var = float(noise_var)
+    if not (np.isfinite(noise_var) and noise_var >= MIN_NOISE_VAR):
+        raise ValueError(f"noise_var must be finite and >= {MIN_NOISE_VAR:g}, got {noise_var!r}")
     x = np.asarray(x, np.float64)
     wc = np.asarray(weights, np.float64) * np.asarray(conf, np.float64)
-    prec = float(noise_var) / np.asarray(prior_var, np.float64)
+    prec = noise_var / np.asarray(prior_var, np.float64)
     a = x.T @ (wc[:, None] * x) + np.diag(prec)
     b = x.T @ (wc * np.asarray(pref, np.float64)) + prec * np.asarray(prior_mean, np.float64)
     return np.linalg.solve(a, b)
@@ -72,7 +79,8 @@ def noise_variance(conf, x: np.ndarray, item_factors: np.ndarray) -> float:
 
     computed without the dense matrix (``sum_ui (x_u . y_i)^2 = trace(X'X Y'Y)``). With the
     queries' leave-one-out folded-in factors as ``x`` it is the noise a new query's factor
-    sees: near the preferences' variance when the text predicts nothing.
+    sees: near the preferences' variance when the text predicts nothing. Kept at least
+    :data:`MIN_NOISE_VAR` (a perfect fit would otherwise give 0, which the fold-in refuses).
 
     Example
     -------
@@ -86,7 +94,7 @@ def noise_variance(conf, x: np.ndarray, item_factors: np.ndarray) -> float:
     r = np.einsum("ij,ij->i", x[m.row], y[m.col])
     c = m.data.astype(np.float64)
     total = float(np.trace((x.T @ x) @ (y.T @ y))) + float(np.sum(c * (1.0 - r) ** 2 - r ** 2))
-    return max(total, 0.0) / (x.shape[0] * y.shape[0])
+    return max(total / (x.shape[0] * y.shape[0]), MIN_NOISE_VAR)
 
 
 def shrunk_linear(raw: np.ndarray, y: np.ndarray, weights: np.ndarray,

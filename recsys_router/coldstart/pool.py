@@ -35,10 +35,10 @@ __all__ = ["add_llm", "remove_llm", "pool_changed", "core_view", "predict_pool",
 #: ``--score-range``): most routing scores are accuracies or pass rates, and a score off
 #: the pool's scale takes all traffic, so an unknown scale is never left unchecked
 UNKNOWN_RANGE_SCALE = (0.0, 1.0)
-UNKNOWN_RANGE_HINT = ("the router records no training score range (an artifact written before "
-                      "score_range was recorded), so probe scores must lie in [0, 1]; if its "
-                      "training scores are on another scale, give their range explicitly "
-                      "(serve / onboard --score-range LOW,HIGH)")
+UNKNOWN_RANGE_HINT = ("the router records no training score range (score_range_), so probe "
+                      "scores must lie in [0, 1]; if its training scores are on another scale, "
+                      "give their range explicitly (router.score_range_ = (LOW, HIGH), or "
+                      "serve / onboard --score-range LOW,HIGH for an artifact)")
 
 
 def pool_changed(router) -> bool:

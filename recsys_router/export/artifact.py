@@ -40,7 +40,7 @@ from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
 from ..state import StateError, json_safe
 from .exported import ExportedRouter
-from .provenance import check_onboard_fields
+from .provenance import check_onboard_fields, check_onboarded_origin
 from .safe_io import LimitError, NpzReader, parse_json, read_json, sha256_file
 from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listing, check_policy,
                      declared_arrays, key_bytes, read_verified, signature, verify_artifact)
@@ -348,7 +348,17 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
         raise ArtifactError(f"{sp}: cannot rebuild the router: {exc}") from exc
     if [r.get("name") for r in manifest["llms"]] != list(router.llm_names_):
         raise ArtifactError(f"{path / 'manifest.json'}: llms do not match the state's LLM pool")
-    if getattr(router, "score_range_", None) is None and manifest.get("score_range") is not None:
+    try:
+        check_onboarded_origin(manifest, getattr(router, "llm_info_", None))
+    except StateError as exc:
+        raise ArtifactError(f"{path / 'manifest.json'}: {exc}") from exc
+    own, recorded = getattr(router, "score_range_", None), manifest.get("score_range")
+    if own is not None and recorded is not None \
+            and [float(x) for x in own] != [float(x) for x in recorded]:
+        # both written from the same fitted range: a difference is an edited file
+        raise ArtifactError(f"{sp}: score_range_ {[float(x) for x in own]} differs from the "
+                            f"manifest's score_range {[float(x) for x in recorded]}")
+    if own is None and recorded is not None:
         # the scale add_llm (onboard, POST /llms) holds a new LLM's probe scores to
         router.score_range_ = tuple(float(x) for x in manifest["score_range"])
     return ExportedRouter(router, manifest, path)

@@ -16,13 +16,15 @@ and are validated strictly on load (exact keys, types, sizes, counts, names in t
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from pathlib import PurePosixPath
 
 from ..state import BOOL, FLOAT, INT, STR, DictOf, Opt, StateError, TupleOf, check_state
 
 __all__ = ["ONBOARDED_ENTRY", "SOURCE_METRICS", "RANGE_SOURCES", "SOURCE_METRICS_NOTE",
-           "check_onboard_fields", "onboarded_fields", "plain_file_name"]
+           "check_onboard_fields", "check_onboarded_origin", "onboarded_fields",
+           "plain_file_name"]
 
 #: where the probe scores' range came from: the artifact's recorded training range, the
 #: ``--data`` scores, the operator's ``--score-range``, or [0, 1] assumed (none known)
@@ -91,9 +93,36 @@ def _check_entry(entry, where: str, pool: set) -> dict:
     if e["score_range_from"] not in RANGE_SOURCES:
         raise StateError(f"{where}.score_range_from: {e['score_range_from'][:40]!r}, expected "
                          f"one of {list(RANGE_SOURCES)}")
-    if not _DATE.match(e["date"]):
+    if not _DATE.match(e["date"]) or not _real_date(e["date"]):
         raise StateError(f"{where}.date: expected YYYY-MM-DDTHH:MM:SSZ, got {e['date'][:40]!r}")
     return e
+
+
+def _real_date(text: str) -> bool:
+    """Whether ``text`` (already of the form YYYY-MM-DDTHH:MM:SSZ) is a calendar date and time."""
+    try:
+        _dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return False
+    return True
+
+
+def _check_entry_range(e: dict, where: str, recorded) -> None:
+    """An entry's range against the manifest's ``score_range`` (``recorded``, None: none).
+
+    Once a range is known (from the artifact, ``--data`` or ``--score-range``) it becomes
+    the router's and the manifest's, and every later onboarding reads it back: such an entry
+    holds the manifest's range. An entry with no known range (``"default"``) held its probes
+    to [0, 1]; a later onboarding may have set another range, so it is checked on its own.
+    """
+    rng = [float(x) for x in e["score_range"]]
+    if e["score_range_from"] == "default":
+        if rng != [0.0, 1.0]:
+            raise StateError(f"{where}.score_range: {rng}, expected [0.0, 1.0] for "
+                             "score_range_from 'default'")
+    elif recorded is not None and rng != [float(x) for x in recorded]:
+        raise StateError(f"{where}.score_range: {rng} differs from the manifest's score_range "
+                         f"{[float(x) for x in recorded]}")
 
 
 def check_onboard_fields(manifest: dict) -> None:
@@ -104,7 +133,9 @@ def check_onboard_fields(manifest: dict) -> None:
     StateError
         Naming the field: a missing, extra or mistyped key, more entries than LLMs, an LLM
         named twice or not in the pool, a probe file that is a path, a digest or date of
-        another form, a reversed or infinite range, an unknown range source.
+        another form or an impossible date, a reversed or infinite range, a range that
+        differs from the manifest's ``score_range`` (or, for ``"default"``, from [0, 1]), an
+        unknown range source.
     """
     pool = {r.get("name") for r in manifest["llms"]}
     td = manifest.get("training_data")
@@ -119,6 +150,7 @@ def check_onboard_fields(manifest: dict) -> None:
         seen = set()
         for i, entry in enumerate(onboarded):
             e = _check_entry(entry, f"training_data.onboarded[{i}]", pool)
+            _check_entry_range(e, f"training_data.onboarded[{i}]", manifest.get("score_range"))
             if e["llm"] in seen:
                 raise StateError(f"training_data.onboarded[{i}].llm: {e['llm'][:80]!r} is "
                                  "named twice")
@@ -130,6 +162,30 @@ def check_onboard_fields(manifest: dict) -> None:
             raise StateError(f"source_metrics.n_llms: {s['n_llms']}, expected 1 to 100,000")
         if len(s["note"]) > 1000:
             raise StateError("source_metrics.note: over 1000 characters")
+
+
+def check_onboarded_origin(manifest: dict, llm_info) -> None:
+    """Refuse a ``training_data.onboarded`` entry naming an LLM the router state does not
+    record as onboarded (``llm_info``: the rebuilt router's ``llm_info_``, whose keys are
+    the LLMs added after the fit): the manifest would call a fitted LLM onboarded, or the
+    state's record of an onboarded LLM was dropped.
+
+    Example
+    -------
+    >>> m = {"training_data": {"onboarded": [{"llm": "c"}]}}
+    >>> check_onboarded_origin(m, {"c": {"origin": "onboarded"}})
+    >>> check_onboarded_origin(m, {})
+    Traceback (most recent call last):
+    ...
+    recsys_router.state.StateError: training_data.onboarded[0].llm: 'c' is not an onboarded LLM of the router state (llm_info_)
+    """
+    td = manifest.get("training_data")
+    onboarded = td.get("onboarded") if isinstance(td, dict) else None
+    info = llm_info if isinstance(llm_info, dict) else {}
+    for i, entry in enumerate(onboarded or []):
+        if entry["llm"] not in info:
+            raise StateError(f"training_data.onboarded[{i}].llm: {entry['llm'][:80]!r} is not "
+                             "an onboarded LLM of the router state (llm_info_)")
 
 
 def onboarded_fields(src_manifest: dict, entry: dict) -> tuple[dict, dict | None]:

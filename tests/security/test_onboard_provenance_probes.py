@@ -73,6 +73,19 @@ PROBES = {
     "range_reversed": (lambda m: _entry(m).update(score_range=[1.0, 0.0]),
                        "onboarded[0].score_range: expected finite"),
     "range_one_number": (lambda m: _entry(m).update(score_range=[0.0]), "expected 2 items"),
+    "range_differs_from_manifest": (lambda m: _entry(m).update(score_range=[0, 1e308]),
+                                    "onboarded[0].score_range: [0.0, 1e+308] differs from the "
+                                    "manifest's score_range [0.0, 1.0]"),
+    "default_range_not_0_1": (lambda m: (m.pop("score_range"), _entry(m).update(
+        score_range=[0.0, 5.0], score_range_from="default")),
+        "score_range: [0.0, 5.0], expected [0.0, 1.0] for score_range_from 'default'"),
+    "llm_is_a_fitted_llm": (lambda m: _entry(m).update(llm=m["llms"][0]["name"]),
+                            "onboarded[0].llm: 'sim-llm-0' is not an onboarded LLM of the "
+                            "router state (llm_info_)"),
+    "date_month_13": (lambda m: _entry(m).update(date="2026-13-45T99:99:99Z"),
+                      "date: expected YYYY-MM-DDTHH:MM:SSZ, got '2026-13-45T99:99:99Z'"),
+    "date_february_30": (lambda m: _entry(m).update(date="2026-02-30T12:00:00Z"),
+                         "date: expected YYYY-MM-DDTHH:MM:SSZ"),
     "range_from_unknown": (lambda m: _entry(m).update(score_range_from="os.system"),
                            "score_range_from: 'os.system', expected one of"),
     "date_free_text": (lambda m: _entry(m).update(date="yesterday"),
@@ -107,3 +120,44 @@ def test_untampered_and_field_free_artifacts_load(onboarded, tmp_path):
     d = _tamper(onboarded, tmp_path, lambda m: (m.pop("source_metrics"),
                                                 m["training_data"].pop("onboarded")))
     assert load_router(d).llm_names[-1] == "new"
+
+
+def test_state_without_the_onboarded_llms_record_is_refused(onboarded, tmp_path):
+    """The manifest says ``new`` was onboarded but the state's ``llm_info_`` (re-hashed)
+    no longer records it: the provenance and the state disagree."""
+    import hashlib
+    d = _tamper(onboarded, tmp_path, lambda m: None)
+    doc = json.loads((d / "state.json").read_text())
+    assert "new" in doc["state"]["llm_info_"]
+    doc["state"]["llm_info_"] = {}
+    (d / "state.json").write_text(json.dumps(doc))
+    man = json.loads((d / "manifest.json").read_text())
+    man["files"]["state.json"] = hashlib.sha256((d / "state.json").read_bytes()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="onboarded\\[0\\].llm: 'new' is not an onboarded LLM"):
+        load_router(d)
+
+
+def test_default_range_entry_then_a_given_range_loads(tmp_path):
+    """An artifact recording no range is onboarded with [0, 1] assumed ("default"), then
+    again with ``--score-range 0,2``: the first entry keeps [0, 1], the manifest records
+    [0, 2], and the artifact loads."""
+    from recsys_router.coldstart.onboard import onboard_artifact
+    d = make_synthetic(60, 5, 2, seed=0)
+    old = d.subset(llms=d.llm_names[:3])
+    export_router(make_router("knn", k=3).fit(old), tmp_path / "src")
+    _tamper(tmp_path / "src", tmp_path / "old", lambda m: m.pop("score_range"))  # pre-range
+    shutil.rmtree(tmp_path / "src")
+    (tmp_path / "old" / "art").rename(tmp_path / "src")
+    texts = [str(t) for t in d.texts[:10]]
+    probes = probe_data("a", dict.fromkeys(texts, 1.0), dict.fromkeys(texts, 1e-6))
+    one = onboard_artifact(tmp_path / "src", "a", probes, tmp_path / "one")
+    assert json.loads((one / "manifest.json").read_text()).get("score_range") is None
+    probes = probe_data("b", dict.fromkeys(texts, 1.5), dict.fromkeys(texts, 1e-6))
+    two = onboard_artifact(one, "b", probes, tmp_path / "two",
+                           score_range=((0.0, 2.0), "option"))
+    man = json.loads((two / "manifest.json").read_text())
+    assert man["score_range"] == [0.0, 2.0]
+    assert [(e["score_range"], e["score_range_from"]) for e in man["training_data"]["onboarded"]] \
+        == [([0.0, 1.0], "default"), ([0.0, 2.0], "option")]
+    assert load_router(two).llm_names[-2:] == ["a", "b"]

@@ -208,3 +208,60 @@ def test_mlpr_zero_feature_scale_is_refused(copy):
     a["x_scale_"][3] = 0.0
     _put_arrays(d, a)
     _refused(d, "x_scale_: feature scales must be > 0")
+
+
+# --------------------------------------------------------------- ALS fold-in state
+@pytest.fixture(scope="module")
+def als_onboarded(tmp_path_factory):
+    """An ALS artifact with an onboarded LLM (its column is clipped to ``score_range_``)."""
+    from recsys_router.coldstart.onboard import onboard_artifact
+    from recsys_router.coldstart.probes_input import probe_data
+    d = make_synthetic(120, 4, 2, seed=0, binary=False)
+    old = d.subset(llms=d.llm_names[:3])
+    root = tmp_path_factory.mktemp("als")
+    export_router(make_router("als", factors=4).fit(old), root / "src", train_data=old)
+    texts = [str(t) for t in d.texts[:8]]
+    probes = probe_data("new", dict(zip(texts, map(float, d.scores[:8, 3]))),
+                        dict.fromkeys(texts, 1e-6))
+    return onboard_artifact(root / "src", "new", probes, root / "onb")
+
+
+def _als_copy(src: Path, tmp_path: Path) -> Path:
+    d = tmp_path / "als"
+    shutil.copytree(src, d)
+    return d
+
+
+def test_als_state_score_range_reversed_is_refused(als_onboarded, tmp_path):
+    """A reversed range pinned every onboarded score to its low end (0.1 for all queries);
+    with the manifest's range removed, the refusal is the state's own check."""
+    d = _als_copy(als_onboarded, tmp_path)
+    _edit_state(d, lambda doc: doc["state"].__setitem__("score_range_", [0.9, 0.1]))
+    man = json.loads((d / "manifest.json").read_text())
+    man.pop("score_range")
+    (d / "manifest.json").write_text(json.dumps(man))
+    _refused(d, "score_range_: expected finite [lowest, highest], got [0.9, 0.1]")
+
+
+def test_als_state_score_range_differing_from_the_manifest_is_refused(als_onboarded, tmp_path):
+    """A narrowed range (both ends 0.5) clipped the onboarded column to 0.5 everywhere."""
+    d = _als_copy(als_onboarded, tmp_path)
+    man = json.loads((d / "manifest.json").read_text())
+    assert man["score_range"] is not None
+    _edit_state(d, lambda doc: doc["state"].__setitem__("score_range_", [0.5, 0.5000001]))
+    _refused(d, "score_range_ [0.5, 0.5000001] differs from the manifest's score_range "
+                f"{[float(x) for x in man['score_range']]}")
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, 5e-324, 1e-13])
+def test_als_noise_var_zero_negative_or_subnormal_is_refused(als_onboarded, tmp_path, value):
+    """0 or a subnormal dropped the fold-in's prior; -1 turned it into a repulsion."""
+    d = _als_copy(als_onboarded, tmp_path)
+    _edit_state(d, lambda doc: doc["state"].__setitem__("noise_var_", value))
+    _refused(d, f"noise_var_: {value!r}, expected a finite variance >= 1e-12")
+
+
+def test_als_untampered_onboarded_artifact_loads(als_onboarded):
+    art = load_router(als_onboarded)
+    assert art.router.score_range_ == tuple(art.manifest["score_range"])
+    assert art.router.llm_names_[-1] == "new"
