@@ -176,3 +176,24 @@ def test_decision_log_feedback_and_chosen_keep_the_stores_rules():
     d = log_to_data(frame, source="f.csv")
     assert list(d.query_ids)[:2] == ["d1", "d2"] and d.n_queries == 7
     assert np.nansum(d.scores[:2], axis=1).tolist() == [1.0, 0.0]
+
+
+def test_decision_log_with_nullable_dtypes_loads_like_the_plain_one():
+    """A log re-saved after ``convert_dtypes()`` has pandas NA (not None/NaN) for missing
+    feedback and probs: that is no value, as before (it was refused as a bad score / probs)."""
+    frame = _declog()
+    frame["feedback_score"] = [np.nan, np.nan, np.nan, 1.0, 0.0, 0.25, np.nan, np.nan]
+    frame["thumbs"] = [None, "up", None, None, None, None, "down", None]
+    frame["probs"] = [None, '{"a": 0.5, "b": 0.5}', None, None, '{"a": 0.5, "b": 0.5}',
+                      '{"a": 0.5, "b": 0.5}', '{"a": 0.5, "b": 0.5}', None]
+    nullable = frame.convert_dtypes()
+    assert nullable["feedback_score"].dtype == "Float64" and nullable["feedback_score"].iloc[0] is pd.NA
+    assert nullable["probs"].iloc[0] is pd.NA and nullable["thumbs"].iloc[0] is pd.NA
+    d = log_to_data(nullable, source="f.parquet")
+    # kept: d1 (thumbs up), d3 (1.0), d4 (0.0), d5 (0.25), d6 (thumbs down); d0, d2, d7 have none
+    assert list(d.query_ids) == ["d1", "d3", "d4", "d5", "d6"]
+    assert np.nansum(d.scores, axis=1).tolist() == [1.0, 1.0, 0.0, 0.25, 0.0]
+    assert d.queries["probs"].isna().tolist() == [False, True, False, False, False]
+    plain = log_to_data(frame, source="f.csv")
+    assert list(plain.query_ids) == list(d.query_ids)
+    np.testing.assert_array_equal(plain.scores, d.scores)

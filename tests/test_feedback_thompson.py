@@ -96,3 +96,76 @@ def test_draws_cover_an_added_llm_like_predict_scores(fitted):
     draws = sample_scores(r, te4, 4, seed=0)
     assert draws.shape == (4, te.n_queries, 4)      # old code: 3 columns, the added one missing
     assert np.allclose(draws, s[None], atol=1e-5)
+
+
+def _modes(net):
+    return [m.training for m in net.modules()]
+
+
+def test_sampling_never_changes_the_shared_network(fitted):
+    """Thompson draws in one thread, greedy ``predict_scores`` in another (the serving
+    batcher's worker thread): the greedy scores stay exactly the deterministic ones and the
+    shared network's modes never change. The greedy thread runs, and the modes are read, in
+    the middle of every draw (a spy on ``scores_from_logits``), so no timing is involved; the
+    old code switched the shared network's dropout on for the draws."""
+    import threading
+    r, te = fitted
+    shared = r.net_
+    base, modes0 = r.predict_scores(te), _modes(shared)
+    assert not any(modes0)
+    seen_modes, greedy, draws = [], [], []
+    inside = [False]
+    own = r.scores_from_logits
+
+    def spy(logits):
+        if not inside[0]:                # a draw (the greedy thread's own call passes through)
+            inside[0] = True
+            try:
+                seen_modes.append(_modes(shared))
+                t = threading.Thread(target=lambda: greedy.append(r.predict_scores(te)))
+                t.start()
+                t.join()
+            finally:
+                inside[0] = False
+        return own(logits)
+
+    def sampler():
+        for seed in range(3):
+            draws.append(sample_scores(r, te, 4, seed=seed))
+
+    r.scores_from_logits = spy           # the router's instance attribute, so views carry it
+    try:
+        t = threading.Thread(target=sampler)
+        t.start()
+        t.join()
+    finally:
+        del r.scores_from_logits
+    assert len(seen_modes) == len(greedy) == 12 and len(draws) == 3
+    assert all(m == modes0 for m in seen_modes)
+    for g in greedy:
+        np.testing.assert_array_equal(g, base)
+    assert _modes(shared) == modes0 and r.net_ is shared
+    assert not np.allclose(draws[0][0], draws[0][1])      # the draws do sample
+
+
+def test_private_network_is_one_per_live_router(fitted):
+    """The private copy is made once per router object, a new router object (a pool change
+    serves one) gets its own, and it goes with its router: memory stays bounded."""
+    import copy
+    import gc
+
+    from recsys_router.feedback import sampling
+    r, te = fitted
+    sample_scores(r, te, 2, seed=0)
+    mine = sampling._PRIVATE[r][2]
+    assert mine is not r.net_
+    sample_scores(r, te, 2, seed=1)
+    assert sampling._PRIVATE[r][2] is mine                # not copied again
+    before = len(sampling._PRIVATE)
+    other = copy.copy(r)
+    other.__dict__ = dict(r.__dict__)                     # as serving's pool change does
+    sample_scores(other, te, 2, seed=0)
+    assert len(sampling._PRIVATE) == before + 1 and sampling._PRIVATE[other][2] is not mine
+    del other
+    gc.collect()
+    assert len(sampling._PRIVATE) == before

@@ -74,3 +74,31 @@ def test_log_to_data_keeps_the_logging_probabilities():
     assert o["unsupported"] == 1
     with pytest.raises(ValueError, match=r"log: row 1 \(decision_id 'd1'\): probs"):
         log_to_data(_declog([json.dumps({"A": 0.9}), "[0.5]", None]))
+
+
+def test_float32_target_probabilities_within_rounding_are_accepted():
+    """A float32 softmax sums to 1 only within float32 rounding (~1e-7): estimate_all takes it
+    (the 1e-9 tolerance refused it); a row summing to 1.01 is still refused, and so is a
+    float64 row 1e-7 off."""
+    rng = np.random.default_rng(0)
+    n, n_llms = 50, 11
+    logits = rng.normal(size=(n, n_llms)).astype(np.float32)
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    pi32 = e / e.sum(axis=1, keepdims=True)
+    assert pi32.dtype == np.float32
+    assert np.abs(pi32.astype(np.float64).sum(axis=1) - 1.0).max() > 1e-9    # the case at issue
+    a = rng.integers(0, n_llms, n)
+    r = rng.random(n)
+    p = np.full(n, 1.0 / n_llms)
+    out = estimate_all(r, p, pi32, a, n_boot=0)
+    by_hand = float(np.mean(pi32[np.arange(n), a].astype(np.float64) / p * r))
+    assert out["ips"]["value"] == pytest.approx(by_hand, rel=1e-12)
+    off = pi32.copy()
+    off[3] *= np.float32(1.01)
+    with pytest.raises(ValueError, match=r"^target probabilities: row 3: .* summing to 1 "
+                                         r"\(sum 1\.00999\d*; 1 such rows\)"):
+        estimate_all(r, p, off, a, n_boot=0)
+    off64 = pi32.astype(np.float64) / pi32.astype(np.float64).sum(axis=1, keepdims=True)
+    off64[0] *= 1 + 1e-7
+    with pytest.raises(ValueError, match=r"^target probabilities: row 0: "):
+        estimate_all(r, p, off64, a, n_boot=0)

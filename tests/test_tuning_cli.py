@@ -170,3 +170,13 @@ def test_lightning_rejects_unknown_argument_before_training(tmp_path):
     with pytest.raises(TuningConfigError, match="not_an_arg"):
         tune([MF, SYNTHETIC], search, n_trials=1, out_dir=tmp_path / "o", overrides=TINY,
              progress=False, plots=False)
+
+
+def test_tune_help_names_the_trial_seed(capsys):
+    """``tune --help`` says how a trial's seed is made now (it said ``seed+n``)."""
+    with pytest.raises(SystemExit) as e:
+        main(["tune", "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "trial n samples and trains with trial_seed(seed, n)" in text
+    assert "seed+n" not in text

@@ -49,7 +49,8 @@ def add_parser(subparsers) -> None:
                         "'\\' or '..' when it names the default --out")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                    help="seconds for this worker (> 0)")
-    add_seed_arg(p, 0, "sampler seed; trial n trains with seed+n")
+    add_seed_arg(p, 0, "study seed; trial n samples and trains with trial_seed(seed, n), "
+                       "a SeedSequence([seed, n]) word")
     p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
     p.add_argument("--heartbeat-interval", type=int, default=None, metavar="S",
                    help="seconds between heartbeats of a running trial (default 60)")

@@ -60,6 +60,19 @@ def feedback_error(score=None, thumbs=None) -> str | None:
     return None
 
 
+def _missing(v) -> bool:
+    """True for a scalar "no value": None, NaN, ``pd.NA`` or ``pd.NaT`` (nullable dtypes, e.g.
+    a log re-saved after ``DataFrame.convert_dtypes()``); a list or dict is a value."""
+    if v is None:
+        return True
+    if not pd.api.types.is_scalar(v):
+        return False
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
 def _check_feedback(log: pd.DataFrame, source: str) -> None:
     """Every given ``feedback_score`` / ``thumbs`` of a decision log keeps the store's rule;
     the error names the first bad row (0-based, as given), its decision and the field."""
@@ -67,7 +80,7 @@ def _check_feedback(log: pd.DataFrame, source: str) -> None:
         if field not in log:
             continue
         for i, v in enumerate(log[field]):
-            if v is None or (isinstance(v, float) and np.isnan(v)):
+            if _missing(v):
                 continue          # no feedback of this kind
             v = v.item() if isinstance(v, np.generic) else v
             err = feedback_error(**{key: v})
@@ -210,7 +223,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
 def _probs_json(raw, where: str):
     """A log row's ``probs`` (JSON object LLM -> choice probability) as canonical JSON, or
     None when the row has none (its support cannot be checked)."""
-    if raw is None or (isinstance(raw, float) and np.isnan(raw)):
+    if _missing(raw):
         return None
     try:
         d = json.loads(raw) if isinstance(raw, str) else dict(raw)

@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = ["ESTIMATORS", "check_propensities", "importance_weights", "ips", "snips", "dm", "dr",
            "effective_sample_size", "estimate_all", "unsupported", "check_target_probs",
-           "SUPPORT_NOTE"]
+           "row_sum_tolerance", "SUPPORT_NOTE"]
 
 #: what a support violation does to the estimators (the OPE report prints it)
 SUPPORT_NOTE = ("the target chooses an LLM the logging policy could not have chosen there "
@@ -236,12 +236,13 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         raise ValueError("no logged decisions to evaluate on")
     if not np.isfinite(r).all():
         raise ValueError(f"row {int(np.flatnonzero(~np.isfinite(r))[0])}: outcome is not a finite number")
-    pi = np.asarray(target_probs, np.float64)
+    given = np.asarray(target_probs)
+    pi = given.astype(np.float64)
     a = np.asarray(logged_action, np.int64)
     if pi.ndim != 2 or pi.shape[0] != n or a.shape != (n,):
         raise ValueError(f"shapes disagree: {n} outcomes, target probabilities {pi.shape}, "
                          f"actions {a.shape}")
-    check_target_probs(pi)
+    check_target_probs(given)      # its row-sum tolerance follows the given precision
     out_of_range = (a < 0) | (a >= pi.shape[1])
     if out_of_range.any():  # a negative index would silently wrap to the last column
         i = int(np.flatnonzero(out_of_range)[0])
@@ -287,9 +288,27 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     return out
 
 
-def check_target_probs(pi, tol: float = 1e-9) -> None:
+def row_sum_tolerance(dtype, n_cols: int) -> float:
+    """How far from 1 a row of ``n_cols`` probabilities of ``dtype`` may sum from rounding
+    alone: ``max(1e-9, 8 * n_cols * eps)`` with ``eps`` the dtype's machine epsilon (float64
+    for a non-float dtype).
+
+    Example
+    -------
+    >>> row_sum_tolerance(np.float64, 4)
+    1e-09
+    >>> row_sum_tolerance(np.float32, 10) == 80 * float(np.finfo(np.float32).eps)
+    True
+    """
+    dt = np.dtype(dtype)
+    eps = float(np.finfo(dt if np.issubdtype(dt, np.floating) else np.float64).eps)
+    return max(1e-9, 8 * max(int(n_cols), 1) * eps)
+
+
+def check_target_probs(pi, tol: float | None = None) -> None:
     """Target choice probabilities (n, L): finite, each in [0, 1], each row summing to 1
-    within ``tol``; a ValueError names the first bad row.
+    within ``tol`` (by default :func:`row_sum_tolerance` of the given dtype and L, so a
+    float32 softmax passes; sums are taken in float64); a ValueError names the first bad row.
 
     Example
     -------
@@ -299,7 +318,10 @@ def check_target_probs(pi, tol: float = 1e-9) -> None:
     ...
     ValueError: target probabilities: row 0: [3.0, 0.0] must be finite, each in [0, 1], summing to 1 (sum 3.0; 1 such rows)
     """
-    pi = np.asarray(pi, np.float64)
+    given = np.asarray(pi)
+    pi = given.astype(np.float64)
+    if tol is None:
+        tol = row_sum_tolerance(given.dtype, pi.shape[1] if pi.ndim == 2 else 1)
     with np.errstate(invalid="ignore"):
         total = pi.sum(axis=1)
         bad = ~(np.isfinite(pi).all(axis=1) & ((pi >= 0) & (pi <= 1)).all(axis=1)

@@ -4,17 +4,56 @@ A router can sample when it defines ``sample_scores(data, n_samples, seed)`` its
 when it is a Lightning router whose network has dropout (``dropout > 0``): then each draw
 runs the network with dropout active (Monte-Carlo dropout as an approximate posterior).
 
+The draws run on a private deep copy of the network, made once per router object and
+dropped with it (a pool change serves a new router object, so it gets a fresh copy): the
+shared network's modes are never touched, so a prediction running meanwhile in another
+thread (the serving batcher's) stays deterministic.
+
 Reference: Gal & Ghahramani, "Dropout as a Bayesian Approximation", ICML 2016; Riquelme,
 Tucker & Snoek, "Deep Bayesian Bandits Showdown", ICLR 2018 (dropout Thompson sampling).
 """
 
 from __future__ import annotations
 
+import copy
+import threading
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
 __all__ = ["sample_scores", "dropout_active"]
+
+
+#: router -> (its network, that network's state when copied, the private copy, a lock for
+#: sampling on the copy)
+_PRIVATE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_PRIVATE_LOCK = threading.Lock()
+
+
+def _state_key(net) -> tuple:
+    """What the private copy must match besides the network object: its tensors (storage and
+    in-place version) and its dropout rates; a change of any of them makes a new copy."""
+    import torch.nn as nn
+    tensors = tuple((t.data_ptr(), t._version) for t in net.state_dict(keep_vars=True).values())
+    rates = tuple(m.p for m in net.modules() if isinstance(m, nn.modules.dropout._DropoutNd))
+    return tensors, rates
+
+
+def _private_router(router, net):
+    """A view of ``router`` (same state, one level deep) whose ``net_`` is its private copy of
+    ``net``, and the lock to hold while sampling on it. The copy is made once per router
+    object (refreshed if its network was reassigned or changed in place) and goes with it."""
+    key = _state_key(net)
+    with _PRIVATE_LOCK:
+        entry = _PRIVATE.get(router)
+        if entry is None or entry[0] is not net or entry[1] != key:
+            entry = (net, key, copy.deepcopy(net), threading.Lock())
+            _PRIVATE[router] = entry
+    view = copy.copy(router)
+    view.__dict__ = dict(router.__dict__)
+    view.net_ = entry[2]
+    return view, entry[3]
 
 
 def _dropout_net(router):
@@ -87,11 +126,13 @@ def sample_scores(router, data, n_samples: int, seed: int, *, check_only: bool =
     import torch
     router._check_fitted()
     router._check_llms(data)
-    gen_state = torch.random.get_rng_state()
-    torch.manual_seed(int(seed))
-    try:
-        with dropout_active(net):
-            out = _draws(router, data, n_samples)
-    finally:
-        torch.random.set_rng_state(gen_state)
+    view, lock = _private_router(router, net)
+    with lock:
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(int(seed))
+        try:
+            with dropout_active(view.net_):
+                out = _draws(view, data, n_samples)
+        finally:
+            torch.random.set_rng_state(gen_state)
     return out
