@@ -48,7 +48,8 @@ def add_parser(subparsers) -> None:
     o.add_argument("--strategy", default=None, help="probe strategy, recorded as provenance")
     o.add_argument("--score-range", type=score_range_arg, default=None, metavar="LOW,HIGH",
                    help="lowest and highest training score, for artifacts that record none "
-                        "(written before score_range was recorded); without it and --data "
+                        "(written before score_range was recorded; an artifact's own range is "
+                        "accepted, a different one refused); without it and --data "
                         "their probe scores must lie in [0, 1]")
     add_seed_arg(o)
     o.add_argument("--out", required=True, help="new artifact directory (written atomically)")

@@ -147,7 +147,8 @@ def add_parser(subparsers) -> None:
                    help=_SIGN_HELP + "; the artifact must carry a valid signature made with it")
     s.add_argument("--score-range", type=score_range_arg, default=None, metavar="LOW,HIGH",
                    help="lowest and highest training score, for artifacts that record none "
-                        "(written before score_range was recorded): POST /llms holds probe "
+                        "(written before score_range was recorded; an artifact's own range is "
+                        "accepted, a different one refused): POST /llms holds probe "
                         "scores to its scale; without it their probe scores must lie in [0, 1]")
     s.add_argument("--max-batch", type=positive_int, default=256,
                    help="most queries per request and batch (>= 1)")
