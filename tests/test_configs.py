@@ -277,27 +277,43 @@ def test_data_configs_use_the_published_split_with_a_tenth_of_train_as_val(name)
     assert len(val) == round(0.1 * len(published["train"]))
 
 
+def _evil_module(tmp_path, monkeypatch, name: str) -> Path:
+    """Write an importable module ``name`` whose import touches ``tmp_path/imported``; the
+    marker's path (it must never exist: nothing may import the module)."""
+    (tmp_path / f"{name}.py").write_text("import pathlib\npathlib.Path(__file__)"
+                                         ".with_name('imported').touch()\nclass Evil: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path / "imported"
+
+
+def _ckpt_hostile_base(tmp_path) -> list[str]:
+    return ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
+            *_logger(tmp_path)]
+
+
+def _fitted_ckpt(tmp_path) -> tuple[Path, dict]:
+    """An mf checkpoint of a one-epoch fit, and its raw contents."""
+    cli = build_cli(["fit", *_ckpt_hostile_base(tmp_path), "--trainer.max_epochs=1"])
+    ckpt = Path(cli.trainer.checkpoint_callback.best_model_path)
+    return ckpt, torch.load(ckpt, map_location="cpu", weights_only=False)
+
+
 def test_ckpt_path_with_a_foreign_loss_class_is_refused_before_any_import(tmp_path, capsys,
                                                                            monkeypatch):
     """``test --ckpt_path``: LightningCLI parses the checkpoint's hyperparameters into the
     model config, and jsonargparse would import a loss ``class_path`` the file names; the
     router CLI refuses it first (one line, exit 2) and imports nothing."""
     import sys
-    (tmp_path / "evil_ckpt_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
-                                               ".with_name('imported').touch()\nclass Evil: pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    base = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
-            *_logger(tmp_path)]
-    cli = build_cli(["fit", *base, "--trainer.max_epochs=1"])
-    ckpt = Path(cli.trainer.checkpoint_callback.best_model_path)
-    raw = torch.load(ckpt, map_location="cpu", weights_only=False)
+    marker = _evil_module(tmp_path, monkeypatch, "evil_ckpt_mod")
+    base = _ckpt_hostile_base(tmp_path)
+    _, raw = _fitted_ckpt(tmp_path)
     assert raw["hyper_parameters"]["loss"]["kind"] == "bce"       # kept as plain data
     raw["hyper_parameters"]["loss"] = {"class_path": "evil_ckpt_mod.Evil", "init_args": {}}
     torch.save(raw, tmp_path / "evil.ckpt")
     capsys.readouterr()
     assert main(["test", *base, f"--ckpt_path={tmp_path / 'evil.ckpt'}"]) == 2
     assert "class_path 'evil_ckpt_mod.Evil' is not a known loss" in capsys.readouterr().err
-    assert "evil_ckpt_mod" not in sys.modules and not (tmp_path / "imported").exists()
+    assert "evil_ckpt_mod" not in sys.modules and not marker.exists()
 
 
 def test_a_loss_selection_ratio_unlike_the_data_modules_is_refused(tmp_path):
@@ -327,14 +343,9 @@ def test_ckpt_path_is_read_once_and_a_foreign_model_class_is_refused(tmp_path, c
     recsys_router.models before jsonargparse imports it (it imported the module, then said it
     was no RouterModule); the loss check still fires (see the test above)."""
     import sys
-    (tmp_path / "evil_model_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
-                                                ".with_name('imported').touch()\nclass Evil: pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    base = ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
-            *_logger(tmp_path)]
-    cli = build_cli(["fit", *base, "--trainer.max_epochs=1"])
-    ckpt = Path(cli.trainer.checkpoint_callback.best_model_path)
-    raw = torch.load(ckpt, map_location="cpu", weights_only=False)
+    marker = _evil_module(tmp_path, monkeypatch, "evil_model_mod")
+    base = _ckpt_hostile_base(tmp_path)
+    ckpt, raw = _fitted_ckpt(tmp_path)
     assert raw["hyper_parameters"]["_class_path"] == "recsys_router.models.mf_module.MFModule"
     calls = []
     load = torch.load
@@ -357,12 +368,7 @@ def test_ckpt_path_is_read_once_and_a_foreign_model_class_is_refused(tmp_path, c
         assert err[-1] == (f"recsys-router test: error: {tmp_path / 'evil.ckpt'}: hyper_parameters."
                            f"_class_path {bad!r} is not a RouterModule under recsys_router.models. "
                            "(train with recsys-router fit)")
-    assert "evil_model_mod" not in sys.modules and not (tmp_path / "imported").exists()
-
-
-def _ckpt_hostile_base(tmp_path) -> list[str]:
-    return ["-c", str(ROOT / "configs" / "models" / "mf.yaml"), "-c", SYNTHETIC, *TINY,
-            *_logger(tmp_path)]
+    assert "evil_model_mod" not in sys.modules and not marker.exists()
 
 
 def test_ckpt_path_with_class_path_init_args_and_a_nested_foreign_loss_is_one_line(
@@ -372,9 +378,7 @@ def test_ckpt_path_with_class_path_init_args_and_a_nested_foreign_loss_is_one_li
     ``init_args`` is refused as one line (it was an ImportDenied traceback, exit 1); and
     should such a class path reach the parser, its import refusal is one line too."""
     import sys
-    (tmp_path / "evil_nested_mod.py").write_text("import pathlib\npathlib.Path(__file__)"
-                                                 ".with_name('imported').touch()\nclass Evil: pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    marker = _evil_module(tmp_path, monkeypatch, "evil_nested_mod")
     ckpt = tmp_path / "nested.ckpt"
     torch.save({"hyper_parameters": {
         "class_path": "recsys_router.models.mf_module.MFModule",
@@ -390,7 +394,7 @@ def test_ckpt_path_with_class_path_init_args_and_a_nested_foreign_loss_is_one_li
     assert main(["test", *_ckpt_hostile_base(tmp_path), f"--ckpt_path={ckpt}"]) == 2
     err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.strip()]
     assert len(err) == 1 and "class_path 'evil_nested_mod.Evil' is refused" in err[0], err
-    assert "evil_nested_mod" not in sys.modules and not (tmp_path / "imported").exists()
+    assert "evil_nested_mod" not in sys.modules and not marker.exists()
 
 
 @pytest.mark.parametrize("content,says", [
