@@ -147,6 +147,26 @@ def test_ports_must_be_1_to_65535(tmp_path, capsys, argv):
     assert port("1") == 1 and port("65535") == 65535
 
 
+@pytest.mark.parametrize("value, says", [
+    ("nan,1", "'nan'"), ("0,inf", "'inf'"), ("1", "two numbers"), ("1,2,3", "two numbers"),
+    ("", "two numbers"), ("10,0", "LOW < HIGH"), ("1,1", "LOW < HIGH"),
+    ("0,1e13", "within +-1e+12"), ("-1e308,1e308", "within +-1e+12"), ("a,b", "'a'"),
+])
+@pytest.mark.parametrize("command", ["serve", "onboard"])
+def test_score_range_is_two_ordered_bounded_numbers(tmp_path, capsys, value, says, command):
+    """``--score-range LOW,HIGH`` on ``serve`` and ``onboard``: refused when parsed (one line,
+    exit 2, nothing written) unless two finite numbers with LOW < HIGH within +-1e12 (an equal
+    pair left only one score; huge ones made the probe scale infinite)."""
+    art = str(tmp_path / "art")
+    argv = (["serve", art] if command == "serve" else
+            ["onboard", art, "--llm", "x", "--scores", str(tmp_path / "a.csv"),
+             "--out", str(tmp_path / "o")])
+    _fails([*argv, f"--score-range={value}"], capsys, "--score-range", says)
+    assert not list(tmp_path.iterdir())
+    from recsys_router.cli.args import score_range_arg
+    assert score_range_arg("-1e12,1e12") == (-1e12, 1e12) and score_range_arg("0,0.5") == (0, 0.5)
+
+
 @pytest.mark.parametrize("target, needles", [
     (["--target-cost", "-1"], ("--target-cost", ">= 0")),
     (["--target-cost", "nan"], ("--target-cost", "'nan'")),

@@ -147,4 +147,4 @@ def test_score_range_option_refused_where_the_artifact_records_one(art, capsys):
     with pytest.raises(SystemExit):
         main(["onboard", str(tmp / "art"), "--llm", "n", "--scores", str(ans),
               "--score-range", "10,0", "--out", str(tmp / "o")])
-    assert "expected LOW <= HIGH" in capsys.readouterr().err
+    assert "expected LOW < HIGH" in capsys.readouterr().err

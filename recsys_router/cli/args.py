@@ -214,8 +214,13 @@ def finite_float(text) -> float:
     return v
 
 
+#: largest magnitude ``--score-range`` takes (the probe scale widens the range by its width
+#: each side, so larger bounds would overflow to an infinite scale)
+SCORE_RANGE_LIMIT = 1e12
+
+
 def score_range_arg(text) -> tuple[float, float]:
-    """``LOW,HIGH``: two finite numbers, LOW <= HIGH (``--score-range``).
+    """``LOW,HIGH``: two finite numbers, LOW < HIGH, each within +-1e12 (``--score-range``).
 
     Example
     -------
@@ -226,8 +231,11 @@ def score_range_arg(text) -> tuple[float, float]:
     if len(parts) != 2:
         raise OptionError(f"expected LOW,HIGH (two numbers), got {str(text)[:40]!r}")
     low, high = finite_float(parts[0]), finite_float(parts[1])
-    if low > high:
-        raise OptionError(f"expected LOW <= HIGH, got {str(text)[:40]!r}")
+    if not low < high:
+        raise OptionError(f"expected LOW < HIGH, got {str(text)[:40]!r}")
+    if max(abs(low), abs(high)) > SCORE_RANGE_LIMIT:
+        raise OptionError(f"expected LOW and HIGH within +-{SCORE_RANGE_LIMIT:g}, "
+                          f"got {str(text)[:40]!r}")
     return low, high
 
 
