@@ -23,7 +23,6 @@ refuses is raised as one :class:`~recsys_router.errors.ConfigArgumentError` nami
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from jsonargparse import ArgumentError, lazy_instance
@@ -31,6 +30,7 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.loggers import CSVLogger
 
+from recsys_router.lightning_errors import ALLOWED_IMPORT_PATHS, argument_error, error_chain
 from recsys_router.models.base.callbacks import ScoresWriter
 
 __all__ = ["RouterCLI", "build_lightning_cli", "last_checkpoint_path", "MONITOR",
@@ -40,10 +40,6 @@ __all__ = ["RouterCLI", "build_lightning_cli", "last_checkpoint_path", "MONITOR"
 #: metric that checkpointing and early stopping watch by default
 MONITOR = "val/mu_o"
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
-#: the only import paths a ``class_path`` value may name: the project's models, data modules and
-#: losses, Lightning's loggers / callbacks / strategies and torch's optimizers and schedulers
-ALLOWED_IMPORT_PATHS = ("recsys_router", "pytorch_lightning", "lightning.pytorch",
-                        "lightning_fabric", "lightning.fabric", "torch.optim")
 
 
 class RouterCLI(LightningCLI):
@@ -99,7 +95,7 @@ class RouterCLI(LightningCLI):
         try:
             super().instantiate_classes()
         except ValueError as exc:
-            inner = _chain(exc)[-1]
+            inner = error_chain(exc)[-1]
             # a data error raised as it is (loading the data for the size links) says where
             # already; not a ValueError inside (a bug): the traceback
             if isinstance(exc, DataValidationError) or not isinstance(inner, ValueError):
@@ -218,125 +214,6 @@ def restrict_class_paths() -> None:
         import warnings  # noqa: PLC0415
         warnings.warn("this jsonargparse cannot restrict class_path imports (needs >= 4.53): a "
                       "config's class_path may import any module", stacklevel=2)
-
-
-_PARSER_KEY = re.compile(r'^Parser key "([^"]+)":')
-_CLASS_PATH = re.compile(r"class_path='([A-Za-z_][\w.]*)'")
-_TYPE_NAME = re.compile(r"<class '(?:builtins\.)?([\w.]+)'>")
-
-
-_UNKNOWN_OPTION = re.compile(r"^Option '(\w+)' is not accepted")
-_EXPECTED = re.compile(r"^Expected a <class '(?:builtins\.)?([\w.]+)'>\. Got value: (.*)$", re.S)
-_DENIED = re.compile(r"^Importing '([\w.]+)' is not allowed")
-_GIVEN_DICT = re.compile(r"^\s*Given value: (\{.*\})\s*$", re.M)
-
-
-def _readable(message: str) -> str:
-    """jsonargparse's innermost message in the project's words."""
-    if match := _EXPECTED.match(message):
-        return f"expected {match.group(1)}, got {match.group(2)!r}"
-    if match := _DENIED.match(message):
-        return (f"class_path {match.group(1)!r} is refused: a class_path may only name a class "
-                f"under {', '.join(ALLOWED_IMPORT_PATHS)} (nothing was imported)")
-    return _TYPE_NAME.sub(r"\1", message)
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and the exceptions it was raised from (cause, else context), outermost first."""
-    chain: list[BaseException] = []
-    while exc is not None and not any(exc is seen for seen in chain):
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return chain
-
-
-def _find_class(cfg, class_path: str, prefix: str = "") -> tuple[str, dict] | None:
-    """The key (``data``, ``model.init_args.loss``) and ``init_args`` of the first
-    ``{class_path, init_args}`` section of ``cfg`` (plain dicts and lists) naming
-    ``class_path``."""
-    items = cfg.items() if isinstance(cfg, dict) else enumerate(cfg) if isinstance(cfg, list) else ()
-    for key, val in items:
-        if isinstance(val, dict) and val.get("class_path") == class_path:
-            return f"{prefix}{key}", val.get("init_args") or {}
-        if isinstance(val, (dict, list)):
-            found = _find_class(val, class_path, f"{prefix}{key}.")
-            if found:
-                return found
-    return None
-
-
-def _given_key(chain: list[BaseException], class_path: str) -> str | None:
-    """The key under a section (``init_args.loss``) of the ``{class_path: ...}`` mapping naming
-    ``class_path`` in the value jsonargparse says it was given (a dict, read as a literal)."""
-    import ast  # noqa: PLC0415
-    for err in chain:
-        match = _GIVEN_DICT.search(str(err))
-        if match:
-            try:
-                found = _find_class(ast.literal_eval(match.group(1)), class_path)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                continue
-            if found:
-                return found[0]
-    return None
-
-
-def argument_error(exc: BaseException, config=None) -> ValueError:
-    """One :class:`~recsys_router.errors.ConfigArgumentError` for a jsonargparse parse error or
-    a constructor's refusal wrapped by jsonargparse: the innermost message (the constructor's
-    own text, or jsonargparse's type error as "expected int, got 'abc'") and the argument it is
-    about.
-
-    Parameters
-    ----------
-    exc : BaseException
-        The parse error (``ArgumentError``, its chain names the keys: ``Parser key "data"``
-        then, inside a ``class_path``, ``Parser key "batch_size"``) or the instantiation
-        ``ValueError`` (its text names the class_path; the argument is the init arg of that
-        class that the innermost message names).
-    config : Namespace, optional
-        The parsed config (LightningCLI's ``self.config``), to find an instantiated class's
-        section.
-
-    Returns
-    -------
-    ConfigArgumentError
-    """
-    from recsys_router.errors import ConfigArgumentError  # noqa: PLC0415
-    chain = _chain(exc)
-    message = _readable(str(chain[-1]).strip())
-    keys, previous, in_class = [], None, False
-    for err in chain:
-        text = str(err)
-        match = _PARSER_KEY.match(text)
-        if match and text != previous:
-            keys.append(("init_args." if in_class else "") + match.group(1))
-            in_class = False
-        previous = text if match else previous
-        in_class = in_class or text.startswith("Problem with given class_path")
-    denied = _DENIED.match(str(chain[-1]).strip())
-    if keys and denied:  # a class_path nested in a section's YAML: find it in the given value
-        inner = _given_key(chain, denied.group(1))
-        keys[-1] += f".{inner}" if inner else ""
-    unknown = _UNKNOWN_OPTION.match(message)
-    if keys and unknown:  # name the unknown key itself
-        keys.append(("init_args." if in_class else "") + unknown.group(1))
-        message = "no such argument"
-    if keys:
-        return ConfigArgumentError(message, "--" + ".".join(keys))
-    if config is not None:  # a constructor refused a value: find its class's section
-        paths = [m.group(1) for err in chain[:-1] for m in [_CLASS_PATH.search(str(err))] if m]
-        sub = config.get("subcommand") if hasattr(config, "get") else None
-        cfg = config.get(sub) if sub else config
-        found = _find_class(cfg.as_dict() if hasattr(cfg, "as_dict") else cfg, paths[-1]) \
-            if paths else None
-        if found:
-            key, init_args = found
-            named = sorted((m.start(), name) for name in init_args
-                           for m in [re.search(rf"\b{re.escape(str(name))}\b", message)] if m)
-            arg = f"--{key}.init_args.{named[0][1]}" if named else f"--{key} ({paths[-1]})"
-            return ConfigArgumentError(message, arg)
-    return ConfigArgumentError(message)
 
 
 def check_selection_ratio(model, datamodule) -> None:
