@@ -37,6 +37,11 @@ CASES = [  # (argument, the argument the line names, what it says)
      "loss kind must be one of ('bce', 'mse', 'listwise', 'bpr', 'utility'), got 'bogus'"),
     ("--trainer.max_epochs=abc", "--trainer.max_epochs", "expected int, got 'abc'"),
 ]
+DATA_OPTION_CASES = [  # dataset options are checked by the loader: the line names the option
+    ("--data.init_args.dataset_options.n_queries=-5", "n_queries must be an integer >= 1, got -5"),
+    ("--data.init_args.dataset_options.specialisation=nan",
+     "dataset option 'specialisation' must be a finite float, got 'nan'"),
+]
 
 
 def _one_error_line(capsys, command="fit") -> str:
@@ -53,6 +58,15 @@ def _one_error_line(capsys, command="fit") -> str:
 def test_a_refused_argument_is_one_line_naming_it_exit_2(arg, argument, says, capsys):
     assert main(["fit", *BASE, arg]) == 2
     assert _one_error_line(capsys) == f"{argument}: {says}"
+
+
+@pytest.mark.parametrize("arg,says", DATA_OPTION_CASES,
+                         ids=[c[0].split("=")[0].rsplit(".", 1)[1] for c in DATA_OPTION_CASES])
+def test_a_refused_dataset_option_is_one_line_without_the_debug_hint(arg, says, capsys):
+    """A negative size was a plain ValueError (with the --debug hint); 'nan' trained silently
+    on all-zero scores."""
+    assert main(["fit", *BASE, arg]) == 2
+    assert _one_error_line(capsys) == says
 
 
 def test_other_lightning_commands_and_unknown_flags_too(capsys):

@@ -12,6 +12,7 @@ or a path (dispatching on its layout).
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,8 @@ def coerce_options(loader: Callable, options: dict) -> dict:
     Raises
     ------
     ArgumentValueError
-        A string that is no such number, naming the option and the type.
+        A string that is no such number (or reads as a non-finite float: ``'nan'``,
+        ``'inf'``, ``'1e400'``), naming the option and the type.
 
     Example
     -------
@@ -127,13 +129,16 @@ def coerce_options(loader: Callable, options: dict) -> dict:
         for kind in (int, float):
             if kind in kinds:
                 try:
-                    out[key] = kind(value.strip())
-                    break
+                    number = kind(value.strip())
                 except ValueError:
-                    pass
+                    continue
+                if math.isfinite(number):     # 'nan', 'inf' and '1e400' read as floats
+                    out[key] = number
+                    break
         else:
             from recsys_router.errors import ArgumentValueError  # noqa: PLC0415
-            want = " or ".join(k.__name__ for k in (int, float) if k in kinds)
+            want = " or ".join(("a finite float" if k is float else k.__name__)
+                               for k in (int, float) if k in kinds)
             raise ArgumentValueError(f"dataset option {key!r} must be {want}, got {value!r}")
     return out
 
