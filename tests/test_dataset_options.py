@@ -4,6 +4,7 @@ the option, never a silent dataset built from NaN or infinity."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from recsys_router.datasets import load_dataset
@@ -44,3 +45,26 @@ def test_make_synthetic_refuses_a_bad_size_or_spread(option, value, says):
 def test_a_non_finite_option_through_load_dataset_is_refused():
     with pytest.raises(ArgumentValueError, match="^dataset option 'task_difficulty'"):
         load_dataset("synthetic", n_queries="30", n_llms="3", task_difficulty="nan")
+
+
+@pytest.mark.parametrize("text,expected", [("false", False), (" FALSE ", False), ("0", False),
+                                           ("True", True), ("1", True)])
+def test_a_bool_option_given_as_text_is_read_as_a_bool(text, expected):
+    """``binary=false`` stayed the string 'false', which is truthy: 0/1 scores were made."""
+    assert coerce_options(make_synthetic, {"binary": text, "with_text": text}) == {
+        "binary": expected, "with_text": expected}
+
+
+def test_binary_false_as_text_gives_probability_scores():
+    by_text = load_dataset("synthetic", n_queries="40", n_llms="3", binary="false")
+    scores = by_text.scores[~np.isnan(by_text.scores)]
+    assert not np.isin(scores, [0.0, 1.0]).all()       # success probabilities, not 0/1 draws
+    assert np.array_equal(by_text.scores, make_synthetic(40, 3, binary=False).scores)
+
+
+@pytest.mark.parametrize("text", ["yes", "no", "", "2", "flase"])
+def test_other_text_for_a_bool_option_is_refused(text):
+    with pytest.raises(ArgumentValueError) as info:
+        coerce_options(make_synthetic, {"with_text": text})
+    assert str(info.value) == (f"dataset option 'with_text' must be a bool (true, false, 1 or 0), "
+                               f"got {text!r}")
