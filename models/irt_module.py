@@ -67,6 +67,7 @@ class IRTScorer(nn.Module):
         if kind == "mirt":
             self.core = MIRTNet(embed_dim, n_llms, feat_dim, dim)
         else:
+            dropout = check_number(dropout, "dropout", low=0, high=1, high_open=True)
             self.core = NIRTNet(embed_dim, n_llms, feat_dim, dim, tuple(hidden), dropout)
 
     def set_llm_features(self, feats: np.ndarray) -> None:
@@ -152,6 +153,7 @@ class NIRTModule(_IRTModule):
     hidden : sequence of int
         Widths of the positive-weight interaction network.
     dropout : float
+        Dropout probability inside that network, in [0, 1).
 
     Example
     -------

@@ -36,6 +36,13 @@ CASES = [  # (argument, the argument the line names, what it says)
     ("--model.init_args.loss.init_args.kind=bogus", "--model.init_args.loss.init_args.kind",
      "loss kind must be one of ('bce', 'mse', 'listwise', 'bpr', 'utility'), got 'bogus'"),
     ("--trainer.max_epochs=abc", "--trainer.max_epochs", "expected int, got 'abc'"),
+    ("--model.init_args.loss.init_args.logit_adjust=nan",
+     "--model.init_args.loss.init_args.logit_adjust", "logit_adjust must be a finite number, got 'nan'"),
+    ("--model.init_args.loss.init_args.ipw_clip=inf", "--model.init_args.loss.init_args.ipw_clip",
+     "ipw_clip must be a finite number >= 1 or None, got 'inf'"),
+    ("--model.init_args.loss.init_args.selection_ratio=1.5",
+     "--model.init_args.loss.init_args.selection_ratio",
+     "selection_ratio must be a finite number in (0, 1], got 1.5"),
 ]
 DATA_OPTION_CASES = [  # dataset options are checked by the loader: the line names the option
     ("--data.init_args.dataset_options.n_queries=-5", "n_queries must be an integer >= 1, got -5"),
@@ -197,3 +204,12 @@ def test_a_value_error_bug_in_instantiation_keeps_a_debug_hint(monkeypatch, caps
     assert main(["fit", *BASE, "--data.init_args.val_fraction=2"]) == 2
     assert _one_error_line(capsys) == ("--data.init_args.val_fraction: val_fraction must be in "
                                        "[0, 1), got 2.0")
+
+
+def test_a_nirt_dropout_outside_0_1_is_one_line_without_the_debug_hint(capsys):
+    """Was torch's ValueError ("dropout probability has to be between 0 and 1") with the
+    --debug hint."""
+    nirt = ["-c", str(ROOT / "configs" / "models" / "nirt.yaml"), *BASE[2:]]
+    assert main(["fit", *nirt, "--model.init_args.dropout=-0.1"]) == 2
+    assert _one_error_line(capsys) == \
+        "--model.init_args.dropout: dropout must be a finite number in [0, 1), got -0.1"
