@@ -206,10 +206,18 @@ def test_a_value_error_bug_in_instantiation_keeps_a_debug_hint(monkeypatch, caps
                                        "[0, 1), got 2.0")
 
 
-def test_a_nirt_dropout_outside_0_1_is_one_line_without_the_debug_hint(capsys):
-    """Was torch's ValueError ("dropout probability has to be between 0 and 1") with the
-    --debug hint."""
-    nirt = ["-c", str(ROOT / "configs" / "models" / "nirt.yaml"), *BASE[2:]]
-    assert main(["fit", *nirt, "--model.init_args.dropout=-0.1"]) == 2
-    assert _one_error_line(capsys) == \
-        "--model.init_args.dropout: dropout must be a finite number in [0, 1), got -0.1"
+@pytest.mark.parametrize("model,arg,says", [
+    ("nirt", "--model.init_args.dropout=-0.1",
+     "--model.init_args.dropout: dropout must be a finite number in [0, 1), got -0.1"),
+    ("nirt", "--model.init_args.hidden=[0]", "--model.init_args.hidden: hidden (each layer "
+     "width) must be an integer in [1, 65536], got 0"),
+    ("two_tower", "--model.init_args.id_dim=0",
+     "--model.init_args.id_dim: id_dim must be an integer in [1, 65536], got 0"),
+], ids=["nirt_dropout", "nirt_hidden", "two_tower_id_dim"])
+def test_a_refused_nirt_or_two_tower_size_is_one_line_without_the_debug_hint(model, arg, says,
+                                                                            capsys):
+    """NIRT dropout=-0.1 was torch's ValueError with the --debug hint; NIRT hidden=[0] and
+    two-tower id_dim=0 trained."""
+    config = ["-c", str(ROOT / "configs" / "models" / f"{model}.yaml"), *BASE[2:]]
+    assert main(["fit", *config, arg]) == 2
+    assert _one_error_line(capsys) == says
