@@ -46,7 +46,7 @@ from recsys_router.models.components.graph_predict import (TrainStates, kept_sta
                                                              make_builder, predict_graph,
                                                              task_featurizer)
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_width
 from recsys_router.policies import fill_unknown_costs
 from recsys_router.state import BOOL, FLOAT, STR, Arr, ListOf, Opt, Part
 from recsys_router.errors import ArgumentValueError
@@ -114,8 +114,9 @@ class GraphModule(RouterModule):
         if not 0 < target_fraction < 1:
             raise ArgumentValueError(f"target_fraction must be in (0, 1), got {target_fraction}")
         self.save_hyperparameters()
-        for value, name in ((k, "k"), (hidden, "hidden"), (num_layers, "num_layers")):
+        for value, name in ((k, "k"), (num_layers, "num_layers")):
             check_number(value, name, low=1, integer=True)
+        check_width(hidden, "hidden")
         self.k = int(k)
         self.target_fraction = float(target_fraction)
         if context_size < 0:

@@ -30,7 +30,7 @@ from recsys_router.models.base.router_module import RouterModule
 from recsys_router.models.components.irt import MIRTNet, NIRTNet
 from recsys_router.models.losses import RoutingLoss
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_width
 from recsys_router.errors import ArgumentValueError
 
 __all__ = ["IRTScorer", "MIRTModule", "NIRTModule", "IRTRouter", "MIRTRouter", "NIRTRouter"]
@@ -60,13 +60,16 @@ class IRTScorer(nn.Module):
         super().__init__()
         if kind not in ("mirt", "nirt"):
             raise ArgumentValueError(f"kind must be 'mirt' or 'nirt', got {kind!r}")
-        check_number(dim, "dim", low=1, integer=True)
+        check_width(dim, "dim")
         feat_dim = embed_dim + _N_LLM_NUMERIC if use_llm_features else 0
         self.register_buffer("llm_feats", torch.zeros(n_llms, max(feat_dim, 1)))
         self.use_llm_features = bool(use_llm_features)
         if kind == "mirt":
             self.core = MIRTNet(embed_dim, n_llms, feat_dim, dim)
         else:
+            dropout = check_number(dropout, "dropout", low=0, high=1, high_open=True)
+            for h in hidden:
+                check_width(h, "hidden (each layer width)")
             self.core = NIRTNet(embed_dim, n_llms, feat_dim, dim, tuple(hidden), dropout)
 
     def set_llm_features(self, feats: np.ndarray) -> None:
@@ -152,6 +155,7 @@ class NIRTModule(_IRTModule):
     hidden : sequence of int
         Widths of the positive-weight interaction network.
     dropout : float
+        Dropout probability inside that network, in [0, 1).
 
     Example
     -------

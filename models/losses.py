@@ -295,15 +295,16 @@ class RoutingLoss(nn.Module):
         Softness of the ``utility`` target (0 = hard argmax).
     selection_ratio : float
         Continuous scores: an LLM is "selected" (positive) when its score is at least this
-        fraction of the query's best (RouterEval's selection vector).
+        fraction of the query's best (RouterEval's selection vector); in (0, 1].
     ipw_clip : float, optional
         Popularity re-weighting of positives by the inverse of each LLM's share of train
-        positives, clipped at this maximum weight (None = off; refused with ``mse``, which has
+        positives, clipped at this maximum weight, a finite number >= 1 (None = off; refused
+        with ``mse``, which has
         no positives to weight). Not a logging propensity:
         logged-feedback batches (key ``w``) use :func:`logged_feedback_loss` instead.
     logit_adjust : float
         ``tau`` of logit adjustment: training logits get ``+ tau * log prior_j`` (prior = the
-        LLM's share of positives), so the learned logits are prior-free (0 = off).
+        LLM's share of positives), so the learned logits are prior-free (0 = off); finite.
     entropy_weight : float
         Weight ``beta`` of the batch selection-entropy bonus: ``loss - beta * H`` (0 = off).
 
@@ -322,8 +323,7 @@ class RoutingLoss(nn.Module):
         super().__init__()
         if kind not in LOSS_KINDS:
             raise ArgumentValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
-        if ipw_clip is not None and ipw_clip < 1:
-            raise ArgumentValueError(f"ipw_clip must be >= 1 (or None), got {ipw_clip}")
+        ipw_clip = check_number(ipw_clip, "ipw_clip", low=1, none=True)
         if ipw_clip is not None and kind == "mse":
             raise ArgumentValueError("ipw_clip re-weights each LLM's positives, which the 'mse' "
                                      "loss does not have (it would be ignored); use it with bce, "
@@ -331,9 +331,11 @@ class RoutingLoss(nn.Module):
         self.kind = kind
         self.wtp = check_number(wtp, "wtp", low=0)
         self.temperature = check_number(temperature, "temperature", low=0)
-        self.selection_ratio = float(selection_ratio)
+        # the share of the best score that selects an LLM (data.selection_vectors: (0, 1])
+        self.selection_ratio = check_number(selection_ratio, "selection_ratio", low=0, high=1,
+                                            low_open=True)
         self.ipw_clip = ipw_clip
-        self.logit_adjust = float(logit_adjust)
+        self.logit_adjust = check_number(logit_adjust, "logit_adjust")
         self.entropy_weight = check_number(entropy_weight, "entropy_weight", low=0)
         self.register_buffer("positives", torch.zeros(0), persistent=False)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from recsys_router.hyperparams import check_width
 from recsys_router.models.base.derive import for_module
 from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
@@ -56,6 +57,7 @@ class MFModule(RouterModule):
                  hidden: Sequence[int] = (), dropout: float = 0.0, normalize_llm: bool = True,
                  loss: RoutingLoss | dict | None = None, lr: float = 1e-2, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
+        check_width(dim, "dim")
         self.save_router_hyperparameters()
         self.net = MFScorer(n_llms, embed_dim, dim=dim, scoring=scoring, hidden=tuple(hidden),
                             dropout=dropout, normalize_llm=normalize_llm)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from recsys_router.datamodules.routing_datamodule import N_LLM_NUMERIC_FEATURES, llm_feature_matrix
+from recsys_router.hyperparams import check_width
 from recsys_router.models.base.derive import for_module
 from recsys_router.models.base.lightning_router import LightningRouter
 from recsys_router.models.base.router_module import RouterModule
@@ -60,6 +61,8 @@ class TwoTowerModule(RouterModule):
                  dropout: float = 0.0, id_dropout: float = 0.3, loss: RoutingLoss | dict | None = None,
                  lr: float = 3e-3, weight_decay: float = 1e-5):
         super().__init__(n_llms, embed_dim, loss=loss, lr=lr, weight_decay=weight_decay)
+        for value, name in ((dim, "dim"), (id_dim, "id_dim")):
+            check_width(value, name)
         self.save_router_hyperparameters()
         self.net = TwoTowerScorer(n_llms, embed_dim, embed_dim + N_LLM_NUMERIC_FEATURES, dim=dim,
                                   id_dim=id_dim, query_hidden=tuple(query_hidden),

@@ -12,7 +12,11 @@ import numbers
 
 from recsys_router.errors import ArgumentValueError
 
-__all__ = ["check_number", "check_fraction"]
+__all__ = ["check_number", "check_fraction", "check_width", "MAX_WIDTH"]
+
+#: the largest layer width or embedding size a model accepts (a typo such as 10**9 would
+#: otherwise try to allocate gigabytes before failing)
+MAX_WIDTH = 65536
 
 
 def _describe(low, high, low_open: bool, high_open: bool, integer: bool) -> str:
@@ -86,3 +90,18 @@ def check_fraction(value, name: str, *, zero: bool = False) -> float:
     0.2
     """
     return check_number(value, name, low=0, high=1, low_open=not zero, high_open=True)
+
+
+def check_width(value, name: str) -> int:
+    """A layer width or embedding size: an integer in ``[1, MAX_WIDTH]``.
+
+    Example
+    -------
+    >>> check_width(64, "dim")
+    64
+    >>> check_width(10**9, "dim")
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.ArgumentValueError: dim must be an integer in [1, 65536], got 1000000000
+    """
+    return check_number(value, name, low=1, high=MAX_WIDTH, integer=True)

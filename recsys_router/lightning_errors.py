@@ -77,6 +77,26 @@ def _given_key(chain: list[BaseException], class_path: str) -> str | None:
     return None
 
 
+def _named_in(message: str, init_args: dict, prefix: str) -> str | None:
+    """The key (``prefix`` + name) of the init arg that ``message`` names first; else the
+    first one it names inside a nested section that the constructor builds itself (a loss
+    given as ``{class_path, init_args}`` or as plain arguments, which jsonargparse keeps
+    when a value such as ``nan`` is no float), named as the command line sets it:
+    ``model.init_args.loss.init_args.logit_adjust``."""
+    named = sorted((m.start(), name) for name in init_args
+                   for m in [re.search(rf"\b{re.escape(str(name))}\b", message)] if m)
+    if named:
+        return prefix + str(named[0][1])
+    for name, value in init_args.items():
+        if isinstance(value, dict):
+            inner_args = value.get("init_args") if "class_path" in value else value
+            if isinstance(inner_args, dict):
+                inner = _named_in(message, inner_args, f"{prefix}{name}.init_args.")
+                if inner:
+                    return inner
+    return None
+
+
 def argument_error(exc: BaseException, config=None) -> ValueError:
     """One :class:`~recsys_router.errors.ConfigArgumentError` for a jsonargparse parse error or
     a constructor's refusal wrapped by jsonargparse: the innermost message (the constructor's
@@ -128,8 +148,7 @@ def argument_error(exc: BaseException, config=None) -> ValueError:
             if paths else None
         if found:
             key, init_args = found
-            named = sorted((m.start(), name) for name in init_args
-                           for m in [re.search(rf"\b{re.escape(str(name))}\b", message)] if m)
-            arg = f"--{key}.init_args.{named[0][1]}" if named else f"--{key} ({paths[-1]})"
+            named = _named_in(message, init_args, f"{key}.init_args.")
+            arg = f"--{named}" if named else f"--{key} ({paths[-1]})"
             return ConfigArgumentError(message, arg)
     return ConfigArgumentError(message)

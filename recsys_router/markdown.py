@@ -24,10 +24,13 @@ __all__ = ["md_text", "md_table"]
 #: ``[`` (a link or an image), and ``<``, ``>``, ``&`` as entities (raw HTML, an entity)
 _ANYWHERE = {"\\": "\\\\", "|": "\\|", "`": "\\`", "[": "\\[",
              "<": "&lt;", ">": "&gt;", "&": "&amp;"}
-#: a leading heading or list marker (after any spaces): ``#``, or ``-``, ``+``, ``*`` or digits
-#: then ``.`` / ``)`` before a space (so ``-``, ``-0.5`` and ``0.500`` stay as they are;
-#: ``>`` is an entity and ``![`` an escaped ``[`` already)
-_LEADING = re.compile(r"^(\s*)(?:(#)|([+*-])(?=\s)|(\d+)[.)](?=\s))")
+#: a leading heading or list marker (after any spaces): ``#``, or ``-``, ``+``, ``*`` before a
+#: space, or digits then ``.`` / ``)`` before a space or the end (a bare ``1.`` is an empty
+#: list item); or a text that is a thematic-break run (two or more of one of ``-``, ``*``,
+#: ``_``, spaces between: ``--`` after a list's ``- `` is a horizontal rule). So ``-``,
+#: ``-0.5`` and ``0.500`` stay as they are; ``>`` is an entity and ``![`` an escaped ``[``.
+_LEADING = re.compile(r"^(\s*)(?:(#)|([+*-])(?=\s)|(\d+)[.)](?=\s|\Z)"
+                      r"|([-*_])(?=(?:[ \t]*\5)+[ \t]*\Z))")
 
 
 def md_text(value) -> str:
@@ -38,7 +41,8 @@ def md_text(value) -> str:
     characters become their visible escape (a newline reads ``\\n``), so a name cannot end
     the table row; ``|``, ``\\``, backticks and ``[`` get a backslash (no extra column, code
     span, link or image), ``<``, ``>`` and ``&`` become entities (no raw HTML), and a leading
-    ``#`` or list marker (``-``, ``+``, ``*``, ``1.``) gets a backslash (no heading or list). Emphasis
+    ``#`` or list marker (``-``, ``+``, ``*``, ``1.``) gets a backslash (no heading or list), as
+    does a text that is a thematic-break run (``--``, ``***``, ``_ _``: no horizontal rule). Emphasis
     characters (``_``, ``*`` inside text) are left: they cannot break a row.
 
     Example

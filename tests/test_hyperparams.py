@@ -45,7 +45,7 @@ def test_check_number_by_hand():
     ("graph", {**LIGHT, "k": 0}, "k must be an integer >= 1"),
     ("graph", {**LIGHT, "k": -3}, "k must be an integer >= 1"),
     ("graph", {**LIGHT, "cost_weight": NAN}, "cost_weight must be a finite number >= 0"),
-    ("mirt", {**LIGHT, "dim": 0}, "dim must be an integer >= 1"),
+    ("mirt", {**LIGHT, "dim": 0}, "dim must be an integer in \\[1, 65536\\]"),
     ("mlpr", {"hidden_size": 0, "epochs": 1}, "hidden_size must be an integer >= 1"),
     ("mlpr", {"n_hidden": -3, "epochs": 1}, "n_hidden must be an integer >= 0"),
     ("mlpr", {"epochs": 2.5}, "epochs must be an integer >= 1"),
@@ -81,3 +81,40 @@ def test_invalid_hyperparameters_are_refused(train, name, params, message):
 ])
 def test_valid_edges_fit(train, name, params):
     assert make_router(name, **params).fit(train).predict_scores(train).shape == (60, 3)
+
+
+@pytest.mark.parametrize("module,kwargs,says", [
+    ("mf_module.MFModule", {"dim": 10**9}, "dim must be an integer in [1, 65536], got 1000000000"),
+    ("mf_module.MFModule", {"dim": 0}, "dim must be an integer in [1, 65536], got 0"),
+    ("mf_module.MFModule", {"dim": NAN}, "dim must be an integer in [1, 65536], got nan"),
+    ("mf_module.MFModule", {"hidden": [70000]},
+     "hidden (each layer width) must be an integer in [1, 65536], got 70000"),
+    ("two_tower_module.TwoTowerModule", {"id_dim": 0},
+     "id_dim must be an integer in [1, 65536], got 0"),
+    ("two_tower_module.TwoTowerModule", {"id_dim": -1},
+     "id_dim must be an integer in [1, 65536], got -1"),
+    ("two_tower_module.TwoTowerModule", {"dim": 10**9},
+     "dim must be an integer in [1, 65536], got 1000000000"),
+    ("irt_module.MIRTModule", {"dim": 10**9}, "dim must be an integer in [1, 65536], got 1000000000"),
+    ("irt_module.NIRTModule", {"hidden": [0]},
+     "hidden (each layer width) must be an integer in [1, 65536], got 0"),
+    ("irt_module.NIRTModule", {"hidden": [8, NAN]},
+     "hidden (each layer width) must be an integer in [1, 65536], got nan"),
+    ("graph_module.GraphModule", {"hidden": 10**9},
+     "hidden must be an integer in [1, 65536], got 1000000000"),
+])
+def test_a_layer_width_or_embedding_size_outside_1_to_65536_is_refused(module, kwargs, says):
+    """Were silent (two_tower id_dim=0, NIRT hidden=[0] trained), a torch error (negative or
+    NaN sizes) or an attempt to allocate gigabytes (10**9)."""
+    import importlib
+    from recsys_router.errors import ArgumentValueError
+    path, name = module.rsplit(".", 1)
+    cls = getattr(importlib.import_module(f"recsys_router.models.{path}"), name)
+    with pytest.raises(ArgumentValueError) as info:
+        cls(n_llms=4, embed_dim=8, **kwargs)
+    assert str(info.value) == says
+
+
+def test_the_largest_width_is_accepted():
+    from recsys_router.hyperparams import MAX_WIDTH, check_width
+    assert check_width(MAX_WIDTH, "dim") == 65536 and check_width(1, "dim") == 1

@@ -105,3 +105,17 @@ class TestMIRTContract(RouterContract):
 
 class TestNIRTContract(RouterContract):
     router_factory = staticmethod(lambda: make_router("nirt", **FAST))
+
+
+@pytest.mark.parametrize("dropout,says", [
+    (float("nan"), "dropout must be a finite number in [0, 1), got nan"),
+    (-0.1, "dropout must be a finite number in [0, 1), got -0.1"),
+    (1.0, "dropout must be a finite number in [0, 1), got 1.0"),
+])
+def test_nirt_refuses_a_dropout_outside_0_1(dropout, says):
+    """NaN was accepted; -0.1 was torch's ValueError (with the CLI's --debug hint)."""
+    from recsys_router.errors import ArgumentValueError
+    from recsys_router.models.irt_module import NIRTModule
+    with pytest.raises(ArgumentValueError) as info:
+        NIRTModule(n_llms=3, embed_dim=8, dropout=dropout)
+    assert str(info.value) == says

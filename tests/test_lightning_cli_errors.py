@@ -36,6 +36,18 @@ CASES = [  # (argument, the argument the line names, what it says)
     ("--model.init_args.loss.init_args.kind=bogus", "--model.init_args.loss.init_args.kind",
      "loss kind must be one of ('bce', 'mse', 'listwise', 'bpr', 'utility'), got 'bogus'"),
     ("--trainer.max_epochs=abc", "--trainer.max_epochs", "expected int, got 'abc'"),
+    ("--model.init_args.loss.init_args.logit_adjust=nan",
+     "--model.init_args.loss.init_args.logit_adjust", "logit_adjust must be a finite number, got 'nan'"),
+    ("--model.init_args.loss.init_args.ipw_clip=inf", "--model.init_args.loss.init_args.ipw_clip",
+     "ipw_clip must be a finite number >= 1 or None, got 'inf'"),
+    ("--model.init_args.loss.init_args.selection_ratio=1.5",
+     "--model.init_args.loss.init_args.selection_ratio",
+     "selection_ratio must be a finite number in (0, 1], got 1.5"),
+]
+DATA_OPTION_CASES = [  # dataset options are checked by the loader: the line names the option
+    ("--data.init_args.dataset_options.n_queries=-5", "n_queries must be an integer >= 1, got -5"),
+    ("--data.init_args.dataset_options.specialisation=nan",
+     "dataset option 'specialisation' must be a finite float, got 'nan'"),
 ]
 
 
@@ -53,6 +65,15 @@ def _one_error_line(capsys, command="fit") -> str:
 def test_a_refused_argument_is_one_line_naming_it_exit_2(arg, argument, says, capsys):
     assert main(["fit", *BASE, arg]) == 2
     assert _one_error_line(capsys) == f"{argument}: {says}"
+
+
+@pytest.mark.parametrize("arg,says", DATA_OPTION_CASES,
+                         ids=[c[0].split("=")[0].rsplit(".", 1)[1] for c in DATA_OPTION_CASES])
+def test_a_refused_dataset_option_is_one_line_without_the_debug_hint(arg, says, capsys):
+    """A negative size was a plain ValueError (with the --debug hint); 'nan' trained silently
+    on all-zero scores."""
+    assert main(["fit", *BASE, arg]) == 2
+    assert _one_error_line(capsys) == says
 
 
 def test_other_lightning_commands_and_unknown_flags_too(capsys):
@@ -183,3 +204,20 @@ def test_a_value_error_bug_in_instantiation_keeps_a_debug_hint(monkeypatch, caps
     assert main(["fit", *BASE, "--data.init_args.val_fraction=2"]) == 2
     assert _one_error_line(capsys) == ("--data.init_args.val_fraction: val_fraction must be in "
                                        "[0, 1), got 2.0")
+
+
+@pytest.mark.parametrize("model,arg,says", [
+    ("nirt", "--model.init_args.dropout=-0.1",
+     "--model.init_args.dropout: dropout must be a finite number in [0, 1), got -0.1"),
+    ("nirt", "--model.init_args.hidden=[0]", "--model.init_args.hidden: hidden (each layer "
+     "width) must be an integer in [1, 65536], got 0"),
+    ("two_tower", "--model.init_args.id_dim=0",
+     "--model.init_args.id_dim: id_dim must be an integer in [1, 65536], got 0"),
+], ids=["nirt_dropout", "nirt_hidden", "two_tower_id_dim"])
+def test_a_refused_nirt_or_two_tower_size_is_one_line_without_the_debug_hint(model, arg, says,
+                                                                            capsys):
+    """NIRT dropout=-0.1 was torch's ValueError with the --debug hint; NIRT hidden=[0] and
+    two-tower id_dim=0 trained."""
+    config = ["-c", str(ROOT / "configs" / "models" / f"{model}.yaml"), *BASE[2:]]
+    assert main(["fit", *config, arg]) == 2
+    assert _one_error_line(capsys) == says

@@ -292,3 +292,30 @@ def test_a_bad_module_loss_is_refused_where_it_is_converted():
     same = RoutingLoss("listwise")
     assert MFModule(n_llms=3, embed_dim=8, loss=same).loss_fn is same  # kept, not rebuilt
     assert MFModule(n_llms=3, embed_dim=8).loss_fn.kind == MFModule.default_loss
+
+
+@pytest.mark.parametrize("kwargs,says", [
+    ({"logit_adjust": math.nan}, "logit_adjust must be a finite number, got nan"),
+    ({"logit_adjust": math.inf}, "logit_adjust must be a finite number, got inf"),
+    ({"ipw_clip": math.nan}, "ipw_clip must be a finite number >= 1 or None, got nan"),
+    ({"ipw_clip": math.inf}, "ipw_clip must be a finite number >= 1 or None, got inf"),
+    ({"ipw_clip": 0.5}, "ipw_clip must be a finite number >= 1 or None, got 0.5"),
+    ({"selection_ratio": math.nan}, "selection_ratio must be a finite number in (0, 1], got nan"),
+    ({"selection_ratio": 5.0}, "selection_ratio must be a finite number in (0, 1], got 5.0"),
+    ({"kind": "utility", "selection_ratio": -1.0},
+     "selection_ratio must be a finite number in (0, 1], got -1.0"),
+    ({"selection_ratio": 0.0}, "selection_ratio must be a finite number in (0, 1], got 0.0"),
+])
+def test_a_non_finite_or_out_of_range_loss_argument_is_refused(kwargs, says):
+    """NaN/inf logit_adjust, ipw_clip and selection_ratio were accepted (a NaN logit_adjust
+    trained to NaN predictions)."""
+    from recsys_router.errors import ArgumentValueError
+    with pytest.raises(ArgumentValueError) as info:
+        RoutingLoss(**kwargs)
+    assert str(info.value) == says
+
+
+def test_the_loss_keeps_in_range_values():
+    loss = RoutingLoss(selection_ratio=1, ipw_clip=1, logit_adjust=-0.5)
+    assert (loss.selection_ratio, loss.ipw_clip, loss.logit_adjust) == (1.0, 1.0, -0.5)
+    assert RoutingLoss().ipw_clip is None

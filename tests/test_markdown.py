@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from recsys_router.data import RoutingData
 from recsys_router.datasets.synthetic import make_synthetic
@@ -142,3 +143,16 @@ def test_the_terminal_leaderboard_is_the_readmes_format(capsys, tmp_path):
     assert header in lines
     assert "| zero (LLM hull) | " + " | ".join(["-"] * (len(labels) - 2)) + " |  |" in lines
     assert any(ln.startswith("| r_o(p=0.5) | 0.5000 | ") for ln in lines)
+
+
+def test_a_note_that_is_a_thematic_break_or_a_bare_number_marker_renders_as_text():
+    """``- --`` was a horizontal rule, ``- ***`` a rule inside a list item and ``- 1.`` an
+    empty ordered list (the evaluation report writes its notes as ``- {md_text(note)}``)."""
+    md = pytest.importorskip("markdown_it").MarkdownIt("commonmark")  # rich's own dependency
+    by_hand = {"--": "\\--", "---": "\\---", "***": "\\***", "___": "\\___", "- -": "\\- -",
+               " _ _ ": " \\_ _ ", "1.": "1\\.", "12)": "12\\)", "-": "-", "__init__": "__init__",
+               "--x": "--x", "-*": "-*"}
+    assert {note: md_text(note) for note in by_hand} == by_hand
+    for note in ["--", "---", "***", "___", "- - -", "* * *", "1.", "1)", " -- "]:
+        html = md.render(f"- {md_text(note)}\n")
+        assert html == f"<ul>\n<li>{note.strip()}</li>\n</ul>\n", (note, html)

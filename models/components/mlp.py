@@ -11,7 +11,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_width
 from recsys_router.errors import ArgumentValueError
 
 __all__ = ["MLP", "LinearProjection"]
@@ -53,7 +53,7 @@ class MLP(nn.Module):
             raise ArgumentValueError(f"in_dim and out_dim must be >= 1, got {in_dim}, {out_dim}")
         check_number(dropout, "dropout", low=0, high=1, high_open=True)
         for h in hidden:
-            check_number(h, "hidden (each layer width)", low=1, integer=True)
+            check_width(h, "hidden (each layer width)")
         self.in_dim = in_dim
         self.out_dim = out_dim
         layers: list[nn.Module] = []

@@ -12,6 +12,7 @@ or a path (dispatching on its layout).
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,17 +95,33 @@ def default_data_dirs() -> list[Path]:
     return dirs
 
 
+_BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _read_bool(key: str, value: str) -> bool:
+    """``value`` (``true``/``false``/``1``/``0``, any case) as a bool, else a refusal."""
+    try:
+        return _BOOL_TEXT[value.strip().lower()]
+    except KeyError:
+        from recsys_router.errors import ArgumentValueError  # noqa: PLC0415
+        raise ArgumentValueError(f"dataset option {key!r} must be a bool (true, false, 1 or 0), "
+                                 f"got {value!r}") from None
+
+
 def coerce_options(loader: Callable, options: dict) -> dict:
     """``options`` with each string given for a numeric parameter of ``loader`` (annotated
-    ``int`` or ``float``, optionally ``| None``) read as that number: an override such as
-    ``--data.init_args.dataset_options.n_queries=300`` arrives as the string ``'300'``. A
+    ``int`` or ``float``, optionally ``| None``) read as that number, and each string given
+    for a ``bool`` parameter read as ``true``/``false``/``1``/``0`` (any case): an override
+    such as ``--data.init_args.dataset_options.n_queries=300`` arrives as the string
+    ``'300'``, and ``binary=false`` as ``'false'`` (a truthy string). A
     loader that passes its ``**options`` on names the function that takes them as its
     ``options_target`` attribute (the synthetic loaders: ``make_synthetic``).
 
     Raises
     ------
     ArgumentValueError
-        A string that is no such number, naming the option and the type.
+        A string that is no such number (or reads as a non-finite float: ``'nan'``,
+        ``'inf'``, ``'1e400'``) or no such bool, naming the option and the type.
 
     Example
     -------
@@ -122,18 +139,24 @@ def coerce_options(loader: Callable, options: dict) -> dict:
     out = dict(options)
     for key, value in options.items():
         kinds = set(typing.get_args(hints.get(key)) or {hints.get(key)}) - {type(None)}
+        if isinstance(value, str) and kinds == {bool}:
+            out[key] = _read_bool(key, value)
+            continue
         if not isinstance(value, str) or not kinds or not kinds <= {int, float}:
             continue
         for kind in (int, float):
             if kind in kinds:
                 try:
-                    out[key] = kind(value.strip())
-                    break
+                    number = kind(value.strip())
                 except ValueError:
-                    pass
+                    continue
+                if math.isfinite(number):     # 'nan', 'inf' and '1e400' read as floats
+                    out[key] = number
+                    break
         else:
             from recsys_router.errors import ArgumentValueError  # noqa: PLC0415
-            want = " or ".join(k.__name__ for k in (int, float) if k in kinds)
+            want = " or ".join(("a finite float" if k is float else k.__name__)
+                               for k in (int, float) if k in kinds)
             raise ArgumentValueError(f"dataset option {key!r} must be {want}, got {value!r}")
     return out
 

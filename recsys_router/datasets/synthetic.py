@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from ..hyperparams import check_number
 from .registry import register
 
 __all__ = ["make_synthetic", "load_synthetic", "load_synthetic_many", "load_synthetic_routereval",
@@ -75,14 +76,22 @@ def make_synthetic(n_queries: int = 2000, n_llms: int = 8, n_topics: int = 6, *,
     RoutingData
         With ``meta["simulated"] = True``, tasks ``topic_k``, USD-like costs and LLM prices.
 
+    Raises
+    ------
+    ArgumentValueError
+        A size that is no integer >= 1, or a ``specialisation`` / ``task_difficulty`` that is
+        no finite number >= 0.
+
     Example
     -------
     >>> d = make_synthetic(100, 4, 3, seed=1)
     >>> d.shape, d.meta["simulated"]
     ((100, 4), True)
     """
-    if min(n_queries, n_llms, n_topics) < 1:
-        raise ValueError("n_queries, n_llms and n_topics must all be >= 1")
+    for name, value in (("n_queries", n_queries), ("n_llms", n_llms), ("n_topics", n_topics)):
+        check_number(value, name, low=1, integer=True)
+    for name, value in (("specialisation", specialisation), ("task_difficulty", task_difficulty)):
+        check_number(value, name, low=0)
     rng = np.random.default_rng(seed)
     topic = rng.integers(0, n_topics, size=n_queries)
     # LLMs: ability grows with price (log-uniform), plus topic-specific strengths
