@@ -56,8 +56,8 @@ from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, Opt, Part, StateError, TupleOf
 
 from .components.implicit_data import encode_queries, gpu_available, interaction_matrix
-from .components.item_prior import (MIN_NOISE_VAR, fold_in_item, noise_variance, prior_of,
-                                    shrunk_linear)
+from .components.item_prior import (MAX_NOISE_VAR, MIN_NOISE_VAR, fold_in_item, noise_variance,
+                                    prior_of, shrunk_linear)
 from .components.ridge import LOO_GRID, ridge, ridge_loo, unit_rows
 from .implicit_feedback import logged_training
 from .implicit_feedback import per_column_linear as _per_column_linear
@@ -157,9 +157,11 @@ class ImplicitRouter(Router):
             raise StateError(f"score_range_: expected finite [lowest, highest], got "
                              f"[{low!r}, {high!r}]")
         noise = checked["noise_var_"]
-        if noise is not None and not (np.isfinite(noise) and noise >= MIN_NOISE_VAR):
-            raise StateError(f"noise_var_: {noise!r}, expected a finite variance >= "
-                             f"{MIN_NOISE_VAR:g}")
+        # the fit keeps it in [MIN_NOISE_VAR, MAX_NOISE_VAR] (0/1 preferences' residuals)
+        if noise is not None and not (np.isfinite(noise)
+                                      and MIN_NOISE_VAR <= noise <= MAX_NOISE_VAR):
+            raise StateError(f"noise_var_: {noise!r}, expected a finite variance in "
+                             f"[{MIN_NOISE_VAR:g}, {MAX_NOISE_VAR:g}]")
         return checked
 
     @classmethod

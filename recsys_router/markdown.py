@@ -3,7 +3,8 @@
 Router, LLM, task and dataset names come from data files and records (untrusted). Written
 into a Markdown table as they are, a name holding ``|`` adds a column, a line break ends the
 row, ``<img onerror=...>`` is raw HTML, ``![...](...)`` an image and a leading ``#`` a
-heading. Nothing else is escaped, so the same text reads well on a terminal too. :func:`md_text` makes any value literal text for one cell, and :func:`md_table`
+heading. Nothing else is escaped, so the same text reads well on a terminal too. :func:`md_text` makes any value literal text for one cell, :func:`md_line` for a line or
+list item of its own (a lone ``-`` escaped too), and :func:`md_table`
 writes a whole table with every label and cell passed through it; the evaluation report
 (``recsys_router.evaluation.tables``) and the RouteJudge report (``recsys_router.judge.report``)
 both write their tables with it.
@@ -18,7 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-__all__ = ["md_text", "md_table"]
+__all__ = ["md_text", "md_line", "md_table"]
 
 #: characters replaced anywhere: ``|`` (a column), ``\\`` (an escape), a backtick (a code span),
 #: ``[`` (a link or an image), and ``<``, ``>``, ``&`` as entities (raw HTML, an entity)
@@ -63,6 +64,28 @@ def md_text(value) -> str:
         return text
     at = match.end(4) if match.group(4) else match.end(1)  # before the marker, or its . / )
     return text[:at] + "\\" + text[at:]
+
+
+#: a list marker that is the whole text (spaces around it allowed): after a list item's
+#: ``- `` it opens an empty nested list item; in a table cell it is plain text (``-`` marks
+#: a missing value there), so only :func:`md_line` escapes it
+_LONE_MARKER = re.compile(r"^(\s*)[+*-]\s*\Z")
+
+
+def md_line(value) -> str:
+    """``value`` as literal Markdown text for one line of its own or a list item's text
+    (``- {md_line(note)}``): :func:`md_text`, and a text that is a lone ``-``, ``*`` or ``+``
+    gets a backslash too (``- -`` is an empty list inside a list item; ``#``, ``1.``, ``1)``
+    and thematic breaks are escaped by :func:`md_text` already).
+
+    Example
+    -------
+    >>> print(*map(md_line, ["-", "*", "+", "1.", "#", "-0.5", "a - b"]))
+    \\- \\* \\+ 1\\. \\# -0.5 a - b
+    """
+    text = md_text(value)
+    match = _LONE_MARKER.match(text)
+    return text if not match else text[:match.end(1)] + "\\" + text[match.end(1):]
 
 
 def md_table(df: pd.DataFrame, number: Callable[[object, float], str] | None = None,

@@ -169,3 +169,83 @@ def test_private_network_is_one_per_live_router(fitted):
     del other
     gc.collect()
     assert len(sampling._PRIVATE) == before
+
+
+def test_draws_use_a_private_generator_not_the_global_rng(fitted):
+    """Another thread using torch's global RNG in the middle of every draw (emulated by a spy
+    on ``scores_from_logits``, so no timing is involved) neither changes the draws nor gets
+    other numbers than its own seeded stream. The old code seeded the global RNG for the
+    draws: the spy's numbers came from the draw's seed and its calls shifted the masks."""
+    import torch
+    r, te = fitted
+    alone = sample_scores(r, te, 4, seed=11)
+    torch.manual_seed(123)
+    assert np.array_equal(sample_scores(r, te, 4, seed=11), alone)   # global seed irrelevant
+    torch.manual_seed(7)
+    want = [torch.rand(5) for _ in range(4)]      # the other thread's stream, independently
+    own = r.scores_from_logits
+    got = []
+
+    def spy(logits):
+        got.append(torch.rand(5))                 # the "other thread" between two masks
+        return own(logits)
+
+    torch.manual_seed(7)
+    r.scores_from_logits = spy
+    try:
+        mixed = sample_scores(r, te, 4, seed=11)
+    finally:
+        del r.scores_from_logits
+    np.testing.assert_array_equal(mixed, alone)
+    assert len(got) == 4 and all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_concurrent_draws_of_two_routers_match_their_sequential_draws(fitted):
+    """Two router objects (two private networks, no shared lock) sampling in two threads at
+    once give, per seed, exactly the draws each gives alone; same seed, same Thompson
+    choice probabilities."""
+    import copy
+    import threading
+    r, te = fitted
+    other = copy.copy(r)
+    other.__dict__ = dict(r.__dict__)             # as serving's pool change does
+    seeds = {0: [1, 2, 3, 4, 5, 6], 1: [6, 5, 4, 3, 2, 1]}
+    routers = {0: r, 1: other}
+    ref = {k: [sample_scores(routers[k], te, 3, seed=s) for s in seeds[k]] for k in seeds}
+    out = {0: [], 1: []}
+    start = threading.Barrier(2)
+
+    def run(k):
+        start.wait()
+        for s in seeds[k]:
+            out[k].append(sample_scores(routers[k], te, 3, seed=s))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in seeds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in seeds:
+        for a, b in zip(out[k], ref[k]):
+            np.testing.assert_array_equal(a, b)
+    # the same seed on either router: the same draws, hence the same Thompson probabilities
+    s, c = r.predict_scores(te), r.predict_costs(te)
+    u, al = policy_utility(s, c, "wtp", 1.0)
+    probs = [choice_probabilities(parse_explore("thompson:3"), wtp_policy(s, c, 1.0), u, al,
+                                  np.stack([policy_utility(x, c, "wtp", 1.0)[0] for x in d]))
+             for d in (out[0][0], out[1][-1])]    # both seed 1
+    np.testing.assert_array_equal(probs[0], probs[1])
+
+
+def test_unsupported_dropout_kind_is_refused_before_any_draw(fitted):
+    """A dropout layer the private generator cannot drive (``Dropout2d`` here) is refused
+    in one line naming it, at the service's start-up check too."""
+    import copy
+
+    import torch.nn as nn
+    r, te = fitted
+    r = copy.deepcopy(r)
+    r.net_.extra = nn.Dropout2d(0.3)
+    for check_only in (True, False):
+        with pytest.raises(ValueError, match="nn.Dropout layers only; .* has a Dropout2d"):
+            sample_scores(r, te, 2, seed=0, check_only=check_only)

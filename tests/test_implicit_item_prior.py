@@ -105,11 +105,12 @@ def test_noise_variance_matches_the_dense_sum():
     assert noise_variance(sparse.csr_matrix(dense), x, y) == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, 5e-324, 1e-13, float("nan"), float("inf")])
+@pytest.mark.parametrize("bad", [0.0, -1.0, 5e-324, 1e-13, float("nan"), float("inf"), 1e300,
+                                 1.000001e6])
 def test_fold_in_item_refuses_a_degenerate_noise_variance(bad):
     """0 or a subnormal dropped the prior (a singular system); a negative one flipped it."""
     m, s2 = np.array([0.5, -0.5]), np.array([1.0, 1.0])
-    with pytest.raises(ValueError, match="noise_var must be finite and >= 1e-12"):
+    with pytest.raises(ValueError, match=r"noise_var must be finite and in \[1e-12, 1e\+06\]"):
         fold_in_item(np.ones((3, 2)), np.ones(3), np.ones(3), np.ones(3), m, s2, noise_var=bad)
 
 
@@ -118,6 +119,13 @@ def test_noise_variance_of_a_perfect_fit_is_floored():
     x, y = np.array([[1.0], [0.0]]), np.array([[1.0]])
     conf = sparse.csr_matrix(np.array([[1.0], [0.0]]))    # p = 1 where x.y = 1, 0 elsewhere
     assert noise_variance(conf, x, y) == 1e-12
+
+
+def test_noise_variance_is_capped_at_the_stored_bound():
+    """Residuals of 2000 on 0/1 preferences (sum 4e6 over 1 cell) give 1e6, what loads."""
+    x, y = np.array([[2001.0]]), np.array([[1.0]])
+    conf = sparse.csr_matrix(np.array([[1.0]]))    # p = 1, x.y = 2001: residual^2 = 4e6
+    assert noise_variance(conf, x, y) == 1e6
 
 
 def test_shrunk_linear_limits():

@@ -156,3 +156,28 @@ def test_a_note_that_is_a_thematic_break_or_a_bare_number_marker_renders_as_text
     for note in ["--", "---", "***", "___", "- - -", "* * *", "1.", "1)", " -- "]:
         html = md.render(f"- {md_text(note)}\n")
         assert html == f"<ul>\n<li>{note.strip()}</li>\n</ul>\n", (note, html)
+
+
+def _report_notes(notes):
+    """The ``## Notes`` lines of the evaluation report rendered for ``notes``."""
+    from types import SimpleNamespace
+
+    from recsys_router.evaluation.report import render_report
+    cfg = SimpleNamespace(split_column="split", folds=1, split=None, ood_tasks=None, seed=0,
+                          encoder=None, pools=["all"])
+    res = SimpleNamespace(config=cfg, metrics=pd.DataFrame({"pool": []}), simulated=False,
+                          dataset="d", info={}, notes=list(notes), timings=None)
+    lines = render_report(res, pd.DataFrame({"router": []}), []).splitlines()
+    return lines[lines.index("## Notes") + 2:lines.index("## Leaderboard") - 1]
+
+
+def test_a_note_that_is_a_lone_list_marker_renders_as_text():
+    """``- -`` (likewise ``- *``, ``- +``) was an empty list nested in the note's item; ``#``
+    and ``1.`` were escaped already. Table cells keep a bare ``-`` (a missing value)."""
+    notes = ["-", "*", "+", "1.", "#", " - ", "-0.5"]
+    assert _report_notes(notes) == ["- \\-", "- \\*", "- \\+", "- 1\\.", "- \\#", "-  \\- ",
+                                    "- -0.5"]
+    md = pytest.importorskip("markdown_it").MarkdownIt("commonmark")
+    for note, line in zip(notes, _report_notes(notes)):
+        assert md.render(line + "\n") == f"<ul>\n<li>{note.strip()}</li>\n</ul>\n", (note, line)
+    assert md_text("-") == "-" and md_table(pd.DataFrame({"a": ["-"]})).splitlines()[-1] == "| - |"

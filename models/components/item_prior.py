@@ -19,11 +19,19 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["prior_of", "fold_in_item", "noise_variance", "shrunk_linear", "MIN_NOISE_VAR"]
+__all__ = ["prior_of", "fold_in_item", "noise_variance", "shrunk_linear", "MIN_NOISE_VAR",
+           "MAX_NOISE_VAR"]
 
 #: the smallest noise variance the fold-in takes (0 or a subnormal drops the prior and
 #: leaves a singular or ill-conditioned system; a fitted estimate is kept above it)
 MIN_NOISE_VAR = 1e-12
+#: the largest: the preferences are 0/1, so the estimate is a confidence-weighted mean of
+#: squared residuals of 0/1 values; it reaches 1e6 only with confidences
+#: (``1 + alpha * s``, times an importance weight at most the propensity clip) or residuals
+#: in the thousands, and far before it the prior outweighs any realistic probe set (the
+#: fold-in returns the pool's mean factor). A larger value is clamped at fit time and
+#: refused in a stored artifact.
+MAX_NOISE_VAR = 1e6
 
 
 def prior_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -60,8 +68,9 @@ def fold_in_item(x: np.ndarray, pref: np.ndarray, conf: np.ndarray, weights: np.
     [0.5, -0.5]
     """
     noise_var = float(noise_var)
-    if not (np.isfinite(noise_var) and noise_var >= MIN_NOISE_VAR):
-        raise ValueError(f"noise_var must be finite and >= {MIN_NOISE_VAR:g}, got {noise_var!r}")
+    if not (np.isfinite(noise_var) and MIN_NOISE_VAR <= noise_var <= MAX_NOISE_VAR):
+        raise ValueError(f"noise_var must be finite and in [{MIN_NOISE_VAR:g}, {MAX_NOISE_VAR:g}], "
+                         f"got {noise_var!r}")
     x = np.asarray(x, np.float64)
     wc = np.asarray(weights, np.float64) * np.asarray(conf, np.float64)
     prec = noise_var / np.asarray(prior_var, np.float64)
@@ -79,8 +88,9 @@ def noise_variance(conf, x: np.ndarray, item_factors: np.ndarray) -> float:
 
     computed without the dense matrix (``sum_ui (x_u . y_i)^2 = trace(X'X Y'Y)``). With the
     queries' leave-one-out folded-in factors as ``x`` it is the noise a new query's factor
-    sees: near the preferences' variance when the text predicts nothing. Kept at least
-    :data:`MIN_NOISE_VAR` (a perfect fit would otherwise give 0, which the fold-in refuses).
+    sees: near the preferences' variance when the text predicts nothing. Kept in
+    [:data:`MIN_NOISE_VAR`, :data:`MAX_NOISE_VAR`] (a perfect fit would otherwise give 0,
+    which the fold-in refuses; the upper end is what a stored artifact may hold).
 
     Example
     -------
@@ -94,7 +104,7 @@ def noise_variance(conf, x: np.ndarray, item_factors: np.ndarray) -> float:
     r = np.einsum("ij,ij->i", x[m.row], y[m.col])
     c = m.data.astype(np.float64)
     total = float(np.trace((x.T @ x) @ (y.T @ y))) + float(np.sum(c * (1.0 - r) ** 2 - r ** 2))
-    return max(total / (x.shape[0] * y.shape[0]), MIN_NOISE_VAR)
+    return min(max(total / (x.shape[0] * y.shape[0]), MIN_NOISE_VAR), MAX_NOISE_VAR)
 
 
 def shrunk_linear(raw: np.ndarray, y: np.ndarray, weights: np.ndarray,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..markdown import md_text
+from ..markdown import md_line, md_text
 from .protocols import registered_protocols
 from .tables import lookup, markdown_table, router_names, summary_fold
 
@@ -90,7 +90,7 @@ def render_report(result, leaderboard_df: pd.DataFrame, plots: list[str]) -> str
               "(`recsys_router.evaluation.metrics_from_decisions`)", ""]
     if result.notes:
         # notes quote LLM and router names from the data: plain text, one line each
-        lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in result.notes] + [""]
+        lines += ["## Notes", ""] + [f"- {md_line(n)}" for n in result.notes] + [""]
     lines += ["## Leaderboard", "", markdown_table(leaderboard_df), ""]
     pools = list(dict.fromkeys(m["pool"])) if len(m) else []
     for proto in registered_protocols():

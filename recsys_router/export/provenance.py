@@ -11,7 +11,8 @@ training data describe: it has LLMs the training data never held. Its manifest s
                     saying they do not describe this router.
 
 Both new fields are optional (artifacts written before them, and plain exports, have none)
-and are validated strictly on load (exact keys, types, sizes, counts, names in the pool).
+and are validated strictly on load (exact keys, types, sizes, counts, names in the pool;
+``source_metrics`` only with an ``onboarded`` list, ``n_llms`` plus its entries = the pool).
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def check_onboard_fields(manifest: dict) -> None:
         named twice or not in the pool, a probe file that is a path, a digest or date of
         another form or an impossible date, a reversed or infinite range, a range that
         differs from the manifest's ``score_range`` (or, for ``"default"``, from [0, 1]), an
-        unknown range source.
+        unknown range source; ``source_metrics`` without an ``onboarded`` list, or whose
+        ``n_llms`` plus the onboarded LLMs is not the pool's size.
     """
     pool = {r.get("name") for r in manifest["llms"]}
     td = manifest.get("training_data")
@@ -162,6 +164,20 @@ def check_onboard_fields(manifest: dict) -> None:
             raise StateError(f"source_metrics.n_llms: {s['n_llms']}, expected 1 to 100,000")
         if len(s["note"]) > 1000:
             raise StateError("source_metrics.note: over 1000 characters")
+        _check_source_pool(s["n_llms"], onboarded, len(manifest["llms"]))
+
+
+def _check_source_pool(n_llms: int, onboarded, n_pool: int) -> None:
+    """``source_metrics`` describe the source router of ``n_llms`` LLMs before every LLM in
+    ``training_data.onboarded`` was added (``onboard`` appends one entry per LLM and keeps
+    the first source's metrics), so the list must be there and the two must add up to the
+    pool."""
+    if not onboarded:
+        raise StateError("source_metrics: present, but training_data.onboarded lists no "
+                         "onboarded LLM (source metrics belong to an onboarded artifact)")
+    if n_llms + len(onboarded) != n_pool:
+        raise StateError(f"source_metrics.n_llms: {n_llms} source LLMs plus "
+                         f"{len(onboarded)} onboarded, expected {n_pool} (the pool's LLMs)")
 
 
 def check_onboarded_origin(manifest: dict, llm_info) -> None:

@@ -9,6 +9,15 @@ dropped with it (a pool change serves a new router object, so it gets a fresh co
 shared network's modes are never touched, so a prediction running meanwhile in another
 thread (the serving batcher's) stays deterministic.
 
+Their randomness never touches torch's global RNG: ``torch.nn.functional.dropout`` takes no
+generator, so while sampling, each ``nn.Dropout`` layer of the private copy draws its mask
+with ``torch.rand(..., generator=g)`` from a private ``torch.Generator`` seeded with the
+call's ``seed`` (the same inverted dropout: an element is kept with probability ``1 - p``
+and scaled by ``1 / (1 - p)``). The same seed gives the same draws whatever other threads
+do with the global RNG meanwhile (seeding and restoring the global state, as before, let a
+concurrent draw or training step change them), and the global state is left untouched.
+Other dropout kinds (``Dropout2d``, ``AlphaDropout``...) with a non-zero rate are refused.
+
 Reference: Gal & Ghahramani, "Dropout as a Bayesian Approximation", ICML 2016; Riquelme,
 Tucker & Snoek, "Deep Bayesian Bandits Showdown", ICLR 2018 (dropout Thompson sampling).
 """
@@ -16,6 +25,7 @@ Tucker & Snoek, "Deep Bayesian Bandits Showdown", ICLR 2018 (dropout Thompson sa
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 import weakref
 from contextlib import contextmanager
@@ -65,11 +75,39 @@ def _dropout_net(router):
     return net if drops else None
 
 
+def _unsupported_dropout(net) -> str | None:
+    """The class name of a dropout layer of ``net`` with a non-zero rate that the private
+    generator cannot drive (anything but ``nn.Dropout`` itself), else None."""
+    import torch.nn as nn
+    for m in net.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 and type(m) is not nn.Dropout:
+            return type(m).__name__
+    return None
+
+
+def _generator_dropout(layer, generator, x):
+    """``nn.Dropout``'s inverted dropout of ``x`` with its mask drawn from ``generator``."""
+    import torch
+    p = float(layer.p)
+    if not layer.training or p == 0.0:
+        return x
+    if p >= 1.0:
+        return x * 0.0
+    dtype = x.dtype if x.is_floating_point() else torch.float32
+    keep = torch.rand(x.shape, generator=generator, device=x.device, dtype=dtype) >= p
+    return x * keep.to(x.dtype) / (1.0 - p)
+
+
 @contextmanager
-def dropout_active(net):
+def dropout_active(net, generator=None):
     """Keep ``net``'s dropout layers sampling while the rest of it is in eval mode, even
     through the ``net.eval()`` that prediction calls (Monte-Carlo dropout); restores the
-    layers' modes on exit."""
+    layers' modes on exit.
+
+    With a ``torch.Generator``, every dropout layer draws its mask from it instead of
+    torch's global RNG (layers at rate 0 pass their input through; ``net`` must have no
+    other dropout kind at a non-zero rate, see :func:`sample_scores`), so ``net`` must be a
+    copy no other thread runs meanwhile."""
     import torch.nn as nn
     drops = [m for m in net.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
     modes = [m.training for m in drops]
@@ -79,10 +117,14 @@ def dropout_active(net):
         for m in drops:
             m.train(True)
             m.train = lambda mode=True, _m=m: _m   # ignore eval() while sampling
+            if generator is not None:             # instance attribute: nn.Module calls it
+                m.forward = functools.partial(_generator_dropout, m, generator)
         yield net
     finally:
         for m in drops:
             del m.train
+            if generator is not None:
+                del m.forward
         net.train(was)
         for m, mode in zip(drops, modes):
             m.train(mode)
@@ -108,10 +150,15 @@ def sample_scores(router, data, n_samples: int, seed: int, *, check_only: bool =
     any logit calibration): Thompson sampling compares the draws' policy utilities with the
     greedy choice made on ``predict_scores``.
 
+    The dropout masks come from a private ``torch.Generator`` seeded with ``seed`` (see the
+    module docstring): the same seed gives the same draws, concurrent callers do not change
+    each other's draws, and torch's global RNG state is never read or changed.
+
     Raises
     ------
     ValueError
-        The router cannot sample its predictions (no ``sample_scores``, no dropout).
+        The router cannot sample its predictions (no ``sample_scores``, no dropout, or a
+        dropout kind other than ``nn.Dropout`` at a non-zero rate).
     """
     own = getattr(router, "sample_scores", None)
     net = None if callable(own) else _dropout_net(router)
@@ -119,6 +166,10 @@ def sample_scores(router, data, n_samples: int, seed: int, *, check_only: bool =
         raise ValueError(f"--explore thompson needs a router that can sample its predicted "
                          f"scores; {type(router).__name__} cannot (a Lightning router with "
                          "dropout layers, e.g. mf with hidden=[64] and dropout > 0, can)")
+    bad = None if net is None else _unsupported_dropout(net)
+    if bad is not None:
+        raise ValueError(f"--explore thompson samples nn.Dropout layers only; "
+                         f"{type(router).__name__}'s network has a {bad} with a non-zero rate")
     if check_only:
         return None
     if callable(own):
@@ -127,12 +178,8 @@ def sample_scores(router, data, n_samples: int, seed: int, *, check_only: bool =
     router._check_fitted()
     router._check_llms(data)
     view, lock = _private_router(router, net)
-    with lock:
-        gen_state = torch.random.get_rng_state()
-        torch.manual_seed(int(seed))
-        try:
-            with dropout_active(view.net_):
-                out = _draws(view, data, n_samples)
-        finally:
-            torch.random.set_rng_state(gen_state)
-    return out
+    param = next(view.net_.parameters(), None)
+    gen = torch.Generator(device=param.device if param is not None else "cpu")
+    gen.manual_seed(int(seed))
+    with lock, dropout_active(view.net_, generator=gen):
+        return _draws(view, data, n_samples)

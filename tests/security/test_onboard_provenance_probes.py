@@ -100,6 +100,19 @@ PROBES = {
                             "source_metrics: expected an object"),
     "source_metrics_note_huge": (lambda m: m["source_metrics"].update(note="x" * 2000),
                                  "source_metrics.note: over 1000 characters"),
+    "source_metrics_without_onboarded": (
+        lambda m: m["training_data"].pop("onboarded"),
+        "source_metrics: present, but training_data.onboarded lists no onboarded LLM"),
+    "source_metrics_with_empty_onboarded": (
+        lambda m: m["training_data"].update(onboarded=[]),
+        "source_metrics: present, but training_data.onboarded lists no onboarded LLM"),
+    # the source router had 3 LLMs; 1 onboarded since: a pool of 4
+    "source_metrics_n_llms_too_many": (lambda m: m["source_metrics"].update(n_llms=4),
+                                       "source_metrics.n_llms: 4 source LLMs plus 1 onboarded, "
+                                       "expected 4 (the pool's LLMs)"),
+    "source_metrics_n_llms_too_few": (lambda m: m["source_metrics"].update(n_llms=2),
+                                      "source_metrics.n_llms: 2 source LLMs plus 1 onboarded, "
+                                      "expected 4 (the pool's LLMs)"),
 }
 
 
@@ -120,6 +133,20 @@ def test_untampered_and_field_free_artifacts_load(onboarded, tmp_path):
     d = _tamper(onboarded, tmp_path, lambda m: (m.pop("source_metrics"),
                                                 m["training_data"].pop("onboarded")))
     assert load_router(d).llm_names[-1] == "new"
+
+
+def test_onboarded_twice_keeps_source_metrics_consistent(onboarded, tmp_path):
+    """A second onboarding carries the first source's metrics (3 LLMs) and appends a second
+    entry: 3 + 2 onboarded = the pool of 5, and the artifact loads."""
+    from recsys_router.coldstart.onboard import onboard_artifact
+    d = make_synthetic(60, 4, 2, seed=0)
+    texts = [str(t) for t in d.texts[:10]]
+    probes = probe_data("newer", dict.fromkeys(texts, 0.0), dict.fromkeys(texts, 1e-6))
+    two = onboard_artifact(onboarded, "newer", probes, tmp_path / "two")
+    man = json.loads((two / "manifest.json").read_text())
+    assert (man["source_metrics"]["n_llms"], len(man["training_data"]["onboarded"]),
+            len(man["llms"])) == (3, 2, 5)
+    assert load_router(two).llm_names[-2:] == ["new", "newer"]
 
 
 def test_state_without_the_onboarded_llms_record_is_refused(onboarded, tmp_path):

@@ -258,7 +258,24 @@ def test_als_noise_var_zero_negative_or_subnormal_is_refused(als_onboarded, tmp_
     """0 or a subnormal dropped the fold-in's prior; -1 turned it into a repulsion."""
     d = _als_copy(als_onboarded, tmp_path)
     _edit_state(d, lambda doc: doc["state"].__setitem__("noise_var_", value))
-    _refused(d, f"noise_var_: {value!r}, expected a finite variance >= 1e-12")
+    _refused(d, f"noise_var_: {value!r}, expected a finite variance in [1e-12, 1e+06]")
+
+
+@pytest.mark.parametrize("value", [1e300, 1e6 * (1 + 1e-9)])
+def test_als_noise_var_absurdly_large_is_refused(als_onboarded, tmp_path, value):
+    """1e300 loaded (the preferences are 0/1: a genuine estimate is a weighted mean squared
+    residual of 0/1 values) and would make any later onboarded LLM's factor the pool mean
+    whatever its probes; just over the bound is refused too, the bound itself loads."""
+    d = _als_copy(als_onboarded, tmp_path)
+    _edit_state(d, lambda doc: doc["state"].__setitem__("noise_var_", value))
+    _refused(d, f"noise_var_: {value!r}, expected a finite variance in [1e-12, 1e+06]")
+
+
+def test_als_noise_var_at_its_bounds_loads(als_onboarded, tmp_path):
+    for value in (1e-12, 1e6):
+        d = _als_copy(als_onboarded, tmp_path / str(value))
+        _edit_state(d, lambda doc, v=value: doc["state"].__setitem__("noise_var_", v))
+        assert load_router(d).router.noise_var_ == value
 
 
 def test_als_untampered_onboarded_artifact_loads(als_onboarded):
