@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from .data_summary import _nanmean_cols, data_summary, llm_summary  # noqa: F401
+from .data_tables import check_values, llm_table, query_table
 from .errors import DataValidationError
 from .hyperparams import check_number
 from .long_table import RowOffset, float32_matrix, long_to_matrix, matrix_to_long
@@ -91,103 +93,12 @@ class RoutingData:
         return self
 
     # ------------------------------------------------------------------ construction helpers
-    @staticmethod
-    def _make_queries(queries, source) -> pd.DataFrame:
-        if not isinstance(queries, pd.DataFrame):
-            queries = pd.DataFrame({"query_id": list(queries)})
-        else:
-            queries = queries.reset_index(drop=True).copy()
-        if "query_id" not in queries.columns:
-            raise DataValidationError("queries table has no 'query_id' column", source=source,
-                                      column="query_id")
-        ids = queries["query_id"]
-        empty = (ids.isna() | (ids.astype(str).str.strip() == "")).to_numpy()
-        if empty.any():
-            row = int(np.flatnonzero(empty)[0])
-            raise DataValidationError("missing query_id; expected a non-empty id", source=source,
-                                      row=row, column="query_id")
-        queries["query_id"] = ids.astype(str)
-        dup = queries["query_id"].duplicated()
-        if dup.any():
-            row = int(np.flatnonzero(dup.to_numpy())[0])
-            raise DataValidationError(
-                f"duplicate query_id {queries['query_id'].iloc[row]!r}; expected unique query ids",
-                source=source, row=row, column="query_id")
-        for col in ("text", "task", "split"):
-            if col not in queries.columns:
-                queries[col] = None
-        return queries
-
-    @staticmethod
-    def _make_llms(llms, source) -> pd.DataFrame:
-        if not isinstance(llms, pd.DataFrame):
-            llms = pd.DataFrame({"name": list(llms)})
-        else:
-            llms = llms.reset_index(drop=True).copy()
-        if "name" not in llms.columns:
-            raise DataValidationError("LLM table has no 'name' column", source=source, column="name")
-        empty = (llms["name"].isna() | (llms["name"].astype(str).str.strip() == "")).to_numpy()
-        if empty.any():
-            row = int(np.flatnonzero(empty)[0])
-            raise DataValidationError("missing LLM name; expected a non-empty name", source=source,
-                                      row=row, column="name")
-        llms["name"] = llms["name"].astype(str)
-        dup = llms["name"].duplicated()
-        if dup.any():
-            row = int(np.flatnonzero(dup.to_numpy())[0])
-            raise DataValidationError(f"duplicate LLM name {llms['name'].iloc[row]!r}", source=source,
-                                      row=row, column="name")
-        for col in ("input_price", "output_price", "size"):
-            if col not in llms.columns:
-                llms[col] = np.nan
-            raw = llms[col]
-            num = pd.to_numeric(raw, errors="coerce").astype(float)
-            bad = (num.isna() & raw.notna()) | np.isinf(num) | (num < 0)
-            if bad.any():
-                row = int(np.flatnonzero(bad.to_numpy())[0])
-                val = raw.iloc[row]
-                val = val.item() if isinstance(val, np.generic) else val
-                msg = (f"negative {col} {num.iloc[row]} for LLM {llms['name'].iloc[row]!r}; "
-                       f"expected >= 0" if num.iloc[row] < 0 else
-                       f"{col} {val!r} for LLM {llms['name'].iloc[row]!r} is not a finite "
-                       f"number >= 0 (missing = unknown)")
-                raise DataValidationError(msg, source=source, row=row, column=col)
-            llms[col] = num
-        if "description" not in llms.columns:
-            llms["description"] = None
-        return llms
+    # the checks live in data_tables (kept under their old names here)
+    _make_queries = staticmethod(query_table)
+    _make_llms = staticmethod(llm_table)
 
     def _validate_values(self, require_observed: bool) -> None:
-        s, src = self.scores, self.source
-        inf = np.isinf(s)
-        if inf.any():
-            i, j = np.argwhere(inf)[0]
-            raise DataValidationError(
-                f"non-finite score {s[i, j]} for query {self.query_ids[i]!r} and LLM "
-                f"{self.llm_names[j]!r}; expected a finite number (NaN = not observed)",
-                source=src, row=int(i), column=self.llm_names[j])
-        if self.costs is not None:
-            c = self.costs
-            bad = np.isinf(c) | (c < 0)
-            if bad.any():
-                i, j = np.argwhere(bad)[0]
-                raise DataValidationError(
-                    f"invalid cost {c[i, j]} for query {self.query_ids[i]!r} and LLM "
-                    f"{self.llm_names[j]!r}; expected a finite cost >= 0", source=src, row=int(i),
-                    column=f"{self.llm_names[j]}|cost")
-        if require_observed:
-            obs = self.observed
-            q_empty = ~obs.any(axis=1)
-            if q_empty.any():
-                i = int(np.flatnonzero(q_empty)[0])
-                raise DataValidationError(f"query {self.query_ids[i]!r} has no observed score "
-                                          f"({int(q_empty.sum())} such queries)", source=src, row=i)
-            l_empty = ~obs.any(axis=0)
-            if l_empty.any():
-                j = int(np.flatnonzero(l_empty)[0])
-                raise DataValidationError(f"LLM {self.llm_names[j]!r} has no observed score "
-                                          f"({int(l_empty.sum())} such LLMs)", source=src,
-                                          column=self.llm_names[j])
+        check_values(self, require_observed)
 
     # ------------------------------------------------------------------ from a long table
     @classmethod
@@ -357,35 +268,11 @@ class RoutingData:
 
     def llm_summary(self) -> pd.DataFrame:
         """One row per LLM: observed count, mean/std score, mean cost, prices, size."""
-        obs = self.observed
-        n = obs.sum(axis=0)
-        s0 = np.where(obs, self.scores, 0.0).astype(np.float64)
-        mean = np.divide(s0.sum(axis=0), n, out=np.full(self.n_llms, np.nan), where=n > 0)
-        sq = np.divide((s0 ** 2).sum(axis=0), n, out=np.full(self.n_llms, np.nan), where=n > 0)
-        out = pd.DataFrame({"llm": self.llm_names, "n_observed": n, "mean_score": mean,
-                            "std_score": np.sqrt(np.maximum(sq - mean ** 2, 0)),
-                            "mean_cost": _nanmean_cols(self.costs) if self.costs is not None
-                            else np.nan})
-        for col in ("input_price", "output_price", "size"):
-            out[col] = self.llms[col].to_numpy()
-        return out
+        return llm_summary(self)
 
     def summary(self) -> dict:
         """Headline numbers: counts, density, score range, tasks, splits."""
-        obs = self.scores[self.observed]
-        tasks = self.queries["task"].dropna()
-        splits = self.queries["split"].dropna()
-        return {
-            "name": self.name, "source": self.source, "n_queries": self.n_queries,
-            "n_llms": self.n_llms, "n_observed": int(obs.size), "density": self.density,
-            "score_min": float(obs.min()) if obs.size else float("nan"),
-            "score_max": float(obs.max()) if obs.size else float("nan"),
-            "binary_scores": self.is_binary, "has_costs": self.costs is not None,
-            "has_text": self.has_text,
-            "tasks": {str(k): int(v) for k, v in tasks.value_counts().sort_index().items()},
-            "splits": {str(k): int(v) for k, v in splits.value_counts().sort_index().items()},
-            "simulated": bool(self.meta.get("simulated", False)),
-        }
+        return data_summary(self)
 
     # ------------------------------------------------------------------ operations
     def subset(self, queries=None, llms=None, *, name: str | None = None) -> "RoutingData":
@@ -495,10 +382,3 @@ class RoutingData:
             test = np.sort(folds[f])
             train = np.sort(np.concatenate([folds[g] for g in range(k) if g != f]))
             yield self.subset(train), self.subset(test)
-
-
-def _nanmean_cols(a: np.ndarray) -> np.ndarray:
-    ok = ~np.isnan(a)
-    n = ok.sum(axis=0)
-    s = np.where(ok, a, 0.0).astype(np.float64).sum(axis=0)
-    return np.divide(s, n, out=np.full(a.shape[1], np.nan), where=n > 0)

@@ -26,14 +26,13 @@ from ..candidate_masks import mask_predictions, reduced_pool_count, usable_rows
 from .protocols import (LLM_PREFIX, PoolView, Predictions, Protocol, get_protocol,
                         parse_protocols, protocol_names)
 from .recompute import metrics_from_decisions
+# the decision table's layout and assembly; DECISION_COLUMNS re-exported (its public path)
+from .decision_table import DECISION_COLUMNS, _assemble, _block
 from .splits import complete_queries, make_folds, resolve_pools, text_overlap_note
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate", "DECISION_COLUMNS"]
 
 log = logging.getLogger(__name__)
-
-DECISION_COLUMNS = ["dataset", "protocol", "pool", "group", "fold", "router", "setting",
-                    "setting_value", "query_id", "llm", "score", "cost", "prob_entropy"]
 
 
 @dataclass
@@ -185,50 +184,6 @@ def _label(spec, cfg: EvalConfig) -> str:
     if isinstance(spec, Router):
         return type(spec).__name__
     return f"{spec}(p={cfg.p:g})" if (cfg.p is not None and spec == "r_o") else str(spec)
-
-
-_SCALARS = ("dataset", "protocol", "pool", "group", "fold", "router", "setting", "setting_value")
-
-
-def _block(meta: dict, router: str, setting: str, value: float, qcode: np.ndarray,
-           lcode: np.ndarray, choice: np.ndarray, s: np.ndarray, c: np.ndarray | None,
-           ent: np.ndarray | None) -> dict:
-    """One (router, setting) block of decisions: scalars plus per-query arrays.
-
-    ``qcode`` indexes the dataset's query ids, ``lcode[choice]`` its LLM names.
-    """
-    n = len(qcode)
-    rows = np.arange(n)
-    return {**meta, "router": router, "setting": setting, "setting_value": float(value),
-            "qcode": qcode, "lcode": lcode[choice], "score": s[rows, choice].astype(np.float64),
-            "cost": (c[rows, choice].astype(np.float64) if c is not None else np.full(n, np.nan)),
-            "prob_entropy": ent if ent is not None else np.full(n, np.nan)}
-
-
-def _assemble(blocks: list[dict], query_ids: list[str], llm_names: list[str]) -> pd.DataFrame:
-    """Stack decision blocks into the long table; text columns are categorical (compact)."""
-    if not blocks:
-        return pd.DataFrame({k: pd.Series(dtype=float if k in ("score", "cost", "prob_entropy",
-                                                                "setting_value") else object)
-                             for k in DECISION_COLUMNS})
-    lengths = np.array([len(b["qcode"]) for b in blocks])
-    cols = {}
-    for key in _SCALARS:
-        vals = [b[key] for b in blocks]
-        if key == "fold":
-            cols[key] = np.repeat(np.asarray(vals, dtype=np.int64), lengths)
-        elif key == "setting_value":
-            cols[key] = np.repeat(np.asarray(vals, dtype=np.float64), lengths)
-        else:
-            cats, codes = np.unique(np.asarray(vals, dtype=str), return_inverse=True)
-            cols[key] = pd.Categorical.from_codes(np.repeat(codes, lengths), categories=list(cats))
-    cols["query_id"] = pd.Categorical.from_codes(np.concatenate([b["qcode"] for b in blocks]),
-                                                 categories=list(query_ids))
-    cols["llm"] = pd.Categorical.from_codes(np.concatenate([b["lcode"] for b in blocks]),
-                                            categories=list(llm_names))
-    for key in ("score", "cost", "prob_entropy"):
-        cols[key] = np.concatenate([b[key] for b in blocks])
-    return pd.DataFrame({k: cols[k] for k in DECISION_COLUMNS})
 
 
 def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: list[str],

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
-from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 import optuna
 from optuna.samplers import BaseSampler, TPESampler
-from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from .identity import IDENTITY_KEYS, _check_identity, _refuse_foreign, own_trial, study_identity
+# the storage and the heartbeat of dead workers' trials; re-exported here (their public path)
+from .storage import (HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, MAX_RETRY, _fail_stale, _heartbeat,
+                      make_storage)
 
 __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "run_study",
            "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY",
@@ -32,11 +31,6 @@ __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "r
 
 log = logging.getLogger(__name__)
 PRUNERS = ("median", "hyperband", "none")
-HEARTBEAT_INTERVAL = 60   # seconds between heartbeats of a running trial
-HEARTBEAT_GRACE = 180     # a RUNNING trial silent this long belongs to a dead worker
-MAX_RETRY = 3             # re-runs of a trial whose worker died
-_URL_FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db, "
-              "postgresql://USER:PASSWORD@HOST/DB or mysql://USER:PASSWORD@HOST/DB")
 
 
 class OverBudget(RuntimeError):
@@ -109,53 +103,6 @@ class TrialSeededSampler(BaseSampler):
 
     def reseed_rng(self) -> None:
         self._inner.reseed_rng()
-
-
-def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
-                 grace_period: int = HEARTBEAT_GRACE, max_retry: int = MAX_RETRY):
-    """An Optuna storage for ``url`` (None: in memory).
-
-    SQLite (``sqlite:///rel.db``, ``sqlite:////abs/path.db``) gets a 60 s lock timeout and its
-    folder created. Every RDB URL (SQLite, PostgreSQL, MySQL...) gets a heartbeat every
-    ``heartbeat_interval`` seconds: a trial whose heartbeat is older than ``grace_period``
-    seconds is failed by the next worker and re-queued with its parameters, at most
-    ``max_retry`` times (:class:`optuna.storages.RetryHeartbeatStaleTrialCallback`).
-    """
-    if url is None:
-        return None
-    if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"--storage must be a database URL ({_URL_FORMS}), got {url!r}")
-    for name, value in (("heartbeat interval", heartbeat_interval), ("heartbeat grace", grace_period)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number of seconds >= 1, got {value!r}")
-    if grace_period <= heartbeat_interval:
-        raise ValueError(f"heartbeat grace ({grace_period} s) must be longer than the heartbeat "
-                         f"interval ({heartbeat_interval} s)")
-    engine_kwargs = {}
-    if url.startswith("sqlite"):
-        engine_kwargs = {"connect_args": {"timeout": 60}}
-        path = url.split(":///", 1)[1] if ":///" in url else ""
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-
-    for attempt in range(6):  # workers starting together race to create the schema: retry
-        try:
-            with warnings.catch_warnings():  # heartbeat_interval is flagged experimental
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(
-                    url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval,
-                    grace_period=grace_period,
-                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry))
-        except (ArgumentError, ImportError) as exc:  # not a URL it can open: retrying cannot help
-            what = "its database driver is not installed" if isinstance(exc, ImportError) else \
-                "not a database URL SQLAlchemy can open"
-            raise ValueError(f"--storage {url!r}: {what} ({type(exc).__name__}: "
-                             f"{str(exc)[:200]}); expected {_URL_FORMS}") from None
-        except SQLAlchemyError:
-            if attempt == 5:
-                raise
-            time.sleep(0.5 * (attempt + 1))
 
 
 def make_pruner(name: str):
@@ -267,43 +214,6 @@ def _spent(trials) -> list:
 
 def _budget_used(study) -> int:
     return len(_spent(study.get_trials(deepcopy=False)))
-
-
-def _heartbeat(study) -> bool:
-    from optuna.storages._heartbeat import is_heartbeat_enabled
-    return is_heartbeat_enabled(study._storage)
-
-
-def _fail_stale(study) -> None:
-    """Fail (and re-queue) RUNNING trials of dead workers: Optuna's check for trials whose
-    heartbeat stopped, plus trials that never beat at all (killed between creation and their
-    first heartbeat) and started longer than the grace period ago."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
-    storage = study._storage
-    rdb = getattr(storage, "_backend", storage)  # create_study wraps the RDB storage in a cache
-    grace = getattr(rdb, "grace_period", None)
-    if grace is None or not hasattr(rdb, "scoped_session"):
-        return
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
-    now = datetime.now()  # datetime_start is the creating worker's local time
-    with _create_scoped_session(rdb.scoped_session) as session:
-        silent = [t.trial_id for t in session.query(models.TrialModel)
-                  .filter(models.TrialModel.state == TrialState.RUNNING,
-                          models.TrialModel.study_id == study._study_id).all()
-                  if not t.heartbeats and t.datetime_start is not None
-                  and (now - t.datetime_start).total_seconds() > grace]
-    callback = storage.get_heartbeat_stale_trial_callback()
-    for trial_id in silent:
-        try:
-            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                continue
-        except optuna.exceptions.UpdateFinishedTrialError:  # another worker got there first
-            continue
-        if callback is not None:
-            callback(study, storage.get_trial(trial_id))
 
 
 def _count(study, state) -> int:
