@@ -36,7 +36,8 @@ def test_hand_made_six_llms():
     # by hand: L1+L4 .9, L1+L5 1.0, L1+L6 .9, L2+L4 .8, L2+L5 .8, L2+L6 .7, L3+L4 .7, L3+L5 .8, L3+L6 .7
     want = {"all-strong": ["L1", "L2"], "all-weak": ["L5", "L6"], "strong-to-weak": ["L1", "L5"]}
     assert candidate_groups(d, 2, method="oracle-best") == want
-    assert candidate_groups(d, 2, method="oracle-best", exact_limit=0) == want  # greedy + swap finds it too
+    # greedy + swap finds it too
+    assert candidate_groups(d, 2, method="oracle-best", exact_limit=0) == want
     assert oracle_score(d, ["L1", "L5"]) == 1.0
     assert oracle_score(d, ["L2", "L4"]) == pytest.approx(0.8)
 
@@ -51,7 +52,8 @@ def test_hand_made_fifteen_llms_exact_beats_ranking():
     # weak range {X .3, Y .2, Z .1}: X+Y .5, X+Z .3, Y+Z .3 -> X, Y
     g = candidate_groups(d, 2, method="oracle-best", groups=("all-strong", "all-weak"))
     assert g == {"all-strong": ["A", "C"], "all-weak": ["X", "Y"]}
-    assert candidate_groups(d, 2, method="oracle-best", exact_limit=0, groups=("all-strong", "all-weak")) == g
+    assert candidate_groups(d, 2, method="oracle-best", exact_limit=0,
+                            groups=("all-strong", "all-weak")) == g
 
 
 def _reference(d: RoutingData, m: int, frac=0.2):
@@ -101,7 +103,8 @@ def test_seed_reproducible_and_tie_breaking():
     d = _cover({f"t{i}": set(range(5)) for i in range(10)})  # ten identical LLMs: all tie
     a = candidate_groups(d, 2, method="oracle-best", seed=3, groups=("strong-to-weak",))
     assert a == candidate_groups(d, 2, method="oracle-best", seed=3, groups=("strong-to-weak",))
-    picks = {tuple(candidate_groups(d, 2, method="oracle-best", seed=s, groups=("strong-to-weak",))["strong-to-weak"])
+    picks = {tuple(candidate_groups(d, 2, method="oracle-best", seed=s,
+                                    groups=("strong-to-weak",))["strong-to-weak"])
              for s in range(8)}
     assert len(picks) > 1  # ties are broken by the seed, not always the same way
 
@@ -113,7 +116,8 @@ def test_train_split_is_used_for_ranking_and_oracle():
     # on train rows u has mean 1 (excluded), v 0 (excluded), w 0.5 -> only w qualifies
     names, _ = qualified_llms(d, method="oracle-best", train_split="train")
     assert names == ["w"]
-    assert candidate_groups(d, 1, method="oracle-best", train_split="train", groups=("strong-to-weak",)) == \
+    assert candidate_groups(d, 1, method="oracle-best", train_split="train",
+                            groups=("strong-to-weak",)) == \
         {"strong-to-weak": ["w"]}
     with pytest.raises(DataValidationError, match="no query has split 'dev'"):
         candidate_groups(d, 1, method="oracle-best", train_split="dev")
@@ -126,7 +130,8 @@ def test_errors_name_the_problem():
     # the top/bottom 20% of 6 is 2 LLMs, but a region is never below m: the top/bottom 3
     g3 = candidate_groups(d, 3, method="oracle-best", groups=("all-strong", "all-weak"))
     assert g3 == {"all-strong": ["L1", "L2", "L3"], "all-weak": ["L4", "L5", "L6"]}
-    assert len(candidate_groups(d, 3, method="oracle-best", groups=("strong-to-weak",))["strong-to-weak"]) == 3
+    s2w = candidate_groups(d, 3, method="oracle-best", groups=("strong-to-weak",))
+    assert len(s2w["strong-to-weak"]) == 3
     with pytest.raises(ValueError, match="unknown group"):
         candidate_groups(d, 2, method="oracle-best", groups=("mixed",))
     with pytest.raises(ValueError, match="m must be >= 1"):

@@ -8,8 +8,8 @@ import pytest
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
-from recsys_router.pools import (candidate_groups, draw_oracles, qualified_llms, region_problem,
-                                 window_oracles)
+from recsys_router.pool_oracles import draw_oracles, window_oracles
+from recsys_router.pools import candidate_groups, qualified_llms, region_problem
 
 
 def _data(s: np.ndarray) -> RoutingData:
@@ -134,7 +134,8 @@ def test_bounds_exactly_point_one_out_point_nine_in():
 def test_too_few_qualifying_and_region_outside_the_list_are_one_line_errors():
     s = _fifteen()
     d = _data(np.hstack([s, np.ones((20, 10))]))     # 25 LLMs, 10 above 0.9: 15 qualify
-    with pytest.raises(DataValidationError, match=r"only 15 of 25 LLMs .*\(0.1, 0.9\]; need at least m=16") as e:
+    with pytest.raises(DataValidationError,
+                       match=r"only 15 of 25 LLMs .*\(0.1, 0.9\]; need at least m=16") as e:
         candidate_groups(d, 16)
     assert "\n" not in str(e.value)
     wide = _data(np.hstack([s[:, :3], np.ones((20, 12))]))   # 15 LLMs, 3 qualify
@@ -177,9 +178,16 @@ def test_draw_and_window_oracles_match_a_loop(kind):
     idx = starts + rng.integers(0, sizes, size=(300, len(sizes)))
     want = np.array([s[:, r].max(axis=1).mean() for r in idx])
     np.testing.assert_allclose(draw_oracles(s, idx), want, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(draw_oracles(s, idx, cells=50, max_levels=0), want, atol=1e-12)
+    for path in ("dense", "scan", "levels"):
+        np.testing.assert_allclose(draw_oracles(s, idx, cells=50, path=path), want, atol=1e-12)
     np.testing.assert_allclose(draw_oracles(s, idx[:, [0, 2, 5]]),
                                np.full(300, s[:, [0, 4, 12]].max(axis=1).mean()), atol=1e-12)
+    sizes = rng.integers(1, 3, 20)          # 20 blocks of 1-2 LLMs (<= 40 columns): scan path
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    idx = starts + rng.integers(0, sizes, size=(300, 20))
+    want = np.array([s[:, r].max(axis=1).mean() for r in idx])
+    for path in ("auto", "dense", "scan"):
+        np.testing.assert_allclose(draw_oracles(s, idx, cells=300, path=path), want, atol=1e-12)
     for m in (1, 3, 7, 40):
         loop = [s[:, i:i + m].max(axis=1).mean() for i in range(40 - m + 1)]
         np.testing.assert_allclose(window_oracles(s, m), loop, atol=1e-12)

@@ -94,7 +94,8 @@ def test_same_groups_as_the_naive_search(seed, kind):
     d = _data(60, 40, seed, binary=kind == "binary", levels=4 if kind == "levels" else None)
     for m in (1, 2, 3, 5):
         groups = [g for g in ("all-strong", "all-weak", "strong-to-weak")
-                  if g == "strong-to-weak" or range_size(0.2, len(qualified_llms(d, method="oracle-best")[0])) >= m]
+                  if g == "strong-to-weak"
+                  or range_size(0.2, len(qualified_llms(d, method="oracle-best")[0])) >= m]
         got = candidate_groups(d, m, method="oracle-best", seed=seed, exact_limit=0, groups=groups)
         assert got == _naive_groups(d, m, seed, groups), (m, kind)
 
@@ -111,7 +112,8 @@ def test_identical_llms_tie_break_like_the_naive_search():
     s = np.tile(np.array([[1.0], [0.0], [1.0], [0.0]]), (1, 30))   # thirty identical LLMs
     d = RoutingData([f"q{i}" for i in range(4)], [f"t{j}" for j in range(30)], s)
     for seed in range(5):
-        assert candidate_groups(d, 4, method="oracle-best", seed=seed, exact_limit=0) == _naive_groups(d, 4, seed)
+        assert candidate_groups(d, 4, method="oracle-best", seed=seed, exact_limit=0) == \
+            _naive_groups(d, 4, seed)
 
 
 def test_allowed_by_block_ids():
