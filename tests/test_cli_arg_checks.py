@@ -203,7 +203,7 @@ def test_data_options_alone_still_apply(capsys):
 
 
 @pytest.mark.parametrize("routers, pools, p", [
-    (["best-single", "knn"], [3], None),       # sized pools: groups that cannot be formed
+    (["best-single", "knn"], [3], None),       # sized pools (all three groups formed here)
     (["best-single", "r_o"], ["all"], 2.0),   # a router that fails
 ])
 def test_progress_bar_ends_full(monkeypatch, routers, pools, p):
