@@ -122,7 +122,7 @@ def staged_evaluate(data, cfg: EvalConfig, stages: Stages):
     blocks = []
     for pool in cfg.pools:
         resolved = stages.run(f"pools {pool}", resolve_pools, fold.train, [pool], cfg.groups,
-                              seed=cfg.seed, notes=notes)
+                              seed=cfg.seed, notes=notes, method=cfg.group_method)
 
         def sweep(resolved=resolved):
             out = []
@@ -140,17 +140,18 @@ def staged_evaluate(data, cfg: EvalConfig, stages: Stages):
 
 
 def pipeline(n_queries: int, n_llms: int, routers: list[str], pools: list, seed: int,
-             encoder: str, verbose: bool = True, max_steps: int | None = None):
+             encoder: str, verbose: bool = True, max_steps: int | None = None,
+             group_method: str = "routereval"):
     """Generate the preset's data at this size and run :func:`staged_evaluate` on it
     (``max_steps``: that many optimizer steps for the Lightning routers, else their
-    data-scaled plan)."""
+    data-scaled plan; ``group_method``: how sized pools' groups are built)."""
     stages = Stages(verbose)
     opts = {**PRESETS["routereval-scale"], "n_queries": n_queries, "n_llms": n_llms}
     data = stages.run("generate", make_synthetic, seed=seed, **opts)
     params = {r: {"max_steps": int(max_steps)} for r in routers
               if max_steps and r in LIGHTNING}
     cfg = EvalConfig(routers, protocols=["routereval"], pools=pools, encoder=encoder, seed=seed,
-                     router_params=params)
+                     router_params=params, group_method=group_method)
     decisions, metrics, notes = staged_evaluate(data, cfg, stages)
     return stages, decisions, metrics, notes
 
@@ -223,7 +224,8 @@ def _scaling(args, routers) -> list[dict]:
         print(f"\nscaling: {args.scale_queries} queries x {L} LLMs, pools {args.scale_pools}",
               flush=True)
         stages, decisions, *_ = pipeline(args.scale_queries, L, routers, pools, args.seed,
-                                         args.encoder, max_steps=args.max_steps)
+                                         args.encoder, max_steps=args.max_steps,
+                                         group_method=args.group_method)
         per[L] = {r["stage"]: r["seconds"] for r in stages.rows}
         per[L].update(_per_llm_reference(decisions))
         stage_s = {r["stage"]: r["seconds"] for r in stages.rows}
@@ -260,6 +262,8 @@ def main(argv=None) -> int:
                     help="optimizer steps of the Lightning routers, in the full run and the "
                          "scaling check (default: their data-scaled plan); the full run's "
                          "output then also extrapolates their fit to the plan's steps")
+    ap.add_argument("--group-method", choices=("routereval", "oracle-best"), default="routereval",
+                    help="how sized pools' candidate groups are built (default routereval)")
     ap.add_argument("--skip-full", action="store_true")
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
@@ -272,7 +276,8 @@ def main(argv=None) -> int:
               f"pools {args.pools}, encoder {args.encoder}, seed {args.seed}", flush=True)
         stages, decisions, metrics, notes = pipeline(args.queries, args.llms, routers,
                                                      parse_pools(args.pools), args.seed,
-                                                     args.encoder, max_steps=args.max_steps)
+                                                     args.encoder, max_steps=args.max_steps,
+                                                     group_method=args.group_method)
         print("\n" + _table(stages.rows))
         print(f"\ndecision rows: {len(decisions):,}; metric rows: {len(metrics):,}")
         print("\n" + _leaderboard(metrics))

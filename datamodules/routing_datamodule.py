@@ -75,6 +75,9 @@ class RoutingDataModule(pl.LightningDataModule):
         the train split (:func:`recsys_router.pools.candidate_groups`, seeded).
     pool_size : int
         Size of that group.
+    group_method : {"routereval", "oracle-best"}
+        How that group is built (``candidate_groups(method=)``): RouterEval's released code
+        (default) or the best combination within the same regions.
     batch_size : int
         Training/eval batch size.
     mode : {"pointwise", "listwise", "pairwise"}
@@ -131,7 +134,7 @@ class RoutingDataModule(pl.LightningDataModule):
                  val_fraction: float | None = None,
                  ood_tasks: list[str] | None = None, seed: int = 0,
                  candidates: list[str] | None = None, candidate_group: str | None = None,
-                 pool_size: int = 5, batch_size: int = 64,
+                 pool_size: int = 5, group_method: str = "routereval", batch_size: int = 64,
                  mode: str = "listwise", selection_ratio: float = 0.95,
                  max_pairs_per_query: int | None = None, num_workers: int = 0,
                  carve_val: bool = True, feedback: str | None = None,
@@ -144,6 +147,10 @@ class RoutingDataModule(pl.LightningDataModule):
             raise ArgumentValueError(f"batch_size must be >= 1, got {batch_size}")
         if val_fraction is not None and not 0 <= val_fraction < 1:
             raise ArgumentValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        from recsys_router.pools import METHODS
+        if group_method not in METHODS:
+            raise ArgumentValueError(f"group_method must be one of {METHODS}, got "
+                                     f"{group_method!r}")
         self.save_hyperparameters()
         self.dataset = dataset
         self.data_dir = data_dir
@@ -158,6 +165,7 @@ class RoutingDataModule(pl.LightningDataModule):
         self.candidates = candidates
         self.candidate_group = candidate_group
         self.pool_size = pool_size
+        self.group_method = group_method
         self.batch_size = batch_size
         self.mode = mode
         self.selection_ratio = selection_ratio
@@ -233,6 +241,7 @@ class RoutingDataModule(pl.LightningDataModule):
                 raise ArgumentValueError(f"candidate_group must be one of {GROUPS}, got "
                                          f"{self.candidate_group!r}")
             pool = candidate_groups(parts["train"], int(self.pool_size), seed=self.seed,
+                                    method=self.group_method,
                                     groups=[self.candidate_group])[self.candidate_group]
             parts = {k: v.subset(llms=pool) for k, v in parts.items()}
         names = parts["train"].llm_names

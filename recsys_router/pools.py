@@ -1,26 +1,45 @@
 """RouterEval-style candidate pools (Huang et al., 2025, "RouterEval", section 4.2).
 
-Given a query x LLM score matrix and a pool size ``m``, three groups of ``m`` candidate
-LLMs are formed from the LLMs whose train mean score lies in ``[low, high]`` (default
-``[0.1, 0.9]``), sorted from strongest to weakest:
+Given a query x LLM score matrix and a pool size ``m``, three groups of ``m`` candidate LLMs
+are formed from the LLMs whose mean train score qualifies. Two constructions
+(``candidate_groups(..., method=)``):
 
-* ``"all-strong"``: ``m`` LLMs from the top ``frac`` (20%) of the sorted list;
-* ``"all-weak"``: ``m`` LLMs from the bottom ``frac``;
-* ``"strong-to-weak"``: the list is cut into ``m`` equal consecutive blocks and the
-  ``j``-th LLM comes from the ``j``-th block (so the pool spans the ability range).
+``"routereval"`` (default) follows RouterEval's released code (``select_candidates`` in
+``get_router_dataset.py``; where it and the paper differ, the code):
 
-Within each group the combination maximising the *oracle* train score (mean over queries
-of the best score among the chosen LLMs; unobserved cells count as 0) is chosen: by
-exhaustive search when the number of combinations is at most ``exact_limit``, otherwise by
-greedy forward selection followed by 1-swap local search (optionally a beam search).
-The oracle score is a facility-location function (monotone submodular), so forward
-selection alone is within ``1 - 1/e`` of the optimum for the top/bottom groups and within
-1/2 for the block-constrained group; the swap pass can only improve on it.
+* the LLMs are ranked by mean train score, ascending (ties keep the dataset's LLM order);
+  the qualifying ones have ``low < mean <= high`` (default ``0.1 < mean <= 0.9``);
+* the region size is ``k = max(floor(frac * N), m)`` with ``N`` *all* the LLMs of the data
+  (``frac = 0.2``: ``max(N // 5, m)``);
+* ``"all-weak"``: the lowest region is the ``k`` qualifying LLMs starting at the weakest one;
+  the group is the window of ``m`` consecutively ranked LLMs in it with the highest oracle
+  score; ``"all-strong"``: the same in the highest region, the ``k`` qualifying LLMs ending
+  at the strongest one. Windows are scanned weakest first and the first maximum wins;
+* ``"strong-to-weak"``: the ascending qualifying list is cut into ``m`` consecutive blocks
+  (the first ``len % m``, i.e. the weakest, one LLM larger) and the best of ``draws`` (1000)
+  random draws of one LLM per block is kept (first maximum wins). The draws come from
+  ``np.random.default_rng([seed, 2, m])``: a ``(draws, m)`` matrix of offsets
+  ``rng.integers(0, block_sizes, size=(draws, m))``.
+
+Where the released code misbehaves this raises a one-line :class:`DataValidationError`
+instead: fewer than ``m`` qualifying LLMs (every group), and, for all-strong / all-weak, a
+region larger than the qualifying list (``k > n``: the released code's region would take
+LLMs above ``high`` into all-weak or at or below ``low`` into all-strong, or wrap around).
+
+``"oracle-best"`` keeps this package's earlier construction: the qualifying LLMs have
+``low <= mean <= high``; all-strong / all-weak take ``m`` LLMs from the top / bottom
+``max(ceil(frac * n), m)`` of the ``n`` qualifying LLMs, strong-to-weak one from each of ``m``
+equal consecutive blocks, and within those regions the *combination* with the best oracle
+score is searched (exhaustively, or greedily with a swap search; see
+:mod:`recsys_router.pool_search`), ties broken by the seeded generator.
+
+The oracle score is the mean over train queries of the best score among the chosen LLMs;
+unobserved cells count as 0 (means are over the observed cells). Oracle values within
+``1e-12`` of each other count as equal.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Sequence
 
@@ -28,10 +47,15 @@ import numpy as np
 
 from .data import RoutingData
 from .errors import DataValidationError
+from .pool_oracles import draw_oracles, window_oracles
+from .pool_search import best_combination
 
-__all__ = ["candidate_groups", "oracle_score", "qualified_llms", "range_size", "GROUPS"]
+__all__ = ["candidate_groups", "oracle_score", "qualified_llms", "range_size", "region_size",
+           "region_problem", "GROUPS", "METHODS"]
 
 GROUPS = ("all-strong", "all-weak", "strong-to-weak")
+#: candidate-group constructions: RouterEval's released code, or the best-combination search
+METHODS = ("routereval", "oracle-best")
 _TOL = 1e-12
 
 
@@ -48,28 +72,86 @@ def oracle_score(data: RoutingData, llms: Sequence[str]) -> float:
     return float(s.max(axis=1).mean())
 
 
-def qualified_llms(data: RoutingData, *, low: float = 0.1, high: float = 0.9,
-                   train_split: str | None = None) -> tuple[list[str], np.ndarray]:
-    """LLMs with ``low <= mean train score <= high``, strongest first, and their means.
+def _check_method(method: str) -> str:
+    if method not in METHODS:
+        raise ValueError(f"group method must be one of {', '.join(METHODS)}, got {method!r}")
+    return method
 
-    Ties in mean keep the dataset's LLM order (stable sort).
-    """
-    train = _train_part(data, train_split)
+
+def _ranked(train: RoutingData, low: float, high: float, method: str) -> np.ndarray:
+    """Qualifying column positions: weakest first for ``"routereval"`` (its ascending sort),
+    strongest first for ``"oracle-best"`` (as it always was); stable, so ties keep the
+    dataset's LLM order."""
     obs = train.observed
     n = obs.sum(axis=0)
     total = np.where(obs, train.scores, 0.0).astype(np.float64).sum(axis=0)
     mean = np.divide(total, n, out=np.full(train.n_llms, np.nan), where=n > 0)
-    ok = np.flatnonzero((mean >= low - _TOL) & (mean <= high + _TOL))
-    order = ok[np.argsort(-mean[ok], kind="stable")]
+    above = mean > low + _TOL if method == "routereval" else mean >= low - _TOL
+    ok = np.flatnonzero(above & (mean <= high + _TOL))
+    sign = 1.0 if method == "routereval" else -1.0
+    return ok[np.argsort(sign * mean[ok], kind="stable")]
+
+
+def _means(train: RoutingData, cols: np.ndarray) -> np.ndarray:
+    sub = train.scores[:, cols]
+    return np.nanmean(sub, axis=0) if len(cols) else np.zeros(0)
+
+
+def qualified_llms(data: RoutingData, *, low: float = 0.1, high: float = 0.9,
+                   train_split: str | None = None, method: str = "routereval"
+                   ) -> tuple[list[str], np.ndarray]:
+    """Qualifying LLMs, strongest first, and their mean train scores.
+
+    ``method="routereval"``: ``low < mean <= high`` (the released code's rule);
+    ``"oracle-best"``: ``low <= mean <= high``. The order is the reverse of the ascending,
+    stable ranking the groups are built from.
+    """
+    train = _train_part(data, train_split)
+    order = _ranked(train, low, high, _check_method(method))
+    if method == "routereval":
+        order = order[::-1]
     names = train.llm_names
-    return [names[j] for j in order], mean[order]
+    return [names[j] for j in order], _means(train, order)
 
 
-def candidate_groups(data: RoutingData, m: int, *, seed: int = 0, train_split: str | None = None,
-                     exact_limit: int = 100_000, beam_width: int = 1, low: float = 0.1,
-                     high: float = 0.9, frac: float = 0.2,
+def range_size(frac: float, n: int, m: int = 1) -> int:
+    """Oracle-best region size ``max(ceil(frac * n), m)``, robust to float round-off
+    (0.2 * 15 -> 3, not 4)."""
+    return max(math.ceil(round(frac * n, 9)), int(m))
+
+
+def region_size(frac: float, n_all: int, m: int) -> int:
+    """RouterEval region size ``max(floor(frac * n_all), m)`` (``max(N // 5, m)``)."""
+    return max(math.floor(round(frac * n_all, 9)), int(m))
+
+
+def region_problem(data: RoutingData, m: int, *, method: str = "routereval", low: float = 0.1,
+                   high: float = 0.9, frac: float = 0.2) -> str | None:
+    """Why the all-strong / all-weak groups of size ``m`` cannot be formed on ``data`` (its
+    train part), or None. Fewer than ``m`` qualifying LLMs is not reported here (no group can
+    be formed then; :func:`candidate_groups` raises)."""
+    n = len(_ranked(data, low, high, _check_method(method)))
+    return _region_problem(n, data.n_llms, m, method, low, high, frac)
+
+
+def _region_problem(n: int, n_all: int, m: int, method: str, low: float, high: float,
+                    frac: float) -> str | None:
+    if method == "oracle-best" or n < m:
+        return None
+    k = region_size(frac, n_all, m)
+    if k <= n:
+        return None
+    return (f"the all-strong/all-weak region of max(floor({frac:g} x {n_all} LLMs), m={m}) "
+            f"= {k} LLMs is larger than the {n} qualifying LLMs (mean train score in "
+            f"({low:g}, {high:g}]); RouterEval's code would reach outside them")
+
+
+def candidate_groups(data: RoutingData, m: int, *, method: str = "routereval", seed: int = 0,
+                     train_split: str | None = None, exact_limit: int = 100_000,
+                     beam_width: int = 1, low: float = 0.1, high: float = 0.9,
+                     frac: float = 0.2, draws: int = 1000,
                      groups: Sequence[str] = GROUPS) -> dict[str, list[str]]:
-    """Build RouterEval candidate groups of ``m`` LLMs each.
+    """Build RouterEval candidate groups of ``m`` LLMs each (see the module docstring).
 
     Parameters
     ----------
@@ -77,35 +159,42 @@ def candidate_groups(data: RoutingData, m: int, *, seed: int = 0, train_split: s
         Scores used for ranking and for the oracle (restricted to ``train_split``).
     m : int
         Candidates per group (RouterEval uses 3, 5 and 10).
+    method : {"routereval", "oracle-best"}
+        RouterEval's released construction (consecutive windows, best of ``draws`` random
+        draws; default) or the search for the best combination within the same kind of
+        regions.
     seed : int
-        Breaks exact ties in oracle score between combinations (seeded, reproducible): each
-        group draws from its own generator, ``np.random.default_rng([seed, group, m])``
+        Seeds each group's own generator, ``np.random.default_rng([seed, group, m])``
         (``group`` its index in :data:`GROUPS`), so a group's pool is the same whichever
-        other groups are asked for.
+        other groups are asked for: the strong-to-weak draws (``"routereval"``) or the
+        tie-breaks between combinations of equal oracle score (``"oracle-best"``).
     train_split : str, optional
         Value of the queries' ``split`` column to use (e.g. ``"train"``); default all queries.
-    exact_limit : int
-        Exhaustive search when a group has at most this many combinations, else greedy.
-    beam_width : int
-        With the greedy search, keep this many partial groups per step (1 = plain forward
-        selection). A 1-swap local search is always run on the result.
+    exact_limit, beam_width : int
+        ``"oracle-best"`` only: exhaustive search when a group has at most ``exact_limit``
+        combinations, else greedy (keeping ``beam_width`` partial groups per step), then a
+        1-swap local search.
     low, high : float
-        Keep LLMs whose mean train score lies in ``[low, high]``.
+        Qualifying mean train scores: ``(low, high]`` (``"routereval"``) or ``[low, high]``.
     frac : float
-        Share of the sorted list forming the strong / weak ranges (``ceil(frac * n)`` LLMs).
+        Region share: ``max(floor(frac * N), m)`` of all ``N`` LLMs (``"routereval"``) or
+        ``max(ceil(frac * n), m)`` of the ``n`` qualifying LLMs (``"oracle-best"``).
+    draws : int
+        ``"routereval"`` strong-to-weak: random draws compared (RouterEval: 1000).
     groups : sequence of str
         Which of ``"all-strong"``, ``"all-weak"``, ``"strong-to-weak"`` to build.
 
     Returns
     -------
     dict
-        Group name -> list of ``m`` LLM names. All-strong/all-weak lists are strongest
-        first; strong-to-weak lists are in block order (block 1 = strongest).
+        Group name -> list of ``m`` LLM names, strongest first (for strong-to-weak with
+        ``"oracle-best"``: block order, block 1 the strongest; the same order).
 
     Raises
     ------
     DataValidationError
-        When too few LLMs qualify for ``m``, naming the counts needed and available.
+        Fewer than ``m`` qualifying LLMs, or (``"routereval"``) an all-strong/all-weak region
+        larger than the qualifying list (:func:`region_problem`).
 
     Example
     -------
@@ -115,47 +204,75 @@ def candidate_groups(data: RoutingData, m: int, *, seed: int = 0, train_split: s
     (['all-strong', 'all-weak', 'strong-to-weak'], [3, 3, 3])
     """
     m = int(m)
+    _check_method(method)
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     if not 0 < frac <= 1:
         raise ValueError(f"frac must be in (0, 1], got {frac}")
+    if int(draws) < 1:
+        raise ValueError(f"draws must be >= 1, got {draws}")
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
         raise ValueError(f"unknown group(s) {unknown}; valid: {list(GROUPS)}")
     train = _train_part(data, train_split)
-    names, _ = qualified_llms(train, low=low, high=high)
-    n = len(names)
+    order = _ranked(train, low, high, method)
+    n = len(order)
     src = data.source or data.name
     if n < m:
+        rng_txt = f"({low:g}, {high:g}]" if method == "routereval" else f"[{low:g}, {high:g}]"
         raise DataValidationError(f"only {n} of {data.n_llms} LLMs have a mean train score in "
-                                  f"[{low}, {high}]; need at least m={m}", source=src)
-    k = range_size(frac, n)
-    if k < m and ({"all-strong", "all-weak"} & set(groups)):
-        need = m
-        while range_size(frac, need) < m:
-            need += 1
-        raise DataValidationError(
-            f"the top/bottom {frac:.0%} of the {n} qualifying LLMs (mean train score in "
-            f"[{low}, {high}]) holds {k} LLMs, fewer than m={m}; need at least {need} qualifying "
-            f"LLMs", source=src)
-    s = np.nan_to_num(train.scores[:, train.llm_index(names)], nan=0.0).astype(np.float32)
+                                  f"{rng_txt}; need at least m={m}", source=src)
+    if {"all-strong", "all-weak"} & set(groups):
+        problem = _region_problem(n, train.n_llms, m, method, low, high, frac)
+        if problem:
+            raise DataValidationError(problem, source=src)
+    s = np.nan_to_num(train.scores[:, order], nan=0.0)
+    names = train.llm_names
     out: dict[str, list[str]] = {}
     for g in groups:
-        # one generator per (seed, group, m): a group's pool does not depend on which other
-        # groups are built, nor on their order
         rng = np.random.default_rng([int(seed), GROUPS.index(g), m])
-        if g == "all-strong":
-            blocks = [np.arange(k)]
-        elif g == "all-weak":
-            blocks = [np.arange(n - k, n)]
+        if method == "routereval":
+            chosen = _routereval_group(s, g, m,
+                                       region_size(frac, train.n_llms, m), rng, int(draws))
+            chosen = sorted(chosen, reverse=True)      # weakest-first positions: reversed
         else:
-            blocks = np.array_split(np.arange(n), m)
-        chosen = _best_combination(s, blocks, m, rng, exact_limit, beam_width)
-        out[g] = [names[c] for c in sorted(chosen)]  # sorted positions = strongest / block order
+            chosen = sorted(_oracle_best_group(s.astype(np.float32), g, m,
+                                               range_size(frac, n, m), rng, exact_limit,
+                                               beam_width))
+        out[g] = [names[order[c]] for c in chosen]     # strongest first
     return out
 
 
-# ---------------------------------------------------------------- search
+def _oracle_best_group(s, g, m, k, rng, exact_limit, beam_width) -> list[int]:
+    """Positions (in ``s``, strongest first) of the best combination in ``g``'s region."""
+    n = s.shape[1]
+    if g == "all-strong":
+        blocks = [np.arange(k)]
+    elif g == "all-weak":
+        blocks = [np.arange(n - k, n)]
+    else:
+        blocks = np.array_split(np.arange(n), m)
+    return best_combination(s, blocks, m, rng, exact_limit, beam_width)
+
+
+def _routereval_group(s, g, m, k, rng, draws) -> list[int]:
+    n = s.shape[1]
+    if g != "strong-to-weak":
+        lo = 0 if g == "all-weak" else n - k
+        start = lo + _first_max(window_oracles(s[:, lo:lo + k], m))
+        return list(range(start, start + m))
+    blocks = np.array_split(np.arange(n), m)
+    sizes = np.array([len(b) for b in blocks])
+    starts = np.array([b[0] for b in blocks])
+    idx = starts + rng.integers(0, sizes, size=(draws, m))
+    return idx[_first_max(draw_oracles(s, idx))].tolist()
+
+
+def _first_max(values: np.ndarray) -> int:
+    """First index whose value is the maximum (within round-off)."""
+    return int(np.flatnonzero(values >= values.max() - _TOL)[0])
+
+
 def _train_part(data: RoutingData, train_split: str | None) -> RoutingData:
     if train_split is None:
         return data
@@ -166,225 +283,3 @@ def _train_part(data: RoutingData, train_split: str | None) -> RoutingData:
         raise DataValidationError(f"no query has split {train_split!r}; split values present: "
                                   f"{vals}", source=data.source or data.name, column="split")
     return data.subset(mask)
-
-
-def range_size(frac: float, n: int) -> int:
-    """``ceil(frac * n)``, robust to float round-off (0.2 * 15 -> 3, not 4)."""
-    return math.ceil(round(frac * n, 9))
-
-
-def _n_combinations(blocks: list[np.ndarray], m: int) -> int:
-    if len(blocks) == 1:
-        return math.comb(len(blocks[0]), m)
-    return math.prod(len(b) for b in blocks)
-
-
-def _pick(values: np.ndarray, rng) -> int:
-    """Index of the maximum; exact ties broken by the seeded generator."""
-    best = values.max()
-    ties = np.flatnonzero(values >= best - _TOL)
-    return int(ties[0] if len(ties) == 1 else rng.choice(ties))
-
-
-def _best_combination(s, blocks, m, rng, exact_limit, beam_width) -> list[int]:
-    if _n_combinations(blocks, m) <= exact_limit:
-        return _exact(s, blocks, m, rng)
-    if beam_width > 1:
-        chosen = _beam(s, blocks, m, rng, beam_width)
-    else:
-        chosen = _forward(s, blocks, m, rng)
-    return _swap_search(s, blocks, chosen, rng)
-
-
-def _combos(blocks, m):
-    if len(blocks) == 1:
-        return itertools.combinations(blocks[0].tolist(), m)
-    return itertools.product(*[b.tolist() for b in blocks])
-
-
-def _exact(s, blocks, m, rng, chunk_cells: int = 1 << 23) -> list[int]:
-    """Evaluate every combination in vectorised chunks; returns the best (seeded ties)."""
-    nq = s.shape[0]
-    per = max(1, chunk_cells // max(1, nq * m))
-    it = _combos(blocks, m)
-    best_val, best = -np.inf, []
-    while True:
-        batch = list(itertools.islice(it, per))
-        if not batch:
-            break
-        idx = np.asarray(batch, dtype=np.int64)              # (B, m)
-        vals = s[:, idx].max(axis=2).mean(axis=0, dtype=np.float64)  # (B,)
-        top = vals.max()
-        if top > best_val + _TOL:
-            best_val, best = top, [tuple(r) for r in idx[vals >= top - _TOL]]
-        elif top >= best_val - _TOL:
-            best += [tuple(r) for r in idx[vals >= best_val - _TOL]]
-    return list(best[0] if len(best) == 1 else best[int(rng.integers(len(best)))])
-
-
-def _block_ids(blocks, n: int) -> np.ndarray:
-    """Block number of every column (-1: in no block)."""
-    ids = np.full(n, -1, np.int64)
-    for bi, b in enumerate(blocks):
-        ids[b] = bi
-    return ids
-
-
-def _allowed(blocks, chosen: Sequence[int], ids: np.ndarray | None = None) -> np.ndarray:
-    """Candidates that may be added to ``chosen`` (one per block for several blocks), in
-    ascending column order."""
-    if len(blocks) == 1:
-        return np.setdiff1d(blocks[0], chosen)
-    if ids is None:
-        ids = _block_ids(blocks, max(int(b.max()) for b in blocks if len(b)) + 1)
-    used = np.zeros(len(blocks), bool)
-    used[ids[np.asarray(chosen, dtype=np.int64)]] = True
-    free = [b for bi, b in enumerate(blocks) if not used[bi]]
-    return np.concatenate(free) if free else np.zeros(0, np.int64)
-
-
-def _forward(s, blocks, m, rng) -> list[int]:
-    """Plain forward selection (the beam search with width 1), with incremental gains.
-
-    ``tot[j]`` is the sum over queries of ``max(cur_i, s_ij)``; adding column ``c`` changes
-    ``cur`` only on the rows where ``s_ic > cur_i``, so only those rows are revisited: the
-    work is O(queries x LLMs) per changed row set, not per step.
-    """
-    cols = np.sort(np.concatenate(blocks))
-    if len(cols) < s.shape[1]:      # only the blocks' columns (order kept: same tie-breaks)
-        sub = [np.searchsorted(cols, b) for b in blocks]
-        return [int(cols[c]) for c in _forward(s[:, cols], sub, m, rng)]
-    nq, n = s.shape
-    ids = _block_ids(blocks, n) if len(blocks) > 1 else None
-    open_ = np.zeros(n, bool)
-    for b in blocks:
-        open_[b] = True
-    tot = s.sum(axis=0, dtype=np.float64)          # cur = -inf: max(cur, s) = s
-    cur = np.full(nq, -np.inf, np.float32)
-    chosen: list[int] = []
-    for _ in range(m):
-        allowed = np.flatnonzero(open_)
-        c = int(allowed[_pick(tot[allowed] / nq, rng)])
-        chosen.append(c)
-        if ids is None:
-            open_[c] = False
-        else:
-            open_[blocks[ids[c]]] = False
-        rows = np.flatnonzero(s[:, c] > cur)
-        if len(rows):
-            sub = s[rows]
-            new = s[rows, c]
-            old = cur[rows]
-            tot += (np.maximum(new[:, None], sub).sum(axis=0, dtype=np.float64)
-                    - np.maximum(old[:, None], sub).sum(axis=0, dtype=np.float64))
-            cur[rows] = new
-    return chosen
-
-
-def _beam(s, blocks, m, rng, width: int) -> list[int]:
-    """Forward selection keeping the ``width`` best partial groups at each step."""
-    nq = s.shape[0]
-    start = np.full(nq, -np.inf, np.float32)
-    beam: list[tuple[float, tuple[int, ...], np.ndarray]] = [(-np.inf, (), start)]
-    for _ in range(m):
-        cand: dict[frozenset, tuple[float, tuple[int, ...], np.ndarray]] = {}
-        for _, chosen, cur in beam:
-            allowed = _allowed(blocks, chosen)
-            vals = np.maximum(cur[:, None], s[:, allowed]).mean(axis=0, dtype=np.float64)
-            order = np.argsort(-vals, kind="stable")[:width] if width > 1 else [_pick(vals, rng)]
-            for o in order:
-                c = int(allowed[o])
-                key = frozenset(chosen + (c,))
-                if key not in cand:
-                    cand[key] = (float(vals[o]), chosen + (c,), np.maximum(cur, s[:, c]))
-        beam = sorted(cand.values(), key=lambda t: -t[0])[:width]
-    return list(beam[0][1])
-
-
-class _Top2:
-    """Per query, the largest and second-largest distinct values among the chosen columns,
-    with how many chosen columns hold each, so that "the best score without member ``p``"
-    costs O(queries) and a swap touches only the rows whose top two it changes."""
-
-    def __init__(self, s, chosen):
-        self.v = s[:, chosen].astype(np.float32, copy=True)      # (nq, m) chosen values
-        self.top1 = np.empty(s.shape[0], np.float32)
-        self.cnt1 = np.empty(s.shape[0], np.int64)
-        self.top2 = np.empty(s.shape[0], np.float32)
-        self.cnt2 = np.empty(s.shape[0], np.int64)
-        self._recompute(np.arange(s.shape[0]))
-
-    def _recompute(self, rows):
-        if len(rows) == 0:
-            return
-        v = self.v[rows]
-        t1 = v.max(axis=1)
-        is1 = v == t1[:, None]
-        below = np.where(is1, -np.inf, v)
-        t2 = below.max(axis=1)
-        self.top1[rows], self.cnt1[rows] = t1, is1.sum(axis=1)
-        self.top2[rows], self.cnt2[rows] = t2, (below == t2[:, None]).sum(axis=1)
-
-    def without(self, p: int) -> np.ndarray:
-        """Per-query maximum over the chosen columns other than position ``p``."""
-        col = self.v[:, p]
-        alone = (col == self.top1) & (self.cnt1 == 1)
-        return np.where(alone, self.top2, self.top1)
-
-    def replace(self, p: int, new: np.ndarray) -> None:
-        """Put the column values ``new`` at position ``p``."""
-        old = self.v[:, p].copy()
-        self.v[:, p] = new
-        t1, c1, t2, c2 = self.top1, self.cnt1, self.top2, self.cnt2
-        at1, at2 = old == t1, (old == t2) & (old != t1)
-        c1[at1] -= 1
-        c2[at2] -= 1
-        redo = (at1 & (c1 == 0)) | (at2 & (c2 == 0))
-        ok = ~redo
-        up1 = ok & (new > t1)
-        eq1 = ok & (new == t1)
-        up2 = ok & (new < t1) & (new > t2)
-        eq2 = ok & (new < t1) & (new == t2)
-        t2[up1], c2[up1] = t1[up1], c1[up1]
-        t1[up1], c1[up1] = new[up1], 1
-        c1[eq1] += 1
-        t2[up2], c2[up2] = new[up2], 1
-        c2[eq2] += 1
-        self._recompute(np.flatnonzero(redo))
-
-
-def _swap_search(s, blocks, chosen: list[int], rng, max_rounds: int = 100) -> list[int]:
-    """Replace one member at a time by the best allowed alternative while that improves.
-
-    The best score without member ``p`` comes from the per-query top two (:class:`_Top2`),
-    so a round costs O(queries x (pool + candidates)), not O(queries x pool^2).
-    """
-    chosen = list(chosen)
-    nq, n = s.shape
-    ids = _block_ids(blocks, n) if len(blocks) > 1 else None
-    top = _Top2(s, chosen)
-    current = float(top.top1.mean(dtype=np.float64))
-    member = np.zeros(n, bool)
-    member[chosen] = True
-    for _ in range(max_rounds):
-        improved = False
-        for p in range(len(chosen)):
-            if ids is None:
-                allowed = np.flatnonzero(~member[blocks[0]])
-                allowed = blocks[0][allowed]
-            else:
-                allowed = blocks[ids[chosen[p]]]
-                allowed = allowed[allowed != chosen[p]]
-            if len(allowed) == 0:
-                continue
-            base = top.without(p) if len(chosen) > 1 else np.full(nq, -np.inf, np.float32)
-            vals = np.maximum(base[:, None], s[:, allowed]).mean(axis=0, dtype=np.float64)
-            o = _pick(vals, rng)
-            if vals[o] > current + 1e-9:
-                c = int(allowed[o])
-                member[chosen[p]], member[c] = False, True
-                chosen[p], current, improved = c, float(vals[o]), True
-                top.replace(p, s[:, c])
-        if not improved:
-            break
-    return chosen

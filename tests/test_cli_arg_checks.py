@@ -203,7 +203,7 @@ def test_data_options_alone_still_apply(capsys):
 
 
 @pytest.mark.parametrize("routers, pools, p", [
-    (["best-single", "knn"], [3], None),       # sized pools: groups that cannot be formed
+    (["best-single", "knn"], [3], None),       # sized pools (all three groups formed here)
     (["best-single", "r_o"], ["all"], 2.0),   # a router that fails
 ])
 def test_progress_bar_ends_full(monkeypatch, routers, pools, p):
@@ -270,3 +270,43 @@ def test_export_numbers_checked_when_parsed(tmp_path, capsys, monkeypatch, extra
     _fails(["export", "--router", "knn", "--data", "synthetic", "--seed", "0", "--out",
             str(tmp_path / "art")] + extra, capsys, *needles)
     assert not (tmp_path / "art").exists()
+
+
+def test_group_method_parsed_and_a_bad_value_refused(tmp_path, capsys, monkeypatch):
+    import recsys_router.evaluation as ev
+    seen = []
+
+    def fake_evaluate(data, cfg, progress=True):
+        seen.append(cfg.group_method)
+        raise ValueError("stop here")
+    monkeypatch.setattr(ev, "evaluate", fake_evaluate)
+    base = _EVAL + ["--routers", "best-single", "--pools", "2", "--out", str(tmp_path / "o")]
+    for argv, want in ((base, "routereval"), (base + ["--group-method", "oracle-best"],
+                                              "oracle-best")):
+        _fails(argv, capsys, "stop here")
+        assert seen[-1] == want
+    line = _fails(base + ["--group-method", "best"], capsys, "--group-method", "invalid choice")
+    assert "routereval" in line and "oracle-best" in line
+    assert len(seen) == 2
+
+
+def test_group_method_reaches_the_groups_evaluate_builds():
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation import EvalConfig, evaluate
+    from recsys_router.evaluation.splits import make_folds
+    from recsys_router.pools import candidate_groups
+    data = make_synthetic(150, 15, seed=1)
+    train = make_folds(data, seed=0)[0].train
+    want = {meth: candidate_groups(train, 3, method=meth, seed=0)
+            for meth in ("routereval", "oracle-best")}
+    assert want["routereval"] != want["oracle-best"]     # the two constructions differ here
+    for method, groups in want.items():
+        res = evaluate(data, EvalConfig(["best-single"], protocols=["routereval"], pools=[3],
+                                        group_method=method, encoder="hashing", seed=0),
+                       progress=False)
+        m = res.metrics[(res.metrics["pool"] == "3") & res.metrics["router"].str.startswith("LLM:")]
+        for g, names in groups.items():
+            got = {r for r in m.loc[m["group"] == g, "router"] if r.startswith("LLM:sim-")}
+            assert got == {"LLM:" + n for n in names}, (method, g)
+    with pytest.raises(ValueError, match="group_method must be one of"):
+        evaluate(data, EvalConfig(["best-single"], pools=[3], group_method="best"), progress=False)

@@ -88,6 +88,16 @@ def test_splits_column_ood_candidates_and_carving():
                               seed=0, groups=["all-weak"])["all-weak"]
     assert grouped.llm_names == expect and grouped.n_llms == 3
     assert grouped.splits["test"].llm_names == expect
+    train = RoutingDataModule("synthetic", **many).splits["train"]
+    ways = {meth: candidate_groups(train, 3, seed=0, method=meth, groups=["all-strong"])
+            ["all-strong"] for meth in ("routereval", "oracle-best")}
+    assert ways["routereval"] != ways["oracle-best"]   # here: two LLMs tie, in either order
+    for meth, want in ways.items():
+        dm = RoutingDataModule("synthetic", candidate_group="all-strong", pool_size=3,
+                               group_method=meth, **many)
+        assert dm.llm_names == want
+    with pytest.raises(ValueError, match="group_method must be one of"):
+        RoutingDataModule("synthetic", group_method="best")
     ood = RoutingDataModule("synthetic", ood_tasks=["topic_0"], **SMALL)
     assert set(ood.splits["test"].tasks) == {"topic_0"}
     assert "topic_0" not in set(ood.splits["train"].tasks)

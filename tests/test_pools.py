@@ -29,14 +29,15 @@ def _six() -> RoutingData:
 
 def test_hand_made_six_llms():
     d = _six()
-    names, means = qualified_llms(d)
+    names, means = qualified_llms(d, method="oracle-best")
     assert names == ["L1", "L2", "L3", "L4", "L5", "L6"]  # P (1.0) and Q (0.0) excluded
     np.testing.assert_allclose(means, [0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
     # top/bottom 20% of 6 = ceil(1.2) = 2 LLMs; blocks [L1 L2 L3] [L4 L5 L6];
     # by hand: L1+L4 .9, L1+L5 1.0, L1+L6 .9, L2+L4 .8, L2+L5 .8, L2+L6 .7, L3+L4 .7, L3+L5 .8, L3+L6 .7
     want = {"all-strong": ["L1", "L2"], "all-weak": ["L5", "L6"], "strong-to-weak": ["L1", "L5"]}
-    assert candidate_groups(d, 2) == want
-    assert candidate_groups(d, 2, exact_limit=0) == want  # greedy + swap finds it too
+    assert candidate_groups(d, 2, method="oracle-best") == want
+    # greedy + swap finds it too
+    assert candidate_groups(d, 2, method="oracle-best", exact_limit=0) == want
     assert oracle_score(d, ["L1", "L5"]) == 1.0
     assert oracle_score(d, ["L2", "L4"]) == pytest.approx(0.8)
 
@@ -49,9 +50,10 @@ def test_hand_made_fifteen_llms_exact_beats_ranking():
     d = _cover(sets)
     # strong range {A .8, B .7, C .5}: A+B .8, A+C 1.0, B+C .9 -> A, C (not the top-2 A, B)
     # weak range {X .3, Y .2, Z .1}: X+Y .5, X+Z .3, Y+Z .3 -> X, Y
-    g = candidate_groups(d, 2, groups=("all-strong", "all-weak"))
+    g = candidate_groups(d, 2, method="oracle-best", groups=("all-strong", "all-weak"))
     assert g == {"all-strong": ["A", "C"], "all-weak": ["X", "Y"]}
-    assert candidate_groups(d, 2, exact_limit=0, groups=("all-strong", "all-weak")) == g
+    assert candidate_groups(d, 2, method="oracle-best", exact_limit=0,
+                            groups=("all-strong", "all-weak")) == g
 
 
 def _reference(d: RoutingData, m: int, frac=0.2):
@@ -78,9 +80,9 @@ def test_random_cases_exact_greedy_and_blocks(seed, m):
     s = (rng.random((40, n_llm)) < ability).astype(float)
     d = RoutingData([f"q{i}" for i in range(40)], [f"m{j}" for j in range(n_llm)], s)
     spaces, best = _reference(d, m)
-    exact = candidate_groups(d, m, seed=seed)
-    greedy = candidate_groups(d, m, seed=seed, exact_limit=0)
-    beam = candidate_groups(d, m, seed=seed, exact_limit=0, beam_width=4)
+    exact = candidate_groups(d, m, method="oracle-best", seed=seed)
+    greedy = candidate_groups(d, m, method="oracle-best", seed=seed, exact_limit=0)
+    beam = candidate_groups(d, m, method="oracle-best", seed=seed, exact_limit=0, beam_width=4)
     for g in spaces:
         for res in (exact[g], greedy[g], beam[g]):
             assert len(res) == m and len(set(res)) == m
@@ -99,9 +101,10 @@ def test_random_cases_exact_greedy_and_blocks(seed, m):
 
 def test_seed_reproducible_and_tie_breaking():
     d = _cover({f"t{i}": set(range(5)) for i in range(10)})  # ten identical LLMs: all tie
-    a = candidate_groups(d, 2, seed=3, groups=("strong-to-weak",))
-    assert a == candidate_groups(d, 2, seed=3, groups=("strong-to-weak",))
-    picks = {tuple(candidate_groups(d, 2, seed=s, groups=("strong-to-weak",))["strong-to-weak"])
+    a = candidate_groups(d, 2, method="oracle-best", seed=3, groups=("strong-to-weak",))
+    assert a == candidate_groups(d, 2, method="oracle-best", seed=3, groups=("strong-to-weak",))
+    picks = {tuple(candidate_groups(d, 2, method="oracle-best", seed=s,
+                                    groups=("strong-to-weak",))["strong-to-weak"])
              for s in range(8)}
     assert len(picks) > 1  # ties are broken by the seed, not always the same way
 
@@ -111,25 +114,28 @@ def test_train_split_is_used_for_ranking_and_oracle():
     q = pd.DataFrame({"query_id": list("abcd"), "split": ["train", "train", "test", "test"]})
     d = RoutingData(q, ["u", "v", "w"], s)
     # on train rows u has mean 1 (excluded), v 0 (excluded), w 0.5 -> only w qualifies
-    names, _ = qualified_llms(d, train_split="train")
+    names, _ = qualified_llms(d, method="oracle-best", train_split="train")
     assert names == ["w"]
-    assert candidate_groups(d, 1, train_split="train", groups=("strong-to-weak",)) == \
+    assert candidate_groups(d, 1, method="oracle-best", train_split="train",
+                            groups=("strong-to-weak",)) == \
         {"strong-to-weak": ["w"]}
     with pytest.raises(DataValidationError, match="no query has split 'dev'"):
-        candidate_groups(d, 1, train_split="dev")
+        candidate_groups(d, 1, method="oracle-best", train_split="dev")
 
 
 def test_errors_name_the_problem():
     d = _six()
     with pytest.raises(DataValidationError, match="only 6 of 8 LLMs .* need at least m=7"):
-        candidate_groups(d, 7)
-    with pytest.raises(DataValidationError, match=r"holds 2 LLMs, fewer than m=3; need at least 11"):
-        candidate_groups(d, 3)
-    assert len(candidate_groups(d, 3, groups=("strong-to-weak",))["strong-to-weak"]) == 3
+        candidate_groups(d, 7, method="oracle-best")
+    # the top/bottom 20% of 6 is 2 LLMs, but a region is never below m: the top/bottom 3
+    g3 = candidate_groups(d, 3, method="oracle-best", groups=("all-strong", "all-weak"))
+    assert g3 == {"all-strong": ["L1", "L2", "L3"], "all-weak": ["L4", "L5", "L6"]}
+    s2w = candidate_groups(d, 3, method="oracle-best", groups=("strong-to-weak",))
+    assert len(s2w["strong-to-weak"]) == 3
     with pytest.raises(ValueError, match="unknown group"):
-        candidate_groups(d, 2, groups=("mixed",))
+        candidate_groups(d, 2, method="oracle-best", groups=("mixed",))
     with pytest.raises(ValueError, match="m must be >= 1"):
-        candidate_groups(d, 0)
+        candidate_groups(d, 0, method="oracle-best")
 
 
 def test_a_groups_pool_does_not_depend_on_which_other_groups_are_built():
@@ -139,10 +145,10 @@ def test_a_groups_pool_does_not_depend_on_which_other_groups_are_built():
     sc = np.tile(np.where(np.arange(20) % 2 == 0, 0.6, 0.4), (8, 1))
     d = RoutingData([f"q{i}" for i in range(8)], [f"L{j:02d}" for j in range(20)], sc)
     for seed in (0, 1, 2):
-        full = candidate_groups(d, 2, seed=seed)
+        full = candidate_groups(d, 2, method="oracle-best", seed=seed)
         for g in GROUPS:
-            assert candidate_groups(d, 2, seed=seed, groups=[g])[g] == full[g]
-        rev = candidate_groups(d, 2, seed=seed, groups=list(reversed(GROUPS)))
+            assert candidate_groups(d, 2, method="oracle-best", seed=seed, groups=[g])[g] == full[g]
+        rev = candidate_groups(d, 2, method="oracle-best", seed=seed, groups=list(reversed(GROUPS)))
         assert rev == full
         # the top 20 % (4 of the 0.6 LLMs) holds the all-strong pool: oracle 0.6
         assert oracle_score(d, full["all-strong"]) == pytest.approx(0.6)

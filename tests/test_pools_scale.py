@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from recsys_router.data import RoutingData
-from recsys_router.pools import _allowed, candidate_groups, qualified_llms, range_size
+from recsys_router.pool_search import _allowed
+from recsys_router.pools import candidate_groups, qualified_llms, range_size
 
 _TOL = 1e-12
 
@@ -59,7 +60,7 @@ def _naive_search(s, blocks, m, rng):
 
 
 def _naive_groups(d, m, seed, groups=("all-strong", "all-weak", "strong-to-weak")):
-    names, _ = qualified_llms(d)
+    names, _ = qualified_llms(d, method="oracle-best")
     n = len(names)
     k = range_size(0.2, n)
     s = np.nan_to_num(d.scores[:, d.llm_index(names)], nan=0.0).astype(np.float32)
@@ -93,8 +94,9 @@ def test_same_groups_as_the_naive_search(seed, kind):
     d = _data(60, 40, seed, binary=kind == "binary", levels=4 if kind == "levels" else None)
     for m in (1, 2, 3, 5):
         groups = [g for g in ("all-strong", "all-weak", "strong-to-weak")
-                  if g == "strong-to-weak" or range_size(0.2, len(qualified_llms(d)[0])) >= m]
-        got = candidate_groups(d, m, seed=seed, exact_limit=0, groups=groups)
+                  if g == "strong-to-weak"
+                  or range_size(0.2, len(qualified_llms(d, method="oracle-best")[0])) >= m]
+        got = candidate_groups(d, m, method="oracle-best", seed=seed, exact_limit=0, groups=groups)
         assert got == _naive_groups(d, m, seed, groups), (m, kind)
 
 
@@ -102,7 +104,7 @@ def test_same_groups_with_300_llms_and_large_pools():
     d = _data(200, 300, 7)
     for m in (3, 20, 100):
         groups = (["all-strong", "all-weak"] if m <= 20 else []) + ["strong-to-weak"]
-        got = candidate_groups(d, m, seed=1, exact_limit=0, groups=groups)
+        got = candidate_groups(d, m, method="oracle-best", seed=1, exact_limit=0, groups=groups)
         assert got == _naive_groups(d, m, 1, groups), m
 
 
@@ -110,7 +112,8 @@ def test_identical_llms_tie_break_like_the_naive_search():
     s = np.tile(np.array([[1.0], [0.0], [1.0], [0.0]]), (1, 30))   # thirty identical LLMs
     d = RoutingData([f"q{i}" for i in range(4)], [f"t{j}" for j in range(30)], s)
     for seed in range(5):
-        assert candidate_groups(d, 4, seed=seed, exact_limit=0) == _naive_groups(d, 4, seed)
+        assert candidate_groups(d, 4, method="oracle-best", seed=seed, exact_limit=0) == \
+            _naive_groups(d, 4, seed)
 
 
 def test_allowed_by_block_ids():
@@ -122,7 +125,7 @@ def test_allowed_by_block_ids():
 
 @pytest.mark.parametrize("levels", [2, 3, 0])
 def test_top_two_bookkeeping_matches_brute_force(levels):
-    from recsys_router.pools import _Top2  # noqa: PLC0415
+    from recsys_router.pool_search import _Top2  # noqa: PLC0415
     rng = np.random.default_rng(levels)
     s = rng.random((50, 30)).astype(np.float32)
     if levels:

@@ -52,7 +52,9 @@ def test_metrics_match_plain_loops_on_300_llms(run):
     fold = make_folds(data, seed=cfg.seed)[0]
     test = fold.test
     pools = resolve_pools(fold.train, cfg.pools, seed=cfg.seed, notes=[])
-    assert [(p, g) for p, g, _ in pools if p == "100"] == [("100", "strong-to-weak")]
+    # RouterEval's region max(300 // 5, 100) = 100 fits the qualifying LLMs: all three groups
+    assert [(p, g) for p, g, _ in pools if p == "100"] == \
+        [("100", "all-strong"), ("100", "all-weak"), ("100", "strong-to-weak")]
     dec = res.decisions
     for pool, group, names in pools:
         S = test.scores[:, test.llm_index(names)].astype(np.float64)
@@ -97,12 +99,25 @@ def test_bench_stages_give_evaluates_metrics(run):
 
 
 def test_sized_pool_too_large_for_top_and_bottom_groups_is_an_error_without_notes():
-    train = make_synthetic(60, 30, 3, seed=0)
-    with pytest.raises(Exception, match="fewer than m=10"):
-        resolve_pools(train, [10])
+    from recsys_router.data import RoutingData  # noqa: PLC0415
+    rng = np.random.default_rng(0)
+    s = (rng.random((60, 20)) < np.linspace(0.3, 0.7, 20)).astype(float)
+    s = np.hstack([s, np.ones((60, 100))])        # 120 LLMs, the 100 perfect ones never qualify
+    train = RoutingData([f"q{i}" for i in range(60)], [f"l{j}" for j in range(120)], s)
+    # region max(120 // 5, 3) = 24 > the 20 qualifying LLMs
+    with pytest.raises(Exception, match="= 24 LLMs is larger than the 20 qualifying LLMs"):
+        resolve_pools(train, [3])
     notes: list[str] = []
-    got = resolve_pools(train, [10], notes=notes)
-    assert [g for _, g, _ in got] == ["strong-to-weak"] and "skipped" in notes[0]
+    got = resolve_pools(train, [3], notes=notes)
+    assert [g for _, g, _ in got] == ["strong-to-weak"] and len(notes) == 1
+    assert notes[0].startswith("pool 3: group(s) all-strong, all-weak skipped: ")
+    # oracle-best regions (max(ceil(0.2 x 20), 3) = 4 of the qualifying LLMs) always fit
+    notes = []
+    got = resolve_pools(train, [3], notes=notes, method="oracle-best")
+    assert [g for _, g, _ in got] == ["all-strong", "all-weak", "strong-to-weak"] and not notes
+    small = make_synthetic(60, 30, 3, seed=0)     # 30 LLMs, m = 10: formed by both methods
+    for method in ("routereval", "oracle-best"):
+        assert len(resolve_pools(small, [10], method=method)) == 3
 
 
 def test_knn_chunked_neighbour_blocks_match_a_plain_loop(monkeypatch):

@@ -168,6 +168,11 @@ def add_parser(subparsers) -> None:
                    help="candidate pool sizes and/or 'all' (the whole LLM pool; default)")
     p.add_argument("--groups", action=ListArg, default=None, metavar="G1,G2",
                    help="candidate groups for sized pools: all-strong,all-weak,strong-to-weak")
+    p.add_argument("--group-method", choices=("routereval", "oracle-best"), default="routereval",
+                   help="how sized pools' groups are built: routereval (default; RouterEval's "
+                        "released code: best window of consecutively ranked LLMs, best of 1000 "
+                        "one-per-block draws) or oracle-best (the best combination within the "
+                        "same regions)")
     _add_split_args(p)
     p.add_argument("--encoder", type=encoder_spec, default=None,
                    help="encoder for text routers: a registered one (e.g. hashing, minilm, "
@@ -273,7 +278,8 @@ def run_evaluate(args) -> int:
         return 0
     _check_routellm_pair(args.routellm_pair, list(data.llm_names))
     cfg = EvalConfig(routers=args.routers, protocols=protocols,
-                     pools=parse_pools(args.pools), groups=args.groups, split=args.split,
+                     pools=parse_pools(args.pools), groups=args.groups,
+                     group_method=args.group_method, split=args.split,
                      split_column=args.split_column, ood_tasks=args.ood_tasks, folds=args.folds,
                      encoder=args.encoder, p=args.p, seed=args.seed,
                      reference_score=args.reference_score,

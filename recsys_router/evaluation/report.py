@@ -85,7 +85,8 @@ def render_report(result, leaderboard_df: pd.DataFrame, plots: list[str]) -> str
     lines += [f"- queries x LLMs: {result.info.get('n_queries')} x {result.info.get('n_llms')}; "
               f"{split}; seed {cfg.seed}; encoder {cfg.encoder or 'router default'}",
               f"- protocols run: {', '.join(result.info.get('protocols_run', [])) or 'none'}; "
-              f"pools: {', '.join(str(p) for p in cfg.pools)}",
+              f"pools: {', '.join(str(p) for p in cfg.pools)}" +
+              (f" (groups: {cfg.group_method})" if any(p != "all" for p in cfg.pools) else ""),
               "- every number below is recomputable from `decisions.parquet` "
               "(`recsys_router.evaluation.metrics_from_decisions`)", ""]
     if result.notes:

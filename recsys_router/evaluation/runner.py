@@ -52,6 +52,10 @@ class EvalConfig:
         Pool sizes (int) and/or ``"all"``.
     groups : list of str, optional
         Candidate groups to keep for sized pools (default: all three).
+    group_method : {"routereval", "oracle-best"}
+        How sized pools' groups are built (:func:`recsys_router.pools.candidate_groups`):
+        RouterEval's released code (default) or the best combination within the same
+        regions.
     split, split_column, ood_tasks, folds : see :func:`~recsys_router.evaluation.splits.make_folds`
     encoder : str or Encoder, optional
         Encoder (name or instance) given to every router with an ``encoder`` parameter;
@@ -111,6 +115,7 @@ class EvalConfig:
     protocols: list[str] = field(default_factory=lambda: protocol_names(all_only=True))
     pools: list = field(default_factory=lambda: ["all"])
     groups: list[str] | None = None
+    group_method: str = "routereval"
     split: Sequence[float] | None = None
     split_column: str | None = None
     ood_tasks: Sequence[str] | None = None
@@ -330,6 +335,10 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
     """
     from tqdm.auto import tqdm  # noqa: PLC0415
     _check_routers(cfg)
+    from ..pools import METHODS  # noqa: PLC0415
+    if cfg.group_method not in METHODS:
+        raise ValueError(f"group_method must be one of {', '.join(METHODS)}, got "
+                         f"{cfg.group_method!r}")
     notes: list[str] = []
     protocols = [get_protocol(p) for p in parse_protocols(cfg.protocols)]
     alone = [p.name for p in protocols if p.run is not None]
@@ -355,7 +364,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
         timings += fold_timings
         truth |= fold_truth
         for pool, group, names in resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed,
-                                                  notes=notes):
+                                                  notes=notes, method=cfg.group_method):
             blocks += _sweep_pool(data, fold, test, preds, pool, group, names, protocols, cfg,
                                   notes, bar)
         # the steps of a failed router, a skipped protocol or a group that could not be formed

@@ -138,7 +138,7 @@ def parse_pools(text: str | Sequence) -> list:
 
 
 def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | None = None, *,
-                  seed: int = 0, notes: list[str] | None = None
+                  seed: int = 0, notes: list[str] | None = None, method: str = "routereval"
                   ) -> list[tuple[str, str, list[str]]]:
     """Candidate LLM sets per (pool, group).
 
@@ -150,9 +150,12 @@ def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | N
     ----------
     notes : list of str, optional
         When given, a sized pool whose ``all-strong``/``all-weak`` groups cannot be formed
-        (the top/bottom 20% of the qualifying LLMs holds fewer than ``m``; e.g. ``m = 1000``
-        of 2,000 LLMs) keeps its ``strong-to-weak`` group and a note says what was skipped.
-        Without it (or when no group can be formed) that is an error.
+        (``method="routereval"``: their region of ``max(N // 5, m)`` LLMs is larger than the
+        qualifying list, :func:`recsys_router.pools.region_problem`) keeps its
+        ``strong-to-weak`` group and a note says what was skipped. Without it (or when no
+        group can be formed) that is an error.
+    method : {"routereval", "oracle-best"}
+        How the groups are built (``candidate_groups(method=)``).
 
     Returns
     -------
@@ -171,8 +174,8 @@ def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | N
         unknown = [g for g in wanted if g not in GROUPS]
         if unknown:
             raise ValueError(f"unknown candidate group(s) {unknown}; valid: {', '.join(GROUPS)}")
-        kept = _formable(train, m, wanted, notes)
-        got = candidate_groups(train, m, seed=seed, groups=kept)
+        kept = _formable(train, m, wanted, notes, method)
+        got = candidate_groups(train, m, method=method, seed=seed, groups=kept)
         for g in kept:
             names = [str(n) for n in got[g]]
             if len(names) != m:
@@ -182,20 +185,22 @@ def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | N
     return out
 
 
-def _formable(train: RoutingData, m: int, wanted: list[str], notes: list[str] | None) -> list[str]:
-    """``wanted`` less the top/bottom groups too small for ``m`` (with a note), when ``notes``
-    is given and ``strong-to-weak`` remains; otherwise ``wanted`` (errors come from
-    :func:`~recsys_router.pools.candidate_groups`)."""
+def _formable(train: RoutingData, m: int, wanted: list[str], notes: list[str] | None,
+              method: str = "routereval") -> list[str]:
+    """``wanted`` less the all-strong/all-weak groups whose region cannot be formed for ``m``
+    (with a note), when ``notes`` is given and ``strong-to-weak`` remains; otherwise
+    ``wanted`` (errors come from :func:`~recsys_router.pools.candidate_groups`). Regions
+    are never smaller than ``m``, so only a ``"routereval"`` region larger than the
+    qualifying list is skipped."""
     ranged = [g for g in wanted if g in ("all-strong", "all-weak")]
     if notes is None or not ranged or "strong-to-weak" not in wanted:
         return wanted
-    from ..pools import qualified_llms, range_size  # noqa: PLC0415
-    n = len(qualified_llms(train)[0])
-    k = range_size(0.2, n)
-    if n < m or k >= m:
+    from ..pools import region_problem  # noqa: PLC0415
+    problem = region_problem(train, m, method=method)
+    if problem is None:
         return wanted
-    notes.append(f"pool {m}: group(s) {', '.join(ranged)} skipped: the top/bottom 20% of the "
-                 f"{n} qualifying LLMs holds {k} LLMs, fewer than m={m}; strong-to-weak kept")
+    notes.append(f"pool {m}: group(s) {', '.join(ranged)} skipped: {problem}; strong-to-weak "
+                 f"kept")
     return [g for g in wanted if g not in ranged]
 
 
