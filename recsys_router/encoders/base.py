@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -33,6 +34,33 @@ def _disk_cache(identity: str, dim: int, root) -> DiskCache:
                 _DISKS.clear()
             _DISKS[key] = DiskCache(identity, dim, root=folder)
         return _DISKS[key]
+
+
+_WARNED: set[str] = set()  # cache folders already warned about (once per process each)
+
+
+def _cache_failed(disk: DiskCache, err: OSError) -> None:
+    """Warn, once per cache folder, that the disk cache cannot be used: it only saves work, so
+    the call goes on with the vectors it computes."""
+    folder = str(disk.dir.parent.parent)
+    with _DISKS_LOCK:
+        if folder in _WARNED:
+            return
+        _WARNED.add(folder)
+    warnings.warn(f"embedding cache {folder!r} cannot be used ({type(err).__name__}: "
+                  f"{err.strerror or err}); vectors are computed but not cached: set "
+                  f"$RECSYS_ROUTER_CACHE (or the encoder's cache_dir) to a writable folder",
+                  RuntimeWarning, stacklevel=4)
+
+
+def _store(disk: DiskCache, keys: list[str], vecs: np.ndarray) -> bool:
+    """``disk.put``; False (and a warning) when the cache cannot be written."""
+    try:
+        disk.put(keys, vecs)
+    except OSError as err:  # read-only or missing folder, a temporary removed by another host
+        _cache_failed(disk, err)
+        return False
+    return True
 
 
 class Encoder:
@@ -242,7 +270,8 @@ class Encoder:
                 out[s:e] = vec
                 done = e
                 if disk is not None and done - pending >= _FLUSH_EVERY:
-                    disk.put(keys[pending:done], out[pending:done])
+                    if not _store(disk, keys[pending:done], out[pending:done]):
+                        disk = None  # warned: the rest is computed without the cache
                     pending = done
                 if bar is not None:
                     bar.update(e - s)
@@ -250,5 +279,5 @@ class Encoder:
             if bar is not None:
                 bar.close()
             if disk is not None and done > pending:  # keep finished work even on interrupt
-                disk.put(keys[pending:done], out[pending:done])
+                _store(disk, keys[pending:done], out[pending:done])
         return out
