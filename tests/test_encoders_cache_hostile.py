@@ -209,3 +209,38 @@ def test_a_local_model_re_saved_in_place_is_loaded_again(tmp_path, monkeypatch):
     monkeypatch.setattr(neural, "_MODELS", {})
     with pytest.raises(ValueError, match="re-saved after this encoder was created"):
         first.encode(["another text"])
+
+
+@pytest.mark.parametrize("how", ["cache_dir", "env", "unreadable"])
+def test_a_cache_root_that_cannot_be_written_warns_once_and_keeps_the_vectors(
+        tmp_path, monkeypatch, how):
+    """$RECSYS_ROUTER_CACHE (or cache_dir) where no folder can be made, or one that cannot be
+    listed: the cache only saves work, so encode returns what it computed and says once which
+    cache it could not use."""
+    import warnings
+
+    from recsys_router.encoders import base, cache as cache_mod
+    monkeypatch.setattr(base, "_WARNED", set())
+    cache_mod.MEMORY_CACHE.clear()                  # nothing served from an earlier test
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a folder")
+    root = blocker / "cache"
+    if how == "unreadable":  # a folder this user may not list (chmod does not stop root)
+        root = tmp_path / "locked"
+
+        def locked(self):
+            raise PermissionError(13, "Permission denied", str(self.dir))
+        monkeypatch.setattr(DiskCache, "_shards", locked)
+    kw = {"cache_dir": root} if how != "env" else {}
+    monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(root if how == "env" else tmp_path / "unused"))
+    texts = ["one text", "two texts", "one text"]
+    want = get_encoder("hashing", dim=8, cache=False).encode(texts + ["three"])
+    enc = get_encoder("hashing", dim=8, cache=True, **kw)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(enc.encode(texts), want[:3])
+        np.testing.assert_array_equal(enc.encode(["three"]), want[3:])
+    msgs = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1, msgs
+    assert f"embedding cache {str(root)!r} cannot be used" in msgs[0]
+    assert "$RECSYS_ROUTER_CACHE" in msgs[0] and "\n" not in msgs[0]

@@ -177,7 +177,11 @@ class Encoder:
         need = [k for k in first if k not in got]
         disk = _disk_cache(ident, dim, self.cache_dir) if need and disk_cache_enabled() else None
         if need and disk is not None:
-            found = disk.get(need)
+            try:
+                found = disk.get(need)
+            except OSError as err:  # an unreadable folder: a miss, and no writes either
+                _cache_failed(disk, err)
+                found, disk = {}, None
             for k, v in found.items():
                 got[k] = v
                 MEMORY_CACHE.put((ident, k), v)
