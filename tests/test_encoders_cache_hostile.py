@@ -82,10 +82,33 @@ def test_folder_stamp_refuses_a_folder_of_too_many_files(tmp_path, monkeypatch):
         folder_stamp(tmp_path)
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "16"])
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "16", 513, 10**9])
 def test_max_seq_length_must_be_a_positive_integer(bad):
+    """MiniLM has 512 positions: a longer truncation length (``minilm:torch``) crashed inside
+    PyTorch on the first text over 512 tokens; it is refused up front like the other variants."""
     with pytest.raises(ValueError, match="max_seq_length"):
         SentenceTransformerEncoder("minilm", max_seq_length=bad)
+    with pytest.raises(ValueError, match="max_seq_length"):
+        get_encoder("minilm:torch", max_seq_length=bad)
+
+
+def test_max_seq_length_up_to_the_models_positions_is_accepted(tmp_path, monkeypatch):
+    assert get_encoder("minilm:torch", max_seq_length=512).max_seq_length == 512
+
+    class Config:
+        max_position_embeddings = 128
+
+    class Model(_FolderModel):  # another local model: its own limit is read when it loads
+        def __getitem__(self, i):
+            return type("Module", (), {"auto_model": type("M", (), {"config": Config})})()
+    monkeypatch.setattr(neural, "_MODELS", {})
+    monkeypatch.setattr(neural, "_load", lambda name, device: Model(name))
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    ok = SentenceTransformerEncoder(str(tmp_path), device="cpu", max_seq_length=128, cache=False)
+    assert ok.model.max_seq_length == 128
+    long = SentenceTransformerEncoder(str(tmp_path), device="cpu", max_seq_length=129)
+    with pytest.raises(ValueError, match=r"max_seq_length must be in \[1, 128\] for model"):
+        long.encode(["text"])
 
 
 def test_truncation_length_is_per_encoder_not_per_process(monkeypatch):

