@@ -154,6 +154,59 @@ def test_precomputed_missing_sidecar_and_json_ids(tmp_path):
     np.testing.assert_array_equal(PrecomputedEncoder(tmp_path / "x.npy").encode(None, ["q"]), [[0, 1]])
 
 
+def _npy_case(d, arr, ids: bytes, ids_name="e.ids.txt", *, cut=0, pickle=False):
+    d.mkdir()
+    np.save(d / "e.npy", arr, allow_pickle=pickle)
+    if cut:
+        (d / "e.npy").write_bytes((d / "e.npy").read_bytes()[:-cut])
+    (d / ids_name).write_bytes(ids)
+    return d / "e.npy", d / ids_name
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("object", "e.npy: cannot read the embedding matrix (Object arrays cannot be loaded"),
+    ("truncated", "e.npy: cannot read the embedding matrix (Failed to read all data"),
+    ("strings", "e.npy: embedding matrix of dtype <U1; expected numbers"),
+    ("json-malformed", "e.ids.json: ids file is not valid JSON (Expecting value"),
+    ("json-number", "e.ids.json: ids file holds a JSON number; expected a JSON list of query ids"),
+    ("json-object", "e.ids.json: ids file holds a JSON object; expected a JSON list"),
+    ("json-string", "e.ids.json: ids file holds a JSON string; expected a JSON list"),
+    ("json-list-of-numbers", "e.ids.json, row 1: query id 2 is a JSON number; expected a string"),
+    ("txt-latin1", "e.ids.txt, row 1: ids file is not UTF-8 (byte 4)"),
+    ("parquet-strings", "e.parquet, row 0, column 'embedding': embedding of query 'q1' is not a "
+                        "list of numbers"),
+    ("parquet-corrupt", "e.parquet: cannot read the parquet file"),
+])
+def test_precomputed_bad_files_are_named(tmp_path, case, needle):
+    """A malformed embeddings or ids file is one error naming that file (and row/column): the
+    numpy/json/pandas error alone said neither. An ids .json that is not a list of strings
+    was read as its keys (an object: row numbers ignored) or characters (a string)."""
+    eye, d = np.eye(2, dtype=np.float32), tmp_path / case
+    f = {"object": lambda: _npy_case(d, np.array([[1, None]], dtype=object), b"q1\n", pickle=True),
+         "truncated": lambda: _npy_case(d, eye, b"q1\nq2\n", cut=4),
+         "strings": lambda: _npy_case(d, np.array([["a", "b"]]), b"q1\n"),
+         "json-malformed": lambda: _npy_case(d, eye, b'["q1",', "e.ids.json"),
+         "json-number": lambda: _npy_case(d, eye, b"5", "e.ids.json"),
+         "json-object": lambda: _npy_case(d, eye, b'{"q1": 1, "q2": 0}', "e.ids.json"),
+         "json-string": lambda: _npy_case(d, eye, b'"ab"', "e.ids.json"),
+         "json-list-of-numbers": lambda: _npy_case(d, eye, b'["1", 2]', "e.ids.json"),
+         "txt-latin1": lambda: _npy_case(d, eye, b"q1\nq\xe9\n"),
+         }.get(case)
+    if f is not None:
+        path, _ = f()
+    else:
+        d.mkdir()
+        path = d / "e.parquet"
+        if case == "parquet-strings":
+            pd.DataFrame({"query_id": ["q1", "q2"], "embedding": ["ab", "cd"]}).to_parquet(path)
+        else:
+            path.write_bytes(b"PAR1 not really a parquet file PAR1")
+    with pytest.raises(DataValidationError) as info:
+        get_encoder(f"precomputed:{path}")
+    msg = str(info.value)
+    assert msg.startswith(str(d)) and needle in msg and "\n" not in msg, msg
+
+
 def test_precomputed_parquet_list_and_numeric_columns(tmp_path):
     pd.DataFrame({"query_id": ["q1", "q2"], "embedding": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]}) \
         .to_parquet(tmp_path / "l.parquet")
