@@ -15,7 +15,8 @@ import pytest
 
 from recsys_router.data import RoutingData
 from recsys_router.encoders import (DiskCache, Encoder, HashingEncoder, PrecomputedEncoder,
-                                    TfidfEncoder, get_encoder, text_key)
+                                    SentenceTransformerEncoder, TfidfEncoder, get_encoder,
+                                    text_key)
 from recsys_router.encoders import cache as cache_mod
 from recsys_router.errors import DataValidationError, NotFittedError
 
@@ -343,3 +344,10 @@ def test_importing_the_encoders_does_not_import_sklearn():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_a_name_too_long_for_a_path_is_not_a_local_folder():
+    """The local-folder check raised OSError (File name too long) for a 300-character name; it
+    is a hub name like any other (its load error then names it)."""
+    name = "x" * 300
+    assert SentenceTransformerEncoder(name).identity == f"st:{name}|norm=1|maxlen=default"

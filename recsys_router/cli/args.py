@@ -364,7 +364,11 @@ def encoder_spec(text) -> str:
     from ..encoders import BUILTIN_ENCODERS, ENCODERS  # noqa: PLC0415
     key = str(text).strip()
     scheme, sep, _ = key.partition(":")
-    if key and (key in ENCODERS or (sep and scheme in ENCODERS) or Path(key).expanduser().exists()
+    try:
+        local = Path(key).expanduser().exists()
+    except (OSError, RuntimeError):  # a name too long for a path, no home directory...
+        local = False
+    if key and (key in ENCODERS or (sep and scheme in ENCODERS) or local
                 or _HUB_ID.fullmatch(key)):
         return key
     builtin = {b.partition(":")[0] for b in BUILTIN_ENCODERS}

@@ -75,7 +75,7 @@ class SentenceTransformerEncoder(Encoder):
         if name.lower() in MINILM_ALIASES:
             name = MINILM_NAME
             stamp = packaged_files_suffix()  # the weights _load reads when installed
-        elif Path(name).expanduser().exists():
+        elif _is_local(name):
             name = str(Path(name).expanduser().resolve())
             stamp = f"|files={folder_stamp(Path(name))}"
         # MiniLM's position embeddings hold 512 tokens (the other variants' bound); another
@@ -205,6 +205,15 @@ def packaged_minilm_stamp() -> str | None:
     version = str(getattr(pkg, "__version__", "unknown"))
     stamp = folder_stamp(Path(pkg.MODEL_DIR))
     return hashlib.sha256(f"{version}\0{stamp}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _is_local(name: str) -> bool:
+    """Whether ``name`` is an existing local path (a name no path can have, e.g. one too long
+    for the file system, is not: it is left to the hub lookup, which names it in its error)."""
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _position_limit(model) -> int | None:
