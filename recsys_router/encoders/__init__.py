@@ -30,7 +30,7 @@ from __future__ import annotations
 import warnings
 
 from ..registries import Registry
-from .base import Encoder
+from .base import Encoder, progress_bars
 from .bf16_minilm import Bf16MiniLMEncoder, bf16_support
 from .cache import DiskCache, MemoryLRU, cache_root, text_key
 from .neural import (HAS_PACKAGED_MINILM, HAS_SENTENCE_TRANSFORMERS, MINILM_ALIASES, MINILM_NAME,
@@ -44,7 +44,7 @@ __all__ = ["get_encoder", "Encoder", "HashingEncoder", "TfidfEncoder", "Precompu
            "bf16_support", "HAS_ONNXRUNTIME", "DiskCache", "MemoryLRU", "cache_root", "text_key",
            "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM", "HAS_SKLEARN", "MINILM_NAME",
            "BUILTIN_ENCODERS", "ENCODERS", "register_encoder", "MINILM_VARIANTS", "MINILM_DEFAULT",
-           "MINILM_FALLBACK", "check_encoder_argument"]
+           "MINILM_FALLBACK", "check_encoder_argument", "progress_bars"]
 
 BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "minilm:<bf16|fp32|int8|int8-batched|torch>",
                     "precomputed:<path>")

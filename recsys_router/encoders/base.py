@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -15,11 +17,31 @@ from .cache import MEMORY_CACHE, DiskCache, cache_root, disk_cache_enabled, text
 if TYPE_CHECKING:  # pragma: no cover
     from ..data import RoutingData
 
-__all__ = ["Encoder"]
+__all__ = ["Encoder", "progress_bars"]
 
 _FLUSH_EVERY = 16384  # write a disk shard after this many new vectors
 _DISKS: dict[tuple, DiskCache] = {}  # one per (identity, dim, folder): its shard index is kept
 _DISKS_LOCK = threading.Lock()
+_PROGRESS: ContextVar[bool] = ContextVar("recsys_router_encoder_progress", default=True)
+
+
+@contextmanager
+def progress_bars(enabled: bool):
+    """Within this block (this thread / task and what it starts), whether :meth:`Encoder.encode`
+    shows its tqdm bar when not told (``show_progress=None``); ``evaluate(progress=False)`` and
+    the command line's ``--no-progress`` turn it off.
+
+    Example
+    -------
+    >>> with progress_bars(False):
+    ...     _PROGRESS.get()
+    False
+    """
+    token = _PROGRESS.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def _disk_cache(identity: str, dim: int, root) -> DiskCache:
@@ -145,7 +167,7 @@ class Encoder:
             Overrides the encoder's ``batch_size``.
         show_progress : bool, optional
             Force the tqdm bar on/off; by default shown when over 1,000 texts (and more than
-            four batches) must be encoded.
+            four batches) must be encoded, unless inside ``progress_bars(False)``.
 
         Returns
         -------
@@ -257,7 +279,8 @@ class Encoder:
                 out[order] = sorted_out
                 return out
         chunk = max(1, batch_size)
-        show = (n > 1000 and n > 4 * chunk) if show_progress is None else bool(show_progress)
+        show = (n > 1000 and n > 4 * chunk and _PROGRESS.get()) if show_progress is None \
+            else bool(show_progress)
         out = np.empty((n, self.dim), dtype=np.float32)
         pending = done = 0  # rows [pending, done) are encoded but not yet on disk
         bar = None
