@@ -351,3 +351,19 @@ def test_a_name_too_long_for_a_path_is_not_a_local_folder():
     is a hub name like any other (its load error then names it)."""
     name = "x" * 300
     assert SentenceTransformerEncoder(name).identity == f"st:{name}|norm=1|maxlen=default"
+
+
+@pytest.mark.parametrize("spec", ["hashing", "tfidf", "minilm:bf16", "minilm:int8",
+                                  "minilm:int8-batched", "minilm:fp32", "minilm:torch"])
+def test_a_lone_surrogate_is_named_by_position_and_query_id(spec):
+    """A text holding a lone surrogate (a JSON "\\ud800" escape) failed inside each encoder
+    (UnicodeEncodeError, a tokenizers TypeError) naming neither its position nor its id."""
+    enc = get_encoder(spec, cache=False)
+    if enc.needs_fit:
+        enc.fit(["some training text", "another one"])
+    texts = ["fine text", "caf\u00e9", json.loads('"bad \\ud800 text"')]
+    with pytest.raises(DataValidationError) as info:
+        enc.encode(texts, query_ids=["q0", "q1", "q2"])
+    assert str(info.value) == ("row 2, column 'text': text at position 2 (query 'q2') cannot be "
+                               "UTF-8 encoded: lone surrogate U+D800 at character 4; expected "
+                               "valid Unicode text")

@@ -159,7 +159,8 @@ class Encoder:
         Parameters
         ----------
         texts : sequence of str
-            Query texts. ``None`` entries are an error naming the position (and query id).
+            Query texts. ``None`` entries, and texts that cannot be UTF-8 encoded (a lone
+            surrogate), are an error naming the position (and query id).
         query_ids : sequence of str, optional
             Ids matching ``texts``; used in error messages, and as the lookup key by
             encoders with ``needs_text = False``.
@@ -262,6 +263,16 @@ class Encoder:
                     who = f" (query {query_ids[i]!r})" if query_ids is not None else ""
                     raise DataValidationError(f"text at position {i}{who} is {t!r}; expected a "
                                               f"string", row=i, column="text")
+                if t.isascii():
+                    continue
+                try:  # a lone surrogate (a "\ud800" JSON escape): no tokenizer or hash takes it
+                    t.encode("utf-8")
+                except UnicodeEncodeError as err:
+                    who = f" (query {query_ids[i]!r})" if query_ids is not None else ""
+                    raise DataValidationError(
+                        f"text at position {i}{who} cannot be UTF-8 encoded: lone surrogate "
+                        f"U+{ord(t[err.start]):04X} at character {err.start}; expected valid "
+                        f"Unicode text", row=i, column="text") from None
         return texts
 
     def _compute(self, texts: list[str], batch_size: int, show_progress, *,

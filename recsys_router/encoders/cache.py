@@ -102,8 +102,10 @@ def text_key(text: str) -> str:
     file decoded with ``surrogateescape``), which strict UTF-8 refuses. They are encoded with
     ``surrogatepass`` (three bytes each, as in CESU-8): the key of every valid text is its
     plain UTF-8 digest, unchanged, and distinct strings keep distinct keys (a surrogate's
-    bytes are not valid UTF-8, so no valid text shares them). The HTTP services refuse such
-    text at validation (422); in process, the key still works.
+    bytes are not valid UTF-8, so no valid text shares them). Such a text has a key, but
+    no encoder embeds it: :meth:`~recsys_router.encoders.base.Encoder.encode` refuses
+    it with an error naming its position (and query id), and the HTTP services at validation
+    (422).
 
     Parameters
     ----------
