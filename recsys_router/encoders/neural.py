@@ -106,8 +106,6 @@ class SentenceTransformerEncoder(Encoder):
         key = (self.model_name, device, self.max_seq_length, self._stamp)
         with _LOCK:
             if key not in _MODELS:
-                for old in [k for k in _MODELS if k[:3] == key[:3]]:
-                    del _MODELS[old]  # the same model's earlier files: never used again
                 self._check_files_unchanged()
                 model = _load(self.model_name, device)
                 if self.max_seq_length is not None:
@@ -117,6 +115,8 @@ class SentenceTransformerEncoder(Encoder):
                                          f"{self.model_name!r} (its max_position_embeddings), "
                                          f"got {self.max_seq_length}")
                     model.max_seq_length = self.max_seq_length
+                for old in [k for k in _MODELS if k[:3] == key[:3]]:
+                    del _MODELS[old]  # the same model's earlier files: never used again
                 _MODELS[key] = model
             return _MODELS[key]
 
