@@ -31,6 +31,12 @@ def _fails(argv, capsys, *needles):
     (["--routers", "r_o", "--p", "nan"], ("--p", "'nan'")),
     (["--routers", "knn", "--auto", "-1"], ("--auto", ">= 0")),
     (["--routers", "knn", "--encoder", "bogus"], ("--encoder", "registered encoder", "'bogus'")),
+    # a name longer than a path may be (OSError from the local-folder check)
+    (["--routers", "knn", "--encoder", "x" * 300], ("--encoder", "registered encoder", "'xxx")),
+    # a registered scheme with an argument it does not take (ran, then knn failed with a warning)
+    (["--routers", "knn,best-single", "--encoder", "minilm:bogus"],
+     ("--encoder", "unknown MiniLM variant 'bogus'", "bf16, fp32, int8, int8-batched, torch")),
+    (["--routers", "knn", "--encoder", "hashing:64"], ("--encoder", "takes no ':' argument")),
     (["--routers", "knn", "--folds", "0"], ("--folds", ">= 1")),
 ])
 def test_evaluate_values_checked_when_parsed(tmp_path, capsys, monkeypatch, args, needles):

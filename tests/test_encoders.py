@@ -15,7 +15,8 @@ import pytest
 
 from recsys_router.data import RoutingData
 from recsys_router.encoders import (DiskCache, Encoder, HashingEncoder, PrecomputedEncoder,
-                                    TfidfEncoder, get_encoder, text_key)
+                                    SentenceTransformerEncoder, TfidfEncoder, get_encoder,
+                                    text_key)
 from recsys_router.encoders import cache as cache_mod
 from recsys_router.errors import DataValidationError, NotFittedError
 
@@ -154,6 +155,59 @@ def test_precomputed_missing_sidecar_and_json_ids(tmp_path):
     np.testing.assert_array_equal(PrecomputedEncoder(tmp_path / "x.npy").encode(None, ["q"]), [[0, 1]])
 
 
+def _npy_case(d, arr, ids: bytes, ids_name="e.ids.txt", *, cut=0, pickle=False):
+    d.mkdir()
+    np.save(d / "e.npy", arr, allow_pickle=pickle)
+    if cut:
+        (d / "e.npy").write_bytes((d / "e.npy").read_bytes()[:-cut])
+    (d / ids_name).write_bytes(ids)
+    return d / "e.npy", d / ids_name
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("object", "e.npy: cannot read the embedding matrix (Object arrays cannot be loaded"),
+    ("truncated", "e.npy: cannot read the embedding matrix (Failed to read all data"),
+    ("strings", "e.npy: embedding matrix of dtype <U1; expected numbers"),
+    ("json-malformed", "e.ids.json: ids file is not valid JSON (Expecting value"),
+    ("json-number", "e.ids.json: ids file holds a JSON number; expected a JSON list of query ids"),
+    ("json-object", "e.ids.json: ids file holds a JSON object; expected a JSON list"),
+    ("json-string", "e.ids.json: ids file holds a JSON string; expected a JSON list"),
+    ("json-list-of-numbers", "e.ids.json, row 1: query id 2 is a JSON number; expected a string"),
+    ("txt-latin1", "e.ids.txt, row 1: ids file is not UTF-8 (byte 4)"),
+    ("parquet-strings", "e.parquet, row 0, column 'embedding': embedding of query 'q1' is not a "
+                        "list of numbers"),
+    ("parquet-corrupt", "e.parquet: cannot read the parquet file"),
+])
+def test_precomputed_bad_files_are_named(tmp_path, case, needle):
+    """A malformed embeddings or ids file is one error naming that file (and row/column): the
+    numpy/json/pandas error alone said neither. An ids .json that is not a list of strings
+    was read as its keys (an object: row numbers ignored) or characters (a string)."""
+    eye, d = np.eye(2, dtype=np.float32), tmp_path / case
+    f = {"object": lambda: _npy_case(d, np.array([[1, None]], dtype=object), b"q1\n", pickle=True),
+         "truncated": lambda: _npy_case(d, eye, b"q1\nq2\n", cut=4),
+         "strings": lambda: _npy_case(d, np.array([["a", "b"]]), b"q1\n"),
+         "json-malformed": lambda: _npy_case(d, eye, b'["q1",', "e.ids.json"),
+         "json-number": lambda: _npy_case(d, eye, b"5", "e.ids.json"),
+         "json-object": lambda: _npy_case(d, eye, b'{"q1": 1, "q2": 0}', "e.ids.json"),
+         "json-string": lambda: _npy_case(d, eye, b'"ab"', "e.ids.json"),
+         "json-list-of-numbers": lambda: _npy_case(d, eye, b'["1", 2]', "e.ids.json"),
+         "txt-latin1": lambda: _npy_case(d, eye, b"q1\nq\xe9\n"),
+         }.get(case)
+    if f is not None:
+        path, _ = f()
+    else:
+        d.mkdir()
+        path = d / "e.parquet"
+        if case == "parquet-strings":
+            pd.DataFrame({"query_id": ["q1", "q2"], "embedding": ["ab", "cd"]}).to_parquet(path)
+        else:
+            path.write_bytes(b"PAR1 not really a parquet file PAR1")
+    with pytest.raises(DataValidationError) as info:
+        get_encoder(f"precomputed:{path}")
+    msg = str(info.value)
+    assert msg.startswith(str(d)) and needle in msg and "\n" not in msg, msg
+
+
 def test_precomputed_parquet_list_and_numeric_columns(tmp_path):
     pd.DataFrame({"query_id": ["q1", "q2"], "embedding": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]}) \
         .to_parquet(tmp_path / "l.parquet")
@@ -290,3 +344,26 @@ def test_importing_the_encoders_does_not_import_sklearn():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_a_name_too_long_for_a_path_is_not_a_local_folder():
+    """The local-folder check raised OSError (File name too long) for a 300-character name; it
+    is a hub name like any other (its load error then names it)."""
+    name = "x" * 300
+    assert SentenceTransformerEncoder(name).identity == f"st:{name}|norm=1|maxlen=default"
+
+
+@pytest.mark.parametrize("spec", ["hashing", "tfidf", "minilm:bf16", "minilm:int8",
+                                  "minilm:int8-batched", "minilm:fp32", "minilm:torch"])
+def test_a_lone_surrogate_is_named_by_position_and_query_id(spec):
+    """A text holding a lone surrogate (a JSON "\\ud800" escape) failed inside each encoder
+    (UnicodeEncodeError, a tokenizers TypeError) naming neither its position nor its id."""
+    enc = get_encoder(spec, cache=False)
+    if enc.needs_fit:
+        enc.fit(["some training text", "another one"])
+    texts = ["fine text", "caf\u00e9", json.loads('"bad \\ud800 text"')]
+    with pytest.raises(DataValidationError) as info:
+        enc.encode(texts, query_ids=["q0", "q1", "q2"])
+    assert str(info.value) == ("row 2, column 'text': text at position 2 (query 'q2') cannot be "
+                               "UTF-8 encoded: lone surrogate U+D800 at character 4; expected "
+                               "valid Unicode text")

@@ -4,8 +4,10 @@ rewritten), and a killed write leaves no temporary that outlives the next write.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from recsys_router.encoders.cache import DiskCache
+from recsys_router.encoders import base
+from recsys_router.encoders.cache import DiskCache, host_tag, text_key
 
 
 def test_small_writes_leave_the_big_shard_alone(tmp_path):
@@ -29,7 +31,7 @@ def test_small_writes_leave_the_big_shard_alone(tmp_path):
 
 
 def test_a_killed_write_leaves_no_temporary_behind(tmp_path):
-    """A writer killed with SIGKILL mid-shard leaves ``.tmp-PID-*``; the next write removes
+    """A writer killed with SIGKILL mid-shard leaves ``.tmp-HOST-PID-*``; the next write removes
     it (its process is gone) and keeps the temporary of a live writer."""
     import os
     import subprocess
@@ -37,7 +39,8 @@ def test_a_killed_write_leaves_no_temporary_behind(tmp_path):
     import uuid
     child = f"""
 import os, signal, numpy as np
-from recsys_router.encoders.cache import DiskCache
+from recsys_router.encoders import base
+from recsys_router.encoders.cache import DiskCache, host_tag, text_key
 def dying(f, **kw):
     f.write(b"PK half a shard"); f.flush(); os.kill(os.getpid(), signal.SIGKILL)
 np.savez = dying
@@ -46,8 +49,9 @@ DiskCache("t", 4, root={str(tmp_path)!r}).put(["a" * 40], np.ones((1, 4), np.flo
     assert subprocess.run([sys.executable, "-c", child]).returncode == -9
     c = DiskCache("t", 4, root=tmp_path)
     left = [p.name for p in c.dir.iterdir() if p.name.startswith(".tmp-")]
-    assert len(left) == 1 and left[0].split("-")[1].isdigit()   # the killed writer's pid
-    live = c.dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"      # a writer still running
+    # the killed writer's host tag and pid
+    assert len(left) == 1 and left[0].split("-")[1] == host_tag() and left[0].split("-")[2].isdigit()
+    live = c.dir / f".tmp-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex}"  # a writer still running
     live.write_bytes(b"PK being written")
     c.put(["b" * 40], np.ones((1, 4), np.float32))
     names = sorted(p.name for p in c.dir.iterdir())
@@ -83,3 +87,53 @@ def test_old_pidless_temporaries_go_after_a_day(tmp_path):
     assert young.exists()
     DiskCache("t", 4, root=tmp_path).put(["c" * 40], np.ones((1, 4), np.float32))
     assert not young.exists() and link.is_symlink() and other.exists()
+
+
+def test_another_hosts_temporaries_are_kept_until_a_day_old(tmp_path):
+    """A cache folder shared by two hosts (NFS, a mounted volume): the other host's process ids
+    mean nothing here, so its temporaries (a shard being written) are kept, whatever their
+    pid, until older than a day; so are the host-less ones of the previous version."""
+    import os
+    import time
+    import uuid
+    c = DiskCache("t", 4, root=tmp_path)
+    c.dir.mkdir(parents=True)
+    other = "0123456789ab" if host_tag() != "0123456789ab" else "ba9876543210"
+    dead = 2**22 + 12345                           # beyond Linux's pid_max: no process here
+    young, old = (c.dir / f".tmp-{other}-{dead}-{uuid.uuid4().hex}" for _ in range(2))
+    legacy_young, legacy_old = (c.dir / f".tmp-{dead}-{uuid.uuid4().hex}" for _ in range(2))
+    mine = c.dir / f".tmp-{host_tag()}-{dead}-{uuid.uuid4().hex}"
+    for p in (young, old, legacy_young, legacy_old, mine):
+        p.write_bytes(b"PK being written")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    for p in (old, legacy_old):
+        os.utime(p, (two_days_ago, two_days_ago))
+    c.put(["a" * 40], np.ones((1, 4), np.float32))
+    left = {p.name for p in c.dir.iterdir() if p.name.startswith(".tmp-")}
+    assert left == {young.name, legacy_young.name}
+
+
+def test_a_writer_whose_temporary_vanished_keeps_its_vectors(tmp_path, monkeypatch):
+    """Another host's tidy (or anything else) removes the shard being written: the encoder
+    still returns the vectors it computed, with a warning, and later calls work."""
+    from recsys_router.encoders import get_encoder
+    monkeypatch.setattr(base, "_WARNED", set())
+    monkeypatch.setattr(base, "_DISKS", {})
+    real = np.savez
+
+    def vanishing(f, **kw):
+        real(f, **kw)
+        os.unlink(f.name)
+
+    import os
+    monkeypatch.setattr(np, "savez", vanishing)
+    texts = ["first text", "second text"]
+    want = get_encoder("hashing", dim=16, cache=False).encode(texts)
+    enc = get_encoder("hashing", dim=16, cache=True, cache_dir=tmp_path)
+    with pytest.warns(RuntimeWarning, match="embedding cache .* not cached"):
+        got = enc.encode(texts)
+    np.testing.assert_array_equal(got, want)
+    monkeypatch.setattr(np, "savez", real)
+    np.testing.assert_array_equal(enc.encode(["third"]),
+                                  get_encoder("hashing", dim=16, cache=False).encode(["third"]))
+    assert DiskCache(enc.identity, 16, root=tmp_path).get([text_key("third")])  # cached now

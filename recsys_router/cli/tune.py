@@ -92,7 +92,8 @@ def run(args) -> int:
                          "like --trainer.max_epochs=5")
     if not args.config:
         raise ValueError("give at least one config with -c (a data config, and a model or router config)")
-    with warnings.catch_warnings():
+    from ..encoders import progress_bars  # noqa: PLC0415
+    with warnings.catch_warnings(), progress_bars(not args.no_progress):
         warnings.filterwarnings("ignore", module="pytorch_lightning")
         warnings.filterwarnings("ignore", message=".*experimental feature.*")
         res = tune(args.config, args.search, router=args.router, n_trials=args.n_trials,

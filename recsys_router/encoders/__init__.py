@@ -30,7 +30,7 @@ from __future__ import annotations
 import warnings
 
 from ..registries import Registry
-from .base import Encoder
+from .base import Encoder, progress_bars
 from .bf16_minilm import Bf16MiniLMEncoder, bf16_support
 from .cache import DiskCache, MemoryLRU, cache_root, text_key
 from .neural import (HAS_PACKAGED_MINILM, HAS_SENTENCE_TRANSFORMERS, MINILM_ALIASES, MINILM_NAME,
@@ -44,7 +44,7 @@ __all__ = ["get_encoder", "Encoder", "HashingEncoder", "TfidfEncoder", "Precompu
            "bf16_support", "HAS_ONNXRUNTIME", "DiskCache", "MemoryLRU", "cache_root", "text_key",
            "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM", "HAS_SKLEARN", "MINILM_NAME",
            "BUILTIN_ENCODERS", "ENCODERS", "register_encoder", "MINILM_VARIANTS", "MINILM_DEFAULT",
-           "MINILM_FALLBACK"]
+           "MINILM_FALLBACK", "check_encoder_argument", "progress_bars"]
 
 BUILTIN_ENCODERS = ("hashing", "tfidf", "minilm", "minilm:<bf16|fp32|int8|int8-batched|torch>",
                     "precomputed:<path>")
@@ -135,6 +135,39 @@ ENCODERS.register("hashing", _no_argument(HashingEncoder))
 ENCODERS.register("tfidf", _no_argument(TfidfEncoder))
 ENCODERS.register("precomputed", _precomputed)
 ENCODERS.register("minilm", _minilm, aliases=MINILM_ALIASES[1:])
+
+
+#: the ``NAME:argument`` choices of built-in encoders, by canonical name (``()``: no argument);
+#: a name not listed takes any argument (``precomputed:<path>``, registered encoders)
+_ARGUMENTS = {"minilm": MINILM_VARIANTS, "hashing": (), "tfidf": ()}
+
+
+def check_encoder_argument(scheme: str, argument: str) -> None:
+    """Refuse an argument that a built-in encoder ``scheme`` does not take, without building it
+    (the command line checks ``--encoder minilm:bogus`` when parsed).
+
+    Raises
+    ------
+    ValueError
+        One line naming the encoder and its valid arguments.
+
+    Example
+    -------
+    >>> check_encoder_argument("minilm", "int8")
+    >>> check_encoder_argument("minilm", "bogus")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown MiniLM variant 'bogus'; expected 'minilm' or 'minilm:<variant>' with variant one of bf16, ...
+    """
+    name = ENCODERS.canonical(scheme) if scheme in ENCODERS else None
+    choices = _ARGUMENTS.get(name)
+    if choices is None:
+        return
+    if not choices:
+        raise ValueError(f"encoder {name!r} takes no ':' argument, got {argument!r}")
+    if str(argument).strip().lower() not in choices:
+        raise ValueError(f"unknown MiniLM variant {argument!r}; expected 'minilm' or "
+                         f"'minilm:<variant>' with variant one of {', '.join(choices)}")
 
 
 def register_encoder(name: str, factory, *, overwrite: bool = False) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -14,11 +17,31 @@ from .cache import MEMORY_CACHE, DiskCache, cache_root, disk_cache_enabled, text
 if TYPE_CHECKING:  # pragma: no cover
     from ..data import RoutingData
 
-__all__ = ["Encoder"]
+__all__ = ["Encoder", "progress_bars"]
 
 _FLUSH_EVERY = 16384  # write a disk shard after this many new vectors
 _DISKS: dict[tuple, DiskCache] = {}  # one per (identity, dim, folder): its shard index is kept
 _DISKS_LOCK = threading.Lock()
+_PROGRESS: ContextVar[bool] = ContextVar("recsys_router_encoder_progress", default=True)
+
+
+@contextmanager
+def progress_bars(enabled: bool):
+    """Within this block (this thread / task and what it starts), whether :meth:`Encoder.encode`
+    shows its tqdm bar when not told (``show_progress=None``); ``evaluate(progress=False)`` and
+    the command line's ``--no-progress`` turn it off.
+
+    Example
+    -------
+    >>> with progress_bars(False):
+    ...     _PROGRESS.get()
+    False
+    """
+    token = _PROGRESS.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def _disk_cache(identity: str, dim: int, root) -> DiskCache:
@@ -33,6 +56,33 @@ def _disk_cache(identity: str, dim: int, root) -> DiskCache:
                 _DISKS.clear()
             _DISKS[key] = DiskCache(identity, dim, root=folder)
         return _DISKS[key]
+
+
+_WARNED: set[str] = set()  # cache folders already warned about (once per process each)
+
+
+def _cache_failed(disk: DiskCache, err: OSError) -> None:
+    """Warn, once per cache folder, that the disk cache cannot be used: it only saves work, so
+    the call goes on with the vectors it computes."""
+    folder = str(disk.dir.parent.parent)
+    with _DISKS_LOCK:
+        if folder in _WARNED:
+            return
+        _WARNED.add(folder)
+    warnings.warn(f"embedding cache {folder!r} cannot be used ({type(err).__name__}: "
+                  f"{err.strerror or err}); vectors are computed but not cached: set "
+                  f"$RECSYS_ROUTER_CACHE (or the encoder's cache_dir) to a writable folder",
+                  RuntimeWarning, stacklevel=4)
+
+
+def _store(disk: DiskCache, keys: list[str], vecs: np.ndarray) -> bool:
+    """``disk.put``; False (and a warning) when the cache cannot be written."""
+    try:
+        disk.put(keys, vecs)
+    except OSError as err:  # read-only or missing folder, a temporary removed by another host
+        _cache_failed(disk, err)
+        return False
+    return True
 
 
 class Encoder:
@@ -109,7 +159,8 @@ class Encoder:
         Parameters
         ----------
         texts : sequence of str
-            Query texts. ``None`` entries are an error naming the position (and query id).
+            Query texts. ``None`` entries, and texts that cannot be UTF-8 encoded (a lone
+            surrogate), are an error naming the position (and query id).
         query_ids : sequence of str, optional
             Ids matching ``texts``; used in error messages, and as the lookup key by
             encoders with ``needs_text = False``.
@@ -117,7 +168,7 @@ class Encoder:
             Overrides the encoder's ``batch_size``.
         show_progress : bool, optional
             Force the tqdm bar on/off; by default shown when over 1,000 texts (and more than
-            four batches) must be encoded.
+            four batches) must be encoded, unless inside ``progress_bars(False)``.
 
         Returns
         -------
@@ -149,7 +200,11 @@ class Encoder:
         need = [k for k in first if k not in got]
         disk = _disk_cache(ident, dim, self.cache_dir) if need and disk_cache_enabled() else None
         if need and disk is not None:
-            found = disk.get(need)
+            try:
+                found = disk.get(need)
+            except OSError as err:  # an unreadable folder: a miss, and no writes either
+                _cache_failed(disk, err)
+                found, disk = {}, None
             for k, v in found.items():
                 got[k] = v
                 MEMORY_CACHE.put((ident, k), v)
@@ -208,6 +263,16 @@ class Encoder:
                     who = f" (query {query_ids[i]!r})" if query_ids is not None else ""
                     raise DataValidationError(f"text at position {i}{who} is {t!r}; expected a "
                                               f"string", row=i, column="text")
+                if t.isascii():
+                    continue
+                try:  # a lone surrogate (a "\ud800" JSON escape): no tokenizer or hash takes it
+                    t.encode("utf-8")
+                except UnicodeEncodeError as err:
+                    who = f" (query {query_ids[i]!r})" if query_ids is not None else ""
+                    raise DataValidationError(
+                        f"text at position {i}{who} cannot be UTF-8 encoded: lone surrogate "
+                        f"U+{ord(t[err.start]):04X} at character {err.start}; expected valid "
+                        f"Unicode text", row=i, column="text") from None
         return texts
 
     def _compute(self, texts: list[str], batch_size: int, show_progress, *,
@@ -225,7 +290,8 @@ class Encoder:
                 out[order] = sorted_out
                 return out
         chunk = max(1, batch_size)
-        show = (n > 1000 and n > 4 * chunk) if show_progress is None else bool(show_progress)
+        show = (n > 1000 and n > 4 * chunk and _PROGRESS.get()) if show_progress is None \
+            else bool(show_progress)
         out = np.empty((n, self.dim), dtype=np.float32)
         pending = done = 0  # rows [pending, done) are encoded but not yet on disk
         bar = None
@@ -242,7 +308,8 @@ class Encoder:
                 out[s:e] = vec
                 done = e
                 if disk is not None and done - pending >= _FLUSH_EVERY:
-                    disk.put(keys[pending:done], out[pending:done])
+                    if not _store(disk, keys[pending:done], out[pending:done]):
+                        disk = None  # warned: the rest is computed without the cache
                     pending = done
                 if bar is not None:
                     bar.update(e - s)
@@ -250,5 +317,5 @@ class Encoder:
             if bar is not None:
                 bar.close()
             if disk is not None and done > pending:  # keep finished work even on interrupt
-                disk.put(keys[pending:done], out[pending:done])
+                _store(disk, keys[pending:done], out[pending:done])
         return out

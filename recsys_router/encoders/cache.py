@@ -3,8 +3,9 @@
 The disk store lives under ``$RECSYS_ROUTER_CACHE`` (default ``~/.cache/recsys-router``),
 in ``embeddings/<slug-of-identity>/``. Each write adds one *shard*: an uncompressed ``.npz``
 holding ``keys`` (sha1 hex of the text) and ``vecs`` (float32 rows), written to a temporary
-file in the same folder (``.tmp-PID-*``, removed by a later cache object's first write once
-its process is gone) and moved into place with :func:`os.replace`, so readers only ever see complete shards. Several processes may read and write the same folder at once: shards
+file in the same folder (``.tmp-HOST-PID-*``, removed by a later cache object's first write
+on the same host once its process is gone, or on any host after a day) and moved into place
+with :func:`os.replace`, so readers only ever see complete shards. Several processes may read and write the same folder at once: shards
 never change after they appear, duplicated keys are harmless (the first one seen wins) and
 a shard removed by another process's compaction triggers a rescan.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import threading
 import time
 import uuid
@@ -31,20 +33,24 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import atomic_write, remove_stale_siblings
+from ..atomic import atomic_write, pid_alive
 
 __all__ = ["cache_root", "text_key", "MemoryLRU", "DiskCache", "MEMORY_CACHE", "memory_only",
-           "disk_cache_enabled"]
+           "disk_cache_enabled", "host_tag"]
 
 _SHARD_SUFFIX = ".npz"
-#: temporaries of shard writes, ``.tmp-PID-HEX``; the next write removes those of processes
-#: that no longer run (:func:`recsys_router.atomic.remove_stale_siblings`; ``identity.txt``
-#: is written by :func:`recsys_router.atomic.atomic_write`, which tidies its own)
-_TMP_RE = re.compile(r"^\.tmp-(?P<pid>\d+)-[0-9a-f]{32}$")
-#: temporaries of versions before the pid tag (``.tmp-HEX``): whether their writer runs is
-#: unknown, so they are removed once older than :data:`_OLD_TMP_AGE_S` (a shard takes seconds)
-_OLD_TMP_RE = re.compile(r"^\.tmp-[0-9a-f]{32}$")
+#: temporaries of shard writes, ``.tmp-HOST-PID-HEX`` (HOST: :func:`host_tag`); the next write
+#: on the same host removes those of its processes that no longer run. A cache folder may be
+#: shared by hosts or containers (NFS, a mounted volume) whose process ids mean nothing here,
+#: so another host's temporaries are removed only once older than :data:`_OLD_TMP_AGE_S`
+#: (``identity.txt`` is written by :func:`recsys_router.atomic.atomic_write`, which tidies its own)
+_TMP_RE = re.compile(r"^\.tmp-(?P<host>[0-9a-f]{12})-(?P<pid>\d+)-[0-9a-f]{32}$")
+#: temporaries of earlier versions, ``.tmp-PID-HEX`` (no host tag) and ``.tmp-HEX`` (no pid):
+#: whether their writer runs is unknown, so they are removed once older than
+#: :data:`_OLD_TMP_AGE_S` (a shard takes seconds)
+_OLD_TMP_RE = re.compile(r"^\.tmp-(?:\d+-)?[0-9a-f]{32}$")
 _OLD_TMP_AGE_S = 24 * 3600
+_HOST_TAG: list[str] = []
 _DISK_ON: ContextVar[bool] = ContextVar("recsys_router_disk_cache", default=True)
 
 
@@ -96,8 +102,10 @@ def text_key(text: str) -> str:
     file decoded with ``surrogateescape``), which strict UTF-8 refuses. They are encoded with
     ``surrogatepass`` (three bytes each, as in CESU-8): the key of every valid text is its
     plain UTF-8 digest, unchanged, and distinct strings keep distinct keys (a surrogate's
-    bytes are not valid UTF-8, so no valid text shares them). The HTTP services refuse such
-    text at validation (422); in process, the key still works.
+    bytes are not valid UTF-8, so no valid text shares them). Such a text has a key, but
+    no encoder embeds it: :meth:`~recsys_router.encoders.base.Encoder.encode` refuses
+    it with an error naming its position (and query id), and the HTTP services at validation
+    (422).
 
     Parameters
     ----------
@@ -319,20 +327,23 @@ class DiskCache:
             # lost in a power cut is only recomputed
             os.replace(tmp, self.dir / name)
         finally:
-            if tmp.exists():
-                tmp.unlink()
+            tmp.unlink(missing_ok=True)
         return name
 
     def _tidy(self) -> None:
-        """Remove the temporaries that writers killed mid-shard left: those of processes that
-        are gone, and pid-less ones of older versions after a day."""
-        remove_stale_siblings(self.dir / "identity.txt", _TMP_RE)
-        now = time.time()
+        """Remove the temporaries that writers killed mid-shard left: those of this host's
+        processes that are gone, and any other (another host's, an older version's) after a
+        day."""
+        now, here = time.time(), host_tag()
         for p in self.dir.iterdir():
+            m = _TMP_RE.match(p.name)
             try:
-                if (_OLD_TMP_RE.match(p.name) and p.is_file() and not p.is_symlink()
+                if m and m.group("host") == here:  # ours: gone with its process
+                    if not pid_alive(int(m.group("pid"))) and not p.is_dir():
+                        p.unlink()
+                elif ((m or _OLD_TMP_RE.match(p.name)) and p.is_file() and not p.is_symlink()
                         and now - p.stat().st_mtime > _OLD_TMP_AGE_S):
-                    p.unlink()
+                    p.unlink()  # another host's, or an earlier version's: only when very old
             except FileNotFoundError:
                 continue  # another process tidied it first
         self._tidied = True
@@ -398,8 +409,27 @@ class DiskCache:
         return len(self._index)
 
 
+def host_tag() -> str:
+    """12 hex characters naming this host and process-id namespace (a container has its own):
+    a temporary's process id is only checked where this tag is the same.
+
+    Example
+    -------
+    >>> len(host_tag()), host_tag() == host_tag()
+    (12, True)
+    """
+    if not _HOST_TAG:
+        try:
+            ns = os.readlink("/proc/self/ns/pid")
+        except OSError:  # not Linux: the host name alone
+            ns = ""
+        raw = f"{socket.gethostname()}\0{ns}".encode("utf-8", "surrogatepass")
+        _HOST_TAG.append(hashlib.sha1(raw).hexdigest()[:12])
+    return _HOST_TAG[0]
+
+
 def _temp_name(folder: Path) -> Path:
-    """A temporary in a cache folder, tagged with this process id (see :data:`_TMP_RE`)."""
-    return folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    """A temporary in a cache folder, tagged with this host and process (see :data:`_TMP_RE`)."""
+    return folder / f".tmp-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex}"
 
 

