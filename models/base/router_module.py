@@ -171,6 +171,14 @@ class RouterModule(pl.LightningModule):
     def on_data(self, datamodule) -> None:
         """Hook: read what the network needs from the data module (default: nothing)."""
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Record the trained LLMs' names (``checkpoint["llm_names"]``), in output order, so an
+        export can check that the data module it rebuilds names the same columns."""
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        names = getattr(dm, "llm_names", None)
+        if names is not None:
+            checkpoint["llm_names"] = [str(n) for n in names]
+
     def transfer_batch_to_device(self, batch, device, dataloader_idx: int):
         """A flat dict of tensors moves with one ``.to`` each (Lightning's generic walk over
         collections costs more than a small training step); anything else goes the usual way."""

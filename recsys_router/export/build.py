@@ -175,6 +175,9 @@ def _from_checkpoint(ckpt: Path, configs, trust_pickle: bool) -> BuiltRouter:
         if "_class_path" not in hp:
             raise ValueError(f"{ckpt}: the checkpoint does not record its data module; pass the "
                              "data config (-c data.yaml)")
+        if hp.get("candidate_group") is not None and "group_method" not in hp:
+            # trained before group_method existed: the best-combination search was the only one
+            hp["group_method"] = "oracle-best"
         dm = datamodule_from_config({"class_path": hp.pop("_class_path"), "init_args": hp},
                                     str(ckpt))
     cls_path = str((raw.get("hyper_parameters") or {}).get("_class_path", ""))
@@ -190,5 +193,10 @@ def _from_checkpoint(ckpt: Path, configs, trust_pickle: bool) -> BuiltRouter:
         raise ValueError(f"{type(module).__name__} checkpoints need their registry router: "
                          "export it with --router graph --data ... instead")
     sp = dm.splits
+    trained = raw.get("llm_names")
+    if trained is not None and [str(n) for n in trained] != [str(n) for n in dm.llm_names]:
+        raise ValueError(f"{ckpt}: the checkpoint was trained on LLMs {list(trained)[:10]} but the "
+                         f"data module gives {list(dm.llm_names)[:10]} (check the data config: "
+                         "dataset, candidate_group, pool_size, group_method)")
     return BuiltRouter(module.to_router(dm), sp["train"], sp.get("val"), sp.get("test"),
                        f"checkpoint {ckpt}")
