@@ -65,7 +65,8 @@ def test_router_search_space_may_not_tune_the_splits(tmp_path, data_cfg, capsys,
     assert not out.exists()
 
 
-@pytest.mark.parametrize("arg", ["seed", "split_ratios", "val_fraction", "carve_val"])
+@pytest.mark.parametrize("arg", ["seed", "split_ratios", "val_fraction", "carve_val",
+                                 "group_method"])
 def test_lightning_search_space_may_not_tune_the_splits(tmp_path, arg):
     search = _search(tmp_path, {"model.init_args.lr": {"type": "float", "low": 1e-4, "high": 1e-2},
                                 f"data.init_args.{arg}": {"type": "categorical", "choices": [0, 1]}})
@@ -82,7 +83,7 @@ def test_split_keys_cover_the_routing_data_modules_split_arguments():
     params = inspect.signature(RoutingDataModule.__init__).parameters
     split_defining = {"dataset", "data_dir", "dataset_options", "split_ratios", "split_column",
                       "val_fraction", "ood_tasks", "seed", "carve_val", "candidates",
-                      "candidate_group", "pool_size"}
+                      "candidate_group", "pool_size", "group_method"}
     assert split_defining <= set(params) and split_defining <= set(SPLIT_KEYS)
 
 

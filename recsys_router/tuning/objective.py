@@ -100,7 +100,7 @@ def metric_direction(metric: str, direction: str | None = None) -> str:
 #: test splits: a trial that changed them would be scored on other validation data
 SPLIT_KEYS = ("dataset", "data_dir", "dataset_options", "split_ratios", "split_column",
               "val_fraction", "ood_tasks", "seed", "carve_val", "candidates", "candidate_group",
-              "pool_size", "battles", "battles_per_query")
+              "pool_size", "group_method", "battles", "battles_per_query")
 
 
 def check_split_keys(space: SearchSpace) -> None:
