@@ -292,9 +292,9 @@ class JudgeStore:
     def redeem(self, token: str, build, *, ttl_s: float | None = None) -> JudgeRecord:
         """Consume ``token`` and write ``build(payload)`` in one transaction.
 
-        ``build`` maps the token's payload to a :class:`JudgeRecord`; if it raises, or the
-        token is unknown, used or (with ``ttl_s``) older than ``ttl_s`` seconds, nothing is
-        written.
+        ``build`` maps the token's payload to a :class:`JudgeRecord`; if it raises, the record
+        fails :meth:`JudgeRecord.check_storable` (as in :meth:`add`), or the token is unknown,
+        used or (with ``ttl_s``) older than ``ttl_s`` seconds, nothing is written.
         """
         with self.engine.begin() as conn:
             row = conn.execute(select(tokens_t).where(tokens_t.c.token == token)).first()
@@ -306,6 +306,7 @@ class JudgeStore:
                 raise TokenError(f"duel token {token!r} has expired (issued {row.issued_at}; unvoted "
                                  f"duels expire after {ttl_s:g} s): ask for a new duel", 410)
             rec = build(json.loads(row.payload))
+            rec.check_storable(source=f"{self.path}, duel token {token!r}")  # as add/add_many do
             res = conn.execute(update(tokens_t).where(tokens_t.c.token == token)
                                .where(tokens_t.c.used_at.is_(None))
                                .values(used_at=utc_now(), record_id=rec.record_id))

@@ -28,6 +28,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...data import RoutingData
+from ...errors import DataValidationError
 from ...router import Router
 from ...serving.guards import BodyLimit, SafeJSONResponse, SafeStr
 from ..metrics import h2h_matrix, leaderboard, routers_of
@@ -269,7 +270,11 @@ class JudgeSession:
         pi, po = row.get("input_price"), row.get("output_price")
         if got["prompt_tokens"] is None or got["completion_tokens"] is None or pd.isna(pi) or pd.isna(po):
             return None
-        return (got["prompt_tokens"] * float(pi) + got["completion_tokens"] * float(po)) / 1e6
+        cost = (got["prompt_tokens"] * float(pi) + got["completion_tokens"] * float(po)) / 1e6
+        if not (math.isfinite(cost) and cost >= 0):  # counts are capped; prices are the data's
+            raise HTTPException(502, f"backend of {m!r} failed: its usage gives a cost of {cost!r} "
+                                     "(expected a finite number >= 0)")
+        return cost
 
     def vote(self, token: str, label: str) -> dict:
         """Consume the token and store the judgement; returns the reveal."""
@@ -283,6 +288,8 @@ class JudgeSession:
             rec = self.store.redeem(token, build, ttl_s=self.token_ttl_s)
         except TokenError as exc:
             raise HTTPException(exc.status, str(exc)) from None
+        except DataValidationError as exc:  # a duel that cannot be stored (checked before it is issued)
+            raise HTTPException(422, f"this duel cannot be stored ({exc}); nothing was written") from None
         return _clean({"record_id": rec.record_id, "label": rec.label, "llm_a": rec.llm_a, "llm_b": rec.llm_b,
                        "router_choices": rec.router_choices, "votes": rec.votes, "attribution": rec.attribution,
                        "costs": {"A": rec.costs.get(rec.llm_a), "B": rec.costs.get(rec.llm_b)},
