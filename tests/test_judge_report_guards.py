@@ -86,3 +86,25 @@ def test_no_bootstrap_shows_and_plots_plain_elo(tmp_path, monkeypatch):
     assert rows["a"][head.index("elo")] == "1002" and rows["b"][head.index("elo")] == "998"
     assert seen == [[998.0, 1002.0]]  # plotted bottom-up (was: NaN medians, nothing drawn)
     assert "no bootstrap" in paths["report.md"].read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("names", [("router", "task", "r3"), ("task", "router", "index")])
+def test_routers_and_llms_named_like_the_table_axes(tmp_path, names):
+    """Routers called ``router``/``task``/``index`` and an LLM called ``router`` (the index
+    axes of the H2H, task and selection tables) used to stop the report at its Markdown."""
+    a, b, c = names
+    recs = [JudgeRecord(f"q{i}", {a: "router", b: "y", c: "router"}, "router", "y", lab, ["router", "y"],
+                        task="task", record_id=f"n{i}") for i, lab in enumerate("ABA")]
+    from recsys_router.cli import main
+    from recsys_router.judge.store import JudgeStore
+    JudgeStore(tmp_path / "j.db").add_many(recs)
+    assert main(["judge", "report", "--db", str(tmp_path / "j.db"), "--out", str(tmp_path / "rep"),
+                 "--n-boot", "5"]) == 0
+    # a won records 1 and 3 against b (it chose the winner "router"), lost record 2; a and c always agree
+    lines = (tmp_path / "rep" / "h2h.md").read_text().splitlines()
+    row = {ln.split(" | ")[0].lstrip("| "): ln for ln in lines[2:]}
+    order = lines[0].strip("| ").split(" | ")[1:]
+    cells = dict(zip(order, row[a].strip("| ").split(" | ")[1:]))
+    assert cells[b] == "0.667" and cells[c] == "0.500"
+    sel = (tmp_path / "rep" / "report.md").read_text().split("## Selection distribution")[1]
+    assert f"| {a} | 1.000 | 0.000 |" in sel and f"| {b} | 0.000 | 1.000 |" in sel
