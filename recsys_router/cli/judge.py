@@ -167,7 +167,7 @@ def _cmd_report(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    with JudgeStore(args.db) as store:
+    with JudgeStore(args.db, read_only=True) as store:
         recs = store.records(task=args.task)
     paths = write_report(recs, args.out, n_boot=args.n_boot, seed=args.seed)
     print(f"{len(recs)} records; wrote {len(paths)} files to {args.out} (see {paths['report.md']})")
@@ -182,7 +182,7 @@ def _cmd_replay(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    with JudgeStore(args.db) as store:
+    with JudgeStore(args.db, read_only=True) as store:
         recs = store.records()
     train = truth = None
     n_judged = 0
@@ -246,7 +246,7 @@ def _cmd_export(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    with JudgeStore(args.db) as store:
+    with JudgeStore(args.db, read_only=True) as store:
         n = store.export_jsonl(args.out)
     print(f"exported {n} records to {args.out}")
     return 0
