@@ -10,6 +10,7 @@ import pytest
 
 from recsys_router.cli import main
 from recsys_router.errors import DataValidationError
+from recsys_router.judge.jsonl import read_jsonl
 from recsys_router.judge.records import JudgeRecord
 from recsys_router.judge.store import JudgeStore
 
@@ -264,3 +265,23 @@ def test_broken_database_is_one_line_naming_the_file(tmp_path, capsys, kind, cmd
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"recsys-router judge: error: {db}") and expect in err[0]
     assert "sqlalche.me" not in err[0] and not (tmp_path / "rep").exists() and not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("what,n,cap,ok", [("router", 99, 100, True), ("router", 100, 100, False),
+                                           ("LLM", 998, 1000, True), ("LLM", 999, 1000, False)])
+def test_import_caps_distinct_routers_and_llms(tmp_path, what, n, cap, ok):
+    """One imported file may name at most 100 routers and 1,000 LLMs (the report's pairwise
+    tables grow with the square of the router count); the line past the limit is named.
+    Line k names k + 1 routers (r1 and one new) or k + 2 LLMs (x, y and one new) so far."""
+    if what == "router":
+        rows = [_good(i, router_choices={"r1": "x", f"router{i}": "y"}) for i in range(n)]
+    else:
+        rows = [_good(i, feasible=["x", "y", f"m{i}"]) for i in range(n)]
+    path = _write(tmp_path / "many.jsonl", rows)
+    if ok:
+        assert len(read_jsonl(path)) == n
+    else:
+        with pytest.raises(DataValidationError) as exc:
+            read_jsonl(path)
+        assert str(exc.value) == (f"{path}, line {n}: the file names more than {cap} distinct {what}s "
+                                  "(the limit for one import); split it or drop some")

@@ -108,3 +108,21 @@ def test_routers_and_llms_named_like_the_table_axes(tmp_path, names):
     assert cells[b] == "0.667" and cells[c] == "0.500"
     sel = (tmp_path / "rep" / "report.md").read_text().split("## Selection distribution")[1]
     assert f"| {a} | 1.000 | 0.000 |" in sel and f"| {b} | 0.000 | 1.000 |" in sel
+
+
+def test_many_routers_plot_the_first_30_by_elo_and_keep_the_full_csv(tmp_path):
+    """The H2H heatmap grew with the square of the router count (one text per cell, a figure
+    of (n + 3) x (0.9 n + 2.2) inches); it now shows the first 30 routers by Elo."""
+    from PIL import Image
+    names = [f"r{i:02d}" for i in range(35)]
+    recs = [JudgeRecord(f"q{t}", {r: "xy"[(i + t) % 2] for i, r in enumerate(names)}, "x", "y", "AB"[t % 2],
+                        ["x", "y"], record_id=f"t{t}") for t in range(4)]
+    paths = R.write_report(recs, tmp_path / "rep", n_boot=0, seed=0)
+    assert pd.read_csv(paths["h2h.csv"], index_col=0).shape == (35, 35)
+    with Image.open(paths["h2h_heatmap.png"]) as im:  # a 30-router figure at 120 dpi
+        assert im.size == (round((30 + 3.0) * 120), round((0.9 * 30 + 2.2) * 120))
+    md = paths["report.md"].read_text().split("## Head-to-head")[1].split("## McNemar")[0]
+    assert "show the first 30 of the 35 routers by Elo" in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| r") and not ln.startswith("| router")]
+    lb = pd.read_csv(paths["leaderboard.csv"])
+    assert [ln.split(" | ")[0][2:] for ln in rows] == list(lb["router"][:30])

@@ -5,7 +5,8 @@ Files written to ``out_dir``:
 * ``leaderboard.{csv,md}``: per router votes, participation, PrefScore, WinRate, Elo with
   bootstrap interval (with ``n_boot=0``: the record-order Elo, in the table and the plot),
   Bradley-Terry rating, selection entropy, mean cost, Pareto flag;
-* ``h2h.{csv,md}``, ``mcnemar.csv``, ``agreement.csv`` (raw agreement and Cohen's kappa),
+* ``h2h.{csv,md}`` (every router; the heatmap and ``report.md`` show the first
+  :data:`H2H_PLOT_MAX` by Elo), ``mcnemar.csv``, ``agreement.csv`` (raw agreement and Cohen's kappa),
   ``task_pref_score.csv``, ``task_win_rate.csv``, ``selection.csv`` (vote shares);
 * ``leaderboard_elo.png``, ``h2h_heatmap.png``, ``selection_distribution.png``,
   ``cost_vs_pref_score.png``;
@@ -43,7 +44,13 @@ from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, 
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
 from .records import JudgeRecord  # noqa: E402
 
-__all__ = ["full_leaderboard", "selection_table", "write_report"]
+__all__ = ["H2H_PLOT_MAX", "H2H_LABEL_MAX", "full_leaderboard", "selection_table", "write_report"]
+
+#: the head-to-head heatmap (and its Markdown table in ``report.md``) shows at most this many
+#: routers, the first by Elo; ``h2h.csv`` and ``h2h.md`` keep every router
+H2H_PLOT_MAX = 30
+#: heatmap cells carry their value as text only up to this many routers
+H2H_LABEL_MAX = 15
 
 
 def full_leaderboard(records: Sequence[JudgeRecord], *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
@@ -105,13 +112,18 @@ def _plot_elo(lb: pd.DataFrame, path: Path) -> None:
 
 
 def _plot_h2h(m: pd.DataFrame, path: Path) -> None:
+    """Heatmap of the first :data:`H2H_PLOT_MAX` routers of ``m`` (sorted by Elo), with the
+    values written in the cells up to :data:`H2H_LABEL_MAX` routers: the figure's size and
+    drawing time stay bounded however many routers the records name."""
+    total = len(m)
+    m = m.iloc[:H2H_PLOT_MAX, :H2H_PLOT_MAX]
     n = len(m)
     fig, ax = plt.subplots(figsize=(1.0 * n + 3.0, 0.9 * n + 2.2))
     im = ax.imshow(m.to_numpy(float), cmap="RdBu", vmin=0, vmax=1)
     labels = [_short(r, 16) for r in m.index]
     ax.set_xticks(range(n), labels, rotation=40, ha="right")
     ax.set_yticks(range(n), labels)
-    for i in range(n):
+    for i in range(n if n <= H2H_LABEL_MAX else 0):
         for j in range(n):
             v = m.iloc[i, j]
             if not np.isnan(v):
@@ -119,7 +131,7 @@ def _plot_h2h(m: pd.DataFrame, path: Path) -> None:
                         color="white" if abs(v - 0.5) > 0.3 else "black")
     ax.set_xlabel("opponent")
     ax.set_ylabel("router")
-    ax.set_title("Head-to-head H2H(row, column)")
+    ax.set_title("Head-to-head H2H(row, column)" + (f", first {n} of {total} by Elo" if n < total else ""))
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -212,6 +224,17 @@ def _publish(tmp: Path, final: Path, names) -> None:
         os.replace(tmp / name, final / name)
 
 
+def _h2h_section(h2h: pd.DataFrame) -> list[str]:
+    """The H2H Markdown of ``report.md``: every router up to :data:`H2H_PLOT_MAX`, else the
+    first ones by Elo and a note pointing to the full tables."""
+    n = len(h2h)
+    if n <= H2H_PLOT_MAX:
+        return [_md(h2h, index=True), ""]
+    top = h2h.iloc[:H2H_PLOT_MAX, :H2H_PLOT_MAX]
+    return [f"The table and the plot show the first {H2H_PLOT_MAX} of the {n} routers by Elo; "
+            "`h2h.csv` and `h2h.md` hold all of them.", "", _md(top, index=True), ""]
+
+
 def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> list[str]:
     """Write every table, plot and ``report.md`` into ``out``; returns the file names."""
     routers = routers_of(records)
@@ -248,7 +271,7 @@ def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> l
             + (f"{n_boot} bootstrap replays (seed {seed})" if n_boot else "in record order, no bootstrap")
             + "; BT: Bradley-Terry MLE on the same games.", "",
             "## Leaderboard", "", _md(show, floatfmt="{:.4g}"), "", "![Elo](leaderboard_elo.png)", "",
-            "## Head-to-head", "", _md(h2h, index=True), "", "![H2H](h2h_heatmap.png)", "",
+            "## Head-to-head", "", *_h2h_section(h2h), "![H2H](h2h_heatmap.png)", "",
             "## McNemar tests", "", _md(mc, floatfmt="{:.4g}"), "",
             "## Agreement between routers", "", _md(ag), "",
             "## PrefScore by task", "", _md(tp, index=True), "",
