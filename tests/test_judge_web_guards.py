@@ -355,3 +355,21 @@ def test_redeem_refuses_an_unstorable_record(tmp_path):
     r = c.post("/api/vote", json={"token": tok, "label": "A"})
     assert r.status_code == 422 and "lone surrogate" in r.json()["detail"]
     assert JudgeStore(db).count() == 0 and _tokens(db)[0][1] is None
+
+
+@pytest.mark.parametrize("path,raw,key", [
+    ("/api/vote", b'{"token": "TOKEN", "label": "A", "label": "B"}', "label"),
+    ("/api/vote", b'{"token": "TOKEN", "token": "TOKEN", "label": "A"}', "token"),
+    ("/api/duel", b'{"query_id": "qa", "query_id": "qb"}', "query_id"),
+    ("/api/duel", b'{"query_id": "qa", "budget": 1, "budget": 0}', "budget"),
+], ids=["vote-label", "vote-token", "duel-query-id", "duel-budget"])
+def test_a_json_key_given_twice_is_422_and_changes_nothing(tmp_path, path, raw, key):
+    """The last value used to win silently (a vote for A stored as B), unlike judge import."""
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db)))
+    tok = c.post("/api/duel", json={"query_id": "qa"}).json()["token"]
+    r = c.post(path, content=raw.replace(b"TOKEN", tok.encode()), headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["detail"] == f"the request body names the key {key!r} more than once; give each field once"
+    assert JudgeStore(db).count() == 0 and [(t[0], t[1]) for t in _tokens(db)] == [(tok, None)]
+    assert c.post("/api/vote", json={"token": tok, "label": "B"}).json()["label"] == "B"
