@@ -20,7 +20,7 @@ from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
 from recsys_router.data import RoutingData
-from recsys_router.judge.store import JudgeStore
+from recsys_router.judge.store import EXPIRED_KEEP_S, JudgeStore
 from recsys_router.judge.web import create_app, load_backends
 from recsys_router.serving.guards import TokenBucket
 from serve_helpers import raw_request
@@ -112,11 +112,21 @@ def test_unvoted_tokens_expire(tmp_path):
     r = c.post("/api/vote", json={"token": old, "label": "A"})
     assert r.status_code == 410 and "expired" in r.json()["detail"]
     assert JudgeStore(db).count() == 0 and _tokens(db)[0][1] is None  # not consumed, nothing written
-    fresh = c.post("/api/duel", json={"query_id": "qb"}).json()["token"]  # issuing prunes expired ones
-    assert [t[0] for t in _tokens(db)] == [fresh]
-    assert c.post("/api/vote", json={"token": old, "label": "A"}).status_code == 404
+    fresh = c.post("/api/duel", json={"query_id": "qb"}).json()["token"]  # issuing drops expired duels
+    assert [t[0] for t in _tokens(db)] == [old, fresh] and _payload(db, old) == {"expired": True}
+    r = c.post("/api/vote", json={"token": old, "label": "A"})  # was 404 "unknown duel token"
+    assert r.status_code == 410 and "expired" in r.json()["detail"]
     assert c.post("/api/vote", json={"token": fresh, "label": "B"}).status_code == 200
     assert JudgeStore(db).count() == 1
+    _age(db, old, 600 + EXPIRED_KEEP_S + 1)  # a day after it expired its id is forgotten too
+    c.post("/api/duel", json={"query_id": "qa"})
+    assert old not in [t[0] for t in _tokens(db)]
+    assert c.post("/api/vote", json={"token": old, "label": "A"}).status_code == 404
+
+
+def _payload(db, token: str):
+    with sqlite3.connect(db) as con:
+        return json.loads(con.execute("SELECT payload FROM duel_tokens WHERE token = ?", (token,)).fetchone()[0])
 
 
 def test_unvoted_tokens_capped_per_client(tmp_path):
@@ -134,7 +144,8 @@ def test_unvoted_tokens_capped_per_client(tmp_path):
     _age(db, toks[1], 601)                                  # an expired one no longer counts
     assert c.post("/api/duel", json={}).status_code == 200
     clients = [t[2] for t in _tokens(db)]
-    assert clients.count("testclient") == 4 and clients.count("10.0.0.2") == 1
+    assert clients.count("testclient") == 5 and clients.count("10.0.0.2") == 1  # the expired id is kept a day
+    assert _payload(db, toks[1]) == {"expired": True}
     with pytest.raises(ValueError, match="max_pending"):
         make_session(tmp_path / "k.db", max_pending=0)
 

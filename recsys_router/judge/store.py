@@ -10,7 +10,9 @@ Schema (version :data:`SCHEMA_VERSION`, kept in table ``schema_info``):
 * ``duel_tokens``: one-time tokens issued with a duel by the voting page; consumed in
   the same transaction that writes the record, so a replayed token changes nothing. Each
   remembers the client it was issued to; unvoted tokens older than the page's TTL are
-  refused and pruned, and a client may hold only so many unvoted ones at a time. (The
+  refused (410) and their duel dropped, their id kept :data:`EXPIRED_KEEP_S` more seconds
+  so a late vote still reads as expired, not unknown; and a client may hold only so many
+  unvoted ones at a time. (The
   ``client`` column is added in place to databases made before it; old code ignores it.)
 
 Every record is written in one transaction (``BEGIN IMMEDIATE``) or not at all.
@@ -34,9 +36,12 @@ from ..errors import DataValidationError
 from .jsonl import read_jsonl
 from .records import JudgeRecord, utc_now
 
-__all__ = ["JudgeStore", "SCHEMA_VERSION", "TokenError"]
+__all__ = ["EXPIRED_KEEP_S", "JudgeStore", "SCHEMA_VERSION", "TokenError"]
 
 SCHEMA_VERSION = 1
+#: seconds an expired, unvoted token's id is kept (its duel dropped) so a late vote gets 410
+EXPIRED_KEEP_S = 86_400.0
+_EXPIRED = '{"expired": true}'  # the payload of such a token
 
 metadata = MetaData()
 schema_info = Table("schema_info", metadata, Column("key", String(64), primary_key=True),
@@ -325,12 +330,16 @@ class JudgeStore:
             Refuse (:class:`TokenError`, 429) when ``client`` already holds this many
             unvoted, unexpired tokens. Checked in the same transaction as the insert.
         ttl_s : float, optional
-            Unvoted tokens older than this are deleted first (and do not count).
+            Unvoted tokens older than this lose their duel first (and do not count); their
+            ids are deleted :data:`EXPIRED_KEEP_S` seconds later.
         """
         with self.engine.begin() as conn:
-            if ttl_s is not None:
-                conn.execute(delete(tokens_t).where(tokens_t.c.used_at.is_(None))
-                             .where(tokens_t.c.issued_at < _cutoff(ttl_s)))
+            if ttl_s is not None:  # expired: the duel is dropped, the id kept a while (a late vote: 410)
+                unvoted = tokens_t.c.used_at.is_(None)
+                conn.execute(delete(tokens_t).where(unvoted)
+                             .where(tokens_t.c.issued_at < _cutoff(float(ttl_s) + EXPIRED_KEEP_S)))
+                conn.execute(update(tokens_t).where(unvoted).where(tokens_t.c.issued_at < _cutoff(ttl_s))
+                             .where(tokens_t.c.payload != _EXPIRED).values(payload=_EXPIRED))
             if max_pending is not None and client is not None:
                 n = self._pending(conn, client, ttl_s)
                 if n >= max_pending:
@@ -360,6 +369,8 @@ class JudgeStore:
             raise TokenError(f"unknown duel token {token!r}", 404)
         if row.used_at is not None:
             raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
+        if row.payload == _EXPIRED:
+            raise TokenError(f"duel token {token!r} has expired: ask for a new duel", 410)
         return json.loads(row.payload)
 
     def redeem(self, token: str, build, *, ttl_s: float | None = None) -> JudgeRecord:
@@ -375,9 +386,10 @@ class JudgeStore:
                 raise TokenError(f"unknown duel token {token!r}", 404)
             if row.used_at is not None:
                 raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
-            if ttl_s is not None and row.issued_at < _cutoff(ttl_s):
-                raise TokenError(f"duel token {token!r} has expired (issued {row.issued_at}; unvoted "
-                                 f"duels expire after {ttl_s:g} s): ask for a new duel", 410)
+            if row.payload == _EXPIRED or (ttl_s is not None and row.issued_at < _cutoff(ttl_s)):
+                ttl = "" if ttl_s is None else f"; unvoted duels expire after {ttl_s:g} s"
+                raise TokenError(f"duel token {token!r} has expired (issued {row.issued_at}{ttl}): "
+                                 "ask for a new duel", 410)
             rec = build(json.loads(row.payload))
             rec.check_storable(source=f"{self.path}, duel token {token!r}")  # as add/add_many do
             res = conn.execute(update(tokens_t).where(tokens_t.c.token == token)
