@@ -126,3 +126,34 @@ def test_many_routers_plot_the_first_30_by_elo_and_keep_the_full_csv(tmp_path):
     rows = [ln for ln in md.splitlines() if ln.startswith("| r") and not ln.startswith("| router")]
     lb = pd.read_csv(paths["leaderboard.csv"])
     assert [ln.split(" | ")[0][2:] for ln in rows] == list(lb["router"][:30])
+
+
+def test_csv_names_that_spreadsheets_run_as_formulas_start_with_a_quote(tmp_path):
+    import csv
+    hostile = ['=HYPERLINK("http://x","y")', "@SUM(1+1)", "-2+3", "+cmd", "\tt"]
+    names = [*hostile, "plain"]
+    recs = [JudgeRecord(f"q{t}", {r: ["=cmd|x", "y"][(i + t) % 2] for i, r in enumerate(names)}, "=cmd|x", "y",
+                        "AB"[t % 2], ["=cmd|x", "y"], task="=task", record_id=f"c{t}") for t in range(4)]
+    paths = R.write_report(recs, tmp_path / "rep", n_boot=0, seed=0)
+    seen = set()
+    for name, p in paths.items():
+        if not name.endswith(".csv"):
+            continue
+        with open(p, newline="", encoding="utf-8") as fh:
+            for row in csv.reader(fh):
+                for cell in row:
+                    try:
+                        float(cell)
+                        continue  # a number (-0.5) is no formula
+                    except ValueError:
+                        pass
+                    assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), (name, cell)
+                    seen.add(cell)
+    assert {"'" + n for n in hostile} | {"'=cmd|x", "'=task", "plain"} <= seen
+    lb = pd.read_csv(paths["leaderboard.csv"])
+    assert sorted(lb["router"]) == sorted(["'" + n for n in hostile] + ["plain"])
+    md = paths["leaderboard.md"].read_text()  # the Markdown keeps the names as they are (escaped)
+    assert "@SUM(1+1)" in md and "'@SUM" not in md
+    # a carriage return first too (not in the report above: an unquoted CR splits a CSV row)
+    assert R.csv_safe(pd.DataFrame({"\rc": ["\rr", "-1"], "n": [-1.0, 2.0]})).to_dict("list") == \
+        {"'\rc": ["'\rr", "'-1"], "n": [-1.0, 2.0]}

@@ -201,8 +201,9 @@ def _cmd_replay(args) -> int:
     print(_fmt(lb))
     if args.out:  # atomically: a failed write leaves an existing file as it was
         from ..atomic import atomic_write  # noqa: PLC0415
+        from ..judge.report import csv_safe  # noqa: PLC0415
         with atomic_write(args.out) as tmp:
-            lb.to_csv(tmp, index=False)
+            csv_safe(lb).to_csv(tmp, index=False)  # the --name: no spreadsheet formula
     return 0
 
 

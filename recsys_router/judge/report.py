@@ -15,7 +15,9 @@ Files written to ``out_dir``:
 Router and LLM names come from the records (untrusted): every label is drawn as plain text,
 never parsed as mathtext, and written into the Markdown tables escaped
 (:func:`recsys_router.markdown.md_table`, the evaluation report's table writer too), so a
-name cannot add a table column, a heading, a link or an image. The files are written into a
+name cannot add a table column, a heading, a link or an image. In the CSV files a name that
+a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, carriage return
+first) starts with a single quote (:func:`csv_safe`). The files are written into a
 temporary folder beside ``out_dir`` first; only when all of them are written do they move
 into ``out_dir`` (renamed into place when it does not exist yet, else moved in file by file,
 each replacing its old version), so a failed report leaves ``out_dir`` as it was.
@@ -44,13 +46,46 @@ from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, 
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
 from .records import JudgeRecord  # noqa: E402
 
-__all__ = ["H2H_PLOT_MAX", "H2H_LABEL_MAX", "full_leaderboard", "selection_table", "write_report"]
+__all__ = ["H2H_PLOT_MAX", "H2H_LABEL_MAX", "csv_safe", "full_leaderboard", "selection_table", "write_report"]
 
 #: the head-to-head heatmap (and its Markdown table in ``report.md``) shows at most this many
 #: routers, the first by Elo; ``h2h.csv`` and ``h2h.md`` keep every router
 H2H_PLOT_MAX = 30
 #: heatmap cells carry their value as text only up to this many routers
 H2H_LABEL_MAX = 15
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(v):
+    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells, index entries and column labels that a spreadsheet
+    would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+    return) start with a single quote instead; numbers are left as they are.
+
+    Example
+    -------
+    >>> print(csv_safe(pd.DataFrame({"router": ["=HYPERLINK(1)", "knn"], "x": [-1.0, 2.0]})).to_csv(index=False))
+    router,x
+    '=HYPERLINK(1),-1.0
+    knn,2.0
+    <BLANKLINE>
+    """
+    out = df.copy()
+    out.columns = pd.Index([_cell(c) for c in df.columns], name=_cell(df.columns.name))
+    if isinstance(df.index, pd.MultiIndex):
+        out.index = pd.MultiIndex.from_tuples([tuple(_cell(v) for v in t) for t in df.index], names=df.index.names)
+    else:
+        out.index = pd.Index([_cell(v) for v in df.index], name=df.index.name)
+    for k in range(out.shape[1]):
+        dt = out.dtypes.iloc[k]
+        if not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt)):
+            out.isetitem(k, pd.Series([_cell(v) for v in out.iloc[:, k]], index=out.index, dtype=object))
+    return out
 
 
 def full_leaderboard(records: Sequence[JudgeRecord], *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
@@ -253,7 +288,7 @@ def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> l
                           ("mcnemar", mc, False), ("agreement", ag, False), ("task_pref_score", tp, True),
                           ("task_win_rate", tw, True)]:
         paths[f"{name}.csv"] = out / f"{name}.csv"
-        df.to_csv(paths[f"{name}.csv"], index=idx)
+        csv_safe(df).to_csv(paths[f"{name}.csv"], index=idx)  # names from the records: no formulas
     elo = ["elo_median", "elo_lower", "elo_upper"] if n_boot else ["elo"]  # no bootstrap: plain Elo
     show = lb[["router", "n_voted", "participation", "pref_score", "win_rate", *elo, "bt", "entropy_norm",
                "mean_cost", "pareto"]]
