@@ -157,3 +157,19 @@ def test_csv_names_that_spreadsheets_run_as_formulas_start_with_a_quote(tmp_path
     # a carriage return first too (not in the report above: an unquoted CR splits a CSV row)
     assert R.csv_safe(pd.DataFrame({"\rc": ["\rr", "-1"], "n": [-1.0, 2.0]})).to_dict("list") == \
         {"'\rc": ["'\rr", "'-1"], "n": [-1.0, 2.0]}
+
+
+def test_no_disagreement_reports_without_runtime_warnings(tmp_path):
+    """Routers that always chose the same LLM play no Elo/BT game: Bradley-Terry is NaN for
+    all at once (it used to iterate 10,000 times on NaN and warn three times)."""
+    import warnings
+    from recsys_router.judge.rating import bradley_terry
+    recs = [JudgeRecord(f"q{i}", {"r1": "x", "r2": "x"}, "x", "y", "AB"[i % 2], ["x", "y"], record_id=f"a{i}")
+            for i in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        bt = bradley_terry(recs)
+        paths = R.write_report(recs, tmp_path / "rep", n_boot=5, seed=0)
+    assert list(bt.index) == ["r1", "r2"] and bt.isna().all() and bt.name == "bt"
+    lb = pd.read_csv(paths["leaderboard.csv"])
+    assert lb["bt"].isna().all() and (lb["elo"] == 1000.0).all()
