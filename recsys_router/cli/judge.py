@@ -133,12 +133,18 @@ def _fmt(df) -> str:
 
 
 def _cmd_simulate(args) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
     from ..judge.report import write_report  # noqa: PLC0415
     from ..judge.routers import parse_router_params  # noqa: PLC0415
     from ..judge.simulate import simulate_tournament  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if args.noise > 1:
         raise ValueError(f"--noise must be a probability from 0 to 1, got {args.noise}")
+    if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
+        # checked before any record is written (write_report would refuse it after the run)
+        raise FileExistsError(f"--report {args.report}: exists and is not a folder; expected a folder "
+                              "for the report")
     params = parse_router_params(args.router_params, args.routers)
     data = load_data(args)
     with JudgeStore(args.db) as store:
