@@ -116,7 +116,7 @@ def md_table(df: pd.DataFrame, number: Callable[[object, float], str] | None = N
     """
     if number is None:
         number = _default_number
-    d = df.reset_index() if index else df
+    d = _with_index(df) if index else df
     labels = list(d.columns)
     lines = ["| " + " | ".join(md_text(c) for c in labels) + " |", "|" + "---|" * len(labels)]
     for _, row in d.iterrows():
@@ -124,6 +124,17 @@ def md_table(df: pd.DataFrame, number: Callable[[object, float], str] | None = N
                  for c, v in zip(labels, row.tolist())]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _with_index(df: pd.DataFrame) -> pd.DataFrame:
+    """``df.reset_index()`` that allows an index level named like a column (a router called
+    ``"router"`` in a table indexed by ``"router"``): both columns are kept."""
+    names = [("index" if df.index.nlevels == 1 else f"level_{k}") if n is None else n
+             for k, n in enumerate(df.index.names)]
+    d = df.reset_index(drop=True)
+    for k, name in enumerate(names):
+        d.insert(k, name, df.index.get_level_values(k).to_numpy(), allow_duplicates=True)
+    return d
 
 
 def _default_number(_column, value: float) -> str:

@@ -70,4 +70,14 @@ def test_replay_out_is_written_atomically(tmp_path, capsys, monkeypatch):
     assert main(["judge", "replay", "--db", str(db), *DATA, "--router", "best-single", "--name", "b2",
                  "--out", str(out)]) != 0
     assert out.read_text() == "old leaderboard\n"  # was: the half-written file
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.db", "lb.csv"]  # no temporary left
+    # no temporary left (replay reads j.db with SQLite's mode=ro, which may leave WAL side files)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("j.db-wal", "j.db-shm")) == ["j.db", "lb.csv"]
+
+
+def test_simulate_report_that_is_a_file_is_refused_before_any_record(tmp_path, capsys):
+    (tmp_path / "rep").write_text("mine")
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "5",
+                 "--db", str(tmp_path / "j.db"), "--report", str(tmp_path / "rep")]) == 2
+    assert f"--report {tmp_path / 'rep'}: exists and is not a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]  # was: j.db with 5 records
+    assert (tmp_path / "rep").read_text() == "mine"

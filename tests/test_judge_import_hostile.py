@@ -10,6 +10,7 @@ import pytest
 
 from recsys_router.cli import main
 from recsys_router.errors import DataValidationError
+from recsys_router.judge.jsonl import read_jsonl
 from recsys_router.judge.records import JudgeRecord
 from recsys_router.judge.store import JudgeStore
 
@@ -191,3 +192,96 @@ def test_export_refuses_a_stored_nan_and_keeps_the_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{db}, record 'id1', column 'metadata': metadata holds a non-finite number (nan)" in err
     assert out.read_bytes() == good
+
+
+def _digest(path) -> str:
+    import hashlib
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("cmd", [["report", "--out", "{tmp}/rep"], ["export", "--out", "{tmp}/out.jsonl"],
+                                 ["replay", "--router", "random"]])
+def test_read_commands_refuse_a_foreign_sqlite_file_and_leave_it_unchanged(tmp_path, capsys, cmd):
+    """``judge report/export/replay`` open the database read-only: an SQLite file of some other
+    application gains no tables, keeps its journal mode and bytes, and is refused in one line."""
+    db = tmp_path / "app.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("create table users(name text)")
+    con.execute("insert into users values ('ann')")
+    con.commit()
+    con.close()
+    before = _digest(db)
+    argv = ["judge", cmd[0], "--db", str(db), *[a.format(tmp=tmp_path) for a in cmd[1:]]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{db}: not a RouteJudge database (no table records, router_choices, " \
+                              "schema_info)" in err[0]
+    assert _digest(db) == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.sqlite"]
+    con = sqlite3.connect(db)
+    assert con.execute("pragma journal_mode").fetchone() == ("delete",)
+    assert [r[0] for r in con.execute("select name from sqlite_master where type='table'")] == ["users"]
+    con.close()
+
+
+def test_read_only_store_reads_and_cannot_write(tmp_path):
+    db = tmp_path / "j.db"
+    with JudgeStore(db) as st:
+        st.add_many([JudgeRecord(**_good(i)) for i in range(3)])
+    before = _digest(db)
+    with JudgeStore(db, read_only=True) as st:
+        assert [r.record_id for r in st.records()] == ["id0", "id1", "id2"]
+        with pytest.raises(Exception, match="readonly"):
+            st.add(JudgeRecord(**_good(9)))
+    assert _digest(db) == before and _count(db) == 3
+
+
+@pytest.mark.parametrize("kind", ["not-sqlite", "truncated", "folder", "zero-version"])
+@pytest.mark.parametrize("cmd", ["report", "export", "import"])
+def test_broken_database_is_one_line_naming_the_file(tmp_path, capsys, kind, cmd):
+    good = tmp_path / "good.db"
+    with JudgeStore(good) as st:
+        st.add_many([JudgeRecord(**_good(i, query="x" * 500)) for i in range(50)])
+    db = tmp_path / "bad.db"
+    expect = {"not-sqlite": "(DatabaseError: file is not a database)",
+              "truncated": "(DatabaseError: database disk image is malformed)",
+              "folder": "is a folder; expected a RouteJudge database (an SQLite file)",
+              "zero-version": "schema version 'v1'"}[kind]
+    if kind == "not-sqlite":
+        db.write_text("hello\n")
+    elif kind == "truncated":
+        db.write_bytes(good.read_bytes()[:3000])
+    elif kind == "folder":
+        db.mkdir()
+    else:
+        db.write_bytes(good.read_bytes())
+        con = sqlite3.connect(db)
+        con.execute("update schema_info set value = 'v1' where key = 'version'")
+        con.commit()
+        con.close()
+    jsonl = _write(tmp_path / "one.jsonl", [_good(1)])
+    arg = {"report": ["--out", str(tmp_path / "rep")], "export": ["--out", str(tmp_path / "o.jsonl")],
+           "import": ["--jsonl", str(jsonl)]}[cmd]
+    assert main(["judge", cmd, "--db", str(db), *arg]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"recsys-router judge: error: {db}") and expect in err[0]
+    assert "sqlalche.me" not in err[0] and not (tmp_path / "rep").exists() and not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("what,n,cap,ok", [("router", 99, 100, True), ("router", 100, 100, False),
+                                           ("LLM", 998, 1000, True), ("LLM", 999, 1000, False)])
+def test_import_caps_distinct_routers_and_llms(tmp_path, what, n, cap, ok):
+    """One imported file may name at most 100 routers and 1,000 LLMs (the report's pairwise
+    tables grow with the square of the router count); the line past the limit is named.
+    Line k names k + 1 routers (r1 and one new) or k + 2 LLMs (x, y and one new) so far."""
+    if what == "router":
+        rows = [_good(i, router_choices={"r1": "x", f"router{i}": "y"}) for i in range(n)]
+    else:
+        rows = [_good(i, feasible=["x", "y", f"m{i}"]) for i in range(n)]
+    path = _write(tmp_path / "many.jsonl", rows)
+    if ok:
+        assert len(read_jsonl(path)) == n
+    else:
+        with pytest.raises(DataValidationError) as exc:
+            read_jsonl(path)
+        assert str(exc.value) == (f"{path}, line {n}: the file names more than {cap} distinct {what}s "
+                                  "(the limit for one import); split it or drop some")

@@ -10,16 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+import threading
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pandas as pd
 import pytest
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
-from recsys_router.judge.store import JudgeStore
-from recsys_router.judge.web import create_app
+from recsys_router.data import RoutingData
+from recsys_router.judge.store import EXPIRED_KEEP_S, JudgeStore
+from recsys_router.judge.web import create_app, load_backends
 from recsys_router.serving.guards import TokenBucket
 from serve_helpers import raw_request
+from test_judge_helpers import tiny_data
 from test_judge_web import make_session
 
 
@@ -107,11 +112,21 @@ def test_unvoted_tokens_expire(tmp_path):
     r = c.post("/api/vote", json={"token": old, "label": "A"})
     assert r.status_code == 410 and "expired" in r.json()["detail"]
     assert JudgeStore(db).count() == 0 and _tokens(db)[0][1] is None  # not consumed, nothing written
-    fresh = c.post("/api/duel", json={"query_id": "qb"}).json()["token"]  # issuing prunes expired ones
-    assert [t[0] for t in _tokens(db)] == [fresh]
-    assert c.post("/api/vote", json={"token": old, "label": "A"}).status_code == 404
+    fresh = c.post("/api/duel", json={"query_id": "qb"}).json()["token"]  # issuing drops expired duels
+    assert [t[0] for t in _tokens(db)] == [old, fresh] and _payload(db, old) == {"expired": True}
+    r = c.post("/api/vote", json={"token": old, "label": "A"})  # was 404 "unknown duel token"
+    assert r.status_code == 410 and "expired" in r.json()["detail"]
     assert c.post("/api/vote", json={"token": fresh, "label": "B"}).status_code == 200
     assert JudgeStore(db).count() == 1
+    _age(db, old, 600 + EXPIRED_KEEP_S + 1)  # a day after it expired its id is forgotten too
+    c.post("/api/duel", json={"query_id": "qa"})
+    assert old not in [t[0] for t in _tokens(db)]
+    assert c.post("/api/vote", json={"token": old, "label": "A"}).status_code == 404
+
+
+def _payload(db, token: str):
+    with sqlite3.connect(db) as con:
+        return json.loads(con.execute("SELECT payload FROM duel_tokens WHERE token = ?", (token,)).fetchone()[0])
 
 
 def test_unvoted_tokens_capped_per_client(tmp_path):
@@ -129,7 +144,8 @@ def test_unvoted_tokens_capped_per_client(tmp_path):
     _age(db, toks[1], 601)                                  # an expired one no longer counts
     assert c.post("/api/duel", json={}).status_code == 200
     clients = [t[2] for t in _tokens(db)]
-    assert clients.count("testclient") == 4 and clients.count("10.0.0.2") == 1
+    assert clients.count("testclient") == 5 and clients.count("10.0.0.2") == 1  # the expired id is kept a day
+    assert _payload(db, toks[1]) == {"expired": True}
     with pytest.raises(ValueError, match="max_pending"):
         make_session(tmp_path / "k.db", max_pending=0)
 
@@ -261,3 +277,110 @@ def test_a_body_that_stops_arriving_is_408(tmp_path):
                                            [b'{"query_id"'], stall=True)
     assert status == 408 and json.loads(body)["detail"] == "request body not received within 0.5 s"
     assert headers["connection"] == "close" and _tokens(db) == []
+
+
+class _Scripted(BaseHTTPRequestHandler):
+    """An OpenAI-compatible backend whose raw reply body the test sets."""
+
+    reply = b""
+
+    def do_POST(self):  # noqa: N802 (http.server API)
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(self.reply)))
+        self.end_headers()
+        self.wfile.write(self.reply)
+
+    def log_message(self, *a):
+        pass
+
+
+def _reply(content: str, usage: str) -> bytes:
+    return (b'{"choices": [{"message": {"role": "assistant", "content": ' + content.encode()
+            + b'}}], "usage": ' + usage.encode() + b"}")
+
+
+@pytest.fixture
+def live_client(tmp_path):
+    fake = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{fake.server_address[1]}/v1"
+    (tmp_path / "b.yaml").write_text("backends:\n" + "".join(f"  {m}: {{base_url: '{url}', model: {m}}}\n"
+                                                              for m in "xyz"))
+    base = tiny_data()
+    llms = pd.DataFrame({"name": list("xyz"), "input_price": [1.0, 2, 3], "output_price": [2.0, 4, 6]})
+    d = RoutingData(base.queries, llms, base.scores, base.costs, name="tiny")
+    session = make_session(tmp_path / "j.db", d, backends=load_backends(tmp_path / "b.yaml", d.llm_names))
+    try:
+        yield TestClient(create_app(session), raise_server_exceptions=False), tmp_path / "j.db"
+    finally:
+        fake.shutdown()
+
+
+@pytest.mark.parametrize("content,usage,reason", [
+    ('"ok"', '{"prompt_tokens": "10", "completion_tokens": 5}', "usage.prompt_tokens must be a whole number"),
+    ('"ok"', '{"prompt_tokens": -1000000, "completion_tokens": 5}', "usage.prompt_tokens must be a whole number"),
+    ('"ok"', '{"prompt_tokens": 10, "completion_tokens": 1e308}', "usage.completion_tokens must be a whole number"),
+    ('"ok"', '{"prompt_tokens": 10, "completion_tokens": NaN}', "usage.completion_tokens must be a whole number"),
+    ('"ok"', '{"prompt_tokens": 10, "completion_tokens": 2.5}', "usage.completion_tokens must be a whole number"),
+    ('"ok"', '{"prompt_tokens": true, "completion_tokens": 5}', "usage.prompt_tokens must be a whole number"),
+    ('"ok"', '{"prompt_tokens": 10000000000, "completion_tokens": 5}', "usage.prompt_tokens must be a whole number"),
+    ('"ok"', '[1, 2]', "'usage' is not an object"),
+    ('"bad \\ud800 text"', '{"prompt_tokens": 10, "completion_tokens": 5}', "lone surrogate U+D800"),
+    ('"nul \\u0000"', '{"prompt_tokens": 10, "completion_tokens": 5}', "NUL character"),
+    ('{"text": "x"}', '{"prompt_tokens": 10, "completion_tokens": 5}', "is not text: dict"),
+    ('"' + "a" * 200_001 + '"', '{}', "200001 characters (at most 200000)"),
+], ids=["string-count", "negative", "1e308", "nan", "fraction", "bool", "over-cap", "usage-list", "surrogate",
+        "nul", "content-object", "too-long"])
+def test_live_backend_reply_checked_502_nothing_stored(live_client, content, usage, reason):
+    c, db = live_client
+    _Scripted.reply = _reply(content, usage)
+    r = c.post("/api/duel", json={"query_id": "qa"})
+    assert r.status_code == 502, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith("backend of '") and reason in detail
+    assert _tokens(db) == [] and JudgeStore(db).count() == 0
+
+
+def test_live_backend_good_reply_still_voted(live_client):
+    c, db = live_client
+    _Scripted.reply = _reply('"caf\\u00e9"', '{"prompt_tokens": 1000000000, "completion_tokens": 0}')
+    duel = c.post("/api/duel", json={"query_id": "qa"}).json()
+    rev = c.post("/api/vote", json={"token": duel["token"], "label": "A"}).json()
+    assert duel["answers"] == {"A": "caf\u00e9", "B": "caf\u00e9"}
+    assert rev["costs"]["A"] == {"x": 1000.0, "y": 2000.0, "z": 3000.0}[rev["llm_a"]]  # 1e9 tokens x price / 1e6
+    assert JudgeStore(db).count() == 1
+
+
+def test_redeem_refuses_an_unstorable_record(tmp_path):
+    """A payload a token carries is checked like add()'s records: a lone surrogate in the
+    metadata is a 422 at vote, the token stays unvoted and nothing is stored."""
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db)))
+    tok = c.post("/api/duel", json={"query_id": "qa"}).json()["token"]
+    with sqlite3.connect(db) as con:
+        payload = json.loads(con.execute("SELECT payload FROM duel_tokens").fetchone()[0])
+        payload["metadata"]["answers"]["A"] = "bad \ud800"
+        con.execute("UPDATE duel_tokens SET payload = ?", (json.dumps(payload),))
+    r = c.post("/api/vote", json={"token": tok, "label": "A"})
+    assert r.status_code == 422 and "lone surrogate" in r.json()["detail"]
+    assert JudgeStore(db).count() == 0 and _tokens(db)[0][1] is None
+
+
+@pytest.mark.parametrize("path,raw,key", [
+    ("/api/vote", b'{"token": "TOKEN", "label": "A", "label": "B"}', "label"),
+    ("/api/vote", b'{"token": "TOKEN", "token": "TOKEN", "label": "A"}', "token"),
+    ("/api/duel", b'{"query_id": "qa", "query_id": "qb"}', "query_id"),
+    ("/api/duel", b'{"query_id": "qa", "budget": 1, "budget": 0}', "budget"),
+], ids=["vote-label", "vote-token", "duel-query-id", "duel-budget"])
+def test_a_json_key_given_twice_is_422_and_changes_nothing(tmp_path, path, raw, key):
+    """The last value used to win silently (a vote for A stored as B), unlike judge import."""
+    db = tmp_path / "j.db"
+    c = TestClient(create_app(make_session(db)))
+    tok = c.post("/api/duel", json={"query_id": "qa"}).json()["token"]
+    r = c.post(path, content=raw.replace(b"TOKEN", tok.encode()), headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["detail"] == f"the request body names the key {key!r} more than once; give each field once"
+    assert JudgeStore(db).count() == 0 and [(t[0], t[1]) for t in _tokens(db)] == [(tok, None)]
+    assert c.post("/api/vote", json={"token": tok, "label": "B"}).json()["label"] == "B"

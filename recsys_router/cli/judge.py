@@ -133,12 +133,18 @@ def _fmt(df) -> str:
 
 
 def _cmd_simulate(args) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
     from ..judge.report import write_report  # noqa: PLC0415
     from ..judge.routers import parse_router_params  # noqa: PLC0415
     from ..judge.simulate import simulate_tournament  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if args.noise > 1:
         raise ValueError(f"--noise must be a probability from 0 to 1, got {args.noise}")
+    if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
+        # checked before any record is written (write_report would refuse it after the run)
+        raise FileExistsError(f"--report {args.report}: exists and is not a folder; expected a folder "
+                              "for the report")
     params = parse_router_params(args.router_params, args.routers)
     data = load_data(args)
     with JudgeStore(args.db) as store:
@@ -167,7 +173,7 @@ def _cmd_report(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    with JudgeStore(args.db) as store:
+    with JudgeStore(args.db, read_only=True) as store:
         recs = store.records(task=args.task)
     paths = write_report(recs, args.out, n_boot=args.n_boot, seed=args.seed)
     print(f"{len(recs)} records; wrote {len(paths)} files to {args.out} (see {paths['report.md']})")
@@ -182,7 +188,7 @@ def _cmd_replay(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    with JudgeStore(args.db) as store:
+    with JudgeStore(args.db, read_only=True) as store:
         recs = store.records()
     train = truth = None
     n_judged = 0
@@ -201,8 +207,9 @@ def _cmd_replay(args) -> int:
     print(_fmt(lb))
     if args.out:  # atomically: a failed write leaves an existing file as it was
         from ..atomic import atomic_write  # noqa: PLC0415
+        from ..judge.report import csv_safe  # noqa: PLC0415
         with atomic_write(args.out) as tmp:
-            lb.to_csv(tmp, index=False)
+            csv_safe(lb).to_csv(tmp, index=False)  # the --name: no spreadsheet formula
     return 0
 
 
@@ -246,7 +253,7 @@ def _cmd_export(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
-    with JudgeStore(args.db) as store:
+    with JudgeStore(args.db, read_only=True) as store:
         n = store.export_jsonl(args.out)
     print(f"exported {n} records to {args.out}")
     return 0

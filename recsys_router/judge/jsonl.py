@@ -11,10 +11,15 @@ from ..errors import DataValidationError
 from ..export.safe_io import _unique_keys, json_depth
 from .records import JudgeRecord
 
-__all__ = ["MAX_JSON_DEPTH", "BLANK", "parse_line", "read_jsonl"]
+__all__ = ["MAX_JSON_DEPTH", "MAX_IMPORT_LLMS", "MAX_IMPORT_ROUTERS", "BLANK", "parse_line", "read_jsonl"]
 
 #: deepest JSON nesting a record line may have (a record nests three levels; metadata a few more)
 MAX_JSON_DEPTH = 64
+#: most distinct router names one imported file may hold (the report's pairwise tables grow
+#: with their square)
+MAX_IMPORT_ROUTERS = 100
+#: most distinct LLM names (shown, chosen or feasible) one imported file may hold
+MAX_IMPORT_LLMS = 1000
 #: what :func:`parse_line` returns for a blank line
 BLANK = object()
 
@@ -76,7 +81,9 @@ def read_jsonl(path) -> list[JudgeRecord]:
     DataValidationError
         A malformed line (see :func:`parse_line`), a record that is not valid or not storable
         (:meth:`JudgeRecord.from_dict`, :meth:`JudgeRecord.check_storable`), or a
-        ``record_id`` on two lines (both named); the message names the file, line and field.
+        ``record_id`` on two lines (both named), or more than :data:`MAX_IMPORT_ROUTERS`
+        distinct routers or :data:`MAX_IMPORT_LLMS` distinct LLMs in the file (the line that
+        goes past the limit is named); the message names the file, line and field.
 
     Example
     -------
@@ -91,6 +98,8 @@ def read_jsonl(path) -> list[JudgeRecord]:
     recsys_router.errors.DataValidationError: ...r.jsonl, line 3, column 'record_id': record_id 'a' is also on line 1
     """
     recs, first = [], {}
+    routers: set[str] = set()
+    llms: set[str] = set()
     with open(path, "rb") as fh:
         for i, raw in enumerate(fh, start=1):
             d = parse_line(raw, path, i)
@@ -102,4 +111,10 @@ def read_jsonl(path) -> list[JudgeRecord]:
                                           source=f"{path}, line {i}", column="record_id")
             first[rec.record_id] = i
             recs.append(rec)
+            routers.update(rec.router_choices)
+            llms.update((rec.llm_a, rec.llm_b, *rec.feasible, *rec.router_choices.values()))
+            for what, names, cap in (("router", routers, MAX_IMPORT_ROUTERS), ("LLM", llms, MAX_IMPORT_LLMS)):
+                if len(names) > cap:
+                    raise DataValidationError(f"the file names more than {cap} distinct {what}s (the limit "
+                                              "for one import); split it or drop some", source=f"{path}, line {i}")
     return recs

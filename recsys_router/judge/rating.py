@@ -129,7 +129,8 @@ def bradley_terry(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
                   tol: float = 1e-10) -> pd.Series:
     """Bradley-Terry MLE on the Elo games, on the Elo scale (mean ``init``).
 
-    Routers that played no game get NaN.
+    Routers that played no game get NaN (all of them, at once, when no two routers ever
+    chose different sides).
 
     Example
     -------
@@ -149,6 +150,8 @@ def bradley_terry(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
     wins = wins + met * prior / 2
     n = wins + wins.T
     played = n.sum(axis=1) > 0
+    if not played.any():  # no informative comparison (no two routers ever chose different sides)
+        return pd.Series(np.nan, index=pd.Index(routers, name="router"), name="bt", dtype=float)
     w = wins.sum(axis=1)
     p = np.where(played, 1.0, np.nan)
     for _ in range(max_iter):

@@ -5,7 +5,8 @@ Files written to ``out_dir``:
 * ``leaderboard.{csv,md}``: per router votes, participation, PrefScore, WinRate, Elo with
   bootstrap interval (with ``n_boot=0``: the record-order Elo, in the table and the plot),
   Bradley-Terry rating, selection entropy, mean cost, Pareto flag;
-* ``h2h.{csv,md}``, ``mcnemar.csv``, ``agreement.csv`` (raw agreement and Cohen's kappa),
+* ``h2h.{csv,md}`` (every router; the heatmap and ``report.md`` show the first
+  :data:`H2H_PLOT_MAX` by Elo), ``mcnemar.csv``, ``agreement.csv`` (raw agreement and Cohen's kappa),
   ``task_pref_score.csv``, ``task_win_rate.csv``, ``selection.csv`` (vote shares);
 * ``leaderboard_elo.png``, ``h2h_heatmap.png``, ``selection_distribution.png``,
   ``cost_vs_pref_score.png``;
@@ -14,7 +15,9 @@ Files written to ``out_dir``:
 Router and LLM names come from the records (untrusted): every label is drawn as plain text,
 never parsed as mathtext, and written into the Markdown tables escaped
 (:func:`recsys_router.markdown.md_table`, the evaluation report's table writer too), so a
-name cannot add a table column, a heading, a link or an image. The files are written into a
+name cannot add a table column, a heading, a link or an image. In the CSV files a name that
+a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, carriage return
+first) starts with a single quote (:func:`csv_safe`). The files are written into a
 temporary folder beside ``out_dir`` first; only when all of them are written do they move
 into ``out_dir`` (renamed into place when it does not exist yet, else moved in file by file,
 each replacing its old version), so a failed report leaves ``out_dir`` as it was.
@@ -43,7 +46,46 @@ from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, 
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
 from .records import JudgeRecord  # noqa: E402
 
-__all__ = ["full_leaderboard", "selection_table", "write_report"]
+__all__ = ["H2H_PLOT_MAX", "H2H_LABEL_MAX", "csv_safe", "full_leaderboard", "selection_table", "write_report"]
+
+#: the head-to-head heatmap (and its Markdown table in ``report.md``) shows at most this many
+#: routers, the first by Elo; ``h2h.csv`` and ``h2h.md`` keep every router
+H2H_PLOT_MAX = 30
+#: heatmap cells carry their value as text only up to this many routers
+H2H_LABEL_MAX = 15
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(v):
+    return "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells, index entries and column labels that a spreadsheet
+    would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+    return) start with a single quote instead; numbers are left as they are.
+
+    Example
+    -------
+    >>> print(csv_safe(pd.DataFrame({"router": ["=HYPERLINK(1)", "knn"], "x": [-1.0, 2.0]})).to_csv(index=False))
+    router,x
+    '=HYPERLINK(1),-1.0
+    knn,2.0
+    <BLANKLINE>
+    """
+    out = df.copy()
+    out.columns = pd.Index([_cell(c) for c in df.columns], name=_cell(df.columns.name))
+    if isinstance(df.index, pd.MultiIndex):
+        out.index = pd.MultiIndex.from_tuples([tuple(_cell(v) for v in t) for t in df.index], names=df.index.names)
+    else:
+        out.index = pd.Index([_cell(v) for v in df.index], name=df.index.name)
+    for k in range(out.shape[1]):
+        dt = out.dtypes.iloc[k]
+        if not (pd.api.types.is_numeric_dtype(dt) or pd.api.types.is_bool_dtype(dt)):
+            out.isetitem(k, pd.Series([_cell(v) for v in out.iloc[:, k]], index=out.index, dtype=object))
+    return out
 
 
 def full_leaderboard(records: Sequence[JudgeRecord], *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
@@ -105,13 +147,18 @@ def _plot_elo(lb: pd.DataFrame, path: Path) -> None:
 
 
 def _plot_h2h(m: pd.DataFrame, path: Path) -> None:
+    """Heatmap of the first :data:`H2H_PLOT_MAX` routers of ``m`` (sorted by Elo), with the
+    values written in the cells up to :data:`H2H_LABEL_MAX` routers: the figure's size and
+    drawing time stay bounded however many routers the records name."""
+    total = len(m)
+    m = m.iloc[:H2H_PLOT_MAX, :H2H_PLOT_MAX]
     n = len(m)
     fig, ax = plt.subplots(figsize=(1.0 * n + 3.0, 0.9 * n + 2.2))
     im = ax.imshow(m.to_numpy(float), cmap="RdBu", vmin=0, vmax=1)
     labels = [_short(r, 16) for r in m.index]
     ax.set_xticks(range(n), labels, rotation=40, ha="right")
     ax.set_yticks(range(n), labels)
-    for i in range(n):
+    for i in range(n if n <= H2H_LABEL_MAX else 0):
         for j in range(n):
             v = m.iloc[i, j]
             if not np.isnan(v):
@@ -119,7 +166,7 @@ def _plot_h2h(m: pd.DataFrame, path: Path) -> None:
                         color="white" if abs(v - 0.5) > 0.3 else "black")
     ax.set_xlabel("opponent")
     ax.set_ylabel("router")
-    ax.set_title("Head-to-head H2H(row, column)")
+    ax.set_title("Head-to-head H2H(row, column)" + (f", first {n} of {total} by Elo" if n < total else ""))
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -212,6 +259,17 @@ def _publish(tmp: Path, final: Path, names) -> None:
         os.replace(tmp / name, final / name)
 
 
+def _h2h_section(h2h: pd.DataFrame) -> list[str]:
+    """The H2H Markdown of ``report.md``: every router up to :data:`H2H_PLOT_MAX`, else the
+    first ones by Elo and a note pointing to the full tables."""
+    n = len(h2h)
+    if n <= H2H_PLOT_MAX:
+        return [_md(h2h, index=True), ""]
+    top = h2h.iloc[:H2H_PLOT_MAX, :H2H_PLOT_MAX]
+    return [f"The table and the plot show the first {H2H_PLOT_MAX} of the {n} routers by Elo; "
+            "`h2h.csv` and `h2h.md` hold all of them.", "", _md(top, index=True), ""]
+
+
 def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> list[str]:
     """Write every table, plot and ``report.md`` into ``out``; returns the file names."""
     routers = routers_of(records)
@@ -230,7 +288,7 @@ def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> l
                           ("mcnemar", mc, False), ("agreement", ag, False), ("task_pref_score", tp, True),
                           ("task_win_rate", tw, True)]:
         paths[f"{name}.csv"] = out / f"{name}.csv"
-        df.to_csv(paths[f"{name}.csv"], index=idx)
+        csv_safe(df).to_csv(paths[f"{name}.csv"], index=idx)  # names from the records: no formulas
     elo = ["elo_median", "elo_lower", "elo_upper"] if n_boot else ["elo"]  # no bootstrap: plain Elo
     show = lb[["router", "n_voted", "participation", "pref_score", "win_rate", *elo, "bt", "entropy_norm",
                "mean_cost", "pareto"]]
@@ -248,7 +306,7 @@ def _write_files(records, out: Path, *, n_boot: int, seed: int, title: str) -> l
             + (f"{n_boot} bootstrap replays (seed {seed})" if n_boot else "in record order, no bootstrap")
             + "; BT: Bradley-Terry MLE on the same games.", "",
             "## Leaderboard", "", _md(show, floatfmt="{:.4g}"), "", "![Elo](leaderboard_elo.png)", "",
-            "## Head-to-head", "", _md(h2h, index=True), "", "![H2H](h2h_heatmap.png)", "",
+            "## Head-to-head", "", *_h2h_section(h2h), "![H2H](h2h_heatmap.png)", "",
             "## McNemar tests", "", _md(mc, floatfmt="{:.4g}"), "",
             "## Agreement between routers", "", _md(ag), "",
             "## PrefScore by task", "", _md(tp, index=True), "",

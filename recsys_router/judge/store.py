@@ -10,7 +10,9 @@ Schema (version :data:`SCHEMA_VERSION`, kept in table ``schema_info``):
 * ``duel_tokens``: one-time tokens issued with a duel by the voting page; consumed in
   the same transaction that writes the record, so a replayed token changes nothing. Each
   remembers the client it was issued to; unvoted tokens older than the page's TTL are
-  refused and pruned, and a client may hold only so many unvoted ones at a time. (The
+  refused (410) and their duel dropped, their id kept :data:`EXPIRED_KEEP_S` more seconds
+  so a late vote still reads as expired, not unknown; and a client may hold only so many
+  unvoted ones at a time. (The
   ``client`` column is added in place to databases made before it; old code ignores it.)
 
 Every record is written in one transaction (``BEGIN IMMEDIATE``) or not at all.
@@ -19,6 +21,7 @@ Every record is written in one transaction (``BEGIN IMMEDIATE``) or not at all.
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -33,9 +36,12 @@ from ..errors import DataValidationError
 from .jsonl import read_jsonl
 from .records import JudgeRecord, utc_now
 
-__all__ = ["JudgeStore", "SCHEMA_VERSION", "TokenError"]
+__all__ = ["EXPIRED_KEEP_S", "JudgeStore", "SCHEMA_VERSION", "TokenError"]
 
 SCHEMA_VERSION = 1
+#: seconds an expired, unvoted token's id is kept (its duel dropped) so a late vote gets 410
+EXPIRED_KEEP_S = 86_400.0
+_EXPIRED = '{"expired": true}'  # the payload of such a token
 
 metadata = MetaData()
 schema_info = Table("schema_info", metadata, Column("key", String(64), primary_key=True),
@@ -116,6 +122,25 @@ def _engine(url: str) -> Engine:
     return eng
 
 
+def _read_only_engine(path: Path) -> Engine:
+    """An engine on ``path`` opened with SQLite's ``mode=ro``: no statement can write the
+    file, the journal mode is left as it is, and reads run in plain (deferred) transactions.
+    (On a database in WAL mode SQLite may create its ``-wal``/``-shm`` side files.)"""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    eng = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                                                     timeout=30))
+
+    @event.listens_for(eng, "connect")
+    def _on_connect(dbapi_conn, _rec):
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(eng, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql("BEGIN")
+
+    return eng
+
+
 class JudgeStore:
     """A RouteJudge database.
 
@@ -123,6 +148,16 @@ class JudgeStore:
     ----------
     path : str or Path
         SQLite file (created with the schema when absent) or ``":memory:"``.
+    read_only : bool
+        Open an existing database for reading only (``judge report``, ``export``,
+        ``replay``): SQLite's ``mode=ro``, no schema created or upgraded, the journal mode
+        left as it is. A file without the RouteJudge tables is refused.
+
+    Raises
+    ------
+    DataValidationError
+        ``path`` is a folder, not an SQLite database (corrupt or truncated), not a RouteJudge
+        database (``read_only``), or of a newer schema version: one line naming the file.
 
     Example
     -------
@@ -131,18 +166,40 @@ class JudgeStore:
     0
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, read_only: bool = False):
         self.path = str(path)
-        url = "sqlite://" if self.path == ":memory:" else f"sqlite:///{Path(self.path).resolve()}"
-        if self.path != ":memory:":
-            Path(self.path).resolve().parent.mkdir(parents=True, exist_ok=True)
-        if self.path == ":memory:":
+        self.read_only = read_only
+        memory = self.path == ":memory:"
+        if not memory and Path(self.path).is_dir():
+            raise DataValidationError("is a folder; expected a RouteJudge database (an SQLite file)",
+                                      source=self.path)
+        if read_only and (memory or not Path(self.path).is_file()):
+            raise DataValidationError("no such database file; expected an existing RouteJudge database",
+                                      source=self.path)
+        if read_only:
+            self.engine = _read_only_engine(Path(self.path))
+        elif memory:
             from sqlalchemy.pool import StaticPool
-            self.engine = create_engine(url, connect_args={"check_same_thread": False},
+            self.engine = create_engine("sqlite://", connect_args={"check_same_thread": False},
                                         poolclass=StaticPool)
         else:
-            self.engine = _engine(url)
-        self._init_schema()
+            Path(self.path).resolve().parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _engine(f"sqlite:///{Path(self.path).resolve()}")
+        try:
+            self._check_schema() if read_only else self._init_schema()
+        except SQLAlchemyError as exc:
+            self.engine.dispose()
+            raise self._db_error(exc, "open") from None
+        except DataValidationError:
+            self.engine.dispose()
+            raise
+
+    def _db_error(self, exc: SQLAlchemyError, what: str = "read") -> DataValidationError:
+        """One line naming the database for an SQLite error (no SQL, no link)."""
+        orig = getattr(exc, "orig", None) or exc
+        msg = str(orig).splitlines()[0] if str(orig) else ""
+        return DataValidationError(f"cannot {what} it as a RouteJudge database ({type(orig).__name__}: {msg}); "
+                                   "expected an SQLite file written by recsys-router judge", source=self.path)
 
     # ------------------------------------------------------------------ schema
     def _init_schema(self) -> None:
@@ -155,10 +212,31 @@ class JudgeStore:
             if row is None:
                 conn.execute(schema_info.insert().values(key="version", value=str(SCHEMA_VERSION)))
                 conn.execute(schema_info.insert().values(key="created_at", value=utc_now()))
-            elif int(row[0]) > SCHEMA_VERSION:
+            else:
+                self._check_version(row)
+
+    def _check_schema(self) -> None:
+        """Read-only: the RouteJudge tables must be there and the version supported."""
+        with self.engine.connect() as conn:
+            names = set(inspect(conn).get_table_names())
+            missing = sorted({"schema_info", "records", "router_choices"} - names)
+            if missing:
                 raise DataValidationError(
-                    f"database schema version {row[0]} is newer than this recsys-router supports "
-                    f"({SCHEMA_VERSION}); upgrade recsys-router", source=self.path, column="schema_info")
+                    f"not a RouteJudge database (no table {', '.join(missing)}); expected a database "
+                    "written by recsys-router judge simulate, serve or import", source=self.path)
+            row = conn.execute(select(schema_info.c.value).where(schema_info.c.key == "version")).first()
+        self._check_version(row)
+
+    def _check_version(self, row) -> None:
+        """The stored schema version must be a whole number this code supports."""
+        version = None if row is None else str(row[0])
+        if version is None or not version.isdigit():
+            raise DataValidationError(f"not a RouteJudge database (schema version {version!r}); expected "
+                                      "a whole number", source=self.path, column="schema_info")
+        if int(version) > SCHEMA_VERSION:
+            raise DataValidationError(
+                f"database schema version {version} is newer than this recsys-router supports "
+                f"({SCHEMA_VERSION}); upgrade recsys-router", source=self.path, column="schema_info")
 
     @property
     def schema_version(self) -> int:
@@ -252,12 +330,16 @@ class JudgeStore:
             Refuse (:class:`TokenError`, 429) when ``client`` already holds this many
             unvoted, unexpired tokens. Checked in the same transaction as the insert.
         ttl_s : float, optional
-            Unvoted tokens older than this are deleted first (and do not count).
+            Unvoted tokens older than this lose their duel first (and do not count); their
+            ids are deleted :data:`EXPIRED_KEEP_S` seconds later.
         """
         with self.engine.begin() as conn:
-            if ttl_s is not None:
-                conn.execute(delete(tokens_t).where(tokens_t.c.used_at.is_(None))
-                             .where(tokens_t.c.issued_at < _cutoff(ttl_s)))
+            if ttl_s is not None:  # expired: the duel is dropped, the id kept a while (a late vote: 410)
+                unvoted = tokens_t.c.used_at.is_(None)
+                conn.execute(delete(tokens_t).where(unvoted)
+                             .where(tokens_t.c.issued_at < _cutoff(float(ttl_s) + EXPIRED_KEEP_S)))
+                conn.execute(update(tokens_t).where(unvoted).where(tokens_t.c.issued_at < _cutoff(ttl_s))
+                             .where(tokens_t.c.payload != _EXPIRED).values(payload=_EXPIRED))
             if max_pending is not None and client is not None:
                 n = self._pending(conn, client, ttl_s)
                 if n >= max_pending:
@@ -287,14 +369,16 @@ class JudgeStore:
             raise TokenError(f"unknown duel token {token!r}", 404)
         if row.used_at is not None:
             raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
+        if row.payload == _EXPIRED:
+            raise TokenError(f"duel token {token!r} has expired: ask for a new duel", 410)
         return json.loads(row.payload)
 
     def redeem(self, token: str, build, *, ttl_s: float | None = None) -> JudgeRecord:
         """Consume ``token`` and write ``build(payload)`` in one transaction.
 
-        ``build`` maps the token's payload to a :class:`JudgeRecord`; if it raises, or the
-        token is unknown, used or (with ``ttl_s``) older than ``ttl_s`` seconds, nothing is
-        written.
+        ``build`` maps the token's payload to a :class:`JudgeRecord`; if it raises, the record
+        fails :meth:`JudgeRecord.check_storable` (as in :meth:`add`), or the token is unknown,
+        used or (with ``ttl_s``) older than ``ttl_s`` seconds, nothing is written.
         """
         with self.engine.begin() as conn:
             row = conn.execute(select(tokens_t).where(tokens_t.c.token == token)).first()
@@ -302,10 +386,12 @@ class JudgeStore:
                 raise TokenError(f"unknown duel token {token!r}", 404)
             if row.used_at is not None:
                 raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
-            if ttl_s is not None and row.issued_at < _cutoff(ttl_s):
-                raise TokenError(f"duel token {token!r} has expired (issued {row.issued_at}; unvoted "
-                                 f"duels expire after {ttl_s:g} s): ask for a new duel", 410)
+            if row.payload == _EXPIRED or (ttl_s is not None and row.issued_at < _cutoff(ttl_s)):
+                ttl = "" if ttl_s is None else f"; unvoted duels expire after {ttl_s:g} s"
+                raise TokenError(f"duel token {token!r} has expired (issued {row.issued_at}{ttl}): "
+                                 "ask for a new duel", 410)
             rec = build(json.loads(row.payload))
+            rec.check_storable(source=f"{self.path}, duel token {token!r}")  # as add/add_many do
             res = conn.execute(update(tokens_t).where(tokens_t.c.token == token)
                                .where(tokens_t.c.used_at.is_(None))
                                .values(used_at=utc_now(), record_id=rec.record_id))
@@ -317,8 +403,11 @@ class JudgeStore:
     # ------------------------------------------------------------------ reading
     def count(self) -> int:
         """Number of stored records."""
-        with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(records_t)).scalar_one())
+        try:
+            with self.engine.connect() as conn:
+                return int(conn.execute(select(func.count()).select_from(records_t)).scalar_one())
+        except SQLAlchemyError as exc:
+            raise self._db_error(exc) from None
 
     def comparison_counts(self) -> dict[str, int]:
         """How often each LLM was shown (as A or B) in stored records."""
@@ -339,12 +428,15 @@ class JudgeStore:
         q = select(records_t).order_by(records_t.c.id)
         if task is not None:
             q = q.where(records_t.c.task == task)
-        with self.engine.connect() as conn:
-            rows = conn.execute(q).all()
-            ch: dict[int, dict[str, str]] = {}
-            for pk, r, m in conn.execute(select(choices_t.c.record, choices_t.c.router, choices_t.c.llm)
-                                         .order_by(choices_t.c.record, choices_t.c.router)):
-                ch.setdefault(pk, {})[r] = m
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(q).all()
+                ch: dict[int, dict[str, str]] = {}
+                for pk, r, m in conn.execute(select(choices_t.c.record, choices_t.c.router, choices_t.c.llm)
+                                             .order_by(choices_t.c.record, choices_t.c.router)):
+                    ch.setdefault(pk, {})[r] = m
+        except SQLAlchemyError as exc:
+            raise self._db_error(exc) from None
         for row in rows:
             src = f"{self.path}, record {row.record_id!r}"
             try:

@@ -6,7 +6,7 @@ with identities hidden, plus a one-time token. ``POST /api/vote`` with the token
 label writes the record (token consumption and record in one transaction) and returns
 the reveal: LLM identities, router votes, costs and attribution. A malformed body gets
 422 (non-finite numbers and text that is not valid Unicode included, before any token is
-issued), an unknown token 404, a token used before 409, an unvoted token older than the
+issued; a JSON key given twice too), an unknown token 404, a token used before 409, an unvoted token older than the
 TTL 410, a client holding too many unvoted duels 429; none of them changes the database.
 Pending duels live in the database too, so a restart loses nothing. Optional voter API key
 and per-client rate limit: see :mod:`.access`.
@@ -14,6 +14,7 @@ and per-client rate limit: see :mod:`.access`.
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import threading
@@ -23,11 +24,13 @@ from typing import Literal, Mapping
 import numpy as np
 import pandas as pd
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.routing import APIRoute
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...data import RoutingData
+from ...errors import DataValidationError
 from ...router import Router
 from ...serving.guards import BodyLimit, SafeJSONResponse, SafeStr
 from ..metrics import h2h_matrix, leaderboard, routers_of
@@ -70,6 +73,41 @@ class VoteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     token: SafeStr = Field(min_length=8, max_length=128)
     label: Literal["A", "B", "tie", "both_bad"]
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _no_repeated_keys(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _RepeatedKey(k)
+        out[k] = v
+    return out
+
+
+class UniqueKeysRoute(APIRoute):
+    """A route whose JSON body may not name a key twice (``{"label": "A", "label": "B"}``
+    would keep the last value silently): 422 naming the key, as ``judge import`` refuses it.
+    Other malformed bodies are left to FastAPI's own validation."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def checked(request: Request):
+            body = await request.body()  # cached: the handler reads the same bytes
+            if body:
+                try:
+                    json.loads(body, object_pairs_hook=_no_repeated_keys)
+                except _RepeatedKey as exc:
+                    return SafeJSONResponse({"detail": f"the request body names the key {exc.args[0]!r} more "
+                                                       "than once; give each field once"}, status_code=422)
+                except (ValueError, RecursionError):
+                    pass
+            return await handler(request)
+        return checked
 
 
 def _clean(v):
@@ -269,7 +307,11 @@ class JudgeSession:
         pi, po = row.get("input_price"), row.get("output_price")
         if got["prompt_tokens"] is None or got["completion_tokens"] is None or pd.isna(pi) or pd.isna(po):
             return None
-        return (got["prompt_tokens"] * float(pi) + got["completion_tokens"] * float(po)) / 1e6
+        cost = (got["prompt_tokens"] * float(pi) + got["completion_tokens"] * float(po)) / 1e6
+        if not (math.isfinite(cost) and cost >= 0):  # counts are capped; prices are the data's
+            raise HTTPException(502, f"backend of {m!r} failed: its usage gives a cost of {cost!r} "
+                                     "(expected a finite number >= 0)")
+        return cost
 
     def vote(self, token: str, label: str) -> dict:
         """Consume the token and store the judgement; returns the reveal."""
@@ -283,6 +325,8 @@ class JudgeSession:
             rec = self.store.redeem(token, build, ttl_s=self.token_ttl_s)
         except TokenError as exc:
             raise HTTPException(exc.status, str(exc)) from None
+        except DataValidationError as exc:  # a duel that cannot be stored (checked before it is issued)
+            raise HTTPException(422, f"this duel cannot be stored ({exc}); nothing was written") from None
         return _clean({"record_id": rec.record_id, "label": rec.label, "llm_a": rec.llm_a, "llm_b": rec.llm_b,
                        "router_choices": rec.router_choices, "votes": rec.votes, "attribution": rec.attribution,
                        "costs": {"A": rec.costs.get(rec.llm_a), "B": rec.costs.get(rec.llm_b)},
@@ -339,6 +383,7 @@ def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float
     app = FastAPI(title="RouteJudge", description="Judge two routed answers side by side.",
                   default_response_class=SafeJSONResponse)
     app.state.session = session
+    app.router.route_class = UniqueKeysRoute  # every JSON body: a key given twice is a 422
     # the last added runs first: the key and the rate limit (headers alone), then the body
     app.add_middleware(BodyLimit, limit=max_body_bytes, field="detail", check_declared=True,
                        timeout_s=body_timeout_s)

@@ -19,8 +19,14 @@ import httpx
 import yaml
 
 from ...errors import DataValidationError
+from ...serving.guards import check_text
 
-__all__ = ["load_backends", "ask_backend", "BackendError"]
+__all__ = ["load_backends", "ask_backend", "BackendError", "MAX_ANSWER_CHARS", "MAX_USAGE_TOKENS"]
+
+#: longest answer text (characters) a backend may return; a longer one is a 502
+MAX_ANSWER_CHARS = 200_000
+#: largest ``usage`` token count accepted from a backend (a whole number in [0, this])
+MAX_USAGE_TOKENS = 10**9
 
 
 class BackendError(RuntimeError):
@@ -61,10 +67,15 @@ def ask_backend(backend: dict, prompt: str, history: list[dict] | None = None, *
                 timeout: float = 120.0) -> dict:
     """One chat completion; returns ``{"text", "latency", "prompt_tokens", "completion_tokens"}``.
 
+    The reply is untrusted: the answer must be text of at most :data:`MAX_ANSWER_CHARS`
+    characters that can be UTF-8 encoded and holds no NUL; ``usage`` token counts, when
+    given, whole numbers in [0, :data:`MAX_USAGE_TOKENS`].
+
     Raises
     ------
     BackendError
-        Missing API key variable, connection failure, non-2xx status or malformed body.
+        Missing API key variable, connection failure, non-2xx status, malformed body, or an
+        answer or usage count outside those limits.
     """
     headers = {"content-type": "application/json"}
     env = backend.get("api_key_env")
@@ -86,8 +97,33 @@ def ask_backend(backend: dict, prompt: str, history: list[dict] | None = None, *
     try:
         data = resp.json()
         text = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise BackendError(f"{url}: not an OpenAI chat completion: {resp.text[:200]}") from None
-    usage = data.get("usage") or {}
-    return {"text": str(text), "latency": latency, "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": usage.get("completion_tokens")}
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        raise BackendError(f"{url}: not an OpenAI chat completion: {resp.text[:200]!r}") from None
+    if not isinstance(text, str):
+        raise BackendError(f"{url}: the answer (choices[0].message.content) is not text: "
+                           f"{type(text).__name__}")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise BackendError(f"{url}: the answer has {len(text)} characters (at most {MAX_ANSWER_CHARS})")
+    try:
+        check_text(text)
+    except ValueError as exc:
+        raise BackendError(f"{url}: the answer is not valid text ({exc})") from None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if usage is None:
+        usage = {}
+    if not isinstance(usage, dict):
+        raise BackendError(f"{url}: 'usage' is not an object: {type(usage).__name__}")
+    counts = {k: _token_count(url, k, usage.get(k)) for k in ("prompt_tokens", "completion_tokens")}
+    return {"text": text, "latency": latency, **counts}
+
+
+def _token_count(url: str, key: str, v) -> int | None:
+    """A ``usage`` token count: absent/null, or a whole number in [0, MAX_USAGE_TOKENS]
+    (not a bool, string, float, NaN or infinity); else :class:`BackendError`."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_USAGE_TOKENS:
+        shown = "an integer past 10**30" if isinstance(v, int) and abs(v) > 10**30 else repr(v)
+        raise BackendError(f"{url}: usage.{key} must be a whole number in [0, {MAX_USAGE_TOKENS}], "
+                           f"got {shown[:60]}")
+    return v
