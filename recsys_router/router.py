@@ -94,6 +94,10 @@ class Router(LLMPoolMixin, ABC):
     #: declared fitted state of this class (merged along the class hierarchy by
     #: :meth:`state_spec`): attribute name -> :class:`~recsys_router.state.Arr` or JSON spec
     _state_: dict = {}
+    #: whether what the router pays on a query can differ from its chosen LLM's cost (e.g. a
+    #: cascade pays every LLM it tried): :meth:`decide` then says what it pays, and
+    #: ``evaluate`` takes each of its decisions from :meth:`decide`
+    own_costs: bool = False
 
     # ------------------------------------------------------------------ parameters
     @classmethod
@@ -309,6 +313,38 @@ class Router(LLMPoolMixin, ABC):
         choice, _ = apply_policy(scores, costs, wtp=wtp, budget=budget,
                                  mask=self.candidate_mask(candidates))
         return choice
+
+    def decide(self, data: RoutingData, *, wtp: float | None = None, budget: float | None = None,
+               candidates: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Chosen column per query and the cost each decision really pays.
+
+        The hook :func:`~recsys_router.evaluation.runner.evaluate` records its decisions
+        through: the policy is none (argmax), ``wtp`` or ``budget`` as in :meth:`route`. The
+        default pays the chosen LLM's true cost in ``data`` (NaN where it is unknown or
+        ``data`` has no costs). A router whose realised cost differs (a cascade pays every
+        LLM it tried) overrides this, sets :attr:`own_costs` and makes
+        :meth:`route_indices` agree with it; ``evaluate`` records such a router's every
+        decision from here, and the others' from their predictions (the same choices and
+        costs as this default, without predicting once per operating point).
+
+        Returns
+        -------
+        (ndarray of int64, ndarray of float64), each shape (n_queries,)
+            Chosen column of ``llm_names_`` and realised cost per query.
+
+        Example
+        -------
+        >>> from recsys_router.models.baselines import BestSingleRouter
+        >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[.9, .5], [.9, .5]], [[3., 1.], [2., 1.]])
+        >>> ch, paid = BestSingleRouter().fit(d).decide(d)
+        >>> ch.tolist(), paid.tolist()
+        ([0, 0], [3.0, 2.0])
+        """
+        choice = np.asarray(self.route_indices(data, wtp=wtp, budget=budget,
+                                               candidates=candidates), dtype=np.int64)
+        if data.costs is None:
+            return choice, np.full(len(choice), np.nan)
+        return choice, data.costs[np.arange(len(choice)), choice].astype(np.float64)
 
     def route(self, data: RoutingData, *, wtp: float | None = None, budget: float | None = None,
               candidates: Sequence[str] | None = None) -> np.ndarray:
