@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hyperparams import check_number
 from ..policies import budget_policy, wtp_policy
 
 __all__ = ["calibrate_policy", "candidate_values", "calibrate_artifact"]
@@ -59,7 +60,11 @@ def candidate_values(pred_scores: np.ndarray, pred_costs: np.ndarray, policy: st
     temporaries.
     """
     if policy == "budget":
-        vals = np.unique(pred_costs)
+        c = np.asarray(pred_costs, dtype=np.float64)
+        vals = np.unique(c[np.isfinite(c)])  # an unknown (NaN) cost is no budget
+        if not len(vals):
+            raise ValueError("budget calibration needs a known (finite) predicted cost; "
+                             "every predicted cost is unknown")
     elif policy == "wtp":
         brk = np.concatenate([[0.0], _wtp_breakpoints(pred_scores, pred_costs)])  # sorted
         top = brk[-1] * 2 if brk[-1] > 0 else 1.0
@@ -110,21 +115,36 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     """
     if (target_cost is None) == (target_share is None):
         raise ValueError("give exactly one of target_cost or target_share")
+    pred_scores = np.asarray(pred_scores)
+    if pred_scores.ndim != 2 or pred_scores.shape[0] == 0:
+        raise ValueError(f"calibration needs at least one query, got predictions of shape "
+                         f"{pred_scores.shape}")
+    if target_cost is not None:
+        target = check_number(target_cost, "target_cost", low=0)
+    else:
+        if not isinstance(target_share, (tuple, list)) or len(target_share) != 2:
+            raise ValueError(f"target_share must be (LLM index, share), got {target_share!r}")
+        check_number(target_share[0], "target_share LLM index", low=0,
+                     high=pred_scores.shape[1] - 1, integer=True)
+        target = check_number(target_share[1], "target_share share", low=0, high=1)
     vals = candidate_values(pred_scores, pred_costs, policy, max_values)
     fn = wtp_policy if policy == "wtp" else budget_policy
     cost_mat = pred_costs if true_costs is None else np.nan_to_num(true_costs)
     rows = np.arange(pred_scores.shape[0])
-    achieved = np.empty(len(vals))
-    for k, v in enumerate(vals):
-        ch = fn(pred_scores, pred_costs, float(v)) if choose is None else np.asarray(choose(float(v)))
-        if target_cost is not None:
-            achieved[k] = cost_mat[rows, ch].mean()
-        else:
-            achieved[k] = (ch == target_share[0]).mean()
-    target = float(target_cost if target_cost is not None else target_share[1])
-    err = np.abs(achieved - target)
+
+    def outcome(v: float) -> float:
+        ch = fn(pred_scores, pred_costs, v) if choose is None else np.asarray(choose(v))
+        if target_cost is not None:  # a choice whose cost nobody knows is left out
+            paid = cost_mat[rows, ch]
+            paid = paid[~np.isnan(paid)]
+            return float(paid.mean()) if len(paid) else float("nan")
+        return float((ch == target_share[0]).mean())
+
+    achieved = np.array([outcome(float(v)) for v in vals])
+    err = np.nan_to_num(np.abs(achieved - target), nan=np.inf)
     best = int(np.flatnonzero(err == err.min())[0])
-    return {"policy": policy, "value": float(vals[best]), "achieved": float(achieved[best]),
+    value, got = float(vals[best]), float(achieved[best])
+    return {"policy": policy, "value": value, "achieved": got,
             "target": target, "kind": "mean_cost" if target_cost is not None else "share"}
 
 
@@ -156,7 +176,6 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         :func:`calibrate_policy`'s result plus ``cost_source`` and ``data``.
     """
     from ..datasets.resolve import select_split  # noqa: PLC0415
-    from ..hyperparams import check_number  # noqa: PLC0415
     from .artifact import load_router, set_default_policy  # noqa: PLC0415
     if target_cost is not None:  # impossible targets fail before the artifact is read
         check_number(target_cost, "target_cost", low=0)

@@ -1,0 +1,35 @@
+"""calibrate_policy / calibrate_artifact: inputs the policies accept, reachable targets, and
+which costs a calibration charges (values worked out by hand on tiny cases)."""
+
+import numpy as np
+import pytest
+
+from recsys_router.export.calibrate import calibrate_policy
+
+S = np.array([[0.2, 0.9], [0.3, 0.8], [0.1, 0.7]])
+
+
+def test_unknown_predicted_cost_is_no_candidate_budget():
+    c = np.array([[1.0, 10.0], [1.0, np.nan], [1.0, 10.0]])
+    # budget 1: a everywhere (share of b 0, mean cost 1); budget 10: b, a, b (query 2's b has
+    # no known cost, so a is chosen): share 2/3, mean cost (10 + 1 + 10) / 3 = 7
+    res = calibrate_policy(S, c, policy="budget", target_share=(1, 0.5))
+    assert res["value"] == 10.0 and res["achieved"] == pytest.approx(2 / 3)
+    res = calibrate_policy(S, c, policy="budget", target_cost=5.0)
+    assert res["value"] == 10.0 and res["achieved"] == pytest.approx(7.0)
+    with pytest.raises(ValueError, match="known"):
+        calibrate_policy(S, np.full((3, 2), np.nan), policy="budget", target_cost=1.0)
+
+
+def test_empty_calibration_set_is_one_line_error():
+    with pytest.raises(ValueError, match="at least one query"):
+        calibrate_policy(S[:0], np.ones((0, 2)), policy="wtp", target_share=(1, 0.5))
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"target_share": (2, 0.5)}, "index"), ({"target_share": (-1, 0.5)}, "index"),
+    ({"target_share": (1, 1.5)}, "share"), ({"target_share": (1, -0.1)}, "share"),
+    ({"target_cost": float("nan")}, "target_cost"), ({"target_cost": -1.0}, "target_cost")])
+def test_out_of_range_targets_are_refused(kw, needle):
+    with pytest.raises(ValueError, match=needle):
+        calibrate_policy(S, np.tile([1.0, 10.0], (3, 1)), policy="budget", **kw)
