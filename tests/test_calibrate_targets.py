@@ -33,3 +33,23 @@ def test_empty_calibration_set_is_one_line_error():
 def test_out_of_range_targets_are_refused(kw, needle):
     with pytest.raises(ValueError, match=needle):
         calibrate_policy(S, np.tile([1.0, 10.0], (3, 1)), policy="budget", **kw)
+
+
+def test_zero_router_is_calibrated_between_step_points(tmp_path):
+    import pandas as pd
+
+    from recsys_router.data import RoutingData
+    from recsys_router.export.artifact import export_router
+    from recsys_router.export.calibrate import calibrate_artifact
+    from recsys_router.models.baselines.zero import ZeroRouter
+    n = 200
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(n)],
+                      "text": [f"query {i}" for i in range(n)]})
+    d = RoutingData(q, ["cheap", "dear"], np.tile([0.5, 0.9], (n, 1)), np.tile([1.0, 10.0], (n, 1)))
+    export_router(ZeroRouter().fit(d), tmp_path / "zero", train_data=d)
+    # the step points (budgets 1 and 10) give mean costs 1 and 10; Zero mixes in between, each
+    # query's cost 1 or 10, so a mean of exactly 5.5 is 100 queries on each LLM
+    res = calibrate_artifact(tmp_path / "zero", d, policy="budget", target_cost=5.5)
+    assert 1.0 < res["value"] < 10.0 and res["achieved"] == pytest.approx(5.5)
+    share = calibrate_artifact(tmp_path / "zero", d, policy="budget", target_share=("dear", 0.25))
+    assert share["achieved"] == pytest.approx(0.25)

@@ -100,7 +100,9 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
         Actual costs of the calibration queries.
     choose : callable, optional
         ``choose(value) -> choices`` for routers with their own decision rule (e.g. the
-        zero router's mixing); default: the wtp/budget policy on the predictions.
+        zero router's mixing); default: the wtp/budget policy on the predictions. Its
+        outcome is also searched between the candidate values by bisection (it may change
+        between them, as the Zero router's mix does; see :func:`_bisect`).
 
     Returns
     -------
@@ -144,8 +146,39 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     err = np.nan_to_num(np.abs(achieved - target), nan=np.inf)
     best = int(np.flatnonzero(err == err.min())[0])
     value, got = float(vals[best]), float(achieved[best])
+    if choose is not None and err[best] > 0:
+        value, got = _bisect(outcome, vals, achieved, target, value, got)
     return {"policy": policy, "value": value, "achieved": got,
             "target": target, "kind": "mean_cost" if target_cost is not None else "share"}
+
+
+def _bisect(outcome, vals, achieved, target: float, value: float, got: float,
+            steps: int = 40) -> tuple[float, float]:
+    """Refine a router's own decision rule (``choose``) between two neighbouring candidate
+    values whose outcomes bracket ``target``: the Zero router mixes two hull LLMs, so its
+    realised mean cost (and share) moves between the step points too, monotonically in its
+    parameter; bisection on the outcome finds the value closest to the target (the best
+    step point is kept when no pair brackets it or bisection finds nothing closer)."""
+    side = np.sign(achieved - target)
+    cross = np.flatnonzero(side[:-1] * side[1:] < 0)
+    if not len(cross):
+        return value, got
+    lo, hi = float(vals[cross[0]]), float(vals[cross[0] + 1])
+    rising = achieved[cross[0] + 1] > achieved[cross[0]]
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        out = outcome(mid)
+        if abs(out - target) < abs(got - target):
+            value, got = mid, out
+        if out == target:
+            break
+        if (out < target) == rising:
+            lo = mid
+        else:
+            hi = mid
+    return value, got
 
 
 def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | None = None,
