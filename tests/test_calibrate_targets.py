@@ -53,3 +53,26 @@ def test_zero_router_is_calibrated_between_step_points(tmp_path):
     assert 1.0 < res["value"] < 10.0 and res["achieved"] == pytest.approx(5.5)
     share = calibrate_artifact(tmp_path / "zero", d, policy="budget", target_share=("dear", 0.25))
     assert share["achieved"] == pytest.approx(0.25)
+
+
+def test_true_costs_where_known_predicted_for_the_rest(tmp_path):
+    from recsys_router.data import RoutingData
+    from recsys_router.export.artifact import export_router
+    from recsys_router.export.calibrate import calibrate_artifact
+    from recsys_router.models.baselines import BestSingleRouter
+    s = [[0.2, 0.9], [0.2, 0.9]]
+    train = RoutingData(["t1", "t2"], ["a", "b"], s, [[1.0, 10.0], [1.0, 10.0]])
+    # predicted costs 1 (a) and 10 (b); true costs 2 and 20, b's unknown on the second query
+    true = np.array([[2.0, 20.0], [2.0, np.nan]])
+    # budget 10 routes both queries to b: paid 20 (true) and 10 (predicted) -> 15
+    res = calibrate_policy(np.array(s), np.array([[1.0, 10.0]] * 2), policy="budget",
+                           target_cost=15.0, true_costs=true)
+    assert res["value"] == 10.0 and res["achieved"] == pytest.approx(15.0)
+    export_router(BestSingleRouter().fit(train), tmp_path / "bs", train_data=train)
+    cal = RoutingData(["c1", "c2"], ["a", "b"], s, true)
+    res = calibrate_artifact(tmp_path / "bs", cal, policy="budget", target_cost=15.0)
+    assert res["achieved"] == pytest.approx(15.0) and res["cost_source"] == "mixed"
+    assert res["predicted_cells"] == [1, 4]
+    # budget 1: a on both, true cost 2 each
+    res = calibrate_artifact(tmp_path / "bs", cal, policy="budget", target_cost=2.0)
+    assert res["value"] == 1.0 and res["achieved"] == pytest.approx(2.0)

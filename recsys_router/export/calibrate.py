@@ -97,7 +97,8 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     target_share : (int, float), optional
         ``(llm_index, share)``: wanted fraction of queries routed to that LLM.
     true_costs : ndarray, optional
-        Actual costs of the calibration queries.
+        Actual costs of the calibration queries; NaN (unknown) cells are charged their
+        predicted cost.
     choose : callable, optional
         ``choose(value) -> choices`` for routers with their own decision rule (e.g. the
         zero router's mixing); default: the wtp/budget policy on the predictions. Its
@@ -131,7 +132,8 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
         target = check_number(target_share[1], "target_share share", low=0, high=1)
     vals = candidate_values(pred_scores, pred_costs, policy, max_values)
     fn = wtp_policy if policy == "wtp" else budget_policy
-    cost_mat = pred_costs if true_costs is None else np.nan_to_num(true_costs)
+    cost_mat = pred_costs if true_costs is None else \
+        np.where(np.isnan(true_costs), pred_costs, true_costs)
     rows = np.arange(pred_scores.shape[0])
 
     def outcome(v: float) -> float:
@@ -192,7 +194,9 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         Artifact folder (verified on load; its manifest is rewritten atomically).
     data : RoutingData
         Queries to calibrate on; must hold every LLM of the artifact's pool. True costs are
-        used when every cell has one, else the router's predicted costs.
+        used where a cell has one and the router's predicted cost where not
+        (``cost_source``: ``true``, ``mixed`` with ``predicted_cells`` = [cells predicted,
+        cells], or ``predicted`` when the data has no cost at all).
     policy : {"wtp", "budget"}
     target_cost : float, optional
         Wanted mean cost per query.
@@ -230,14 +234,18 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
             raise ValueError(f"target share: unknown LLM {llm!r}; the artifact's LLMs: "
                              f"{art.llm_names}")
         share = (art.llm_names.index(llm), float(frac))
-    true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).all() else None
+    true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).any() else None
+    n_unknown = 0 if true_costs is None else int(np.isnan(true_costs).sum())
     choose = None
     if art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
         def choose(v):
             return art.router.route_indices(data, **{policy: v})
     res = calibrate_policy(scores, costs, policy=policy, target_cost=target_cost,
                            target_share=share, true_costs=true_costs, choose=choose)
-    res["cost_source"] = "true" if true_costs is not None else "predicted"
+    res["cost_source"] = ("predicted" if true_costs is None else
+                          "true" if not n_unknown else "mixed")
+    if n_unknown:
+        res["predicted_cells"] = [n_unknown, int(true_costs.size)]
     res["data"] = {"name": data.name, "n_queries": data.n_queries, "split": split}
     set_default_policy(path, res["policy"], res["value"], sign_key=sign_key,
                        extra={"calibration": {k: v for k, v in res.items()
