@@ -17,7 +17,7 @@ import numpy as np
 from .data import RoutingData
 from .errors import NotFittedError
 from .coldstart.pool import core_view, observed_range, pool_changed, pool_costs, predict_pool
-from .policies import apply_policy, fill_unknown_costs
+from .policies import apply_policy, check_policy_values, fill_unknown_costs
 # add_llm / remove_llm / llm_mean_costs: the pool methods every router shares
 from .router_pool import LLMPoolMixin
 from .state import Part, check_state, collect_state
@@ -296,6 +296,10 @@ class Router(LLMPoolMixin, ABC):
         self._check_fitted()
         if candidates is None:
             return None
+        if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__") \
+                or not all(isinstance(c, str) for c in candidates):
+            raise ValueError(f"candidates must be a list of LLM names, got "
+                             f"{type(candidates).__name__} {candidates!r}")
         known = {n: i for i, n in enumerate(self.llm_names_)}
         bad = [c for c in candidates if c not in known]
         if bad or not len(candidates):
@@ -340,6 +344,7 @@ class Router(LLMPoolMixin, ABC):
         >>> ch.tolist(), paid.tolist()
         ([0, 0], [3.0, 2.0])
         """
+        check_policy_values(wtp, budget)
         choice = np.asarray(self.route_indices(data, wtp=wtp, budget=budget,
                                                candidates=candidates), dtype=np.int64)
         if data.costs is None:
@@ -359,12 +364,13 @@ class Router(LLMPoolMixin, ABC):
         budget : float, optional
             Per-query cost budget C: best predicted score with ``c_hat <= C``.
         candidates : list of str, optional
-            Restrict the choice to these LLMs.
+            Restrict the choice to these LLMs (a list of names; one string is refused).
 
         Returns
         -------
         ndarray of str, shape (n_queries,)
             Chosen LLM names.
         """
+        check_policy_values(wtp, budget)
         idx = self.route_indices(data, wtp=wtp, budget=budget, candidates=candidates)
         return np.asarray(self.llm_names_, dtype=object)[idx]

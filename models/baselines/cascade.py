@@ -18,7 +18,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
-from recsys_router.policies import apply_policy, fill_unknown_costs
+from recsys_router.policies import apply_policy, check_policy_values, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr
 
@@ -169,6 +169,7 @@ class CascadeRouter(Router):
         LLM): where lambda is worth the cascade's predicted cost it runs and pays every LLM
         it tried, otherwise the cheapest candidate answers alone and only its cost is paid.
         """
+        check_policy_values(wtp, budget)
         if wtp is None:
             return self._run(data, budget, candidates)
         end, spent = self._run(data, None, candidates)
