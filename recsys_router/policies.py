@@ -8,9 +8,11 @@ then to the lower column index, so decisions are deterministic.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
-__all__ = ["argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES",
+__all__ = ["check_policy_values", "argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES",
            "fill_unknown_costs"]
 
 
@@ -98,6 +100,25 @@ def argmax_policy(scores: np.ndarray, costs: np.ndarray | None = None,
     return _tiebreak_argmax(s, c, m)
 
 
+def check_policy_values(wtp=None, budget=None) -> None:
+    """Refuse a ``wtp`` or ``budget`` that is not a real number (a string such as ``"10"``, a
+    boolean, ...) with a one-line ``ValueError`` naming it, before numpy sees it (the HTTP
+    service refuses the same values). ``None`` means not given; the ranges are checked by
+    the policies.
+
+    Example
+    -------
+    >>> check_policy_values(wtp=2.0, budget=None)
+    >>> check_policy_values(wtp=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: wtp must be a number, got bool True
+    """
+    for name, v in (("wtp", wtp), ("budget", budget)):
+        if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)):
+            raise ValueError(f"{name} must be a number, got {type(v).__name__} {v!r}")
+
+
 def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
                mask: np.ndarray | None = None) -> np.ndarray:
     """RouterBench willingness-to-pay: ``argmax_j lambda * P_hat[i, j] - c_hat[i, j]``.
@@ -113,6 +134,7 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     >>> wtp_policy(s, c, 1.0).tolist(), wtp_policy(s, c, 10.0).tolist()
     ([0], [1])
     """
+    check_policy_values(wtp=wtp)
     if wtp is None or not np.isfinite(wtp) or wtp < 0:
         raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
     if costs is None:
@@ -137,6 +159,7 @@ def budget_policy(scores: np.ndarray, costs: np.ndarray, budget: float,
     >>> budget_policy(s, c, 0.5).tolist(), budget_policy(s, c, 0.05).tolist()
     ([0, 1], [0, 0])
     """
+    check_policy_values(budget=budget)
     if budget is None or np.isnan(budget):
         raise ValueError(f"budget must be a number, got {budget!r}")
     if costs is None:

@@ -17,7 +17,7 @@ import numpy as np
 from .data import RoutingData
 from .errors import NotFittedError
 from .coldstart.pool import core_view, observed_range, pool_changed, pool_costs, predict_pool
-from .policies import apply_policy, fill_unknown_costs
+from .policies import apply_policy, check_policy_values, fill_unknown_costs
 # add_llm / remove_llm / llm_mean_costs: the pool methods every router shares
 from .router_pool import LLMPoolMixin
 from .state import Part, check_state, collect_state
@@ -94,6 +94,10 @@ class Router(LLMPoolMixin, ABC):
     #: declared fitted state of this class (merged along the class hierarchy by
     #: :meth:`state_spec`): attribute name -> :class:`~recsys_router.state.Arr` or JSON spec
     _state_: dict = {}
+    #: whether what the router pays on a query can differ from its chosen LLM's cost (e.g. a
+    #: cascade pays every LLM it tried): :meth:`decide` then says what it pays, and
+    #: ``evaluate`` takes each of its decisions from :meth:`decide`
+    own_costs: bool = False
 
     # ------------------------------------------------------------------ parameters
     @classmethod
@@ -292,6 +296,10 @@ class Router(LLMPoolMixin, ABC):
         self._check_fitted()
         if candidates is None:
             return None
+        if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__") \
+                or not all(isinstance(c, str) for c in candidates):
+            raise ValueError(f"candidates must be a list of LLM names, got "
+                             f"{type(candidates).__name__} {candidates!r}")
         known = {n: i for i, n in enumerate(self.llm_names_)}
         bad = [c for c in candidates if c not in known]
         if bad or not len(candidates):
@@ -310,6 +318,39 @@ class Router(LLMPoolMixin, ABC):
                                  mask=self.candidate_mask(candidates))
         return choice
 
+    def decide(self, data: RoutingData, *, wtp: float | None = None, budget: float | None = None,
+               candidates: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Chosen column per query and the cost each decision really pays.
+
+        The hook :func:`~recsys_router.evaluation.runner.evaluate` records its decisions
+        through: the policy is none (argmax), ``wtp`` or ``budget`` as in :meth:`route`. The
+        default pays the chosen LLM's true cost in ``data`` (NaN where it is unknown or
+        ``data`` has no costs). A router whose realised cost differs (a cascade pays every
+        LLM it tried) overrides this, sets :attr:`own_costs` and makes
+        :meth:`route_indices` agree with it; ``evaluate`` records such a router's every
+        decision from here, and the others' from their predictions (the same choices and
+        costs as this default, without predicting once per operating point).
+
+        Returns
+        -------
+        (ndarray of int64, ndarray of float64), each shape (n_queries,)
+            Chosen column of ``llm_names_`` and realised cost per query.
+
+        Example
+        -------
+        >>> from recsys_router.models.baselines import BestSingleRouter
+        >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[.9, .5], [.9, .5]], [[3., 1.], [2., 1.]])
+        >>> ch, paid = BestSingleRouter().fit(d).decide(d)
+        >>> ch.tolist(), paid.tolist()
+        ([0, 0], [3.0, 2.0])
+        """
+        check_policy_values(wtp, budget)
+        choice = np.asarray(self.route_indices(data, wtp=wtp, budget=budget,
+                                               candidates=candidates), dtype=np.int64)
+        if data.costs is None:
+            return choice, np.full(len(choice), np.nan)
+        return choice, data.costs[np.arange(len(choice)), choice].astype(np.float64)
+
     def route(self, data: RoutingData, *, wtp: float | None = None, budget: float | None = None,
               candidates: Sequence[str] | None = None) -> np.ndarray:
         """Choose one LLM per query.
@@ -323,12 +364,13 @@ class Router(LLMPoolMixin, ABC):
         budget : float, optional
             Per-query cost budget C: best predicted score with ``c_hat <= C``.
         candidates : list of str, optional
-            Restrict the choice to these LLMs.
+            Restrict the choice to these LLMs (a list of names; one string is refused).
 
         Returns
         -------
         ndarray of str, shape (n_queries,)
             Chosen LLM names.
         """
+        check_policy_values(wtp, budget)
         idx = self.route_indices(data, wtp=wtp, budget=budget, candidates=candidates)
         return np.asarray(self.llm_names_, dtype=object)[idx]

@@ -147,11 +147,11 @@ def test_cascade_default_threshold_and_candidates():
     assert cost.tolist() == [2.0, 2.0, 6.0, 6.0, 2.0]
 
 
-def test_cascade_rejects_wtp_and_bad_settings():
+def test_cascade_rejects_bad_settings():
     d = _cascade_data()
     r = CascadeRouter().fit(d)
-    with pytest.raises(ValueError, match="willingness"):
-        r.route(d, wtp=1.0)
+    with pytest.raises(ValueError, match="not both"):
+        r.route(d, wtp=1.0, budget=2.0)
     with pytest.raises(ValueError, match="epsilon"):
         CascadeRouter(epsilon=2.0).fit(d)
     with pytest.raises(ValueError, match="costs"):

@@ -37,7 +37,6 @@ class TestZero(RouterContract):
 
 class TestCascade(RouterContract):
     router_factory = staticmethod(lambda: make_router("cascade", epsilon=0.1, seed=2))
-    supports_wtp = False
     budget_mode = None  # realised-cost cap checked in test_baselines_cascade_zero.py
     keeps_others = False  # its scores are the one-hot end of the chain, which a new LLM joins
 

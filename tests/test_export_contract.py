@@ -19,7 +19,7 @@ from recsys_router.registry import available_routers, make_router, router_factor
 FAST = {"max_epochs": 1, "epochs": 3, "encoder_options": {"dim": 32}, "hidden": 8,
         "iterations": 3, "dim": 8}
 #: routers whose route() has no willingness-to-pay mode
-NO_WTP = {"cascade"}
+NO_WTP: set = set()
 
 
 def _make(name: str):

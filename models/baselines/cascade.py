@@ -18,7 +18,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
-from recsys_router.policies import fill_unknown_costs
+from recsys_router.policies import apply_policy, check_policy_values, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr
 
@@ -39,7 +39,8 @@ class CascadeRouter(Router):
 
     Costs are the routed data's true per-query costs (mean train cost where unknown), and
     the judge reads the routed data's true scores, so this router ``uses_ground_truth``.
-    Its realised cost is not the chosen LLM's cost: use :meth:`route_with_costs`.
+    Its realised cost is not the chosen LLM's cost: :meth:`decide` (the hook ``evaluate``
+    records decisions through) and :meth:`route_with_costs` return it.
 
     Parameters
     ----------
@@ -65,6 +66,7 @@ class CascadeRouter(Router):
     """
 
     uses_ground_truth = True
+    own_costs = True
     _state_ = {"threshold_": FLOAT, "chain_": Arr("int64", ("n_llms",), index_of="n_llms")}
 
     def __init__(self, threshold: float | None = None, threshold_quantile: float = 0.95,
@@ -147,21 +149,57 @@ class CascadeRouter(Router):
             done |= run & accepted
         return choice, spent
 
-    def route_with_costs(self, data: RoutingData, *, budget: float | None = None,
+    def route_with_costs(self, data: RoutingData, *, wtp: float | None = None,
+                         budget: float | None = None,
                          candidates: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Route and return ``(chosen LLM names, realised cost per query)``.
+        """Route and return ``(chosen LLM names, realised cost per query)`` (see :meth:`decide`).
 
         The realised cost sums the costs of every LLM tried on the query.
         """
-        choice, spent = self._run(data, budget, candidates)
-        return np.asarray(self.llm_names_, dtype=object)[choice], spent
+        choice, paid = self.decide(data, wtp=wtp, budget=budget, candidates=candidates)
+        return np.asarray(self.llm_names_, dtype=object)[choice], paid
+
+    def decide(self, data, *, wtp=None, budget=None, candidates=None):
+        """Column of the LLM whose answer is used and the cost paid, per query.
+
+        Without ``wtp``: the cascade under the cap ``T = min(max_cost, budget)``; it pays the
+        sum over every LLM tried. With ``wtp`` (lambda): the willingness-to-pay policy over
+        the cascade's own predictions (score 1 for the LLM the cascade ends on, 0 for the
+        others; predicted costs from :meth:`predict_costs`, the chain's mean costs up to each
+        LLM): where lambda is worth the cascade's predicted cost it runs and pays every LLM
+        it tried, otherwise the cheapest candidate answers alone and only its cost is paid.
+        """
+        check_policy_values(wtp, budget)
+        if wtp is None:
+            return self._run(data, budget, candidates)
+        end, spent = self._run(data, None, candidates)
+        mask = self.candidate_mask(candidates)
+        rows = np.arange(data.n_queries)
+        onehot = np.zeros(data.shape)
+        onehot[rows, end] = 1.0
+        costs = np.broadcast_to(self._ending_costs(mask), data.shape)
+        choice, _ = apply_policy(onehot, costs, wtp=wtp, budget=budget, mask=mask)
+        alone = self._costs_of(data)[rows, choice]
+        return choice, np.where(choice == end, spent, alone)
 
     def route_indices(self, data, *, wtp=None, budget=None, candidates=None):
-        """Column of the LLM whose answer is used; ``budget`` caps the total cost per query."""
-        if wtp is not None:
-            raise ValueError("the cascade router has no willingness-to-pay mode; pass budget= "
-                             "(total cost cap per query) or set max_cost")
-        return self._run(data, budget, candidates)[0]
+        """Column of the LLM whose answer is used (see :meth:`decide`); ``budget`` caps the
+        total cost per query."""
+        return self.decide(data, wtp=wtp, budget=budget, candidates=candidates)[0]
+
+    def _ending_costs(self, mask: np.ndarray | None) -> np.ndarray:
+        """Predicted cost paid when the cascade ends on each LLM: the mean train costs of the
+        (candidate) chain up to and including it; an LLM off the chain: its own mean cost."""
+        mc = fill_unknown_costs(np.asarray(self.mean_costs_, dtype=np.float64))
+        chain = self.chain_ if mask is None else self.chain_[mask[self.chain_]]
+        out = mc.copy()
+        out[chain] = np.cumsum(mc[chain])
+        return out
+
+    def _predict_costs(self, data):
+        """The cost paid when the cascade ends on each LLM, predicted from mean train costs
+        (every LLM before it on the chain is paid too): the costs its policies weigh."""
+        return np.broadcast_to(self._ending_costs(None), (data.n_queries, len(self.mean_costs_))).copy()
 
     def _predict_scores(self, data):
         """One-hot of the LLM the cascade ends on (with ``max_cost`` only)."""

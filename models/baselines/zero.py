@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from recsys_router.metrics.routerbench import ndch_indices
+from recsys_router.policies import check_policy_values
 from recsys_router.router import Router
 from recsys_router.state import STR, Arr, ListOf
 
@@ -129,6 +130,7 @@ class ZeroRouter(Router):
             One entry (a hull vertex) or two neighbouring hull LLMs with their probabilities.
         """
         self._check_fitted()
+        check_policy_values(budget=budget)
         if budget is None or np.isnan(budget):
             raise ValueError(f"budget must be a number, got {budget!r}")
         hull = self._hull_for(candidates)
@@ -153,6 +155,7 @@ class ZeroRouter(Router):
         """Column chosen per query (see the class docstring for the three modes)."""
         self._check_fitted()
         self._check_llms(data)
+        check_policy_values(wtp, budget)
         if wtp is not None and budget is not None:
             raise ValueError("give either wtp or budget, not both")
         hull = self._hull_for(candidates)

@@ -119,7 +119,8 @@ def add_parser(subparsers) -> None:
     c = subparsers.add_parser(
         "calibrate", help="set an artifact's default policy to meet a cost or share target",
         description="Find the willingness-to-pay (wtp) or budget whose decisions on --data meet "
-                    "the target (mean true cost per query, or a share of queries sent to one LLM) "
+                    "the target (mean true cost per query, a cell without one charged its predicted "
+                    "cost; or a share of queries sent to one LLM) "
                     "and store it as the artifact's default policy.")
     c.add_argument("artifact", help="artifact directory")
     add_data_args(c)
@@ -238,9 +239,12 @@ def run_calibrate(args) -> int:
                              split=args.split,
                              sign_key=sign_key_from_env(args.sign_key_env))
     what = "mean cost" if res["kind"] == "mean_cost" else f"share of {share[0]}"
+    source = f"{res['cost_source']} costs"
+    if res["cost_source"] == "mixed":
+        n, total = res["predicted_cells"]
+        source = f"true costs where known, predicted for {n} of {total} cells"
     print(f"calibrated {res['policy']} = {res['value']:.6g} on {res['data']['n_queries']} queries: "
-          f"{what} achieved {res['achieved']:.6g} vs target {res['target']:.6g} "
-          f"({res['cost_source']} costs)")
+          f"{what} achieved {res['achieved']:.6g} vs target {res['target']:.6g} ({source})")
     return 0
 
 

@@ -23,17 +23,45 @@ _SCALARS = ("dataset", "protocol", "pool", "group", "fold", "router", "setting",
 
 def _block(meta: dict, router: str, setting: str, value: float, qcode: np.ndarray,
            lcode: np.ndarray, choice: np.ndarray, s: np.ndarray, c: np.ndarray | None,
-           ent: np.ndarray | None) -> dict:
+           ent: np.ndarray | None, paid: np.ndarray | None = None) -> dict:
     """One (router, setting) block of decisions: scalars plus per-query arrays.
 
-    ``qcode`` indexes the dataset's query ids, ``lcode[choice]`` its LLM names.
+    ``qcode`` indexes the dataset's query ids, ``lcode[choice]`` its LLM names. The cost is
+    ``paid`` when the router said what it paid
+    (:meth:`~recsys_router.router.Router.decide`), else the chosen LLM's true cost.
     """
     n = len(qcode)
     rows = np.arange(n)
+    if paid is not None:
+        cost = np.asarray(paid, dtype=np.float64)
+    else:
+        cost = c[rows, choice].astype(np.float64) if c is not None else np.full(n, np.nan)
     return {**meta, "router": router, "setting": setting, "setting_value": float(value),
             "qcode": qcode, "lcode": lcode[choice], "score": s[rows, choice].astype(np.float64),
-            "cost": (c[rows, choice].astype(np.float64) if c is not None else np.full(n, np.nan)),
+            "cost": cost,
             "prob_entropy": ent if ent is not None else np.full(n, np.nan)}
+
+
+def _decided(decide, test, rows: np.ndarray, cols: np.ndarray, names: list[str],
+             sweep) -> list[tuple]:
+    """``(value, choice, paid)`` per operating point of a router that says what it pays
+    (:meth:`~recsys_router.router.Router.decide`), run on the pool's usable test queries with
+    the pool's LLMs as candidates: a ``wtp`` / ``budget`` point is that policy at the point's
+    value (a cascade's budget is its own cap on the total cost per query), ``argmax`` none;
+    a setting that is no router policy (RouteLLM's thresholds) keeps the sweep's choice and
+    the chosen LLM's cost."""
+    sub = test if rows.all() else test.subset(np.flatnonzero(rows))
+    pos = np.full(test.n_llms, -1, dtype=np.int64)
+    pos[cols] = np.arange(len(cols))
+    out = []
+    for value, choice in sweep.points:
+        if sweep.setting not in ("wtp", "budget", "argmax"):
+            out.append((value, choice, None))
+            continue
+        kw = {} if sweep.setting == "argmax" else {sweep.setting: float(value)}
+        ch, paid = decide(sub, candidates=list(names), **kw)
+        out.append((value, pos[np.asarray(ch, dtype=np.int64)], paid))
+    return out
 
 
 def _assemble(blocks: list[dict], query_ids: list[str], llm_names: list[str]) -> pd.DataFrame:

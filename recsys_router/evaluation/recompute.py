@@ -32,7 +32,8 @@ def split_block(df: pd.DataFrame) -> Block:
     Block
         ``scores``/``costs`` (n_queries x m, from the ``LLM:`` rows; costs None when all NaN),
         ``llms`` (names), ``roles`` (setting of each LLM row: single/strong/weak), and
-        ``runs``: router -> list of (setting, value, choices, prob_entropy per query).
+        ``runs``: router -> list of (setting, value, choices, prob_entropy per query),
+        ``paid``: router -> the decisions' paid cost per query of each run (same order).
     """
     is_llm = df["router"].str.startswith(LLM_PREFIX).to_numpy()
     ref = df[is_llm]
@@ -70,15 +71,21 @@ def split_block(df: pd.DataFrame) -> Block:
         count = np.bincount(gid, minlength=n_groups)
         ent = np.full((n_groups, len(qids)), np.nan)
         ent[gid, qi] = dec["prob_entropy"].to_numpy(dtype=np.float64)
+        cost = np.full((n_groups, len(qids)), np.nan)
+        cost[gid, qi] = dec["cost"].to_numpy(dtype=np.float64)
         for g, (router, setting, value) in enumerate(keys):
             if count[g] != len(qids) or (ch[g] < 0).any():
                 raise ValueError(f"decisions of router {router!r} ({setting}={value}) do not cover "
                                  f"the {len(qids)} queries of the LLM reference rows exactly once")
-            runs.setdefault(str(router), []).append((str(setting), float(value), ch[g], ent[g]))
+            runs.setdefault(str(router), []).append((str(setting), float(value), ch[g], ent[g],
+                                                     cost[g]))
+    paid = {}
     for r in runs:
         runs[r].sort(key=lambda t: (np.isnan(t[1]), t[1]))
+        paid[r] = [t[4] for t in runs[r]]
+        runs[r] = [t[:4] for t in runs[r]]
     costs = None if np.isnan(C).all() else C
-    return Block(scores=S, costs=costs, llms=names, roles=roles, runs=runs)
+    return Block(scores=S, costs=costs, llms=names, roles=roles, runs=runs, paid=paid)
 
 
 def metrics_from_decisions(decisions: pd.DataFrame, *, reference_score: float | None = None

@@ -27,7 +27,7 @@ from .protocols import (LLM_PREFIX, PoolView, Predictions, Protocol, get_protoco
                         parse_protocols, protocol_names)
 from .recompute import metrics_from_decisions
 # the decision table's layout and assembly; DECISION_COLUMNS re-exported (its public path)
-from .decision_table import DECISION_COLUMNS, _assemble, _block
+from .decision_table import DECISION_COLUMNS, _assemble, _block, _decided
 from .splits import complete_queries, make_folds, resolve_pools, text_overlap_note
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate", "DECISION_COLUMNS"]
@@ -250,7 +250,7 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
         tuned = router.router_ if isinstance(router, SafeFallbackRouter) else router
         if hasattr(tuned, "best_params_"):
             notes.append(f"fold {fold.fold}: {label} --auto {cfg.auto}: {tuned.summary()}")
-        preds[label] = Predictions(P, C, probs)
+        preds[label] = Predictions(P, C, probs, router.decide if router.own_costs else None)
         if getattr(router, "uses_ground_truth", False):
             truth.add(label)
         timings.append({"dataset": data.name, "fold": fold.fold, "router": label,
@@ -301,9 +301,11 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
             pred = Predictions(ps, pc, None if p.probs is None
                                else np.asarray(p.probs, dtype=np.float64)[rows][:, cols])
             sweep = proto.sweep(pred, view)
-            for value, choice in sweep.points:
+            points = [(v, ch, None) for v, ch in sweep.points] if p.decide is None else \
+                _decided(p.decide, test, rows, cols, names, sweep)
+            for value, choice, paid in points:
                 blocks.append(_block(m, label, sweep.setting, value, qcode, nm, choice, S, Ct,
-                                     sweep.prob_entropy))
+                                     sweep.prob_entropy, paid))
             bar.update(1)
     return blocks
 

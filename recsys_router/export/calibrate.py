@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hyperparams import check_number
 from ..policies import budget_policy, wtp_policy
 
 __all__ = ["calibrate_policy", "candidate_values", "calibrate_artifact"]
@@ -59,7 +60,11 @@ def candidate_values(pred_scores: np.ndarray, pred_costs: np.ndarray, policy: st
     temporaries.
     """
     if policy == "budget":
-        vals = np.unique(pred_costs)
+        c = np.asarray(pred_costs, dtype=np.float64)
+        vals = np.unique(c[np.isfinite(c)])  # an unknown (NaN) cost is no budget
+        if not len(vals):
+            raise ValueError("budget calibration needs a known (finite) predicted cost; "
+                             "every predicted cost is unknown")
     elif policy == "wtp":
         brk = np.concatenate([[0.0], _wtp_breakpoints(pred_scores, pred_costs)])  # sorted
         top = brk[-1] * 2 if brk[-1] > 0 else 1.0
@@ -92,10 +97,13 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     target_share : (int, float), optional
         ``(llm_index, share)``: wanted fraction of queries routed to that LLM.
     true_costs : ndarray, optional
-        Actual costs of the calibration queries.
+        Actual costs of the calibration queries; NaN (unknown) cells are charged their
+        predicted cost.
     choose : callable, optional
         ``choose(value) -> choices`` for routers with their own decision rule (e.g. the
-        zero router's mixing); default: the wtp/budget policy on the predictions.
+        zero router's mixing); default: the wtp/budget policy on the predictions. Its
+        outcome is also searched between the candidate values by bisection (it may change
+        between them, as the Zero router's mix does; see :func:`_bisect`).
 
     Returns
     -------
@@ -110,22 +118,69 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     """
     if (target_cost is None) == (target_share is None):
         raise ValueError("give exactly one of target_cost or target_share")
+    pred_scores = np.asarray(pred_scores)
+    if pred_scores.ndim != 2 or pred_scores.shape[0] == 0:
+        raise ValueError(f"calibration needs at least one query, got predictions of shape "
+                         f"{pred_scores.shape}")
+    if target_cost is not None:
+        target = check_number(target_cost, "target_cost", low=0)
+    else:
+        if not isinstance(target_share, (tuple, list)) or len(target_share) != 2:
+            raise ValueError(f"target_share must be (LLM index, share), got {target_share!r}")
+        check_number(target_share[0], "target_share LLM index", low=0,
+                     high=pred_scores.shape[1] - 1, integer=True)
+        target = check_number(target_share[1], "target_share share", low=0, high=1)
     vals = candidate_values(pred_scores, pred_costs, policy, max_values)
     fn = wtp_policy if policy == "wtp" else budget_policy
-    cost_mat = pred_costs if true_costs is None else np.nan_to_num(true_costs)
+    cost_mat = pred_costs if true_costs is None else \
+        np.where(np.isnan(true_costs), pred_costs, true_costs)
     rows = np.arange(pred_scores.shape[0])
-    achieved = np.empty(len(vals))
-    for k, v in enumerate(vals):
-        ch = fn(pred_scores, pred_costs, float(v)) if choose is None else np.asarray(choose(float(v)))
-        if target_cost is not None:
-            achieved[k] = cost_mat[rows, ch].mean()
-        else:
-            achieved[k] = (ch == target_share[0]).mean()
-    target = float(target_cost if target_cost is not None else target_share[1])
-    err = np.abs(achieved - target)
+
+    def outcome(v: float) -> float:
+        ch = fn(pred_scores, pred_costs, v) if choose is None else np.asarray(choose(v))
+        if target_cost is not None:  # a choice whose cost nobody knows is left out
+            paid = cost_mat[rows, ch]
+            paid = paid[~np.isnan(paid)]
+            return float(paid.mean()) if len(paid) else float("nan")
+        return float((ch == target_share[0]).mean())
+
+    achieved = np.array([outcome(float(v)) for v in vals])
+    err = np.nan_to_num(np.abs(achieved - target), nan=np.inf)
     best = int(np.flatnonzero(err == err.min())[0])
-    return {"policy": policy, "value": float(vals[best]), "achieved": float(achieved[best]),
+    value, got = float(vals[best]), float(achieved[best])
+    if choose is not None and err[best] > 0:
+        value, got = _bisect(outcome, vals, achieved, target, value, got)
+    return {"policy": policy, "value": value, "achieved": got,
             "target": target, "kind": "mean_cost" if target_cost is not None else "share"}
+
+
+def _bisect(outcome, vals, achieved, target: float, value: float, got: float,
+            steps: int = 40) -> tuple[float, float]:
+    """Refine a router's own decision rule (``choose``) between two neighbouring candidate
+    values whose outcomes bracket ``target``: the Zero router mixes two hull LLMs, so its
+    realised mean cost (and share) moves between the step points too, monotonically in its
+    parameter; bisection on the outcome finds the value closest to the target (the best
+    step point is kept when no pair brackets it or bisection finds nothing closer)."""
+    side = np.sign(achieved - target)
+    cross = np.flatnonzero(side[:-1] * side[1:] < 0)
+    if not len(cross):
+        return value, got
+    lo, hi = float(vals[cross[0]]), float(vals[cross[0] + 1])
+    rising = achieved[cross[0] + 1] > achieved[cross[0]]
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        out = outcome(mid)
+        if abs(out - target) < abs(got - target):
+            value, got = mid, out
+        if out == target:
+            break
+        if (out < target) == rising:
+            lo = mid
+        else:
+            hi = mid
+    return value, got
 
 
 def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | None = None,
@@ -139,7 +194,9 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         Artifact folder (verified on load; its manifest is rewritten atomically).
     data : RoutingData
         Queries to calibrate on; must hold every LLM of the artifact's pool. True costs are
-        used when every cell has one, else the router's predicted costs.
+        used where a cell has one and the router's predicted cost where not
+        (``cost_source``: ``true``, ``mixed`` with ``predicted_cells`` = [cells predicted,
+        cells], or ``predicted`` when the data has no cost at all).
     policy : {"wtp", "budget"}
     target_cost : float, optional
         Wanted mean cost per query.
@@ -156,7 +213,6 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         :func:`calibrate_policy`'s result plus ``cost_source`` and ``data``.
     """
     from ..datasets.resolve import select_split  # noqa: PLC0415
-    from ..hyperparams import check_number  # noqa: PLC0415
     from .artifact import load_router, set_default_policy  # noqa: PLC0415
     if target_cost is not None:  # impossible targets fail before the artifact is read
         check_number(target_cost, "target_cost", low=0)
@@ -178,14 +234,18 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
             raise ValueError(f"target share: unknown LLM {llm!r}; the artifact's LLMs: "
                              f"{art.llm_names}")
         share = (art.llm_names.index(llm), float(frac))
-    true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).all() else None
+    true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).any() else None
+    n_unknown = 0 if true_costs is None else int(np.isnan(true_costs).sum())
     choose = None
     if art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
         def choose(v):
             return art.router.route_indices(data, **{policy: v})
     res = calibrate_policy(scores, costs, policy=policy, target_cost=target_cost,
                            target_share=share, true_costs=true_costs, choose=choose)
-    res["cost_source"] = "true" if true_costs is not None else "predicted"
+    res["cost_source"] = ("predicted" if true_costs is None else
+                          "true" if not n_unknown else "mixed")
+    if n_unknown:
+        res["predicted_cells"] = [n_unknown, int(true_costs.size)]
     res["data"] = {"name": data.name, "n_queries": data.n_queries, "split": split}
     set_default_policy(path, res["policy"], res["value"], sign_key=sign_key,
                        extra={"calibration": {k: v for k, v in res.items()

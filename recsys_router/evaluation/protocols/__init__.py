@@ -16,11 +16,11 @@ True
 
 from __future__ import annotations
 
-from ._base import (LLM_PREFIX, PROTOCOLS, Block, MetricContext, PoolView, Predictions, Protocol,
+from ._base import (LLM_PREFIX, PROTOCOLS, Block, mean_paid, MetricContext, PoolView, Predictions, Protocol,
                     ProtocolOption, RunOutcome, Sweep, all_singles, train_test_parts, curve_row, get_protocol, metric_row, parse_protocols,
                     protocol_names, register_protocol, registered_protocols, unregister_protocol)
 
-__all__ = ["Protocol", "Block", "PoolView", "Predictions", "Sweep", "MetricContext",
+__all__ = ["Protocol", "Block", "mean_paid", "PoolView", "Predictions", "Sweep", "MetricContext",
            "ProtocolOption", "RunOutcome", "train_test_parts",
            "register_protocol", "unregister_protocol", "get_protocol", "protocol_names",
            "registered_protocols", "parse_protocols", "all_singles", "metric_row", "curve_row",

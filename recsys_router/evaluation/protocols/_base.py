@@ -17,9 +17,10 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ...metrics.routereval import mu_o
 from ...registries import Registry
 
-__all__ = ["Protocol", "Block", "PoolView", "Predictions", "Sweep", "MetricContext",
+__all__ = ["Protocol", "Block", "mean_paid", "PoolView", "Predictions", "Sweep", "MetricContext",
            "ProtocolOption", "RunOutcome", "train_test_parts",
            "register_protocol", "unregister_protocol", "get_protocol", "protocol_names",
            "registered_protocols", "parse_protocols", "all_singles", "metric_row", "curve_row",
@@ -34,20 +35,49 @@ class Block(NamedTuple):
 
     ``scores``/``costs`` are the true matrices (queries x pool LLMs, from the ``LLM:`` rows),
     ``roles`` the setting of each reference LLM (``single``/``strong``/``weak``), ``runs``
-    router -> list of (setting, value, chosen column per query, prob entropy per query).
+    router -> list of (setting, value, chosen column per query, prob entropy per query);
+    ``paid`` router -> the cost paid per query of each of its runs (same order; from the
+    decisions' ``cost`` column, which for most routers is the chosen LLM's cost and for a
+    cascade the sum over the LLMs it tried). Read mean costs with :func:`mean_paid`.
     """
     scores: np.ndarray
     costs: np.ndarray | None
     llms: list[str]
     roles: dict
     runs: dict
+    paid: dict | None = None
+
+
+def mean_paid(block: Block, router: str, k: int) -> float:
+    """Mean cost paid by run ``k`` of ``router`` over the queries whose paid cost is known
+    (NaN when none is); without ``paid`` records, the chosen LLMs' true costs
+    (:func:`~recsys_router.metrics.routereval.mu_o` on ``block.costs``).
+
+    Example
+    -------
+    >>> b = Block(np.ones((2, 2)), np.array([[1., 10.], [1., 10.]]), ["a", "b"], {},
+    ...           {"r": [("wtp", 1.0, np.array([0, 1]), None)]}, {"r": [np.array([1., 11.])]})
+    >>> mean_paid(b, "r", 0), mean_paid(b._replace(paid=None), "r", 0)
+    (6.0, 5.5)
+    """
+    if block.paid is not None and router in block.paid:
+        v = np.asarray(block.paid[router][k], dtype=np.float64)
+        v = v[~np.isnan(v)]
+        return float(v.mean()) if len(v) else float("nan")
+    return mu_o(block.costs, block.runs[router][k][2])
 
 
 class Predictions(NamedTuple):
-    """One fitted router's predictions on the test queries of one candidate pool."""
+    """One fitted router's predictions on the test queries of one candidate pool.
+
+    ``decide`` is the router's :meth:`~recsys_router.router.Router.decide` when the router
+    says what it pays itself (``own_costs``, e.g. a cascade); ``evaluate`` then takes each
+    wtp, budget or argmax point's choices and paid costs from it, not from the sweep of
+    these predictions."""
     scores: np.ndarray
     costs: np.ndarray | None
     probs: np.ndarray | None
+    decide: Callable | None = None
 
 
 class Sweep(NamedTuple):

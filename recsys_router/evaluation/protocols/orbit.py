@@ -14,7 +14,7 @@ from ...metrics.base import best_single
 from ...metrics.routereval import mu_o
 from ..figures import first_block, router_curves
 from ..tables import pool_section
-from ._base import Protocol, Sweep, curve_row, metric_row, register_protocol
+from ._base import Protocol, Sweep, mean_paid, curve_row, metric_row, register_protocol
 
 __all__ = ["ORBIT", "budget_settings"]
 
@@ -46,7 +46,8 @@ def _metrics(b, ctx):
     ms, cs = [], []
     bs = best_single(b.scores, b.costs)
     for router, runs in b.runs.items():
-        pts = np.array([(mu_o(b.costs, ch), mu_o(b.scores, ch)) for _, _, ch, _ in runs])
+        pts = np.array([(mean_paid(b, router, k), mu_o(b.scores, ch))
+                        for k, (_, _, ch, _) in enumerate(runs)])
         for (setting, value, _, _), (x, y) in zip(runs, pts):
             cs.append(curve_row(router, "budget", setting, value, x, y))
         front = ob.pareto_front(pts[:, 0], pts[:, 1])

@@ -13,7 +13,7 @@ from ...metrics.routereval import mu_o
 from ...policies import wtp_policy
 from ..figures import finish_plot, first_block, line_style, log_cost_axis, pyplot
 from ..tables import pool_section
-from ._base import Protocol, Sweep, curve_row, metric_row, register_protocol
+from ._base import Protocol, Sweep, mean_paid, curve_row, metric_row, register_protocol
 
 __all__ = ["ROUTERBENCH", "LLM_HULL", "wtp_settings"]
 
@@ -45,7 +45,8 @@ def _metrics(b, ctx):
     """Per-lambda points, NDCH and AIQ on the domain shared by all routers of the block."""
     ms, cs, hulls = [], [], {}
     for router, runs in b.runs.items():
-        pts = np.array([(mu_o(b.costs, ch), mu_o(b.scores, ch)) for _, _, ch, _ in runs])
+        pts = np.array([(mean_paid(b, router, k), mu_o(b.scores, ch))
+                        for k, (_, _, ch, _) in enumerate(runs)])
         for (setting, value, _, _), (x, y) in zip(runs, pts):
             cs.append(curve_row(router, "points", setting, value, x, y))
         hulls[router] = rb.ndch(pts)

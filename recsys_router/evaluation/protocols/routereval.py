@@ -14,7 +14,7 @@ from ...metrics.routereval import REFERENCE_SCORES, mu_o, oracle_mean, routereva
 from ...policies import argmax_policy
 from ..figures import first_block, plot_title, pyplot, save_figure
 from ..tables import fmt, lookup, markdown_table, router_names, summary_fold
-from ._base import Protocol, Sweep, metric_row, register_protocol
+from ._base import Protocol, Sweep, mean_paid, metric_row, register_protocol
 
 __all__ = ["ROUTEREVAL", "argmax_settings", "column_means", "query_prob_entropy",
            "reference_benchmark"]
@@ -124,7 +124,7 @@ def _metrics(b, ctx):
         if np.isfinite(ent).all():
             ms.append(metric_row(router, "prob_entropy", ent.mean()))
         if b.costs is not None:
-            ms.append(metric_row(router, "mean_cost", mu_o(b.costs, ch)))
+            ms.append(metric_row(router, "mean_cost", mean_paid(b, router, 0)))
     return ms, []
 
 

@@ -1,0 +1,77 @@
+"""evaluate() charges the cascade for every LLM it tried (Router.decide), not only the last.
+
+The tiny case: LLM a costs 1 and is right on even queries only, b costs 10 and is always
+right. The cascade (threshold 1: a right answer is accepted) tries a, then b where a was
+wrong: it pays 1 on even queries and 1 + 10 = 11 on odd ones, 6.0 on average, where charging
+only the LLM used would give 0.5 * 1 + 0.5 * 10 = 5.5.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recsys_router.data import RoutingData
+from recsys_router.evaluation.runner import EvalConfig, evaluate
+from recsys_router.models.baselines import BestSingleRouter
+from recsys_router.models.baselines.cascade import CascadeRouter
+
+
+def _data(n=40):
+    s = np.column_stack([(np.arange(n) % 2 == 0).astype(float), np.ones(n)])
+    c = np.tile([1.0, 10.0], (n, 1))
+    split = np.where(np.arange(n) < n // 2, "train", "test")
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "split": split})
+    return RoutingData(q, ["a", "b"], s, c)
+
+
+@pytest.fixture(scope="module")
+def result():
+    return evaluate(_data(), EvalConfig(routers=["cascade", "oracle", "best-single"],
+                                        protocols=["routereval", "routerbench", "orbit"],
+                                        split_column="split", fallback=False), progress=False)
+
+
+def _metric(res, protocol, router, metric):
+    m = res.metrics
+    return m[(m.protocol == protocol) & (m.router == router) & (m.metric == metric)
+             & (m.fold == "0")]["value"].item()
+
+
+def test_cascade_unconstrained_decisions_pay_every_llm_tried(result):
+    dec = result.decisions
+    rows = dec[(dec.router == "cascade") & (dec.protocol == "routereval")]
+    odd = rows.query_id.astype(str).str[1:].astype(int) % 2 == 1
+    assert rows.cost[odd].tolist() == [11.0] * 10 and rows.cost[~odd].tolist() == [1.0] * 10
+    assert _metric(result, "routereval", "cascade", "mean_cost") == pytest.approx(6.0)
+    assert _metric(result, "routerbench", "cascade", "cost_at_max_quality") == pytest.approx(6.0)
+
+
+def test_cascade_budget_sweep_is_its_own_cost_cap(result):
+    cu = result.curves
+    pts = cu[(cu.protocol == "orbit") & (cu.router == "cascade") & (cu.curve == "budget")]
+    got = sorted(zip(pts.setting_value, pts.x, pts.y))
+    # predicted cost of ending on a: 1, on b: 1 + 10; cap 1 tries a alone, cap 11 a then b
+    assert got == [(1.0, 1.0, 0.5), (11.0, 6.0, 1.0)]
+    assert _metric(result, "orbit", "cascade", "cost_at_max_budget") == pytest.approx(6.0)
+
+
+def test_ordinary_routers_pay_the_chosen_llms_cost(result):
+    # oracle: a on even queries (cost 1), b on odd (10); best-single: b everywhere
+    assert _metric(result, "routereval", "oracle", "mean_cost") == pytest.approx(5.5)
+    assert _metric(result, "orbit", "oracle", "cost_at_max_budget") == pytest.approx(5.5)
+    assert _metric(result, "routereval", "best-single", "mean_cost") == pytest.approx(10.0)
+    assert _metric(result, "routerbench", "best-single", "cost_at_max_quality") == pytest.approx(10.0)
+
+
+def test_decide_default_and_cascade():
+    d = _data()
+    ch, paid = BestSingleRouter().fit(d).decide(d)
+    assert ch.tolist() == [1] * 40 and paid.tolist() == [10.0] * 40
+    r = CascadeRouter(threshold=1.0).fit(d)
+    ch, paid = r.decide(d)
+    assert paid.tolist() == [1.0, 11.0] * 20 and ch.tolist() == [0, 1] * 20
+    assert r.decide(d, budget=5.0)[1].tolist() == [1.0] * 40       # b never fits under cap 5
+    assert r.predict_costs(d)[0].tolist() == [1.0, 11.0]
+    # wtp: lambda 20 is worth the cascade (predicted 11 vs 1), lambda 5 is not: a alone
+    assert r.decide(d, wtp=20.0)[1].tolist() == [1.0, 11.0] * 20
+    assert r.decide(d, wtp=5.0)[0].tolist() == [0] * 40
