@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataValidationError
+from ._limits import ReadLimits, open_counted, too_many_records
 from ._rows import lone_surrogate_line, not_utf8 as _not_utf8, open_bytes as _open_bytes
 
 __all__ = ["read_json", "read_jsonl", "read_jsonl_lines"]
@@ -50,17 +51,22 @@ def read_jsonl(path: Path) -> pd.DataFrame:
     return read_jsonl_lines(path)[0]
 
 
-def read_jsonl_lines(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped)."""
+def read_jsonl_lines(path: Path, limits: ReadLimits | None = None
+                     ) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped).
+
+    With ``limits``, a ``.gz`` file giving more than ``limits.max_bytes`` decompressed bytes
+    or a file of more than ``limits.max_records`` records is refused while it is read.
+    """
     try:
-        return _read_jsonl(path)
+        return _read_jsonl(path, limits)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
 
 
-def _read_jsonl(path: Path):
+def _read_jsonl(path: Path, limits: ReadLimits | None = None):
     records, lines = [], []
-    with _open_bytes(path) as fh:
+    with (open_counted(path, limits) if limits is not None else _open_bytes(path)) as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -83,6 +89,8 @@ def _read_jsonl(path: Path):
                                           source=str(path), row=lineno)
             if "\\u" in line and lone_surrogate_line(line, rec) is not None:
                 raise _surrogate(path, lineno)
+            if limits is not None and len(records) >= limits.max_records:
+                raise too_many_records(path, limits.max_records)
             records.append(rec)
             lines.append(lineno)
     if not records:
