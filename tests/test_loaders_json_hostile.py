@@ -108,3 +108,40 @@ def test_routerdc_lone_surrogate_names_file_line_and_record(tmp_path):
                                                   r"1 of the list") as err:
         load_routerdc(tmp_path)
     assert err.value.row == 2 and err.value.source == str(f)
+
+
+# ---------------------------------------------------------------- a JSON key given twice
+def test_routerdc_score_given_twice_names_file_line_and_key(tmp_path):
+    f = tmp_path / "mmlu_train.json"
+    f.write_text('[{"question": "1?", "scores": {"m1": 1, "m2": 0}},\n'
+                 ' {"question": "2+2?",\n'
+                 '  "scores": {"m1": 1,\n'
+                 '             "m1": 0, "m2": 1}}]', encoding="utf-8")
+    with pytest.raises(DataValidationError) as err:
+        load_routerdc(tmp_path)
+    # the repeated key sits in the object that opens on line 3
+    assert err.value.row == 3 and err.value.source == str(f)
+    assert "names the key 'm1' twice" in str(err.value)
+
+
+def test_llmrouter_query_field_given_twice_names_the_jsonl_line(tmp_path):
+    _llmrouter(tmp_path, [0.5, 1.0])
+    q = tmp_path / "default_query_train.jsonl"
+    q.write_text('\n{"task_name": "t", "task_name": "u", "query": "A"}\n', encoding="utf-8")
+    with pytest.raises(DataValidationError, match="names the key 'task_name' twice") as err:
+        load_llmrouter(tmp_path)
+    assert err.value.row == 2 and err.value.source == str(q)
+
+
+@pytest.mark.parametrize("line, key", [
+    ('{"query_id": "q1", "model": "a", "score": 1, "score": 0}', "score"),
+    ('{"query_id": "q1", "model": "b", "model": "c", "score": 1}', "model"),
+    ('{"query_id": "q1", "model": "a", "score": 1, "meta": {"k": 1, "k": 2}}', "k"),
+])
+def test_generic_jsonl_key_given_twice_names_the_line(tmp_path, line, key):
+    from recsys_router.datasets.generic import load_generic
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"query_id": "q0", "model": "a", "score": 1}\n\n' + line + "\n")
+    with pytest.raises(DataValidationError, match=f"names the key '{key}' twice") as err:
+        load_generic(f)
+    assert err.value.row == 3 and err.value.source == str(f)

@@ -19,14 +19,74 @@ from ._rows import lone_surrogate_line, not_utf8 as _not_utf8, open_bytes as _op
 __all__ = ["read_json", "read_jsonl", "read_jsonl_lines"]
 
 
+class _RepeatedKey(Exception):
+    """An object names ``key`` twice (raised by :func:`_unique_keys`; ``line`` where the
+    object starts, once known)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key, self.line = key, None
+
+
+def _unique_keys(pairs):
+    """``object_pairs_hook``: the object as a dict, or :class:`_RepeatedKey` when a key is
+    given twice (``json`` would keep the last value silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _RepeatedKey(k)
+            seen.add(k)
+    return out
+
+
+def _repeated_key_line(text: str) -> int | None:
+    """The 1-based line where the first object naming a key twice starts (a second, pure
+    Python parse run only on this error path: it hands each object's start offset over)."""
+    import json.decoder
+    import json.scanner
+
+    dec = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+    def parse_object(s_and_end, *args, **kwargs):
+        try:
+            return json.decoder.JSONObject(s_and_end, *args, **kwargs)
+        except _RepeatedKey as exc:  # the innermost object sets the line
+            if exc.line is None:
+                s, end = s_and_end
+                exc.line = s.count("\n", 0, end) + 1
+            raise
+
+    dec.parse_object = parse_object
+    dec.scan_once = json.scanner.py_make_scanner(dec)
+    try:
+        dec.decode(text)
+    except _RepeatedKey as exc:
+        return exc.line
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
+def _repeated(path, key: str, line: int | None) -> DataValidationError:
+    where = "" if line is None else "an object starting on this line "
+    return DataValidationError(f"{where}names the key {key!r} twice; a JSON key must be given "
+                               f"once (a reader would silently keep only the last value)",
+                               source=str(path), row=line)
+
+
 def read_json(path: Path):
     """Parse a JSON file; a syntax error names the file, line and column; non-UTF-8 text, an
-    escape decoding to a lone surrogate (its line) and nesting too deep to parse are refused
-    with the file named."""
+    escape decoding to a lone surrogate (its line), an object naming a key twice (the line
+    where it starts) and nesting too deep to parse are refused with the file named."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        obj = json.loads(text)
+        try:
+            obj = json.loads(text, object_pairs_hook=_unique_keys)
+        except _RepeatedKey as exc:
+            raise _repeated(path, exc.key, _repeated_key_line(text)) from None
         line = lone_surrogate_line(text, obj) if "\\u" in text else None
         if line is not None:
             rec = next((i for i, r in enumerate(obj) if not _is_text(r)),
@@ -77,7 +137,9 @@ def _read_jsonl(path: Path, limits: ReadLimits | None = None):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line, object_pairs_hook=_unique_keys)
+            except _RepeatedKey as exc:
+                raise _repeated(path, exc.key, lineno) from None
             except json.JSONDecodeError as exc:
                 raise DataValidationError(f"invalid JSON on this line: {exc.msg}", source=str(path),
                                           row=lineno) from None
