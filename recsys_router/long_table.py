@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataValidationError
+from .numeric import shown, to_floats
 
 __all__ = ["DUPLICATE_MODES", "long_to_matrix", "matrix_to_long", "cell_limit", "MIN_CELLS",
            "CELLS_PER_RECORD", "LONG_RESERVED", "RowOffset", "row_number", "float32_matrix"]
@@ -135,9 +136,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     bad = ~np.isfinite(score)
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
-        raw = df["score"].iloc[r]
-        raw = raw.item() if isinstance(raw, np.generic) else raw
-        raise DataValidationError(f"score {raw!r} is not a finite number "
+        raise DataValidationError(f"score {shown(df['score'].iloc[r])} is not a finite number "
                                   f"({int(bad.sum())} such records)", source=source,
                                   row=row_number(r, row_offset, "score"), column="score")
     _check_float32(score, df["score"], "score", source, row_offset)
@@ -149,7 +148,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             badc |= np.isnan(cost) & df["cost"].notna().to_numpy()
         if badc.any():
             r = int(np.flatnonzero(badc)[0])
-            raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
+            raise DataValidationError(f"cost {shown(df['cost'].iloc[r])} is not a number >= 0",
                                       source=source, row=row_number(r, row_offset, "cost"),
                                       column="cost")
         _check_float32(cost, df["cost"], "cost", source, row_offset)
@@ -490,10 +489,9 @@ def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> N
 
 
 def _numeric(col: pd.Series) -> np.ndarray:
-    """Float array of a column (no copy for float columns); non-numbers become NaN."""
-    if col.dtype in (np.float32, np.float64):
-        return col.to_numpy()
-    return pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    """Float array of a column (no copy for float columns); non-numbers become NaN, an
+    integer too large for a float ``±inf`` (:func:`recsys_router.numeric.to_floats`)."""
+    return to_floats(col)
 
 
 def _check_blank(codes: np.ndarray, labels: list[str], col: str, source, row_offset) -> None:

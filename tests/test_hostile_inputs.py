@@ -185,6 +185,22 @@ def test_broken_gzip_and_overflowing_numbers(tmp_path, capsys):
     assert "row 2, column 'score': score inf is not a finite number" in err
 
 
+@pytest.mark.parametrize("name, body, row, column", [
+    ("s.csv", "query_id,model,score\nq0,a,1\nq1,a,1{z}\n", 3, "score"),
+    ("c.csv", "query_id,model,score,cost\nq0,a,1,\nq1,a,1,1{z}\n", 3, "cost"),
+    ("s.jsonl", '{{"query_id":"q0","model":"a","score":1}}\n'
+                '{{"query_id":"q1","model":"a","score":1{z}}}\n', 2, "score"),
+    ("c.jsonl", '{{"query_id":"q0","model":"a","score":1}}\n'
+                '{{"query_id":"q1","model":"a","score":1,"cost":1{z}}}\n', 2, "cost"),
+])
+def test_integer_past_float_range_is_located(tmp_path, capsys, name, body, row, column):
+    # valid JSON and CSV that no float holds: was a bare OverflowError naming nothing
+    f = tmp_path / name
+    f.write_text(body.format(z="0" * 400))
+    err = _cli_error(capsys, "data", "info", str(f))
+    assert f"{name}, row {row}, column '{column}': {column} (an integer of 401 digits)" in err
+
+
 def test_empty_and_headerless_files(tmp_path, capsys):
     e = tmp_path / "empty.csv"
     e.write_text("")

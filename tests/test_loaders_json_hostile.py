@@ -145,3 +145,18 @@ def test_generic_jsonl_key_given_twice_names_the_line(tmp_path, line, key):
     with pytest.raises(DataValidationError, match=f"names the key '{key}' twice") as err:
         load_generic(f)
     assert err.value.row == 3 and err.value.source == str(f)
+
+
+def test_routerdc_score_past_float_range_is_located(tmp_path):
+    f = tmp_path / "t_train.json"
+    f.write_text('[{"question": "A", "scores": {"x": 1, "y": 0}},\n'
+                 ' {"question": "B", "scores": {"x": 0, "y": 1' + "0" * 400 + '}}]')
+    with pytest.raises(DataValidationError, match=r"score \(an integer of 401 digits\) for LLM "
+                                                  r"'y' is not a finite number") as err:
+        load_routerdc(tmp_path)
+    assert err.value.source == str(f) and err.value.column == "scores.y"
+    # 5,000 digits: past what Python turns into an int at all (was a bare ValueError)
+    f.write_text('[{"question": "A", "scores": {"x": 1' + "0" * 5000 + '}}]')
+    with pytest.raises(DataValidationError, match="cannot be read as JSON .*4300 digits") as err:
+        load_routerdc(tmp_path)
+    assert err.value.source == str(f)

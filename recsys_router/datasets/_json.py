@@ -100,6 +100,11 @@ def read_json(path: Path):
         raise _not_utf8(Path(path)) from None
     except RecursionError:
         raise DataValidationError("JSON nested too deeply to read", source=str(path)) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        if isinstance(exc, DataValidationError):
+            raise
+        raise DataValidationError(f"cannot be read as JSON ({str(exc).split(';')[0]})",
+                                  source=str(path)) from None
 
 
 def read_jsonl(path: Path) -> pd.DataFrame:
@@ -146,6 +151,9 @@ def _read_jsonl(path: Path, limits: ReadLimits | None = None):
             except RecursionError:
                 raise DataValidationError("JSON nested too deeply to read", source=str(path),
                                           row=lineno) from None
+            except ValueError as exc:  # an integer of more digits than Python converts
+                raise DataValidationError(f"cannot be read as JSON ({str(exc).split(';')[0]})",
+                                          source=str(path), row=lineno) from None
             if not isinstance(rec, dict):
                 raise DataValidationError(f"expected a JSON object per line, got {type(rec).__name__}",
                                           source=str(path), row=lineno)

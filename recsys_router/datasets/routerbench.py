@@ -51,6 +51,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
+from ..numeric import shown, to_floats
 from ._common import (csv_header, order_files, parse_size, read_csv, require_trust,
                       task_split_from_stem, text_hash)
 from ._rows import CsvLines
@@ -198,17 +199,15 @@ def _numbers(frame: pd.DataFrame, column: str, what: str, rows, files) -> np.nda
     """A score or cost column as floats (missing = NaN); a value that is not a number, is
     infinite or (a cost) negative raises naming the file, the record's row and the column."""
     raw = frame[column]
-    col = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    col = to_floats(raw)
     bad = np.isnan(col) & raw.notna().to_numpy()
     with np.errstate(invalid="ignore"):
         bad |= np.isinf(col) | ((col < 0) if what == "cost" else False)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        val = raw.iloc[i]
-        val = val.item() if isinstance(val, np.generic) else val
         want = "a finite number >= 0 (empty = unknown)" if what == "cost" else \
             "a finite number (empty = not observed)"
-        raise DataValidationError(f"{what} {val!r} is not {want} ({int(bad.sum())} such records "
+        raise DataValidationError(f"{what} {shown(raw.iloc[i])} is not {want} ({int(bad.sum())} such records "
                                   f"in this column)", source=str(files[i]), row=_line(rows, i, column),
                                   column=column)
     return col

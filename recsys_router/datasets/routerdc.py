@@ -37,6 +37,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
+from ..numeric import shown, to_floats
 from ._common import order_files, parse_size, read_json, task_split_from_stem
 from .registry import register
 
@@ -71,18 +72,19 @@ def question_records_to_long(records, source: str, *, question_key: str = "quest
             raise DataValidationError(f"{scores_key!r} must be a non-empty object {{llm: score}}, "
                                       f"got {s!r:.60}", source=source, row=i, column=scores_key)
     wide = pd.DataFrame.from_records([rec[scores_key] for rec in records])
-    vals = wide.apply(pd.to_numeric, errors="coerce")
-    bad = vals.isna().to_numpy() & wide.notna().to_numpy()
+    arr = (np.column_stack([to_floats(wide[c]) for c in wide.columns]) if len(wide.columns)
+           else np.zeros((len(wide), 0)))
+    bad = np.isnan(arr) & wide.notna().to_numpy()
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise DataValidationError(f"score {wide.iat[i, j]!r} for LLM {wide.columns[j]!r} is not a "
-                                  f"number", source=source, row=int(i), column=f"{scores_key}.{wide.columns[j]}")
-    arr = vals.to_numpy(dtype=np.float64)
+        raise DataValidationError(f"score {shown(wide.iat[i, j])} for LLM {wide.columns[j]!r} is "
+                                  f"not a number", source=source, row=int(i),
+                                  column=f"{scores_key}.{wide.columns[j]}")
     inf = np.isinf(arr)
     if inf.any():
         i, j = np.argwhere(inf)[0]
         raw = records[int(i)][scores_key][wide.columns[j]]
-        raise DataValidationError(f"score {raw!r} for LLM {wide.columns[j]!r} is not a finite "
+        raise DataValidationError(f"score {shown(raw)} for LLM {wide.columns[j]!r} is not a finite "
                                   f"number", source=source, row=int(i),
                                   column=f"{scores_key}.{wide.columns[j]}")
     i, j = np.nonzero(~np.isnan(arr))
