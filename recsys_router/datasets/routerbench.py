@@ -29,6 +29,14 @@ two MBPP prompts that appear under different ids in ``mbpp_train.csv`` and
 in ``meta["merged_records"]`` as ``(kept query_id, merged sample_id, file)``; nothing is
 dropped silently. Result on the CSV folder: 3,176 queries x 11 LLMs, 154 unobserved cells.
 
+The default identity leaks across the published split: six of the ARC ``[p]`` / ``[p, p]``
+twins have one record in a ``_train.csv`` and the other in a ``_test.csv``, so with
+``--split-column split`` 6 of the 951 test queries carry the exact text of a train query
+(a text-based router has seen them at fit time). ``evaluate`` reports this in its notes
+("fold 0: 6 of 951 test queries have the same text as a train query"); ``identity="text"``
+merges the twins (into train, the first file read) and leaves no such overlap. The default
+is kept so that published numbers stay comparable.
+
 A query id is the ``sample_id`` when that id maps to one key, else
 ``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``; two different keys that would
 get one id (a generated id equal to another record's ``sample_id``) are an error naming
