@@ -160,3 +160,26 @@ def test_routerdc_score_past_float_range_is_located(tmp_path):
     with pytest.raises(DataValidationError, match="cannot be read as JSON .*4300 digits") as err:
         load_routerdc(tmp_path)
     assert err.value.source == str(f)
+
+
+@pytest.mark.parametrize("option, shown", [
+    ("chars_per_token=0",
+     "dataset option 'chars_per_token' must be a finite number in (0, 1000000000.0], got 0"),
+    ("chars_per_token=-4", "dataset option 'chars_per_token' must be"),
+    ("chars_per_token=1e300", "dataset option 'chars_per_token' must be"),
+    ("output_tokens=-1e9",
+     "dataset option 'output_tokens' must be a finite number in [0, 1000000000.0], got -1"),
+    ("output_tokens=1e308", "dataset option 'output_tokens' must be"),
+])
+def test_llmrouter_bad_cost_option_names_the_option_not_the_data(tmp_path, capsys, option, shown):
+    # these were reported as "invalid cost inf ... row 0, column 'x|cost'" of the folder
+    from recsys_router.cli import main
+    folder = _llmrouter(tmp_path, [0.5, 1.0])
+    assert main(["data", "info", str(folder), "-o", option]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and shown in err and "row" not in err, err
+    key, value = option.split("=")
+    with pytest.raises(ValueError, match=f"dataset option '{key}'"):
+        load_llmrouter(folder, **{key: float(value)})
+    assert main(["data", "info", str(folder), "-o", "chars_per_token=2",
+                 "-o", "output_tokens=0"]) == 0
