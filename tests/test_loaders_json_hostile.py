@@ -183,3 +183,23 @@ def test_llmrouter_bad_cost_option_names_the_option_not_the_data(tmp_path, capsy
         load_llmrouter(folder, **{key: float(value)})
     assert main(["data", "info", str(folder), "-o", "chars_per_token=2",
                  "-o", "output_tokens=0"]) == 0
+
+
+def test_routerdc_errors_name_the_file_line_and_record_number(tmp_path):
+    # was "row 2" (the 0-based list index) for a record starting on line 16
+    recs = [{"question": "q a", "scores": {"m1": 1, "m2": 0}},
+            {"question": "q b", "scores": {"m1": 1, "m2": 0}},
+            {"question": "q c", "scores": {"m1": "bad", "m2": 0}}]
+    f = tmp_path / "mmlu_train.json"
+    f.write_text(json.dumps(recs, indent=2))
+    starts = [k for k, ln in enumerate(f.read_text().splitlines(), 1) if ln == "  {"]
+    assert len(starts) == 3
+    with pytest.raises(DataValidationError, match=r"'bad' for LLM 'm1' is not a number "
+                                                  r"\(record 3 of the list\)") as err:
+        load_routerdc(tmp_path)
+    assert err.value.row == starts[2] and err.value.column == "scores.m1"
+    recs[2]["scores"]["m1"], recs[0]["question"] = 0, ""
+    f.write_text(json.dumps(recs, indent=2))
+    with pytest.raises(DataValidationError, match=r"\(record 1 of the list\)") as err:
+        load_routerdc(tmp_path)
+    assert err.value.row == starts[0] and err.value.column == "question"

@@ -16,7 +16,7 @@ from ..errors import DataValidationError
 from ._limits import ReadLimits, open_counted, too_many_records
 from ._rows import lone_surrogate_line, not_utf8 as _not_utf8, open_bytes as _open_bytes
 
-__all__ = ["read_json", "read_jsonl", "read_jsonl_lines"]
+__all__ = ["read_json", "read_jsonl", "read_jsonl_lines", "json_record_lines"]
 
 
 class _RepeatedKey(Exception):
@@ -105,6 +105,39 @@ def read_json(path: Path):
             raise
         raise DataValidationError(f"cannot be read as JSON ({str(exc).split(';')[0]})",
                                   source=str(path)) from None
+
+
+def json_record_lines(path) -> list[int]:
+    """The 1-based file line on which each element of a JSON file's top-level list starts
+    (empty when the file is not a readable JSON list). Meant for error messages: it parses
+    the file again, element by element.
+
+    Example
+    -------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.json")
+    >>> _ = open(p, "w").write('[{"a": 1},\\n\\n {"b":\\n  2}, 3]')
+    >>> json_record_lines(p)
+    [1, 3, 4]
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        dec, ws = json.JSONDecoder(), " \t\n\r"
+        i = len(text) - len(text.lstrip(ws))
+        if not text.startswith("[", i):
+            return []
+        i, out, line, last = i + 1, [], 1, 0
+        while True:
+            while i < len(text) and text[i] in ws + ",":
+                i += 1
+            if i >= len(text) or text[i] == "]":
+                return out
+            line, last = line + text.count("\n", last, i), i
+            out.append(line)
+            _, i = dec.raw_decode(text, i)
+    except (OSError, ValueError, RecursionError):
+        return []
 
 
 def read_jsonl(path: Path) -> pd.DataFrame:
