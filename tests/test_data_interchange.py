@@ -390,3 +390,15 @@ def test_ood_tasks_cannot_miss_a_task_spelled_with_a_trailing_space(tmp_path):
         f"q{i},a,1,{t}\n" for i, t in enumerate(["math", "code", "math ", "code"])))
     with pytest.raises(DataValidationError, match=r"task 'math' \(row 2\) and 'math ' \(row 4\)"):
         load_generic(f)
+
+
+@pytest.mark.parametrize("cost, shown", [("-0.1", "cost -0.1 is not"), ("inf", "cost inf is not"),
+                                         ("$0.1", "cost '$0.1' is not")])
+def test_cost_errors_show_the_plain_number(tmp_path, cost, shown):
+    # numpy's repr leaked into the message: "cost np.float64(-0.1) is not a number >= 0"
+    f = tmp_path / "c.csv"
+    f.write_text(f"query_id,model,score,cost\nq1,a,1,0.5\nq2,a,0,{cost}\n")
+    with pytest.raises(DataValidationError) as ei:
+        load_generic(f)
+    assert shown in str(ei.value) and "np." not in str(ei.value)
+    assert (ei.value.row, ei.value.column) == (3, "cost")
