@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataValidationError
+from .numeric import to_floats
 
 __all__ = ["RowOffset", "row_number", "F32_MAX", "float32_matrix"]
 
@@ -131,6 +132,9 @@ def _check_labels(col: pd.Series, qcodes: np.ndarray, qids, name: str, labels: s
     else:
         vcodes, strings = _label_codes(col[has])
         q = np.asarray(qcodes)[has].astype(np.intp)
+    if name == "task":  # "math " would be a task of its own, missed by ood_tasks=["math"]
+        _check_spellings(vcodes, strings, name, source, row_offset,
+                         rows=None if has.all() else np.flatnonzero(has))
     nq = int(q.max()) + 1
     lo = np.full(nq, len(strings), dtype=np.intp)
     hi = np.full(nq, -1, dtype=np.intp)
@@ -247,10 +251,9 @@ def _check_scalar(col: pd.Series, name: str, source, row_offset: RowOffset) -> N
 
 
 def _numeric(col: pd.Series) -> np.ndarray:
-    """Float array of a column (no copy for float columns); non-numbers become NaN."""
-    if col.dtype in (np.float32, np.float64):
-        return col.to_numpy()
-    return pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    """Float array of a column (no copy for float columns); non-numbers become NaN, an
+    integer too large for a float ``±inf`` (:func:`recsys_router.numeric.to_floats`)."""
+    return to_floats(col)
 
 
 def _check_blank(codes: np.ndarray, labels: list[str], col: str, source, row_offset) -> None:
@@ -270,6 +273,49 @@ def _check_blank(codes: np.ndarray, labels: list[str], col: str, source, row_off
         raise DataValidationError(f"empty {col} {labels[codes[r]]!r}; expected a non-empty "
                                   f"value on every record", source=source,
                                   row=row_number(r, row_offset, col), column=col)
+
+
+_KINDS = {"query_id": "queries", "model": "LLMs", "task": "tasks"}
+
+
+def _check_spellings(codes: np.ndarray, labels: list[str], col: str, source, row_offset,
+                     rows: np.ndarray | None = None) -> None:
+    """Refuse two distinct labels that are equal once surrounding whitespace is stripped and
+    the text is put in Unicode NFC form (``"gpt-4"`` and ``"gpt-4 "``, a composed and a
+    decomposed ``"café"``): they would load as two LLMs, queries or tasks. A label that
+    collides with no other is kept as written.
+
+    Only the distinct labels are normalised (vectorised string methods), so the cost is that
+    of the unique ids, not of the records; ``rows`` maps an index of ``codes`` to its record
+    (when ``codes`` covers only some records).
+
+    Example
+    -------
+    >>> _check_spellings(np.array([0, 1, 0]), ["a", " b"], "model", "f.csv", 2)
+    >>> _check_spellings(np.array([0, 1, 0, 2]), ["a", "b", "a "], "model", "f.csv", 2)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: f.csv, row 5, column 'model': model 'a' (row 2) and 'a ' (row 5) are one spelling once surrounding whitespace is stripped and Unicode is NFC-normalised, so they would load as two different LLMs (1 such model spellings); write each one the same way
+    """
+    if len(labels) < 2:
+        return
+    uniq = pd.Series(labels, dtype=object)
+    norm = uniq.str.strip().str.normalize("NFC")
+    clash = norm.duplicated(keep=False).to_numpy()
+    if not clash.any():
+        return
+    n = int(norm[clash].nunique())
+    first = int(np.flatnonzero(clash)[0])
+    second = int(np.flatnonzero(clash & (norm == norm.iloc[first]).to_numpy())[1])
+    at = []
+    for k in (first, second):
+        i = int(np.flatnonzero(np.asarray(codes) == k)[0])
+        at.append(row_number(int(rows[i]) if rows is not None else i, row_offset, col))
+    raise DataValidationError(
+        f"{col} {labels[first]!r} (row {at[0]}) and {labels[second]!r} (row {at[1]}) are one "
+        f"spelling once surrounding whitespace is stripped and Unicode is NFC-normalised, so "
+        f"they would load as two different {_KINDS.get(col, col + ' values')} ({n} such {col} "
+        f"spellings); write each one the same way", source=source, row=at[1], column=col)
 
 
 def _factorize_str(col: pd.Series) -> tuple[np.ndarray, list[str]]:

@@ -18,8 +18,9 @@ from .errors import DataValidationError
 # public path, and the private helpers the benchmarks and tests import)
 from .long_columns import (F32_MAX, RowOffset, _NOT_SCALAR, _SCALAR_KINDS,  # noqa: F401
                            _as_string, _check_blank, _check_float32, _check_labels,
-                           _check_scalar, _factorize_str, _label_codes, _numeric,
-                           float32_matrix, row_number)
+                           _check_scalar, _check_spellings, _factorize_str, _label_codes,
+                           _numeric, float32_matrix, row_number)
+from .numeric import shown
 
 __all__ = ["DUPLICATE_MODES", "long_to_matrix", "matrix_to_long", "cell_limit", "MIN_CELLS",
            "CELLS_PER_RECORD", "LONG_RESERVED", "RowOffset", "row_number", "float32_matrix"]
@@ -119,9 +120,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     bad = ~np.isfinite(score)
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
-        raw = df["score"].iloc[r]
-        raw = raw.item() if isinstance(raw, np.generic) else raw
-        raise DataValidationError(f"score {raw!r} is not a finite number "
+        raise DataValidationError(f"score {shown(df['score'].iloc[r])} is not a finite number "
                                   f"({int(bad.sum())} such records)", source=source,
                                   row=row_number(r, row_offset, "score"), column="score")
     _check_float32(score, df["score"], "score", source, row_offset)
@@ -133,7 +132,7 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             badc |= np.isnan(cost) & df["cost"].notna().to_numpy()
         if badc.any():
             r = int(np.flatnonzero(badc)[0])
-            raise DataValidationError(f"cost {df['cost'].iloc[r]!r} is not a number >= 0",
+            raise DataValidationError(f"cost {shown(df['cost'].iloc[r])} is not a number >= 0",
                                       source=source, row=row_number(r, row_offset, "cost"),
                                       column="cost")
         _check_float32(cost, df["cost"], "cost", source, row_offset)
@@ -142,8 +141,10 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
             _check_scalar(df[col], col, source, row_offset)
     qcodes, qids = _factorize_str(df["query_id"])
     _check_blank(qcodes, qids, "query_id", source, row_offset)
+    _check_spellings(qcodes, qids, "query_id", source, row_offset)
     mcodes_raw, mnames = _factorize_str(df["model"])
     _check_blank(mcodes_raw, mnames, "model", source, row_offset)
+    _check_spellings(mcodes_raw, mnames, "model", source, row_offset)
     if llms is not None:
         names = pd.Index(llms["name"])
         lookup = names.get_indexer(mnames)

@@ -343,3 +343,62 @@ def test_lone_surrogate_line_skips_an_escaped_backslash_before_it(tmp_path):
     assert err.value.row == 3 and "record 1 of the list" in str(err.value)
     p.write_text('[{"question": "path C:\\\\udc00 ok"}]', encoding="utf-8")
     assert read_json(p) == [{"question": "path C:\\udc00 ok"}]
+
+
+# ------------------------------------------------ one id in two spellings (whitespace, NFC/NFD)
+@pytest.mark.parametrize("column, a, b, kind", [
+    ("model", "gpt-4", "gpt-4 ", "LLMs"),
+    ("model", "gpt-4", " gpt-4", "LLMs"),
+    ("model", "caf\u00e9", "cafe\u0301", "LLMs"),          # NFC and NFD of one name
+    ("query_id", "q2", "q2\t", "queries"),
+    ("task", "math", "math ", "tasks"),
+])
+def test_two_spellings_of_one_id_are_refused_naming_both_rows(tmp_path, capsys, column, a, b,
+                                                              kind):
+    from recsys_router.cli import main
+    rows = [{"query_id": "q1", "model": "m", "score": 1, "task": "code"},
+            {"query_id": "q2", "model": "m", "score": 0, "task": "code"},
+            {"query_id": "q3", "model": "m", "score": 1, "task": "code"}]
+    rows[1][column], rows[2][column] = a, b
+    if column == "query_id":
+        rows[2]["model"] = "n"                  # not a duplicate (q2, m) record either way
+    f = tmp_path / "t.jsonl"                    # JSONL keeps surrounding whitespace as written
+    import json
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataValidationError) as ei:
+        load_generic(f)
+    msg = str(ei.value)
+    assert ei.value.row == 3 and ei.value.column == column   # JSONL rows are file lines
+    assert f"{column} {a!r} (row 2) and {b!r} (row 3)" in msg and f"two different {kind}" in msg
+    main(["data", "info", str(f)])
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and repr(b) in err and "row 3" in err
+
+
+def test_an_id_with_spaces_that_collides_with_none_is_kept_as_written(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("query_id,model,score,task\nq1, gpt-4 ,1, math\nq2,caf\u00e9,0,code\n"
+                 "q2,cafe\u0301x,1,code\n")
+    d = load_generic(f)
+    assert d.llm_names == [" gpt-4 ", "caf\u00e9", "cafe\u0301x"]
+    assert d.queries["task"].tolist() == [" math", "code"]
+
+
+def test_ood_tasks_cannot_miss_a_task_spelled_with_a_trailing_space(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("query_id,model,score,task\n" + "".join(
+        f"q{i},a,1,{t}\n" for i, t in enumerate(["math", "code", "math ", "code"])))
+    with pytest.raises(DataValidationError, match=r"task 'math' \(row 2\) and 'math ' \(row 4\)"):
+        load_generic(f)
+
+
+@pytest.mark.parametrize("cost, shown", [("-0.1", "cost -0.1 is not"), ("inf", "cost inf is not"),
+                                         ("$0.1", "cost '$0.1' is not")])
+def test_cost_errors_show_the_plain_number(tmp_path, cost, shown):
+    # numpy's repr leaked into the message: "cost np.float64(-0.1) is not a number >= 0"
+    f = tmp_path / "c.csv"
+    f.write_text(f"query_id,model,score,cost\nq1,a,1,0.5\nq2,a,0,{cost}\n")
+    with pytest.raises(DataValidationError) as ei:
+        load_generic(f)
+    assert shown in str(ei.value) and "np." not in str(ei.value)
+    assert (ei.value.row, ei.value.column) == (3, "cost")

@@ -185,6 +185,22 @@ def test_broken_gzip_and_overflowing_numbers(tmp_path, capsys):
     assert "row 2, column 'score': score inf is not a finite number" in err
 
 
+@pytest.mark.parametrize("name, body, row, column", [
+    ("s.csv", "query_id,model,score\nq0,a,1\nq1,a,1{z}\n", 3, "score"),
+    ("c.csv", "query_id,model,score,cost\nq0,a,1,\nq1,a,1,1{z}\n", 3, "cost"),
+    ("s.jsonl", '{{"query_id":"q0","model":"a","score":1}}\n'
+                '{{"query_id":"q1","model":"a","score":1{z}}}\n', 2, "score"),
+    ("c.jsonl", '{{"query_id":"q0","model":"a","score":1}}\n'
+                '{{"query_id":"q1","model":"a","score":1,"cost":1{z}}}\n', 2, "cost"),
+])
+def test_integer_past_float_range_is_located(tmp_path, capsys, name, body, row, column):
+    # valid JSON and CSV that no float holds: was a bare OverflowError naming nothing
+    f = tmp_path / name
+    f.write_text(body.format(z="0" * 400))
+    err = _cli_error(capsys, "data", "info", str(f))
+    assert f"{name}, row {row}, column '{column}': {column} (an integer of 401 digits)" in err
+
+
 def test_empty_and_headerless_files(tmp_path, capsys):
     e = tmp_path / "empty.csv"
     e.write_text("")
@@ -336,3 +352,98 @@ def test_trust_pickle_is_ignored_by_loaders_that_do_not_unpickle():
     d = load_dataset(str(FIXTURES / "embedllm"), trust_pickle=True)
     assert d.shape == (5, 3)
     np.testing.assert_array_equal(d.scores, load_dataset(str(FIXTURES / "embedllm")).scores)
+
+
+# ---------------------------------------------------------------- compressed bombs, record caps
+def _long_records(n: int) -> list[tuple[str, str, float]]:
+    return [(f"q{i // 2}", "ab"[i % 2], float(i % 3 == 0)) for i in range(n)]
+
+
+def _write_table(path: Path, n: int) -> None:
+    recs = _long_records(n)
+    name = path.name
+    if name.endswith((".csv", ".csv.gz")):
+        body = "query_id,model,score\n" + "".join(f"{q},{m},{s}\n" for q, m, s in recs)
+        if name.endswith(".gz"):
+            import gzip
+            with gzip.open(path, "wt") as fh:
+                fh.write(body)
+        else:
+            path.write_text(body)
+    elif name.endswith((".jsonl", ".jsonl.gz")):
+        body = "".join(json.dumps({"query_id": q, "model": m, "score": s}) + "\n"
+                       for q, m, s in recs)
+        if name.endswith(".gz"):
+            import gzip
+            with gzip.open(path, "wt") as fh:
+                fh.write(body)
+        else:
+            path.write_text(body)
+    else:
+        pd.DataFrame(recs, columns=["query_id", "model", "score"]).to_parquet(path)
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".jsonl.gz"])
+def test_compressed_text_past_max_bytes_is_refused(tmp_path, capsys, suffix):
+    f = tmp_path / f"bomb{suffix}"
+    _write_table(f, 40_000)
+    import gzip
+    with gzip.open(f, "rb") as fh:
+        size = len(fh.read())           # decompressed bytes, counted independently
+    assert f.stat().st_size < size // 4
+    with pytest.raises(DataValidationError) as ei:
+        load_generic(f, max_bytes=size // 2)
+    msg = str(ei.value)
+    assert str(f) in msg and f"more than {size // 2:,} bytes once decompressed" in msg
+    assert "-o max_bytes=N" in msg
+    err = _cli_error(capsys, "data", "info", str(f), "-o", f"max_bytes={size - 1}")
+    assert "max_bytes" in err and f"{size - 1:,} bytes" in err
+    # exactly at the limit (and by default) it loads
+    assert load_generic(f, max_bytes=size).shape == (20_000, 2)
+    assert main(["data", "info", str(f), "-o", f"max_bytes={size}"]) == 0
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet"])
+def test_more_records_than_max_records_is_refused(tmp_path, capsys, suffix, monkeypatch):
+    f = tmp_path / f"many{suffix}"
+    _write_table(f, 1_001)
+    with pytest.raises(DataValidationError) as ei:
+        load_generic(f, max_records=1_000)
+    msg = str(ei.value)
+    assert str(f) in msg and "at most 1,000 are read" in msg and "-o max_records=N" in msg
+    if suffix == ".parquet":  # the footer's count, read before the data
+        assert "1,001 records" in msg
+    assert load_generic(f, max_records=1_001).shape == (501, 2)
+    err = _cli_error(capsys, "data", "info", str(f), "-o", "max_records=10")
+    assert "at most 10 are read" in err
+    # the default applies when no option is given
+    from recsys_router.datasets import _limits
+    monkeypatch.setattr(_limits, "DEFAULT_MAX_RECORDS", 1_000)
+    with pytest.raises(DataValidationError, match="at most 1,000 are read"):
+        load_generic(f)
+
+
+def test_parquet_footer_size_is_checked_before_reading(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+    f = tmp_path / "wide.parquet"
+    _write_table(f, 2_000)
+    meta = pq.ParquetFile(f).metadata
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    read = []
+    monkeypatch.setattr(pd, "read_parquet", lambda *a, **k: read.append(a))
+    with pytest.raises(DataValidationError) as ei:
+        load_generic(f, max_bytes=size - 1)
+    assert f"({size:,} declared)" in str(ei.value) and "max_bytes" in str(ei.value)
+    assert read == []                   # refused from the footer alone
+
+
+def test_read_limits_are_positive_whole_numbers(tmp_path):
+    f = tmp_path / "t.csv"
+    _write_table(f, 4)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="must be a positive whole number"):
+            load_generic(f, max_records=bad)
+        with pytest.raises(ValueError, match="must be a positive whole number"):
+            load_generic(f, max_bytes=bad)
+    from recsys_router.datasets._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS
+    assert (DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS) == (4 * 1024 ** 3, 50_000_000)

@@ -92,3 +92,45 @@ def test_splits_option_takes_a_comma_string_and_refuses_unknown_names(folder):
     for bad in ("train,tset", ["train", "validation"], ""):
         with pytest.raises(ValueError, match="splits must name some of train, val, test"):
             load_embedllm(folder, splits=bad)
+
+
+# ------------------------------------------------ no order files: names and texts from records
+def _records_only(tmp_path, train, test):
+    d = tmp_path / "bare"
+    d.mkdir()
+    head = "prompt_id,model_id,label,model_name,prompt\n"
+    (d / "train.csv").write_text(head + train, encoding="utf-8")
+    (d / "test.csv").write_text(head + test, encoding="utf-8")
+    return d
+
+
+def test_without_model_order_one_model_id_under_two_names_is_refused(tmp_path):
+    d = _records_only(tmp_path, "0,0,1,gpt-4,What is 2+2?\n1,1,0,claude,Capital?\n",
+                      "1,0,1,gpt-4,Capital?\n2,0,1,\"mistral\n7b\",Name a prime.\n")
+    with pytest.raises(DataValidationError) as err:
+        load_embedllm(d)
+    msg = str(err.value)
+    # record 2 of test.csv starts on line 3 (its quoted name spans lines 3-4)
+    assert (err.value.source, err.value.row) == (str(d / "test.csv"), 3)
+    assert ("model_id 0 has two different model_names, 'gpt-4' (train.csv line 2) and "
+            "'mistral\\n7b' (line 3)") in msg and "model_order.csv" in msg
+
+
+def test_without_question_order_one_prompt_id_with_two_texts_is_refused(tmp_path):
+    d = _records_only(tmp_path, "0,0,1,gpt-4,What is 2+2?\n1,0,0,gpt-4,Capital?\n",
+                      "0,1,0,claude,Translate 'cat' to German.\n")
+    with pytest.raises(DataValidationError) as err:
+        load_embedllm(d)
+    assert (err.value.source, err.value.row) == (str(d / "test.csv"), 2)
+    assert ("prompt_id 0 has two different prompts, 'What is 2+2?' (train.csv line 2) and "
+            "\"Translate 'cat' to German.\" (line 2)") in str(err.value)
+    assert "question_order.csv" in str(err.value)
+
+
+def test_without_order_files_consistent_records_still_load(tmp_path):
+    d = _records_only(tmp_path, "0,0,1,gpt-4,What is 2+2?\n1,1,0,claude,Capital?\n",
+                      "0,1,0,claude,What is 2+2?\n")
+    data = load_embedllm(d)
+    assert data.llm_names == ["gpt-4", "claude"]
+    assert data.texts == ["What is 2+2?", "Capital?"]
+    np.testing.assert_array_equal(data.scores, [[1, 0], [np.nan, 0]])

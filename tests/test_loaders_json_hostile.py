@@ -108,3 +108,98 @@ def test_routerdc_lone_surrogate_names_file_line_and_record(tmp_path):
                                                   r"1 of the list") as err:
         load_routerdc(tmp_path)
     assert err.value.row == 2 and err.value.source == str(f)
+
+
+# ---------------------------------------------------------------- a JSON key given twice
+def test_routerdc_score_given_twice_names_file_line_and_key(tmp_path):
+    f = tmp_path / "mmlu_train.json"
+    f.write_text('[{"question": "1?", "scores": {"m1": 1, "m2": 0}},\n'
+                 ' {"question": "2+2?",\n'
+                 '  "scores": {"m1": 1,\n'
+                 '             "m1": 0, "m2": 1}}]', encoding="utf-8")
+    with pytest.raises(DataValidationError) as err:
+        load_routerdc(tmp_path)
+    # the repeated key sits in the object that opens on line 3
+    assert err.value.row == 3 and err.value.source == str(f)
+    assert "names the key 'm1' twice" in str(err.value)
+
+
+def test_llmrouter_query_field_given_twice_names_the_jsonl_line(tmp_path):
+    _llmrouter(tmp_path, [0.5, 1.0])
+    q = tmp_path / "default_query_train.jsonl"
+    q.write_text('\n{"task_name": "t", "task_name": "u", "query": "A"}\n', encoding="utf-8")
+    with pytest.raises(DataValidationError, match="names the key 'task_name' twice") as err:
+        load_llmrouter(tmp_path)
+    assert err.value.row == 2 and err.value.source == str(q)
+
+
+@pytest.mark.parametrize("line, key", [
+    ('{"query_id": "q1", "model": "a", "score": 1, "score": 0}', "score"),
+    ('{"query_id": "q1", "model": "b", "model": "c", "score": 1}', "model"),
+    ('{"query_id": "q1", "model": "a", "score": 1, "meta": {"k": 1, "k": 2}}', "k"),
+])
+def test_generic_jsonl_key_given_twice_names_the_line(tmp_path, line, key):
+    from recsys_router.datasets.generic import load_generic
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"query_id": "q0", "model": "a", "score": 1}\n\n' + line + "\n")
+    with pytest.raises(DataValidationError, match=f"names the key '{key}' twice") as err:
+        load_generic(f)
+    assert err.value.row == 3 and err.value.source == str(f)
+
+
+def test_routerdc_score_past_float_range_is_located(tmp_path):
+    f = tmp_path / "t_train.json"
+    f.write_text('[{"question": "A", "scores": {"x": 1, "y": 0}},\n'
+                 ' {"question": "B", "scores": {"x": 0, "y": 1' + "0" * 400 + '}}]')
+    with pytest.raises(DataValidationError, match=r"score \(an integer of 401 digits\) for LLM "
+                                                  r"'y' is not a finite number") as err:
+        load_routerdc(tmp_path)
+    assert err.value.source == str(f) and err.value.column == "scores.y"
+    # 5,000 digits: past what Python turns into an int at all (was a bare ValueError)
+    f.write_text('[{"question": "A", "scores": {"x": 1' + "0" * 5000 + '}}]')
+    with pytest.raises(DataValidationError, match="cannot be read as JSON .*4300 digits") as err:
+        load_routerdc(tmp_path)
+    assert err.value.source == str(f)
+
+
+@pytest.mark.parametrize("option, shown", [
+    ("chars_per_token=0",
+     "dataset option 'chars_per_token' must be a finite number in (0, 1000000000.0], got 0"),
+    ("chars_per_token=-4", "dataset option 'chars_per_token' must be"),
+    ("chars_per_token=1e300", "dataset option 'chars_per_token' must be"),
+    ("output_tokens=-1e9",
+     "dataset option 'output_tokens' must be a finite number in [0, 1000000000.0], got -1"),
+    ("output_tokens=1e308", "dataset option 'output_tokens' must be"),
+])
+def test_llmrouter_bad_cost_option_names_the_option_not_the_data(tmp_path, capsys, option, shown):
+    # these were reported as "invalid cost inf ... row 0, column 'x|cost'" of the folder
+    from recsys_router.cli import main
+    folder = _llmrouter(tmp_path, [0.5, 1.0])
+    assert main(["data", "info", str(folder), "-o", option]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and shown in err and "row" not in err, err
+    key, value = option.split("=")
+    with pytest.raises(ValueError, match=f"dataset option '{key}'"):
+        load_llmrouter(folder, **{key: float(value)})
+    assert main(["data", "info", str(folder), "-o", "chars_per_token=2",
+                 "-o", "output_tokens=0"]) == 0
+
+
+def test_routerdc_errors_name_the_file_line_and_record_number(tmp_path):
+    # was "row 2" (the 0-based list index) for a record starting on line 16
+    recs = [{"question": "q a", "scores": {"m1": 1, "m2": 0}},
+            {"question": "q b", "scores": {"m1": 1, "m2": 0}},
+            {"question": "q c", "scores": {"m1": "bad", "m2": 0}}]
+    f = tmp_path / "mmlu_train.json"
+    f.write_text(json.dumps(recs, indent=2))
+    starts = [k for k, ln in enumerate(f.read_text().splitlines(), 1) if ln == "  {"]
+    assert len(starts) == 3
+    with pytest.raises(DataValidationError, match=r"'bad' for LLM 'm1' is not a number "
+                                                  r"\(record 3 of the list\)") as err:
+        load_routerdc(tmp_path)
+    assert err.value.row == starts[2] and err.value.column == "scores.m1"
+    recs[2]["scores"]["m1"], recs[0]["question"] = 0, ""
+    f.write_text(json.dumps(recs, indent=2))
+    with pytest.raises(DataValidationError, match=r"\(record 1 of the list\)") as err:
+        load_routerdc(tmp_path)
+    assert err.value.row == starts[0] and err.value.column == "question"

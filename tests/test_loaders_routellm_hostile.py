@@ -82,3 +82,30 @@ def test_mtbench_repeated_question_records(tmp_path):
                                                   r"content \(lines 1 and 3\)") as err:
         load_routellm_mtbench(tmp_path)
     assert err.value.row == 3 and err.value.source.endswith("question.jsonl")
+
+
+@pytest.mark.parametrize("grade, shown", [(42, "grade 42 is outside the MT-Bench scale"),
+                                          (-5, "grade -5 is outside the MT-Bench scale"),
+                                          (0, "grade 0 is outside the MT-Bench scale"),
+                                          (10.5, "grade 10.5 is outside the MT-Bench scale"),
+                                          (None, "no grade"),
+                                          ("good", "grade 'good' is not a number"),
+                                          (True, "grade True is not a number")])
+def test_mtbench_grade_off_the_scale_names_its_line(tmp_path, grade, shown):
+    # 42 loaded (routellm's /10 then gave 4.2, not in [0, 1]); -5 was dropped as a "-1"
+    _judgements(tmp_path, [_j(1, "a", 1, 8), _j(1, "b", 1, 9), _j(2, "a", 1, grade)],
+                blank_after=(0,))
+    with pytest.raises(DataValidationError, match=shown) as err:
+        load_routellm_mtbench(tmp_path)
+    assert (err.value.row, err.value.column) == (4, "score")
+    assert "expected a number from 1 to 10, or -1 for a judge failure" in str(err.value)
+
+
+def test_mtbench_only_minus_one_is_a_judge_failure(tmp_path, caplog):
+    _judgements(tmp_path, [_j(1, "a", 1, 8), _j(1, "b", 1, -1), _j(2, "a", 1, 1),
+                           _j(2, "b", 1, 10), _j(3, "a", 1, 9.5), _j(3, "b", 1, -1.0)])
+    with caplog.at_level("WARNING"):
+        d = load_routellm_mtbench(tmp_path)
+    assert "2 judgements with grade -1 (judge failure) treated as missing" in caplog.text
+    assert d.meta["failed_judgements"] == 2
+    np.testing.assert_array_equal(d.scores, [[8, np.nan], [1, 10], [9.5, np.nan]])

@@ -44,6 +44,23 @@ def test_bad_cost_names_file_line_and_column(tmp_path, cost, shown):
     assert f"cost {shown} is not a finite number >= 0" in str(err.value)
 
 
+def test_score_past_float_range_names_file_line_and_column(tmp_path):
+    # whole-number columns: pandas keeps a 401-digit value as an int (was a bare OverflowError)
+    df = _frame([str(["a"]), str(["b"])], ["x.1", "x.2"], [[1, 0], ["-1" + "0" * 400, 1]])
+    _write(tmp_path, df)
+    with pytest.raises(DataValidationError) as err:
+        load_routerbench_zs(tmp_path)
+    assert (err.value.row, err.value.column) == (3, "m-7b")
+    assert "score (a negative integer of 401 digits) is not a finite number" in str(err.value)
+    df = _frame([str(["a"]), str(["b"])], ["x.1", "x.2"], [[1, 0], [0, 1]],
+                costs=[[1, 2], [3, "1" + "0" * 400]])
+    _write(tmp_path, df)
+    with pytest.raises(DataValidationError) as err:
+        load_routerbench_zs(tmp_path)
+    assert (err.value.row, err.value.column) == (3, "gpt-x|total_cost")
+    assert "cost (an integer of 401 digits) is not a finite number >= 0" in str(err.value)
+
+
 def test_infinite_score_and_empty_cost(tmp_path):
     df = _frame(["['''a\nb\nc''']", str(["d"])], ["x.1", "x.2"], [[1, 0], [0, "-inf"]],
                 costs=[[0.1, np.nan], [0.3, 0.4]])

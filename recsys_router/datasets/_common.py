@@ -10,6 +10,7 @@ import hashlib
 import logging
 import re
 import zlib
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pandas as pd
 
 from ..errors import DataValidationError
 from ._json import read_json, read_jsonl, read_jsonl_lines
+from ._limits import ReadLimits, check_parquet_footer, open_counted, too_many_records
 from ._rows import first_non_utf8_line, not_utf8 as _not_utf8, open_bytes as _open_bytes
 from ._rows import open_text as _open_text
 
@@ -73,7 +75,7 @@ def _column_names(header: list[str]) -> list[str]:
     return names
 
 
-def read_csv(path: Path, **kwargs) -> pd.DataFrame:
+def read_csv(path: Path, limits: ReadLimits | None = None, **kwargs) -> pd.DataFrame:
     """``pandas.read_csv`` that refuses what pandas would read silently wrong.
 
     * A record with more fields than the header raises naming the line (pandas would make
@@ -84,6 +86,11 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
       twice (pandas would rename the second ``score.1``).
     * Text that is not UTF-8, malformed quoting, an empty file and any other parse failure
       raise :class:`DataValidationError` naming the file (and the line when known).
+
+    * With ``limits`` (:class:`~recsys_router.datasets._limits.ReadLimits`), a ``.gz``
+      file is read through a counter that stops after ``limits.max_bytes`` decompressed
+      bytes, and at most ``limits.max_records`` records are parsed; more is refused naming
+      the file and the option that raises the limit.
 
     ``kwargs`` go to :func:`pandas.read_csv` (``header``, ``names`` and ``index_col`` are
     set here). With ``usecols`` (names), which reads huge files without their unused
@@ -122,9 +129,15 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
             raise _long_line(path, n_header, found[0])
     if isinstance(kwargs.get("na_values"), dict) and usecols is None:  # the sentinel column
         kwargs["na_values"] = {**kwargs["na_values"], _EXTRA: [""]}
+    if limits is not None:
+        kwargs["nrows"] = limits.max_records + 1
+        kwargs["compression"] = None
     try:
-        df = pd.read_csv(path, header=None, skiprows=1, index_col=False, **kwargs,
-                         names=names if usecols is not None else names + [_EXTRA])
+        with (open_counted(path, limits) if limits is not None else nullcontext(path)) as src:
+            df = pd.read_csv(src, header=None, skiprows=1, index_col=False, **kwargs,
+                             names=names if usecols is not None else names + [_EXTRA])
+    except DataValidationError:
+        raise
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
     except pd.errors.EmptyDataError:
@@ -139,6 +152,8 @@ def read_csv(path: Path, **kwargs) -> pd.DataFrame:
             raise _long_line(path, n_header, int(m.group(1))) from None
         raise DataValidationError(f"malformed CSV: {msg}", source=str(path),
                                   row=int(m.group(1)) if m else None) from None
+    if limits is not None and len(df) > limits.max_records:
+        raise too_many_records(path, limits.max_records)
     extra = df.pop(_EXTRA).notna().to_numpy() if usecols is None else np.zeros(0, bool)
     if extra.any():
         raise _long_line(path, n_header, int(np.flatnonzero(extra)[0]) + 2)
@@ -182,9 +197,12 @@ def csv_header(path: Path) -> list[str]:
     return header
 
 
-def read_parquet(path: Path, columns=None) -> pd.DataFrame:
+def read_parquet(path: Path, columns=None, limits: ReadLimits | None = None) -> pd.DataFrame:
     """``pandas.read_parquet`` whose failures (corrupt or truncated file, not parquet) raise
-    one :class:`DataValidationError` naming the file."""
+    one :class:`DataValidationError` naming the file; with ``limits``, a footer declaring
+    more records or uncompressed bytes than they allow is refused before any data is read."""
+    if limits is not None:
+        check_parquet_footer(Path(path), limits)
     try:
         return pd.read_parquet(path, columns=columns)
     except (OSError, ValueError, TypeError, ImportError) as exc:

@@ -125,6 +125,35 @@ def _unique_ids(df: pd.DataFrame, id_col: str, value_col: str, source: Path) -> 
     return pairs
 
 
+def _one_value_per_id(frames, files, id_col: str, value_col: str, fix: str) -> None:
+    """Across the split files' records (no order file), an id given two different non-null
+    values raises naming both files and lines, as :func:`_unique_ids` does for an order
+    file (the records would otherwise load with the first value, silently)."""
+    parts = [pd.DataFrame({"id": df[id_col].to_numpy(), "v": df[value_col].to_numpy(),
+                           "file": k, "row": np.arange(len(df))})
+             for k, df in enumerate(frames) if value_col in df.columns]
+    if not parts:
+        return
+    allr = pd.concat(parts, ignore_index=True)
+    allr = allr[allr["v"].notna().to_numpy()]
+    pairs = allr.drop_duplicates(["id", "v"])
+    dup = pairs["id"].duplicated(keep=False).to_numpy()
+    if not dup.any():
+        return
+    first = pairs[dup].iloc[0]
+    other = pairs[(pairs["id"] == first["id"]).to_numpy() & (pairs["v"] != first["v"]).to_numpy()]
+    second = other.iloc[0]
+    (f1, l1), (f2, l2) = ((files[int(r["file"])],
+                           CsvLines(files[int(r["file"])]).field_line(int(r["row"]), id_col))
+                          for r in (first, second))
+    where1 = f"line {l1}" if f1 == f2 else f"{f1.name} line {l1}"
+    raise DataValidationError(
+        f"{id_col} {first['id']} has two different {value_col}s, {str(first['v'])[:60]!r} "
+        f"({where1}) and {str(second['v'])[:60]!r} (line {l2}); expected one {value_col} per "
+        f"{id_col} ({int(pairs.loc[dup, 'id'].nunique())} such ids): fix the records or give "
+        f"{fix}", source=str(f2), row=l2, column=value_col)
+
+
 def _splits(splits) -> tuple[str, ...]:
     """The ``splits`` option as split names: a sequence or a comma-separated string."""
     if isinstance(splits, str):
@@ -199,6 +228,7 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
         order = _unique_ids(order, "model_id", "model_name", order_f)
         names = order.set_index("model_id")["model_name"].astype(str)
     elif "model_name" in frames[0].columns:
+        _one_value_per_id(frames, files, "model_id", "model_name", "model_order.csv")
         names = (pd.concat([f[["model_id", "model_name"]] for f in frames])
                  .drop_duplicates("model_id").set_index("model_id")["model_name"].astype(str))
     else:
@@ -223,6 +253,8 @@ def load_embedllm(path, duplicates: str = "first", splits=("train", "val", "test
             raise DataValidationError(f"label {v!r} is not a finite number", source=str(f),
                                       row=CsvLines(f).field_line(i, "label"), column="label")
         df["label"] = lab
+    if need_prompt:
+        _one_value_per_id(frames, files, "prompt_id", "prompt", "question_order.csv")
     full = pd.concat(frames, ignore_index=True)
     llms = pd.DataFrame({"name": names.to_numpy(), "model_id": names.index.to_numpy()})
     llms["size"] = [parse_size(n) for n in llms["name"]]

@@ -36,6 +36,7 @@ from ..data import RoutingData
 from ..errors import DataValidationError
 from ..long_table import RowOffset, row_number
 from ._common import csv_header, read_csv, read_jsonl_lines, read_parquet
+from ._limits import ReadLimits, open_counted
 from ._rows import CsvLines
 from .registry import register
 
@@ -66,13 +67,11 @@ def _header(path: Path) -> list[str]:
         import pyarrow.parquet as pq
         return list(pq.read_schema(path).names)
     if suf in (".jsonl", ".jsonl.gz"):
-        import gzip
         import json
-        opener = gzip.open if suf.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
+        with open_counted(path, ReadLimits()) as fh:
             for line in fh:
                 if line.strip():
-                    rec = json.loads(line)
+                    rec = json.loads(line.decode("utf-8"))
                     return list(rec) if isinstance(rec, dict) else []
     return []
 
@@ -103,7 +102,7 @@ _NUMBER_NA = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-na
               "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
 
 
-def read_long_table(path) -> tuple[pd.DataFrame, RowOffset]:
+def read_long_table(path, limits: ReadLimits | None = None) -> tuple[pd.DataFrame, RowOffset]:
     """Read a long-table file; returns ``(frame, row_offset)`` for error row numbers.
 
     ``row_offset`` is an int (parquet: 1) or a function of the 0-based record index giving
@@ -111,18 +110,23 @@ def read_long_table(path) -> tuple[pd.DataFrame, RowOffset]:
     skipped), as :func:`recsys_router.long_table.row_number` takes. In a CSV file only an
     empty field is missing, except in ``score``/``cost`` where ``NA``, ``NaN``, ``null``
     and pandas' other spellings of a missing number are too.
+
+    ``limits`` (default :class:`~recsys_router.datasets._limits.ReadLimits`: 4 GiB
+    decompressed, 50 million records) are checked while reading, before the table is built.
     """
     path = Path(path)
+    limits = limits if limits is not None else ReadLimits()
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
         na = {c: (_NUMBER_NA if c in ("score", "cost") else [""]) for c in csv_header(path)}
         # ids and texts are read as text: a text of digits ("1984") is still a text
         text = {c: str for c in ("query_id", "model", "llm", "query_text", "prompt", "text")}
-        return read_csv(path, dtype=text, keep_default_na=False, na_values=na), CsvLines(path)
+        return (read_csv(path, limits, dtype=text, keep_default_na=False, na_values=na),
+                CsvLines(path))
     if suf == ".parquet":
-        return read_parquet(path), 1
+        return read_parquet(path, limits=limits), 1
     if suf in (".jsonl", ".jsonl.gz"):
-        df, lines = read_jsonl_lines(path)
+        df, lines = read_jsonl_lines(path, limits)
         return df, lambda i: int(lines[i])
     raise DataValidationError(f"unsupported file type {suf!r}; expected one of {LONG_SUFFIXES}",
                               source=str(path))
@@ -260,7 +264,8 @@ def frame_to_data(df: pd.DataFrame, *, source: str, name: str, duplicates: str =
           description="generic long table (query_id, model, score[, cost, query_text, task, split]) "
                       "in .csv/.csv.gz/.parquet/.jsonl")
 def load_generic(path, duplicates: str = "error", name: str | None = None, texts: str = "error",
-                 max_cells: int | None = None) -> RoutingData:
+                 max_cells: int | None = None, max_bytes: int | None = None,
+                 max_records: int | None = None) -> RoutingData:
     """Load a long-table file.
 
     Parameters
@@ -277,6 +282,14 @@ def load_generic(path, duplicates: str = "error", name: str | None = None, texts
     max_cells : int, optional
         Largest dense queries x LLMs matrix to build (default: see
         :func:`recsys_router.long_table.cell_limit`); a table whose ids span more is refused.
+    max_bytes : int, optional
+        Most decompressed bytes read from a ``.csv.gz``/``.jsonl.gz`` file, or uncompressed
+        bytes a parquet footer may declare (default 4 GiB, ``-o max_bytes=N``); a small
+        compressed file that expands past it is refused before it fills memory.
+    max_records : int, optional
+        Most records read (default 50,000,000: a RouterEval-scale 2,000 LLMs x 20,000
+        queries table has 40 million; ``-o max_records=N``); a parquet file's footer count
+        is checked before its data is read.
 
     Returns
     -------
@@ -299,7 +312,8 @@ def load_generic(path, duplicates: str = "error", name: str | None = None, texts
         path = files[0]
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    df, offset = read_long_table(path)
+    limits = ReadLimits.of(max_bytes, max_records)
+    df, offset = read_long_table(path, limits)
     stem = path.name[: -len(_suffix(path))] if _suffix(path) else path.name
     return frame_to_data(df, source=str(path), name=name or stem, duplicates=duplicates,
                          row_offset=offset, texts=texts, max_cells=max_cells)

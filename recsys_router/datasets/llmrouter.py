@@ -34,6 +34,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
+from ..hyperparams import check_number
 from ._common import parse_size, read_json, read_jsonl_lines, require_columns
 from .registry import register
 from .routerdc import _merge_files, question_records_to_long
@@ -115,7 +116,8 @@ def load_llmrouter(path, duplicates: str = "first", chars_per_token: float = 4.0
     duplicates : {"first", "mean", "last", "error"}
         Rule for a question given in both files.
     chars_per_token, output_tokens : float
-        Cost estimate constants (module notes).
+        Cost estimate constants (module notes): characters per input token, in (0, 1e9],
+        and output tokens per answer, in [0, 1e9]; anything else is refused naming the option.
 
     Returns
     -------
@@ -128,6 +130,9 @@ def load_llmrouter(path, duplicates: str = "first", chars_per_token: float = 4.0
     >>> d.shape  # doctest: +SKIP
     (5989, 9)
     """
+    chars_per_token = check_number(chars_per_token, "dataset option 'chars_per_token'", low=0,
+                                   low_open=True, high=1e9)
+    output_tokens = check_number(output_tokens, "dataset option 'output_tokens'", low=0, high=1e9)
     path = Path(path)
     parts = []
     for split in ("train", "test"):

@@ -11,7 +11,8 @@ with Preference Data"; lm-sys/RouteLLM ``routellm/evals/``), a strong/weak LLM p
   (texts). ``turns="mean"`` (default): one query per question, score = mean grade over its
   turns, text = first turn (80 x 2). ``turns="separate"``: one query per (question, turn),
   id ``"<question_id>-t<turn>"``, text = that turn's message. A grade of -1 (judge failure)
-  is treated as missing; two grades for the same (question, model, turn) raise unless
+  is treated as missing (counted in ``meta["failed_judgements"]`` and logged); any other
+  grade outside 1-10, or a missing one, is refused naming its line; two grades for the same (question, model, turn) raise unless
   ``duplicates`` says how to merge them.
 
 ``routellm`` with ``benchmark=None`` concatenates the three; there MT-Bench grades are
@@ -29,6 +30,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
+from ..numeric import shown, to_floats
 from ._common import parse_size, read_csv, read_jsonl_lines, require_columns
 from ._rows import CsvLines
 from .registry import register
@@ -165,12 +167,8 @@ def load_routellm_mtbench(path, turns: str = "mean", duplicates: str = "error",
         raise FileNotFoundError(f"{jf}: no such file (RouteLLM mt_bench/judgements.jsonl)")
     j, lines = read_jsonl_lines(jf)
     require_columns(j, ("question_id", "model", "score", "turn"), jf, what="field")
-    score = pd.to_numeric(j["score"], errors="coerce")
-    bad = score.isna() & j["score"].notna()
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataValidationError(f"score {j['score'].iloc[i]!r} is not a number", source=str(jf),
-                                  row=int(lines[i]), column="score")
+    score = pd.Series(to_floats(j["score"]), index=j.index)
+    _check_grades(j["score"], score.to_numpy(), jf, lines)
     for col in ("question_id", "model"):
         na = j[col].isna().to_numpy()
         if na.any():
@@ -178,7 +176,7 @@ def load_routellm_mtbench(path, turns: str = "mean", duplicates: str = "error",
                                       source=str(jf), row=int(lines[np.flatnonzero(na)[0]]),
                                       column=col)
     turn = _turns(j["turn"], jf, lines)
-    failed = (score < 0).to_numpy()
+    failed = (score == -1).to_numpy()  # the only grade outside 1-10 _check_grades lets through
     if failed.any():
         log.warning("%s: %d judgements with grade -1 (judge failure) treated as missing", jf,
                     int(failed.sum()))
@@ -219,6 +217,33 @@ def load_routellm_mtbench(path, turns: str = "mean", duplicates: str = "error",
     return RoutingData(queries, _llm_table(data.llm_names), scores, name="routellm_mtbench",
                        source=str(jf), meta={"turns": turns, "normalized": normalize,
                                              "failed_judgements": int(failed.sum())})
+
+
+def _check_grades(raw: pd.Series, grade: np.ndarray, source: Path, lines: np.ndarray) -> None:
+    """Every MT-Bench grade a number in [1, 10] (GPT-4's single-answer scale; half points
+    occur) or exactly -1 (FastChat's mark of a judge failure); anything else, a missing grade
+    included, raises naming the file line.
+
+    Example
+    -------
+    >>> raw = pd.Series([10, -1, 8.5, 42])
+    >>> _check_grades(raw, raw.to_numpy(float), Path("j.jsonl"), np.array([1, 2, 3, 5]))
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: j.jsonl, row 5, column 'score': grade 42.0 is outside the MT-Bench scale; expected a number from 1 to 10, or -1 for a judge failure (1 such judgements)
+    """
+    isbool = raw.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
+    with np.errstate(invalid="ignore"):
+        bad = ~(((grade >= 1) & (grade <= 10)) | (grade == -1)) | isbool
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        v = raw.iloc[i]
+        what = ("no grade" if v is None or (isinstance(v, float) and np.isnan(v))
+                else f"grade {shown(v)} is not a number" if np.isnan(grade[i]) or isbool[i]
+                else f"grade {shown(v)} is outside the MT-Bench scale")
+        raise DataValidationError(f"{what}; expected a number from 1 to 10, or -1 for a judge "
+                                  f"failure ({int(bad.sum())} such judgements)",
+                                  source=str(source), row=int(lines[i]), column="score")
 
 
 def _turns(raw: pd.Series, source: Path, lines: np.ndarray) -> np.ndarray:

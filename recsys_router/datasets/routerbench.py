@@ -29,6 +29,14 @@ two MBPP prompts that appear under different ids in ``mbpp_train.csv`` and
 in ``meta["merged_records"]`` as ``(kept query_id, merged sample_id, file)``; nothing is
 dropped silently. Result on the CSV folder: 3,176 queries x 11 LLMs, 154 unobserved cells.
 
+The default identity leaks across the published split: six of the ARC ``[p]`` / ``[p, p]``
+twins have one record in a ``_train.csv`` and the other in a ``_test.csv``, so with
+``--split-column split`` 6 of the 951 test queries carry the exact text of a train query
+(a text-based router has seen them at fit time). ``evaluate`` reports this in its notes
+("fold 0: 6 of 951 test queries have the same text as a train query"); ``identity="text"``
+merges the twins (into train, the first file read) and leaves no such overlap. The default
+is kept so that published numbers stay comparable.
+
 A query id is the ``sample_id`` when that id maps to one key, else
 ``"<sample_id>#<first 8 hex digits of the key's SHA-1>"``; two different keys that would
 get one id (a generated id equal to another record's ``sample_id``) are an error naming
@@ -51,6 +59,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
+from ..numeric import shown, to_floats
 from ._common import (csv_header, order_files, parse_size, read_csv, require_trust,
                       task_split_from_stem, text_hash)
 from ._rows import CsvLines
@@ -198,17 +207,15 @@ def _numbers(frame: pd.DataFrame, column: str, what: str, rows, files) -> np.nda
     """A score or cost column as floats (missing = NaN); a value that is not a number, is
     infinite or (a cost) negative raises naming the file, the record's row and the column."""
     raw = frame[column]
-    col = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    col = to_floats(raw)
     bad = np.isnan(col) & raw.notna().to_numpy()
     with np.errstate(invalid="ignore"):
         bad |= np.isinf(col) | ((col < 0) if what == "cost" else False)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        val = raw.iloc[i]
-        val = val.item() if isinstance(val, np.generic) else val
         want = "a finite number >= 0 (empty = unknown)" if what == "cost" else \
             "a finite number (empty = not observed)"
-        raise DataValidationError(f"{what} {val!r} is not {want} ({int(bad.sum())} such records "
+        raise DataValidationError(f"{what} {shown(raw.iloc[i])} is not {want} ({int(bad.sum())} such records "
                                   f"in this column)", source=str(files[i]), row=_line(rows, i, column),
                                   column=column)
     return col

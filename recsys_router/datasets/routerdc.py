@@ -37,7 +37,9 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..errors import DataValidationError
+from ..numeric import shown, to_floats
 from ._common import order_files, parse_size, read_json, task_split_from_stem
+from ._json import json_record_lines
 from .registry import register
 
 __all__ = ["load_routerdc", "question_records_to_long", "detect_routerdc", "RESERVED_FIELDS"]
@@ -58,32 +60,47 @@ def question_records_to_long(records, source: str, *, question_key: str = "quest
     if not isinstance(records, list):
         raise DataValidationError(f"expected a JSON list of records, got {type(records).__name__}",
                                   source=source)
+
+    def at(i) -> tuple[int | None, str]:
+        """The file line where record ``i`` starts, and " (record N of the list)"."""
+        lines = json_record_lines(source) if source else []
+        i = int(i)
+        return (lines[i] if i < len(lines) else None), f" (record {i + 1} of the list)"
+
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
-            raise DataValidationError(f"expected an object, got {type(rec).__name__}", source=source,
-                                      row=i)
+            line, rec_n = at(i)
+            raise DataValidationError(f"expected an object, got {type(rec).__name__}{rec_n}",
+                                      source=source, row=line)
         q = rec.get(question_key)
         if not isinstance(q, str) or not q:
-            raise DataValidationError(f"{question_key!r} must be a non-empty string, got {q!r:.60}",
-                                      source=source, row=i, column=question_key)
+            line, rec_n = at(i)
+            raise DataValidationError(f"{question_key!r} must be a non-empty string, got "
+                                      f"{q!r:.60}{rec_n}", source=source, row=line,
+                                      column=question_key)
         s = rec.get(scores_key)
         if not isinstance(s, dict) or not s:
+            line, rec_n = at(i)
             raise DataValidationError(f"{scores_key!r} must be a non-empty object {{llm: score}}, "
-                                      f"got {s!r:.60}", source=source, row=i, column=scores_key)
+                                      f"got {s!r:.60}{rec_n}", source=source, row=line,
+                                      column=scores_key)
     wide = pd.DataFrame.from_records([rec[scores_key] for rec in records])
-    vals = wide.apply(pd.to_numeric, errors="coerce")
-    bad = vals.isna().to_numpy() & wide.notna().to_numpy()
+    arr = (np.column_stack([to_floats(wide[c]) for c in wide.columns]) if len(wide.columns)
+           else np.zeros((len(wide), 0)))
+    bad = np.isnan(arr) & wide.notna().to_numpy()
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise DataValidationError(f"score {wide.iat[i, j]!r} for LLM {wide.columns[j]!r} is not a "
-                                  f"number", source=source, row=int(i), column=f"{scores_key}.{wide.columns[j]}")
-    arr = vals.to_numpy(dtype=np.float64)
+        line, rec_n = at(i)
+        raise DataValidationError(f"score {shown(wide.iat[i, j])} for LLM {wide.columns[j]!r} is "
+                                  f"not a number{rec_n}", source=source, row=line,
+                                  column=f"{scores_key}.{wide.columns[j]}")
     inf = np.isinf(arr)
     if inf.any():
         i, j = np.argwhere(inf)[0]
         raw = records[int(i)][scores_key][wide.columns[j]]
-        raise DataValidationError(f"score {raw!r} for LLM {wide.columns[j]!r} is not a finite "
-                                  f"number", source=source, row=int(i),
+        line, rec_n = at(i)
+        raise DataValidationError(f"score {shown(raw)} for LLM {wide.columns[j]!r} is not a finite "
+                                  f"number{rec_n}", source=source, row=line,
                                   column=f"{scores_key}.{wide.columns[j]}")
     i, j = np.nonzero(~np.isnan(arr))
     long = pd.DataFrame({"rec": i, "model": np.asarray(wide.columns, dtype=object)[j], "score": arr[i, j]})

@@ -1,0 +1,67 @@
+"""Numbers read from data files as floats, and raw values shown in error messages.
+
+JSON and CSV hold integers of any size: ``10**400`` is valid in both, but no float holds it
+(``float(10**400)`` raises :class:`OverflowError`, which no loader expected). Here such an
+integer becomes ``±inf``, so the loaders' checks for non-finite values refuse it with the
+file, row and column named; :func:`shown` prints it without its hundreds of digits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["to_floats", "shown"]
+
+
+def _one(value) -> float:
+    if value is None or value is pd.NA:
+        return np.nan
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return np.inf if value > 0 else -np.inf
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def to_floats(col: pd.Series) -> np.ndarray:
+    """A column as float64 (no copy for a float column); what is not a number becomes NaN
+    and an integer too large for a float ``±inf``.
+
+    Example
+    -------
+    >>> to_floats(pd.Series([1, 10**400, "x", None, -10**400], dtype=object)).tolist()
+    [1.0, inf, nan, nan, -inf]
+    """
+    if col.dtype in (np.float32, np.float64):
+        return col.to_numpy()
+    try:
+        return pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    except (OverflowError, TypeError, ValueError):  # an integer past float range (rare)
+        return np.fromiter((_one(v) for v in col.to_numpy(dtype=object)), dtype=np.float64,
+                           count=len(col))
+
+
+def shown(value) -> str:
+    """``repr`` of a raw value for an error message: numpy scalars as plain numbers
+    (``-0.1``, not ``np.float64(-0.1)``), an integer of more than 30 digits by its size, and
+    anything else cut to 60 characters.
+
+    Example
+    -------
+    >>> shown(np.float64(-0.1)), shown(10**400), shown("n/a")
+    ('-0.1', '(an integer of 401 digits)', "'n/a'")
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        digits = len(str(abs(value))) if value.bit_length() < 14000 else None
+        sign = "a negative" if value < 0 else "an"
+        return (f"({sign} integer of {digits} digits)" if digits else
+                f"({sign} integer of about {int(value.bit_length() * 0.30103) + 1} digits)")
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
