@@ -94,7 +94,7 @@ def _cascade_data():
               [1, 0, 1],   # q2: a rejected, b accepted
               [1, 0, 0],   # q3: only c
               [0, 0, 0],   # q4: nobody -> ends on c
-              [1, np.nan, 1]]  # q5: a unobserved -> rejected, b accepted
+              [1, np.nan, 1]]  # q5: a unobserved -> skipped (not tried or paid), b accepted
     return RoutingData([f"q{i}" for i in range(1, 6)], ["c", "a", "b"], scores, [[4, 1, 2]] * 5)
 
 
@@ -104,7 +104,7 @@ def test_cascade_chain_accepts_and_sums_costs():
     assert [r.llm_names_[j] for j in r.chain_] == ["a", "b", "c"]
     names, cost = r.route_with_costs(d)
     assert names.tolist() == ["a", "b", "c", "c", "b"]
-    assert cost.tolist() == [1.0, 3.0, 7.0, 7.0, 3.0]
+    assert cost.tolist() == [1.0, 3.0, 7.0, 7.0, 2.0]
     assert r.route(d).tolist() == names.tolist()
 
 
@@ -113,13 +113,13 @@ def test_cascade_cost_cap():
     names, cost = CascadeRouter(threshold=1.0, max_cost=3.0).fit(d).route_with_costs(d)
     # c would bring the total to 7 > 3, so q3/q4 stop at b
     assert names.tolist() == ["a", "b", "b", "b", "b"]
-    assert cost.tolist() == [1.0, 3.0, 3.0, 3.0, 3.0]
-    # the first LLM is always tried, even above the cap
+    assert cost.tolist() == [1.0, 3.0, 3.0, 3.0, 2.0]
+    # the first LLM with a result is always tried, even above the cap (q5: b, a has none)
     names, cost = CascadeRouter(threshold=1.0, max_cost=0.5).fit(d).route_with_costs(d)
-    assert set(names) == {"a"} and set(cost) == {1.0}
+    assert names.tolist() == ["a"] * 4 + ["b"] and cost.tolist() == [1.0] * 4 + [2.0]
     # budget= is the same cap, and the tighter of max_cost / budget wins
     r = CascadeRouter(threshold=1.0, max_cost=100.0).fit(d)
-    assert r.route_with_costs(d, budget=3.0)[1].tolist() == [1.0, 3.0, 3.0, 3.0, 3.0]
+    assert r.route_with_costs(d, budget=3.0)[1].tolist() == [1.0, 3.0, 3.0, 3.0, 2.0]
 
 
 def test_cascade_judge_errors():
@@ -127,7 +127,7 @@ def test_cascade_judge_errors():
     names, cost = CascadeRouter(threshold=1.0, epsilon=1.0).fit(d).route_with_costs(d)
     # every verdict flipped: right answers rejected, wrong ones accepted; NaN still rejected
     assert names.tolist() == ["c", "a", "a", "a", "c"]
-    assert cost.tolist() == [7.0, 1.0, 1.0, 1.0, 7.0]
+    assert cost.tolist() == [7.0, 1.0, 1.0, 1.0, 6.0]
     n = 3000
     ones = RoutingData([f"q{i}" for i in range(n)], ["a", "b"], np.ones((n, 2)), [[1, 2]] * n)
     r = CascadeRouter(threshold=1.0, epsilon=0.3, seed=9).fit(ones)
@@ -150,9 +150,23 @@ def test_cascade_default_threshold_and_candidates():
 def test_cascade_rejects_bad_settings():
     d = _cascade_data()
     r = CascadeRouter().fit(d)
-    with pytest.raises(ValueError, match="not both"):
-        r.route(d, wtp=1.0, budget=2.0)
+    with pytest.raises(ValueError, match="wtp must be a number >= 0"):
+        r.route(d, wtp=-1.0)
     with pytest.raises(ValueError, match="epsilon"):
         CascadeRouter(epsilon=2.0).fit(d)
     with pytest.raises(ValueError, match="costs"):
         CascadeRouter().fit(RoutingData(["q"], ["a"], [[1.0]]))
+
+
+def test_cascade_wtp_caps_the_total_before_any_answer():
+    """wtp lambda caps the total cost at lambda * threshold (what an accepted answer is worth),
+    a rule fixed before any answer is seen; with a budget the tighter cap wins."""
+    d = _cascade_data()
+    r = CascadeRouter(threshold=1.0).fit(d)
+    # cap 3: c (total 7) is never tried; q3/q4 stop at b, whatever c would have answered
+    assert r.decide(d, wtp=3.0)[1].tolist() == [1.0, 3.0, 3.0, 3.0, 2.0]
+    assert r.route(d, wtp=3.0).tolist() == ["a", "b", "b", "b", "b"]
+    assert r.decide(d, wtp=7.0)[1].tolist() == [1.0, 3.0, 7.0, 7.0, 2.0]
+    # lambda 0: only the first LLM with a result
+    assert r.decide(d, wtp=0.0)[1].tolist() == [1.0, 1.0, 1.0, 1.0, 2.0]
+    assert r.decide(d, wtp=7.0, budget=3.0)[1].tolist() == r.decide(d, budget=3.0)[1].tolist()

@@ -75,3 +75,27 @@ def test_decide_default_and_cascade():
     # wtp: lambda 20 is worth the cascade (predicted 11 vs 1), lambda 5 is not: a alone
     assert r.decide(d, wtp=20.0)[1].tolist() == [1.0, 11.0] * 20
     assert r.decide(d, wtp=5.0)[0].tolist() == [0] * 40
+
+
+def test_cascade_skips_llms_a_sparse_test_query_lacks():
+    """--missing mask (the default): an LLM without a result on a test query is not on its
+    chain, so the cascade never ends on it (it did, scoring NaN and dropping out of mu_o, so
+    it beat the oracle) and does not pay for it."""
+    n_train, n_test = 20, 10
+    s = np.zeros((n_train + n_test, 3))
+    s[:n_train] = [[0, 0, 1]] * n_train           # train: chain a(1) -> b(3) -> c(10)
+    s[n_train:n_train + 5] = [1, 1, 1]            # q20..q24: a accepted
+    s[n_train + 5:] = [0, 0, np.nan]              # q25..q29: a, b rejected, c never run
+    c = np.tile([1.0, 3.0, 10.0], (n_train + n_test, 1))
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(n_train + n_test)],
+                      "split": ["train"] * n_train + ["test"] * n_test})
+    res = evaluate(RoutingData(q, ["a", "b", "c"], s, c),
+                   EvalConfig(routers=["cascade", "oracle"], protocols=["routereval"],
+                              split_column="split", fallback=False), progress=False)
+    dec = res.decisions[(res.decisions.router == "cascade")]
+    late = dec.query_id.astype(str).str[1:].astype(int) >= n_train + 5
+    assert dec.llm[late].astype(str).tolist() == ["b"] * 5   # ends on b, the last it has
+    assert dec.cost[late].tolist() == [4.0] * 5               # a + b, nothing for c
+    assert dec.score.notna().all()
+    assert _metric(res, "routereval", "cascade", "mu_o") == pytest.approx(0.5)
+    assert _metric(res, "routereval", "oracle", "mu_o") == pytest.approx(0.5)

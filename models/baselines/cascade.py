@@ -18,7 +18,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number
-from recsys_router.policies import apply_policy, check_policy_values, fill_unknown_costs
+from recsys_router.policies import check_policy_values, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr
 
@@ -32,10 +32,11 @@ class CascadeRouter(Router):
 
     For each query, LLM ``j`` of the chain is tried (its cost on the query is paid) and the
     judge accepts when ``score >= threshold``; with probability ``epsilon`` the verdict is
-    flipped (seeded per query and LLM, so batch-invariant). An unobserved score is always
-    rejected. The first LLM is always tried; a later one is tried only if the total cost so
-    far plus its cost stays ``<= T`` (``T = min(max_cost, budget)``); otherwise the chain
-    stops. The answer used is that of the last LLM tried.
+    flipped (seeded per query and LLM, so batch-invariant). An LLM without a result on a
+    query (an unobserved cell) is skipped on that query's chain: neither tried nor paid. The
+    first LLM with a result is always tried; a later one is tried only if the total cost so
+    far plus its cost stays ``<= T`` (``T = min(max_cost, budget, wtp * threshold)``, see
+    :meth:`decide`); otherwise the chain stops. The answer used is that of the last LLM tried.
 
     Costs are the routed data's true per-query costs (mean train cost where unknown), and
     the judge reads the routed data's true scores, so this router ``uses_ground_truth``.
@@ -132,20 +133,22 @@ class CascadeRouter(Router):
         c = self._costs_of(data)
         flip = query_uniforms(data.query_ids, self.seed, data.n_llms, stream=3) < float(self.epsilon)
         n = data.n_queries
+        # an LLM without a result on a query (an unobserved cell) is not on that query's
+        # chain: it is neither tried nor paid, and the chain goes on to the next one
+        avail = ~np.isnan(s)
+        started = np.zeros(n, dtype=bool)
         done = np.zeros(n, dtype=bool)
         spent = np.zeros(n)
         choice = np.full(n, chain[0], dtype=np.int64)
-        for step, j in enumerate(chain):
-            if step > 0:
-                done |= spent + c[:, j] > cap
-            run = ~done
-            if not run.any():
+        for j in chain:
+            done |= started & avail[:, j] & (spent + c[:, j] > cap)
+            run = ~done & avail[:, j]
+            if not (~done).any():
                 break
             spent[run] += c[run, j]
             choice[run] = j
-            sj = s[:, j]
-            good = np.where(np.isnan(sj), False, sj >= self.threshold_)
-            accepted = np.where(np.isnan(sj), False, good ^ flip[:, j])
+            started |= run
+            accepted = np.where(avail[:, j], (s[:, j] >= self.threshold_) ^ flip[:, j], False)
             done |= run & accepted
         return choice, spent
 
@@ -162,25 +165,21 @@ class CascadeRouter(Router):
     def decide(self, data, *, wtp=None, budget=None, candidates=None):
         """Column of the LLM whose answer is used and the cost paid, per query.
 
-        Without ``wtp``: the cascade under the cap ``T = min(max_cost, budget)``; it pays the
-        sum over every LLM tried. With ``wtp`` (lambda): the willingness-to-pay policy over
-        the cascade's own predictions (score 1 for the LLM the cascade ends on, 0 for the
-        others; predicted costs from :meth:`predict_costs`, the chain's mean costs up to each
-        LLM): where lambda is worth the cascade's predicted cost it runs and pays every LLM
-        it tried, otherwise the cheapest candidate answers alone and only its cost is paid.
+        The cascade runs under the cap ``T = min(max_cost, budget, wtp * threshold_)`` and
+        pays the sum over every LLM tried. A willingness to pay ``wtp`` (lambda) per unit of
+        score caps the total at what an answer the judge accepts is worth to the caller
+        (lambda times the acceptance threshold; 0 when the threshold is not positive): a rule
+        fixed before any answer is seen, as a real cascade must decide (the first LLM is
+        always tried). An LLM without a result on a query (an unobserved cell) is skipped on
+        that query's chain.
         """
         check_policy_values(wtp, budget)
-        if wtp is None:
-            return self._run(data, budget, candidates)
-        end, spent = self._run(data, None, candidates)
-        mask = self.candidate_mask(candidates)
-        rows = np.arange(data.n_queries)
-        onehot = np.zeros(data.shape)
-        onehot[rows, end] = 1.0
-        costs = np.broadcast_to(self._ending_costs(mask), data.shape)
-        choice, _ = apply_policy(onehot, costs, wtp=wtp, budget=budget, mask=mask)
-        alone = self._costs_of(data)[rows, choice]
-        return choice, np.where(choice == end, spent, alone)
+        if wtp is not None:
+            if float(wtp) < 0 or np.isnan(float(wtp)):
+                raise ValueError(f"wtp must be a number >= 0, got {wtp!r}")
+            cap = float(wtp) * max(float(self.threshold_), 0.0)
+            budget = cap if budget is None else min(float(budget), cap)
+        return self._run(data, budget, candidates)
 
     def route_indices(self, data, *, wtp=None, budget=None, candidates=None):
         """Column of the LLM whose answer is used (see :meth:`decide`); ``budget`` caps the
