@@ -76,3 +76,23 @@ def test_true_costs_where_known_predicted_for_the_rest(tmp_path):
     # budget 1: a on both, true cost 2 each
     res = calibrate_artifact(tmp_path / "bs", cal, policy="budget", target_cost=2.0)
     assert res["value"] == 1.0 and res["achieved"] == pytest.approx(2.0)
+
+
+def test_cascade_is_calibrated_on_what_it_pays(tmp_path):
+    """A cascade pays every LLM it tries: calibration measures that (it charged the last LLM's
+    cost alone: 'achieved' 6.0 where the stored budget really costs more)."""
+    from recsys_router.data import RoutingData
+    from recsys_router.export.artifact import export_router, load_router
+    from recsys_router.export.calibrate import calibrate_artifact
+    from recsys_router.models.baselines.cascade import CascadeRouter
+    n = 40
+    s = np.column_stack([(np.arange(n) % 2 == 0).astype(float), np.ones(n)])  # a right on evens
+    d = RoutingData([f"q{i}" for i in range(n)], ["a", "b"], s, np.tile([1.0, 10.0], (n, 1)))
+    export_router(CascadeRouter(threshold=1.0).fit(d), tmp_path / "cas", train_data=d)
+    res = calibrate_artifact(tmp_path / "cas", d, policy="budget", target_cost=6.0)
+    # cap 11 (a then b): evens pay 1, odds 1 + 10 = 11 -> mean 6.0, exactly the target
+    assert res["value"] == pytest.approx(11.0) and res["achieved"] == pytest.approx(6.0)
+    ch, paid = load_router(tmp_path / "cas").router.decide(d, budget=res["value"])
+    assert paid.mean() == pytest.approx(res["achieved"])
+    low = calibrate_artifact(tmp_path / "cas", d, policy="budget", target_cost=3.0)
+    assert low["achieved"] == pytest.approx(1.0)   # only a is affordable below 11

@@ -101,7 +101,9 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
         predicted cost.
     choose : callable, optional
         ``choose(value) -> choices`` for routers with their own decision rule (e.g. the
-        zero router's mixing); default: the wtp/budget policy on the predictions. Its
+        zero router's mixing), or ``-> (choices, paid)`` for one that says what each decision
+        costs (a cascade pays every LLM it tries; :meth:`~recsys_router.router.Router.decide`);
+        default: the wtp/budget policy on the predictions. Its
         outcome is also searched between the candidate values by bisection (it may change
         between them, as the Zero router's mix does; see :func:`_bisect`).
 
@@ -137,9 +139,15 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
     rows = np.arange(pred_scores.shape[0])
 
     def outcome(v: float) -> float:
-        ch = fn(pred_scores, pred_costs, v) if choose is None else np.asarray(choose(v))
+        got = fn(pred_scores, pred_costs, v) if choose is None else choose(v)
+        paid = None
+        if isinstance(got, tuple):  # (choices, realised costs): a router that says what it pays
+            got, paid = got
+            paid = np.asarray(paid, dtype=np.float64)
+        ch = np.asarray(got)
         if target_cost is not None:  # a choice whose cost nobody knows is left out
-            paid = cost_mat[rows, ch]
+            if paid is None:
+                paid = cost_mat[rows, ch]
             paid = paid[~np.isnan(paid)]
             return float(paid.mean()) if len(paid) else float("nan")
         return float((ch == target_share[0]).mean())
@@ -237,7 +245,10 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
     true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).any() else None
     n_unknown = 0 if true_costs is None else int(np.isnan(true_costs).sum())
     choose = None
-    if art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
+    if getattr(art.router, "own_costs", False):  # e.g. cascade: what it really pays
+        def choose(v):
+            return art.router.decide(data, **{policy: v})
+    elif art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
         def choose(v):
             return art.router.route_indices(data, **{policy: v})
     res = calibrate_policy(scores, costs, policy=policy, target_cost=target_cost,
