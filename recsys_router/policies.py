@@ -108,13 +108,15 @@ def check_policy_values(wtp=None, budget=None) -> None:
 
     Example
     -------
-    >>> check_policy_values(wtp=2.0, budget=None)
+    >>> check_policy_values(wtp=2.0, budget=np.array(3.0))
     >>> check_policy_values(wtp=True)
     Traceback (most recent call last):
     ...
     ValueError: wtp must be a number, got bool True
     """
     for name, v in (("wtp", wtp), ("budget", budget)):
+        if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf":
+            continue  # a numpy 0-d number (np.array(2.0)) is a number
         if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)):
             raise ValueError(f"{name} must be a number, got {type(v).__name__} {v!r}")
 

@@ -39,3 +39,13 @@ def test_policies_refuse_strings_and_numbers_still_work():
     assert budget_policy(s, c, np.float64(3.0)).tolist() == [1]
     r = BestSingleRouter().fit(D)
     assert r.route(D, candidates=("a", "b")).tolist() == ["a", "a"]   # best train mean of the two
+
+
+def test_numpy_zero_d_numbers_are_numbers():
+    """np.array(2.0) (a 0-d array) routes like 2.0, as it did before the type check."""
+    from recsys_router.policies import check_policy_values
+    check_policy_values(wtp=np.array(2.0), budget=np.array(3))
+    with pytest.raises(ValueError, match="wtp must be a number"):
+        check_policy_values(wtp=np.array("2"))
+    with pytest.raises(ValueError, match="budget must be a number"):
+        check_policy_values(budget=np.array([1.0, 2.0]))
