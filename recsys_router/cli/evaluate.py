@@ -171,8 +171,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--group-method", choices=("routereval", "oracle-best"), default="routereval",
                    help="how sized pools' groups are built: routereval (default; RouterEval's "
                         "released code: best window of consecutively ranked LLMs, best of 1000 "
-                        "one-per-block draws) or oracle-best (the best combination within the "
-                        "same regions)")
+                        "one-per-block draws) or oracle-best (the best combination of m LLMs "
+                        "within the top/bottom max(ceil(0.2 n), m) of the n qualifying LLMs)")
     _add_split_args(p)
     p.add_argument("--encoder", type=encoder_spec, default=None,
                    help="encoder for text routers: a registered one (e.g. hashing, minilm, "
