@@ -172,8 +172,10 @@ def _npy_case(d, arr, ids: bytes, ids_name="e.ids.txt", *, cut=0, pickle=False):
     ("json-number", "e.ids.json: ids file holds a JSON number; expected a JSON list of query ids"),
     ("json-object", "e.ids.json: ids file holds a JSON object; expected a JSON list"),
     ("json-string", "e.ids.json: ids file holds a JSON string; expected a JSON list"),
-    ("json-list-of-numbers", "e.ids.json, row 1: query id 2 is a JSON number; expected a string"),
-    ("txt-latin1", "e.ids.txt, row 1: ids file is not UTF-8 (byte 4)"),
+    ("json-list-of-numbers", "e.ids.json, row 2: query id 2 is a JSON number; expected a string"),
+    ("json-first-item", "e.ids.json, row 1: query id 7 is a JSON number; expected a string"),
+    ("txt-latin1", "e.ids.txt, row 2: ids file is not UTF-8 (byte 4)"),
+    ("txt-latin1-first-line", "e.ids.txt, row 1: ids file is not UTF-8 (byte 1)"),
     ("parquet-strings", "e.parquet, row 0, column 'embedding': embedding of query 'q1' is not a "
                         "list of numbers"),
     ("parquet-corrupt", "e.parquet: cannot read the parquet file"),
@@ -181,7 +183,8 @@ def _npy_case(d, arr, ids: bytes, ids_name="e.ids.txt", *, cut=0, pickle=False):
 def test_precomputed_bad_files_are_named(tmp_path, case, needle):
     """A malformed embeddings or ids file is one error naming that file (and row/column): the
     numpy/json/pandas error alone said neither. An ids .json that is not a list of strings
-    was read as its keys (an object: row numbers ignored) or characters (a string)."""
+    was read as its keys (an object: row numbers ignored) or characters (a string). Ids-file
+    lines and list items count from 1, like every loader's lines."""
     eye, d = np.eye(2, dtype=np.float32), tmp_path / case
     f = {"object": lambda: _npy_case(d, np.array([[1, None]], dtype=object), b"q1\n", pickle=True),
          "truncated": lambda: _npy_case(d, eye, b"q1\nq2\n", cut=4),
@@ -191,7 +194,9 @@ def test_precomputed_bad_files_are_named(tmp_path, case, needle):
          "json-object": lambda: _npy_case(d, eye, b'{"q1": 1, "q2": 0}', "e.ids.json"),
          "json-string": lambda: _npy_case(d, eye, b'"ab"', "e.ids.json"),
          "json-list-of-numbers": lambda: _npy_case(d, eye, b'["1", 2]', "e.ids.json"),
+         "json-first-item": lambda: _npy_case(d, eye, b'[7, "q2"]', "e.ids.json"),
          "txt-latin1": lambda: _npy_case(d, eye, b"q1\nq\xe9\n"),
+         "txt-latin1-first-line": lambda: _npy_case(d, eye, b"q\xe9\nq2\n"),
          }.get(case)
     if f is not None:
         path, _ = f()
