@@ -372,3 +372,33 @@ def test_a_lone_surrogate_is_named_by_position_and_query_id(spec):
     assert str(info.value) == ("row 2, column 'text': text at position 2 (query 'q2') cannot be "
                                "UTF-8 encoded: lone surrogate U+D800 at character 4; expected "
                                "valid Unicode text")
+
+
+def test_progress_bars_setting_is_per_context_as_documented():
+    """``progress_bars`` is a context variable: asyncio tasks made in the block copy it, but
+    threads started in the block begin from the default (its docstring said they inherit it)."""
+    import asyncio
+    import contextvars
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from recsys_router.encoders import progress_bars
+    from recsys_router.encoders.base import _PROGRESS
+    seen = {}
+    with progress_bars(False):
+        t = threading.Thread(target=lambda: seen.setdefault("thread", _PROGRESS.get()))
+        t.start()
+        t.join()
+        with ThreadPoolExecutor(1) as pool:
+            seen["pool"] = pool.submit(_PROGRESS.get).result()
+            seen["pool+copy"] = pool.submit(contextvars.copy_context().run, _PROGRESS.get).result()
+
+        async def read():
+            return _PROGRESS.get()
+
+        async def in_task():
+            return await asyncio.create_task(read())
+        seen["task"] = asyncio.run(in_task())
+    assert seen == {"thread": True, "pool": True, "pool+copy": False, "task": False}
+    doc = progress_bars.__doc__
+    assert "ThreadPoolExecutor" in doc and "copy_context" in doc
