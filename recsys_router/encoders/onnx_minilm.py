@@ -113,7 +113,7 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     model_dir = minilm_model_dir()
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
     stem = f"all-MiniLM-L6-v2-{_weights_digest(model_dir)}"
-    folder = _export_folder(root / "onnx", f"{stem}-{variant}.onnx")
+    folder = _export_folder(root / "onnx", {f"{stem}-fp32.onnx", f"{stem}-{variant}.onnx"})
     raw = folder / f"{stem}-raw.onnx"  # the graph as torch exports it
     fp32 = folder / f"{stem}-fp32.onnx"  # ONNX Runtime's BERT fusions applied
     int8 = folder / f"{stem}-int8.onnx"
@@ -147,13 +147,14 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     return fp32 if variant == "fp32" else int8
 
 
-def _export_folder(folder: Path, wanted: str) -> Path:
-    """``folder`` when it can be made and written (or already holds ``wanted``); otherwise,
+def _export_folder(folder: Path, wanted: set[str]) -> Path:
+    """``folder`` when it can be made and written (or already holds every file named in
+    ``wanted``); otherwise,
     with one warning per folder, a private temporary folder removed when the process exits:
     an unusable cache only costs the caching (the model is exported again next run)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        if (folder / wanted).is_file() or os.access(folder, os.W_OK | os.X_OK):
+        if all((folder / w).is_file() for w in wanted) or os.access(folder, os.W_OK | os.X_OK):
             return folder
         err: OSError = PermissionError(f"{folder} is not writable")
     except OSError as e:
