@@ -172,8 +172,10 @@ def _npy_case(d, arr, ids: bytes, ids_name="e.ids.txt", *, cut=0, pickle=False):
     ("json-number", "e.ids.json: ids file holds a JSON number; expected a JSON list of query ids"),
     ("json-object", "e.ids.json: ids file holds a JSON object; expected a JSON list"),
     ("json-string", "e.ids.json: ids file holds a JSON string; expected a JSON list"),
-    ("json-list-of-numbers", "e.ids.json, row 1: query id 2 is a JSON number; expected a string"),
-    ("txt-latin1", "e.ids.txt, row 1: ids file is not UTF-8 (byte 4)"),
+    ("json-list-of-numbers", "e.ids.json, row 2: query id 2 is a JSON number; expected a string"),
+    ("json-first-item", "e.ids.json, row 1: query id 7 is a JSON number; expected a string"),
+    ("txt-latin1", "e.ids.txt, row 2: ids file is not UTF-8 (byte 4)"),
+    ("txt-latin1-first-line", "e.ids.txt, row 1: ids file is not UTF-8 (byte 1)"),
     ("parquet-strings", "e.parquet, row 0, column 'embedding': embedding of query 'q1' is not a "
                         "list of numbers"),
     ("parquet-corrupt", "e.parquet: cannot read the parquet file"),
@@ -181,7 +183,8 @@ def _npy_case(d, arr, ids: bytes, ids_name="e.ids.txt", *, cut=0, pickle=False):
 def test_precomputed_bad_files_are_named(tmp_path, case, needle):
     """A malformed embeddings or ids file is one error naming that file (and row/column): the
     numpy/json/pandas error alone said neither. An ids .json that is not a list of strings
-    was read as its keys (an object: row numbers ignored) or characters (a string)."""
+    was read as its keys (an object: row numbers ignored) or characters (a string). Ids-file
+    lines and list items count from 1, like every loader's lines."""
     eye, d = np.eye(2, dtype=np.float32), tmp_path / case
     f = {"object": lambda: _npy_case(d, np.array([[1, None]], dtype=object), b"q1\n", pickle=True),
          "truncated": lambda: _npy_case(d, eye, b"q1\nq2\n", cut=4),
@@ -191,7 +194,9 @@ def test_precomputed_bad_files_are_named(tmp_path, case, needle):
          "json-object": lambda: _npy_case(d, eye, b'{"q1": 1, "q2": 0}', "e.ids.json"),
          "json-string": lambda: _npy_case(d, eye, b'"ab"', "e.ids.json"),
          "json-list-of-numbers": lambda: _npy_case(d, eye, b'["1", 2]', "e.ids.json"),
+         "json-first-item": lambda: _npy_case(d, eye, b'[7, "q2"]', "e.ids.json"),
          "txt-latin1": lambda: _npy_case(d, eye, b"q1\nq\xe9\n"),
+         "txt-latin1-first-line": lambda: _npy_case(d, eye, b"q\xe9\nq2\n"),
          }.get(case)
     if f is not None:
         path, _ = f()
@@ -367,3 +372,33 @@ def test_a_lone_surrogate_is_named_by_position_and_query_id(spec):
     assert str(info.value) == ("row 2, column 'text': text at position 2 (query 'q2') cannot be "
                                "UTF-8 encoded: lone surrogate U+D800 at character 4; expected "
                                "valid Unicode text")
+
+
+def test_progress_bars_setting_is_per_context_as_documented():
+    """``progress_bars`` is a context variable: asyncio tasks made in the block copy it, but
+    threads started in the block begin from the default (its docstring said they inherit it)."""
+    import asyncio
+    import contextvars
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from recsys_router.encoders import progress_bars
+    from recsys_router.encoders.base import _PROGRESS
+    seen = {}
+    with progress_bars(False):
+        t = threading.Thread(target=lambda: seen.setdefault("thread", _PROGRESS.get()))
+        t.start()
+        t.join()
+        with ThreadPoolExecutor(1) as pool:
+            seen["pool"] = pool.submit(_PROGRESS.get).result()
+            seen["pool+copy"] = pool.submit(contextvars.copy_context().run, _PROGRESS.get).result()
+
+        async def read():
+            return _PROGRESS.get()
+
+        async def in_task():
+            return await asyncio.create_task(read())
+        seen["task"] = asyncio.run(in_task())
+    assert seen == {"thread": True, "pool": True, "pool+copy": False, "task": False}
+    doc = progress_bars.__doc__
+    assert "ThreadPoolExecutor" in doc and "copy_context" in doc

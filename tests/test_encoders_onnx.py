@@ -242,3 +242,27 @@ def test_shared_disk_index_survives_shards_removed_by_someone_else(tmp_path):
     second = HashingEncoder(dim=16, cache=True, cache_dir=tmp_path)
     np.testing.assert_array_equal(second.encode(texts), expected)  # recomputed, not stale
     cache_mod.MEMORY_CACHE.clear()
+
+
+def test_unwritable_cache_exports_to_a_temporary_folder(tmp_path, monkeypatch):
+    # README: a cache folder that cannot be made only costs the caching
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("RECSYS_ROUTER_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(onnx_minilm, "_FALLBACK_WARNED", set(), raising=False)
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_export(model_dir, dest):
+        seen.append(dest)
+        raise Stop
+    monkeypatch.setattr(onnx_minilm, "_export_raw", fake_export)
+    with pytest.warns(RuntimeWarning, match=r"ONNX model cache .*file/cache/onnx.* cannot be "
+                                            r"used.*\$RECSYS_ROUTER_CACHE"):
+        with pytest.raises(Stop):
+            onnx_minilm.export_minilm_onnx("int8")
+    (dest,) = seen
+    assert dest.parent.is_dir() and blocker not in dest.parents
+    assert dest.parent.name.startswith("recsys-router-onnx-")

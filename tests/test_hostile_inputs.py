@@ -403,6 +403,28 @@ def test_compressed_text_past_max_bytes_is_refused(tmp_path, capsys, suffix):
     assert main(["data", "info", str(f), "-o", f"max_bytes={size}"]) == 0
 
 
+def test_format_detection_reads_under_the_callers_max_bytes(tmp_path, capsys, monkeypatch):
+    """load_dataset(path) detects the format before loading: it read a .jsonl.gz's first
+    record under the default 4 GiB, so a small file whose first line is huge was expanded into
+    memory (300 MB line: +1.1 GB) before the loader's max_bytes refused it."""
+    import gzip
+    from recsys_router.datasets import generic
+    f = tmp_path / "long-first-line.jsonl.gz"
+    with gzip.open(f, "wb") as fh:
+        fh.write(b'{"query_id": "q1", "model": "a", "score": 1, "pad": "' + b"x" * 200_000
+                 + b'"}\n')
+    seen = []
+    real = generic.open_counted
+    monkeypatch.setattr(generic, "open_counted",
+                        lambda path, limits: seen.append(limits.max_bytes) or real(path, limits))
+    with pytest.raises(DataValidationError, match="more than 1,000 bytes once decompressed"):
+        load_dataset(str(f), max_bytes=1000)
+    assert seen and set(seen) == {1000}      # detection too, not only the loader
+    seen.clear()
+    err = _cli_error(capsys, "data", "info", str(f), "-o", "max_bytes=1000")
+    assert "1,000 bytes" in err and set(seen) == {1000}
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet"])
 def test_more_records_than_max_records_is_refused(tmp_path, capsys, suffix, monkeypatch):
     f = tmp_path / f"many{suffix}"

@@ -59,7 +59,7 @@ def _suffix(path: Path) -> str:
     return path.suffix.lower()
 
 
-def _header(path: Path) -> list[str]:
+def _header(path: Path, limits: ReadLimits | None = None) -> list[str]:
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
         return csv_header(path)
@@ -68,7 +68,7 @@ def _header(path: Path) -> list[str]:
         return list(pq.read_schema(path).names)
     if suf in (".jsonl", ".jsonl.gz"):
         import json
-        with open_counted(path, ReadLimits()) as fh:
+        with open_counted(path, limits if limits is not None else ReadLimits()) as fh:
             for line in fh:
                 if line.strip():
                     rec = json.loads(line.decode("utf-8"))
@@ -76,21 +76,24 @@ def _header(path: Path) -> list[str]:
     return []
 
 
-def detect_generic(path: Path) -> bool:
+def detect_generic(path: Path, limits: ReadLimits | None = None) -> bool:
     """True for a long-table file with ``query_id``, ``model``/``llm`` and ``score`` columns,
     and for a folder whose only ``.csv``/``.csv.gz``/``.parquet``/``.jsonl`` file is one (the
-    folder :func:`load_generic` reads)."""
+    folder :func:`load_generic` reads). A JSONL file's first record is read under ``limits``
+    (default :class:`ReadLimits`): :func:`~recsys_router.datasets.load_dataset` passes the
+    caller's ``max_bytes``."""
     path = Path(path)
+    limits = limits if limits is not None else ReadLimits()
     if path.is_dir():
         try:
             tables = [p for p in path.iterdir() if p.is_file() and _suffix(p) in LONG_SUFFIXES]
         except OSError:
             return False
-        return len(tables) == 1 and detect_generic(tables[0])
+        return len(tables) == 1 and detect_generic(tables[0], limits)
     if not path.is_file() or _suffix(path) not in LONG_SUFFIXES:
         return False
     try:
-        cols = set(_header(path))
+        cols = set(_header(path, limits))
     except Exception:  # noqa: BLE001 - unreadable: the generic loader names the problem
         return _suffix(path) in LONG_SUFFIXES
     return "query_id" in cols and bool(cols & {"model", "llm"}) and "score" in cols

@@ -59,7 +59,10 @@ def register(name: str, *, folder: str | None = None, description: str = "", ali
     hub_repo : str, optional
         Hugging Face dataset repository ``recsys-router data download`` fetches from.
     detect : callable, optional
-        ``detect(path) -> bool``: whether a file or folder has this format.
+        ``detect(path) -> bool``: whether a file or folder has this format. A detector that
+        reads a (compressed) file takes ``limits`` too: :func:`load_dataset` passes the
+        caller's ``max_bytes`` / ``max_records`` as a
+        :class:`~recsys_router.datasets._limits.ReadLimits`.
     hub_files : tuple of str
         The files of ``hub_repo`` the loader reads (``snapshot_download`` patterns).
     """
@@ -223,13 +226,25 @@ def load_dataset(name_or_path, data_dir=None, **options):
                 continue
     if exists:
         for _, s in DATASETS.items():
-            if s.detect is not None and s.detect(path):
+            if s.detect is not None and _detect(s, path, options):
                 return call(s.loader, path)
         raise ValueError(f"{path}: cannot tell which dataset format this is; known formats: "
                          f"{sorted(available_datasets())}")
     where = f" nor in {searched}" if searched else ""
     raise ValueError(f"unknown dataset {key!r} (and no such file or folder here{where}); valid "
                      f"names: {', '.join(sorted(available_datasets()))}")
+
+
+def _detect(spec: DatasetSpec, path: Path, options: dict) -> bool:
+    """``spec.detect(path)``, with the caller's read limits when the detector takes them, so
+    detection reads no more of a compressed file than the loader would."""
+    if "limits" not in inspect.signature(spec.detect).parameters:
+        return spec.detect(path)
+    from ._limits import ReadLimits  # noqa: PLC0415
+    given = coerce_options(spec.loader, {k: options[k] for k in ("max_bytes", "max_records")
+                                         if k in options})
+    return spec.detect(path, limits=ReadLimits.of(given.get("max_bytes"),
+                                                  given.get("max_records")))
 
 
 def _find_named(spec: DatasetSpec, data_dir, cache_dir=None) -> Path:

@@ -27,9 +27,14 @@ _PROGRESS: ContextVar[bool] = ContextVar("recsys_router_encoder_progress", defau
 
 @contextmanager
 def progress_bars(enabled: bool):
-    """Within this block (this thread / task and what it starts), whether :meth:`Encoder.encode`
-    shows its tqdm bar when not told (``show_progress=None``); ``evaluate(progress=False)`` and
-    the command line's ``--no-progress`` turn it off.
+    """Within this block, whether :meth:`Encoder.encode` shows its tqdm bar when not told
+    (``show_progress=None``); ``evaluate(progress=False)`` and the command line's
+    ``--no-progress`` turn it off.
+
+    The setting is a context variable: it holds in this thread and in asyncio tasks created
+    inside the block (they copy the context), but a ``threading.Thread`` or a
+    ``ThreadPoolExecutor`` worker starts from the default (bars on); run its function with
+    ``contextvars.copy_context().run`` to carry the setting over.
 
     Example
     -------

@@ -56,8 +56,10 @@ _DISK_ON: ContextVar[bool] = ContextVar("recsys_router_disk_cache", default=True
 
 @contextmanager
 def memory_only():
-    """Within this block (this thread / task and what it starts), encoders cache in memory
-    only: no disk read, no shard written. Context-local, so other threads keep the disk cache.
+    """Within this block, encoders cache in memory only: no disk read, no shard written.
+    Context-local: it holds in this thread and in asyncio tasks created inside the block, while
+    other threads, including ones started inside it, keep the disk cache (unless run with
+    ``contextvars.copy_context().run``).
 
     Example
     -------

@@ -112,7 +112,7 @@ class SentenceTransformerEncoder(Encoder):
                     limit = _position_limit(model)
                     if limit is not None and self.max_seq_length > limit:
                         raise ValueError(f"max_seq_length must be in [1, {limit}] for model "
-                                         f"{self.model_name!r} (its max_position_embeddings), "
+                                         f"{self.model_name!r} (its usable position embeddings), "
                                          f"got {self.max_seq_length}")
                     model.max_seq_length = self.max_seq_length
                 for old in [k for k in _MODELS if k[:3] == key[:3]]:
@@ -217,13 +217,22 @@ def _is_local(name: str) -> bool:
 
 
 def _position_limit(model) -> int | None:
-    """The longest input a loaded sentence-transformer's transformer can take (its config's
-    ``max_position_embeddings``), or None when the model does not say."""
+    """The longest input a loaded sentence-transformer's transformer can take, or None when the
+    model does not say: its config's ``max_position_embeddings``, less the positions a
+    RoBERTa-type model (RoBERTa, XLM-R, MPNet) skips (its position embedding's ``padding_idx``
+    and the ones below it: 514 - 1 - 1 = 512)."""
     try:
-        limit = model[0].auto_model.config.max_position_embeddings
+        auto = model[0].auto_model
+        limit = auto.config.max_position_embeddings
     except (AttributeError, IndexError, KeyError, TypeError):
         return None
-    return int(limit) if isinstance(limit, int) and limit > 0 else None
+    if not isinstance(limit, int) or limit <= 0:
+        return None
+    pad = getattr(getattr(getattr(auto, "embeddings", None), "position_embeddings", None),
+                  "padding_idx", None)
+    if isinstance(pad, int) and 0 <= pad < limit - 1:
+        limit -= pad + 1  # positions count up from padding_idx + 1
+    return int(limit)
 
 
 def _default_device() -> str:

@@ -16,11 +16,15 @@ NeurIPS 2020 (the encoder).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import importlib.util
 import os
+import shutil
+import tempfile
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +45,8 @@ _SESSIONS: dict[tuple, object] = {}  # (onnx path, threads) -> InferenceSession,
 _TOKENIZERS: dict[tuple, object] = {}
 _LOCK = threading.Lock()
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_FALLBACK: list[Path] = []  # this process's private export folder, when the cache cannot be used
+_FALLBACK_WARNED: set[str] = set()
 
 
 def minilm_model_dir() -> Path:
@@ -79,7 +85,9 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     """Export the packaged MiniLM to ONNX (once; later calls return the cached file).
 
     The file name carries a digest of the packaged weights, so a different package version
-    gets its own export. Writes go to a temporary file renamed into place when complete.
+    gets its own export. Writes go to a temporary file renamed into place when complete. When
+    the cache folder cannot be made or written, the export goes (with one warning) to a private
+    temporary folder removed at exit.
 
     Parameters
     ----------
@@ -104,9 +112,8 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
         raise ValueError(f"ONNX MiniLM variant must be one of {ONNX_VARIANTS}, got {variant!r}")
     model_dir = minilm_model_dir()
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
-    folder = root / "onnx"
-    folder.mkdir(parents=True, exist_ok=True)
     stem = f"all-MiniLM-L6-v2-{_weights_digest(model_dir)}"
+    folder = _export_folder(root / "onnx", {f"{stem}-fp32.onnx", f"{stem}-{variant}.onnx"})
     raw = folder / f"{stem}-raw.onnx"  # the graph as torch exports it
     fp32 = folder / f"{stem}-fp32.onnx"  # ONNX Runtime's BERT fusions applied
     int8 = folder / f"{stem}-int8.onnx"
@@ -140,6 +147,34 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     return fp32 if variant == "fp32" else int8
 
 
+def _export_folder(folder: Path, wanted: set[str]) -> Path:
+    """``folder`` when it can be made and written (or already holds every file named in
+    ``wanted``); otherwise,
+    with one warning per folder, a private temporary folder removed when the process exits:
+    an unusable cache only costs the caching (the model is exported again next run)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if all((folder / w).is_file() for w in wanted) or os.access(folder, os.W_OK | os.X_OK):
+            return folder
+        err: OSError = PermissionError(f"{folder} is not writable")
+    except OSError as e:
+        err = e
+    with _LOCK:
+        if not _FALLBACK:
+            tmp = Path(tempfile.mkdtemp(prefix="recsys-router-onnx-"))
+            atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+            _FALLBACK.append(tmp)
+        warn = str(folder) not in _FALLBACK_WARNED
+        _FALLBACK_WARNED.add(str(folder))
+    if warn:
+        warnings.warn(f"ONNX model cache {str(folder)!r} cannot be used ({type(err).__name__}: "
+                      f"{getattr(err, 'strerror', None) or err}); the model is exported to a "
+                      f"temporary folder removed at exit (again in every run): set "
+                      f"$RECSYS_ROUTER_CACHE (or the encoder's cache_dir) to a writable folder",
+                      RuntimeWarning, stacklevel=4)
+    return _FALLBACK[0]
+
+
 def _export_raw(model_dir: Path, dest: Path) -> None:
     import torch
     from transformers import AutoModel
@@ -158,7 +193,6 @@ def _export_raw(model_dir: Path, dest: Path) -> None:
     example = tuple(torch.ones(2, 8, dtype=torch.long) for _ in range(2)) + (
         torch.zeros(2, 8, dtype=torch.long),)
     axes = {k: {0: "batch", 1: "tokens"} for k in _INPUTS + ("last_hidden_state",)}
-    import warnings
     with atomic_write(dest) as tmp, torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer warnings about constant Python branches
         torch.onnx.export(_Hidden(model), example, str(tmp), input_names=list(_INPUTS),

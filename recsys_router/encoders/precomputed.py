@@ -40,11 +40,12 @@ def _json_type(value) -> str:
 
 def _read_ids(side: Path) -> list[str]:
     """The query ids of a ``.npy`` matrix's sidecar: a UTF-8 text file of one id per line, or
-    (``.json``) a JSON list of strings; anything else is an error naming the file."""
+    (``.json``) a JSON list of strings; anything else is an error naming the file and its
+    line or list item, counted from 1."""
     try:
         text = side.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
-        line = side.read_bytes()[:err.start].count(b"\n")
+        line = side.read_bytes()[:err.start].count(b"\n") + 1  # file lines count from 1
         raise DataValidationError(f"ids file is not UTF-8 (byte {err.start}); expected one "
                                   f"query_id per line", source=str(side), row=line) from err
     except OSError as err:
@@ -69,7 +70,7 @@ def _read_ids(side: Path) -> list[str]:
     for r, x in enumerate(ids):
         if not isinstance(x, str):
             raise DataValidationError(f"query id {x!r} is a JSON {_json_type(x)}; expected a "
-                                      f"string", source=str(side), row=r)
+                                      f"string", source=str(side), row=r + 1)
     return ids
 
 
