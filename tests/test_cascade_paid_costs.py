@@ -99,3 +99,38 @@ def test_cascade_skips_llms_a_sparse_test_query_lacks():
     assert dec.score.notna().all()
     assert _metric(res, "routereval", "cascade", "mu_o") == pytest.approx(0.5)
     assert _metric(res, "routereval", "oracle", "mu_o") == pytest.approx(0.5)
+
+
+def test_cascade_sweeps_and_calibration_reach_its_true_chain_totals(tmp_path):
+    """Budget grids and calibration values come from each query's true running chain totals
+    (they came from mean-cost totals: true totals above them were never swept, and a wtp cap
+    of wtp * threshold beyond the one-hot breakpoints was never tried)."""
+    from recsys_router.export.artifact import export_router
+    from recsys_router.export.calibrate import calibrate_artifact
+    n = 40
+    s = np.column_stack([(np.arange(n) % 2 == 0).astype(float), np.ones(n)])
+    c = np.column_stack([np.ones(n), np.where(np.arange(n) % 4 == 1, 30.0, 10.0)])
+    d = RoutingData([f"q{i}" for i in range(n)], ["a", "b"], s, c)
+    r = CascadeRouter(threshold=0.25).fit(d)
+    # predicted costs: a's cost, then a + b's true cost on each query
+    np.testing.assert_array_equal(r.predict_costs(d)[:, 1], 1.0 + c[:, 1])
+    assert r.policy_values(d, "budget").tolist() == [1.0, 11.0, 31.0]
+    # odd queries pay 1 + b: 10 of them 11, 10 of them 31 -> mean (20 + 110 + 310) / 40 = 11.0
+    export_router(r, tmp_path / "cas", train_data=d)
+    res = calibrate_artifact(tmp_path / "cas", d, policy="wtp", target_cost=11.0)
+    assert res["achieved"] == pytest.approx(11.0)
+    assert r.decide(d, wtp=res["value"])[1].mean() == pytest.approx(11.0)
+    bud = calibrate_artifact(tmp_path / "cas", d, policy="budget", target_cost=11.0)
+    assert bud["value"] == pytest.approx(31.0) and bud["achieved"] == pytest.approx(11.0)
+
+
+def test_cascade_without_any_result_pays_nothing_known():
+    """A query on which no candidate has a result gets no paid decision (NaN), not a free one."""
+    d = RoutingData(["q1", "q2"], ["a", "b"], [[np.nan, np.nan], [0.0, 1.0]], [[1.0, 10.0]] * 2)
+    r = CascadeRouter(threshold=1.0).fit(d)
+    paid = r.decide(d)[1]
+    assert np.isnan(paid[0]) and paid[1] == 11.0
+    assert np.isnan(r.decide(d, candidates=["a"])[1][0])
+    # wtp = inf with a threshold <= 0: a cap of 0 (first LLM only), not a NaN cap
+    r0 = CascadeRouter(threshold=0.0).fit(d)
+    assert r0.decide(d, wtp=float("inf"))[1][1] == 1.0

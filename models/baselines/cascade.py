@@ -150,6 +150,7 @@ class CascadeRouter(Router):
             started |= run
             accepted = np.where(avail[:, j], (s[:, j] >= self.threshold_) ^ flip[:, j], False)
             done |= run & accepted
+        spent[~started] = np.nan  # no candidate has a result on the query: no decision was paid
         return choice, spent
 
     def route_with_costs(self, data: RoutingData, *, wtp: float | None = None,
@@ -177,7 +178,8 @@ class CascadeRouter(Router):
         if wtp is not None:
             if float(wtp) < 0 or np.isnan(float(wtp)):
                 raise ValueError(f"wtp must be a number >= 0, got {wtp!r}")
-            cap = float(wtp) * max(float(self.threshold_), 0.0)
+            t = float(self.threshold_)
+            cap = float(wtp) * t if t > 0 else 0.0
             budget = cap if budget is None else min(float(budget), cap)
         return self._run(data, budget, candidates)
 
@@ -186,19 +188,33 @@ class CascadeRouter(Router):
         total cost per query."""
         return self.decide(data, wtp=wtp, budget=budget, candidates=candidates)[0]
 
-    def _ending_costs(self, mask: np.ndarray | None) -> np.ndarray:
-        """Predicted cost paid when the cascade ends on each LLM: the mean train costs of the
-        (candidate) chain up to and including it; an LLM off the chain: its own mean cost."""
-        mc = fill_unknown_costs(np.asarray(self.mean_costs_, dtype=np.float64))
-        chain = self.chain_ if mask is None else self.chain_[mask[self.chain_]]
-        out = mc.copy()
-        out[chain] = np.cumsum(mc[chain])
+    def _predict_costs(self, data):
+        """The cost paid when the cascade ends on each LLM: the query's costs (true where
+        known, mean train cost otherwise, as :meth:`decide` charges) summed along the chain
+        up to it, so sweeps built on these costs reach every cap the cascade can use."""
+        c = self._costs_of(data)
+        out = np.empty_like(c)
+        out[:, self.chain_] = np.cumsum(c[:, self.chain_], axis=1)
         return out
 
-    def _predict_costs(self, data):
-        """The cost paid when the cascade ends on each LLM, predicted from mean train costs
-        (every LLM before it on the chain is paid too): the costs its policies weigh."""
-        return np.broadcast_to(self._ending_costs(None), (data.n_queries, len(self.mean_costs_))).copy()
+    def policy_values(self, data: RoutingData, policy: str) -> np.ndarray:
+        """The values of ``policy`` (``"budget"`` or ``"wtp"``) at which some query's decision
+        can change on ``data``: each query's running chain totals as caps (divided by the
+        threshold for ``wtp``, whose cap is ``wtp * threshold_``). Calibration searches these.
+
+        Example
+        -------
+        >>> d = RoutingData(["q"], ["a", "b"], [[0., 1.]], [[1., 2.]])
+        >>> r = CascadeRouter(threshold=0.5).fit(d)
+        >>> r.policy_values(d, "budget").tolist(), r.policy_values(d, "wtp").tolist()
+        ([1.0, 3.0], [2.0, 6.0])
+        """
+        caps = np.unique(self._predict_costs(data))
+        caps = caps[np.isfinite(caps)]
+        if policy == "budget":
+            return caps
+        t = float(self.threshold_)
+        return caps / t if t > 0 else np.zeros(1)
 
     def _predict_scores(self, data):
         """One-hot of the LLM the cascade ends on (with ``max_cost`` only)."""

@@ -84,7 +84,7 @@ def candidate_values(pred_scores: np.ndarray, pred_costs: np.ndarray, policy: st
 def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy: str = "wtp",
                      target_cost: float | None = None, target_share: tuple[int, float] | None = None,
                      true_costs: np.ndarray | None = None, max_values: int = 400,
-                     choose=None) -> dict:
+                     choose=None, values: np.ndarray | None = None) -> dict:
     """Find the policy parameter meeting a target mean cost or a target share of one LLM.
 
     Parameters
@@ -103,7 +103,11 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
         ``choose(value) -> choices`` for routers with their own decision rule (e.g. the
         zero router's mixing), or ``-> (choices, paid)`` for one that says what each decision
         costs (a cascade pays every LLM it tries; :meth:`~recsys_router.router.Router.decide`);
-        default: the wtp/budget policy on the predictions. Its
+        default: the wtp/budget policy on the predictions.
+    values : ndarray, optional
+        The parameter values to search (default: where the policy's outcome on the
+        predictions can change, :func:`candidate_values`); a router with its own rule may
+        know its own (``policy_values``, e.g. the cascade's caps). Its
         outcome is also searched between the candidate values by bisection (it may change
         between them, as the Zero router's mix does; see :func:`_bisect`).
 
@@ -133,6 +137,10 @@ def calibrate_policy(pred_scores: np.ndarray, pred_costs: np.ndarray, *, policy:
                      high=pred_scores.shape[1] - 1, integer=True)
         target = check_number(target_share[1], "target_share share", low=0, high=1)
     vals = candidate_values(pred_scores, pred_costs, policy, max_values)
+    if values is not None:
+        vals = np.unique(np.concatenate([vals, np.asarray(values, dtype=np.float64)]))
+        if len(vals) > max_values:  # keep the ends and an even spread between them
+            vals = vals[np.unique(np.linspace(0, len(vals) - 1, max_values).round().astype(int))]
     fn = wtp_policy if policy == "wtp" else budget_policy
     cost_mat = pred_costs if true_costs is None else \
         np.where(np.isnan(true_costs), pred_costs, true_costs)
@@ -244,15 +252,18 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         share = (art.llm_names.index(llm), float(frac))
     true_costs = data.costs if data.costs is not None and np.isfinite(data.costs).any() else None
     n_unknown = 0 if true_costs is None else int(np.isnan(true_costs).sum())
-    choose = None
+    choose = values = None
     if getattr(art.router, "own_costs", False):  # e.g. cascade: what it really pays
         def choose(v):
             return art.router.decide(data, **{policy: v})
+        if hasattr(art.router, "policy_values"):
+            values = art.router.policy_values(data, policy)
     elif art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
         def choose(v):
             return art.router.route_indices(data, **{policy: v})
     res = calibrate_policy(scores, costs, policy=policy, target_cost=target_cost,
-                           target_share=share, true_costs=true_costs, choose=choose)
+                           target_share=share, true_costs=true_costs, choose=choose,
+                           values=values)
     res["cost_source"] = ("predicted" if true_costs is None else
                           "true" if not n_unknown else "mixed")
     if n_unknown:
