@@ -22,9 +22,9 @@ def _one(value) -> float:
             return float(value)
         except OverflowError:
             return np.inf if value > 0 else -np.inf
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+    try:  # the rules pd.to_numeric applies to every other column ('1_000' is not a number)
+        return float(pd.to_numeric(value, errors="coerce"))
+    except (TypeError, ValueError, OverflowError):
         return np.nan
 
 
@@ -36,6 +36,8 @@ def to_floats(col: pd.Series) -> np.ndarray:
     -------
     >>> to_floats(pd.Series([1, 10**400, "x", None, -10**400], dtype=object)).tolist()
     [1.0, inf, nan, nan, -inf]
+    >>> to_floats(pd.Series(["1_000", "2.5", 10**400], dtype=object)).tolist()  # as pd.to_numeric
+    [nan, 2.5, inf]
     """
     if col.dtype in (np.float32, np.float64):
         return col.to_numpy()
