@@ -12,7 +12,7 @@ import pytest
 import recsys_router.encoders as enc_mod
 from recsys_router.encoders import (Bf16MiniLMEncoder, OnnxMiniLMEncoder,
                                     SentenceTransformerEncoder, bf16_support, get_encoder)
-from recsys_router.encoders import bf16_minilm
+from recsys_router.encoders import bf16_minilm, onnx_minilm
 from recsys_router.encoders.neural import packaged_minilm_stamp
 from recsys_router.encoders.state import encoder_from_state, encoder_state
 from recsys_router.state import StateError
@@ -165,6 +165,7 @@ def test_plain_bfloat16_path_computes_the_same_function(monkeypatch, torch_vecto
 
 
 def test_default_is_bf16_where_supported_and_int8_with_a_warning_elsewhere(monkeypatch):
+    monkeypatch.setattr(onnx_minilm, "int8_weight_type", lambda: "s8")  # (u8: "int8u8")
     if bf16_support()[0]:
         d = get_encoder("minilm")
         assert isinstance(d, Bf16MiniLMEncoder)
@@ -191,7 +192,8 @@ def test_identities_are_distinct_and_threads_do_not_change_them():
             == get_encoder("minilm:bf16", threads=2).identity)
 
 
-def test_artifact_state_round_trip_and_old_artifacts_keep_their_identity():
+def test_artifact_state_round_trip_and_old_artifacts_keep_their_identity(monkeypatch):
+    monkeypatch.setattr(onnx_minilm, "int8_weight_type", lambda: "s8")  # (u8: "int8u8")
     e = Bf16MiniLMEncoder(max_seq_length=128, batch_size=16, cache=False)
     info, arrays = encoder_state(e)
     assert info == {"kind": "bf16-minilm", "max_seq_length": 128, "batch_size": 16}

@@ -266,3 +266,42 @@ def test_unwritable_cache_exports_to_a_temporary_folder(tmp_path, monkeypatch):
     (dest,) = seen
     assert dest.parent.is_dir() and blocker not in dest.parents
     assert dest.parent.name.startswith("recsys-router-onnx-")
+
+
+@pytest.mark.parametrize("machine,flags,expected", [
+    ("x86_64", {"avx2", "fma"}, "u8"),                       # AVX2 only: u8 x s8 saturates
+    ("x86_64", {"avx2", "avx512f", "avx512bw"}, "u8"),       # AVX-512 without VNNI: same
+    ("x86_64", {"avx2", "avx512f", "avx512_vnni"}, "s8"),    # VNNI: exact int32 dot products
+    ("AMD64", {"avx2", "avx_vnni"}, "s8"),
+    ("x86_64", {"amx_int8", "amx_tile"}, "s8"),
+    ("x86_64", None, "u8"),                                  # flags unknown: the safe kind
+    ("aarch64", None, "s8"),
+])
+def test_int8_weight_type_follows_the_cpu(monkeypatch, machine, flags, expected):
+    monkeypatch.setattr(onnx_minilm.platform, "machine", lambda: machine)
+    monkeypatch.setattr(onnx_minilm, "_cpu_flags", lambda: flags)
+    onnx_minilm.int8_weight_type.cache_clear()
+    try:
+        assert onnx_minilm.int8_weight_type() == expected
+    finally:
+        onnx_minilm.int8_weight_type.cache_clear()
+
+
+def test_int8_weight_types_are_separate_files_and_identities(onnx_dir, monkeypatch):
+    import onnx
+    from onnx import numpy_helper
+    seen = {}
+    for kind, token in (("s8", "int8"), ("u8", "int8u8")):
+        monkeypatch.setattr(onnx_minilm, "int8_weight_type", lambda kind=kind: kind)
+        enc = OnnxMiniLMEncoder("int8", cache=False, cache_dir=onnx_dir, batch_size=1)
+        assert f"|{token}|" in enc.identity
+        path = onnx_minilm.export_minilm_onnx("int8", cache_dir=onnx_dir)
+        assert path.name.endswith(f"-{token}.onnx")
+        # the quantized MatMul weights are stored in the chosen 8-bit type
+        model = onnx.load(str(path))
+        quant = [numpy_helper.to_array(t) for t in model.graph.initializer
+                 if t.name.endswith("_quantized")]
+        assert quant and {q.dtype for q in quant} == {np.dtype(np.int8 if kind == "s8"
+                                                               else np.uint8)}
+        seen[kind] = (enc.identity, path)
+    assert seen["s8"][0] != seen["u8"][0] and seen["s8"][1] != seen["u8"][1]

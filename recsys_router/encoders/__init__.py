@@ -210,9 +210,9 @@ def get_encoder(name: str | Encoder = "hashing", *, on_missing: str = "warn", **
     >>> get_encoder("minilm:bf16").identity  # doctest: +ELLIPSIS
     'torch:all-MiniLM-L6-v2|bf16|norm=1|maxlen=256|files=...'
     >>> get_encoder("minilm:int8").identity  # doctest: +ELLIPSIS
-    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|per-text|files=...'
+    'onnx:all-MiniLM-L6-v2|int8...|norm=1|maxlen=256|per-text|files=...'
     >>> get_encoder("minilm:int8-batched").identity  # doctest: +ELLIPSIS
-    'onnx:all-MiniLM-L6-v2|int8|norm=1|maxlen=256|files=...'
+    'onnx:all-MiniLM-L6-v2|int8...|norm=1|maxlen=256|files=...'
     >>> get_encoder("minilm:torch").identity  # doctest: +ELLIPSIS
     'st:sentence-transformers/all-MiniLM-L6-v2|norm=1|maxlen=default|files=...'
     """

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import platform
 import shutil
 import tempfile
 import threading
@@ -35,7 +36,7 @@ from .cache import cache_root
 from .neural import packaged_files_suffix
 
 __all__ = ["OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "ONNX_VARIANTS", "export_minilm_onnx",
-           "minilm_model_dir"]
+           "int8_weight_type", "minilm_model_dir"]
 
 HAS_ONNXRUNTIME = importlib.util.find_spec("onnxruntime") is not None
 #: precisions an ONNX MiniLM can run in
@@ -47,6 +48,53 @@ _LOCK = threading.Lock()
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _FALLBACK: list[Path] = []  # this process's private export folder, when the cache cannot be used
 _FALLBACK_WARNED: set[str] = set()
+_X86 = {"x86_64", "amd64", "i386", "i686", "x86"}
+#: CPU flags with which ONNX Runtime multiplies uint8 activations by int8 weights exactly
+_EXACT_U8S8 = {"avx512_vnni", "avx_vnni", "amx_int8"}
+
+
+def _cpu_flags() -> set[str] | None:
+    """The ``flags`` line of ``/proc/cpuinfo`` as a set (None where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        return None
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def int8_weight_type() -> str:
+    """Weight type of this machine's int8 MiniLM: ``"s8"`` or ``"u8"``.
+
+    ONNX Runtime multiplies the uint8 activations of dynamic quantization by int8 weights
+    with VNNI/AMX instructions where the CPU has them (exact int32 sums). On x86 CPUs without
+    them (AVX2 or AVX-512 without VNNI) it uses an instruction that adds pairs of products in
+    16 bits and saturates, which costs accuracy (mean cosine to the fp32 vectors fell below
+    0.99 on an AVX2-only CPU); there the weights are quantized to uint8 instead, whose kernel
+    does not saturate. Non-x86 CPUs get int8 weights. Each choice is its own ONNX file and
+    cache identity (``int8`` / ``int8u8``), since the vectors differ.
+
+    Returns
+    -------
+    str
+
+    Example
+    -------
+    >>> int8_weight_type() in ("s8", "u8")
+    True
+    """
+    if platform.machine().lower() not in _X86:
+        return "s8"
+    flags = _cpu_flags()
+    return "s8" if flags is not None and flags & _EXACT_U8S8 else "u8"
+
+
+def _int8_token() -> str:
+    """The int8 variant's name in file names and identities on this machine."""
+    return "int8" if int8_weight_type() == "s8" else "int8u8"
 
 
 def minilm_model_dir() -> Path:
@@ -94,7 +142,8 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     variant : {"fp32", "int8"}
         ``fp32``: the torch export with ONNX Runtime's BERT fusions (attention, GELU, layer
         norm); ``int8``: its dynamic quantization (per-channel int8 weights of the matrix
-        products and attention).
+        products and attention; uint8 weights on x86 CPUs without VNNI, see
+        :func:`int8_weight_type`).
     cache_dir : path, optional
         Cache root (default :func:`~recsys_router.encoders.cache.cache_root`).
 
@@ -113,10 +162,11 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     model_dir = minilm_model_dir()
     root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
     stem = f"all-MiniLM-L6-v2-{_weights_digest(model_dir)}"
-    folder = _export_folder(root / "onnx", {f"{stem}-fp32.onnx", f"{stem}-{variant}.onnx"})
+    token = _int8_token() if variant == "int8" else variant
+    folder = _export_folder(root / "onnx", {f"{stem}-fp32.onnx", f"{stem}-{token}.onnx"})
     raw = folder / f"{stem}-raw.onnx"  # the graph as torch exports it
     fp32 = folder / f"{stem}-fp32.onnx"  # ONNX Runtime's BERT fusions applied
-    int8 = folder / f"{stem}-int8.onnx"
+    int8 = folder / f"{stem}-{_int8_token()}.onnx"
     with _LOCK:
         if not fp32.is_file():
             if not raw.is_file():
@@ -131,8 +181,10 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
 
             import onnx
             from onnxruntime.quantization import QuantType, quantize_dynamic
-            # per-channel int8 weights of the matrix products and fused attention only
-            # (embeddings and layer norms stay fp32): mean cosine >= 0.99 to fp32 on real texts
+            # per-channel 8-bit weights of the matrix products and fused attention only
+            # (embeddings and layer norms stay fp32): mean cosine >= 0.99 to fp32 on real texts;
+            # uint8 weights where int8 ones would saturate (int8_weight_type)
+            wtype = QuantType.QInt8 if int8_weight_type() == "s8" else QuantType.QUInt8
             root = logging.getLogger()
             level = root.level
             root.setLevel(logging.ERROR)  # quiets its "consider pre-processing" root-logger advice
@@ -140,7 +192,7 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
                 with atomic_write(int8) as tmp:
                     quantize_dynamic(str(fp32), str(tmp), per_channel=True,
                                      op_types_to_quantize=["MatMul", "Attention"],
-                                     weight_type=QuantType.QInt8,
+                                     weight_type=wtype,
                                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
             finally:
                 root.setLevel(level)
@@ -306,7 +358,9 @@ class OnnxMiniLMEncoder(Encoder):
                 "text per call) or 'minilm:bf16', which cache")
         # threads change nothing in the output, so they are not part of the identity; the
         # packaged files' stamp is (other weights never read these cached vectors)
-        self.identity = (f"onnx:all-MiniLM-L6-v2|{variant}|norm=1|maxlen={msl}"
+        # int8 weights are uint8 on x86 CPUs without VNNI (int8_weight_type): other vectors
+        token = _int8_token() if variant == "int8" else variant
+        self.identity = (f"onnx:all-MiniLM-L6-v2|{token}|norm=1|maxlen={msl}"
                          + ("|per-text" if self.per_text else "")
                          + packaged_files_suffix())
 
