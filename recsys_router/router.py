@@ -351,6 +351,17 @@ class Router(LLMPoolMixin, ABC):
             return choice, np.full(len(choice), np.nan)
         return choice, data.costs[np.arange(len(choice)), choice].astype(np.float64)
 
+    def answer_costs(self, data: RoutingData, answers, *,
+                     candidates: Sequence[str] | None = None) -> np.ndarray:
+        """Cost paid per query when the answer of LLM column ``answers[i]`` is used, given
+        the router's own decision (no policy) made it (RouteLLM's thresholds on its scores).
+        Default: that LLM's true cost in ``data`` (NaN where unknown); an :attr:`own_costs`
+        router adds what deciding cost it (a cascade: the LLMs its chain tried)."""
+        a = np.asarray(answers, dtype=np.int64)
+        if data.costs is None:
+            return np.full(len(a), np.nan)
+        return data.costs[np.arange(len(a)), a].astype(np.float64)
+
     def route(self, data: RoutingData, *, wtp: float | None = None, budget: float | None = None,
               candidates: Sequence[str] | None = None) -> np.ndarray:
         """Choose one LLM per query.

@@ -8,7 +8,7 @@ import importlib
 import numpy as np
 import pytest
 
-MODULES = ["base", "routereval", "routerbench", "orbit", "routellm"]
+MODULES = ["base", "routereval", "routerbench", "orbit", "rci", "routellm"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -38,10 +38,14 @@ class CascadeRouter(Router):
     far plus its cost stays ``<= T`` (``T = min(max_cost, budget, wtp * threshold)``, see
     :meth:`decide`); otherwise the chain stops. The answer used is that of the last LLM tried.
 
-    Costs are the routed data's true per-query costs (mean train cost where unknown), and
-    the judge reads the routed data's true scores, so this router ``uses_ground_truth``.
-    Its realised cost is not the chosen LLM's cost: :meth:`decide` (the hook ``evaluate``
-    records decisions through) and :meth:`route_with_costs` return it.
+    Costs are the routed data's true per-query costs, and the judge reads the routed data's
+    true scores, so this router ``uses_ground_truth``. Its realised cost is not the chosen
+    LLM's cost: :meth:`decide` (the hook ``evaluate`` records decisions through) and
+    :meth:`route_with_costs` return it. Where the routed data does not know a cost (a NaN
+    cell, or data without costs) the chain's cap checks use that LLM's mean train cost (its
+    estimate), but the query's paid cost is unknown (NaN) once the chain tried that LLM: as
+    for every router whose chosen cell has no cost, ``evaluate`` leaves the query out of its
+    mean costs (calibration charges the estimate instead, as it does for every router).
 
     Parameters
     ----------
@@ -121,6 +125,13 @@ class CascadeRouter(Router):
 
     def _run(self, data: RoutingData, budget: float | None,
              candidates: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
+        choice, paid, _ = self._chain_run(data, budget, candidates)
+        return choice, paid
+
+    def _chain_run(self, data: RoutingData, budget: float | None,
+                   candidates: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(choice, paid, tried)``: the column whose answer is used, the cost paid (NaN where
+        a tried LLM's cost is unknown or nothing was tried) and which LLMs were tried, per query."""
         self._check_fitted()
         self._check_llms(data)
         mask = self.candidate_mask(candidates)
@@ -131,6 +142,9 @@ class CascadeRouter(Router):
         cap = min(caps) if caps else np.inf
         s = data.scores.astype(np.float64)
         c = self._costs_of(data)
+        # where the routed data does not know a cost, the cap checks use the mean train cost
+        # (the cascade's estimate), but what was paid there is unknown
+        known = np.zeros(data.shape, dtype=bool) if data.costs is None else ~np.isnan(data.costs)
         flip = query_uniforms(data.query_ids, self.seed, data.n_llms, stream=3) < float(self.epsilon)
         n = data.n_queries
         # an LLM without a result on a query (an unobserved cell) is not on that query's
@@ -139,6 +153,7 @@ class CascadeRouter(Router):
         started = np.zeros(n, dtype=bool)
         done = np.zeros(n, dtype=bool)
         spent = np.zeros(n)
+        tried = np.zeros(data.shape, dtype=bool)
         choice = np.full(n, chain[0], dtype=np.int64)
         for j in chain:
             done |= started & avail[:, j] & (spent + c[:, j] > cap)
@@ -146,19 +161,22 @@ class CascadeRouter(Router):
             if not (~done).any():
                 break
             spent[run] += c[run, j]
+            tried[run, j] = True
             choice[run] = j
             started |= run
             accepted = np.where(avail[:, j], (s[:, j] >= self.threshold_) ^ flip[:, j], False)
             done |= run & accepted
-        spent[~started] = np.nan  # no candidate has a result on the query: no decision was paid
-        return choice, spent
+        paid = np.where((tried & ~known).any(axis=1), np.nan, spent)
+        paid[~started] = np.nan  # no candidate has a result on the query: no decision was paid
+        return choice, paid, tried
 
     def route_with_costs(self, data: RoutingData, *, wtp: float | None = None,
                          budget: float | None = None,
                          candidates: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Route and return ``(chosen LLM names, realised cost per query)`` (see :meth:`decide`).
 
-        The realised cost sums the costs of every LLM tried on the query.
+        The realised cost sums the costs of every LLM tried on the query (NaN where one of
+        them has no known cost in ``data``).
         """
         choice, paid = self.decide(data, wtp=wtp, budget=budget, candidates=candidates)
         return np.asarray(self.llm_names_, dtype=object)[choice], paid
@@ -172,7 +190,8 @@ class CascadeRouter(Router):
         (lambda times the acceptance threshold; 0 when the threshold is not positive): a rule
         fixed before any answer is seen, as a real cascade must decide (the first LLM is
         always tried). An LLM without a result on a query (an unobserved cell) is skipped on
-        that query's chain.
+        that query's chain. The paid cost is NaN where a tried LLM's cost is unknown in
+        ``data`` (the cap checks use its mean train cost) or no candidate has a result.
         """
         check_policy_values(wtp, budget)
         if wtp is not None:
@@ -182,6 +201,25 @@ class CascadeRouter(Router):
             cap = float(wtp) * t if t > 0 else 0.0
             budget = cap if budget is None else min(float(budget), cap)
         return self._run(data, budget, candidates)
+
+    def answer_costs(self, data, answers, *, candidates=None):
+        """Cost paid per query when the answer of LLM column ``answers[i]`` is used after the
+        cascade ran (no policy, ``max_cost`` only): every LLM it tried, plus the answer's LLM
+        where that one was not tried. RouteLLM's threshold sweep uses the cascade's verdict
+        (where its chain ends), so each of its decisions pays for the chain that gave it.
+
+        Example
+        -------
+        >>> d = RoutingData(["q"], ["a", "b", "c"], [[0., 1., 1.]], [[1., 2., 4.]])
+        >>> r = CascadeRouter(threshold=1.0).fit(d)
+        >>> r.decide(d)[1].tolist(), r.answer_costs(d, [1]).tolist(), r.answer_costs(d, [2]).tolist()
+        ([3.0], [3.0], [7.0])
+        """
+        _, paid, tried = self._chain_run(data, None, candidates)
+        a = np.asarray(answers, dtype=np.int64)
+        rows = np.arange(data.n_queries)
+        c = np.full(data.shape, np.nan) if data.costs is None else data.costs.astype(np.float64)
+        return paid + np.where(tried[rows, a], 0.0, c[rows, a])
 
     def route_indices(self, data, *, wtp=None, budget=None, candidates=None):
         """Column of the LLM whose answer is used (see :meth:`decide`); ``budget`` caps the

@@ -43,20 +43,23 @@ def _block(meta: dict, router: str, setting: str, value: float, qcode: np.ndarra
 
 
 def _decided(decide, test, rows: np.ndarray, cols: np.ndarray, names: list[str],
-             sweep) -> list[tuple]:
+             sweep, answer_costs=None) -> list[tuple]:
     """``(value, choice, paid)`` per operating point of a router that says what it pays
     (:meth:`~recsys_router.router.Router.decide`), run on the pool's usable test queries with
     the pool's LLMs as candidates: a ``wtp`` / ``budget`` point is that policy at the point's
     value (a cascade's budget is its own cap on the total cost per query), ``argmax`` none;
     a setting that is no router policy (RouteLLM's thresholds) keeps the sweep's choice and
-    the chosen LLM's cost."""
+    pays :meth:`~recsys_router.router.Router.answer_costs` (a cascade: the chain that gave
+    its verdict, plus the chosen LLM when the chain did not try it)."""
     sub = test if rows.all() else test.subset(np.flatnonzero(rows))
     pos = np.full(test.n_llms, -1, dtype=np.int64)
     pos[cols] = np.arange(len(cols))
     out = []
     for value, choice in sweep.points:
         if sweep.setting not in ("wtp", "budget", "argmax"):
-            out.append((value, choice, None))
+            paid = None if answer_costs is None else \
+                answer_costs(sub, cols[np.asarray(choice, dtype=np.int64)], candidates=list(names))
+            out.append((value, choice, paid))
             continue
         kw = {} if sweep.setting == "argmax" else {sweep.setting: float(value)}
         ch, paid = decide(sub, candidates=list(names), **kw)

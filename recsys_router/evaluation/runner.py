@@ -250,7 +250,8 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
         tuned = router.router_ if isinstance(router, SafeFallbackRouter) else router
         if hasattr(tuned, "best_params_"):
             notes.append(f"fold {fold.fold}: {label} --auto {cfg.auto}: {tuned.summary()}")
-        preds[label] = Predictions(P, C, probs, router.decide if router.own_costs else None)
+        preds[label] = Predictions(P, C, probs, *((router.decide, router.answer_costs)
+                                                  if router.own_costs else (None, None)))
         if getattr(router, "uses_ground_truth", False):
             truth.add(label)
         timings.append({"dataset": data.name, "fold": fold.fold, "router": label,
@@ -302,7 +303,7 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
                                else np.asarray(p.probs, dtype=np.float64)[rows][:, cols])
             sweep = proto.sweep(pred, view)
             points = [(v, ch, None) for v, ch in sweep.points] if p.decide is None else \
-                _decided(p.decide, test, rows, cols, names, sweep)
+                _decided(p.decide, test, rows, cols, names, sweep, p.answer_costs)
             for value, choice, paid in points:
                 blocks.append(_block(m, label, sweep.setting, value, qcode, nm, choice, S, Ct,
                                      sweep.prob_entropy, paid))

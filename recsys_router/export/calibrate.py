@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hyperparams import check_number
-from ..policies import budget_policy, wtp_policy
+from ..policies import budget_policy, fill_unknown_costs, wtp_policy
 
 __all__ = ["calibrate_policy", "candidate_values", "calibrate_artifact"]
 
@@ -254,8 +254,12 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
     n_unknown = 0 if true_costs is None else int(np.isnan(true_costs).sum())
     choose = values = None
     if getattr(art.router, "own_costs", False):  # e.g. cascade: what it really pays
+        # an unknown cost is charged its estimate here, as for every router (a cascade's
+        # decide leaves a query with an unknown cost unpaid, NaN, as evaluate does)
+        priced = data if not n_unknown else _with_estimates(data, art.router.llm_mean_costs())
+
         def choose(v):
-            return art.router.decide(data, **{policy: v})
+            return art.router.decide(priced, **{policy: v})
         if hasattr(art.router, "policy_values"):
             values = art.router.policy_values(data, policy)
     elif art.custom_routing:  # e.g. zero: calibrate its own decisions, not a policy on its scores
@@ -273,3 +277,13 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
                        extra={"calibration": {k: v for k, v in res.items()
                                               if k not in ("policy", "value")}})
     return res
+
+
+def _with_estimates(data, mean_costs: np.ndarray):
+    """``data`` with each unknown (NaN) cost cell set to its LLM's estimated cost
+    (:func:`~recsys_router.policies.fill_unknown_costs` of the router's mean costs)."""
+    from ..data import RoutingData  # noqa: PLC0415
+    est = fill_unknown_costs(np.asarray(mean_costs, dtype=np.float64))
+    costs = np.where(np.isnan(data.costs), est[None, :], data.costs)
+    return RoutingData(data.queries, data.llms, data.scores, costs, name=data.name,
+                       source=data.source, meta=data.meta)

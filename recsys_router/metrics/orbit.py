@@ -18,7 +18,8 @@ highest predicted score among LLMs with predicted cost ``<= C``; the curve point
 * RCI (code): a query counts when its chosen LLM is not among its best, or is among the
   LLMs of highest *mean test* cost while a best LLM outside them exists. RCI (per query,
   the issue's definition): chosen LLM scores below the query's best, or costs more than
-  the cheapest of the query's best LLMs.
+  the cheapest of the query's best LLMs. Both in :mod:`.rci`, which also takes what each
+  decision paid (a cascade pays every LLM it tried).
 
 Tie-breaks: ``tie_break="cheapest"`` (default) is :func:`recsys_router.policies.budget_policy`
 (cheapest predicted cost among equal predicted scores; the cheapest LLM when none fits);
@@ -33,8 +34,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .base import (DIRECTIONS, as_choices, as_matrix, best_single, chosen, metric, observed_means,
-                   reaches)
+from .base import DIRECTIONS, as_matrix, best_single, metric, reaches
+# RCI lives in its own module (it also takes the decisions' paid costs); re-exported here
+from .rci import rci
 
 __all__ = ["BudgetCurve", "QNC", "budget_grid", "budget_choices", "budget_sweep", "pareto_front",
            "nauc_code", "nauc_paper", "peak_score", "qnc", "rci", "orbit_metrics"]
@@ -304,60 +306,6 @@ def qnc(points: np.ndarray, best_quality: float, best_cost: float) -> QNC:
 
 
 DIRECTIONS["rqnc"] = "lower"
-DIRECTIONS["rci_per_query"] = "lower"
-
-
-@metric("rci", "lower")
-def rci(scores: np.ndarray, costs: np.ndarray, choices: np.ndarray, *, variant: str = "per_query",
-        per_query: bool = False):
-    """Routing Collapse Index: share of queries routed badly.
-
-    ``variant="per_query"``: ``RCI = mean_i [ s[i,ch_i] < max_j s_ij  or
-    c[i,ch_i] > min { c_ij : s_ij = max_j s_ij } ]``.
-    ``variant="orbit_code"``: with ``D`` = LLMs of maximal mean test cost and ``B_i`` the
-    query's best LLMs, a query is fine when ``ch_i in B_i`` and (``ch_i not in D`` or
-    ``B_i subset of D``); ``RCI`` = share of the others.
-
-    Parameters
-    ----------
-    scores, costs : ndarray, shape (n_queries, n_llms)
-        True scores and costs.
-    choices : ndarray of int, shape (n_queries,)
-        Choices (ORBIT uses those at its largest budget).
-    variant : {"per_query", "orbit_code"}
-    per_query : bool
-        Also return the 0/1 flag per query.
-
-    Returns
-    -------
-    float, or (float, ndarray of bool) when ``per_query``
-
-    Example
-    -------
-    >>> s = np.array([[1., 1.], [1., 0.], [0., 1.]]); c = np.array([[1., 2.], [1., 2.], [2., 1.]])
-    >>> rci(s, c, np.array([1, 0, 0])), rci(s, c, np.array([1, 0, 0]), variant="orbit_code")
-    (0.6666666666666666, 0.6666666666666666)
-    """
-    s = as_matrix(scores, "scores", allow_nan=True)          # NaN: not observed
-    c = as_matrix(costs, "costs", s.shape, nonnegative=True, allow_nan=True)
-    ch = as_choices(choices, s.shape[0], s.shape[1])
-    top = np.max(np.where(np.isnan(s), -np.inf, s), axis=1, keepdims=True)
-    is_best = s == top
-    chosen_best = chosen(is_best, ch)
-    if variant == "per_query":
-        cheapest_best = np.where(is_best, np.nan_to_num(c, nan=np.inf), np.inf).min(axis=1)
-        bad = ~chosen_best | (chosen(c, ch) > cheapest_best)
-    elif variant == "orbit_code":
-        mc = np.nan_to_num(observed_means(c), nan=-np.inf)
-        dear = mc == mc.max()
-        only_dear_best = ~(is_best & ~dear[None, :]).any(axis=1)
-        bad = ~(chosen_best & (~dear[ch] | only_dear_best))
-    else:
-        raise ValueError(f"variant must be 'per_query' or 'orbit_code', got {variant!r}")
-    value = float(bad.mean())
-    return (value, bad) if per_query else value
-
-
 def orbit_metrics(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,
                   costs: np.ndarray, *, budgets=None, max_budgets: int = 100,
                   tie_break: str = "cheapest", seed: int = 0) -> dict:

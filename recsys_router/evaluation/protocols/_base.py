@@ -73,11 +73,13 @@ class Predictions(NamedTuple):
     ``decide`` is the router's :meth:`~recsys_router.router.Router.decide` when the router
     says what it pays itself (``own_costs``, e.g. a cascade); ``evaluate`` then takes each
     wtp, budget or argmax point's choices and paid costs from it, not from the sweep of
-    these predictions."""
+    these predictions; ``answer_costs`` (its :meth:`~recsys_router.router.Router.answer_costs`)
+    then prices the points of a sweep that is no policy of the router (RouteLLM's thresholds)."""
     scores: np.ndarray
     costs: np.ndarray | None
     probs: np.ndarray | None
     decide: Callable | None = None
+    answer_costs: Callable | None = None
 
 
 class Sweep(NamedTuple):

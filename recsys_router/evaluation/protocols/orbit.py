@@ -42,7 +42,8 @@ def _sweep(pred, view) -> Sweep:
 
 
 def _metrics(b, ctx):
-    """ORBIT's curve, Pareto front, nAUC (code and paper), Peak, QNC/rQNC, RCI (both)."""
+    """ORBIT's curve, Pareto front, nAUC (code and paper), Peak, QNC/rQNC, RCI (both; from the
+    largest budget's choices and what those decisions paid)."""
     ms, cs = [], []
     bs = best_single(b.scores, b.costs)
     for router, runs in b.runs.items():
@@ -57,11 +58,14 @@ def _metrics(b, ctx):
         code_pts = np.vstack([front, [[bs.cost, last_q]]])
         q_code, q_front = ob.qnc(code_pts, bs.quality, bs.cost), ob.qnc(front, bs.quality, bs.cost)
         last_ch = runs[-1][2]
+        # what the largest budget's decisions paid (a cascade: every LLM it tried)
+        paid = b.paid[router][-1] if b.paid is not None and router in b.paid else None
         vals = {"nauc": ob.nauc_code(front, bs.cost, last_q), "nauc_paper": ob.nauc_paper(front),
                 "peak": ob.peak_score(code_pts[:, 1]), "qnc": q_code.qnc, "rqnc": q_code.rqnc,
                 "qnc_front": q_front.qnc, "rqnc_front": q_front.rqnc,
-                "rci": ob.rci(b.scores, b.costs, last_ch, variant="orbit_code"),
-                "rci_per_query": ob.rci(b.scores, b.costs, last_ch, variant="per_query"),
+                "rci": ob.rci(b.scores, b.costs, last_ch, variant="orbit_code", paid=paid),
+                "rci_per_query": ob.rci(b.scores, b.costs, last_ch, variant="per_query",
+                                        paid=paid),
                 "quality_at_max_budget": last_q, "cost_at_max_budget": pts[-1, 0],
                 "best_single_quality": bs.quality, "best_single_cost": bs.cost}
         ms += [metric_row(router, k, v) for k, v in vals.items()]
