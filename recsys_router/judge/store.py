@@ -122,11 +122,49 @@ def _engine(url: str) -> Engine:
     return eng
 
 
-def _read_only_engine(path: Path) -> Engine:
-    """An engine on ``path`` opened with SQLite's ``mode=ro``: no statement can write the
-    file, the journal mode is left as it is, and reads run in plain (deferred) transactions.
-    (On a database in WAL mode SQLite may create its ``-wal``/``-shm`` side files.)"""
+#: SQLite's names for a read-only open that fails because the ``-wal``/``-shm`` side files of a
+#: WAL database cannot be created (a read-only folder or mount, a read-only file)
+_SIDE_FILE_ERRORS = frozenset({"SQLITE_READONLY_DIRECTORY", "SQLITE_READONLY_CANTINIT", "SQLITE_CANTOPEN"})
+
+
+def _read_only_uri(path: Path) -> tuple[str, bool]:
+    """The URI to read ``path`` with, and whether it is opened ``immutable``.
+
+    SQLite's ``mode=ro`` first; when that fails because SQLite cannot create a WAL database's
+    side files (:data:`_SIDE_FILE_ERRORS`: the folder, mount or file is read-only), the file is
+    read with ``immutable=1`` instead, which opens no side file and takes no lock: it assumes
+    nobody writes the database meanwhile (a writer's changes could then be read half-made).
+    That fallback is refused when a non-empty ``-wal`` file lies beside the database: it may
+    hold committed records not yet folded into the file, which ``immutable`` would not see.
+    Any other failure is left to the caller's first read, which names it.
+    """
     uri = path.resolve().as_uri() + "?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL, if any
+        finally:
+            con.close()
+        return uri, False
+    except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorname", None) not in _SIDE_FILE_ERRORS:
+            return uri, False
+        wal = Path(str(path) + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            raise DataValidationError(
+                f"cannot open it read-only ({exc}): its write-ahead log {wal.name} holds changes not yet "
+                "folded into the database and SQLite cannot open it here; open the database once "
+                "where it is writable (any judge command that writes, or sqlite3's "
+                "'PRAGMA wal_checkpoint(TRUNCATE)') and retry", source=str(path)) from None
+    return uri + "&immutable=1", True
+
+
+def _read_only_engine(path: Path) -> tuple[Engine, bool]:
+    """An engine on ``path`` opened with SQLite's ``mode=ro`` (see :func:`_read_only_uri` for
+    the ``immutable`` fallback; the flag is returned too): no statement can write the file,
+    the journal mode is left as it is, and reads run in plain (deferred) transactions. (On a
+    database in WAL mode SQLite may create its ``-wal``/``-shm`` side files where it can.)"""
+    uri, immutable = _read_only_uri(path)
     eng = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
                                                                      timeout=30))
 
@@ -138,7 +176,7 @@ def _read_only_engine(path: Path) -> Engine:
     def _on_begin(conn):
         conn.exec_driver_sql("BEGIN")
 
-    return eng
+    return eng, immutable
 
 
 class JudgeStore:
@@ -151,7 +189,9 @@ class JudgeStore:
     read_only : bool
         Open an existing database for reading only (``judge report``, ``export``,
         ``replay``): SQLite's ``mode=ro``, no schema created or upgraded, the journal mode
-        left as it is. A file without the RouteJudge tables is refused.
+        left as it is. A file without the RouteJudge tables is refused. A WAL database whose
+        side files cannot be created (a read-only folder or mount) is read ``immutable``
+        (:attr:`immutable` is then True): nobody may write it meanwhile.
 
     Raises
     ------
@@ -169,6 +209,8 @@ class JudgeStore:
     def __init__(self, path: str | Path, *, read_only: bool = False):
         self.path = str(path)
         self.read_only = read_only
+        #: read with SQLite's ``immutable=1`` (a read-only WAL database; see :func:`_read_only_uri`)
+        self.immutable = False
         memory = self.path == ":memory:"
         if not memory and Path(self.path).is_dir():
             raise DataValidationError("is a folder; expected a RouteJudge database (an SQLite file)",
@@ -177,7 +219,7 @@ class JudgeStore:
             raise DataValidationError("no such database file; expected an existing RouteJudge database",
                                       source=self.path)
         if read_only:
-            self.engine = _read_only_engine(Path(self.path))
+            self.engine, self.immutable = _read_only_engine(Path(self.path))
         elif memory:
             from sqlalchemy.pool import StaticPool
             self.engine = create_engine("sqlite://", connect_args={"check_same_thread": False},
