@@ -24,7 +24,7 @@ import json
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
                         create_engine, delete, event, func, inspect, select, update)
@@ -325,12 +325,14 @@ class JudgeStore:
         return rec.record_id
 
     def add_many(self, recs: Iterable[JudgeRecord], *, skip_existing: bool = False,
-                 source: str | None = None) -> int:
+                 source: str | None = None, before_commit: Callable[[], object] | None = None) -> int:
         """Write records in one transaction (all or nothing); returns how many were written.
 
         With ``skip_existing``, records whose ``record_id`` is already stored are left out;
         otherwise a stored id raises :class:`DataValidationError` and nothing is written.
-        ``source`` names where the records came from in error messages.
+        ``source`` names where the records came from in error messages. ``before_commit`` is
+        called once every record is written, before the transaction commits: if it raises,
+        nothing is written (``judge simulate --report`` publishes its report there).
         """
         recs = list(recs)
         for rec in recs:
@@ -354,6 +356,8 @@ class JudgeStore:
                         "nothing was written", source=source) from None
                 have.add(rec.record_id)
                 n += 1
+            if before_commit is not None:
+                before_commit()
         return n
 
     # ------------------------------------------------------------------ duel tokens
