@@ -268,6 +268,6 @@ def _cmd_import(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     recs = read_jsonl(args.jsonl)  # the whole file is checked before the database is opened (or created)
     with JudgeStore(args.db) as store:
-        n = store.add_many(recs, skip_existing=True, source=str(args.jsonl))
+        n = store.add_many(recs, skip_existing=True, source=str(args.jsonl), import_limits=True)
     print(f"imported {n} new records into {args.db}")
     return 0

@@ -33,7 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..atomic import atomic_write
 from ..errors import DataValidationError
-from .jsonl import read_jsonl
+from .jsonl import MAX_IMPORT_LLMS, MAX_IMPORT_ROUTERS, read_jsonl
 from .records import JudgeRecord, utc_now
 
 __all__ = ["EXPIRED_KEEP_S", "JudgeStore", "SCHEMA_VERSION", "TokenError"]
@@ -325,14 +325,19 @@ class JudgeStore:
         return rec.record_id
 
     def add_many(self, recs: Iterable[JudgeRecord], *, skip_existing: bool = False,
-                 source: str | None = None, before_commit: Callable[[], object] | None = None) -> int:
+                 source: str | None = None, before_commit: Callable[[], object] | None = None,
+                 import_limits: bool = False) -> int:
         """Write records in one transaction (all or nothing); returns how many were written.
 
         With ``skip_existing``, records whose ``record_id`` is already stored are left out;
         otherwise a stored id raises :class:`DataValidationError` and nothing is written.
         ``source`` names where the records came from in error messages. ``before_commit`` is
         called once every record is written, before the transaction commits: if it raises,
-        nothing is written (``judge simulate --report`` publishes its report there).
+        nothing is written (``judge simulate --report`` publishes its report there). With
+        ``import_limits`` (``judge import``), the database may name at most
+        :data:`~recsys_router.judge.jsonl.MAX_IMPORT_ROUTERS` routers and
+        :data:`~recsys_router.judge.jsonl.MAX_IMPORT_LLMS` LLMs afterwards, the limits of one
+        imported file, so its export imports again in one piece (:meth:`_check_totals`).
         """
         recs = list(recs)
         for rec in recs:
@@ -341,6 +346,8 @@ class JudgeStore:
         n = 0
         with self.engine.begin() as conn:
             have = set(conn.execute(select(records_t.c.record_id)).scalars())
+            if import_limits:
+                self._check_totals(conn, recs, source)
             for rec in recs:
                 if rec.record_id in have:
                     if skip_existing:
@@ -359,6 +366,28 @@ class JudgeStore:
             if before_commit is not None:
                 before_commit()
         return n
+
+    def _check_totals(self, conn: Connection, recs: list[JudgeRecord], source: str | None) -> None:
+        """Refuse records that would make the database name more distinct routers or LLMs
+        than one imported file may (a database already past a limit, from an older version,
+        may still take records that add no new name)."""
+        try:
+            routers = set(conn.execute(select(choices_t.c.router).distinct()).scalars())
+            llms = set(conn.exec_driver_sql(
+                "SELECT llm_a FROM records UNION SELECT llm_b FROM records UNION SELECT llm FROM "
+                "router_choices UNION SELECT j.value FROM records, json_each(records.feasible) AS j").scalars())
+        except SQLAlchemyError as exc:
+            raise self._db_error(exc) from None
+        new_routers = {r for rec in recs for r in rec.router_choices}
+        new_llms = {m for rec in recs for m in (rec.llm_a, rec.llm_b, *rec.feasible, *rec.router_choices.values())}
+        for what, names, new, cap in (("router", routers, new_routers, MAX_IMPORT_ROUTERS),
+                                      ("LLM", llms, new_llms, MAX_IMPORT_LLMS)):
+            total = len(names | new)
+            if total > cap and total > len(names):
+                raise DataValidationError(
+                    f"importing it would make {self.path} name {total} distinct {what}s, more than the {cap} "
+                    f"one database may hold (it names {len(names)} now, the file {total - len(names)} "
+                    "more); nothing was imported: import into another database", source=source)
 
     # ------------------------------------------------------------------ duel tokens
     def issue_token(self, token: str, payload: dict, *, client: str | None = None,
@@ -526,7 +555,9 @@ class JudgeStore:
         ``record_id`` already on an earlier line) raises :class:`DataValidationError` naming
         the file and line (1-based; both lines for a repeated id) before anything is
         written, and the file is written all or nothing. Records whose ``record_id`` is
-        already stored are skipped (or raise when ``skip_existing=False``).
+        already stored are skipped (or raise when ``skip_existing=False``). The database may
+        name at most as many routers and LLMs afterwards as one file may (``import_limits`` of
+        :meth:`add_many`).
         """
         recs = read_jsonl(path)
-        return self.add_many(recs, skip_existing=skip_existing, source=str(path))
+        return self.add_many(recs, skip_existing=skip_existing, source=str(path), import_limits=True)
