@@ -81,3 +81,48 @@ def test_simulate_report_that_is_a_file_is_refused_before_any_record(tmp_path, c
     assert f"--report {tmp_path / 'rep'}: exists and is not a folder" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]  # was: j.db with 5 records
     assert (tmp_path / "rep").read_text() == "mine"
+
+
+@pytest.mark.parametrize("how", ["parent-is-a-file", "disk-full-while-writing", "publish-fails"])
+def test_simulate_whose_report_fails_writes_no_record(tmp_path, capsys, monkeypatch, how):
+    """``simulate --report``: the report is built in a temporary folder first and published in
+    the records' transaction, so a report that cannot be written leaves the database as it
+    was (here: the 4 records of an earlier run) and no report or temporary folder behind."""
+    db = tmp_path / "j.db"
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "4", "--db", str(db)]) == 0
+    report = tmp_path / "rep"
+    if how == "parent-is-a-file":
+        (tmp_path / "afile").write_text("mine")
+        report = tmp_path / "afile" / "rep"
+    elif how == "disk-full-while-writing":
+        def full(self, path, **kw):
+            raise OSError(28, "No space left on device")
+        monkeypatch.setattr(pd.DataFrame, "to_csv", full)
+    else:
+        import recsys_router.judge.report as R
+
+        def no_rename(src, dst):
+            raise OSError(30, "Read-only file system")
+        monkeypatch.setattr(R.os, "replace", no_rename)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    capsys.readouterr()
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "6", "--db", str(db),
+                 "--report", str(report)]) != 0
+    assert "recsys-router judge: error:" in capsys.readouterr().err
+    with JudgeStore(db, read_only=True) as st:
+        assert st.count() == 4  # was: 10, the 6 new records written before the report failed
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("j.db-wal", "j.db-shm")) == before
+    if how == "parent-is-a-file":
+        assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_simulate_report_and_records_are_written_together(tmp_path, capsys):
+    db, report = tmp_path / "j.db", tmp_path / "rep"
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "6", "--db", str(db),
+                 "--report", str(report)]) == 0
+    with JudgeStore(db, read_only=True) as st:
+        ids = [r.record_id for r in st.records()]
+    assert len(ids) == 6
+    lb = pd.read_csv(report / "leaderboard.csv")
+    assert sorted(lb["router"]) == ["best-single", "random"] and lb["n_voted"].sum() == 12
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("j.db-wal", "j.db-shm")) == ["j.db", "rep"]

@@ -285,3 +285,57 @@ def test_import_caps_distinct_routers_and_llms(tmp_path, what, n, cap, ok):
             read_jsonl(path)
         assert str(exc.value) == (f"{path}, line {n}: the file names more than {cap} distinct {what}s "
                                   "(the limit for one import); split it or drop some")
+
+
+def _names_file(path, what, prefix, n):
+    """n records naming r1 and one new router each (``prefix``i), or x, y and one new LLM each."""
+    if what == "router":
+        rows = [_good(i, router_choices={"r1": "x", f"{prefix}{i}": "y"}, record_id=f"{prefix}{i}") for i in range(n)]
+    else:
+        rows = [_good(i, router_choices={"r1": "x"}, feasible=["x", "y", f"{prefix}{i}"], record_id=f"{prefix}{i}")
+                for i in range(n)]
+    return _write(path, rows)
+
+
+@pytest.mark.parametrize("what,first,second,cap,ok", [("router", 50, 49, 100, True), ("router", 50, 50, 100, False),
+                                                      ("LLM", 499, 499, 1000, True), ("LLM", 499, 500, 1000, False)])
+def test_import_caps_the_database_totals_not_only_the_file(tmp_path, capsys, what, first, second, cap, ok):
+    """Two files each within the limits: the second may not push the database past them.
+    Routers: r1 + 50 (first) = 51, + 49 or 50 new = 100 or 101. LLMs: x, y + 499 = 501, + 499
+    or 500 new = 1,000 or 1,001. A merged database's export then imports in one piece."""
+    db = tmp_path / "j.db"
+    a = _names_file(tmp_path / "a.jsonl", what, "a", first)
+    b = _names_file(tmp_path / "b.jsonl", what, "b", second)
+    assert main(["judge", "import", "--db", str(db), "--jsonl", str(a)]) == 0
+    have = first + (1 if what == "router" else 2)
+    if ok:
+        assert main(["judge", "import", "--db", str(db), "--jsonl", str(b)]) == 0
+        assert _count(db) == first + second
+        assert main(["judge", "export", "--db", str(db), "--out", str(tmp_path / "all.jsonl")]) == 0
+        assert main(["judge", "import", "--db", str(tmp_path / "copy.db"), "--jsonl", str(tmp_path / "all.jsonl")]) == 0
+        assert _count(tmp_path / "copy.db") == first + second
+        return
+    capsys.readouterr()
+    assert main(["judge", "import", "--db", str(db), "--jsonl", str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"recsys-router judge: error: {b}: importing it would make {db} name {cap + 1} distinct "
+                   f"{what}s, more than the {cap} one database may hold (it names {have} now, the file "
+                   f"{cap + 1 - have} more); nothing was imported: import into another database")
+    assert _count(db) == first
+
+
+def test_database_past_the_limits_still_takes_records_with_known_names(tmp_path):
+    """A database an older version merged past the limits: records naming no new router or LLM
+    still import; one new name is refused."""
+    db = tmp_path / "j.db"
+    with JudgeStore(db) as st:  # as several older imports could build it
+        st.add_many([JudgeRecord(**_good(i, router_choices={"r1": "x", f"a{i}": "y"}, record_id=f"a{i}"))
+                     for i in range(120)])
+    known = _write(tmp_path / "known.jsonl", [_good(0, router_choices={"r1": "y", "a7": "x"}, record_id="k0")])
+    new = _write(tmp_path / "new.jsonl", [_good(0, router_choices={"r1": "y", "zz": "x"}, record_id="k1")])
+    with JudgeStore(db) as st:
+        assert st.import_jsonl(known) == 1
+        with pytest.raises(DataValidationError, match=r"name 122 distinct routers, more than the 100 one "
+                                                      r"database may hold \(it names 121 now, the file 1 more\)"):
+            st.import_jsonl(new)
+    assert _count(db) == 121

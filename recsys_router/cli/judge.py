@@ -67,7 +67,8 @@ def add_parser(subparsers) -> None:
                    help="probability of a uniformly random label (0 to 1)")
     s.add_argument("--threshold", type=finite_float, default=None,
                    help="both scores below it -> 'both bad'")
-    s.add_argument("--report", default=None, metavar="DIR", help="also write the report of this run here")
+    s.add_argument("--report", default=None, metavar="DIR", help="also write the report of this run here (its records are "
+                        "written with it or, when the report fails, not at all)")
     s.set_defaults(func=_cmd_simulate)
 
     r = sub.add_parser("report", help="Markdown/CSV tables and PNG plots from a database")
@@ -135,14 +136,14 @@ def _fmt(df) -> str:
 def _cmd_simulate(args) -> int:
     from pathlib import Path  # noqa: PLC0415
 
-    from ..judge.report import write_report  # noqa: PLC0415
+    from ..judge.report import stage_report  # noqa: PLC0415
     from ..judge.routers import parse_router_params  # noqa: PLC0415
     from ..judge.simulate import simulate_tournament  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if args.noise > 1:
         raise ValueError(f"--noise must be a probability from 0 to 1, got {args.noise}")
     if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
-        # checked before any record is written (write_report would refuse it after the run)
+        # checked before the run (stage_report would refuse it only after it)
         raise FileExistsError(f"--report {args.report}: exists and is not a folder; expected a folder "
                               "for the report")
     params = parse_router_params(args.router_params, args.routers)
@@ -151,7 +152,11 @@ def _cmd_simulate(args) -> int:
         res = simulate_tournament(data, list(args.routers), n=args.n, seed=args.seed,
                                   budget=args.budget, wtp=args.wtp, noise=args.noise,
                                   threshold=args.threshold, test_size=args.test_size,
-                                  router_params=params, store=store, progress=True)
+                                  router_params=params, store=store, write=not args.report, progress=True)
+        if args.report:  # all or nothing: the report is built first, then records and report together
+            title = f"RouteJudge simulation on {data.name}"
+            with stage_report(res.records, args.report, seed=args.seed, title=title) as staged:
+                store.add_many(res.records, source="judge simulate", before_commit=staged.publish)
         total = store.count()
     comp = res.comparison(seed=args.seed)
     print(f"{len(res.records)} duels written to {args.db} ({total} records in total)")
@@ -161,7 +166,6 @@ def _cmd_simulate(args) -> int:
     print(f"Spearman(PrefScore, offline score) = {res.rank_correlation('pref_score'):.3f}; "
           f"Spearman(Elo, offline score) = {res.rank_correlation('elo'):.3f}")
     if args.report:
-        write_report(res.records, args.report, seed=args.seed, title=f"RouteJudge simulation on {data.name}")
         print(f"report written to {args.report}/report.md")
     return 0
 
@@ -264,6 +268,6 @@ def _cmd_import(args) -> int:
     from ..judge.store import JudgeStore  # noqa: PLC0415
     recs = read_jsonl(args.jsonl)  # the whole file is checked before the database is opened (or created)
     with JudgeStore(args.db) as store:
-        n = store.add_many(recs, skip_existing=True, source=str(args.jsonl))
+        n = store.add_many(recs, skip_existing=True, source=str(args.jsonl), import_limits=True)
     print(f"imported {n} new records into {args.db}")
     return 0

@@ -15,10 +15,11 @@ __all__ = ["MAX_JSON_DEPTH", "MAX_IMPORT_LLMS", "MAX_IMPORT_ROUTERS", "BLANK", "
 
 #: deepest JSON nesting a record line may have (a record nests three levels; metadata a few more)
 MAX_JSON_DEPTH = 64
-#: most distinct router names one imported file may hold (the report's pairwise tables grow
-#: with their square)
+#: most distinct router names one imported file (and the database after the import) may hold
+#: (the report's pairwise tables grow with their square)
 MAX_IMPORT_ROUTERS = 100
-#: most distinct LLM names (shown, chosen or feasible) one imported file may hold
+#: most distinct LLM names (shown, chosen or feasible) one imported file (and the database after the
+#: import) may hold
 MAX_IMPORT_LLMS = 1000
 #: what :func:`parse_line` returns for a blank line
 BLANK = object()

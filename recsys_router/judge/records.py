@@ -21,7 +21,6 @@ LLM Routing", arXiv:2606.18774 (2026).
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -32,6 +31,7 @@ import numpy as np
 
 from ..errors import DataValidationError
 from ..state.numbers import is_json_number
+from .record_checks import brief, nonfinite, require, unencodable
 
 __all__ = ["LABELS", "MAX_RECORD_ID", "LABEL_SCORES", "JudgeRecord", "count_votes", "select_duel", "attribute",
            "side_scores", "utc_now"]
@@ -151,84 +151,6 @@ def attribute(router_choices: Mapping[str, str], llm_a: str, llm_b: str, label: 
     return {r: (s_a if m == llm_a else s_b if m == llm_b else None) for r, m in router_choices.items()}
 
 
-def _first(value, bad, depth: int = 0):
-    """The first item of ``value`` (nested dicts, their keys, and lists included; ``value``
-    itself first) for which ``bad(item)`` holds, else None."""
-    if bad(value):
-        return value
-    if depth > 100:  # deeper than any record may nest (import bounds lines at 64)
-        return None
-    items = []
-    if isinstance(value, Mapping):
-        items = [x for kv in value.items() for x in kv]
-    elif isinstance(value, (list, tuple)):
-        items = value
-    for x in items:
-        found = _first(x, bad, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-def _not_utf8(value) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _unencodable(value):
-    """The first string in ``value`` (nested dicts, their keys, and lists included) that
-    cannot be UTF-8 encoded (a lone surrogate, e.g. from a ``"\\ud800"`` JSON escape), else None.
-
-    Example
-    -------
-    >>> _unencodable({"a": ["ok", "x\\udc00"]})
-    'x\\udc00'
-    >>> _unencodable({"a": ["ok"]}) is None
-    True
-    """
-    return _first(value, _not_utf8)
-
-
-def _nonfinite(value):
-    """The first float in ``value`` (nested dicts and lists included) that is NaN or
-    infinite, which JSON cannot hold (``NaN``, ``Infinity`` and ``1e400`` parse to them), else
-    None.
-
-    Example
-    -------
-    >>> _nonfinite({"a": [1, {"b": float("inf")}]}), _nonfinite({"a": [1.5, "NaN"]})
-    (inf, None)
-    """
-    return _first(value, lambda v: isinstance(v, float) and not math.isfinite(v))
-
-
-def _brief(value, n: int = 60) -> str:
-    """``repr`` of an offending value with its type, cut to ``n`` characters.
-
-    Example
-    -------
-    >>> _brief(5), _brief({"a": 1})
-    ('5 (int)', "{'a': 1} (dict)")
-    """
-    try:
-        text = repr(value)
-    except ValueError:  # an int of more digits than Python converts to text
-        text = "<a number too long to show>"
-    text = text if len(text) <= n else text[: n - 3] + "..."
-    return f"{text} ({type(value).__name__})"
-
-
-def _req(d: Mapping, key: str, src, row):
-    if key not in d or d[key] is None:
-        raise DataValidationError(f"missing required field {key!r}", source=src, row=row, column=key)
-    return d[key]
-
-
 @dataclass
 class JudgeRecord:
     """One judged comparison.
@@ -293,13 +215,13 @@ class JudgeRecord:
         infinite number anywhere (:meth:`check_json`)."""
         if len(self.record_id) > MAX_RECORD_ID:
             raise DataValidationError(f"record_id must be at most {MAX_RECORD_ID} characters, got "
-                                      f"{len(self.record_id)}: {_brief(self.record_id)}",
+                                      f"{len(self.record_id)}: {brief(self.record_id)}",
                                       source=source, row=row, column="record_id")
         for key in self.__dataclass_fields__:  # neither the database nor a UTF-8 export can hold it
-            bad = _unencodable(getattr(self, key))
+            bad = unencodable(getattr(self, key))
             if bad is not None:
                 raise DataValidationError(f"{key} holds text that cannot be UTF-8 encoded (a lone "
-                                          f"surrogate): {_brief(bad)}", source=source, row=row,
+                                          f"surrogate): {brief(bad)}", source=source, row=row,
                                           column=key)
         self.check_json(source=source, row=row)
 
@@ -309,7 +231,7 @@ class JudgeRecord:
         exporting (a row an older version stored with one is named, not written as
         non-JSON)."""
         for key in self.__dataclass_fields__:
-            bad = _nonfinite(getattr(self, key))
+            bad = nonfinite(getattr(self, key))
             if bad is not None:
                 raise DataValidationError(f"{key} holds a non-finite number ({bad}); JSON has no NaN "
                                           "or Infinity", source=source, row=row, column=key)
@@ -327,26 +249,26 @@ class JudgeRecord:
         if not isinstance(self.query, str) or not self.query:
             fail("query must be a non-empty string", "query")
         if not isinstance(self.record_id, str) or not self.record_id:
-            fail(f"record_id must be a non-empty string, got {_brief(self.record_id)}", "record_id")
+            fail(f"record_id must be a non-empty string, got {brief(self.record_id)}", "record_id")
         for key in ("task", "query_id"):
             if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
-                fail(f"{key} must be a string or null, got {_brief(getattr(self, key))}", key)
+                fail(f"{key} must be a string or null, got {brief(getattr(self, key))}", key)
         for key in ("created_at", "judged_at"):
             if not isinstance(getattr(self, key), str):
-                fail(f"{key} must be an ISO timestamp string, got {_brief(getattr(self, key))}", key)
+                fail(f"{key} must be an ISO timestamp string, got {brief(getattr(self, key))}", key)
         if not isinstance(self.label, str) or self.label not in LABELS:
-            fail(f"label must be one of {LABELS}, got {_brief(self.label)}", "label")
+            fail(f"label must be one of {LABELS}, got {brief(self.label)}", "label")
         for key in ("llm_a", "llm_b"):
             if not isinstance(getattr(self, key), str):
-                fail(f"{key} must be an LLM name (a string), got {_brief(getattr(self, key))}", key)
+                fail(f"{key} must be an LLM name (a string), got {brief(getattr(self, key))}", key)
         if not isinstance(self.feasible, (list, tuple)) or not all(isinstance(m, str) for m in self.feasible):
-            fail(f"feasible must be a list of LLM names (strings), got {_brief(self.feasible)}", "feasible")
+            fail(f"feasible must be a list of LLM names (strings), got {brief(self.feasible)}", "feasible")
         if not isinstance(self.router_choices, dict) or not self.router_choices:
             fail("router_choices must map at least one router to its chosen LLM", "router_choices")
         for r, m in self.router_choices.items():
             if not isinstance(r, str) or not isinstance(m, str):
                 fail(f"router_choices must map router names to LLM names (strings), got "
-                     f"{_brief(r)}: {_brief(m)}", "router_choices")
+                     f"{brief(r)}: {brief(m)}", "router_choices")
         if self.llm_a == self.llm_b:
             fail(f"llm_a and llm_b must differ, both are {self.llm_a!r}", "llm_b")
         feas = set(self.feasible)
@@ -357,22 +279,22 @@ class JudgeRecord:
             if m not in feas:
                 fail(f"router {r!r} chose {m!r}, which is not in the feasible set", "router_choices")
         if self.budget is not None and (not is_json_number(self.budget) or self.budget < 0):
-            fail(f"budget must be a finite number >= 0 or null, got {_brief(self.budget)}", "budget")
+            fail(f"budget must be a finite number >= 0 or null, got {brief(self.budget)}", "budget")
         if self.history is not None and (not isinstance(self.history, list)
                                          or not all(isinstance(t, dict) for t in self.history)):
-            fail(f"history must be a list of turns (JSON objects) or null, got {_brief(self.history)}",
+            fail(f"history must be a list of turns (JSON objects) or null, got {brief(self.history)}",
                  "history")
         if not isinstance(self.metadata, dict):
-            fail(f"metadata must be a JSON object, got {_brief(self.metadata)}", "metadata")
+            fail(f"metadata must be a JSON object, got {brief(self.metadata)}", "metadata")
         for key in ("costs", "latencies"):
             values = getattr(self, key)
             if not isinstance(values, dict):
-                fail(f"{key} must map LLM names to numbers, got {_brief(values)}", key)
+                fail(f"{key} must map LLM names to numbers, got {brief(values)}", key)
             for m, v in values.items():
                 if not isinstance(m, str):
-                    fail(f"{key} must map LLM names (strings) to numbers, got key {_brief(m)}", key)
+                    fail(f"{key} must map LLM names (strings) to numbers, got key {brief(m)}", key)
                 if not is_json_number(v) or v < 0:
-                    fail(f"{key}[{m!r}] must be a finite number >= 0, got {_brief(v)}", key)
+                    fail(f"{key}[{m!r}] must be a finite number >= 0, got {brief(v)}", key)
 
 
     @property
@@ -406,7 +328,7 @@ class JudgeRecord:
         known = {f for f in cls.__dataclass_fields__}
         kw = {k: d[k] for k in known if k in d and d[k] is not None}
         for k in ("query", "router_choices", "llm_a", "llm_b", "label", "feasible"):
-            _req(d, k, source, row)
+            require(d, k, source, row)
         try:
             rec = cls(**kw)
         except DataValidationError as exc:
@@ -416,7 +338,7 @@ class JudgeRecord:
                                       source=source, row=row) from None
         rec.check_storable(source=source, row=row)
         if "votes" in d and d["votes"] is not None and d["votes"] != rec.votes:
-            raise DataValidationError(f"stored votes {_brief(d['votes'], 120)} disagree with the router "
+            raise DataValidationError(f"stored votes {brief(d['votes'], 120)} disagree with the router "
                                       f"choices ({rec.votes})", source=source, row=row, column="votes")
         if "attribution" in d and d["attribution"] is not None and d["attribution"] != rec.attribution:
             raise DataValidationError(f"stored attribution {d['attribution']} disagrees with eq. 1 "

@@ -46,7 +46,8 @@ from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, 
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
 from .records import JudgeRecord  # noqa: E402
 
-__all__ = ["H2H_PLOT_MAX", "H2H_LABEL_MAX", "csv_safe", "full_leaderboard", "selection_table", "write_report"]
+__all__ = ["H2H_PLOT_MAX", "H2H_LABEL_MAX", "StagedReport", "csv_safe", "full_leaderboard", "selection_table",
+           "stage_report", "write_report"]
 
 #: the head-to-head heatmap (and its Markdown table in ``report.md``) shows at most this many
 #: routers, the first by Elo; ``h2h.csv`` and ``h2h.md`` keep every router
@@ -229,6 +230,38 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
     -------
     >>> write_report(JudgeStore("judge.db").records(), "report/")  # doctest: +SKIP
     """
+    with stage_report(records, out_dir, n_boot=n_boot, seed=seed, title=title) as staged:
+        return staged.publish()
+
+
+class StagedReport:
+    """A report written in full into a temporary folder beside ``out_dir``, not yet moved
+    there (:func:`stage_report`). :meth:`publish` moves it in; leaving the ``with`` block
+    removes whatever was not published, so a caller can do one more step that may fail
+    (``judge simulate --report`` commits its records) between writing and publishing."""
+
+    def __init__(self, tmp: Path, final: Path, names: list[str]):
+        self.tmp, self.final, self.names = tmp, final, names
+        self.published = False
+
+    def publish(self) -> dict[str, Path]:
+        """Move the files into ``out_dir`` (see the module docstring); returns their paths."""
+        _publish(self.tmp, self.final, self.names)
+        self.published = True
+        return {name: self.final / name for name in self.names}
+
+    def __enter__(self) -> "StagedReport":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)  # after os.replace of the folder: gone already
+
+
+def stage_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot: int = 200, seed: int = 0,
+                 title: str = "RouteJudge report") -> StagedReport:
+    """Write every table and plot into a temporary folder beside ``out_dir`` (created with
+    its parents) and return it unpublished (:class:`StagedReport`); a failure removes it and
+    leaves ``out_dir`` as it was."""
     records = list(records)
     if not records:
         raise ValueError("no judged records to report on")
@@ -240,10 +273,10 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
     try:
         with plain_text():  # names from the records: no mathtext
             names = _write_files(records, tmp, n_boot=n_boot, seed=seed, title=title)
-        _publish(tmp, final, names)
-    finally:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {name: final / name for name in names}
+        raise
+    return StagedReport(tmp, final, names)
 
 
 def _publish(tmp: Path, final: Path, names) -> None:
@@ -254,9 +287,15 @@ def _publish(tmp: Path, final: Path, names) -> None:
             return
         except OSError:  # created meanwhile by someone else: move file by file
             pass
+    created = not final.exists()
     final.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        os.replace(tmp / name, final / name)
+    try:
+        for name in names:
+            os.replace(tmp / name, final / name)
+    except BaseException:
+        if created:  # a folder made here: nothing of anyone's to keep in it
+            shutil.rmtree(final, ignore_errors=True)
+        raise
 
 
 def _h2h_section(h2h: pd.DataFrame) -> list[str]:

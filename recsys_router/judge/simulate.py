@@ -95,7 +95,8 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
                         budget: float | None = None, wtp: float | None = None, noise: float = 0.0,
                         threshold: float | None = None, test_size: float = 0.3,
                         router_params: Mapping[str, Mapping] | None = None,
-                        store: JudgeStore | None = None, progress: bool = False) -> SimulationResult:
+                        store: JudgeStore | None = None, write: bool = True,
+                        progress: bool = False) -> SimulationResult:
     """Run an offline tournament (see the module docstring).
 
     Parameters
@@ -120,6 +121,9 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
         Constructor parameters per registry name.
     store : JudgeStore, optional
         Records are written there (one transaction each); past comparisons are read from it.
+    write : bool
+        With False, ``store`` is only read (past comparisons) and the caller writes the
+        returned records (``judge simulate --report`` does, together with its report).
     progress : bool
         Show tqdm bars.
 
@@ -178,7 +182,7 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
                                     "threshold": threshold})
         past[a] = past.get(a, 0) + 1
         past[b] = past.get(b, 0) + 1
-        if store is not None:
+        if store is not None and write:
             store.add(rec)
         recs.append(rec)
     rows = {}

@@ -21,127 +21,25 @@ Every record is written in one transaction (``BEGIN IMMEDIATE``) or not at all.
 from __future__ import annotations
 
 import json
-import sqlite3
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
-from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
-                        create_engine, delete, event, func, inspect, select, update)
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import create_engine, func, inspect, select
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..atomic import atomic_write
 from ..errors import DataValidationError
-from .jsonl import read_jsonl
+from .jsonl import MAX_IMPORT_LLMS, MAX_IMPORT_ROUTERS, read_jsonl
 from .records import JudgeRecord, utc_now
+from .schema import (SCHEMA_VERSION, choices_t, metadata, open_engine, read_only_engine, records_t,
+                     schema_info)
+from .tokens import EXPIRED_KEEP_S, TokenError, TokenStore
 
 __all__ = ["EXPIRED_KEEP_S", "JudgeStore", "SCHEMA_VERSION", "TokenError"]
 
-SCHEMA_VERSION = 1
-#: seconds an expired, unvoted token's id is kept (its duel dropped) so a late vote gets 410
-EXPIRED_KEEP_S = 86_400.0
-_EXPIRED = '{"expired": true}'  # the payload of such a token
 
-metadata = MetaData()
-schema_info = Table("schema_info", metadata, Column("key", String(64), primary_key=True),
-                    Column("value", Text, nullable=False))
-records_t = Table(
-    "records", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("record_id", String(64), nullable=False, unique=True),
-    Column("query_id", String(256)), Column("query", Text, nullable=False),
-    Column("history", Text), Column("task", String(256)), Column("budget", Float),
-    Column("feasible", Text, nullable=False),
-    Column("llm_a", String(256), nullable=False), Column("llm_b", String(256), nullable=False),
-    Column("label", String(16), nullable=False),
-    Column("cost_a", Float), Column("cost_b", Float),
-    Column("latency_a", Float), Column("latency_b", Float),
-    Column("costs", Text, nullable=False), Column("latencies", Text, nullable=False),
-    Column("created_at", String(40), nullable=False), Column("judged_at", String(40), nullable=False),
-    Column("metadata", Text, nullable=False),
-)
-Index("ix_records_task", records_t.c.task)
-Index("ix_records_label", records_t.c.label)
-Index("ix_records_judged_at", records_t.c.judged_at)
-Index("ix_records_llm_a", records_t.c.llm_a)
-Index("ix_records_llm_b", records_t.c.llm_b)
-choices_t = Table(
-    "router_choices", metadata,
-    Column("record", Integer, ForeignKey("records.id", ondelete="CASCADE"), primary_key=True),
-    Column("router", String(256), primary_key=True),
-    Column("llm", String(256), nullable=False),
-    Column("score", Float),
-)
-Index("ix_choices_router", choices_t.c.router)
-Index("ix_choices_llm", choices_t.c.llm)
-tokens_t = Table(
-    "duel_tokens", metadata,
-    Column("token", String(64), primary_key=True),
-    Column("payload", Text, nullable=False),
-    Column("issued_at", String(40), nullable=False),
-    Column("used_at", String(40)),
-    Column("record_id", String(64)),
-    Column("client", String(256)),
-)
-Index("ix_tokens_used", tokens_t.c.used_at)
-
-
-class TokenError(LookupError):
-    """A duel token is unknown (``status=404``), was already used (``status=409``), has
-    expired (``status=410``), or its client holds too many unvoted ones (``status=429``)."""
-
-    def __init__(self, message: str, status: int):
-        super().__init__(message)
-        self.status = status
-
-
-def _cutoff(ttl_s: float) -> str:
-    """The ``issued_at`` string of a token issued ``ttl_s`` seconds ago (same format as
-    :func:`utc_now`, so strings compare in time order)."""
-    return (datetime.now(timezone.utc) - timedelta(seconds=float(ttl_s))).isoformat(timespec="milliseconds")
-
-
-def _engine(url: str) -> Engine:
-    eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-    @event.listens_for(eng, "connect")
-    def _on_connect(dbapi_conn, _rec):
-        dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event issue BEGIN
-        cur = dbapi_conn.cursor()
-        if ":memory:" not in url:
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
-
-    @event.listens_for(eng, "begin")
-    def _on_begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return eng
-
-
-def _read_only_engine(path: Path) -> Engine:
-    """An engine on ``path`` opened with SQLite's ``mode=ro``: no statement can write the
-    file, the journal mode is left as it is, and reads run in plain (deferred) transactions.
-    (On a database in WAL mode SQLite may create its ``-wal``/``-shm`` side files.)"""
-    uri = path.resolve().as_uri() + "?mode=ro"
-    eng = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
-                                                                     timeout=30))
-
-    @event.listens_for(eng, "connect")
-    def _on_connect(dbapi_conn, _rec):
-        dbapi_conn.isolation_level = None
-
-    @event.listens_for(eng, "begin")
-    def _on_begin(conn):
-        conn.exec_driver_sql("BEGIN")
-
-    return eng
-
-
-class JudgeStore:
+class JudgeStore(TokenStore):
     """A RouteJudge database.
 
     Parameters
@@ -151,7 +49,9 @@ class JudgeStore:
     read_only : bool
         Open an existing database for reading only (``judge report``, ``export``,
         ``replay``): SQLite's ``mode=ro``, no schema created or upgraded, the journal mode
-        left as it is. A file without the RouteJudge tables is refused.
+        left as it is. A file without the RouteJudge tables is refused. A WAL database whose
+        side files cannot be created (a read-only folder or mount) is read ``immutable``
+        (:attr:`immutable` is then True): nobody may write it meanwhile.
 
     Raises
     ------
@@ -169,6 +69,8 @@ class JudgeStore:
     def __init__(self, path: str | Path, *, read_only: bool = False):
         self.path = str(path)
         self.read_only = read_only
+        #: read with SQLite's ``immutable=1`` (a read-only WAL database; see :func:`_read_only_uri`)
+        self.immutable = False
         memory = self.path == ":memory:"
         if not memory and Path(self.path).is_dir():
             raise DataValidationError("is a folder; expected a RouteJudge database (an SQLite file)",
@@ -177,14 +79,14 @@ class JudgeStore:
             raise DataValidationError("no such database file; expected an existing RouteJudge database",
                                       source=self.path)
         if read_only:
-            self.engine = _read_only_engine(Path(self.path))
+            self.engine, self.immutable = read_only_engine(Path(self.path))
         elif memory:
             from sqlalchemy.pool import StaticPool
             self.engine = create_engine("sqlite://", connect_args={"check_same_thread": False},
                                         poolclass=StaticPool)
         else:
             Path(self.path).resolve().parent.mkdir(parents=True, exist_ok=True)
-            self.engine = _engine(f"sqlite:///{Path(self.path).resolve()}")
+            self.engine = open_engine(f"sqlite:///{Path(self.path).resolve()}")
         try:
             self._check_schema() if read_only else self._init_schema()
         except SQLAlchemyError as exc:
@@ -283,12 +185,19 @@ class JudgeStore:
         return rec.record_id
 
     def add_many(self, recs: Iterable[JudgeRecord], *, skip_existing: bool = False,
-                 source: str | None = None) -> int:
+                 source: str | None = None, before_commit: Callable[[], object] | None = None,
+                 import_limits: bool = False) -> int:
         """Write records in one transaction (all or nothing); returns how many were written.
 
         With ``skip_existing``, records whose ``record_id`` is already stored are left out;
         otherwise a stored id raises :class:`DataValidationError` and nothing is written.
-        ``source`` names where the records came from in error messages.
+        ``source`` names where the records came from in error messages. ``before_commit`` is
+        called once every record is written, before the transaction commits: if it raises,
+        nothing is written (``judge simulate --report`` publishes its report there). With
+        ``import_limits`` (``judge import``), the database may name at most
+        :data:`~recsys_router.judge.jsonl.MAX_IMPORT_ROUTERS` routers and
+        :data:`~recsys_router.judge.jsonl.MAX_IMPORT_LLMS` LLMs afterwards, the limits of one
+        imported file, so its export imports again in one piece (:meth:`_check_totals`).
         """
         recs = list(recs)
         for rec in recs:
@@ -297,6 +206,8 @@ class JudgeStore:
         n = 0
         with self.engine.begin() as conn:
             have = set(conn.execute(select(records_t.c.record_id)).scalars())
+            if import_limits:
+                self._check_totals(conn, recs, source)
             for rec in recs:
                 if rec.record_id in have:
                     if skip_existing:
@@ -312,93 +223,31 @@ class JudgeStore:
                         "nothing was written", source=source) from None
                 have.add(rec.record_id)
                 n += 1
+            if before_commit is not None:
+                before_commit()
         return n
 
-    # ------------------------------------------------------------------ duel tokens
-    def issue_token(self, token: str, payload: dict, *, client: str | None = None,
-                    max_pending: int | None = None, ttl_s: float | None = None) -> None:
-        """Remember a duel (the hidden pair, choices, answers) under a one-time token.
-
-        Parameters
-        ----------
-        token : str
-        payload : dict
-            JSON-serialisable duel state, handed back to :meth:`redeem`.
-        client : str, optional
-            Who asked (an address); counted for ``max_pending``.
-        max_pending : int, optional
-            Refuse (:class:`TokenError`, 429) when ``client`` already holds this many
-            unvoted, unexpired tokens. Checked in the same transaction as the insert.
-        ttl_s : float, optional
-            Unvoted tokens older than this lose their duel first (and do not count); their
-            ids are deleted :data:`EXPIRED_KEEP_S` seconds later.
-        """
-        with self.engine.begin() as conn:
-            if ttl_s is not None:  # expired: the duel is dropped, the id kept a while (a late vote: 410)
-                unvoted = tokens_t.c.used_at.is_(None)
-                conn.execute(delete(tokens_t).where(unvoted)
-                             .where(tokens_t.c.issued_at < _cutoff(float(ttl_s) + EXPIRED_KEEP_S)))
-                conn.execute(update(tokens_t).where(unvoted).where(tokens_t.c.issued_at < _cutoff(ttl_s))
-                             .where(tokens_t.c.payload != _EXPIRED).values(payload=_EXPIRED))
-            if max_pending is not None and client is not None:
-                n = self._pending(conn, client, ttl_s)
-                if n >= max_pending:
-                    raise TokenError(f"client {client} holds {n} unvoted duels (the limit is {max_pending}); "
-                                     "vote on them or wait for them to expire", 429)
-            conn.execute(tokens_t.insert().values(token=token, payload=json.dumps(payload),
-                                                  issued_at=utc_now(), client=client))
-
-    @staticmethod
-    def _pending(conn: Connection, client: str, ttl_s: float | None) -> int:
-        q = select(func.count()).select_from(tokens_t).where(tokens_t.c.client == client) \
-            .where(tokens_t.c.used_at.is_(None))
-        if ttl_s is not None:
-            q = q.where(tokens_t.c.issued_at >= _cutoff(ttl_s))
-        return int(conn.execute(q).scalar_one())
-
-    def pending_count(self, client: str, ttl_s: float | None = None) -> int:
-        """Unvoted (and, with ``ttl_s``, unexpired) tokens issued to ``client``."""
-        with self.engine.connect() as conn:
-            return self._pending(conn, client, ttl_s)
-
-    def get_token(self, token: str) -> dict:
-        """Payload of an unused token; raises :class:`TokenError` otherwise."""
-        with self.engine.connect() as conn:
-            row = conn.execute(select(tokens_t).where(tokens_t.c.token == token)).first()
-        if row is None:
-            raise TokenError(f"unknown duel token {token!r}", 404)
-        if row.used_at is not None:
-            raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
-        if row.payload == _EXPIRED:
-            raise TokenError(f"duel token {token!r} has expired: ask for a new duel", 410)
-        return json.loads(row.payload)
-
-    def redeem(self, token: str, build, *, ttl_s: float | None = None) -> JudgeRecord:
-        """Consume ``token`` and write ``build(payload)`` in one transaction.
-
-        ``build`` maps the token's payload to a :class:`JudgeRecord`; if it raises, the record
-        fails :meth:`JudgeRecord.check_storable` (as in :meth:`add`), or the token is unknown,
-        used or (with ``ttl_s``) older than ``ttl_s`` seconds, nothing is written.
-        """
-        with self.engine.begin() as conn:
-            row = conn.execute(select(tokens_t).where(tokens_t.c.token == token)).first()
-            if row is None:
-                raise TokenError(f"unknown duel token {token!r}", 404)
-            if row.used_at is not None:
-                raise TokenError(f"duel token {token!r} was already used (record {row.record_id})", 409)
-            if row.payload == _EXPIRED or (ttl_s is not None and row.issued_at < _cutoff(ttl_s)):
-                ttl = "" if ttl_s is None else f"; unvoted duels expire after {ttl_s:g} s"
-                raise TokenError(f"duel token {token!r} has expired (issued {row.issued_at}{ttl}): "
-                                 "ask for a new duel", 410)
-            rec = build(json.loads(row.payload))
-            rec.check_storable(source=f"{self.path}, duel token {token!r}")  # as add/add_many do
-            res = conn.execute(update(tokens_t).where(tokens_t.c.token == token)
-                               .where(tokens_t.c.used_at.is_(None))
-                               .values(used_at=utc_now(), record_id=rec.record_id))
-            if res.rowcount != 1:  # guarded by BEGIN IMMEDIATE; kept as a second check
-                raise TokenError(f"duel token {token!r} was already used", 409)
-            self._insert(conn, rec)
-        return rec
+    def _check_totals(self, conn: Connection, recs: list[JudgeRecord], source: str | None) -> None:
+        """Refuse records that would make the database name more distinct routers or LLMs
+        than one imported file may (a database already past a limit, from an older version,
+        may still take records that add no new name)."""
+        try:
+            routers = set(conn.execute(select(choices_t.c.router).distinct()).scalars())
+            llms = set(conn.exec_driver_sql(
+                "SELECT llm_a FROM records UNION SELECT llm_b FROM records UNION SELECT llm FROM "
+                "router_choices UNION SELECT j.value FROM records, json_each(records.feasible) AS j").scalars())
+        except SQLAlchemyError as exc:
+            raise self._db_error(exc) from None
+        new_routers = {r for rec in recs for r in rec.router_choices}
+        new_llms = {m for rec in recs for m in (rec.llm_a, rec.llm_b, *rec.feasible, *rec.router_choices.values())}
+        for what, names, new, cap in (("router", routers, new_routers, MAX_IMPORT_ROUTERS),
+                                      ("LLM", llms, new_llms, MAX_IMPORT_LLMS)):
+            total = len(names | new)
+            if total > cap and total > len(names):
+                raise DataValidationError(
+                    f"importing it would make {self.path} name {total} distinct {what}s, more than the {cap} "
+                    f"one database may hold (it names {len(names)} now, the file {total - len(names)} "
+                    "more); nothing was imported: import into another database", source=source)
 
     # ------------------------------------------------------------------ reading
     def count(self) -> int:
@@ -480,7 +329,9 @@ class JudgeStore:
         ``record_id`` already on an earlier line) raises :class:`DataValidationError` naming
         the file and line (1-based; both lines for a repeated id) before anything is
         written, and the file is written all or nothing. Records whose ``record_id`` is
-        already stored are skipped (or raise when ``skip_existing=False``).
+        already stored are skipped (or raise when ``skip_existing=False``). The database may
+        name at most as many routers and LLMs afterwards as one file may (``import_limits`` of
+        :meth:`add_many`).
         """
         recs = read_jsonl(path)
-        return self.add_many(recs, skip_existing=skip_existing, source=str(path))
+        return self.add_many(recs, skip_existing=skip_existing, source=str(path), import_limits=True)

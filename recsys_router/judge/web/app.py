@@ -14,100 +14,33 @@ and per-client rate limit: see :mod:`.access`.
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
 import threading
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.routing import APIRoute
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
 
 from ...data import RoutingData
 from ...errors import DataValidationError
 from ...router import Router
-from ...serving.guards import BodyLimit, SafeJSONResponse, SafeStr
+from ...serving.guards import BodyLimit, SafeJSONResponse
 from ..metrics import h2h_matrix, leaderboard, routers_of
 from ..rating import elo_bootstrap
 from ..records import JudgeRecord, select_duel, utc_now
 from ..store import JudgeStore, TokenError
 from .access import add_access_control, client_of
 from .live import BackendError, ask_backend
+from .bodies import DuelRequest, UniqueKeysRoute, VoteRequest
 
 __all__ = ["JudgeSession", "create_app", "DuelRequest", "VoteRequest"]
 
 STATIC = Path(__file__).resolve().parent / "static"
-
-
-class Turn(BaseModel):
-    """One earlier conversation turn."""
-
-    model_config = ConfigDict(extra="forbid")
-    role: Literal["system", "user", "assistant"]
-    content: SafeStr = Field(max_length=100_000)
-
-
-class DuelRequest(BaseModel):
-    """Body of ``POST /api/duel``."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    query_id: SafeStr | None = Field(default=None, max_length=1_000, description="prompt id; omitted = random draw")
-    budget: float | None = Field(default=None, ge=0, strict=True,  # true / "1.5": a 422
-                                 description="per-query cost budget C (USD)")
-    task: SafeStr | None = Field(default=None, max_length=1_000,
-                                 description="random draws: only prompts of this task")
-    text: SafeStr | None = Field(default=None, min_length=1, max_length=100_000,
-                                 description="live mode: a custom prompt instead of a dataset prompt")
-    history: list[Turn] | None = Field(default=None, max_length=100, description="live mode: earlier turns")
-
-
-class VoteRequest(BaseModel):
-    """Body of ``POST /api/vote``."""
-
-    model_config = ConfigDict(extra="forbid")
-    token: SafeStr = Field(min_length=8, max_length=128)
-    label: Literal["A", "B", "tie", "both_bad"]
-
-
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _no_repeated_keys(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise _RepeatedKey(k)
-        out[k] = v
-    return out
-
-
-class UniqueKeysRoute(APIRoute):
-    """A route whose JSON body may not name a key twice (``{"label": "A", "label": "B"}``
-    would keep the last value silently): 422 naming the key, as ``judge import`` refuses it.
-    Other malformed bodies are left to FastAPI's own validation."""
-
-    def get_route_handler(self):
-        handler = super().get_route_handler()
-
-        async def checked(request: Request):
-            body = await request.body()  # cached: the handler reads the same bytes
-            if body:
-                try:
-                    json.loads(body, object_pairs_hook=_no_repeated_keys)
-                except _RepeatedKey as exc:
-                    return SafeJSONResponse({"detail": f"the request body names the key {exc.args[0]!r} more "
-                                                       "than once; give each field once"}, status_code=422)
-                except (ValueError, RecursionError):
-                    pass
-            return await handler(request)
-        return checked
 
 
 def _clean(v):

@@ -1,0 +1,141 @@
+"""The RouteJudge database's tables (SQLAlchemy Core) and how its SQLite file is opened
+(read-write in WAL mode, or read-only; see :class:`~recsys_router.judge.store.JudgeStore`
+for the schema's description)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
+                        create_engine, event)
+from sqlalchemy.engine import Engine
+
+from ..errors import DataValidationError
+
+__all__ = ["SCHEMA_VERSION", "choices_t", "metadata", "open_engine", "read_only_engine", "read_only_uri",
+           "records_t", "schema_info", "tokens_t"]
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+schema_info = Table("schema_info", metadata, Column("key", String(64), primary_key=True),
+                    Column("value", Text, nullable=False))
+records_t = Table(
+    "records", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("record_id", String(64), nullable=False, unique=True),
+    Column("query_id", String(256)), Column("query", Text, nullable=False),
+    Column("history", Text), Column("task", String(256)), Column("budget", Float),
+    Column("feasible", Text, nullable=False),
+    Column("llm_a", String(256), nullable=False), Column("llm_b", String(256), nullable=False),
+    Column("label", String(16), nullable=False),
+    Column("cost_a", Float), Column("cost_b", Float),
+    Column("latency_a", Float), Column("latency_b", Float),
+    Column("costs", Text, nullable=False), Column("latencies", Text, nullable=False),
+    Column("created_at", String(40), nullable=False), Column("judged_at", String(40), nullable=False),
+    Column("metadata", Text, nullable=False),
+)
+Index("ix_records_task", records_t.c.task)
+Index("ix_records_label", records_t.c.label)
+Index("ix_records_judged_at", records_t.c.judged_at)
+Index("ix_records_llm_a", records_t.c.llm_a)
+Index("ix_records_llm_b", records_t.c.llm_b)
+choices_t = Table(
+    "router_choices", metadata,
+    Column("record", Integer, ForeignKey("records.id", ondelete="CASCADE"), primary_key=True),
+    Column("router", String(256), primary_key=True),
+    Column("llm", String(256), nullable=False),
+    Column("score", Float),
+)
+Index("ix_choices_router", choices_t.c.router)
+Index("ix_choices_llm", choices_t.c.llm)
+tokens_t = Table(
+    "duel_tokens", metadata,
+    Column("token", String(64), primary_key=True),
+    Column("payload", Text, nullable=False),
+    Column("issued_at", String(40), nullable=False),
+    Column("used_at", String(40)),
+    Column("record_id", String(64)),
+    Column("client", String(256)),
+)
+Index("ix_tokens_used", tokens_t.c.used_at)
+
+
+def open_engine(url: str) -> Engine:
+    """A read-write engine on the SQLite ``url``: WAL journal (not for ``:memory:``), foreign
+    keys on, every transaction ``BEGIN IMMEDIATE``."""
+    eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(eng, "connect")
+    def _on_connect(dbapi_conn, _rec):
+        dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event issue BEGIN
+        cur = dbapi_conn.cursor()
+        if ":memory:" not in url:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(eng, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return eng
+
+
+#: SQLite's names for a read-only open that fails because the ``-wal``/``-shm`` side files of a
+#: WAL database cannot be created (a read-only folder or mount, a read-only file)
+_SIDE_FILE_ERRORS = frozenset({"SQLITE_READONLY_DIRECTORY", "SQLITE_READONLY_CANTINIT", "SQLITE_CANTOPEN"})
+
+
+def read_only_uri(path: Path) -> tuple[str, bool]:
+    """The URI to read ``path`` with, and whether it is opened ``immutable``.
+
+    SQLite's ``mode=ro`` first; when that fails because SQLite cannot create a WAL database's
+    side files (:data:`_SIDE_FILE_ERRORS`: the folder, mount or file is read-only), the file is
+    read with ``immutable=1`` instead, which opens no side file and takes no lock: it assumes
+    nobody writes the database meanwhile (a writer's changes could then be read half-made).
+    That fallback is refused when a non-empty ``-wal`` file lies beside the database: it may
+    hold committed records not yet folded into the file, which ``immutable`` would not see.
+    Any other failure is left to the caller's first read, which names it.
+    """
+    uri = path.resolve().as_uri() + "?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL, if any
+        finally:
+            con.close()
+        return uri, False
+    except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorname", None) not in _SIDE_FILE_ERRORS:
+            return uri, False
+        wal = Path(str(path) + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            raise DataValidationError(
+                f"cannot open it read-only ({exc}): its write-ahead log {wal.name} holds changes not yet "
+                "folded into the database and SQLite cannot open it here; open the database once "
+                "where it is writable (any judge command that writes, or sqlite3's "
+                "'PRAGMA wal_checkpoint(TRUNCATE)') and retry", source=str(path)) from None
+    return uri + "&immutable=1", True
+
+
+def read_only_engine(path: Path) -> tuple[Engine, bool]:
+    """An engine on ``path`` opened with SQLite's ``mode=ro`` (see :func:`read_only_uri` for
+    the ``immutable`` fallback; the flag is returned too): no statement can write the file,
+    the journal mode is left as it is, and reads run in plain (deferred) transactions. (On a
+    database in WAL mode SQLite may create its ``-wal``/``-shm`` side files where it can.)"""
+    uri, immutable = read_only_uri(path)
+    eng = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                                                     timeout=30))
+
+    @event.listens_for(eng, "connect")
+    def _on_connect(dbapi_conn, _rec):
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(eng, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql("BEGIN")
+
+    return eng, immutable

@@ -1,0 +1,188 @@
+"""The read-only judge commands (``report``, ``export``, ``replay``) on a WAL database that
+SQLite cannot create side files beside (a read-only folder and file).
+
+The condition is made with ``chmod``. Root ignores file modes, so when the tests run as root
+the reads run in a forked child that has dropped the capabilities that let root bypass them
+(``CAP_DAC_OVERRIDE``, ``CAP_DAC_READ_SEARCH``, ``CAP_FOWNER``): the kernel then refuses its
+writes into the read-only folder as it does any other user's (the child checks that first).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import traceback
+
+import pytest
+
+from recsys_router.cli import main
+from recsys_router.errors import DataValidationError
+from recsys_router.judge.records import JudgeRecord
+from recsys_router.judge.store import JudgeStore
+
+DATA = ["--data", "synthetic", "-o", "n_queries=200", "-o", "n_llms=4"]
+_DAC_CAPS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
+
+
+def _rec(i: int) -> JudgeRecord:
+    return JudgeRecord(query=f"q{i}", router_choices={"r1": "x", "r2": "y"}, llm_a="x", llm_b="y",
+                       label="A", feasible=["x", "y"], record_id=f"id{i}")
+
+
+def _drop_file_mode_bypass() -> None:
+    """Remove the capabilities that let root ignore file modes from this process's effective set."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    head, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    if libc.capget(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget failed")
+    for cap in _DAC_CAPS:
+        data[0].effective &= ~(1 << cap) & 0xFFFFFFFF
+    if libc.capset(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _unprivileged(fn, locked_dir) -> None:
+    """Run ``fn()`` where the modes of ``locked_dir`` bind: here when not root, else in a
+    forked child without the capabilities above; an assertion failing there fails here."""
+    if os.geteuid() != 0:
+        fn()
+        return
+    if not sys.platform.startswith("linux"):
+        pytest.skip("running as root off Linux: file modes cannot be made to bind")
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(rd)
+        try:
+            _drop_file_mode_bypass()
+            try:  # the folder must now refuse this process a new file, or the test proves nothing
+                (locked_dir / "probe").write_text("x")
+                msg = "SKIP: dropping CAP_DAC_OVERRIDE did not make the read-only folder refuse writes"
+            except PermissionError:
+                fn()
+                msg = "OK"
+        except OSError as exc:
+            msg = f"SKIP: cannot drop root's file-mode capabilities here ({exc})"
+        except BaseException:  # noqa: BLE001 - handed to the parent as text
+            msg = "FAIL: " + traceback.format_exc()
+        os.write(wr, msg.encode())
+        os.close(wr)
+        os._exit(0)
+    os.close(wr)
+    chunks = []
+    while chunk := os.read(rd, 65536):
+        chunks.append(chunk)
+    os.close(rd)
+    os.waitpid(pid, 0)
+    msg = b"".join(chunks).decode() or "FAIL: the child ended without a word"
+    if msg.startswith("SKIP: "):
+        pytest.skip(msg[6:])
+    assert msg == "OK", msg
+
+
+@pytest.fixture
+def locked(tmp_path):
+    """(folder, database): a WAL judge database of 6 simulated records on synthetic data."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "j.db"
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "6", "--db", str(db)]) == 0
+    con = sqlite3.connect(db)
+    assert con.execute("pragma journal_mode").fetchone() == ("wal",)
+    con.close()
+    yield folder, db
+    folder.chmod(0o755)
+    db.chmod(0o644)
+
+
+def _lock(folder, db):
+    assert sorted(p.name for p in folder.iterdir()) == ["j.db"]  # closed: no side file left
+    db.chmod(0o444)
+    folder.chmod(0o555)
+
+
+def test_read_commands_read_a_wal_database_in_a_read_only_folder(locked, tmp_path):
+    folder, db = locked
+    with JudgeStore(db) as st:
+        ids = [r.record_id for r in st.records()]
+    assert len(ids) == 6
+    _lock(folder, db)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def reads():
+        with pytest.raises(sqlite3.OperationalError):  # the condition: SQLite's mode=ro alone fails
+            con = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
+            try:
+                con.execute("select count(*) from records").fetchone()
+            finally:
+                con.close()
+        with JudgeStore(db, read_only=True) as st:
+            assert st.immutable
+            assert [r.record_id for r in st.records()] == ids
+            assert st.count() == 6
+        assert main(["judge", "export", "--db", str(db), "--out", str(out / "e.jsonl")]) == 0
+        lines = (out / "e.jsonl").read_text().splitlines()
+        assert [json.loads(x)["record_id"] for x in lines] == ids
+        assert main(["judge", "report", "--db", str(db), "--out", str(out / "rep"), "--n-boot", "0"]) == 0
+        assert (out / "rep" / "leaderboard.csv").is_file()
+        assert main(["judge", "replay", "--db", str(db), *DATA, "--router", "best-single", "--name", "b2",
+                     "--out", str(out / "lb.csv")]) == 0
+        rows = (out / "lb.csv").read_text().splitlines()[1:]
+        assert sorted(r.split(",")[0] for r in rows) == ["b2", "best-single", "random"]
+
+    _unprivileged(reads, folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["j.db"]
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_a_writable_wal_database_is_not_read_immutable(locked):
+    folder, db = locked
+    with JudgeStore(db, read_only=True) as st:
+        assert not st.immutable and st.count() == 6
+
+
+def test_pending_write_ahead_log_is_refused_not_skipped(tmp_path):
+    """A ``-wal`` file with committed records not yet in the database: ``immutable`` would not
+    see them (records silently missing), so the read is refused, naming the log."""
+    live, copy = tmp_path / "live", tmp_path / "copy"
+    live.mkdir()
+    copy.mkdir()
+    st = JudgeStore(live / "j.db")
+    with st.engine.connect():  # a connection held open: the log is folded back only when the last closes
+        st.add_many([_rec(i) for i in range(2)])
+        shutil.copy(live / "j.db", copy / "j.db")
+        shutil.copy(live / "j.db-wal", copy / "j.db-wal")
+    st.close()
+    assert (copy / "j.db-wal").stat().st_size > 0
+    db = copy / "j.db"
+    db.chmod(0o444)
+    copy.chmod(0o555)
+    try:
+        def refused():
+            with pytest.raises(DataValidationError) as exc:
+                JudgeStore(db, read_only=True)
+            msg = str(exc.value)
+            assert msg.startswith(f"{db}: cannot open it read-only (") and \
+                "write-ahead log j.db-wal holds changes not yet folded into the database" in msg
+
+        _unprivileged(refused, copy)
+    finally:
+        copy.chmod(0o755)
+        db.chmod(0o644)
+    with JudgeStore(db, read_only=True) as st:  # where SQLite can open the log: all of it is read
+        assert not st.immutable and [r.record_id for r in st.records()] == ["id0", "id1"]
