@@ -23,7 +23,7 @@ import logging
 import numpy as np
 
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_fraction, check_number
+from recsys_router.hyperparams import check_fraction, check_number, check_seed
 from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.policies import fill_unknown_costs
 from recsys_router.router import Router
@@ -216,6 +216,7 @@ class CostAwareRouter(InnerRouterState, Router):
         if not (isinstance(pen, str) and pen == "auto"):
             pen = check_number(pen, "penalty (or 'auto')", low=0)
         check_fraction(self.val_fraction, "val_fraction")
+        check_seed(self.seed)
         check_number(self.ridge_alpha, "ridge_alpha", low=0)
         self.val_nauc_ = {}
         if pen == "auto":

@@ -51,7 +51,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_seed
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr, Opt, Part, StateError, TupleOf
 
@@ -214,6 +214,7 @@ class ImplicitRouter(ImplicitColdStartMixin, Router):
                              f"got {self.ridge_alpha!r}")
         if self.alpha < 0 or self.regularization < 0:
             raise ValueError("alpha and regularization must be >= 0")
+        check_seed(self.seed)
         if self.model == "bpr":
             check_number(self.learning_rate, "learning_rate", low=0, low_open=True)
 

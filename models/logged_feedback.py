@@ -28,6 +28,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.feedback.logged import FEEDBACK_LOSSES, check_logged
+from recsys_router.hyperparams import check_seed
 from recsys_router.router import Router
 
 from .inner_state import InnerRouterState
@@ -113,6 +114,7 @@ class LoggedFeedbackRouter(InnerRouterState, Router):
             raise ValueError(f"loss must be one of {FEEDBACK_LOSSES}, got {self.loss!r}")
         if not 0 < float(self.propensity_clip) <= 1:
             raise ValueError(f"propensity_clip must be in (0, 1], got {self.propensity_clip!r}")
+        check_seed(self.seed)
         check_logged(train, need_propensity=self.loss != "naive")
         inner = resolve_router(self.router, self.params, encoder=self.encoder, seed=self.seed)[0]
         accepted = tuple(getattr(inner, "feedback_losses", ("naive",)))

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_fraction
+from recsys_router.hyperparams import check_fraction, check_seed
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, number_keys
 
@@ -132,6 +132,7 @@ class TaskResidualRouter(InnerRouterState, Router):
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         check_fraction(self.val_fraction, "val_fraction")     # used or not, a valid share
+        check_seed(self.seed)
         self.val_scores_: dict[float, float] = {}
         if self.alpha == "auto":
             alpha = self._choose(train)

@@ -12,11 +12,14 @@ import numbers
 
 from recsys_router.errors import ArgumentValueError
 
-__all__ = ["check_number", "check_fraction", "check_width", "MAX_WIDTH"]
+__all__ = ["check_number", "check_fraction", "check_width", "check_seed", "MAX_WIDTH", "MAX_SEED"]
 
 #: the largest layer width or embedding size a model accepts (a typo such as 10**9 would
 #: otherwise try to allocate gigabytes before failing)
 MAX_WIDTH = 65536
+
+#: the largest seed accepted: numpy's and scikit-learn's ``random_state`` stop at 2**32 - 1
+MAX_SEED = 2**32 - 1
 
 
 def _describe(low, high, low_open: bool, high_open: bool, integer: bool) -> str:
@@ -105,3 +108,19 @@ def check_width(value, name: str) -> int:
     recsys_router.errors.ArgumentValueError: dim must be an integer in [1, 65536], got 1000000000
     """
     return check_number(value, name, low=1, high=MAX_WIDTH, integer=True)
+
+
+def check_seed(value, name: str = "seed", *, none: bool = False):
+    """A random seed: an integer in ``[0, MAX_SEED]`` (what numpy and scikit-learn accept),
+    so ``1.5`` is not silently read as ``1`` and ``"a"`` fails at fit, not at route time.
+
+    Example
+    -------
+    >>> check_seed(7)
+    7
+    >>> check_seed(1.5)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.ArgumentValueError: seed must be an integer in [0, 4294967295], got 1.5
+    """
+    return check_number(value, name, low=0, high=MAX_SEED, integer=True, none=none)

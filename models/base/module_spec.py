@@ -19,7 +19,7 @@ import inspect
 
 import numpy as np
 
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_seed
 
 from .router_module import RouterModule
 
@@ -150,6 +150,7 @@ class ModuleSpecMixin:
                 raise ValueError(f"{name} must be an integer >= 1 or None (data-scaled), "
                                  f"got {value!r}")
         check_number(self.patience, "patience", low=1, integer=True)
+        check_seed(self.seed)
         frac = float(self.val_fraction or 0.0)
         if not 0 <= frac < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {frac!r}")

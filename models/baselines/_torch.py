@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_seed
 
 __all__ = ["build_mlp", "fit_mlp", "predict_mlp"]
 
@@ -67,6 +67,7 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *, hidden_size: int,
         check_number(value, name, low=low, integer=True)
     check_number(lr, "lr", low=0, low_open=True)
     check_number(weight_decay, "weight_decay", low=0)
+    check_seed(seed)
     xt = torch.as_tensor(np.asarray(x, dtype=np.float32))
     mt = torch.as_tensor(np.asarray(mask, dtype=bool))
     yt = torch.as_tensor(np.where(mask, np.asarray(y, dtype=np.float32), 0.0).astype(np.float32))

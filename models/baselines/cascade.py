@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_seed
 from recsys_router.policies import check_policy_values, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr
@@ -85,6 +85,7 @@ class CascadeRouter(Router):
     def _fit(self, train, val):
         if not 0.0 <= float(self.epsilon) <= 1.0:
             raise ValueError(f"cascade: epsilon must be in [0, 1], got {self.epsilon!r}")
+        check_seed(self.seed)
         if self.mean_costs_ is None or not np.isfinite(self.mean_costs_).any():
             raise ValueError("the cascade router orders LLMs by cost and needs costs in the "
                              f"training data ({train.name!r} has none)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_seed
 from recsys_router.router import Router
 from recsys_router.state import Arr
 
@@ -66,6 +66,7 @@ class ClusterRouter(TextEmbeddingMixin, Router):
 
     def _fit(self, train, val):
         from sklearn.cluster import KMeans
+        check_seed(self.seed)
         x = self._fit_encoder(train)
         k = check_number(self.n_clusters, "n_clusters", low=1, integer=True)
         if train.n_queries < k:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.fallback import realised_scores, stratified_holdout
-from recsys_router.hyperparams import check_number
+from recsys_router.hyperparams import check_number, check_seed
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, INT, Arr, DictOf, Opt, StateError, number_keys
 
@@ -158,7 +158,9 @@ class KNNRouter(TextEmbeddingMixin, Router):
     ----------
     k : int or None
         Number of neighbours (RouterBench sweeps 5, 10, 40). None (default): chosen from
-        :data:`K_GRID` on an inner validation split of the training queries.
+        :data:`K_GRID` on an inner validation split of the training queries. A given ``k``
+        larger than the training queries with an observed score is refused at fit (a
+        ``ValueError`` naming both), as scikit-learn's ``NearestNeighbors`` refuses it.
     metric : {"cosine", "euclidean"}
         Distance between query embeddings.
     encoder : str or Encoder
@@ -225,6 +227,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
 
     def _fit(self, train, val):
         check_number(self.k, "k", low=1, integer=True, none=True)
+        check_seed(self.seed)
         if self.metric not in _METRICS:
             raise ValueError(f"metric must be one of {_METRICS}, got {self.metric!r}")
         x = self._fit_encoder(train)
@@ -235,12 +238,17 @@ class KNNRouter(TextEmbeddingMixin, Router):
         self.y_train_ = train.scores[keep].astype(np.float64)
         self.llm_means_ = safe_llm_means(train.scores)
         self.k_scores_ = {}
-        k = self.k
-        if k is None:
-            k, self.k_scores_ = choose_k(self.x_train_, self.y_train_,
-                                         np.asarray(train.tasks, dtype=object)[keep],
-                                         self.metric, int(self.seed))
-        self.k_ = min(int(k), int(keep.sum()))
+        n_rows = int(keep.sum())
+        if self.k is None:  # the search keeps k <= the usable rows
+            self.k_, self.k_scores_ = choose_k(self.x_train_, self.y_train_,
+                                               np.asarray(train.tasks, dtype=object)[keep],
+                                               self.metric, int(self.seed))
+        elif int(self.k) > n_rows:
+            raise ValueError(f"{type(self).__name__}: k={self.k} neighbours but only {n_rows} "
+                             f"training queries have an observed score ({train.n_queries} in "
+                             f"{train.name!r}); pass k <= {n_rows}, or k=None to choose it")
+        else:
+            self.k_ = int(self.k)
 
     def neighbours(self, data) -> np.ndarray:
         """Training-row indices (of the kept rows) of each query's ``k`` neighbours."""
@@ -277,7 +285,8 @@ class PRKnnRouter(KNNRouter):
     Parameters
     ----------
     k : int
-        Number of neighbours (RouterEval: 5).
+        Number of neighbours (RouterEval: 5); at least that many training queries must
+        have an observed score, else fit raises a ``ValueError``.
     metric : {"cosine", "euclidean"}
         Distance between query embeddings (RouterEval code: cosine).
     encoder : str or Encoder

@@ -5,9 +5,13 @@ References
 Huang et al., "RouterEval", arXiv:2503.10657 (2025), baselines ``router/MLPR_LinearR``
 and ``router/RoBERTa-MLC``:
 
-- LinearR: a linear map from the query embedding to every LLM's score. Here one ridge
-  regression per LLM fitted in closed form on its observed scores (RouterEval trains the
-  same linear model with Adam; the closed form is exact, deterministic and fast).
+- LinearR: a linear map from the query embedding to every LLM's score. RouterEval
+  (``router/MLPR_LinearR/train.py``) trains it with ``BCEWithLogitsLoss`` and Adam, i.e. a
+  per-LLM logistic regression on the 0/1 scores. The default here, ``loss="squared"``, is a
+  *different* model: one ridge (squared-error) regression per LLM, fitted in closed form
+  (the package's quoted ``linearr`` results use it). ``loss="logistic"`` is RouterEval's
+  form, fitted to convergence by full-batch L-BFGS with the same ridge penalty instead of a
+  few Adam epochs.
 - MLPR: ``Linear-ReLU-Linear-ReLU-Linear`` with hidden width 256, binary cross-entropy on
   logits, Adam with a cosine learning-rate schedule, 100 epochs (``test_router.py``).
   RouterEval steps on single queries at lr 1e-4; the defaults here use batches of 64 at
@@ -26,10 +30,12 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.errors import DataValidationError
+from recsys_router.hyperparams import check_number
 from recsys_router.router import Router
 from recsys_router.state import INT, STR, Arr, Part, StateError, check_state
 
 from ._common import TextEmbeddingMixin, safe_llm_means
+from ._logistic import fit_logistic, logit
 from ._torch import build_mlp, fit_mlp, predict_mlp
 
 __all__ = ["LinearRRouter", "MLPRRouter", "MLCRouter"]
@@ -43,18 +49,29 @@ def _standardiser(x: np.ndarray, on: bool) -> tuple[np.ndarray, np.ndarray]:
     return mu, np.where(sd > 1e-8, sd, 1.0)
 
 
+_LINEAR_LOSSES = ("squared", "logistic")
 class LinearRRouter(TextEmbeddingMixin, Router):
-    """LinearR: one ridge regression per LLM from the query embedding to its score.
+    """LinearR: a linear map per LLM from the query embedding to its score.
 
-    Fully observed LLMs share one multi-output solve; the others are fitted on their own
-    observed rows. An LLM with fewer than two observed scores predicts its mean.
+    ``loss="squared"`` (default): ridge regression in closed form. Fully observed LLMs share
+    one multi-output solve; the others are fitted on their own observed rows. This is not
+    RouterEval's training loss (see the module docstring); the README's ``linearr`` numbers
+    use it. ``loss="logistic"``: RouterEval's form, a logistic regression per LLM (BCE on
+    logits) on scores in [0, 1], fitted by :func:`fit_logistic`; predicted scores are the
+    sigmoid probabilities. An LLM with fewer than two observed scores, or (logistic) whose
+    observed scores are all 0 or all 1, predicts its mean score.
 
     Parameters
     ----------
     alpha : float
-        L2 penalty of the ridge regression.
+        L2 penalty on the weights (not the intercept): ``alpha * ||w||^2`` added to the summed
+        squared errors (scikit-learn ``Ridge``), or ``alpha / 2 * ||w||^2`` added to the summed
+        BCE (``LogisticRegression(C=1/alpha)``; each is the negative log-likelihood plus
+        ``alpha / 2 * ||w||^2``). The logistic form needs ``alpha > 0``.
     encoder : str or Encoder
         Query encoder.
+    loss : {"squared", "logistic"}
+        See above.
 
     Example
     -------
@@ -67,17 +84,65 @@ class LinearRRouter(TextEmbeddingMixin, Router):
     cheap_fit = True      # fits in seconds: the safe fallback's 5 inner folds
     _state_ = {"coef_": Arr("float64", ("n_llms", "dim")), "intercept_": Arr("float64", ("n_llms",))}
 
-    def __init__(self, alpha: float = 1.0, encoder="hashing"):
+    def __init__(self, alpha: float = 1.0, encoder="hashing", loss: str = "squared"):
         self.alpha = alpha
         self.encoder = encoder
+        self.loss = loss
+
+    @classmethod
+    def _check_stored_params(cls, params: dict, where: str) -> None:
+        if params.get("loss", "squared") not in _LINEAR_LOSSES:
+            raise StateError(f"{where}.params.loss: {str(params.get('loss'))[:40]!r}, expected "
+                             f"one of {list(_LINEAR_LOSSES)}")
 
     @classmethod
     def _from_state(cls, params, fields, arrays):
         router = super()._from_state(params, fields, arrays)
         router._check_embedding_dim(router.coef_.shape[1], "coef_")
+        router._sigmoid = router.loss == "logistic"
         return router
 
     def _fit(self, train, val):
+        if self.loss not in _LINEAR_LOSSES:
+            raise ValueError(f"loss must be one of {_LINEAR_LOSSES}, got {self.loss!r}")
+        if self.loss == "logistic":
+            self._fit_logistic(train)
+        else:
+            self._fit_squared(train)
+        self._sigmoid = self.loss == "logistic"  # fixed at fit: set_params cannot change it
+
+    def _fit_logistic(self, train):
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+        alpha = check_number(self.alpha, "alpha", low=0, low_open=True)
+        obs = train.observed
+        y = train.scores.astype(np.float64)
+        v = y[obs]
+        if v.size and (v.min() < 0 or v.max() > 1):
+            raise DataValidationError(
+                f"LinearR with loss='logistic' needs scores in [0, 1] but {train.name!r} has scores "
+                f"in [{v.min():g}, {v.max():g}]; use loss='squared'", source=train.source,
+                column="score")
+        x = self._fit_encoder(train)
+        means = safe_llm_means(train.scores)
+        seen = obs.any(axis=0)
+        logits = logit(means)
+        if seen.any():  # never-observed LLMs rank last, as in the squared form
+            logits = np.where(seen, logits, logits[seen].min() - 1.0)
+        self.coef_ = np.zeros((train.n_llms, x.shape[1]))
+        self.intercept_ = logits
+        lo = np.where(obs, y, np.inf).min(axis=0)
+        hi = np.where(obs, y, -np.inf).max(axis=0)
+        fit = np.flatnonzero((obs.sum(axis=0) >= 2) & (lo < 1) & (hi > 0))
+        if len(fit):
+            w, b, ok = fit_logistic(x, y[:, fit], obs[:, fit], alpha)
+            self.coef_[fit], self.intercept_[fit] = w, b
+            if not ok:
+                warnings.warn("LinearRRouter(loss='logistic'): L-BFGS stopped before converging; "
+                              "the fit may be poor (raise alpha)", ConvergenceWarning, stacklevel=4)
+
+    def _fit_squared(self, train):
         from sklearn.linear_model import Ridge
         x = self._fit_encoder(train)
         obs = train.observed
@@ -99,7 +164,8 @@ class LinearRRouter(TextEmbeddingMixin, Router):
             self.intercept_[j] = m.intercept_
 
     def _predict_scores(self, data):
-        return self._embed(data) @ self.coef_.T + self.intercept_[None, :]
+        z = self._embed(data) @ self.coef_.T + self.intercept_[None, :]
+        return 0.5 * (1.0 + np.tanh(0.5 * z)) if self._sigmoid else z
 
 
 class _MLPBase(TextEmbeddingMixin, Router):
@@ -163,6 +229,13 @@ class _MLPBase(TextEmbeddingMixin, Router):
                               lr=self.lr, epochs=self.epochs, batch_size=self.batch_size,
                               weight_decay=self.weight_decay, seed=self.seed)
 
+    def _outputs(self, data) -> np.ndarray:
+        """The network's raw outputs (logits for ``"bce"``), shape (n_queries, n_llms)."""
+        self._check_fitted()
+        self._check_llms(data)
+        x = (self._embed(data) - self.x_mean_) / self.x_scale_
+        return predict_mlp(self.model_, x, sigmoid=False)
+
     def _predict_scores(self, data):
         x = (self._embed(data) - self.x_mean_) / self.x_scale_
         return predict_mlp(self.model_, x, sigmoid=self.loss_ == "bce")
@@ -219,9 +292,11 @@ class MLPRRouter(_MLPBase):
         return y, mask, self.loss
 
     def _selection_probs(self, data):
-        """Softmax of the predicted scores (RouterEval's routing distribution for MLPR)."""
-        s = self.predict_scores(data)
-        e = np.exp(s - s.max(axis=1, keepdims=True))
+        """Softmax of the network's raw outputs (RouterEval's routing distribution for MLPR,
+        ``train.py``): the logits with ``loss="bce"``, not the sigmoid scores, whose softmax
+        would sit near uniform."""
+        z = self._outputs(data)
+        e = np.exp(z - z.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
 
@@ -230,7 +305,8 @@ class MLCRouter(_MLPBase):
 
     Targets are :meth:`RoutingData.selection_vectors` (1 = correct, or within ``ratio`` of
     the query's best score for continuous scores); unobserved cells are masked out.
-    Predicted scores are the sigmoid probabilities.
+    Predicted scores are the sigmoid probabilities; ``selection_probs`` is RouterEval's
+    ``max(logit, 0)`` normalised per query (uniform where every logit is <= 0).
 
     Parameters
     ----------
@@ -267,7 +343,10 @@ class MLCRouter(_MLPBase):
         return train.selection_vectors(float(self.ratio)).astype(np.float64), train.observed, "bce"
 
     def _selection_probs(self, data):
-        """Predicted probabilities normalised to sum to one per query."""
-        p = self.predict_scores(data)
+        """RouterEval's MLC distribution (``roberta_MLC.py``): the positive parts of the
+        logits, ``max(z, 0)``, normalised to sum to one per query. A query whose logits are
+        all <= 0 (no LLM predicted more likely right than wrong) gets the uniform
+        distribution, where RouterEval's division would give NaN."""
+        p = np.maximum(self._outputs(data), 0.0)
         tot = p.sum(axis=1, keepdims=True)
         return np.where(tot > 0, p / np.where(tot > 0, tot, 1.0), 1.0 / p.shape[1])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.data import RoutingData
+from recsys_router.hyperparams import check_seed
 from recsys_router.policies import argmax_policy, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import INT, STR, Arr, ListOf, Size
@@ -83,6 +84,7 @@ class RandomRouter(Router):
         self.seed = seed
 
     def _fit(self, train, val):
+        check_seed(self.seed)
         self.n_llms_ = train.n_llms
 
     def _predict_scores(self, data):
@@ -158,6 +160,7 @@ class ROracleRouter(Router):
     def _fit(self, train, val):
         if not 0.0 <= float(self.p) <= 1.0:
             raise ValueError(f"r_o: p must be in [0, 1], got {self.p!r}")
+        check_seed(self.seed)
         self.n_llms_ = train.n_llms
 
     def oracle_mask(self, data: RoutingData) -> np.ndarray:

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from recsys_router.hyperparams import check_number, check_seed
 from recsys_router.router import Router
 from recsys_router.state import Arr
 
@@ -55,7 +56,9 @@ class SVMRouter(TextEmbeddingMixin, Router):
         best mean train score (then the cheapest), ``"cost"`` the cheapest. ``"score"``
         gives markedly cleaner labels on binary data.
     max_iter : int
-        Solver iterations (scikit-learn default 1000).
+        Solver iterations, an integer >= 1 (scikit-learn default 1000). When liblinear
+        stops at this limit before converging, fit warns (a ``ConvergenceWarning`` naming
+        the router, the mode and ``max_iter``) instead of keeping quiet.
     seed : int
         ``random_state`` of the solver (RouterBench: 1234).
     encoder : str or Encoder
@@ -89,48 +92,65 @@ class SVMRouter(TextEmbeddingMixin, Router):
 
     def _fit(self, train, val):
         from sklearn.exceptions import ConvergenceWarning
-        from sklearn.svm import LinearSVC, LinearSVR
         if self.mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {self.mode!r}")
         if self.tie_break not in _TIES:
             raise ValueError(f"tie_break must be one of {_TIES}, got {self.tie_break!r}")
+        max_iter = check_number(self.max_iter, "max_iter", low=1, integer=True)
+        seed = check_seed(self.seed)
         x = self._fit_encoder(train)
-        n_llms = train.n_llms
         self.llm_means_ = safe_llm_means(train.scores)
         self.classes_ = self.svc_coef_ = self.svc_intercept_ = None
         self.svr_coef_ = self.svr_intercept_ = self.svr_fitted_ = None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            if self.mode == "classify":
-                labels = best_llm_labels(train.scores, self.mean_costs_, self._tie_rank(train))
-                s = train.scores
-                spread = np.nanmax(np.where(train.observed, s, -np.inf), axis=1) - \
-                    np.nanmin(np.where(train.observed, s, np.inf), axis=1)
-                keep = (labels >= 0) & (spread > 0)  # all-equal queries carry no label signal
-                if not keep.any():
-                    keep = labels >= 0
-                if not keep.any():
-                    raise ValueError("SVM router: no training query has an observed score")
-                self.classes_ = np.unique(labels[keep]).astype(np.int64)
-                if len(self.classes_) > 1:
-                    svc = LinearSVC(C=float(self.C), max_iter=int(self.max_iter),
-                                    random_state=int(self.seed)).fit(x[keep], labels[keep])
-                    self.svc_coef_ = np.asarray(svc.coef_, dtype=np.float64)
-                    self.svc_intercept_ = np.asarray(svc.intercept_, dtype=np.float64)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self._fit_models(train, x, max_iter, seed)
+        unconverged = 0
+        for w in caught:  # liblinear's own message names neither the router nor the model
+            if issubclass(w.category, ConvergenceWarning):
+                unconverged += 1
             else:
-                self.svr_coef_ = np.zeros((n_llms, x.shape[1]))
-                self.svr_intercept_ = np.zeros(n_llms)
-                self.svr_fitted_ = np.zeros(n_llms, dtype=bool)
-                for j in range(n_llms):
-                    ok = train.observed[:, j]
-                    if ok.sum() < 2:
-                        continue
-                    m = LinearSVR(C=float(self.C), max_iter=int(self.max_iter),
-                                  random_state=int(self.seed)).fit(
-                                      x[ok], train.scores[ok, j].astype(np.float64))
-                    self.svr_coef_[j] = np.ravel(m.coef_)
-                    self.svr_intercept_[j] = float(np.ravel(m.intercept_)[0])
-                    self.svr_fitted_[j] = True
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if unconverged:
+            warnings.warn(f"SVMRouter(mode={self.mode!r}): liblinear stopped at max_iter="
+                          f"{max_iter} before converging in {unconverged} of its fits; its "
+                          "scores may be poor (raise max_iter, or scale the features)",
+                          ConvergenceWarning, stacklevel=3)
+
+    def _fit_models(self, train, x, max_iter: int, seed: int) -> None:
+        """Fit the LinearSVC (classify) or the per-LLM LinearSVRs (regress)."""
+        from sklearn.svm import LinearSVC, LinearSVR
+        n_llms = train.n_llms
+        if self.mode == "classify":
+            labels = best_llm_labels(train.scores, self.mean_costs_, self._tie_rank(train))
+            s = train.scores
+            spread = np.nanmax(np.where(train.observed, s, -np.inf), axis=1) - \
+                np.nanmin(np.where(train.observed, s, np.inf), axis=1)
+            keep = (labels >= 0) & (spread > 0)  # all-equal queries carry no label signal
+            if not keep.any():
+                keep = labels >= 0
+            if not keep.any():
+                raise ValueError("SVM router: no training query has an observed score")
+            self.classes_ = np.unique(labels[keep]).astype(np.int64)
+            if len(self.classes_) > 1:
+                svc = LinearSVC(C=float(self.C), max_iter=max_iter,
+                                random_state=seed).fit(x[keep], labels[keep])
+                self.svc_coef_ = np.asarray(svc.coef_, dtype=np.float64)
+                self.svc_intercept_ = np.asarray(svc.intercept_, dtype=np.float64)
+        else:
+            self.svr_coef_ = np.zeros((n_llms, x.shape[1]))
+            self.svr_intercept_ = np.zeros(n_llms)
+            self.svr_fitted_ = np.zeros(n_llms, dtype=bool)
+            for j in range(n_llms):
+                ok = train.observed[:, j]
+                if ok.sum() < 2:
+                    continue
+                m = LinearSVR(C=float(self.C), max_iter=max_iter,
+                              random_state=seed).fit(
+                                  x[ok], train.scores[ok, j].astype(np.float64))
+                self.svr_coef_[j] = np.ravel(m.coef_)
+                self.svr_intercept_[j] = float(np.ravel(m.intercept_)[0])
+                self.svr_fitted_[j] = True
 
     def _tie_rank(self, train) -> np.ndarray:
         """Order among LLMs tied on a query: cheapest first, or best train mean first."""

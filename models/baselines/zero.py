@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from recsys_router.hyperparams import check_seed
 from recsys_router.metrics.routerbench import ndch_indices
 from recsys_router.policies import check_policy_values
 from recsys_router.router import Router
@@ -83,6 +84,7 @@ class ZeroRouter(Router):
         self.seed = seed
 
     def _fit(self, train, val):
+        check_seed(self.seed)
         if self.mean_costs_ is None or not np.isfinite(self.mean_costs_).any():
             raise ValueError("the zero router needs per-query costs in the training data "
                              f"({train.name!r} has none)")

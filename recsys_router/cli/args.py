@@ -27,6 +27,8 @@ import argparse
 import math
 import re
 
+from recsys_router.hyperparams import MAX_SEED as _MAX_SEED
+
 __all__ = ["OptionError", "parse_kv", "kv_dict", "split_list", "ListArg", "FloatListArg", "add_data_args",
            "data_options", "add_seed_arg", "auto_folds", "MAX_OPTION_CHARS", "MAX_SEED", "seed_value",
            "count", "positive_int", "finite_float", "non_negative_float", "positive_float",
@@ -145,8 +147,9 @@ def data_options(args) -> dict:
     return out
 
 
-#: largest --seed: numpy's legacy seeding (``seed_everything``) takes 0 .. 2**32 - 1
-MAX_SEED = 2**32 - 1
+#: largest --seed: numpy's legacy seeding (``seed_everything``) takes 0 .. 2**32 - 1; the
+#: same bound as the routers' own check (:func:`recsys_router.hyperparams.check_seed`)
+MAX_SEED = _MAX_SEED
 
 
 def _whole(text, what: str, low: int, high: int | None = None) -> int:
