@@ -261,8 +261,13 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
 
 
 #: what zipfile raises on a damaged archive (EOFError: a member that the directory says is
-#: longer than the bytes the file holds)
-_ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError)
+#: longer than the bytes the file holds; RuntimeError and NotImplementedError: an encrypted
+#: or patched member, which :data:`_BAD_FLAGS` refuses first)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError,
+               NotImplementedError)
+#: zip general-purpose flag bits np.savez never sets: 0 (encrypted), 5 (patched data) and
+#: 6 (strong encryption)
+_BAD_FLAGS = 0x1 | 0x20 | 0x40
 
 
 def _why(err: Exception) -> str:
@@ -330,6 +335,9 @@ class NpzReader:
         info = self._infos.get(name)
         if info is None:
             raise LimitError(f"{self.path}: no array {name!r}")
+        if info.flag_bits & _BAD_FLAGS:
+            raise LimitError(f"{self.path}: array {name!r} is encrypted or patched (zip flag "
+                             f"bits {info.flag_bits:#06x}); artifacts store plain arrays")
         if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
             raise LimitError(f"{self.path}: array {name!r} is compressed; artifacts store arrays "
                              "uncompressed (np.savez), so a small file cannot expand in memory")
@@ -384,6 +392,10 @@ class NpzReader:
         raw, at = self._data, info.header_offset
         if at < 0 or at + 30 > len(raw) or bytes(raw[at:at + 4]) != b"PK\x03\x04":
             raise LimitError(f"{self.path}: array {name!r} is unreadable (bad local header)")
+        flags = int.from_bytes(raw[at + 6:at + 8], "little")
+        if flags & _BAD_FLAGS:   # zipfile reads some of these from the directory entry only
+            raise LimitError(f"{self.path}: array {name!r} is encrypted or patched (zip flag "
+                             f"bits {flags:#06x} in its local header); artifacts store plain arrays")
         start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") \
             + int.from_bytes(raw[at + 28:at + 30], "little")
         if start + info.file_size > len(raw):

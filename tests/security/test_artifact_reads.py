@@ -262,3 +262,32 @@ def test_state_float_written_as_1e400_is_refused(cascade):
     refix(cascade)
     with pytest.raises(ArtifactError, match=r"cascade/state.json: not valid JSON \(number 1e400"):
         load_router(cascade)
+
+
+# ------------------------------------------------------------------ zip flag bits
+def _set_zip_flags(path: Path, bit: int, headers=(b"PK\x03\x04", b"PK\x01\x02")) -> None:
+    """OR ``bit`` into the general-purpose flags of every local (offset 6) and/or central
+    directory (offset 8) header of the zip at ``path``."""
+    import struct
+    raw = bytearray(path.read_bytes())
+    for sig in headers:
+        off = 6 if sig == b"PK\x03\x04" else 8
+        i = raw.find(sig)
+        while i >= 0:
+            struct.pack_into("<H", raw, i + off, struct.unpack_from("<H", raw, i + off)[0] | bit)
+            i = raw.find(sig, i + 4)
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("bit, headers", [
+    (0x1, (b"PK\x03\x04", b"PK\x01\x02")), (0x20, (b"PK\x03\x04", b"PK\x01\x02")),
+    (0x40, (b"PK\x03\x04", b"PK\x01\x02")), (0x1, (b"PK\x03\x04",))],
+    ids=["encrypted", "patched-data", "strong-encryption", "encrypted-local-header-only"])
+def test_encrypted_or_patched_zip_member_is_refused(signed, bit, headers):
+    """zipfile raises RuntimeError (bit 0) or NotImplementedError (bits 5, 6) for these; the
+    loader names the file and the array instead, and never reads a flagged member."""
+    _set_zip_flags(signed / "weights.npz", bit, headers)
+    refix(signed)
+    with pytest.raises(ArtifactError, match=r"weights.npz: array 'mean_\w+' is encrypted or "
+                                            r"patched \(zip flag bits"):
+        load_router(signed)
