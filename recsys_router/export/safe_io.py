@@ -34,7 +34,7 @@ import numpy as np
 
 from ..state import ARRAY_DTYPES
 
-__all__ = ["LimitError", "MAX_DIM", "read_json", "parse_json", "read_bytes", "sha256_file", "json_depth",
+__all__ = ["LimitError", "MAX_DIM", "shape_span", "read_json", "parse_json", "read_bytes", "sha256_file", "json_depth",
            "NpzReader"]
 
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
@@ -48,6 +48,13 @@ _MAX_HEADER = 4096
 #: and small enough that a product of 8 of them prints (Python refuses to format an int
 #: of more than 4,300 digits)
 MAX_DIM = 1 << 62
+
+
+def shape_span(shape, itemsize: int) -> int:
+    """Bytes an array of ``shape`` would take with its zero sizes read as 1: numpy refuses
+    a shape whose span exceeds its index range even when the array is empty (``(2**62, 2,
+    0)``), so a loader bounds this by :data:`MAX_DIM`, not only the true size."""
+    return math.prod(d or 1 for d in shape) * itemsize
 
 
 class LimitError(ValueError):
@@ -257,6 +264,9 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
     if dtype.hasobject or dtype.name not in ARRAY_DTYPES:
         raise LimitError(f"{where}: dtype {descr!r} is not allowed (object, string and structured "
                          "arrays are refused)")
+    if shape_span(shape, dtype.itemsize) > MAX_DIM:
+        raise LimitError(f"{where}: .npy header declares shape {shape}, whose sizes other than 0 "
+                         f"times the {dtype.itemsize}-byte item exceed 2**62 (numpy cannot index it)")
     return dtype, shape, fortran, start + hlen
 
 

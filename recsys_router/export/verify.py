@@ -20,7 +20,7 @@ import numpy as np
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
                      StateError, TupleOf, check_state, check_value, describe, is_json_number)
 from .provenance import check_onboard_fields
-from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file
+from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file, shape_span
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
            "read_verified", "check_policy", "declared_arrays", "signature", "key_bytes"]
@@ -212,6 +212,10 @@ def declared_arrays(manifest: dict, mf: Path, max_bytes: int) -> dict:
         if any(d > MAX_DIM for d in shape):
             raise ArtifactError(f"{mf}: arrays.{name}.shape: a size over 2**62 (no machine holds "
                                 "such an array)")
+        if shape_span(shape, dtype.itemsize) > MAX_DIM:
+            raise ArtifactError(f"{mf}: arrays.{name}.shape: {shape}: its sizes other than 0 times "
+                                f"the {dtype.itemsize}-byte item exceed 2**62 (numpy cannot index "
+                                "it, even empty)")
         total += int(np.prod(shape, dtype=object)) * dtype.itemsize
         out[name] = (dtype, tuple(shape))
     if total > max_bytes:

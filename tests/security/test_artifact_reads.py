@@ -291,3 +291,48 @@ def test_encrypted_or_patched_zip_member_is_refused(signed, bit, headers):
     with pytest.raises(ArtifactError, match=r"weights.npz: array 'mean_\w+' is encrypted or "
                                             r"patched \(zip flag bits"):
         load_router(signed)
+
+
+# ------------------------------------------------------------------ empty but unindexable
+def _npy_header(descr: str, shape) -> bytes:
+    head = repr({"descr": descr, "fortran_order": False, "shape": tuple(shape)})
+    head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode()
+
+
+@pytest.mark.parametrize("shape", [[2**62, 2**62, 0], [2**31] * 4 + [0], [2**60, 0]],
+                         ids=["2**62-squared-times-0", "2**124-times-0", "2**63-bytes-times-0"])
+def test_empty_array_with_unindexable_shape_is_refused(signed, shape):
+    """0 bytes, every size <= 2**62, manifest and .npy header agreeing: numpy still cannot
+    make the shape (its non-zero sizes x 8 bytes pass 2**63) and raised a bare ValueError."""
+    with np.load(signed / "weights.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    with zipfile.ZipFile(signed / "weights.npz", "w", zipfile.ZIP_STORED) as z:
+        for k, v in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, v)
+            z.writestr(k + ".npy", buf.getvalue())
+        z.writestr("z_.npy", _npy_header("<f8", shape))
+    man = _man(signed)
+    man["arrays"]["z_"] = {"dtype": "float64", "shape": shape}
+    _put_man(signed, man)
+    refix(signed)
+    with pytest.raises(ArtifactError, match=r"manifest.json: arrays.z_.shape: .* its sizes other "
+                                            r"than 0 times the 8-byte item exceed 2\*\*62"):
+        load_router(signed)
+
+
+def test_npy_header_with_unindexable_empty_shape_is_refused(tmp_path):
+    from recsys_router.export.safe_io import LimitError, NpzReader
+    p = tmp_path / "w.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("x.npy", _npy_header("<f8", (2**60, 0)))
+        z.writestr("y.npy", _npy_header("<f8", (2**59, 0)))   # 2**59 x 8 = 2**62: the bound
+        z.writestr("b.npy", _npy_header("|b1", (2**62, 1, 0)))
+    with NpzReader(p) as npz:
+        with pytest.raises(LimitError, match=r"w.npz:x: .npy header declares shape "
+                                             r"\(1152921504606846976, 0\), whose sizes other "
+                                             r"than 0 times the 8-byte item exceed 2\*\*62"):
+            npz.header("x")
+        assert npz.read("y", 0).shape == (2**59, 0)
+        assert npz.read("b", 0).shape == (2**62, 1, 0)
