@@ -336,3 +336,61 @@ def test_npy_header_with_unindexable_empty_shape_is_refused(tmp_path):
             npz.header("x")
         assert npz.read("y", 0).shape == (2**59, 0)
         assert npz.read("b", 0).shape == (2**62, 1, 0)
+
+
+# ------------------------------------------------------------------ state.json amplification
+def _state_with_junk(d: Path, n: int) -> None:
+    """Keep state.json's class, add ``"junk": [{}, {}, ...]`` (n empty objects: 3 bytes
+    each in the file, a 64-byte dict each once parsed)."""
+    cls = json.loads((d / "state.json").read_text())["class"]
+    (d / "state.json").write_text('{"class": %s, "params": {}, "tuple_params": [], "state": '
+                                  '{"junk": [%s]}}' % (json.dumps(cls), ",".join(["{}"] * n)))
+    refix(d)
+
+
+def test_state_json_of_empty_objects_over_the_item_cap_is_refused_before_parsing(cascade):
+    import time
+    cap = 500_000
+    _state_with_junk(cascade, cap // 2 + 10)   # 2 items per "{}," plus the document's own
+    assert (cascade / "state.json").stat().st_size < verify_mod.LIMITS["state_bytes"]
+    t = time.perf_counter()
+    with pytest.raises(ArtifactError, match=r"cascade/state.json: 500,0\d\d JSON items \(brackets, "
+                                            r"commas and colons\), more than the 500,000 allowed"):
+        load_router(cascade)
+    assert time.perf_counter() - t < 10   # a linear scan, no parse (about 0.5 s)
+    assert verify_mod.LIMITS["state_items"] == cap
+
+
+def test_state_json_over_the_byte_cap_is_refused_before_reading(cascade):
+    cap = verify_mod.LIMITS["state_bytes"]
+    assert cap == 16 << 20
+    cls = json.loads((cascade / "state.json").read_text())["class"]
+    head = '{"class": %s, "params": {}, "tuple_params": [], "state": {"junk": "' % json.dumps(cls)
+    (cascade / "state.json").write_text(head + "x" * (cap + 1 - len(head) - 3) + '"}}')
+    assert (cascade / "state.json").stat().st_size == cap + 1
+    refix(cascade)
+    with pytest.raises(ArtifactError, match=r"cascade/state.json: 16,777,217 bytes, more than "
+                                            r"the 16,777,216 allowed"):
+        load_router(cascade)
+
+
+def test_item_cap_is_exact():
+    """``[{}, ... n]`` holds 1 + n + (n - 1) = 2n items: n = 500 is at a cap of 1,000."""
+    from recsys_router.export.safe_io import LimitError, parse_json
+    text = lambda n: ("[" + ", ".join(["{}"] * n) + "]").encode()  # noqa: E731
+    assert len(parse_json(text(500), "x.json", max_depth=4, max_items=1000)) == 500
+    with pytest.raises(LimitError, match=r"x.json: 1,002 JSON items .* more than the 1,000"):
+        parse_json(text(501), "x.json", max_depth=4, max_items=1000)
+
+
+def test_genuine_large_pool_artifact_still_loads(tmp_path):
+    """8,500 LLMs named with 200 characters (RouterEval-scale pool, long names): a 1.8 MB
+    state.json, far inside the caps, loads."""
+    from recsys_router.data import RoutingData
+    d = make_synthetic(30, 8500, 3, seed=0, with_text=False)
+    llms = d.llms.copy()
+    llms["name"] = [f"org-{i:05d}/" + "x" * 190 for i in range(8500)]
+    d = RoutingData(d.queries, llms, d.scores, d.costs)
+    out = export_router(make_router("best-single").fit(d), tmp_path / "big", train_data=d)
+    assert (out / "state.json").stat().st_size > 8500 * 200
+    assert list(load_router(out).router.llm_names_) == list(llms["name"])
