@@ -67,7 +67,7 @@ def json_scan(raw: bytes, chunk: int = _SCAN_CHUNK) -> tuple[int, int]:
     Example
     -------
     >>> json_scan(b'[{}, {}, {"k": []}]')
-    (3, 7)
+    (3, 8)
     >>> json_scan(rb'["a\\", ["\"[[,"]]')
     (2, 3)
     """
