@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from recsys_router.export.safe_io import LimitError, json_depth, read_json
+from recsys_router.export.safe_io import LimitError, json_depth, json_scan, read_json
 
 CASES = [
     (b"", 0),
@@ -104,3 +104,41 @@ def test_too_deep_is_refused_with_the_file_name(tmp_path):
     with pytest.raises(LimitError, match=r"state.json: JSON nested 21 deep"):
         read_json(p, max_bytes=1 << 20, max_depth=16)
     assert read_json(p, max_bytes=1 << 20, max_depth=21)["s"] == "[" * 100
+
+
+def _reference_items(raw: bytes) -> int:
+    """Count ``{ [ , :`` outside strings with a plain byte loop (escapes honoured)."""
+    count, inside, escaped = 0, False, False
+    for c in raw:
+        if inside:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:
+                escaped = True
+            elif c == 0x22:
+                inside = False
+        elif c == 0x22:
+            inside = True
+        elif c in b"{[,:":
+            count += 1
+    return count
+
+
+@pytest.mark.parametrize("raw, items", [
+    (b"", 0), (b"1", 0), (b"[]", 1), (b"[1, 2, 3]", 3), (b'{"a": 1, "b": [{}]}', 6),
+    (b'["{,:[", ":"]', 2),                 # marks inside strings do not count
+    (rb'["a\", [", 1]', 2),                # an escaped quote keeps the string open
+])
+def test_item_count_of_hand_computed_texts(raw, items):
+    assert json_scan(raw)[1] == items
+    assert all(json_scan(raw, chunk=c)[1] == items for c in range(1, 6))
+
+
+def test_item_count_matches_the_byte_loop_on_valid_json():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        doc = [{"k%d" % i: [int(rng.integers(9))] * int(rng.integers(3)), "s": '",:\\[{'[:i]}
+               for i in range(int(rng.integers(0, 6)))]
+        raw = json.dumps(doc).encode()
+        assert json_scan(raw) == (json_depth(raw), _reference_items(raw)), raw
+        assert json_scan(raw, chunk=int(rng.integers(1, 8)))[1] == _reference_items(raw), raw

@@ -326,7 +326,8 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
     state_raw = read_verified(path, manifest, "state.json", LIMITS["state_bytes"])
     weights_raw = read_verified(path, manifest, "weights.npz", _npz_bytes(declared))
     try:
-        doc = parse_json(state_raw, sp, max_depth=LIMITS["json_depth"])
+        doc = parse_json(state_raw, sp, max_depth=LIMITS["json_depth"],
+                         max_items=LIMITS["state_items"])
         if not isinstance(doc, dict) or doc.get("class") != manifest["router_class"]:
             raise ArtifactError(f"{sp}: its class does not match the manifest's router_class")
         with NpzReader(wp, data=weights_raw) as npz:

@@ -2,8 +2,10 @@
 
 * :func:`read_json` refuses symbolic links and other non-regular files, files over a size
   cap, nesting deeper than a depth cap (measured on the raw text before parsing, in linear
-  time, so a deep document cannot exhaust the stack), duplicate keys, the non-standard
-  constants ``NaN``/``Infinity`` and numbers that overflow a float (``1e400``).
+  time, so a deep document cannot exhaust the stack), duplicate keys, the
+  non-standard constants ``NaN``/``Infinity`` and numbers that overflow a float (``1e400``);
+  :func:`parse_json` can also cap the items (counted in the same scan, so a text of ``{},``
+  cannot grow 27x in memory).
 * :class:`NpzReader` reads only the members it is asked for, from an uncompressed zip
   (``np.savez``): it parses each ``.npy`` header itself, refuses object, string and
   structured dtypes, checks the stored size against dtype x shape before allocating, and
@@ -33,16 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from ..state import ARRAY_DTYPES
+from .json_scan import json_depth, json_scan
 
-__all__ = ["LimitError", "MAX_DIM", "read_json", "parse_json", "read_bytes", "sha256_file", "json_depth",
-           "NpzReader"]
+__all__ = ["LimitError", "MAX_DIM", "shape_span", "read_json", "parse_json", "read_bytes",
+           "sha256_file", "json_depth", "json_scan", "NpzReader"]
 
-_QUOTE, _BACKSLASH = ord('"'), ord("\\")
-#: +1 for an opening bracket, -1 for a closing one, 0 for any other byte
-_STEP = np.zeros(256, dtype=np.int8)
-_STEP[[ord("["), ord("{")]] = 1
-_STEP[[ord("]"), ord("}")]] = -1
-_SCAN_CHUNK = 1 << 18
 _MAX_HEADER = 4096
 #: largest array dimension a header or manifest may declare: more than any machine holds,
 #: and small enough that a product of 8 of them prints (Python refuses to format an int
@@ -50,71 +47,15 @@ _MAX_HEADER = 4096
 MAX_DIM = 1 << 62
 
 
+def shape_span(shape, itemsize: int) -> int:
+    """Bytes an array of ``shape`` would take with its zero sizes read as 1: numpy refuses
+    a shape whose span exceeds its index range even when the array is empty (``(2**62, 2,
+    0)``), so a loader bounds this by :data:`MAX_DIM`, not only the true size."""
+    return math.prod(d or 1 for d in shape) * itemsize
+
+
 class LimitError(ValueError):
     """A file breaks a size, depth or format limit (the message names the file)."""
-
-
-def json_depth(raw: bytes, chunk: int = _SCAN_CHUNK) -> int:
-    r"""Maximum nesting depth of ``[`` / ``{`` in a JSON text (strings skipped), computed
-    without parsing, in one pass of linear time and bounded memory.
-
-    The text is scanned in chunks of ``chunk`` bytes carrying three values across chunk
-    boundaries: whether the scan is inside a string, the length of the run of backslashes
-    that ends the previous chunk, and the current depth. A ``"`` preceded by an odd run of
-    backslashes is escaped; the others open or close a string; brackets count outside
-    strings only. Every step is a vectorised numpy pass over one chunk, so the work is
-    proportional to the size of ``raw`` whatever its content (a crafted unterminated string
-    of escaped quotes included) and the extra memory is a small multiple of ``chunk``.
-
-    On a text that :func:`json.loads` accepts this is its exact nesting depth; on any other
-    text it is at least the depth the parser reaches before it finds the error (the two
-    read the same prefix the same way), so the cap holds either way.
-
-    Parameters
-    ----------
-    raw : bytes
-        The JSON text.
-    chunk : int
-        Bytes per vectorised step (tests use tiny chunks to cross boundaries).
-
-    Returns
-    -------
-    int
-        The deepest nesting, 0 for a text without brackets.
-
-    Example
-    -------
-    >>> json_depth(b'{"a": [[1], "[[["]}')
-    3
-    >>> json_depth(rb'["a\\", ["\"[["]]')
-    2
-    """
-    view = memoryview(raw).cast("B")
-    depth = best = 0
-    in_string = 0   # 1 inside a string at the start of the chunk
-    run = 0         # backslashes ending the previous chunk
-    for start in range(0, len(view), chunk):
-        b = np.frombuffer(view[start:start + chunk], dtype=np.uint8)
-        quotes = np.flatnonzero(b == _QUOTE)
-        plain = np.flatnonzero(b != _BACKSLASH)   # positions that end a run of backslashes
-        if len(quotes):
-            k = np.searchsorted(plain, quotes)       # each quote's own place in ``plain``
-            prev = plain[np.maximum(k - 1, 0)]
-            runs = np.where(k > 0, quotes - 1 - prev, quotes + run)
-            real = quotes[(runs & 1) == 0]
-        else:
-            real = quotes
-        brackets = np.flatnonzero(_STEP[b])
-        if len(brackets):
-            inside = (np.searchsorted(real, brackets) + in_string) & 1
-            steps = _STEP[b[brackets[inside == 0]]].astype(np.int64)
-            if len(steps):
-                levels = np.cumsum(steps)
-                best = max(best, depth + int(levels.max()))
-                depth += int(levels[-1])
-        in_string = (in_string + len(real)) & 1
-        run = len(b) - 1 - int(plain[-1]) if len(plain) else run + len(b)
-    return best
 
 
 def _no_constants(name: str):
@@ -210,11 +151,18 @@ def read_json(path, *, max_bytes: int, max_depth: int):
     return parse_json(read_bytes(path, max_bytes=max_bytes), Path(path), max_depth=max_depth)
 
 
-def parse_json(raw: bytes, where, *, max_depth: int):
-    """Parse JSON text already read (see :func:`read_json`); ``where`` names it in errors."""
-    depth = json_depth(raw)
+def parse_json(raw: bytes, where, *, max_depth: int, max_items: int | None = None):
+    """Parse JSON text already read (see :func:`read_json`); ``where`` names it in errors.
+
+    Depth and ``max_items`` (the ``{ [ , :`` outside strings, see :func:`json_scan`) are
+    checked on the raw text first, so memory stays within a small multiple of the text
+    plus about 70 bytes per item."""
+    depth, items = json_scan(raw)
     if depth > max_depth:
         raise LimitError(f"{where}: JSON nested {depth} deep, more than the {max_depth} allowed")
+    if max_items is not None and items > max_items:
+        raise LimitError(f"{where}: {items:,} JSON items (brackets, commas and colons), more "
+                         f"than the {max_items:,} allowed")
     try:
         text = raw.decode("utf-8")
         return json.loads(text, parse_constant=_no_constants, parse_float=_finite_float,
@@ -257,12 +205,20 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
     if dtype.hasobject or dtype.name not in ARRAY_DTYPES:
         raise LimitError(f"{where}: dtype {descr!r} is not allowed (object, string and structured "
                          "arrays are refused)")
+    if shape_span(shape, dtype.itemsize) > MAX_DIM:
+        raise LimitError(f"{where}: .npy header declares shape {shape}, whose sizes other than 0 "
+                         f"times the {dtype.itemsize}-byte item exceed 2**62 (numpy cannot index it)")
     return dtype, shape, fortran, start + hlen
 
 
 #: what zipfile raises on a damaged archive (EOFError: a member that the directory says is
-#: longer than the bytes the file holds)
-_ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError)
+#: longer than the bytes the file holds; RuntimeError and NotImplementedError: an encrypted
+#: or patched member, which :data:`_BAD_FLAGS` refuses first)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError,
+               NotImplementedError)
+#: zip general-purpose flag bits np.savez never sets: 0 (encrypted), 5 (patched data) and
+#: 6 (strong encryption)
+_BAD_FLAGS = 0x1 | 0x20 | 0x40
 
 
 def _why(err: Exception) -> str:
@@ -330,6 +286,9 @@ class NpzReader:
         info = self._infos.get(name)
         if info is None:
             raise LimitError(f"{self.path}: no array {name!r}")
+        if info.flag_bits & _BAD_FLAGS:
+            raise LimitError(f"{self.path}: array {name!r} is encrypted or patched (zip flag "
+                             f"bits {info.flag_bits:#06x}); artifacts store plain arrays")
         if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
             raise LimitError(f"{self.path}: array {name!r} is compressed; artifacts store arrays "
                              "uncompressed (np.savez), so a small file cannot expand in memory")
@@ -384,6 +343,10 @@ class NpzReader:
         raw, at = self._data, info.header_offset
         if at < 0 or at + 30 > len(raw) or bytes(raw[at:at + 4]) != b"PK\x03\x04":
             raise LimitError(f"{self.path}: array {name!r} is unreadable (bad local header)")
+        flags = int.from_bytes(raw[at + 6:at + 8], "little")
+        if flags & _BAD_FLAGS:   # zipfile reads some of these from the directory entry only
+            raise LimitError(f"{self.path}: array {name!r} is encrypted or patched (zip flag "
+                             f"bits {flags:#06x} in its local header); artifacts store plain arrays")
         start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") \
             + int.from_bytes(raw[at + 28:at + 30], "little")
         if start + info.file_size > len(raw):

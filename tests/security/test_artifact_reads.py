@@ -262,3 +262,135 @@ def test_state_float_written_as_1e400_is_refused(cascade):
     refix(cascade)
     with pytest.raises(ArtifactError, match=r"cascade/state.json: not valid JSON \(number 1e400"):
         load_router(cascade)
+
+
+# ------------------------------------------------------------------ zip flag bits
+def _set_zip_flags(path: Path, bit: int, headers=(b"PK\x03\x04", b"PK\x01\x02")) -> None:
+    """OR ``bit`` into the general-purpose flags of every local (offset 6) and/or central
+    directory (offset 8) header of the zip at ``path``."""
+    import struct
+    raw = bytearray(path.read_bytes())
+    for sig in headers:
+        off = 6 if sig == b"PK\x03\x04" else 8
+        i = raw.find(sig)
+        while i >= 0:
+            struct.pack_into("<H", raw, i + off, struct.unpack_from("<H", raw, i + off)[0] | bit)
+            i = raw.find(sig, i + 4)
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("bit, headers", [
+    (0x1, (b"PK\x03\x04", b"PK\x01\x02")), (0x20, (b"PK\x03\x04", b"PK\x01\x02")),
+    (0x40, (b"PK\x03\x04", b"PK\x01\x02")), (0x1, (b"PK\x03\x04",))],
+    ids=["encrypted", "patched-data", "strong-encryption", "encrypted-local-header-only"])
+def test_encrypted_or_patched_zip_member_is_refused(signed, bit, headers):
+    """zipfile raises RuntimeError (bit 0) or NotImplementedError (bits 5, 6) for these; the
+    loader names the file and the array instead, and never reads a flagged member."""
+    _set_zip_flags(signed / "weights.npz", bit, headers)
+    refix(signed)
+    with pytest.raises(ArtifactError, match=r"weights.npz: array 'mean_\w+' is encrypted or "
+                                            r"patched \(zip flag bits"):
+        load_router(signed)
+
+
+# ------------------------------------------------------------------ empty but unindexable
+def _npy_header(descr: str, shape) -> bytes:
+    head = repr({"descr": descr, "fortran_order": False, "shape": tuple(shape)})
+    head += " " * (64 - (10 + len(head) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode()
+
+
+@pytest.mark.parametrize("shape", [[2**62, 2**62, 0], [2**31] * 4 + [0], [2**60, 0]],
+                         ids=["2**62-squared-times-0", "2**124-times-0", "2**63-bytes-times-0"])
+def test_empty_array_with_unindexable_shape_is_refused(signed, shape):
+    """0 bytes, every size <= 2**62, manifest and .npy header agreeing: numpy still cannot
+    make the shape (its non-zero sizes x 8 bytes pass 2**63) and raised a bare ValueError."""
+    with np.load(signed / "weights.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    with zipfile.ZipFile(signed / "weights.npz", "w", zipfile.ZIP_STORED) as z:
+        for k, v in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, v)
+            z.writestr(k + ".npy", buf.getvalue())
+        z.writestr("z_.npy", _npy_header("<f8", shape))
+    man = _man(signed)
+    man["arrays"]["z_"] = {"dtype": "float64", "shape": shape}
+    _put_man(signed, man)
+    refix(signed)
+    with pytest.raises(ArtifactError, match=r"manifest.json: arrays.z_.shape: .* its sizes other "
+                                            r"than 0 times the 8-byte item exceed 2\*\*62"):
+        load_router(signed)
+
+
+def test_npy_header_with_unindexable_empty_shape_is_refused(tmp_path):
+    from recsys_router.export.safe_io import LimitError, NpzReader
+    p = tmp_path / "w.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("x.npy", _npy_header("<f8", (2**60, 0)))
+        z.writestr("y.npy", _npy_header("<f8", (2**59, 0)))   # 2**59 x 8 = 2**62: the bound
+        z.writestr("b.npy", _npy_header("|b1", (2**62, 1, 0)))
+    with NpzReader(p) as npz:
+        with pytest.raises(LimitError, match=r"w.npz:x: .npy header declares shape "
+                                             r"\(1152921504606846976, 0\), whose sizes other "
+                                             r"than 0 times the 8-byte item exceed 2\*\*62"):
+            npz.header("x")
+        assert npz.read("y", 0).shape == (2**59, 0)
+        assert npz.read("b", 0).shape == (2**62, 1, 0)
+
+
+# ------------------------------------------------------------------ state.json amplification
+def _state_with_junk(d: Path, n: int) -> None:
+    """Keep state.json's class, add ``"junk": [{}, {}, ...]`` (n empty objects: 3 bytes
+    each in the file, a 64-byte dict each once parsed)."""
+    cls = json.loads((d / "state.json").read_text())["class"]
+    (d / "state.json").write_text('{"class": %s, "params": {}, "tuple_params": [], "state": '
+                                  '{"junk": [%s]}}' % (json.dumps(cls), ",".join(["{}"] * n)))
+    refix(d)
+
+
+def test_state_json_of_empty_objects_over_the_item_cap_is_refused_before_parsing(cascade):
+    import time
+    cap = 500_000
+    _state_with_junk(cascade, cap // 2 + 10)   # 2 items per "{}," plus the document's own
+    assert (cascade / "state.json").stat().st_size < verify_mod.LIMITS["state_bytes"]
+    t = time.perf_counter()
+    with pytest.raises(ArtifactError, match=r"cascade/state.json: 500,0\d\d JSON items \(brackets, "
+                                            r"commas and colons\), more than the 500,000 allowed"):
+        load_router(cascade)
+    assert time.perf_counter() - t < 10   # a linear scan, no parse (about 0.5 s)
+    assert verify_mod.LIMITS["state_items"] == cap
+
+
+def test_state_json_over_the_byte_cap_is_refused_before_reading(cascade):
+    cap = verify_mod.LIMITS["state_bytes"]
+    assert cap == 16 << 20
+    cls = json.loads((cascade / "state.json").read_text())["class"]
+    head = '{"class": %s, "params": {}, "tuple_params": [], "state": {"junk": "' % json.dumps(cls)
+    (cascade / "state.json").write_text(head + "x" * (cap + 1 - len(head) - 3) + '"}}')
+    assert (cascade / "state.json").stat().st_size == cap + 1
+    refix(cascade)
+    with pytest.raises(ArtifactError, match=r"cascade/state.json: 16,777,217 bytes, more than "
+                                            r"the 16,777,216 allowed"):
+        load_router(cascade)
+
+
+def test_item_cap_is_exact():
+    """``[{}, ... n]`` holds 1 + n + (n - 1) = 2n items: n = 500 is at a cap of 1,000."""
+    from recsys_router.export.safe_io import LimitError, parse_json
+    text = lambda n: ("[" + ", ".join(["{}"] * n) + "]").encode()  # noqa: E731
+    assert len(parse_json(text(500), "x.json", max_depth=4, max_items=1000)) == 500
+    with pytest.raises(LimitError, match=r"x.json: 1,002 JSON items .* more than the 1,000"):
+        parse_json(text(501), "x.json", max_depth=4, max_items=1000)
+
+
+def test_genuine_large_pool_artifact_still_loads(tmp_path):
+    """8,500 LLMs named with 200 characters (RouterEval-scale pool, long names): a 1.8 MB
+    state.json, far inside the caps, loads."""
+    from recsys_router.data import RoutingData
+    d = make_synthetic(30, 8500, 3, seed=0, with_text=False)
+    llms = d.llms.copy()
+    llms["name"] = [f"org-{i:05d}/" + "x" * 190 for i in range(8500)]
+    d = RoutingData(d.queries, llms, d.scores, d.costs)
+    out = export_router(make_router("best-single").fit(d), tmp_path / "big", train_data=d)
+    assert (out / "state.json").stat().st_size > 8500 * 200
+    assert list(load_router(out).router.llm_names_) == list(llms["name"])
