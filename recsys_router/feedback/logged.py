@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from ..datasets._json import _RepeatedKey, _unique_keys
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
 
@@ -33,6 +34,10 @@ __all__ = ["FEEDBACK_LOSSES", "THUMBS", "check_logged", "feedback_error", "log_t
            "ridge_reward_model", "thumbs_to_score"]
 
 FEEDBACK_LOSSES = ("naive", "ips", "snips", "dr")
+
+#: most characters one JSON cell of a decision log (``candidates``, ``probs``, ``costs``) may
+#: hold: thousands of LLM names fit; a longer cell is refused before it is parsed
+MAX_CELL_CHARS = 1 << 20
 
 
 #: the thumbs a feedback may carry and the outcome each stands for
@@ -153,7 +158,10 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     names the row of ``log`` as given (0-based, header not counted; decisions without feedback
     counted too) and its ``decision_id``: a feedback score outside [0, 1] or thumbs other than
     up|down (the store's rule, :func:`feedback_error`), a ``chosen`` LLM that is not among the
-    decision's candidates, a propensity outside (0, 1], malformed candidates or probs.
+    decision's candidates, a propensity outside (0, 1], malformed candidates, probs or costs
+    (a cell over :data:`MAX_CELL_CHARS`, nested too deeply to parse, naming a key twice, not
+    the JSON list or object expected, a cost that is not a number or null, an infinite cost
+    of the chosen LLM).
     """
     need = ("decision_id", "chosen", "propensity", "candidates")
     missing = [c for c in need if c not in log.columns]
@@ -173,12 +181,13 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     names: list[str] = []
     offered: list[str] = []
     for i, cand in enumerate(sub["candidates"]):
+        what = "a JSON list of LLM names"
         try:
-            lst = json.loads(cand) if isinstance(cand, str) else list(cand)
-        except (TypeError, ValueError, RecursionError):
+            lst = _json_cell(cand, at(i), "candidates", what) if isinstance(cand, str) else list(cand)
+        except TypeError:
             lst = None
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
-            raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not a JSON list of LLM names")
+            raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not {what}")
         names.extend(x for x in lst if x not in names)
         offered.append(json.dumps(lst))
     for i, x in enumerate(sub["chosen"]):
@@ -193,8 +202,8 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     cost = pd.to_numeric(sub.get("feedback_cost"), errors="coerce").to_numpy(dtype=float) \
         if "feedback_cost" in sub else np.full(len(sub), np.nan)
     if "costs" in sub:
-        pred = np.array([(json.loads(c) or {}).get(ch, np.nan) if isinstance(c, str) else np.nan
-                         for c, ch in zip(sub["costs"], sub["chosen"])], dtype=float)
+        pred = np.array([_chosen_cost(c, ch, at(i))
+                         for i, (c, ch) in enumerate(zip(sub["costs"], sub["chosen"]))])
         cost = np.where(np.isnan(cost), pred, cost)
     costs = None
     if not np.isnan(cost).all():
@@ -220,20 +229,69 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     return RoutingData(q, names, scores, costs, name=name, source=source)
 
 
+def _json_cell(raw, where: str, column: str, expected: str):
+    """The value of one JSON cell of a decision log: a string parsed as JSON (at most
+    :data:`MAX_CELL_CHARS` characters; a key given twice or nesting too deep to parse is
+    refused), anything else (a list or dict read from parquet) as it is. An error names
+    ``where`` (file, row, decision), the column and what was ``expected``."""
+    if not isinstance(raw, str):
+        return raw
+    if len(raw) > MAX_CELL_CHARS:
+        raise ValueError(f"{where}: {column} holds {len(raw):,} characters, more than the "
+                         f"{MAX_CELL_CHARS:,} a cell may hold (expected {expected})")
+    try:
+        return json.loads(raw, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise ValueError(f"{where}: {column} is JSON nested too deeply to read "
+                         f"(expected {expected})") from None
+    except _RepeatedKey as exc:
+        raise ValueError(f"{where}: {column} {raw[:80]!r} names the key {exc.key!r} twice "
+                         f"(expected {expected})") from None
+    except ValueError:
+        raise ValueError(f"{where}: {column} {raw[:80]!r} is not {expected}") from None
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _chosen_cost(raw, chosen: str, where: str) -> float:
+    """The chosen LLM's predicted cost from a log row's ``costs`` (JSON object LLM -> cost;
+    ``null`` or a missing cell: none given); NaN when unknown. Anything else is refused."""
+    what = "a JSON object of LLM names to costs (numbers, or null when unknown)"
+    if _missing(raw):
+        return np.nan
+    d = _json_cell(raw, where, "costs", what)
+    if d is None:
+        return np.nan
+    if not isinstance(d, dict) or not all(isinstance(k, str) and (v is None or _number(v))
+                                          for k, v in d.items()):
+        raise ValueError(f"{where}: costs {str(raw)[:80]!r} is not {what}")
+    v = d.get(chosen)
+    v = np.nan if v is None else float(v)
+    if np.isinf(v):
+        raise ValueError(f"{where}: costs gives the chosen LLM {chosen!r} the cost {v!r}; "
+                         "expected a finite number (or null when unknown)")
+    return v
+
+
 def _probs_json(raw, where: str):
     """A log row's ``probs`` (JSON object LLM -> choice probability) as canonical JSON, or
     None when the row has none (its support cannot be checked)."""
     if _missing(raw):
         return None
-    try:
-        d = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    except (TypeError, ValueError, RecursionError):
-        d = None
+    what = "a JSON object of LLM names to choice probabilities in [0, 1]"
+    if isinstance(raw, str):
+        d = _json_cell(raw, where, "probs", what)
+    else:
+        try:
+            d = dict(raw)
+        except (TypeError, ValueError):
+            d = None
     if not isinstance(d, dict) or not all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
             and 0 <= v <= 1 for k, v in d.items()):
-        raise ValueError(f"{where}: probs {str(raw)[:80]!r} is not a JSON object of LLM names "
-                         "to choice probabilities in [0, 1]")
+        raise ValueError(f"{where}: probs {str(raw)[:80]!r} is not {what}")
     return json.dumps(d)
 
 
