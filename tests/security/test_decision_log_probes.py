@@ -1,6 +1,7 @@
 """Decision-log probes (``recsys-router ope --log``): a hostile JSON cell (``costs``,
 ``candidates``, ``probs``) is refused with one error naming the file, the row, the decision
-and the column, never a bare AttributeError, RecursionError or JSONDecodeError."""
+and the column, never a bare AttributeError, RecursionError or JSONDecodeError; a decision-log
+file (``.csv``, ``.csv.gz``, ``.parquet``) is read under the long-table loader's read limits."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pandas as pd
 import pytest
 
 from recsys_router.cli import main
+from recsys_router.datasets._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, ReadLimits
+from recsys_router.errors import DataValidationError
 from recsys_router.feedback.logged import MAX_CELL_CHARS, log_to_data
 from recsys_router.feedback.workflow import load_log
 
@@ -95,3 +98,47 @@ def test_ope_cli_refuses_a_hostile_costs_cell_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "row 1 (decision_id 'd1'): costs is JSON nested too deeply" in err
     assert "Traceback" not in err and "RecursionError" not in err and not out.exists()
+
+
+def _big_log(n: int = 40) -> pd.DataFrame:
+    return pd.DataFrame({"decision_id": [f"d{i}" for i in range(n)], "chosen": ["a", "b"] * (n // 2),
+                         "propensity": [0.5] * n, "candidates": [json.dumps(["a", "b"])] * n,
+                         "feedback_score": [1.0, 0.0] * (n // 2)})
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".parquet"])
+def test_decision_log_files_are_read_under_max_records(suffix, tmp_path):
+    path = tmp_path / f"log{suffix}"
+    (_big_log().to_parquet if suffix == ".parquet" else _big_log().to_csv)(path, index=False)
+    assert load_log(path, max_records=40).n_queries == 40
+    with pytest.raises(DataValidationError, match=r"max_records read limit") as info:
+        load_log(path, max_records=39)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".parquet"])
+def test_decision_log_files_are_read_under_max_bytes(suffix, tmp_path):
+    """A .csv.gz is gunzipped through the counter; a parquet footer's uncompressed size is
+    checked before its data."""
+    path = tmp_path / f"log{suffix}"
+    big = _big_log(2000)
+    (big.to_parquet if suffix == ".parquet" else big.to_csv)(path, index=False)
+    assert path.stat().st_size < 20_000
+    with pytest.raises(DataValidationError, match=r"max_bytes") as info:
+        load_log(path, max_bytes=20_000)
+    assert str(path) in str(info.value)
+
+
+def test_decision_logs_get_the_long_tables_default_limits(tmp_path, monkeypatch):
+    import recsys_router.datasets._common as common
+    seen = []
+    real = common.read_csv
+
+    def spy(path, limits=None, **kw):
+        seen.append(limits)
+        return real(path, limits=limits, **kw)
+    monkeypatch.setattr(common, "read_csv", spy)
+    path = tmp_path / "log.csv.gz"
+    _big_log(4).to_csv(path, index=False)
+    load_log(path)
+    assert seen == [ReadLimits(DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS)]
