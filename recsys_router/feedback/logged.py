@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
-from ..datasets._json import _RepeatedKey, _unique_keys
+from .log_cells import chosen_cost, is_missing, json_cell, probs_json
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
 
@@ -34,10 +34,6 @@ __all__ = ["FEEDBACK_LOSSES", "THUMBS", "check_logged", "feedback_error", "log_t
            "ridge_reward_model", "thumbs_to_score"]
 
 FEEDBACK_LOSSES = ("naive", "ips", "snips", "dr")
-
-#: most characters one JSON cell of a decision log (``candidates``, ``probs``, ``costs``) may
-#: hold: thousands of LLM names fit; a longer cell is refused before it is parsed
-MAX_CELL_CHARS = 1 << 20
 
 
 #: the thumbs a feedback may carry and the outcome each stands for
@@ -65,19 +61,6 @@ def feedback_error(score=None, thumbs=None) -> str | None:
     return None
 
 
-def _missing(v) -> bool:
-    """True for a scalar "no value": None, NaN, ``pd.NA`` or ``pd.NaT`` (nullable dtypes, e.g.
-    a log re-saved after ``DataFrame.convert_dtypes()``); a list or dict is a value."""
-    if v is None:
-        return True
-    if not pd.api.types.is_scalar(v):
-        return False
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def _check_feedback(log: pd.DataFrame, source: str) -> None:
     """Every given ``feedback_score`` / ``thumbs`` of a decision log keeps the store's rule;
     the error names the first bad row (0-based, as given), its decision and the field."""
@@ -85,7 +68,7 @@ def _check_feedback(log: pd.DataFrame, source: str) -> None:
         if field not in log:
             continue
         for i, v in enumerate(log[field]):
-            if _missing(v):
+            if is_missing(v):
                 continue          # no feedback of this kind
             v = v.item() if isinstance(v, np.generic) else v
             err = feedback_error(**{key: v})
@@ -159,7 +142,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     counted too) and its ``decision_id``: a feedback score outside [0, 1] or thumbs other than
     up|down (the store's rule, :func:`feedback_error`), a ``chosen`` LLM that is not among the
     decision's candidates, a propensity outside (0, 1], malformed candidates, probs or costs
-    (a cell over :data:`MAX_CELL_CHARS`, nested too deeply to parse, naming a key twice, not
+    (a cell over :data:`~recsys_router.feedback.log_cells.MAX_CELL_CHARS`, nested too deeply to parse, naming a key twice, not
     the JSON list or object expected, a cost that is not a number or null, an infinite cost
     of the chosen LLM).
     """
@@ -183,7 +166,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     for i, cand in enumerate(sub["candidates"]):
         what = "a JSON list of LLM names"
         try:
-            lst = _json_cell(cand, at(i), "candidates", what) if isinstance(cand, str) else list(cand)
+            lst = json_cell(cand, at(i), "candidates", what) if isinstance(cand, str) else list(cand)
         except TypeError:
             lst = None
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
@@ -202,7 +185,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     cost = pd.to_numeric(sub.get("feedback_cost"), errors="coerce").to_numpy(dtype=float) \
         if "feedback_cost" in sub else np.full(len(sub), np.nan)
     if "costs" in sub:
-        pred = np.array([_chosen_cost(c, ch, at(i))
+        pred = np.array([chosen_cost(c, ch, at(i))
                          for i, (c, ch) in enumerate(zip(sub["costs"], sub["chosen"]))])
         cost = np.where(np.isnan(cost), pred, cost)
     costs = None
@@ -221,78 +204,12 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
                       "text": [t if isinstance(t, str) else "" for t in text],
                       "propensity": p, "candidates": offered})
     if "probs" in sub:  # the logging policy's choice probabilities: OPE checks its support
-        q["probs"] = [_probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
+        q["probs"] = [probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
     if "explore" in sub:
         q["explore"] = [x if isinstance(x, str) else None for x in sub["explore"]]
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)
-
-
-def _json_cell(raw, where: str, column: str, expected: str):
-    """The value of one JSON cell of a decision log: a string parsed as JSON (at most
-    :data:`MAX_CELL_CHARS` characters; a key given twice or nesting too deep to parse is
-    refused), anything else (a list or dict read from parquet) as it is. An error names
-    ``where`` (file, row, decision), the column and what was ``expected``."""
-    if not isinstance(raw, str):
-        return raw
-    if len(raw) > MAX_CELL_CHARS:
-        raise ValueError(f"{where}: {column} holds {len(raw):,} characters, more than the "
-                         f"{MAX_CELL_CHARS:,} a cell may hold (expected {expected})")
-    try:
-        return json.loads(raw, object_pairs_hook=_unique_keys)
-    except RecursionError:
-        raise ValueError(f"{where}: {column} is JSON nested too deeply to read "
-                         f"(expected {expected})") from None
-    except _RepeatedKey as exc:
-        raise ValueError(f"{where}: {column} {raw[:80]!r} names the key {exc.key!r} twice "
-                         f"(expected {expected})") from None
-    except ValueError:
-        raise ValueError(f"{where}: {column} {raw[:80]!r} is not {expected}") from None
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
-def _chosen_cost(raw, chosen: str, where: str) -> float:
-    """The chosen LLM's predicted cost from a log row's ``costs`` (JSON object LLM -> cost;
-    ``null`` or a missing cell: none given); NaN when unknown. Anything else is refused."""
-    what = "a JSON object of LLM names to costs (numbers, or null when unknown)"
-    if _missing(raw):
-        return np.nan
-    d = _json_cell(raw, where, "costs", what)
-    if d is None:
-        return np.nan
-    if not isinstance(d, dict) or not all(isinstance(k, str) and (v is None or _number(v))
-                                          for k, v in d.items()):
-        raise ValueError(f"{where}: costs {str(raw)[:80]!r} is not {what}")
-    v = d.get(chosen)
-    v = np.nan if v is None else float(v)
-    if np.isinf(v):
-        raise ValueError(f"{where}: costs gives the chosen LLM {chosen!r} the cost {v!r}; "
-                         "expected a finite number (or null when unknown)")
-    return v
-
-
-def _probs_json(raw, where: str):
-    """A log row's ``probs`` (JSON object LLM -> choice probability) as canonical JSON, or
-    None when the row has none (its support cannot be checked)."""
-    if _missing(raw):
-        return None
-    what = "a JSON object of LLM names to choice probabilities in [0, 1]"
-    if isinstance(raw, str):
-        d = _json_cell(raw, where, "probs", what)
-    else:
-        try:
-            d = dict(raw)
-        except (TypeError, ValueError):
-            d = None
-    if not isinstance(d, dict) or not all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and 0 <= v <= 1 for k, v in d.items()):
-        raise ValueError(f"{where}: probs {str(raw)[:80]!r} is not {what}")
-    return json.dumps(d)
 
 
 def logging_matrix(data: RoutingData) -> np.ndarray:
@@ -313,7 +230,7 @@ def logging_matrix(data: RoutingData) -> np.ndarray:
     col = {n: j for j, n in enumerate(data.llm_names)}
     src = data.source or data.name
     for i, raw in enumerate(data.queries["probs"]):
-        js = _probs_json(raw, f"{src}: query {data.query_ids[i]!r} (row {i})")
+        js = probs_json(raw, f"{src}: query {data.query_ids[i]!r} (row {i})")
         if js is None:
             continue
         out[i] = 0.0

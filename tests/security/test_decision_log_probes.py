@@ -13,7 +13,8 @@ import pytest
 from recsys_router.cli import main
 from recsys_router.datasets._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, ReadLimits
 from recsys_router.errors import DataValidationError
-from recsys_router.feedback.logged import MAX_CELL_CHARS, log_to_data
+from recsys_router.feedback.log_cells import MAX_CELL_CHARS
+from recsys_router.feedback.logged import log_to_data
 from recsys_router.feedback.workflow import load_log
 
 
