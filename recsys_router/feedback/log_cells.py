@@ -23,11 +23,17 @@ import pandas as pd
 
 from ..datasets._json import _RepeatedKey, _unique_keys
 
-__all__ = ["MAX_CELL_CHARS", "is_missing", "json_cell", "is_number", "chosen_cost", "probs_json"]
+__all__ = ["MAX_CELL_CHARS", "PROBS_TOL", "is_missing", "json_cell", "is_number", "chosen_cost", "probs_json",
+           "check_probs"]
 
 #: most characters one JSON cell of a decision log (``candidates``, ``probs``, ``costs``) may
 #: hold: thousands of LLM names fit; a longer cell is refused before it is parsed
 MAX_CELL_CHARS = 1 << 20
+
+#: how far a row's ``probs`` may sum from 1, and its chosen LLM's probability differ from the
+#: row's ``propensity``: a logger writes both from the same float64 numbers (exact), so this
+#: only leaves room for numbers written out to six or more significant digits
+PROBS_TOL = 1e-6
 
 
 def is_missing(v) -> bool:
@@ -108,3 +114,29 @@ def probs_json(raw, where: str):
             and 0 <= v <= 1 for k, v in d.items()):
         raise ValueError(f"{where}: probs {str(raw)[:80]!r} is not {what}")
     return json.dumps(d)
+
+
+def check_probs(probs: dict, chosen: str, propensity: float, where: str) -> None:
+    """A row's logging probabilities must be a distribution (summing to 1 within
+    :data:`PROBS_TOL`; an LLM it leaves out has probability 0) that gives the logged
+    ``chosen`` LLM its ``propensity`` (within :data:`PROBS_TOL`): OPE divides by the
+    propensity and checks support on the probabilities, so the two must describe one policy.
+
+    Example
+    -------
+    >>> check_probs({"a": 0.5, "b": 0.5}, "a", 0.5, "log.csv: row 0")
+    >>> check_probs({"a": 0.0, "b": 1.0}, "a", 0.5, "log.csv: row 2 (decision_id 'd2')")
+    Traceback (most recent call last):
+    ...
+    ValueError: log.csv: row 2 (decision_id 'd2'): probs give the chosen LLM 'a' probability 0.0, but its propensity is 0.5; the two must agree (within 1e-06)
+    """
+    total = float(np.sum(np.asarray(list(probs.values()), np.float64)))
+    if abs(total - 1.0) > PROBS_TOL:
+        raise ValueError(f"{where}: probs {json.dumps(probs)[:80]!r} sum to {total!r}, not 1 "
+                         f"(within {PROBS_TOL:g}); they are the logging policy's choice "
+                         "probabilities over the LLMs")
+    mine = float(probs.get(chosen, 0.0))
+    if abs(mine - float(propensity)) > PROBS_TOL:
+        raise ValueError(f"{where}: probs give the chosen LLM {chosen!r} probability {mine!r}, but "
+                         f"its propensity is {float(propensity)!r}; the two must agree "
+                         f"(within {PROBS_TOL:g})")

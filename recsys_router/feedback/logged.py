@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
-from .log_cells import chosen_cost, is_missing, json_cell, probs_json
+from .log_cells import check_probs, chosen_cost, is_missing, json_cell, probs_json
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
 
@@ -144,7 +144,8 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     decision's candidates, a propensity outside (0, 1], malformed candidates, probs or costs
     (a cell over :data:`~recsys_router.feedback.log_cells.MAX_CELL_CHARS`, nested too deeply to parse, naming a key twice, not
     the JSON list or object expected, a cost that is not a number or null, an infinite cost
-    of the chosen LLM).
+    of the chosen LLM), probs that do not sum to 1 or that give the chosen LLM a probability
+    other than its propensity (:func:`~recsys_router.feedback.log_cells.check_probs`).
     """
     need = ("decision_id", "chosen", "propensity", "candidates")
     missing = [c for c in need if c not in log.columns]
@@ -204,7 +205,11 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
                       "text": [t if isinstance(t, str) else "" for t in text],
                       "propensity": p, "candidates": offered})
     if "probs" in sub:  # the logging policy's choice probabilities: OPE checks its support
-        q["probs"] = [probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
+        given = [probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
+        for i, js in enumerate(given):
+            if js is not None:
+                check_probs(json.loads(js), sub["chosen"].iloc[i], p[i], at(i))
+        q["probs"] = given
     if "explore" in sub:
         q["explore"] = [x if isinstance(x, str) else None for x in sub["explore"]]
     dropped = int((~keep).sum())
