@@ -183,3 +183,21 @@ def test_softmax_tiny_temperature_is_the_argmax_and_never_nan():
     assert np.allclose(p[0], e / e.sum(), rtol=1e-12)
     with pytest.raises(ValueError, match="query 0 are not a distribution"):
         draw(np.array([[np.nan, np.nan]]), np.random.default_rng(0))
+
+
+def test_draw_refuses_rows_that_are_not_distributions():
+    """A row not summing to 1 was sampled renormalised but returned its raw value as the
+    propensity ([0.2, 0.2]: drawn at 0.5, logged as 0.2); it is refused now."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"query 1 are not a distribution: \[0\.2, 0\.2\] \(sum 0\.4;"):
+        draw(np.array([[0.5, 0.5], [0.2, 0.2]]), rng)
+    with pytest.raises(ValueError, match=r"query 0 are not a distribution: \[1\.0, 0\.5\] \(sum 1\.5;"):
+        draw(np.array([[1.0, 0.5]]), rng)
+    with pytest.raises(ValueError, match=r"query 0 are not a distribution"):
+        draw(np.array([[0.5, 0.5 + 1e-6]]), rng)      # float64: 1e-9 of rounding at most
+    # within rounding of the dtype: accepted, the propensity is the row's value at the choice
+    p32 = np.full((50, 3), 1 / 3, np.float32)          # sums to 1 within float32 rounding only
+    ch, prop = draw(p32, rng)
+    assert np.array_equal(prop, p32[np.arange(50), ch].astype(np.float64))
+    ch, prop = draw(np.array([[0.25, 0.75]] * 4000), rng)
+    assert abs(np.mean(ch == 1) - 0.75) < 0.03 and set(prop[ch == 1].tolist()) == {0.75}
