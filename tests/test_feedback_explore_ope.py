@@ -201,3 +201,36 @@ def test_draw_refuses_rows_that_are_not_distributions():
     assert np.array_equal(prop, p32[np.arange(50), ch].astype(np.float64))
     ch, prop = draw(np.array([[0.25, 0.75]] * 4000), rng)
     assert abs(np.mean(ch == 1) - 0.75) < 0.03 and set(prop[ch == 1].tolist()) == {0.75}
+
+
+def test_budget_exploration_never_admits_an_unknown_cost_even_at_an_infinite_budget():
+    """policies.budget_policy never lets an LLM of unknown (NaN) cost fit, even C = inf; the
+    exploration set of policy_utility admitted it at C = inf (softmax served it 98%)."""
+    from recsys_router.policies import budget_policy
+    s, c = np.array([[0.2, 0.9, 0.5]]), np.array([[0.1, np.nan, 0.3]])
+    for budget in (1.0, float("inf")):
+        u, allowed = policy_utility(s, c, "budget", budget)
+        assert allowed.tolist() == [[True, False, True]]
+        g = budget_policy(s, c, budget)
+        assert g.tolist() == [2]
+        # epsilon 0.3 over the 2 affordable LLMs: 0.15 each, plus 0.7 on the greedy one
+        p = choice_probabilities(parse_explore("epsilon:0.3"), g, u, allowed)
+        assert np.allclose(p, [[0.15, 0.0, 0.85]])
+        p = choice_probabilities(parse_explore("softmax:0.1"), g, u, allowed)
+        e = np.exp(np.array([0.2, 0.5]) / 0.1)
+        assert np.allclose(p, [[e[0] / e.sum(), 0.0, e[1] / e.sum()]])
+    # a second, plain implementation of the rule on random rows: an LLM is affordable when
+    # its cost is known and <= C; when none is, the cheapest known ones; with no known cost,
+    # all of them. budget_policy's own choice is always among them.
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        s = rng.random((1, 4))
+        c = np.where(rng.random((1, 4)) < 0.4, np.nan, rng.random((1, 4)))
+        budget = float(rng.choice([0.0, 0.3, 0.7, np.inf]))
+        known = np.isfinite(c[0])
+        fits = known & (np.nan_to_num(c[0], nan=np.inf) <= budget)
+        if not fits.any():
+            fits = known & (c[0] == np.nanmin(c[0])) if known.any() else np.ones(4, bool)
+        _, allowed = policy_utility(s, c, "budget", budget)
+        assert allowed[0].tolist() == fits.tolist()
+        assert allowed[0, budget_policy(s, c, budget)[0]]

@@ -96,7 +96,9 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
     -------
     utility : ndarray float64 (n, L)
     allowed : ndarray bool (n, L)
-        The candidate mask; for ``budget`` further restricted to the affordable LLMs (the
+        The candidate mask; for ``budget`` further restricted to the affordable LLMs (a
+        known cost within the budget: an unknown, NaN, cost is never affordable, even at an
+        infinite budget, as in :func:`~recsys_router.policies.budget_policy`; the
         cheapest allowed one when none is affordable, every allowed one when no allowed LLM
         has a known cost). For ``wtp`` an unknown (NaN) cost counts as infinite, as in
         :func:`~recsys_router.policies.wtp_policy` (utility ``-inf``); a row where no
@@ -123,7 +125,8 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
     if policy == "budget":
         c = np.broadcast_to(np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf),
                             s.shape)
-        fits = allowed & (c <= float(value))
+        # as policies.budget_policy: an unknown (NaN) cost never fits, even budget = inf
+        fits = allowed & np.isfinite(c) & (c <= float(value))
         none = ~fits.any(axis=1)
         if none.any():  # the cheapest allowed LLMs (all allowed ones when no cost is known)
             cc = np.where(allowed, c, np.inf)[none]
