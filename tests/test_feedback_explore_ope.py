@@ -234,3 +234,28 @@ def test_budget_exploration_never_admits_an_unknown_cost_even_at_an_infinite_bud
         _, allowed = policy_utility(s, c, "budget", budget)
         assert allowed[0].tolist() == fits.tolist()
         assert allowed[0, budget_policy(s, c, budget)[0]]
+
+
+def test_estimate_all_refuses_bad_alpha_fractional_actions_and_misshapen_propensities():
+    r, p, pi = np.array([1.0, 0.0, 1.0, 0.5]), np.full(4, 0.5), np.eye(2)[[0, 1, 0, 1]]
+    a = [0, 1, 0, 1]
+    # alpha = 1.5 gave an inverted interval (lo 1.5 > hi 1.0)
+    for alpha in (1.5, 1.0, 0.0, -0.1, float("nan"), True, "0.05"):
+        with pytest.raises(ValueError, match=r"alpha must be a number in \(0, 1\)"):
+            estimate_all(r, p, pi, a, n_boot=5, alpha=alpha)
+    o = estimate_all(r, p, pi, a, n_boot=50, alpha=np.float64(0.1))
+    assert o["ips"]["lo"] <= o["ips"]["hi"]
+    # fractional actions were truncated ([0.9, 1.7, 0.2, 1.0] read as [0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"^row 0: logged action 0\.9 is not a whole number"):
+        estimate_all(r, p, pi, [0.9, 1.7, 0.2, 1.0], n_boot=0)
+    with pytest.raises(ValueError, match=r"^row 2: logged action nan is not a whole number"):
+        estimate_all(r, p, pi, [0.0, 1.0, np.nan, 1.0], n_boot=0)
+    with pytest.raises(ValueError, match=r"^row 0: logged action 'x' is not a whole number"):
+        estimate_all(r, p, pi, ["x", 1, 0, 1], n_boot=0)
+    # whole floats are columns: w = 1 / 0.5 = 2 on every row, IPS = 2 * mean(r) = 1.25 by hand
+    assert estimate_all(r, p, pi, [0.0, 1.0, 0.0, 1.0], n_boot=0)["ips"]["value"] == 1.25
+    # 3 propensities for 4 outcomes: a bare numpy broadcast error before
+    with pytest.raises(ValueError, match=r"shapes disagree: 4 outcomes, .*propensities \(3,\)"):
+        estimate_all(r, p[:3], pi, a, n_boot=0)
+    with pytest.raises(ValueError, match=r"shapes disagree: 4 outcomes, .*propensities \(\)"):
+        estimate_all(r, 0.5, pi, a, n_boot=0)
