@@ -183,3 +183,79 @@ def test_softmax_tiny_temperature_is_the_argmax_and_never_nan():
     assert np.allclose(p[0], e / e.sum(), rtol=1e-12)
     with pytest.raises(ValueError, match="query 0 are not a distribution"):
         draw(np.array([[np.nan, np.nan]]), np.random.default_rng(0))
+
+
+def test_draw_refuses_rows_that_are_not_distributions():
+    """A row not summing to 1 was sampled renormalised but returned its raw value as the
+    propensity ([0.2, 0.2]: drawn at 0.5, logged as 0.2); it is refused now."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"query 1 are not a distribution: \[0\.2, 0\.2\] \(sum 0\.4;"):
+        draw(np.array([[0.5, 0.5], [0.2, 0.2]]), rng)
+    with pytest.raises(ValueError, match=r"query 0 are not a distribution: \[1\.0, 0\.5\] \(sum 1\.5;"):
+        draw(np.array([[1.0, 0.5]]), rng)
+    with pytest.raises(ValueError, match=r"query 0 are not a distribution"):
+        draw(np.array([[0.5, 0.5 + 1e-6]]), rng)      # float64: 1e-9 of rounding at most
+    # within rounding of the dtype: accepted, the propensity is the row's value at the choice
+    p32 = np.full((50, 3), 1 / 3, np.float32)          # sums to 1 within float32 rounding only
+    ch, prop = draw(p32, rng)
+    assert np.array_equal(prop, p32[np.arange(50), ch].astype(np.float64))
+    ch, prop = draw(np.array([[0.25, 0.75]] * 4000), rng)
+    assert abs(np.mean(ch == 1) - 0.75) < 0.03 and set(prop[ch == 1].tolist()) == {0.75}
+
+
+def test_budget_exploration_never_admits_an_unknown_cost_even_at_an_infinite_budget():
+    """policies.budget_policy never lets an LLM of unknown (NaN) cost fit, even C = inf; the
+    exploration set of policy_utility admitted it at C = inf (softmax served it 98%)."""
+    from recsys_router.policies import budget_policy
+    s, c = np.array([[0.2, 0.9, 0.5]]), np.array([[0.1, np.nan, 0.3]])
+    for budget in (1.0, float("inf")):
+        u, allowed = policy_utility(s, c, "budget", budget)
+        assert allowed.tolist() == [[True, False, True]]
+        g = budget_policy(s, c, budget)
+        assert g.tolist() == [2]
+        # epsilon 0.3 over the 2 affordable LLMs: 0.15 each, plus 0.7 on the greedy one
+        p = choice_probabilities(parse_explore("epsilon:0.3"), g, u, allowed)
+        assert np.allclose(p, [[0.15, 0.0, 0.85]])
+        p = choice_probabilities(parse_explore("softmax:0.1"), g, u, allowed)
+        e = np.exp(np.array([0.2, 0.5]) / 0.1)
+        assert np.allclose(p, [[e[0] / e.sum(), 0.0, e[1] / e.sum()]])
+    # a second, plain implementation of the rule on random rows: an LLM is affordable when
+    # its cost is known and <= C; when none is, the cheapest known ones; with no known cost,
+    # all of them. budget_policy's own choice is always among them.
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        s = rng.random((1, 4))
+        c = np.where(rng.random((1, 4)) < 0.4, np.nan, rng.random((1, 4)))
+        budget = float(rng.choice([0.0, 0.3, 0.7, np.inf]))
+        known = np.isfinite(c[0])
+        fits = known & (np.nan_to_num(c[0], nan=np.inf) <= budget)
+        if not fits.any():
+            fits = known & (c[0] == np.nanmin(c[0])) if known.any() else np.ones(4, bool)
+        _, allowed = policy_utility(s, c, "budget", budget)
+        assert allowed[0].tolist() == fits.tolist()
+        assert allowed[0, budget_policy(s, c, budget)[0]]
+
+
+def test_estimate_all_refuses_bad_alpha_fractional_actions_and_misshapen_propensities():
+    r, p, pi = np.array([1.0, 0.0, 1.0, 0.5]), np.full(4, 0.5), np.eye(2)[[0, 1, 0, 1]]
+    a = [0, 1, 0, 1]
+    # alpha = 1.5 gave an inverted interval (lo 1.5 > hi 1.0)
+    for alpha in (1.5, 1.0, 0.0, -0.1, float("nan"), True, "0.05"):
+        with pytest.raises(ValueError, match=r"alpha must be a number in \(0, 1\)"):
+            estimate_all(r, p, pi, a, n_boot=5, alpha=alpha)
+    o = estimate_all(r, p, pi, a, n_boot=50, alpha=np.float64(0.1))
+    assert o["ips"]["lo"] <= o["ips"]["hi"]
+    # fractional actions were truncated ([0.9, 1.7, 0.2, 1.0] read as [0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"^row 0: logged action 0\.9 is not a whole number"):
+        estimate_all(r, p, pi, [0.9, 1.7, 0.2, 1.0], n_boot=0)
+    with pytest.raises(ValueError, match=r"^row 2: logged action nan is not a whole number"):
+        estimate_all(r, p, pi, [0.0, 1.0, np.nan, 1.0], n_boot=0)
+    with pytest.raises(ValueError, match=r"^row 0: logged action 'x' is not a whole number"):
+        estimate_all(r, p, pi, ["x", 1, 0, 1], n_boot=0)
+    # whole floats are columns: w = 1 / 0.5 = 2 on every row, IPS = 2 * mean(r) = 1.25 by hand
+    assert estimate_all(r, p, pi, [0.0, 1.0, 0.0, 1.0], n_boot=0)["ips"]["value"] == 1.25
+    # 3 propensities for 4 outcomes: a bare numpy broadcast error before
+    with pytest.raises(ValueError, match=r"shapes disagree: 4 outcomes, .*propensities \(3,\)"):
+        estimate_all(r, p[:3], pi, a, n_boot=0)
+    with pytest.raises(ValueError, match=r"shapes disagree: 4 outcomes, .*propensities \(\)"):
+        estimate_all(r, 0.5, pi, a, n_boot=0)

@@ -60,7 +60,9 @@ def _declog(probs):
 
 
 def test_log_to_data_keeps_the_logging_probabilities():
-    d = log_to_data(_declog([json.dumps({"A": 0.9, "B": 0.1}), json.dumps({"A": 0.9}),
+    # d1 gives B no probability (B is left out; the rest of the mass went to an LLM, C, that
+    # is not a column of the log: probs must sum to 1)
+    d = log_to_data(_declog([json.dumps({"A": 0.9, "B": 0.1}), json.dumps({"A": 0.9, "C": 0.1}),
                              json.dumps({"A": 0.5, "B": 0.5})]))
     assert d.queries["explore"].tolist() == ["epsilon:0.2"] * 3
     mu = logging_matrix(d)
@@ -74,6 +76,28 @@ def test_log_to_data_keeps_the_logging_probabilities():
     assert o["unsupported"] == 1
     with pytest.raises(ValueError, match=r"log: row 1 \(decision_id 'd1'\): probs"):
         log_to_data(_declog([json.dumps({"A": 0.9}), "[0.5]", None]))
+
+
+def test_probs_contradicting_the_propensity_or_not_summing_to_one_are_refused():
+    ok = [json.dumps({"A": 0.9, "B": 0.1}), json.dumps({"A": 0.9, "B": 0.1}),
+          json.dumps({"A": 0.5, "B": 0.5})]
+    # the logged LLM with logging probability 0 (it was drawn, so impossible)
+    bad = ok[:1] + [json.dumps({"A": 0.0, "B": 1.0})] + ok[2:]
+    with pytest.raises(ValueError, match=r"^log: row 1 \(decision_id 'd1'\): probs give the chosen "
+                                         r"LLM 'A' probability 0\.0, but its propensity is 0\.9"):
+        log_to_data(_declog(bad))
+    # a distribution, but another probability than the propensity for the chosen LLM
+    with pytest.raises(ValueError, match=r"row 0 \(decision_id 'd0'\): probs give the chosen LLM "
+                                         r"'A' probability 0\.8, but its propensity is 0\.9"):
+        log_to_data(_declog([json.dumps({"A": 0.8, "B": 0.2})] + ok[1:]))
+    # probs[chosen] == propensity, but the probs sum to 1.8 / 1.4
+    with pytest.raises(ValueError, match=r"row 0 \(decision_id 'd0'\): probs '.*' sum to 1\.8, not 1"):
+        log_to_data(_declog([json.dumps({"A": 0.9, "B": 0.9})] + ok[1:]))
+    with pytest.raises(ValueError, match=r"row 2 \(decision_id 'd2'\): probs '.*' sum to 1\.4, not 1"):
+        log_to_data(_declog(ok[:2] + [json.dumps({"A": 0.9, "B": 0.5})]))
+    # differences of rounding (1e-7) are accepted; a row without probs is not checked
+    d = log_to_data(_declog([json.dumps({"A": 0.9000001, "B": 0.0999999}), None, ok[2]]))
+    assert d.queries["propensity"].tolist() == [0.9, 0.9, 0.5]
 
 
 def test_float32_target_probabilities_within_rounding_are_accepted():

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ope import row_sum_tolerance
+
 __all__ = ["ExplorationPolicy", "parse_explore", "policy_utility", "choice_probabilities",
            "draw", "can_sample", "EXPLORE_KINDS"]
 
@@ -94,7 +96,9 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
     -------
     utility : ndarray float64 (n, L)
     allowed : ndarray bool (n, L)
-        The candidate mask; for ``budget`` further restricted to the affordable LLMs (the
+        The candidate mask; for ``budget`` further restricted to the affordable LLMs (a
+        known cost within the budget: an unknown, NaN, cost is never affordable, even at an
+        infinite budget, as in :func:`~recsys_router.policies.budget_policy`; the
         cheapest allowed one when none is affordable, every allowed one when no allowed LLM
         has a known cost). For ``wtp`` an unknown (NaN) cost counts as infinite, as in
         :func:`~recsys_router.policies.wtp_policy` (utility ``-inf``); a row where no
@@ -121,7 +125,8 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
     if policy == "budget":
         c = np.broadcast_to(np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf),
                             s.shape)
-        fits = allowed & (c <= float(value))
+        # as policies.budget_policy: an unknown (NaN) cost never fits, even budget = inf
+        fits = allowed & np.isfinite(c) & (c <= float(value))
         none = ~fits.any(axis=1)
         if none.any():  # the cheapest allowed LLMs (all allowed ones when no cost is known)
             cc = np.where(allowed, c, np.inf)[none]
@@ -192,17 +197,32 @@ def _softmax(utility: np.ndarray, allowed: np.ndarray, temperature: float) -> np
 def draw(probs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Draw one LLM per row of ``probs``; returns ``(choice, propensity)``.
 
+    Each row must be a distribution: finite, non-negative and summing to 1 within
+    :func:`~recsys_router.feedback.ope.row_sum_tolerance` of its dtype (a float32 softmax
+    passes). Another row is refused, not renormalised: the returned propensity is the row's
+    own value at the choice, which a caller logs, so it must be the probability the choice
+    was drawn with.
+
     Example
     -------
     >>> c, p = draw(np.array([[0.0, 1.0, 0.0]]), np.random.default_rng(0))
     >>> c.tolist(), p.tolist()
     ([1], [1.0])
+    >>> draw(np.array([[0.2, 0.2]]), np.random.default_rng(0))
+    Traceback (most recent call last):
+    ...
+    ValueError: choice probabilities of query 0 are not a distribution: [0.2, 0.2] (sum 0.4; expected non-negative numbers summing to 1)
     """
-    probs = np.asarray(probs, dtype=np.float64)
-    bad = ~(np.isfinite(probs).all(axis=1) & (probs >= 0).all(axis=1) & (probs.sum(axis=1) > 0))
-    if bad.any():  # never serve (or log) a NaN propensity
+    given = np.asarray(probs)
+    probs = given.astype(np.float64)
+    tol = row_sum_tolerance(given.dtype, probs.shape[1] if probs.ndim == 2 else 1)
+    with np.errstate(invalid="ignore"):
+        total = probs.sum(axis=1)
+        bad = ~(np.isfinite(probs).all(axis=1) & (probs >= 0).all(axis=1) & (np.abs(total - 1.0) <= tol))
+    if bad.any():  # never serve (or log) a NaN or wrong propensity
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"choice probabilities of query {i} are not a distribution: {probs[i].tolist()}")
+        raise ValueError(f"choice probabilities of query {i} are not a distribution: {probs[i].tolist()} "
+                         f"(sum {float(total[i])!r}; expected non-negative numbers summing to 1)")
     cdf = np.cumsum(probs, axis=1)
     u = rng.random(len(probs))[:, None] * cdf[:, -1:]
     choice = np.minimum((cdf <= u).sum(axis=1), probs.shape[1] - 1)

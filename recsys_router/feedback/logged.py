@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from .log_cells import check_probs, chosen_cost, is_missing, json_cell, probs_json
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
 
@@ -60,19 +61,6 @@ def feedback_error(score=None, thumbs=None) -> str | None:
     return None
 
 
-def _missing(v) -> bool:
-    """True for a scalar "no value": None, NaN, ``pd.NA`` or ``pd.NaT`` (nullable dtypes, e.g.
-    a log re-saved after ``DataFrame.convert_dtypes()``); a list or dict is a value."""
-    if v is None:
-        return True
-    if not pd.api.types.is_scalar(v):
-        return False
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
 def _check_feedback(log: pd.DataFrame, source: str) -> None:
     """Every given ``feedback_score`` / ``thumbs`` of a decision log keeps the store's rule;
     the error names the first bad row (0-based, as given), its decision and the field."""
@@ -80,7 +68,7 @@ def _check_feedback(log: pd.DataFrame, source: str) -> None:
         if field not in log:
             continue
         for i, v in enumerate(log[field]):
-            if _missing(v):
+            if is_missing(v):
                 continue          # no feedback of this kind
             v = v.item() if isinstance(v, np.generic) else v
             err = feedback_error(**{key: v})
@@ -153,7 +141,11 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     names the row of ``log`` as given (0-based, header not counted; decisions without feedback
     counted too) and its ``decision_id``: a feedback score outside [0, 1] or thumbs other than
     up|down (the store's rule, :func:`feedback_error`), a ``chosen`` LLM that is not among the
-    decision's candidates, a propensity outside (0, 1], malformed candidates or probs.
+    decision's candidates, a propensity outside (0, 1], malformed candidates, probs or costs
+    (a cell over :data:`~recsys_router.feedback.log_cells.MAX_CELL_CHARS`, nested too deeply to parse, naming a key twice, not
+    the JSON list or object expected, a cost that is not a number or null, an infinite cost
+    of the chosen LLM), probs that do not sum to 1 or that give the chosen LLM a probability
+    other than its propensity (:func:`~recsys_router.feedback.log_cells.check_probs`).
     """
     need = ("decision_id", "chosen", "propensity", "candidates")
     missing = [c for c in need if c not in log.columns]
@@ -173,12 +165,13 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     names: list[str] = []
     offered: list[str] = []
     for i, cand in enumerate(sub["candidates"]):
+        what = "a JSON list of LLM names"
         try:
-            lst = json.loads(cand) if isinstance(cand, str) else list(cand)
-        except (TypeError, ValueError, RecursionError):
+            lst = json_cell(cand, at(i), "candidates", what) if isinstance(cand, str) else list(cand)
+        except TypeError:
             lst = None
         if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst):
-            raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not a JSON list of LLM names")
+            raise ValueError(f"{at(i)}: candidates {str(cand)[:80]!r} is not {what}")
         names.extend(x for x in lst if x not in names)
         offered.append(json.dumps(lst))
     for i, x in enumerate(sub["chosen"]):
@@ -193,8 +186,8 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     cost = pd.to_numeric(sub.get("feedback_cost"), errors="coerce").to_numpy(dtype=float) \
         if "feedback_cost" in sub else np.full(len(sub), np.nan)
     if "costs" in sub:
-        pred = np.array([(json.loads(c) or {}).get(ch, np.nan) if isinstance(c, str) else np.nan
-                         for c, ch in zip(sub["costs"], sub["chosen"])], dtype=float)
+        pred = np.array([chosen_cost(c, ch, at(i))
+                         for i, (c, ch) in enumerate(zip(sub["costs"], sub["chosen"]))])
         cost = np.where(np.isnan(cost), pred, cost)
     costs = None
     if not np.isnan(cost).all():
@@ -212,29 +205,16 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
                       "text": [t if isinstance(t, str) else "" for t in text],
                       "propensity": p, "candidates": offered})
     if "probs" in sub:  # the logging policy's choice probabilities: OPE checks its support
-        q["probs"] = [_probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
+        given = [probs_json(raw, at(i)) for i, raw in enumerate(sub["probs"])]
+        for i, js in enumerate(given):
+            if js is not None:
+                check_probs(json.loads(js), sub["chosen"].iloc[i], p[i], at(i))
+        q["probs"] = given
     if "explore" in sub:
         q["explore"] = [x if isinstance(x, str) else None for x in sub["explore"]]
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)
-
-
-def _probs_json(raw, where: str):
-    """A log row's ``probs`` (JSON object LLM -> choice probability) as canonical JSON, or
-    None when the row has none (its support cannot be checked)."""
-    if _missing(raw):
-        return None
-    try:
-        d = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    except (TypeError, ValueError, RecursionError):
-        d = None
-    if not isinstance(d, dict) or not all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and 0 <= v <= 1 for k, v in d.items()):
-        raise ValueError(f"{where}: probs {str(raw)[:80]!r} is not a JSON object of LLM names "
-                         "to choice probabilities in [0, 1]")
-    return json.dumps(d)
 
 
 def logging_matrix(data: RoutingData) -> np.ndarray:
@@ -255,7 +235,7 @@ def logging_matrix(data: RoutingData) -> np.ndarray:
     col = {n: j for j, n in enumerate(data.llm_names)}
     src = data.source or data.name
     for i, raw in enumerate(data.queries["probs"]):
-        js = _probs_json(raw, f"{src}: query {data.query_ids[i]!r} (row {i})")
+        js = probs_json(raw, f"{src}: query {data.query_ids[i]!r} (row {i})")
         if js is None:
             continue
         out[i] = 0.0

@@ -174,6 +174,26 @@ def _per_row(r, w, q_target, q_logged):
     return terms
 
 
+def _whole_actions(logged_action) -> np.ndarray:
+    """Logged actions as int64; a value that is not a whole number (``1.7``, NaN, text) is
+    an error naming its row, never truncated."""
+    given = np.asarray(logged_action)
+    if given.dtype.kind in "iu":
+        return given.astype(np.int64)
+    try:
+        f = given.astype(np.float64)
+    except (TypeError, ValueError):
+        f = None
+    ok = None if f is None or given.dtype.kind == "b" else np.isfinite(f) & (f == np.round(f))
+    if ok is None or not ok.all():
+        i = 0 if ok is None or given.ndim == 0 else int(np.flatnonzero(~ok.ravel())[0])
+        shown = given.ravel()[i] if given.ndim else given
+        shown = shown.item() if isinstance(shown, np.generic) else shown
+        raise ValueError(f"row {i}: logged action {shown!r} is not a whole number (the column "
+                         f"of the logged LLM)")
+    return f.astype(np.int64)
+
+
 def check_n_boot(n_boot) -> None:
     """``n_boot`` must be a whole number >= 0 (0: no intervals); a ValueError says so."""
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
@@ -195,13 +215,14 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         The target policy's choice probabilities (one-hot rows for a deterministic router):
         finite, in [0, 1], each row summing to 1 within 1e-9 (else a ValueError naming the row).
     logged_action : array of int (n,)
-        Column of the logged LLM, ``0 <= a < L`` (another value is an error naming its row).
+        Column of the logged LLM, ``0 <= a < L`` (another value, or one that is not a whole
+        number, is an error naming its row; floats such as ``1.0`` are taken).
     q : array (n, L), optional
         Reward-model predictions of every LLM (DM and DR need it).
     n_boot : int
         Bootstrap resamples (seeded); 0 = no intervals.
     alpha : float
-        1 - confidence of the percentile intervals.
+        1 - confidence of the percentile intervals, in (0, 1).
     refit : callable, optional
         ``refit(weights) -> q``: the reward model fitted with decision ``i`` counted
         ``weights[i]`` times, predicting (n, L) for every decision. With it, ``q`` defaults to
@@ -230,6 +251,10 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     (1.0, 1.0, 1.0)
     """
     check_n_boot(n_boot)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not 0 < alpha < 1:
+        raise ValueError(f"alpha must be a number in (0, 1) (1 - the intervals' confidence), "
+                         f"got {alpha!r}")
     r = np.asarray(r, np.float64)
     n = len(r)
     if n == 0:
@@ -238,10 +263,12 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         raise ValueError(f"row {int(np.flatnonzero(~np.isfinite(r))[0])}: outcome is not a finite number")
     given = np.asarray(target_probs)
     pi = given.astype(np.float64)
-    a = np.asarray(logged_action, np.int64)
-    if pi.ndim != 2 or pi.shape[0] != n or a.shape != (n,):
+    a = _whole_actions(logged_action)
+    prop = np.asarray(propensity)
+    if pi.ndim != 2 or pi.shape[0] != n or a.shape != (n,) or prop.shape != (n,):
         raise ValueError(f"shapes disagree: {n} outcomes, target probabilities {pi.shape}, "
-                         f"actions {a.shape}")
+                         f"actions {a.shape}, propensities {prop.shape} (expected ({n},) "
+                         f"actions and propensities and ({n}, L) target probabilities)")
     check_target_probs(given)      # its row-sum tolerance follows the given precision
     out_of_range = (a < 0) | (a >= pi.shape[1])
     if out_of_range.any():  # a negative index would silently wrap to the last column
@@ -249,7 +276,7 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         raise ValueError(f"row {i}: logged action {int(a[i])} is not a column of the "
                          f"{pi.shape[1]} LLMs (expected 0 <= action < {pi.shape[1]}; "
                          f"{int(out_of_range.sum())} rows out of range)")
-    w = importance_weights(pi[np.arange(n), a], propensity)
+    w = importance_weights(pi[np.arange(n), a], prop)
     if q is None and refit is not None:
         q = refit(np.ones(n))
     qt = ql = None

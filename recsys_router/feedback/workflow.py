@@ -61,14 +61,21 @@ def export_log(db: str, out, *, feedback_only: bool = False) -> tuple[int, int]:
     return len(frame), int(frame["feedback_at"].notna().sum())
 
 
-def load_log(spec: str):
-    """Logged-feedback RoutingData from a database URL, an exported log file or a long table."""
-    import pandas as pd  # noqa: PLC0415
+def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None = None):
+    """Logged-feedback RoutingData from a database URL, an exported log file or a long table.
 
-    from ..datasets._common import read_csv  # noqa: PLC0415
+    A file is read under the long-table loader's read limits (:class:`~recsys_router.datasets.
+    _limits.ReadLimits`: ``max_bytes``, default 4 GiB, of decompressed text or of a parquet
+    footer's uncompressed size, and ``max_records``, default 50 million, records), whether
+    it is a decision log (``.csv``, ``.csv.gz``, ``.parquet``) or a long table; more is
+    refused with an error naming the file and the limit.
+    """
+    from ..datasets._common import read_csv, read_parquet  # noqa: PLC0415
+    from ..datasets._limits import ReadLimits  # noqa: PLC0415
     from ..datasets.generic import _header, load_generic  # noqa: PLC0415
     from .logged import log_to_data  # noqa: PLC0415
     from .store import DecisionLog  # noqa: PLC0415
+    limits = ReadLimits.of(max_bytes, max_records)
     spec = str(spec)
     if _is_db(spec):
         existing_log_db(spec)
@@ -81,9 +88,10 @@ def load_log(spec: str):
     # twice or text that is not UTF-8 is an error naming the line, never shifted columns
     cols = _header(path) if path.suffix in (".parquet", ".csv", ".gz") else []
     if "decision_id" in cols and "chosen" in cols:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else read_csv(path)
+        frame = read_parquet(path, limits=limits) if path.suffix == ".parquet" \
+            else read_csv(path, limits=limits)
         return log_to_data(frame, source=str(path))
-    return load_generic(path)
+    return load_generic(path, max_bytes=limits.max_bytes, max_records=limits.max_records)
 
 
 def parse_target_policy(text: str) -> dict:

@@ -1,0 +1,145 @@
+"""Decision-log probes (``recsys-router ope --log``): a hostile JSON cell (``costs``,
+``candidates``, ``probs``) is refused with one error naming the file, the row, the decision
+and the column, never a bare AttributeError, RecursionError or JSONDecodeError; a decision-log
+file (``.csv``, ``.csv.gz``, ``.parquet``) is read under the long-table loader's read limits."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from recsys_router.cli import main
+from recsys_router.datasets._limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS, ReadLimits
+from recsys_router.errors import DataValidationError
+from recsys_router.feedback.log_cells import MAX_CELL_CHARS
+from recsys_router.feedback.logged import log_to_data
+from recsys_router.feedback.workflow import load_log
+
+
+def _log(**cells) -> pd.DataFrame:
+    """Three decisions with feedback; ``cells`` sets row 1 of the named columns."""
+    frame = pd.DataFrame({"decision_id": ["d0", "d1", "d2"], "chosen": ["a", "b", "a"],
+                          "propensity": [0.5, 0.5, 0.5],
+                          "candidates": [json.dumps(["a", "b"])] * 3,
+                          "probs": [json.dumps({"a": 0.5, "b": 0.5})] * 3,
+                          "feedback_score": [1.0, 0.0, 0.5],
+                          "costs": [json.dumps({"a": 0.1, "b": 0.2})] * 3}, dtype=object)
+    for col, value in cells.items():
+        frame.loc[1, col] = value
+    return frame
+
+
+DEEP = "[" * 50_000 + "]" * 50_000
+
+COSTS = {
+    "a JSON list": (json.dumps([0.1, 0.2]), "costs '[0.1, 0.2]' is not a JSON object"),
+    "100,000-deep JSON": (DEEP, "costs is JSON nested too deeply to read"),
+    "deep object": ('{"b": ' * 50_000 + "1" + "}" * 50_000, "costs is JSON nested too deeply"),
+    "not JSON": ("cheap", "costs 'cheap' is not a JSON object"),
+    "a text cost": (json.dumps({"a": 0.1, "b": "cheap"}), "is not a JSON object of LLM names to costs"),
+    "a nested cost": (json.dumps({"a": 0.1, "b": {"x": 1}}), "is not a JSON object of LLM names to costs"),
+    "a boolean cost": (json.dumps({"a": 0.1, "b": True}), "is not a JSON object of LLM names to costs"),
+    "a key given twice": ('{"b": 0.1, "b": 9.0}', "names the key 'b' twice"),
+    "an infinite cost": ('{"a": 0.1, "b": Infinity}', "the chosen LLM 'b' the cost inf"),
+    "a JSON string": (json.dumps("0.2"), "is not a JSON object of LLM names to costs"),
+    "an oversized cell": ('{"b": 0.1, "x": "' + "y" * MAX_CELL_CHARS + '"}',
+                          f"more than the {MAX_CELL_CHARS:,} a cell may hold"),
+}
+
+
+@pytest.mark.parametrize("label", list(COSTS))
+def test_hostile_costs_cell_names_file_row_decision_and_column(label, tmp_path):
+    bad, msg = COSTS[label]
+    path = tmp_path / "log.csv"
+    _log(costs=bad).to_csv(path, index=False)
+    with pytest.raises(ValueError) as info:
+        load_log(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: row 1 (decision_id 'd1'): costs"), text[:200]
+    assert msg in text and len(text) < 600
+
+
+OTHER = {
+    "candidates 100,000-deep": ("candidates", DEEP, "candidates is JSON nested too deeply"),
+    "candidates oversized": ("candidates", json.dumps(["a", "b", "c" * MAX_CELL_CHARS]),
+                             "a cell may hold"),
+    "probs 100,000-deep": ("probs", DEEP, "probs is JSON nested too deeply"),
+    "probs with a key twice": ("probs", '{"a": 0.5, "b": 0.5, "b": 0.5}', "names the key 'b' twice"),
+}
+
+
+@pytest.mark.parametrize("label", list(OTHER))
+def test_hostile_candidates_and_probs_cells_are_refused_by_row(label):
+    col, bad, msg = OTHER[label]
+    with pytest.raises(ValueError, match=r"^f\.csv: row 1 \(decision_id 'd1'\): ") as info:
+        log_to_data(_log(**{col: bad}), source="f.csv")
+    assert msg in str(info.value)
+
+
+def test_costs_that_are_well_formed_still_read():
+    # null costs, an empty object, a null or missing chosen LLM: the cost is unknown (NaN);
+    # a number for the chosen LLM is its predicted cost
+    frame = _log()
+    frame["costs"] = ['{"a": 0.25, "b": 0.5}', '{"a": 0.1, "b": null}', None]
+    d = log_to_data(frame)
+    assert d.costs[0, 0] == pytest.approx(0.25)
+    assert d.costs[1, 1] != d.costs[1, 1] and d.costs[2, 0] != d.costs[2, 0]  # NaN
+    frame["costs"] = ["null", "{}", '{"b": 0.3}']
+    assert log_to_data(frame).costs is None  # no known cost at all
+
+
+def test_ope_cli_refuses_a_hostile_costs_cell_in_one_line(tmp_path, capsys):
+    path = tmp_path / "log.csv"
+    _log(costs=DEEP).to_csv(path, index=False)
+    out = tmp_path / "o"
+    assert main(["ope", "--log", str(path), "--router", "mf", "--n-boot", "0",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "row 1 (decision_id 'd1'): costs is JSON nested too deeply" in err
+    assert "Traceback" not in err and "RecursionError" not in err and not out.exists()
+
+
+def _big_log(n: int = 40) -> pd.DataFrame:
+    return pd.DataFrame({"decision_id": [f"d{i}" for i in range(n)], "chosen": ["a", "b"] * (n // 2),
+                         "propensity": [0.5] * n, "candidates": [json.dumps(["a", "b"])] * n,
+                         "feedback_score": [1.0, 0.0] * (n // 2)})
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".parquet"])
+def test_decision_log_files_are_read_under_max_records(suffix, tmp_path):
+    path = tmp_path / f"log{suffix}"
+    (_big_log().to_parquet if suffix == ".parquet" else _big_log().to_csv)(path, index=False)
+    assert load_log(path, max_records=40).n_queries == 40
+    with pytest.raises(DataValidationError, match=r"max_records read limit") as info:
+        load_log(path, max_records=39)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".parquet"])
+def test_decision_log_files_are_read_under_max_bytes(suffix, tmp_path):
+    """A .csv.gz is gunzipped through the counter; a parquet footer's uncompressed size is
+    checked before its data."""
+    path = tmp_path / f"log{suffix}"
+    big = _big_log(2000)
+    (big.to_parquet if suffix == ".parquet" else big.to_csv)(path, index=False)
+    assert path.stat().st_size < 20_000
+    with pytest.raises(DataValidationError, match=r"max_bytes") as info:
+        load_log(path, max_bytes=20_000)
+    assert str(path) in str(info.value)
+
+
+def test_decision_logs_get_the_long_tables_default_limits(tmp_path, monkeypatch):
+    import recsys_router.datasets._common as common
+    seen = []
+    real = common.read_csv
+
+    def spy(path, limits=None, **kw):
+        seen.append(limits)
+        return real(path, limits=limits, **kw)
+    monkeypatch.setattr(common, "read_csv", spy)
+    path = tmp_path / "log.csv.gz"
+    _big_log(4).to_csv(path, index=False)
+    load_log(path)
+    assert seen == [ReadLimits(DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS)]
