@@ -100,6 +100,7 @@ def test_probes_and_onboard_commands(setup, tmp_path):
     (lambda a: a.assign(score=["x"] + list(a["score"][1:])), "not a finite number"),
     (lambda a: a.assign(query_id=["nope"] + list(a["query_id"][1:])), "unknown query 'nope'"),
     (lambda a: a.assign(score=[float("nan")] + list(a["score"][1:])), "not a finite number"),
+    (lambda a: a.assign(text=["  "] + [None] * (len(a) - 1)), "row 2, column 'text': text '  ' is blank"),
 ])
 def test_onboard_bad_answers_write_nothing(setup, tmp_path, capsys, edit, msg):
     tmp, d = setup

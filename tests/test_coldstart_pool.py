@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -59,6 +61,32 @@ def test_probe_data_long_table_and_routing_data():
     rd = RoutingData(["a", "b"], ["new", "z"], [[1.0, 0.0], [np.nan, 1.0]])
     with pytest.raises(DataValidationError, match="'b' has no score"):
         probe_data("new", rd)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+def test_blank_probe_text_is_refused_on_every_input_path(sim, blank):
+    """A blank text is refused as by the mapping form, naming the probe's query id; a
+    missing text (None) is not blank (text-free routers take such probes)."""
+    with pytest.raises(DataValidationError, match="probe 1: query text must be a non-empty"):
+        probe_data("new", {"q a": 1.0, blank: 0.0})
+    q = pd.DataFrame({"query_id": ["a", "b"], "text": ["what is 2+2?", blank]})
+    rd = RoutingData(q, ["new"], [[1.0], [0.0]], source="probes.csv")
+    msg = f"probes.csv, row 1, column 'text': probe query 'b': query text must be a non-empty string, got {blank!r}"
+    with pytest.raises(DataValidationError, match="^" + re.escape(msg) + "$"):
+        probe_data("new", rd)
+    long = pd.DataFrame({"query_id": ["a", "b"], "model": "new", "text": ["what is 2+2?", blank],
+                         "score": [1.0, 0.0]})
+    with pytest.raises(DataValidationError, match="probe query 'b': query text must be a non-empty"):
+        probe_data("new", long)
+    r = make_router("knn").fit(sim["train"].subset(llms=sim["train"].llm_names[:3]))
+    before = r.predict_scores(sim["test"].subset(llms=sim["test"].llm_names[:3]))
+    with pytest.raises(DataValidationError, match="probe query 'b'"):
+        r.add_llm("new", rd, price_in=1.0)
+    assert r.llm_names_ == sim["train"].llm_names[:3]
+    np.testing.assert_array_equal(r.predict_scores(sim["test"].subset(llms=sim["test"].llm_names[:3])),
+                                  before)
+    no_text = probe_data("new", RoutingData(["a", "b"], ["new"], [[1.0], [0.0]]))
+    assert no_text.texts == [None, None]
 
 
 def test_als_new_item_equals_weighted_least_squares(sim):

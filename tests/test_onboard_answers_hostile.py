@@ -44,6 +44,13 @@ def _write(tmp_path, content: str | bytes):
     # a negative cost after a multi-line text: the file line (5), not the record index (1)
     ('query_id,text,score,cost\nq1,"a\nb\nc",1,0.001\nq2,plain,0,-1.0\n',
      r"answers.csv, row 5, column 'cost': cost -1.0 is negative; expected a cost >= 0"),
+    # a text of spaces only is no probe text (the {text: score} form refuses it too); with
+    # query ids the message says an empty cell takes the text from --data
+    ('query_id,text,score\nq1,"a\nb",1\nq2," \t ",0\n',
+     r"answers.csv, row 4, column 'text': text ' \\t ' is blank; expected the probe's query "
+     r"text \(or an empty cell, to take it from --data by query_id\)"),
+    ("text,score\nfine,0\n   ,1\n",
+     r"answers.csv, row 3, column 'text': text '   ' is blank; expected the probe's query text$"),
     # a header alone is no probes (with a weight column it read as "every weight is 0")
     ("query_id,text,score,weight\n", r"answers.csv: no probe records \(at most a header line\)"),
 ])

@@ -4,8 +4,9 @@ Scoring networks that support it expose ``llm_rows()`` (the trained pool's LLM-s
 parameters, one row per LLM: MF/two-tower ``[vector, bias]``, MIRT/NIRT abilities ``theta``)
 and ``score_rows(x, rows)`` (logits of query embeddings ``x`` against any such rows).
 
-A new LLM's row is the MAP estimate under a Gaussian prior fitted to the existing rows
-(mean ``mu``, diagonal variance ``s2``), with the probe records as Bernoulli likelihood of
+A new LLM's row is the MAP estimate under a Gaussian prior fitted to the rows of the trained
+LLMs still in the pool (mean ``mu``, diagonal variance ``s2``; see
+:meth:`LLMRowsMixin._prior_rows`), with the probe records as Bernoulli likelihood of
 ``sigmoid(logit)``::
 
     (r*, beta*) = argmin  sum_i v_i BCE(a (score_rows(x_i, r) + beta) + b, y_i)
@@ -160,14 +161,27 @@ class LLMRowsMixin:
     def _add_llm(self, name: str, probes: RoutingData, cost: float, weights: np.ndarray) -> None:
         """MAP fit of the new LLM's row with the query side frozen, each probe's likelihood
         term weighted by its probe weight (see ``llm_rows`` module)."""
-        with torch.no_grad():
-            trained = self.net_.llm_rows().double().cpu().numpy()
         y = probes.scores[:, 0]
         scale = getattr(self, "score_scale_", None)     # probes on the training targets' scale
         y = y if scale is None else scale.transform(y)
         calib = getattr(self, "logit_calib_", None)     # ranking losses: Platt-scaled logits
-        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, trained, weights=weights,
+        self._append_llm_row(fit_llm_row(self.net_, self.embed(probes), y, self._prior_rows(),
+                                         weights=weights,
                                          calibration=(1.0, 0.0) if calib is None else tuple(calib)))
+
+    def _prior_rows(self) -> np.ndarray:
+        """The rows the new LLM's prior is fitted to: those of the trained LLMs still in the
+        pool (a removed LLM no longer shapes it; onboarded ones never do), or every row of
+        the pool when no trained LLM is left (the rule of ALS/BPR's ``_fitted_columns``).
+        Reads only ``net_``, ``added_llm_rows_`` and ``kept_cols_``, which an exported
+        artifact stores, so a loaded router onboards as the one it was exported from."""
+        with torch.no_grad():
+            n_trained = int(self.net_.llm_rows().shape[0])
+        rows = self.llm_rows()
+        kept = getattr(self, "kept_cols_", None)
+        cols = np.arange(len(rows)) if kept is None else np.asarray(kept)
+        trained = cols < n_trained
+        return rows[trained] if trained.any() else rows
 
     def _append_llm_row(self, row: np.ndarray) -> None:
         """Score a new last column from ``row`` = [LLM-side parameters, logit offset] (state

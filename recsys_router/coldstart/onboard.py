@@ -55,9 +55,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     ------
     DataValidationError
         Naming the file, row (file line) and column (unknown query, empty or repeated
-        query_id, a probe text given twice, missing/NaN score, cost or weight, a score
-        outside ``score_range``, negative cost or weight, no text); naming the file when it
-        holds no records.
+        query_id, a probe text given twice or blank, missing/NaN score, cost or weight, a
+        score outside ``score_range``, negative cost or weight, no text); naming the file
+        when it holds no records.
     """
     from .probes_input import probe_data
     path = Path(path)
@@ -106,6 +106,14 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
                     + (f": {scale_note}" if scale_note else ""),
                     source=str(path), row=line(i, col), column=col)
             df[col] = v
+    if "text" in df.columns:  # an empty cell is a missing text; only spaces is a bad one
+        blank = (df["text"].notna() & (df["text"].astype(str).str.strip() == "")).to_numpy()
+        if blank.any():
+            i = int(np.flatnonzero(blank)[0])
+            raise DataValidationError(
+                f"text {df['text'].iloc[i]!r} is blank; expected the probe's query text"
+                + (" (or an empty cell, to take it from --data by query_id)" if ids_given else ""),
+                source=str(path), row=line(i, "text"), column="text")
     if "text" not in df.columns or df["text"].isna().any():
         if data is None:
             raise DataValidationError("rows without 'text' need --data to look the query up by "

@@ -82,6 +82,20 @@ def _from_mapping(name: str, scores: Mapping, costs: Mapping | None) -> RoutingD
                        None if costs is None else np.asarray(c, np.float64)[:, None], name="probes")
 
 
+def _check_texts(data: RoutingData) -> None:
+    """Every probe text given is a non-blank string, as in the mapping form; a missing one
+    (None/NaN) is left to ``add_llm``, which refuses it for routers that read text."""
+    for i, text in enumerate(data.queries["text"]):
+        if isinstance(text, str):
+            if text.strip():
+                continue
+        elif pd.api.types.is_scalar(text) and pd.isna(text):
+            continue
+        raise DataValidationError(f"probe query {data.query_ids[i]!r}: query text must be a "
+                                  f"non-empty string, got {text!r}", source=data.source, row=i,
+                                  column="text")
+
+
 def _column(name: str, data: RoutingData, costs) -> RoutingData:
     if costs is not None:
         raise TypeError("with a RoutingData of probes, costs come from its costs matrix; "
@@ -93,6 +107,7 @@ def _column(name: str, data: RoutingData, costs) -> RoutingData:
     else:
         raise DataValidationError(f"probe data has no column for LLM {name!r} (columns: "
                                   f"{data.llm_names[:10]})")
+    _check_texts(data)
     s = data.scores[:, j].astype(np.float64)
     bad = np.flatnonzero(np.isnan(s))
     if bad.size:
@@ -135,7 +150,8 @@ def probe_data(name: str, scores, costs=None) -> RoutingData:
     Raises
     ------
     DataValidationError
-        NaN/non-finite score, a missing cost, an empty text, duplicate probes, too many.
+        NaN/non-finite score, a missing cost, an empty or blank (whitespace-only) text,
+        duplicate probes, too many.
 
     Example
     -------
