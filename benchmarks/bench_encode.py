@@ -29,6 +29,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -155,7 +156,15 @@ def main(argv=None) -> None:
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: wall time, default threads; cpu: CPU seconds, one thread each")
+    ap.add_argument("--int8-weights", choices=("auto", "s8", "u8"), default="auto",
+                    help="weights of the onnx-int8 variants: auto (this CPU's choice: int8 with "
+                         "VNNI/AMX or off x86, else uint8), s8 (int8) or u8 (uint8)")
     args = ap.parse_args(argv)
+    from recsys_router.encoders import onnx_minilm
+    if args.int8_weights != "auto":
+        os.environ[onnx_minilm.INT8_WEIGHTS_ENV] = args.int8_weights
+    onnx_minilm.int8_weight_type.cache_clear()
+    weights = onnx_minilm.int8_weight_type()
     import torch
     torch.manual_seed(args.seed)
     if args.clock == "cpu":
@@ -165,8 +174,9 @@ def main(argv=None) -> None:
     if bad:
         raise SystemExit(f"--variants: unknown {bad}; expected some of {list(VARIANTS)}")
     print(f"`python benchmarks/bench_encode.py --seed {args.seed} --n {args.n} --sets "
-          f"{args.sets} --repeats {args.repeats} --clock {args.clock} --variants "
-          f"{','.join(names)}`  (torch threads: {torch.get_num_threads()})\n")
+          f"{args.sets} --repeats {args.repeats} --clock {args.clock} --int8-weights "
+          f"{args.int8_weights} --variants {','.join(names)}`  (torch threads: "
+          f"{torch.get_num_threads()}; onnx-int8 weights: {weights})\n")
     unit = "texts/cpu-s" if args.clock == "cpu" else "texts/s"
     for which in [s for s in args.sets.split(",") if s]:
         texts = _texts(which, args.n, args.seed, args.data_dir)

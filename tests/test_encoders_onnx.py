@@ -3,6 +3,8 @@ batching, cache identities, and hostile settings / cache files."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -305,3 +307,40 @@ def test_int8_weight_types_are_separate_files_and_identities(onnx_dir, monkeypat
                                                                else np.uint8)}
         seen[kind] = (enc.identity, path)
     assert seen["s8"][0] != seen["u8"][0] and seen["s8"][1] != seen["u8"][1]
+
+
+@pytest.mark.parametrize("forced", ["s8", "u8"])
+def test_int8_weight_type_environment_override(monkeypatch, forced):
+    # a VNNI CPU forced to uint8 and an AVX2 one forced to int8 (e.g. to reproduce a table)
+    flags = {"avx512_vnni"} if forced == "u8" else {"avx2"}
+    monkeypatch.setattr(onnx_minilm.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(onnx_minilm, "_cpu_flags", lambda: flags)
+    monkeypatch.setenv(onnx_minilm.INT8_WEIGHTS_ENV, forced)
+    onnx_minilm.int8_weight_type.cache_clear()
+    try:
+        assert onnx_minilm.int8_weight_type() == forced
+        monkeypatch.setenv(onnx_minilm.INT8_WEIGHTS_ENV, "int4; rm -rf /")
+        onnx_minilm.int8_weight_type.cache_clear()
+        with pytest.raises(ValueError, match="RECSYS_ROUTER_INT8_WEIGHTS must be 's8' or 'u8'"):
+            onnx_minilm.int8_weight_type()
+    finally:
+        onnx_minilm.int8_weight_type.cache_clear()
+
+
+def test_artifact_loaded_with_another_int8_weight_type_warns(tmp_path, monkeypatch):
+    from recsys_router.datasets import load_dataset
+    from recsys_router.export import export_router, load_router
+    from recsys_router.registry import make_router
+    data = load_dataset("synthetic", n_queries=40, n_llms=3, seed=0)
+    monkeypatch.setattr(onnx_minilm, "int8_weight_type", lambda: "s8")
+    enc = OnnxMiniLMEncoder("int8", cache=False, batch_size=1)
+    router = make_router("knn", encoder=enc).fit(data)
+    export_router(router, tmp_path / "a", train_data=data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # same machine: no warning
+        load_router(tmp_path / "a")
+    monkeypatch.setattr(onnx_minilm, "int8_weight_type", lambda: "u8")
+    with pytest.warns(RuntimeWarning, match=r"exported with encoder 'onnx:all-MiniLM-L6-v2\|int8\|"
+                                            r".*rebuilt here it is 'onnx:all-MiniLM-L6-v2\|int8u8\|"):
+        back = load_router(tmp_path / "a")
+    assert "|int8u8|" in back.router.encoder_.identity

@@ -48,6 +48,8 @@ _LOCK = threading.Lock()
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _FALLBACK: list[Path] = []  # this process's private export folder, when the cache cannot be used
 _FALLBACK_WARNED: set[str] = set()
+#: environment variable that forces the int8 weight type ("s8" or "u8")
+INT8_WEIGHTS_ENV = "RECSYS_ROUTER_INT8_WEIGHTS"
 _X86 = {"x86_64", "amd64", "i386", "i686", "x86"}
 #: CPU flags with which ONNX Runtime multiplies uint8 activations by int8 weights exactly
 _EXACT_U8S8 = {"avx512_vnni", "avx_vnni", "amx_int8"}
@@ -74,8 +76,11 @@ def int8_weight_type() -> str:
     them (AVX2 or AVX-512 without VNNI) it uses an instruction that adds pairs of products in
     16 bits and saturates, which costs accuracy (mean cosine to the fp32 vectors fell below
     0.99 on an AVX2-only CPU); there the weights are quantized to uint8 instead, whose kernel
-    does not saturate. Non-x86 CPUs get int8 weights. Each choice is its own ONNX file and
-    cache identity (``int8`` / ``int8u8``), since the vectors differ.
+    does not saturate. Non-x86 CPUs get int8 weights; on x86 systems without
+    ``/proc/cpuinfo`` (Windows, macOS) the flags are unknown and the weights are uint8. The
+    environment variable ``RECSYS_ROUTER_INT8_WEIGHTS`` (``s8`` or ``u8``) overrides the choice
+    (read once per process). Each choice is its own ONNX file and cache identity (``int8`` /
+    ``int8u8``), since the vectors differ.
 
     Returns
     -------
@@ -86,6 +91,11 @@ def int8_weight_type() -> str:
     >>> int8_weight_type() in ("s8", "u8")
     True
     """
+    forced = os.environ.get(INT8_WEIGHTS_ENV, "").strip()
+    if forced:
+        if forced not in ("s8", "u8"):
+            raise ValueError(f"${INT8_WEIGHTS_ENV} must be 's8' or 'u8', got {forced[:40]!r}")
+        return forced
     if platform.machine().lower() not in _X86:
         return "s8"
     flags = _cpu_flags()

@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -359,10 +360,26 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
         # both written from the same fitted range: a difference is an edited file
         raise ArtifactError(f"{sp}: score_range_ {[float(x) for x in own]} differs from the "
                             f"manifest's score_range {[float(x) for x in recorded]}")
+    _warn_other_encoder(manifest, router, path)
     if own is None and recorded is not None:
         # the scale add_llm (onboard, POST /llms) holds a new LLM's probe scores to
         router.score_range_ = tuple(float(x) for x in manifest["score_range"])
     return ExportedRouter(router, manifest, path)
+
+
+def _warn_other_encoder(manifest: dict, router: Router, path: Path) -> None:
+    """Warn when the rebuilt encoder's identity is not the one recorded at export: the same
+    settings give other vectors here (int8 MiniLM weights chosen per CPU, another version of
+    the packaged model), close to but not those the router was trained on."""
+    recorded = (manifest.get("encoder") or {}).get("identity")
+    enc = getattr(router, "encoder_", None)
+    here = getattr(enc, "identity", None)
+    if isinstance(recorded, str) and isinstance(here, str) and recorded != here:
+        warnings.warn(f"{path / 'manifest.json'}: the artifact was exported with encoder "
+                      f"{recorded[:160]!r}; rebuilt here it is {here[:160]!r} (another CPU's "
+                      "int8 weight type or another packaged model version), so query vectors "
+                      "differ slightly from those it was trained on", RuntimeWarning,
+                      stacklevel=3)
 
 
 def set_default_policy(path: str | os.PathLike, policy: str, value: float | None,
