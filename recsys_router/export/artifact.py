@@ -27,7 +27,6 @@ import json
 import os
 import secrets
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +40,7 @@ from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
 from ..state import StateError, json_safe
 from .exported import ExportedRouter
-from .provenance import check_onboard_fields, check_onboarded_origin
+from .provenance import check_onboard_fields, check_onboarded_origin, warn_other_encoder
 from .safe_io import LimitError, NpzReader, parse_json, read_json, sha256_file
 from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listing, check_policy,
                      declared_arrays, key_bytes, read_verified, signature, verify_artifact)
@@ -360,26 +359,11 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
         # both written from the same fitted range: a difference is an edited file
         raise ArtifactError(f"{sp}: score_range_ {[float(x) for x in own]} differs from the "
                             f"manifest's score_range {[float(x) for x in recorded]}")
-    _warn_other_encoder(manifest, router, path)
+    warn_other_encoder(manifest, router, path)
     if own is None and recorded is not None:
         # the scale add_llm (onboard, POST /llms) holds a new LLM's probe scores to
         router.score_range_ = tuple(float(x) for x in manifest["score_range"])
     return ExportedRouter(router, manifest, path)
-
-
-def _warn_other_encoder(manifest: dict, router: Router, path: Path) -> None:
-    """Warn when the rebuilt encoder's identity is not the one recorded at export: the same
-    settings give other vectors here (int8 MiniLM weights chosen per CPU, another version of
-    the packaged model), close to but not those the router was trained on."""
-    recorded = (manifest.get("encoder") or {}).get("identity")
-    enc = getattr(router, "encoder_", None)
-    here = getattr(enc, "identity", None)
-    if isinstance(recorded, str) and isinstance(here, str) and recorded != here:
-        warnings.warn(f"{path / 'manifest.json'}: the artifact was exported with encoder "
-                      f"{recorded[:160]!r}; rebuilt here it is {here[:160]!r} (another CPU's "
-                      "int8 weight type or another packaged model version), so query vectors "
-                      "differ slightly from those it was trained on", RuntimeWarning,
-                      stacklevel=3)
 
 
 def set_default_policy(path: str | os.PathLike, policy: str, value: float | None,

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from pathlib import PurePosixPath
+import warnings
+from pathlib import Path, PurePosixPath
 
 from ..state import BOOL, FLOAT, INT, STR, DictOf, Opt, StateError, TupleOf, check_state
 
 __all__ = ["ONBOARDED_ENTRY", "SOURCE_METRICS", "RANGE_SOURCES", "SOURCE_METRICS_NOTE",
            "check_onboard_fields", "check_onboarded_origin", "onboarded_fields",
-           "plain_file_name"]
+           "plain_file_name", "warn_other_encoder"]
 
 #: where the probe scores' range came from: the artifact's recorded training range, the
 #: ``--data`` scores, the operator's ``--score-range``, or [0, 1] assumed (none known)
@@ -229,3 +230,32 @@ def onboarded_fields(src_manifest: dict, entry: dict) -> tuple[dict, dict | None
     else:
         sm = src_manifest.get("source_metrics")
     return td, sm
+
+
+def warn_other_encoder(manifest: dict, router, path) -> None:
+    """Warn when the rebuilt encoder's identity is not the one recorded at export: the same
+    settings give other vectors here (int8 MiniLM weights chosen per CPU, another version of
+    the packaged model), close to but not those the router was trained on.
+
+    Parameters
+    ----------
+    manifest : dict
+        The artifact's validated manifest (its ``encoder.identity``, when recorded).
+    router : Router
+        The rebuilt router (its ``encoder_``, when it has one).
+    path : pathlib.Path
+        The artifact folder, named in the warning.
+
+    Example
+    -------
+    >>> warn_other_encoder({"encoder": None}, object(), "art")  # nothing recorded: no warning
+    """
+    recorded = (manifest.get("encoder") or {}).get("identity")
+    enc = getattr(router, "encoder_", None)
+    here = getattr(enc, "identity", None)
+    if isinstance(recorded, str) and isinstance(here, str) and recorded != here:
+        warnings.warn(f"{Path(path) / 'manifest.json'}: the artifact was exported with encoder "
+                      f"{recorded[:160]!r}; rebuilt here it is {here[:160]!r} (another CPU's "
+                      "int8 weight type or another packaged model version), so query vectors "
+                      "differ slightly from those it was trained on", RuntimeWarning,
+                      stacklevel=3)
