@@ -40,7 +40,25 @@ def test_script_still_makes_the_same_artifact(tmp_path):
     np.testing.assert_allclose(expected["scores"], committed["scores"], rtol=1e-12, atol=1e-12)
     fresh = json.loads((art / "manifest.json").read_text())
     old = json.loads((FIXTURES / "artifact_v2" / "manifest.json").read_text())
-    for key in ("format_version", "router_class", "router_params", "arrays", "files"):
-        if key != "files":
-            assert fresh[key] == old[key], key
-    assert fresh["files"]["state.json"] == old["files"]["state.json"]
+    for key in ("format_version", "router_class", "arrays"):
+        assert fresh[key] == old[key], key
+    # hyperparameters added since the fixture was made appear at their defaults, and the
+    # committed artifact (without them) loads with those values
+    assert _without_added(fresh["router_params"]) == old["router_params"]
+    fresh_state = json.loads((art / "state.json").read_text())
+    old_state = json.loads((FIXTURES / "artifact_v2" / "state.json").read_text())
+    fresh_state["params"] = _without_added(fresh_state["params"])
+    assert fresh_state == old_state
+    loaded = load_router(FIXTURES / "artifact_v2", sign_key=maker.KEY).router
+    assert {k: getattr(loaded, k) for k in ADDED_SINCE} == ADDED_SINCE
+
+
+#: hyperparameters the fixture's router (LinearR) gained after the fixture was committed, with
+#: their defaults
+ADDED_SINCE = {"loss": "squared"}
+
+
+def _without_added(params: dict) -> dict:
+    for k, default in ADDED_SINCE.items():
+        assert params.get(k, default) == default, (k, params.get(k))
+    return {k: v for k, v in params.items() if k not in ADDED_SINCE}
