@@ -1,0 +1,64 @@
+"""Hostile request bodies of the router service (``POST /route``, the OpenAI proxy, ``POST
+/llms``): each gets a short 4xx that names the field, and none is half-read.
+
+Thousands of unknown ``candidates`` were all echoed back, with the whole pool (a 936 KB
+answer to a 900 KB request).
+"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from recsys_router.datasets.synthetic import make_synthetic
+from recsys_router.errors import few
+from recsys_router.export import export_router, load_router
+from recsys_router.registry import make_router
+from recsys_router.serving import ServiceConfig, create_app
+from toy_routers import WordRouter
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    tr = make_synthetic(60, 4, 2, seed=3)
+    out = tmp_path_factory.mktemp("art") / "word"
+    export_router(WordRouter().fit(tr), out, train_data=tr)
+    return load_router(out)
+
+
+def _client(art, **cfg):
+    return TestClient(create_app(art, ServiceConfig(**cfg)), raise_server_exceptions=False)
+
+
+def test_few_names_is_bounded():
+    assert few(["a", "b"]) == "['a', 'b']"
+    assert few([f"m{i}" for i in range(12)], limit=3) == "['m0', 'm1', 'm2', ...] (12 in all)"
+    assert few(["x" * 500], width=10) == "['xxxxxx...]"  # repr "'xxx..." cut to 10 characters
+
+
+@pytest.mark.parametrize("names", [["x" * 100] * 9000, [f"llm-{i}" for i in range(9000)]])
+def test_many_unknown_candidates_give_a_short_answer(artifact, names):
+    body = {"query": "a b", "candidates": names}
+    r = _client(artifact, max_body_bytes=2_000_000).post("/route", json=body)
+    assert r.status_code == 400
+    msg = r.json()["error"]
+    assert len(r.content) < 3_000, len(r.content)  # was 936,109 bytes
+    assert msg.startswith("unknown candidate LLM(s) [")
+    distinct = len(set(names))
+    assert (f"({distinct:,} in all)" in msg) is (distinct > 10)
+    assert repr(names[0][:10])[:-1] in msg   # the first name, cut
+    for llm in artifact.llm_names:  # a pool of 4: listed whole
+        assert repr(llm) in msg
+
+
+def test_a_large_pool_is_listed_in_part():
+    data = make_synthetic(40, 30, 2, seed=1)
+    router = make_router("best-single").fit(data)
+    with pytest.raises(ValueError) as info:
+        router.candidate_mask(["nope"])
+    msg = str(info.value)
+    shown = [n for n in data.llm_names if repr(n) in msg]
+    assert shown == data.llm_names[:20] and "(30 in all)" in msg
+    with pytest.raises(ValueError, match=r"got list \[b'x', b'x'") as info:
+        router.candidate_mask([b"x"] * 10_000)
+    assert len(str(info.value)) < 200
