@@ -31,7 +31,8 @@ from fastapi.responses import StreamingResponse
 
 from .guards import SafeJSONResponse
 
-__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body"]
+__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body",
+           "routed_message"]
 
 _MAX_MESSAGES = 1_000
 _MAX_PARTS = 1_000
@@ -125,7 +126,8 @@ def _message_text(m, i: int) -> str:
 
 
 def check_chat_body(body) -> str:
-    """Check a chat-completions body and return the text to route (the last user message).
+    """Check a chat-completions body and return the text to route (the last user message);
+    :func:`routed_message` says which message it is.
 
     Every malformed shape is an ``HTTPException(400)`` naming the field: a body that is not
     an object, ``model`` not a string, ``stream`` not a boolean, ``messages`` not a non-empty
@@ -136,6 +138,19 @@ def check_chat_body(body) -> str:
     -------
     >>> check_chat_body({"model": "router", "messages": [{"role": "user", "content": "hi"}]})
     'hi'
+    """
+    return routed_message(body)[1]
+
+
+def routed_message(body) -> tuple[int, str]:
+    """``(i, text)``: the index in ``messages`` of the message :func:`check_chat_body` routes,
+    and its text; the same checks and errors.
+
+    Example
+    -------
+    >>> routed_message({"messages": [{"role": "user", "content": "hi"},
+    ...                              {"role": "assistant", "content": "hello"}]})
+    (0, 'hi')
     """
     if not isinstance(body, dict):
         raise HTTPException(400, "request body must be a JSON object")
@@ -159,7 +174,7 @@ def check_chat_body(body) -> str:
                                  "or nesting too deep)") from None
     for i in range(len(msgs) - 1, -1, -1):
         if msgs[i]["role"] == "user" and texts[i].strip():
-            return texts[i]
+            return i, texts[i]
     raise HTTPException(400, "no user message with text content to route")
 
 
@@ -191,14 +206,15 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
             body = await request.json()
         except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise HTTPException(400, "request body is not valid JSON (or nests too deep)") from None
-        text = check_chat_body(body)
+        at, text = routed_message(body)
         wtp, budget = parse_router_model(body.get("model", ""), body)
         snap = served.current  # the pool this request is routed in, whatever /llms does meanwhile
         candidates = [n for n in snap.llm_names if n in backends]
         if not candidates:
             raise HTTPException(503, "no LLM of the served pool has a backend (see backends.yaml "
                                      "and GET /llms)")
-        result = (await app.state.route_texts([text], wtp, budget, candidates, snap))[0]
+        result = (await app.state.route_texts([text], wtp, budget, candidates, snap,
+                                              fields=[f"messages[{at}].content"]))[0]
         llm = result["llm"]
         be = backends[llm]
         fwd = {k: v for k, v in body.items() if k not in ("wtp", "budget")}
