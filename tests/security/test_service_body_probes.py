@@ -62,3 +62,55 @@ def test_a_large_pool_is_listed_in_part():
     with pytest.raises(ValueError, match=r"got list \[b'x', b'x'") as info:
         router.candidate_mask([b"x"] * 10_000)
     assert len(str(info.value)) < 200
+
+
+def _proxy(art):
+    # backends on a closed port: a request forwarded would be a 502, so a 400 forwarded nothing
+    backends = {n: {"base_url": "http://127.0.0.1:9/v1", "model": n, "api_key_env": None}
+                for n in art.llm_names}
+    return _client(art, backends=backends, backend_timeout_s=2)
+
+
+CHAT = [{"role": "user", "content": "one two"}]
+
+
+@pytest.mark.parametrize("model", [
+    "router-wtp-1_000", "router-wtp- 5 ", "router-wtp-5 ", "router-wtp-\u0661\u0660",  # Arabic-Indic 10
+    "router-budget-\uff13", "router-budget-\u00b2", "router-wtp-+5", "router-wtp--5",  # fullwidth 3, superscript 2
+    "router-wtp-inf", "router-wtp-nan", "router-wtp-0x10", "router-wtp-.5", "router-wtp-5.",
+    "router-budget-1e", "router-wtp-", "router-budget-1,5", "router-wtp-5\n",
+])
+def test_policy_values_in_model_names_are_ascii_decimals(artifact, model):
+    r = _proxy(artifact).post("/v1/chat/completions", json={"model": model, "messages": CHAT})
+    assert r.status_code == 400, (model, r.status_code, r.text)
+    policy = model.split("-")[1]
+    assert r.json()["error"] == (
+        f"{model!r}: the {policy} value must be a number (in the model name in ASCII decimal "
+        f"notation such as 250, 0.5 or 1e-3, or the request's '{policy}' field as a JSON number)")
+
+
+@pytest.mark.parametrize("model,expect", [
+    ("router-wtp-250", (250.0, None)), ("router-wtp-0.5", (0.5, None)),
+    ("router-budget-1e-3", (None, 0.001)), ("router-budget-2E+2", (None, 200.0)),
+    ("router-wtp-007", (7.0, None)),
+])
+def test_ascii_decimal_model_names_still_work(model, expect):
+    from recsys_router.serving.openai_proxy import parse_router_model
+    assert parse_router_model(model, {}) == expect
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "router-wtp-" + "9" * 400},        # parses to infinity
+    {"model": "router-wtp", "wtp": 10 ** 400},   # no float holds it (was a 500)
+])
+def test_policy_values_past_float_range_are_400(artifact, body):
+    r = _proxy(artifact).post("/v1/chat/completions", json={**body, "messages": CHAT})
+    assert r.status_code == 400 and "must be a finite number >= 0" in r.json()["error"]
+    assert len(r.content) < 400  # the model name is cut
+
+
+def test_a_long_unknown_model_name_is_cut(artifact):
+    r = _proxy(artifact).post("/v1/chat/completions",
+                              json={"model": "router-x" + "y" * 100_000, "messages": CHAT})
+    assert r.status_code == 400 and len(r.content) < 400
+    assert r.json()["error"].startswith("model must be 'router', ")
