@@ -114,3 +114,42 @@ def test_a_long_unknown_model_name_is_cut(artifact):
                               json={"model": "router-x" + "y" * 100_000, "messages": CHAT})
     assert r.status_code == 400 and len(r.content) < 400
     assert r.json()["error"].startswith("model must be 'router', ")
+
+
+JSON = {"content-type": "application/json"}
+REPEATS = [  # (path, body, the key named)
+    ("/route", b'{"query": "a", "budget": 0, "budget": 1000}', "budget"),
+    ("/route", b'{"query": "a", "candidates": ["x"], "candidates": ["y"]}', "candidates"),
+    ("/route", b'{"query": "a", "query": "b"}', "query"),
+    ("/route", b'{"query": "a", "wtp": 1, "wtp": 1}', "wtp"),  # the same value twice too
+    ("/feedback", b'{"decision_id": "d", "score": 1, "score": 0}', "score"),
+    ("/v1/chat/completions", b'{"model": "router-argmax", "model": "router-wtp-1e9", '
+                             b'"messages": [{"role": "user", "content": "a b"}]}', "model"),
+    ("/v1/chat/completions", b'{"model": "router", "messages": [{"role": "user", '
+                             b'"content": "a", "content": "b"}]}', "content"),  # nested
+    ("/llms", b'{"name": "new", "name": "other", "probes": [{"text": "a", "score": 1}]}', "name"),
+    ("/llms", b'{"name": "new", "probes": [{"text": "a", "score": 1, "score": 0}]}', "score"),
+]
+
+
+@pytest.mark.parametrize("path,body,key", REPEATS, ids=[f"{p}-{k}" for p, _, k in REPEATS])
+def test_a_key_given_twice_is_a_422_naming_it(artifact, path, body, key):
+    c = _client(artifact, api_key="k", log_db=None,
+                backends={n: {"base_url": "http://127.0.0.1:9/v1", "model": n, "api_key_env": None}
+                          for n in artifact.llm_names})
+    pool = list(c.app.state.served.current.llm_names)
+    r = c.post(path, content=body, headers={**JSON, "Authorization": "Bearer k"})
+    assert (r.status_code, r.json()) == (422, {"error": f"the request body names the key {key!r} "
+                                                        "more than once; give each field once"})
+    assert c.app.state.served.current.llm_names == pool  # no LLM added
+    assert "recsys_router_chosen_total{" not in c.get("/metrics", headers={"Authorization": "Bearer k"}).text
+
+
+def test_a_repeated_key_is_named_cut_and_a_body_without_repeats_still_routes(artifact):
+    c = _client(artifact)
+    key = "k" * 5000
+    r = c.post("/route", content=f'{{"{key}": 1, "{key}": 2}}'.encode(), headers=JSON)
+    assert r.status_code == 422 and len(r.content) < 300
+    r = c.post("/route", content=b'{"queries": ["a b"], "candidates": ["%s"]}'
+               % artifact.llm_names[0].encode(), headers=JSON)
+    assert r.status_code == 200 and r.json()["results"][0]["llm"] == artifact.llm_names[0]
