@@ -30,7 +30,7 @@ from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from ..state import json_safe
 from .batcher import MicroBatcher
-from .json_body import JSONBodyRoute
+from .json_body import JSONOnlyRoute
 from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
                      install_error_handlers, printable, route_label)
 from .llm_admin import ServedRouter, add_llm_admin_routes
@@ -249,8 +249,9 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                   lifespan=lifespan, default_response_class=SafeJSONResponse)
     app.state.served, app.state.config, app.state.stats, app.state.batcher = served, cfg, stats, batcher
     app.state.feedback_loop = loop
-    # every JSON body (route, feedback, the proxy, POST /llms): a key given twice is a 422
-    app.router.route_class = JSONBodyRoute
+    # every JSON body (route, feedback, the proxy, POST /llms): sent as application/json (else
+    # 415), and a key given twice is a 422
+    app.router.route_class = JSONOnlyRoute
 
     install_error_handlers(app, "error")
 

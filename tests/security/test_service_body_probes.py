@@ -153,3 +153,48 @@ def test_a_repeated_key_is_named_cut_and_a_body_without_repeats_still_routes(art
     r = c.post("/route", content=b'{"queries": ["a b"], "candidates": ["%s"]}'
                % artifact.llm_names[0].encode(), headers=JSON)
     assert r.status_code == 200 and r.json()["results"][0]["llm"] == artifact.llm_names[0]
+
+
+CHAT_BODY = b'{"model": "router", "messages": [{"role": "user", "content": "a b"}]}'
+TYPES = [  # (Content-Type sent, as the 415 names it)
+    ("text/plain", "got 'text/plain'"),  # a browser sends it cross-site without a preflight
+    ("application/x-www-form-urlencoded", "got 'application/x-www-form-urlencoded'"),
+    ("multipart/form-data; boundary=x", "got 'multipart/form-data; boundary=x'"),
+    ("text/json", "got 'text/json'"), ("application/jsonx", "got 'application/jsonx'"),
+    (None, "none was given"),
+]
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/route", b'{"query": "a b"}'), ("/v1/chat/completions", CHAT_BODY),
+    ("/feedback", b'{"decision_id": "d", "score": 1}'),
+    ("/llms", b'{"name": "new", "probes": [{"text": "a", "score": 1}]}'),
+], ids=["route", "proxy", "feedback", "llms"])
+@pytest.mark.parametrize("ctype,got", TYPES, ids=[t or "none" for t, _ in TYPES])
+def test_a_body_that_is_not_sent_as_json_is_415(artifact, path, body, ctype, got):
+    # /route answered 422 "Input should be a valid dictionary" and the proxy read the body as JSON
+    c = _proxy(artifact)
+    headers = {} if ctype is None else {"content-type": ctype}
+    r = c.post(path, content=body, headers=headers)
+    assert r.status_code == 415, (r.status_code, r.text)
+    assert r.json() == {"error": "the request body must be JSON sent with 'Content-Type: "
+                                 f"application/json'; {got}"}
+    assert c.app.state.batcher.texts_run == 0  # nothing routed, nothing forwarded
+
+
+@pytest.mark.parametrize("ctype", ["application/json", "application/json; charset=utf-8",
+                                   "Application/JSON", "application/vnd.api+json"])
+def test_json_content_types_are_accepted(artifact, ctype):
+    c = _client(artifact)
+    r = c.post("/route", content=b'{"query": "a b"}', headers={"content-type": ctype})
+    assert r.status_code == 200 and r.json()["llm"] == artifact.llm_names[2 % 4]  # 2 words, 4 LLMs
+    r = c.delete("/llms/" + artifact.llm_names[0])  # a DELETE needs no body: the key decides
+    assert r.status_code == 403
+
+
+def test_the_415_is_given_before_the_body_is_parsed(artifact):
+    c = _client(artifact)
+    r = c.post("/route", content=b'{"query": "a", "query": "b"}', headers={"content-type": "text/plain"})
+    assert r.status_code == 415  # not the repeated key: the content type comes first
+    m = c.get("/metrics").text
+    assert 'recsys_router_requests_total{endpoint="/route",status="415"} 1' in m
