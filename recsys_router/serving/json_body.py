@@ -92,7 +92,8 @@ class JSONBodyRoute(APIRoute):
     """
 
     error_field = "error"
-    #: refuse a POST, PUT or PATCH whose ``Content-Type`` is not JSON (415)
+    #: refuse a request body whose ``Content-Type`` is not JSON (415); an empty one is left
+    #: to the endpoint (a 400 or 422 saying what is missing)
     require_json_type = False
 
     def get_route_handler(self):
@@ -100,14 +101,13 @@ class JSONBodyRoute(APIRoute):
         field, json_only = self.error_field, self.require_json_type
 
         async def checked(request: Request):
-            if json_only and request.method in ("POST", "PUT", "PATCH"):
-                given = request.headers.get("content-type")
-                if not is_json_type(given):
-                    got = f"got {printable(given, 100)!r}" if given else "none was given"
-                    return SafeJSONResponse({field: f"the request body must be JSON sent with "
-                                                    f"'Content-Type: application/json'; {got}"},
-                                            status_code=415)
             body = await request.body()  # cached: the endpoint reads the same bytes
+            if json_only and body and not is_json_type(request.headers.get("content-type")):
+                given = request.headers.get("content-type")
+                got = f"got {printable(given, 100)!r}" if given else "none was given"
+                return SafeJSONResponse({field: f"the request body must be JSON sent with "
+                                                f"'Content-Type: application/json'; {got}"},
+                                        status_code=415)
             if body:
                 key = repeated_key(body)
                 if key is not None:
@@ -119,8 +119,8 @@ class JSONBodyRoute(APIRoute):
 
 
 class JSONOnlyRoute(JSONBodyRoute):
-    """:class:`JSONBodyRoute` that also answers a POST, PUT or PATCH whose ``Content-Type`` is
-    not JSON (see :func:`is_json_type`; missing included) with a 415 naming
-    ``application/json``, before reading the body."""
+    """:class:`JSONBodyRoute` that also answers a request body whose ``Content-Type`` is not
+    JSON (see :func:`is_json_type`; missing included) with a 415 naming ``application/json``,
+    before parsing it. A request without a body (``DELETE /llms/{name}``) needs no type."""
 
     require_json_type = True

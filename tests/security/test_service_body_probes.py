@@ -198,3 +198,11 @@ def test_the_415_is_given_before_the_body_is_parsed(artifact):
     assert r.status_code == 415  # not the repeated key: the content type comes first
     m = c.get("/metrics").text
     assert 'recsys_router_requests_total{endpoint="/route",status="415"} 1' in m
+
+
+def test_an_empty_body_is_left_to_the_endpoint(artifact):
+    c = _proxy(artifact)
+    r = c.post("/route")  # nothing to misread: the endpoint says what is missing
+    assert (r.status_code, r.json()) == (422, {"error": "invalid request: body: Field required"})
+    r = c.post("/v1/chat/completions")
+    assert (r.status_code, r.json()) == (400, {"error": "request body is not valid JSON (or nests too deep)"})
