@@ -7,7 +7,7 @@ field) and what was expected, so a user can fix the input without reading code.
 from __future__ import annotations
 
 __all__ = ["DataValidationError", "ConfigArgumentError", "ArgumentValueError", "NotFittedError",
-           "where"]
+           "where", "few"]
 
 
 def where(source: str | None = None, row: int | None = None, column: str | None = None) -> str:
@@ -40,6 +40,43 @@ def where(source: str | None = None, row: int | None = None, column: str | None 
     if column is not None:
         parts.append(f"column {column!r}")
     return (", ".join(parts) + ": ") if parts else ""
+
+
+def few(names, limit: int = 10, width: int = 100) -> str:
+    """At most ``limit`` items of ``names`` for an error message, each ``repr`` cut to
+    ``width`` characters, and how many were left out: a message about a long list stays
+    short whatever the list holds.
+
+    Parameters
+    ----------
+    names : sequence
+        The items (LLM names, keys...).
+    limit : int
+        Most items shown.
+    width : int
+        Most characters of each item's ``repr``.
+
+    Returns
+    -------
+    str
+        ``"['a', 'b']"``, or ``"['a', 'b', ...] (5 in all)"`` when some were left out.
+
+    Example
+    -------
+    >>> few(["a", "b"])
+    "['a', 'b']"
+    >>> few([str(i) for i in range(5)], limit=2)
+    "['0', '1', ...] (5 in all)"
+    >>> few(["x" * 50], width=8)
+    "['xxxx...]"
+    """
+    names = list(names)
+    shown = []
+    for n in names[:limit]:
+        text = repr(n)
+        shown.append(text if len(text) <= width else text[:width - 3] + "...")
+    more = f", ...] ({len(names):,} in all)" if len(names) > limit else "]"
+    return "[" + ", ".join(shown) + more
 
 
 class DataValidationError(ValueError):

@@ -15,7 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from .data import RoutingData
-from .errors import NotFittedError
+from .errors import NotFittedError, few
+from .numeric import shown
 from .coldstart.pool import core_view, observed_range, pool_changed, pool_costs, predict_pool
 from .policies import apply_policy, check_policy_values, fill_unknown_costs
 # add_llm / remove_llm / llm_mean_costs: the pool methods every router shares
@@ -299,11 +300,12 @@ class Router(LLMPoolMixin, ABC):
         if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__") \
                 or not all(isinstance(c, str) for c in candidates):
             raise ValueError(f"candidates must be a list of LLM names, got "
-                             f"{type(candidates).__name__} {candidates!r}")
+                             f"{type(candidates).__name__} {shown(candidates)}")
         known = {n: i for i, n in enumerate(self.llm_names_)}
         bad = [c for c in candidates if c not in known]
-        if bad or not len(candidates):
-            raise ValueError(f"unknown candidate LLM(s) {bad}; this router knows {self.llm_names_}"
+        if bad or not len(candidates):  # a few names of each list: the message stays short
+            raise ValueError(f"unknown candidate LLM(s) {few(dict.fromkeys(bad))}; this router knows "
+                             f"{few(self.llm_names_, 20)}"
                              if bad else "candidates must name at least one LLM")
         mask = np.zeros(len(self.llm_names_), dtype=bool)
         mask[[known[c] for c in candidates]] = True

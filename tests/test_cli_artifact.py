@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 from recsys_router.cli import main
 from recsys_router.export import load_router
@@ -107,3 +108,38 @@ def test_killed_export_leaves_nothing_that_survives_the_next_run(tmp_path, capsy
     live.mkdir()
     load_router(out)
     assert live.exists()
+
+
+@pytest.mark.parametrize("name", ["cascade", "oracle", "r_o", " Oracle "])
+def test_export_refuses_routers_that_read_the_true_scores(tmp_path, capsys, name):
+    # their artifact loaded but no request could be served (serve and route(texts) refused it);
+    # refused before any data is read: the dataset named here does not exist
+    out = tmp_path / "art"
+    code = main(["export", "--router", name, "--data", str(tmp_path / "absent.csv"), "--out", str(out)])
+    err = _one_line_error(capsys)
+    assert code == 2 and f"--router {name}: " in err and "could not be served" in err, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_export_refuses_a_config_naming_a_ground_truth_router(tmp_path, capsys):
+    cfg = tmp_path / "best.yaml"
+    cfg.write_text("router: cascade\n")  # as a tune best_config.yaml names its router
+    out = tmp_path / "art"
+    code = main(["export", "-c", str(cfg), "--data", str(tmp_path / "absent.csv"), "--out", str(out)])
+    err = _one_line_error(capsys)  # refused before fitting: nothing printed before the error
+    assert code == 2 and f"{cfg}: router 'cascade': CascadeRouter routes from the true scores" in err, err
+    assert not out.exists()
+    # a router that routes from text alone still exports (and evaluate keeps the others in-process)
+    assert _export(out) == 0 and (out / "manifest.json").exists()
+
+
+def test_export_refuses_a_ground_truth_router_given_as_an_artifact(tmp_path, capsys):
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router
+    from recsys_router.registry import make_router
+    d = make_synthetic(60, 3, 2, seed=0)
+    src = export_router(make_router("cascade").fit(d), tmp_path / "casc", train_data=d)  # the library still writes it
+    out = tmp_path / "again"
+    assert main(["export", "--router", str(src), *DATA, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "CascadeRouter routes from the true scores" in err and not out.exists()

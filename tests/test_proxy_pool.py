@@ -109,3 +109,27 @@ def test_backend_nested_too_deep_is_a_json_502(artifact, backend):
     backend["raw"] = b"[" * 100_000 + b"]" * 100_000
     r = c.post("/v1/chat/completions", json=ASK, headers=KEY)
     assert r.status_code == 502 and r.json()["error"].startswith("backend for")
+
+
+@pytest.mark.parametrize("content,status,what", [
+    ("a\u0000b", 422, "messages[3].content: text holds a NUL character (U+0000) at character 1"),
+    ("a" * 101, 413, "messages[3].content has 101 characters; the limit is 100"),
+    ([{"type": "text", "text": "a"}, {"type": "text", "text": "b\u0000"}], 422,
+     "messages[3].content: text holds a NUL character (U+0000) at character 3"),  # "a b\0"
+], ids=["nul", "too-long", "nul-in-parts"])
+def test_proxy_errors_name_the_routed_message(artifact, backend, content, status, what):
+    # the routed text is the last user message, messages[3]; it used to be called queries[0]
+    art = load_router(artifact)
+    backends = {n: {"base_url": "http://backend/v1", "model": n, "api_key_env": None}
+                for n in art.llm_names}
+    c = TestClient(create_app(art, ServiceConfig(backends=backends, max_text_chars=100)))
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "x"},
+            {"role": "assistant", "content": "y"}, {"role": "user", "content": content},
+            {"role": "assistant", "content": "z"}]
+    r = c.post("/v1/chat/completions", json={"model": "router", "messages": msgs})
+    assert (r.status_code, r.json()) == (status, {"error": what})
+    assert backend["seen"] == []  # nothing forwarded
+    # /route keeps its own field names
+    r = c.post("/route", json={"queries": ["ok", "a" * 101]})
+    assert (r.status_code, r.json()) == (413, {"error": "queries[1] has 101 characters; the "
+                                                        "limit is 100"})

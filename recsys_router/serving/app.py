@@ -30,6 +30,7 @@ from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from ..state import json_safe
 from .batcher import MicroBatcher
+from .json_body import JSONOnlyRoute
 from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
                      install_error_handlers, printable, route_label)
 from .llm_admin import ServedRouter, add_llm_admin_routes
@@ -248,6 +249,9 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                   lifespan=lifespan, default_response_class=SafeJSONResponse)
     app.state.served, app.state.config, app.state.stats, app.state.batcher = served, cfg, stats, batcher
     app.state.feedback_loop = loop
+    # every JSON body (route, feedback, the proxy, POST /llms): sent as application/json (else
+    # 415), and a key given twice is a 422
+    app.router.route_class = JSONOnlyRoute
 
     install_error_handlers(app, "error")
 
@@ -274,20 +278,23 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         text = stats.prometheus(batcher) + "".join(f"{x}\n" for x in loop.prometheus_lines())
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    async def route_texts(texts: list[str], wtp, budget, candidates, snap=None) -> list[dict]:
+    async def route_texts(texts: list[str], wtp, budget, candidates, snap=None,
+                          fields: list[str] | None = None) -> list[dict]:
+        # fields: what the client called each text (the proxy's messages[i].content)
         if not texts:
             raise HTTPException(400, "give 'query' (a string) or 'queries' (a non-empty list)")
         if len(texts) > cfg.max_batch:
             raise HTTPException(413, f"batch of {len(texts)} queries exceeds the limit of {cfg.max_batch}")
         for i, t in enumerate(texts):
+            where = fields[i] if fields else f"queries[{i}]"
             if not t.strip():
-                raise HTTPException(400, f"queries[{i}] is empty")
+                raise HTTPException(400, f"{where} is empty")
             try:
                 check_text(t)  # the proxy reaches here without the request model's check
             except ValueError as exc:
-                raise HTTPException(422, f"queries[{i}]: {exc}") from None
+                raise HTTPException(422, f"{where}: {exc}") from None
             if len(t) > cfg.max_text_chars:
-                raise HTTPException(413, f"queries[{i}] has {len(t)} characters; the limit is "
+                raise HTTPException(413, f"{where} has {len(t)} characters; the limit is "
                                          f"{cfg.max_text_chars}")
         if wtp is not None and budget is not None:
             raise HTTPException(400, "give either 'wtp' or 'budget', not both")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import httpx
@@ -29,9 +30,10 @@ import yaml
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
-from .guards import SafeJSONResponse
+from .guards import SafeJSONResponse, printable
 
-__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body"]
+__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body",
+           "routed_message"]
 
 _MAX_MESSAGES = 1_000
 _MAX_PARTS = 1_000
@@ -61,30 +63,50 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
     return out
 
 
+#: the value in a model name: ASCII decimal notation, optionally with an exponent (``float()``
+#: would also take ``1_000``, padding spaces, ``inf`` and non-ASCII digits such as ``١٠``)
+_NAME_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+
 def parse_router_model(model: str, body: dict) -> tuple[float | None, float | None]:
-    """``(wtp, budget)`` from a ``router[-policy[-value]]`` model name."""
+    """``(wtp, budget)`` from a ``router[-policy[-value]]`` model name.
+
+    A value in the name is written in ASCII decimal notation (``250``, ``0.5``, ``1e-3``);
+    any other spelling, such as ``1_000``, `` 5``, ``inf`` or non-ASCII digits, is a 400
+    naming the model.
+
+    Example
+    -------
+    >>> parse_router_model("router-wtp-1e3", {}), parse_router_model("router-budget", {"budget": 2})
+    ((1000.0, None), (None, 2.0))
+    """
     if model == "router":
         return None, None
+    shown = repr(printable(model, 100))
     parts = model.split("-", 2)
     if parts[0] != "router" or len(parts) < 2 or parts[1] not in ("argmax", "wtp", "budget"):
         raise HTTPException(400, f"model must be 'router', 'router-argmax', 'router-wtp-<lambda>' or "
-                                 f"'router-budget-<C>', got {model!r}")
+                                 f"'router-budget-<C>', got {shown}")
     if parts[1] == "argmax":
         return None, None
     in_name = len(parts) == 3
     raw = parts[2] if in_name else body.get(parts[1])
     # text only in the model name; the request's field is a JSON number, as in POST /route
-    allowed = (str,) if in_name else (int, float)
+    if in_name:
+        ok = _NAME_NUMBER.fullmatch(raw) is not None
+    else:
+        ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)
     try:
-        if isinstance(raw, bool) or not isinstance(raw, allowed):
-            raise TypeError
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a number (in the "
-                                 f"model name, or the request's '{parts[1]}' field as a JSON "
-                                 f"number)") from None
+        value = float(raw) if ok else math.nan
+    except OverflowError:  # an integer of 400 digits: no float holds it
+        value = math.inf
+    if not ok:
+        raise HTTPException(400, f"{shown}: the {parts[1]} value must be a number (in the "
+                                 f"model name in ASCII decimal notation such as 250, 0.5 or "
+                                 f"1e-3, or the request's '{parts[1]}' field as a JSON "
+                                 f"number)")
     if not math.isfinite(value) or value < 0:
-        raise HTTPException(400, f"{model!r}: the {parts[1]} value must be a finite number >= 0")
+        raise HTTPException(400, f"{shown}: the {parts[1]} value must be a finite number >= 0")
     return (value, None) if parts[1] == "wtp" else (None, value)
 
 
@@ -125,7 +147,8 @@ def _message_text(m, i: int) -> str:
 
 
 def check_chat_body(body) -> str:
-    """Check a chat-completions body and return the text to route (the last user message).
+    """Check a chat-completions body and return the text to route (the last user message);
+    :func:`routed_message` says which message it is.
 
     Every malformed shape is an ``HTTPException(400)`` naming the field: a body that is not
     an object, ``model`` not a string, ``stream`` not a boolean, ``messages`` not a non-empty
@@ -136,6 +159,19 @@ def check_chat_body(body) -> str:
     -------
     >>> check_chat_body({"model": "router", "messages": [{"role": "user", "content": "hi"}]})
     'hi'
+    """
+    return routed_message(body)[1]
+
+
+def routed_message(body) -> tuple[int, str]:
+    """``(i, text)``: the index in ``messages`` of the message :func:`check_chat_body` routes,
+    and its text; the same checks and errors.
+
+    Example
+    -------
+    >>> routed_message({"messages": [{"role": "user", "content": "hi"},
+    ...                              {"role": "assistant", "content": "hello"}]})
+    (0, 'hi')
     """
     if not isinstance(body, dict):
         raise HTTPException(400, "request body must be a JSON object")
@@ -159,7 +195,7 @@ def check_chat_body(body) -> str:
                                  "or nesting too deep)") from None
     for i in range(len(msgs) - 1, -1, -1):
         if msgs[i]["role"] == "user" and texts[i].strip():
-            return texts[i]
+            return i, texts[i]
     raise HTTPException(400, "no user message with text content to route")
 
 
@@ -191,14 +227,15 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
             body = await request.json()
         except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise HTTPException(400, "request body is not valid JSON (or nests too deep)") from None
-        text = check_chat_body(body)
+        at, text = routed_message(body)
         wtp, budget = parse_router_model(body.get("model", ""), body)
         snap = served.current  # the pool this request is routed in, whatever /llms does meanwhile
         candidates = [n for n in snap.llm_names if n in backends]
         if not candidates:
             raise HTTPException(503, "no LLM of the served pool has a backend (see backends.yaml "
                                      "and GET /llms)")
-        result = (await app.state.route_texts([text], wtp, budget, candidates, snap))[0]
+        result = (await app.state.route_texts([text], wtp, budget, candidates, snap,
+                                              fields=[f"messages[{at}].content"]))[0]
         llm = result["llm"]
         be = backends[llm]
         fwd = {k: v for k, v in body.items() if k not in ("wtp", "budget")}

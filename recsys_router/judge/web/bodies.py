@@ -3,14 +3,12 @@ body naming a key twice."""
 
 from __future__ import annotations
 
-import json
 from typing import Literal
 
-from fastapi import Request
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...serving.guards import SafeJSONResponse, SafeStr
+from ...serving.guards import SafeStr
+from ...serving.json_body import JSONBodyRoute
 
 __all__ = ["DuelRequest", "Turn", "UniqueKeysRoute", "VoteRequest"]
 
@@ -45,36 +43,9 @@ class VoteRequest(BaseModel):
     label: Literal["A", "B", "tie", "both_bad"]
 
 
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _no_repeated_keys(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise _RepeatedKey(k)
-        out[k] = v
-    return out
-
-
-class UniqueKeysRoute(APIRoute):
+class UniqueKeysRoute(JSONBodyRoute):
     """A route whose JSON body may not name a key twice (``{"label": "A", "label": "B"}``
-    would keep the last value silently): 422 naming the key, as ``judge import`` refuses it.
-    Other malformed bodies are left to FastAPI's own validation."""
+    would keep the last value silently): 422 ``{"detail": ...}`` naming the key, as ``judge
+    import`` refuses it. Other malformed bodies are left to FastAPI's own validation."""
 
-    def get_route_handler(self):
-        handler = super().get_route_handler()
-
-        async def checked(request: Request):
-            body = await request.body()  # cached: the handler reads the same bytes
-            if body:
-                try:
-                    json.loads(body, object_pairs_hook=_no_repeated_keys)
-                except _RepeatedKey as exc:
-                    return SafeJSONResponse({"detail": f"the request body names the key {exc.args[0]!r} more "
-                                                       "than once; give each field once"}, status_code=422)
-                except (ValueError, RecursionError):
-                    pass
-            return await handler(request)
-        return checked
+    error_field = "detail"
