@@ -70,13 +70,29 @@ def masked_group_means(scores: np.ndarray, groups: np.ndarray, n_groups: int,
     Returns
     -------
     ndarray, shape (n_groups, n_llms)
+
+    Notes
+    -----
+    Sums are accumulated per LLM with ``np.bincount``: time O(n x n_llms) and memory
+    O((n + n_groups) x n_llms), so labels that are unique per row cost no more than a
+    handful of groups.
+
+    Example
+    -------
+    >>> masked_group_means(np.array([[1.0, np.nan], [0.0, 2.0], [3.0, np.nan]]),
+    ...                    np.array([0, 0, 1]), 2, np.array([9.0, 9.0])).tolist()
+    [[0.5, 2.0], [3.0, 9.0]]
     """
     s = np.asarray(scores, dtype=np.float64)
+    g = np.asarray(groups, dtype=np.int64)
     ok = ~np.isnan(s)
-    onehot = np.zeros((n_groups, s.shape[0]))
-    onehot[np.asarray(groups, dtype=np.int64), np.arange(s.shape[0])] = 1.0
-    tot = onehot @ np.where(ok, s, 0.0)
-    cnt = onehot @ ok.astype(np.float64)
+    vals = np.where(ok, s, 0.0)
+    n_llms = s.shape[1] if s.ndim == 2 else 0
+    tot = np.zeros((n_groups, n_llms))
+    cnt = np.zeros((n_groups, n_llms))
+    for j in range(n_llms):
+        tot[:, j] = np.bincount(g, weights=vals[:, j], minlength=n_groups)
+        cnt[:, j] = np.bincount(g, weights=ok[:, j], minlength=n_groups)
     return np.where(cnt > 0, tot / np.maximum(cnt, 1.0), np.broadcast_to(fallback, tot.shape))
 
 
