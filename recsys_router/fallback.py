@@ -92,7 +92,7 @@ from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promot
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import diff_text, fallback_summary, why
 from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_inner_folds, check_z,
-                               inner_splits, paired_decision, realised_scores,
+                               group_rows, inner_splits, paired_decision, realised_scores,
                                stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
@@ -334,8 +334,9 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             overall["why"] = why(overall, z, "all held-out queries", vz)
         prefer = "best-single" if overall is None else overall["baseline"]
         means, tasks = {}, {}
-        for t in sorted(set(keys) - {""}):
-            rows = keys == t
+        for t, rows in zip(*group_rows(keys)):
+            if t == "":
+                continue
             m = paired_decision(got["router"][rows], got["best-single"][rows],
                                 got["task-best"][rows], z, prefer=prefer)
             if m is None:

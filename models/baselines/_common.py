@@ -15,6 +15,7 @@ import pandas as pd
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
+from recsys_router.inner_validation import group_means
 from recsys_router.state import Part, StateError
 
 __all__ = ["nan_col_means", "safe_llm_means", "masked_group_means", "best_llm_labels", "query_uniforms",
@@ -73,9 +74,9 @@ def masked_group_means(scores: np.ndarray, groups: np.ndarray, n_groups: int,
 
     Notes
     -----
-    Sums are accumulated per LLM with ``np.bincount``: time O(n x n_llms) and memory
-    O((n + n_groups) x n_llms), so labels that are unique per row cost no more than a
-    handful of groups.
+    Computed by :func:`recsys_router.inner_validation.group_means`: time O(n x n_llms) and
+    memory O((n + n_groups) x n_llms), so labels that are unique per row cost no more than
+    a handful of groups.
 
     Example
     -------
@@ -83,17 +84,7 @@ def masked_group_means(scores: np.ndarray, groups: np.ndarray, n_groups: int,
     ...                    np.array([0, 0, 1]), 2, np.array([9.0, 9.0])).tolist()
     [[0.5, 2.0], [3.0, 9.0]]
     """
-    s = np.asarray(scores, dtype=np.float64)
-    g = np.asarray(groups, dtype=np.int64)
-    ok = ~np.isnan(s)
-    vals = np.where(ok, s, 0.0)
-    n_llms = s.shape[1] if s.ndim == 2 else 0
-    tot = np.zeros((n_groups, n_llms))
-    cnt = np.zeros((n_groups, n_llms))
-    for j in range(n_llms):
-        tot[:, j] = np.bincount(g, weights=vals[:, j], minlength=n_groups)
-        cnt[:, j] = np.bincount(g, weights=ok[:, j], minlength=n_groups)
-    return np.where(cnt > 0, tot / np.maximum(cnt, 1.0), np.broadcast_to(fallback, tot.shape))
+    return group_means(scores, groups, n_groups, fallback)
 
 
 def tie_cost_order(mean_costs: np.ndarray | None, n_llms: int) -> np.ndarray:
