@@ -83,6 +83,7 @@ class TaskResidualRouter(InnerRouterState, Router):
     """
 
     uses_text = True
+    uses_tasks = True
 
     _state_ = {"alpha_": FLOAT, "val_scores_": DictOf(Opt(FLOAT), 10_000),
                "tasks_": ListOf(STR, dim="n_tasks"),

@@ -217,6 +217,17 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
     def uses_text(self) -> bool:            # type: ignore[override]
         return bool(getattr(self.router, "uses_text", False))
 
+    @property
+    def uses_tasks(self) -> bool:           # type: ignore[override]
+        """True once fitted when a query's task can change its LLM: a task decided apart
+        from the all-queries default, ``task-best`` as the default or the top check, or a
+        wrapped router that reads tasks."""
+        fb = getattr(self, "fallback_", None) or {}
+        inner = getattr(self, "router_", None)
+        return (bool(getattr(inner, "uses_tasks", False))
+                or "task-best" in (fb.get("default"), fb.get("top"))
+                or any(v != fb.get("default") for v in (fb.get("tasks") or {}).values()))
+
     def _clone(self) -> Router:
         if not isinstance(self.router, Router):
             raise TypeError(f"SafeFallbackRouter wraps a Router, got {type(self.router).__name__}")
