@@ -87,10 +87,12 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
+from .errors import ArgumentValueError
 from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import diff_text, fallback_summary, why
+from .hyperparams import check_number
 from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_inner_folds, check_z,
                                group_rows, inner_splits, paired_decision, realised_scores,
                                stratified_holdout, task_keys)
@@ -247,6 +249,10 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         return AUTO_INNER_FOLDS if 0 < cells <= limit else 1
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        if not isinstance(self.enabled, (bool, np.bool_)):      # "no" is not False
+            raise ArgumentValueError(f"enabled must be True or False, got {self.enabled!r}")
+        check_number(self.z, "z", low=0)                       # all before any fit
+        check_number(self.min_task_queries, "min_task_queries", low=0, integer=True)
         self._set_baselines(train)
         if not self.enabled:
             self.router_ = self._clone().fit(train, val)
