@@ -23,6 +23,7 @@ import logging
 import numpy as np
 
 from recsys_router.data import RoutingData
+from recsys_router.errors import ArgumentValueError
 from recsys_router.hyperparams import check_fraction, check_number, check_seed
 from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.policies import fill_unknown_costs
@@ -182,8 +183,6 @@ class CostAwareRouter(InnerRouterState, Router):
     def _fit_costs(self, train: RoutingData):
         """Per-LLM ridge of log cost on embeddings: (coef (d, m), intercept (m,), the fitted
         encoder) or None."""
-        if self.cost_model not in ("mean", "ridge"):
-            raise ValueError(f"cost_model must be 'mean' or 'ridge', got {self.cost_model!r}")
         if self.cost_model == "mean" or train.costs is None or not train.has_text:
             return None
         from sklearn.linear_model import Ridge  # noqa: PLC0415
@@ -218,6 +217,10 @@ class CostAwareRouter(InnerRouterState, Router):
         check_fraction(self.val_fraction, "val_fraction")
         check_seed(self.seed)
         check_number(self.ridge_alpha, "ridge_alpha", low=0)
+        if not isinstance(self.cost_model, str) or self.cost_model not in ("mean", "ridge"):
+            # before the wrapped router's fit, which may take minutes
+            raise ArgumentValueError(f"cost_model must be 'mean' or 'ridge', "
+                                     f"got {str(self.cost_model)[:80]!r}")
         self.val_nauc_ = {}
         if pen == "auto":
             pen, self.penalty_note_ = 0.0, "0: the training data has no costs"

@@ -266,6 +266,9 @@ class GraphRouter(GraphColdStartMixin, LightningRouter):
     ((100, 3), (100, 3))
     """
 
+    #: a new query's task node joins it to the train graph
+    uses_tasks = True
+
     # declared state beyond the network: the graph builder's arrays (the train graph new
     # queries are joined to) and the cost scale; the task featuriser is rebuilt from the encoder
     _state_ = {"cost_scale_": FLOAT, "has_costs_": BOOL, "builder_": Part(missing=("scores", "costs")),

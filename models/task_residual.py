@@ -28,7 +28,8 @@ from typing import Sequence
 import numpy as np
 
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_fraction, check_seed
+from recsys_router.errors import ArgumentValueError
+from recsys_router.hyperparams import check_fraction, check_number, check_seed
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, number_keys
 
@@ -83,6 +84,7 @@ class TaskResidualRouter(InnerRouterState, Router):
     """
 
     uses_text = True
+    uses_tasks = True
 
     _state_ = {"alpha_": FLOAT, "val_scores_": DictOf(Opt(FLOAT), 10_000),
                "tasks_": ListOf(STR, dim="n_tasks"),
@@ -130,26 +132,31 @@ class TaskResidualRouter(InnerRouterState, Router):
         prior = rows_or_default(means, rows, overall)
         return prior + alpha * (pred - rows_or_default(centres, rows, centre_all))
 
+    def _check_alphas(self) -> tuple[float, ...]:
+        """``alpha`` and the ``alphas`` grid checked (numbers >= 0, never a bool or a string
+        such as "0.5"); returns the grid."""
+        if not (isinstance(self.alpha, str) and self.alpha == "auto"):
+            check_number(self.alpha, "alpha (or 'auto')", low=0)
+        if self.alphas is None:
+            return ALPHA_GRID
+        if isinstance(self.alphas, (str, bytes)) or not isinstance(self.alphas, Sequence) \
+                or not 1 <= len(self.alphas) <= 1000:
+            raise ArgumentValueError(f"alphas must be a list of 1 to 1000 numbers >= 0, "
+                                     f"got {str(self.alphas)[:80]!r}")
+        return tuple(check_number(a, f"alphas[{i}]", low=0) for i, a in enumerate(self.alphas))
+
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         check_fraction(self.val_fraction, "val_fraction")     # used or not, a valid share
         check_seed(self.seed)
+        grid = self._check_alphas()                           # all before any fit
         self.val_scores_: dict[float, float] = {}
-        if self.alpha == "auto":
-            alpha = self._choose(train)
-        else:
-            alpha = float(self.alpha)
-            if not np.isfinite(alpha) or alpha < 0:
-                raise ValueError(f"alpha must be 'auto' or a finite number >= 0, "
-                                 f"got {self.alpha!r}")
+        alpha = self._choose(train, grid) if self.alpha == "auto" else float(self.alpha)
         self.alpha_ = float(alpha)
         self.router_ = self._make().fit(train, val)
         (self.tasks_, self.task_means_, self.task_centres_, self.overall_means_,
          self.overall_centre_) = self._task_stats(self.router_, train)
 
-    def _choose(self, train: RoutingData) -> float:
-        grid = tuple(ALPHA_GRID if self.alphas is None else self.alphas)
-        if not grid or any((not np.isfinite(a)) or a < 0 for a in grid):
-            raise ValueError(f"alphas must be finite numbers >= 0, got {grid!r}")
+    def _choose(self, train: RoutingData, grid: tuple[float, ...]) -> float:
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
         if train.n_queries < 20:

@@ -87,12 +87,14 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
+from .errors import ArgumentValueError
 from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import diff_text, fallback_summary, why
+from .hyperparams import check_number
 from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_inner_folds, check_z,
-                               inner_splits, paired_decision, realised_scores,
+                               group_rows, inner_splits, paired_decision, realised_scores,
                                stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
@@ -217,6 +219,17 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
     def uses_text(self) -> bool:            # type: ignore[override]
         return bool(getattr(self.router, "uses_text", False))
 
+    @property
+    def uses_tasks(self) -> bool:           # type: ignore[override]
+        """True once fitted when a query's task can change its LLM: a task decided apart
+        from the all-queries default, ``task-best`` as the default or the top check, or a
+        wrapped router that reads tasks."""
+        fb = getattr(self, "fallback_", None) or {}
+        inner = getattr(self, "router_", None)
+        return (bool(getattr(inner, "uses_tasks", False))
+                or "task-best" in (fb.get("default"), fb.get("top"))
+                or any(v != fb.get("default") for v in (fb.get("tasks") or {}).values()))
+
     def _clone(self) -> Router:
         if not isinstance(self.router, Router):
             raise TypeError(f"SafeFallbackRouter wraps a Router, got {type(self.router).__name__}")
@@ -236,6 +249,10 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         return AUTO_INNER_FOLDS if 0 < cells <= limit else 1
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
+        if not isinstance(self.enabled, (bool, np.bool_)):      # "no" is not False
+            raise ArgumentValueError(f"enabled must be True or False, got {self.enabled!r}")
+        check_number(self.z, "z", low=0)                       # all before any fit
+        check_number(self.min_task_queries, "min_task_queries", low=0, integer=True)
         self._set_baselines(train)
         if not self.enabled:
             self.router_ = self._clone().fit(train, val)
@@ -334,8 +351,9 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             overall["why"] = why(overall, z, "all held-out queries", vz)
         prefer = "best-single" if overall is None else overall["baseline"]
         means, tasks = {}, {}
-        for t in sorted(set(keys) - {""}):
-            rows = keys == t
+        for t, rows in zip(*group_rows(keys)):
+            if t == "":
+                continue
             m = paired_decision(got["router"][rows], got["best-single"][rows],
                                 got["task-best"][rows], z, prefer=prefer)
             if m is None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
+from .inner_validation import group_rows
 from .sweep_check import has_costs, paired_nauc
 
 __all__ = ["VERDICT_METRICS", "resolve_verdict_metric", "decide_by_nauc", "nauc_text"]
@@ -113,6 +114,7 @@ def decide_by_nauc(fb: dict, preds: dict, keys: np.ndarray, z: float, verdict_z:
     overall["nauc"] = r
     overall["why"] = nauc_text(r, base, "all held-out queries", default, z, verdict_z)
     fb["default"], fb["verdict_metric"] = default, "nauc"
+    task_rows = dict(zip(*group_rows(keys)))
     for i, (t, m) in enumerate(sorted(fb.get("means", {}).items())):
         m["departs"] = False
         if m.get("pooled"):
@@ -121,7 +123,7 @@ def decide_by_nauc(fb: dict, preds: dict, keys: np.ndarray, z: float, verdict_z:
                         f"all-queries verdict ({default})")
             fb["tasks"][t] = default
             continue
-        rt = _compare(preds, keys == t, m["baseline"], seed + 1 + i)
+        rt = _compare(preds, task_rows[t], m["baseline"], seed + 1 + i)
         if rt is None:
             m["decision"] = fb["tasks"][t] = default
             continue

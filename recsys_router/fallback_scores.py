@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .data import RoutingData
-from .inner_validation import task_keys
+from .inner_validation import group_means, task_keys
 
 __all__ = ["baseline_means", "baseline_scores", "promote_top", "TOP_MARGIN"]
 
@@ -79,15 +79,12 @@ def baseline_means(data: RoutingData) -> tuple[np.ndarray, list[str], np.ndarray
     s = data.scores.astype(np.float64)
     overall = _means(s)
     keys = task_keys(data.tasks)
-    tasks = sorted(set(keys) - {""})
-    rows = []
-    for t in tasks:
-        sub = s[keys == t]
-        n = (~np.isnan(sub)).sum(axis=0)
-        rows.append(np.divide(np.where(np.isnan(sub), 0.0, sub).sum(axis=0), n,
-                              out=overall.copy(), where=n > 0))
-    per_task = np.array(rows, dtype=np.float64).reshape(len(tasks), len(overall))
-    return overall, tasks, per_task
+    labels, inverse = (np.unique(keys, return_inverse=True) if len(keys)
+                       else (np.array([], dtype=object), np.array([], dtype=np.int64)))
+    labels, inverse = labels.tolist(), np.asarray(inverse, dtype=np.int64).reshape(-1)
+    named = [i for i, t in enumerate(labels) if t != ""]      # "" (no task) sorts first
+    per_task = group_means(s, inverse, len(labels), overall)[named]
+    return overall, [labels[i] for i in named], per_task.reshape(len(named), len(overall))
 
 
 def baseline_scores(means: tuple, data: RoutingData, which: str) -> np.ndarray:

@@ -70,6 +70,10 @@ class Router(LLMPoolMixin, ABC):
     uses_text: bool = False
     #: whether predictions read ground-truth scores of the data routed (oracle-style)
     uses_ground_truth: bool = False
+    #: whether predictions read each query's ``task`` label, so that a query routed without
+    #: one may get another LLM (task-best, task-residual, graph; a safe fallback whose
+    #: decisions differ by task). An exported router records it in its manifest.
+    uses_tasks: bool = False
     #: whether a fit takes seconds, so that wrappers may repeat it (the safe fallback's
     #: ``inner_folds="auto"`` then holds out every training query once)
     cheap_fit: bool = False

@@ -15,6 +15,7 @@ import pandas as pd
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
+from recsys_router.inner_validation import group_means
 from recsys_router.state import Part, StateError
 
 __all__ = ["nan_col_means", "safe_llm_means", "masked_group_means", "best_llm_labels", "query_uniforms",
@@ -70,14 +71,20 @@ def masked_group_means(scores: np.ndarray, groups: np.ndarray, n_groups: int,
     Returns
     -------
     ndarray, shape (n_groups, n_llms)
+
+    Notes
+    -----
+    Computed by :func:`recsys_router.inner_validation.group_means`: time O(n x n_llms) and
+    memory O((n + n_groups) x n_llms), so labels that are unique per row cost no more than
+    a handful of groups.
+
+    Example
+    -------
+    >>> masked_group_means(np.array([[1.0, np.nan], [0.0, 2.0], [3.0, np.nan]]),
+    ...                    np.array([0, 0, 1]), 2, np.array([9.0, 9.0])).tolist()
+    [[0.5, 2.0], [3.0, 9.0]]
     """
-    s = np.asarray(scores, dtype=np.float64)
-    ok = ~np.isnan(s)
-    onehot = np.zeros((n_groups, s.shape[0]))
-    onehot[np.asarray(groups, dtype=np.int64), np.arange(s.shape[0])] = 1.0
-    tot = onehot @ np.where(ok, s, 0.0)
-    cnt = onehot @ ok.astype(np.float64)
-    return np.where(cnt > 0, tot / np.maximum(cnt, 1.0), np.broadcast_to(fallback, tot.shape))
+    return group_means(scores, groups, n_groups, fallback)
 
 
 def tie_cost_order(mean_costs: np.ndarray | None, n_llms: int) -> np.ndarray:

@@ -282,6 +282,8 @@ class TaskBestRouter(Router):
     ['a', 'b', 'b']
     """
 
+    uses_tasks = True
+
     _state_ = {"tasks_": ListOf(STR, dim="n_tasks"), "mean_scores_": Arr("float64", ("n_llms",)),
                "task_means_": Arr("float64", ("n_tasks", "n_llms"))}
 

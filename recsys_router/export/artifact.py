@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ from ..data import RoutingData
 from ..router import Router
 from ..router_state import class_table, router_from_state, router_to_state
 from ..state import StateError, json_safe
-from .exported import ExportedRouter
+from .exported import ExportedRouter, router_uses_tasks
 from .provenance import check_onboard_fields, check_onboarded_origin, warn_other_encoder
 from .safe_io import LimitError, NpzReader, parse_json, read_json, sha256_file
 from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listing, check_policy,
@@ -47,7 +48,14 @@ from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listin
 
 __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "ExportedRouter",
            "verify_artifact", "data_fingerprint", "set_default_policy", "LIMITS", "clean_stale",
-           "check_export_target"]
+           "check_export_target", "TASKS_WARNING"]
+
+#: what load_router says about an artifact whose routing reads task labels
+TASKS_WARNING = ("{cls} routes by each query's task label: pass tasks=[...] (one label per "
+                 "text) to route(); a text routed without one, and every query served over "
+                 "HTTP (/route has no task field yet), is routed as a query with no task "
+                 "(task-best: the best single LLM)")
+
 
 def data_fingerprint(data: RoutingData) -> str:
     """SHA-256 over query ids, LLM names, scores and costs of a dataset (first 16 hex digits)."""
@@ -251,6 +259,7 @@ def export_router(router: Router, out: str | os.PathLike, *, train_data: Routing
         "llms": _pool(router, train_data.llms if train_data is not None else llms),
         "encoder": _encoder_info(router), "uses_text": bool(router.uses_text),
         "uses_ground_truth": bool(router.uses_ground_truth),
+        "uses_tasks": router_uses_tasks(router),
         "default_policy": {"name": policy, "value": policy_value},
         "training_data": training_info if training_info is not None else (
             None if train_data is None else {
@@ -363,7 +372,11 @@ def load_router(path: str | os.PathLike, *, sign_key: str | bytes | None = None,
     if own is None and recorded is not None:
         # the scale add_llm (onboard, POST /llms) holds a new LLM's probe scores to
         router.score_range_ = tuple(float(x) for x in manifest["score_range"])
-    return ExportedRouter(router, manifest, path)
+    exported = ExportedRouter(router, manifest, path)
+    if exported.uses_tasks:
+        warnings.warn(TASKS_WARNING.format(cls=manifest["router_class"]), UserWarning,
+                      stacklevel=2)
+    return exported
 
 
 def set_default_policy(path: str | os.PathLike, policy: str, value: float | None,

@@ -13,7 +13,57 @@ from ..encoders.cache import text_key
 from ..policies import apply_policy
 from ..router import Router
 
-__all__ = ["ExportedRouter"]
+__all__ = ["ExportedRouter", "router_uses_tasks", "check_tasks", "MAX_TASK_CHARS"]
+
+#: the longest task label a request may give
+MAX_TASK_CHARS = 1_000
+
+
+def router_uses_tasks(router) -> bool:
+    """Whether ``router`` (or a router it wraps, as ``router_``) reads query task labels.
+
+    Example
+    -------
+    >>> from recsys_router.models.baselines import BestSingleRouter, TaskBestRouter
+    >>> router_uses_tasks(TaskBestRouter()), router_uses_tasks(BestSingleRouter())
+    (True, False)
+    """
+    seen = 0
+    while router is not None and seen < 16:        # a wrapper chain, never a cycle
+        if bool(getattr(router, "uses_tasks", False)):
+            return True
+        router, seen = getattr(router, "router_", None), seen + 1
+    return False
+
+
+def check_tasks(tasks, n: int) -> list[str | None]:
+    """``tasks`` (one label per query, None or "" for none) checked: a list of ``n`` strings
+    or None, each at most :data:`MAX_TASK_CHARS` characters. Returns the labels with ""
+    turned into None.
+
+    Raises
+    ------
+    ValueError
+        Naming the first bad entry and what was expected.
+
+    Example
+    -------
+    >>> check_tasks(["math", None, ""], 3)
+    ['math', None, None]
+    """
+    if isinstance(tasks, (str, bytes)) or not isinstance(tasks, Sequence):
+        raise ValueError(f"tasks: expected a list of task labels, one per query, got "
+                         f"{type(tasks).__name__}")
+    if len(tasks) != n:
+        raise ValueError(f"tasks: {len(tasks)} labels for {n} queries; give one per query")
+    out = []
+    for i, t in enumerate(tasks):
+        if t is not None and not isinstance(t, str):
+            raise ValueError(f"tasks[{i}]: expected a string or None, got {type(t).__name__}")
+        if t is not None and len(t) > MAX_TASK_CHARS:
+            raise ValueError(f"tasks[{i}]: {len(t)} characters; the limit is {MAX_TASK_CHARS}")
+        out.append(t or None)
+    return out
 
 
 def _custom_routing(router: Router) -> bool:
@@ -29,6 +79,11 @@ class ExportedRouter:
     the policy used. Texts get query ids derived from their content, so a text is routed
     the same way whatever else is in its batch (seeded routers draw per query id), and a
     text repeated in one batch is predicted once.
+
+    A router that reads task labels (:attr:`uses_tasks`: task-best, task-residual, graph,
+    a safe fallback deciding per task) routes a text by its task too: pass ``tasks=``, one
+    label per text (None for none). Without it every text is routed as a query without a
+    task (task-best: the best single LLM for all).
     """
 
     def __init__(self, router: Router, manifest: dict, path: Path | None = None):
@@ -48,13 +103,22 @@ class ExportedRouter:
         return p["name"], p.get("value")
 
     @property
+    def uses_tasks(self) -> bool:
+        """Whether routing reads each query's task label (the manifest's ``uses_tasks``;
+        for an artifact written before it was recorded, the router's own flag)."""
+        recorded = self.manifest.get("uses_tasks")
+        return bool(recorded) if recorded is not None else router_uses_tasks(self.router)
+
+    @property
     def custom_routing(self) -> bool:
         """True when the router chooses through its own ``route_indices`` (e.g. zero)."""
         return _custom_routing(self.router)
 
-    def to_data(self, texts: Sequence[str], *, validate: bool = False) -> RoutingData:
-        """Wrap distinct raw texts as an unlabelled RoutingData over this router's LLM pool
-        (query ids ``t<sha1 of the text>``).
+    def to_data(self, texts: Sequence[str], *, tasks: Sequence[str | None] | None = None,
+                validate: bool = False) -> RoutingData:
+        """Wrap distinct raw texts (distinct (text, task) pairs with ``tasks``) as an
+        unlabelled RoutingData over this router's LLM pool (query ids ``t<sha1 of the text>``,
+        followed by ``-<sha1 of the task>`` for a text with a task).
 
         By default the request's tables are assembled directly (ids are distinct non-empty
         digests, the LLM table is validated once per artifact), skipping the pandas
@@ -64,38 +128,56 @@ class ExportedRouter:
         texts = [str(t) for t in texts]
         if not texts:
             raise ValueError("no queries to route")
-        ids = ["t" + text_key(t)[:20] for t in texts]
+        labels = [None] * len(texts) if tasks is None else check_tasks(tasks, len(texts))
+        ids = ["t" + text_key(t)[:20] + ("" if k is None else "-" + text_key(k)[:12])
+               for t, k in zip(texts, labels)]
         if len(set(ids)) != len(ids):
             raise ValueError("to_data expects distinct texts (route() removes repeats itself)")
         n, names = len(texts), self.llm_names
         scores = np.full((n, len(names)), np.nan, dtype=np.float32)
         if validate:
-            q = pd.DataFrame({"query_id": ids, "text": texts})
+            q = pd.DataFrame({"query_id": ids, "text": texts, "task": labels})
             return RoutingData(q, names, scores, name="requests")
         if self._llms is None or self._llms[0] != names:  # validated once per LLM pool
             self._llms = (list(names),
                           RoutingData(["_"], names, np.full((1, len(names)), np.nan)).llms)
         q = pd.DataFrame({"query_id": np.asarray(ids, dtype=object),
                           "text": np.asarray(texts, dtype=object),
-                          "task": np.full(n, None, dtype=object),
+                          "task": np.array(labels, dtype=object),
                           "split": np.full(n, None, dtype=object)})
         return RoutingData._trusted(q, self._llms[1].copy(deep=False), scores, name="requests")
 
-    def _unique(self, texts: Sequence[str]) -> tuple[RoutingData, np.ndarray]:
+    def _unique(self, texts: Sequence[str], tasks=None) -> tuple[RoutingData, np.ndarray]:
         texts = [str(t) for t in texts]
-        uniq, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
-        return self.to_data(list(uniq)), inverse.ravel()
+        if tasks is None:
+            uniq, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
+            return self.to_data(list(uniq)), inverse.ravel()
+        labels = check_tasks(tasks, len(texts))
+        first: dict[tuple, int] = {}
+        inverse = np.array([first.setdefault(p, len(first)) for p in zip(texts, labels)],
+                           dtype=np.int64)
+        pairs = list(first)
+        return (self.to_data([p[0] for p in pairs], tasks=[p[1] for p in pairs]), inverse)
 
-    def predict(self, queries) -> tuple[np.ndarray, np.ndarray | None, RoutingData]:
+    @staticmethod
+    def _no_tasks_for_data(queries, tasks) -> None:
+        if tasks is not None and isinstance(queries, RoutingData):
+            raise ValueError("tasks= is for raw texts; a RoutingData carries its own 'task' "
+                             "column")
+
+    def predict(self, queries, *, tasks: Sequence[str | None] | None = None
+                ) -> tuple[np.ndarray, np.ndarray | None, RoutingData]:
         """Predicted scores and costs, shape (n, n_llms), of raw texts or a RoutingData.
 
-        Returns ``(scores, costs, data)``; for texts, ``data`` holds the distinct texts and
-        the arrays are expanded back to one row per given text.
+        ``tasks``: one task label per text (None for none), read by routers that use tasks.
+        Returns ``(scores, costs, data)``; for texts, ``data`` holds the distinct texts (the
+        distinct (text, task) pairs) and the arrays are expanded back to one row per text.
         """
+        self._no_tasks_for_data(queries, tasks)
         if isinstance(queries, RoutingData):
             data, inverse = queries, None
         else:
-            data, inverse = self._unique(queries)
+            data, inverse = self._unique(queries, tasks)
         if self.router.uses_ground_truth and np.isnan(data.scores).all():
             raise ValueError(f"{type(self.router).__name__} routes from ground-truth scores; "
                              "give it a RoutingData with scores, not raw texts")
@@ -107,9 +189,12 @@ class ExportedRouter:
 
     def decide(self, queries, scores: np.ndarray, costs: np.ndarray | None, *,
                wtp: float | None = None, budget: float | None = None,
-               candidates: Sequence[str] | None = None) -> tuple[np.ndarray, str, float | None]:
+               candidates: Sequence[str] | None = None,
+               tasks: Sequence[str | None] | None = None) -> tuple[np.ndarray, str, float | None]:
         """Chosen column per query from predictions (the default policy when neither
-        ``wtp`` nor ``budget`` is given); returns ``(choices, policy, value)``."""
+        ``wtp`` nor ``budget`` is given); returns ``(choices, policy, value)``. ``tasks`` as
+        in :meth:`predict` (read by a router with its own ``route_indices``)."""
+        self._no_tasks_for_data(queries, tasks)
         if wtp is None and budget is None:
             name, value = self.default_policy
             if name == "wtp":
@@ -124,7 +209,7 @@ class ExportedRouter:
                 choice = self.router.route_indices(queries, wtp=wtp, budget=budget,
                                                    candidates=candidates)
             else:
-                data, inverse = self._unique(queries)
+                data, inverse = self._unique(queries, tasks)
                 choice = self.router.route_indices(data, wtp=wtp, budget=budget,
                                                    candidates=candidates)[inverse]
             policy = "wtp" if wtp is not None else "budget" if budget is not None else "argmax"
@@ -134,9 +219,11 @@ class ExportedRouter:
         return np.asarray(choice), policy, value
 
     def route(self, queries, *, wtp: float | None = None, budget: float | None = None,
-              candidates: Sequence[str] | None = None) -> list[dict]:
+              candidates: Sequence[str] | None = None,
+              tasks: Sequence[str | None] | None = None) -> list[dict]:
         """Route raw texts (or a RoutingData); the artifact's default policy when neither
-        ``wtp`` nor ``budget`` is given.
+        ``wtp`` nor ``budget`` is given. ``tasks``: one task label per text (None for none)
+        for a router that reads them (:attr:`uses_tasks`); a RoutingData has its own.
 
         Returns
         -------
@@ -149,9 +236,9 @@ class ExportedRouter:
         >>> load_router("out/knn").route(["What is 2+2?"], wtp=100.0)[0]["llm"]  # doctest: +SKIP
         'gpt-4'
         """
-        scores, costs, _ = self.predict(queries)
+        scores, costs, _ = self.predict(queries, tasks=tasks)
         choice, policy, value = self.decide(queries, scores, costs, wtp=wtp, budget=budget,
-                                            candidates=candidates)
+                                            candidates=candidates, tasks=tasks)
         return self.results(choice, policy, value, scores, costs, candidates)
 
     def results(self, choice, policy, value, scores, costs, candidates=None) -> list[dict]:

@@ -90,6 +90,8 @@ _MANIFEST = {
     # lowest and highest training score (the scale add_llm holds probe scores to); optional:
     # artifacts written before it have none
     "score_range": Opt(TupleOf(FLOAT, FLOAT)),
+    # whether routing reads each query's task label; optional: older artifacts have none
+    "uses_tasks": Opt(BOOL),
     # onboarded artifacts only: the metrics of the router they were onboarded from, checked
     # with training_data.onboarded by provenance.check_onboard_fields
     "source_metrics": Opt(DictOf(JSON_ANY, 10)),
@@ -118,7 +120,7 @@ def _read_manifest(path: Path) -> dict:
                             f"reads version {FORMAT_VERSION}); {_REEXPORT}")
     try:
         check_state({**_MANIFEST, "signature": Opt(DictOf(STR, 4))},
-                    {"signature": None, "score_range": None, "source_metrics": None,
+                    {"signature": None, "score_range": None, "source_metrics": None, "uses_tasks": None,
                      **manifest}, {})
         rng = manifest.get("score_range")
         if rng is not None and not float(rng[0]) <= float(rng[1]):

@@ -16,6 +16,7 @@ import asyncio
 import hmac
 import numbers
 import time
+import warnings
 from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Optional
@@ -221,6 +222,11 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     if router.router.uses_ground_truth:
         raise ValueError(f"{type(router.router).__name__} routes from ground-truth scores, which "
                          "requests do not have; it cannot be served")
+    if router.uses_tasks:
+        warnings.warn(f"{router.manifest.get('router_class')} routes by each query's task "
+                      "label, which POST /route cannot carry yet: every served query is routed "
+                      "as one with no task (task-best: the best single LLM)", UserWarning,
+                      stacklevel=2)
     stats = _Stats()
     served = ServedRouter(router)  # POST/DELETE /llms swap served.current, never mutate it
 
