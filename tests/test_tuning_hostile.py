@@ -213,3 +213,52 @@ def test_a_slash_in_the_study_name_is_fine_with_an_explicit_out(tmp_path, data_c
         tune([data_cfg], KNN, router="knn", n_trials=1, study_name="a\x00b",
              out_dir=tmp_path / "o2", progress=False, plots=False)
     assert not (tmp_path / "o2").exists()
+
+
+# --- float steps (r2): Optuna's decimal arithmetic crashed the first trial on 1e-30 over 0..1
+
+STEP_CASES = [
+    ({"low": 0.0, "high": 1.0, "step": 1e-30}, "step 1e-30 divides low=0.0..high=1.0 into 1e+30 steps"),
+    ({"low": 0.0, "high": 1.0, "step": 1e-10}, "into 1e+10 steps; at most 1e+09 are allowed"),
+    ({"low": 0.0, "high": 1.0, "step": 5e-324}, "into inf steps"),
+    ({"low": 1e20, "high": 1e20 + 1e6, "step": 1.0}, "below twice the spacing of floats near"),
+]
+
+
+@pytest.mark.parametrize("bounds, expect", STEP_CASES, ids=["1e-30", "1e-10", "denormal", "ulp"])
+def test_float_steps_too_fine_are_refused(tmp_path, bounds, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.x": {"type": "float", **bounds}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.x'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_a_tiny_float_step_is_refused_before_any_trial_and_leaves_no_out(tmp_path, data_cfg, capsys):
+    """The file passed the check, the first trial died in decimal.InvalidOperation and left
+    --out/study.db behind."""
+    search = _search(tmp_path, {"params.k": {"type": "int", "low": 1, "high": 50},
+                                "params.p": {"type": "float", "low": 0.0, "high": 1.0, "step": 1e-30}})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "2", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert f"{search}: search space key 'params.p': step 1e-30" in err and "1e+30 steps" in err
+    assert "InvalidOperation" not in err and not out.exists()
+
+
+def test_a_float_step_at_the_limit_samples_on_its_grid():
+    import optuna
+
+    from recsys_router.tuning.space import MAX_FLOAT_STEPS, parse_search_space
+    from recsys_router.tuning.study import TrialSeededSampler
+    assert MAX_FLOAT_STEPS == 10**9
+    space = parse_search_space({"a.x": {"type": "float", "low": 0.0, "high": 1.0, "step": 1e-9}})
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=TrialSeededSampler(0, n_startup_trials=3))
+    study.optimize(lambda t: space.suggest(t)["a.x"], n_trials=5)
+    xs = [t.params["a.x"] for t in study.trials]
+    assert len(xs) == 5 and all(0.0 <= x <= 1.0 and abs(x * 1e9 - round(x * 1e9)) < 1e-3 for x in xs)
+

@@ -17,8 +17,11 @@ import yaml
 
 from recsys_router.errors import DataValidationError
 
+# the checks of one parameter's values; MAX_FLOAT_STEPS re-exported here
+from .space_checks import MAX_FLOAT_STEPS, _fail, check_float_step, check_optuna_accepts
+
 __all__ = ["Param", "SearchSpace", "load_search_space", "parse_search_space", "set_dotted",
-           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES"]
+           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES", "MAX_FLOAT_STEPS"]
 
 TYPES = ("float", "int", "categorical")
 _ALLOWED = {"float": {"type", "low", "high", "log", "step", "when"},
@@ -158,10 +161,6 @@ class SearchSpace:
                                       source=self.source)
 
 
-def _fail(source, key, msg):
-    raise DataValidationError(f"search space key {key!r}: {msg}", source=source)
-
-
 def _number(source, key, name, value, integer):
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok:
@@ -217,8 +216,11 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
             _fail(source, key, f"step must be > 0, got {step!r}")
         if log:
             _fail(source, key, "'step' cannot be combined with 'log: true'")
+        if not integer:
+            check_float_step(source, key, low, high, step)
     if log and low <= 0:
         _fail(source, key, f"log scale needs low > 0, got low={low!r}")
+    check_optuna_accepts(source, key, kind, low, high, log, step)
     return Param(key, kind, low=low, high=high, log=log, step=step, when=dict(when))
 
 
