@@ -262,3 +262,68 @@ def test_a_float_step_at_the_limit_samples_on_its_grid():
     xs = [t.params["a.x"] for t in study.trials]
     assert len(xs) == 5 and all(0.0 <= x <= 1.0 and abs(x * 1e9 - round(x * 1e9)) < 1e-3 for x in xs)
 
+
+# --- int ranges (r3): past int64 the first TPE trial crashed (object arrays); from about 2**47
+# (log scale) or 2**51 (linear) its float64 arithmetic gives NaN acquisition values
+
+INT_CASES = [
+    ({"low": -2**70, "high": 2**70}, "low=-1180591620717411303424, high=1180591620717411303424"),
+    ({"low": 0, "high": 2**40 + 1}, "low=0, high=1099511627777"),
+    ({"low": -2**40 - 1, "high": 0}, "low=-1099511627777, high=0"),
+    ({"low": 1, "high": 2**47, "log": True}, "low=1, high=140737488355328"),
+    ({"low": 0, "high": 2**63 - 1, "step": 2}, "high=9223372036854775807"),
+]
+
+
+@pytest.mark.parametrize("bounds, expect", INT_CASES,
+                         ids=["2**70", "2**40+1", "-2**40-1", "log-2**47", "int64"])
+def test_int_ranges_past_2_to_the_40_are_refused(tmp_path, bounds, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.k": {"type": "int", **bounds}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert "int bounds must lie within -2**40..2**40" in msg and expect in msg
+    assert "'params.k'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_integers_too_long_to_print_are_refused_by_size(tmp_path):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space, parse_search_space
+    with pytest.raises(DataValidationError, match=r"'params.k': int bounds .* high=an integer of "
+                                                  r"13288 bits"):
+        parse_search_space({"params.k": {"type": "int", "low": 0, "high": 10**4000}}, source="s.yaml")
+    with pytest.raises(DataValidationError, match=r"'params.x': low and high must be finite numbers, "
+                                                  r"got low=a negative integer of 1329 bits"):
+        parse_search_space({"params.x": {"type": "float", "low": -10**400, "high": 0.5}},
+                           source="s.yaml")
+    path = tmp_path / "digits.yaml"   # YAML's int() refuses 5,000 digits: still one line naming the file
+    path.write_text(f"params.k: {{type: int, low: 0, high: {'9' * 5000}}}\n")
+    with pytest.raises(DataValidationError, match="not valid YAML: Exceeds the limit"):
+        load_search_space(path)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("spec", [{"low": -2**40, "high": 2**40},
+                                  {"low": 1, "high": 2**40, "log": True},
+                                  {"low": -2**40, "high": 2**40, "step": 3}],
+                         ids=["signed", "log", "step"])
+def test_tpe_samples_the_widest_accepted_int_range_past_its_startup_trials(spec, seed):
+    import warnings
+
+    import optuna
+
+    from recsys_router.tuning.space import parse_search_space
+    from recsys_router.tuning.study import TrialSeededSampler
+    space = parse_search_space({"a.k": {"type": "int", **spec}})
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=TrialSeededSampler(seed))   # 10 random start-up trials
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # NaN acquisition values on wider ranges
+        warnings.filterwarnings("ignore", message=".*not divisible by `step`", category=UserWarning)
+        study.optimize(lambda t: float(space.suggest(t)["a.k"] % 7), n_trials=14)
+    ks = [t.params["a.k"] for t in study.trials]
+    assert len(ks) == 14 and all(t.state.name == "COMPLETE" for t in study.trials)
+    assert all(isinstance(k, int) and spec["low"] <= k <= spec["high"] for k in ks)
+

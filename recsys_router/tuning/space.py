@@ -17,11 +17,13 @@ import yaml
 
 from recsys_router.errors import DataValidationError
 
-# the checks of one parameter's values; MAX_FLOAT_STEPS re-exported here
-from .space_checks import MAX_FLOAT_STEPS, _fail, check_float_step, check_optuna_accepts
+# the checks of one parameter's values; MAX_FLOAT_STEPS and MAX_INT_BOUND re-exported here
+from .space_checks import (MAX_FLOAT_STEPS, MAX_INT_BOUND, _fail, check_float_bounds,
+                           check_float_step, check_int_bounds, check_optuna_accepts)
 
 __all__ = ["Param", "SearchSpace", "load_search_space", "parse_search_space", "set_dotted",
-           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES", "MAX_FLOAT_STEPS"]
+           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES", "MAX_FLOAT_STEPS",
+           "MAX_INT_BOUND"]
 
 TYPES = ("float", "int", "categorical")
 _ALLOWED = {"float": {"type", "low", "high", "log", "step", "when"},
@@ -199,6 +201,10 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
             _fail(source, key, f"type {kind} needs '{name}'")
     low = _number(source, key, "low", spec["low"], integer)
     high = _number(source, key, "high", spec["high"], integer)
+    if integer:
+        check_int_bounds(source, key, low, high)
+    else:
+        check_float_bounds(source, key, low, high)
     if not integer and not (math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low)):
         _fail(source, key, f"low and high must be finite numbers whose difference is finite, got "
                            f"low={low!r}, high={high!r}")
@@ -313,7 +319,7 @@ def load_search_space(path) -> SearchSpace:
             raise DataValidationError("YAML aliases (*name) are not allowed in a search space: "
                                       "write each value out", source=str(path))
         spec = yaml.safe_load(text)
-    except yaml.YAMLError as err:
+    except (yaml.YAMLError, ValueError) as err:  # ValueError: an int of over 4,300 digits
         raise DataValidationError(f"not valid YAML: {' '.join(str(err).split())}",
                                   source=str(path)) from err
     return parse_search_space(spec, source=str(path))

@@ -1,6 +1,7 @@
 """Checks of one search-space parameter's values that Optuna would otherwise fail on only in a
-trial: float steps too fine for Optuna's decimal arithmetic or for floats to tell apart, and
-whatever else Optuna's distributions refuse.
+trial: int bounds past what TPE's float64 arithmetic handles, float bounds past float range,
+float steps too fine for Optuna's decimal arithmetic or for floats to tell apart, and whatever
+else Optuna's distributions refuse.
 
 Each refusal is a :class:`~recsys_router.errors.DataValidationError` naming the search file
 and the key. :mod:`recsys_router.tuning.space` runs them while parsing a search space.
@@ -9,18 +10,57 @@ and the key. :mod:`recsys_router.tuning.space` runs them while parsing a search 
 from __future__ import annotations
 
 import math
+import sys
 
 from recsys_router.errors import DataValidationError
 
-__all__ = ["MAX_FLOAT_STEPS", "check_float_step", "check_optuna_accepts"]
+__all__ = ["MAX_FLOAT_STEPS", "MAX_INT_BOUND", "check_int_bounds", "check_float_bounds",
+           "check_float_step", "check_optuna_accepts"]
 
 #: most grid points of a float range with a ``step`` (Optuna's decimal arithmetic on the
 #: range failed, at the first trial, for a step of 1e-30 over 0..1)
 MAX_FLOAT_STEPS = 10**9
+#: largest magnitude of an int bound: TPE samples ints in float64, whose arithmetic breaks down
+#: on wider ranges (NaN acquisition values from about 2**47 on a log scale and 2**51 on a
+#: linear one; past 2**63 the first TPE trial crashed)
+MAX_INT_BOUND = 2**40
+_FLOAT_MAX = sys.float_info.max
 
 
 def _fail(source, key, msg):
     raise DataValidationError(f"search space key {key!r}: {msg}", source=source)
+
+
+def _short(value) -> str:
+    """``repr(value)``, or the size of an integer too long to print (Python refuses to write
+    one of over 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length()} bits"
+    return repr(value)
+
+
+def check_int_bounds(source, key, low: int, high: int) -> None:
+    """Refuse int bounds beyond +-:data:`MAX_INT_BOUND`.
+
+    Example
+    -------
+    >>> check_int_bounds("s.yaml", "k", -2**40, 2**40)
+    >>> check_int_bounds("s.yaml", "k", 0, 2**70)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: s.yaml: search space key 'k': int bounds must lie within ...
+    """
+    if not (abs(low) <= MAX_INT_BOUND and abs(high) <= MAX_INT_BOUND):
+        _fail(source, key, f"int bounds must lie within -2**40..2**40 (+-{MAX_INT_BOUND:,}; the "
+                           "sampler computes in float64), got "
+                           f"low={_short(low)}, high={_short(high)}")
+
+
+def check_float_bounds(source, key, low, high) -> None:
+    """Refuse float bounds written as integers past float range (``10**400``)."""
+    if any(isinstance(v, int) and abs(v) > _FLOAT_MAX for v in (low, high)):
+        _fail(source, key, f"low and high must be finite numbers, got low={_short(low)}, "
+                           f"high={_short(high)} (past float range)")
 
 
 def check_float_step(source, key, low, high, step) -> None:
