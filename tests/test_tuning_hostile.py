@@ -327,3 +327,42 @@ def test_tpe_samples_the_widest_accepted_int_range_past_its_startup_trials(spec,
     assert len(ks) == 14 and all(t.state.name == "COMPLETE" for t in study.trials)
     assert all(isinstance(k, int) and spec["low"] <= k <= spec["high"] for k in ks)
 
+
+# --- categorical choices equal in Python (r4): Optuna recorded the first equal choice
+
+EQUAL_CASES = [
+    ([0, False, "x"], "'choices' 0 and false are equal"),
+    ([True, "y", 1], "'choices' true and 1 are equal"),
+    ([1, 1.0], "'choices' 1 and 1.0 are equal"),
+    ([0.0, -0.0], "'choices' 0.0 and -0.0 are equal"),
+    ([[1, [2]], [1, [2.0]]], "'choices' [1, [2]] and [1, [2.0]] are equal"),
+    ([{"a": 1}, {"a": True}], '\'choices\' {"a": 1} and {"a": true} are equal'),
+]
+
+
+@pytest.mark.parametrize("choices, expect", EQUAL_CASES,
+                         ids=["0-false", "true-1", "1-1.0", "zeros", "nested", "mapping"])
+def test_choices_equal_in_python_are_refused(tmp_path, choices, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.a": {"type": "categorical", "choices": choices}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.a'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_distinct_choices_of_mixed_types_are_recorded_as_used():
+    """0, true, "0" and null are unequal in Python: each trial records the value it used."""
+    import optuna
+
+    from recsys_router.tuning.space import parse_search_space
+    from recsys_router.tuning.study import TrialSeededSampler
+    space = parse_search_space({"a.c": {"type": "categorical", "choices": [0, True, "0", None]}})
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=TrialSeededSampler(0, n_startup_trials=4))
+    used = []
+    study.optimize(lambda t: (used.append(space.suggest(t)["a.c"]), 0.0)[1], n_trials=16)
+    recorded = [t.params["a.c"] for t in study.trials]
+    assert [(type(v), v) for v in used] == [(type(v), v) for v in recorded]
+    assert len({repr(v) for v in used}) >= 3

@@ -19,7 +19,8 @@ from recsys_router.errors import DataValidationError
 
 # the checks of one parameter's values; MAX_FLOAT_STEPS and MAX_INT_BOUND re-exported here
 from .space_checks import (MAX_FLOAT_STEPS, MAX_INT_BOUND, _fail, check_float_bounds,
-                           check_float_step, check_int_bounds, check_optuna_accepts)
+                           check_float_step, check_int_bounds, check_optuna_accepts,
+                           refuse_equal_choices)
 
 __all__ = ["Param", "SearchSpace", "load_search_space", "parse_search_space", "set_dotted",
            "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES", "MAX_FLOAT_STEPS",
@@ -194,6 +195,7 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
         texts = [json.dumps(c, sort_keys=True) for c in choices]
         if len(set(texts)) != len(texts):
             _fail(source, key, f"'choices' has duplicates: {choices!r}")
+        refuse_equal_choices(source, key, choices)
         return Param(key, kind, choices=choices, when=dict(when))
     integer = kind == "int"
     for name in ("low", "high"):

@@ -1,7 +1,7 @@
-"""Checks of one search-space parameter's values that Optuna would otherwise fail on only in a
-trial: int bounds past what TPE's float64 arithmetic handles, float bounds past float range,
-float steps too fine for Optuna's decimal arithmetic or for floats to tell apart, and whatever
-else Optuna's distributions refuse.
+"""Checks of one search-space parameter's values that Optuna would otherwise fail on, or get
+wrong, only in a trial: int bounds past what TPE's float64 arithmetic handles, float bounds past
+float range, float steps too fine for Optuna's decimal arithmetic or for floats to tell apart,
+and categorical choices that differ in type but are equal in Python.
 
 Each refusal is a :class:`~recsys_router.errors.DataValidationError` naming the search file
 and the key. :mod:`recsys_router.tuning.space` runs them while parsing a search space.
@@ -9,13 +9,14 @@ and the key. :mod:`recsys_router.tuning.space` runs them while parsing a search 
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
 from recsys_router.errors import DataValidationError
 
 __all__ = ["MAX_FLOAT_STEPS", "MAX_INT_BOUND", "check_int_bounds", "check_float_bounds",
-           "check_float_step", "check_optuna_accepts"]
+           "check_float_step", "check_optuna_accepts", "refuse_equal_choices"]
 
 #: most grid points of a float range with a ``step`` (Optuna's decimal arithmetic on the
 #: range failed, at the first trial, for a step of 1e-30 over 0..1)
@@ -95,3 +96,25 @@ def check_optuna_accepts(source, key, kind, low, high, log, step) -> None:
     except Exception as exc:  # noqa: BLE001 - any refusal of Optuna's is this key's error
         _fail(source, key, f"Optuna refuses this range ({type(exc).__name__}: {str(exc)[:200]})")
 
+
+def _frozen(value):
+    """A hashable stand-in for a choice, equal (``==``, same hash) to another's exactly when
+    the choices are equal: lists become tagged tuples, mappings tagged frozensets of items."""
+    if isinstance(value, list):
+        return (list, tuple(_frozen(v) for v in value))
+    if isinstance(value, dict):
+        return (dict, frozenset((k, _frozen(v)) for k, v in value.items()))
+    return value
+
+
+def refuse_equal_choices(source, key, choices) -> None:
+    """Refuse choices that differ in type but are equal in Python (``0`` and ``false``, ``1``
+    and ``1.0``, ``[1]`` and ``[true]``): Optuna records the first choice equal to the one
+    drawn, and ``when`` conditions could not tell them apart."""
+    seen: dict = {}
+    for choice in choices:
+        first = seen.setdefault(_frozen(choice), choice)
+        if first is not choice:
+            _fail(source, key, f"'choices' {json.dumps(first)} and {json.dumps(choice)} are equal "
+                               "in Python: Optuna records the first of equal choices, so a trial "
+                               "of the other would be recorded wrongly; keep one of them")
