@@ -213,3 +213,156 @@ def test_a_slash_in_the_study_name_is_fine_with_an_explicit_out(tmp_path, data_c
         tune([data_cfg], KNN, router="knn", n_trials=1, study_name="a\x00b",
              out_dir=tmp_path / "o2", progress=False, plots=False)
     assert not (tmp_path / "o2").exists()
+
+
+# --- float steps (r2): Optuna's decimal arithmetic crashed the first trial on 1e-30 over 0..1
+
+STEP_CASES = [
+    ({"low": 0.0, "high": 1.0, "step": 1e-30}, "step 1e-30 divides low=0.0..high=1.0 into 1e+30 steps"),
+    ({"low": 0.0, "high": 1.0, "step": 1e-10}, "into 1e+10 steps; at most 1e+09 are allowed"),
+    ({"low": 0.0, "high": 1.0, "step": 5e-324}, "into inf steps"),
+    ({"low": 1e20, "high": 1e20 + 1e6, "step": 1.0}, "below twice the spacing of floats near"),
+]
+
+
+@pytest.mark.parametrize("bounds, expect", STEP_CASES, ids=["1e-30", "1e-10", "denormal", "ulp"])
+def test_float_steps_too_fine_are_refused(tmp_path, bounds, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.x": {"type": "float", **bounds}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.x'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_a_tiny_float_step_is_refused_before_any_trial_and_leaves_no_out(tmp_path, data_cfg, capsys):
+    """The file passed the check, the first trial died in decimal.InvalidOperation and left
+    --out/study.db behind."""
+    search = _search(tmp_path, {"params.k": {"type": "int", "low": 1, "high": 50},
+                                "params.p": {"type": "float", "low": 0.0, "high": 1.0, "step": 1e-30}})
+    out = tmp_path / "out"
+    err = _one_line_error(["tune", "--router", "knn", "-c", str(data_cfg), "--search", str(search),
+                           "--n-trials", "2", "--out", str(out), "--no-plots", "--no-progress"],
+                          capsys)
+    assert f"{search}: search space key 'params.p': step 1e-30" in err and "1e+30 steps" in err
+    assert "InvalidOperation" not in err and not out.exists()
+
+
+def test_a_float_step_at_the_limit_samples_on_its_grid():
+    import optuna
+
+    from recsys_router.tuning.space import MAX_FLOAT_STEPS, parse_search_space
+    from recsys_router.tuning.study import TrialSeededSampler
+    assert MAX_FLOAT_STEPS == 10**9
+    space = parse_search_space({"a.x": {"type": "float", "low": 0.0, "high": 1.0, "step": 1e-9}})
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=TrialSeededSampler(0, n_startup_trials=3))
+    study.optimize(lambda t: space.suggest(t)["a.x"], n_trials=5)
+    xs = [t.params["a.x"] for t in study.trials]
+    assert len(xs) == 5 and all(0.0 <= x <= 1.0 and abs(x * 1e9 - round(x * 1e9)) < 1e-3 for x in xs)
+
+
+# --- int ranges (r3): past int64 the first TPE trial crashed (object arrays); from about 2**47
+# (log scale) or 2**51 (linear) its float64 arithmetic gives NaN acquisition values
+
+INT_CASES = [
+    ({"low": -2**70, "high": 2**70}, "low=-1180591620717411303424, high=1180591620717411303424"),
+    ({"low": 0, "high": 2**40 + 1}, "low=0, high=1099511627777"),
+    ({"low": -2**40 - 1, "high": 0}, "low=-1099511627777, high=0"),
+    ({"low": 1, "high": 2**47, "log": True}, "low=1, high=140737488355328"),
+    ({"low": 0, "high": 2**63 - 1, "step": 2}, "high=9223372036854775807"),
+]
+
+
+@pytest.mark.parametrize("bounds, expect", INT_CASES,
+                         ids=["2**70", "2**40+1", "-2**40-1", "log-2**47", "int64"])
+def test_int_ranges_past_2_to_the_40_are_refused(tmp_path, bounds, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.k": {"type": "int", **bounds}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert "int bounds must lie within -2**40..2**40" in msg and expect in msg
+    assert "'params.k'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_integers_too_long_to_print_are_refused_by_size(tmp_path):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space, parse_search_space
+    with pytest.raises(DataValidationError, match=r"'params.k': int bounds .* high=an integer of "
+                                                  r"13288 bits"):
+        parse_search_space({"params.k": {"type": "int", "low": 0, "high": 10**4000}}, source="s.yaml")
+    with pytest.raises(DataValidationError, match=r"'params.x': low and high must be finite numbers, "
+                                                  r"got low=a negative integer of 1329 bits"):
+        parse_search_space({"params.x": {"type": "float", "low": -10**400, "high": 0.5}},
+                           source="s.yaml")
+    path = tmp_path / "digits.yaml"   # YAML's int() refuses 5,000 digits: still one line naming the file
+    path.write_text(f"params.k: {{type: int, low: 0, high: {'9' * 5000}}}\n")
+    with pytest.raises(DataValidationError, match="not valid YAML: Exceeds the limit"):
+        load_search_space(path)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("spec", [{"low": -2**40, "high": 2**40},
+                                  {"low": 1, "high": 2**40, "log": True},
+                                  {"low": -2**40, "high": 2**40, "step": 3}],
+                         ids=["signed", "log", "step"])
+def test_tpe_samples_the_widest_accepted_int_range_past_its_startup_trials(spec, seed):
+    import warnings
+
+    import optuna
+
+    from recsys_router.tuning.space import parse_search_space
+    from recsys_router.tuning.study import TrialSeededSampler
+    space = parse_search_space({"a.k": {"type": "int", **spec}})
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=TrialSeededSampler(seed))   # 10 random start-up trials
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # NaN acquisition values on wider ranges
+        warnings.filterwarnings("ignore", message=".*not divisible by `step`", category=UserWarning)
+        study.optimize(lambda t: float(space.suggest(t)["a.k"] % 7), n_trials=14)
+    ks = [t.params["a.k"] for t in study.trials]
+    assert len(ks) == 14 and all(t.state.name == "COMPLETE" for t in study.trials)
+    assert all(isinstance(k, int) and spec["low"] <= k <= spec["high"] for k in ks)
+
+
+# --- categorical choices equal in Python (r4): Optuna recorded the first equal choice
+
+EQUAL_CASES = [
+    ([0, False, "x"], "'choices' 0 and false are equal"),
+    ([True, "y", 1], "'choices' true and 1 are equal"),
+    ([1, 1.0], "'choices' 1 and 1.0 are equal"),
+    ([0.0, -0.0], "'choices' 0.0 and -0.0 are equal"),
+    ([[1, [2]], [1, [2.0]]], "'choices' [1, [2]] and [1, [2.0]] are equal"),
+    ([{"a": 1}, {"a": True}], '\'choices\' {"a": 1} and {"a": true} are equal'),
+]
+
+
+@pytest.mark.parametrize("choices, expect", EQUAL_CASES,
+                         ids=["0-false", "true-1", "1-1.0", "zeros", "nested", "mapping"])
+def test_choices_equal_in_python_are_refused(tmp_path, choices, expect):
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.a": {"type": "categorical", "choices": choices}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.a'" in msg and str(path) in msg and "\n" not in msg
+
+
+def test_distinct_choices_of_mixed_types_are_recorded_as_used():
+    """0, true, "0" and null are unequal in Python: each trial records the value it used."""
+    import optuna
+
+    from recsys_router.tuning.space import parse_search_space
+    from recsys_router.tuning.study import TrialSeededSampler
+    space = parse_search_space({"a.c": {"type": "categorical", "choices": [0, True, "0", None]}})
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=TrialSeededSampler(0, n_startup_trials=4))
+    used = []
+    study.optimize(lambda t: (used.append(space.suggest(t)["a.c"]), 0.0)[1], n_trials=16)
+    recorded = [t.params["a.c"] for t in study.trials]
+    assert [(type(v), v) for v in used] == [(type(v), v) for v in recorded]
+    assert len({repr(v) for v in used}) >= 3

@@ -17,8 +17,14 @@ import yaml
 
 from recsys_router.errors import DataValidationError
 
+# the checks of one parameter's values; MAX_FLOAT_STEPS and MAX_INT_BOUND re-exported here
+from .space_checks import (MAX_FLOAT_STEPS, MAX_INT_BOUND, _fail, check_float_bounds,
+                           check_float_step, check_int_bounds, check_optuna_accepts,
+                           refuse_equal_choices)
+
 __all__ = ["Param", "SearchSpace", "load_search_space", "parse_search_space", "set_dotted",
-           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES"]
+           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES", "MAX_FLOAT_STEPS",
+           "MAX_INT_BOUND"]
 
 TYPES = ("float", "int", "categorical")
 _ALLOWED = {"float": {"type", "low", "high", "log", "step", "when"},
@@ -158,10 +164,6 @@ class SearchSpace:
                                       source=self.source)
 
 
-def _fail(source, key, msg):
-    raise DataValidationError(f"search space key {key!r}: {msg}", source=source)
-
-
 def _number(source, key, name, value, integer):
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok:
@@ -193,6 +195,7 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
         texts = [json.dumps(c, sort_keys=True) for c in choices]
         if len(set(texts)) != len(texts):
             _fail(source, key, f"'choices' has duplicates: {choices!r}")
+        refuse_equal_choices(source, key, choices)
         return Param(key, kind, choices=choices, when=dict(when))
     integer = kind == "int"
     for name in ("low", "high"):
@@ -200,6 +203,10 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
             _fail(source, key, f"type {kind} needs '{name}'")
     low = _number(source, key, "low", spec["low"], integer)
     high = _number(source, key, "high", spec["high"], integer)
+    if integer:
+        check_int_bounds(source, key, low, high)
+    else:
+        check_float_bounds(source, key, low, high)
     if not integer and not (math.isfinite(low) and math.isfinite(high) and math.isfinite(high - low)):
         _fail(source, key, f"low and high must be finite numbers whose difference is finite, got "
                            f"low={low!r}, high={high!r}")
@@ -217,8 +224,11 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
             _fail(source, key, f"step must be > 0, got {step!r}")
         if log:
             _fail(source, key, "'step' cannot be combined with 'log: true'")
+        if not integer:
+            check_float_step(source, key, low, high, step)
     if log and low <= 0:
         _fail(source, key, f"log scale needs low > 0, got low={low!r}")
+    check_optuna_accepts(source, key, kind, low, high, log, step)
     return Param(key, kind, low=low, high=high, log=log, step=step, when=dict(when))
 
 
@@ -311,7 +321,7 @@ def load_search_space(path) -> SearchSpace:
             raise DataValidationError("YAML aliases (*name) are not allowed in a search space: "
                                       "write each value out", source=str(path))
         spec = yaml.safe_load(text)
-    except yaml.YAMLError as err:
+    except (yaml.YAMLError, ValueError) as err:  # ValueError: an int of over 4,300 digits
         raise DataValidationError(f"not valid YAML: {' '.join(str(err).split())}",
                                   source=str(path)) from err
     return parse_search_space(spec, source=str(path))

@@ -10,6 +10,7 @@ opens and runs the studies, re-exports :func:`make_storage` and the heartbeat co
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from datetime import datetime
@@ -19,13 +20,66 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-__all__ = ["make_storage", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
+__all__ = ["make_storage", "redact_url", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
 
 HEARTBEAT_INTERVAL = 60   # seconds between heartbeats of a running trial
 HEARTBEAT_GRACE = 180     # a RUNNING trial silent this long belongs to a dead worker
 MAX_RETRY = 3             # re-runs of a trial whose worker died
 _URL_FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db, "
               "postgresql://USER:PASSWORD@HOST/DB or mysql://USER:PASSWORD@HOST/DB")
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,40}")
+
+
+def _parse(url: str):
+    """SQLAlchemy's parse of ``url``, or None when it cannot parse it."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415
+    try:
+        return make_url(url)
+    except Exception:  # noqa: BLE001 - ArgumentError, or ValueError for a port such as ':abc'
+        return None
+
+
+def redact_url(url) -> str:
+    """``url`` as it may be shown (errors, logs): the password and every query value
+    (``?password=...`` is another way to give one) replaced by ``***``. A string SQLAlchemy
+    cannot parse is never shown: only its scheme (when it starts with one) and its length.
+
+    Example
+    -------
+    >>> redact_url("postgresql+psycopg://me:s3cret@db.example/studies?sslpassword=x")
+    'postgresql+psycopg://me:***@db.example/studies?sslpassword=***'
+    >>> redact_url("sqlite:////tmp/study.db")
+    'sqlite:////tmp/study.db'
+    >>> redact_url("me:s3cret@db.example/studies")
+    '<a storage URL of 28 characters that cannot be parsed; not shown>'
+    """
+    if not isinstance(url, str):
+        return f"<a {type(url).__name__}, not a storage URL>"
+    parsed = _parse(url)
+    if parsed is not None:
+        from urllib.parse import quote  # noqa: PLC0415
+        shown = parsed.set(query={}).render_as_string(hide_password=True)
+        masked = "&".join(f"{quote(k, safe='')}=***" for k in sorted(parsed.query))
+        return f"{shown}?{masked}" if masked else shown
+    head, sep, _ = url.partition("://")
+    scheme = f"{head}://... (" if sep and _SCHEME.fullmatch(head) else "<"
+    end = ")" if scheme != "<" else ">"
+    return f"{scheme}a storage URL of {len(url)} characters that cannot be parsed; not shown{end}"
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` (a driver's error message) with ``url``, its password and its query values
+    (as given and as decoded) replaced, so that no credential of ``url`` is shown."""
+    from urllib.parse import quote  # noqa: PLC0415
+    text = text.replace(url, redact_url(url))
+    parsed = _parse(url)
+    secrets = [] if parsed is None else [parsed.password or ""] + [
+        v for vals in parsed.query.values() for v in ((vals,) if isinstance(vals, str) else vals)]
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        for form in {secret, quote(secret, safe="")}:
+            text = text.replace(form, "***")
+    return text
 
 
 def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
@@ -41,13 +95,18 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
     if url is None:
         return None
     if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"--storage must be a database URL ({_URL_FORMS}), got {url!r}")
+        raise ValueError(f"--storage must be a database URL ({_URL_FORMS}), got "
+                         f"{redact_url(url)}")
     for name, value in (("heartbeat interval", heartbeat_interval), ("heartbeat grace", grace_period)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a whole number of seconds >= 1, got {value!r}")
     if grace_period <= heartbeat_interval:
         raise ValueError(f"heartbeat grace ({grace_period} s) must be longer than the heartbeat "
                          f"interval ({heartbeat_interval} s)")
+    shown = redact_url(url)  # never the password: errors and logs end up in CI logs and bug reports
+    if _parse(url) is None:
+        raise ValueError(f"--storage {shown!r}: not a database URL SQLAlchemy can parse; "
+                         f"expected {_URL_FORMS}")
     engine_kwargs = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}
@@ -67,11 +126,12 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
         except (ArgumentError, ImportError) as exc:  # not a URL it can open: retrying cannot help
             what = "its database driver is not installed" if isinstance(exc, ImportError) else \
                 "not a database URL SQLAlchemy can open"
-            raise ValueError(f"--storage {url!r}: {what} ({type(exc).__name__}: "
-                             f"{str(exc)[:200]}); expected {_URL_FORMS}") from None
-        except SQLAlchemyError:
-            if attempt == 5:
-                raise
+            raise ValueError(f"--storage {shown!r}: {what} ({type(exc).__name__}: "
+                             f"{_scrub(str(exc), url)[:200]}); expected {_URL_FORMS}") from None
+        except SQLAlchemyError as exc:
+            if attempt == 5:  # the driver's message may quote the connection string
+                raise ValueError(f"--storage {shown!r}: cannot open the database "
+                                 f"({type(exc).__name__}: {_scrub(str(exc), url)[:500]})") from None
             time.sleep(0.5 * (attempt + 1))
 
 

@@ -23,11 +23,11 @@ from optuna.trial import TrialState
 from .identity import IDENTITY_KEYS, _check_identity, _refuse_foreign, own_trial, study_identity
 # the storage and the heartbeat of dead workers' trials; re-exported here (their public path)
 from .storage import (HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, MAX_RETRY, _fail_stale, _heartbeat,
-                      make_storage)
+                      make_storage, redact_url)
 
 __all__ = ["TrialSeededSampler", "make_storage", "make_pruner", "open_study", "run_study",
            "OverBudget", "PRUNERS", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY",
-           "IDENTITY_KEYS", "study_identity", "own_trial", "trial_seed"]
+           "IDENTITY_KEYS", "study_identity", "own_trial", "trial_seed", "redact_url"]
 
 log = logging.getLogger(__name__)
 PRUNERS = ("median", "hyperband", "none")
@@ -179,8 +179,9 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     """
     if direction not in ("maximize", "minimize"):
         raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-    where = storage if isinstance(storage, str) else "in-memory storage" if storage is None else \
-        type(storage).__name__
+    # shown in every refusal below: never with the URL's password
+    where = redact_url(storage) if isinstance(storage, str) else "in-memory storage" \
+        if storage is None else type(storage).__name__
     if isinstance(storage, str) or storage is None:
         storage = make_storage(storage, heartbeat_interval, grace_period)
     study = optuna.create_study(study_name=study_name, storage=storage,

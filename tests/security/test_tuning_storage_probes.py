@@ -1,0 +1,144 @@
+"""A ``tune --storage`` URL holds a database password: no error line, log record or file of
+``tune`` may show it. Each probe runs the CLI (or ``open_study``) with a URL whose password is
+known and looks for it, as written and URL-decoded, in everything the run printed, logged
+and wrote. PostgreSQL probes use a throw-away database (``pg_util``; skipped with a reason
+when no server answers) and uniquely named studies, deleted afterwards."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import IntDistribution
+
+from pg_util import pg_url  # noqa: F401 - fixture
+from recsys_router.cli import main
+from recsys_router.tuning.study import open_study, redact_url
+from tuning_data import synthetic_data_config
+
+SEARCH = Path(__file__).resolve().parents[2] / "configs" / "search"
+SECRET = "Sup3r-S3cret"
+
+
+@pytest.fixture
+def data_cfg(tmp_path):
+    return synthetic_data_config(tmp_path / "data.yaml", dim=16, n_queries=120, n_llms=3, n_topics=2)
+
+
+def _tune(data_cfg, out, url, name, *extra):
+    return main(["tune", "--router", "knn", "-c", str(data_cfg), "--search",
+                 str(SEARCH / "knn.yaml"), "--n-trials", "1", "--no-plots", "--no-progress",
+                 "--storage", url, "--study-name", name, "--out", str(out), *extra])
+
+
+def _refused(capsys, rc):
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err, captured.out
+
+
+def _password(url: str) -> str:
+    return url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+
+
+@pytest.mark.parametrize("extra, expect", [
+    (["--metric", "val/e_p"], "optimises val/mu_o, not val/e_p"),
+    (["--search", "OTHER"], "search space (hash)"),
+    (["--router", "svm", "--search", str(SEARCH / "svm.yaml")], "router knn, not svm"),
+], ids=["metric", "search-space", "router"])
+def test_refusals_of_a_postgres_study_mask_the_password(tmp_path, data_cfg, capsys, pg_url,  # noqa: F811
+                                                        extra, expect):
+    password = _password(pg_url)
+    name = f"sec-storage-{uuid.uuid4().hex[:10]}"
+    other = tmp_path / "other.yaml"   # another knn search space
+    other.write_text("params.k: {type: int, low: 1, high: 5}\n")
+    extra = [str(other) if e == "OTHER" else e for e in extra]
+    try:
+        assert _tune(data_cfg, tmp_path / "first", pg_url, name) == 0
+        capsys.readouterr()
+        err, out = _refused(capsys, _tune(data_cfg, tmp_path / "second", pg_url, name, *extra))
+        assert expect in err
+        user = pg_url.split("://", 1)[1].split(":", 1)[0]
+        assert f"{user}:***@" in err and f":{password}@" not in err and f":{password}@" not in out
+        assert not (tmp_path / "second").exists()
+        written = [p for p in (tmp_path / "first").rglob("*") if p.is_file()]
+        assert written and not any(f":{password}@".encode() in p.read_bytes() for p in written)
+    finally:
+        optuna.delete_study(study_name=name, storage=pg_url)
+
+
+def test_the_older_study_warning_masks_the_password(pg_url, caplog):  # noqa: F811
+    password = _password(pg_url)
+    name = f"sec-storage-{uuid.uuid4().hex[:10]}"
+    old = optuna.create_study(study_name=name, storage=pg_url, direction="maximize")
+    try:
+        old.add_trial(optuna.trial.create_trial(   # a trial as an older recsys-router wrote it
+            params={"params.k": 3}, distributions={"params.k": IntDistribution(1, 9)}, value=0.5,
+            user_attrs={"overrides": ["--params.k=3"], "config": "router: knn\n"}))
+        with caplog.at_level(logging.WARNING, logger="recsys_router.tuning.study"):
+            open_study(name, pg_url, identity={"router": "knn", "search_space_hash": "a",
+                                               "config_hash": "b"}, search_keys=["params.k"])
+        assert "made by an older recsys-router" in caplog.text
+        assert f":{password}@" not in caplog.text and ":***@" in caplog.text
+    finally:
+        optuna.delete_study(study_name=name, storage=pg_url)
+
+
+UNOPENABLE = [
+    f"postgresql+psycopg://me:{SECRET}@127.0.0.1:abc/db",    # a port SQLAlchemy cannot parse
+    f"me:{SECRET}@127.0.0.1/db",                             # no scheme
+    f"nosuch://me:{SECRET}@127.0.0.1/db",                    # no such dialect
+    f"postgresql+psycopg://me:{SECRET}@127.0.0.1:1/db",      # nothing listens on port 1
+    f"postgresql+psycopg://127.0.0.1:1/db?user=me&password={SECRET}",  # password as a query value
+    "postgresql+psycopg://me:Sup3r%40S3cret@127.0.0.1:1/db",  # URL-encoded password
+    f"pg:/me:{SECRET}@h//x://",                              # '://' but not parsable
+]
+
+
+@pytest.mark.parametrize("url", UNOPENABLE, ids=["port", "no-scheme", "dialect", "refused",
+                                                 "query", "encoded", "unparsable"])
+def test_a_storage_that_cannot_be_opened_is_named_without_its_password(tmp_path, data_cfg, capsys,
+                                                                       monkeypatch, url):
+    monkeypatch.setattr("recsys_router.tuning.storage.time.sleep", lambda s: None)  # no retry waits
+    err, out = _refused(capsys, _tune(data_cfg, tmp_path / "o", url, "s"))
+    assert "--storage" in err
+    for form in (SECRET, "Sup3r%40S3cret", "Sup3r@S3cret"):
+        assert form not in err and form not in out, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_driver_error_quoting_the_connection_string_is_scrubbed(tmp_path, data_cfg, capsys,
+                                                                 monkeypatch):
+    """A database driver's message may repeat the URL or its password: both are masked."""
+    import sqlalchemy.exc
+
+    url = "postgresql+psycopg://me:Sup3r%40S3cret@db.invalid/x?sslpassword=K3y-Pass"
+
+    def refuse(given, **_kwargs):
+        raise sqlalchemy.exc.OperationalError(
+            "connect", {}, Exception(f"bad conninfo {given} password=Sup3r@S3cret "
+                                     "sslpassword=K3y-Pass"))
+
+    monkeypatch.setattr("recsys_router.tuning.storage.optuna.storages.RDBStorage", refuse)
+    monkeypatch.setattr("recsys_router.tuning.storage.time.sleep", lambda s: None)
+    err, _ = _refused(capsys, _tune(data_cfg, tmp_path / "o", url, "s"))
+    assert "cannot open the database (OperationalError" in err and "bad conninfo" in err
+    for form in ("Sup3r", "K3y-Pass"):
+        assert form not in err, err
+    assert "postgresql+psycopg://me:***@db.invalid/x?sslpassword=***" in err
+
+
+def test_redacted_urls_keep_what_identifies_the_database():
+    assert redact_url("postgresql+psycopg://me:pw@db.example:5433/studies") == \
+        "postgresql+psycopg://me:***@db.example:5433/studies"
+    assert redact_url("sqlite:////tmp/a b/study.db") == "sqlite:////tmp/a b/study.db"
+    assert redact_url("mysql://me@db/studies") == "mysql://me@db/studies"   # no password to hide
+    assert redact_url(f"postgresql://h/db?password={SECRET}&sslmode=require") == \
+        "postgresql://h/db?password=***&sslmode=***"
+    assert redact_url(f"pg:/me:{SECRET}@h//x://") == \
+        "<a storage URL of 27 characters that cannot be parsed; not shown>"
+    assert redact_url(f"postgresql://me:{SECRET}@h:abc/db").startswith("postgresql://... (a storage")
