@@ -99,3 +99,35 @@ def test_a_checkpoint_without_recorded_names_loads_with_a_warning(mf_ckpt, tmp_p
     with pytest.warns(UserWarning, match="records no LLM names"):
         cli = build_cli(["test", *_base(tmp_path), f"--ckpt_path={old}"])
     assert 0.0 <= float(cli.trainer.callback_metrics["test/mu_o"]) <= 1.0
+
+
+@pytest.mark.parametrize("command,arg,says", [
+    ("test", "--data.init_args.dataset_options={n_queries: 80, n_llms: 3, n_topics: 3, seed: 0}",
+     "number of LLMs 4 in the checkpoint, 3 here"),
+    ("fit", "--data.init_args.encoder_options={dim: 16}", "embedding width 32 in the checkpoint, 16 here"),
+    ("predict", "--data.init_args.encoder_options={dim: 16}",
+     "embedding width 32 in the checkpoint, 16 here"),
+], ids=["n_llms-test", "width-fit", "width-predict"])
+def test_a_checkpoint_of_data_of_another_size_is_one_line(command, arg, says, mf_ckpt, tmp_path,
+                                                          capsys):
+    """It was torch's many-line ``size mismatch for net...`` traceback from load_state_dict."""
+    capsys.readouterr()
+    assert main([command, *_base(tmp_path), arg, f"--ckpt_path={mf_ckpt}"]) == 2
+    assert _error_line(capsys, command) == (
+        f"{mf_ckpt}: the checkpoint does not fit this data: {says} (train on this data, or "
+        "configure the data the checkpoint was trained on)")
+
+
+def test_a_weight_of_another_shape_is_named_when_the_sizes_agree(mf_ckpt, tmp_path, capsys):
+    """A size not among the linked ones (here a hand-edited weight) is named by its weight."""
+    raw = torch.load(mf_ckpt, map_location="cpu", weights_only=False)
+    key, value = next((k, v) for k, v in raw["state_dict"].items() if v.ndim == 2)
+    raw["state_dict"][key] = torch.zeros(value.shape[0] + 1, value.shape[1])
+    bad = tmp_path / "bad.ckpt"
+    torch.save(raw, bad)
+    capsys.readouterr()
+    assert main(["test", *_base(tmp_path), f"--ckpt_path={bad}"]) == 2
+    assert _error_line(capsys, "test") == (
+        f"{bad}: the checkpoint does not fit this data: weight {key} has shape "
+        f"{(value.shape[0] + 1, value.shape[1])} in the checkpoint, {tuple(value.shape)} here "
+        "(train on this data, or configure the data the checkpoint was trained on)")
