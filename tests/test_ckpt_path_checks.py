@@ -131,3 +131,16 @@ def test_a_weight_of_another_shape_is_named_when_the_sizes_agree(mf_ckpt, tmp_pa
         f"{bad}: the checkpoint does not fit this data: weight {key} has shape "
         f"{(value.shape[0] + 1, value.shape[1])} in the checkpoint, {tuple(value.shape)} here "
         "(train on this data, or configure the data the checkpoint was trained on)")
+
+
+@pytest.mark.parametrize("command", ["test", "fit"])
+def test_a_checkpoint_of_another_model_class_is_refused(command, mf_ckpt, tmp_path, capsys):
+    """``test -c mirt.yaml --ckpt_path <an MF checkpoint>`` evaluated the MFModule (the
+    checkpoint's class replaced the configured one without a word)."""
+    mirt = str(ROOT / "configs" / "models" / "mirt.yaml")
+    capsys.readouterr()
+    assert main([command, *_base(tmp_path, mirt), f"--ckpt_path={mf_ckpt}"]) == 2
+    assert _error_line(capsys, command) == (
+        f"{mf_ckpt}: the checkpoint holds a recsys_router.models.mf_module.MFModule but the "
+        "config names the model recsys_router.models.irt_module.MIRTModule: give the model "
+        "config the checkpoint was trained with")
