@@ -43,6 +43,20 @@ CASES = [  # (argument, the argument the line names, what it says)
     ("--model.init_args.loss.init_args.selection_ratio=1.5",
      "--model.init_args.loss.init_args.selection_ratio",
      "selection_ratio must be a finite number in (0, 1], got 1.5"),
+    # these parsed and failed mid-fit as tracebacks naming no argument (or, for
+    # max_pairs_per_query=0, as "pairwise mode found no query with two different ... scores")
+    ("--data.init_args.num_workers=-1", "--data.init_args.num_workers",
+     "num_workers must be an integer >= 0, got -1"),
+    ("--data.init_args.max_pairs_per_query=-1", "--data.init_args.max_pairs_per_query",
+     "max_pairs_per_query must be an integer >= 1 or None, got -1"),
+    ("--data.init_args.max_pairs_per_query=0", "--data.init_args.max_pairs_per_query",
+     "max_pairs_per_query must be an integer >= 1 or None, got 0"),
+    ("--data.init_args.propensity_clip=-1", "--data.init_args.propensity_clip",
+     "propensity_clip must be a finite number in (0, 1], got -1.0"),
+    ("--data.init_args.dataset_options.bogus=1", "--data.init_args.dataset_options",
+     "no such dataset_options key(s) ['bogus'] for dataset 'synthetic'; its options: "
+     "['binary', 'n_llms', 'n_queries', 'n_topics', 'seed', 'shared_vocab', 'specialisation', "
+     "'task_difficulty', 'topic_vocab', 'with_text', 'words_per_query']"),
 ]
 DATA_OPTION_CASES = [  # dataset options are checked by the loader: the line names the option
     ("--data.init_args.dataset_options.n_queries=-5", "n_queries must be an integer >= 1, got -5"),
