@@ -135,6 +135,20 @@ def test_a_foreign_class_path_as_an_argument_is_refused_too(tmp_path, monkeypatc
     assert "evil_cfg_mod" not in sys.modules and not marker.exists()
 
 
+@pytest.mark.parametrize("class_path", ["evil_cfg_mod.Evil", "subprocess.Popen", "os.system"])
+def test_a_foreign_loss_class_path_flag_is_the_same_refusal_as_in_yaml(
+        class_path, tmp_path, monkeypatch, capsys):
+    """``--model.init_args.loss.class_path=...`` was refused as ``--model: 'NoneType' object
+    has no attribute 'get'``; it is now the line a YAML config's loss gets."""
+    marker = _evil_module(tmp_path, monkeypatch)
+    assert main(["fit", *BASE, f"--model.init_args.loss.class_path={class_path}"]) == 2
+    assert _one_error_line(capsys) == (
+        f"--model.init_args.loss: class_path '{class_path}' is refused: a class_path may only "
+        "name a class under recsys_router, pytorch_lightning, lightning.pytorch, "
+        "lightning_fabric, lightning.fabric, torch.optim (nothing was imported)")
+    assert "evil_cfg_mod" not in sys.modules and not marker.exists()
+
+
 def test_debug_re_raises_with_the_constructors_error_in_the_chain():
     with pytest.raises(ConfigArgumentError, match=r"^--data\.init_args\.val_fraction: ") as info:
         main(["--debug", "fit", *BASE, "--data.init_args.val_fraction=2"])
