@@ -18,6 +18,7 @@ import pandas as pd
 from recsys_router.datasets._json import read_jsonl_lines
 from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
+from recsys_router.hyperparams import check_number
 from recsys_router.long_table import RowOffset, row_number
 
 from ._datasets import PairDataset
@@ -141,7 +142,7 @@ class PreferenceDataModule(RoutingDataModule):
         keyed by ``query_id`` (no prompt column) gets each id's text from the dataset's
         splits (an id without one is an error when the encoder reads text).
     battles_per_query : int, optional
-        Derived battles: sample at most this many per query.
+        Derived battles: sample at most this many per query (>= 1; None: all).
     include_ties : bool
         Keep ties (soft label 0.5 in the Bradley-Terry loss). A battles file left with no
         battle (empty, or only ties without ``include_ties``) is a
@@ -162,6 +163,7 @@ class PreferenceDataModule(RoutingDataModule):
                  battles_per_query: int | None = None, include_ties: bool = True, **kwargs):
         kwargs["mode"] = "pairwise"
         super().__init__(dataset=dataset, **kwargs)
+        check_number(battles_per_query, "battles_per_query", low=1, integer=True, none=True)
         self.battles = battles
         self.battles_per_query = battles_per_query
         self.include_ties = include_ties

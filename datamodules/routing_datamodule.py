@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 from recsys_router.data import RoutingData
 from recsys_router.errors import ArgumentValueError, DataValidationError
 
+from ._arguments import check_datamodule_args
 from ._datasets import (CellDataset, PairDataset, PermutationBatchSampler, QueryListDataset,
                         _BatchDataset, batch_collate,
                         score_pairs)
@@ -45,7 +46,8 @@ class RoutingDataModule(pl.LightningDataModule):
     data_dir : str, optional
         Folder holding the named dataset's folder (default: the registry's search path).
     dataset_options : dict, optional
-        Extra loader options (e.g. ``{"n_queries": 300, "seed": 1}`` for ``synthetic``).
+        Extra loader options (e.g. ``{"n_queries": 300, "seed": 1}`` for ``synthetic``); a
+        key the named dataset's loader does not take is refused here.
     encoder : str
         Encoder name for ``recsys_router.encoders.get_encoder`` (``hashing``, ``tfidf``,
         ``minilm``, ``precomputed:<file>``...).
@@ -89,9 +91,9 @@ class RoutingDataModule(pl.LightningDataModule):
         read; ``LightningRouter`` passes its loss's value here, and the LightningCLI refuses
         a config whose loss names another value than this one).
     max_pairs_per_query : int, optional
-        Pairwise mode: sample at most this many pairs per query.
+        Pairwise mode: sample at most this many pairs per query (>= 1; None: all).
     num_workers : int
-        DataLoader workers.
+        DataLoader workers (>= 0).
     carve_val : bool
         Carve a validation split out of train when the data has none (else: no validation).
     feedback : {"naive", "ips", "snips", "dr"}, optional
@@ -99,7 +101,7 @@ class RoutingDataModule(pl.LightningDataModule):
         column, :mod:`recsys_router.feedback.logged`) with this loss; batches carry the
         weights ``w`` that select :func:`~recsys_router.models.losses.logged_feedback_loss`.
     propensity_clip : float
-        Propensities below this count as this (IPS weights at most ``1 / clip``).
+        Propensities below this count as this (IPS weights at most ``1 / clip``), in (0, 1].
     logging_policy : {"uniform", "epsilon-greedy:E"}, optional
         With ``feedback``: simulate the log from a full matrix, one LLM per train query drawn
         by this policy (seeded by ``seed``) with its propensity; val/test stay full
@@ -141,16 +143,11 @@ class RoutingDataModule(pl.LightningDataModule):
                  propensity_clip: float = 0.05, logging_policy: str | None = None,
                  predict_split: str = "test"):
         super().__init__()
-        if mode not in MODES:
-            raise ArgumentValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if batch_size < 1:
-            raise ArgumentValueError(f"batch_size must be >= 1, got {batch_size}")
-        if val_fraction is not None and not 0 <= val_fraction < 1:
-            raise ArgumentValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-        from recsys_router.pools import METHODS
-        if group_method not in METHODS:
-            raise ArgumentValueError(f"group_method must be one of {METHODS}, got "
-                                     f"{group_method!r}")
+        check_datamodule_args(mode=mode, modes=MODES, batch_size=batch_size,
+                              val_fraction=val_fraction, group_method=group_method,
+                              num_workers=num_workers, max_pairs_per_query=max_pairs_per_query,
+                              propensity_clip=propensity_clip, dataset=dataset,
+                              dataset_options=dataset_options)
         self.save_hyperparameters()
         self.dataset = dataset
         self.data_dir = data_dir

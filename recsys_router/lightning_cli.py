@@ -119,13 +119,16 @@ class RouterCLI(LightningCLI):
         :func:`~recsys_router.models.base.lightning_router.resolve_module_class`), and a
         ``loss`` must be the project's
         :class:`~recsys_router.models.losses.RoutingLoss` as plain data
-        (:meth:`RoutingLoss.from_config`). Either refusal is one error line, exit 2."""
+        (:meth:`RoutingLoss.from_config`); and a checkpoint of another model class than the
+        configured ``--model`` is refused (it would replace that model). Each refusal is one
+        error line, exit 2."""
         sub = self.config.get("subcommand") if hasattr(self, "config") else None
         ckpt_path = self.config[sub].get("ckpt_path") if sub else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return
         hparams = dict(_read_ckpt_hparams(str(ckpt_path)))
         _check_ckpt_hparams(hparams, str(ckpt_path))
+        _check_ckpt_model_class(hparams, self.config[sub].get("model"), str(ckpt_path))
         hparams.pop("_instantiator", None)
         if not hparams:
             return
@@ -199,6 +202,25 @@ def _check_ckpt_hparams(hparams: dict, source: str) -> None:
             RoutingLoss.from_config(hparams["loss"], f"{source}: hyper_parameters.loss")
         except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
             raise DataValidationError(str(exc)) from None
+
+
+def _check_ckpt_model_class(hparams: dict, model_config, source: str) -> None:
+    """Refuse a checkpoint of another model class than the configured model's ``class_path``
+    (LightningCLI would parse the checkpoint's class over the config and evaluate it instead
+    of the model the user named). Nothing to compare when either names no class.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the checkpoint, its class and the configured one.
+    """
+    from recsys_router.errors import DataValidationError  # noqa: PLC0415
+    trained = hparams.get("_class_path")
+    configured = model_config.get("class_path") if hasattr(model_config, "get") else None
+    if isinstance(trained, str) and isinstance(configured, str) and trained != configured:
+        raise DataValidationError(
+            f"{source}: the checkpoint holds a {trained} but the config names the model "
+            f"{configured}: give the model config the checkpoint was trained with")
 
 
 def restrict_class_paths() -> None:

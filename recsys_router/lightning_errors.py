@@ -25,6 +25,31 @@ _UNKNOWN_OPTION = re.compile(r"^Option '(\w+)' is not accepted")
 _EXPECTED = re.compile(r"^Expected a <class '(?:builtins\.)?([\w.]+)'>\. Got value: (.*)$", re.S)
 _DENIED = re.compile(r"^Importing '([\w.]+)' is not allowed")
 _GIVEN_DICT = re.compile(r"^\s*Given value: (\{.*\})\s*$", re.M)
+#: a nested ``--section.init_args.key.class_path=value`` flag, as jsonargparse reports it
+_GIVEN_NESTED = re.compile(r"Given value: NestedArg\(key='([\w.]*?)\.?class_path', "
+                           r"val='([^']*)'\)")
+
+
+def _allowed(path: str) -> bool:
+    """Whether ``path`` lies under one of :data:`ALLOWED_IMPORT_PATHS`."""
+    return any(path == root or path.startswith(root + ".") for root in ALLOWED_IMPORT_PATHS)
+
+
+def _refused_nested(chain: list[BaseException]) -> tuple[str, str] | None:
+    """(the key under the section, the class path) of a ``...key.class_path=value`` flag naming
+    a class outside :data:`ALLOWED_IMPORT_PATHS`: jsonargparse refuses it without importing it
+    but reports an internal error (``'NoneType' object has no attribute 'get'``) instead."""
+    for err in chain:
+        match = _GIVEN_NESTED.search(str(err))
+        if match and not _allowed(match.group(2)):
+            return match.group(1), match.group(2)
+    return None
+
+
+def _refusal(class_path: str) -> str:
+    """The message of a refused ``class_path``."""
+    return (f"class_path {class_path!r} is refused: a class_path may only name a class "
+            f"under {', '.join(ALLOWED_IMPORT_PATHS)} (nothing was imported)")
 
 
 def _readable(message: str) -> str:
@@ -32,8 +57,7 @@ def _readable(message: str) -> str:
     if match := _EXPECTED.match(message):
         return f"expected {match.group(1)}, got {match.group(2)!r}"
     if match := _DENIED.match(message):
-        return (f"class_path {match.group(1)!r} is refused: a class_path may only name a class "
-                f"under {', '.join(ALLOWED_IMPORT_PATHS)} (nothing was imported)")
+        return _refusal(match.group(1))
     return _TYPE_NAME.sub(r"\1", message)
 
 
@@ -134,6 +158,11 @@ def argument_error(exc: BaseException, config=None) -> ValueError:
     if keys and denied:  # a class_path nested in a section's YAML: find it in the given value
         inner = _given_key(chain, denied.group(1))
         keys[-1] += f".{inner}" if inner else ""
+    nested = _refused_nested(chain) if keys and not denied else None
+    if nested:  # --model.init_args.loss.class_path=subprocess.Popen
+        key, class_path = nested
+        message = _refusal(class_path)
+        keys[-1] += f".init_args.{key}" if key else ""
     unknown = _UNKNOWN_OPTION.match(message)
     if keys and unknown:  # name the unknown key itself
         keys.append(("init_args." if in_class else "") + unknown.group(1))

@@ -43,6 +43,20 @@ CASES = [  # (argument, the argument the line names, what it says)
     ("--model.init_args.loss.init_args.selection_ratio=1.5",
      "--model.init_args.loss.init_args.selection_ratio",
      "selection_ratio must be a finite number in (0, 1], got 1.5"),
+    # these parsed and failed mid-fit as tracebacks naming no argument (or, for
+    # max_pairs_per_query=0, as "pairwise mode found no query with two different ... scores")
+    ("--data.init_args.num_workers=-1", "--data.init_args.num_workers",
+     "num_workers must be an integer >= 0, got -1"),
+    ("--data.init_args.max_pairs_per_query=-1", "--data.init_args.max_pairs_per_query",
+     "max_pairs_per_query must be an integer >= 1 or None, got -1"),
+    ("--data.init_args.max_pairs_per_query=0", "--data.init_args.max_pairs_per_query",
+     "max_pairs_per_query must be an integer >= 1 or None, got 0"),
+    ("--data.init_args.propensity_clip=-1", "--data.init_args.propensity_clip",
+     "propensity_clip must be a finite number in (0, 1], got -1.0"),
+    ("--data.init_args.dataset_options.bogus=1", "--data.init_args.dataset_options",
+     "no such dataset_options key(s) ['bogus'] for dataset 'synthetic'; its options: "
+     "['binary', 'n_llms', 'n_queries', 'n_topics', 'seed', 'shared_vocab', 'specialisation', "
+     "'task_difficulty', 'topic_vocab', 'with_text', 'words_per_query']"),
 ]
 DATA_OPTION_CASES = [  # dataset options are checked by the loader: the line names the option
     ("--data.init_args.dataset_options.n_queries=-5", "n_queries must be an integer >= 1, got -5"),
@@ -118,6 +132,20 @@ def test_a_foreign_class_path_as_an_argument_is_refused_too(tmp_path, monkeypatc
     assert main(["fit", *BASE, "--model.init_args.loss=evil_cfg_mod.Evil"]) == 2
     assert _one_error_line(capsys).startswith(
         "--model.init_args.loss: class_path 'evil_cfg_mod.Evil' is refused")
+    assert "evil_cfg_mod" not in sys.modules and not marker.exists()
+
+
+@pytest.mark.parametrize("class_path", ["evil_cfg_mod.Evil", "subprocess.Popen", "os.system"])
+def test_a_foreign_loss_class_path_flag_is_the_same_refusal_as_in_yaml(
+        class_path, tmp_path, monkeypatch, capsys):
+    """``--model.init_args.loss.class_path=...`` was refused as ``--model: 'NoneType' object
+    has no attribute 'get'``; it is now the line a YAML config's loss gets."""
+    marker = _evil_module(tmp_path, monkeypatch)
+    assert main(["fit", *BASE, f"--model.init_args.loss.class_path={class_path}"]) == 2
+    assert _one_error_line(capsys) == (
+        f"--model.init_args.loss: class_path '{class_path}' is refused: a class_path may only "
+        "name a class under recsys_router, pytorch_lightning, lightning.pytorch, "
+        "lightning_fabric, lightning.fabric, torch.optim (nothing was imported)")
     assert "evil_cfg_mod" not in sys.modules and not marker.exists()
 
 

@@ -295,3 +295,45 @@ def test_val_fraction_out_of_range_is_refused(bad):
     """The validation share carved out of a published train split: a fraction in [0, 1)."""
     with pytest.raises(ValueError, match=r"val_fraction must be in \[0, 1\), got"):
         RoutingDataModule("synthetic", val_fraction=bad, **SMALL)
+
+
+@pytest.mark.parametrize("kwargs,says", [
+    ({"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
+    ({"num_workers": 1.5}, "num_workers must be an integer >= 0, got 1.5"),
+    ({"max_pairs_per_query": -1}, "max_pairs_per_query must be an integer >= 1 or None, got -1"),
+    ({"max_pairs_per_query": 0}, "max_pairs_per_query must be an integer >= 1 or None, got 0"),
+    ({"propensity_clip": -1.0}, "propensity_clip must be a finite number in (0, 1], got -1.0"),
+    ({"propensity_clip": 0.0}, "propensity_clip must be a finite number in (0, 1], got 0.0"),
+    ({"propensity_clip": float("nan")},
+     "propensity_clip must be a finite number in (0, 1], got nan"),
+], ids=["workers-neg", "workers-float", "pairs-neg", "pairs-zero", "clip-neg", "clip-zero",
+        "clip-nan"])
+def test_out_of_range_loader_values_are_refused_at_construction(kwargs, says):
+    """They were accepted and failed inside fit (torch's num_workers text, numpy's "negative
+    dimensions", "no query with two different observed scores" for 0 pairs)."""
+    from recsys_router.errors import ArgumentValueError
+    with pytest.raises(ArgumentValueError) as err:
+        RoutingDataModule("synthetic", **kwargs, **SMALL)
+    assert str(err.value) == says
+
+
+def test_unknown_dataset_options_are_refused_at_construction():
+    from recsys_router.errors import ArgumentValueError
+    opts = {**SMALL.get("dataset_options", {}), "bogus": 1, "colour": "red"}
+    with pytest.raises(ArgumentValueError) as err:
+        RoutingDataModule("synthetic", **{**SMALL, "dataset_options": opts})
+    assert str(err.value).startswith("no such dataset_options key(s) ['bogus', 'colour'] for "
+                                     "dataset 'synthetic'; its options: ['binary', 'n_llms', ")
+    # load_dataset's own options, and a path (no registered loader), are not refused here
+    dm = RoutingDataModule("synthetic", **{**SMALL, "dataset_options": {
+        **SMALL.get("dataset_options", {}), "download": False}})
+    assert dm.n_llms == 4
+    RoutingDataModule("some/file.csv", dataset_options={"anything": 1})
+
+
+def test_zero_battles_per_query_is_refused_at_construction():
+    from recsys_router.errors import ArgumentValueError
+    with pytest.raises(ArgumentValueError, match=r"^battles_per_query must be an integer >= 1 "
+                                                 r"or None, got 0$"):
+        PreferenceDataModule(battles_per_query=0, **SMALL)
+    assert PreferenceDataModule(battles_per_query=2, **SMALL).battles_per_query == 2

@@ -179,6 +179,22 @@ class RouterModule(pl.LightningModule):
         if names is not None:
             checkpoint["llm_names"] = [str(n) for n in names]
 
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Refuse a checkpoint that does not fit the trainer's data module, before its weights
+        are loaded (``fit|validate|test|predict --ckpt_path``): trained for another number
+        of LLMs, embedding width or weight shape
+        (:func:`~.checkpoint_checks.check_checkpoint_sizes`), or on other LLMs or the same
+        LLMs in another order (:func:`~.checkpoint_checks.check_llm_names`; a checkpoint
+        without recorded names loads with a warning). Without a trainer's data module
+        (``load_from_checkpoint``) the names are not compared."""
+        from .checkpoint_checks import check_checkpoint_sizes, check_llm_names
+        trainer = self._trainer
+        source = str(getattr(trainer, "ckpt_path", None) or "the checkpoint")
+        check_checkpoint_sizes(self, checkpoint, source)
+        names = getattr(getattr(trainer, "datamodule", None), "llm_names", None)
+        if names is not None:
+            check_llm_names(checkpoint.get("llm_names"), names, source)
+
     def transfer_batch_to_device(self, batch, device, dataloader_idx: int):
         """A flat dict of tensors moves with one ``.to`` each (Lightning's generic walk over
         collections costs more than a small training step); anything else goes the usual way."""

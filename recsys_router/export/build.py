@@ -156,6 +156,7 @@ def _from_lightning_configs(configs, seed) -> BuiltRouter:
 def _from_checkpoint(ckpt: Path, configs, trust_pickle: bool) -> BuiltRouter:
     import torch  # noqa: PLC0415
 
+    from ..models.base.checkpoint_checks import check_llm_names  # noqa: PLC0415
     from ..models.base.router_module import RouterModule  # noqa: PLC0415
     if not ckpt.is_file():
         raise FileNotFoundError(f"checkpoint {ckpt}: no such file")
@@ -193,10 +194,6 @@ def _from_checkpoint(ckpt: Path, configs, trust_pickle: bool) -> BuiltRouter:
         raise ValueError(f"{type(module).__name__} checkpoints need their registry router: "
                          "export it with --router graph --data ... instead")
     sp = dm.splits
-    trained = raw.get("llm_names")
-    if trained is not None and [str(n) for n in trained] != [str(n) for n in dm.llm_names]:
-        raise ValueError(f"{ckpt}: the checkpoint was trained on LLMs {list(trained)[:10]} but the "
-                         f"data module gives {list(dm.llm_names)[:10]} (check the data config: "
-                         "dataset, candidate_group, pool_size, group_method)")
+    check_llm_names(raw.get("llm_names"), dm.llm_names, str(ckpt))
     return BuiltRouter(module.to_router(dm), sp["train"], sp.get("val"), sp.get("test"),
                        f"checkpoint {ckpt}")

@@ -1,0 +1,131 @@
+"""Checks that a checkpoint fits the module and data module it is loaded for: the sizes it was
+trained for (number of LLMs, embedding width, every weight's shape) and the LLMs it was trained
+on (names and order, ``checkpoint["llm_names"]``), read by
+:meth:`~recsys_router.models.base.router_module.RouterModule.on_load_checkpoint` (every
+``fit|validate|test|predict --ckpt_path``) and by ``export --ckpt``.
+
+A checkpoint's output column ``j`` holds the scores learnt for its ``j``-th LLM: loading it for
+a data module whose ``j``-th LLM is another one credits each LLM's scores to another, so any
+difference in the names or their order is refused.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from recsys_router.errors import DataValidationError
+
+__all__ = ["check_llm_names", "check_checkpoint_sizes"]
+
+#: names shown of each list in an error
+_SHOWN = 10
+
+
+def _first_difference(trained: list[str], names: list[str]) -> int:
+    """The first position where the two lists differ (the shorter length when one is a
+    prefix of the other)."""
+    for pos, (a, b) in enumerate(zip(trained, names)):
+        if a != b:
+            return pos
+    return min(len(trained), len(names))
+
+
+def check_llm_names(trained, names, source: str) -> None:
+    """Refuse a checkpoint trained on other LLMs, or on the same LLMs in another order.
+
+    Parameters
+    ----------
+    trained : sequence of str or None
+        The checkpoint's ``llm_names`` (None: a checkpoint written before they were recorded;
+        its columns are taken to be ``names`` in order, with a warning).
+    names : sequence of str
+        The data module's LLM names, in output order.
+    source : str
+        The checkpoint, as the error names it.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the checkpoint, both lists and the first position where they differ.
+
+    Example
+    -------
+    >>> check_llm_names(["a", "b"], ["a", "b"], "x.ckpt")
+    >>> try:
+    ...     check_llm_names(["a", "b"], ["b", "a"], "x.ckpt")
+    ... except ValueError as exc:
+    ...     print(str(exc)[str(exc).index("they differ"):][:58])
+    they differ first at position 0 (checkpoint 'a', data 'b')
+    """
+    names = [str(n) for n in names]
+    if trained is None:
+        warnings.warn(f"{source}: the checkpoint records no LLM names (written by an older "
+                      f"version); its score columns are taken to be the data module's LLMs in "
+                      f"this order: {names[:_SHOWN]}", stacklevel=2)
+        return
+    trained = [str(n) for n in trained]
+    if trained == names:
+        return
+    pos = _first_difference(trained, names)
+    mine = repr(trained[pos]) if pos < len(trained) else "none"
+    theirs = repr(names[pos]) if pos < len(names) else "none"
+    raise DataValidationError(
+        f"{source}: the checkpoint was trained on LLMs {trained[:_SHOWN]} but the data module "
+        f"gives {names[:_SHOWN]}: they differ first at position {pos} (checkpoint {mine}, data "
+        f"{theirs}), so each LLM's scores would be credited to another (check the data config: "
+        "dataset, candidates, candidate_group, pool_size, group_method)")
+
+
+#: size hyperparameters linked from the data module, as an error names them
+_SIZES = (("n_llms", "number of LLMs"), ("embed_dim", "embedding width"))
+
+
+def check_checkpoint_sizes(module, checkpoint: dict, source: str) -> None:
+    """Refuse a checkpoint trained on data of another size than ``module`` was built for (its
+    ``n_llms`` / ``embed_dim``, linked from the data module), or whose weights have other
+    shapes, before ``load_state_dict`` fails on them with torch's many-line size mismatch.
+
+    Parameters
+    ----------
+    module : RouterModule
+        The module the checkpoint is about to be loaded into.
+    checkpoint : dict
+        The loaded checkpoint (``hyper_parameters``, ``state_dict``).
+    source : str
+        The checkpoint, as the error names it.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the checkpoint and each size that differs (checkpoint's, then the data's).
+
+    Example
+    -------
+    >>> from recsys_router.models.mf_module import MFModule
+    >>> ckpt = {"hyper_parameters": {"n_llms": 8, "embed_dim": 16}}
+    >>> try:
+    ...     check_checkpoint_sizes(MFModule(n_llms=5, embed_dim=16, dim=4), ckpt, "x.ckpt")
+    ... except ValueError as exc:
+    ...     print(exc)
+    x.ckpt: the checkpoint does not fit this data: number of LLMs 8 in the checkpoint, 5 here (train on this data, or configure the data the checkpoint was trained on)
+    """
+    hparams = checkpoint.get("hyper_parameters")
+    hparams = hparams if isinstance(hparams, dict) else {}
+    diffs = []
+    for key, words in _SIZES:
+        theirs, mine = hparams.get(key), getattr(module, key, None)
+        if isinstance(theirs, int) and mine is not None and theirs != mine:
+            diffs.append(f"{words} {theirs} in the checkpoint, {mine} here")
+    if not diffs:  # another size the data decides (a feature width): the first weight's shape
+        state = checkpoint.get("state_dict")
+        own = module.state_dict()
+        for key, value in (state.items() if isinstance(state, dict) else ()):
+            shape = tuple(getattr(value, "shape", ()))
+            if key in own and shape != tuple(own[key].shape):
+                diffs.append(f"weight {key} has shape {shape} in the checkpoint, "
+                             f"{tuple(own[key].shape)} here")
+                break
+    if diffs:
+        raise DataValidationError(
+            f"{source}: the checkpoint does not fit this data: {'; '.join(diffs)} (train on "
+            "this data, or configure the data the checkpoint was trained on)")
