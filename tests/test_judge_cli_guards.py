@@ -126,3 +126,80 @@ def test_simulate_report_and_records_are_written_together(tmp_path, capsys):
     lb = pd.read_csv(report / "leaderboard.csv")
     assert sorted(lb["router"]) == ["best-single", "random"] and lb["n_voted"].sum() == 12
     assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("j.db-wal", "j.db-shm")) == ["j.db", "rep"]
+
+
+def _failing_commit(monkeypatch):
+    """Make the COMMIT of the ``--report`` transaction (the one with a ``before_commit``) fail
+    as a full disk would, leaving every other transaction alone."""
+    import sqlite3
+
+    import sqlalchemy.engine.base as base
+
+    orig_commit, orig_add = base.Connection._commit_impl, JudgeStore.add_many
+
+    def failing(self):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    def add_many(self, recs, **kw):
+        if kw.get("before_commit") is None:
+            return orig_add(self, recs, **kw)
+        monkeypatch.setattr(base.Connection, "_commit_impl", failing)
+        try:
+            return orig_add(self, recs, **kw)
+        finally:
+            monkeypatch.setattr(base.Connection, "_commit_impl", orig_commit)
+    monkeypatch.setattr(JudgeStore, "add_many", add_many)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_simulate_report_is_taken_back_when_the_commit_fails(tmp_path, capsys, monkeypatch, existing):
+    """The report is published just before the records' COMMIT; when that COMMIT fails, the
+    publication is undone: a new report folder is removed, and in an existing one the files it
+    replaced get their old contents back, the files it added go and the user's stay."""
+    db, report = tmp_path / "j.db", tmp_path / "rep"
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "4", "--db", str(db)]) == 0
+    if existing:
+        report.mkdir()
+        (report / "leaderboard.csv").write_text("old table")
+        (report / "notes.txt").write_text("mine")
+    _failing_commit(monkeypatch)
+    capsys.readouterr()
+    assert main(["judge", "simulate", *DATA, "--routers", "random,best-single", "--n", "6", "--db", str(db),
+                 "--report", str(report)]) == 2
+    assert "disk I/O error" in capsys.readouterr().err
+    with JudgeStore(db, read_only=True) as st:
+        assert st.count() == 4
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name not in ("j.db-wal", "j.db-shm"))
+    if existing:  # was: 14 new report files beside the user's, and the old table overwritten
+        assert left == ["j.db", "rep"]
+        assert sorted(p.name for p in report.iterdir()) == ["leaderboard.csv", "notes.txt"]
+        assert (report / "leaderboard.csv").read_text() == "old table"
+        assert (report / "notes.txt").read_text() == "mine"
+    else:  # was: the whole report folder published with no record behind it
+        assert left == ["j.db"]
+
+
+def test_staged_report_unpublish_by_hand(tmp_path):
+    """:class:`StagedReport` directly: publish into a folder holding one old file, then leave
+    the block with an error; a second publish that succeeds keeps the new files."""
+    from recsys_router.judge.records import JudgeRecord
+    from recsys_router.judge.report import stage_report
+
+    recs = [JudgeRecord(query=f"q{i}", router_choices={"r1": "x", "r2": "y"}, llm_a="x", llm_b="y",
+                        label="A" if i % 2 else "B", feasible=["x", "y"], record_id=f"id{i}") for i in range(4)]
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.md").write_text("old")
+    with pytest.raises(RuntimeError, match="later step"):
+        with stage_report(recs, out, n_boot=0) as staged:
+            paths = staged.publish()
+            assert (out / "report.md").read_text() != "old" and len(paths) > 5
+            raise RuntimeError("later step")
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"]
+    assert (out / "report.md").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]  # no temporary folder left
+    with stage_report(recs, out, n_boot=0) as staged:
+        paths = staged.publish()
+    assert sorted(p.name for p in out.iterdir()) == sorted(paths)
+    assert (out / "report.md").read_text() != "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]

@@ -186,3 +186,37 @@ def test_pending_write_ahead_log_is_refused_not_skipped(tmp_path):
         db.chmod(0o644)
     with JudgeStore(db, read_only=True) as st:  # where SQLite can open the log: all of it is read
         assert not st.immutable and [r.record_id for r in st.records()] == ["id0", "id1"]
+
+
+def test_pending_write_ahead_log_is_found_through_a_symbolic_link(tmp_path):
+    """``--db`` a symbolic link to such a database: SQLite opens the link's target, so the
+    pending log is looked for beside the target (it was looked for beside the link, not found,
+    and the database was read ``immutable`` without the log's records)."""
+    live, copy, links = tmp_path / "live", tmp_path / "copy", tmp_path / "links"
+    for d in (live, copy, links):
+        d.mkdir()
+    st = JudgeStore(live / "j.db")
+    with st.engine.connect():
+        st.add_many([_rec(i) for i in range(3)])
+        shutil.copy(live / "j.db", copy / "j.db")
+        shutil.copy(live / "j.db-wal", copy / "j.db-wal")
+    st.close()
+    link = links / "judge.db"
+    link.symlink_to(copy / "j.db")
+    db = copy / "j.db"
+    db.chmod(0o444)
+    copy.chmod(0o555)
+    try:
+        def refused():
+            with pytest.raises(DataValidationError) as exc:
+                JudgeStore(link, read_only=True)
+            assert "write-ahead log j.db-wal holds changes not yet folded" in str(exc.value)
+            assert main(["judge", "export", "--db", str(link), "--out", str(links / "e.jsonl")]) == 2
+            assert not (links / "e.jsonl").exists()
+
+        _unprivileged(refused, copy)
+    finally:
+        copy.chmod(0o755)
+        db.chmod(0o644)
+    with JudgeStore(link, read_only=True) as st:  # writable again: all three records are read
+        assert not st.immutable and [r.record_id for r in st.records()] == ["id0", "id1", "id2"]

@@ -68,7 +68,7 @@ def add_parser(subparsers) -> None:
     s.add_argument("--threshold", type=finite_float, default=None,
                    help="both scores below it -> 'both bad'")
     s.add_argument("--report", default=None, metavar="DIR", help="also write the report of this run here (its records are "
-                        "written with it or, when the report fails, not at all)")
+                        "written with it; when either fails, neither is left)")
     s.set_defaults(func=_cmd_simulate)
 
     r = sub.add_parser("report", help="Markdown/CSV tables and PNG plots from a database")

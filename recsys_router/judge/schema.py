@@ -111,7 +111,7 @@ def read_only_uri(path: Path) -> tuple[str, bool]:
     except sqlite3.Error as exc:
         if getattr(exc, "sqlite_errorname", None) not in _SIDE_FILE_ERRORS:
             return uri, False
-        wal = Path(str(path) + "-wal")
+        wal = Path(str(path.resolve()) + "-wal")  # beside the file SQLite opened, not a link to it
         if wal.is_file() and wal.stat().st_size > 0:
             raise DataValidationError(
                 f"cannot open it read-only ({exc}): its write-ahead log {wal.name} holds changes not yet "
