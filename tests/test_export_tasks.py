@@ -105,5 +105,5 @@ def test_serving_a_task_router_warns(parts, tmp_path):
     from recsys_router.serving import create_app
     tr, _ = parts
     art, _, _ = _export(make_router("task-best").fit(tr), tr, tmp_path, "tb")
-    with pytest.warns(UserWarning, match="POST /route cannot carry"):
+    with pytest.warns(UserWarning, match="clients send it as .task. / .tasks. in POST /route"):
         create_app(art)

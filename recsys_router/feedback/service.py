@@ -95,9 +95,10 @@ class FeedbackLoop:
         self.log = DecisionLog(log_db) if log_db else None
         self.writer = DecisionWriter(self.log, batch_size, flush_ms, max_pending) if self.log else None
 
-    def explore(self, texts, scores, costs, choice, policy, value, mask, router=None):
+    def explore(self, texts, scores, costs, choice, policy, value, mask, router=None, tasks=None):
         """``(choice, propensity, probs)`` after exploration around the greedy ``choice``;
-        ``router`` is the snapshot the request was routed with (default: the initial one)."""
+        ``router`` is the snapshot the request was routed with (default: the initial one),
+        ``tasks`` the texts' task labels (None: none), read by Thompson draws of a task router."""
         router = router or self.router
         n = len(texts)
         if self.policy.kind == "none":
@@ -107,10 +108,14 @@ class FeedbackLoop:
         util, allowed = policy_utility(scores, costs, policy, value, mask)
         samples = None
         if self.policy.kind == "thompson":
-            draws = sample_scores(router.router, router.to_data(list(dict.fromkeys(texts))),
-                                  self.policy.n_samples, int(self.rng.integers(2**31)))
-            index = {t: k for k, t in enumerate(dict.fromkeys(texts))}
-            draws = draws[:, [index[t] for t in texts]]
+            keys = list(zip(texts, tasks if tasks is not None else [None] * n))
+            pairs = list(dict.fromkeys(keys))  # a text under two tasks is two queries
+            data = router.to_data([p[0] for p in pairs],
+                                  tasks=None if tasks is None else [p[1] for p in pairs])
+            draws = sample_scores(router.router, data, self.policy.n_samples,
+                                  int(self.rng.integers(2**31)))
+            index = {key: k for k, key in enumerate(pairs)}
+            draws = draws[:, [index[key] for key in keys]]
             samples = np.stack([policy_utility(d, costs, policy, value, mask)[0] for d in draws])
         probs = choice_probabilities(self.policy, choice, util, allowed, samples)
         ch, prop = draw(probs, self.rng)

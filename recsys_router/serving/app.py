@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..encoders.cache import memory_only
 from ..export.artifact import ExportedRouter
+from ..export.exported import check_tasks
 from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from ..state import json_safe
@@ -79,10 +80,14 @@ class ServiceConfig(BaseModel):
 class RouteRequest(BaseModel):
     """Body of ``POST /route``: give ``query`` or ``queries``. ``wtp`` and ``budget`` are
     JSON numbers (an integer or a float), finite and >= 0: ``true`` or ``"1.5"`` is a 422,
-    never read as 1.0 or 1.5."""
+    never read as 1.0 or 1.5. ``task`` (with ``query``) or ``tasks`` (with ``queries``, one
+    label or null per query) are the queries' task labels, read by a router that routes by
+    task (``GET /health`` says ``uses_tasks``) and ignored by the others."""
 
     query: Optional[SafeStr] = None
     queries: Optional[list[SafeStr]] = None
+    task: Optional[SafeStr] = None
+    tasks: Optional[list[Optional[SafeStr]]] = None
     wtp: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     budget: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     candidates: Optional[list[SafeStr]] = None
@@ -224,15 +229,16 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                          "requests do not have; it cannot be served")
     if router.uses_tasks:
         warnings.warn(f"{router.manifest.get('router_class')} routes by each query's task "
-                      "label, which POST /route cannot carry yet: every served query is routed "
-                      "as one with no task (task-best: the best single LLM)", UserWarning,
+                      "label: clients send it as 'task' / 'tasks' in POST /route; a query sent "
+                      "without one (and every query through /v1/chat/completions) is routed as "
+                      "one with no task (task-best: the best single LLM)", UserWarning,
                       stacklevel=2)
     stats = _Stats()
     served = ServedRouter(router)  # POST/DELETE /llms swap served.current, never mutate it
 
-    def _predict(texts, snap):
+    def _predict(texts, snap, tasks=None):
         with memory_only():  # the encoder's bounded in-memory LRU; no disk shard per request
-            scores, costs, _ = snap.predict(texts)
+            scores, costs, _ = snap.predict(texts) if tasks is None else snap.predict(texts, tasks=tasks)
         return scores, costs
 
     def _decide(texts, scores, costs, snap, **kw):
@@ -264,7 +270,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     @app.get("/health")
     async def health():
         snap = served.current
-        out = {"status": "ok", "router": snap.manifest.get("router_class"), "n_llms": len(snap.llm_names)}
+        out = {"status": "ok", "router": snap.manifest.get("router_class"), "n_llms": len(snap.llm_names),
+               "uses_tasks": snap.uses_tasks}
         log = loop.log_status()
         if log is not None:  # a lost or failing decision log is visible, not silent
             out["decision_log"] = log
@@ -285,8 +292,9 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def route_texts(texts: list[str], wtp, budget, candidates, snap=None,
-                          fields: list[str] | None = None) -> list[dict]:
-        # fields: what the client called each text (the proxy's messages[i].content)
+                          fields: list[str] | None = None, tasks: list | None = None) -> list[dict]:
+        # fields: what the client called each text (the proxy's messages[i].content); tasks:
+        # one task label (or None) per text
         if not texts:
             raise HTTPException(400, "give 'query' (a string) or 'queries' (a non-empty list)")
         if len(texts) > cfg.max_batch:
@@ -304,8 +312,15 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                                          f"{cfg.max_text_chars}")
         if wtp is not None and budget is not None:
             raise HTTPException(400, "give either 'wtp' or 'budget', not both")
+        if tasks is not None:
+            try:
+                tasks = check_tasks(tasks, len(texts))
+            except ValueError as exc:
+                raise HTTPException(400, str(exc)) from None
         if snap is None:  # one snapshot for the whole request, whatever /llms does meanwhile
             snap = served.current
+        if not snap.uses_tasks or (tasks is not None and all(t is None for t in tasks)):
+            tasks = None  # a router that does not read them: routed as without them
         try:
             snap.router.candidate_mask(candidates)  # validate before predicting
         except ValueError as exc:
@@ -314,7 +329,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         # request-dependent values are checked before or between the model calls; a failure
         # of the model or the service is a 500 with a JSON body, whatever its exception type
         try:
-            scores, costs = await batcher.submit(texts, snap)
+            scores, costs = await batcher.submit(texts, snap, tasks=tasks)
         except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
             raise _failed(exc) from exc
         asked = "wtp" if wtp is not None else "budget" if budget is not None else None
@@ -327,12 +342,14 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         try:
             if custom:  # e.g. zero: the router's own decision rule
                 choice, policy, value = await asyncio.to_thread(
-                    _decide, texts, scores, costs, snap, wtp=wtp, budget=budget, candidates=candidates)
+                    _decide, texts, scores, costs, snap, wtp=wtp, budget=budget, candidates=candidates,
+                    **({} if tasks is None else {"tasks": tasks}))
             else:
                 choice, policy, value = snap.decide(texts, scores, costs, wtp=wtp, budget=budget,
                                                     candidates=candidates)
             choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
-                                                     snap.router.candidate_mask(candidates), snap)
+                                                     snap.router.candidate_mask(candidates), snap,
+                                                     tasks=tasks)
             out = snap.results(choice, policy, value, scores, costs, candidates)
         except Exception as exc:  # noqa: BLE001
             raise _failed(exc) from exc
@@ -355,8 +372,15 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
     async def route(req: RouteRequest):
         if (req.query is None) == (req.queries is None):
             raise HTTPException(400, "give exactly one of 'query' (a string) or 'queries' (a list)")
+        if req.task is not None and req.query is None:
+            raise HTTPException(400, "'task' labels a single 'query'; with 'queries' give 'tasks', "
+                                     "one label (or null) per query")
+        if req.tasks is not None and req.queries is None:
+            raise HTTPException(400, "'tasks' labels 'queries', one per query; with a single "
+                                     "'query' give 'task'")
         texts = [req.query] if req.query is not None else req.queries
-        results = await route_texts(texts, req.wtp, req.budget, req.candidates)
+        tasks = [req.task] if req.task is not None else req.tasks
+        results = await route_texts(texts, req.wtp, req.budget, req.candidates, tasks=tasks)
         # plain str / float / None values: rendered directly (FastAPI's jsonable_encoder walk of
         # every score dict is skipped)
         return SafeJSONResponse(results[0] if req.query is not None else {"results": results})

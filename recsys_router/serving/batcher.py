@@ -30,6 +30,7 @@ class _Pending:
     texts: list[str]
     future: asyncio.Future = field(repr=False)
     context: object = field(default=None, repr=False)
+    tasks: list | None = field(default=None, repr=False)  # one task label per text, or None
     busy: bool = False  # it arrived while a model call ran (the batcher was under load)
 
 
@@ -48,6 +49,10 @@ class MicroBatcher:
         Under load (the batch's first request arrived while another model call ran), how
         long the batch waits for more company; a request finding the batcher idle is run at
         once.
+
+    Texts submitted with ``tasks`` (one task label per text) are predicted by
+    ``predict(..., tasks=labels)``, the labels of the whole call in text order (None for the
+    texts of requests that gave none); a call whose requests gave none is made without it.
 
     Example
     -------
@@ -89,11 +94,15 @@ class MicroBatcher:
                 pass
         self._task = None
 
-    async def submit(self, texts: list[str], context=None):
-        """``(scores, costs)`` of ``texts``, predicted with ``context`` (see the class)."""
+    async def submit(self, texts: list[str], context=None, tasks: list | None = None):
+        """``(scores, costs)`` of ``texts``, predicted with ``context`` and ``tasks`` (see the
+        class)."""
+        if tasks is not None and len(tasks) != len(texts):
+            raise ValueError(f"{len(tasks)} task labels for {len(texts)} texts")
         await self.start()
         fut = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Pending(list(texts), fut, context, busy=self._calling))
+        await self._queue.put(_Pending(list(texts), fut, context,
+                                       None if tasks is None else list(tasks), busy=self._calling))
         return await fut
 
     async def _loop_body(self) -> None:
@@ -157,8 +166,11 @@ class MicroBatcher:
         texts = [t for p in batch for t in p.texts]
         context = batch[0].context
         args = (texts,) if context is None else (texts, context)
+        kwargs = {}
+        if any(p.tasks is not None for p in batch):
+            kwargs["tasks"] = [t for p in batch for t in (p.tasks or [None] * len(p.texts))]
         try:
-            scores, costs = await asyncio.to_thread(self.predict, *args)
+            scores, costs = await asyncio.to_thread(self.predict, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - isolate the failing request(s)
             if len(batch) == 1:
                 self.requests_failed += 1
