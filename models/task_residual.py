@@ -139,11 +139,14 @@ class TaskResidualRouter(InnerRouterState, Router):
             check_number(self.alpha, "alpha (or 'auto')", low=0)
         if self.alphas is None:
             return ALPHA_GRID
-        if isinstance(self.alphas, (str, bytes)) or not isinstance(self.alphas, Sequence) \
-                or not 1 <= len(self.alphas) <= 1000:
-            raise ArgumentValueError(f"alphas must be a list of 1 to 1000 numbers >= 0, "
-                                     f"got {str(self.alphas)[:80]!r}")
-        return tuple(check_number(a, f"alphas[{i}]", low=0) for i, a in enumerate(self.alphas))
+        grid = self.alphas
+        if isinstance(grid, np.ndarray) and grid.ndim == 1:  # np.linspace(...), np.array([...])
+            grid = grid.tolist()
+        if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence) \
+                or not 1 <= len(grid) <= 1000:
+            raise ArgumentValueError(f"alphas must be a list (or 1-d array) of 1 to 1000 numbers "
+                                     f">= 0, got {str(self.alphas)[:80]!r}")
+        return tuple(check_number(a, f"alphas[{i}]", low=0) for i, a in enumerate(grid))
 
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
         check_fraction(self.val_fraction, "val_fraction")     # used or not, a valid share

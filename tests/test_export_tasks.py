@@ -107,3 +107,20 @@ def test_serving_a_task_router_warns(parts, tmp_path):
     art, _, _ = _export(make_router("task-best").fit(tr), tr, tmp_path, "tb")
     with pytest.warns(UserWarning, match="clients send it as .task. / .tasks. in POST /route"):
         create_app(art)
+
+
+def test_tasks_as_a_column_with_missing_values(parts, tmp_path):
+    """``route(df.text, tasks=df.task)``: a Series or array of labels is taken, NaN (pandas'
+    missing value) counts as no task, as in training; a 2-d array is refused."""
+    import pandas as pd
+    tr, te = parts
+    art, _, _ = _export(make_router("task-best").fit(tr), tr, tmp_path, "tbs")
+    texts, labels = list(te.texts[:8]), list(te.tasks[:8])
+    with_nan = pd.Series(labels[:5] + [float("nan")] * 3)
+    want = [x["llm"] for x in art.route(texts, tasks=labels[:5] + [None] * 3)]
+    assert [x["llm"] for x in art.route(texts, tasks=with_nan)] == want
+    assert [x["llm"] for x in art.route(texts, tasks=np.array(labels, dtype=object))] == \
+        [x["llm"] for x in art.route(texts, tasks=labels)]
+    with pytest.raises(ValueError, match=r"tasks: expected one task label per query, got an "
+                                         r"array of shape \(4, 2\)"):
+        art.route(texts, tasks=np.array(labels, dtype=object).reshape(4, 2))

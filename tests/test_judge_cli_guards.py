@@ -99,7 +99,7 @@ def test_simulate_whose_report_fails_writes_no_record(tmp_path, capsys, monkeypa
             raise OSError(28, "No space left on device")
         monkeypatch.setattr(pd.DataFrame, "to_csv", full)
     else:
-        import recsys_router.judge.report as R
+        import recsys_router.judge.publish as R
 
         def no_rename(src, dst):
             raise OSError(30, "Read-only file system")
@@ -203,3 +203,38 @@ def test_staged_report_unpublish_by_hand(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(paths)
     assert (out / "report.md").read_text() != "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+def test_a_failed_take_back_keeps_the_old_versions(tmp_path, monkeypatch):
+    """When putting an old file back fails (a rename refused mid-restore), the old versions not
+    restored are moved beside the folder and named in a warning, never deleted with the
+    temporary folder."""
+    import recsys_router.judge.publish as P
+    from recsys_router.judge.records import JudgeRecord
+    from recsys_router.judge.report import stage_report
+
+    recs = [JudgeRecord(query=f"q{i}", router_choices={"r1": "x", "r2": "y"}, llm_a="x", llm_b="y",
+                        label="A" if i % 2 else "B", feasible=["x", "y"], record_id=f"id{i}") for i in range(4)]
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.md").write_text("old report")
+    (out / "h2h.csv").write_text("old h2h")
+    real = P.os.replace
+
+    def refuse_putting_back_report(src, dst):
+        if str(src).endswith(".replaced/report.md"):
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    with pytest.warns(RuntimeWarning, match=r"could not take the report back for report\.md "
+                                            r"\(Input/output error\); the old versions not "
+                                            r"restored are kept in "):
+        with pytest.raises(RuntimeError, match="commit failed"):
+            with stage_report(recs, out, n_boot=0) as staged:
+                staged.publish()
+                monkeypatch.setattr(P.os, "replace", refuse_putting_back_report)
+                raise RuntimeError("commit failed")
+    assert (out / "h2h.csv").read_text() == "old h2h"  # restored
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith(".rep.replaced-")]
+    assert len(kept) == 1 and (kept[0] / "report.md").read_text() == "old report"
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]

@@ -4,6 +4,7 @@ task-residual's alpha / alphas, cost-aware's cost_model."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from recsys_router.datasets.synthetic import make_synthetic
@@ -60,9 +61,11 @@ def _no_wrapped_fit(monkeypatch):
     ({"alphas": ["a"]}, r"alphas\[0\] must be a finite number >= 0, got 'a'"),
     ({"alphas": [0.5, float("nan")]}, r"alphas\[1\] must be a finite number >= 0, got nan"),
     ({"alphas": [False]}, r"alphas\[0\] must be a finite number >= 0, got False"),
-    ({"alphas": "0.5"}, r"alphas must be a list of 1 to 1000 numbers >= 0"),
-    ({"alphas": []}, r"alphas must be a list of 1 to 1000 numbers >= 0"),
+    ({"alphas": "0.5"}, r"alphas must be a list \(or 1-d array\) of 1 to 1000 numbers >= 0"),
+    ({"alphas": []}, r"alphas must be a list \(or 1-d array\) of 1 to 1000 numbers >= 0"),
     ({"alpha": 0.5, "alphas": ["a"]}, r"alphas\[0\] must be"),   # checked even if unused
+    ({"alphas": np.zeros((2, 2))}, r"alphas must be a list \(or 1-d array\)"),
+    ({"alphas": np.array([0.5, -1.0])}, r"alphas\[1\] must be a finite number >= 0, got -1"),
 ])
 def test_task_residual_refuses_bad_alpha_before_any_fit(data, monkeypatch, kw, message):
     from recsys_router.models.task_residual import TaskResidualRouter
@@ -85,3 +88,14 @@ def test_good_alpha_values_still_fit(data):
     assert TaskResidualRouter("best-single", alpha=1).fit(data).alpha_ == 1.0
     r = TaskResidualRouter("best-single", alphas=(0, 0.5)).fit(data)
     assert r.alpha_ in (0.0, 0.5)
+
+
+def test_task_residual_takes_a_numpy_grid_of_alphas(data):
+    """``alphas=np.linspace(...)`` (a sequence of floats, as documented) picks from the same
+    grid as the equal list."""
+    from recsys_router.models.task_residual import TaskResidualRouter
+    grid = np.linspace(0.0, 1.0, 5)
+    a = TaskResidualRouter("best-single", alpha="auto", alphas=grid, seed=0).fit(data)
+    b = TaskResidualRouter("best-single", alpha="auto", alphas=grid.tolist(), seed=0).fit(data)
+    assert a.alpha_ == b.alpha_ and a.alpha_ in grid.tolist()
+    assert a.val_scores_ == b.val_scores_

@@ -37,9 +37,9 @@ def router_uses_tasks(router) -> bool:
 
 
 def check_tasks(tasks, n: int) -> list[str | None]:
-    """``tasks`` (one label per query, None or "" for none) checked: a list of ``n`` strings
-    or None, each at most :data:`MAX_TASK_CHARS` characters. Returns the labels with ""
-    turned into None.
+    """``tasks`` (one label per query, None, NaN or "" for none) checked: a list (or 1-d
+    array, Series) of ``n`` strings or None, each at most :data:`MAX_TASK_CHARS` characters.
+    Returns the labels with "" and NaN turned into None.
 
     Raises
     ------
@@ -50,7 +50,14 @@ def check_tasks(tasks, n: int) -> list[str | None]:
     -------
     >>> check_tasks(["math", None, ""], 3)
     ['math', None, None]
+    >>> check_tasks(pd.Series(["math", float("nan")]), 2)
+    ['math', None]
     """
+    if isinstance(tasks, (np.ndarray, pd.Series, pd.Index)):  # a column such as df.task
+        if tasks.ndim != 1:
+            raise ValueError(f"tasks: expected one task label per query, got an array of shape "
+                             f"{tuple(tasks.shape)}")
+        tasks = list(tasks)
     if isinstance(tasks, (str, bytes)) or not isinstance(tasks, Sequence):
         raise ValueError(f"tasks: expected a list of task labels, one per query, got "
                          f"{type(tasks).__name__}")
@@ -58,6 +65,8 @@ def check_tasks(tasks, n: int) -> list[str | None]:
         raise ValueError(f"tasks: {len(tasks)} labels for {n} queries; give one per query")
     out = []
     for i, t in enumerate(tasks):
+        if isinstance(t, float) and t != t:  # NaN: pandas' missing value, no task (as in training)
+            t = None
         if t is not None and not isinstance(t, str):
             raise ValueError(f"tasks[{i}]: expected a string or None, got {type(t).__name__}")
         if t is not None and len(t) > MAX_TASK_CHARS:

@@ -20,12 +20,12 @@ a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, carriage 
 first) starts with a single quote (:func:`csv_safe`). The files are written into a
 temporary folder beside ``out_dir`` first; only when all of them are written do they move
 into ``out_dir`` (renamed into place when it does not exist yet, else moved in file by file,
-each replacing its old version), so a failed report leaves ``out_dir`` as it was.
+each replacing its old version; :mod:`recsys_router.judge.publish`), so a failed report
+leaves ``out_dir`` as it was.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -44,6 +44,7 @@ from ..markdown import md_table  # noqa: E402
 from .metrics import (agreement, cohen_kappa, h2h_matrix, leaderboard, mcnemar, mean_consensus,  # noqa: E402
                       routers_of, task_pref_scores, task_win_rates)
 from .rating import bradley_terry, elo_bootstrap  # noqa: E402
+from .publish import StagedReport  # noqa: E402
 from .records import JudgeRecord  # noqa: E402
 
 __all__ = ["H2H_PLOT_MAX", "H2H_LABEL_MAX", "StagedReport", "csv_safe", "full_leaderboard", "selection_table",
@@ -234,53 +235,6 @@ def write_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
         return staged.publish()
 
 
-class StagedReport:
-    """A report written in full into a temporary folder beside ``out_dir``, not yet moved
-    there (:func:`stage_report`). :meth:`publish` moves it in; leaving the ``with`` block
-    removes whatever was not published, so a caller can do one more step that may fail
-    (``judge simulate --report`` commits its records) between writing and publishing. When
-    that step fails after :meth:`publish` (the ``with`` block ends with an exception), the
-    publication is undone: a folder it created is removed, files it replaced get their old
-    versions back and files it added are removed."""
-
-    def __init__(self, tmp: Path, final: Path, names: list[str]):
-        self.tmp, self.final, self.names = tmp, final, names
-        self.published = False
-        self._undo: tuple[bool, list[str], Path | None] | None = None
-
-    def publish(self) -> dict[str, Path]:
-        """Move the files into ``out_dir`` (see the module docstring); returns their paths."""
-        self._undo = _publish(self.tmp, self.final, self.names)
-        self.published = True
-        return {name: self.final / name for name in self.names}
-
-    def unpublish(self) -> None:
-        """Undo :meth:`publish` (see the class docstring); nothing when it did not run."""
-        if self._undo is None:
-            return
-        created, added, backup = self._undo
-        self._undo, self.published = None, False
-        if created:  # the whole folder is this report's
-            shutil.rmtree(self.final, ignore_errors=True)
-            return
-        for name in self.names:
-            old = backup / name if backup is not None else None
-            if old is not None and old.exists():
-                os.replace(old, self.final / name)
-            elif name in added:
-                (self.final / name).unlink(missing_ok=True)
-
-    def __enter__(self) -> "StagedReport":
-        return self
-
-    def __exit__(self, exc_type, *exc) -> None:
-        try:
-            if exc_type is not None:
-                self.unpublish()
-        finally:
-            shutil.rmtree(self.tmp, ignore_errors=True)  # after os.replace of the folder: gone already
-
-
 def stage_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot: int = 200, seed: int = 0,
                  title: str = "RouteJudge report") -> StagedReport:
     """Write every table and plot into a temporary folder beside ``out_dir`` (created with
@@ -301,42 +255,6 @@ def stage_report(records: Sequence[JudgeRecord], out_dir: str | Path, *, n_boot:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return StagedReport(tmp, final, names)
-
-
-def _publish(tmp: Path, final: Path, names) -> tuple[bool, list[str], Path | None]:
-    """Move the finished files of ``tmp`` into ``final`` (see the module docstring).
-
-    Returns what :meth:`StagedReport.unpublish` needs: whether ``final`` was created here, the
-    names that were new in it, and the folder (inside ``tmp``) holding the versions replaced."""
-    if not final.exists():
-        try:
-            os.replace(tmp, final)
-            return True, list(names), None
-        except OSError:  # created meanwhile by someone else: move file by file
-            pass
-    created = not final.exists()
-    final.mkdir(parents=True, exist_ok=True)
-    backup = tmp / ".replaced"
-    backup.mkdir()
-    added: list[str] = []
-    try:
-        for name in names:
-            if (final / name).exists():
-                os.replace(final / name, backup / name)  # kept until the caller's step succeeds
-            else:
-                added.append(name)
-            os.replace(tmp / name, final / name)
-    except BaseException:
-        if created:  # a folder made here: nothing of anyone's to keep in it
-            shutil.rmtree(final, ignore_errors=True)
-        else:
-            for name in names:
-                if (backup / name).exists():
-                    os.replace(backup / name, final / name)
-                elif name in added:
-                    (final / name).unlink(missing_ok=True)
-        raise
-    return created, added, backup
 
 
 def _h2h_section(h2h: pd.DataFrame) -> list[str]:
