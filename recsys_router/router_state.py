@@ -37,7 +37,8 @@ from .state import (JSON_ANY, ListOf, NAME_RE, Part, STR, StateError, check_fini
                     check_indices, check_value, json_safe)
 
 __all__ = ["router_to_state", "router_from_state", "class_table", "router_class_name",
-           "prefixed", "unprefixed", "save_router_part", "load_router_part", "InnerRouterState"]
+           "prefixed", "unprefixed", "save_router_part", "load_router_part", "InnerRouterState",
+           "inner_reads_truth"]
 
 
 def router_class_name(router_or_cls) -> str:
@@ -262,6 +263,18 @@ class InnerRouterState:
 
     _state_ = {"router_": Part(router=True)}
 
+    @property
+    def uses_ground_truth(self) -> bool:    # type: ignore[override]
+        """Whether the wrapped router reads the true scores of the queries it routes (oracle,
+        r_o, cascade inside a wrapper): then so does the wrapper. The fitted ``router_`` says;
+        before fitting, the router given (``router``) or named (``base``: a registry name)."""
+        inner = getattr(self, "router_", None)
+        if inner is None:
+            inner = getattr(self, "router", None)
+        if inner is None:
+            return inner_reads_truth(getattr(self, "base", None), getattr(self, "base_params", None))
+        return inner_reads_truth(inner)
+
     def _get_state(self):
         fields, arrays = super()._get_state()
         part, inner = save_router_part("router_", self.router_)
@@ -275,3 +288,26 @@ class InnerRouterState:
         router = super()._from_state({**params, **extra}, fields, arrays)
         router.router_ = inner
         return router
+
+
+def inner_reads_truth(spec, params: dict | None = None) -> bool:
+    """``uses_ground_truth`` of a wrapped router given as a router or a registry name with its
+    ``params`` (a name the registry does not hold, such as an artifact path, counts as not:
+    the fitted router, once built, answers for it).
+
+    Example
+    -------
+    >>> inner_reads_truth("oracle"), inner_reads_truth("knn"), inner_reads_truth(None)
+    (True, False, False)
+    """
+    if spec is None:
+        return False
+    if isinstance(spec, str):
+        from .registry import ROUTERS, make_router  # noqa: PLC0415 (as class_table: lazily)
+        if spec not in ROUTERS:
+            return False
+        try:
+            spec = make_router(spec, **dict(params or {}))  # hyperparameters only: nothing is fitted
+        except Exception:  # noqa: BLE001 - an unbuildable name is reported when the wrapper fits
+            return False
+    return bool(getattr(spec, "uses_ground_truth", False))

@@ -121,6 +121,40 @@ def test_export_refuses_routers_that_read_the_true_scores(tmp_path, capsys, name
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("name,param,cls", [("task-residual", "base=oracle", "TaskResidualRouter"),
+                                            ("cost-aware", "base=r_o", "CostAwareRouter"),
+                                            ("cost-aware", "base=cascade", "CostAwareRouter")])
+def test_export_refuses_a_wrapper_around_a_ground_truth_router(tmp_path, capsys, name, param, cls):
+    # was exported (held-out mu_o 1.0 in its manifest, read from the true scores) and served
+    # the same scores for every query
+    out = tmp_path / "art"
+    code = main(["export", "--router", name, "--param", param, "--data", str(tmp_path / "absent.csv"),
+                 "--out", str(out)])
+    err = _one_line_error(capsys)
+    assert code == 2 and f"--router {name}: {cls} routes from the true scores" in err, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_wrappers_report_their_inner_routers_use_of_the_true_scores():
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.fallback import SafeFallbackRouter
+    from recsys_router.registry import make_router
+    d = make_synthetic(80, 3, 2, seed=0)
+    for inner, truth in (("oracle", True), ("r_o", True), ("cascade", True), ("best-single", False),
+                         ("knn", False)):
+        for wrapper in (make_router("task-residual", base=inner, alpha=0.5),
+                        make_router("cost-aware", base=inner, penalty=0.0),
+                        SafeFallbackRouter(make_router(inner))):
+            assert wrapper.uses_ground_truth is truth, (type(wrapper).__name__, inner)
+    fitted = make_router("task-residual", base="oracle", alpha=0.5).fit(d)
+    assert fitted.router_.uses_ground_truth and fitted.uses_ground_truth
+    # a wrapped wrapper, and a base the registry does not hold (an artifact path: its fitted
+    # copy answers once built)
+    assert make_router("cost-aware", base="task-residual", base_params={"base": "oracle"}).uses_ground_truth is True
+    assert make_router("cost-aware", base="task-residual", base_params={"base": "knn"}).uses_ground_truth is False
+    assert make_router("task-residual", base="./no-such-artifact").uses_ground_truth is False
+
+
 def test_export_refuses_a_config_naming_a_ground_truth_router(tmp_path, capsys):
     cfg = tmp_path / "best.yaml"
     cfg.write_text("router: cascade\n")  # as a tune best_config.yaml names its router

@@ -199,11 +199,12 @@ def llm_share(text) -> tuple[str, float]:
 
 
 # ---------------------------------------------------------------------------- export
-def _refuse_ground_truth(cls: type, source: str) -> None:
+def _refuse_ground_truth(router, source: str) -> None:
     """An artifact of a router that reads the true scores of the queries it routes (oracle,
-    r_o, cascade) could be loaded but never serve a request, which has no scores: refused."""
-    if getattr(cls, "uses_ground_truth", False):
-        raise ValueError(f"{source}: {cls.__name__} routes from the true scores of the queries it "
+    r_o, cascade, or a wrapper around one) could be loaded but never serve a request, which
+    has no scores: refused. ``router`` is built but need not be fitted."""
+    if bool(getattr(router, "uses_ground_truth", False)):
+        raise ValueError(f"{source}: {type(router).__name__} routes from the true scores of the queries it "
                          "is given, which a served request does not have, so its artifact could "
                          "not be served; evaluate it in-process instead (recsys-router evaluate "
                          "--routers NAME)")
@@ -212,7 +213,7 @@ def _refuse_ground_truth(cls: type, source: str) -> None:
 def run_export(args) -> int:
     """Handler of ``recsys-router export``."""
     from ..export import build_router, export_router, heldout_metrics  # noqa: PLC0415
-    from ..registry import router_class  # noqa: PLC0415
+    from ..registry import make_router, router_class  # noqa: PLC0415
     if args.policy != "argmax" and args.policy_value is None:
         raise ValueError(f"--policy {args.policy} needs --policy-value (lambda or budget C)")
     # before any data is read or anything fitted: the registry router named by --router or
@@ -224,11 +225,13 @@ def run_export(args) -> int:
         source = f"{', '.join(map(str, args.config))}: router {name!r}"
     if isinstance(name, str):
         try:
-            cls = router_class(name)
-        except (KeyError, ValueError, TypeError):  # unknown, a path or a factory: build_router says
-            cls = None
-        if cls is not None:
-            _refuse_ground_truth(cls, source)
+            router_class(name)
+            # unfitted, with the command's parameters: a wrapper's base=oracle counts too
+            probe = make_router(name, **(kv_dict(args.param) if args.router else {}))
+        except Exception:  # noqa: BLE001 - unknown, a path, a factory, bad params: build_router says
+            probe = None
+        if probe is not None:
+            _refuse_ground_truth(probe, source)
     key = sign_key_from_env(args.sign_key_env)  # before training: fail fast
     from ..export.artifact import check_export_target  # noqa: PLC0415
     check_export_target(args.out, args.overwrite)       # so is a folder that cannot be written
@@ -238,7 +241,7 @@ def run_export(args) -> int:
                          data_options=data_options(args), split=args.split,
                          split_column=args.split_column, seed=args.seed,
                          trust_pickle=args.trust_pickle, fallback=args.fallback, auto=args.auto)
-    _refuse_ground_truth(type(built.router), built.description)  # e.g. an artifact's copy
+    _refuse_ground_truth(built.router, built.description)  # e.g. an artifact's copy
     metrics: dict = {}
     for name, part in (("val", built.val), ("test", built.test)):
         if part is not None and part.n_queries:
