@@ -366,3 +366,29 @@ def test_distinct_choices_of_mixed_types_are_recorded_as_used():
     recorded = [t.params["a.c"] for t in study.trials]
     assert [(type(v), v) for v in used] == [(type(v), v) for v in recorded]
     assert len({repr(v) for v in used}) >= 3
+
+
+# --- values a YAML file can hold but a search space cannot use (second review, R2C-3/4)
+
+@pytest.mark.parametrize("text, expect", [
+    ("params.a:\n  type: categorical\n  choices: [2024-01-01, x]\n",
+     "choices[0] must be a number, string, boolean, null, list or mapping, got date '2024-01-01'"),
+    ("params.a:\n  type: categorical\n  choices: [!!binary aGk=, x]\n",
+     "choices[0] must be a number, string, boolean, null, list or mapping, got bytes"),
+    ("params.a:\n  type: categorical\n  choices: [x, !!set {a: null}]\n",
+     "choices[1] must be a number, string, boolean, null, list or mapping, got set"),
+    ("params.a:\n  type: categorical\n  choices: [1, .nan]\n",
+     "choices[1] must be a number, string, boolean, null, list or mapping, got float 'nan'"),
+    ("params.a:\n  type: float\n  low: 0\n  high: 1\n  step: " + "1" + "0" * 400 + "\n",
+     "step must be a finite number, got step=an integer of 1329 bits (past float range)"),
+], ids=["date", "bytes", "set", "nan", "huge-step"])
+def test_yaml_values_no_search_space_can_use_are_named(tmp_path, text, expect):
+    """Such values gave a bare TypeError or OverflowError naming neither file nor key."""
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.a'" in msg and str(path) in msg and "\n" not in msg, msg

@@ -192,6 +192,12 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
         if len(choices) > MAX_CHOICES:
             _fail(source, key, f"'choices' has {len(choices)} values; at most {MAX_CHOICES} are "
                                "allowed (use an int or float range)")
+        for i, c in enumerate(choices):  # YAML also makes dates, bytes and sets: not JSON values
+            try:
+                json.dumps(c, allow_nan=False)
+            except (TypeError, ValueError):
+                _fail(source, key, f"choices[{i}] must be a number, string, boolean, null, list "
+                                   f"or mapping, got {type(c).__name__} {str(c)[:80]!r}")
         texts = [json.dumps(c, sort_keys=True) for c in choices]
         if len(set(texts)) != len(texts):
             _fail(source, key, f"'choices' has duplicates: {choices!r}")
@@ -218,6 +224,8 @@ def _parse_param(key: str, spec: Any, source: str | None) -> Param:
     step = spec.get("step")
     if step is not None:
         _number(source, key, "step", step, integer)
+        if not integer:
+            check_float_bounds(source, key, step, step, name="step")
         if not integer and not math.isfinite(step):
             _fail(source, key, f"step must be a finite number, got {step!r}")
         if step <= 0:

@@ -57,9 +57,13 @@ def check_int_bounds(source, key, low: int, high: int) -> None:
                            f"low={_short(low)}, high={_short(high)}")
 
 
-def check_float_bounds(source, key, low, high) -> None:
-    """Refuse float bounds written as integers past float range (``10**400``)."""
+def check_float_bounds(source, key, low, high, name: str | None = None) -> None:
+    """Refuse float bounds (or, with ``name``, that one value, given as both) written as
+    integers past float range (``10**400``)."""
     if any(isinstance(v, int) and abs(v) > _FLOAT_MAX for v in (low, high)):
+        if name is not None:
+            _fail(source, key, f"{name} must be a finite number, got {name}={_short(low)} (past "
+                               "float range)")
         _fail(source, key, f"low and high must be finite numbers, got low={_short(low)}, "
                            f"high={_short(high)} (past float range)")
 

@@ -51,12 +51,18 @@ def redact_url(url) -> str:
     'postgresql+psycopg://me:***@db.example/studies?sslpassword=***'
     >>> redact_url("sqlite:////tmp/study.db")
     'sqlite:////tmp/study.db'
+    >>> redact_url("postgresql://me:pa@ss@db.example/studies")
+    "postgresql://... (a storage URL of 40 characters whose password holds an unescaped '@'; not shown)"
     >>> redact_url("me:s3cret@db.example/studies")
     '<a storage URL of 28 characters that cannot be parsed; not shown>'
     """
     if not isinstance(url, str):
         return f"<a {type(url).__name__}, not a storage URL>"
     parsed = _parse(url)
+    if parsed is not None and _at_in_host(parsed):
+        head = url.partition("://")[0]
+        return (f"{head}://... (a storage URL of {len(url)} characters whose password holds an "
+                "unescaped '@'; not shown)")
     if parsed is not None:
         from urllib.parse import quote  # noqa: PLC0415
         shown = parsed.set(query={}).render_as_string(hide_password=True)
@@ -66,6 +72,13 @@ def redact_url(url) -> str:
     scheme = f"{head}://... (" if sep and _SCHEME.fullmatch(head) else "<"
     end = ")" if scheme != "<" else ">"
     return f"{scheme}a storage URL of {len(url)} characters that cannot be parsed; not shown{end}"
+
+
+def _at_in_host(parsed) -> bool:
+    """Whether SQLAlchemy's parse put part of the URL's user:password in its host: it ends the
+    password at the first ``@``, so ``me:pa@ss@host`` is read as password ``pa`` on host
+    ``ss@host``, and masking the password it found would show the rest."""
+    return "@" in (parsed.host or "")
 
 
 def _scrub(text: str, url: str) -> str:
@@ -104,9 +117,13 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
         raise ValueError(f"heartbeat grace ({grace_period} s) must be longer than the heartbeat "
                          f"interval ({heartbeat_interval} s)")
     shown = redact_url(url)  # never the password: errors and logs end up in CI logs and bug reports
-    if _parse(url) is None:
+    parsed = _parse(url)
+    if parsed is None:
         raise ValueError(f"--storage {shown!r}: not a database URL SQLAlchemy can parse; "
                          f"expected {_URL_FORMS}")
+    if _at_in_host(parsed):  # the host it would connect to holds the rest of the password
+        raise ValueError(f"--storage {shown!r}: the password holds an '@', which ends it in a "
+                         "URL; write each '@' of the password as %40")
     engine_kwargs = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}

@@ -142,3 +142,24 @@ def test_redacted_urls_keep_what_identifies_the_database():
     assert redact_url(f"pg:/me:{SECRET}@h//x://") == \
         "<a storage URL of 27 characters that cannot be parsed; not shown>"
     assert redact_url(f"postgresql://me:{SECRET}@h:abc/db").startswith("postgresql://... (a storage")
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+psycopg://recsys:Sup3r@S3cret@127.0.0.1/recsys_test",
+    "postgresql://recsys:Sup3r@S3cret@x@127.0.0.1:5432/recsys_test?sslmode=require",
+    "mysql://me:Sup3r@S3cret@db.invalid/studies",
+], ids=["one-at", "two-ats", "mysql"])
+def test_a_password_with_an_unescaped_at_is_never_shown_in_part(tmp_path, data_cfg, capsys, monkeypatch,
+                                                                 url):
+    """SQLAlchemy ends a password at its first '@': masking the part it found showed the rest
+    (``recsys:***@S3cret@127.0.0.1``), twice, in the connection error. Such a URL is refused
+    before connecting, and shown as neither part."""
+    def connect(*_a, **_k):  # never reached: the URL is refused first
+        raise AssertionError("connected")
+    monkeypatch.setattr("recsys_router.tuning.storage.optuna.storages.RDBStorage", connect)
+    err, out = _refused(capsys, _tune(data_cfg, tmp_path / "o", url, "s"))
+    assert "the password holds an '@'" in err and "%40" in err, err
+    for form in ("Sup3r", "S3cret", "Sup3r@S3cret"):
+        assert form not in err and form not in out, err
+    assert redact_url(url).endswith("whose password holds an unescaped '@'; not shown)")
+    assert not (tmp_path / "o").exists()
