@@ -144,3 +144,35 @@ def test_a_checkpoint_of_another_model_class_is_refused(command, mf_ckpt, tmp_pa
         f"{mf_ckpt}: the checkpoint holds a recsys_router.models.mf_module.MFModule but the "
         "config names the model recsys_router.models.irt_module.MIRTModule: give the model "
         "config the checkpoint was trained with")
+
+
+@pytest.mark.parametrize("command,args,encoder,options", [
+    ("test", ["--data.init_args.encoder=tfidf"], "tfidf", "{'dim': 32}"),
+    ("fit", ["--data.init_args.encoder=tfidf"], "tfidf", "{'dim': 32}"),
+    ("predict", ["--data.init_args.encoder_options={dim: 32, word_weight: 0.9}"], "hashing",
+     "{'dim': 32, 'word_weight': 0.9}"),
+], ids=["tfidf-test", "tfidf-fit", "hashing-options-predict"])
+def test_a_checkpoint_of_another_encoder_of_the_same_width_is_refused(command, args, encoder, options,
+                                                                      mf_ckpt, tmp_path, capsys):
+    """Same width, another embedding space: the run used to go ahead and report numbers of
+    weights reading inputs they were never trained on (second review R2D-3)."""
+    capsys.readouterr()
+    extra = ["--trainer.max_epochs=2"] if command == "fit" else []
+    assert main([command, *_base(tmp_path), *args, *extra, f"--ckpt_path={mf_ckpt}"]) == 2
+    assert _error_line(capsys, command) == (
+        f"{mf_ckpt}: the checkpoint was trained on embeddings of encoder 'hashing' (options "
+        f"{{'dim': 32}}) but the data module encodes with {encoder!r} (options {options}): its "
+        "weights would read inputs from another space (configure the data module's encoder as "
+        "the checkpoint's)")
+
+
+def test_encoder_check_by_hand():
+    from recsys_router.models.base.checkpoint_checks import check_encoder
+    check_encoder(None, {"encoder": "tfidf"}, "x.ckpt")                  # nothing recorded: no check
+    check_encoder({"encoder": "hashing", "encoder_options": None},
+                  {"encoder": "hashing", "encoder_options": {}}, "x.ckpt")  # None and {} alike
+    with pytest.warns(UserWarning, match="another variant of the same model"):
+        check_encoder({"encoder": "minilm"}, {"encoder": "minilm:torch"}, "x.ckpt")
+    with pytest.raises(ValueError, match="another space"):
+        check_encoder({"encoder": "minilm", "encoder_options": {"max_seq_length": 128}},
+                      {"encoder": "minilm:torch"}, "x.ckpt")

@@ -15,7 +15,7 @@ import warnings
 
 from recsys_router.errors import DataValidationError
 
-__all__ = ["check_llm_names", "check_checkpoint_sizes"]
+__all__ = ["check_llm_names", "check_checkpoint_sizes", "check_encoder"]
 
 #: names shown of each list in an error
 _SHOWN = 10
@@ -129,3 +129,49 @@ def check_checkpoint_sizes(module, checkpoint: dict, source: str) -> None:
         raise DataValidationError(
             f"{source}: the checkpoint does not fit this data: {'; '.join(diffs)} (train on "
             "this data, or configure the data the checkpoint was trained on)")
+
+
+def _family(spec) -> str:
+    """An encoder spec's family: ``"minilm:int8"`` -> ``"minilm"`` (a variant of one model)."""
+    return str(spec).split(":", 1)[0].strip().lower()
+
+
+def check_encoder(trained: dict | None, current: dict | None, source: str) -> None:
+    """Refuse a checkpoint trained on embeddings of another encoder than the data module's.
+
+    Both arguments are data-module hyperparameters (the checkpoint's
+    ``datamodule_hyper_parameters``; the trainer's data module's ``hparams``), read for
+    ``encoder`` and ``encoder_options``; either missing (a data module that records none)
+    skips the check. Another encoder family (``hashing`` against ``tfidf``), or the same one
+    with other options, gives the weights inputs from another space: refused. Another variant
+    of one model (``minilm`` against ``minilm:torch``, embeddings that agree to cosine
+    similarity about 0.99) only warns.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the checkpoint and both encoders.
+
+    Example
+    -------
+    >>> check_encoder({"encoder": "hashing"}, {"encoder": "hashing"}, "x.ckpt")
+    >>> try:
+    ...     check_encoder({"encoder": "hashing"}, {"encoder": "tfidf"}, "x.ckpt")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:70])
+    x.ckpt: the checkpoint was trained on embeddings of encoder 'hashing' 
+    """
+    if not trained or not current or "encoder" not in trained or "encoder" not in current:
+        return
+    was = (trained["encoder"], trained.get("encoder_options") or {})
+    now = (current["encoder"], current.get("encoder_options") or {})
+    if was == now:
+        return
+    said = (f"{source}: the checkpoint was trained on embeddings of encoder {was[0]!r} "
+            f"(options {was[1]!r}) but the data module encodes with {now[0]!r} (options "
+            f"{now[1]!r})")
+    if _family(was[0]) != _family(now[0]) or was[1] != now[1]:
+        raise DataValidationError(said + ": its weights would read inputs from another space "
+                                  "(configure the data module's encoder as the checkpoint's)")
+    warnings.warn(said + ": another variant of the same model; its embeddings differ slightly, "
+                  "so results may differ a little from the trained run's", stacklevel=2)

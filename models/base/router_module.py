@@ -185,15 +185,18 @@ class RouterModule(pl.LightningModule):
         of LLMs, embedding width or weight shape
         (:func:`~.checkpoint_checks.check_checkpoint_sizes`), or on other LLMs or the same
         LLMs in another order (:func:`~.checkpoint_checks.check_llm_names`; a checkpoint
-        without recorded names loads with a warning). Without a trainer's data module
-        (``load_from_checkpoint``) the names are not compared."""
-        from .checkpoint_checks import check_checkpoint_sizes, check_llm_names
+        without recorded names loads with a warning), or on another encoder's embeddings
+        (:func:`~.checkpoint_checks.check_encoder`). Without a trainer's data module
+        (``load_from_checkpoint``) names and encoders are not compared."""
+        from .checkpoint_checks import check_checkpoint_sizes, check_encoder, check_llm_names
         trainer = self._trainer
         source = str(getattr(trainer, "ckpt_path", None) or "the checkpoint")
         check_checkpoint_sizes(self, checkpoint, source)
-        names = getattr(getattr(trainer, "datamodule", None), "llm_names", None)
+        dm = getattr(trainer, "datamodule", None)
+        names = getattr(dm, "llm_names", None)
         if names is not None:
             check_llm_names(checkpoint.get("llm_names"), names, source)
+        check_encoder(checkpoint.get("datamodule_hyper_parameters"), getattr(dm, "hparams", None), source)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx: int):
         """A flat dict of tensors moves with one ``.to`` each (Lightning's generic walk over
