@@ -166,13 +166,62 @@ def test_a_checkpoint_of_another_encoder_of_the_same_width_is_refused(command, a
         "the checkpoint's)")
 
 
+def test_the_same_encoder_written_out_in_full_resumes(mf_ckpt, tmp_path):
+    """The checkpoint's encoder identity decides, not how the options are written: the
+    defaults spelt out give the same hashing encoder."""
+    assert "hashing-v1(dim=32" in torch.load(mf_ckpt, map_location="cpu", weights_only=True)["encoder_identity"]
+    cli = build_cli(["test", *_base(tmp_path),
+                     "--data.init_args.encoder_options={dim: 32, word_weight: 0.5, char_ngrams: [3, 5]}",
+                     f"--ckpt_path={mf_ckpt}"])
+    assert 0.0 <= float(cli.trainer.callback_metrics["test/mu_o"]) <= 1.0
+
+
+def test_an_older_checkpoint_is_compared_by_its_recorded_encoder_name(mf_ckpt, tmp_path, capsys):
+    raw = torch.load(mf_ckpt, map_location="cpu", weights_only=False)
+    raw.pop("encoder_identity")
+    old = tmp_path / "old.ckpt"
+    torch.save(raw, old)
+    with pytest.warns(UserWarning, match="records no encoder identity"):  # options written otherwise
+        build_cli(["test", *_base(tmp_path), "--data.init_args.encoder_options={dim: 32, word_weight: 0.5}",
+                   f"--ckpt_path={old}"])
+    capsys.readouterr()
+    assert main(["test", *_base(tmp_path), "--data.init_args.encoder=tfidf", f"--ckpt_path={old}"]) == 2
+    assert "its weights would read inputs from another space" in _error_line(capsys, "test")
+
+
+def test_a_tfidf_checkpoint_on_other_texts_is_refused(tmp_path, capsys):
+    """tfidf learns its basis from the training texts: the same settings fitted on other data
+    are another space."""
+    tf = ["--data.init_args.encoder=tfidf"]
+    cli = build_cli(["fit", *_base(tmp_path / "a"), *tf, "--trainer.max_epochs=1"])
+    ckpt = Path(cli.trainer.log_dir) / "checkpoints" / "last.ckpt"
+    build_cli(["test", *_base(tmp_path / "b"), *tf, f"--ckpt_path={ckpt}"])  # the same data: loads
+    capsys.readouterr()
+    other = "--data.init_args.dataset_options={n_queries: 80, n_llms: 4, n_topics: 3, seed: 1}"
+    assert main(["test", *_base(tmp_path / "c"), *tf, other, f"--ckpt_path={ckpt}"]) == 2
+    line = _error_line(capsys, "test")
+    assert "encodes with 'tfidf' (options {'dim': 32}), fitted differently (identity 'tfidf-v1(" in line
+    assert line.endswith("its weights would read inputs from another space (configure the data "
+                         "module's encoder as the checkpoint's)")
+
+
 def test_encoder_check_by_hand():
+    from types import SimpleNamespace as NS
+
     from recsys_router.models.base.checkpoint_checks import check_encoder
-    check_encoder(None, {"encoder": "tfidf"}, "x.ckpt")                  # nothing recorded: no check
-    check_encoder({"encoder": "hashing", "encoder_options": None},
-                  {"encoder": "hashing", "encoder_options": {}}, "x.ckpt")  # None and {} alike
+
+    def dm(spec, identity, options=None):
+        return NS(hparams={"encoder": spec, "encoder_options": options}, encoder=NS(identity=identity))
+
+    check_encoder({}, dm("tfidf", "t"), "x.ckpt")                    # nothing recorded: no check
+    check_encoder({"encoder_identity": "h"}, NS(hparams={}), "x.ckpt")   # no encoder here
+    minilm = "onnx:all-MiniLM-L6-v2|int8|norm=1"
     with pytest.warns(UserWarning, match="another variant of the same model"):
-        check_encoder({"encoder": "minilm"}, {"encoder": "minilm:torch"}, "x.ckpt")
+        check_encoder({"datamodule_hyper_parameters": {"encoder": "minilm"}, "encoder_identity": minilm},
+                      dm("minilm:torch", "st:sentence-transformers/all-MiniLM-L6-v2|norm=1"), "x.ckpt")
+    # a precomputed table is known by its contents, not by where it was read from
+    check_encoder({"encoder_identity": "precomputed:/old/place/e.npy@0123abcd"},
+                  dm("precomputed:/new/e.npy", "precomputed:/new/e.npy@0123abcd"), "x.ckpt")
     with pytest.raises(ValueError, match="another space"):
-        check_encoder({"encoder": "minilm", "encoder_options": {"max_seq_length": 128}},
-                      {"encoder": "minilm:torch"}, "x.ckpt")
+        check_encoder({"encoder_identity": "precomputed:/a/e.npy@0123abcd"},
+                      dm("precomputed:/a/e.npy", "precomputed:/a/e.npy@99999999"), "x.ckpt")

@@ -15,7 +15,7 @@ import warnings
 
 from recsys_router.errors import DataValidationError
 
-__all__ = ["check_llm_names", "check_checkpoint_sizes", "check_encoder"]
+__all__ = ["check_llm_names", "check_checkpoint_sizes", "check_encoder", "encoder_identity_of"]
 
 #: names shown of each list in an error
 _SHOWN = 10
@@ -136,16 +136,38 @@ def _family(spec) -> str:
     return str(spec).split(":", 1)[0].strip().lower()
 
 
-def check_encoder(trained: dict | None, current: dict | None, source: str) -> None:
-    """Refuse a checkpoint trained on embeddings of another encoder than the data module's.
+#: the model every ``minilm`` variant runs (their embeddings agree to cosine ~0.99)
+_MINILM = "all-MiniLM-L6-v2"
 
-    Both arguments are data-module hyperparameters (the checkpoint's
-    ``datamodule_hyper_parameters``; the trainer's data module's ``hparams``), read for
-    ``encoder`` and ``encoder_options``; either missing (a data module that records none)
-    skips the check. Another encoder family (``hashing`` against ``tfidf``), or the same one
-    with other options, gives the weights inputs from another space: refused. Another variant
-    of one model (``minilm`` against ``minilm:torch``, embeddings that agree to cosine
-    similarity about 0.99) only warns.
+
+def _same_space(a: str, b: str) -> bool:
+    """Whether two encoder identities give the same embeddings; a precomputed table is known by
+    its contents' stamp (after the last ``@``), not by the path it was read from."""
+    if a.startswith("precomputed:") and b.startswith("precomputed:"):
+        return a.rpartition("@")[2] == b.rpartition("@")[2]
+    return a == b
+
+
+def encoder_identity_of(dm) -> str | None:
+    """The identity of ``dm``'s encoder (None when it has none)."""
+    try:
+        identity = dm.encoder.identity  # built (and fitted) as the run itself needs it
+    except Exception:  # noqa: BLE001 - a data module without one: nothing to compare
+        return None
+    return identity if isinstance(identity, str) else None
+
+
+def check_encoder(checkpoint: dict, dm, source: str) -> None:
+    """Refuse a checkpoint trained on embeddings of another encoder than ``dm``'s.
+
+    A checkpoint records its encoder's ``identity`` (``checkpoint["encoder_identity"]``, which
+    names the encoder, its settings and, for a fitted one such as ``tfidf``, what it was fitted
+    on); that is compared with the data module's encoder's. An older checkpoint is compared by
+    the data-module hyperparameters it holds (``encoder``, ``encoder_options``). Another encoder
+    family (``hashing`` against ``tfidf``), other settings or another fit give the weights
+    inputs from another space: refused. Another variant of MiniLM (``minilm`` against
+    ``minilm:torch``, embeddings agreeing to cosine ~0.99), or, for an older checkpoint,
+    options written differently, only warn. Without an encoder on either side: no check.
 
     Raises
     ------
@@ -154,24 +176,41 @@ def check_encoder(trained: dict | None, current: dict | None, source: str) -> No
 
     Example
     -------
-    >>> check_encoder({"encoder": "hashing"}, {"encoder": "hashing"}, "x.ckpt")
+    >>> from types import SimpleNamespace as NS
+    >>> dm = NS(hparams={"encoder": "tfidf"}, encoder=NS(identity="tfidf-v1(dim=32)@ab"))
     >>> try:
-    ...     check_encoder({"encoder": "hashing"}, {"encoder": "tfidf"}, "x.ckpt")
+    ...     check_encoder({"datamodule_hyper_parameters": {"encoder": "hashing"},
+    ...                    "encoder_identity": "hashing-v1(dim=32)"}, dm, "x.ckpt")
     ... except ValueError as exc:
     ...     print(str(exc)[:70])
     x.ckpt: the checkpoint was trained on embeddings of encoder 'hashing' 
     """
-    if not trained or not current or "encoder" not in trained or "encoder" not in current:
+    was = checkpoint.get("datamodule_hyper_parameters") or {}
+    now = getattr(dm, "hparams", None) or {}
+    was_spec = (was.get("encoder"), was.get("encoder_options") or {})
+    now_spec = (now.get("encoder"), now.get("encoder_options") or {})
+    said = (f"{source}: the checkpoint was trained on embeddings of encoder {was_spec[0]!r} "
+            f"(options {was_spec[1]!r}) but the data module encodes with {now_spec[0]!r} "
+            f"(options {now_spec[1]!r})")
+    refuse = ": its weights would read inputs from another space (configure the data module's " \
+             "encoder as the checkpoint's)"
+    variant = ": another variant of the same model; its embeddings differ slightly, so results " \
+              "may differ a little from the trained run's"
+    trained = checkpoint.get("encoder_identity")
+    current = encoder_identity_of(dm) if isinstance(trained, str) and dm is not None else None
+    if current is not None:
+        if _same_space(trained, current):
+            return
+        if _MINILM in trained and _MINILM in current:
+            warnings.warn(said + variant, stacklevel=2)
+            return
+        if was_spec == now_spec:  # the same settings, another fit (tfidf on other texts)
+            said += f", fitted differently (identity {trained[:120]!r}, here {current[:120]!r})"
+        raise DataValidationError(said + refuse)
+    if was_spec[0] is None or now_spec[0] is None or was_spec == now_spec:
         return
-    was = (trained["encoder"], trained.get("encoder_options") or {})
-    now = (current["encoder"], current.get("encoder_options") or {})
-    if was == now:
-        return
-    said = (f"{source}: the checkpoint was trained on embeddings of encoder {was[0]!r} "
-            f"(options {was[1]!r}) but the data module encodes with {now[0]!r} (options "
-            f"{now[1]!r})")
-    if _family(was[0]) != _family(now[0]) or was[1] != now[1]:
-        raise DataValidationError(said + ": its weights would read inputs from another space "
-                                  "(configure the data module's encoder as the checkpoint's)")
-    warnings.warn(said + ": another variant of the same model; its embeddings differ slightly, "
-                  "so results may differ a little from the trained run's", stacklevel=2)
+    if _family(was_spec[0]) != _family(now_spec[0]):
+        raise DataValidationError(said + refuse)
+    warnings.warn(said + ": the checkpoint records no encoder identity (an older version), so "
+                  "the options cannot be compared exactly; if they give other embeddings, "
+                  "its results are meaningless", stacklevel=2)

@@ -173,11 +173,16 @@ class RouterModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Record the trained LLMs' names (``checkpoint["llm_names"]``), in output order, so an
-        export can check that the data module it rebuilds names the same columns."""
+        export can check that the data module it rebuilds names the same columns, and the
+        encoder's identity (``checkpoint["encoder_identity"]``) for ``--ckpt_path``."""
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         names = getattr(dm, "llm_names", None)
         if names is not None:
             checkpoint["llm_names"] = [str(n) for n in names]
+        from .checkpoint_checks import encoder_identity_of
+        identity = encoder_identity_of(dm) if dm is not None else None
+        if identity is not None:
+            checkpoint["encoder_identity"] = identity
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Refuse a checkpoint that does not fit the trainer's data module, before its weights
@@ -196,7 +201,7 @@ class RouterModule(pl.LightningModule):
         names = getattr(dm, "llm_names", None)
         if names is not None:
             check_llm_names(checkpoint.get("llm_names"), names, source)
-        check_encoder(checkpoint.get("datamodule_hyper_parameters"), getattr(dm, "hparams", None), source)
+        check_encoder(checkpoint, dm, source)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx: int):
         """A flat dict of tensors moves with one ``.to`` each (Lightning's generic walk over
