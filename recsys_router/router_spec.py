@@ -103,8 +103,12 @@ def resolve_router(spec, params: Mapping | None = None, *, encoder=None,
             raise ValueError(f"router {str(spec)[:200]!r} is an exported artifact, already "
                              f"fitted: parameters {sorted(params)[:5]} cannot apply to it (give "
                              "a registry name to fit a router with them)")
+        import warnings  # noqa: PLC0415
+
         from .export import load_router  # noqa: PLC0415 (heavy, only when used)
-        return load_router(spec).router, False
+        with warnings.catch_warnings():  # its router routes RoutingData, whose own tasks it reads:
+            warnings.filterwarnings("ignore", message=r".* routes by each query's task label")
+            return load_router(spec).router, False  # the advice to pass tasks= does not apply
     from .registry import make_router  # noqa: PLC0415 (the registry imports models lazily)
     user = dict(params or {})
     try:

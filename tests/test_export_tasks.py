@@ -124,3 +124,18 @@ def test_tasks_as_a_column_with_missing_values(parts, tmp_path):
     with pytest.raises(ValueError, match=r"tasks: expected one task label per query, got an "
                                          r"array of shape \(4, 2\)"):
         art.route(texts, tasks=np.array(labels, dtype=object).reshape(4, 2))
+
+
+def test_an_artifact_used_as_a_router_spec_does_not_warn_about_tasks(parts, tmp_path):
+    """Through router_spec the artifact's router routes RoutingData, which carries its own tasks:
+    the advice to pass tasks= to route() would mislead."""
+    from recsys_router.router_spec import resolve_router
+    tr, te = parts
+    r = make_router("task-best").fit(tr)
+    _, out, warned = _export(r, tr, tmp_path, "tb-spec")
+    assert any("task label" in w for w in warned)  # a direct load still warns
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        inner, _ = resolve_router(str(out))
+    assert not [w for w in caught if "task label" in str(w.message)]
+    assert inner.route(te).tolist() == r.route(te).tolist()
