@@ -20,12 +20,15 @@ from .hyperparams import check_number
 from .long_table import RowOffset, float32_matrix, long_to_matrix, matrix_to_long
 from .splitting import split_indices
 
-__all__ = ["RoutingData", "LLM_COLUMNS", "QUERY_COLUMNS"]
+__all__ = ["RoutingData", "LLM_COLUMNS", "QUERY_COLUMNS", "MAX_TASK_CHARS"]
 
 log = logging.getLogger(__name__)
 
 QUERY_COLUMNS = ("query_id", "text", "task", "split")
 LLM_COLUMNS = ("name", "input_price", "output_price", "size", "description")
+#: the longest task label a routing request (``route(tasks=)``, ``POST /route``) or a
+#: decision-log row may give
+MAX_TASK_CHARS = 1_000
 
 
 class RoutingData:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from pg_util import pg_url  # noqa: F401 - fixture
 from recsys_router.datasets.synthetic import make_synthetic
 from recsys_router.export import export_router, load_router
 from recsys_router.registry import make_router
@@ -140,3 +141,117 @@ def test_batcher_refuses_labels_that_do_not_match_the_texts():
         await b.submit(["a", "b"], tasks=["x"])
     with pytest.raises(ValueError, match="1 task labels for 2 texts"):
         asyncio.run(main())
+
+
+# --- the decision log keeps each decision's task label (third review, R3-r1)
+
+def test_task_routed_decisions_are_logged_with_their_task_and_ope_agrees(parts, tmp_path):
+    """The same text routed with and without its task gave two log rows that differed only in
+    'chosen': ``ope`` of the serving artifact on its own log then found it disagreeing with
+    itself (1 of 2 decisions unsupported, IPS/SNIPS/DR 'biased')."""
+    import pandas as pd
+
+    from recsys_router.cli import main
+    from recsys_router.feedback.logged import log_to_data
+    from recsys_router.feedback.store import DecisionLog
+    from recsys_router.serving.app import ServiceConfig
+    tr, te = parts
+    best, overall = _best_per_task(tr)
+    text, task = te.texts[0], te.tasks[0]
+    assert best[task] != overall  # the label changes the decision here
+    export_router(make_router("task-best").fit(tr), tmp_path / "tb", train_data=tr)
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = create_app(load_router(tmp_path / "tb"), ServiceConfig(log_db=db, log_text="full"))
+    with TestClient(app) as c:
+        a = c.post("/route", json={"query": text, "task": task}).json()
+        b = c.post("/route", json={"query": text}).json()
+        mixed = c.post("/route", json={"queries": [text, text], "tasks": [None, task]}).json()["results"]
+        for x in (a, b, *mixed):
+            assert c.post("/feedback", json={"decision_id": x["decision_id"], "score": 1.0}).status_code == 200
+    assert (a["llm"], b["llm"], [x["llm"] for x in mixed]) == (best[task], overall, [overall, best[task]])
+    log = DecisionLog(db).read()
+    assert [t if isinstance(t, str) else None for t in log["task"]] == [task, None, None, task]
+    data = log_to_data(log, source="log")
+    assert [t if isinstance(t, str) else None for t in data.queries["task"]] == [task, None, None, task]
+    assert main(["ope", "--log", db, "--router", str(tmp_path / "tb"), "--policy", "argmax",
+                 "--out", str(tmp_path / "ope"), "--seed", "0"]) == 0
+    ope = pd.read_csv(tmp_path / "ope" / "ope.csv")
+    assert (ope["unsupported"] == 0).all() and not ope["biased"].any()
+
+
+def test_a_router_that_reads_no_task_still_logs_the_labels(parts, tmp_path):
+    from recsys_router.feedback.store import DecisionLog
+    from recsys_router.serving.app import ServiceConfig
+    tr, te = parts
+    export_router(make_router("knn", encoder="hashing").fit(tr), tmp_path / "knn", train_data=tr)
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    with TestClient(create_app(load_router(tmp_path / "knn"), ServiceConfig(log_db=db))) as c:
+        assert c.post("/route", json={"queries": ["a", "b"], "tasks": ["math", ""]}).status_code == 200
+    assert [t if isinstance(t, str) else None for t in DecisionLog(db).read()["task"]] == ["math", None]
+
+
+def _drop_task_column(url: str) -> None:
+    import sqlalchemy as sa
+    eng = sa.create_engine(url)
+    with eng.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE rr_decisions DROP COLUMN task")
+    eng.dispose()
+
+
+def _old_log_gets_the_column(url: str) -> None:
+    from recsys_router.feedback.store import DecisionLog, decision_row
+    row = dict(decision_id="d0", instance="i", artifact_sha=None, policy="argmax", policy_value=None,
+               explore="none", candidates=["a", "b"], chosen="a", propensity=1.0, probs={"a": 1.0},
+               scores={"a": 0.5, "b": 0.1}, costs=None, text="q", log_text="hash")
+    log = DecisionLog(url)
+    log.insert_decisions([{k: v for k, v in decision_row(**row).items() if k != "task"}])
+    log.dispose()
+    _drop_task_column(url)  # the log as an older version wrote it
+    log = DecisionLog(url)  # opening adds the column; the old row has no task
+    log.insert_decisions([decision_row(**{**row, "decision_id": "d1"}, task="math")])
+    got = log.read()
+    assert list(got["decision_id"]) == ["d0", "d1"]
+    assert [t if isinstance(t, str) else None for t in got["task"]] == [None, "math"]
+    log.dispose()
+    DecisionLog(url).dispose()  # a second open finds the column: nothing to add
+
+
+def test_a_log_written_before_the_task_column_gets_it_sqlite(tmp_path):
+    _old_log_gets_the_column(f"sqlite:///{tmp_path / 'old.db'}")
+
+
+def test_a_log_written_before_the_task_column_gets_it_postgresql(pg_url):  # noqa: F811
+    _old_log_gets_the_column(pg_url)
+
+
+@pytest.mark.parametrize("cell,message", [
+    ("t" * 1001, "column 'task' holds 1,001 characters; a task label has at most 1,000"),
+    (5, "column 'task': expected a task label (a string) or nothing, got int '5'"),
+    (["math"], "column 'task': expected a task label (a string) or nothing, got list \"['math']\""),
+])
+def test_hostile_task_cells_in_a_log_file_are_named(cell, message):
+    import pandas as pd
+
+    from recsys_router.feedback.logged import log_to_data
+    log = pd.DataFrame({"decision_id": ["d0", "d1"], "chosen": ["a", "a"], "propensity": [1.0, 1.0],
+                        "candidates": ['["a", "b"]'] * 2, "feedback_score": [1.0, 0.0],
+                        "task": ["math", cell]})
+    with pytest.raises(ValueError) as err:
+        log_to_data(log, source="log.csv")
+    assert str(err.value) == f"log.csv: row 1 (decision_id 'd1'): {message}"
+
+
+def test_missing_task_cells_of_any_kind_mean_no_task():
+    import pandas as pd
+
+    from recsys_router.feedback.logged import log_to_data
+    log = pd.DataFrame({"decision_id": [f"d{i}" for i in range(4)], "chosen": ["a"] * 4,
+                        "propensity": [1.0] * 4, "candidates": ['["a", "b"]'] * 4,
+                        "feedback_score": [1.0, 0.0, 1.0, 0.0],
+                        "task": pd.array(["math", None, "", "code"], dtype="string")})
+    got = log_to_data(log, source="log").queries["task"]
+    assert [t if isinstance(t, str) else None for t in got] == ["math", None, None, "code"]
+    log["task"] = None  # a log of decisions none of which had a task
+    assert not [t for t in log_to_data(log, source="log").queries["task"] if isinstance(t, str)]

@@ -8,15 +8,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..data import RoutingData
+from ..data import MAX_TASK_CHARS, RoutingData
 from ..encoders.cache import text_key
 from ..policies import apply_policy
 from ..router import Router
 
 __all__ = ["ExportedRouter", "router_uses_tasks", "check_tasks", "MAX_TASK_CHARS"]
 
-#: the longest task label a request may give
-MAX_TASK_CHARS = 1_000
 
 
 def router_uses_tasks(router) -> bool:
@@ -65,8 +63,11 @@ def check_tasks(tasks, n: int) -> list[str | None]:
         raise ValueError(f"tasks: {len(tasks)} labels for {n} queries; give one per query")
     out = []
     for i, t in enumerate(tasks):
-        if isinstance(t, float) and t != t:  # NaN: pandas' missing value, no task (as in training)
-            t = None
+        if t is not None and not isinstance(t, str) and pd.api.types.is_scalar(t):
+            try:  # NaN, pd.NA (a string-dtype column), NaT: pandas' missing value, no task
+                t = None if bool(pd.isna(t)) else t
+            except (TypeError, ValueError):
+                pass
         if t is not None and not isinstance(t, str):
             raise ValueError(f"tasks[{i}]: expected a string or None, got {type(t).__name__}")
         if t is not None and len(t) > MAX_TASK_CHARS:

@@ -4,7 +4,8 @@ Two sources give the same :class:`~recsys_router.data.RoutingData` (queries x LL
 exactly one observed cell per query and a per-query ``propensity`` column):
 
 * the generic long table (``query_id, model, score[, cost], propensity[, query_text]``);
-* the decision log itself (:func:`log_to_data`, decisions with feedback only).
+* the decision log itself (:func:`log_to_data`, decisions with feedback only; each
+  decision's ``task`` label, when logged, becomes its query's task).
 
 :func:`logged_arrays` turns such data into training arrays for the losses ``naive``,
 ``ips`` (weights ``1 / max(p, clip)``, mean loss ``(1/B) sum w l``), ``snips`` (the same
@@ -25,7 +26,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..data import RoutingData
+from ..data import MAX_TASK_CHARS, RoutingData
 from .log_cells import check_probs, chosen_cost, is_missing, json_cell, probs_json
 from .ope import check_propensities
 from .reward import ridge_fit, ridge_predict
@@ -212,9 +213,27 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
         q["probs"] = given
     if "explore" in sub:
         q["explore"] = [x if isinstance(x, str) else None for x in sub["explore"]]
+    if "task" in sub:  # the label each decision was routed by (a router reading tasks needs it)
+        labels = [_task_cell(t, at(i)) for i, t in enumerate(sub["task"])]
+        if any(t is not None for t in labels):
+            q["task"] = labels
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)
+
+
+def _task_cell(raw, where: str) -> str | None:
+    """A decision-log ``task`` cell: a label of at most :data:`MAX_TASK_CHARS` characters, or
+    nothing (empty, None, NaN)."""
+    if is_missing(raw) or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise ValueError(f"{where}: column 'task': expected a task label (a string) or nothing, "
+                         f"got {type(raw).__name__} {str(raw)[:80]!r}")
+    if len(raw) > MAX_TASK_CHARS:
+        raise ValueError(f"{where}: column 'task' holds {len(raw):,} characters; a task label "
+                         f"has at most {MAX_TASK_CHARS:,}")
+    return raw
 
 
 def logging_matrix(data: RoutingData) -> np.ndarray:

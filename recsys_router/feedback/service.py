@@ -122,9 +122,10 @@ class FeedbackLoop:
         return ch, prop, probs
 
     def record(self, texts, results: list[dict], probs: np.ndarray, propensity: np.ndarray,
-               candidates, router=None) -> None:
+               candidates, router=None, tasks=None) -> None:
         """Give each result a ``decision_id`` and ``propensity`` and queue its log row
-        (``router``: the snapshot the request was routed with, as for :meth:`explore`).
+        (``router``: the snapshot the request was routed with, as for :meth:`explore`;
+        ``tasks``: the texts' task labels the decisions were routed by, logged with them).
 
         Raises
         ------
@@ -145,7 +146,8 @@ class FeedbackLoop:
                                      policy_value=res["policy_value"], explore=self.policy.spec,
                                      candidates=cand, chosen=res["llm"], propensity=propensity[i],
                                      probs=p, scores=res["scores"], costs=res["costs"],
-                                     text=texts[i], log_text=self.log_text))
+                                     text=texts[i], log_text=self.log_text,
+                                     task=None if tasks is None else tasks[i]))
         if rows:
             self.writer.submit(rows)
 

@@ -9,7 +9,8 @@ Tables (schema version :data:`SCHEMA_VERSION`, stored in ``rr_meta``)::
     rr_decisions  decision_id (PK), created_at (unix s), instance, artifact_sha, policy,
                   policy_value, explore, candidates (JSON list), chosen, propensity,
                   probs (JSON: LLM -> choice probability), scores, costs (JSON: LLM -> value),
-                  query_text, query_hash
+                  query_text, query_hash, task (the query's task label, when the request
+                  gave one; added to older logs when opened)
     rr_feedback   decision_id (PK, FK), created_at, score, thumbs, cost, latency_ms
 
 Decisions are written by a background thread in batches
@@ -67,6 +68,7 @@ DECISIONS_T = sa.Table(
     sa.Column("costs", sa.Text),
     sa.Column("query_text", sa.Text),
     sa.Column("query_hash", sa.String(64)),
+    sa.Column("task", sa.String(1000)),
 )
 FEEDBACK_T = sa.Table(
     "rr_feedback", _META,
@@ -166,7 +168,20 @@ class DecisionLog:
             if row is not None and row[0] != str(SCHEMA_VERSION):
                 raise ValueError(f"{self.url}: decision log has schema version {row[0]}; this "
                                  f"package reads version {SCHEMA_VERSION}")
+        self._add_task_column()
         self.schema_version = SCHEMA_VERSION
+
+    def _add_task_column(self) -> None:
+        """Give a log written before the ``task`` column its column (nullable: its rows have
+        no task); an older package still reads and writes the log, naming its own columns."""
+        if "task" in {c["name"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}:
+            return
+        try:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql("ALTER TABLE rr_decisions ADD COLUMN task VARCHAR(1000)")
+        except sa.exc.DBAPIError:  # another process added it at the same moment
+            if "task" not in {c["name"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}:
+                raise
 
     # ------------------------------------------------------------------ decisions
     def insert_decisions(self, rows: list[dict]) -> None:
@@ -249,9 +264,9 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
 def decision_row(*, decision_id: str, instance: str, artifact_sha: str | None, policy: str,
                  policy_value: float | None, explore: str, candidates: list[str], chosen: str,
                  propensity: float, probs: dict, scores: dict, costs: dict | None, text: str,
-                 log_text: str) -> dict:
+                 log_text: str, task: str | None = None) -> dict:
     """One ``rr_decisions`` row (JSON-encodes the per-LLM fields; keeps the text as
-    ``log_text`` says: ``full``, ``hash`` or ``none``)."""
+    ``log_text`` says: ``full``, ``hash`` or ``none``, and the query's ``task`` label)."""
     return {"decision_id": decision_id, "created_at": time.time(), "instance": instance,
             "artifact_sha": artifact_sha, "policy": policy,
             "policy_value": None if policy_value is None else float(policy_value),
@@ -259,4 +274,5 @@ def decision_row(*, decision_id: str, instance: str, artifact_sha: str | None, p
             "propensity": float(propensity), "probs": json.dumps(probs), "scores": json.dumps(scores),
             "costs": None if costs is None else json.dumps(costs),
             "query_text": text if log_text == "full" else None,
-            "query_hash": text_hash(text) if log_text in ("full", "hash") else None}
+            "query_hash": text_hash(text) if log_text in ("full", "hash") else None,
+            "task": task or None}

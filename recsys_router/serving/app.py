@@ -319,6 +319,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                 raise HTTPException(400, str(exc)) from None
         if snap is None:  # one snapshot for the whole request, whatever /llms does meanwhile
             snap = served.current
+        labels = tasks  # logged with the decisions whatever the router reads
         if not snap.uses_tasks or (tasks is not None and all(t is None for t in tasks)):
             tasks = None  # a router that does not read them: routed as without them
         try:
@@ -354,7 +355,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         except Exception as exc:  # noqa: BLE001
             raise _failed(exc) from exc
         try:
-            loop.record(texts, out, probs, propensity, candidates, snap)
+            loop.record(texts, out, probs, propensity, candidates, snap, tasks=labels)
         except LogFull as exc:
             raise log_full_error(exc) from exc
         # an LLM removed while this request ran on the old pool is not counted again (DELETE
