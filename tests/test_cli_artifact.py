@@ -135,6 +135,19 @@ def test_export_refuses_a_wrapper_around_a_ground_truth_router(tmp_path, capsys,
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_export_refuses_a_config_wrapping_a_ground_truth_router_before_fitting(tmp_path, capsys):
+    # the config's params were not used by the check before fitting: the data was read and the
+    # wrapper fitted (seconds to hours) before the refusal
+    cfg = tmp_path / "best.yaml"
+    cfg.write_text("router: task-residual\nparams: {base: oracle, alpha: 0.5}\n")
+    out = tmp_path / "art"
+    code = main(["export", "-c", str(cfg), "--data", str(tmp_path / "absent.csv"), "--out", str(out)])
+    err = _one_line_error(capsys)
+    assert code == 2 and f"{cfg}: router 'task-residual': TaskResidualRouter routes from the true " \
+        "scores" in err, err
+    assert not out.exists()
+
+
 def test_wrappers_report_their_inner_routers_use_of_the_true_scores():
     from recsys_router.datasets.synthetic import make_synthetic
     from recsys_router.fallback import SafeFallbackRouter

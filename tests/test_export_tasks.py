@@ -117,6 +117,9 @@ def test_tasks_as_a_column_with_missing_values(parts, tmp_path):
     art, _, _ = _export(make_router("task-best").fit(tr), tr, tmp_path, "tbs")
     texts, labels = list(te.texts[:8]), list(te.tasks[:8])
     with_nan = pd.Series(labels[:5] + [float("nan")] * 3)
+    with_na = pd.Series(labels[:5] + [None] * 3, dtype="string")  # missing as pd.NA
+    assert [x["llm"] for x in art.route(texts, tasks=with_na)] == \
+        [x["llm"] for x in art.route(texts, tasks=labels[:5] + [None] * 3)]
     want = [x["llm"] for x in art.route(texts, tasks=labels[:5] + [None] * 3)]
     assert [x["llm"] for x in art.route(texts, tasks=with_nan)] == want
     assert [x["llm"] for x in art.route(texts, tasks=np.array(labels, dtype=object))] == \

@@ -218,16 +218,20 @@ def run_export(args) -> int:
         raise ValueError(f"--policy {args.policy} needs --policy-value (lambda or budget C)")
     # before any data is read or anything fitted: the registry router named by --router or
     # by a config's 'router:' (a tune best_config.yaml)
-    name, source = args.router, f"--router {args.router}"
-    if not name and args.config and not args.ckpt:
+    name, source, cfg = args.router, f"--router {args.router}", {}
+    if args.config and not args.ckpt:
         from ..configs import load_yaml_configs  # noqa: PLC0415
-        name = load_yaml_configs(args.config).get("router")
-        source = f"{', '.join(map(str, args.config))}: router {name!r}"
+        cfg = load_yaml_configs(args.config)
+        if not name:
+            name = cfg.get("router")
+            source = f"{', '.join(map(str, args.config))}: router {name!r}"
     if isinstance(name, str):
         try:
             router_class(name)
-            # unfitted, with the command's parameters: a wrapper's base=oracle counts too
-            probe = make_router(name, **(kv_dict(args.param) if args.router else {}))
+            # unfitted, with the parameters the build will merge (the config's, then
+            # --param): a wrapper's base=oracle counts too
+            params = {**(cfg.get("params") or {}), **kv_dict(args.param)}
+            probe = make_router(name, **params)
         except Exception:  # noqa: BLE001 - unknown, a path, a factory, bad params: build_router says
             probe = None
         if probe is not None:

@@ -52,17 +52,17 @@ def redact_url(url) -> str:
     >>> redact_url("sqlite:////tmp/study.db")
     'sqlite:////tmp/study.db'
     >>> redact_url("postgresql://me:pa@ss@db.example/studies")
-    "postgresql://... (a storage URL of 40 characters whose password holds an unescaped '@'; not shown)"
+    "postgresql://... (a storage URL of 40 characters whose password may hold an unescaped '@'; not shown)"
     >>> redact_url("me:s3cret@db.example/studies")
     '<a storage URL of 28 characters that cannot be parsed; not shown>'
     """
     if not isinstance(url, str):
         return f"<a {type(url).__name__}, not a storage URL>"
     parsed = _parse(url)
-    if parsed is not None and _at_in_host(parsed):
+    if parsed is not None and _at_in_host(parsed, url):
         head = url.partition("://")[0]
-        return (f"{head}://... (a storage URL of {len(url)} characters whose password holds an "
-                "unescaped '@'; not shown)")
+        return (f"{head}://... (a storage URL of {len(url)} characters whose password may hold "
+                "an unescaped '@'; not shown)")
     if parsed is not None:
         from urllib.parse import quote  # noqa: PLC0415
         shown = parsed.set(query={}).render_as_string(hide_password=True)
@@ -74,11 +74,14 @@ def redact_url(url) -> str:
     return f"{scheme}a storage URL of {len(url)} characters that cannot be parsed; not shown{end}"
 
 
-def _at_in_host(parsed) -> bool:
-    """Whether SQLAlchemy's parse put part of the URL's user:password in its host: it ends the
-    password at the first ``@``, so ``me:pa@ss@host`` is read as password ``pa`` on host
-    ``ss@host``, and masking the password it found would show the rest."""
-    return "@" in (parsed.host or "")
+def _at_in_host(parsed, url: str) -> bool:
+    """Whether part of the URL's password may have been read as something else: SQLAlchemy ends
+    the password at the first ``@``, so ``me:pa@ss@host`` is read as password ``pa`` on host
+    ``ss@host`` (and ``me:pa@s/s@host`` as host ``s``, database ``s@host``), and masking the
+    password it found would show the rest. So a URL with a password and a second ``@``
+    anywhere after it is taken as one (an ``@`` of a database name or query value too: written
+    ``%40`` it is unambiguous)."""
+    return parsed.password is not None and url.partition("://")[2].count("@") > 1
 
 
 def _scrub(text: str, url: str) -> str:
@@ -121,9 +124,10 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
     if parsed is None:
         raise ValueError(f"--storage {shown!r}: not a database URL SQLAlchemy can parse; "
                          f"expected {_URL_FORMS}")
-    if _at_in_host(parsed):  # the host it would connect to holds the rest of the password
-        raise ValueError(f"--storage {shown!r}: the password holds an '@', which ends it in a "
-                         "URL; write each '@' of the password as %40")
+    if _at_in_host(parsed, url):  # the host or database it would use holds the rest of the password
+        raise ValueError(f"--storage {shown!r}: the URL has a password and more than one '@', so "
+                         "where the password ends is ambiguous; write each '@' of the password "
+                         "(and of the database name or query) as %40")
     engine_kwargs = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}

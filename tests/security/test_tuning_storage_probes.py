@@ -148,7 +148,9 @@ def test_redacted_urls_keep_what_identifies_the_database():
     "postgresql+psycopg://recsys:Sup3r@S3cret@127.0.0.1/recsys_test",
     "postgresql://recsys:Sup3r@S3cret@x@127.0.0.1:5432/recsys_test?sslmode=require",
     "mysql://me:Sup3r@S3cret@db.invalid/studies",
-], ids=["one-at", "two-ats", "mysql"])
+    "postgresql://me:Sup3r@S3cret/Zq9x@db.invalid/studies",
+    "postgresql://me:Sup3r@S3cret?x=Zq9x@db.invalid/studies",
+], ids=["one-at", "two-ats", "mysql", "then-slash", "then-question-mark"])
 def test_a_password_with_an_unescaped_at_is_never_shown_in_part(tmp_path, data_cfg, capsys, monkeypatch,
                                                                  url):
     """SQLAlchemy ends a password at its first '@': masking the part it found showed the rest
@@ -158,8 +160,20 @@ def test_a_password_with_an_unescaped_at_is_never_shown_in_part(tmp_path, data_c
         raise AssertionError("connected")
     monkeypatch.setattr("recsys_router.tuning.storage.optuna.storages.RDBStorage", connect)
     err, out = _refused(capsys, _tune(data_cfg, tmp_path / "o", url, "s"))
-    assert "the password holds an '@'" in err and "%40" in err, err
-    for form in ("Sup3r", "S3cret", "Sup3r@S3cret"):
+    assert "more than one '@', so where the password ends is ambiguous" in err and "%40" in err, err
+    for form in ("Sup3r", "S3cret", "Sup3r@S3cret", "Zq9x"):
         assert form not in err and form not in out, err
-    assert redact_url(url).endswith("whose password holds an unescaped '@'; not shown)")
+    assert redact_url(url).endswith("whose password may hold an unescaped '@'; not shown)")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("url", [
+    "sqlite:////tmp/a@b/study@1.db",
+    "postgresql://me@db.invalid/stu@dies",            # no password: nothing to hide
+    "postgresql://me:Sup3r%40S3cret@db.invalid/studies?application_name=a%40b",
+    "postgresql://me:pw@[::1]:5432/studies",
+])
+def test_urls_with_a_legitimate_at_are_not_refused_as_ambiguous(url):
+    from recsys_router.tuning.storage import _at_in_host, _parse
+    assert not _at_in_host(_parse(url), url)
+    assert "not shown" not in redact_url(url) and "Sup3r" not in redact_url(url)
