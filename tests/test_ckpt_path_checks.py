@@ -166,12 +166,15 @@ def test_a_checkpoint_of_another_encoder_of_the_same_width_is_refused(command, a
         "the checkpoint's)")
 
 
-def test_the_same_encoder_written_out_in_full_resumes(mf_ckpt, tmp_path):
+@pytest.mark.parametrize("options", ["{dim: 32, word_weight: 0.5, char_ngrams: [3, 5]}",
+                                     "{dim: 32, cache: false, batch_size: 64}"],
+                         ids=["defaults-written-out", "cache-and-batch-size"])
+def test_the_same_encoder_written_out_in_full_resumes(mf_ckpt, tmp_path, options):
     """The checkpoint's encoder identity decides, not how the options are written: the
-    defaults spelt out give the same hashing encoder."""
+    defaults spelt out, or settings that do not change the embeddings (the cache, the batch
+    size), give the same hashing encoder."""
     assert "hashing-v1(dim=32" in torch.load(mf_ckpt, map_location="cpu", weights_only=True)["encoder_identity"]
-    cli = build_cli(["test", *_base(tmp_path),
-                     "--data.init_args.encoder_options={dim: 32, word_weight: 0.5, char_ngrams: [3, 5]}",
+    cli = build_cli(["test", *_base(tmp_path), f"--data.init_args.encoder_options={options}",
                      f"--ckpt_path={mf_ckpt}"])
     assert 0.0 <= float(cli.trainer.callback_metrics["test/mu_o"]) <= 1.0
 
