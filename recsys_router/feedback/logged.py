@@ -63,8 +63,9 @@ def feedback_error(score=None, thumbs=None) -> str | None:
 
 
 def _check_feedback(log: pd.DataFrame, source: str) -> None:
-    """Every given ``feedback_score`` / ``thumbs`` of a decision log keeps the store's rule;
-    the error names the first bad row (0-based, as given), its decision and the field."""
+    """Every given ``feedback_score`` / ``thumbs`` / ``feedback_cost`` of a decision log keeps
+    the store's rule; the error names the first bad row (0-based, as given), its decision and
+    the field."""
     for field, key in (("feedback_score", "score"), ("thumbs", "thumbs")):
         if field not in log:
             continue
@@ -76,6 +77,15 @@ def _check_feedback(log: pd.DataFrame, source: str) -> None:
             if err:
                 raise ValueError(f"{source}: row {i} (decision_id {log['decision_id'].iloc[i]!r}): "
                                  f"column {field!r}: {err}")
+    for i, v in enumerate(log["feedback_cost"] if "feedback_cost" in log else ()):
+        if is_missing(v):
+            continue              # no cost reported: the decision's predicted cost is used
+        v = v.item() if isinstance(v, np.generic) else v
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
+        if not ok:  # the rule POST /feedback applies; a text was read as "no cost" before
+            raise ValueError(f"{source}: row {i} (decision_id {log['decision_id'].iloc[i]!r}): "
+                             f"column 'feedback_cost': expected a finite number >= 0, got "
+                             f"{str(v)[:80]!r}")
 
 
 def thumbs_to_score(score, thumbs) -> np.ndarray:

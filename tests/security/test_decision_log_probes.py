@@ -143,3 +143,22 @@ def test_decision_logs_get_the_long_tables_default_limits(tmp_path, monkeypatch)
     _big_log(4).to_csv(path, index=False)
     load_log(path)
     assert seen == [ReadLimits(DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS)]
+
+
+@pytest.mark.parametrize("cost", ["cheap", "0.2", -0.5, float("inf"), True],
+                         ids=["text", "numeric-text", "negative", "infinite", "boolean"])
+def test_a_bad_feedback_cost_is_named_not_read_as_no_cost(cost):
+    """``pd.to_numeric(errors="coerce")`` read a text cost as "no cost" (the predicted cost was
+    used instead, silently) and kept a negative one; POST /feedback accepts neither."""
+    with pytest.raises(ValueError) as err:
+        log_to_data(_log(feedback_cost=cost), source="log.csv")
+    assert str(err.value) == ("log.csv: row 1 (decision_id 'd1'): column 'feedback_cost': expected a "
+                              f"finite number >= 0, got {str(cost)!r}")
+
+
+def test_feedback_costs_that_keep_the_rule_are_read():
+    frame = _log()
+    frame["feedback_cost"] = [0.0, None, 2.5]
+    d = log_to_data(frame, source="log.csv")
+    # row 1 has no reported cost: its predicted cost for the chosen LLM 'b' (0.2) stands
+    assert [round(float(c), 6) for c in d.costs[[0, 1, 2], [0, 1, 0]]] == [0.0, 0.2, 2.5]
