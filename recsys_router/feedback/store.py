@@ -41,6 +41,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from ..db_urls import redact_url, scrub_url
 from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
@@ -136,6 +137,8 @@ class DecisionLog:
 
     def __init__(self, url: str):
         self.url = normalise_url(url)
+        #: the URL as errors show it: never its password or query values
+        self.shown = redact_url(self.url)
         kw: dict = {}
         if self.url.startswith("sqlite"):
             kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
@@ -144,14 +147,15 @@ class DecisionLog:
         try:
             self.engine = sa.create_engine(self.url, future=True, **kw)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-            raise ValueError(f"--log-db {url!r}: not a usable database URL ({exc})") from exc
+            raise ValueError(f"--log-db {self.shown!r}: not a usable database URL "
+                             f"({scrub_url(str(exc), self.url)})") from None
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             self._init_schema()
         except sa.exc.OperationalError as exc:
-            raise ValueError(f"--log-db {url!r}: cannot open the database "
-                             f"({str(exc.orig).strip()})") from exc
+            raise ValueError(f"--log-db {self.shown!r}: cannot open the database "
+                             f"({scrub_url(str(exc.orig).strip(), self.url)})") from None
 
     def _init_schema(self) -> None:
         with self.engine.begin() as conn:
@@ -166,7 +170,7 @@ class DecisionLog:
                     row = conn.execute(sa.select(META_T.c.value)
                                        .where(META_T.c.key == "schema_version")).first()
             if row is not None and row[0] != str(SCHEMA_VERSION):
-                raise ValueError(f"{self.url}: decision log has schema version {row[0]}; this "
+                raise ValueError(f"{self.shown}: decision log has schema version {row[0]}; this "
                                  f"package reads version {SCHEMA_VERSION}")
         self._add_task_column()
         self.schema_version = SCHEMA_VERSION

@@ -68,10 +68,12 @@ def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None
     _limits.ReadLimits`: ``max_bytes``, default 4 GiB, of decompressed text or of a parquet
     footer's uncompressed size, and ``max_records``, default 50 million, records), whether
     it is a decision log (``.csv``, ``.csv.gz``, ``.parquet``) or a long table; more is
-    refused with an error naming the file and the limit.
+    refused with an error naming the file and the limit. A database holding more than
+    ``max_records`` decisions is refused before they are read; its errors name it with its
+    password masked.
     """
     from ..datasets._common import read_csv, read_parquet  # noqa: PLC0415
-    from ..datasets._limits import ReadLimits  # noqa: PLC0415
+    from ..datasets._limits import ReadLimits, too_many_records  # noqa: PLC0415
     from ..datasets.generic import _header, load_generic  # noqa: PLC0415
     from .logged import log_to_data  # noqa: PLC0415
     from .store import DecisionLog  # noqa: PLC0415
@@ -79,7 +81,15 @@ def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None
     spec = str(spec)
     if _is_db(spec):
         existing_log_db(spec)
-        return log_to_data(DecisionLog(spec).read(), source=spec)
+        log = DecisionLog(spec)
+        try:  # the read limit counts decisions, as a file's counts its records
+            n = log.counts()[0]
+            if n > limits.max_records:
+                raise too_many_records(log.shown, limits.max_records, n)
+            # errors name the database without its password
+            return log_to_data(log.read(), source=log.shown)
+        finally:
+            log.dispose()
     path = Path(spec)
     if not path.exists():
         raise FileNotFoundError(f"log {spec}: no such file")

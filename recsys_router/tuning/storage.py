@@ -10,7 +10,6 @@ opens and runs the studies, re-exports :func:`make_storage` and the heartbeat co
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
 from datetime import datetime
@@ -20,6 +19,8 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
+from ..db_urls import _at_in_host, _parse, _scrub, redact_url  # noqa: F401 (redact_url: public here too)
+
 __all__ = ["make_storage", "redact_url", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
 
 HEARTBEAT_INTERVAL = 60   # seconds between heartbeats of a running trial
@@ -27,76 +28,6 @@ HEARTBEAT_GRACE = 180     # a RUNNING trial silent this long belongs to a dead w
 MAX_RETRY = 3             # re-runs of a trial whose worker died
 _URL_FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db, "
               "postgresql://USER:PASSWORD@HOST/DB or mysql://USER:PASSWORD@HOST/DB")
-
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,40}")
-
-
-def _parse(url: str):
-    """SQLAlchemy's parse of ``url``, or None when it cannot parse it."""
-    from sqlalchemy.engine import make_url  # noqa: PLC0415
-    try:
-        return make_url(url)
-    except Exception:  # noqa: BLE001 - ArgumentError, or ValueError for a port such as ':abc'
-        return None
-
-
-def redact_url(url) -> str:
-    """``url`` as it may be shown (errors, logs): the password and every query value
-    (``?password=...`` is another way to give one) replaced by ``***``. A string SQLAlchemy
-    cannot parse is never shown: only its scheme (when it starts with one) and its length.
-
-    Example
-    -------
-    >>> redact_url("postgresql+psycopg://me:s3cret@db.example/studies?sslpassword=x")
-    'postgresql+psycopg://me:***@db.example/studies?sslpassword=***'
-    >>> redact_url("sqlite:////tmp/study.db")
-    'sqlite:////tmp/study.db'
-    >>> redact_url("postgresql://me:pa@ss@db.example/studies")
-    "postgresql://... (a storage URL of 40 characters whose password may hold an unescaped '@'; not shown)"
-    >>> redact_url("me:s3cret@db.example/studies")
-    '<a storage URL of 28 characters that cannot be parsed; not shown>'
-    """
-    if not isinstance(url, str):
-        return f"<a {type(url).__name__}, not a storage URL>"
-    parsed = _parse(url)
-    if parsed is not None and _at_in_host(parsed, url):
-        head = url.partition("://")[0]
-        return (f"{head}://... (a storage URL of {len(url)} characters whose password may hold "
-                "an unescaped '@'; not shown)")
-    if parsed is not None:
-        from urllib.parse import quote  # noqa: PLC0415
-        shown = parsed.set(query={}).render_as_string(hide_password=True)
-        masked = "&".join(f"{quote(k, safe='')}=***" for k in sorted(parsed.query))
-        return f"{shown}?{masked}" if masked else shown
-    head, sep, _ = url.partition("://")
-    scheme = f"{head}://... (" if sep and _SCHEME.fullmatch(head) else "<"
-    end = ")" if scheme != "<" else ">"
-    return f"{scheme}a storage URL of {len(url)} characters that cannot be parsed; not shown{end}"
-
-
-def _at_in_host(parsed, url: str) -> bool:
-    """Whether part of the URL's password may have been read as something else: SQLAlchemy ends
-    the password at the first ``@``, so ``me:pa@ss@host`` is read as password ``pa`` on host
-    ``ss@host`` (and ``me:pa@s/s@host`` as host ``s``, database ``s@host``), and masking the
-    password it found would show the rest. So a URL with a password and a second ``@``
-    anywhere after it is taken as one (an ``@`` of a database name or query value too: written
-    ``%40`` it is unambiguous)."""
-    return parsed.password is not None and url.partition("://")[2].count("@") > 1
-
-
-def _scrub(text: str, url: str) -> str:
-    """``text`` (a driver's error message) with ``url``, its password and its query values
-    (as given and as decoded) replaced, so that no credential of ``url`` is shown."""
-    from urllib.parse import quote  # noqa: PLC0415
-    text = text.replace(url, redact_url(url))
-    parsed = _parse(url)
-    secrets = [] if parsed is None else [parsed.password or ""] + [
-        v for vals in parsed.query.values() for v in ((vals,) if isinstance(vals, str) else vals)]
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        for form in {secret, quote(secret, safe="")}:
-            text = text.replace(form, "***")
-    return text
-
 
 def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
                  grace_period: int = HEARTBEAT_GRACE, max_retry: int = MAX_RETRY):

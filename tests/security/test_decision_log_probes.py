@@ -162,3 +162,44 @@ def test_feedback_costs_that_keep_the_rule_are_read():
     d = log_to_data(frame, source="log.csv")
     # row 1 has no reported cost: its predicted cost for the chosen LLM 'b' (0.2) stands
     assert [round(float(c), 6) for c in d.costs[[0, 1, 2], [0, 1, 0]]] == [0.0, 0.2, 2.5]
+
+
+def _three_decisions(url: str) -> None:
+    from recsys_router.feedback.store import DecisionLog, decision_row
+    log = DecisionLog(url)
+    log.insert_decisions([decision_row(
+        decision_id=f"d{i}", instance="i", artifact_sha=None, policy="argmax", policy_value=None,
+        explore="none", candidates=["a", "b"], chosen="a", propensity=1.0, probs={"a": 1.0},
+        scores={"a": 0.5, "b": 0.1}, costs=None, text=f"q{i}", log_text="hash") for i in range(3)])
+    for i in range(3):
+        log.add_feedback(f"d{i}", score=1.0)
+    log.dispose()
+
+
+def test_a_database_log_past_max_records_is_refused_before_it_is_read(tmp_path):
+    """A file log was read under max_records; a database log was read whole, however large."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    _three_decisions(url)
+    with pytest.raises(DataValidationError, match=r"log\.db: 3 records; at most 2 are read \(the "
+                                                   r"max_records read limit\)"):
+        load_log(url, max_records=2)
+    assert load_log(url, max_records=3).n_queries == 3
+
+
+@pytest.mark.parametrize("argv", [
+    ["ope", "--log", "postgresql://me:Wr0ngPa55@127.0.0.1:1/x?sslpassword=K3yPa55", "--router", "best-single",
+     "--out", "OUT"],
+    ["serve", "ARTIFACT", "--log-db", "postgresql://me:Wr0ngPa55@127.0.0.1:1/x?sslpassword=K3yPa55"],
+], ids=["ope", "serve"])
+def test_a_decision_log_url_is_never_shown_with_its_password(tmp_path, capsys, argv):
+    """``--log-db`` / ``ope --log`` errors printed the URL as given, password included."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router
+    from recsys_router.registry import make_router
+    d = make_synthetic(40, 3, 2, seed=0)
+    art = export_router(make_router("best-single").fit(d), tmp_path / "bs", train_data=d)
+    argv = [str(art) if a == "ARTIFACT" else str(tmp_path / "o") if a == "OUT" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot open the database" in err and "postgresql+psycopg://me:***@127.0.0.1:1/x" in err, err
+    assert "Wr0ngPa55" not in err and "K3yPa55" not in err, err

@@ -140,8 +140,8 @@ def test_redacted_urls_keep_what_identifies_the_database():
     assert redact_url(f"postgresql://h/db?password={SECRET}&sslmode=require") == \
         "postgresql://h/db?password=***&sslmode=***"
     assert redact_url(f"pg:/me:{SECRET}@h//x://") == \
-        "<a storage URL of 27 characters that cannot be parsed; not shown>"
-    assert redact_url(f"postgresql://me:{SECRET}@h:abc/db").startswith("postgresql://... (a storage")
+        "<a database URL of 27 characters that cannot be parsed; not shown>"
+    assert redact_url(f"postgresql://me:{SECRET}@h:abc/db").startswith("postgresql://... (a database")
 
 
 @pytest.mark.parametrize("url", [

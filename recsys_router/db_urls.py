@@ -1,0 +1,105 @@
+"""Database URLs as they may be shown: a password (``USER:PASSWORD@``) or a query value (a
+``?password=`` is another way to give one) never appears in an error, a warning or a log line.
+Used by ``tune --storage`` (:mod:`recsys_router.tuning.storage`) and the decision log
+(``serve --log-db``, ``ope --log``, :mod:`recsys_router.feedback`).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["redact_url", "scrub_url", "ambiguous_password"]
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,40}")
+
+
+def _parse(url: str):
+    """SQLAlchemy's parse of ``url``, or None when it cannot parse it."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415
+    try:
+        return make_url(url)
+    except Exception:  # noqa: BLE001 - ArgumentError, or ValueError for a port such as ':abc'
+        return None
+
+
+def redact_url(url) -> str:
+    """``url`` as it may be shown (errors, logs): the password and every query value
+    (``?password=...`` is another way to give one) replaced by ``***``. A string SQLAlchemy
+    cannot parse is never shown: only its scheme (when it starts with one) and its length.
+
+    Example
+    -------
+    >>> redact_url("postgresql+psycopg://me:s3cret@db.example/studies?sslpassword=x")
+    'postgresql+psycopg://me:***@db.example/studies?sslpassword=***'
+    >>> redact_url("sqlite:////tmp/study.db")
+    'sqlite:////tmp/study.db'
+    >>> redact_url("postgresql://me:pa@ss@db.example/studies")
+    "postgresql://... (a database URL of 40 characters whose password may hold an unescaped '@'; not shown)"
+    >>> redact_url("me:s3cret@db.example/studies")
+    '<a database URL of 28 characters that cannot be parsed; not shown>'
+    """
+    if not isinstance(url, str):
+        return f"<a {type(url).__name__}, not a storage URL>"
+    parsed = _parse(url)
+    if parsed is not None and _at_in_host(parsed, url):
+        head = url.partition("://")[0]
+        return (f"{head}://... (a database URL of {len(url)} characters whose password may hold "
+                "an unescaped '@'; not shown)")
+    if parsed is not None:
+        from urllib.parse import quote  # noqa: PLC0415
+        shown = parsed.set(query={}).render_as_string(hide_password=True)
+        masked = "&".join(f"{quote(k, safe='')}=***" for k in sorted(parsed.query))
+        return f"{shown}?{masked}" if masked else shown
+    head, sep, _ = url.partition("://")
+    scheme = f"{head}://... (" if sep and _SCHEME.fullmatch(head) else "<"
+    end = ")" if scheme != "<" else ">"
+    return f"{scheme}a database URL of {len(url)} characters that cannot be parsed; not shown{end}"
+
+
+def _at_in_host(parsed, url: str) -> bool:
+    """Whether part of the URL's password may have been read as something else: SQLAlchemy ends
+    the password at the first ``@``, so ``me:pa@ss@host`` is read as password ``pa`` on host
+    ``ss@host`` (and ``me:pa@s/s@host`` as host ``s``, database ``s@host``), and masking the
+    password it found would show the rest. So a URL with a password and a second ``@``
+    anywhere after it is taken as one (an ``@`` of a database name or query value too: written
+    ``%40`` it is unambiguous)."""
+    return parsed.password is not None and url.partition("://")[2].count("@") > 1
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` (a driver's error message) with ``url``, its password and its query values
+    (as given and as decoded) replaced, so that no credential of ``url`` is shown."""
+    from urllib.parse import quote  # noqa: PLC0415
+    text = text.replace(url, redact_url(url))
+    parsed = _parse(url)
+    secrets = [] if parsed is None else [parsed.password or ""] + [
+        v for vals in parsed.query.values() for v in ((vals,) if isinstance(vals, str) else vals)]
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        for form in {secret, quote(secret, safe="")}:
+            text = text.replace(form, "***")
+    return text
+
+
+def ambiguous_password(url: str) -> bool:
+    """Whether ``url`` has a password whose end cannot be told (see :func:`_at_in_host`).
+
+    Example
+    -------
+    >>> ambiguous_password("postgresql://me:pa@ss@db/x"), ambiguous_password("postgresql://me:pa%40ss@db/x")
+    (True, False)
+    """
+    parsed = _parse(url) if isinstance(url, str) else None
+    return parsed is not None and _at_in_host(parsed, url)
+
+
+def scrub_url(text: str, url: str) -> str:
+    """``text`` (a driver's error message, say) with ``url`` and its credentials masked (see
+    :func:`_scrub`).
+
+    Example
+    -------
+    >>> scrub_url("cannot connect to postgresql://me:s3cret@db/x (password s3cret)",
+    ...           "postgresql://me:s3cret@db/x")
+    'cannot connect to postgresql://me:***@db/x (password ***)'
+    """
+    return _scrub(text, url) if isinstance(url, str) else text
