@@ -58,12 +58,26 @@ def redact_url(url) -> str:
 
 def _at_in_host(parsed, url: str) -> bool:
     """Whether part of the URL's password may have been read as something else: SQLAlchemy ends
-    the password at the first ``@``, so ``me:pa@ss@host`` is read as password ``pa`` on host
-    ``ss@host`` (and ``me:pa@s/s@host`` as host ``s``, database ``s@host``), and masking the
-    password it found would show the rest. So a URL with a password and a second ``@``
-    anywhere after it is taken as one (an ``@`` of a database name or query value too: written
-    ``%40`` it is unambiguous)."""
-    return parsed.password is not None and url.partition("://")[2].count("@") > 1
+    the password at the first ``@`` after it, so ``me:pa@ss@host`` is read as password ``pa``
+    on host ``ss@host`` (and ``me:pa@s/s@host`` as host ``s``, database ``s@host``), and
+    masking the password it found would show the rest. So a URL with a password and another
+    ``@`` anywhere after the one ending it is taken as one (an ``@`` of a database name or
+    query value too: written ``%40`` it is unambiguous). An ``@`` of the user name, before
+    the password (Azure's ``user@server`` logins), is unambiguous: a user name holds no ``:``.
+
+    Example
+    -------
+    >>> from sqlalchemy.engine import make_url
+    >>> u = "postgresql://admin@srv:pw@db.example/x"
+    >>> _at_in_host(make_url(u), u), _at_in_host(make_url(u + "@y"), u + "@y")
+    (False, True)
+    """
+    if parsed.password is None:
+        return False
+    rest = url.partition("://")[2]
+    # the user name ends at the first ':' and the password at the first '@' after that
+    after_password = rest.partition(":")[2].partition("@")[2]
+    return "@" in after_password
 
 
 def _scrub(text: str, url: str) -> str:

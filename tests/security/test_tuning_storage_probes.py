@@ -150,7 +150,8 @@ def test_redacted_urls_keep_what_identifies_the_database():
     "mysql://me:Sup3r@S3cret@db.invalid/studies",
     "postgresql://me:Sup3r@S3cret/Zq9x@db.invalid/studies",
     "postgresql://me:Sup3r@S3cret?x=Zq9x@db.invalid/studies",
-], ids=["one-at", "two-ats", "mysql", "then-slash", "then-question-mark"])
+    "postgresql://admin@srv:Sup3r@S3cret@db.invalid/studies",
+], ids=["one-at", "two-ats", "mysql", "then-slash", "then-question-mark", "user-at-and-two"])
 def test_a_password_with_an_unescaped_at_is_never_shown_in_part(tmp_path, data_cfg, capsys, monkeypatch,
                                                                  url):
     """SQLAlchemy ends a password at its first '@': masking the part it found showed the rest
@@ -172,8 +173,11 @@ def test_a_password_with_an_unescaped_at_is_never_shown_in_part(tmp_path, data_c
     "postgresql://me@db.invalid/stu@dies",            # no password: nothing to hide
     "postgresql://me:Sup3r%40S3cret@db.invalid/studies?application_name=a%40b",
     "postgresql://me:pw@[::1]:5432/studies",
+    "postgresql://admin@server:Sup3r@db.invalid/studies",   # Azure's user@server login
 ])
 def test_urls_with_a_legitimate_at_are_not_refused_as_ambiguous(url):
     from recsys_router.tuning.storage import _at_in_host, _parse
     assert not _at_in_host(_parse(url), url)
     assert "not shown" not in redact_url(url) and "Sup3r" not in redact_url(url)
+    if url.startswith("postgresql://admin@"):  # the user name is shown, as SQLAlchemy reads it
+        assert redact_url(url) == "postgresql://admin%40server:***@db.invalid/studies"
