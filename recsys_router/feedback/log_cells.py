@@ -45,7 +45,7 @@ def is_missing(v) -> bool:
         return False
     try:
         return bool(pd.isna(v))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, ArithmeticError):  # a signalling Decimal NaN: a bad value
         return False
 
 

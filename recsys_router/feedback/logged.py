@@ -21,7 +21,9 @@ at Random", ICML 2019 (DR training).
 
 from __future__ import annotations
 
+import decimal
 import json
+import numbers
 
 import numpy as np
 import pandas as pd
@@ -81,11 +83,21 @@ def _check_feedback(log: pd.DataFrame, source: str) -> None:
         if is_missing(v):
             continue              # no cost reported: the decision's predicted cost is used
         v = v.item() if isinstance(v, np.generic) else v
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
+        # a number of any kind: int, float, Decimal (a warehouse's DECIMAL column in parquet)
+        ok = isinstance(v, (numbers.Real, decimal.Decimal)) and not isinstance(v, bool) \
+            and _finite_cost(v)
         if not ok:  # the rule POST /feedback applies; a text was read as "no cost" before
             raise ValueError(f"{source}: row {i} (decision_id {log['decision_id'].iloc[i]!r}): "
                              f"column 'feedback_cost': expected a finite number >= 0, got "
                              f"{str(v)[:80]!r}")
+
+
+def _finite_cost(v) -> bool:
+    """Whether the number ``v`` is finite and >= 0 (a signalling Decimal NaN is not)."""
+    try:
+        return 0 <= float(v) < float("inf")
+    except (ValueError, ArithmeticError):
+        return False
 
 
 def thumbs_to_score(score, thumbs) -> np.ndarray:

@@ -10,7 +10,7 @@ Tables (schema version :data:`SCHEMA_VERSION`, stored in ``rr_meta``)::
                   policy_value, explore, candidates (JSON list), chosen, propensity,
                   probs (JSON: LLM -> choice probability), scores, costs (JSON: LLM -> value),
                   query_text, query_hash, task (the query's task label, when the request
-                  gave one; added to older logs when opened)
+                  gave one; added to an older log when a writer opens it)
     rr_feedback   decision_id (PK, FK), created_at, score, thumbs, cost, latency_ms
 
 Decisions are written by a background thread in batches
@@ -36,19 +36,22 @@ import hashlib
 import json
 import time
 import uuid
+import warnings
 
 import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from ..db_urls import redact_url, scrub_url
+from ..db_urls import ambiguous_password, redact_url, scrub_url
 from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
-__all__ = ["SCHEMA_VERSION", "WRITE_ATTEMPTS", "DecisionLog", "DecisionWriter", "LogFull", "UnknownDecision",
+__all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog", "DecisionWriter", "LogFull", "UnknownDecision",
            "DuplicateFeedback", "describe_error", "is_value_error", "normalise_url", "new_decision_id", "text_hash"]
 
 SCHEMA_VERSION = 1
+#: longest wait of PostgreSQL's ``ALTER TABLE`` adding the ``task`` column to an older log
+ALTER_LOCK_TIMEOUT = "3s"
 _META = sa.MetaData()
 META_T = sa.Table("rr_meta", _META, sa.Column("key", sa.String(64), primary_key=True),
                   sa.Column("value", sa.String(256), nullable=False))
@@ -71,6 +74,8 @@ DECISIONS_T = sa.Table(
     sa.Column("query_hash", sa.String(64)),
     sa.Column("task", sa.String(1000)),
 )
+#: the text columns of a decision log as :meth:`DecisionLog.read` (and ``log export``) gives it
+TEXT_COLUMNS = frozenset([c.name for c in DECISIONS_T.c if isinstance(c.type, sa.String)] + ["thumbs"])
 FEEDBACK_T = sa.Table(
     "rr_feedback", _META,
     sa.Column("decision_id", sa.String(64), sa.ForeignKey("rr_decisions.decision_id"),
@@ -127,6 +132,11 @@ class DecisionLog:
     ----------
     url : str
         SQLAlchemy URL or SQLite path.
+    read_only : bool
+        Read the log only (``ope --log``, ``log export``): nothing is created or migrated, so a
+        read replica or a read-only role serves; a missing log is an error.
+    flag : str
+        The option named by errors (``--log-db``, ``--log``, ``--db``).
 
     Example
     -------
@@ -135,10 +145,16 @@ class DecisionLog:
     1
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, read_only: bool = False, flag: str = "--log-db"):
         self.url = normalise_url(url)
+        self.read_only = bool(read_only)
         #: the URL as errors show it: never its password or query values
         self.shown = redact_url(self.url)
+        self.flag = flag
+        if ambiguous_password(self.url):  # the driver would read part of the password as the host
+            raise ValueError(f"{flag} {self.shown!r}: the URL has a password and more than one "
+                             "'@' after it, so where the password ends is ambiguous; write each "
+                             "'@' of the password (and of the database name or query) as %40")
         kw: dict = {}
         if self.url.startswith("sqlite"):
             kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
@@ -147,15 +163,44 @@ class DecisionLog:
         try:
             self.engine = sa.create_engine(self.url, future=True, **kw)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-            raise ValueError(f"--log-db {self.shown!r}: not a usable database URL "
+            raise ValueError(f"{flag} {self.shown!r}: not a usable database URL "
                              f"({scrub_url(str(exc), self.url)})") from None
         if self.engine.dialect.name == "sqlite":
-            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            sa.event.listen(self.engine, "connect",
+                            _sqlite_read_pragmas if self.read_only else _sqlite_pragmas)
         try:
-            self._init_schema()
-        except sa.exc.OperationalError as exc:
-            raise ValueError(f"--log-db {self.shown!r}: cannot open the database "
+            if self.read_only:
+                self._check_schema()
+            else:
+                self._init_schema()
+        except sa.exc.DBAPIError as exc:  # cannot connect, read-only, no permission, ...
+            self.engine.dispose()
+            raise ValueError(f"{flag} {self.shown!r}: cannot open the database "
                              f"({scrub_url(str(exc.orig).strip(), self.url)})") from None
+
+    def _columns(self) -> set[str]:
+        return {c["name"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}
+
+    def _check_version(self, conn) -> None:
+        row = conn.execute(sa.select(META_T.c.value).where(META_T.c.key == "schema_version")).first()
+        if row is not None and row[0] != str(SCHEMA_VERSION):
+            raise ValueError(f"{self.shown}: decision log has schema version {row[0]}; this "
+                             f"package reads version {SCHEMA_VERSION}")
+
+    def _check_schema(self) -> None:
+        """Reader: the log must exist; nothing is created or altered (a replica, a read-only
+        role or file serves readers); an older log without ``task`` reads as untasked."""
+        tables = set(sa.inspect(self.engine).get_table_names())
+        missing = [t for t in ("rr_decisions", "rr_feedback") if t not in tables]
+        if missing:
+            self.engine.dispose()
+            raise ValueError(f"{self.flag} {self.shown!r}: not a decision log (no table "
+                             f"{', '.join(missing)}; a log is written by serve --log-db)")
+        if "rr_meta" in tables:
+            with self.engine.connect() as conn:
+                self._check_version(conn)
+        self.has_task_column = "task" in self._columns()
+        self.schema_version = SCHEMA_VERSION
 
     def _init_schema(self) -> None:
         with self.engine.begin() as conn:
@@ -167,29 +212,43 @@ class DecisionLog:
                         conn.execute(META_T.insert().values(key="schema_version",
                                                             value=str(SCHEMA_VERSION)))
                 except IntegrityError:  # another process created it at the same moment
-                    row = conn.execute(sa.select(META_T.c.value)
-                                       .where(META_T.c.key == "schema_version")).first()
-            if row is not None and row[0] != str(SCHEMA_VERSION):
-                raise ValueError(f"{self.shown}: decision log has schema version {row[0]}; this "
-                                 f"package reads version {SCHEMA_VERSION}")
-        self._add_task_column()
+                    pass
+            self._check_version(conn)
+        self.has_task_column = self._add_task_column()
         self.schema_version = SCHEMA_VERSION
 
-    def _add_task_column(self) -> None:
+    def _add_task_column(self) -> bool:
         """Give a log written before the ``task`` column its column (nullable: its rows have
-        no task); an older package still reads and writes the log, naming its own columns."""
-        if "task" in {c["name"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}:
-            return
+        no task); an older package still reads and writes the log, naming its own columns.
+
+        On PostgreSQL the ``ALTER TABLE`` waits at most :data:`ALTER_LOCK_TIMEOUT` for its
+        lock (a long read of the log holds it off, and every writer would queue behind a
+        waiting ALTER). When the column cannot be added (the lock, no permission), the log
+        is written without task labels and a warning says so; the next start tries again.
+        Returns whether the column exists."""
+        if "task" in self._columns():
+            return True
         try:
             with self.engine.begin() as conn:
+                if self.engine.dialect.name == "postgresql":
+                    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{ALTER_LOCK_TIMEOUT}'")
                 conn.exec_driver_sql("ALTER TABLE rr_decisions ADD COLUMN task VARCHAR(1000)")
-        except sa.exc.DBAPIError:  # another process added it at the same moment
-            if "task" not in {c["name"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}:
-                raise
+        except sa.exc.DBAPIError as exc:  # another process added it at the same moment, or not
+            if "task" in self._columns():
+                return True
+            warnings.warn(f"{self.shown}: the decision log has no 'task' column and it could not "
+                          f"be added ({scrub_url(describe_error(exc), self.url)}); decisions are "
+                          "logged without their task labels until a restart adds it",
+                          RuntimeWarning, stacklevel=3)
+            return False
+        return True
 
     # ------------------------------------------------------------------ decisions
     def insert_decisions(self, rows: list[dict]) -> None:
-        """Insert decision rows in one transaction."""
+        """Insert decision rows in one transaction (a log without the ``task`` column, which
+        could not be added, gets them without it)."""
+        if rows and not self.has_task_column:
+            rows = [{k: v for k, v in r.items() if k != "task"} for r in rows]
         if rows:
             with self.engine.begin() as conn:
                 conn.execute(DECISIONS_T.insert(), rows)
@@ -238,8 +297,10 @@ class DecisionLog:
         fb = [FEEDBACK_T.c.score.label("feedback_score"), FEEDBACK_T.c.thumbs,
               FEEDBACK_T.c.cost.label("feedback_cost"), FEEDBACK_T.c.latency_ms,
               FEEDBACK_T.c.created_at.label("feedback_at")]
-        q = sa.select(*DECISIONS_T.c, *fb).select_from(j).order_by(DECISIONS_T.c.created_at,
-                                                                    DECISIONS_T.c.decision_id)
+        # an older log (read, never altered, by a reader) has no task column: none is selected
+        dec = [c for c in DECISIONS_T.c if c.name != "task" or self.has_task_column]
+        q = sa.select(*dec, *fb).select_from(j).order_by(DECISIONS_T.c.created_at,
+                                                          DECISIONS_T.c.decision_id)
         if with_feedback_only:
             q = q.where(FEEDBACK_T.c.decision_id.is_not(None))
         with self.engine.connect() as conn:
@@ -254,6 +315,12 @@ class DecisionLog:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _sqlite_read_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()   # a reader never switches the journal mode (that writes)
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

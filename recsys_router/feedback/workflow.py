@@ -48,7 +48,7 @@ def export_log(db: str, out, *, feedback_only: bool = False) -> tuple[int, int]:
     out = Path(out)
     if out.suffix not in (".parquet", ".csv"):
         raise ValueError(f"--out {out}: expected a .parquet or .csv file name")
-    log = DecisionLog(existing_log_db(db, "--db"))
+    log = DecisionLog(existing_log_db(db, "--db"), read_only=True, flag="--db")
     try:
         frame = log.read(with_feedback_only=feedback_only)
     finally:
@@ -81,7 +81,7 @@ def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None
     spec = str(spec)
     if _is_db(spec):
         existing_log_db(spec)
-        log = DecisionLog(spec)
+        log = DecisionLog(spec, read_only=True, flag="--log")
         try:  # the read limit counts decisions, as a file's counts its records
             n = log.counts()[0]
             if n > limits.max_records:
@@ -99,9 +99,33 @@ def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None
     cols = _header(path) if path.suffix in (".parquet", ".csv", ".gz") else []
     if "decision_id" in cols and "chosen" in cols:
         frame = read_parquet(path, limits=limits) if path.suffix == ".parquet" \
-            else read_csv(path, limits=limits)
+            else read_csv(path, limits=limits, **_csv_log_options(cols))
         return log_to_data(frame, source=str(path))
     return load_generic(path, max_bytes=limits.max_bytes, max_records=limits.max_records)
+
+
+#: what pandas reads as "no value" in a CSV number column by default; a decision log's text
+#: columns (a task label "NA", "null" or "1", a query "None") keep their text: there only an
+#: empty cell (how ``log export`` writes nothing) is no value
+_NUMBER_NA = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+              "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def _csv_log_options(cols: list[str]) -> dict:
+    """``read_csv`` options for an exported decision log with columns ``cols``: its text columns
+    (:data:`~recsys_router.feedback.store.TEXT_COLUMNS`) read as text, an empty cell as
+    nothing; the other columns with pandas' usual missing-value words.
+
+    Example
+    -------
+    >>> o = _csv_log_options(["task", "propensity"])
+    >>> o["dtype"], o["na_values"]["task"], "NA" in o["na_values"]["propensity"]
+    ({'task': 'str'}, [''], True)
+    """
+    from .store import TEXT_COLUMNS  # noqa: PLC0415
+    text = [c for c in cols if c in TEXT_COLUMNS]
+    return {"dtype": {c: "str" for c in text}, "keep_default_na": False,
+            "na_values": {c: [""] if c in TEXT_COLUMNS else list(_NUMBER_NA) for c in cols}}
 
 
 def parse_target_policy(text: str) -> dict:

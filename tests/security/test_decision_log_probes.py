@@ -5,6 +5,7 @@ file (``.csv``, ``.csv.gz``, ``.parquet``) is read under the long-table loader's
 
 from __future__ import annotations
 
+import decimal
 import json
 
 import pandas as pd
@@ -145,8 +146,10 @@ def test_decision_logs_get_the_long_tables_default_limits(tmp_path, monkeypatch)
     assert seen == [ReadLimits(DEFAULT_MAX_BYTES, DEFAULT_MAX_RECORDS)]
 
 
-@pytest.mark.parametrize("cost", ["cheap", "0.2", -0.5, float("inf"), True],
-                         ids=["text", "numeric-text", "negative", "infinite", "boolean"])
+@pytest.mark.parametrize("cost", ["cheap", "0.2", -0.5, float("inf"), True, decimal.Decimal("sNaN"),
+                                  decimal.Decimal("-0.25"), decimal.Decimal("Infinity")],
+                         ids=["text", "numeric-text", "negative", "infinite", "boolean",
+                              "decimal-signalling-nan", "decimal-negative", "decimal-infinite"])
 def test_a_bad_feedback_cost_is_named_not_read_as_no_cost(cost):
     """``pd.to_numeric(errors="coerce")`` read a text cost as "no cost" (the predicted cost was
     used instead, silently) and kept a negative one; POST /feedback accepts neither."""
@@ -156,9 +159,12 @@ def test_a_bad_feedback_cost_is_named_not_read_as_no_cost(cost):
                               f"finite number >= 0, got {str(cost)!r}")
 
 
-def test_feedback_costs_that_keep_the_rule_are_read():
+@pytest.mark.parametrize("cells", [[0.0, None, 2.5], [decimal.Decimal("0.000"), None, decimal.Decimal("2.50")]],
+                         ids=["float", "decimal"])
+def test_feedback_costs_that_keep_the_rule_are_read(cells):
+    """A DECIMAL column (a parquet file re-saved from a warehouse) gives ``Decimal`` cells."""
     frame = _log()
-    frame["feedback_cost"] = [0.0, None, 2.5]
+    frame["feedback_cost"] = cells
     d = log_to_data(frame, source="log.csv")
     # row 1 has no reported cost: its predicted cost for the chosen LLM 'b' (0.2) stands
     assert [round(float(c), 6) for c in d.costs[[0, 1, 2], [0, 1, 0]]] == [0.0, 0.2, 2.5]
@@ -203,3 +209,40 @@ def test_a_decision_log_url_is_never_shown_with_its_password(tmp_path, capsys, a
     err = capsys.readouterr().err
     assert "cannot open the database" in err and "postgresql+psycopg://me:***@127.0.0.1:1/x" in err, err
     assert "Wr0ngPa55" not in err and "K3yPa55" not in err, err
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["ope", "--log", "URL", "--router", "best-single", "--out", "OUT"], "--log"),
+    (["serve", "ARTIFACT", "--log-db", "URL"], "--log-db"),
+    (["log", "export", "--db", "URL", "--out", "OUT.csv"], "--db"),
+], ids=["ope", "serve", "log-export"])
+@pytest.mark.parametrize("url", [
+    "postgresql://me:Sup3r@S3cret@127.0.0.1:1/x",
+    "postgresql://me:Sup3r@S3cret/Zq9x@127.0.0.1:1/x",
+    "postgresql://admin@srv:Sup3r@S3cret@127.0.0.1:1/x",
+], ids=["two-ats", "then-slash", "user-at"])
+def test_a_log_url_whose_password_holds_an_unescaped_at_is_refused_before_connecting(
+        tmp_path, capsys, monkeypatch, argv, flag, url):
+    """SQLAlchemy ends a password at its first '@': the driver then tried the rest of the
+    password as the host and printed it (``failed to resolve host 'S3cret@127.0.0.1'``), and
+    the error named ``--log-db`` whatever the option was."""
+    import sqlalchemy as sa
+
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router
+    from recsys_router.registry import make_router
+
+    def connect(*_a, **_k):  # never reached: the URL is refused first
+        raise AssertionError("an engine was created")
+    d = make_synthetic(40, 3, 2, seed=0)
+    art = export_router(make_router("best-single").fit(d), tmp_path / "bs", train_data=d)
+    monkeypatch.setattr(sa, "create_engine", connect)
+    subst = {"URL": url, "ARTIFACT": str(art), "OUT": str(tmp_path / "o"),
+             "OUT.csv": str(tmp_path / "o.csv")}
+    assert main([subst.get(a, a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} \"postgresql+psycopg://... (a database URL of" in err, err
+    assert "more than one '@' after it" in err and "%40" in err, err
+    for form in ("Sup3r", "S3cret", "Zq9x"):
+        assert form not in err, err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.csv").exists()

@@ -1,0 +1,130 @@
+"""Readers of a decision log (``ope --log``, ``log export``) never change it, the writer's
+migration of an older log never blocks other services for long, and an exported CSV reads
+back with the labels it was written with."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import pytest
+import sqlalchemy as sa
+
+from recsys_router.cli import main
+from recsys_router.feedback.store import DecisionLog, decision_row
+from recsys_router.feedback.workflow import export_log, load_log
+
+from pg_util import pg_url  # noqa: F401 - fixture
+
+ROW = dict(instance="i", artifact_sha=None, policy="argmax", policy_value=None, explore="none",
+           candidates=["a", "b"], chosen="a", propensity=1.0, probs={"a": 1.0},
+           scores={"a": 0.5, "b": 0.1}, costs={"a": 0.1, "b": 0.2}, log_text="full")
+
+
+def _log(url: str, tasks, *, drop_task: bool = False) -> None:
+    """A log of one decision with feedback per task label; ``drop_task``: as an older version
+    wrote it (no ``task`` column)."""
+    log = DecisionLog(url)
+    log.insert_decisions([decision_row(decision_id=f"d{i}", text=f"q{i}", task=t, **ROW)
+                          for i, t in enumerate(tasks)])
+    for i in range(len(tasks)):
+        log.add_feedback(f"d{i}", score=1.0)
+    log.dispose()
+    if drop_task:
+        eng = sa.create_engine(url)
+        with eng.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE rr_decisions DROP COLUMN task")
+        eng.dispose()
+
+
+def _has_task_column(url: str) -> bool:
+    eng = sa.create_engine(url)
+    try:
+        return "task" in {c["name"] for c in sa.inspect(eng).get_columns("rr_decisions")}
+    finally:
+        eng.dispose()
+
+
+def test_an_older_postgresql_log_reads_over_a_read_only_connection(pg_url):  # noqa: F811
+    """A read replica (or a role that may only SELECT): opening the log ran ALTER TABLE and
+    failed with a raw InternalError, so ``ope --log`` could not read an older log there."""
+    _log(pg_url, [None, None, None], drop_task=True)
+    read_only = pg_url + "?options=-c%20default_transaction_read_only%3Don"
+    data = load_log(read_only)
+    assert data.n_queries == 3 and data.queries["task"].isna().all()
+    assert not _has_task_column(pg_url)   # read, never altered
+
+
+def test_a_reader_never_migrates_an_older_sqlite_log(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    _log(url, [None, None], drop_task=True)
+    assert export_log(url, tmp_path / "x.csv") == (2, 2) and load_log(url).n_queries == 2
+    assert not _has_task_column(url)
+    log = DecisionLog(url)   # a writer (serve --log-db) adds it
+    assert log.has_task_column and _has_task_column(url)
+    log.dispose()
+
+
+def test_a_reader_refuses_a_database_that_holds_no_log(pg_url, capsys, tmp_path):  # noqa: F811
+    """Reading created the tables in whatever database was named and reported 0 decisions."""
+    assert main(["log", "export", "--db", pg_url, "--out", str(tmp_path / "x.csv")]) == 2
+    assert not (tmp_path / "x.csv").exists()
+    err = capsys.readouterr().err
+    assert "--db 'postgresql+psycopg://recsys:***@" in err, err
+    assert "not a decision log (no table rr_decisions, rr_feedback" in err, err
+    eng = sa.create_engine(pg_url)
+    assert sa.inspect(eng).get_table_names() == []
+    eng.dispose()
+
+
+def test_the_task_migration_waits_briefly_for_its_lock_then_logs_without_tasks(pg_url, monkeypatch):  # noqa: F811
+    """A long read held ACCESS SHARE; the ALTER waited for ever, and every other service's
+    INSERT queued behind it. Now it gives up after ALTER_LOCK_TIMEOUT, the writer logs
+    without task labels (saying so), and another service's insert goes through."""
+    monkeypatch.setattr("recsys_router.feedback.store.ALTER_LOCK_TIMEOUT", "300ms")
+    _log(pg_url, [None], drop_task=True)
+    reader = sa.create_engine(pg_url)
+    opened: dict = {}
+
+    def open_writer():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            opened["log"] = DecisionLog(pg_url)
+        opened["warnings"] = [str(w.message) for w in caught]
+    with reader.connect() as conn:
+        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql("SELECT count(*) FROM rr_decisions").all()   # holds ACCESS SHARE
+        t = threading.Thread(target=open_writer, daemon=True)
+        t.start()
+        t.join(timeout=20)
+        stuck = t.is_alive()
+        conn.exec_driver_sql("ROLLBACK")
+    t.join(timeout=60)
+    reader.dispose()
+    assert not stuck, "the writer waited for the reader's lock"
+    log = opened["log"]
+    assert not log.has_task_column and not _has_task_column(pg_url)
+    assert any("could not be added" in w and "without their task labels" in w
+               for w in opened["warnings"]), opened["warnings"]
+    log.insert_decisions([decision_row(decision_id="d9", text="q", task="math", **ROW)])
+    assert list(log.read()["decision_id"]) == ["d0", "d9"]
+    log.dispose()
+    log = DecisionLog(pg_url)    # the next start, with no reader in the way, adds it
+    assert log.has_task_column and _has_task_column(pg_url)
+    log.dispose()
+
+
+LABELS = ["1", "2024", "true", "None", "NA", "null", "nan", None, "math"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_an_exported_log_reads_back_with_its_task_labels(tmp_path, suffix):
+    """The CSV export read task ids "1", "2024" as numbers (refused), "true" as a boolean
+    (refused) and "None", "NA", "null" as no task (silently)."""
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    _log(url, LABELS)
+    out = tmp_path / f"log{suffix}"
+    assert export_log(url, out) == (len(LABELS), len(LABELS))
+    data = load_log(str(out))
+    assert [t if isinstance(t, str) else None for t in data.queries["task"]] == LABELS
+    assert list(data.queries["text"]) == [f"q{i}" for i in range(len(LABELS))]
