@@ -13,32 +13,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataValidationError
+from ..json_keys import RepeatedKey, unique_keys
 from ._limits import ReadLimits, open_counted, too_many_records
 from ._rows import lone_surrogate_line, not_utf8 as _not_utf8, open_bytes as _open_bytes
 
 __all__ = ["read_json", "read_jsonl", "read_jsonl_lines", "json_record_lines"]
-
-
-class _RepeatedKey(Exception):
-    """An object names ``key`` twice (raised by :func:`_unique_keys`; ``line`` where the
-    object starts, once known)."""
-
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key, self.line = key, None
-
-
-def _unique_keys(pairs):
-    """``object_pairs_hook``: the object as a dict, or :class:`_RepeatedKey` when a key is
-    given twice (``json`` would keep the last value silently)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise _RepeatedKey(k)
-            seen.add(k)
-    return out
 
 
 def _repeated_key_line(text: str) -> int | None:
@@ -47,12 +26,12 @@ def _repeated_key_line(text: str) -> int | None:
     import json.decoder
     import json.scanner
 
-    dec = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    dec = json.JSONDecoder(object_pairs_hook=unique_keys)
 
     def parse_object(s_and_end, *args, **kwargs):
         try:
             return json.decoder.JSONObject(s_and_end, *args, **kwargs)
-        except _RepeatedKey as exc:  # the innermost object sets the line
+        except RepeatedKey as exc:  # the innermost object sets the line
             if exc.line is None:
                 s, end = s_and_end
                 exc.line = s.count("\n", 0, end) + 1
@@ -62,7 +41,7 @@ def _repeated_key_line(text: str) -> int | None:
     dec.scan_once = json.scanner.py_make_scanner(dec)
     try:
         dec.decode(text)
-    except _RepeatedKey as exc:
+    except RepeatedKey as exc:
         return exc.line
     except (ValueError, RecursionError):
         return None
@@ -84,8 +63,8 @@ def read_json(path: Path):
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         try:
-            obj = json.loads(text, object_pairs_hook=_unique_keys)
-        except _RepeatedKey as exc:
+            obj = json.loads(text, object_pairs_hook=unique_keys)
+        except RepeatedKey as exc:
             raise _repeated(path, exc.key, _repeated_key_line(text)) from None
         line = lone_surrogate_line(text, obj) if "\\u" in text else None
         if line is not None:
@@ -175,8 +154,8 @@ def _read_jsonl(path: Path, limits: ReadLimits | None = None):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line, object_pairs_hook=_unique_keys)
-            except _RepeatedKey as exc:
+                rec = json.loads(line, object_pairs_hook=unique_keys)
+            except RepeatedKey as exc:
                 raise _repeated(path, exc.key, lineno) from None
             except json.JSONDecodeError as exc:
                 raise DataValidationError(f"invalid JSON on this line: {exc.msg}", source=str(path),

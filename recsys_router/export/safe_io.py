@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..json_keys import unique_keys
 from ..state import ARRAY_DTYPES
 from .json_scan import json_depth, json_scan
 
@@ -67,15 +68,6 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):   # 1e400: valid JSON that parses to infinity
         raise ValueError(f"number {text[:40]} is beyond the range of a float")
     return value
-
-
-def _unique_keys(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
 
 
 def _open_regular(path: Path) -> tuple[int, os.stat_result]:
@@ -166,7 +158,7 @@ def parse_json(raw: bytes, where, *, max_depth: int, max_items: int | None = Non
     try:
         text = raw.decode("utf-8")
         return json.loads(text, parse_constant=_no_constants, parse_float=_finite_float,
-                          object_pairs_hook=_unique_keys)
+                          object_pairs_hook=unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise LimitError(f"{where}: not valid JSON ({str(err).splitlines()[0][:200]})") from err
 

@@ -21,7 +21,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..datasets._json import _RepeatedKey, _unique_keys
+from ..json_keys import RepeatedKey, unique_keys
 
 __all__ = ["MAX_CELL_CHARS", "PROBS_TOL", "is_missing", "json_cell", "is_number", "chosen_cost", "probs_json",
            "check_probs"]
@@ -60,11 +60,11 @@ def json_cell(raw, where: str, column: str, expected: str):
         raise ValueError(f"{where}: {column} holds {len(raw):,} characters, more than the "
                          f"{MAX_CELL_CHARS:,} a cell may hold (expected {expected})")
     try:
-        return json.loads(raw, object_pairs_hook=_unique_keys)
+        return json.loads(raw, object_pairs_hook=unique_keys)
     except RecursionError:
         raise ValueError(f"{where}: {column} is JSON nested too deeply to read "
                          f"(expected {expected})") from None
-    except _RepeatedKey as exc:
+    except RepeatedKey as exc:
         raise ValueError(f"{where}: {column} {raw[:80]!r} names the key {exc.key!r} twice "
                          f"(expected {expected})") from None
     except ValueError:

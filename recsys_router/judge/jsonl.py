@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 from ..errors import DataValidationError
-from ..export.safe_io import _unique_keys, json_depth
+from ..export.safe_io import json_depth
+from ..json_keys import unique_keys
 from .records import JudgeRecord
 
 __all__ = ["MAX_JSON_DEPTH", "MAX_IMPORT_LLMS", "MAX_IMPORT_ROUTERS", "BLANK", "parse_line", "read_jsonl"]
@@ -63,7 +64,7 @@ def parse_line(raw: bytes, path, lineno: int):
         raise DataValidationError(f"line {lineno}: JSON nested {depth} deep, more than the "
                                   f"{MAX_JSON_DEPTH} allowed", source=str(path))
     try:
-        return json.loads(line, object_pairs_hook=_unique_keys)  # {"r1": "x", "r1": "y"}: refused
+        return json.loads(line, object_pairs_hook=unique_keys)  # {"r1": "x", "r1": "y"}: refused
     except json.JSONDecodeError as exc:
         raise DataValidationError(f"line {lineno} is not valid JSON ({exc.msg})", source=str(path)) from None
     except RecursionError:

@@ -18,24 +18,10 @@ import json
 from fastapi import Request
 from fastapi.routing import APIRoute
 
+from ..json_keys import RepeatedKey, unique_keys
 from .guards import SafeJSONResponse, printable
 
 __all__ = ["repeated_key", "is_json_type", "JSONBodyRoute", "JSONOnlyRoute"]
-
-
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _no_repeated_keys(pairs):
-    out = dict(pairs)
-    if len(out) != len(pairs):  # the usual case costs one dict, as json's own
-        seen = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise _RepeatedKey(k)
-            seen.add(k)
-    return out
 
 
 def repeated_key(body: bytes | str) -> str | None:
@@ -52,9 +38,9 @@ def repeated_key(body: bytes | str) -> str | None:
     (True, True)
     """
     try:
-        json.loads(body, object_pairs_hook=_no_repeated_keys)
-    except _RepeatedKey as exc:
-        return exc.args[0]
+        json.loads(body, object_pairs_hook=unique_keys)
+    except RepeatedKey as exc:
+        return exc.key
     except (ValueError, RecursionError):
         return None
     return None
