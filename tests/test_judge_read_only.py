@@ -156,15 +156,15 @@ def test_a_writable_wal_database_is_not_read_immutable(locked):
         assert not st.immutable and st.count() == 6
 
 
-def test_pending_write_ahead_log_is_refused_not_skipped(tmp_path):
-    """A ``-wal`` file with committed records not yet in the database: ``immutable`` would not
-    see them (records silently missing), so the read is refused, naming the log."""
+def _locked_copy_with_pending_log(tmp_path, n: int):
+    """``(folder, database)``: a copy of a judge database of ``n`` records taken while its
+    write-ahead log ``j.db-wal`` still held them (not folded back), in a read-only folder."""
     live, copy = tmp_path / "live", tmp_path / "copy"
     live.mkdir()
     copy.mkdir()
     st = JudgeStore(live / "j.db")
     with st.engine.connect():  # a connection held open: the log is folded back only when the last closes
-        st.add_many([_rec(i) for i in range(2)])
+        st.add_many([_rec(i) for i in range(n)])
         shutil.copy(live / "j.db", copy / "j.db")
         shutil.copy(live / "j.db-wal", copy / "j.db-wal")
     st.close()
@@ -172,6 +172,13 @@ def test_pending_write_ahead_log_is_refused_not_skipped(tmp_path):
     db = copy / "j.db"
     db.chmod(0o444)
     copy.chmod(0o555)
+    return copy, db
+
+
+def test_pending_write_ahead_log_is_refused_not_skipped(tmp_path):
+    """A ``-wal`` file with committed records not yet in the database: ``immutable`` would not
+    see them (records silently missing), so the read is refused, naming the log."""
+    copy, db = _locked_copy_with_pending_log(tmp_path, 2)
     try:
         def refused():
             with pytest.raises(DataValidationError) as exc:
@@ -192,20 +199,11 @@ def test_pending_write_ahead_log_is_found_through_a_symbolic_link(tmp_path):
     """``--db`` a symbolic link to such a database: SQLite opens the link's target, so the
     pending log is looked for beside the target (it was looked for beside the link, not found,
     and the database was read ``immutable`` without the log's records)."""
-    live, copy, links = tmp_path / "live", tmp_path / "copy", tmp_path / "links"
-    for d in (live, copy, links):
-        d.mkdir()
-    st = JudgeStore(live / "j.db")
-    with st.engine.connect():
-        st.add_many([_rec(i) for i in range(3)])
-        shutil.copy(live / "j.db", copy / "j.db")
-        shutil.copy(live / "j.db-wal", copy / "j.db-wal")
-    st.close()
+    links = tmp_path / "links"
+    links.mkdir()
+    copy, db = _locked_copy_with_pending_log(tmp_path, 3)
     link = links / "judge.db"
-    link.symlink_to(copy / "j.db")
-    db = copy / "j.db"
-    db.chmod(0o444)
-    copy.chmod(0o555)
+    link.symlink_to(db)
     try:
         def refused():
             with pytest.raises(DataValidationError) as exc:

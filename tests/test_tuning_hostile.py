@@ -96,6 +96,18 @@ def test_data_keys_that_keep_the_splits_are_still_allowed(tmp_path, data_cfg):
     assert res.n_run == 1 and "data.init_args.batch_size" in res.study.trials[0].params
 
 
+def _float_space_refused(tmp_path, bounds: dict, expect: str) -> None:
+    """A search file whose float parameter ``params.x`` has ``bounds`` is refused in one line
+    naming the file, the parameter and ``expect``."""
+    from recsys_router.errors import DataValidationError
+    from recsys_router.tuning.space import load_search_space
+    path = _search(tmp_path, {"params.x": {"type": "float", **bounds}})
+    with pytest.raises(DataValidationError) as err:
+        load_search_space(path)
+    msg = str(err.value)
+    assert expect in msg and "'params.x'" in msg and str(path) in msg and "\n" not in msg
+
+
 FLOAT_CASES = [
     ({"low": -1e308, "high": 1e308}, "difference is finite, got low=-1e+308, high=1e+308"),
     ({"low": float("nan"), "high": 1.0}, "must be finite numbers"),
@@ -108,13 +120,7 @@ FLOAT_CASES = [
 
 @pytest.mark.parametrize("bounds, expect", FLOAT_CASES)
 def test_float_ranges_must_be_finite(tmp_path, bounds, expect):
-    from recsys_router.errors import DataValidationError
-    from recsys_router.tuning.space import load_search_space
-    path = _search(tmp_path, {"params.x": {"type": "float", **bounds}})
-    with pytest.raises(DataValidationError) as err:
-        load_search_space(path)
-    msg = str(err.value)
-    assert expect in msg and "'params.x'" in msg and str(path) in msg and "\n" not in msg
+    _float_space_refused(tmp_path, bounds, expect)
 
 
 def test_an_overflowing_float_range_is_refused_before_any_trial(tmp_path, data_cfg, capsys):
@@ -227,13 +233,7 @@ STEP_CASES = [
 
 @pytest.mark.parametrize("bounds, expect", STEP_CASES, ids=["1e-30", "1e-10", "denormal", "ulp"])
 def test_float_steps_too_fine_are_refused(tmp_path, bounds, expect):
-    from recsys_router.errors import DataValidationError
-    from recsys_router.tuning.space import load_search_space
-    path = _search(tmp_path, {"params.x": {"type": "float", **bounds}})
-    with pytest.raises(DataValidationError) as err:
-        load_search_space(path)
-    msg = str(err.value)
-    assert expect in msg and "'params.x'" in msg and str(path) in msg and "\n" not in msg
+    _float_space_refused(tmp_path, bounds, expect)
 
 
 def test_a_tiny_float_step_is_refused_before_any_trial_and_leaves_no_out(tmp_path, data_cfg, capsys):
