@@ -255,3 +255,20 @@ def test_missing_task_cells_of_any_kind_mean_no_task():
     assert [t if isinstance(t, str) else None for t in got] == ["math", None, None, "code"]
     log["task"] = None  # a log of decisions none of which had a task
     assert not [t for t in log_to_data(log, source="log").queries["task"] if isinstance(t, str)]
+
+
+def test_serve_says_once_that_a_task_router_reads_task_labels(parts, tmp_path, monkeypatch):
+    """``serve`` warned twice: ``load_router``'s note for Python callers, then the service's."""
+    import uvicorn
+
+    from recsys_router.cli import main
+    tr, _ = parts
+    export_router(make_router("task-best").fit(tr), tmp_path / "tb", train_data=tr)
+    apps = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["serve", str(tmp_path / "tb"), "--seed", "0"]) == 0
+    said = [str(w.message) for w in caught if "routes by each query's task label" in str(w.message)]
+    assert len(apps) == 1 and len(said) == 1, said
+    assert "(and every query through /v1/chat/completions)" in said[0]

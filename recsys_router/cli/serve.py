@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, data_options,
                    fraction, kv_dict, non_negative_float, parse_kv, port, positive_float,
@@ -287,9 +288,16 @@ def run_serve(args) -> int:
     import uvicorn
 
     from ..export import load_router, seed_everything
+    from ..export.artifact import TASKS_WARNING
     from ..serving import ServiceConfig, create_app, load_backends
     seed_everything(args.seed)
-    art = load_router(args.artifact, sign_key=sign_key_from_env(args.sign_key_env))
+    with warnings.catch_warnings(record=True) as caught:  # create_app says it for HTTP clients
+        warnings.simplefilter("always")
+        art = load_router(args.artifact, sign_key=sign_key_from_env(args.sign_key_env))
+    said = TASKS_WARNING.format(cls=art.manifest.get("router_class"))
+    for w in caught:
+        if str(w.message) != said:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if args.score_range is not None:
         from ..coldstart.onboard import resolve_score_range
         art.router.score_range_ = resolve_score_range(art.router, None, args.score_range)[0]
