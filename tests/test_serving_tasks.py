@@ -271,4 +271,81 @@ def test_serve_says_once_that_a_task_router_reads_task_labels(parts, tmp_path, m
         assert main(["serve", str(tmp_path / "tb"), "--seed", "0"]) == 0
     said = [str(w.message) for w in caught if "routes by each query's task label" in str(w.message)]
     assert len(apps) == 1 and len(said) == 1, said
-    assert "(and every query through /v1/chat/completions)" in said[0]
+    assert "('task' in /v1/chat/completions)" in said[0]
+
+
+def _proxy_client(router, train, tmp_path, name, monkeypatch, log_db=None):
+    """The service with every LLM behind one mocked backend; returns (client, bodies the
+    backend received)."""
+    import json
+
+    import httpx
+
+    import recsys_router.serving.openai_proxy as proxy
+    from recsys_router.serving.app import ServiceConfig
+    seen = []
+
+    def handler(request):
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"id": "x", "model": seen[-1]["model"], "choices": []})
+    real = httpx.AsyncClient
+    monkeypatch.setattr(proxy.httpx, "AsyncClient",
+                        lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
+    export_router(router, tmp_path / name, train_data=train)
+    backends = {n: {"base_url": "http://backend/v1", "model": "m-" + n, "api_key_env": None}
+                for n in train.llm_names}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = create_app(load_router(tmp_path / name), ServiceConfig(backends=backends, log_db=log_db))
+    return TestClient(app), seen
+
+
+def _chat(text, **extra):
+    return {"model": "router", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def test_the_openai_proxy_routes_by_the_requests_task(parts, tmp_path, monkeypatch):
+    """The proxy had no task field: a task router served through it routed every query as
+    one without a task."""
+    from recsys_router.feedback.store import DecisionLog
+    tr, te = parts
+    best, overall = _best_per_task(tr)
+    db = f"sqlite:///{tmp_path / 'log.db'}"
+    c, seen = _proxy_client(make_router("task-best").fit(tr), tr, tmp_path, "tb", monkeypatch, db)
+    with c:
+        texts, tasks = list(te.texts[:8]), list(te.tasks[:8])
+        for text, task in zip(texts, tasks):
+            r = c.post("/v1/chat/completions", json=_chat(text, task=task))
+            assert r.status_code == 200, r.text
+            assert r.headers["x-recsys-router-llm"] == best[task]
+        r = c.post("/v1/chat/completions", json=_chat(texts[0], task=None))
+        assert r.headers["x-recsys-router-llm"] == overall
+        r = c.post("/v1/chat/completions", json=_chat(texts[0]))
+        assert r.headers["x-recsys-router-llm"] == overall
+    # the backend never sees the routing field; the log keeps each decision's label
+    assert all("task" not in body for body in seen) and len(seen) == 10
+    assert [b["model"] for b in seen[:8]] == ["m-" + best[t] for t in tasks]
+    logged = DecisionLog(db).read()["task"]
+    assert [t if isinstance(t, str) else None for t in logged] == tasks + [None, None]
+
+
+@pytest.mark.parametrize("task,status,message", [
+    (5, 400, "'task' must be a string (the query's task label) or null, got int"),
+    (["math"], 400, "'task' must be a string (the query's task label) or null, got list"),
+    ({"a": 1}, 400, "got dict"),
+    (True, 400, "got bool"),
+    ("t" * 1001, 400, "'task' has 1001 characters; the limit is 1000"),
+    ("x\u0000y", 422, "task: text holds a NUL character"),
+    ("x\ud800", 422, "cannot be UTF-8 encoded"),
+], ids=["number", "list", "object", "boolean", "too-long", "nul", "lone-surrogate"])
+def test_the_openai_proxy_refuses_a_bad_task_naming_it(parts, tmp_path, monkeypatch, task, status,
+                                                       message):
+    tr, te = parts
+    c, seen = _proxy_client(make_router("task-best").fit(tr), tr, tmp_path, "tb", monkeypatch)
+    import json
+    body = json.dumps(_chat("a question", task=task))   # ASCII escapes: a lone surrogate as \ud800
+    r = c.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status, r.text
+    assert message in r.text and not seen        # nothing forwarded
+    ok = c.post("/v1/chat/completions", json=_chat("a question", task=str(te.tasks[0])))
+    assert ok.status_code == 200 and len(seen) == 1  # the service goes on

@@ -52,8 +52,9 @@ __all__ = ["FORMAT_VERSION", "ArtifactError", "export_router", "load_router", "E
 
 #: what load_router says about an artifact whose routing reads task labels
 TASKS_WARNING = ("{cls} routes by each query's task label: pass tasks=[...] (one label per "
-                 "text) to route() (over HTTP: 'task' / 'tasks' in POST /route); a text routed "
-                 "without one is routed as a query with no task (task-best: the best single LLM)")
+                 "text) to route() (over HTTP: 'task' / 'tasks' in POST /route, 'task' in the "
+                 "OpenAI proxy's body); a text routed without one is routed as a query with no "
+                 "task (task-best: the best single LLM)")
 
 
 def data_fingerprint(data: RoutingData) -> str:

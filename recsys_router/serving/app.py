@@ -229,9 +229,9 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                          "requests do not have; it cannot be served")
     if router.uses_tasks:
         warnings.warn(f"{router.manifest.get('router_class')} routes by each query's task "
-                      "label: clients send it as 'task' / 'tasks' in POST /route; a query sent "
-                      "without one (and every query through /v1/chat/completions) is routed as "
-                      "one with no task (task-best: the best single LLM)", UserWarning,
+                      "label: clients send it as 'task' / 'tasks' in POST /route ('task' in "
+                      "/v1/chat/completions); a query sent without one is routed as one with no "
+                      "task (task-best: the best single LLM)", UserWarning,
                       stacklevel=2)
     stats = _Stats()
     served = ServedRouter(router)  # POST/DELETE /llms swap served.current, never mutate it

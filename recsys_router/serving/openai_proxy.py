@@ -8,7 +8,9 @@ names the logged decision (for ``POST /feedback``).
 
 Model names: ``router`` (the artifact's default policy), ``router-argmax``,
 ``router-wtp-<lambda>``, ``router-budget-<C>``; ``router-wtp``/``router-budget`` without a
-value take the request's ``wtp``/``budget`` extra field.
+value take the request's ``wtp``/``budget`` extra field. The extra field ``task`` is the routed
+message's task label, for a router that routes by task (as ``task`` in ``POST /route``).
+These extra fields are never forwarded to the backend.
 
 ``backends.yaml``::
 
@@ -30,10 +32,11 @@ import yaml
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
-from .guards import SafeJSONResponse, printable
+from ..data import MAX_TASK_CHARS
+from .guards import SafeJSONResponse, check_text, printable
 
-__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body",
-           "routed_message"]
+__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body", "request_task",
+           "ROUTING_FIELDS", "routed_message"]
 
 _MAX_MESSAGES = 1_000
 _MAX_PARTS = 1_000
@@ -199,6 +202,36 @@ def routed_message(body) -> tuple[int, str]:
     raise HTTPException(400, "no user message with text content to route")
 
 
+#: the request's routing fields, read by the router and never forwarded to the backend
+ROUTING_FIELDS = ("wtp", "budget", "task")
+
+
+def request_task(body: dict) -> str | None:
+    """The routed message's task label: the request's ``task`` field (a string, as in
+    ``POST /route``; read by a router that routes by task, logged with the decision, and
+    never forwarded), or None without one. Anything else is a 400 naming the field; text that
+    cannot be UTF-8 encoded or holds a NUL is a 422.
+
+    Example
+    -------
+    >>> request_task({"task": "math"}), request_task({}), request_task({"task": None})
+    ('math', None, None)
+    """
+    task = body.get("task")
+    if task is None:
+        return None
+    if not isinstance(task, str):
+        raise HTTPException(400, f"'task' must be a string (the query's task label) or null, "
+                                 f"got {type(task).__name__}")
+    if len(task) > MAX_TASK_CHARS:
+        raise HTTPException(400, f"'task' has {len(task)} characters; the limit is {MAX_TASK_CHARS}")
+    try:
+        check_text(task)
+    except ValueError as exc:
+        raise HTTPException(422, f"task: {exc}") from None
+    return task
+
+
 def add_openai_routes(app: FastAPI, served, cfg) -> None:
     """Add ``GET /v1/models`` and ``POST /v1/chat/completions`` to ``app``.
 
@@ -229,16 +262,18 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
             raise HTTPException(400, "request body is not valid JSON (or nests too deep)") from None
         at, text = routed_message(body)
         wtp, budget = parse_router_model(body.get("model", ""), body)
+        task = request_task(body)
         snap = served.current  # the pool this request is routed in, whatever /llms does meanwhile
         candidates = [n for n in snap.llm_names if n in backends]
         if not candidates:
             raise HTTPException(503, "no LLM of the served pool has a backend (see backends.yaml "
                                      "and GET /llms)")
         result = (await app.state.route_texts([text], wtp, budget, candidates, snap,
-                                              fields=[f"messages[{at}].content"]))[0]
+                                              fields=[f"messages[{at}].content"],
+                                              tasks=None if task is None else [task]))[0]
         llm = result["llm"]
         be = backends[llm]
-        fwd = {k: v for k, v in body.items() if k not in ("wtp", "budget")}
+        fwd = {k: v for k, v in body.items() if k not in ROUTING_FIELDS}
         fwd["model"] = be["model"]
         headers = {"content-type": "application/json"}
         if be.get("api_key_env"):
