@@ -31,10 +31,11 @@ def existing_log_db(spec: str, flag: str = "--log") -> str:
     ...
     FileNotFoundError: --db typo.db: no such SQLite file (a decision log is read, never created here)
     """
+    from ..sqlite_files import sqlite_file_path  # noqa: PLC0415
     spec = str(spec)
-    path = spec.split(":///", 1)[1] if spec.startswith("sqlite:///") else \
-        None if "://" in spec else spec
-    if path is not None and path != ":memory:" and not Path(path).is_file():
+    # any sqlite dialect or driver, with ?options or uri=true's file: form (a bare path too)
+    path = sqlite_file_path(spec) if "://" in spec else spec
+    if path is not None and str(path) != ":memory:" and not Path(path).is_file():
         raise FileNotFoundError(f"{flag} {spec}: no such SQLite file (a decision log is read, "
                                 "never created here)")
     return spec
@@ -56,8 +57,9 @@ def export_log(db: str, out, *, feedback_only: bool = False) -> tuple[int, int]:
     with atomic_write(out) as tmp:
         if out.suffix == ".parquet":
             frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
+        else:  # CRLF line ends: Python's csv then quotes every field holding a \r or \n (a
+            # bare \r, left unquoted under \n line ends, read back as a line end: the record split)
+            frame.to_csv(tmp, index=False, lineterminator="\r\n")
     return len(frame), int(frame["feedback_at"].notna().sum())
 
 
