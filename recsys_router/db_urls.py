@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["redact_url", "scrub_url", "ambiguous_password"]
+__all__ = ["redact_url", "scrub_url", "ambiguous_password", "hidden_userinfo", "SLASH_ADVICE"]
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,40}")
 
@@ -45,6 +45,10 @@ def redact_url(url) -> str:
         head = url.partition("://")[0]
         return (f"{head}://... (a database URL of {len(url)} characters whose password may hold "
                 "an unescaped '@'; not shown)")
+    if parsed is not None and _userinfo_unread(parsed, url):
+        head = url.partition("://")[0]
+        return (f"{head}://... (a database URL of {len(url)} characters whose user name may hold "
+                "an unescaped '/'; not shown)")
     if parsed is not None:
         from urllib.parse import quote  # noqa: PLC0415
         shown = parsed.set(query={}).render_as_string(hide_password=True)
@@ -78,6 +82,48 @@ def _at_in_host(parsed, url: str) -> bool:
     # the user name ends at the first ':' and the password at the first '@' after that
     after_password = rest.partition(":")[2].partition("@")[2]
     return "@" in after_password
+
+
+#: what to do about a URL :func:`hidden_userinfo` refuses
+SLASH_ADVICE = ("the text before its first '@' holds a ':' after a '/', so SQLAlchemy reads no "
+                "user name or password there and would take the password as part of the host or "
+                "database name; write each '/' of the user name as %2F (and each '@' of the "
+                "password as %40)")
+
+
+def _userinfo_unread(parsed, url: str) -> bool:
+    """Whether a ``USER:PASSWORD@`` may have been read as host and database: SQLAlchemy's user
+    name stops at a ``/``, so ``dom/me:pw@host/db`` is read as host ``dom`` and database
+    ``me:pw@host/db``, with no password to mask. Taken as one: no password read, not SQLite
+    (a file path may hold anything), and a ``/`` then a ``:`` before the first ``@``.
+
+    Example
+    -------
+    >>> from sqlalchemy.engine import make_url
+    >>> u = "postgresql://dom/me:pw@host/db"
+    >>> _userinfo_unread(make_url(u), u), _userinfo_unread(make_url("postgresql://h:5432/d@x"), "postgresql://h:5432/d@x")
+    (True, False)
+    """
+    if parsed.password is not None or parsed.drivername.split("+", 1)[0] == "sqlite":
+        return False
+    rest = url.partition("://")[2]
+    if "@" not in rest:
+        return False
+    head = rest.partition("@")[0]
+    return ":" in head and "/" in head.partition(":")[0]
+
+
+def hidden_userinfo(url: str) -> bool:
+    """Whether ``url`` may hold a password SQLAlchemy does not read as one (see
+    :func:`_userinfo_unread`); such a URL is refused before connecting (:data:`SLASH_ADVICE`).
+
+    Example
+    -------
+    >>> hidden_userinfo("postgresql://dom/me:pw@db/x"), hidden_userinfo("postgresql://dom%2Fme:pw@db/x")
+    (True, False)
+    """
+    parsed = _parse(url) if isinstance(url, str) else None
+    return parsed is not None and _userinfo_unread(parsed, url)
 
 
 def _scrub(text: str, url: str) -> str:

@@ -19,7 +19,8 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from ..db_urls import _at_in_host, _parse, _scrub, redact_url  # noqa: F401 (redact_url: public here too)
+from ..db_urls import (SLASH_ADVICE, _at_in_host, _parse, _scrub,  # noqa: F401 (redact_url: public here too)
+                       _userinfo_unread, redact_url)
 
 __all__ = ["make_storage", "redact_url", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
 
@@ -59,6 +60,8 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
         raise ValueError(f"--storage {shown!r}: the URL has a password and more than one '@', so "
                          "where the password ends is ambiguous; write each '@' of the password "
                          "(and of the database name or query) as %40")
+    if _userinfo_unread(parsed, url):
+        raise ValueError(f"--storage {shown!r}: {SLASH_ADVICE}")
     engine_kwargs = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}

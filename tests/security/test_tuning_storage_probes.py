@@ -181,3 +181,19 @@ def test_urls_with_a_legitimate_at_are_not_refused_as_ambiguous(url):
     assert "not shown" not in redact_url(url) and "Sup3r" not in redact_url(url)
     if url.startswith("postgresql://admin@"):  # the user name is shown, as SQLAlchemy reads it
         assert redact_url(url) == "postgresql://admin%40server:***@db.invalid/studies"
+
+
+def test_a_user_name_with_a_slash_is_refused_and_its_password_never_shown(tmp_path, data_cfg, capsys,
+                                                                          monkeypatch):
+    """``dom/me:PASSWORD@host/x``: SQLAlchemy reads host ``dom`` and database
+    ``me:PASSWORD@host/x`` (no password), so the error showed the password in the database."""
+    def connect(*_a, **_k):  # never reached: the URL is refused first
+        raise AssertionError("connected")
+    monkeypatch.setattr("recsys_router.tuning.storage.optuna.storages.RDBStorage", connect)
+    url = "postgresql://dom/me:Sup3rS3cret@db.invalid/studies"
+    err, out = _refused(capsys, _tune(data_cfg, tmp_path / "o", url, "s"))
+    assert "write each '/' of the user name as %2F" in err, err
+    assert "Sup3rS3cret" not in err and "Sup3rS3cret" not in out, err
+    assert redact_url(url).endswith("whose user name may hold an unescaped '/'; not shown)")
+    assert "Sup3r" not in redact_url("postgresql://dom%2Fme:Sup3rS3cret@db.invalid/studies")
+    assert not (tmp_path / "o").exists()
