@@ -21,11 +21,12 @@ ROW = dict(instance="i", artifact_sha=None, policy="argmax", policy_value=None, 
            scores={"a": 0.5, "b": 0.1}, costs={"a": 0.1, "b": 0.2}, log_text="full")
 
 
-def _log(url: str, tasks, *, drop_task: bool = False) -> None:
-    """A log of one decision with feedback per task label; ``drop_task``: as an older version
-    wrote it (no ``task`` column)."""
+def _log(url: str, tasks, *, drop_task: bool = False, texts=None) -> None:
+    """A log of one decision with feedback per task label (query texts ``texts``, default
+    ``q0``, ``q1``...); ``drop_task``: as an older version wrote it (no ``task`` column)."""
     log = DecisionLog(url)
-    log.insert_decisions([decision_row(decision_id=f"d{i}", text=f"q{i}", task=t, **ROW)
+    texts = texts or [f"q{i}" for i in range(len(tasks))]
+    log.insert_decisions([decision_row(decision_id=f"d{i}", text=texts[i], task=t, **ROW)
                           for i, t in enumerate(tasks)])
     for i in range(len(tasks)):
         log.add_feedback(f"d{i}", score=1.0)
@@ -117,14 +118,111 @@ def test_the_task_migration_waits_briefly_for_its_lock_then_logs_without_tasks(p
 LABELS = ["1", "2024", "true", "None", "NA", "null", "nan", None, "math"]
 
 
+TEXTS = ["q0", "a\rb", "c\nd", "e\r\nf", 'say "hi", then', "NA", "null", " ", "None"]
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_an_exported_log_reads_back_with_its_task_labels(tmp_path, suffix):
+def test_an_exported_log_reads_back_with_its_task_labels_and_texts(tmp_path, suffix):
     """The CSV export read task ids "1", "2024" as numbers (refused), "true" as a boolean
-    (refused) and "None", "NA", "null" as no task (silently)."""
+    (refused) and "None", "NA", "null" as no task (silently); a query text holding a bare
+    carriage return was written unquoted and read back as a line end: its record split in two,
+    the decision lost its feedback and a phantom decision took its place."""
     url = f"sqlite:///{tmp_path / 'log.db'}"
-    _log(url, LABELS)
+    _log(url, LABELS, texts=TEXTS)
     out = tmp_path / f"log{suffix}"
     assert export_log(url, out) == (len(LABELS), len(LABELS))
     data = load_log(str(out))
     assert [t if isinstance(t, str) else None for t in data.queries["task"]] == LABELS
-    assert list(data.queries["text"]) == [f"q{i}" for i in range(len(LABELS))]
+    assert list(data.queries["text"]) == TEXTS
+    assert list(data.query_ids) == [f"d{i}" for i in range(len(LABELS))]
+
+
+def _snapshot_with_pending_wal(tmp_path):
+    """``(folder, file)``: a copy of a WAL-mode log taken while its ``-wal`` still held all
+    three decisions (a backup of a running ``serve --log-db``)."""
+    import shutil
+    live, snap = tmp_path / "live", tmp_path / "snap"
+    live.mkdir()
+    snap.mkdir()
+    log = DecisionLog(f"sqlite:///{live / 'log.db'}")
+    with log.engine.connect():  # a connection held open: the -wal is not folded back yet
+        log.insert_decisions([decision_row(decision_id=f"d{i}", text=f"q{i}", task=t, **ROW)
+                              for i, t in enumerate([None, "math", None])])
+        for i in range(3):
+            log.add_feedback(f"d{i}", score=1.0)
+        shutil.copy(live / "log.db", snap / "log.db")
+        shutil.copy(live / "log.db-wal", snap / "log.db-wal")
+    log.dispose()
+    assert (snap / "log.db-wal").stat().st_size > 0
+    return snap, snap / "log.db"
+
+
+def test_a_reader_never_writes_a_sqlite_log(tmp_path):
+    """A reader opened the file read-write: it folded a snapshot's -wal into the file (the
+    file's bytes changed and the -wal was deleted)."""
+    import hashlib
+    snap, db = _snapshot_with_pending_wal(tmp_path)
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in snap.iterdir()}
+    data = load_log(str(db))
+    assert data.n_queries == 3                            # the rows still in the -wal are read
+    assert export_log(str(db), tmp_path / "x.csv") == (3, 3)
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in snap.iterdir()
+             if p.name != "log.db-shm"}                   # SQLite's shared-memory index may appear
+    assert after == before
+
+
+def test_a_reader_reads_a_log_in_a_read_only_folder(tmp_path):
+    """A clean WAL log on a read-only folder or mount: "unable to open database file"."""
+    from unprivileged import unprivileged
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'log.db'}"
+    _log(url, [None, "math"])
+    assert sorted(p.name for p in folder.iterdir()) == ["log.db"]   # closed: no side file
+    (folder / "log.db").chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        def reads():
+            log = DecisionLog(url, read_only=True, flag="--log")
+            assert log.immutable and len(log.read()) == 2
+            log.dispose()
+            assert load_log(url).n_queries == 2
+        unprivileged(reads, folder)
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_reader_refuses_a_snapshot_whose_pending_wal_it_cannot_open(tmp_path):
+    """Where only ``immutable`` could open it, the rows in the -wal would be skipped: refused."""
+    from unprivileged import unprivileged
+    snap, db = _snapshot_with_pending_wal(tmp_path)
+    db.chmod(0o444)
+    snap.chmod(0o555)
+    try:
+        def refused():
+            with pytest.raises(ValueError) as err:
+                load_log(str(db))
+            msg = str(err.value)
+            assert msg.startswith("--log 'sqlite:///") and "write-ahead log log.db-wal holds changes" in msg
+            assert "(serve --log-db, or sqlite3's 'PRAGMA wal_checkpoint(TRUNCATE)')" in msg
+        unprivileged(refused, snap)
+    finally:
+        snap.chmod(0o755)
+
+
+@pytest.mark.parametrize("form", ["sqlite+pysqlite:///{p}", "sqlite:///{p}?timeout=5",
+                                  "sqlite:///file:{p}?mode=ro&uri=true"],
+                         ids=["driver", "option", "uri"])
+def test_a_reader_takes_every_sqlite_url_form_and_never_creates_the_file(tmp_path, form):
+    """Only ``sqlite:///PATH`` was checked: another spelling of a missing file created an
+    empty one, and an existing one given with ``?`` options was refused as missing."""
+    missing = tmp_path / "typo.db"
+    with pytest.raises(FileNotFoundError, match="no such SQLite file"):
+        load_log(form.format(p=missing))
+    assert not missing.exists()
+    with pytest.raises(ValueError, match="no such SQLite file"):
+        DecisionLog(form.format(p=missing), read_only=True, flag="--log")
+    assert not missing.exists()
+    real = tmp_path / "log.db"
+    _log(f"sqlite:///{real}", [None, "math"])
+    assert load_log(form.format(p=real)).n_queries == 2

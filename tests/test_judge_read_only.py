@@ -9,14 +9,10 @@ writes into the read-only folder as it does any other user's (the child checks t
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
-import os
 import shutil
 import sqlite3
-import sys
-import traceback
 
 import pytest
 
@@ -24,73 +20,14 @@ from recsys_router.cli import main
 from recsys_router.errors import DataValidationError
 from recsys_router.judge.records import JudgeRecord
 from recsys_router.judge.store import JudgeStore
+from unprivileged import unprivileged as _unprivileged
 
 DATA = ["--data", "synthetic", "-o", "n_queries=200", "-o", "n_llms=4"]
-_DAC_CAPS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 
 
 def _rec(i: int) -> JudgeRecord:
     return JudgeRecord(query=f"q{i}", router_choices={"r1": "x", "r2": "y"}, llm_a="x", llm_b="y",
                        label="A", feasible=["x", "y"], record_id=f"id{i}")
-
-
-def _drop_file_mode_bypass() -> None:
-    """Remove the capabilities that let root ignore file modes from this process's effective set."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                    ("inheritable", ctypes.c_uint32)]
-
-    head, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
-    if libc.capget(ctypes.byref(head), data) != 0:
-        raise OSError(ctypes.get_errno(), "capget failed")
-    for cap in _DAC_CAPS:
-        data[0].effective &= ~(1 << cap) & 0xFFFFFFFF
-    if libc.capset(ctypes.byref(head), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed")
-
-
-def _unprivileged(fn, locked_dir) -> None:
-    """Run ``fn()`` where the modes of ``locked_dir`` bind: here when not root, else in a
-    forked child without the capabilities above; an assertion failing there fails here."""
-    if os.geteuid() != 0:
-        fn()
-        return
-    if not sys.platform.startswith("linux"):
-        pytest.skip("running as root off Linux: file modes cannot be made to bind")
-    rd, wr = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        os.close(rd)
-        try:
-            _drop_file_mode_bypass()
-            try:  # the folder must now refuse this process a new file, or the test proves nothing
-                (locked_dir / "probe").write_text("x")
-                msg = "SKIP: dropping CAP_DAC_OVERRIDE did not make the read-only folder refuse writes"
-            except PermissionError:
-                fn()
-                msg = "OK"
-        except OSError as exc:
-            msg = f"SKIP: cannot drop root's file-mode capabilities here ({exc})"
-        except BaseException:  # noqa: BLE001 - handed to the parent as text
-            msg = "FAIL: " + traceback.format_exc()
-        os.write(wr, msg.encode())
-        os.close(wr)
-        os._exit(0)
-    os.close(wr)
-    chunks = []
-    while chunk := os.read(rd, 65536):
-        chunks.append(chunk)
-    os.close(rd)
-    os.waitpid(pid, 0)
-    msg = b"".join(chunks).decode() or "FAIL: the child ended without a word"
-    if msg.startswith("SKIP: "):
-        pytest.skip(msg[6:])
-    assert msg == "OK", msg
 
 
 @pytest.fixture

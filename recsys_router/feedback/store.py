@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
 import uuid
 import warnings
@@ -42,7 +43,9 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from ..db_urls import ambiguous_password, redact_url, scrub_url
+from ..db_urls import SLASH_ADVICE, ambiguous_password, hidden_userinfo, redact_url, scrub_url
+from ..errors import DataValidationError
+from ..sqlite_files import read_only_uri, sqlite_file_path
 from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
@@ -155,19 +158,27 @@ class DecisionLog:
             raise ValueError(f"{flag} {self.shown!r}: the URL has a password and more than one "
                              "'@' after it, so where the password ends is ambiguous; write each "
                              "'@' of the password (and of the database name or query) as %40")
+        if hidden_userinfo(self.url):
+            raise ValueError(f"{flag} {self.shown!r}: {SLASH_ADVICE}")
         kw: dict = {}
         if self.url.startswith("sqlite"):
             kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
             if self.url in ("sqlite://", "sqlite:///:memory:"):
                 kw["poolclass"] = sa.pool.StaticPool
+        #: a reader of a SQLite file opens it with SQLite's read-only mode (``immutable`` where
+        #: a WAL log's side files cannot be made: a read-only folder or mount)
+        self.immutable = False
+        path = sqlite_file_path(self.url) if self.read_only else None
         try:
-            self.engine = sa.create_engine(self.url, future=True, **kw)
+            if path is not None:
+                self.engine = self._read_only_engine(path)
+            else:
+                self.engine = sa.create_engine(self.url, future=True, **kw)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
             raise ValueError(f"{flag} {self.shown!r}: not a usable database URL "
                              f"({scrub_url(str(exc), self.url)})") from None
-        if self.engine.dialect.name == "sqlite":
-            sa.event.listen(self.engine, "connect",
-                            _sqlite_read_pragmas if self.read_only else _sqlite_pragmas)
+        if self.engine.dialect.name == "sqlite" and path is None:
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             if self.read_only:
                 self._check_schema()
@@ -177,6 +188,19 @@ class DecisionLog:
             self.engine.dispose()
             raise ValueError(f"{flag} {self.shown!r}: cannot open the database "
                              f"({scrub_url(str(exc.orig).strip(), self.url)})") from None
+
+    def _read_only_engine(self, path):
+        """An engine reading the SQLite file ``path`` that can never write it (no journal
+        mode switch, no checkpoint of a ``-wal`` beside it, no file created)."""
+        if not path.is_file():
+            raise ValueError(f"{self.flag} {self.shown!r}: no such SQLite file (a decision log is "
+                             "read, never created here)")
+        try:
+            uri, self.immutable = read_only_uri(path, "serve --log-db")
+        except DataValidationError as exc:
+            raise ValueError(f"{self.flag} {self.shown!r}: {exc}") from None
+        return sa.create_engine("sqlite://", future=True, creator=lambda: sqlite3.connect(
+            uri, uri=True, check_same_thread=False, timeout=30))
 
     def _columns(self) -> set[str]:
         return {c["name"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}
@@ -315,12 +339,6 @@ class DecisionLog:
 
     def dispose(self) -> None:
         self.engine.dispose()
-
-
-def _sqlite_read_pragmas(dbapi_conn, _record) -> None:
-    cur = dbapi_conn.cursor()   # a reader never switches the journal mode (that writes)
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.close()
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, Str
                         create_engine, event)
 from sqlalchemy.engine import Engine
 
-from ..errors import DataValidationError
+from ..sqlite_files import read_only_uri
 
 __all__ = ["SCHEMA_VERSION", "choices_t", "metadata", "open_engine", "read_only_engine", "read_only_uri",
            "records_t", "schema_info", "tokens_t"]
@@ -84,49 +84,12 @@ def open_engine(url: str) -> Engine:
     return eng
 
 
-#: SQLite's names for a read-only open that fails because the ``-wal``/``-shm`` side files of a
-#: WAL database cannot be created (a read-only folder or mount, a read-only file)
-_SIDE_FILE_ERRORS = frozenset({"SQLITE_READONLY_DIRECTORY", "SQLITE_READONLY_CANTINIT", "SQLITE_CANTOPEN"})
-
-
-def read_only_uri(path: Path) -> tuple[str, bool]:
-    """The URI to read ``path`` with, and whether it is opened ``immutable``.
-
-    SQLite's ``mode=ro`` first; when that fails because SQLite cannot create a WAL database's
-    side files (:data:`_SIDE_FILE_ERRORS`: the folder, mount or file is read-only), the file is
-    read with ``immutable=1`` instead, which opens no side file and takes no lock: it assumes
-    nobody writes the database meanwhile (a writer's changes could then be read half-made).
-    That fallback is refused when a non-empty ``-wal`` file lies beside the database: it may
-    hold committed records not yet folded into the file, which ``immutable`` would not see.
-    Any other failure is left to the caller's first read, which names it.
-    """
-    uri = path.resolve().as_uri() + "?mode=ro"
-    try:
-        con = sqlite3.connect(uri, uri=True, timeout=30)
-        try:
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL, if any
-        finally:
-            con.close()
-        return uri, False
-    except sqlite3.Error as exc:
-        if getattr(exc, "sqlite_errorname", None) not in _SIDE_FILE_ERRORS:
-            return uri, False
-        wal = Path(str(path.resolve()) + "-wal")  # beside the file SQLite opened, not a link to it
-        if wal.is_file() and wal.stat().st_size > 0:
-            raise DataValidationError(
-                f"cannot open it read-only ({exc}): its write-ahead log {wal.name} holds changes not yet "
-                "folded into the database and SQLite cannot open it here; open the database once "
-                "where it is writable (any judge command that writes, or sqlite3's "
-                "'PRAGMA wal_checkpoint(TRUNCATE)') and retry", source=str(path)) from None
-    return uri + "&immutable=1", True
-
-
 def read_only_engine(path: Path) -> tuple[Engine, bool]:
     """An engine on ``path`` opened with SQLite's ``mode=ro`` (see :func:`read_only_uri` for
     the ``immutable`` fallback; the flag is returned too): no statement can write the file,
     the journal mode is left as it is, and reads run in plain (deferred) transactions. (On a
     database in WAL mode SQLite may create its ``-wal``/``-shm`` side files where it can.)"""
-    uri, immutable = read_only_uri(path)
+    uri, immutable = read_only_uri(path, "any judge command that writes")
     eng = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
                                                                      timeout=30))
 

@@ -246,3 +246,32 @@ def test_a_log_url_whose_password_holds_an_unescaped_at_is_refused_before_connec
     for form in ("Sup3r", "S3cret", "Zq9x"):
         assert form not in err, err
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["ope", "--log", "URL", "--router", "best-single", "--out", "OUT"], "--log"),
+    (["serve", "ARTIFACT", "--log-db", "URL"], "--log-db"),
+    (["log", "export", "--db", "URL", "--out", "OUT.csv"], "--db"),
+], ids=["ope", "serve", "log-export"])
+def test_a_log_url_whose_user_name_holds_a_slash_is_refused_before_connecting(
+        tmp_path, capsys, monkeypatch, argv, flag):
+    """SQLAlchemy's user name stops at '/': ``dom/me:PASSWORD@host/x`` was read as host ``dom``
+    and database ``me:PASSWORD@host/x``, with no password to mask, so every error showed it."""
+    import sqlalchemy as sa
+
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router
+    from recsys_router.registry import make_router
+
+    def connect(*_a, **_k):  # never reached: the URL is refused first
+        raise AssertionError("an engine was created")
+    d = make_synthetic(40, 3, 2, seed=0)
+    art = export_router(make_router("best-single").fit(d), tmp_path / "bs", train_data=d)
+    monkeypatch.setattr(sa, "create_engine", connect)
+    subst = {"URL": "postgresql://dom/me:Sup3rS3cret@127.0.0.1:1/x", "ARTIFACT": str(art),
+             "OUT": str(tmp_path / "o"), "OUT.csv": str(tmp_path / "o.csv")}
+    assert main([subst.get(a, a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} \"postgresql+psycopg://... (a database URL of" in err, err
+    assert "user name may hold an unescaped '/'" in err and "%2F" in err, err
+    assert "Sup3rS3cret" not in err, err
