@@ -88,14 +88,16 @@ def _at_in_host(parsed, url: str) -> bool:
 SLASH_ADVICE = ("the text before its first '@' holds a ':' after a '/', so SQLAlchemy reads no "
                 "user name or password there and would take the password as part of the host or "
                 "database name; write each '/' of the user name as %2F (and each '@' of the "
-                "password as %40)")
+                "password, or of a database name, as %40)")
 
 
 def _userinfo_unread(parsed, url: str) -> bool:
     """Whether a ``USER:PASSWORD@`` may have been read as host and database: SQLAlchemy's user
     name stops at a ``/``, so ``dom/me:pw@host/db`` is read as host ``dom`` and database
     ``me:pw@host/db``, with no password to mask. Taken as one: no password read, not SQLite
-    (a file path may hold anything), and a ``/`` then a ``:`` before the first ``@``.
+    (a file path may hold anything), and a ``/`` then a ``:`` before the first ``@``, all
+    before the query (a database name such as ``my:db@x`` is taken as one too: written
+    ``my:db%40x`` it is not).
 
     Example
     -------
@@ -106,7 +108,8 @@ def _userinfo_unread(parsed, url: str) -> bool:
     """
     if parsed.password is not None or parsed.drivername.split("+", 1)[0] == "sqlite":
         return False
-    rest = url.partition("://")[2]
+    # the query (?password=..., ?application_name=a:b@c) is SQLAlchemy's own: not a user name
+    rest = url.partition("://")[2].partition("?")[0]
     if "@" not in rest:
         return False
     head = rest.partition("@")[0]

@@ -197,3 +197,17 @@ def test_a_user_name_with_a_slash_is_refused_and_its_password_never_shown(tmp_pa
     assert redact_url(url).endswith("whose user name may hold an unescaped '/'; not shown)")
     assert "Sup3r" not in redact_url("postgresql://dom%2Fme:Sup3rS3cret@db.invalid/studies")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("url,hidden", [
+    ("postgresql://127.0.0.1/db?user=me&password=pw&application_name=etl:job@host1", False),
+    ("postgresql:///db?host=/var/run/postgresql&user=me&password=pw:x@y", False),
+    ("postgresql://dom/me:pw@db.invalid/x", True),
+    ("postgresql://dom/me:pw@db.invalid/x?application_name=a", True),
+    ("postgresql://host/my:db@x", True),        # read as such a user name: written my:db%40x it is not
+    ("postgresql://host/my:db%40x", False),
+], ids=["query-value", "unix-socket-query", "user-slash", "user-slash-query", "database-name", "database-%40"])
+def test_only_a_user_name_before_the_query_is_taken_for_a_slash_user(url, hidden):
+    """The rule fired on any ':' then '@' after a '/', query values included."""
+    from recsys_router.db_urls import hidden_userinfo
+    assert hidden_userinfo(url) is hidden
