@@ -226,3 +226,17 @@ def test_a_reader_takes_every_sqlite_url_form_and_never_creates_the_file(tmp_pat
     real = tmp_path / "log.db"
     _log(f"sqlite:///{real}", [None, "math"])
     assert load_log(form.format(p=real)).n_queries == 2
+
+
+@pytest.mark.parametrize("name", ["log?v=2.db", "my%20log.db", "a#b.db"], ids=["question-mark", "percent", "hash"])
+def test_a_bare_log_path_names_the_same_file_for_writer_and_reader(tmp_path, monkeypatch, name):
+    """``serve --log-db 'log?v=2.db'`` wrote the file ``log`` (the rest read as a URL query) and
+    ``my%20log.db`` wrote ``my log.db``; ``ope --log`` with the same words then refused them,
+    or, with a file of the literal name beside, read the other file silently."""
+    monkeypatch.chdir(tmp_path)
+    other = name.split("?")[0].replace("%20", " ").split("#")[0]
+    _log(other if other != name else "decoy.db", [None])          # a file the old code read instead
+    _log(name, [None, "math", None])                               # serve --log-db NAME
+    assert (tmp_path / name).is_file()
+    assert load_log(name).n_queries == 3
+    assert export_log(name, tmp_path / "x.csv") == (3, 3)

@@ -38,6 +38,7 @@ import sqlite3
 import time
 import uuid
 import warnings
+from urllib.parse import quote
 
 import pandas as pd
 import sqlalchemy as sa
@@ -107,12 +108,14 @@ def normalise_url(url: str) -> str:
     -------
     >>> normalise_url("logs/decisions.db"), normalise_url("postgresql://u@h/db")
     ('sqlite:///logs/decisions.db', 'postgresql+psycopg://u@h/db')
+    >>> normalise_url("log?v=2.db")
+    'sqlite:///log%3Fv%3D2.db'
     """
     url = str(url).strip()
     if not url:
         raise ValueError("--log-db: empty database URL")
-    if "://" not in url:
-        return f"sqlite:///{url}"
+    if "://" not in url:  # a file name as it is: '?', '%' or '#' are its characters, not a query
+        return "sqlite:///" + quote(url, safe="/\\:~")
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
