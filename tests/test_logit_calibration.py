@@ -27,3 +27,53 @@ def test_extreme_logits_fit_without_overflow_warnings():
         warnings.simplefilter("error")
         a, b = fit_logit_calibration(z, y)
     assert np.isfinite([a, b]).all() and a > 0
+
+
+def _fit_cli(tmp_path, kind: str):
+    """``recsys-router fit`` of configs/models/mf.yaml on tiny synthetic data with ``kind``."""
+    from pathlib import Path
+
+    from recsys_router.lightning_cli import build_lightning_cli
+    root = Path(__file__).resolve().parents[1]
+    args = ["-c", str(root / "configs/models/mf.yaml"), "-c", str(root / "configs/data/synthetic.yaml"),
+            "--data.init_args.dataset_options={n_queries: 300, n_llms: 5, n_topics: 3, seed: 0}",
+            "--data.init_args.encoder_options={dim: 32}", "--trainer.max_epochs=2",
+            f"--model.init_args.loss.init_args.kind={kind}", "--seed_everything=0",
+            f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", "--trainer.logger=false",
+            f"--checkpoint.dirpath={tmp_path / 'ckpt'}"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cli = build_lightning_cli(args, run=False)
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return cli
+
+
+def _router_val_metrics(cli) -> dict:
+    """The routing metrics of the router the trained module exports, on the validation split."""
+    from recsys_router.models.base.eval_metrics import epoch_metrics
+    router = cli.model.to_router(cli.datamodule)
+    val = cli.datamodule.splits["val"]
+    return {f"val/{k}": float(v) for k, v in epoch_metrics(
+        router.predict_scores(val), val.scores, val.costs, router.predict_costs(val)).items()}, router
+
+
+def test_a_ranking_loss_is_validated_as_its_exported_router_routes(tmp_path):
+    """``val/aiq`` of a listwise or utility module scored ``sigmoid(logit)``, while its exported
+    router (and ``tune``'s best trial, once exported) routes by Platt-scaled logits: the tuned
+    value was not the artifact's."""
+    for kind in ("utility", "listwise"):
+        cli = _fit_cli(tmp_path / kind, kind)
+        want, router = _router_val_metrics(cli)
+        assert router.logit_calib_ is not None
+        got = {k: float(v) for k, v in cli.trainer.callback_metrics.items() if k in want}
+        assert got.keys() == want.keys() and "val/aiq" in got
+        assert all(abs(got[k] - want[k]) < 1e-6 for k in want), (kind, got, want)
+
+
+def test_a_pointwise_loss_is_validated_on_its_sigmoid_as_before(tmp_path):
+    cli = _fit_cli(tmp_path, "bce")
+    want, router = _router_val_metrics(cli)
+    assert router.logit_calib_ is None
+    got = {k: float(v) for k, v in cli.trainer.callback_metrics.items() if k in want}
+    assert all(abs(got[k] - want[k]) < 1e-6 for k in want), (got, want)

@@ -233,6 +233,7 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
             pl.seed_everything(int(self.seed), workers=True, verbose=False)
             module = self.build_module(dm.n_llms, dm.embed_dim, self.score_scale_)
             module.lr_plan = plan
+            module.calibrate_eval = False   # held-out checks keep the network by mu_o
             trainer = quiet_trainer(-1, accelerator=self.accelerator, validate=validate,
                                     callbacks=callbacks, max_steps=plan.max_steps, **kwargs)
             trainer.fit(module, datamodule=dm)

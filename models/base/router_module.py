@@ -127,6 +127,12 @@ class RouterModule(pl.LightningModule):
     stop_smoothing = 1
     router_loss_options = True
     fixed_mode: str | None = None
+    #: score a validation/test epoch of a ranking loss (listwise, pairwise, utility) through the
+    #: Platt map of the logits fitted on the train split, as the exported router routes
+    #: (:meth:`LightningRouter.from_module`), so ``val/aiq`` is the artifact's; the registry
+    #: router turns it off for its held-out checks (they keep the network by mu_o, which the
+    #: monotone map leaves as it is)
+    calibrate_eval = True
 
     def __init__(self, n_llms: int, embed_dim: int, loss: RoutingLoss | dict | None = None,
                  lr: float = 1e-3, weight_decay: float = 0.0):
@@ -246,6 +252,8 @@ class RouterModule(pl.LightningModule):
                  batch_size=len(batch["x"]), sync_dist=True)
         rec = {"pred": torch.sigmoid(out["logits"]).detach(),
                "y": torch.where(batch["mask"], batch["y"], torch.full_like(batch["y"], float("nan")))}
+        if self._eval_calibrates():
+            rec["logit"] = out["logits"].detach()
         if "cost" in batch:
             rec["cost"] = batch["cost"]
         if "index" in batch:
@@ -273,6 +281,11 @@ class RouterModule(pl.LightningModule):
         # float32 sigmoids of distinct logits can tie and pick another LLM)
         arr = {k: (v.double() if k.startswith("pred") else v.float()).cpu().numpy()
                for k, v in cat.items()}
+        logit = arr.pop("logit", None)
+        calib = self._train_logit_calibration() if logit is not None else None
+        if calib is not None:  # as the exported router's scores_from_logits
+            from scipy.special import expit
+            arr["pred"] = expit(calib[0] * logit.astype(np.float64) + calib[1])
         # ties between predicted scores go to the cheaper predicted cost: the module's own
         # cost predictions where it makes them (as its router routes), else mean train costs
         pred_cost = arr.pop("pred_cost", None)
@@ -282,6 +295,27 @@ class RouterModule(pl.LightningModule):
         for name, value in metrics.items():
             self.log(f"{stage}/{name}", float(value), prog_bar=name == "mu_o", rank_zero_only=False,
                      sync_dist=False)
+
+    def _eval_calibrates(self) -> bool:
+        """Whether evaluation epochs go through the train split's Platt map (see
+        :attr:`calibrate_eval`): a ranking loss and a network with LLM rows, as
+        :meth:`LightningRouter._fit_logit_calibration` decides."""
+        from .llm_rows import supports_rows
+        kind = getattr(self.loss_fn, "kind", "bce")
+        return bool(self.calibrate_eval) and kind not in ("bce", "mse") and supports_rows(self.net)
+
+    def _train_logit_calibration(self) -> np.ndarray | None:
+        """``[a, b]`` fitted on the data module's train split with the network as it is now
+        (the exported router's ``logit_calib_``: the same logits, cells and seed), or None
+        without a data module that has one."""
+        from .llm_rows import fit_logit_calibration
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        splits = getattr(dm, "splits", None) or {}
+        if "train" not in splits or not callable(getattr(dm, "embeddings", None)):
+            return None
+        batch = max(256, int(getattr(dm, "batch_size", 0) or 0))   # as the router predicts
+        z = predict_logits(self.net, dm.embeddings("train"), batch_size=batch)
+        return fit_logit_calibration(z, splits["train"].scores, seed=int(getattr(dm, "seed", 0)))
 
     def on_validation_epoch_end(self) -> None:
         self._eval_epoch_end("val")
