@@ -19,6 +19,20 @@ def test_platt_map_matches_an_unregularised_logistic_regression():
     assert np.allclose([a, b], [ref.coef_[0, 0], ref.intercept_[0]], atol=1e-4)
 
 
+def test_logits_in_a_narrow_band_away_from_zero_fit_the_maximum_likelihood_map():
+    """A shift-free listwise loss may leave the logits in a band such as 5.13..5.155: Newton on
+    the raw (z, 1) columns diverged to a = 1e-3 (the clamp), b = -4.6e10, every score 0 and every
+    LLM tied."""
+    rng = np.random.default_rng(0)
+    z = 5.13 + 0.025 * rng.random(1050)
+    y = (rng.random(1050) < 1 / (1 + np.exp(-40 * (z - 5.1425)))).astype(float)
+    a, b = fit_logit_calibration(z, y)
+    ref = LogisticRegression(C=1e12, tol=1e-12, max_iter=100_000).fit(z[:, None], y)
+    assert np.allclose([a, b], [ref.coef_[0, 0], ref.intercept_[0]], rtol=1e-3), (a, b)
+    scores = 1 / (1 + np.exp(-(a * z + b)))
+    assert len(np.unique(scores)) == len(np.unique(z))           # the ranking is kept
+
+
 def test_extreme_logits_fit_without_overflow_warnings():
     """Logits of +-800 (a sharp ranking loss) overflow exp(); the fit stays finite and quiet."""
     z = np.array([-800.0, -500.0, -1.0, 0.0, 1.0, 500.0, 800.0])

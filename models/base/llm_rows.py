@@ -215,7 +215,9 @@ class LLMRowsMixin:
 def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_000,
                           seed: int = 0) -> np.ndarray:
     """Platt scaling ``(a, b)``: ``sigmoid(a z + b)`` fitted to targets ``y`` in [0, 1] by
-    maximum likelihood (Newton's method), over observed cells only (NaN targets skipped).
+    maximum likelihood (Newton's method on standardised logits, each step halved until the
+    likelihood improves, so logits in a narrow band far from 0 fit too), over observed cells
+    only (NaN targets skipped).
 
     Networks trained with a listwise or pairwise loss learn logits that only rank the LLMs of
     a query (a per-query shift leaves the loss unchanged), so ``sigmoid(logit)`` is not a
@@ -250,16 +252,36 @@ def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_
     if z.size > max_cells:
         pick = np.random.default_rng(seed).choice(z.size, size=max_cells, replace=False)
         z, y = z[pick], y[pick]
-    x = np.stack([z, np.ones_like(z)], axis=1)
-    theta = np.array([1.0, 0.0])
-    for _ in range(50):
+    # Newton on standardised logits (z and the intercept column are nearly collinear when the
+    # logits sit in a narrow band away from 0, as a shift-free listwise loss may leave them),
+    # from the identity map, halving a step until the likelihood improves
+    mu, sd = float(z.mean()), float(z.std())
+    x = np.stack([(z - mu) / sd, np.ones_like(z)], axis=1)
+
+    def nll(t):
+        u = x @ t
+        return float(np.sum(np.logaddexp(0.0, u) - y * u))
+
+    theta = np.array([sd, mu])          # a z + b = (a sd) u + (b + a mu): the identity map
+    best = nll(theta)
+    for _ in range(100):
         p = expit(x @ theta)
         grad = x.T @ (p - y)
         hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-9 * np.eye(2)
         step = np.linalg.solve(hess, grad)
-        theta = theta - step
-        if np.abs(step).max() < 1e-10:
+        t = 1.0
+        while t > 1e-10:
+            cand = theta - t * step
+            val = nll(cand)
+            if np.isfinite(val) and val <= best:
+                break
+            t *= 0.5
+        else:
+            break                       # no step improves the fit: at the optimum
+        theta, best = cand, val
+        if np.abs(t * step).max() < 1e-10:
             break
+    theta = np.array([theta[0] / sd, theta[1] - theta[0] * mu / sd])
     if not np.isfinite(theta).all():
         return np.array([1.0, 0.0])
     theta[0] = max(theta[0], 1e-3)
