@@ -108,12 +108,16 @@ def _userinfo_unread(parsed, url: str) -> bool:
     """
     if parsed.password is not None or parsed.drivername.split("+", 1)[0] == "sqlite":
         return False
-    # the query (?password=..., ?application_name=a:b@c) is SQLAlchemy's own: not a user name
-    rest = url.partition("://")[2].partition("?")[0]
+    rest = url.partition("://")[2]
     if "@" not in rest:
         return False
-    head = rest.partition("@")[0]
-    return ":" in head and "/" in head.partition(":")[0]
+    # a ':' in the query (?application_name=a:b@c) is SQLAlchemy's own, not a password's; a
+    # '?' in the password (dom/me:s3c?ret@host) cuts it after the ':', which then still shows
+    before_query = rest.partition("@")[0].partition("?")[0]
+    if ":" in before_query and "/" in before_query.partition(":")[0]:
+        return True
+    # a '?' in the user name (d?om/me:pw@host): the rest is read as a query key, shown
+    return any(set(str(k)) & set(":/@") for k in parsed.query)
 
 
 def hidden_userinfo(url: str) -> bool:

@@ -206,8 +206,18 @@ def test_a_user_name_with_a_slash_is_refused_and_its_password_never_shown(tmp_pa
     ("postgresql://dom/me:pw@db.invalid/x?application_name=a", True),
     ("postgresql://host/my:db@x", True),        # read as such a user name: written my:db%40x it is not
     ("postgresql://host/my:db%40x", False),
-], ids=["query-value", "unix-socket-query", "user-slash", "user-slash-query", "database-name", "database-%40"])
+    ("postgresql://dom/me:s3c?ret@db.example/x", True),     # a '?' in the password
+    ("postgresql://dom/me:s3c?ret=1@db.example/x", True),
+    ("postgresql://d?om/me:pw=1@db.example/x", True),       # a '?' in the user name: a query key
+    ("postgresql://d?om/me:pw@db.example/x", False),        # read as host 'd' alone: nothing shown
+], ids=["query-value", "unix-socket-query", "user-slash", "user-slash-query", "database-name", "database-%40",
+        "question-mark-in-password", "question-mark-in-password-with-equals", "question-mark-in-user",
+        "question-mark-in-user-dropped"])
 def test_only_a_user_name_before_the_query_is_taken_for_a_slash_user(url, hidden):
     """The rule fired on any ':' then '@' after a '/', query values included."""
     from recsys_router.db_urls import hidden_userinfo
     assert hidden_userinfo(url) is hidden
+    if hidden:  # and none of it is shown
+        assert redact_url(url).endswith("whose user name may hold an unescaped '/'; not shown)")
+    for secret in ("s3c", "ret", "pw:", "me:"):
+        assert secret not in redact_url(url), redact_url(url)
