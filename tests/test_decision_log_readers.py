@@ -240,3 +240,25 @@ def test_a_bare_log_path_names_the_same_file_for_writer_and_reader(tmp_path, mon
     assert (tmp_path / name).is_file()
     assert load_log(name).n_queries == 3
     assert export_log(name, tmp_path / "x.csv") == (3, 3)
+
+
+def test_a_dot_dot_log_path_names_one_file_for_writer_and_reader(tmp_path, monkeypatch, capsys):
+    """SQLite takes 'sub/../x.db' lexically (./x.db, with no 'sub' folder): serve wrote it and
+    ope refused it as missing; errors showed a typed name percent-encoded."""
+    monkeypatch.chdir(tmp_path)
+    _log("sub/../x.db", [None, "math"])
+    assert (tmp_path / "x.db").is_file() and not (tmp_path / "sub").exists()
+    assert load_log("sub/../x.db").n_queries == 2
+    assert export_log("sub/../x.db", tmp_path / "x.csv") == (2, 2)
+    with pytest.raises(ValueError) as err:
+        DecisionLog("нет/журнала.db", read_only=True, flag="--log")
+    assert str(err.value).startswith("--log 'sqlite:///нет/журнала.db': no such SQLite file")
+
+
+def test_a_log_name_that_is_not_utf8_is_refused_naming_the_option(tmp_path):
+    """A Linux file name with byte 0xff (a lone surrogate in Python's argv) gave a bare codec
+    error naming neither the option nor the file."""
+    with pytest.raises(ValueError) as err:
+        DecisionLog(str(tmp_path / "log\udcff.db"), flag="--log-db")
+    msg = str(err.value)
+    assert msg.startswith("--log-db '") and "the file name is not UTF-8 text" in msg

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
 import uuid
 import warnings
+from pathlib import Path
 from urllib.parse import quote
 
 import pandas as pd
@@ -100,7 +102,7 @@ class DuplicateFeedback(ValueError):
     """A second feedback for the same decision."""
 
 
-def normalise_url(url: str) -> str:
+def normalise_url(url: str, flag: str = "--log-db") -> str:
     """A SQLAlchemy URL from ``--log-db`` (a bare path becomes a SQLite file URL;
     ``postgresql://`` uses the psycopg 3 driver).
 
@@ -113,9 +115,13 @@ def normalise_url(url: str) -> str:
     """
     url = str(url).strip()
     if not url:
-        raise ValueError("--log-db: empty database URL")
+        raise ValueError(f"{flag}: empty database URL")
     if "://" not in url:  # a file name as it is: '?', '%' or '#' are its characters, not a query
-        return "sqlite:///" + quote(url, safe="/\\:~")
+        try:
+            return "sqlite:///" + quote(url, safe="/\\:~")
+        except UnicodeEncodeError:  # a name of bytes that are not UTF-8 (a lone surrogate here)
+            raise ValueError(f"{flag} {url!r}: the file name is not UTF-8 text; give the log a "
+                             "name that is") from None
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
@@ -152,10 +158,11 @@ class DecisionLog:
     """
 
     def __init__(self, url: str, *, read_only: bool = False, flag: str = "--log-db"):
-        self.url = normalise_url(url)
+        self.url = normalise_url(url, flag)
         self.read_only = bool(read_only)
-        #: the URL as errors show it: never its password or query values
-        self.shown = redact_url(self.url)
+        #: the URL as errors show it: never its password or query values (a bare path as typed)
+        bare = "://" not in str(url)
+        self.shown = f"sqlite:///{str(url).strip()}" if bare else redact_url(self.url)
         self.flag = flag
         if ambiguous_password(self.url):  # the driver would read part of the password as the host
             raise ValueError(f"{flag} {self.shown!r}: the URL has a password and more than one "
@@ -195,6 +202,7 @@ class DecisionLog:
     def _read_only_engine(self, path):
         """An engine reading the SQLite file ``path`` that can never write it (no journal
         mode switch, no checkpoint of a ``-wal`` beside it, no file created)."""
+        path = Path(os.path.normpath(path))   # '..' taken lexically, as SQLite opens the file
         if not path.is_file():
             raise ValueError(f"{self.flag} {self.shown!r}: no such SQLite file (a decision log is "
                              "read, never created here)")

@@ -4,6 +4,7 @@ and write the off-policy evaluation report."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = ["load_log", "parse_target_policy", "run_ope", "export_log", "existing_log_db",
@@ -35,7 +36,8 @@ def existing_log_db(spec: str, flag: str = "--log") -> str:
     spec = str(spec)
     # any sqlite dialect or driver, with ?options or uri=true's file: form (a bare path too)
     path = sqlite_file_path(spec) if "://" in spec else spec
-    if path is not None and str(path) != ":memory:" and not Path(path).is_file():
+    # '..' taken lexically, as SQLite opens the file ('sub/../x.db' is './x.db' without 'sub')
+    if path is not None and str(path) != ":memory:" and not Path(os.path.normpath(path)).is_file():
         raise FileNotFoundError(f"{flag} {spec}: no such SQLite file (a decision log is read, "
                                 "never created here)")
     return spec
