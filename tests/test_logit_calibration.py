@@ -91,3 +91,18 @@ def test_a_pointwise_loss_is_validated_on_its_sigmoid_as_before(tmp_path):
     assert router.logit_calib_ is None
     got = {k: float(v) for k, v in cli.trainer.callback_metrics.items() if k in want}
     assert all(abs(got[k] - want[k]) < 1e-6 for k in want), (got, want)
+
+
+def test_the_sanity_check_before_training_fits_no_map(tmp_path, monkeypatch):
+    """Lightning's two sanity-check batches are scored and discarded: a map fitted for them
+    was a whole forward pass over the train split for nothing."""
+    from recsys_router.models.base.router_module import RouterModule
+    calls = []
+    real = RouterModule._train_logit_calibration
+
+    def counted(self):
+        calls.append(bool(self.trainer.sanity_checking))
+        return real(self)
+    monkeypatch.setattr(RouterModule, "_train_logit_calibration", counted)
+    _fit_cli(tmp_path, "listwise")
+    assert calls == [False, False]          # one per validation epoch of the two, none for the check

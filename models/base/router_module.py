@@ -282,7 +282,9 @@ class RouterModule(pl.LightningModule):
         arr = {k: (v.double() if k.startswith("pred") else v.float()).cpu().numpy()
                for k, v in cat.items()}
         logit = arr.pop("logit", None)
-        calib = self._train_logit_calibration() if logit is not None else None
+        # not for Lightning's sanity check before training, whose metrics are discarded
+        sanity = bool(getattr(self._trainer, "sanity_checking", False)) if self._trainer is not None else False
+        calib = self._train_logit_calibration() if logit is not None and not sanity else None
         if calib is not None:  # as the exported router's scores_from_logits
             from scipy.special import expit
             arr["pred"] = expit(calib[0] * logit.astype(np.float64) + calib[1])
