@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 from sklearn.linear_model import LogisticRegression
 
 from recsys_router.models.base.llm_rows import fit_logit_calibration
@@ -31,6 +32,55 @@ def test_logits_in_a_narrow_band_away_from_zero_fit_the_maximum_likelihood_map()
     assert np.allclose([a, b], [ref.coef_[0, 0], ref.intercept_[0]], rtol=1e-3), (a, b)
     scores = 1 / (1 + np.exp(-(a * z + b)))
     assert len(np.unique(scores)) == len(np.unique(z))           # the ranking is kept
+
+
+def _reference(z, y):
+    ref = LogisticRegression(C=1e12, tol=1e-12, max_iter=100_000).fit(z[:, None], y)
+    return ref.coef_[0, 0], ref.intercept_[0]
+
+
+@pytest.mark.parametrize("centre,n", [(30.0, 2000), (-40.0, 2000), (100.0, 50_000), (1000.0, 20_000)])
+def test_saturated_logits_fit_the_maximum_likelihood_map(centre, n):
+    """Logits all past +-30 (sigmoid 1.0 or 0.0 at the identity start): every Newton step
+    overshot, the fit stopped at once and returned the identity map, every score tied."""
+    rng = np.random.default_rng(1)
+    z = centre + 3 * rng.standard_normal(n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-1.5 * (z - centre)))).astype(float)
+    a, b = fit_logit_calibration(z, y)
+    ra, rb = _reference(z - centre, y)                 # the same map, centred for sklearn
+    assert np.allclose([a, b + a * centre], [ra, rb], rtol=1e-3, atol=1e-3), (a, b, ra, rb)
+    scores = 1 / (1 + np.exp(-(a * z + b)))
+    assert abs(scores.mean() - y.mean()) < 0.01 and len(np.unique(scores)) == len(np.unique(z))
+
+
+@pytest.mark.parametrize("centre", [0.0, 5.0, 20.0, -20.0])
+def test_anti_correlated_logits_keep_a_positive_slope_and_a_refitted_intercept(centre):
+    """The slope was clamped to 1e-3 but the intercept fitted for the negative slope kept:
+    b = 38.45 on a band at 20, every score 1.0."""
+    rng = np.random.default_rng(2)
+    z = centre + rng.standard_normal(5000)
+    y = (rng.random(5000) < 1 / (1 + np.exp(2 * (z - centre)))).astype(float)   # falling with z
+    a, b = fit_logit_calibration(z, y)
+    assert a > 0
+    scores = 1 / (1 + np.exp(-(a * z + b)))
+    assert abs(scores.mean() - y.mean()) < 0.01                   # b fits the mean for that slope
+    assert len(np.unique(scores)) == len(np.unique(z))
+
+
+@pytest.mark.parametrize("case", ["separable", "all-ones", "all-zeros"])
+def test_separable_or_constant_targets_leave_distinct_finite_scores(case):
+    """The slope grew without limit on separable targets (a = 5409: 38 distinct scores of 1,000
+    logits), and constant targets pushed b until the scores tied."""
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal(1000) * 2
+    y = {"separable": (z > 0.1).astype(float), "all-ones": np.ones(1000),
+         "all-zeros": np.zeros(1000)}[case]
+    a, b = fit_logit_calibration(z, y)
+    assert np.isfinite([a, b]).all() and a > 0
+    scores = 1 / (1 + np.exp(-(a * z + b)))
+    assert len(np.unique(scores)) == len(np.unique(z))
+    if case == "separable":   # still the steep map the data asks for, within the tie-free range
+        assert ((scores > 0.5) == (z > 0.1)).mean() > 0.99
 
 
 def test_extreme_logits_fit_without_overflow_warnings():

@@ -222,8 +222,11 @@ def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_
     Networks trained with a listwise or pairwise loss learn logits that only rank the LLMs of
     a query (a per-query shift leaves the loss unchanged), so ``sigmoid(logit)`` is not a
     score; one global map per router makes its scores, and those of an LLM added later
-    (fitted in the calibrated space), comparable on the score scale. ``a`` is kept >= 1e-3
-    so the map never reverses the ranking.
+    (fitted in the calibrated space), comparable on the score scale. ``a`` is kept >= 1e-3 per
+    standard deviation of the logits, so the map never reverses or flattens the ranking, and
+    ``a z + b`` within [-700, 35] over the fitted logits (``b`` refitted for a kept ``a``),
+    where float64 sigmoids of distinct logits stay distinct (separable or constant targets
+    would otherwise push the map to ties).
 
     Parameters
     ----------
@@ -252,37 +255,84 @@ def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_
     if z.size > max_cells:
         pick = np.random.default_rng(seed).choice(z.size, size=max_cells, replace=False)
         z, y = z[pick], y[pick]
-    # Newton on standardised logits (z and the intercept column are nearly collinear when the
-    # logits sit in a narrow band away from 0, as a shift-free listwise loss may leave them),
-    # from the identity map, halving a step until the likelihood improves
+    # on standardised logits u (z and the intercept column are nearly collinear when the logits
+    # sit in a narrow band away from 0, as a shift-free listwise loss may leave them)
     mu, sd = float(z.mean()), float(z.std())
-    x = np.stack([(z - mu) / sd, np.ones_like(z)], axis=1)
+    if not (np.isfinite(mu) and np.isfinite(sd) and sd > 0):
+        return np.array([1.0, 0.0])
+    u = (z - mu) / sd
+    # the map keeps a' u + b' within [-700, 35] over these logits, where float64 sigmoids of
+    # distinct logits stay distinct (past ~37 they are all exactly 1.0: tied LLMs), and
+    # a' >= 1e-3: it never reverses or flattens the ranking; a tiny ridge on a' keeps
+    # separable targets finite, and a slope past the range is halved (b refitted) until it fits
+    u_lo, u_hi = float(u.min()), float(u.max())
+    a, _ = _platt_newton(u, y, 1e-6 * len(u))
+    a = max(a, 1e-3)
+    b_lim = float(np.log((1 - 1e-6) / 1e-6))   # the mean logit's score kept within 1e-6 of 0 and 1
+    for _ in range(60):
+        b = float(np.clip(_platt_intercept(u, y, a), -b_lim, b_lim))
+        if a * u_hi + b <= 35.0 and a * u_lo + b >= -700.0:
+            break
+        a = max(a * 0.5, 1e-3)
+    b = float(np.clip(b, -700.0 - a * u_lo, 35.0 - a * u_hi))
+    theta = np.array([a / sd, b - a * mu / sd])
+    return theta if np.isfinite(theta).all() else np.array([1.0, 0.0])
 
-    def nll(t):
-        u = x @ t
-        return float(np.sum(np.logaddexp(0.0, u) - y * u))
 
-    theta = np.array([sd, mu])          # a z + b = (a sd) u + (b + a mu): the identity map
-    best = nll(theta)
-    for _ in range(100):
+def _platt_nll(u, y, a, b, ridge=0.0) -> float:
+    v = a * u + b
+    return float(np.sum(np.logaddexp(0.0, v) - y * v) + 0.5 * ridge * a * a)
+
+
+def _platt_newton(u: np.ndarray, y: np.ndarray, ridge: float) -> tuple[float, float]:
+    """Minimise the ridge-penalised negative log-likelihood of ``sigmoid(a u + b)`` over
+    ``(a, b)``: Newton steps halved until the objective improves, a gradient step where no
+    Newton step does (a saturated start), from ``a = 1`` and ``b`` the mean target's logit."""
+    m = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
+    theta = np.array([1.0, np.log(m / (1 - m))])
+    x = np.stack([u, np.ones_like(u)], axis=1)
+    pen = np.array([ridge, 0.0])
+    best = _platt_nll(u, y, *theta, ridge)
+    for _ in range(200):
         p = expit(x @ theta)
-        grad = x.T @ (p - y)
-        hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-9 * np.eye(2)
-        step = np.linalg.solve(hess, grad)
+        grad = x.T @ (p - y) + pen * theta
+        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(pen) + 1e-12 * np.eye(2)
+        moved = False
+        for direction in (np.linalg.solve(hess, grad), grad / max(1.0, float(np.abs(grad).max()))):
+            t = 1.0
+            while t > 1e-12:
+                cand = theta - t * direction
+                val = _platt_nll(u, y, *cand, ridge)
+                if np.isfinite(val) and val < best:
+                    theta, best, moved = cand, val, True
+                    break
+                t *= 0.5
+            if moved:
+                break
+        if not moved or np.abs(grad).max() < 1e-9 * len(u):
+            break
+    return float(theta[0]), float(theta[1])
+
+
+def _platt_intercept(u: np.ndarray, y: np.ndarray, a: float) -> float:
+    """The maximum-likelihood ``b`` of ``sigmoid(a u + b)`` for a fixed ``a`` (1-D Newton,
+    halved steps)."""
+    m = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
+    b = float(np.log(m / (1 - m)))
+    best = _platt_nll(u, y, a, b)
+    for _ in range(100):
+        p = expit(a * u + b)
+        g, h = float(np.sum(p - y)), float(np.sum(p * (1 - p))) + 1e-12
         t = 1.0
-        while t > 1e-10:
-            cand = theta - t * step
-            val = nll(cand)
-            if np.isfinite(val) and val <= best:
+        while t > 1e-12:
+            cand = b - t * g / h
+            val = _platt_nll(u, y, a, cand)
+            if np.isfinite(val) and val < best:
+                b, best = cand, val
                 break
             t *= 0.5
         else:
-            break                       # no step improves the fit: at the optimum
-        theta, best = cand, val
-        if np.abs(t * step).max() < 1e-10:
             break
-    theta = np.array([theta[0] / sd, theta[1] - theta[0] * mu / sd])
-    if not np.isfinite(theta).all():
-        return np.array([1.0, 0.0])
-    theta[0] = max(theta[0], 1e-3)
-    return theta
+        if abs(g) < 1e-9 * len(u):
+            break
+    return b
