@@ -47,8 +47,8 @@ def redact_url(url) -> str:
                 "an unescaped '@'; not shown)")
     if parsed is not None and _userinfo_unread(parsed, url):
         head = url.partition("://")[0]
-        return (f"{head}://... (a database URL of {len(url)} characters whose user name may hold "
-                "an unescaped '/'; not shown)")
+        return (f"{head}://... (a database URL of {len(url)} characters whose user name or "
+                "password may be read as its host, database or query; not shown)")
     if parsed is not None:
         from urllib.parse import quote  # noqa: PLC0415
         shown = parsed.set(query={}).render_as_string(hide_password=True)
@@ -85,19 +85,25 @@ def _at_in_host(parsed, url: str) -> bool:
 
 
 #: what to do about a URL :func:`hidden_userinfo` refuses
-SLASH_ADVICE = ("the text before its first '@' holds a ':' after a '/', so SQLAlchemy reads no "
-                "user name or password there and would take the password as part of the host or "
-                "database name; write each '/' of the user name as %2F (and each '@' of the "
-                "password, or of a database name, as %40)")
+SLASH_ADVICE = ("SQLAlchemy reads no password in it but a ':' in its database name or a query key "
+                "holding ':', '/' or '@', which is how it reads a user name holding '/' or '?' "
+                "and the password after it; write each '/' of the user name as %2F and each '?' "
+                "as %3F (and a ':' or '@' of a database name as %3A or %40)")
+
+
+#: SQLAlchemy's split of a URL (``sqlalchemy.engine.url``'s pattern), for the parts as written
+_RAW_PARTS = re.compile(r"[\w+]+://(?:[^:/]*(?::[^@]*)?@)?(?:(?:\[[^/?]+\]|[^/:?]+)?(?::[^/?]*)?)?"
+                        r"(?:/(?P<database>[^?]*))?(?:\?.*)?", re.S)
 
 
 def _userinfo_unread(parsed, url: str) -> bool:
-    """Whether a ``USER:PASSWORD@`` may have been read as host and database: SQLAlchemy's user
-    name stops at a ``/``, so ``dom/me:pw@host/db`` is read as host ``dom`` and database
-    ``me:pw@host/db``, with no password to mask. Taken as one: no password read, not SQLite
-    (a file path may hold anything), and a ``/`` then a ``:`` before the first ``@``, all
-    before the query (a database name such as ``my:db@x`` is taken as one too: written
-    ``my:db%40x`` it is not).
+    """Whether a ``USER:PASSWORD@`` may have been read as something else, with no password to
+    mask. SQLAlchemy's user name stops at a ``/`` or ``:``, so ``dom/me:pw@host/db`` is read
+    as host ``dom`` and database ``me:pw@host/db``; a ``?`` in the user name
+    (``d?om/me:pw=1@host``) makes the rest a query, whose keys are shown. Taken as one: no
+    password read, not SQLite (a file path may hold anything), and a ``:`` in the database
+    name or a ``:``, ``/`` or ``@`` in a query key (a database name such as ``my:db`` is taken
+    as one too: written ``my%3Adb`` it is not). Query values are never shown.
 
     Example
     -------
@@ -108,15 +114,9 @@ def _userinfo_unread(parsed, url: str) -> bool:
     """
     if parsed.password is not None or parsed.drivername.split("+", 1)[0] == "sqlite":
         return False
-    rest = url.partition("://")[2]
-    if "@" not in rest:
-        return False
-    # a ':' in the query (?application_name=a:b@c) is SQLAlchemy's own, not a password's; a
-    # '?' in the password (dom/me:s3c?ret@host) cuts it after the ':', which then still shows
-    before_query = rest.partition("@")[0].partition("?")[0]
-    if ":" in before_query and "/" in before_query.partition(":")[0]:
+    m = _RAW_PARTS.match(url)   # the database as written (SQLAlchemy decodes %3A to ':')
+    if ":" in ((m.group("database") if m else parsed.database) or ""):
         return True
-    # a '?' in the user name (d?om/me:pw@host): the rest is read as a query key, shown
     return any(set(str(k)) & set(":/@") for k in parsed.query)
 
 

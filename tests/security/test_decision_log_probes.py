@@ -272,6 +272,6 @@ def test_a_log_url_whose_user_name_holds_a_slash_is_refused_before_connecting(
              "OUT": str(tmp_path / "o"), "OUT.csv": str(tmp_path / "o.csv")}
     assert main([subst.get(a, a) for a in argv]) == 2
     err = capsys.readouterr().err
-    assert f"{flag} \"postgresql+psycopg://... (a database URL of" in err, err
-    assert "user name may hold an unescaped '/'" in err and "%2F" in err, err
+    assert f"{flag} 'postgresql+psycopg://... (a database URL of" in err, err
+    assert "user name or password may be read as its host, database or query" in err and "%2F" in err, err
     assert "Sup3rS3cret" not in err, err

@@ -194,7 +194,7 @@ def test_a_user_name_with_a_slash_is_refused_and_its_password_never_shown(tmp_pa
     err, out = _refused(capsys, _tune(data_cfg, tmp_path / "o", url, "s"))
     assert "write each '/' of the user name as %2F" in err, err
     assert "Sup3rS3cret" not in err and "Sup3rS3cret" not in out, err
-    assert redact_url(url).endswith("whose user name may hold an unescaped '/'; not shown)")
+    assert redact_url(url).endswith("whose user name or password may be read as its host, database or query; not shown)")
     assert "Sup3r" not in redact_url("postgresql://dom%2Fme:Sup3rS3cret@db.invalid/studies")
     assert not (tmp_path / "o").exists()
 
@@ -204,20 +204,24 @@ def test_a_user_name_with_a_slash_is_refused_and_its_password_never_shown(tmp_pa
     ("postgresql:///db?host=/var/run/postgresql&user=me&password=pw:x@y", False),
     ("postgresql://dom/me:pw@db.invalid/x", True),
     ("postgresql://dom/me:pw@db.invalid/x?application_name=a", True),
-    ("postgresql://host/my:db@x", True),        # read as such a user name: written my:db%40x it is not
-    ("postgresql://host/my:db%40x", False),
+    ("postgresql://host/my:db@x", True),        # read as such a user name: written my%3Adb%40x it is not
+    ("postgresql://host/my%3Adb%40x", False),
     ("postgresql://dom/me:s3c?ret@db.example/x", True),     # a '?' in the password
     ("postgresql://dom/me:s3c?ret=1@db.example/x", True),
     ("postgresql://d?om/me:pw=1@db.example/x", True),       # a '?' in the user name: a query key
     ("postgresql://d?om/me:pw@db.example/x", False),        # read as host 'd' alone: nothing shown
+    ("postgresql://corp/alice@srv:s3cretPW@db.example/x", True),   # '/' and '@' in the user name
+    ("mysql://corp/alice@srv:s3cretPW@db.example/x", True),
+    ("postgresql://alice@corp/x:s3cretPW@db.example/x", True),
 ], ids=["query-value", "unix-socket-query", "user-slash", "user-slash-query", "database-name", "database-%40",
         "question-mark-in-password", "question-mark-in-password-with-equals", "question-mark-in-user",
-        "question-mark-in-user-dropped"])
+        "question-mark-in-user-dropped", "slash-and-at-in-user", "slash-and-at-in-user-mysql",
+        "at-then-slash-in-user"])
 def test_only_a_user_name_before_the_query_is_taken_for_a_slash_user(url, hidden):
     """The rule fired on any ':' then '@' after a '/', query values included."""
     from recsys_router.db_urls import hidden_userinfo
     assert hidden_userinfo(url) is hidden
     if hidden:  # and none of it is shown
-        assert redact_url(url).endswith("whose user name may hold an unescaped '/'; not shown)")
-    for secret in ("s3c", "ret", "pw:", "me:"):
+        assert redact_url(url).endswith("whose user name or password may be read as its host, database or query; not shown)")
+    for secret in ("s3c", "ret", "pw:", "me:", "PW"):
         assert secret not in redact_url(url), redact_url(url)
