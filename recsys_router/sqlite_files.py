@@ -9,6 +9,7 @@ non-empty ``-wal`` beside it may hold committed rows not yet in the file.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -65,13 +66,16 @@ def read_only_uri(path: Path, writer: str = "a command that writes it") -> tuple
 
 def sqlite_file_path(url: str) -> Path | None:
     """The file a SQLite database URL names (any ``sqlite`` dialect and driver, ``?``
-    options allowed, the ``file:`` form of ``uri=true`` too), or None for another database,
-    an in-memory one or a string that is not a URL SQLAlchemy parses.
+    options allowed, the ``file:`` form of ``uri=true`` too), as SQLite will open it, or None
+    for another database, an in-memory one or a string that is not a URL SQLAlchemy parses.
+    A plain URL's path is made absolute lexically (``sub/../x.db`` is ``./x.db``), as
+    SQLAlchemy's driver does before SQLite opens it; a ``uri=true`` path goes to SQLite as
+    written (a ``..`` after a symbolic link then leaves the link's target).
 
     Example
     -------
-    >>> sqlite_file_path("sqlite:///logs/d.db?timeout=5"), sqlite_file_path("sqlite+pysqlite:////tmp/d.db")
-    (PosixPath('logs/d.db'), PosixPath('/tmp/d.db'))
+    >>> sqlite_file_path("sqlite+pysqlite:////tmp/d.db?timeout=5"), sqlite_file_path("sqlite:////tmp/a/../d.db")
+    (PosixPath('/tmp/d.db'), PosixPath('/tmp/d.db'))
     >>> sqlite_file_path("sqlite:///file:d.db?mode=ro&uri=true"), sqlite_file_path("sqlite://")
     (PosixPath('d.db'), None)
     >>> sqlite_file_path("postgresql://u@h/db") is None
@@ -85,10 +89,11 @@ def sqlite_file_path(url: str) -> Path | None:
     if not u.drivername.split("+", 1)[0] == "sqlite" or not u.database or u.database == ":memory:":
         return None
     db = u.database
-    if str(u.query.get("uri", "")).lower() in ("true", "1") and db.startswith("file:"):
-        from urllib.parse import unquote, urlsplit  # noqa: PLC0415
-        rest = urlsplit(db)
-        db = unquote(rest.path)
+    if str(u.query.get("uri", "")).lower() in ("true", "1"):
+        if db.startswith("file:"):
+            from urllib.parse import unquote, urlsplit  # noqa: PLC0415
+            db = unquote(urlsplit(db).path)
         if not db or db == ":memory:" or u.query.get("mode") == "memory":
             return None
-    return Path(db)
+        return Path(db)
+    return Path(os.path.abspath(db))

@@ -262,3 +262,19 @@ def test_a_log_name_that_is_not_utf8_is_refused_naming_the_option(tmp_path):
         DecisionLog(str(tmp_path / "log\udcff.db"), flag="--log-db")
     msg = str(err.value)
     assert msg.startswith("--log-db '") and "the file name is not UTF-8 text" in msg
+
+
+def test_a_uri_log_path_with_dot_dot_after_a_symlink_is_read_where_sqlite_wrote_it(tmp_path, monkeypatch):
+    """With uri=true SQLite gets the path as written and follows a symbolic link before '..':
+    the writer used far/x.db while the readers, taking '..' lexically, refused the log or read
+    ./x.db instead."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "far" / "deep").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "far" / "deep")
+    _log("decoy.db", [None])
+    (tmp_path / "decoy.db").rename(tmp_path / "x.db")              # ./x.db: not the log
+    url = "sqlite:///file:link/../x.db?uri=true"
+    _log(url, [None, "math", None])
+    assert (tmp_path / "far" / "x.db").is_file()
+    assert load_log(url).n_queries == 3
+    assert export_log(url, tmp_path / "o.csv") == (3, 3)

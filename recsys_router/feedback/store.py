@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import time
 import uuid
 import warnings
-from pathlib import Path
 from urllib.parse import quote
 
 import pandas as pd
@@ -202,8 +200,7 @@ class DecisionLog:
     def _read_only_engine(self, path):
         """An engine reading the SQLite file ``path`` that can never write it (no journal
         mode switch, no checkpoint of a ``-wal`` beside it, no file created)."""
-        path = Path(os.path.normpath(path))   # '..' taken lexically, as SQLite opens the file
-        if not path.is_file():
+        if not path.is_file():   # as SQLite will open it (sqlite_file_path)
             raise ValueError(f"{self.flag} {self.shown!r}: no such SQLite file (a decision log is "
                              "read, never created here)")
         try:

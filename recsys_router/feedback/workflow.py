@@ -35,9 +35,11 @@ def existing_log_db(spec: str, flag: str = "--log") -> str:
     from ..sqlite_files import sqlite_file_path  # noqa: PLC0415
     spec = str(spec)
     # any sqlite dialect or driver, with ?options or uri=true's file: form (a bare path too)
-    path = sqlite_file_path(spec) if "://" in spec else spec
-    # '..' taken lexically, as SQLite opens the file ('sub/../x.db' is './x.db' without 'sub')
-    if path is not None and str(path) != ":memory:" and not Path(os.path.normpath(path)).is_file():
+    # as SQLite will open it: a bare path or plain URL made absolute lexically ('sub/../x.db' is
+    # './x.db', with no 'sub' folder), a uri=true path as written
+    path = sqlite_file_path(spec) if "://" in spec else \
+        None if spec == ":memory:" else Path(os.path.abspath(spec))
+    if path is not None and not path.is_file():
         raise FileNotFoundError(f"{flag} {spec}: no such SQLite file (a decision log is read, "
                                 "never created here)")
     return spec
