@@ -83,6 +83,30 @@ def test_separable_or_constant_targets_leave_distinct_finite_scores(case):
         assert ((scores > 0.5) == (z > 0.1)).mean() > 0.99
 
 
+@pytest.mark.parametrize("case", ["outlier", "student-t"])
+def test_a_far_out_logit_or_a_heavy_tail_does_not_flatten_the_map(case):
+    """The tie-free range was checked on the single most extreme logit: one cell at z = 100
+    among 200,000 took the slope from 2 to 0.25, squashing every other score."""
+    rng = np.random.default_rng(4)
+    z = rng.standard_normal(200_000) if case == "outlier" else rng.standard_t(5, 200_000)
+    y = 1 / (1 + np.exp(-2 * z))                       # soft targets: the truth is a = 2, b = 0
+    if case == "outlier":
+        z, y = np.append(z, 100.0), np.append(y, 1.0)
+    a, b = fit_logit_calibration(z, y)
+    assert abs(a - 2) < 0.01 and abs(b) < 0.01, (a, b)
+
+
+def test_rare_positives_keep_the_maximum_likelihood_intercept():
+    """The intercept was clipped to +-13.8 at the mean logit: with a mean target of 1.5e-4
+    the mean score came out 175 times too high."""
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal(100_000)
+    y = 1 / (1 + np.exp(-(8 * z - 30)))
+    a, b = fit_logit_calibration(z, y)
+    assert abs(a - 8) < 0.05 and abs(b + 30) < 0.2, (a, b)
+    assert abs((1 / (1 + np.exp(-(a * z + b)))).mean() / y.mean() - 1) < 0.05
+
+
 def test_extreme_logits_fit_without_overflow_warnings():
     """Logits of +-800 (a sharp ranking loss) overflow exp(); the fit stays finite and quiet."""
     z = np.array([-800.0, -500.0, -1.0, 0.0, 1.0, 500.0, 800.0])

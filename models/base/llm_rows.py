@@ -224,9 +224,10 @@ def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_
     score; one global map per router makes its scores, and those of an LLM added later
     (fitted in the calibrated space), comparable on the score scale. ``a`` is kept >= 1e-3 per
     standard deviation of the logits, so the map never reverses or flattens the ranking, and
-    ``a z + b`` within [-700, 35] over the fitted logits (``b`` refitted for a kept ``a``),
-    where float64 sigmoids of distinct logits stay distinct (separable or constant targets
-    would otherwise push the map to ties).
+    ``a z + b`` within [-700, 35] over the bulk (0.1% to 99.9% quantiles) of the fitted
+    logits (``b`` refitted for a kept ``a``), where float64 sigmoids of distinct logits stay
+    distinct (separable or constant targets would otherwise push the map to ties; constant
+    targets keep the mean logit's score within 1e-6 of 0 or 1).
 
     Parameters
     ----------
@@ -261,19 +262,21 @@ def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_
     if not (np.isfinite(mu) and np.isfinite(sd) and sd > 0):
         return np.array([1.0, 0.0])
     u = (z - mu) / sd
-    # the map keeps a' u + b' within [-700, 35] over these logits, where float64 sigmoids of
-    # distinct logits stay distinct (past ~37 they are all exactly 1.0: tied LLMs), and
-    # a' >= 1e-3: it never reverses or flattens the ranking; a tiny ridge on a' keeps
-    # separable targets finite, and a slope past the range is halved (b refitted) until it fits
-    u_lo, u_hi = float(u.min()), float(u.max())
-    a, _ = _platt_newton(u, y, 1e-6 * len(u))
+    # the map keeps a' u + b' within [-700, 35] over the bulk of these logits (0.1%..99.9%: one
+    # far-out cell may saturate, never flatten the others), where float64 sigmoids of distinct
+    # logits stay distinct (past ~37 they are all exactly 1.0: tied LLMs), and a' >= 1e-3: it
+    # never reverses or flattens the ranking; a tiny ridge on a' keeps separable targets
+    # finite, and a slope past the range is shrunk (b refitted) until it fits
+    u_lo, u_hi = (float(q) for q in np.quantile(u, [0.001, 0.999]))
+    a, _ = _platt_newton(u, y, 1e-10 * len(u))
     a = max(a, 1e-3)
-    b_lim = float(np.log((1 - 1e-6) / 1e-6))   # the mean logit's score kept within 1e-6 of 0 and 1
-    for _ in range(60):
+    # constant targets have no finite intercept: the mean logit's score within 1e-6 of 0 or 1
+    b_lim = float(np.log((1 - 1e-6) / 1e-6)) if np.ptp(y) == 0 else np.inf
+    for _ in range(200):
         b = float(np.clip(_platt_intercept(u, y, a), -b_lim, b_lim))
         if a * u_hi + b <= 35.0 and a * u_lo + b >= -700.0:
             break
-        a = max(a * 0.5, 1e-3)
+        a = max(a * 0.9, 1e-3)
     b = float(np.clip(b, -700.0 - a * u_lo, 35.0 - a * u_hi))
     theta = np.array([a / sd, b - a * mu / sd])
     return theta if np.isfinite(theta).all() else np.array([1.0, 0.0])
