@@ -89,7 +89,8 @@ def sqlite_file_path(url: str) -> Path | None:
     if not u.drivername.split("+", 1)[0] == "sqlite" or not u.database or u.database == ":memory:":
         return None
     db = u.database
-    if str(u.query.get("uri", "")).lower() in ("true", "1"):
+    uri = u.query.get("uri", ())
+    if any(str(v).lower() in ("true", "1") for v in ((uri,) if isinstance(uri, str) else uri)):
         if db.startswith("file:"):
             from urllib.parse import unquote, urlsplit  # noqa: PLC0415
             db = unquote(urlsplit(db).path)

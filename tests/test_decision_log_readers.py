@@ -278,3 +278,14 @@ def test_a_uri_log_path_with_dot_dot_after_a_symlink_is_read_where_sqlite_wrote_
     assert (tmp_path / "far" / "x.db").is_file()
     assert load_log(url).n_queries == 3
     assert export_log(url, tmp_path / "o.csv") == (3, 3)
+
+
+@pytest.mark.parametrize("spec", [" a.db ", "sqlite:///file:a.db?uri=true&uri=true"], ids=["spaces", "repeated-uri"])
+def test_odd_spellings_name_the_writers_file(tmp_path, monkeypatch, spec):
+    """The writer strips surrounding spaces and honours a repeated uri=true; the readers'
+    existence check did neither and refused the log (or looked for ./file:a.db)."""
+    monkeypatch.chdir(tmp_path)
+    _log(spec, [None, "math"])
+    assert (tmp_path / "a.db").is_file()
+    assert load_log(spec).n_queries == 2
+    assert export_log(spec, tmp_path / "o.csv") == (2, 2)

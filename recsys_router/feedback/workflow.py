@@ -33,7 +33,7 @@ def existing_log_db(spec: str, flag: str = "--log") -> str:
     FileNotFoundError: --db typo.db: no such SQLite file (a decision log is read, never created here)
     """
     from ..sqlite_files import sqlite_file_path  # noqa: PLC0415
-    spec = str(spec)
+    spec = str(spec).strip()   # as normalise_url takes it for the writer
     # any sqlite dialect or driver, with ?options or uri=true's file: form (a bare path too)
     # as SQLite will open it: a bare path or plain URL made absolute lexically ('sub/../x.db' is
     # './x.db', with no 'sub' folder), a uri=true path as written
@@ -85,7 +85,8 @@ def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None
     from .store import DecisionLog  # noqa: PLC0415
     limits = ReadLimits.of(max_bytes, max_records)
     spec = str(spec)
-    if _is_db(spec):
+    if _is_db(spec.strip()):   # a database spelled with spaces around it, as the writer takes it
+        spec = spec.strip()
         existing_log_db(spec)
         log = DecisionLog(spec, read_only=True, flag="--log")
         try:  # the read limit counts decisions, as a file's counts its records
