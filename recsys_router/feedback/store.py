@@ -50,8 +50,9 @@ from ..sqlite_files import read_only_uri, sqlite_file_path
 from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
-__all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog", "DecisionWriter", "LogFull", "UnknownDecision",
-           "DuplicateFeedback", "describe_error", "is_value_error", "normalise_url", "new_decision_id", "text_hash"]
+__all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog",
+           "DecisionWriter", "LogFull", "UnknownDecision", "DuplicateFeedback", "describe_error",
+           "is_value_error", "normalise_url", "new_decision_id", "text_hash"]
 
 SCHEMA_VERSION = 1
 #: longest wait of PostgreSQL's ``ALTER TABLE`` adding the ``task`` column to an older log
