@@ -85,15 +85,16 @@ def _at_in_host(parsed, url: str) -> bool:
 
 
 #: what to do about a URL :func:`hidden_userinfo` refuses
-SLASH_ADVICE = ("SQLAlchemy reads no password in it but a ':' in its database name or a query key "
-                "holding ':', '/' or '@', which is how it reads a user name holding '/' or '?' "
-                "and the password after it; write each '/' of the user name as %2F and each '?' "
-                "as %3F (and a ':' or '@' of a database name as %3A or %40)")
+SLASH_ADVICE = ("SQLAlchemy reads no password in it but a ':' in its database name, a query key "
+                "holding ':', '/' or '@', or a query whose first ':' and the '@' after it lie in "
+                "different '&'-separated parts, which is how it reads a user name holding '/' or "
+                "'?' and the password after it; write each '/' of the user name as %2F and each "
+                "'?' as %3F (and a ':' or '@' of a database name or query value as %3A or %40)")
 
 
 #: SQLAlchemy's split of a URL (``sqlalchemy.engine.url``'s pattern), for the parts as written
 _RAW_PARTS = re.compile(r"[\w+]+://(?:[^:/]*(?::[^@]*)?@)?(?:(?:\[[^/?]+\]|[^/:?]+)?(?::[^/?]*)?)?"
-                        r"(?:/(?P<database>[^?]*))?(?:\?.*)?", re.S)
+                        r"(?:/(?P<database>[^?]*))?(?:\?(?P<query>.*))?", re.S)
 
 
 def _userinfo_unread(parsed, url: str) -> bool:
@@ -103,7 +104,10 @@ def _userinfo_unread(parsed, url: str) -> bool:
     (``d?om/me:pw=1@host``) makes the rest a query, whose keys are shown. Taken as one: no
     password read, not SQLite (a file path may hold anything), and a ``:`` in the database
     name or a ``:``, ``/`` or ``@`` in a query key (a database name such as ``my:db`` is taken
-    as one too: written ``my%3Adb`` it is not). Query values are never shown.
+    as one too: written ``my%3Adb`` it is not). Query values are never shown, but a password
+    holding ``&`` and ``=`` (``dom/me?x=a:b&S3CRET=1@host``) puts a piece of itself in a key:
+    so is a query whose first ``:`` and the next ``@`` after it have a ``&`` between them
+    (``application_name=etl:job@host`` holds both in one value and passes).
 
     Example
     -------
@@ -116,6 +120,10 @@ def _userinfo_unread(parsed, url: str) -> bool:
         return False
     m = _RAW_PARTS.match(url)   # the database as written (SQLAlchemy decodes %3A to ':')
     if ":" in ((m.group("database") if m else parsed.database) or ""):
+        return True
+    # a password ends at the first '@' after the ':' that starts it
+    password, at, _ = ((m.group("query") if m else None) or "").partition(":")[2].partition("@")
+    if at and "&" in password:
         return True
     return any(set(str(k)) & set(":/@") for k in parsed.query)
 

@@ -213,10 +213,14 @@ def test_a_user_name_with_a_slash_is_refused_and_its_password_never_shown(tmp_pa
     ("postgresql://corp/alice@srv:s3cretPW@db.example/x", True),   # '/' and '@' in the user name
     ("mysql://corp/alice@srv:s3cretPW@db.example/x", True),
     ("postgresql://alice@corp/x:s3cretPW@db.example/x", True),
+    ("postgresql://dom/me?x=a:s3c&ret=1@db.example/x", True),   # '/', '?' in the user, '&', '=' in the password
+    ("postgresql://dom/me?x=a:s3c&ret&k=1@db.example/x", True),
+    ("postgresql://127.0.0.1/db?application_name=etl:job@host1&sslmode=require", False),
 ], ids=["query-value", "unix-socket-query", "user-slash", "user-slash-query", "database-name", "database-%40",
         "question-mark-in-password", "question-mark-in-password-with-equals", "question-mark-in-user",
         "question-mark-in-user-dropped", "slash-and-at-in-user", "slash-and-at-in-user-mysql",
-        "at-then-slash-in-user"])
+        "at-then-slash-in-user", "password-piece-as-query-key", "password-pieces-as-query-keys",
+        "query-value-then-another-key"])
 def test_only_a_user_name_before_the_query_is_taken_for_a_slash_user(url, hidden):
     """The rule fired on any ':' then '@' after a '/', query values included."""
     from recsys_router.db_urls import hidden_userinfo
@@ -225,3 +229,5 @@ def test_only_a_user_name_before_the_query_is_taken_for_a_slash_user(url, hidden
         assert redact_url(url).endswith("whose user name or password may be read as its host, database or query; not shown)")
     for secret in ("s3c", "ret", "pw:", "me:", "PW"):
         assert secret not in redact_url(url), redact_url(url)
+    if not hidden:  # what is shown of a URL that passes: its query keys, never their values
+        assert "etl" not in redact_url(url) and "job" not in redact_url(url), redact_url(url)
