@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["redact_url", "scrub_url", "ambiguous_password", "hidden_userinfo", "SLASH_ADVICE"]
+__all__ = ["redact_url", "scrub_url", "url_refusal", "AT_ADVICE", "SLASH_ADVICE"]
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,40}")
 
@@ -84,7 +84,7 @@ def _at_in_host(parsed, url: str) -> bool:
     return "@" in after_password
 
 
-#: what to do about a URL :func:`hidden_userinfo` refuses
+#: what to do about a URL that may hold a password SQLAlchemy does not read (:func:`_userinfo_unread`)
 SLASH_ADVICE = ("SQLAlchemy reads no password in it but a ':' in its database name, a query key "
                 "holding ':', '/' or '@', or a query whose first ':' and the '@' after it lie in "
                 "different '&'-separated parts, which is how it reads a user name holding '/' or "
@@ -128,22 +128,44 @@ def _userinfo_unread(parsed, url: str) -> bool:
     return any(set(str(k)) & set(":/@") for k in parsed.query)
 
 
-def hidden_userinfo(url: str) -> bool:
-    """Whether ``url`` may hold a password SQLAlchemy does not read as one (see
-    :func:`_userinfo_unread`); such a URL is refused before connecting (:data:`SLASH_ADVICE`).
+#: what to do about a URL whose password's end cannot be told (see :func:`_at_in_host`)
+AT_ADVICE = ("the URL has a password and more than one '@', so where the password ends is "
+             "ambiguous; write each '@' of the password (and of the database name or query) as %40")
+
+
+def url_refusal(url: str) -> str | None:
+    """Why ``url`` must be refused before connecting, or None: :data:`AT_ADVICE` when its
+    password's end cannot be told (:func:`_at_in_host`), :data:`SLASH_ADVICE` when it may hold
+    a password SQLAlchemy does not read as one (:func:`_userinfo_unread`). A URL SQLAlchemy
+    cannot parse is left to the caller (None).
 
     Example
     -------
-    >>> hidden_userinfo("postgresql://dom/me:pw@db/x"), hidden_userinfo("postgresql://dom%2Fme:pw@db/x")
-    (True, False)
+    >>> url_refusal("postgresql://me:pa@ss@db/x") == AT_ADVICE, url_refusal("postgresql://me:pa%40ss@db/x")
+    (True, None)
+    >>> url_refusal("postgresql://dom/me:pw@db/x") == SLASH_ADVICE, url_refusal("postgresql://dom%2Fme:pw@db/x")
+    (True, None)
     """
     parsed = _parse(url) if isinstance(url, str) else None
-    return parsed is not None and _userinfo_unread(parsed, url)
+    if parsed is not None and _at_in_host(parsed, url):
+        return AT_ADVICE
+    if parsed is not None and _userinfo_unread(parsed, url):
+        return SLASH_ADVICE
+    return None
 
 
-def _scrub(text: str, url: str) -> str:
-    """``text`` (a driver's error message) with ``url``, its password and its query values
-    (as given and as decoded) replaced, so that no credential of ``url`` is shown."""
+def scrub_url(text: str, url: str) -> str:
+    """``text`` (a driver's error message, say) with ``url``, its password and its query values
+    (as given and as decoded) replaced, so that no credential of ``url`` is shown.
+
+    Example
+    -------
+    >>> scrub_url("cannot connect to postgresql://me:s3cret@db/x (password s3cret)",
+    ...           "postgresql://me:s3cret@db/x")
+    'cannot connect to postgresql://me:***@db/x (password ***)'
+    """
+    if not isinstance(url, str):
+        return text
     from urllib.parse import quote  # noqa: PLC0415
     text = text.replace(url, redact_url(url))
     parsed = _parse(url)
@@ -153,28 +175,3 @@ def _scrub(text: str, url: str) -> str:
         for form in {secret, quote(secret, safe="")}:
             text = text.replace(form, "***")
     return text
-
-
-def ambiguous_password(url: str) -> bool:
-    """Whether ``url`` has a password whose end cannot be told (see :func:`_at_in_host`).
-
-    Example
-    -------
-    >>> ambiguous_password("postgresql://me:pa@ss@db/x"), ambiguous_password("postgresql://me:pa%40ss@db/x")
-    (True, False)
-    """
-    parsed = _parse(url) if isinstance(url, str) else None
-    return parsed is not None and _at_in_host(parsed, url)
-
-
-def scrub_url(text: str, url: str) -> str:
-    """``text`` (a driver's error message, say) with ``url`` and its credentials masked (see
-    :func:`_scrub`).
-
-    Example
-    -------
-    >>> scrub_url("cannot connect to postgresql://me:s3cret@db/x (password s3cret)",
-    ...           "postgresql://me:s3cret@db/x")
-    'cannot connect to postgresql://me:***@db/x (password ***)'
-    """
-    return _scrub(text, url) if isinstance(url, str) else text

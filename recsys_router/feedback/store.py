@@ -44,7 +44,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from ..db_urls import SLASH_ADVICE, ambiguous_password, hidden_userinfo, redact_url, scrub_url
+from ..db_urls import redact_url, scrub_url, url_refusal
 from ..errors import DataValidationError
 from ..sqlite_files import read_only_uri, sqlite_file_path
 from .logged import feedback_error
@@ -163,12 +163,9 @@ class DecisionLog:
         bare = "://" not in str(url)
         self.shown = f"sqlite:///{str(url).strip()}" if bare else redact_url(self.url)
         self.flag = flag
-        if ambiguous_password(self.url):  # the driver would read part of the password as the host
-            raise ValueError(f"{flag} {self.shown!r}: the URL has a password and more than one "
-                             "'@' after it, so where the password ends is ambiguous; write each "
-                             "'@' of the password (and of the database name or query) as %40")
-        if hidden_userinfo(self.url):
-            raise ValueError(f"{flag} {self.shown!r}: {SLASH_ADVICE}")
+        refusal = url_refusal(self.url)  # the driver would read part of the password as the host
+        if refusal:
+            raise ValueError(f"{flag} {self.shown!r}: {refusal}")
         kw: dict = {}
         if self.url.startswith("sqlite"):
             kw["connect_args"] = {"check_same_thread": False, "timeout": 30}

@@ -19,8 +19,7 @@ import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from ..db_urls import (SLASH_ADVICE, _at_in_host, _parse, _scrub,  # noqa: F401 (redact_url: public here too)
-                       _userinfo_unread, redact_url)
+from ..db_urls import _parse, redact_url, scrub_url, url_refusal  # redact_url: public here too
 
 __all__ = ["make_storage", "redact_url", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
 
@@ -56,12 +55,9 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
     if parsed is None:
         raise ValueError(f"--storage {shown!r}: not a database URL SQLAlchemy can parse; "
                          f"expected {_URL_FORMS}")
-    if _at_in_host(parsed, url):  # the host or database it would use holds the rest of the password
-        raise ValueError(f"--storage {shown!r}: the URL has a password and more than one '@', so "
-                         "where the password ends is ambiguous; write each '@' of the password "
-                         "(and of the database name or query) as %40")
-    if _userinfo_unread(parsed, url):
-        raise ValueError(f"--storage {shown!r}: {SLASH_ADVICE}")
+    refusal = url_refusal(url)  # the driver would read part of the password as host or database
+    if refusal:
+        raise ValueError(f"--storage {shown!r}: {refusal}")
     engine_kwargs = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}
@@ -82,11 +78,11 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
             what = "its database driver is not installed" if isinstance(exc, ImportError) else \
                 "not a database URL SQLAlchemy can open"
             raise ValueError(f"--storage {shown!r}: {what} ({type(exc).__name__}: "
-                             f"{_scrub(str(exc), url)[:200]}); expected {_URL_FORMS}") from None
+                             f"{scrub_url(str(exc), url)[:200]}); expected {_URL_FORMS}") from None
         except SQLAlchemyError as exc:
             if attempt == 5:  # the driver's message may quote the connection string
                 raise ValueError(f"--storage {shown!r}: cannot open the database "
-                                 f"({type(exc).__name__}: {_scrub(str(exc), url)[:500]})") from None
+                                 f"({type(exc).__name__}: {scrub_url(str(exc), url)[:500]})") from None
             time.sleep(0.5 * (attempt + 1))
 
 
