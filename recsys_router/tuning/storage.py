@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 import warnings
 from datetime import datetime
-from pathlib import Path
 
 import optuna
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from ..db_urls import _parse, redact_url, scrub_url, url_refusal  # redact_url: public here too
+from ..sqlite_files import sqlite_file_path
 
 __all__ = ["make_storage", "redact_url", "HEARTBEAT_INTERVAL", "HEARTBEAT_GRACE", "MAX_RETRY"]
 
@@ -61,9 +61,9 @@ def make_storage(url: str | None, heartbeat_interval: int = HEARTBEAT_INTERVAL,
     engine_kwargs = {}
     if url.startswith("sqlite"):
         engine_kwargs = {"connect_args": {"timeout": 60}}
-        path = url.split(":///", 1)[1] if ":///" in url else ""
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        path = sqlite_file_path(url)  # the file SQLite opens (uri=true's file: form, '..' lexically)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     for attempt in range(6):  # workers starting together race to create the schema: retry
