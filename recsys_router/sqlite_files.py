@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .errors import DataValidationError
 
-__all__ = ["read_only_uri", "sqlite_file_path", "SIDE_FILE_ERRORS"]
+__all__ = ["read_only_uri", "read_only_engine", "sqlite_file_path", "SIDE_FILE_ERRORS"]
 
 #: SQLite's names for a read-only open that fails because the ``-wal``/``-shm`` side files of a
 #: WAL database cannot be created (a read-only folder or mount, a read-only file)
@@ -62,6 +62,30 @@ def read_only_uri(path: Path, writer: str = "a command that writes it") -> tuple
                 f"where it is writable ({writer}, or sqlite3's 'PRAGMA wal_checkpoint(TRUNCATE)') "
                 "and retry", source=str(path)) from None
     return uri + "&immutable=1", True
+
+
+def read_only_engine(path: Path, writer: str = "a command that writes it"):
+    """A SQLAlchemy engine reading ``path`` through :func:`read_only_uri` (no statement can
+    write the file, no file is created, the journal mode is left as it is), and whether it is
+    opened ``immutable``. Callers add their own connection hooks.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "x.db"
+    >>> sqlite3.connect(p).execute("CREATE TABLE t (a)").connection.commit()
+    >>> eng, immutable = read_only_engine(p)
+    >>> with eng.connect() as con:
+    ...     con.exec_driver_sql("INSERT INTO t VALUES (1)")
+    Traceback (most recent call last):
+    ...
+    sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) attempt to write a readonly database
+    ...
+    """
+    from sqlalchemy import create_engine  # noqa: PLC0415
+    uri, immutable = read_only_uri(path, writer)
+    return create_engine("sqlite://", creator=lambda: sqlite3.connect(
+        uri, uri=True, check_same_thread=False, timeout=30)), immutable
 
 
 def sqlite_file_path(url: str) -> Path | None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 import uuid
 import warnings
@@ -46,12 +45,12 @@ from sqlalchemy.exc import IntegrityError
 
 from ..db_urls import redact_url, scrub_url, url_refusal
 from ..errors import DataValidationError
-from ..sqlite_files import read_only_uri, sqlite_file_path
+from ..sqlite_files import read_only_engine, sqlite_file_path
 from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
 __all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog",
-           "DecisionWriter", "LogFull", "UnknownDecision", "DuplicateFeedback", "describe_error",
+           "DecisionWriter", "LogFull", "UnknownDecision", "DuplicateFeedback", "MissingLog", "describe_error",
            "is_value_error", "normalise_url", "new_decision_id", "text_hash"]
 
 SCHEMA_VERSION = 1
@@ -99,6 +98,10 @@ class UnknownDecision(KeyError):
 
 class DuplicateFeedback(ValueError):
     """A second feedback for the same decision."""
+
+
+class MissingLog(FileNotFoundError, ValueError):
+    """A reader's SQLite decision log that does not exist (a log is read, never created)."""
 
 
 def normalise_url(url: str, flag: str = "--log-db") -> str:
@@ -199,14 +202,13 @@ class DecisionLog:
         """An engine reading the SQLite file ``path`` that can never write it (no journal
         mode switch, no checkpoint of a ``-wal`` beside it, no file created)."""
         if not path.is_file():   # as SQLite will open it (sqlite_file_path)
-            raise ValueError(f"{self.flag} {self.shown!r}: no such SQLite file (a decision log is "
+            raise MissingLog(f"{self.flag} {self.shown!r}: no such SQLite file (a decision log is "
                              "read, never created here)")
         try:
-            uri, self.immutable = read_only_uri(path, "serve --log-db")
+            engine, self.immutable = read_only_engine(path, "serve --log-db")
         except DataValidationError as exc:
             raise ValueError(f"{self.flag} {self.shown!r}: {exc}") from None
-        return sa.create_engine("sqlite://", future=True, creator=lambda: sqlite3.connect(
-            uri, uri=True, check_same_thread=False, timeout=30))
+        return engine
 
     def _columns(self) -> set[str]:
         return {c["name"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}

@@ -4,11 +4,9 @@ and write the off-policy evaluation report."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-__all__ = ["load_log", "parse_target_policy", "run_ope", "export_log", "existing_log_db",
-           "LOG_DB_SUFFIXES"]
+__all__ = ["load_log", "parse_target_policy", "run_ope", "export_log", "LOG_DB_SUFFIXES"]
 
 #: file suffixes read as SQLite decision-log databases
 LOG_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -16,33 +14,6 @@ LOG_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 def _is_db(spec: str) -> bool:
     return "://" in spec or Path(spec).suffix in LOG_DB_SUFFIXES
-
-
-def existing_log_db(spec: str, flag: str = "--log") -> str:
-    """``spec`` when it names a decision-log database that exists; a bare path or a
-    ``sqlite:///`` URL must name an existing file (reading one would otherwise create an
-    empty database and report no decisions); other URLs (PostgreSQL) are taken as given.
-
-    Example
-    -------
-    >>> existing_log_db("postgresql://u@h/db")
-    'postgresql://u@h/db'
-    >>> existing_log_db("typo.db", "--db")
-    Traceback (most recent call last):
-    ...
-    FileNotFoundError: --db typo.db: no such SQLite file (a decision log is read, never created here)
-    """
-    from ..sqlite_files import sqlite_file_path  # noqa: PLC0415
-    spec = str(spec).strip()   # as normalise_url takes it for the writer
-    # any sqlite dialect or driver, with ?options or uri=true's file: form (a bare path too)
-    # as SQLite will open it: a bare path or plain URL made absolute lexically ('sub/../x.db' is
-    # './x.db', with no 'sub' folder), a uri=true path as written
-    path = sqlite_file_path(spec) if "://" in spec else \
-        None if spec == ":memory:" else Path(os.path.abspath(spec))
-    if path is not None and not path.is_file():
-        raise FileNotFoundError(f"{flag} {spec}: no such SQLite file (a decision log is read, "
-                                "never created here)")
-    return spec
 
 
 def export_log(db: str, out, *, feedback_only: bool = False) -> tuple[int, int]:
@@ -53,7 +24,7 @@ def export_log(db: str, out, *, feedback_only: bool = False) -> tuple[int, int]:
     out = Path(out)
     if out.suffix not in (".parquet", ".csv"):
         raise ValueError(f"--out {out}: expected a .parquet or .csv file name")
-    log = DecisionLog(existing_log_db(db, "--db"), read_only=True, flag="--db")
+    log = DecisionLog(db, read_only=True, flag="--db")   # a missing SQLite file: MissingLog
     try:
         frame = log.read(with_feedback_only=feedback_only)
     finally:
@@ -86,9 +57,7 @@ def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None
     limits = ReadLimits.of(max_bytes, max_records)
     spec = str(spec)
     if _is_db(spec.strip()):   # a database spelled with spaces around it, as the writer takes it
-        spec = spec.strip()
-        existing_log_db(spec)
-        log = DecisionLog(spec, read_only=True, flag="--log")
+        log = DecisionLog(spec.strip(), read_only=True, flag="--log")   # never creates a file
         try:  # the read limit counts decisions, as a file's counts its records
             n = log.counts()[0]
             if n > limits.max_records:

@@ -4,13 +4,13 @@ for the schema's description)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
                         create_engine, event)
 from sqlalchemy.engine import Engine
 
+from ..sqlite_files import read_only_engine as _read_only_engine
 from ..sqlite_files import read_only_uri
 
 __all__ = ["SCHEMA_VERSION", "choices_t", "metadata", "open_engine", "read_only_engine", "read_only_uri",
@@ -89,9 +89,7 @@ def read_only_engine(path: Path) -> tuple[Engine, bool]:
     the ``immutable`` fallback; the flag is returned too): no statement can write the file,
     the journal mode is left as it is, and reads run in plain (deferred) transactions. (On a
     database in WAL mode SQLite may create its ``-wal``/``-shm`` side files where it can.)"""
-    uri, immutable = read_only_uri(path, "any judge command that writes")
-    eng = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
-                                                                     timeout=30))
+    eng, immutable = _read_only_engine(path, "any judge command that writes")
 
     @event.listens_for(eng, "connect")
     def _on_connect(dbapi_conn, _rec):
