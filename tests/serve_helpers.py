@@ -1,15 +1,17 @@
-"""Start-up helpers for tests that run the router service in a child process."""
+"""Helpers for tests of the router service: start-up of a service in a child process, raw
+ASGI requests, and one mocked backend behind the OpenAI-compatible proxy."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import time
 
 import httpx
 
-__all__ = ["free_port", "wait_up", "raw_request"]
+__all__ = ["free_port", "wait_up", "raw_request", "mock_backend", "mocked_backends"]
 
 
 def free_port() -> int:
@@ -67,3 +69,34 @@ def raw_request(app, path: str, headers: list[tuple[bytes, bytes]], chunks: list
     body = b"".join(m.get("body", b"") for m in out if m["type"] == "http.response.body")
     return start["status"], body, reads, {k.decode().lower(): v.decode("latin-1")
                                           for k, v in start.get("headers", [])}
+
+
+def mock_backend(monkeypatch) -> dict:
+    """Put one mocked backend (``httpx.MockTransport``) behind the proxy's ``httpx.AsyncClient``
+    for the rest of the test.
+
+    Returns a dict: ``"seen"`` lists the JSON bodies the backend received, in order; ``"raw"``
+    (bytes), when set, is its whole reply, else it answers ``{"id": "x", "model": <the body's
+    model>, "choices": []}``."""
+    import recsys_router.serving.openai_proxy as proxy
+    answer = {"raw": None, "seen": []}
+
+    def handler(request):
+        body = json.loads(request.content)
+        answer["seen"].append(body)
+        if answer["raw"] is not None:
+            return httpx.Response(200, content=answer["raw"],
+                                  headers={"content-type": "application/json"})
+        return httpx.Response(200, json={"id": "x", "model": body["model"], "choices": []})
+
+    real = httpx.AsyncClient
+    monkeypatch.setattr(proxy.httpx, "AsyncClient",
+                        lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
+    return answer
+
+
+def mocked_backends(names) -> dict:
+    """The ``backends`` setting that puts each LLM of ``names`` behind the mocked backend of
+    :func:`mock_backend`, as model ``"m-" + name``."""
+    return {n: {"base_url": "http://backend/v1", "model": "m-" + n, "api_key_env": None}
+            for n in names}

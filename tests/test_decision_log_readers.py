@@ -15,6 +15,7 @@ from recsys_router.feedback.store import DecisionLog, decision_row
 from recsys_router.feedback.workflow import export_log, load_log
 
 from pg_util import pg_url  # noqa: F401 - fixture
+from unprivileged import copy_with_pending_wal
 
 ROW = dict(instance="i", artifact_sha=None, policy="argmax", policy_value=None, explore="none",
            candidates=["a", "b"], chosen="a", propensity=1.0, probs={"a": 1.0},
@@ -140,21 +141,19 @@ def test_an_exported_log_reads_back_with_its_task_labels_and_texts(tmp_path, suf
 def _snapshot_with_pending_wal(tmp_path):
     """``(folder, file)``: a copy of a WAL-mode log taken while its ``-wal`` still held all
     three decisions (a backup of a running ``serve --log-db``)."""
-    import shutil
     live, snap = tmp_path / "live", tmp_path / "snap"
     live.mkdir()
     snap.mkdir()
     log = DecisionLog(f"sqlite:///{live / 'log.db'}")
-    with log.engine.connect():  # a connection held open: the -wal is not folded back yet
+
+    def write():
         log.insert_decisions([decision_row(decision_id=f"d{i}", text=f"q{i}", task=t, **ROW)
                               for i, t in enumerate([None, "math", None])])
         for i in range(3):
             log.add_feedback(f"d{i}", score=1.0)
-        shutil.copy(live / "log.db", snap / "log.db")
-        shutil.copy(live / "log.db-wal", snap / "log.db-wal")
+    db = copy_with_pending_wal(log.engine, live / "log.db", snap, write)
     log.dispose()
-    assert (snap / "log.db-wal").stat().st_size > 0
-    return snap, snap / "log.db"
+    return snap, db
 
 
 def test_a_reader_never_writes_a_sqlite_log(tmp_path):

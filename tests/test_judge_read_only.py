@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sqlite3
 
 import pytest
@@ -20,7 +19,7 @@ from recsys_router.cli import main
 from recsys_router.errors import DataValidationError
 from recsys_router.judge.records import JudgeRecord
 from recsys_router.judge.store import JudgeStore
-from unprivileged import unprivileged as _unprivileged
+from unprivileged import copy_with_pending_wal, unprivileged as _unprivileged
 
 DATA = ["--data", "synthetic", "-o", "n_queries=200", "-o", "n_llms=4"]
 
@@ -100,13 +99,9 @@ def _locked_copy_with_pending_log(tmp_path, n: int):
     live.mkdir()
     copy.mkdir()
     st = JudgeStore(live / "j.db")
-    with st.engine.connect():  # a connection held open: the log is folded back only when the last closes
-        st.add_many([_rec(i) for i in range(n)])
-        shutil.copy(live / "j.db", copy / "j.db")
-        shutil.copy(live / "j.db-wal", copy / "j.db-wal")
+    db = copy_with_pending_wal(st.engine, live / "j.db", copy,
+                               lambda: st.add_many([_rec(i) for i in range(n)]))
     st.close()
-    assert (copy / "j.db-wal").stat().st_size > 0
-    db = copy / "j.db"
     db.chmod(0o444)
     copy.chmod(0o555)
     return copy, db

@@ -4,15 +4,12 @@ plain-text 500 (mocked backend: ``httpx.MockTransport``)."""
 
 from __future__ import annotations
 
-import json
-
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-import recsys_router.serving.openai_proxy as proxy
 from recsys_router.export import export_router, load_router
 from recsys_router.serving import ServiceConfig, create_app
+from serve_helpers import mock_backend, mocked_backends
 from toy_routers import WordRouter
 
 KEY = {"Authorization": "Bearer k"}
@@ -30,27 +27,12 @@ def artifact(tmp_path_factory, sim_split):
 @pytest.fixture
 def backend(monkeypatch):
     """A mocked backend; ``answer["raw"]`` (bytes), when set, is its whole reply."""
-    answer = {"raw": None, "seen": []}
-
-    def handler(request):
-        body = json.loads(request.content)
-        answer["seen"].append(body["model"])
-        if answer["raw"] is not None:
-            return httpx.Response(200, content=answer["raw"],
-                                  headers={"content-type": "application/json"})
-        return httpx.Response(200, json={"id": "x", "model": body["model"], "choices": []})
-
-    real = httpx.AsyncClient
-    monkeypatch.setattr(proxy.httpx, "AsyncClient",
-                        lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
-    return answer
+    return mock_backend(monkeypatch)
 
 
 def _client(path, names):
     art = load_router(path)
-    backends = {n: {"base_url": "http://backend/v1", "model": "m-" + n, "api_key_env": None}
-                for n in names(art.llm_names)}
-    cfg = ServiceConfig(api_key="k", backends=backends)
+    cfg = ServiceConfig(api_key="k", backends=mocked_backends(names(art.llm_names)))
     return TestClient(create_app(art, cfg), raise_server_exceptions=False), art.llm_names
 
 
@@ -71,7 +53,7 @@ def test_proxy_routes_in_the_pool_left_after_delete(artifact, backend):
     assert r.status_code == 200, r.text
     assert r.headers["x-recsys-router-llm"] == _best(c, left) != gone
     assert r.json()["model"] == r.headers["x-recsys-router-llm"]
-    assert backend["seen"][-1] == "m-" + r.headers["x-recsys-router-llm"]
+    assert backend["seen"][-1]["model"] == "m-" + r.headers["x-recsys-router-llm"]
 
 
 def test_no_backend_left_in_the_pool_is_503(artifact, backend):
@@ -120,9 +102,8 @@ def test_backend_nested_too_deep_is_a_json_502(artifact, backend):
 def test_proxy_errors_name_the_routed_message(artifact, backend, content, status, what):
     # the routed text is the last user message, messages[3]; it used to be called queries[0]
     art = load_router(artifact)
-    backends = {n: {"base_url": "http://backend/v1", "model": n, "api_key_env": None}
-                for n in art.llm_names}
-    c = TestClient(create_app(art, ServiceConfig(backends=backends, max_text_chars=100)))
+    cfg = ServiceConfig(backends=mocked_backends(art.llm_names), max_text_chars=100)
+    c = TestClient(create_app(art, cfg))
     msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "x"},
             {"role": "assistant", "content": "y"}, {"role": "user", "content": content},
             {"role": "assistant", "content": "z"}]

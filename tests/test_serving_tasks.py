@@ -17,6 +17,7 @@ from recsys_router.export import export_router, load_router
 from recsys_router.registry import make_router
 from recsys_router.serving import create_app
 from recsys_router.serving.batcher import MicroBatcher
+from serve_helpers import mock_backend, mocked_backends
 
 
 @pytest.fixture(scope="module")
@@ -277,23 +278,10 @@ def test_serve_says_once_that_a_task_router_reads_task_labels(parts, tmp_path, m
 def _proxy_client(router, train, tmp_path, name, monkeypatch, log_db=None):
     """The service with every LLM behind one mocked backend; returns (client, bodies the
     backend received)."""
-    import json
-
-    import httpx
-
-    import recsys_router.serving.openai_proxy as proxy
     from recsys_router.serving.app import ServiceConfig
-    seen = []
-
-    def handler(request):
-        seen.append(json.loads(request.content))
-        return httpx.Response(200, json={"id": "x", "model": seen[-1]["model"], "choices": []})
-    real = httpx.AsyncClient
-    monkeypatch.setattr(proxy.httpx, "AsyncClient",
-                        lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
+    seen = mock_backend(monkeypatch)["seen"]
     export_router(router, tmp_path / name, train_data=train)
-    backends = {n: {"base_url": "http://backend/v1", "model": "m-" + n, "api_key_env": None}
-                for n in train.llm_names}
+    backends = mocked_backends(train.llm_names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         app = create_app(load_router(tmp_path / name), ServiceConfig(backends=backends, log_db=log_db))

@@ -5,18 +5,22 @@ Root ignores file modes, so when the tests run as root the check runs in a forke
 has dropped the capabilities that let root bypass them (``CAP_DAC_OVERRIDE``,
 ``CAP_DAC_READ_SEARCH``, ``CAP_FOWNER``): the kernel then refuses its writes into a read-only
 folder as it does any other user's (the child checks that first).
+
+:func:`copy_with_pending_wal` makes the database those tests open: a copy of a SQLite file in
+WAL mode taken while its ``-wal`` still holds committed changes.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import sys
 import traceback
 
 import pytest
 
-__all__ = ["unprivileged"]
+__all__ = ["unprivileged", "copy_with_pending_wal"]
 
 _DAC_CAPS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 
@@ -78,3 +82,21 @@ def unprivileged(fn, locked_dir) -> None:
     if msg.startswith("SKIP: "):
         pytest.skip(msg[6:])
     assert msg == "OK", msg
+
+
+def copy_with_pending_wal(engine, live_db, dest_dir, write):
+    """Copy ``live_db`` and its ``-wal`` into ``dest_dir`` while the changes ``write()`` makes
+    are still only in the ``-wal`` (as a backup of a running service would).
+
+    A connection of ``engine`` (the SQLAlchemy engine of ``live_db``) is held open around
+    ``write()`` and the copy, so SQLite does not fold the ``-wal`` back into the file; the
+    caller closes its store afterwards. Fails unless the copied ``-wal`` holds something.
+
+    Returns the path of the copied database in ``dest_dir``."""
+    wal = live_db.with_name(live_db.name + "-wal")
+    with engine.connect():  # held open: the -wal is folded back only when the last one closes
+        write()
+        shutil.copy(live_db, dest_dir / live_db.name)
+        shutil.copy(wal, dest_dir / wal.name)
+    assert (dest_dir / wal.name).stat().st_size > 0, f"the copy of {wal} is empty"
+    return dest_dir / live_db.name

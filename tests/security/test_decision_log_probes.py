@@ -211,36 +211,52 @@ def test_a_decision_log_url_is_never_shown_with_its_password(tmp_path, capsys, a
     assert "Wr0ngPa55" not in err and "K3yPa55" not in err, err
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["ope", "--log", "URL", "--router", "best-single", "--out", "OUT"], "--log"),
-    (["serve", "ARTIFACT", "--log-db", "URL"], "--log-db"),
-    (["log", "export", "--db", "URL", "--out", "OUT.csv"], "--db"),
-], ids=["ope", "serve", "log-export"])
+LOG_COMMANDS = [
+    pytest.param(["ope", "--log", "URL", "--router", "best-single", "--out", "OUT"], "--log", id="ope"),
+    pytest.param(["serve", "ARTIFACT", "--log-db", "URL"], "--log-db", id="serve"),
+    pytest.param(["log", "export", "--db", "URL", "--out", "OUT.csv"], "--db", id="log-export"),
+]
+"""Each command that takes a decision-log URL, with the option that names it (``URL``,
+``ARTIFACT``, ``OUT`` and ``OUT.csv`` are filled in by :func:`_refused_before_connecting`)."""
+
+
+@pytest.fixture(scope="module")
+def best_single_artifact(tmp_path_factory):
+    """One exported ``best-single`` router, shared by the module (only ``serve`` reads it)."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router
+    from recsys_router.registry import make_router
+    d = make_synthetic(40, 3, 2, seed=0)
+    return export_router(make_router("best-single").fit(d), tmp_path_factory.mktemp("art") / "bs",
+                         train_data=d)
+
+
+def _refused_before_connecting(argv, url, artifact, tmp_path, capsys, monkeypatch) -> str:
+    """Run ``argv`` with ``url`` filled in, check it exits 2 without creating an engine, and
+    return what it printed on stderr."""
+    import sqlalchemy as sa
+
+    def connect(*_a, **_k):  # never reached: the URL is refused first
+        raise AssertionError("an engine was created")
+    monkeypatch.setattr(sa, "create_engine", connect)
+    subst = {"URL": url, "ARTIFACT": str(artifact), "OUT": str(tmp_path / "o"),
+             "OUT.csv": str(tmp_path / "o.csv")}
+    assert main([subst.get(a, a) for a in argv]) == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,flag", LOG_COMMANDS)
 @pytest.mark.parametrize("url", [
     "postgresql://me:Sup3r@S3cret@127.0.0.1:1/x",
     "postgresql://me:Sup3r@S3cret/Zq9x@127.0.0.1:1/x",
     "postgresql://admin@srv:Sup3r@S3cret@127.0.0.1:1/x",
 ], ids=["two-ats", "then-slash", "user-at"])
 def test_a_log_url_whose_password_holds_an_unescaped_at_is_refused_before_connecting(
-        tmp_path, capsys, monkeypatch, argv, flag, url):
+        tmp_path, capsys, monkeypatch, best_single_artifact, argv, flag, url):
     """SQLAlchemy ends a password at its first '@': the driver then tried the rest of the
     password as the host and printed it (``failed to resolve host 'S3cret@127.0.0.1'``), and
     the error named ``--log-db`` whatever the option was."""
-    import sqlalchemy as sa
-
-    from recsys_router.datasets.synthetic import make_synthetic
-    from recsys_router.export import export_router
-    from recsys_router.registry import make_router
-
-    def connect(*_a, **_k):  # never reached: the URL is refused first
-        raise AssertionError("an engine was created")
-    d = make_synthetic(40, 3, 2, seed=0)
-    art = export_router(make_router("best-single").fit(d), tmp_path / "bs", train_data=d)
-    monkeypatch.setattr(sa, "create_engine", connect)
-    subst = {"URL": url, "ARTIFACT": str(art), "OUT": str(tmp_path / "o"),
-             "OUT.csv": str(tmp_path / "o.csv")}
-    assert main([subst.get(a, a) for a in argv]) == 2
-    err = capsys.readouterr().err
+    err = _refused_before_connecting(argv, url, best_single_artifact, tmp_path, capsys, monkeypatch)
     assert f"{flag} \"postgresql+psycopg://... (a database URL of" in err, err
     assert "more than one '@', so where the password ends is ambiguous" in err and "%40" in err, err
     for form in ("Sup3r", "S3cret", "Zq9x"):
@@ -248,35 +264,17 @@ def test_a_log_url_whose_password_holds_an_unescaped_at_is_refused_before_connec
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.csv").exists()
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["ope", "--log", "URL", "--router", "best-single", "--out", "OUT"], "--log"),
-    (["serve", "ARTIFACT", "--log-db", "URL"], "--log-db"),
-    (["log", "export", "--db", "URL", "--out", "OUT.csv"], "--db"),
-], ids=["ope", "serve", "log-export"])
+@pytest.mark.parametrize("argv,flag", LOG_COMMANDS)
 @pytest.mark.parametrize("url", [
     "postgresql://dom/me:Sup3rS3cret@127.0.0.1:1/x",
     "postgresql://dom/me?x=a:Sup3r&S3cret=1@127.0.0.1:1/x",   # a piece of the password as a query key
 ], ids=["slash", "slash-question-mark-ampersand"])
 def test_a_log_url_whose_user_name_holds_a_slash_is_refused_before_connecting(
-        tmp_path, capsys, monkeypatch, argv, flag, url):
+        tmp_path, capsys, monkeypatch, best_single_artifact, argv, flag, url):
     """SQLAlchemy's user name stops at '/': ``dom/me:PASSWORD@host/x`` was read as host ``dom``
     and database ``me:PASSWORD@host/x``, with no password to mask, so every error showed it
     (and ``dom/me?x=a:PASS&WORD=1@host`` showed ``WORD`` as a query key)."""
-    import sqlalchemy as sa
-
-    from recsys_router.datasets.synthetic import make_synthetic
-    from recsys_router.export import export_router
-    from recsys_router.registry import make_router
-
-    def connect(*_a, **_k):  # never reached: the URL is refused first
-        raise AssertionError("an engine was created")
-    d = make_synthetic(40, 3, 2, seed=0)
-    art = export_router(make_router("best-single").fit(d), tmp_path / "bs", train_data=d)
-    monkeypatch.setattr(sa, "create_engine", connect)
-    subst = {"URL": url, "ARTIFACT": str(art),
-             "OUT": str(tmp_path / "o"), "OUT.csv": str(tmp_path / "o.csv")}
-    assert main([subst.get(a, a) for a in argv]) == 2
-    err = capsys.readouterr().err
+    err = _refused_before_connecting(argv, url, best_single_artifact, tmp_path, capsys, monkeypatch)
     assert f"{flag} 'postgresql+psycopg://... (a database URL of" in err, err
     assert "user name or password may be read as its host, database or query" in err and "%2F" in err, err
     assert "Sup3r" not in err and "S3cret" not in err, err
