@@ -41,14 +41,12 @@ def redact_url(url) -> str:
     if not isinstance(url, str):
         return f"<a {type(url).__name__}, not a storage URL>"
     parsed = _parse(url)
-    if parsed is not None and _at_in_host(parsed, url):
-        head = url.partition("://")[0]
-        return (f"{head}://... (a database URL of {len(url)} characters whose password may hold "
-                "an unescaped '@'; not shown)")
-    if parsed is not None and _userinfo_unread(parsed, url):
-        head = url.partition("://")[0]
-        return (f"{head}://... (a database URL of {len(url)} characters whose user name or "
-                "password may be read as its host, database or query; not shown)")
+    why = None if parsed is None else \
+        "password may hold an unescaped '@'" if _at_in_host(parsed, url) else \
+        "user name or password may be read as its host, database or query" \
+        if _userinfo_unread(parsed, url) else None
+    if why:
+        return f"{url.partition('://')[0]}://... (a database URL of {len(url)} characters whose {why}; not shown)"
     if parsed is not None:
         from urllib.parse import quote  # noqa: PLC0415
         shown = parsed.set(query={}).render_as_string(hide_password=True)
@@ -118,11 +116,12 @@ def _userinfo_unread(parsed, url: str) -> bool:
     """
     if parsed.password is not None or parsed.drivername.split("+", 1)[0] == "sqlite":
         return False
-    m = _RAW_PARTS.match(url)   # the database as written (SQLAlchemy decodes %3A to ':')
-    if ":" in ((m.group("database") if m else parsed.database) or ""):
+    # the parts as written (SQLAlchemy decodes %3A to ':'); its own pattern matches every URL it parsed
+    m = _RAW_PARTS.match(url)
+    if ":" in (m.group("database") or ""):
         return True
     # a password ends at the first '@' after the ':' that starts it
-    password, at, _ = ((m.group("query") if m else None) or "").partition(":")[2].partition("@")
+    password, at, _ = (m.group("query") or "").partition(":")[2].partition("@")
     if at and "&" in password:
         return True
     return any(set(str(k)) & set(":/@") for k in parsed.query)

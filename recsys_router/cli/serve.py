@@ -14,6 +14,7 @@ recsys-router serve artifacts/knn --log-db decisions.db --explore epsilon:0.1
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 
@@ -291,13 +292,10 @@ def run_serve(args) -> int:
     from ..export.artifact import TASKS_WARNING
     from ..serving import ServiceConfig, create_app, load_backends
     seed_everything(args.seed)
-    with warnings.catch_warnings(record=True) as caught:  # create_app says it for HTTP clients
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():  # load_router's note for Python callers: create_app says it for HTTP clients
+        warnings.filterwarnings("ignore", message=".*" + re.escape(TASKS_WARNING.partition("{cls}")[2]),
+                                category=UserWarning)
         art = load_router(args.artifact, sign_key=sign_key_from_env(args.sign_key_env))
-    said = TASKS_WARNING.format(cls=art.manifest.get("router_class"))
-    for w in caught:
-        if str(w.message) != said:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if args.score_range is not None:
         from ..coldstart.onboard import resolve_score_range
         art.router.score_range_ = resolve_score_range(art.router, None, args.score_range)[0]
