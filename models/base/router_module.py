@@ -283,7 +283,7 @@ class RouterModule(pl.LightningModule):
                for k, v in cat.items()}
         logit = arr.pop("logit", None)
         # not for Lightning's sanity check before training, whose metrics are discarded
-        sanity = bool(getattr(self._trainer, "sanity_checking", False)) if self._trainer is not None else False
+        sanity = bool(getattr(self._trainer, "sanity_checking", False))
         calib = self._train_logit_calibration() if logit is not None and not sanity else None
         if calib is not None:  # as the exported router's scores_from_logits
             from scipy.special import expit
@@ -311,7 +311,7 @@ class RouterModule(pl.LightningModule):
         (the exported router's ``logit_calib_``: the same logits, cells and seed), or None
         without a data module that has one."""
         from .llm_rows import fit_logit_calibration
-        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        dm = getattr(self._trainer, "datamodule", None)
         splits = getattr(dm, "splits", None) or {}
         if "train" not in splits or not callable(getattr(dm, "embeddings", None)):
             return None
