@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from recsys_router.models.base.llm_rows import fit_logit_calibration
+from recsys_router.models.base.llm_rows import (calibrated_sigmoid, calibrates,
+                                                fit_logit_calibration, ranking_calibration)
 
 
 def test_platt_map_matches_an_unregularised_logistic_regression():
@@ -180,3 +181,41 @@ def test_the_sanity_check_before_training_fits_no_map(tmp_path, monkeypatch):
     monkeypatch.setattr(RouterModule, "_train_logit_calibration", counted)
     _fit_cli(tmp_path, "listwise")
     assert calls == [False, False]          # one per validation epoch of the two, none for the check
+
+
+class _RowsNet:
+    """Stands for a network exposing LLM rows (the attributes ``supports_rows`` looks for)."""
+    def llm_rows(self):
+        raise AssertionError("not called")
+
+    def score_rows(self, x, rows):
+        raise AssertionError("not called")
+
+
+def test_one_rule_decides_which_networks_get_a_platt_map():
+    """The exported router and the module's validation epochs decide by one predicate (they
+    each wrote their own): ranking losses on networks with LLM rows only."""
+    net = _RowsNet()
+    assert [calibrates(k, net) for k in ("bce", "mse", "listwise", "pairwise", "utility")] == \
+        [False, False, True, True, True]
+    assert not calibrates("listwise", object())           # no LLM rows: no map
+
+
+def test_ranking_calibration_fits_only_where_the_rule_says_and_calibrated_sigmoid_applies_it():
+    rng = np.random.default_rng(6)
+    z = rng.standard_normal((400, 3))
+    y = 1 / (1 + np.exp(-(1.5 * z + 0.5)))
+    called = []
+
+    def logits():
+        called.append(1)
+        return z
+    assert ranking_calibration("bce", _RowsNet(), logits, y, seed=0) is None and not called
+    ab = ranking_calibration("listwise", _RowsNet(), logits, y, seed=0)
+    np.testing.assert_array_equal(ab, fit_logit_calibration(z, y, seed=0))
+    np.testing.assert_allclose(ab, [1.5, 0.5], atol=1e-6)
+    # by hand: sigmoid(2 * 0 - 2) = 1 / (1 + e^2), sigmoid(2 * 1 - 2) = 1/2; no map: sigmoid(z)
+    np.testing.assert_allclose(calibrated_sigmoid(np.float32([0, 1]), np.array([2.0, -2.0])),
+                               [1 / (1 + np.exp(2.0)), 0.5], rtol=1e-15)
+    np.testing.assert_allclose(calibrated_sigmoid([0.0, np.log(3.0)], None), [0.5, 0.75], rtol=1e-15)
+    assert calibrated_sigmoid(np.float32([0.0]), None).dtype == np.float64

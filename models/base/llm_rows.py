@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from recsys_router.data import RoutingData
 
 __all__ = ["supports_rows", "fit_llm_row", "prior_of", "rows_logits", "LLMRowsMixin",
-           "fit_logit_calibration"]
+           "fit_logit_calibration", "calibrates", "ranking_calibration", "calibrated_sigmoid"]
 
 
 def supports_rows(net) -> bool:
@@ -210,6 +210,63 @@ class LLMRowsMixin:
         self.added_llm_rows_ = added if added is not None and len(added) else None
         full = np.arange(n_trained + (0 if self.added_llm_rows_ is None else len(self.added_llm_rows_)))
         self.kept_cols_ = None if np.array_equal(kept, full) else kept.astype(np.int64)
+
+
+def calibrates(kind: str, net) -> bool:
+    """Whether a network trained with loss ``kind`` gets a Platt map of its logits: a ranking
+    loss (listwise, pairwise, utility), whose logits only rank the LLMs of a query, and a
+    network exposing LLM rows (:func:`supports_rows`). Pointwise losses (``bce``, ``mse``)
+    already make ``sigmoid(logit)`` a score. The one rule of the exported router
+    (``LightningRouter.logit_calib_``) and of the module's validation epochs.
+
+    Example
+    -------
+    >>> calibrates("bce", None), calibrates("listwise", None)
+    (False, False)
+    """
+    return kind not in ("bce", "mse") and supports_rows(net)
+
+
+def ranking_calibration(kind: str, net, logits, scores: np.ndarray, *, seed: int) -> np.ndarray | None:
+    """The Platt map ``[a, b]`` (:func:`fit_logit_calibration`) of ``net``'s logits on the
+    training cells, or None where :func:`calibrates` says the network needs none.
+
+    Parameters
+    ----------
+    kind : str
+        The loss kind the network was trained with.
+    net : nn.Module
+        The trained network.
+    logits : callable
+        ``logits()`` returns the network's logits (n, L) of the training queries; called only
+        when a map is fitted.
+    scores : ndarray (n, L)
+        The training targets (NaN: unobserved).
+    seed : int
+        Seed of the cell sample of a large training split.
+
+    Returns
+    -------
+    ndarray float64 (2,) or None
+    """
+    if not calibrates(kind, net):
+        return None
+    return fit_logit_calibration(logits(), scores, seed=int(seed))
+
+
+def calibrated_sigmoid(z: np.ndarray, calib: np.ndarray | None) -> np.ndarray:
+    """Float64 scores ``sigmoid(a z + b)`` of logits ``z`` through a Platt map ``calib`` =
+    ``[a, b]``, or ``sigmoid(z)`` when ``calib`` is None.
+
+    Example
+    -------
+    >>> calibrated_sigmoid(np.array([0.0, 1.0]), np.array([2.0, -2.0])).tolist()
+    [0.11920292202211755, 0.5]
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if calib is not None:
+        z = calib[0] * z + calib[1]
+    return expit(z)
 
 
 def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_000,
