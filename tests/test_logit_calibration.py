@@ -219,3 +219,55 @@ def test_ranking_calibration_fits_only_where_the_rule_says_and_calibrated_sigmoi
                                [1 / (1 + np.exp(2.0)), 0.5], rtol=1e-15)
     np.testing.assert_allclose(calibrated_sigmoid([0.0, np.log(3.0)], None), [0.5, 0.75], rtol=1e-15)
     assert calibrated_sigmoid(np.float32([0.0]), None).dtype == np.float64
+
+
+def _ml_intercept(u, y, a):
+    """The maximum-likelihood intercept for slope ``a``, independently: the root of the score
+    equation ``sum sigmoid(a u + b) = sum y`` (increasing in ``b``) by bisection."""
+    from scipy.optimize import brentq
+    from scipy.special import expit
+    return brentq(lambda b: float(np.sum(expit(a * u + b)) - np.sum(y)), -1e3, 1e3, xtol=1e-13)
+
+
+def test_the_warm_started_slope_shrink_gives_the_cold_start_map(monkeypatch):
+    """Each slope-shrink pass refitted the intercept from the mean target's logit; it now starts
+    from the previous pass's ``b``. On separable targets (many passes) the map equals one whose
+    every intercept is solved from scratch, independently."""
+    import recsys_router.models.base.llm_rows as lr
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal(20_000) * 3 + 1
+    y = (z > 1.5).astype(float)
+    starts = []
+    real = lr._platt_intercept
+
+    def spy(u, yy, a, b0=None):
+        starts.append(b0)
+        return real(u, yy, a, b0)
+    monkeypatch.setattr(lr, "_platt_intercept", spy)
+    a_got, b_got = lr.fit_logit_calibration(z, y)
+    assert len(starts) > 5 and starts[0] is None and all(s is not None for s in starts[1:])
+    # the cold-start reference: the same standardisation, first slope and shrink rule
+    mu, sd = z.mean(), z.std()
+    u = (z - mu) / sd
+    u_lo, u_hi = np.quantile(u, [0.001, 0.999])
+    a = max(lr._platt_newton(u, y, 1e-10 * len(u))[0], 1e-3)
+    for _ in range(200):
+        b = _ml_intercept(u, y, a)
+        if a * u_hi + b <= 35.0 and a * u_lo + b >= -700.0:
+            break
+        a = max(a * 0.9, 1e-3)
+    b = float(np.clip(b, -700.0 - a * u_lo, 35.0 - a * u_hi))
+    np.testing.assert_allclose([a_got, b_got], [a / sd, b - a * mu / sd], rtol=1e-8)
+
+
+@pytest.mark.parametrize("start", ["default", "zero", "previous slope's"])
+def test_the_intercept_fit_reaches_the_maximum_likelihood_from_a_given_start(start):
+    """``b0``: the mean target's logit (default), or a start such as the intercept of the
+    slope one shrink pass before (``a / 0.9``), as the slope-shrink loop passes it."""
+    from recsys_router.models.base.llm_rows import _platt_intercept
+    rng = np.random.default_rng(8)
+    u = rng.standard_normal(5000)
+    y = (rng.random(5000) < 1 / (1 + np.exp(-(3 * u - 2)))).astype(float)
+    for a in (0.5, 3.0, 12.0):
+        b0 = {"default": None, "zero": 0.0, "previous slope's": _ml_intercept(u, y, a / 0.9)}[start]
+        assert abs(_platt_intercept(u, y, a, b0) - _ml_intercept(u, y, a)) < 1e-7, (a, b0)
