@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from recsys_router.models.base.llm_rows import fit_logit_calibration
+from recsys_router.models.base.llm_rows import (calibrated_sigmoid, calibrates,
+                                                fit_logit_calibration, ranking_calibration)
 
 
 def test_platt_map_matches_an_unregularised_logistic_regression():
@@ -180,3 +181,93 @@ def test_the_sanity_check_before_training_fits_no_map(tmp_path, monkeypatch):
     monkeypatch.setattr(RouterModule, "_train_logit_calibration", counted)
     _fit_cli(tmp_path, "listwise")
     assert calls == [False, False]          # one per validation epoch of the two, none for the check
+
+
+class _RowsNet:
+    """Stands for a network exposing LLM rows (the attributes ``supports_rows`` looks for)."""
+    def llm_rows(self):
+        raise AssertionError("not called")
+
+    def score_rows(self, x, rows):
+        raise AssertionError("not called")
+
+
+def test_one_rule_decides_which_networks_get_a_platt_map():
+    """The exported router and the module's validation epochs decide by one predicate (they
+    each wrote their own): ranking losses on networks with LLM rows only."""
+    net = _RowsNet()
+    assert [calibrates(k, net) for k in ("bce", "mse", "listwise", "pairwise", "utility")] == \
+        [False, False, True, True, True]
+    assert not calibrates("listwise", object())           # no LLM rows: no map
+
+
+def test_ranking_calibration_fits_only_where_the_rule_says_and_calibrated_sigmoid_applies_it():
+    rng = np.random.default_rng(6)
+    z = rng.standard_normal((400, 3))
+    y = 1 / (1 + np.exp(-(1.5 * z + 0.5)))
+    called = []
+
+    def logits():
+        called.append(1)
+        return z
+    assert ranking_calibration("bce", _RowsNet(), logits, y, seed=0) is None and not called
+    ab = ranking_calibration("listwise", _RowsNet(), logits, y, seed=0)
+    np.testing.assert_array_equal(ab, fit_logit_calibration(z, y, seed=0))
+    np.testing.assert_allclose(ab, [1.5, 0.5], atol=1e-6)
+    # by hand: sigmoid(2 * 0 - 2) = 1 / (1 + e^2), sigmoid(2 * 1 - 2) = 1/2; no map: sigmoid(z)
+    np.testing.assert_allclose(calibrated_sigmoid(np.float32([0, 1]), np.array([2.0, -2.0])),
+                               [1 / (1 + np.exp(2.0)), 0.5], rtol=1e-15)
+    np.testing.assert_allclose(calibrated_sigmoid([0.0, np.log(3.0)], None), [0.5, 0.75], rtol=1e-15)
+    assert calibrated_sigmoid(np.float32([0.0]), None).dtype == np.float64
+
+
+def _ml_intercept(u, y, a):
+    """The maximum-likelihood intercept for slope ``a``, independently: the root of the score
+    equation ``sum sigmoid(a u + b) = sum y`` (increasing in ``b``) by bisection."""
+    from scipy.optimize import brentq
+    from scipy.special import expit
+    return brentq(lambda b: float(np.sum(expit(a * u + b)) - np.sum(y)), -1e3, 1e3, xtol=1e-13)
+
+
+def test_the_warm_started_slope_shrink_gives_the_cold_start_map(monkeypatch):
+    """Each slope-shrink pass refitted the intercept from the mean target's logit; it now starts
+    from the previous pass's ``b``. On separable targets (many passes) the map equals one whose
+    every intercept is solved from scratch, independently."""
+    import recsys_router.models.base.llm_rows as lr
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal(20_000) * 3 + 1
+    y = (z > 1.5).astype(float)
+    starts = []
+    real = lr._platt_intercept
+
+    def spy(u, yy, a, b0=None):
+        starts.append(b0)
+        return real(u, yy, a, b0)
+    monkeypatch.setattr(lr, "_platt_intercept", spy)
+    a_got, b_got = lr.fit_logit_calibration(z, y)
+    assert len(starts) > 5 and starts[0] is None and all(s is not None for s in starts[1:])
+    # the cold-start reference: the same standardisation, first slope and shrink rule
+    mu, sd = z.mean(), z.std()
+    u = (z - mu) / sd
+    u_lo, u_hi = np.quantile(u, [0.001, 0.999])
+    a = max(lr._platt_newton(u, y, 1e-10 * len(u))[0], 1e-3)
+    for _ in range(200):
+        b = _ml_intercept(u, y, a)
+        if a * u_hi + b <= 35.0 and a * u_lo + b >= -700.0:
+            break
+        a = max(a * 0.9, 1e-3)
+    b = float(np.clip(b, -700.0 - a * u_lo, 35.0 - a * u_hi))
+    np.testing.assert_allclose([a_got, b_got], [a / sd, b - a * mu / sd], rtol=1e-8)
+
+
+@pytest.mark.parametrize("start", ["default", "zero", "previous slope's"])
+def test_the_intercept_fit_reaches_the_maximum_likelihood_from_a_given_start(start):
+    """``b0``: the mean target's logit (default), or a start such as the intercept of the
+    slope one shrink pass before (``a / 0.9``), as the slope-shrink loop passes it."""
+    from recsys_router.models.base.llm_rows import _platt_intercept
+    rng = np.random.default_rng(8)
+    u = rng.standard_normal(5000)
+    y = (rng.random(5000) < 1 / (1 + np.exp(-(3 * u - 2)))).astype(float)
+    for a in (0.5, 3.0, 12.0):
+        b0 = {"default": None, "zero": 0.0, "previous slope's": _ml_intercept(u, y, a / 0.9)}[start]
+        assert abs(_platt_intercept(u, y, a, b0) - _ml_intercept(u, y, a)) < 1e-7, (a, b0)

@@ -47,14 +47,13 @@ import copy
 import inspect
 
 import numpy as np
-from scipy.special import expit
 
 from recsys_router.coldstart.pool import observed_range
 from recsys_router.data import RoutingData
 from recsys_router.router import Router, mean_llm_prices
 
 from .lightning_state import LightningStateMixin
-from .llm_rows import LLMRowsMixin, fit_logit_calibration, supports_rows
+from .llm_rows import LLMRowsMixin, calibrated_sigmoid, ranking_calibration
 # the module's class, arguments and building; resolve_module_class re-exported here
 from .module_spec import ModuleSpecMixin, resolve_module_class
 from .router_module import RouterModule, predict_logits
@@ -251,13 +250,15 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
     def _fit_logit_calibration(self, train: RoutingData) -> np.ndarray | None:
         """Platt map of the logits of a network trained with a ranking loss (listwise /
         pairwise / utility), fitted on the training cells; None for pointwise losses, whose
-        ``sigmoid(logit)`` already estimates the score (see ``fit_logit_calibration``)."""
+        ``sigmoid(logit)`` already estimates the score (the rule and fit of
+        :func:`~recsys_router.models.base.llm_rows.ranking_calibration`, which the module's
+        validation epochs share)."""
         loss = self.module_kwargs().get("loss")
         kind = loss.kind if loss is not None else self.module_class().default_loss
-        if kind in ("bce", "mse") or not supports_rows(getattr(self, "net_", None)):
-            return None
-        z = self._pool_logits(self.encoder_.encode_data(train))   # (called before fitted_ is set)
-        return fit_logit_calibration(z, train.scores, seed=int(self.seed))
+        # (called before fitted_ is set)
+        return ranking_calibration(kind, getattr(self, "net_", None),
+                                   lambda: self._pool_logits(self.encoder_.encode_data(train)),
+                                   train.scores, seed=int(self.seed))
 
     def _set_fitted_state(self, module: RouterModule, dm, take_net: bool = False) -> None:
         """The fitted attributes from a trained ``module`` and its data module ``dm``.
@@ -364,11 +365,8 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
         logit calibration of ranking losses (``logit_calib_``), the sigmoid, then
         :meth:`to_data_scale`. :meth:`predict_scores` and the Thompson draws of
         :func:`recsys_router.feedback.sampling.sample_scores` both go through it."""
-        z = np.asarray(logits, dtype=np.float64)
         calib = getattr(self, "logit_calib_", None)     # ranking losses: Platt-scaled logits
-        if calib is not None:
-            z = calib[0] * z + calib[1]
-        return self.to_data_scale(expit(z))
+        return self.to_data_scale(calibrated_sigmoid(logits, calib))
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
         return self.scores_from_logits(self.predict_logits(data))

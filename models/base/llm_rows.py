@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from recsys_router.data import RoutingData
 
 __all__ = ["supports_rows", "fit_llm_row", "prior_of", "rows_logits", "LLMRowsMixin",
-           "fit_logit_calibration"]
+           "fit_logit_calibration", "calibrates", "ranking_calibration", "calibrated_sigmoid"]
 
 
 def supports_rows(net) -> bool:
@@ -212,6 +212,60 @@ class LLMRowsMixin:
         self.kept_cols_ = None if np.array_equal(kept, full) else kept.astype(np.int64)
 
 
+def calibrates(kind: str, net) -> bool:
+    """Whether a network trained with loss ``kind`` gets a Platt map of its logits: a ranking
+    loss (listwise, pairwise, utility), whose logits only rank the LLMs of a query, and a
+    network exposing LLM rows (:func:`supports_rows`); pointwise losses (``bce``, ``mse``) make
+    ``sigmoid(logit)`` a score. The rule of ``LightningRouter.logit_calib_`` and of validation.
+
+    Example
+    -------
+    >>> calibrates("bce", None), calibrates("listwise", None)
+    (False, False)
+    """
+    return kind not in ("bce", "mse") and supports_rows(net)
+
+
+def ranking_calibration(kind: str, net, logits, scores: np.ndarray, *, seed: int) -> np.ndarray | None:
+    """The Platt map ``[a, b]`` (:func:`fit_logit_calibration`) of ``net``'s logits on the
+    training cells, or None where :func:`calibrates` says the network needs none.
+
+    Parameters
+    ----------
+    kind, net : str, nn.Module
+        The loss kind the network was trained with, and the trained network.
+    logits : callable
+        ``logits()`` returns the network's logits (n, L) of the training queries; called only
+        when a map is fitted.
+    scores : ndarray (n, L)
+        The training targets (NaN: unobserved).
+    seed : int
+        Seed of the cell sample of a large training split.
+
+    Returns
+    -------
+    ndarray float64 (2,) or None
+    """
+    if not calibrates(kind, net):
+        return None
+    return fit_logit_calibration(logits(), scores, seed=int(seed))
+
+
+def calibrated_sigmoid(z: np.ndarray, calib: np.ndarray | None) -> np.ndarray:
+    """Float64 scores ``sigmoid(a z + b)`` of logits ``z`` through a Platt map ``calib`` =
+    ``[a, b]``, or ``sigmoid(z)`` when ``calib`` is None.
+
+    Example
+    -------
+    >>> calibrated_sigmoid(np.array([0.0, 1.0]), np.array([2.0, -2.0])).tolist()
+    [0.11920292202211755, 0.5]
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if calib is not None:
+        z = calib[0] * z + calib[1]
+    return expit(z)
+
+
 def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_000,
                           seed: int = 0) -> np.ndarray:
     """Platt scaling ``(a, b)``: ``sigmoid(a z + b)`` fitted to targets ``y`` in [0, 1] by
@@ -272,8 +326,9 @@ def fit_logit_calibration(z: np.ndarray, y: np.ndarray, *, max_cells: int = 200_
     a = max(a, 1e-3)
     # constant targets have no finite intercept: the mean logit's score within 1e-6 of 0 or 1
     b_lim = float(np.log((1 - 1e-6) / 1e-6)) if np.ptp(y) == 0 else np.inf
+    b = None        # each pass starts from the previous pass's b (the same maximum)
     for _ in range(200):
-        b = float(np.clip(_platt_intercept(u, y, a), -b_lim, b_lim))
+        b = float(np.clip(_platt_intercept(u, y, a, b), -b_lim, b_lim))
         if a * u_hi + b <= 35.0 and a * u_lo + b >= -700.0:
             break
         a = max(a * 0.9, 1e-3)
@@ -317,11 +372,15 @@ def _platt_newton(u: np.ndarray, y: np.ndarray, ridge: float) -> tuple[float, fl
     return float(theta[0]), float(theta[1])
 
 
-def _platt_intercept(u: np.ndarray, y: np.ndarray, a: float) -> float:
+def _platt_intercept(u: np.ndarray, y: np.ndarray, a: float, b0: float | None = None) -> float:
     """The maximum-likelihood ``b`` of ``sigmoid(a u + b)`` for a fixed ``a`` (1-D Newton,
-    halved steps)."""
-    m = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
-    b = float(np.log(m / (1 - m)))
+    halved steps) from ``b0`` (default: the mean target's logit), which should leave some
+    sigmoids unsaturated, as the intercept of a nearby slope does: from a start where all
+    saturate the Newton step overshoots and the halving may stall short of the maximum."""
+    if b0 is None:
+        m = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
+        b0 = np.log(m / (1 - m))
+    b = float(b0)
     best = _platt_nll(u, y, a, b)
     for _ in range(100):
         p = expit(a * u + b)

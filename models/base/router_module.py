@@ -283,11 +283,11 @@ class RouterModule(pl.LightningModule):
                for k, v in cat.items()}
         logit = arr.pop("logit", None)
         # not for Lightning's sanity check before training, whose metrics are discarded
-        sanity = bool(getattr(self._trainer, "sanity_checking", False)) if self._trainer is not None else False
+        sanity = bool(getattr(self._trainer, "sanity_checking", False))
         calib = self._train_logit_calibration() if logit is not None and not sanity else None
         if calib is not None:  # as the exported router's scores_from_logits
-            from scipy.special import expit
-            arr["pred"] = expit(calib[0] * logit.astype(np.float64) + calib[1])
+            from .llm_rows import calibrated_sigmoid
+            arr["pred"] = calibrated_sigmoid(logit, calib)
         # ties between predicted scores go to the cheaper predicted cost: the module's own
         # cost predictions where it makes them (as its router routes), else mean train costs
         pred_cost = arr.pop("pred_cost", None)
@@ -300,24 +300,30 @@ class RouterModule(pl.LightningModule):
 
     def _eval_calibrates(self) -> bool:
         """Whether evaluation epochs go through the train split's Platt map (see
-        :attr:`calibrate_eval`): a ranking loss and a network with LLM rows, as
-        :meth:`LightningRouter._fit_logit_calibration` decides."""
-        from .llm_rows import supports_rows
-        kind = getattr(self.loss_fn, "kind", "bce")
-        return bool(self.calibrate_eval) and kind not in ("bce", "mse") and supports_rows(self.net)
+        :attr:`calibrate_eval`) by the exported router's rule,
+        :func:`~recsys_router.models.base.llm_rows.calibrates`."""
+        from .llm_rows import calibrates
+        return bool(self.calibrate_eval) and calibrates(self._loss_kind(), self.net)
+
+    def _loss_kind(self) -> str:
+        """The training loss's kind (``bce`` for a loss without one)."""
+        return getattr(self.loss_fn, "kind", "bce")
 
     def _train_logit_calibration(self) -> np.ndarray | None:
         """``[a, b]`` fitted on the data module's train split with the network as it is now
         (the exported router's ``logit_calib_``: the same logits, cells and seed), or None
-        without a data module that has one."""
-        from .llm_rows import fit_logit_calibration
-        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        without a data module that has one (or where the rule of
+        :func:`~recsys_router.models.base.llm_rows.calibrates` fits none)."""
+        from .llm_rows import ranking_calibration
+        dm = getattr(self._trainer, "datamodule", None)
         splits = getattr(dm, "splits", None) or {}
         if "train" not in splits or not callable(getattr(dm, "embeddings", None)):
             return None
         batch = max(256, int(getattr(dm, "batch_size", 0) or 0))   # as the router predicts
-        z = predict_logits(self.net, dm.embeddings("train"), batch_size=batch)
-        return fit_logit_calibration(z, splits["train"].scores, seed=int(getattr(dm, "seed", 0)))
+        return ranking_calibration(
+            self._loss_kind(), self.net,
+            lambda: predict_logits(self.net, dm.embeddings("train"), batch_size=batch),
+            splits["train"].scores, seed=int(getattr(dm, "seed", 0)))
 
     def on_validation_epoch_end(self) -> None:
         self._eval_epoch_end("val")
