@@ -22,7 +22,7 @@ from ._limits import ReadLimits, check_parquet_footer, open_counted, too_many_re
 from ._rows import first_non_utf8_line, not_utf8 as _not_utf8, open_bytes as _open_bytes
 from ._rows import open_text as _open_text
 
-__all__ = ["read_csv", "csv_header", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "read_jsonl_lines", "require_columns",
+__all__ = ["read_csv", "csv_header", "csv_na_options", "NUMBER_NA", "MAX_CSV_COLUMNS", "require_trust", "read_parquet", "read_json", "read_jsonl", "read_jsonl_lines", "require_columns",
            "parse_size", "task_split_from_stem", "text_hash", "first_non_utf8_line", "order_files", "SPLIT_ORDER", "resolve_file", "log_merged"]
 
 log = logging.getLogger("recsys_router.datasets")
@@ -195,6 +195,27 @@ def csv_header(path: Path) -> list[str]:
     if not header:
         raise DataValidationError("empty file: expected a header line", source=str(path), row=1)
     return header
+
+
+#: spellings of a missing number in a CSV number field (pandas' defaults)
+NUMBER_NA = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+             "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def csv_na_options(cols, *, number=(), text=()) -> dict:
+    """:func:`read_csv` options for a file with columns ``cols``: only an empty field is
+    missing (an id, label or text "NA", "None" or "null" stays text), except in the ``number``
+    columns, where :data:`NUMBER_NA` are too; the ``text`` columns are read as text (a text of
+    digits, "1984", stays one).
+
+    Example
+    -------
+    >>> o = csv_na_options(["query_id", "score"], number=["score"], text=["query_id"])
+    >>> o["dtype"], o["na_values"]["query_id"], "NA" in o["na_values"]["score"]
+    ({'query_id': <class 'str'>}, [''], True)
+    """
+    return {"dtype": {c: str for c in cols if c in text}, "keep_default_na": False,
+            "na_values": {c: list(NUMBER_NA) if c in number else [""] for c in cols}}
 
 
 def read_parquet(path: Path, columns=None, limits: ReadLimits | None = None) -> pd.DataFrame:

@@ -35,7 +35,7 @@ from ..atomic import atomic_write
 from ..data import RoutingData
 from ..errors import DataValidationError
 from ..long_table import RowOffset, row_number
-from ._common import csv_header, read_csv, read_jsonl_lines, read_parquet
+from ._common import csv_header, csv_na_options, read_csv, read_jsonl_lines, read_parquet
 from ._limits import ReadLimits, open_counted
 from ._rows import CsvLines
 from .registry import register
@@ -99,12 +99,6 @@ def detect_generic(path: Path, limits: ReadLimits | None = None) -> bool:
     return "query_id" in cols and bool(cols & {"model", "llm"}) and "score" in cols
 
 
-# spellings of a missing number in a CSV score/cost field (pandas' defaults); in every other
-# column only an empty field is missing, so an id or text "NA", "None" or "null" stays text
-_NUMBER_NA = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-              "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
-
-
 def read_long_table(path, limits: ReadLimits | None = None) -> tuple[pd.DataFrame, RowOffset]:
     """Read a long-table file; returns ``(frame, row_offset)`` for error row numbers.
 
@@ -121,11 +115,9 @@ def read_long_table(path, limits: ReadLimits | None = None) -> tuple[pd.DataFram
     limits = limits if limits is not None else ReadLimits()
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
-        na = {c: (_NUMBER_NA if c in ("score", "cost") else [""]) for c in csv_header(path)}
-        # ids and texts are read as text: a text of digits ("1984") is still a text
-        text = {c: str for c in ("query_id", "model", "llm", "query_text", "prompt", "text")}
-        return (read_csv(path, limits, dtype=text, keep_default_na=False, na_values=na),
-                CsvLines(path))
+        opts = csv_na_options(csv_header(path), number=("score", "cost"),   # ids and texts as text
+                              text=("query_id", "model", "llm", "query_text", "prompt", "text"))
+        return read_csv(path, limits, **opts), CsvLines(path)
     if suf == ".parquet":
         return read_parquet(path, limits=limits), 1
     if suf in (".jsonl", ".jsonl.gz"):

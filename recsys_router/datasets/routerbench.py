@@ -60,7 +60,7 @@ import pandas as pd
 from ..data import RoutingData
 from ..errors import DataValidationError
 from ..numeric import shown, to_floats
-from ._common import (csv_header, order_files, parse_size, read_csv, require_trust,
+from ._common import (csv_header, csv_na_options, order_files, parse_size, read_csv, require_trust,
                       task_split_from_stem, text_hash)
 from ._rows import CsvLines
 from .registry import register
@@ -253,7 +253,7 @@ def _responses(frame, llms, qid: pd.Series, order) -> pd.DataFrame:
 
 def _read_csv(path: Path) -> pd.DataFrame:
     # only an empty field is missing: a cost "n/a" or an id "NA" is not read as NaN
-    df = read_csv(path, keep_default_na=False, na_values={c: [""] for c in csv_header(path)})
+    df = read_csv(path, **csv_na_options(csv_header(path)))
     return df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed:")])
 
 

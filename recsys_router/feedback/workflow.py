@@ -80,28 +80,21 @@ def load_log(spec: str, *, max_bytes: int | None = None, max_records: int | None
     return load_generic(path, max_bytes=limits.max_bytes, max_records=limits.max_records)
 
 
-#: what pandas reads as "no value" in a CSV number column by default; a decision log's text
-#: columns (a task label "NA", "null" or "1", a query "None") keep their text: there only an
-#: empty cell (how ``log export`` writes nothing) is no value
-_NUMBER_NA = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-              "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
-
-
 def _csv_log_options(cols: list[str]) -> dict:
     """``read_csv`` options for an exported decision log with columns ``cols``: its text columns
-    (:data:`~recsys_router.feedback.store.TEXT_COLUMNS`) read as text, an empty cell as
-    nothing; the other columns with pandas' usual missing-value words.
+    (:data:`~recsys_router.feedback.store.TEXT_COLUMNS`: a task label "NA", "null" or "1", a
+    query "None") read as text, where only an empty cell (how ``log export`` writes nothing)
+    is no value; the other columns with pandas' usual missing-number words.
 
     Example
     -------
     >>> o = _csv_log_options(["task", "propensity"])
     >>> o["dtype"], o["na_values"]["task"], "NA" in o["na_values"]["propensity"]
-    ({'task': 'str'}, [''], True)
+    ({'task': <class 'str'>}, [''], True)
     """
+    from ..datasets._common import csv_na_options  # noqa: PLC0415
     from .store import TEXT_COLUMNS  # noqa: PLC0415
-    text = [c for c in cols if c in TEXT_COLUMNS]
-    return {"dtype": {c: "str" for c in text}, "keep_default_na": False,
-            "na_values": {c: [""] if c in TEXT_COLUMNS else list(_NUMBER_NA) for c in cols}}
+    return csv_na_options(cols, number=[c for c in cols if c not in TEXT_COLUMNS], text=TEXT_COLUMNS)
 
 
 def parse_target_policy(text: str) -> dict:
