@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import DataValidationError
 
 __all__ = ["observed_means", "observed_costs", "DIRECTIONS", "metric", "as_matrix", "as_choices", "chosen", "entropy_bits",
-           "complete_rows", "best_single", "BestSingle", "reaches", "REACH_RTOL"]
+           "complete_rows", "finite_curve", "best_single", "BestSingle", "reaches", "REACH_RTOL"]
 
 #: metric name -> "higher" | "lower" | "none" (filled by the :func:`metric` decorator)
 DIRECTIONS: dict[str, str] = {}
@@ -113,6 +113,24 @@ def as_matrix(a, name: str, shape: tuple[int, int] | None = None, *,
         raise DataValidationError(f"{name}[{i}, {j}] is {arr[i, j]}; expected a cost >= 0",
                                   row=int(i), column=name)
     return arr
+
+
+def finite_curve(values: np.ndarray, name: str, hint: str = "") -> None:
+    """Refuse a curve vector holding NaN or inf: a DataValidationError names ``name`` and the
+    first bad index (``hint`` is appended to the message).
+
+    Example
+    -------
+    >>> finite_curve(np.array([0.5, np.nan]), "qualities")
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: column 'qualities': qualities[1] is nan; expected a finite curve value
+    """
+    bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataValidationError(f"{name}[{i}] is {values[i]}; expected a finite curve value{hint}",
+                                  column=name)
 
 
 def as_choices(choices, n_queries: int, n_llms: int, name: str = "choices") -> np.ndarray:

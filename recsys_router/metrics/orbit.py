@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DataValidationError
-from .base import DIRECTIONS, as_matrix, best_single, metric, reaches
+from .base import DIRECTIONS, as_matrix, best_single, finite_curve, metric, reaches
 # RCI lives in its own module (it also takes the decisions' paid costs); re-exported here
 from .rci import rci
 
@@ -215,11 +215,8 @@ def pareto_front(costs, qualities) -> np.ndarray:
     if x.shape != y.shape or x.size == 0:
         raise ValueError(f"costs and qualities must be non-empty and of equal length, got "
                          f"{x.shape} and {y.shape}")
-    for name, v in (("costs", x), ("qualities", y)):
-        if not np.isfinite(v).all():
-            i = int(np.flatnonzero(~np.isfinite(v))[0])
-            raise DataValidationError(f"{name}[{i}] is {v[i]}; expected a finite curve value",
-                                      column=name)
+    finite_curve(x, "costs")
+    finite_curve(y, "qualities")
     o = np.argsort(x, kind="stable")
     x, y = x[o], y[o]
     prev_best = np.concatenate([[-np.inf], np.maximum.accumulate(y)[:-1]])

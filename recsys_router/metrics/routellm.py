@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DataValidationError
-from .base import DIRECTIONS, as_matrix, metric, reaches
+from .base import DIRECTIONS, as_matrix, finite_curve, metric, reaches
 
 __all__ = ["ThresholdCurve", "threshold_sweep", "apgr", "cpt", "routellm_metrics"]
 
@@ -54,11 +54,7 @@ def _sorted_curve(strong_frac, qualities) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"strong_frac and qualities must be non-empty and of equal length, got "
                          f"{x.shape} and {y.shape}")
     for name, v in (("strong_frac", x), ("qualities", y)):
-        if not np.isfinite(v).all():
-            i = int(np.flatnonzero(~np.isfinite(v))[0])
-            raise DataValidationError(f"{name}[{i}] is {v[i]}; expected a finite curve value (a "
-                                      f"threshold sweep of observed scores has no missing point)",
-                                      column=name)
+        finite_curve(v, name, " (a threshold sweep of observed scores has no missing point)")
     o = np.argsort(x, kind="stable")
     return x[o], y[o]
 
