@@ -163,3 +163,38 @@ def test_elo_bootstrap_and_bt_agree():
     again = elo_bootstrap(recs, ["a", "b", "c"], n_boot=100, seed=1)
     assert again.equals(boot)
     assert boot["n_games"].sum() == 2 * 150
+
+
+def test_rating_refuses_a_router_missing_from_routers():
+    """Review M-3: elo_ratings / elo_bootstrap / bradley_terry raised a bare KeyError 'b' when
+    the records name a router that ``routers`` leaves out."""
+    recs = [_duel(True), _duel(False)]
+    for fn in (elo_ratings, elo_bootstrap, bradley_terry):
+        with pytest.raises(ValueError, match=r"router\(s\) \['b'\] not in routers \['a'\]"):
+            fn(recs, ["a"])
+        with pytest.raises(ValueError, match=r"\['a'\] more than once"):
+            fn(recs, ["a", "b", "a"])
+    # a listed router that plays no game is fine: it keeps the initial rating
+    e = elo_ratings(recs, ["a", "b", "c"], k=32, init=1000)
+    e_b = 1 / (1 + 10 ** (32 / 400))
+    assert e.to_dict() == pytest.approx({"a": 1016 - 32 * (1 - e_b), "b": 984 + 32 * (1 - e_b),
+                                         "c": 1000.0})
+
+
+@pytest.mark.parametrize("kw, msg", [({"alpha": 1.8}, "alpha must be"), ({"alpha": 0.0}, "alpha must be"),
+                                     ({"alpha": float("nan")}, "alpha must be"),
+                                     ({"n_boot": -1}, "n_boot must be"), ({"n_boot": 2.5}, "n_boot must be"),
+                                     ({"n_boot": True}, "n_boot must be"),
+                                     ({"n_boot": 10_001}, r"n_boot must be a whole number from 0 to 10000")])
+def test_elo_bootstrap_checks_alpha_and_n_boot(kw, msg):
+    """Review M-3: alpha=1.8 gave elo_lower > elo_upper without a word, n_boot=-1 failed in
+    numpy ("negative dimensions"); the upper limit is sweep_check.MAX_BOOT, as paired_nauc's."""
+    with pytest.raises(ValueError, match=msg):
+        elo_bootstrap([_duel(True)], n_boot=kw.get("n_boot", 10), alpha=kw.get("alpha", 0.05))
+
+
+def test_elo_bootstrap_without_resamples_has_no_interval():
+    # n_boot = 0 stays allowed (report --n-boot 0): record-order Elo, NaN interval
+    boot = elo_bootstrap([_duel(True)], n_boot=0, k=32, init=1000)
+    assert boot["elo"].to_dict() == {"a": 1016.0, "b": 984.0}
+    assert boot[["elo_median", "elo_lower", "elo_upper"]].isna().all().all()

@@ -166,3 +166,16 @@ def test_an_explicit_nauc_verdict_on_equal_costs_says_why():
     assert resolve_verdict_metric("auto", same) == "mu_o"
     with pytest.raises(ValueError, match="one cost everywhere"):
         resolve_verdict_metric("nauc", same)
+
+
+def test_best_single_cost_over_the_queries_where_its_score_was_observed():
+    """Review M-2: best_single's cost (and its cost tie-break) averaged the cost over every
+    query, also where the LLM's score was unobserved."""
+    s = np.array([[1.0, np.nan], [0.0, 1.0]])
+    c = np.array([[1.0, 2.0], [1.0, 4.0]])
+    assert best_single(s, c) == (1, 1.0, 4.0)          # LLM 1: query 1 only, cost 4
+    # both LLMs have mean score 1; LLM 0 costs (1 + 3) / 2 = 2, LLM 1 costs 3 on its one
+    # observed query (the 0 on its unobserved query made it look like 1.5 and win the tie)
+    s = np.array([[1.0, np.nan], [1.0, 1.0]])
+    c = np.array([[1.0, 0.0], [3.0, 3.0]])
+    assert best_single(s, c) == (0, 1.0, 2.0)

@@ -203,3 +203,19 @@ def test_budget_choices_in_row_blocks_equal_the_policy_per_budget(monkeypatch):
     assert got.shape == (50, grid.size)
     for j, c in enumerate(grid):
         assert got[:, j].tolist() == budget_policy(ps, pc, c).tolist()
+
+
+def test_pareto_front_refuses_non_finite_points_and_nauc_paper_of_no_front_is_nan():
+    """Review M-1: pareto_front dropped NaN points silently (an all-NaN curve gave an empty
+    front) and nauc_paper of that empty front raised a bare IndexError."""
+    with pytest.raises(DataValidationError, match=r"qualities\[1\] is nan"):
+        pareto_front([1.0, 2.0], [0.5, np.nan])
+    with pytest.raises(DataValidationError, match=r"costs\[0\] is nan"):
+        pareto_front([np.nan, 2.0], [0.5, 0.7])
+    with pytest.raises(DataValidationError, match=r"costs\[1\] is inf"):
+        pareto_front([1.0, np.inf], [0.5, 0.7])
+    assert math.isnan(nauc_paper(np.empty((0, 2))))
+    with pytest.raises(DataValidationError, match=r"front row 1 is \[2.0, nan\]"):
+        nauc_paper(np.array([[1.0, 0.5], [2.0, np.nan]]))
+    # finite fronts unchanged: area of (1, .5)-(3, 1) is 2 * .75 = 1.5, over width 2
+    assert nauc_paper(np.array([[1.0, 0.5], [3.0, 1.0]])) == pytest.approx(0.75)

@@ -164,3 +164,19 @@ def test_a_pair_inverted_on_the_test_queries_leaves_apgr_and_cpt_out():
     mu = m[m["metric"] == "mu_o"].set_index("router")["value"]
     assert mu["LLM:a"] == pytest.approx(0.2) and mu["LLM:b"] == pytest.approx(0.8)
     assert len(res.curves[res.curves["protocol"] == "routellm"]) > 0
+
+
+def test_cpt_and_apgr_refuse_a_missing_curve_point():
+    """Review M-1: cpt([0, 1], [nan, 0.5], 0.2, 0.6) returned 1.0, a crossing interpolated
+    from a NaN point (min(1.0, nan) is 1.0); a missing point is now named, not interpolated."""
+    for fn in (cpt, apgr):
+        with pytest.raises(DataValidationError, match=r"qualities\[0\] is nan"):
+            fn([0.0, 1.0], [np.nan, 0.5], 0.2, 0.6)
+        with pytest.raises(DataValidationError, match=r"strong_frac\[1\] is nan"):
+            fn([0.0, np.nan], [0.2, 0.5], 0.2, 0.6)
+        with pytest.raises(DataValidationError, match="weak_quality is nan"):
+            fn([0.0, 1.0], [0.2, 0.5], np.nan, 0.6)
+    with pytest.raises(DataValidationError, match="pgr is inf"):
+        cpt([0.0, 1.0], [0.2, 0.5], 0.2, 0.6, np.inf)
+    # the finite curve still crosses where the line does: 0.2 + (0.4 - 0.2) / (0.6 - 0.2) = 0.5
+    assert cpt([0.0, 1.0], [0.2, 0.6], 0.2, 0.6) == pytest.approx(0.5)

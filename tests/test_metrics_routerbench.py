@@ -143,3 +143,13 @@ def test_bad_points():
         ndch(np.array([[1.0, 2.0], [np.nan, 1.0]]))
     with pytest.raises(DataValidationError, match="cost >= 0"):
         llm_points(S, -C)
+
+
+def test_llm_points_mean_cost_over_observed_cells_only():
+    """Review M-2: an LLM's cost was averaged over every query, its quality over the queries
+    where it was observed. LLM 1 is observed on query 1 only (score 1, cost 4): its point is
+    (4, 1), not ((2 + 4) / 2, 1) = (3, 1); LLM 0 is (mean(1, 1), mean(1, 0)) = (1, 0.5)."""
+    s = np.array([[1.0, np.nan], [0.0, 1.0]])
+    c = np.array([[1.0, 2.0], [1.0, 4.0]])
+    assert llm_points(s, c).tolist() == [[1.0, 0.5], [4.0, 1.0]]
+    assert zero_router(s, c).tolist() == [[1.0, 0.5], [4.0, 1.0]]

@@ -31,6 +31,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..errors import few
+from ..sweep_check import MAX_BOOT
 from .records import JudgeRecord
 
 __all__ = ["games", "elo_ratings", "elo_bootstrap", "bradley_terry"]
@@ -64,9 +66,22 @@ def games(records: Sequence[JudgeRecord]) -> list[tuple[int, str, str, float]]:
     return out
 
 
-def _elo(game_list, routers: Sequence[str], k: float, init: float) -> np.ndarray:
+def _positions(game_list, routers: Sequence[str]) -> dict[str, int]:
+    """Column of each router; a ValueError names a router of the games missing from ``routers``
+    (or one listed twice)."""
     pos = {r: n for n, r in enumerate(routers)}
-    rating = np.full(len(routers), float(init))
+    if len(pos) != len(routers):
+        twice = sorted({r for r in routers if list(routers).count(r) > 1})
+        raise ValueError(f"routers lists {few(twice)} more than once; expected distinct names")
+    missing = sorted({r for _, i, j, _g in game_list for r in (i, j)} - pos.keys())
+    if missing:
+        raise ValueError(f"the records name router(s) {few(missing)} not in routers {few(routers)}; "
+                         f"pass every router of the records (or routers=None for all of them)")
+    return pos
+
+
+def _elo(game_list, pos: dict[str, int], k: float, init: float) -> np.ndarray:
+    rating = np.full(len(pos), float(init))
     for _, i, j, g in game_list:
         a, b = pos[i], pos[j]
         e = 1.0 / (1.0 + 10 ** ((rating[b] - rating[a]) / 400.0))
@@ -79,13 +94,17 @@ def elo_ratings(records: Sequence[JudgeRecord], routers: Sequence[str] | None = 
                 k: float = 4.0, init: float = 1000.0) -> pd.Series:
     """Elo rating per router after replaying the games in record order.
 
+    ``routers`` (default: every router of the records) must hold every router that plays a
+    game; a ValueError names any that is missing.
+
     Returns
     -------
     pandas.Series indexed by router.
     """
     from .metrics import routers_of
     routers = list(routers or routers_of(records))
-    return pd.Series(_elo(games(records), routers, k, init), index=pd.Index(routers, name="router"),
+    g = games(records)
+    return pd.Series(_elo(g, _positions(g, routers), k, init), index=pd.Index(routers, name="router"),
                      name="elo")
 
 
@@ -94,6 +113,19 @@ def elo_bootstrap(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
                   alpha: float = 0.05) -> pd.DataFrame:
     """Elo with bootstrap confidence intervals.
 
+    Parameters
+    ----------
+    n_boot : int
+        Resampled replays, a whole number from 0 to
+        :data:`~recsys_router.sweep_check.MAX_BOOT` (0: no intervals, the median and bounds
+        are NaN).
+    alpha : float
+        Strictly between 0 and 1: the interval is the ``(alpha/2, 1 - alpha/2)`` percentile
+        range (0.05: 95 %).
+    routers, seed, k, init
+        As in :func:`elo_ratings`; a router of the records missing from ``routers`` is a
+        ValueError.
+
     Returns
     -------
     pandas.DataFrame indexed by router with columns ``elo`` (record order), ``elo_median``,
@@ -101,8 +133,17 @@ def elo_bootstrap(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
     and ``n_games``.
     """
     from .metrics import routers_of
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) \
+            or not 0 <= n_boot <= MAX_BOOT:
+        raise ValueError(f"elo_bootstrap: n_boot must be a whole number from 0 to {MAX_BOOT} "
+                         f"(0: no intervals), got {n_boot!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not 0 < alpha < 1:
+        raise ValueError(f"elo_bootstrap: alpha must be a number strictly between 0 and 1 (the "
+                         f"interval is the alpha/2 .. 1 - alpha/2 percentile range), got {alpha!r}")
     routers = list(routers or routers_of(records))
     g = games(records)
+    pos = _positions(g, routers)
     by_rec: dict[int, list] = {}
     for x in g:
         by_rec.setdefault(x[0], []).append(x)
@@ -112,14 +153,14 @@ def elo_bootstrap(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
     for b in range(n_boot):
         idx = rng.integers(0, n, size=n) if n else np.empty(0, int)
         seq = [x for t in idx for x in by_rec.get(int(t), ())]
-        boots[b] = _elo(seq, routers, k, init)
+        boots[b] = _elo(seq, pos, k, init)
     n_games = {r: 0 for r in routers}
     for _, i, j, _s in g:
         n_games[i] += 1
         n_games[j] += 1
     q = np.percentile(boots, [100 * alpha / 2, 50, 100 * (1 - alpha / 2)], axis=0) if n_boot else \
         np.full((3, len(routers)), np.nan)
-    return pd.DataFrame({"elo": _elo(g, routers, k, init), "elo_median": q[1], "elo_lower": q[0],
+    return pd.DataFrame({"elo": _elo(g, pos, k, init), "elo_median": q[1], "elo_lower": q[0],
                          "elo_upper": q[2], "n_games": [n_games[r] for r in routers]},
                         index=pd.Index(routers, name="router"))
 
@@ -130,7 +171,8 @@ def bradley_terry(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
     """Bradley-Terry MLE on the Elo games, on the Elo scale (mean ``init``).
 
     Routers that played no game get NaN (all of them, at once, when no two routers ever
-    chose different sides).
+    chose different sides). A router of the records missing from ``routers`` is a ValueError
+    that names it.
 
     Example
     -------
@@ -139,10 +181,11 @@ def bradley_terry(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
     """
     from .metrics import routers_of
     routers = list(routers or routers_of(records))
-    pos = {r: n for n, r in enumerate(routers)}
+    game_list = games(records)
+    pos = _positions(game_list, routers)
     m = len(routers)
     wins = np.zeros((m, m))  # wins[i, j]: (fractional) wins of i over j
-    for _, i, j, g in games(records):
+    for _, i, j, g in game_list:
         wins[pos[i], pos[j]] += g
         wins[pos[j], pos[i]] += 1 - g
     n = wins + wins.T

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..errors import DataValidationError
 
-__all__ = ["observed_means", "DIRECTIONS", "metric", "as_matrix", "as_choices", "chosen", "entropy_bits",
-           "complete_rows", "best_single", "BestSingle", "reaches", "REACH_RTOL"]
+__all__ = ["observed_means", "observed_costs", "DIRECTIONS", "metric", "as_matrix", "as_choices", "chosen", "entropy_bits",
+           "complete_rows", "finite_curve", "best_single", "BestSingle", "reaches", "REACH_RTOL"]
 
 #: metric name -> "higher" | "lower" | "none" (filled by the :func:`metric` decorator)
 DIRECTIONS: dict[str, str] = {}
@@ -115,6 +115,24 @@ def as_matrix(a, name: str, shape: tuple[int, int] | None = None, *,
     return arr
 
 
+def finite_curve(values: np.ndarray, name: str, hint: str = "") -> None:
+    """Refuse a curve vector holding NaN or inf: a DataValidationError names ``name`` and the
+    first bad index (``hint`` is appended to the message).
+
+    Example
+    -------
+    >>> finite_curve(np.array([0.5, np.nan]), "qualities")
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: column 'qualities': qualities[1] is nan; expected a finite curve value
+    """
+    bad = ~np.isfinite(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataValidationError(f"{name}[{i}] is {values[i]}; expected a finite curve value{hint}",
+                                  column=name)
+
+
 def as_choices(choices, n_queries: int, n_llms: int, name: str = "choices") -> np.ndarray:
     """Validate chosen column indices: int vector of length ``n_queries`` in ``[0, n_llms)``.
 
@@ -203,8 +221,8 @@ def best_single(scores: np.ndarray, costs: np.ndarray | None = None) -> BestSing
     """The LLM with the highest mean test score (ties: lower mean cost, then lower index).
 
     With per-query candidate pools (NaN = the LLM was not observed on that query) each
-    LLM's mean runs over the queries where it was observed; an LLM never observed is
-    never the best.
+    LLM's means, of score and of cost, run over the queries where its score was observed
+    (a cost given on an unobserved cell is ignored); an LLM never observed is never the best.
 
     ORBIT's code keeps the first LLM with the highest mean (no cost tie-break); the two agree
     unless two LLMs have exactly equal mean scores.
@@ -230,14 +248,27 @@ def best_single(scores: np.ndarray, costs: np.ndarray | None = None) -> BestSing
         c = np.full(s.shape[1], np.nan)
         key = np.zeros(s.shape[1])
     else:
-        c = observed_means(as_matrix(costs, "costs", s.shape, allow_nan=True))
+        cm = observed_costs(s, as_matrix(costs, "costs", s.shape, allow_nan=True))
+        c = observed_means(cm)
         key = np.nan_to_num(c, nan=np.inf)
     order = np.lexsort((np.arange(s.shape[1]), key, -np.nan_to_num(q, nan=-np.inf)))
     j = int(order[0])
     # the chosen column's means are summed as a router's mu_o sums its chosen values (one
     # contiguous vector), so a router that always picks this LLM gets exactly this quality
     return BestSingle(j, _vector_mean(s[:, j]), float(c[j]) if costs is None else
-                      _vector_mean(np.asarray(costs, dtype=np.float64)[:, j]))
+                      _vector_mean(cm[:, j]))
+
+
+def observed_costs(scores: np.ndarray, costs: np.ndarray) -> np.ndarray:
+    """``costs`` with every cell whose score is unobserved (NaN) set to NaN, so that an
+    LLM's mean cost runs over the same queries as its mean score.
+
+    Example
+    -------
+    >>> observed_costs(np.array([[1., np.nan], [0., 1.]]), np.array([[1., 2.], [1., 4.]])).tolist()
+    [[1.0, nan], [1.0, 4.0]]
+    """
+    return np.where(np.isnan(scores), np.nan, costs)
 
 
 def _vector_mean(column: np.ndarray) -> float:

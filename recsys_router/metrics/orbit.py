@@ -34,7 +34,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .base import DIRECTIONS, as_matrix, best_single, metric, reaches
+from ..errors import DataValidationError
+from .base import DIRECTIONS, as_matrix, best_single, finite_curve, metric, reaches
 # RCI lives in its own module (it also takes the decisions' paid costs); re-exported here
 from .rci import rci
 
@@ -195,10 +196,14 @@ def budget_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nda
 def pareto_front(costs, qualities) -> np.ndarray:
     """ORBIT's Pareto front: points sorted by cost (stable), kept while quality strictly rises.
 
+    Every point must be finite: a NaN or infinite cost or quality raises
+    :class:`~recsys_router.errors.DataValidationError` (a ``ValueError``) naming the argument
+    and index, rather than dropping the point (which could leave an empty front).
+
     Returns
     -------
     ndarray, shape (k, 2)
-        ``(cost, quality)`` rows.
+        ``(cost, quality)`` rows; ``k >= 1``.
 
     Example
     -------
@@ -210,6 +215,8 @@ def pareto_front(costs, qualities) -> np.ndarray:
     if x.shape != y.shape or x.size == 0:
         raise ValueError(f"costs and qualities must be non-empty and of equal length, got "
                          f"{x.shape} and {y.shape}")
+    finite_curve(x, "costs")
+    finite_curve(y, "qualities")
     o = np.argsort(x, kind="stable")
     x, y = x[o], y[o]
     prev_best = np.concatenate([[-np.inf], np.maximum.accumulate(y)[:-1]])
@@ -254,14 +261,24 @@ def nauc_code(front: np.ndarray, best_cost: float, last_quality: float) -> float
 @metric("nauc_paper", "higher")
 def nauc_paper(front: np.ndarray) -> float:
     """nAUC as in ORBIT's paper (eq. B.3): ``(1/(x_T - x_1)) * sum_k (x_k - x_{k-1}) (y_k + y_{k-1}) / 2``
-    over the front sorted by cost; NaN when the front has a single cost.
+    over the front sorted by cost; NaN (undefined, like a zero width) when the front has a
+    single cost or no point at all. A non-finite front row raises
+    :class:`~recsys_router.errors.DataValidationError` (a ``ValueError``).
 
     Example
     -------
     >>> nauc_paper(np.array([[1., 0.5], [3., 1.0]]))
     0.75
+    >>> nauc_paper(np.empty((0, 2)))
+    nan
     """
     pts = np.asarray(front, dtype=np.float64).reshape(-1, 2)
+    if not np.isfinite(pts).all():
+        i = int(np.flatnonzero(~np.isfinite(pts).all(axis=1))[0])
+        raise DataValidationError(f"front row {i} is {pts[i].tolist()}; expected finite "
+                                  f"(cost, quality)", column="front")
+    if len(pts) == 0:
+        return float("nan")
     pts = pts[np.argsort(pts[:, 0], kind="stable")]
     width = pts[-1, 0] - pts[0, 0]
     return float(_trapezoid(pts) / width) if width > 0 else float("nan")

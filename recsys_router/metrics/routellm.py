@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DataValidationError
-from .base import DIRECTIONS, as_matrix, metric, reaches
+from .base import DIRECTIONS, as_matrix, finite_curve, metric, reaches
 
 __all__ = ["ThresholdCurve", "threshold_sweep", "apgr", "cpt", "routellm_metrics"]
 
@@ -53,8 +53,16 @@ def _sorted_curve(strong_frac, qualities) -> tuple[np.ndarray, np.ndarray]:
     if x.shape != y.shape or x.size == 0:
         raise ValueError(f"strong_frac and qualities must be non-empty and of equal length, got "
                          f"{x.shape} and {y.shape}")
+    for name, v in (("strong_frac", x), ("qualities", y)):
+        finite_curve(v, name, " (a threshold sweep of observed scores has no missing point)")
     o = np.argsort(x, kind="stable")
     return x[o], y[o]
+
+
+def _finite_args(**values: float) -> None:
+    for name, v in values.items():
+        if not np.isfinite(float(v)):
+            raise DataValidationError(f"{name} is {v}; expected a finite number", column=name)
 
 
 def threshold_sweep(win_prob, scores: np.ndarray, strong: int = 0, weak: int = 1, *,
@@ -117,6 +125,10 @@ def apgr(strong_frac, qualities, weak_quality: float, strong_quality: float) -> 
     a test set where it is inverted the ratio's sign flips, ranking the best routers last;
     means over folds or pool groups skip such cells.
 
+    A curve point or quality that is not finite (NaN, inf) raises
+    :class:`~recsys_router.errors.DataValidationError` (a ``ValueError``) naming the
+    argument: a missing point would otherwise change the area silently.
+
     Example
     -------
     >>> apgr([0.0, 0.5, 1.0], [0.25, 0.75, 0.75], 0.25, 0.75)
@@ -125,6 +137,7 @@ def apgr(strong_frac, qualities, weak_quality: float, strong_quality: float) -> 
     nan
     """
     x, y = _sorted_curve(strong_frac, qualities)
+    _finite_args(weak_quality=weak_quality, strong_quality=strong_quality)
     width = x[-1] - x[0]
     gap = (strong_quality - weak_quality) * width
     if not gap > 0:
@@ -144,12 +157,22 @@ def cpt(strong_frac, qualities, weak_quality: float, strong_quality: float, pgr:
     beat the weak one on these queries the target is at most ``q_weak``, so every router
     reaches it with the weak LLM alone (0 when the curve starts at 0 strong calls).
 
+    A curve point, quality or ``pgr`` that is not finite raises
+    :class:`~recsys_router.errors.DataValidationError` (a ``ValueError``) naming the
+    argument; NaN is kept for "never reached" (a crossing interpolated from a missing point
+    would be invented).
+
     Example
     -------
     >>> cpt([0.0, 0.5, 1.0], [0.25, 0.75, 0.75], 0.25, 0.75, pgr=0.5)
     0.25
+    >>> cpt([0.0, 1.0], [np.nan, 0.5], 0.2, 0.6)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: column 'qualities': qualities[0] is nan; expected ...
     """
     x, y = _sorted_curve(strong_frac, qualities)
+    _finite_args(weak_quality=weak_quality, strong_quality=strong_quality, pgr=pgr)
     target = weak_quality + pgr * (strong_quality - weak_quality)
     hit = reaches(y, target)
     if not hit.any():

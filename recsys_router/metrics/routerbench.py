@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import DataValidationError
 from ..policies import wtp_policy
-from .base import as_matrix, metric, observed_means
+from .base import as_matrix, metric, observed_costs, observed_means
 
 __all__ = ["llm_points", "wtp_sweep", "default_lambdas", "interpolate", "ndch", "ndch_indices",
            "HULL_TOLERANCE", "hull_value", "shared_domain", "aiq", "aiq_many", "aiq_code", "zero_router", "routerbench_metrics"]
@@ -51,8 +51,9 @@ def _points(points, name: str = "points") -> np.ndarray:
 
 
 def llm_points(scores: np.ndarray, costs: np.ndarray) -> np.ndarray:
-    """Each LLM's ``(mean cost, mean quality)`` on the test queries (over the queries where
-    it was observed, when some cells are NaN).
+    """Each LLM's ``(mean cost, mean quality)`` on the test queries (both over the queries
+    where its score was observed, when some score cells are NaN: a cost on an unobserved cell
+    is ignored).
 
     Returns
     -------
@@ -65,7 +66,7 @@ def llm_points(scores: np.ndarray, costs: np.ndarray) -> np.ndarray:
     """
     s = as_matrix(scores, "scores", allow_nan=True)
     c = as_matrix(costs, "costs", s.shape, nonnegative=True, allow_nan=True)
-    return np.column_stack([observed_means(c), observed_means(s)])
+    return np.column_stack([observed_means(observed_costs(s, c)), observed_means(s)])
 
 
 def wtp_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.ndarray,
