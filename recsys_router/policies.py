@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_policy_values", "argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES",
+__all__ = ["check_policy_values", "check_wtp", "argmax_policy", "wtp_policy", "budget_policy", "apply_policy", "POLICIES",
            "fill_unknown_costs"]
 
 
@@ -121,6 +121,23 @@ def check_policy_values(wtp=None, budget=None) -> None:
             raise ValueError(f"{name} must be a number, got {type(v).__name__} {v!r}")
 
 
+def check_wtp(wtp) -> None:
+    """Refuse a ``wtp`` (lambda) that is not a finite number >= 0 (see
+    :func:`check_policy_values` for the type), with a one-line ``ValueError``.
+
+    Example
+    -------
+    >>> check_wtp(2.0)
+    >>> check_wtp(float("inf"))
+    Traceback (most recent call last):
+    ...
+    ValueError: wtp (lambda) must be a finite number >= 0, got inf
+    """
+    check_policy_values(wtp=wtp)
+    if wtp is None or not np.isfinite(wtp) or wtp < 0:
+        raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
+
+
 def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
                mask: np.ndarray | None = None) -> np.ndarray:
     """RouterBench willingness-to-pay: ``argmax_j lambda * P_hat[i, j] - c_hat[i, j]``.
@@ -136,9 +153,7 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     >>> wtp_policy(s, c, 1.0).tolist(), wtp_policy(s, c, 10.0).tolist()
     ([0], [1])
     """
-    check_policy_values(wtp=wtp)
-    if wtp is None or not np.isfinite(wtp) or wtp < 0:
-        raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
+    check_wtp(wtp)
     if costs is None:
         raise ValueError("costs: the wtp policy needs predicted costs, got None")
     s, c, m = _policy_inputs(scores, costs, mask)

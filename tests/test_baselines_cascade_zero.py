@@ -150,8 +150,9 @@ def test_cascade_default_threshold_and_candidates():
 def test_cascade_rejects_bad_settings():
     d = _cascade_data()
     r = CascadeRouter().fit(d)
-    with pytest.raises(ValueError, match="wtp must be a number >= 0"):
-        r.route(d, wtp=-1.0)
+    for bad in (-1.0, float("inf"), float("nan")):   # inf was taken: a cap of inf, no cap at all
+        with pytest.raises(ValueError, match=r"wtp \(lambda\) must be a finite number >= 0"):
+            r.route(d, wtp=bad)
     with pytest.raises(ValueError, match="epsilon"):
         CascadeRouter(epsilon=2.0).fit(d)
     with pytest.raises(ValueError, match="costs"):

@@ -93,6 +93,23 @@ def test_hostile_texts_get_clean_errors(artifacts, bad):
         art.route([])
 
 
+@pytest.mark.parametrize("queries,match", [
+    ("hello", r"queries: expected a list of texts, got one str"),    # routed each character
+    ("hello world", r"got one str; pass \["),                         # 'row 0 has no text': the space
+    ([None], r"queries\[0\]: expected a text \(str\), got NoneType"),  # routed the text 'None'
+    (["ok", 1.5], r"queries\[1\]: expected a text \(str\), got float '1.5'"),
+    (np.array([["a", "b"]]), r"one text per query, got an array of shape \(1, 2\)"),
+    (7, r"expected a list of texts, got int"),
+])
+def test_route_refuses_a_single_string_or_entries_that_are_not_texts(artifacts, queries, match):
+    art = artifacts["knn"]
+    for call in (lambda: art.route(queries), lambda: art.predict(queries),
+                 lambda: art.route(queries, tasks=[None] * 2)):
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert [r["llm"] for r in art.route(("hello", np.str_("hello")))] == [art.route(["hello"])[0]["llm"]] * 2
+
+
 @pytest.mark.parametrize("n", [4, 100])  # the small (Python) and large (pandas) checks agree
 def test_missing_text_check_names_the_same_row_either_way(n):
     texts = ["ok"] * n

@@ -18,7 +18,7 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.hyperparams import check_number, check_seed
-from recsys_router.policies import check_policy_values, fill_unknown_costs
+from recsys_router.policies import check_policy_values, check_wtp, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, Arr
 
@@ -196,8 +196,7 @@ class CascadeRouter(Router):
         """
         check_policy_values(wtp, budget)
         if wtp is not None:
-            if float(wtp) < 0 or np.isnan(float(wtp)):
-                raise ValueError(f"wtp must be a number >= 0, got {wtp!r}")
+            check_wtp(wtp)   # as every router's wtp policy: an infinite cap would be none
             t = float(self.threshold_)
             cap = float(wtp) * t if t > 0 else 0.0
             budget = cap if budget is None else min(float(budget), cap)

@@ -13,7 +13,7 @@ from ..encoders.cache import text_key
 from ..policies import apply_policy
 from ..router import Router
 
-__all__ = ["ExportedRouter", "router_uses_tasks", "check_tasks", "MAX_TASK_CHARS"]
+__all__ = ["ExportedRouter", "router_uses_tasks", "check_tasks", "check_texts", "MAX_TASK_CHARS"]
 
 
 
@@ -32,6 +32,37 @@ def router_uses_tasks(router) -> bool:
             return True
         router, seen = getattr(router, "router_", None), seen + 1
     return False
+
+
+def check_texts(texts) -> list[str]:
+    """``texts`` (raw query texts: a list, tuple, 1-d array or Series of strings) as a list.
+    A single string is refused (iterating it would route each character), and so is an entry
+    that is not a string (None, a number), naming its index.
+
+    Example
+    -------
+    >>> check_texts(("a", "b"))
+    ['a', 'b']
+    >>> check_texts("hello")
+    Traceback (most recent call last):
+    ...
+    ValueError: queries: expected a list of texts, got one str; pass ["..."] to route one text
+    """
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"queries: expected a list of texts, got one {type(texts).__name__}; "
+                         'pass ["..."] to route one text')
+    if isinstance(texts, (np.ndarray, pd.Series, pd.Index)) and texts.ndim != 1:
+        raise ValueError(f"queries: expected one text per query, got an array of shape "
+                         f"{tuple(texts.shape)}")
+    try:
+        out = list(texts)
+    except TypeError:
+        raise ValueError(f"queries: expected a list of texts, got {type(texts).__name__}") from None
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise ValueError(f"queries[{i}]: expected a text (str), got {type(t).__name__} "
+                             f"{str(t)[:40]!r}")
+    return out
 
 
 def check_tasks(tasks, n: int) -> list[str | None]:
@@ -135,7 +166,7 @@ class ExportedRouter:
         validation of :class:`RoutingData`; ``validate=True`` builds it through the full
         constructor (same result, slower: the reference the fast path is tested against).
         """
-        texts = [str(t) for t in texts]
+        texts = check_texts(texts)
         if not texts:
             raise ValueError("no queries to route")
         labels = [None] * len(texts) if tasks is None else check_tasks(tasks, len(texts))
@@ -158,7 +189,7 @@ class ExportedRouter:
         return RoutingData._trusted(q, self._llms[1].copy(deep=False), scores, name="requests")
 
     def _unique(self, texts: Sequence[str], tasks=None) -> tuple[RoutingData, np.ndarray]:
-        texts = [str(t) for t in texts]
+        texts = check_texts(texts)
         if tasks is None:
             uniq, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
             return self.to_data(list(uniq)), inverse.ravel()
