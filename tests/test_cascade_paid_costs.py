@@ -131,6 +131,19 @@ def test_cascade_without_any_result_pays_nothing_known():
     paid = r.decide(d)[1]
     assert np.isnan(paid[0]) and paid[1] == 11.0
     assert np.isnan(r.decide(d, candidates=["a"])[1][0])
-    # wtp = inf with a threshold <= 0: a cap of 0 (first LLM only), not a NaN cap
+    # a huge wtp with a threshold <= 0: a cap of 0 (first LLM only), not a NaN cap (wtp = inf,
+    # which gave inf * 0, is refused as by every router)
     r0 = CascadeRouter(threshold=0.0).fit(d)
-    assert r0.decide(d, wtp=float("inf"))[1][1] == 1.0
+    assert r0.decide(d, wtp=1e300)[1][1] == 1.0
+
+
+def test_routerbench_protocol_reports_routerbench_codes_aiq(result):
+    """README promised ``aiq_code`` (RouterBench's own formula) and the protocol never wrote it.
+    By hand: every hull starts at LLM a's (1, 0.5) (wtp near 0 takes the cheapest LLM) and ends
+    at its router's best point; x_max = 10 (LLM b, the dearest point); each hull is extended
+    to (10, its last quality) and its area divided by 10. oracle to (5.5, 1):
+    (4.5 * 0.75 + 4.5) / 10; cascade to (6, 1): (5 * 0.75 + 4) / 10; best-single and the
+    LLMs' hull to (10, 1): 9 * 0.75 / 10."""
+    for router, want in (("oracle", 0.7875), ("cascade", 0.775), ("best-single", 0.675),
+                         ("zero (LLM hull)", 0.675)):
+        assert _metric(result, "routerbench", router, "aiq_code") == pytest.approx(want)

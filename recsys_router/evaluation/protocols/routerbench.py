@@ -55,10 +55,14 @@ def _metrics(b, ctx):
         cs.append(curve_row("LLM:" + name, "points", "single", np.nan, x, y))
     hulls[LLM_HULL] = rb.zero_router(b.scores, b.costs)
     domain = rb.shared_domain(list(hulls.values()))
-    for router, h in hulls.items():
+    # RouterBench's code formula, over the same hulls (undefined when every cost is 0)
+    dearest = max(float(h[:, 0].max()) for h in hulls.values())
+    code = rb.aiq_code(list(hulls.values())) if dearest > 0 else np.full(len(hulls), np.nan)
+    for (router, h), aiq_code in zip(hulls.items(), code):
         for k, (x, y) in enumerate(h):
             cs.append(curve_row(router, "ndch", "vertex", k, x, y))
         ms.append(metric_row(router, "aiq", rb.aiq(h, domain)))
+        ms.append(metric_row(router, "aiq_code", aiq_code))
         ms.append(metric_row(router, "max_quality", h[:, 1].max()))
         ms.append(metric_row(router, "cost_at_max_quality", h[-1, 0]))
     for router in hulls:
