@@ -62,3 +62,32 @@ def test_negative_seed_exits_2_and_creates_nothing(tmp_path, capsys, argv, made)
     assert ei.value.code == 2
     assert "argument --seed: expected a whole number from 0 to 4294967295, got '-1'" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--routers", "best-single", "--out", "OUT"],
+    ["scaling", "--out", "OUT"],
+    ["probes", "ART", "--out", "OUT"],
+    ["calibrate", "ART", "--target-cost", "1"],
+    ["judge", "simulate", "--routers", "best-single,random", "--db", "OUT.db"],
+], ids=["evaluate", "scaling", "probes", "calibrate", "judge-simulate"])
+def test_generated_data_is_drawn_with_the_commands_seed(tmp_path, monkeypatch, capsys, argv):
+    """``evaluate --data synthetic --seed 7`` evaluated the seed-0 dataset (the seed reached
+    the split, pools and routers only), while ``data info --seed 7`` described another one."""
+    import recsys_router.cli.data as cli_data
+    seen = []
+
+    def spy(name, **kw):
+        seen.append(kw.get("seed"))
+        raise ValueError("stop here")
+    monkeypatch.setattr(cli_data, "resolve_dataset", spy)
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router
+    from recsys_router.registry import make_router
+    d = make_synthetic(30, 3, 2, seed=0)
+    art = export_router(make_router("best-single").fit(d), tmp_path / "a", train_data=d)
+    sub = {"OUT": str(tmp_path / "o"), "OUT.db": str(tmp_path / "j.db"), "ART": str(art)}
+    args = [sub.get(a, a) for a in argv] + ["--data", "synthetic"]
+    assert main(args + ["--seed", "7"]) == 2 and "stop here" in capsys.readouterr().err
+    assert main(args + ["--seed", "7", "-o", "seed=3"]) == 2   # -o seed= gives the data its own
+    assert seen == [7, 3]

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write
-from .args import add_data_args, add_seed_arg, data_options, score_range_arg
+from .args import add_data_args, add_seed_arg, score_range_arg
 from .serve import _SIGN_HELP, sign_key_from_env
 
 __all__ = ["add_parser", "run_probes", "run_onboard"]
 
 
 def _load(args):
-    from ..datasets.resolve import resolve_dataset
-    return resolve_dataset(args.data, data_dir=args.data_dir, stack=True, **data_options(args))
+    from .data import load_data
+    return load_data(args)   # generated data drawn with --seed
 
 
 def add_parser(subparsers) -> None:

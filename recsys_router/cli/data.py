@@ -24,7 +24,7 @@ from ..data import RoutingData
 from ..datasets.resolve import loader_spec, resolve_dataset
 from .args import UNUSED_SEED_HELP, add_data_args, add_seed_arg, data_options, positive_int
 
-__all__ = ["add_parser", "load_from_args", "format_info", "info_dict"]
+__all__ = ["add_parser", "load_from_args", "load_data", "format_info", "info_dict"]
 
 _SIM_OPTIONS = ("n_queries", "n_llms", "n_topics")
 
@@ -67,6 +67,23 @@ def add_parser(subparsers) -> None:
     dl.add_argument("--cache-dir", default=None, help="parent folder (default: ~/.cache/recsys_router/datasets)")
     add_seed_arg(dl, None, UNUSED_SEED_HELP)
     dl.set_defaults(func=_cmd_download)
+
+
+def load_data(args, **options):
+    """The one dataset named by ``--data``/``--data-dir``/``-o`` of a command (splits stacked).
+    A generated dataset (``synthetic``...) is drawn with the command's ``--seed`` unless
+    ``-o seed=`` gives its own; ``-o`` options override ``options`` (the command's defaults).
+
+    Example
+    -------
+    >>> ns = argparse.Namespace(data="synthetic", data_dir=None, data_option=["n_queries=30"], seed=1)
+    >>> a, b = load_data(ns), load_data(argparse.Namespace(**{**vars(ns), "seed": 2}))
+    >>> (a.n_queries, bool((a.scores == b.scores).all()))
+    (30, False)
+    """
+    opts = {**options, **data_options(args)}
+    seed = opts.pop("seed", getattr(args, "seed", None))
+    return resolve_dataset(args.data, data_dir=args.data_dir, stack=True, seed=seed, **opts)
 
 
 def load_from_args(args):

@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..datasets.resolve import resolve_dataset
 from .args import (FloatListArg, ListArg, OptionError, add_data_args, add_seed_arg, auto_folds,
-                   count, data_options, encoder_spec, fraction, positive_int, repeated,
+                   count, encoder_spec, fraction, positive_int, repeated,
                    split_list)
+from .data import load_data
 
 __all__ = ["add_parser", "run_evaluate", "run_demo", "run_scaling", "DEMO_ROUTERS",
            "DEMO_PARAMS"]
@@ -145,8 +145,7 @@ def _run_settings(args, proto) -> dict:
 
 
 def _load(args, **options):
-    return resolve_dataset(args.data, data_dir=args.data_dir, stack=True,
-                           **{**options, **data_options(args)})
+    return load_data(args, **options)   # generated data drawn with --seed
 
 
 def add_parser(subparsers) -> None:

@@ -18,9 +18,9 @@ import logging
 import os
 import sys
 
-from ..datasets.resolve import resolve_dataset
-from .args import (UNUSED_SEED_HELP, ListArg, add_data_args, add_seed_arg, count, data_options,
+from .args import (UNUSED_SEED_HELP, ListArg, add_data_args, add_seed_arg, count,
                    finite_float, non_negative_float, port, positive_int)
+from .data import load_data
 from .serve import add_server_limit_args, uvicorn_limits
 
 __all__ = ["add_parser", "load_data"]
@@ -28,12 +28,6 @@ __all__ = ["add_parser", "load_data"]
 log = logging.getLogger(__name__)
 
 VOTER_KEY_ENV = "RECSYS_ROUTER_JUDGE_KEY"
-
-
-def load_data(args, *, with_responses: bool = False):
-    """The one dataset named by ``--data``/``--data-dir``/``-o`` (splits stacked)."""
-    return resolve_dataset(args.data, data_dir=args.data_dir, stack=True,
-                           with_responses=with_responses, **data_options(args))
 
 
 def _data_args(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -264,10 +264,10 @@ def run_export(args) -> int:
 # ---------------------------------------------------------------------------- calibrate
 def run_calibrate(args) -> int:
     """Handler of ``recsys-router calibrate``."""
-    from ..datasets.resolve import resolve_dataset  # noqa: PLC0415
+    from .data import load_data  # noqa: PLC0415
     from ..export import calibrate_artifact, seed_everything  # noqa: PLC0415
     seed_everything(args.seed)
-    data = resolve_dataset(args.data, data_dir=args.data_dir, stack=True, **data_options(args))
+    data = load_data(args)   # generated data drawn with --seed
     share = args.target_share
     res = calibrate_artifact(args.artifact, data, policy=args.policy,
                              target_cost=args.target_cost, target_share=share,
