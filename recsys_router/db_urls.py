@@ -41,12 +41,14 @@ def redact_url(url) -> str:
     if not isinstance(url, str):
         return f"<a {type(url).__name__}, not a storage URL>"
     parsed = _parse(url)
-    why = None if parsed is None else \
-        "password may hold an unescaped '@'" if _at_in_host(parsed, url) else \
-        "user name or password may be read as its host, database or query" \
-        if _userinfo_unread(parsed, url) else None
+    why = None   # why a URL SQLAlchemy parses is not shown (url_refusal refuses it too)
+    if parsed is not None and _at_in_host(parsed, url):
+        why = "password may hold an unescaped '@'"
+    elif parsed is not None and _userinfo_unread(parsed, url):
+        why = "user name or password may be read as its host, database or query"
     if why:
-        return f"{url.partition('://')[0]}://... (a database URL of {len(url)} characters whose {why}; not shown)"
+        return (f"{url.partition('://')[0]}://... (a database URL of {len(url)} characters "
+                f"whose {why}; not shown)")
     if parsed is not None:
         from urllib.parse import quote  # noqa: PLC0415
         shown = parsed.set(query={}).render_as_string(hide_password=True)
