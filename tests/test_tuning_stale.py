@@ -102,18 +102,3 @@ def test_heartbeat_settings_are_checked(tmp_path):
         make_storage(url, heartbeat_interval=5, grace_period=5)
     with pytest.raises(ValueError, match="whole number of seconds"):
         make_storage(url, heartbeat_interval=0)
-
-
-@pytest.mark.parametrize("url,db,folders", [
-    ("sqlite:///file:newdir/s.db?uri=true", "newdir/s.db", ["newdir"]),   # uri=true's file: form
-    ("sqlite:///sub/../s2.db", "s2.db", []),                                # '..' taken lexically
-    ("sqlite:///deep/er/s3.db", "deep/er/s3.db", ["deep", "deep/er"]),
-])
-def test_storage_makes_the_folder_of_the_file_sqlite_opens(tmp_path, monkeypatch, url, db, folders):
-    """The folder came from the text after ':///': a 'file:newdir' folder for the uri=true
-    form (and SQLite then could not open newdir/s.db), an empty 'sub' for 'sub/../s2.db'."""
-    monkeypatch.chdir(tmp_path)
-    study = optuna.create_study(storage=make_storage(url), study_name="s")
-    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
-    assert (tmp_path / db).is_file()
-    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_dir()) == folders

@@ -10,6 +10,7 @@ import optuna
 import pytest
 import torch
 
+from recsys_router.tuning import make_storage
 from recsys_router.tuning import study as study_mod
 from recsys_router.tuning.pruning import PruningCallback
 from recsys_router.tuning.report import summary_table, write_best_config, write_plots
@@ -175,3 +176,18 @@ def test_plots_skip_importance_gracefully(tmp_path):
     written = write_plots(st, tmp_path / "vary")
     assert [p.name for p in written] == ["history.png", "importance.png"]
     assert all(p.stat().st_size > 1000 for p in written)
+
+
+@pytest.mark.parametrize("url,db,folders", [
+    ("sqlite:///file:newdir/s.db?uri=true", "newdir/s.db", ["newdir"]),   # uri=true's file: form
+    ("sqlite:///sub/../s2.db", "s2.db", []),                                # '..' taken lexically
+    ("sqlite:///deep/er/s3.db", "deep/er/s3.db", ["deep", "deep/er"]),
+])
+def test_storage_makes_the_folder_of_the_file_sqlite_opens(tmp_path, monkeypatch, url, db, folders):
+    """The folder came from the text after ':///': a 'file:newdir' folder for the uri=true
+    form (and SQLite then could not open newdir/s.db), an empty 'sub' for 'sub/../s2.db'."""
+    monkeypatch.chdir(tmp_path)
+    study = optuna.create_study(storage=make_storage(url), study_name="s")
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    assert (tmp_path / db).is_file()
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_dir()) == folders
