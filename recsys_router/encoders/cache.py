@@ -1,4 +1,5 @@
-"""Embedding caches: a process-wide in-memory LRU and a shared on-disk store.
+"""Embedding caches: a process-wide in-memory LRU (:mod:`~recsys_router.encoders.memory_cache`,
+re-exported here) and a shared on-disk store.
 
 The disk store lives under ``$RECSYS_ROUTER_CACHE`` (default ``~/.cache/recsys-router``),
 in ``embeddings/<slug-of-identity>/``. Each write adds one *shard*: an uncompressed ``.npz``
@@ -21,19 +22,17 @@ import hashlib
 import os
 import re
 import socket
-import threading
 import time
 import uuid
 import zipfile
-from collections import OrderedDict
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..atomic import atomic_write, pid_alive
+# the in-memory side (re-exported: imported from here by callers and tests)
+from .memory_cache import MEMORY_CACHE, MemoryLRU, disk_cache_enabled, memory_only
 
 __all__ = ["cache_root", "text_key", "MemoryLRU", "DiskCache", "MEMORY_CACHE", "memory_only",
            "disk_cache_enabled", "host_tag"]
@@ -51,34 +50,6 @@ _TMP_RE = re.compile(r"^\.tmp-(?P<host>[0-9a-f]{12})-(?P<pid>\d+)-[0-9a-f]{32}$"
 _OLD_TMP_RE = re.compile(r"^\.tmp-(?:\d+-)?[0-9a-f]{32}$")
 _OLD_TMP_AGE_S = 24 * 3600
 _HOST_TAG: list[str] = []
-_DISK_ON: ContextVar[bool] = ContextVar("recsys_router_disk_cache", default=True)
-
-
-@contextmanager
-def memory_only():
-    """Within this block, encoders cache in memory only: no disk read, no shard written.
-    Context-local: it holds in this thread and in asyncio tasks created inside the block, while
-    other threads, including ones started inside it, keep the disk cache (unless run with
-    ``contextvars.copy_context().run``).
-
-    Example
-    -------
-    >>> with memory_only():
-    ...     disk_cache_enabled()
-    False
-    >>> disk_cache_enabled()
-    True
-    """
-    token = _DISK_ON.set(False)
-    try:
-        yield
-    finally:
-        _DISK_ON.reset(token)
-
-
-def disk_cache_enabled() -> bool:
-    """False inside :func:`memory_only`."""
-    return _DISK_ON.get()
 
 
 def cache_root() -> Path:
@@ -133,69 +104,29 @@ def _slug(identity: str) -> str:
     return f"{readable}-{hashlib.sha1(identity.encode('utf-8')).hexdigest()[:16]}"
 
 
-class MemoryLRU:
-    """Thread-safe least-recently-used map of ``(identity, text_key) -> vector``.
-
-    Parameters
-    ----------
-    max_bytes : int
-        Evict the least recently used vectors beyond this many bytes: each entry counts its
-        vector's bytes plus ``entry_overhead`` (key strings, dict slot, array header).
-    entry_overhead : int
-        Bytes charged per entry besides the vector data.
-
-    Example
-    -------
-    >>> lru = MemoryLRU(max_bytes=1024)
-    >>> lru.put(("e", "k1"), np.zeros(2, np.float32)); lru.get(("e", "k1")).shape
-    (2,)
-    """
-
-    def __init__(self, max_bytes: int = 256 * 2**20, entry_overhead: int = 256):
-        self.max_bytes = max_bytes
-        self.entry_overhead = entry_overhead
-        self._data: OrderedDict = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            vec = self._data.get(key)
-            if vec is not None:
-                self._data.move_to_end(key)
-            return vec
-
-    def put(self, key, vec: np.ndarray) -> None:
-        """Store ``vec`` under ``key``. A view (a row of a batch or of a disk shard) is
-        copied first: the entry is charged its own bytes, so it must not keep a larger
-        array alive."""
-        if vec.base is not None or not vec.flags.owndata:
-            vec = vec.copy()
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._bytes -= old.nbytes + self.entry_overhead
-            self._data[key] = vec
-            self._bytes += vec.nbytes + self.entry_overhead
-            while self._bytes > self.max_bytes and self._data:
-                _, v = self._data.popitem(last=False)
-                self._bytes -= v.nbytes + self.entry_overhead
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._bytes = 0
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes charged for the entries held (at most ``max_bytes``)."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-MEMORY_CACHE = MemoryLRU()
+def _shard_arrays(path: Path, names: tuple[str, ...]) -> tuple[np.ndarray, ...] | None:
+    """The arrays ``names`` of the shard file ``path``, or None when it vanished or does not
+    read as a shard: an empty or cut file (a power cut after the un-synced rename), a flipped
+    byte, a ``.npy`` or a compressed member under a shard's name, or a header declaring more
+    entries than its member holds (checked before anything is allocated). Every such shard is
+    skipped and its vectors recomputed; none stops an encode. Pickles are never loaded."""
+    try:
+        with zipfile.ZipFile(path) as zf:   # the writer stores members uncompressed
+            for name in names:
+                info = zf.getinfo(name + ".npy")
+                if info.compress_type != zipfile.ZIP_STORED:
+                    return None
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(f)
+                if float(np.prod(shape, dtype=np.float64)) * dtype.itemsize > info.file_size:
+                    return None
+        with np.load(path, allow_pickle=False) as z:
+            return tuple(z[name] for name in names)
+    except Exception:  # noqa: BLE001 - whatever a damaged or foreign file raises: skip it
+        return None
 
 
 class DiskCache:
@@ -243,13 +174,13 @@ class DiskCache:
 
     def _read(self, path: Path):
         """``(keys, vecs)`` of a shard; None when it vanished or cannot be read (skip it, it
-        may be mid-compaction), ``False`` when it reads but is not a shard of this cache:
-        keys not one string per row of ``vecs``, another width, or a non-finite vector."""
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                keys, vecs = z["keys"], z["vecs"]
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        may be mid-compaction; see :func:`_shard_arrays`), ``False`` when it reads but is not a
+        shard of this cache: keys not one string per row of ``vecs``, another width, or a
+        non-finite vector."""
+        arrays = _shard_arrays(path, ("keys", "vecs"))
+        if arrays is None:
             return None
+        keys, vecs = arrays
         if (keys.ndim != 1 or keys.dtype.kind != "U" or vecs.ndim != 2 or vecs.dtype.kind != "f"
                 or len(keys) != len(vecs) or vecs.shape[1] != self.dim
                 or not np.isfinite(vecs).all()):
@@ -259,11 +190,10 @@ class DiskCache:
     def _read_vecs(self, path: Path, rows: list[int]):
         """The vectors of a shard :meth:`_scan` accepted, or None when it vanished or no longer
         reads as one (the rows asked for must exist and be finite); only ``vecs`` is read."""
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                vecs = z["vecs"]
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        arrays = _shard_arrays(path, ("vecs",))
+        if arrays is None:
             return None
+        vecs = arrays[0]
         if (vecs.ndim != 2 or vecs.dtype.kind != "f" or vecs.shape[1] != self.dim
                 or max(rows) >= len(vecs) or not np.isfinite(vecs[rows]).all()):
             return None
