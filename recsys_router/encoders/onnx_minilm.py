@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import hashlib
 import importlib.util
 import os
 import platform
@@ -33,7 +32,7 @@ import numpy as np
 from ..atomic import atomic_write
 from .base import Encoder
 from .cache import cache_root
-from .neural import packaged_files_suffix
+from .neural import file_digest, packaged_files_suffix
 
 __all__ = ["OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "ONNX_VARIANTS", "export_minilm_onnx",
            "int8_weight_type", "minilm_model_dir"]
@@ -124,19 +123,10 @@ def minilm_model_dir() -> Path:
 
 
 def _weights_digest(model_dir: Path) -> str:
-    f = model_dir / "model.safetensors"
-    st = f.stat()
-    return _digest(str(f), st.st_size, st.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=8)
-def _digest(path: str, size: int, mtime_ns: int) -> str:  # hashed once per file version
-    model_dir = Path(path).parent
-    h = hashlib.sha256()
-    with open(model_dir / "model.safetensors", "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    """First 16 hex characters of the sha256 of the packaged weights: the hash the packaged
+    model's stamp computes (:func:`~recsys_router.encoders.neural.file_digest`, once per process
+    per file version), so the 90 MB are read at most once."""
+    return file_digest(model_dir / "model.safetensors")[:16]
 
 
 def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
