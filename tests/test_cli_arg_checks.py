@@ -40,11 +40,11 @@ def _fails(argv, capsys, *needles):
     (["--routers", "knn", "--folds", "0"], ("--folds", ">= 1")),
 ])
 def test_evaluate_values_checked_when_parsed(tmp_path, capsys, monkeypatch, args, needles):
-    import recsys_router.cli.evaluate as ev
+    import recsys_router.cli.data as cli_data   # where every command's load_data reads the data
 
     def no_load(*a, **k):
         raise AssertionError("the data was loaded before the arguments were checked")
-    monkeypatch.setattr(ev, "resolve_dataset", no_load)
+    monkeypatch.setattr(cli_data, "resolve_dataset", no_load)
     _fails(_EVAL + args + ["--out", str(tmp_path / "o")], capsys, *needles)
     assert not (tmp_path / "o").exists()
 
