@@ -67,7 +67,8 @@ loses overall falls back everywhere unless a task shows it winning beyond the no
 task never leaves the verdict on a difference the noise explains.
 
 ``fallback_`` records every decision with its means, difference, SE, query count and the
-reason in words (``why``). The
+reason in words (``why``); the verdict, the tasks' departures and the top check are
+:mod:`recsys_router.fallback_rule`'s functions of the held-out realised scores. The
 baselines used at prediction time are refitted on all training queries; so is the wrapped
 router, unless (with one inner split) it holds out its own validation split (``holds_out_val``:
 Lightning routers with ``val_fraction > 0``, whose early stopping already fits on a part):
@@ -89,12 +90,13 @@ import numpy as np
 from .data import RoutingData
 from .errors import ArgumentValueError
 from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
+from .fallback_rule import decide_all, decide_top
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
-from .fallback_text import diff_text, fallback_summary, why
+from .fallback_text import fallback_summary
 from .hyperparams import check_number
 from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_inner_folds, check_z,
-                               group_rows, inner_splits, paired_decision, realised_scores,
+                               inner_splits, paired_decision, realised_scores,
                                stratified_holdout, task_keys)
 from .router import Router
 from .router_state import InnerRouterState
@@ -326,56 +328,18 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         return check_z(v, "top_z (or 'auto' or None)", signed=True)
 
     def _decide_top(self, got: dict, keys: np.ndarray, top_z: float | None) -> None:
-        """Check the router's top choice on the held-out queries it keeps (module docstring)."""
-        fb = self.fallback_
-        if top_z is None:
-            return
-        kept = np.array([fb["tasks"].get(t, fb["default"]) for t in keys], dtype=object) == "router"
-        prefer = (fb.get("overall") or {}).get("baseline", "best-single")
-        m = paired_decision(got["router"][kept], got["best-single"][kept],
-                            got["task-best"][kept], float(self.z), prefer=prefer, z_keep=top_z)
-        if m is None:
-            return
-        m["why"] = why(m, float(self.z), "the held-out queries the router keeps (its top choice)",
-                       top_z)
-        fb["top"], fb["top_check"], fb["top_z"] = m["decision"], m, float(top_z)
+        """Check the router's top choice on the held-out queries it keeps (module docstring;
+        :func:`~recsys_router.fallback_rule.decide_top`)."""
+        decide_top(self.fallback_, got, keys, float(self.z), top_z)
 
     def _decide_all(self, got: dict, keys: np.ndarray, n_val: int, n_folds: int = 1,
                     verdict_z: float | None = None) -> dict:
+        """The verdict and per-task decisions (:func:`~recsys_router.fallback_rule.decide_all`)
+        with this router's ``z`` and ``min_task_queries``; ``verdict_z`` None: resolved as
+        with no training data."""
         z, n_min = float(self.z), int(self.min_task_queries)
         vz = self._verdict_z(None) if verdict_z is None else float(verdict_z)
-        overall = paired_decision(got["router"], got["best-single"], got["task-best"], z,
-                                  z_keep=vz)
-        default = "router" if overall is None else overall["decision"]
-        if overall is not None:
-            overall["why"] = why(overall, z, "all held-out queries", vz)
-        prefer = "best-single" if overall is None else overall["baseline"]
-        means, tasks = {}, {}
-        for t, rows in zip(*group_rows(keys)):
-            if t == "":
-                continue
-            m = paired_decision(got["router"][rows], got["best-single"][rows],
-                                got["task-best"][rows], z, prefer=prefer)
-            if m is None:
-                continue
-            m["pooled"] = m["n"] < n_min
-            m["own_decision"], m["departs"] = m["decision"], False
-            if m["pooled"]:
-                m["why"] = (f"{m['n']} < {n_min} held-out queries: follows the all-queries "
-                            f"verdict ({default})")
-            elif (m["decision"] != "router") if default == "router" else m["router_better"]:
-                # significant evidence of its own against the verdict, either way
-                m["departs"], m["why"] = True, why(m, z, "its own held-out queries")
-            else:
-                m["why"] = (f"no significant evidence of its own against the all-queries "
-                            f"verdict ({default}): {diff_text(m)}")
-            m["decision"] = m["own_decision"] if m["departs"] else default
-            if m["decision"] != "router" and not m["pooled"]:
-                m["decision"] = m["baseline"]      # the better of the two on its own queries
-            means[t], tasks[t] = m, m["decision"]
-        return {"enabled": True, "tasks": tasks, "default": default, "means": means,
-                "overall": overall or {}, "n_val": int(n_val), "z": z, "verdict_z": vz,
-                "min_task_queries": n_min, "inner_folds": int(n_folds)}
+        return decide_all(got, keys, n_val, z, n_min, vz, n_folds)
 
     def fallback_rows(self, data: RoutingData) -> np.ndarray:
         """Per query: "router", "best-single" or "task-best" (what decides its LLM)."""

@@ -58,7 +58,7 @@ def check_out_dir(out: str | os.PathLike, option: str = "--out") -> Path:
     deleted by the replacement and is refused.
 
     Artifacts follow the same rule through their own check
-    (``recsys_router.export.artifact._check_overwritable``), on purpose not this one: an
+    (``recsys_router.export.target._check_overwritable``), on purpose not this one: an
     artifact is recognised by its ``manifest.json`` and fixed file set, not by
     :data:`MARKER`; it is replaced only with ``overwrite``; and its errors are
     ``ArtifactError``. Only results folders accept an earlier version's unmarked results.

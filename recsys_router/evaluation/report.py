@@ -71,7 +71,7 @@ def leaderboard(metrics: pd.DataFrame, timings: pd.DataFrame | None = None,
 
 
 def render_report(result, leaderboard_df: pd.DataFrame, plots: list[str]) -> str:
-    """The whole ``report.md`` text for an :class:`~recsys_router.evaluation.runner.EvalResult`."""
+    """The whole ``report.md`` text for an :class:`~recsys_router.evaluation.config.EvalResult`."""
     cfg, m = result.config, result.metrics
     sim = " (SIMULATED data)" if result.simulated else ""
     lines = [f"# Routing evaluation: {md_text(result.dataset)}{sim}", ""]  # a name from the data

@@ -17,7 +17,8 @@ from an explicit table of registered classes, the state is validated against the
 declared spec (types, dtypes, shapes) before the class's own ``_from_state`` rebuilds it,
 and every read is bounded (JSON size and depth, array sizes checked against the manifest
 before allocation, a total-size cap). Every failure is an :class:`ArtifactError` naming
-the file and field.
+the file and field. Which folder an export may write, and the tidying of what a killed export
+left behind, are :mod:`recsys_router.export.target`'s.
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import (dir_temp_pattern, remove_stale_siblings, replace_dir, restore_moved_aside,
-                      temp_dir)
+from ..atomic import replace_dir, temp_dir
 from ..coldstart.pool import answer_score_range
 from ..data import RoutingData
 from ..router import Router
@@ -42,7 +42,9 @@ from ..router_state import class_table, router_from_state, router_to_state
 from ..state import StateError, json_safe
 from .exported import ExportedRouter, router_uses_tasks
 from .provenance import check_onboard_fields, check_onboarded_origin, warn_other_encoder
-from .safe_io import LimitError, NpzReader, parse_json, read_json, sha256_file
+from .safe_io import LimitError, NpzReader, parse_json, sha256_file
+# where an export may write; both names re-exported here (their public path before target.py)
+from .target import check_export_target, clean_stale
 from .verify import (_FILES, FORMAT_VERSION, LIMITS, ArtifactError, check_listing, check_policy,
                      declared_arrays, key_bytes, read_verified, signature, verify_artifact)
 
@@ -84,58 +86,6 @@ def _write_json(path: Path, obj) -> None:
         fh.write("\n")
 
 
-def clean_stale(out: Path) -> list[Path]:
-    """Tidy what an export of ``out`` killed mid-way left behind (its process is gone).
-
-    When ``out`` is missing because an overwriting export died between moving the old
-    artifact aside and moving the new one in, the old artifact is put back first (or, if
-    the folder it had moved aside was empty, its finished new artifact is moved in). Then
-    the temporary siblings (``.NAME.tmp-PID-*``, ``.NAME.old-PID-*``) of dead processes are
-    removed; the mechanism is :func:`recsys_router.atomic.remove_stale_siblings`.
-
-    Returns
-    -------
-    list of Path
-        The siblings removed.
-    """
-    out = Path(out)
-    restore_moved_aside(out, "manifest.json")  # written last: the artifact is whole
-    return remove_stale_siblings(out, dir_temp_pattern(out))
-
-
-def _check_overwritable(out: Path) -> None:
-    """Refuse to overwrite anything but an empty folder or an artifact (a folder holding
-    only artifact files, with a manifest that says it is one): ``--overwrite`` never
-    deletes a user's other files.
-
-    The same rule as :func:`recsys_router.evaluation.io.check_out_dir` (replace only an empty
-    folder or one of this tool's own folders holding nothing else), kept as its own check on
-    purpose: an artifact is recognised by its verified ``manifest.json`` (read with the
-    loader's size and depth limits) and a fixed file set, a results folder by a marker that
-    lists whatever files that run wrote (or, for results of earlier versions, by their file
-    names); an artifact is replaced only with ``overwrite``, results always; and the errors
-    differ (:class:`ArtifactError` naming the folder, against ``ValueError`` naming the
-    command-line option), which callers and tests rely on."""
-    if out.is_symlink():
-        raise ArtifactError(f"{out} is a symbolic link; overwrite replaces only a real folder")
-    names = sorted(p.name for p in out.iterdir())
-    if not names:
-        return
-    try:  # read_json refuses a missing file, a link or anything but a regular file too
-        manifest = read_json(out / "manifest.json", max_bytes=LIMITS["manifest_bytes"], max_depth=16)
-    except LimitError:
-        manifest = None
-    if not isinstance(manifest, dict) or manifest.get("format") != "recsys-router-artifact":
-        raise ArtifactError(f"{out} exists and is not a recsys-router artifact (its manifest.json "
-                            "is missing or not an artifact manifest); overwrite replaces only an "
-                            "artifact or an empty folder: choose another output folder")
-    extra = [n for n in names if n not in ("manifest.json", *_FILES)]
-    if extra:
-        raise ArtifactError(f"{out} holds files that are not part of an artifact "
-                            f"({[n[:80] for n in extra[:5]]}); overwrite would delete them: move "
-                            "them away or choose another output folder")
-
-
 def _pool(router: Router, table: pd.DataFrame | None) -> list[dict]:
     index = table.set_index("name") if table is not None else None
     mc = router.llm_mean_costs()
@@ -161,38 +111,6 @@ def _encoder_info(router: Router) -> dict | None:
         return {"identity": str(enc.identity), "dim": int(enc.dim)}
     name = getattr(router, "encoder", None)
     return {"identity": str(name), "dim": None} if name is not None else None
-
-
-def check_export_target(out: str | os.PathLike, overwrite: bool = False) -> Path:
-    """Check that an export may write the folder ``out`` (after tidying what a killed export
-    of it left behind); :func:`export_router` calls it, and the CLI before any fitting.
-
-    Raises
-    ------
-    ArtifactError
-        ``out`` is not a folder, exists without ``overwrite``, or holds anything but an
-        artifact (``--overwrite`` never deletes a user's other files).
-
-    Example
-    -------
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp())
-    >>> check_export_target(d / "new") == d / "new"
-    True
-    >>> check_export_target(d)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    recsys_router.export.verify.ArtifactError: ... already exists; pass overwrite=True (CLI: --overwrite)
-    """
-    out = Path(out)
-    clean_stale(out)  # a killed overwrite's old artifact is put back before any check
-    if out.exists() and not out.is_dir():
-        raise ArtifactError(f"{out} exists and is not a directory")
-    if out.exists() and not overwrite:
-        raise ArtifactError(f"{out} already exists; pass overwrite=True (CLI: --overwrite)")
-    if out.exists() or out.is_symlink():
-        _check_overwritable(out)
-    return out
 
 
 def export_router(router: Router, out: str | os.PathLike, *, train_data: RoutingData | None = None,

@@ -26,7 +26,8 @@ import re
 
 import numpy as np
 
-from .numbers import describe, is_finite_number, is_json_number
+# re-exported: JSON numbers and conversions (json_safe, number_keys lived here before numbers.py)
+from .numbers import describe, is_finite_number, is_json_number, json_safe, number_keys
 
 __all__ = ["StateError", "Arr", "Part", "Size", "Scalar", "ListOf", "DictOf", "TupleOf", "Opt", "INT", "FLOAT",
            "STR", "BOOL", "NUM", "JSON_ANY", "check_value", "check_state", "is_finite_number", "is_json_number", "describe", "check_indices", "check_finite", "collect_state", "number_keys",
@@ -355,32 +356,6 @@ def check_finite(spec: dict, arrays: dict, prefix: str = "") -> None:
             what = "infinite" if nan_ok else "NaN or infinite"
             allowed = "finite numbers or NaN (missing)" if nan_ok else "only finite numbers"
             raise StateError(f"array {key!r}: {bad} value(s) {what}; {allowed} are allowed here")
-
-
-def json_safe(value):
-    """A Python value as plain JSON (tuples become lists, numpy scalars Python numbers,
-    NaN and infinities None)."""
-    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
-        return None
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def number_keys(table: dict | None, kind: type = float) -> dict:
-    """A JSON-restored ``{str: number or None}`` as ``{kind(key): number}`` (None -> NaN),
-    e.g. the validation scores a router kept per tried hyperparameter value.
-
-    Example
-    -------
-    >>> number_keys({"0.5": 0.25, "1": None})
-    {0.5: 0.25, 1.0: nan}
-    """
-    return {kind(k): (float("nan") if v is None else v) for k, v in (table or {}).items()}
 
 
 def collect_state(obj, spec: dict, prefix: str = "") -> tuple[dict, dict]:
