@@ -84,3 +84,57 @@ def test_the_training_target_of_an_unpriced_cell_is_not_free():
     ds = QueryListDataset(np.zeros((4, 2), np.float32), np.array(SCORES, np.float32),
                           np.zeros((4, 3), np.float32), np.array(COSTS, np.float32))
     assert ds.arrays["cost"][:, 2].tolist() == [3.0, 5.0, 3.0, 5.0]
+
+
+def test_orbit_leaves_a_budget_that_paid_no_known_cost_off_the_front():
+    """The best LLM's costs all unknown: a budget at which every query takes it paid no known
+    cost (a NaN point). The front once dropped such points silently inside ``pareto_front``;
+    when that began refusing them, ``evaluate --protocol orbit`` stopped on this data."""
+    from recsys_router import EvalConfig, evaluate
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(120, 3, 2, seed=0)
+    c = d.costs.copy()
+    c[:, int(np.nanargmax(np.nanmean(d.scores, axis=0)))] = np.nan
+    res = evaluate(RoutingData(d.queries, d.llms, d.scores, c), EvalConfig(
+        routers=["best-single", "oracle"], protocols=["orbit"], fallback=False), progress=False)
+    cu = res.curves
+    nan_points = 0
+    for router in ("best-single", "oracle"):
+        pts = cu[(cu.router == router) & (cu.curve == "budget")][["x", "y"]].to_numpy()
+        front = cu[(cu.router == router) & (cu.curve == "pareto")][["x", "y"]].to_numpy()
+        known = pts[np.isfinite(pts).all(axis=1)]
+        nan_points += len(pts) - len(known)
+        want, best = [], -np.inf                            # the front, by a plain loop
+        for x, y in sorted(map(tuple, known), key=lambda p: p[0]):
+            if y > best:
+                want.append((x, y))
+                best = y
+        assert [tuple(p) for p in front] == want
+    assert nan_points > 0                                   # the case this test is about
+
+
+def test_routerbench_leaves_points_of_unknown_cost_off_the_hulls():
+    """The same data stopped the RouterBench protocol ('points row 46 is [nan, 0.75]'): a
+    setting that paid no known cost, and the LLM with no known cost, are left off the hulls."""
+    from recsys_router import EvalConfig, evaluate
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.metrics import routerbench as rb
+    d = make_synthetic(120, 3, 2, seed=0)
+    c = d.costs.copy()
+    c[:, int(np.nanargmax(np.nanmean(d.scores, axis=0)))] = np.nan
+    res = evaluate(RoutingData(d.queries, d.llms, d.scores, c), EvalConfig(
+        routers=["best-single", "oracle"], protocols=["routerbench"], fallback=False),
+        progress=False)
+    cu, m = res.curves, res.metrics
+    nan_points = 0
+    for router in ("best-single", "oracle"):
+        pts = cu[(cu.router == router) & (cu.curve == "points")][["x", "y"]].to_numpy()
+        hull = cu[(cu.router == router) & (cu.curve == "ndch")][["x", "y"]].to_numpy()
+        nan_points += int(np.isnan(pts).any(axis=1).sum())
+        np.testing.assert_array_equal(hull, rb.ndch(pts[np.isfinite(pts).all(axis=1)]))
+        assert np.isfinite(m[(m.router == router) & (m.metric == "aiq")]["value"]).all()
+    assert nan_points > 0                                   # the case this test is about
+    llm = cu[cu.router.str.startswith("LLM:")][["x", "y"]].to_numpy()
+    assert np.isnan(llm).any()
+    zero = cu[(cu.router == "zero (LLM hull)") & (cu.curve == "ndch")][["x", "y"]].to_numpy()
+    np.testing.assert_array_equal(zero, rb.ndch(llm[np.isfinite(llm).all(axis=1)]))

@@ -51,7 +51,10 @@ def _metrics(b, ctx):
                         for k, (_, _, ch, _) in enumerate(runs)])
         for (setting, value, _, _), (x, y) in zip(runs, pts):
             cs.append(curve_row(router, "budget", setting, value, x, y))
-        front = ob.pareto_front(pts[:, 0], pts[:, 1])
+        # a budget whose decisions paid no known cost (every chosen LLM's cost unknown in the
+        # test data) has no point on the cost axis: left out of the front, as from the mean costs
+        known = np.isfinite(pts).all(axis=1)
+        front = ob.pareto_front(pts[known, 0], pts[known, 1]) if known.any() else np.empty((0, 2))
         for k, (x, y) in enumerate(front):
             cs.append(curve_row(router, "pareto", "vertex", k, x, y))
         last_q = pts[-1, 1]

@@ -41,6 +41,14 @@ def _sweep(pred, view) -> Sweep:
     return Sweep(*wtp_settings(pred.scores, pred.costs, view.config.n_wtp))
 
 
+def _known(pts: np.ndarray) -> np.ndarray | None:
+    """The points of known cost, or None: a setting whose decisions paid no known cost (every
+    chosen LLM's cost unknown in the test data) or an LLM with no known cost has no place on
+    the cost axis and is left out of the hulls, as such queries are left out of mean costs."""
+    known = pts[np.isfinite(pts).all(axis=1)]
+    return known if len(known) else None
+
+
 def _metrics(b, ctx):
     """Per-lambda points, NDCH and AIQ on the domain shared by all routers of the block."""
     ms, cs, hulls = [], [], {}
@@ -49,11 +57,19 @@ def _metrics(b, ctx):
                         for k, (_, _, ch, _) in enumerate(runs)])
         for (setting, value, _, _), (x, y) in zip(runs, pts):
             cs.append(curve_row(router, "points", setting, value, x, y))
-        hulls[router] = rb.ndch(pts)
+        hulls[router] = _known(pts)
     lp = rb.llm_points(b.scores, b.costs)
     for name, (x, y) in zip(b.llms, lp):
         cs.append(curve_row("LLM:" + name, "points", "single", np.nan, x, y))
-    hulls[LLM_HULL] = rb.zero_router(b.scores, b.costs)
+    hulls[LLM_HULL] = _known(lp)   # the Zero router: the NDCH of the LLMs' own points
+    missing = [r for r, h in hulls.items() if h is None]
+    for router in missing:   # no setting paid a known cost: no hull, no AIQ
+        del hulls[router]
+        ms += [metric_row(router, m, np.nan) for m in ("aiq", "aiq_code", "max_quality",
+                                                       "cost_at_max_quality")]
+    hulls = {r: rb.ndch(p) for r, p in hulls.items()}
+    if not hulls:
+        return ms, cs
     domain = rb.shared_domain(list(hulls.values()))
     # RouterBench's code formula, over the same hulls (undefined when every cost is 0)
     dearest = max(float(h[:, 0].max()) for h in hulls.values())
