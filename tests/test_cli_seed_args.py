@@ -70,17 +70,20 @@ def test_negative_seed_exits_2_and_creates_nothing(tmp_path, capsys, argv, made)
     ["probes", "ART", "--out", "OUT"],
     ["calibrate", "ART", "--target-cost", "1"],
     ["judge", "simulate", "--routers", "best-single,random", "--db", "OUT.db"],
-], ids=["evaluate", "scaling", "probes", "calibrate", "judge-simulate"])
+    ["export", "--router", "best-single", "--out", "OUT"],
+], ids=["evaluate", "scaling", "probes", "calibrate", "judge-simulate", "export"])
 def test_generated_data_is_drawn_with_the_commands_seed(tmp_path, monkeypatch, capsys, argv):
     """``evaluate --data synthetic --seed 7`` evaluated the seed-0 dataset (the seed reached
     the split, pools and routers only), while ``data info --seed 7`` described another one."""
     import recsys_router.cli.data as cli_data
+    import recsys_router.datasets.resolve as resolve   # export's build_router reads it there
     seen = []
 
     def spy(name, **kw):
         seen.append(kw.get("seed"))
         raise ValueError("stop here")
     monkeypatch.setattr(cli_data, "resolve_dataset", spy)
+    monkeypatch.setattr(resolve, "resolve_dataset", spy)
     from recsys_router.datasets.synthetic import make_synthetic
     from recsys_router.export import export_router
     from recsys_router.registry import make_router

@@ -54,7 +54,9 @@ def seed_everything(seed: int) -> None:
 def _data_splits(data, data_dir, data_options, split, split_column, seed):
     from ..datasets.resolve import resolve_dataset  # noqa: PLC0415
     from ..evaluation.splits import make_folds  # noqa: PLC0415
-    full = resolve_dataset(data, data_dir=data_dir, stack=True, **dict(data_options or {}))
+    options = dict(data_options or {})   # generated data drawn with the seed, unless -o seed=
+    full = resolve_dataset(data, data_dir=data_dir, stack=True, seed=options.pop("seed", seed),
+                           **options)
     fold = make_folds(full, split=split, split_column=split_column, seed=seed or 0)[0]
     return fold.train, fold.val, fold.test
 
