@@ -104,29 +104,35 @@ def _slug(identity: str) -> str:
     return f"{readable}-{hashlib.sha1(identity.encode('utf-8')).hexdigest()[:16]}"
 
 
-def _shard_arrays(path: Path, names: tuple[str, ...]) -> tuple[np.ndarray, ...] | None:
-    """The arrays ``names`` of the shard file ``path``, or None when it vanished or does not
-    read as a shard: an empty or cut file (a power cut after the un-synced rename), a flipped
-    byte, a ``.npy`` or a compressed member under a shard's name, or a header declaring more
-    entries than its member holds (checked before anything is allocated). Every such shard is
-    skipped and its vectors recomputed; none stops an encode. Pickles are never loaded."""
+def _shard_arrays(path: Path, names: tuple[str, ...]):
+    """The arrays ``names`` of the shard file ``path``; None when it vanished (merged by
+    another process: rescan), ``False`` when it does not read as a shard: an empty or cut file
+    (a power cut after the un-synced rename), a flipped byte, a ``.npy`` or a compressed member
+    under a shard's name, or a header declaring more entries than its member holds (checked
+    before anything is allocated). A shard never changes once it appears, so such a file is
+    never read again and its vectors are recomputed; none stops an encode. Pickles are never
+    loaded."""
     try:
+        out = []
         with zipfile.ZipFile(path) as zf:   # the writer stores members uncompressed
             for name in names:
                 info = zf.getinfo(name + ".npy")
                 if info.compress_type != zipfile.ZIP_STORED:
-                    return None
+                    return False
                 with zf.open(info) as f:
                     version = np.lib.format.read_magic(f)
                     read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                                    else np.lib.format.read_array_header_2_0)
                     shape, _, dtype = read_header(f)
                 if float(np.prod(shape, dtype=np.float64)) * dtype.itemsize > info.file_size:
-                    return None
-        with np.load(path, allow_pickle=False) as z:
-            return tuple(z[name] for name in names)
-    except Exception:  # noqa: BLE001 - whatever a damaged or foreign file raises: skip it
+                    return False
+                with zf.open(info) as f:
+                    out.append(np.lib.format.read_array(f, allow_pickle=False))
+        return tuple(out)
+    except FileNotFoundError:
         return None
+    except Exception:  # noqa: BLE001 - whatever a damaged or foreign file raises: never read
+        return False
 
 
 class DiskCache:
@@ -173,13 +179,12 @@ class DiskCache:
         return sorted(p for p in self.dir.iterdir() if p.name.endswith(_SHARD_SUFFIX))
 
     def _read(self, path: Path):
-        """``(keys, vecs)`` of a shard; None when it vanished or cannot be read (skip it, it
-        may be mid-compaction; see :func:`_shard_arrays`), ``False`` when it reads but is not a
-        shard of this cache: keys not one string per row of ``vecs``, another width, or a
-        non-finite vector."""
+        """``(keys, vecs)`` of a shard; None when it vanished (merged by another process),
+        ``False`` when it is not a shard of this cache: a damaged file (:func:`_shard_arrays`),
+        keys not one string per row of ``vecs``, another width, or a non-finite vector."""
         arrays = _shard_arrays(path, ("keys", "vecs"))
-        if arrays is None:
-            return None
+        if not arrays:   # None (vanished: rescan) or False (not a shard: never read again)
+            return arrays
         keys, vecs = arrays
         if (keys.ndim != 1 or keys.dtype.kind != "U" or vecs.ndim != 2 or vecs.dtype.kind != "f"
                 or len(keys) != len(vecs) or vecs.shape[1] != self.dim
@@ -191,7 +196,7 @@ class DiskCache:
         """The vectors of a shard :meth:`_scan` accepted, or None when it vanished or no longer
         reads as one (the rows asked for must exist and be finite); only ``vecs`` is read."""
         arrays = _shard_arrays(path, ("vecs",))
-        if arrays is None:
+        if not arrays:
             return None
         vecs = arrays[0]
         if (vecs.ndim != 2 or vecs.dtype.kind != "f" or vecs.shape[1] != self.dim
