@@ -21,6 +21,7 @@ import numpy as np
 
 from .candidate_masks import mask_predictions
 from .data import RoutingData
+from .hyperparams import check_number
 from .metrics.base import best_single
 from .metrics.orbit import budget_choices, budget_grid, nauc_code, pareto_front
 
@@ -194,10 +195,7 @@ def paired_nauc(router_scores: np.ndarray, base_scores: np.ndarray, pred_costs: 
     >>> r["se"] > 0
     True
     """
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) \
-            or not 2 <= n_boot <= MAX_BOOT:
-        raise ValueError(f"paired_nauc: n_boot must be an integer in [2, {MAX_BOOT}], "
-                         f"got {n_boot!r}")
+    n_boot = check_number(n_boot, "paired_nauc: n_boot", low=2, high=MAX_BOOT, integer=True)
     rows, s, o, c = _rows(scores, costs, "paired_nauc")
     pc = np.asarray(pred_costs, np.float64)[rows]
     cells = _curve_cells([np.asarray(p, np.float64)[rows] for p in (router_scores, base_scores)],

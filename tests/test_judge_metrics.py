@@ -185,7 +185,7 @@ def test_rating_refuses_a_router_missing_from_routers():
                                      ({"alpha": float("nan")}, "alpha must be"),
                                      ({"n_boot": -1}, "n_boot must be"), ({"n_boot": 2.5}, "n_boot must be"),
                                      ({"n_boot": True}, "n_boot must be"),
-                                     ({"n_boot": 10_001}, r"n_boot must be a whole number from 0 to 10000")])
+                                     ({"n_boot": 10_001}, r"n_boot must be an integer in \[0, 10000\]")])
 def test_elo_bootstrap_checks_alpha_and_n_boot(kw, msg):
     """Review M-3: alpha=1.8 gave elo_lower > elo_upper without a word, n_boot=-1 failed in
     numpy ("negative dimensions"); the upper limit is sweep_check.MAX_BOOT, as paired_nauc's."""

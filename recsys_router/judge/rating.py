@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import few
+from ..hyperparams import check_number
 from ..sweep_check import MAX_BOOT
 from .records import JudgeRecord
 
@@ -133,14 +134,9 @@ def elo_bootstrap(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
     and ``n_games``.
     """
     from .metrics import routers_of
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) \
-            or not 0 <= n_boot <= MAX_BOOT:
-        raise ValueError(f"elo_bootstrap: n_boot must be a whole number from 0 to {MAX_BOOT} "
-                         f"(0: no intervals), got {n_boot!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
-            or not 0 < alpha < 1:
-        raise ValueError(f"elo_bootstrap: alpha must be a number strictly between 0 and 1 (the "
-                         f"interval is the alpha/2 .. 1 - alpha/2 percentile range), got {alpha!r}")
+    n_boot = check_number(n_boot, "elo_bootstrap: n_boot", low=0, high=MAX_BOOT, integer=True)
+    alpha = check_number(alpha, "elo_bootstrap: alpha", low=0, high=1, low_open=True,
+                         high_open=True)   # the interval: the alpha/2 .. 1 - alpha/2 percentiles
     routers = list(routers or routers_of(records))
     g = games(records)
     pos = _positions(g, routers)
