@@ -75,7 +75,10 @@ def test_log_export_and_ope(served_log, capsys):
     rep4 = tmp / "ope4"
     assert main(["ope", "--log", str(out), "--router", str(art), "--n-boot", "10", "--dm-router", "mf",
                  "--out", str(rep4), "--seed", "1"]) == 0
-    assert (pd.read_csv(rep4 / "ope.csv")["refit"] == 0).all()
+    t4 = pd.read_csv(rep4 / "ope.csv")
+    assert (t4[t4["outcome"] == "score"]["refit"] == 0).all()
+    # the cost model (each LLM's weighted mean cost) is refitted on every resample all the same
+    assert (t4[t4["outcome"] == "cost"].set_index("estimator").loc[["dm", "dr"], "refit"] == 10).all()
     assert "held fixed in the bootstrap" in (rep4 / "report.md").read_text()
     # the database URL directly gives the same IPS
     rep2 = tmp / "ope2"

@@ -23,7 +23,7 @@ from ..data import RoutingData
 from ..evaluation.figures import plain_text, pyplot, save_figure
 from .logged import check_logged, logging_matrix
 from .ope import ESTIMATORS, SUPPORT_NOTE, estimate_all
-from .reward import query_features, ridge_reward
+from .reward import mean_outcome_refit, query_features, ridge_reward
 
 __all__ = ["evaluate_on_log", "ope_markdown", "plot_ope", "plot_regret", "target_probabilities"]
 
@@ -106,18 +106,19 @@ def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: 
                          seed=seed).fit(log)
         q = dm.predict_scores(log)
     rows = []
-    outcomes = [("score", r, q, refit)]
+    every = np.ones(log.n_queries, dtype=bool)
+    outcomes = [("score", every, r, q, refit)]
     if log.costs is not None:
+        # the decisions whose chosen LLM's cost is known (the others are left out of the cost
+        # estimates, and the table's n says how many remain)
         c = log.costs[np.arange(log.n_queries), action].astype(np.float64)
-        if np.isfinite(c).all():
-            w = 1.0 / p
-            mean_c = np.array([np.average(c[action == j], weights=w[action == j])
-                               if (action == j).any() else np.average(c, weights=w)
-                               for j in range(log.n_llms)])
-            outcomes.append(("cost", c, np.tile(mean_c, (log.n_queries, 1)), None))
-    for name, y, qq, fit in outcomes:
-        est = estimate_all(y, p, pi, action, qq, n_boot=n_boot, seed=seed, refit=fit,
-                           logging_probs=mu)
+        known = np.isfinite(c)
+        if known.any():
+            outcomes.append(("cost", known, c[known], None,
+                             mean_outcome_refit(c[known], action[known], p[known], log.n_llms)))
+    for name, rows_in, y, qq, fit in outcomes:
+        est = estimate_all(y, p[rows_in], pi[rows_in], action[rows_in], qq, n_boot=n_boot,
+                           seed=seed, refit=fit, logging_probs=mu[rows_in])
         for e in ESTIMATORS:
             rows.append({"outcome": name, "estimator": e, **est[e], "ess": est["ess"], "n": est["n"],
                          "refit": est["n_refit"] if e in ("dm", "dr") else 0,
@@ -144,6 +145,15 @@ def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> 
         lines += ["| outcome | estimator | estimate | 95% interval |", "|---|---|---|---|"]
         lines += [f"| {r.outcome} | {est(r)} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |"
                   for r in table.itertuples()]
+    n_all = int(table["n"].iloc[0])
+    cost = table[table["outcome"] == "cost"]
+    if len(cost) and int(cost["n"].iloc[0]) < n_all:
+        lines += ["", f"Cost estimates use the {int(cost['n'].iloc[0])} decisions whose chosen "
+                  f"LLM's cost is known ({n_all - int(cost['n'].iloc[0])} without one are left out)."]
+    if float(table["ess"].iloc[0]) == 0:
+        lines += ["", "**No overlap**: the target never chooses the LLM the log chose (effective "
+                  "sample size 0), so IPS is 0 and SNIPS undefined by construction, DR equals DM "
+                  "(the reward model alone), and no interval says anything about the target."]
     bad = int(table["unsupported"].max()) if "unsupported" in table and len(table) else 0
     if bad:
         lines += ["", f"**Support violation, IPS/SNIPS/DR biased**: on {bad} of "
@@ -153,8 +163,10 @@ def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> 
     how = ("fitted once; no bootstrap" if n_boot == 0 else
            f"refitted on each of {k} bootstrap resamples" if k else
            "held fixed in the bootstrap, so DM/DR intervals are too narrow")
+    costs = ("; the cost model, each LLM's weighted mean cost, is refitted on every resample"
+             if len(cost) and n_boot != 0 else "")
     lines += ["", "IPS/SNIPS re-weight logged outcomes by target / logging probability; DM uses a "
-              f"reward model fitted on the log ({how}); DR combines both."]
+              f"reward model fitted on the log ({how}{costs}); DR combines both."]
     return "\n".join(lines) + "\n"
 
 

@@ -27,7 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["ridge_fit", "ridge_predict", "ridge_refit", "crossfit", "query_features", "ridge_reward"]
+__all__ = ["ridge_fit", "ridge_predict", "ridge_refit", "crossfit", "query_features", "ridge_reward",
+           "mean_outcome_refit"]
 
 
 def ridge_fit(x, action, y, w, n_llms: int, alpha: float = 10.0, prior: float = 10.0) -> dict:
@@ -180,3 +181,32 @@ def ridge_reward(x, action, y, n_llms: int, *, folds: int = 2, seed: int = 0,
     n = len(y)
     return crossfit(ridge_refit(x, action, y, n_llms, alpha=alpha, prior=prior), n,
                     folds=folds if n >= 2 * folds else 1, seed=seed)
+
+
+def mean_outcome_refit(y, action, propensity, n_llms: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``refit(weights) -> q (n, L)``: each LLM's importance-weighted mean logged outcome
+    (weights ``weights / propensity`` over the decisions that chose it; an LLM no weighted
+    decision chose gets the weighted mean over all), the same for every decision: the cost
+    model of ``recsys-router ope``, refitted on each bootstrap resample so that DM/DR's cost
+    intervals carry its noise.
+
+    Example
+    -------
+    >>> f = mean_outcome_refit(np.array([1.0, 3.0, 10.0]), np.array([0, 0, 1]), np.full(3, 0.5), 3)
+    >>> f(np.ones(3))[0].tolist(), f(np.array([2.0, 0.0, 1.0]))[0].tolist()
+    ([2.0, 10.0, 4.666666666666667], [1.0, 10.0, 4.0])
+    """
+    y = np.asarray(y, np.float64)
+    action = np.asarray(action)
+    inv_p = 1.0 / np.asarray(propensity, np.float64)
+    onehot = np.eye(n_llms)[action]                       # (n, L): the chosen LLM of each decision
+
+    def refit(weights: np.ndarray) -> np.ndarray:
+        w = np.asarray(weights, np.float64) * inv_p
+        pooled = float(w @ y / w.sum()) if w.sum() > 0 else float(y.mean())
+        tot, num = w @ onehot, (w * y) @ onehot
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(tot > 0, num / tot, pooled)
+        return np.tile(mean, (len(y), 1))
+    return refit
+
