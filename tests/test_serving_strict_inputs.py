@@ -202,3 +202,36 @@ def test_body_timeout_is_a_positive_finite_setting():
         with pytest.raises(ValueError, match="body_timeout_s"):
             ServiceConfig(body_timeout_s=bad)
     assert ServiceConfig().body_timeout_s == 30.0
+
+
+@pytest.mark.parametrize("key", ["cl\u00e9", "\u043a\u043b\u044e\u0447", " lead", "trail ", "a b",
+                                 "tab\tkey", "nul\x00"])
+def test_an_api_key_a_client_cannot_send_is_refused_at_start(tmp_path, capsys, key):
+    """'clé' started the service and then answered 401 to every client sending it as UTF-8
+    (the header was read as latin-1); 'ключ' could never be sent; a space at either end is
+    stripped on the way. Refused when the service starts, for the router service and the
+    judge's, naming the position and never the key."""
+    from recsys_router.cli import main
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.export import export_router
+    from recsys_router.judge.web import create_app as judge_app
+    from recsys_router.registry import make_router
+    from test_judge_web import make_session
+    with pytest.raises(ValueError, match="is not a visible ASCII character") as err:
+        ServiceConfig(api_key=key)
+    assert key not in str(err.value)
+    with pytest.raises(ValueError, match="voter key: character"):
+        judge_app(make_session(tmp_path / "j.db"), api_key=key)
+    d = make_synthetic(30, 3, 2, seed=0)
+    art = export_router(make_router("best-single").fit(d), tmp_path / "bs", train_data=d)
+    assert main(["serve", str(art), "--api-key", key]) == 2
+    err = capsys.readouterr().err
+    assert "is not a visible ASCII character" in err and key.strip() not in err
+
+
+def test_a_visible_ascii_api_key_with_punctuation_works(artifact):  # noqa: F811
+    key = "s3cr3t-K3y_!#$%&'*+.^`|~"
+    c = TestClient(create_app(artifact, ServiceConfig(api_key=key)))
+    assert c.post("/route", json={"query": "hi"}, headers={"authorization": f"Bearer {key}"}).status_code == 200
+    assert c.post("/route", json={"query": "hi"}, headers={"x-api-key": key}).status_code == 200
+    assert c.post("/route", json={"query": "hi"}, headers={"x-api-key": key[:-1]}).status_code == 401

@@ -33,7 +33,7 @@ from ..feedback.store import LogFull
 from ..state import json_safe
 from .batcher import MicroBatcher
 from .json_body import JSONOnlyRoute
-from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
+from .guards import (ApiKey, BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
                      install_error_handlers, printable, route_label)
 from .llm_admin import ServedRouter, add_llm_admin_routes
 
@@ -53,7 +53,7 @@ class ServiceConfig(BaseModel):
     max_batch: int = Field(default=256, ge=1)
     max_body_bytes: int = Field(default=1_000_000, ge=1)
     max_text_chars: int = Field(default=100_000, ge=1)
-    api_key: Optional[str] = None
+    api_key: Optional[ApiKey] = None   # visible ASCII: what a client can send reliably
     batch_wait_ms: float = Field(default=5.0, ge=0, allow_inf_nan=False)
     backends: Optional[dict] = None
     backend_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
@@ -65,7 +65,7 @@ class ServiceConfig(BaseModel):
     log_flush_ms: float = Field(default=200.0, gt=0, allow_inf_nan=False)
     seed: int = Field(default=0, ge=0)
 
-    model_config = {"extra": "forbid"}
+    model_config = {"extra": "forbid", "hide_input_in_errors": True}   # never echo the API key
 
     @field_validator("max_batch", "max_body_bytes", "max_text_chars", "log_batch", "seed",
                      mode="before")
