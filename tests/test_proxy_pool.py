@@ -4,6 +4,8 @@ plain-text 500 (mocked backend: ``httpx.MockTransport``)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -114,3 +116,134 @@ def test_proxy_errors_name_the_routed_message(artifact, backend, content, status
     r = c.post("/route", json={"queries": ["ok", "a" * 101]})
     assert (r.status_code, r.json()) == (413, {"error": "queries[1] has 101 characters; the "
                                                         "limit is 100"})
+
+
+# ------------------------------------------- a failing backend, its URL, its event stream
+SECRET_URL = "http://svc-user:Sup3rSecret@127.0.0.1:{port}/v1?api-key=AZURE-KEY-123"
+
+
+def _patched(monkeypatch, handler):
+    """Put ``handler`` (an ``httpx.MockTransport`` handler) behind the proxy's client."""
+    import httpx
+    import recsys_router.serving.openai_proxy as proxy
+    real = httpx.AsyncClient
+    monkeypatch.setattr(proxy.httpx, "AsyncClient",
+                        lambda **kw: real(transport=httpx.MockTransport(handler), **kw))
+
+
+def _one_backend_client(artifact, base_url, **cfg):
+    art = load_router(artifact)
+    backends = {n: {"base_url": base_url, "model": "m", "api_key_env": None} for n in art.llm_names}
+    app = create_app(art, ServiceConfig(api_key="k", backends=backends, **cfg))
+    return TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_unreachable_backend_502_hides_its_url(artifact, stream, caplog):
+    from serve_helpers import free_port
+    port = free_port()  # nothing listens there
+    c = _one_backend_client(artifact, SECRET_URL.format(port=port), backend_timeout_s=5)
+    llm = _best(c, load_router(artifact).llm_names)
+    with caplog.at_level("WARNING", logger="recsys_router.serving.openai_proxy"):
+        r = c.post("/v1/chat/completions", json={**ASK, "stream": stream}, headers=KEY)
+    assert (r.status_code, r.json()) == (502, {"error": f"backend for {llm!r} failed: connection error"})
+    logged = "\n".join(rec.getMessage() for rec in caplog.records)
+    # the operator's log names the URL called, credentials and query value masked
+    assert f"backend for {llm!r} at http://***@127.0.0.1:{port}/v1/chat/completions?api-key=*** " \
+           f"failed: ConnectError" in logged
+    for secret in ("svc-user", "Sup3rSecret", "AZURE-KEY-123"):
+        assert secret not in logged and secret not in r.text
+
+
+@pytest.mark.parametrize("exc,reason", [("ReadTimeout", "timed out"),
+                                        ("RemoteProtocolError", "protocol error")])
+def test_backend_failure_reason_is_generic(artifact, monkeypatch, exc, reason):
+    import httpx
+
+    def handler(request):
+        raise getattr(httpx, exc)(f"boom at {request.url}", request=request)
+    _patched(monkeypatch, handler)
+    c = _one_backend_client(artifact, "http://me:pw1234@backend/v1")
+    for stream in (False, True):
+        r = c.post("/v1/chat/completions", json={**ASK, "stream": stream}, headers=KEY)
+        assert r.status_code == 502 and r.json()["error"].endswith(f"failed: {reason}")
+        assert "pw1234" not in r.text and "backend/v1" not in r.text
+
+
+def test_query_of_base_url_is_sent_after_the_path(artifact, monkeypatch):
+    import httpx
+    seen = []
+
+    def handler(request):
+        seen.append(str(request.url))
+        return httpx.Response(200, json={"id": "x", "choices": []})
+    _patched(monkeypatch, handler)
+    c = _one_backend_client(artifact, "http://backend/openai/deployments/d?api-version=2024-02-01")
+    assert c.post("/v1/chat/completions", json=ASK, headers=KEY).status_code == 200
+    # was http://backend/openai/deployments/d?api-version=2024-02-01/chat/completions
+    assert seen == ["http://backend/openai/deployments/d/chat/completions?api-version=2024-02-01"]
+
+
+@pytest.mark.parametrize("url,why", [
+    ("http://me:S3#cr3t@h/v1", "must not hold a '#fragment'"),
+    ("http://h/v1#top", "must not hold a '#fragment'"),
+    ("ftp://me:S3cr3t@h/v1", "must be an http:// or https:// URL with a host"),
+    ("http:///v1?key=S3cr3t", "must be an http:// or https:// URL with a host"),
+    ("me:S3cr3t@h/v1", "must be an http:// or https:// URL with a host"),
+    ("http://me:S3cr3t@h:port/v1", "is not a valid URL"),
+    (12, "must be a string, got int"),
+], ids=["fragment-in-password", "fragment", "ftp", "no-host", "no-scheme", "bad-port", "number"])
+def test_load_backends_refuses_a_bad_base_url(tmp_path, url, why):
+    from recsys_router.serving import load_backends
+    p = tmp_path / "b.yaml"
+    p.write_text(f"backends:\n  llm-a: {{base_url: {json.dumps(url)}, model: m}}\n")
+    with pytest.raises(ValueError) as err:
+        load_backends(p, ["llm-a"])
+    assert str(err.value).startswith(f"{p}: backend 'llm-a': base_url {why}")
+    assert "S3" not in str(err.value) and "cr3t" not in str(err.value)
+
+
+GOOD = b'data: {"model":"m","choices":[{"delta":{"content":"hi"}}]}\n\n'
+REST = b'data: {"model":"m","choices":[{"delta":{"content":"rest"}}]}\n\ndata: [DONE]\n\n'
+
+
+def _stream_reply(artifact, monkeypatch, reply):
+    import httpx
+    _patched(monkeypatch, lambda request: httpx.Response(
+        200, stream=reply, headers={"content-type": "text/event-stream"}))
+    c = _one_backend_client(artifact, "http://backend/v1")
+    r = c.post("/v1/chat/completions", json={**ASK, "stream": True}, headers=KEY)
+    return r, r.headers["x-recsys-router-llm"]
+
+
+@pytest.mark.parametrize("bad", [
+    b"[" * 100_000 + b"]" * 100_000, b'{"model":"m","x":NaN}', b'{"x":-Infinity}', b'{"x":1e400}',
+    b"not json", b'{"x":"\xff"}'], ids=["100000-deep", "nan", "-inf", "1e400", "text", "bad-utf8"])
+def test_malformed_stream_chunk_ends_with_error_and_done(artifact, monkeypatch, bad):
+    import httpx
+    r, llm = _stream_reply(artifact, monkeypatch,
+                           httpx.ByteStream(GOOD + b"data: " + bad + b"\n\n" + REST))
+    assert r.status_code == 200
+    msg = (f"backend for {llm!r} sent a stream chunk that cannot be relayed (not JSON, a "
+           "non-finite number or nesting too deep)")
+    # the good chunk (model renamed), then the error event and [DONE]; nothing after the bad one
+    want = ('data: {"model": "' + llm + '", "choices": [{"delta": {"content": "hi"}}]}\n\n\n'
+            'data: {"error": {"message": ' + json.dumps(msg) + ', "type": "backend_error", '
+            '"code": 502}}\n\ndata: [DONE]\n\n')
+    assert r.text == want
+
+
+def test_stream_broken_off_by_the_backend_ends_with_error_and_done(artifact, monkeypatch):
+    import httpx
+
+    class Broken(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield GOOD
+            raise httpx.ReadError("connection reset by peer")
+    r, llm = _stream_reply(artifact, monkeypatch, Broken())
+    lines = [ln for ln in r.text.split("\n") if ln]
+    assert lines[-1] == "data: [DONE]" and len(lines) == 3
+    assert json.loads(lines[0][5:])["model"] == llm
+    assert json.loads(lines[1][5:]) == {"error": {
+        "message": f"backend for {llm!r} failed mid-stream: connection error",
+        "type": "backend_error", "code": 502}}

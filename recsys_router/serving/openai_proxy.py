@@ -22,17 +22,17 @@ These extra fields are never forwarded to the backend.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
-from pathlib import Path
 
 import httpx
-import yaml
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from ..data import MAX_TASK_CHARS
+from .backends import chat_url, failure_reason, load_backends, scrub_text, shown_url
 from .guards import SafeJSONResponse, check_text, printable
 
 __all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body", "request_task",
@@ -41,29 +41,7 @@ __all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_ch
 _MAX_MESSAGES = 1_000
 _MAX_PARTS = 1_000
 
-
-def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict:
-    """Read and check ``backends.yaml``; errors name the file and the entry."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read backends file ({exc})") from exc
-    backends = (raw or {}).get("backends") if isinstance(raw, dict) else None
-    if not isinstance(backends, dict) or not backends:
-        raise ValueError(f"{path}: expected a top-level 'backends:' mapping of LLM name -> "
-                         "{base_url, model, api_key_env}")
-    out = {}
-    for name, spec in backends.items():
-        if not isinstance(spec, dict) or "base_url" not in spec:
-            raise ValueError(f"{path}: backend {name!r} needs at least 'base_url'")
-        if known_llms is not None and name not in known_llms:
-            raise ValueError(f"{path}: backend {name!r} is not an LLM of this router "
-                             f"(its LLMs: {known_llms})")
-        out[str(name)] = {"base_url": str(spec["base_url"]).rstrip("/"),
-                          "model": str(spec.get("model", name)),
-                          "api_key_env": spec.get("api_key_env")}
-    return out
+_log = logging.getLogger(__name__)
 
 
 #: the value in a model name: ASCII decimal notation, optionally with an exponent (``float()``
@@ -282,15 +260,15 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
                 headers["authorization"] = f"Bearer {key}"
         route_headers = {"x-recsys-router-llm": llm, "x-recsys-router-policy": result["policy"],
                          "x-recsys-router-decision-id": result["decision_id"]}
-        url = be["base_url"] + "/chat/completions"
+        url = chat_url(be["base_url"])
         client = httpx.AsyncClient(timeout=cfg.backend_timeout_s)
         if fwd.get("stream"):
-            req = client.build_request("POST", url, json=fwd, headers=headers)
             try:
-                resp = await client.send(req, stream=True)
-            except httpx.HTTPError as exc:
+                resp = await client.send(client.build_request("POST", url, json=fwd, headers=headers),
+                                         stream=True)
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 await client.aclose()
-                raise HTTPException(502, f"backend for {llm!r} at {url} failed: {exc}") from exc
+                raise _backend_failed(llm, url, exc) from None
 
             async def relay():
                 try:
@@ -299,9 +277,16 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
                         buf += chunk
                         while b"\n" in buf:
                             line, buf = buf.split(b"\n", 1)
-                            yield _rewrite_sse_line(line, llm) + b"\n"
+                            out = _rewrite_sse_line(line, llm)
+                            if out is None:
+                                yield _stream_error(llm, _BAD_CHUNK)
+                                return
+                            yield out + b"\n"
                     if buf:
-                        yield _rewrite_sse_line(buf, llm)
+                        out = _rewrite_sse_line(buf, llm)
+                        yield _stream_error(llm, _BAD_CHUNK) if out is None else out
+                except httpx.HTTPError as exc:  # the backend's stream broke off: say so, then [DONE]
+                    yield _stream_error(llm, f"failed mid-stream: {_logged_reason(llm, url, exc)}")
                 finally:
                     await resp.aclose()
                     await client.aclose()
@@ -309,8 +294,8 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
                                      media_type="text/event-stream", headers=route_headers)
         try:
             resp = await client.post(url, json=fwd, headers=headers)
-        except httpx.HTTPError as exc:
-            raise HTTPException(502, f"backend for {llm!r} at {url} failed: {exc}") from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _backend_failed(llm, url, exc) from None
         finally:
             await client.aclose()
         try:
@@ -327,16 +312,64 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
                                      "(a non-finite number or nesting too deep)") from None
 
 
-def _rewrite_sse_line(line: bytes, llm: str) -> bytes:
+def _logged_reason(llm: str, url: str, exc: Exception) -> str:
+    """Log a failed backend request (the URL and the library's message, credentials masked)
+    and return the generic reason the client may see."""
+    _log.warning("backend for %r at %s failed: %s: %s", llm, shown_url(url), type(exc).__name__,
+                 scrub_text(str(exc), url))
+    return failure_reason(exc)
+
+
+def _backend_failed(llm: str, url: str, exc: Exception) -> HTTPException:
+    """The 502 for a backend request that failed: the LLM name and a generic reason, never the
+    URL (which may hold credentials), its host or the library's message."""
+    return HTTPException(502, f"backend for {llm!r} failed: {_logged_reason(llm, url, exc)}")
+
+
+#: why a streamed chunk is not relayed (the non-streaming path answers such a reply with a 502)
+_BAD_CHUNK = ("sent a stream chunk that cannot be relayed (not JSON, a non-finite number or "
+              "nesting too deep)")
+
+
+def _stream_error(llm: str, what: str) -> bytes:
+    """The event that ends a relayed stream early: an OpenAI-style ``{"error": ...}`` chunk
+    (the OpenAI SDKs raise it) and ``data: [DONE]``; the leading blank line ends any event the
+    backend left open.
+
+    Example
+    -------
+    >>> lines = _stream_error("a", "failed: timed out").split(b"\\n")
+    >>> lines[0], json.loads(lines[1][5:])["error"]["message"], lines[2:]
+    (b'', "backend for 'a' failed: timed out", [b'', b'data: [DONE]', b'', b''])
+    """
+    event = {"error": {"message": f"backend for {llm!r} {what}", "type": "backend_error", "code": 502}}
+    return b"\ndata: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n"
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not standard JSON")
+
+
+def _rewrite_sse_line(line: bytes, llm: str) -> bytes | None:
+    """One line of a backend's event stream as relayed: a ``data:`` line's JSON with ``model``
+    set to ``llm``; other lines, empty data and ``[DONE]`` unchanged. None for a ``data:``
+    line that is not strict JSON (not JSON, NaN/Infinity or a number past the float range,
+    nesting too deep), which the relay does not pass on.
+
+    Example
+    -------
+    >>> _rewrite_sse_line(b'data: {"model": "m", "x": 1}', "a"), _rewrite_sse_line(b"data: [1, NaN]", "a")
+    (b'data: {"model": "a", "x": 1}', None)
+    """
     if not line.startswith(b"data:"):
         return line
     payload = line[5:].strip()
     if payload == b"[DONE]" or not payload:
         return line
     try:
-        obj = json.loads(payload)
-    except ValueError:
-        return line
-    if isinstance(obj, dict) and "model" in obj:
-        obj["model"] = llm
-    return b"data: " + json.dumps(obj).encode()
+        obj = json.loads(payload, parse_constant=_refuse_constant)
+        if isinstance(obj, dict) and "model" in obj:
+            obj["model"] = llm
+        return b"data: " + json.dumps(obj, allow_nan=False).encode()
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, inf from 1e400
+        return None

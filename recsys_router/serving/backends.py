@@ -1,0 +1,157 @@
+"""The proxy's backends: ``backends.yaml`` read and checked, each backend's chat-completions URL,
+and that URL as it may be shown.
+
+A backend's ``base_url`` may hold credentials (``https://user:password@host/v1``) or a query
+token (``?api-key=...``, Azure's ``?api-version=...``). The proxy's client never sees the URL
+(a failed backend is named by its LLM and a generic reason); the server's log line shows it with
+the user name, password and query values replaced by ``***``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import httpx
+import yaml
+
+__all__ = ["load_backends", "chat_url", "shown_url", "scrub_text", "failure_reason"]
+
+
+def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict:
+    """Read and check ``backends.yaml``; errors name the file and the entry.
+
+    Each ``base_url`` must be an ``http://`` or ``https://`` URL with a host (and a numeric port,
+    when it has one) and no ``#fragment``; a query (``?api-version=...``) is kept and sent after
+    the path: ``http://h/v1?k=v`` is called as ``http://h/v1/chat/completions?k=v``. An error
+    names the backend, never shows its URL (which may hold credentials).
+
+    Returns
+    -------
+    dict LLM name -> ``{"base_url", "model", "api_key_env"}``
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read backends file ({exc})") from exc
+    backends = (raw or {}).get("backends") if isinstance(raw, dict) else None
+    if not isinstance(backends, dict) or not backends:
+        raise ValueError(f"{path}: expected a top-level 'backends:' mapping of LLM name -> "
+                         "{base_url, model, api_key_env}")
+    out = {}
+    for name, spec in backends.items():
+        if not isinstance(spec, dict) or "base_url" not in spec:
+            raise ValueError(f"{path}: backend {name!r} needs at least 'base_url'")
+        if known_llms is not None and name not in known_llms:
+            raise ValueError(f"{path}: backend {name!r} is not an LLM of this router "
+                             f"(its LLMs: {known_llms})")
+        base = spec["base_url"]
+        why = _url_problem(base)
+        if why:
+            raise ValueError(f"{path}: backend {name!r}: base_url {why}")
+        out[str(name)] = {"base_url": base.rstrip("/"), "model": str(spec.get("model", name)),
+                          "api_key_env": spec.get("api_key_env")}
+    return out
+
+
+def _url_problem(base) -> str | None:
+    """What is wrong with a ``base_url`` (words following "base_url"; never the URL), or None."""
+    if not isinstance(base, str):
+        return f"must be a string, got {type(base).__name__}"
+    if "#" in base:
+        return ("must not hold a '#fragment' (it is never sent to a server; write a '#' of a "
+                "password or query value as %23)")
+    try:
+        parts = urlsplit(base)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in [0, 65535]
+    except ValueError:
+        return "is not a valid URL (a port that is not a number, or a bracket left open)"
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host"
+    return None
+
+
+def chat_url(base_url: str) -> str:
+    """The chat-completions URL of a backend: ``/chat/completions`` joined to the path of
+    ``base_url``, its query (if any) kept after that; a fragment is dropped.
+
+    Example
+    -------
+    >>> chat_url("http://h:9/v1"), chat_url("https://h/openai/d/?api-version=2024-02-01")
+    ('http://h:9/v1/chat/completions', 'https://h/openai/d/chat/completions?api-version=2024-02-01')
+    """
+    p = urlsplit(base_url)
+    return urlunsplit((p.scheme, p.netloc, p.path.rstrip("/") + "/chat/completions", p.query, ""))
+
+
+def shown_url(url) -> str:
+    """``url`` as a log line or an error may show it: a user name and password replaced by
+    ``***``, every query value by ``***`` (a query part without ``=`` wholly), a fragment by
+    ``#***``; scheme, host, port and path as given. A string that cannot be split is not shown.
+
+    Example
+    -------
+    >>> shown_url("http://me:s3cret@10.0.0.5:9/v1?api-key=K&x")
+    'http://***@10.0.0.5:9/v1?api-key=***&***'
+    >>> shown_url("http://[::1/v1")
+    '<a URL of 14 characters that cannot be parsed; not shown>'
+    """
+    if not isinstance(url, str):
+        return f"<a {type(url).__name__}, not a URL>"
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return f"<a URL of {len(url)} characters that cannot be parsed; not shown>"
+    user, at, host = p.netloc.rpartition("@")
+    netloc = f"***@{host}" if at else host
+    query = "&".join(part.partition("=")[0] + "=***" if "=" in part else "***"
+                     for part in p.query.split("&")) if p.query else ""
+    shown = urlunsplit((p.scheme, netloc, p.path, query, ""))
+    return shown + ("#***" if "#" in url else "")
+
+
+def scrub_text(text: str, url: str) -> str:
+    """``text`` (an HTTP library's error message) with ``url`` shown as :func:`shown_url`
+    shows it and every credential of it (user name, password, query values; as written and
+    decoded) replaced by ``***``.
+
+    Example
+    -------
+    >>> scrub_text("failed for http://me:pw@h/v1 (user me)", "http://me:pw@h/v1")
+    'failed for http://***@h/v1 (user ***)'
+    """
+    text = text.replace(url, shown_url(url))
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return text
+    user, at, _ = p.netloc.rpartition("@")
+    secrets = set(user.split(":", 1)) if at else set()
+    secrets |= {part.partition("=")[2] if "=" in part else part for part in p.query.split("&")}
+    secrets |= {p.fragment}
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        for form in {secret, unquote(secret)}:
+            text = text.replace(form, "***")
+    return text
+
+
+def failure_reason(exc: Exception) -> str:
+    """A generic reason for a failed backend request, as the proxy's client may see it (no URL,
+    host or library message).
+
+    Example
+    -------
+    >>> failure_reason(httpx.ConnectError("All connection attempts failed"))
+    'connection error'
+    """
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    if isinstance(exc, httpx.NetworkError):
+        return "connection error"
+    if isinstance(exc, httpx.ProtocolError):
+        return "protocol error"
+    if isinstance(exc, (httpx.InvalidURL, httpx.UnsupportedProtocol)):
+        return "invalid backend URL"
+    return "request error"
