@@ -283,8 +283,10 @@ class _Scripted(BaseHTTPRequestHandler):
     """An OpenAI-compatible backend whose raw reply body the test sets."""
 
     reply = b""
+    paths: list = []
 
     def do_POST(self):  # noqa: N802 (http.server API)
+        _Scripted.paths.append(self.path)
         self.rfile.read(int(self.headers["content-length"]))
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -384,3 +386,48 @@ def test_a_json_key_given_twice_is_422_and_changes_nothing(tmp_path, path, raw, 
     assert r.json()["detail"] == f"the request body names the key {key!r} more than once; give each field once"
     assert JudgeStore(db).count() == 0 and [(t[0], t[1]) for t in _tokens(db)] == [(tok, None)]
     assert c.post("/api/vote", json={"token": tok, "label": "B"}).json()["label"] == "B"
+
+
+def test_a_failed_live_backend_never_shows_its_url_to_the_voter(tmp_path, caplog):
+    """The 502 showed the backend's whole URL (user:password, query token, host and port) and
+    httpx's text to the voter; now a reason, with the masked URL in the server's log."""
+    url = "http://svc:Sup3rS3cret@127.0.0.1:9/v1?api-key=T0KEN"   # port 9: nothing listens
+    (tmp_path / "b.yaml").write_text("backends:\n" + "".join(f"  {m}: {{base_url: '{url}', model: {m}}}\n"
+                                                              for m in "xyz"))
+    d = tiny_data()
+    session = make_session(tmp_path / "j.db", d, backends=load_backends(tmp_path / "b.yaml", d.llm_names))
+    c = TestClient(create_app(session), raise_server_exceptions=False)
+    with caplog.at_level("WARNING", logger="recsys_router.judge"):
+        r = c.post("/api/duel", json={"query_id": "qa"})
+    assert r.status_code == 502 and r.json()["detail"].endswith("failed: connection error"), r.text
+    for secret in ("Sup3rS3cret", "T0KEN", "svc", "127.0.0.1"):
+        assert secret not in r.text
+    assert "http://***@127.0.0.1:9/v1/chat/completions?api-key=***" in caplog.text
+    assert "Sup3rS3cret" not in caplog.text and "T0KEN" not in caplog.text
+
+
+def test_live_backend_query_goes_after_the_path_and_a_fragment_is_refused(live_client, tmp_path,
+                                                                           monkeypatch):
+    c, _ = live_client
+    _Scripted.paths.clear()
+    _Scripted.reply = _reply('"ok"', '{}')
+    assert c.post("/api/duel", json={"query_id": "qa"}).status_code == 200
+    assert _Scripted.paths[-1] == "/v1/chat/completions"
+    (tmp_path / "q.yaml").write_text("backends:\n  x: {base_url: 'http://h/v1?api-version=1', model: x}\n")
+    (tmp_path / "f.yaml").write_text("backends:\n  x: {base_url: 'http://u:p#w@h/v1', model: x}\n")
+    import httpx
+
+    from recsys_router.judge.web.live import BackendError, ask_backend
+    seen = []
+
+    def post(u, **k):
+        seen.append(u)
+        raise httpx.ConnectError("refused")
+    monkeypatch.setattr(httpx, "post", post)
+    with pytest.raises(BackendError, match="connection error"):
+        ask_backend(load_backends(tmp_path / "q.yaml")["x"], "hi")
+    assert seen == ["http://h/v1/chat/completions?api-version=1"]   # was ...v1?api-version=1/chat/...
+    with pytest.raises(ValueError, match="backend 'x': base_url must not hold a '#fragment'") as err:
+        load_backends(tmp_path / "f.yaml")
+    assert "u:p" not in str(err.value)
+

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx
 import yaml
 
-__all__ = ["load_backends", "chat_url", "shown_url", "scrub_text", "failure_reason"]
+__all__ = ["load_backends", "base_url_problem", "chat_url", "shown_url", "scrub_text", "failure_reason"]
 
 
 def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict:
@@ -48,7 +48,7 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
             raise ValueError(f"{path}: backend {name!r} is not an LLM of this router "
                              f"(its LLMs: {known_llms})")
         base = spec["base_url"]
-        why = _url_problem(base)
+        why = base_url_problem(base)
         if why:
             raise ValueError(f"{path}: backend {name!r}: base_url {why}")
         out[str(name)] = {"base_url": base.rstrip("/"), "model": str(spec.get("model", name)),
@@ -56,7 +56,7 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
     return out
 
 
-def _url_problem(base) -> str | None:
+def base_url_problem(base) -> str | None:
     """What is wrong with a ``base_url`` (words following "base_url"; never the URL), or None."""
     if not isinstance(base, str):
         return f"must be a string, got {type(base).__name__}"

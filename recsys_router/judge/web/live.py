@@ -11,6 +11,7 @@ proxy's file; the top-level ``backends:`` key is optional)::
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import httpx
 import yaml
 
 from ...errors import DataValidationError
+from ...serving.backends import base_url_problem, chat_url, failure_reason, scrub_text, shown_url
 from ...serving.guards import check_text
 
 __all__ = ["load_backends", "ask_backend", "BackendError", "MAX_ANSWER_CHARS", "MAX_USAGE_TOKENS"]
@@ -27,6 +29,9 @@ __all__ = ["load_backends", "ask_backend", "BackendError", "MAX_ANSWER_CHARS", "
 MAX_ANSWER_CHARS = 200_000
 #: largest ``usage`` token count accepted from a backend (a whole number in [0, this])
 MAX_USAGE_TOKENS = 10**9
+
+
+log = logging.getLogger("recsys_router.judge")
 
 
 class BackendError(RuntimeError):
@@ -54,6 +59,10 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
     for name, spec in raw.items():
         if not isinstance(spec, dict) or not isinstance(spec.get("base_url"), str):
             raise DataValidationError(f"backend {name!r} needs a 'base_url' string", source=str(path),
+                                      column=str(name))
+        why = base_url_problem(spec["base_url"])   # as the proxy's: never shows the URL
+        if why:
+            raise DataValidationError(f"backend {name!r}: base_url {why}", source=str(path),
                                       column=str(name))
         if known_llms is not None and str(name) not in known_llms:
             raise DataValidationError(f"backend {name!r} is not one of the routers' LLMs {known_llms}",
@@ -85,45 +94,47 @@ def ask_backend(backend: dict, prompt: str, history: list[dict] | None = None, *
             raise BackendError(f"environment variable {env} (API key for {backend['model']}) is not set")
         headers["authorization"] = f"Bearer {key}"
     body = {"model": backend["model"], "messages": [*(history or []), {"role": "user", "content": prompt}]}
-    url = backend["base_url"] + "/chat/completions"
+    url = chat_url(backend["base_url"])   # the path before a query (?api-version=...)
     t0 = time.perf_counter()
     try:
         resp = httpx.post(url, json=body, headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise BackendError(f"{url}: {type(exc).__name__}: {exc}") from None
+    except httpx.HTTPError as exc:   # the voter sees a reason; the server's log the masked URL
+        log.warning("backend %s at %s failed: %s", backend["model"], shown_url(url),
+                    scrub_text(f"{type(exc).__name__}: {exc}", url))
+        raise BackendError(failure_reason(exc)) from None
     latency = time.perf_counter() - t0
     if resp.status_code // 100 != 2:
-        raise BackendError(f"{url}: HTTP {resp.status_code}: {resp.text[:200]}")
+        raise BackendError(f"HTTP {resp.status_code}: {resp.text[:200]}")
     try:
         data = resp.json()
         text = data["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
-        raise BackendError(f"{url}: not an OpenAI chat completion: {resp.text[:200]!r}") from None
+        raise BackendError(f"not an OpenAI chat completion: {resp.text[:200]!r}") from None
     if not isinstance(text, str):
-        raise BackendError(f"{url}: the answer (choices[0].message.content) is not text: "
+        raise BackendError("the answer (choices[0].message.content) is not text: "
                            f"{type(text).__name__}")
     if len(text) > MAX_ANSWER_CHARS:
-        raise BackendError(f"{url}: the answer has {len(text)} characters (at most {MAX_ANSWER_CHARS})")
+        raise BackendError(f"the answer has {len(text)} characters (at most {MAX_ANSWER_CHARS})")
     try:
         check_text(text)
     except ValueError as exc:
-        raise BackendError(f"{url}: the answer is not valid text ({exc})") from None
+        raise BackendError(f"the answer is not valid text ({exc})") from None
     usage = data.get("usage") if isinstance(data, dict) else None
     if usage is None:
         usage = {}
     if not isinstance(usage, dict):
-        raise BackendError(f"{url}: 'usage' is not an object: {type(usage).__name__}")
-    counts = {k: _token_count(url, k, usage.get(k)) for k in ("prompt_tokens", "completion_tokens")}
+        raise BackendError(f"'usage' is not an object: {type(usage).__name__}")
+    counts = {k: _token_count(k, usage.get(k)) for k in ("prompt_tokens", "completion_tokens")}
     return {"text": text, "latency": latency, **counts}
 
 
-def _token_count(url: str, key: str, v) -> int | None:
+def _token_count(key: str, v) -> int | None:
     """A ``usage`` token count: absent/null, or a whole number in [0, MAX_USAGE_TOKENS]
     (not a bool, string, float, NaN or infinity); else :class:`BackendError`."""
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_USAGE_TOKENS:
         shown = "an integer past 10**30" if isinstance(v, int) and abs(v) > 10**30 else repr(v)
-        raise BackendError(f"{url}: usage.{key} must be a whole number in [0, {MAX_USAGE_TOKENS}], "
+        raise BackendError(f"usage.{key} must be a whole number in [0, {MAX_USAGE_TOKENS}], "
                            f"got {shown[:60]}")
     return v
