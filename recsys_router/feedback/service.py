@@ -131,8 +131,14 @@ class FeedbackLoop:
         ------
         LogFull
             The log queue is full (nothing of this request is queued).
+        ValueError
+            ``candidates`` names an LLM the router does not know, or one twice
+            (:class:`~recsys_router.errors.RepeatedNameError`); nothing is queued.
         """
-        names = (router or self.router).llm_names
+        router = router or self.router
+        names = router.llm_names
+        # each decision row stores the list: never a name twice nor more names than the pool
+        router.router.candidate_mask(candidates)
         cand = list(candidates) if candidates is not None else list(names)
         rows = []
         for i, res in enumerate(results):
