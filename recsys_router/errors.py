@@ -7,7 +7,7 @@ field) and what was expected, so a user can fix the input without reading code.
 from __future__ import annotations
 
 __all__ = ["DataValidationError", "ConfigArgumentError", "ArgumentValueError", "NotFittedError",
-           "where", "few"]
+           "RepeatedNameError", "where", "few"]
 
 
 def where(source: str | None = None, row: int | None = None, column: str | None = None) -> str:
@@ -114,6 +114,11 @@ class ArgumentValueError(ValueError):
     finite number > 0, got -1``): a deliberate refusal, which the Lightning CLI reports as one
     line naming the argument. Any other ``ValueError`` raised while building the model or the
     data module may be a bug and keeps a ``--debug`` hint."""
+
+
+class RepeatedNameError(ValueError):
+    """A list that must name each LLM once (a request's ``candidates``) names one more than
+    once; the message names the repeated LLM(s). The service answers it with a 422."""
 
 
 class NotFittedError(RuntimeError):

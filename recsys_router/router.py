@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .data import RoutingData
-from .errors import NotFittedError, few
+from .errors import NotFittedError, RepeatedNameError, few
 from .numeric import shown
 from .coldstart.pool import core_view, observed_range, pool_changed, pool_costs, predict_pool
 from .policies import apply_policy, check_policy_values, fill_unknown_costs
@@ -297,7 +297,8 @@ class Router(LLMPoolMixin, ABC):
         return None
 
     def candidate_mask(self, candidates: Sequence[str] | None) -> np.ndarray | None:
-        """Boolean mask over ``llm_names_`` for a candidate subset (None = all)."""
+        """Boolean mask over ``llm_names_`` for a candidate subset (None = all); an unknown name
+        is a ``ValueError``, a name given twice a :class:`~recsys_router.errors.RepeatedNameError`."""
         self._check_fitted()
         if candidates is None:
             return None
@@ -313,6 +314,11 @@ class Router(LLMPoolMixin, ABC):
                              if bad else "candidates must name at least one LLM")
         mask = np.zeros(len(self.llm_names_), dtype=bool)
         mask[[known[c] for c in candidates]] = True
+        if mask.sum() < len(candidates):  # so never more names than the pool has LLMs
+            seen: set = set()
+            twice = [c for c in candidates if c in seen or seen.add(c)]
+            raise RepeatedNameError(f"candidates must name each LLM once: {few(dict.fromkeys(twice))} "
+                                    f"repeated ({len(candidates):,} names, {int(mask.sum())} distinct)")
         return mask
 
     def route_indices(self, data: RoutingData, *, wtp: float | None = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -17,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from recsys_router.feedback import store, writer
 from recsys_router.feedback.store import WRITE_ATTEMPTS, DecisionLog, DecisionWriter, LogFull
-from recsys_router.feedback.service import FeedbackRequest
+from recsys_router.feedback.service import COMMIT_WAIT_S, FeedbackLoop, FeedbackRequest
 from recsys_router.serving import ServiceConfig, create_app
 from pg_util import pg_url  # noqa: F401 - fixture
 from test_serving import artifact  # noqa: F401 - the WordRouter artifact fixture
@@ -207,6 +208,73 @@ def test_feedback_with_a_nul_id_is_a_client_error_on_postgresql(pg_url, artifact
             r = c.post("/feedback", json={"decision_id": g["decision_id"], "score": 1.0})
             assert r.status_code == 200, r.text
         assert c.get("/health").json()["status"] == "ok"
+
+
+# ------------------------------------------------- feedback on a decision still queued
+def _gate(log, hold: dict) -> None:
+    """Make ``log`` hold each batch holding a decision id of ``hold`` until its event is set."""
+    real = log.insert_decisions
+
+    def gated(rows):
+        for r in rows:
+            if r["decision_id"] in hold:
+                hold[r["decision_id"]].wait(60)
+        real(rows)
+    log.insert_decisions = gated
+
+
+def test_feedback_waits_for_its_own_decision_not_the_whole_queue(tmp_path, artifact):  # noqa: F811
+    # the queue never empties (a later batch is stuck in the writer); feedback used to wait for
+    # the whole queue: 30 s, then a TimeoutError (a 500), though its own row was committed
+    loop = FeedbackLoop(artifact, log_db=f"sqlite:///{tmp_path / 'f.db'}", batch_size=1,
+                        flush_ms=20.0)
+    ours, busy = threading.Event(), threading.Event()
+    _gate(loop.log, {"ours": ours, "busy": busy})
+    loop.writer.submit([_row("ours")])
+    loop.writer.submit([_row("busy")])
+
+    async def scenario():
+        task = asyncio.create_task(loop.feedback(FeedbackRequest(decision_id="ours", score=1.0)))
+        await asyncio.sleep(0.05)  # the feedback found "ours" queued and waits
+        assert not task.done() and loop.writer.is_pending("ours")
+        ours.set()  # "ours" is committed; "busy" then holds the writer
+        return await asyncio.wait_for(task, 10)  # the old code waited 30 s
+
+    try:
+        assert asyncio.run(scenario()) == {"decision_id": "ours", "status": "recorded"}
+        assert loop.writer.is_pending("busy")  # the queue was never empty
+    finally:
+        ours.set()
+        busy.set()
+        loop.close()
+    df = DecisionLog(f"sqlite:///{tmp_path / 'f.db'}").read()
+    fb = df.set_index("decision_id")["feedback_score"]
+    assert sorted(fb.index) == ["busy", "ours"] and fb["ours"] == 1.0 and fb.isna()["busy"]
+
+
+def test_feedback_on_a_decision_queued_too_long_is_a_503_then_retried(tmp_path, artifact):  # noqa: F811
+    cfg = ServiceConfig(log_db=f"sqlite:///{tmp_path / 'g.db'}", log_batch=1, log_flush_ms=20)
+    with TestClient(create_app(artifact, cfg)) as c:
+        loop = c.app.state.feedback_loop
+        assert loop.commit_wait_s == COMMIT_WAIT_S == 2.0  # 5 flush intervals are shorter
+        release, real = threading.Event(), loop.log.insert_decisions
+        loop.log.insert_decisions = lambda rows: (release.wait(60), real(rows))  # a stuck database
+        try:
+            did = c.post("/route", json={"query": "a b"}).json()["decision_id"]
+            assert loop.writer.is_pending(did)
+            t0 = time.monotonic()
+            r = c.post("/feedback", json={"decision_id": did, "thumbs": "up"})
+            waited = time.monotonic() - t0
+            assert r.status_code == 503, r.text  # was a 500 (TimeoutError) after 30 s
+            assert r.json() == {"error": f"decision log busy: decision {did!r} is still queued "
+                                         "after 2 s (the database is not keeping up); retry the "
+                                         "feedback later"}
+            assert 2.0 <= waited < 20.0
+        finally:
+            release.set()
+        loop.writer.flush()
+        r = c.post("/feedback", json={"decision_id": did, "thumbs": "up"})  # the retry
+        assert r.status_code == 200 and r.json()["status"] == "recorded"
 
 
 def _row(did: str, chosen: str = "m", text: str = "q", log_text: str = "none") -> dict:

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import os
 import socket
+import time
 from typing import Literal, Optional
 
 import numpy as np
@@ -25,9 +26,12 @@ from .store import (WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedba
                     UnknownDecision, decision_row, describe_error, is_value_error,
                     new_decision_id)
 
-__all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES"]
+__all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES", "COMMIT_WAIT_S"]
 
 LOG_TEXT_MODES = ("full", "hash", "none")
+#: least time ``POST /feedback`` waits for its own decision's queued row (else a 503); five
+#: flush intervals when that is longer. It covers a batch retried with back-off (0.75 s).
+COMMIT_WAIT_S = 2.0
 
 
 class FeedbackRequest(BaseModel):
@@ -94,6 +98,8 @@ class FeedbackLoop:
         self.artifact_sha = _artifact_sha(router)
         self.log = DecisionLog(log_db) if log_db else None
         self.writer = DecisionWriter(self.log, batch_size, flush_ms, max_pending) if self.log else None
+        #: how long ``POST /feedback`` waits for its decision's queued row to be committed
+        self.commit_wait_s = max(COMMIT_WAIT_S, 5 * flush_ms / 1000.0)
 
     def explore(self, texts, scores, costs, choice, policy, value, mask, router=None, tasks=None):
         """``(choice, propensity, probs)`` after exploration around the greedy ``choice``;
@@ -131,8 +137,14 @@ class FeedbackLoop:
         ------
         LogFull
             The log queue is full (nothing of this request is queued).
+        ValueError
+            ``candidates`` names an LLM the router does not know, or one twice
+            (:class:`~recsys_router.errors.RepeatedNameError`); nothing is queued.
         """
-        names = (router or self.router).llm_names
+        router = router or self.router
+        names = router.llm_names
+        # each decision row stores the list: never a name twice nor more names than the pool
+        router.router.candidate_mask(candidates)
         cand = list(candidates) if candidates is not None else list(names)
         rows = []
         for i, res in enumerate(results):
@@ -152,11 +164,15 @@ class FeedbackLoop:
             self.writer.submit(rows)
 
     async def feedback(self, req: FeedbackRequest) -> dict:
-        """Store one outcome; HTTP errors 404 (unknown id) and 409 (duplicate)."""
+        """Store one outcome; HTTP errors 404 (unknown id), 409 (duplicate) and 503 (the
+        database is down, or this decision's row is still queued after :attr:`commit_wait_s`:
+        only this decision is waited for, never the whole queue)."""
         if self.log is None:
             raise HTTPException(400, "this service keeps no decision log: start it with --log-db URL")
-        if self.writer.is_pending(req.decision_id):
-            await asyncio.to_thread(self.writer.flush)
+        if not await self._committed(req.decision_id):
+            raise HTTPException(503, f"decision log busy: decision {req.decision_id!r} is still "
+                                     f"queued after {self.commit_wait_s:g} s (the database is not "
+                                     "keeping up); retry the feedback later")
         for wait in (0.0, self.writer.flush_s, 2 * self.writer.flush_s):
             # a decision of another instance may still sit in that instance's batch
             await asyncio.sleep(wait)
@@ -175,6 +191,19 @@ class FeedbackLoop:
                 # the database is down: say so, never a bare 500
                 raise HTTPException(503, f"decision log unavailable: {describe_error(exc)}") from None
         raise HTTPException(404, f"unknown decision_id {req.decision_id!r}")
+
+    async def _committed(self, decision_id: str) -> bool:
+        """Wait until this instance no longer queues ``decision_id`` (its row committed or
+        dropped), at most :attr:`commit_wait_s`; False if it is still queued then. Other
+        decisions queued meanwhile are not waited for, and no thread is held: the queue is
+        polled from the event loop a few times per flush interval."""
+        end = time.monotonic() + self.commit_wait_s
+        step = min(0.01, self.writer.flush_s / 4)
+        while self.writer.is_pending(decision_id):
+            if time.monotonic() >= end:
+                return False
+            await asyncio.sleep(step)
+        return True
 
     def log_status(self) -> dict | None:
         """The decision-log writer's counters (:meth:`DecisionWriter.status`), None without a log."""

@@ -26,6 +26,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field, field_validator
 
 from ..encoders.cache import memory_only
+from ..errors import RepeatedNameError
 from ..export.artifact import ExportedRouter
 from ..export.exported import check_tasks
 from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
@@ -324,8 +325,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             tasks = None  # a router that does not read them: routed as without them
         try:
             snap.router.candidate_mask(candidates)  # validate before predicting
-        except ValueError as exc:
-            raise HTTPException(400, str(exc)) from exc
+        except ValueError as exc:  # a name given twice is malformed whatever the pool: a 422
+            raise HTTPException(422 if isinstance(exc, RepeatedNameError) else 400, str(exc)) from exc
         custom = snap.custom_routing
         # request-dependent values are checked before or between the model calls; a failure
         # of the model or the service is a 500 with a JSON body, whatever its exception type

@@ -7,12 +7,17 @@ answer to a 900 KB request).
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from recsys_router.datasets.synthetic import make_synthetic
-from recsys_router.errors import few
+from recsys_router.errors import RepeatedNameError, few
 from recsys_router.export import export_router, load_router
+from recsys_router.feedback.service import FeedbackLoop
+from recsys_router.feedback.store import DecisionLog
 from recsys_router.registry import make_router
 from recsys_router.serving import ServiceConfig, create_app
 from toy_routers import WordRouter
@@ -62,6 +67,49 @@ def test_a_large_pool_is_listed_in_part():
     with pytest.raises(ValueError, match=r"got list \[b'x', b'x'") as info:
         router.candidate_mask([b"x"] * 10_000)
     assert len(str(info.value)) < 200
+
+
+def _repeats(pool):  # (candidates, queries): one LLM 5,000 times, one LLM twice, the pool + 1
+    return [([pool[1]] * 5_000, 64), ([pool[0], pool[2], pool[0]], 1), (pool + [pool[3]], 3)]
+
+
+@pytest.mark.parametrize("case", [0, 1, 2])
+def test_repeated_candidates_are_a_422_and_never_logged(artifact, tmp_path, case):
+    # each decision row stores the candidates list: 76,000 repeats of one name in a 1 MB body
+    # with 256 queries put 253 MB into the log (was a 200)
+    cands, n = _repeats(list(artifact.llm_names))[case]
+    db = tmp_path / "log.db"
+    with _client(artifact, log_db=str(db)) as c:
+        r = c.post("/route", json={"queries": [f"q {i}" for i in range(n)], "candidates": cands})
+        twice = cands[-1]  # the repeated name
+        assert r.status_code == 422 and len(r.content) < 300
+        assert r.json()["error"] == (f"candidates must name each LLM once: [{twice!r}] repeated "
+                                     f"({len(cands):,} names, {len(set(cands))} distinct)")
+        assert c.app.state.feedback_loop.log_status()["queued"] == 0
+    assert DecisionLog(str(db)).counts()[0] == 0  # nothing logged
+    with pytest.raises(RepeatedNameError, match=repr(twice)):  # the Python API refuses it too
+        artifact.route(["q 0"], candidates=cands)
+    loop = FeedbackLoop(artifact, log_db=str(tmp_path / "direct.db"))
+    res = [{"policy": "argmax", "policy_value": None, "llm": twice, "scores": {}, "costs": {}}]
+    with pytest.raises(RepeatedNameError):  # a caller that skipped the check: nothing queued
+        loop.record(["q 0"], res, np.ones((1, len(artifact.llm_names))), np.ones(1), cands)
+    assert "decision_id" not in res[0] and loop.log_status()["queued"] == 0
+    loop.close()
+
+
+def test_a_normal_candidates_list_is_routed_and_logged_once_per_decision(artifact, tmp_path):
+    pool = list(artifact.llm_names)
+    cands = [pool[2], pool[0]]  # the client's order is kept
+    db = tmp_path / "log.db"
+    with _client(artifact, log_db=str(db)) as c:
+        r = c.post("/route", json={"queries": ["a", "a b", "a b c"], "candidates": cands})
+        assert r.status_code == 200
+        res = r.json()["results"]
+        assert {x["llm"] for x in res} <= set(cands)
+        c.app.state.feedback_loop.writer.flush()
+    df = DecisionLog(str(db)).read()
+    assert sorted(df["decision_id"]) == sorted(x["decision_id"] for x in res)
+    assert list(df["candidates"]) == [json.dumps(cands)] * 3
 
 
 def _proxy(art):
