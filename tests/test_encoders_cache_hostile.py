@@ -120,6 +120,32 @@ def test_a_damaged_shard_is_read_once_not_on_every_lookup(tmp_path, monkeypatch)
     assert enc_cache._shard_arrays(tmp_path / "gone.npz", ("vecs",)) is None   # vanished: rescan
 
 
+def test_a_shard_that_fails_to_open_for_a_moment_is_kept(tmp_path, monkeypatch):
+    """Every read failure but a missing file once meant 'damaged', and compaction deleted such
+    shards: one 'too many open files' lost a good shard's vectors."""
+    import errno
+    import zipfile
+
+    import recsys_router.encoders.cache as enc_cache
+    c = DiskCache("flaky", 4, root=tmp_path)
+    c.put(["a"], np.ones((1, 4), np.float32))
+    c.put(["b"], np.full((1, 4), 2, np.float32))
+    victim = sorted(p.name for p in c._shards())[0]
+    real = zipfile.ZipFile
+
+    class Flaky(real):
+        def __init__(self, file, *a, **k):
+            if isinstance(file, (str, os.PathLike)) and Path(file).name == victim:
+                raise OSError(errno.EMFILE, "Too many open files")
+            super().__init__(file, *a, **k)
+    monkeypatch.setattr(enc_cache.zipfile, "ZipFile", Flaky)
+    DiskCache("flaky", 4, root=tmp_path).compact()
+    monkeypatch.setattr(enc_cache.zipfile, "ZipFile", real)
+    got = DiskCache("flaky", 4, root=tmp_path).get(["a", "b"])
+    assert sorted(got) == ["a", "b"]
+    np.testing.assert_array_equal(got["a"], np.ones(4, np.float32))
+
+
 def test_local_model_folder_identity_follows_its_files(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"v1")
     (tmp_path / "sub").mkdir()

@@ -192,15 +192,35 @@ def test_query_of_base_url_is_sent_after_the_path(artifact, monkeypatch):
     ("me:S3cr3t@h/v1", "must be an http:// or https:// URL with a host"),
     ("http://me:S3cr3t@h:port/v1", "is not a valid URL"),
     (12, "must be a string, got int"),
-], ids=["fragment-in-password", "fragment", "ftp", "no-host", "no-scheme", "bad-port", "number"])
+    ("http://me:S3cr3t@h\u00a0/v1", "is not a URL an HTTP request can be sent to"),   # httpx: InvalidURL
+    ("http://me:S3cr3t@xn--a/v1", "is not a URL an HTTP request can be sent to"),     # IDNA refuses it
+], ids=["fragment-in-password", "fragment", "ftp", "no-host", "no-scheme", "bad-port", "number",
+        "control-character", "bad-idna-host"])
 def test_load_backends_refuses_a_bad_base_url(tmp_path, url, why):
+    """Both loaders (the proxy's and the judge's live mode) refuse it, naming the backend and
+    never the URL; the last two passed and then failed each request with a bare 500."""
+    from recsys_router.judge.web import load_backends as judge_load_backends
     from recsys_router.serving import load_backends
     p = tmp_path / "b.yaml"
     p.write_text(f"backends:\n  llm-a: {{base_url: {json.dumps(url)}, model: m}}\n")
-    with pytest.raises(ValueError) as err:
-        load_backends(p, ["llm-a"])
-    assert str(err.value).startswith(f"{p}: backend 'llm-a': base_url {why}")
-    assert "S3" not in str(err.value) and "cr3t" not in str(err.value)
+    for load in (load_backends, judge_load_backends):
+        with pytest.raises(ValueError) as err:
+            load(p, ["llm-a"])
+        assert f"backend 'llm-a': base_url {why}" in str(err.value), str(err.value)
+        assert "S3" not in str(err.value) and "cr3t" not in str(err.value)
+
+
+def test_a_query_value_ending_in_a_slash_is_kept(tmp_path):
+    """Both loaders stripped every trailing '/' of base_url: a query value lost its own."""
+    from recsys_router.judge.web import load_backends as judge_load_backends
+    from recsys_router.serving import load_backends
+    from recsys_router.serving.backends import chat_url
+    p = tmp_path / "b.yaml"
+    p.write_text("backends:\n  llm-a: {base_url: 'https://h/openai/d/?sig=AbC/', model: m}\n")
+    for load in (load_backends, judge_load_backends):
+        assert load(p) == {"llm-a": {"base_url": "https://h/openai/d/?sig=AbC/", "model": "m",
+                                     "api_key_env": None}}
+        assert chat_url(load(p)["llm-a"]["base_url"]) == "https://h/openai/d/chat/completions?sig=AbC/"
 
 
 GOOD = b'data: {"model":"m","choices":[{"delta":{"content":"hi"}}]}\n\n'

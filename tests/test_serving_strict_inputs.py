@@ -235,3 +235,25 @@ def test_a_visible_ascii_api_key_with_punctuation_works(artifact):  # noqa: F811
     assert c.post("/route", json={"query": "hi"}, headers={"authorization": f"Bearer {key}"}).status_code == 200
     assert c.post("/route", json={"query": "hi"}, headers={"x-api-key": key}).status_code == 200
     assert c.post("/route", json={"query": "hi"}, headers={"x-api-key": key[:-1]}).status_code == 401
+
+
+@pytest.mark.parametrize("key", ["a+b", "x&y", "p#q", "50%41"])
+def test_a_voter_key_the_page_address_would_change_is_refused(tmp_path, monkeypatch, key):
+    """The judge's page is opened as /?key=KEY, where '+', '&', '#' and '%' change the key: such
+    a voter key passed the check and then got 401 forever. It is refused, before the routers
+    are fitted (the command read it first but checked it only after the fit)."""
+    import recsys_router.judge.routers as judge_routers
+    from recsys_router.cli import main
+    from recsys_router.judge.web import create_app as judge_app
+    from test_judge_web import make_session
+    with pytest.raises(ValueError, match="which a page address"):
+        judge_app(make_session(tmp_path / "j.db"), api_key=key)
+    ServiceConfig(api_key=key)              # the router service takes it: no page address there
+
+    def no_fit(*a, **k):
+        raise AssertionError("the routers were fitted before the key was checked")
+    monkeypatch.setattr(judge_routers, "fit_routers", no_fit)
+    monkeypatch.setenv("RECSYS_ROUTER_JUDGE_KEY", key)
+    assert main(["judge", "serve", "--data", "synthetic", "--routers", "best-single,random",
+                 "--db", str(tmp_path / "j2.db")]) == 2
+

@@ -106,7 +106,9 @@ def _slug(identity: str) -> str:
 
 def _shard_arrays(path: Path, names: tuple[str, ...]):
     """The arrays ``names`` of the shard file ``path``; None when it vanished (merged by
-    another process: rescan), ``False`` when it does not read as a shard: an empty or cut file
+    another process: rescan) or could not be opened just now (an ``OSError``: too many open
+    files, a permission; a ``MemoryError``), kept for later; ``False`` when its content does
+    not read as a shard: an empty or cut file
     (a power cut after the un-synced rename), a flipped byte, a ``.npy`` or a compressed member
     under a shard's name, or a header declaring more entries than its member holds (checked
     before anything is allocated). A shard never changes once it appears, so such a file is
@@ -129,9 +131,9 @@ def _shard_arrays(path: Path, names: tuple[str, ...]):
                 with zf.open(info) as f:
                     out.append(np.lib.format.read_array(f, allow_pickle=False))
         return tuple(out)
-    except FileNotFoundError:
-        return None
-    except Exception:  # noqa: BLE001 - whatever a damaged or foreign file raises: never read
+    except (OSError, MemoryError):   # vanished, or a passing failure (too many open files,
+        return None                   # a permission, an I/O error): skipped now, kept
+    except Exception:  # noqa: BLE001 - the content: a damaged or foreign file is never read
         return False
 
 

@@ -16,7 +16,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx
 import yaml
 
-__all__ = ["load_backends", "base_url_problem", "chat_url", "shown_url", "scrub_text", "failure_reason"]
+__all__ = ["load_backends", "base_url_problem", "chat_url", "shown_url", "scrub_text", "failure_reason",
+           "REQUEST_ERRORS"]
 
 
 def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict:
@@ -51,9 +52,15 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
         why = base_url_problem(base)
         if why:
             raise ValueError(f"{path}: backend {name!r}: base_url {why}")
-        out[str(name)] = {"base_url": base.rstrip("/"), "model": str(spec.get("model", name)),
+        # the URL as given: chat_url drops the path's trailing '/', never a query value's
+        out[str(name)] = {"base_url": base, "model": str(spec.get("model", name)),
                           "api_key_env": spec.get("api_key_env")}
     return out
+
+
+#: what a backend request may raise besides a response: httpx's errors, a URL it refuses when
+#: the request is built, and a host name IDNA refuses (a ``UnicodeError``)
+REQUEST_ERRORS = (httpx.HTTPError, httpx.InvalidURL, UnicodeError)
 
 
 def base_url_problem(base) -> str | None:
@@ -70,6 +77,10 @@ def base_url_problem(base) -> str | None:
         return "is not a valid URL (a port that is not a number, or a bracket left open)"
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         return "must be an http:// or https:// URL with a host"
+    try:   # what httpx itself refuses when the request is built (a control character, an IDNA host)
+        httpx.Request("POST", chat_url(base))
+    except Exception:  # noqa: BLE001 - InvalidURL, idna's UnicodeError, ...
+        return "is not a URL an HTTP request can be sent to (a control character or an invalid host name)"
     return None
 
 
@@ -152,6 +163,6 @@ def failure_reason(exc: Exception) -> str:
         return "connection error"
     if isinstance(exc, httpx.ProtocolError):
         return "protocol error"
-    if isinstance(exc, (httpx.InvalidURL, httpx.UnsupportedProtocol)):
+    if isinstance(exc, (httpx.InvalidURL, httpx.UnsupportedProtocol, UnicodeError)):
         return "invalid backend URL"
     return "request error"

@@ -376,12 +376,14 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def check_api_key(key: str | None, what: str = "API key") -> str | None:
+def check_api_key(key: str | None, what: str = "API key", *, in_url: bool = False) -> str | None:
     """``key`` (None: no key) checked when a service starts: visible ASCII characters only
     (codes 33 to 126). A header carries bytes: a client sends a non-ASCII key as UTF-8 or as
     latin-1 as it pleases (the service would answer 401 to one of them forever), and a space
     at either end is stripped on the way, so such a key could never be matched reliably. The
-    error names the position, never the key.
+    error names the position, never the key. ``in_url``: the key is also typed into a page's
+    address (the judge's ``/?key=KEY``), where ``+``, ``&``, ``#`` and ``%`` change it, so those
+    are refused too.
 
     Example
     -------
@@ -400,6 +402,10 @@ def check_api_key(key: str | None, what: str = "API key") -> str | None:
     if bad is not None:
         raise ValueError(f"{what}: character {bad + 1} is not a visible ASCII character (letters, "
                          "digits and punctuation; no spaces): a client could not send it reliably")
+    bad = next((i for i, ch in enumerate(key) if ch in "+&#%"), None) if in_url else None
+    if bad is not None:
+        raise ValueError(f"{what}: character {bad + 1} is one of + & # %, which a page address "
+                         "(/?key=KEY) changes; use letters, digits and other punctuation")
     return key
 
 

@@ -32,7 +32,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from ..data import MAX_TASK_CHARS
-from .backends import chat_url, failure_reason, load_backends, scrub_text, shown_url
+from .backends import REQUEST_ERRORS, chat_url, failure_reason, load_backends, scrub_text, shown_url
 from .guards import SafeJSONResponse, check_text, printable
 
 __all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body", "request_task",
@@ -266,7 +266,7 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
             try:
                 resp = await client.send(client.build_request("POST", url, json=fwd, headers=headers),
                                          stream=True)
-            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            except REQUEST_ERRORS as exc:
                 await client.aclose()
                 raise _backend_failed(llm, url, exc) from None
 
@@ -294,7 +294,7 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
                                      media_type="text/event-stream", headers=route_headers)
         try:
             resp = await client.post(url, json=fwd, headers=headers)
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        except REQUEST_ERRORS as exc:
             raise _backend_failed(llm, url, exc) from None
         finally:
             await client.aclose()

@@ -57,7 +57,7 @@ def add_access_control(app: FastAPI, *, api_key: str | None = None, rate: float 
     """
     bucket = TokenBucket(rate, burst) if rate is not None else None
     app.state.rate_limit = bucket
-    key = None if api_key is None else check_api_key(api_key, "voter key").encode("utf-8")
+    key = None if api_key is None else check_api_key(api_key, "voter key", in_url=True).encode("utf-8")
 
     @app.middleware("http")
     async def _access(request: Request, call_next):

@@ -20,7 +20,8 @@ import httpx
 import yaml
 
 from ...errors import DataValidationError
-from ...serving.backends import base_url_problem, chat_url, failure_reason, scrub_text, shown_url
+from ...serving.backends import (REQUEST_ERRORS, base_url_problem, chat_url, failure_reason,
+                                scrub_text, shown_url)
 from ...serving.guards import check_text
 
 __all__ = ["load_backends", "ask_backend", "BackendError", "MAX_ANSWER_CHARS", "MAX_USAGE_TOKENS"]
@@ -57,8 +58,8 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
                                   source=str(path))
     out = {}
     for name, spec in raw.items():
-        if not isinstance(spec, dict) or not isinstance(spec.get("base_url"), str):
-            raise DataValidationError(f"backend {name!r} needs a 'base_url' string", source=str(path),
+        if not isinstance(spec, dict) or "base_url" not in spec:
+            raise DataValidationError(f"backend {name!r} needs a 'base_url'", source=str(path),
                                       column=str(name))
         why = base_url_problem(spec["base_url"])   # as the proxy's: never shows the URL
         if why:
@@ -67,7 +68,7 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
         if known_llms is not None and str(name) not in known_llms:
             raise DataValidationError(f"backend {name!r} is not one of the routers' LLMs {known_llms}",
                                       source=str(path), column=str(name))
-        out[str(name)] = {"base_url": spec["base_url"].rstrip("/"), "model": str(spec.get("model", name)),
+        out[str(name)] = {"base_url": spec["base_url"], "model": str(spec.get("model", name)),
                           "api_key_env": spec.get("api_key_env")}
     return out
 
@@ -98,7 +99,7 @@ def ask_backend(backend: dict, prompt: str, history: list[dict] | None = None, *
     t0 = time.perf_counter()
     try:
         resp = httpx.post(url, json=body, headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:   # the voter sees a reason; the server's log the masked URL
+    except REQUEST_ERRORS as exc:   # the voter sees a reason; the server's log the masked URL
         log.warning("backend %s at %s failed: %s", backend["model"], shown_url(url),
                     scrub_text(f"{type(exc).__name__}: {exc}", url))
         raise BackendError(failure_reason(exc)) from None
