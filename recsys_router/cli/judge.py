@@ -216,7 +216,7 @@ def _voter_key(args) -> str | None:
     key = os.environ.get(var)
     if args.voter_key_env and not key:
         raise ValueError(f"--voter-key-env {var}: the environment variable is not set or empty")
-    from ..serving.guards import check_api_key  # noqa: PLC0415 - checked before the routers' fit
+    from ..serving.keys import check_api_key  # noqa: PLC0415 - checked before the routers' fit
     return check_api_key(key or None, f"${var}", in_url=True)
 
 

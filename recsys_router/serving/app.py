@@ -34,7 +34,8 @@ from ..feedback.store import LogFull
 from ..state import json_safe
 from .batcher import MicroBatcher
 from .json_body import JSONOnlyRoute
-from .guards import (ApiKey, BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
+from .keys import ApiKey
+from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
                      install_error_handlers, printable, route_label)
 from .llm_admin import ServedRouter, add_llm_admin_routes
 

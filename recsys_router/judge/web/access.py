@@ -14,7 +14,8 @@ import math
 
 from fastapi import FastAPI, Request
 
-from ...serving.guards import SafeJSONResponse, TokenBucket, check_api_key, install_error_handlers
+from ...serving.guards import SafeJSONResponse, TokenBucket, install_error_handlers
+from ...serving.keys import check_api_key
 
 __all__ = ["add_access_control", "client_of", "KEY_HEADER"]
 
