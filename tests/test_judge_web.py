@@ -233,5 +233,23 @@ def test_live_mode_fake_openai_server(tmp_path, monkeypatch):
     finally:
         fake.shutdown()
     (tmp_path / "bad.yaml").write_text("backends:\n  q: {base_url: 'http://127.0.0.1:1/v1'}\n")
-    with pytest.raises(ValueError, match="not one of the routers' LLMs"):
+    with pytest.raises(ValueError, match="not an LLM of this router"):   # the proxy's loader's words
         load_backends(tmp_path / "bad.yaml", ["x"])
+
+
+def test_one_loader_reads_both_layouts_for_the_judge_and_only_the_proxys_for_the_proxy(tmp_path):
+    """The judge's live mode read backends.yaml with a copy of the proxy's loader; it now calls
+    that loader, which takes the file without its top-level 'backends:' key for the judge."""
+    from recsys_router.judge.web import load_backends as judge_load_backends
+    from recsys_router.serving import load_backends
+    p = tmp_path / "b.yaml"
+    p.write_text("llm-a: {base_url: 'http://h/v1', model: m, api_key_env: K}\n")
+    want = {"llm-a": {"base_url": "http://h/v1", "model": "m", "api_key_env": "K"}}
+    assert judge_load_backends(p, ["llm-a"]) == want
+    with pytest.raises(ValueError, match="expected a top-level 'backends:' mapping"):
+        load_backends(p, ["llm-a"])
+    p.write_text("backends:\n  llm-a: {base_url: 'http://h/v1', model: m, api_key_env: K}\n")
+    assert judge_load_backends(p) == load_backends(p) == want
+    p.write_text("- not a mapping\n")
+    with pytest.raises(ValueError, match="expected a mapping of LLM name"):
+        judge_load_backends(p)

@@ -20,8 +20,11 @@ __all__ = ["load_backends", "base_url_problem", "chat_url", "shown_url", "scrub_
            "REQUEST_ERRORS"]
 
 
-def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict:
-    """Read and check ``backends.yaml``; errors name the file and the entry.
+def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None, *,
+                  bare: bool = False) -> dict:
+    """Read and check ``backends.yaml``; errors name the file and the entry. ``bare``: a mapping
+    of LLM name -> backend without the top-level ``backends:`` key is taken too (the judge's
+    live mode reads both layouts).
 
     Each ``base_url`` must be an ``http://`` or ``https://`` URL with a host (and a numeric port,
     when it has one) and no ``#fragment``; a query (``?api-version=...``) is kept and sent after
@@ -38,14 +41,16 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) 
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"{path}: cannot read backends file ({exc})") from exc
     backends = (raw or {}).get("backends") if isinstance(raw, dict) else None
+    if bare and not isinstance(backends, dict):
+        backends = raw
     if not isinstance(backends, dict) or not backends:
-        raise ValueError(f"{path}: expected a top-level 'backends:' mapping of LLM name -> "
-                         "{base_url, model, api_key_env}")
+        raise ValueError(f"{path}: expected a {'' if bare else 'top-level ' + repr('backends:') + ' '}"
+                         "mapping of LLM name -> {base_url, model, api_key_env}")
     out = {}
     for name, spec in backends.items():
         if not isinstance(spec, dict) or "base_url" not in spec:
             raise ValueError(f"{path}: backend {name!r} needs at least 'base_url'")
-        if known_llms is not None and name not in known_llms:
+        if known_llms is not None and str(name) not in known_llms:
             raise ValueError(f"{path}: backend {name!r} is not an LLM of this router "
                              f"(its LLMs: {known_llms})")
         base = spec["base_url"]

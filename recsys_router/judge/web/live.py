@@ -14,14 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
 
 import httpx
-import yaml
 
-from ...errors import DataValidationError
-from ...serving.backends import (REQUEST_ERRORS, base_url_problem, chat_url, failure_reason,
-                                scrub_text, shown_url)
+from ...serving.backends import REQUEST_ERRORS, chat_url, failure_reason, scrub_text, shown_url
+from ...serving.backends import load_backends as read_backends
 from ...serving.guards import check_text
 
 __all__ = ["load_backends", "ask_backend", "BackendError", "MAX_ANSWER_CHARS", "MAX_USAGE_TOKENS"]
@@ -40,37 +37,15 @@ class BackendError(RuntimeError):
 
 
 def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None) -> dict[str, dict]:
-    """Read ``backends.yaml``; errors name the file and the entry.
+    """Read ``backends.yaml`` as the proxy does (:func:`recsys_router.serving.backends.load_backends`:
+    the same ``base_url`` rules; errors name the file and the entry, never the URL), with or
+    without its top-level ``backends:`` key.
 
     Returns
     -------
     dict LLM name -> ``{"base_url", "model", "api_key_env"}``
     """
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise DataValidationError(f"cannot read the backends file ({exc})", source=str(path)) from None
-    if isinstance(raw, dict) and isinstance(raw.get("backends"), dict):
-        raw = raw["backends"]
-    if not isinstance(raw, dict) or not raw:
-        raise DataValidationError("expected a mapping of LLM name -> {base_url, model, api_key_env}",
-                                  source=str(path))
-    out = {}
-    for name, spec in raw.items():
-        if not isinstance(spec, dict) or "base_url" not in spec:
-            raise DataValidationError(f"backend {name!r} needs a 'base_url'", source=str(path),
-                                      column=str(name))
-        why = base_url_problem(spec["base_url"])   # as the proxy's: never shows the URL
-        if why:
-            raise DataValidationError(f"backend {name!r}: base_url {why}", source=str(path),
-                                      column=str(name))
-        if known_llms is not None and str(name) not in known_llms:
-            raise DataValidationError(f"backend {name!r} is not one of the routers' LLMs {known_llms}",
-                                      source=str(path), column=str(name))
-        out[str(name)] = {"base_url": spec["base_url"], "model": str(spec.get("model", name)),
-                          "api_key_env": spec.get("api_key_env")}
-    return out
+    return read_backends(path, known_llms, bare=True)
 
 
 def ask_backend(backend: dict, prompt: str, history: list[dict] | None = None, *,
