@@ -31,6 +31,11 @@ def _write(tmp_path, content: str | bytes):
     # errors name file lines: record 0 spans lines 2-4, so record 1 starts on line 5
     ('query_id,text,score\nq1,"a\nb\nc",1\nq2,plain,oops\n',
      r"answers.csv, row 5, column 'score': score 'oops' is not a finite number"),
+    # a missing score and an infinite cost are shown as numbers, not as numpy reprs
+    ("query_id,text,score\nq1,a,1\nq2,b,\n",
+     r"answers.csv, row 3, column 'score': score nan is not a finite number"),
+    ("query_id,text,score,cost\nq1,a,1,inf\n",
+     r"answers.csv, row 2, column 'cost': cost inf is not a finite number"),
     ('query_id,text,score\nq1,"a\nb",1\nq1,again,0\n',
      r"row 4, column 'query_id': query 'q1' appears twice"),
     # an empty id on file line 4 (third record) is reported there, not as record 2

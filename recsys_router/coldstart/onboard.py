@@ -92,7 +92,9 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
             bad = v.isna().to_numpy() | ~np.isfinite(v.fillna(0).to_numpy())
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise DataValidationError(f"{col} {df[col].iloc[i]!r} is not a finite number",
+                raw = df[col].iloc[i]   # a text cell quoted, a number as written (nan, inf)
+                shown = repr(raw) if isinstance(raw, str) else str(raw)
+                raise DataValidationError(f"{col} {shown} is not a finite number",
                                           source=str(path), row=line(i, col), column=col)
             if col in ("cost", "weight") and (v < 0).any():
                 i = int(np.flatnonzero((v < 0).to_numpy())[0])
