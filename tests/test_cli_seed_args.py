@@ -94,3 +94,25 @@ def test_generated_data_is_drawn_with_the_commands_seed(tmp_path, monkeypatch, c
     assert main(args + ["--seed", "7"]) == 2 and "stop here" in capsys.readouterr().err
     assert main(args + ["--seed", "7", "-o", "seed=3"]) == 2   # -o seed= gives the data its own
     assert seen == [7, 3]
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--routers", "best-single", "--out", "OUT"],
+    ["export", "--router", "best-single", "--out", "OUT"],
+], ids=["evaluate", "export"])
+def test_a_seed_option_for_data_read_from_files_is_refused(tmp_path, capsys, argv):
+    """``-o seed=3`` on data that is read, not drawn, was dropped without a word (the run used
+    nothing of it); it is refused naming the dataset, before anything is written. A generated
+    dataset still takes it (previous test)."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.datasets.generic import write_long
+    path = tmp_path / "d.csv"
+    write_long(make_synthetic(30, 3, 2, seed=0), path)
+    out = tmp_path / "o"
+    args = [str(out) if a == "OUT" else a for a in argv]
+    for data in (str(path), "routerbench_zs"):
+        assert main(args + ["--data", data, "--seed", "7", "-o", "seed=3"]) == 2
+        err = capsys.readouterr().err
+        assert f"-o seed=3: dataset {data!r} is read from" in err
+        assert "not drawn at random; it takes no seed" in err
+        assert not out.exists()

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 from ..data import RoutingData
-from ..datasets.resolve import loader_spec, resolve_dataset
+from ..datasets.resolve import loader_spec, resolve_dataset, seed_option
 from .args import UNUSED_SEED_HELP, add_data_args, add_seed_arg, data_options, positive_int
 
 __all__ = ["add_parser", "load_from_args", "load_data", "format_info", "info_dict"]
@@ -72,7 +72,8 @@ def add_parser(subparsers) -> None:
 def load_data(args, **options):
     """The one dataset named by ``--data``/``--data-dir``/``-o`` of a command (splits stacked).
     A generated dataset (``synthetic``...) is drawn with the command's ``--seed`` unless
-    ``-o seed=`` gives its own; ``-o`` options override ``options`` (the command's defaults).
+    ``-o seed=`` gives its own (an error for data that is not drawn at random); ``-o`` options
+    override ``options`` (the command's defaults).
 
     Example
     -------
@@ -82,7 +83,7 @@ def load_data(args, **options):
     (30, False)
     """
     opts = {**options, **data_options(args)}
-    seed = opts.pop("seed", getattr(args, "seed", None))
+    seed = seed_option(args.data, opts, getattr(args, "seed", None))
     return resolve_dataset(args.data, data_dir=args.data_dir, stack=True, seed=seed, **opts)
 
 

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..data import RoutingData
 
-__all__ = ["resolve_dataset", "stack_splits", "select_split", "loader_spec", "SPLIT_KEYS"]
+__all__ = ["resolve_dataset", "stack_splits", "select_split", "loader_spec", "SPLIT_KEYS",
+           "seed_option"]
 
 #: keys of a loader's ``{split: data}`` result that are splits of one dataset (not datasets)
 SPLIT_KEYS = frozenset({"train", "val", "test", "validation", "dev", "valid"})
@@ -39,6 +40,41 @@ def _accepted(spec) -> tuple[set[str], bool]:
     params = inspect.signature(spec.loader).parameters.values()
     names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return names, any(p.kind == p.VAR_KEYWORD for p in params)
+
+
+def _takes_seed(spec) -> bool:
+    accepts, _ = _accepted(spec)
+    return not spec.needs_path or "seed" in accepts
+
+
+def seed_option(name_or_path, options: dict, seed: int | None) -> int | None:
+    """The seed to draw a dataset with: a ``seed`` in ``options`` (a user's ``-o seed=``, taken
+    out of ``options``) where given, else ``seed`` (the command's ``--seed``).
+
+    A ``seed`` option for a dataset whose loader draws nothing at random (a file, a folder, a
+    benchmark loader without a ``seed`` parameter) is an error naming the dataset; it used to
+    be dropped without a word.
+
+    Example
+    -------
+    >>> opts = {"seed": 3, "n_queries": 30}
+    >>> seed_option("synthetic", opts, 7), opts
+    (3, {'n_queries': 30})
+    >>> seed_option("synthetic", {}, 7)
+    7
+    >>> seed_option("data.csv", {"seed": 3}, 7)
+    Traceback (most recent call last):
+    ...
+    ValueError: -o seed=3: dataset 'data.csv' is read from a file, not drawn at random; it takes no seed
+    """
+    if "seed" not in options:
+        return seed
+    spec = loader_spec(name_or_path)
+    if spec is None or not _takes_seed(spec):
+        where = "read from a file" if spec is None else "read from its files"
+        raise ValueError(f"-o seed={options['seed']}: dataset {str(name_or_path)!r} is {where}, "
+                         "not drawn at random; it takes no seed")
+    return options.pop("seed")
 
 
 def resolve_dataset(name_or_path, *, data_dir=None, seed: int | None = None,
@@ -78,7 +114,7 @@ def resolve_dataset(name_or_path, *, data_dir=None, seed: int | None = None,
         options["with_responses"] = True
     if spec is not None:
         accepts, any_kw = _accepted(spec)
-        if seed is not None and (not spec.needs_path or "seed" in accepts):
+        if seed is not None and _takes_seed(spec):
             options.setdefault("seed", seed)
         unknown = sorted(set(options) - accepts - {"download", "cache_dir", "trust_pickle"})
         if unknown and not any_kw:

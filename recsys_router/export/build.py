@@ -52,10 +52,11 @@ def seed_everything(seed: int) -> None:
 
 
 def _data_splits(data, data_dir, data_options, split, split_column, seed):
-    from ..datasets.resolve import resolve_dataset  # noqa: PLC0415
+    from ..datasets.resolve import resolve_dataset, seed_option  # noqa: PLC0415
     from ..evaluation.splits import make_folds  # noqa: PLC0415
     options = dict(data_options or {})   # generated data drawn with the seed, unless -o seed=
-    full = resolve_dataset(data, data_dir=data_dir, stack=True, seed=options.pop("seed", seed),
+    full = resolve_dataset(data, data_dir=data_dir, stack=True,
+                           seed=seed_option(data, options, seed),
                            **options)
     fold = make_folds(full, split=split, split_column=split_column, seed=seed or 0)[0]
     return fold.train, fold.val, fold.test
