@@ -267,3 +267,72 @@ def test_stream_broken_off_by_the_backend_ends_with_error_and_done(artifact, mon
     assert json.loads(lines[1][5:]) == {"error": {
         "message": f"backend for {llm!r} failed mid-stream: connection error",
         "type": "backend_error", "code": 502}}
+
+
+def _relay_by_split(raw: bytes, llm: str) -> bytes:
+    """A second, naive relay: split the whole stream on line ends, rewrite each line."""
+    from recsys_router.serving.stream_relay import rewrite_sse_line
+    *lines, last = raw.split(b"\n")
+    out = b"".join(rewrite_sse_line(ln, llm) + b"\n" for ln in lines)
+    return out + (rewrite_sse_line(last, llm) if last else b"")
+
+
+def _pieces(raw: bytes, size: int):
+    """A backend stream that sends ``raw`` ``size`` bytes at a time."""
+    import httpx
+
+    class Pieces(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for i in range(0, len(raw), size):
+                yield raw[i:i + size]
+    return Pieces()
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64, 10_000])
+def test_a_stream_split_anywhere_is_relayed_line_by_line(artifact, monkeypatch, size):
+    """However the backend cuts its chunks (one byte at a time included), the relay equals
+    the naive split-then-rewrite of the whole stream; the line scan looks at each byte once."""
+    raw = GOOD + b": keep-alive\n\n" + GOOD + b'data: {"model":"m","n":[1,2]}\n\n' + REST
+    r, llm = _stream_reply(artifact, monkeypatch, _pieces(raw, size))
+    assert r.status_code == 200 and r.content == _relay_by_split(raw, llm)
+
+
+def test_a_stream_line_that_never_ends_is_cut_at_the_cap(artifact, monkeypatch):
+    """A backend that sends bytes without a line end grew the proxy's buffer without bound
+    (and rescanned it for every chunk); past MAX_STREAM_LINE_BYTES the relay ends with an
+    error event and [DONE], after the lines already relayed."""
+    from recsys_router.serving import stream_relay
+    monkeypatch.setattr(stream_relay, "MAX_STREAM_LINE_BYTES", 1000)
+    r, llm = _stream_reply(artifact, monkeypatch, _pieces(GOOD + b"data: " + b"x" * 5000, 100))
+    lines = [ln for ln in r.text.split("\n") if ln]
+    assert json.loads(lines[0][5:])["model"] == llm and lines[-1] == "data: [DONE]"
+    assert json.loads(lines[1][5:]) == {"error": {
+        "message": f"backend for {llm!r} sent a stream line of more than 1,000 bytes",
+        "type": "backend_error", "code": 502}}
+    assert len(lines) == 3
+
+
+def test_a_reply_over_the_cap_is_a_502_and_is_not_read_whole(artifact, monkeypatch):
+    """A non-streamed backend reply was read whole whatever its size; past MAX_REPLY_BYTES
+    the proxy answers 502 naming the LLM, and stops reading."""
+    import httpx
+
+    from recsys_router.serving import stream_relay
+    monkeypatch.setattr(stream_relay, "MAX_REPLY_BYTES", 1000)
+    sent, ok = [], b'{"model": "m", "choices": []}'
+
+    class Endless(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for _ in range(10_000):
+                sent.append(1)
+                yield b" " * 100
+    _patched(monkeypatch, lambda request: httpx.Response(200, stream=Endless()) if not sent
+             else httpx.Response(200, content=ok))
+    c = _one_backend_client(artifact, "http://backend/v1")
+    r = c.post("/v1/chat/completions", json=ASK, headers=KEY)
+    assert r.status_code == 502
+    assert r.json()["error"].endswith("sent a reply of more than 1,000 bytes")
+    assert len(sent) == 11   # 1,100 bytes read, not 1,000,000
+    r = c.post("/v1/chat/completions", json=ASK, headers=KEY)   # a reply under the cap
+    assert r.status_code == 200, r.text
+    assert r.json()["model"] == r.headers["x-recsys-router-llm"]

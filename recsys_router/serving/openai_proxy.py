@@ -34,6 +34,8 @@ from fastapi.responses import StreamingResponse
 from ..data import MAX_TASK_CHARS
 from .backends import REQUEST_ERRORS, chat_url, failure_reason, load_backends, scrub_text, shown_url
 from .guards import SafeJSONResponse, check_text, printable
+from . import stream_relay
+from .stream_relay import capped_reply, relayed_lines
 
 __all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body", "request_task",
            "ROUTING_FIELDS", "routed_message"]
@@ -272,34 +274,27 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
 
             async def relay():
                 try:
-                    buf = b""
-                    async for chunk in resp.aiter_bytes():
-                        buf += chunk
-                        while b"\n" in buf:
-                            line, buf = buf.split(b"\n", 1)
-                            out = _rewrite_sse_line(line, llm)
-                            if out is None:
-                                yield _stream_error(llm, _BAD_CHUNK)
-                                return
-                            yield out + b"\n"
-                    if buf:
-                        out = _rewrite_sse_line(buf, llm)
-                        yield _stream_error(llm, _BAD_CHUNK) if out is None else out
-                except httpx.HTTPError as exc:  # the backend's stream broke off: say so, then [DONE]
-                    yield _stream_error(llm, f"failed mid-stream: {_logged_reason(llm, url, exc)}")
+                    async for out in relayed_lines(resp, llm,
+                                                   lambda e: _logged_reason(llm, url, e)):
+                        yield out
                 finally:
                     await resp.aclose()
                     await client.aclose()
             return StreamingResponse(relay(), status_code=resp.status_code,
                                      media_type="text/event-stream", headers=route_headers)
-        try:
-            resp = await client.post(url, json=fwd, headers=headers)
+        try:   # read as a stream, so that a reply over the cap is never held whole
+            resp = await client.send(client.build_request("POST", url, json=fwd, headers=headers),
+                                     stream=True)
+            body = await capped_reply(resp)
         except REQUEST_ERRORS as exc:
             raise _backend_failed(llm, url, exc) from None
         finally:
             await client.aclose()
+        if body is None:
+            raise HTTPException(502, f"backend for {llm!r} sent a reply of more than "
+                                     f"{stream_relay.MAX_REPLY_BYTES:,} bytes")
         try:
-            data = resp.json()
+            data = json.loads(body)
         except (ValueError, RecursionError):
             raise HTTPException(502, f"backend for {llm!r} returned non-JSON "
                                      f"(status {resp.status_code})") from None
@@ -324,52 +319,3 @@ def _backend_failed(llm: str, url: str, exc: Exception) -> HTTPException:
     """The 502 for a backend request that failed: the LLM name and a generic reason, never the
     URL (which may hold credentials), its host or the library's message."""
     return HTTPException(502, f"backend for {llm!r} failed: {_logged_reason(llm, url, exc)}")
-
-
-#: why a streamed chunk is not relayed (the non-streaming path answers such a reply with a 502)
-_BAD_CHUNK = ("sent a stream chunk that cannot be relayed (not JSON, a non-finite number or "
-              "nesting too deep)")
-
-
-def _stream_error(llm: str, what: str) -> bytes:
-    """The event that ends a relayed stream early: an OpenAI-style ``{"error": ...}`` chunk
-    (the OpenAI SDKs raise it) and ``data: [DONE]``; the leading blank line ends any event the
-    backend left open.
-
-    Example
-    -------
-    >>> lines = _stream_error("a", "failed: timed out").split(b"\\n")
-    >>> lines[0], json.loads(lines[1][5:])["error"]["message"], lines[2:]
-    (b'', "backend for 'a' failed: timed out", [b'', b'data: [DONE]', b'', b''])
-    """
-    event = {"error": {"message": f"backend for {llm!r} {what}", "type": "backend_error", "code": 502}}
-    return b"\ndata: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n"
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not standard JSON")
-
-
-def _rewrite_sse_line(line: bytes, llm: str) -> bytes | None:
-    """One line of a backend's event stream as relayed: a ``data:`` line's JSON with ``model``
-    set to ``llm``; other lines, empty data and ``[DONE]`` unchanged. None for a ``data:``
-    line that is not strict JSON (not JSON, NaN/Infinity or a number past the float range,
-    nesting too deep), which the relay does not pass on.
-
-    Example
-    -------
-    >>> _rewrite_sse_line(b'data: {"model": "m", "x": 1}', "a"), _rewrite_sse_line(b"data: [1, NaN]", "a")
-    (b'data: {"model": "a", "x": 1}', None)
-    """
-    if not line.startswith(b"data:"):
-        return line
-    payload = line[5:].strip()
-    if payload == b"[DONE]" or not payload:
-        return line
-    try:
-        obj = json.loads(payload, parse_constant=_refuse_constant)
-        if isinstance(obj, dict) and "model" in obj:
-            obj["model"] = llm
-        return b"data: " + json.dumps(obj, allow_nan=False).encode()
-    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, inf from 1e400
-        return None
