@@ -76,3 +76,26 @@ def test_a_target_that_never_agrees_with_the_log_is_named(always_b):
     assert "**No overlap**" in rep.ope_markdown(t, "t", n_boot=20)
     log, _ = _log()
     assert "No overlap" not in rep.ope_markdown(rep.evaluate_on_log(None, log, n_boot=20), "t", 20)
+
+
+def test_no_overlap_on_the_known_cost_decisions_alone_is_named(always_b):
+    """Cost is estimated on the decisions whose cost is known; when the target never agrees
+    with the log there (every 'b' decision lacks its cost), the cost rows have no overlap
+    while the score rows do, and the report said nothing of it (review D3 B3)."""
+    _, rows = _log()
+    for r in rows:
+        if r["chosen"] == "b":
+            r["feedback_cost"] = None
+    n_known = sum(r["chosen"] == "a" for r in rows)
+    t = rep.evaluate_on_log(None, log_to_data(pd.DataFrame(rows)), n_boot=20, seed=0)
+    cost = t[t.outcome == "cost"].set_index("estimator")
+    assert (cost["n"] == n_known).all() and (cost["ess"] == 0).all()
+    assert t[t.outcome == "score"]["ess"].iloc[0] > 0
+    md = rep.ope_markdown(t, "t", n_boot=20)
+    assert "**No overlap**:" not in md          # the score rows do overlap
+    assert (f"**No overlap for cost**: on the {n_known} decisions with a known cost the target "
+            "never chooses the LLM the log chose") in md
+    # one decision of 'b' with its cost known: overlap there too, no note
+    rows[[r["chosen"] for r in rows].index("b")]["feedback_cost"] = 0.5
+    t = rep.evaluate_on_log(None, log_to_data(pd.DataFrame(rows)), n_boot=20, seed=0)
+    assert "No overlap" not in rep.ope_markdown(t, "t", n_boot=20)

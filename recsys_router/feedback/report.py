@@ -154,6 +154,10 @@ def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> 
         lines += ["", "**No overlap**: the target never chooses the LLM the log chose (effective "
                   "sample size 0), so IPS is 0 and SNIPS undefined by construction, DR equals DM "
                   "(the reward model alone), and no interval says anything about the target."]
+    elif len(cost) and float(cost["ess"].iloc[0]) == 0:   # the known-cost subset alone
+        lines += ["", f"**No overlap for cost**: on the {int(cost['n'].iloc[0])} decisions with a "
+                  "known cost the target never chooses the LLM the log chose (effective sample "
+                  "size 0), so the cost rows' IPS is 0, SNIPS undefined and DR equals DM."]
     bad = int(table["unsupported"].max()) if "unsupported" in table and len(table) else 0
     if bad:
         lines += ["", f"**Support violation, IPS/SNIPS/DR biased**: on {bad} of "
