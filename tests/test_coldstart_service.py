@@ -271,3 +271,53 @@ def test_a_loaded_artifact_holds_probe_scores_to_its_training_scale(served, tmp_
     assert main(["onboard", str(tmp_path / "art"), "--llm", "z", "--scores",
                  str(tmp_path / "answers7.csv"), "--out", str(tmp_path / "new7")]) == 2
     assert "off the pool's score scale [0, 1]" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def mf_served(tmp_path):
+    d = make_synthetic(150, 4, 2, seed=0)
+    old = d.subset(llms=d.llm_names[:3])
+    export_router(make_router("mf", dim=8, max_epochs=1, encoder_options={"dim": 32}).fit(old),
+                  tmp_path / "mf", train_data=old)
+    return load_router(tmp_path / "mf"), [str(t) for t in d.texts[:20]]
+
+
+@pytest.mark.parametrize("kind", ["knn", "mf"])
+@pytest.mark.parametrize("tiny", [1e-320, 5e-324])
+def test_equal_tiny_probe_weights_add_as_weights_of_one(served, mf_served, kind, tiny):
+    # n / sum(weights) overflowed: knn published an all-NaN LLM whose provenance probe_mean
+    # was NaN (GET /llms a 500 for every client); mf was a bare 500 (LBFGS overflow)
+    art, texts = mf_served if kind == "mf" else (served[0], [p["text"] for p in served[1]])
+    scores = {t: float(i % 2) for i, t in enumerate(texts)}
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")), raise_server_exceptions=False)
+    probes = [{"text": t, "score": s, "cost": 1e-6, "weight": tiny} for t, s in scores.items()]
+    r = c.post("/llms", json={"name": "tiny", "probes": probes}, headers=KEY)
+    assert r.status_code == 201, r.text
+    ones = copy.deepcopy(art.router).add_llm("tiny", scores, {t: 1e-6 for t in texts},
+                                             weights=[1.0] * len(texts))
+    qs = ["some question", "another one here", texts[0]]
+    got = c.post("/route", json={"queries": qs}, headers=KEY).json()["results"]
+    data = RoutingData(pd.DataFrame({"query_id": ["a", "b", "c"], "text": qs}), ones.llm_names_,
+                       np.full((3, len(ones.llm_names_)), np.nan))
+    want = ones.predict_scores(data)[:, -1]
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose([g["scores"]["tiny"] for g in got], want, rtol=1e-6)
+    listed = c.get("/llms", headers=KEY)
+    assert listed.status_code == 200, listed.text
+    prov = listed.json()["llms"][-1]["provenance"]
+    assert prov["probe_mean"] == pytest.approx(0.5) == ones.llm_info_["tiny"]["probe_mean"]
+
+
+def test_a_non_finite_provenance_value_is_422_and_not_published(served, monkeypatch):
+    """Whatever produces it (here the old overflowing weight normalisation), a NaN or infinite
+    provenance value is a 422 naming the field; the pool and GET /llms stay as they were."""
+    import recsys_router.coldstart.pool as pool
+    art, probes = served
+    monkeypatch.setattr(pool, "probe_weights", lambda name, d, w: np.full(d.n_queries, np.inf))
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")), raise_server_exceptions=False)
+    r = c.post("/llms", json={"name": "nan", "probes": probes}, headers=KEY)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "provenance.probe_mean of 'nan' is not a finite number; 'nan' was not added"
+    listed = c.get("/llms", headers=KEY)
+    assert listed.status_code == 200 and [x["name"] for x in listed.json()["llms"]] == art.llm_names
+    assert c.get("/health").json()["n_llms"] == 3

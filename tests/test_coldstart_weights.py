@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -37,13 +38,51 @@ def test_probe_weights_normalised_to_mean_one():
     np.testing.assert_allclose(probe_weights("new", d, np.array([0.0, 0.0, 2.0])), [0, 0, 3])
 
 
+def _mean_one(weights) -> list[float]:
+    """Weights scaled to mean 1 in exact rational arithmetic (a second implementation)."""
+    exact = [Fraction(float(x)) for x in weights]
+    mean = sum(exact) / len(exact)
+    return [float(x / mean) for x in exact]
+
+
+@pytest.mark.parametrize("weights", [[1e-320] * 3, [5e-324] * 3, [1e308] * 3, [1e308, 1e308, 1.0],
+                                     [3e-320, 1e-320, 0.0], [2.5e-310, 5e-324, 1e-300]],
+                         ids=["tiny", "smallest", "huge", "huge-and-one", "tiny-ratio", "mixed"])
+def test_probe_weights_of_any_size_keep_their_ratios(weights):
+    # w * (n / sum) overflowed: n / 3e-320 is inf, so every weight became inf; 1e308 three
+    # times summed past the float range and was refused
+    d = RoutingData(["a", "b", "c"], ["new"], [[1.0], [0.0], [1.0]])
+    got = probe_weights("new", d, weights)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, _mean_one(weights), rtol=1e-15, atol=1e-300)
+    if len(set(weights)) == 1:
+        assert got.tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("router", ["knn", "mf"])
+@pytest.mark.parametrize("tiny", [1e-320, 5e-324])
+def test_equal_tiny_weights_predict_as_weights_of_one(sim, router, tiny):
+    # knn: every weight inf, predictions NaN; mf: LBFGS raised a RuntimeError (overflow)
+    train, test = sim
+    new = test.llm_names[3]
+    probes = test.subset(np.arange(10), llms=[new])
+    base = make_router(router, **({"max_epochs": 1} if router == "mf" else {})).fit(train)
+    ones = copy.deepcopy(base).add_llm(new, probes, weights=[1.0] * 10)
+    got = copy.deepcopy(base).add_llm(new, probes, weights=[tiny] * 10)
+    queries = test.subset(np.arange(10, 40), llms=ones.llm_names_)
+    want = ones.predict_scores(queries)
+    assert np.isfinite(want).all()
+    np.testing.assert_array_equal(got.predict_scores(queries), want)
+    assert got.llm_info_[new]["probe_mean"] == ones.llm_info_[new]["probe_mean"] \
+        == pytest.approx(float(probes.scores[:, 0].mean()), rel=1e-6)
+
+
 @pytest.mark.parametrize("bad, msg", [
     ([1.0, -1.0, 1.0], r"weight of probe 1 \('b'\) of 'new' is -1.0; expected a weight >= 0"),
     ([1.0, float("nan"), 1.0], r"weight of probe 1 \('b'\) of 'new' is nan"),
     ([1.0, float("inf"), 1.0], r"weight of probe 1 .* is inf"),
     ([1.0, 2.0], "2 probe weights given for 'new' but 3 probes"),
     ([0.0, 0.0, 0.0], "every probe weight of 'new' is 0"),
-    ([1e308, 1e308, 1.0], "sum past the float range"),  # normalised, all would be 0
     (["1", 1.0, 1.0], r"weight of probe 0 \('a'\) of 'new' must be a number"),
     ([True, 1.0, 1.0], "must be a number"),
     ("abc", "must be a sequence"),

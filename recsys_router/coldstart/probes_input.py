@@ -202,8 +202,9 @@ def probe_weights(name: str, probes: RoutingData, weights) -> np.ndarray:
     Raises
     ------
     DataValidationError
-        Wrong length, a non-number, NaN, a negative weight or all weights zero, naming the
-        probe (its query id) and the LLM.
+        Wrong length, a non-number, NaN or infinity, a negative weight or all weights zero,
+        naming the probe (its query id) and the LLM. Any finite weights >= 0 with one > 0 are
+        taken: only their ratios count (``[5e-324] * k`` and ``[1e308] * k`` are ``[1] * k``).
 
     Example
     -------
@@ -227,11 +228,11 @@ def probe_weights(name: str, probes: RoutingData, weights) -> np.ndarray:
         w[i] = _number(v, what)
         if w[i] < 0:
             raise DataValidationError(f"{what} is {w[i]}; expected a weight >= 0")
-    with np.errstate(over="ignore"):
-        total = w.sum()
-    if not total > 0:
+    top = w.max()
+    if not top > 0:
         raise DataValidationError(f"every probe weight of {name!r} is 0; at least one must be > 0")
-    if not np.isfinite(total):  # 1e308 twice: the normalised weights would all be 0
-        raise DataValidationError(f"the probe weights of {name!r} sum past the float range; "
-                                  "expected relative weights such as 1, 2 or 0.5")
-    return w * (n / total)
+    # by the largest first (each in [0, 1], the largest exactly 1), then by the mean (in
+    # [1/n, 1]): no step can overflow, equal weights of any size (5e-324, 1e308) become
+    # exactly 1, and only a weight below 1e-308 of the largest can underflow to 0
+    w = w / top
+    return w / w.mean()

@@ -72,6 +72,20 @@ def _changed_copy(router):
     return new
 
 
+def _non_finite(value, where: str = "") -> str | None:
+    """The dotted path of the first float in ``value`` (nested dicts and lists) that is NaN or
+    infinite, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where or "value")
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, (list, tuple)) else ()
+    for k, v in items:
+        bad = _non_finite(v, f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}".lstrip("."))
+        if bad:
+            return bad
+    return None
+
+
 def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
     """Add ``POST /llms`` and ``DELETE /llms/{name}`` to ``app`` serving ``served`` (a
     :class:`ServedRouter` holding an :class:`~recsys_router.export.artifact.ExportedRouter`)."""
@@ -125,6 +139,10 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
                      "output_price": req.price_out,
                      "mean_cost": None if mean is None or math.isnan(mean) else mean,
                      "provenance": dict(new.llm_info_[new.llm_names_[-1]])}
+            bad = _non_finite(entry)
+            if bad:  # never published: GET /llms must render, and a NaN is no provenance
+                raise HTTPException(422, f"{bad} of {req.name!r} is not a finite number; "
+                                         f"{req.name!r} was not added")
             _publish(new, list(served.current.manifest.get("llms") or []) + [entry])
         return {"added": entry["name"], "llms": new.llm_names_}
 
