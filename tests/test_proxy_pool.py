@@ -194,8 +194,9 @@ def test_query_of_base_url_is_sent_after_the_path(artifact, monkeypatch):
     (12, "must be a string, got int"),
     ("http://me:S3cr3t@h\u00a0/v1", "is not a URL an HTTP request can be sent to"),   # httpx: InvalidURL
     ("http://me:S3cr3t@xn--a/v1", "is not a URL an HTTP request can be sent to"),     # IDNA refuses it
+    ("http://me:S3cr3t@h/v\n1", "must not hold a control character (U+000A at character 20)"),
 ], ids=["fragment-in-password", "fragment", "ftp", "no-host", "no-scheme", "bad-port", "number",
-        "control-character", "bad-idna-host"])
+        "control-character", "bad-idna-host", "line-break"])
 def test_load_backends_refuses_a_bad_base_url(tmp_path, url, why):
     """Both loaders (the proxy's and the judge's live mode) refuse it, naming the backend and
     never the URL; the last two passed and then failed each request with a bare 500."""
@@ -336,3 +337,124 @@ def test_a_reply_over_the_cap_is_a_502_and_is_not_read_whole(artifact, monkeypat
     r = c.post("/v1/chat/completions", json=ASK, headers=KEY)   # a reply under the cap
     assert r.status_code == 200, r.text
     assert r.json()["model"] == r.headers["x-recsys-router-llm"]
+
+
+# ------------------------------------------- LLMs added live: their backends (POST /llms)
+@pytest.fixture(scope="module")
+def knn_artifact(tmp_path_factory):
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.registry import make_router
+    d = make_synthetic(150, 4, 2, seed=0)
+    old = d.subset(llms=d.llm_names[:3])
+    out = tmp_path_factory.mktemp("art") / "knn"
+    export_router(make_router("knn").fit(old), out, train_data=old)
+    return out, [str(t) for t in d.texts[:20]]
+
+
+#: scores 1 (the top of the [0, 1] scale) on every probe at a negligible cost: /route picks it
+def _winning(texts):
+    return [{"text": t, "score": 1.0, "cost": 1e-9} for t in texts]
+
+
+def _recorded(monkeypatch):
+    """Mocked backends (``httpx.MockTransport``): each request's URL and model, in order."""
+    import httpx
+    seen = []
+
+    def handler(request):
+        model = json.loads(request.content)["model"]
+        seen.append((str(request.url), model))
+        return httpx.Response(200, json={"id": "x", "model": model, "choices": []})
+    _patched(monkeypatch, handler)
+    return seen
+
+
+def _proxied(c) -> str:
+    r = c.post("/v1/chat/completions", json=ASK, headers=KEY)
+    assert r.status_code == 200, r.text
+    return r.headers["x-recsys-router-llm"]
+
+
+def test_serve_backends_may_name_an_llm_still_to_come(knn_artifact, tmp_path, monkeypatch, caplog):
+    """`serve --backends` refused a backends.yaml naming an LLM not in the artifact ('is not an
+    LLM of this router'), so an LLM onboarded live could never get a backend. Now it starts,
+    one warning line names the waiting backend, and POST /llms of that name is proxied."""
+    import uvicorn
+
+    from recsys_router.cli import main
+    path, texts = knn_artifact
+    names = load_router(path).llm_names
+    (tmp_path / "b.yaml").write_text("backends:\n" + "".join(
+        f"  {n}: {{base_url: 'http://backend/v1', model: m-{n}}}\n" for n in names + ["newbie"]))
+    apps = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: apps.append(app))
+    with caplog.at_level("WARNING", logger="recsys_router.serving.openai_proxy"):
+        assert main(["serve", str(path), "--api-key", "k", "--backends", str(tmp_path / "b.yaml")]) == 0
+    waiting = [r.getMessage() for r in caplog.records if "not in the served pool" in r.getMessage()]
+    assert waiting == ["backends name 1 LLM(s) not in the served pool, used once POST /llms adds "
+                       "them (or misspelt?): 'newbie'"]
+    seen = _recorded(monkeypatch)
+    c = TestClient(apps[0], raise_server_exceptions=False)
+    before = _proxied(c)
+    assert before in names
+    r = c.post("/llms", json={"name": "newbie", "probes": _winning(texts)}, headers=KEY)
+    assert r.status_code == 201, r.text
+    assert r.json()["proxy"] == "the OpenAI-compatible proxy routes to 'newbie' (backend model 'm-newbie')"
+    assert _best(c, names + ["newbie"]) == "newbie" == _proxied(c)
+    assert seen[-1] == ("http://backend/v1/chat/completions", "m-newbie")
+    # DELETE keeps backends.yaml's entry: a later add of that name is proxied again
+    assert c.delete("/llms/newbie", headers=KEY).status_code == 200
+    assert _proxied(c) == before
+    assert c.post("/llms", json={"name": "newbie", "probes": _winning(texts)}, headers=KEY).status_code == 201
+    assert _proxied(c) == "newbie"
+
+
+def test_post_llms_with_a_backend_is_proxied_and_delete_removes_it(knn_artifact, monkeypatch):
+    """An LLM added with POST /llms was never reached through the proxy (its backends were
+    fixed at start): /route picked it, the proxy kept to the start-up LLMs."""
+    path, texts = knn_artifact
+    art = load_router(path)
+    names = list(art.llm_names)
+    seen = _recorded(monkeypatch)
+    c = TestClient(create_app(art, ServiceConfig(api_key="k", backends=mocked_backends(names))),
+                   raise_server_exceptions=False)
+    before = _proxied(c)
+    backend = {"base_url": "https://nb:S3cr3t@other.example:8443/v1?api-version=7",
+               "model": "nb-model", "api_key_env": None}
+    r = c.post("/llms", json={"name": "newbie", "probes": _winning(texts), "backend": backend},
+               headers=KEY)
+    assert r.status_code == 201, r.text
+    assert r.json() == {"added": "newbie", "llms": names + ["newbie"],
+                        "proxy": "the OpenAI-compatible proxy routes to 'newbie' (backend model 'nb-model')"}
+    assert "S3cr3t" not in r.text and "other.example" not in c.get("/llms", headers=KEY).text
+    assert _best(c, names + ["newbie"]) == "newbie" == _proxied(c)
+    assert seen[-1] == ("https://nb:S3cr3t@other.example:8443/v1/chat/completions?api-version=7",
+                        "nb-model")
+    assert c.delete("/llms/newbie", headers=KEY).status_code == 200
+    assert _proxied(c) == before and seen[-1][1] == "m-" + before
+    # added again without a backend: the 201 says the proxy will not route to it, and it does not
+    r = c.post("/llms", json={"name": "newbie", "probes": _winning(texts)}, headers=KEY)
+    assert r.status_code == 201, r.text
+    assert r.json()["proxy"] == ("the OpenAI-compatible proxy will not route to 'newbie': it has no "
+                                 "backend (give 'backend' in POST /llms, or name it in backends.yaml "
+                                 "before the start)")
+    routed = c.post("/route", json={"query": ASK["messages"][0]["content"]}, headers=KEY).json()
+    assert routed["llm"] == "newbie"
+    assert _proxied(c) == before
+
+
+def test_a_backend_waits_in_the_snapshot_of_its_pool(knn_artifact, monkeypatch):
+    """A request that took its snapshot before POST /llms routes with the old pool and old
+    backends; one after it sees both new (one assignment publishes both)."""
+    path, texts = knn_artifact
+    art = load_router(path)
+    app = create_app(art, ServiceConfig(api_key="k", backends=mocked_backends(art.llm_names)))
+    c = TestClient(app)
+    old = app.state.served.current
+    backend = {"base_url": "http://other/v1", "model": "nb"}
+    assert c.post("/llms", json={"name": "nb", "probes": _winning(texts), "backend": backend},
+                  headers=KEY).status_code == 201
+    new = app.state.served.current
+    assert "nb" not in old.proxy_backends and "nb" not in old.llm_names
+    assert new.proxy_backends["nb"] == {"base_url": "http://other/v1", "model": "nb", "api_key_env": None}
+    assert art.__dict__.get("proxy_backends") is None        # the caller's artifact is untouched

@@ -145,7 +145,8 @@ def add_parser(subparsers) -> None:
     s.add_argument("--port", type=port, default=8000, help="TCP port, 1 to 65535 (default 8000)")
     s.add_argument("--api-key", default=None,
                    help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV} if set)")
-    s.add_argument("--backends", default=None, help="backends.yaml for /v1/chat/completions")
+    s.add_argument("--backends", default=None,
+                   help="backends.yaml for /v1/chat/completions (it may name LLMs POST /llms will add)")
     s.add_argument("--sign-key-env", default=None, metavar="VAR",
                    help=_SIGN_HELP + "; the artifact must carry a valid signature made with it")
     s.add_argument("--score-range", type=score_range_arg, default=None, metavar="LOW,HIGH",
@@ -300,7 +301,7 @@ def run_serve(args) -> int:
         from ..coldstart.onboard import resolve_score_range
         art.router.score_range_ = resolve_score_range(art.router, None, args.score_range)[0]
     key = args.api_key or os.environ.get(API_KEY_ENV) or None
-    backends = load_backends(args.backends, art.llm_names) if args.backends else None
+    backends = load_backends(args.backends) if args.backends else None  # may name LLMs to come
     cfg = ServiceConfig(max_batch=args.max_batch, max_body_bytes=args.max_body_bytes,
                         max_text_chars=args.max_text_chars, api_key=key,
                         batch_wait_ms=args.batch_wait_ms, backends=backends,

@@ -236,7 +236,7 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
                       "task (task-best: the best single LLM)", UserWarning,
                       stacklevel=2)
     stats = _Stats()
-    served = ServedRouter(router)  # POST/DELETE /llms swap served.current, never mutate it
+    served = ServedRouter(router, cfg.backends)  # POST/DELETE /llms swap served.current
 
     def _predict(texts, snap, tasks=None):
         with memory_only():  # the encoder's bounded in-memory LRU; no disk shard per request

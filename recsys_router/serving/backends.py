@@ -16,15 +16,17 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx
 import yaml
 
-__all__ = ["load_backends", "base_url_problem", "chat_url", "shown_url", "scrub_text", "failure_reason",
-           "REQUEST_ERRORS"]
+__all__ = ["load_backends", "check_backend", "BackendSpecError", "base_url_problem", "chat_url",
+           "shown_url", "scrub_text", "failure_reason", "REQUEST_ERRORS"]
 
 
 def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None, *,
                   bare: bool = False) -> dict:
-    """Read and check ``backends.yaml``; errors name the file and the entry. ``bare``: a mapping
-    of LLM name -> backend without the top-level ``backends:`` key is taken too (the judge's
-    live mode reads both layouts).
+    """Read and check ``backends.yaml`` (each entry as :func:`check_backend` checks it); errors
+    name the file and the entry. ``known_llms``: when given, a backend for any other name is
+    refused (the judge's fixed pool; ``serve`` passes none, so that a backend can wait for
+    ``POST /llms`` to add its LLM). ``bare``: a mapping of LLM name -> backend without the
+    top-level ``backends:`` key is taken too (the judge's live mode reads both layouts).
 
     Each ``base_url`` must be an ``http://`` or ``https://`` URL with a host (and a numeric port,
     when it has one) and no ``#fragment``; a query (``?api-version=...``) is kept and sent after
@@ -48,19 +50,60 @@ def load_backends(path: str | os.PathLike, known_llms: list[str] | None = None, 
                          "mapping of LLM name -> {base_url, model, api_key_env}")
     out = {}
     for name, spec in backends.items():
-        if not isinstance(spec, dict) or "base_url" not in spec:
-            raise ValueError(f"{path}: backend {name!r} needs at least 'base_url'")
+        try:
+            out[str(name)] = check_backend(str(name), spec)
+        except BackendSpecError as exc:
+            raise ValueError(f"{path}: backend {name!r}: {exc}") from None
         if known_llms is not None and str(name) not in known_llms:
             raise ValueError(f"{path}: backend {name!r} is not an LLM of this router "
                              f"(its LLMs: {known_llms})")
-        base = spec["base_url"]
-        why = base_url_problem(base)
-        if why:
-            raise ValueError(f"{path}: backend {name!r}: base_url {why}")
-        # the URL as given: chat_url drops the path's trailing '/', never a query value's
-        out[str(name)] = {"base_url": base, "model": str(spec.get("model", name)),
-                          "api_key_env": spec.get("api_key_env")}
     return out
+
+
+class BackendSpecError(ValueError):
+    """A backend entry that breaks a rule of :func:`check_backend`: ``field`` (``base_url``,
+    ``model``, ``api_key_env``, or None for the entry as a whole) and ``reason`` (the words
+    following the field; never the URL)."""
+
+    def __init__(self, field: str | None, reason: str):
+        super().__init__(f"{field} {reason}" if field else reason)
+        self.field, self.reason = field, reason
+
+
+def check_backend(name: str, spec) -> dict:
+    """One backend entry (of ``backends.yaml`` or of ``POST /llms``) checked: a mapping with a
+    ``base_url`` that :func:`base_url_problem` takes, an optional ``model`` (a non-empty
+    string; the LLM's name when absent or null) and an optional ``api_key_env`` (the name of
+    an environment variable, or null); other keys are ignored.
+
+    Raises
+    ------
+    BackendSpecError
+        Naming the field and what was expected, never the URL (it may hold credentials).
+
+    Example
+    -------
+    >>> check_backend("gpt", {"base_url": "http://h/v1"})
+    {'base_url': 'http://h/v1', 'model': 'gpt', 'api_key_env': None}
+    """
+    if not isinstance(spec, dict):
+        raise BackendSpecError(None, "must be a mapping {base_url, model, api_key_env}, got "
+                                     f"{type(spec).__name__}")
+    if "base_url" not in spec:
+        raise BackendSpecError("base_url", "is missing (a backend needs at least 'base_url')")
+    why = base_url_problem(spec["base_url"])
+    if why:
+        raise BackendSpecError("base_url", why)
+    model = name if spec.get("model") is None else spec["model"]
+    if not isinstance(model, str) or not model.strip():
+        raise BackendSpecError("model", "must be a non-empty string (the backend's model name; "
+                                        f"quote a name YAML reads as a number), got {model!r}"[:300])
+    env = spec.get("api_key_env")
+    if env is not None and (not isinstance(env, str) or not env or "=" in env or "\0" in env):
+        raise BackendSpecError("api_key_env", "must be the name of an environment variable "
+                                              f"(a string without '=') or null, got {env!r}"[:300])
+    # the URL as given: chat_url drops the path's trailing '/', never a query value's
+    return {"base_url": spec["base_url"], "model": model, "api_key_env": env}
 
 
 #: what a backend request may raise besides a response: httpx's errors, a URL it refuses when
@@ -72,6 +115,9 @@ def base_url_problem(base) -> str | None:
     """What is wrong with a ``base_url`` (words following "base_url"; never the URL), or None."""
     if not isinstance(base, str):
         return f"must be a string, got {type(base).__name__}"
+    ctrl = next((i for i, ch in enumerate(base) if ch < " " or ch == "\x7f"), None)
+    if ctrl is not None:   # urlsplit would drop a tab or line break silently: what is written is called
+        return f"must not hold a control character (U+{ord(base[ctrl]):04X} at character {ctrl})"
     if "#" in base:
         return ("must not hold a '#fragment' (it is never sent to a server; write a '#' of a "
                 "password or query value as %23)")

@@ -6,6 +6,12 @@ change is made on a copy of the router (its learned state is reassigned, never m
 published by one assignment to :attr:`ServedRouter.current` once it is complete: an add is
 all or nothing, the live artifact is never changed in place, and a request that took its
 snapshot before the swap is routed to the end with the old pool.
+
+The OpenAI-compatible proxy's backends belong to the same snapshot (``proxy_backends`` of
+:attr:`ServedRouter.current`): ``POST /llms`` may carry the new LLM's ``backend`` (checked as
+a ``backends.yaml`` entry), published with the pool change in the same assignment, and
+``DELETE /llms/{name}`` drops a backend given that way (one from ``backends.yaml`` stays, for
+a later add under that name).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import numpy as np
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from .guards import SafeStr
+from .backends import BackendSpecError, check_backend
+from .guards import SafeStr, printable
 
 __all__ = ["add_llm_admin_routes", "AddLLMRequest", "MAX_PROBES_PER_REQUEST", "ServedRouter"]
 
@@ -48,13 +55,16 @@ class AddLLMRequest(BaseModel):
     price_in: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     price_out: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     strategy: Optional[SafeStr] = Field(default=None, max_length=100)
+    backend: Optional[dict] = None   # {base_url, model, api_key_env}, as in backends.yaml
 
 
 class ServedRouter:
     """The artifact a service routes with, replaced whole, never changed in place.
 
-    A request reads :attr:`current` once and uses that snapshot (router, pool, manifest)
-    for everything it does; a pool change builds a new artifact object and assigns it.
+    A request reads :attr:`current` once and uses that snapshot (router, pool, manifest,
+    the proxy's ``proxy_backends``) for everything it does; a pool change builds a new
+    artifact object and assigns it. ``current`` starts as a copy of ``artifact`` (which is
+    never changed) holding ``backends`` (LLM name -> backend; none when None).
 
     Example
     -------
@@ -62,8 +72,10 @@ class ServedRouter:
     >>> snap = served.current                           # doctest: +SKIP
     """
 
-    def __init__(self, current):
-        self.current = current
+    def __init__(self, artifact, backends: dict | None = None):
+        snap = copy.copy(artifact)
+        snap.proxy_backends = dict(backends or {})
+        self.current = snap
 
 
 def _changed_copy(router):
@@ -90,16 +102,41 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
     """Add ``POST /llms`` and ``DELETE /llms/{name}`` to ``app`` serving ``served`` (a
     :class:`ServedRouter` holding an :class:`~recsys_router.export.artifact.ExportedRouter`)."""
     lock = asyncio.Lock()
+    startup = dict(cfg.backends or {})   # backends.yaml: the proxy is on when it names any
+    key_envs = {b.get("api_key_env") for b in startup.values()} - {None}
 
     def _require_key():
         if not cfg.api_key:
             raise HTTPException(403, "changing the LLM pool is disabled: start the service with an "
                                      "API key (serve --api-key KEY, or $RECSYS_ROUTER_API_KEY)")
 
-    def _publish(new_router, llms: list[dict]) -> None:
+    def _publish(new_router, llms: list[dict], backends: dict) -> None:
         snap = copy.copy(served.current)  # a new artifact object; the live one is untouched
         snap.router, snap.manifest = new_router, {**snap.manifest, "llms": llms}
+        snap.proxy_backends = backends
         served.current = snap
+
+    def _backend(req: AddLLMRequest) -> dict:
+        if not startup:
+            raise HTTPException(422, "backend: the OpenAI-compatible proxy is off (start the "
+                                     "service with --backends backends.yaml to give LLMs backends)")
+        try:
+            be = check_backend(req.name.strip(), req.backend)
+        except BackendSpecError as exc:   # never the URL: it may hold credentials
+            raise HTTPException(422, f"backend{'.' + exc.field if exc.field else ':'} "
+                                     f"{exc.reason}") from None
+        if be["api_key_env"] is not None and be["api_key_env"] not in key_envs:
+            raise HTTPException(422, f"backend.api_key_env: {printable(be['api_key_env'], 100)!r} "
+                                     "is not a variable backends.yaml names; the service sends "
+                                     "only those variables' values to backends")
+        return be
+
+    def _proxy_note(name: str, backends: dict) -> str:
+        if name in backends:
+            return (f"the OpenAI-compatible proxy routes to {name!r} (backend model "
+                    f"{backends[name]['model']!r})")
+        return (f"the OpenAI-compatible proxy will not route to {name!r}: it has no backend "
+                "(give 'backend' in POST /llms, or name it in backends.yaml before the start)")
 
     @app.post("/llms", status_code=201)
     async def add_llm(req: AddLLMRequest):
@@ -118,6 +155,7 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
         scores = {p.text: p.score for p in req.probes}
         costs = {p.text: p.cost for p in req.probes} if all(have_cost) else None
         weights = [p.weight for p in req.probes] if all(have_w) else None
+        backend = None if req.backend is None else _backend(req)
         prov = {"strategy": req.strategy or "unspecified",
                 "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "via": "POST /llms"}
@@ -143,8 +181,14 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
             if bad:  # never published: GET /llms must render, and a NaN is no provenance
                 raise HTTPException(422, f"{bad} of {req.name!r} is not a finite number; "
                                          f"{req.name!r} was not added")
-            _publish(new, list(served.current.manifest.get("llms") or []) + [entry])
-        return {"added": entry["name"], "llms": new.llm_names_}
+            backends = dict(served.current.proxy_backends)
+            if backend is not None:
+                backends[entry["name"]] = backend
+            _publish(new, list(served.current.manifest.get("llms") or []) + [entry], backends)
+        out = {"added": entry["name"], "llms": new.llm_names_}
+        if startup:
+            out["proxy"] = _proxy_note(entry["name"], backends)
+        return out
 
     @app.delete("/llms/{name:path}")
     async def remove_llm(name: str):
@@ -157,8 +201,12 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
                 new.remove_llm(name)
             except ValueError as exc:
                 raise HTTPException(400, str(exc)) from None
+            backends = dict(served.current.proxy_backends)
+            backends.pop(name, None)
+            if name in startup:   # backends.yaml's entry stays, for a later add of that name
+                backends[name] = startup[name]
             _publish(new, [r for r in served.current.manifest.get("llms") or []
-                           if r.get("name") != name])
+                           if r.get("name") != name], backends)
             stats = getattr(app.state, "stats", None)
             if stats is not None:  # its routing counter goes with it (GET /metrics)
                 stats.chosen.pop(name, None)

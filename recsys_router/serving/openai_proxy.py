@@ -12,6 +12,10 @@ value take the request's ``wtp``/``budget`` extra field. The extra field ``task`
 message's task label, for a router that routes by task (as ``task`` in ``POST /route``).
 These extra fields are never forwarded to the backend.
 
+It routes among the LLMs of the pool served now that have a backend: those of ``backends.yaml``
+(which may name LLMs still to be added) and those given with ``POST /llms``
+(:mod:`recsys_router.serving.llm_admin`).
+
 ``backends.yaml``::
 
     backends:
@@ -220,13 +224,24 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
     app : FastAPI
         The router service (its ``state.route_texts`` routes one request).
     served : ServedRouter
-        The served artifact; each request routes among the LLMs of its current pool that
-        have a backend (the pool may change through ``POST``/``DELETE /llms``), and is a 503
-        when none has one.
+        The served artifact. Each request reads one snapshot, ``served.current``, and routes
+        among the LLMs of that pool which have a backend in that snapshot's
+        ``proxy_backends``; it is a 503 when none has one. ``POST /llms`` with a ``backend``
+        adds an LLM and its backend in one snapshot; an LLM added without one (and not named
+        in ``backends.yaml``) is never routed to by the proxy, and its 201 says so.
+        ``DELETE /llms/{name}`` removes the LLM (and a backend given with ``POST /llms``).
     cfg : ServiceConfig
-        ``backends`` (LLM name -> base URL, model, API key variable) and the timeout.
+        ``backends`` (LLM name -> base URL, model, API key variable: the start-up backends,
+        ``served``'s first ``proxy_backends``) and the timeout. A backend may name an LLM not
+        in the pool yet (one ``POST /llms`` will add): it waits for it, and one warning line
+        names every such backend (so that a misspelt name is seen).
     """
-    backends = cfg.backends
+    waiting = [n for n in cfg.backends if n not in served.current.llm_names]
+    if waiting:
+        shown = ", ".join(repr(printable(n, 100)) for n in waiting[:20])
+        _log.warning("backends name %d LLM(s) not in the served pool, used once POST /llms adds "
+                     "them (or misspelt?): %s%s", len(waiting), shown,
+                     f" and {len(waiting) - 20} more" if len(waiting) > 20 else "")
 
     @app.get("/v1/models")
     async def models():
@@ -244,10 +259,11 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
         wtp, budget = parse_router_model(body.get("model", ""), body)
         task = request_task(body)
         snap = served.current  # the pool this request is routed in, whatever /llms does meanwhile
+        backends = snap.proxy_backends   # of the same snapshot as the pool
         candidates = [n for n in snap.llm_names if n in backends]
         if not candidates:
-            raise HTTPException(503, "no LLM of the served pool has a backend (see backends.yaml "
-                                     "and GET /llms)")
+            raise HTTPException(503, "no LLM of the served pool has a backend (see backends.yaml, "
+                                     "POST /llms's 'backend' and GET /llms)")
         result = (await app.state.route_texts([text], wtp, budget, candidates, snap,
                                               fields=[f"messages[{at}].content"],
                                               tasks=None if task is None else [task]))[0]

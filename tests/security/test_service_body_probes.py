@@ -254,3 +254,58 @@ def test_an_empty_body_is_left_to_the_endpoint(artifact):
     assert (r.status_code, r.json()) == (422, {"error": "invalid request: body: Field required"})
     r = c.post("/v1/chat/completions")
     assert (r.status_code, r.json()) == (400, {"error": "request body is not valid JSON (or nests too deep)"})
+
+
+BAD_BACKENDS = {
+    "ftp": ({"base_url": "ftp://me:S3cr3t@h/v1"},
+            "backend.base_url must be an http:// or https:// URL with a host"),
+    "fragment": ({"base_url": "http://me:S3#cr3t@h/v1"}, "backend.base_url must not hold a '#fragment'"),
+    "control-character": ({"base_url": "http://me:S3cr3t@h/v1\u0001"},
+                          "backend.base_url must not hold a control character (U+0001 at character 21)"),
+    "line-break": ({"base_url": "http://me:S3cr3t@h/v\n1"},
+                   "backend.base_url must not hold a control character (U+000A at character 20)"),
+    "bad-port": ({"base_url": "http://me:S3cr3t@h:port/v1"}, "backend.base_url is not a valid URL"),
+    "bad-idna-host": ({"base_url": "http://me:S3cr3t@xn--a/v1"},
+                      "backend.base_url is not a URL an HTTP request can be sent to"),
+    "number": ({"base_url": 12}, "backend.base_url must be a string, got int"),
+    "no-base-url": ({"model": "m", "api_key_env": None}, "backend.base_url is missing"),
+    "model-object": ({"base_url": "http://h/v1", "model": {"a": 1}},
+                     "backend.model must be a non-empty string"),
+    "model-empty": ({"base_url": "http://h/v1", "model": " "}, "backend.model must be a non-empty string"),
+    "key-env-number": ({"base_url": "http://h/v1", "api_key_env": 7}, "backend.api_key_env must be the name"),
+    # the proxy would send the value of any variable of the server to a URL the client chose
+    "key-env-not-in-yaml": ({"base_url": "http://me:S3cr3t@h/v1", "api_key_env": "RECSYS_ROUTER_API_KEY"},
+                            "backend.api_key_env: 'RECSYS_ROUTER_API_KEY' is not a variable "
+                            "backends.yaml names"),
+    "not-an-object": ("http://me:S3cr3t@h/v1",
+                      "invalid request: backend: Input should be a valid dictionary"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BACKENDS))
+def test_a_hostile_backend_in_post_llms_is_a_422_naming_the_field(artifact, case):
+    """POST /llms checks its ``backend`` as backends.yaml's entries are checked; the error
+    names the field and never shows the URL's credentials; nothing is added."""
+    spec, what = BAD_BACKENDS[case]
+    key = {"Authorization": "Bearer k"}
+    c = _client(artifact, api_key="k",
+                backends={n: {"base_url": "http://127.0.0.1:9/v1", "model": n, "api_key_env": "OK_KEY"}
+                          for n in artifact.llm_names})
+    before = c.get("/llms", headers=key).json()
+    probes = [{"text": f"question {i}", "score": 1.0} for i in range(5)]
+    r = c.post("/llms", json={"name": "new", "probes": probes, "backend": spec}, headers=key)
+    assert r.status_code == 422 and r.json()["error"].startswith(what), r.text
+    assert "S3" not in r.text and "cr3t" not in r.text
+    assert c.get("/llms", headers=key).json() == before
+    assert "new" not in c.app.state.served.current.proxy_backends
+
+
+def test_a_backend_without_the_proxy_is_a_422(artifact):
+    c = _client(artifact, api_key="k")
+    probes = [{"text": f"question {i}", "score": 1.0} for i in range(5)]
+    r = c.post("/llms", json={"name": "new", "probes": probes, "backend": {"base_url": "http://h/v1"}},
+               headers={"Authorization": "Bearer k"})
+    assert (r.status_code, r.json()["error"]) == (422, "backend: the OpenAI-compatible proxy is off "
+                                                       "(start the service with --backends backends.yaml "
+                                                       "to give LLMs backends)")
+    assert "new" not in c.app.state.served.current.llm_names
