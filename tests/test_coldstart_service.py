@@ -321,3 +321,18 @@ def test_a_non_finite_provenance_value_is_422_and_not_published(served, monkeypa
     listed = c.get("/llms", headers=KEY)
     assert listed.status_code == 200 and [x["name"] for x in listed.json()["llms"]] == art.llm_names
     assert c.get("/health").json()["n_llms"] == 3
+
+
+@pytest.mark.parametrize("body_change, field", [
+    (lambda b: {**b, "backnd": {"base_url": "http://h/v1"}}, "backnd"),
+    (lambda b: {**b, "probes": [{**b["probes"][0], "wieght": 2.0}] + b["probes"][1:]}, "wieght"),
+], ids=["request", "probe"])
+def test_a_misspelt_field_of_post_llms_is_a_422_naming_it(served, body_change, field):
+    """An unknown field of POST /llms (or of one probe) was ignored: a misspelt 'backend' or
+    'weight' added the LLM without it. It is a 422 naming the field; nothing is added."""
+    art, probes = served
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
+    before = c.get("/llms", headers=KEY).json()["llms"]
+    r = c.post("/llms", json=body_change({"name": "fresh", "probes": probes}), headers=KEY)
+    assert r.status_code == 422 and field in r.text
+    assert c.get("/llms", headers=KEY).json()["llms"] == before

@@ -46,6 +46,8 @@ class ProbeRecord(BaseModel):
     cost: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     weight: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
 
+    model_config = {"extra": "forbid"}   # a misspelt "wieght" is a 422, never ignored
+
 
 class AddLLMRequest(BaseModel):
     """Body of ``POST /llms``."""
@@ -56,6 +58,8 @@ class AddLLMRequest(BaseModel):
     price_out: Optional[float] = Field(default=None, ge=0, strict=True, allow_inf_nan=False)
     strategy: Optional[SafeStr] = Field(default=None, max_length=100)
     backend: Optional[dict] = None   # {base_url, model, api_key_env}, as in backends.yaml
+
+    model_config = {"extra": "forbid"}   # a misspelt "backnd" is a 422, never ignored
 
 
 class ServedRouter:
