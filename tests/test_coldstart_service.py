@@ -336,3 +336,23 @@ def test_a_misspelt_field_of_post_llms_is_a_422_naming_it(served, body_change, f
     r = c.post("/llms", json=body_change({"name": "fresh", "probes": probes}), headers=KEY)
     assert r.status_code == 422 and field in r.text
     assert c.get("/llms", headers=KEY).json()["llms"] == before
+
+
+def test_removing_an_llm_runs_off_the_event_loop(served, monkeypatch):
+    """DELETE /llms ran the router's removal on the event loop (an add ran in a thread), so a
+    large router's removal stalled every request meanwhile; it runs in a worker thread now."""
+    import asyncio
+    art, _ = served
+    c = TestClient(create_app(art, ServiceConfig(api_key="s3cret")))
+    on_loop, real = [], type(art.router).remove_llm
+
+    def spy(self, name):
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)     # called from the event loop's own thread
+        except RuntimeError:
+            on_loop.append(False)    # a worker thread: no loop runs there
+        return real(self, name)
+    monkeypatch.setattr(type(art.router), "remove_llm", spy)
+    assert c.delete(f"/llms/{art.router.llm_names_[0]}", headers=KEY).status_code == 200
+    assert on_loop == [False]

@@ -172,7 +172,7 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
             except (ValueError, TypeError) as exc:
                 code = 409 if "already in the pool" in str(exc) else 422
                 raise HTTPException(code, str(exc)) from None
-            mean = new.llm_mean_costs()
+            mean = await asyncio.to_thread(new.llm_mean_costs)
             mean = None if mean is None else float(np.float64(mean[-1]))
             if mean is not None and math.isinf(mean):  # never published: GET /llms must render
                 raise HTTPException(422, f"the mean cost of {req.name!r} is not a finite number; "
@@ -201,8 +201,8 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
             if name not in served.current.router.llm_names_:
                 raise HTTPException(404, f"unknown LLM {name[:200]!r}")
             new = _changed_copy(served.current.router)
-            try:
-                new.remove_llm(name)
+            try:   # off the event loop, as an add: a large router's removal must not stall routing
+                await asyncio.to_thread(new.remove_llm, name)
             except ValueError as exc:
                 raise HTTPException(400, str(exc)) from None
             backends = dict(served.current.proxy_backends)
