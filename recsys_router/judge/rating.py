@@ -82,13 +82,29 @@ def _positions(game_list, routers: Sequence[str]) -> dict[str, int]:
 
 
 def _elo(game_list, pos: dict[str, int], k: float, init: float) -> np.ndarray:
-    rating = np.full(len(pos), float(init))
+    # Python floats, not numpy scalars: the same IEEE operations (and the same libm pow), so
+    # the same ratings bit for bit, about three times faster (the bootstrap replays this)
+    rating = [float(init)] * len(pos)
+    k = float(k)
     for _, i, j, g in game_list:
         a, b = pos[i], pos[j]
         e = 1.0 / (1.0 + 10 ** ((rating[b] - rating[a]) / 400.0))
         rating[a] += k * (g - e)
         rating[b] -= k * (g - e)
-    return rating
+    return np.array(rating, dtype=np.float64)
+
+
+def _elo_replay(by_rec: list[list], order: list[int], n: int, k: float, init: float) -> np.ndarray:
+    """:func:`_elo` on the games of records ``order`` (repeats allowed) in that order, without
+    building the game list (the same updates in the same order: the same ratings)."""
+    rating = [float(init)] * n
+    k = float(k)
+    for t in order:
+        for a, b, g in by_rec[t]:
+            e = 1.0 / (1.0 + 10 ** ((rating[b] - rating[a]) / 400.0))
+            rating[a] += k * (g - e)
+            rating[b] -= k * (g - e)
+    return np.array(rating, dtype=np.float64)
 
 
 def elo_ratings(records: Sequence[JudgeRecord], routers: Sequence[str] | None = None, *,
@@ -140,16 +156,15 @@ def elo_bootstrap(records: Sequence[JudgeRecord], routers: Sequence[str] | None 
     routers = list(routers or routers_of(records))
     g = games(records)
     pos = _positions(g, routers)
-    by_rec: dict[int, list] = {}
-    for x in g:
-        by_rec.setdefault(x[0], []).append(x)
+    n = len(records)
+    by_rec: list[list] = [[] for _ in range(n)]  # each record's games, as (column i, column j, score)
+    for t, i, j, s in g:
+        by_rec[t].append((pos[i], pos[j], s))
     rng = np.random.default_rng(seed)
     boots = np.empty((n_boot, len(routers)))
-    n = len(records)
     for b in range(n_boot):
         idx = rng.integers(0, n, size=n) if n else np.empty(0, int)
-        seq = [x for t in idx for x in by_rec.get(int(t), ())]
-        boots[b] = _elo(seq, pos, k, init)
+        boots[b] = _elo_replay(by_rec, idx.tolist(), len(pos), k, init)
     n_games = {r: 0 for r in routers}
     for _, i, j, _s in g:
         n_games[i] += 1

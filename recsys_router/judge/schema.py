@@ -13,10 +13,12 @@ from sqlalchemy.engine import Engine
 from ..sqlite_files import read_only_engine as _read_only_engine
 from ..sqlite_files import read_only_uri
 
-__all__ = ["SCHEMA_VERSION", "choices_t", "metadata", "open_engine", "read_only_engine", "read_only_uri",
+__all__ = ["READ_ONLY", "SCHEMA_VERSION", "choices_t", "metadata", "open_engine", "read_only_engine", "read_only_uri",
            "records_t", "schema_info", "tokens_t"]
 
 SCHEMA_VERSION = 1
+#: execution option of a connection that only reads (a deferred transaction; see :func:`open_engine`)
+READ_ONLY = "judge_read_only"
 
 metadata = MetaData()
 schema_info = Table("schema_info", metadata, Column("key", String(64), primary_key=True),
@@ -64,7 +66,9 @@ Index("ix_tokens_used", tokens_t.c.used_at)
 
 def open_engine(url: str) -> Engine:
     """A read-write engine on the SQLite ``url``: WAL journal (not for ``:memory:``), foreign
-    keys on, every transaction ``BEGIN IMMEDIATE``."""
+    keys on, every transaction ``BEGIN IMMEDIATE``, except on a connection given the execution
+    option :data:`READ_ONLY` (``conn.execution_options(**{READ_ONLY: True})``), which only reads:
+    a plain ``BEGIN`` then, which in WAL mode neither waits for nor holds up a writer."""
     eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
     @event.listens_for(eng, "connect")
@@ -78,8 +82,8 @@ def open_engine(url: str) -> Engine:
         cur.close()
 
     @event.listens_for(eng, "begin")
-    def _on_begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    def _on_begin(conn):  # a connection marked READ_ONLY reads in a deferred transaction
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE")
 
     return eng
 

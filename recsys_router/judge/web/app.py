@@ -14,9 +14,11 @@ and per-client rate limit: see :mod:`.access`.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import secrets
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping
 
@@ -25,18 +27,22 @@ import pandas as pd
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 
 from ...data import RoutingData
 from ...errors import DataValidationError
+from ...hyperparams import check_seed
 from ...router import Router
 from ...serving.guards import BodyLimit, SafeJSONResponse
 from ..metrics import h2h_matrix, leaderboard, routers_of
+from ..outcomes import read_outcomes, store_state
 from ..rating import elo_bootstrap
 from ..records import JudgeRecord, select_duel, utc_now
 from ..store import JudgeStore, TokenError
 from .access import add_access_control, client_of
 from .live import BackendError, ask_backend
 from .bodies import DuelRequest, UniqueKeysRoute, VoteRequest
+from .single_flight import SingleFlight
 
 __all__ = ["JudgeSession", "create_app", "DuelRequest", "VoteRequest"]
 
@@ -78,11 +84,15 @@ class JudgeSession:
         Unvoted duel tokens expire after this many seconds (None: never).
     max_pending : int, optional
         Most unvoted, unexpired duels one client may hold (None: no cap).
+    router_seed : int, optional
+        The seed the routers were built with (``judge serve --seed``), kept in each record's
+        ``metadata["router_seed"]`` for ``judge replay`` (None: not recorded).
     """
 
     def __init__(self, data: RoutingData, routers: Mapping[str, Router], store: JudgeStore, *,
                  responses: pd.DataFrame | None = None, backends: dict | None = None, seed: int = 0,
-                 token_ttl_s: float | None = 1800.0, max_pending: int | None = 50):
+                 token_ttl_s: float | None = 1800.0, max_pending: int | None = 50,
+                 router_seed: int | None = None):
         if responses is None and not backends:
             raise ValueError("the voting page needs recorded responses (load the data with "
                              "with_responses=True) or live backends (--backends backends.yaml)")
@@ -98,7 +108,11 @@ class JudgeSession:
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive number or None, got {v!r}")
         self.token_ttl_s, self.max_pending = token_ttl_s, max_pending
+        self.router_seed = None if router_seed is None else check_seed(router_seed, "router_seed")
         self._lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._stats_flights: dict[int, SingleFlight] = {}
+        self._stats_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-stats")
         self._row = {q: i for i, q in enumerate(data.query_ids)}
 
     @property
@@ -226,7 +240,8 @@ class JudgeSession:
                    "budget": budget, "feasible": feas, "router_choices": choices, "llm_a": a, "llm_b": b,
                    "costs": costs, "latencies": latencies, "created_at": utc_now(),
                    "metadata": {"source": "live" if self.live else "recorded", "dataset": self.data.name,
-                                "answers": answers}}
+                                "answers": answers, **({} if self.router_seed is None else
+                                                       {"router_seed": self.router_seed})}}
         token = secrets.token_urlsafe(24)
         try:
             self.store.issue_token(token, payload, client=client, max_pending=self.max_pending,
@@ -266,17 +281,28 @@ class JudgeSession:
                        "latencies": {"A": rec.latencies.get(rec.llm_a), "B": rec.latencies.get(rec.llm_b)}})
 
     def stats(self, n_boot: int = 100) -> dict:
-        """Live leaderboard (with Elo intervals) and H2H matrix over every stored record."""
-        n = self.store.count()
-        cached = getattr(self, "_stats_cache", None)
-        if cached is not None and cached[0] == (n, n_boot):  # records are append-only
-            return cached[1]
-        out = self._stats(n_boot)
-        self._stats_cache = ((n, n_boot), out)
-        return out
+        """Live leaderboard (with Elo intervals) and H2H matrix over every stored record.
 
-    def _stats(self, n_boot: int) -> dict:
-        recs = self.store.records()
+        Computed once per database state (record count and last record id: a new vote makes
+        the next call recompute) and at most once at a time: concurrent callers share one
+        computation (:class:`.single_flight.SingleFlight`), which runs on the session's own
+        worker thread and reads only the columns the statistics need (no prompt or answer
+        texts; :func:`~recsys_router.judge.outcomes.read_outcomes`).
+        """
+        return self.stats_future(n_boot).result()
+
+    def stats_future(self, n_boot: int = 100) -> Future:
+        """:meth:`stats` as a future (the page awaits it without holding a thread)."""
+        with self._stats_lock:
+            flight = self._stats_flights.get(n_boot)
+            if flight is None:
+                flight = self._stats_flights[n_boot] = SingleFlight(
+                    lambda: store_state(self.store), lambda key: self._stats(n_boot, key[1]),
+                    self._stats_worker)
+        return flight.get()
+
+    def _stats(self, n_boot: int, last_id: int | None = None) -> dict:
+        recs = read_outcomes(self.store, last_id)
         routers = list(dict.fromkeys([*self.routers, *routers_of(recs)]))
         if not recs:
             return {"n_records": 0, "leaderboard": [], "h2h": {"routers": routers, "matrix": []}}
@@ -354,7 +380,7 @@ def create_app(session: JudgeSession, *, api_key: str | None = None, rate: float
         return session.vote(req.token, req.label)
 
     @app.get("/api/stats")
-    def stats():
-        return session.stats()
+    async def stats():  # the state is read on a request thread; the computation is awaited, not waited for
+        return await asyncio.wrap_future(await run_in_threadpool(session.stats_future))
 
     return app
