@@ -81,7 +81,10 @@ def add_parser(subparsers) -> None:
                                                     "the stored records' judged queries left out) "
                                                     "or an exported artifact folder")
     rp.add_argument("--name", default=None, help="display name (default: --router)")
-    add_seed_arg(rp, 0, "seed of the train/test split when the data has none")
+    add_seed_arg(rp, None, "seed of the replayed router (when it takes one) and of the train/test split when the "
+                           "data has none (default: the seed the stored records were made with, "
+                           "metadata['router_seed'], when they all carry the same one; else 0 for the split "
+                           "and the router's own default)")
     rp.add_argument("--out", default=None, metavar="CSV",
                     help="write the leaderboard here (atomically: a failed write keeps the old file)")
     rp.set_defaults(func=_cmd_replay)
@@ -181,25 +184,30 @@ def _cmd_report(args) -> int:
 def _cmd_replay(args) -> int:
     from pathlib import Path  # noqa: PLC0415
 
-    from ..judge.replay import replay, replay_summary  # noqa: PLC0415
+    from ..judge.replay import recorded_seed, replay, replay_summary  # noqa: PLC0415
     from ..judge.routers import parse_router_params, replay_train  # noqa: PLC0415
     from ..judge.store import JudgeStore  # noqa: PLC0415
     if not Path(args.db).exists():
         raise FileNotFoundError(f"{args.db}: no such database")
     with JudgeStore(args.db, read_only=True) as store:
         recs = store.records()
+    seed = args.seed if args.seed is not None else recorded_seed(recs)
+    if args.seed is None:
+        print(f"replaying with the seed the stored records were made with ({seed})" if seed is not None else
+              "the stored records carry no common router seed: the replayed router keeps its own default "
+              "seed and the split uses 0 (give --seed to choose)", file=sys.stderr)
     train = truth = None
     n_judged = 0
     if args.data:
         truth = load_data(args)
-        train, n_judged = replay_train(truth, recs, test_size=args.test_size, seed=args.seed)
+        train, n_judged = replay_train(truth, recs, test_size=args.test_size, seed=0 if seed is None else seed)
     name = args.name or Path(args.router).name
     params = parse_router_params(args.router_params, [args.router]).get(args.router)
     if train is not None and not Path(args.router).is_dir():
         print(f"fitting {args.router!r} on {train.n_queries} train queries of {truth.name} "
               f"({n_judged} judged queries of the stored records left out of training) ...",
               file=sys.stderr)
-    out = replay(args.router, recs, name=name, train=train, truth=truth, params=params)
+    out = replay(args.router, recs, name=name, train=train, truth=truth, params=params, seed=seed)
     lb = replay_summary(out, name)
     print(f"replayed {name!r} on {len(out)} stored records")
     print(_fmt(lb))
@@ -233,11 +241,12 @@ def _cmd_serve(args) -> int:
     data = load_data(args, with_responses=not live)
     responses = getattr(data, "responses", None)
     train, pool = judge_pool(data, args.split, test_size=args.test_size, seed=args.seed)
-    routers = fit_routers(list(args.routers), train,
-                          params=parse_router_params(args.router_params, args.routers), progress=True)
+    routers = fit_routers(list(args.routers), train, params=parse_router_params(args.router_params, args.routers),
+                          progress=True, seed=args.seed)
     backends = load_backends(args.backends, data.llm_names) if live else None
     session = JudgeSession(pool, routers, JudgeStore(args.db), responses=responses, backends=backends,
-                           seed=args.seed, token_ttl_s=args.token_ttl, max_pending=args.max_pending)
+                           seed=args.seed, token_ttl_s=args.token_ttl, max_pending=args.max_pending,
+                           router_seed=args.seed)
     print(f"RouteJudge voting page on http://{args.host}:{args.port}/{'?key=KEY' if key else ''} "
           f"({pool.n_queries} prompts, routers {list(routers)}, database {args.db})", file=sys.stderr)
     app = create_app(session, api_key=key, rate=args.rate or None, burst=args.burst,

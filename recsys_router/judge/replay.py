@@ -21,12 +21,13 @@ import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from ..hyperparams import check_seed
 from ..state.numbers import is_json_number
 from .metrics import leaderboard
 from .records import JudgeRecord
 from ..router_spec import resolve_router
 
-__all__ = ["replay", "replay_summary", "queries_of", "policy_of"]
+__all__ = ["replay", "replay_summary", "queries_of", "policy_of", "recorded_seed"]
 
 
 def policy_of(rec: JudgeRecord) -> tuple[float | None, float | None]:
@@ -54,6 +55,34 @@ def policy_of(rec: JudgeRecord) -> tuple[float | None, float | None]:
         raise ValueError(f"record {rec.record_id}: has both a budget ({rec.budget}) and a willingness "
                          f"to pay (metadata['wtp'] = {wtp}); routers are given one or the other")
     return rec.budget, wtp
+
+
+def recorded_seed(records: Sequence[JudgeRecord]) -> int | None:
+    """The router seed every record was made with (``metadata["router_seed"]``, which
+    ``judge simulate`` and ``judge serve`` store), or None when a record has none (an older
+    database: its routers ran with their own default seeds) or the records disagree.
+
+    Raises
+    ------
+    ValueError
+        A record's ``metadata["router_seed"]`` is not a whole number from 0 to 2**32 - 1.
+
+    Example
+    -------
+    >>> recs = [JudgeRecord("q", {"r": "x"}, "x", "y", "A", ["x", "y"], metadata={"router_seed": 7})] * 2
+    >>> recorded_seed(recs), recorded_seed([*recs, JudgeRecord("q", {"r": "x"}, "x", "y", "A", ["x", "y"])])
+    (7, None)
+    """
+    seeds = set()
+    for rec in records:
+        s = rec.metadata.get("router_seed")
+        if s is None:
+            return None
+        try:
+            seeds.add(check_seed(s, "router_seed"))
+        except ValueError as exc:
+            raise ValueError(f"record {rec.record_id}: metadata['router_seed']: {exc}") from None
+    return seeds.pop() if len(seeds) == 1 else None
 
 
 def queries_of(records: Sequence[JudgeRecord], llms: Sequence[str],
@@ -139,7 +168,7 @@ def _check_truth(records, data: RoutingData, pos: np.ndarray, truth: RoutingData
 
 def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
            train: RoutingData | None = None, truth: RoutingData | None = None,
-           params: dict | None = None) -> list[JudgeRecord]:
+           params: dict | None = None, seed: int | None = None) -> list[JudgeRecord]:
     """Replay a router on stored records (eq. C.21).
 
     Parameters
@@ -158,6 +187,11 @@ def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
         ValueError names how many records miss one, and a few of their query ids).
     params : dict, optional
         Constructor parameters for a registry name.
+    seed : int, optional
+        ``seed`` / ``random_state`` of a registry router that takes one (unless ``params``
+        sets it), as ``judge simulate`` and ``judge serve`` give their routers; None keeps the
+        router's own default. Replaying a stored router under another name gives its stored
+        choices when it routes with the seed the records were made with (:func:`recorded_seed`).
 
     Returns
     -------
@@ -166,7 +200,7 @@ def replay(router, records: Sequence[JudgeRecord], *, name: str | None = None,
     """
     if not records:
         raise ValueError("no stored records to replay on")
-    r, needs_fit = resolve_router(router, params)
+    r, needs_fit = resolve_router(router, params, seed=seed)
     name = name or (router if isinstance(router, str) else type(r).__name__)
     if needs_fit:
         if train is None:

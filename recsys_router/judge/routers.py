@@ -15,7 +15,8 @@ __all__ = ["fit_routers", "parse_router_params", "train_test", "judge_pool", "re
 
 
 def fit_routers(specs, train: RoutingData, val: RoutingData | None = None,
-                params: Mapping[str, Mapping] | None = None, progress: bool = False) -> dict[str, Router]:
+                params: Mapping[str, Mapping] | None = None, progress: bool = False, *,
+                seed: int | None = None) -> dict[str, Router]:
     """Resolve and (when needed) fit every router.
 
     Parameters
@@ -23,6 +24,10 @@ def fit_routers(specs, train: RoutingData, val: RoutingData | None = None,
     specs : sequence of str/Router, or mapping display name -> spec
     train, val : RoutingData
     params : mapping name -> constructor parameters (for registry names)
+    seed : int, optional
+        Given as ``seed`` / ``random_state`` to every registry router that takes one and
+        whose ``params`` do not set it (as ``evaluate --seed`` does); None keeps each
+        router's own default. Router objects and artifact folders keep theirs.
 
     Returns
     -------
@@ -44,7 +49,7 @@ def fit_routers(specs, train: RoutingData, val: RoutingData | None = None,
         from tqdm import tqdm  # noqa: PLC0415
         it = tqdm(items, desc="fitting routers", unit="router")
     for name, spec in it:
-        router, needs_fit = resolve_router(spec, (params or {}).get(name))
+        router, needs_fit = resolve_router(spec, (params or {}).get(name), seed=seed)
         if needs_fit:
             router.fit(train, val)
         if list(router.llm_names_) != list(train.llm_names):

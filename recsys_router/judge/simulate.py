@@ -108,7 +108,10 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
     n : int
         Number of judged records to produce.
     seed : int
-        Seed for the split, the draw, duel tie-breaks, A/B order and label noise.
+        Seed for the split, the draw, duel tie-breaks, A/B order and label noise, and the
+        ``seed`` / ``random_state`` of every registry router that takes one (unless
+        ``router_params`` sets it); records keep it as ``metadata["router_seed"]``, which
+        ``judge replay`` routes with.
     budget, wtp : float, optional
         Routing policy given to every router (per-query cost budget C, or willingness to pay).
     noise : float
@@ -142,7 +145,7 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
     complete = np.flatnonzero(~np.isnan(test.scores).any(axis=1))
     if complete.size == 0:
         raise ValueError(f"{data.name}: no test query has a recorded score for every LLM")
-    fitted = fit_routers(routers, train, params=router_params, progress=progress)
+    fitted = fit_routers(routers, train, params=router_params, progress=progress, seed=seed)
     if len(fitted) < 2:
         raise ValueError("a tournament needs at least two routers")
     notes = _draw_notes(test, complete, n)
@@ -177,7 +180,7 @@ def simulate_tournament(data: RoutingData, routers, *, n: int = 200, seed: int =
         rec = JudgeRecord(query=text, router_choices=ch, llm_a=a, llm_b=b, label=label, feasible=list(names),
                           task=None if task is None or (isinstance(task, float) and np.isnan(task)) else str(task),
                           query_id=qids[u], budget=budget, costs=costs, created_at=now, judged_at=now,
-                          metadata={"source": "simulate", "dataset": data.name, "seed": seed,
+                          metadata={"source": "simulate", "dataset": data.name, "seed": seed, "router_seed": seed,
                                     "score_a": sa, "score_b": sb, "noisy": noisy, "wtp": wtp,
                                     "threshold": threshold})
         past[a] = past.get(a, 0) + 1
