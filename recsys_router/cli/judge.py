@@ -50,7 +50,8 @@ def add_parser(subparsers) -> None:
     s.add_argument("--routers", action=ListArg, required=True, metavar="R1,R2",
                    help="registry names or artifact folders (>= 2), comma or space separated")
     s.add_argument("--n", type=positive_int, default=200, help="number of judged duels (default 200)")
-    add_seed_arg(s)
+    add_seed_arg(s, 0, "seed of the split, the draw, tie-breaks, A/B order and label noise, and of every router "
+                       "that takes a seed unless --router-params sets it (default 0)")
     s.add_argument("--db", required=True, help="SQLite database to append the records to")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--budget", type=non_negative_float, default=None,
@@ -96,7 +97,8 @@ def add_parser(subparsers) -> None:
     v.add_argument("--db", required=True)
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=port, default=8765, help="TCP port, 1 to 65535 (default 8765)")
-    add_seed_arg(v)
+    add_seed_arg(v, 0, "seed of the split, prompt draws, tie-breaks and A/B order, and of every router that "
+                       "takes a seed unless --router-params sets it (default 0)")
     v.add_argument("--split", default="test", help="which split's prompts are judged (default test)")
     v.add_argument("--backends", default=None, metavar="YAML",
                    help="live mode: forward prompts to OpenAI-compatible backends instead of recorded answers")
