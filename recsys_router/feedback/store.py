@@ -49,13 +49,16 @@ from ..sqlite_files import read_only_engine, sqlite_file_path
 from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
-__all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog",
+__all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "SCHEMA_LOCK_KEY", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog",
            "DecisionWriter", "LogFull", "UnknownDecision", "DuplicateFeedback", "MissingLog", "describe_error",
            "is_value_error", "normalise_url", "new_decision_id", "text_hash"]
 
 SCHEMA_VERSION = 1
 #: longest wait of PostgreSQL's ``ALTER TABLE`` adding the ``task`` column to an older log
 ALTER_LOCK_TIMEOUT = "3s"
+#: PostgreSQL advisory lock key taken while a writer creates the log's tables (any constant
+#: that other software in the database is unlikely to use: ``rr_log`` in ASCII, 0x72725f6c6f67)
+SCHEMA_LOCK_KEY = 0x72725F6C6F67
 _META = sa.MetaData()
 META_T = sa.Table("rr_meta", _META, sa.Column("key", sa.String(64), primary_key=True),
                   sa.Column("value", sa.String(256), nullable=False))
@@ -236,6 +239,11 @@ class DecisionLog:
 
     def _init_schema(self) -> None:
         with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                # instances opening an empty log at once: checkfirst looks before its CREATEs,
+                # so each would create the tables (a duplicate pg_type row failed all but one);
+                # this lock, held until the commit, makes them take turns
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
             _META.create_all(conn, checkfirst=True)
             row = conn.execute(sa.select(META_T.c.value).where(META_T.c.key == "schema_version")).first()
             if row is None:
