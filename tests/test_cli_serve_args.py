@@ -18,7 +18,8 @@ from recsys_router.cli import build_parser, main
     ("--log-batch", "0", "expected a whole number >= 1"), ("--log-flush-ms", "0", "expected a finite number > 0"),
     ("--body-timeout-s", "0", "expected a finite number > 0"), ("--body-timeout-s", "inf", "expected a finite"),
     ("--graceful-timeout-s", "nan", "expected a finite"), ("--keep-alive-s", "-1", "expected a finite number > 0"),
-    ("--limit-concurrency", "0", "expected a whole number >= 1")])
+    ("--limit-concurrency", "0", "expected a whole number >= 1"),
+    ("--log-timeout-s", "0", "expected a finite number > 0"), ("--log-timeout-s", "inf", "expected a finite")])
 def test_serve_limits_checked_at_start(tmp_path, capsys, flag, value, msg):
     with pytest.raises(SystemExit) as ei:
         main(["serve", str(tmp_path / "no-artifact"), flag, value])
@@ -30,6 +31,7 @@ def test_serve_defaults_still_parse():
     a = build_parser().parse_args(["serve", "art"])
     assert (a.max_batch, a.max_body_bytes, a.max_text_chars, a.batch_wait_ms, a.log_batch, a.log_flush_ms) \
         == (256, 1_000_000, 100_000, 2.0, 256, 200.0)
+    assert (a.log_timeout_s, a.instance) == (5.0, None)
     a = build_parser().parse_args(["serve", "art", "--batch-wait-ms", "0", "--max-batch", "1"])
     assert (a.batch_wait_ms, a.max_batch) == (0.0, 1)
 

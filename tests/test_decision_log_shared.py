@@ -1,17 +1,25 @@
 """One decision log shared by several service instances (PostgreSQL).
 
-Instances opening an empty log at the same moment all start; the PostgreSQL tests skip with
-a reason when no server answers (``pg_util``)."""
+Instances opening an empty log at the same moment all start; a database that accepts
+connections and then answers nothing (behind :class:`_SilentProxy`) blocks neither
+``/route`` nor ``/health`` nor the shutdown. The PostgreSQL tests skip with a reason when no
+server answers (``pg_util``)."""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
+import time
 import uuid
 
 import sqlalchemy as sa
+from fastapi.testclient import TestClient
 
 from recsys_router.feedback.store import DecisionLog
+from recsys_router.serving import ServiceConfig, create_app
 from pg_util import pg_url  # noqa: F401 - fixture
+from test_serving import artifact  # noqa: F401 - the WordRouter artifact fixture
 
 
 def _schema_url(url: str, name: str) -> str:
@@ -58,3 +66,142 @@ def test_instances_opening_an_empty_postgresql_log_at_once_all_start(pg_url):  #
         with eng.connect() as c:  # one version row, whoever wrote it
             assert c.execute(sa.text("SELECT key, value FROM rr_meta")).all() == [("schema_version", "1")]
         eng.dispose()
+
+
+# ------------------------------------------------- a database that stops answering
+class _SilentProxy:
+    """A TCP proxy in front of the PostgreSQL server of ``url``: it forwards both ways until
+    :meth:`hang`, after which it accepts connections and swallows every byte, answering
+    nothing (a frozen host or a partition); :meth:`close` resets every connection."""
+
+    def __init__(self, url: str):
+        u = sa.engine.make_url(url)
+        self.target, self.hung, self.socks = (u.host, u.port or 5432), False, []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = u.set(host="127.0.0.1", port=self.listener.getsockname()[1]).render_as_string(
+            hide_password=False)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.listener.accept()
+            except OSError:
+                return
+            self.socks.append(c)
+            if self.hung:
+                threading.Thread(target=self._pump, args=(c, None), daemon=True).start()
+                continue
+            s = socket.create_connection(self.target)
+            self.socks.append(s)
+            for a, b in ((c, s), (s, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, a, b):
+        try:
+            while data := a.recv(65536):
+                if b is not None and not self.hung:
+                    b.sendall(data)
+        except OSError:
+            pass
+
+    def hang(self):
+        self.hung = True
+
+    def close(self):
+        self.listener.close()
+        for s in self.socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+def _in_thread(fn, wait_s: float) -> tuple[bool, object]:
+    """(whether ``fn()`` returned within ``wait_s``, its result)."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(wait_s)
+    return (not t.is_alive() and bool(out)), (out[0] if out else None)
+
+
+def test_a_silent_postgresql_blocks_neither_route_nor_health_nor_shutdown(pg_url, artifact):  # noqa: F811
+    proxy = _SilentProxy(pg_url)
+    cfg = ServiceConfig(log_db=proxy.url, log_flush_ms=20, log_batch=1, log_timeout_s=0.5)
+    client = TestClient(create_app(artifact, cfg))
+    client.__enter__()
+    closed = False
+    try:
+        loop = client.app.state.feedback_loop
+        ids = [client.post("/route", json={"query": f"q {i}"}).json()["decision_id"] for i in range(3)]
+        loop.writer.flush()
+        assert client.get("/health").json()["status"] == "ok"
+        proxy.hang()
+        # more feedback calls than asyncio's default thread pool has threads: the old code ran
+        # each in that pool and waited forever, and /route's model calls need that pool too
+        n = min(32, (os.cpu_count() or 1) + 4) + 4
+        answers = [None] * n
+
+        def feedback(k):
+            answers[k] = client.post("/feedback", json={"decision_id": ids[k % 3], "score": 1.0})
+        threads = [threading.Thread(target=feedback, args=(k,), daemon=True) for k in range(n)]
+        [t.start() for t in threads]
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        done, r = _in_thread(lambda: client.post("/route", json={"query": "unrelated"}), 10.0)
+        assert done and r.status_code == 200, "/route waited on the silent database"
+        assert time.monotonic() - t0 < 5.0
+        [t.join(10.0) for t in threads]
+        assert all(a is not None for a in answers), "a /feedback got no answer in 10 s"
+        assert [a.status_code for a in answers] == [503] * n
+        for a in answers:
+            err = a.json()["error"]
+            assert err.startswith("decision log unavailable: ") and "within 0.5 s" in err, err
+        done, h = _in_thread(lambda: client.get("/health").json(), 5.0)
+        assert done and h["status"] == "degraded"
+        assert h["decision_log"]["feedback_unavailable"] == n and h["decision_log"]["feedback_failing"]
+        m = client.get("/metrics").text
+        assert f"recsys_router_decision_log_feedback_unavailable_total {n}" in m.splitlines()
+        # decisions queued for the silent database: the shutdown still ends, within twice the
+        # call limit plus the attempt in flight (the old code joined a writer that never returned)
+        client.post("/route", json={"queries": ["a b", "c d", "e f"]})
+        t0 = time.monotonic()
+        done, _ = _in_thread(lambda: client.__exit__(None, None, None), 8.0)
+        closed = done
+        assert done, "the shutdown waited on the silent database"
+        assert time.monotonic() - t0 < 4.0
+    finally:
+        proxy.close()  # the old code's calls end here (the connections are reset)
+        if not closed:
+            client.__exit__(None, None, None)
+
+
+def test_a_decision_log_call_on_a_silent_postgresql_ends_in_time(pg_url):  # noqa: F811
+    proxy = _SilentProxy(pg_url)
+    try:
+        log = DecisionLog(proxy.url, timeout_s=0.5)
+        assert log.has_decision("x") is False  # a pooled connection, then silence
+        proxy.hang()
+        t0 = time.monotonic()
+        done, err = _in_thread(lambda: _raised(log.has_decision, "x"), 6.0)
+        assert done and isinstance(err, sa.exc.OperationalError)
+        assert "no answer from the database within 0.5 s" in str(err)
+        assert time.monotonic() - t0 < 2.0
+        # a new connection to the silent server: libpq's connect_timeout (2 s at least)
+        t0 = time.monotonic()
+        done, err = _in_thread(lambda: _raised(log.counts), 6.0)
+        assert done and isinstance(err, sa.exc.OperationalError), err
+        assert time.monotonic() - t0 < 4.0
+        log.dispose()
+    finally:
+        proxy.close()
+
+
+def _raised(fn, *args):
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - returned for the test to check
+        return exc
+    return None

@@ -174,6 +174,15 @@ def add_parser(subparsers) -> None:
                    help="decisions per database write (a kill -9 loses at most the unwritten batch)")
     s.add_argument("--log-flush-ms", type=positive_float, default=200.0,
                    help="longest a decision waits before its batch is written")
+    s.add_argument("--log-timeout-s", type=positive_float, default=5.0,
+                   help="time limit of each decision-log database call (PostgreSQL: connecting, "
+                        "at least 2 s, each statement, a free pooled connection; any log: a "
+                        "POST /feedback past it is a 503); shutdown waits twice this for the "
+                        "queue (default 5)")
+    s.add_argument("--instance", default=None, metavar="NAME",
+                   help="this instance's name, logged with each decision and mixed into the "
+                        "exploration seed (default HOST:PID; give one to replay an instance's "
+                        "draws with the same --seed)")
     s.add_argument("--explore", default="none", metavar="POLICY",
                    help="exploration: none, epsilon:E, softmax:T or thompson[:N] (routers that "
                         "can sample their predictions); each decision logs its exact propensity")
@@ -307,7 +316,8 @@ def run_serve(args) -> int:
                         batch_wait_ms=args.batch_wait_ms, backends=backends,
                         explore=args.explore, log_db=args.log_db, log_text=args.log_text,
                         log_batch=args.log_batch, log_flush_ms=args.log_flush_ms, seed=args.seed,
-                        body_timeout_s=args.body_timeout_s)
+                        body_timeout_s=args.body_timeout_s, log_timeout_s=args.log_timeout_s,
+                        instance=args.instance)
     app = create_app(art, cfg)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not key:
         print(f"warning: serving on {args.host} without an API key (--api-key or ${API_KEY_ENV})",

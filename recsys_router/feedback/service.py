@@ -9,10 +9,12 @@ decision log. :func:`add_feedback_route` adds ``POST /feedback``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, Optional
 
 import numpy as np
@@ -26,12 +28,16 @@ from .store import (WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedba
                     UnknownDecision, decision_row, describe_error, is_value_error,
                     new_decision_id)
 
-__all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES", "COMMIT_WAIT_S"]
+__all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES", "COMMIT_WAIT_S",
+           "LOG_THREADS"]
 
 LOG_TEXT_MODES = ("full", "hash", "none")
 #: least time ``POST /feedback`` waits for its own decision's queued row (else a 503); five
 #: flush intervals when that is longer. It covers a batch retried with back-off (0.75 s).
 COMMIT_WAIT_S = 2.0
+#: threads making ``POST /feedback``'s database calls: their own pool, never asyncio's default
+#: one, which ``/route``'s model calls use (a database that stops answering cannot take it)
+LOG_THREADS = 4
 
 
 class FeedbackRequest(BaseModel):
@@ -80,11 +86,17 @@ class FeedbackLoop:
         Seed of the exploration draws.
     batch_size, flush_ms, max_pending
         See :class:`~recsys_router.feedback.store.DecisionWriter`.
+    timeout_s : float
+        Time limit of each decision-log database call (a PostgreSQL log's connect, statements
+        and pool wait; any log's ``POST /feedback`` call, else a 503); at shutdown the queue
+        gets twice this to be committed.
+    instance : str, optional
+        Name of this service instance, logged with each decision (default ``host:pid``).
     """
 
     def __init__(self, router, explore="none", log_db: str | None = None, log_text: str = "hash",
                  seed: int = 0, batch_size: int = 256, flush_ms: float = 200.0,
-                 max_pending: int = 10_000, instance: str | None = None):
+                 max_pending: int = 10_000, instance: str | None = None, timeout_s: float = 5.0):
         if log_text not in LOG_TEXT_MODES:
             raise ValueError(f"--log-text must be one of {LOG_TEXT_MODES}, got {log_text!r}")
         self.router = router
@@ -96,8 +108,14 @@ class FeedbackLoop:
         self.seed = int(seed)
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         self.artifact_sha = _artifact_sha(router)
-        self.log = DecisionLog(log_db) if log_db else None
+        self.timeout_s = float(timeout_s)
+        self.log = DecisionLog(log_db, timeout_s=self.timeout_s) if log_db else None
         self.writer = DecisionWriter(self.log, batch_size, flush_ms, max_pending) if self.log else None
+        self._pool = (ThreadPoolExecutor(LOG_THREADS, thread_name_prefix="decision-log")
+                      if self.log else None)
+        self.feedback_unavailable = 0   # feedback answered 503: the database failed or timed out
+        self.feedback_failing = False   # whether the latest feedback database call failed so
+        self.feedback_error: str | None = None
         #: how long ``POST /feedback`` waits for its decision's queued row to be committed
         self.commit_wait_s = max(COMMIT_WAIT_S, 5 * flush_ms / 1000.0)
 
@@ -177,8 +195,8 @@ class FeedbackLoop:
             # a decision of another instance may still sit in that instance's batch
             await asyncio.sleep(wait)
             try:
-                await asyncio.to_thread(self.log.add_feedback, req.decision_id, score=req.score,
-                                        thumbs=req.thumbs, cost=req.cost, latency_ms=req.latency_ms)
+                await self._db_call(self.log.add_feedback, req.decision_id, score=req.score,
+                                    thumbs=req.thumbs, cost=req.cost, latency_ms=req.latency_ms)
                 return {"decision_id": req.decision_id, "status": "recorded"}
             except UnknownDecision:
                 continue
@@ -188,9 +206,30 @@ class FeedbackLoop:
                 if is_value_error(exc):  # the database refused this request's value: a 4xx
                     raise HTTPException(422, f"decision_id cannot be looked up: "
                                              f"{describe_error(exc)}") from None
-                # the database is down: say so, never a bare 500
-                raise HTTPException(503, f"decision log unavailable: {describe_error(exc)}") from None
+                # the database is down or silent: say so, never a bare 500, and count it
+                raise self._unavailable(describe_error(exc)) from None
+            except asyncio.TimeoutError:
+                raise self._unavailable(f"no answer within {self.timeout_s:g} s") from None
         raise HTTPException(404, f"unknown decision_id {req.decision_id!r}")
+
+    async def _db_call(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` in the log's own threads, awaited at most :attr:`timeout_s`
+        (``asyncio.TimeoutError`` past it; a call not yet started is then never made). A
+        call that answers, with any outcome of the database, clears ``feedback_failing``."""
+        fut = asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        try:
+            out = await asyncio.wait_for(fut, self.timeout_s)
+        except (UnknownDecision, DuplicateFeedback):
+            self.feedback_failing = False
+            raise
+        self.feedback_failing = False
+        return out
+
+    def _unavailable(self, why: str) -> HTTPException:
+        """A 503 for feedback the database could not take, counted for ``/health``."""
+        self.feedback_unavailable += 1
+        self.feedback_failing, self.feedback_error = True, why
+        return HTTPException(503, f"decision log unavailable: {why}")
 
     async def _committed(self, decision_id: str) -> bool:
         """Wait until this instance no longer queues ``decision_id`` (its row committed or
@@ -206,8 +245,16 @@ class FeedbackLoop:
         return True
 
     def log_status(self) -> dict | None:
-        """The decision-log writer's counters (:meth:`DecisionWriter.status`), None without a log."""
-        return None if self.writer is None else self.writer.status()
+        """The decision-log writer's counters (:meth:`DecisionWriter.status`) and the feedback
+        calls': ``feedback_unavailable`` (503s), ``feedback_failing`` (the latest call failed;
+        ``ok`` is then False), ``feedback_error``; None without a log."""
+        if self.writer is None:
+            return None
+        out = self.writer.status()
+        out.update(feedback_unavailable=self.feedback_unavailable,
+                   feedback_failing=self.feedback_failing, feedback_error=self.feedback_error)
+        out["ok"] = out["ok"] and not self.feedback_failing
+        return out
 
     def prometheus_lines(self) -> list[str]:
         """Prometheus series of the decision log (none without a log)."""
@@ -224,6 +271,8 @@ class FeedbackLoop:
              "full or closed.", st["rejected"]),
             ("queue_depth", "gauge", "Decisions queued, not yet committed.", st["queued"]),
             ("failing", "gauge", "1 while the latest decision-log insert failed.", int(st["failing"])),
+            ("feedback_unavailable_total", "counter", "Feedback answered 503: the database failed "
+             "or gave no answer in time.", st["feedback_unavailable"]),
         ]
         lines = []
         for name, kind, text, value in series:
@@ -232,9 +281,11 @@ class FeedbackLoop:
         return lines
 
     def close(self) -> None:
-        """Commit every queued decision (clean shutdown)."""
+        """Commit every queued decision (clean shutdown), waiting at most twice
+        :attr:`timeout_s` for the database (the rest is dropped, with a warning)."""
         if self.writer is not None:
-            self.writer.close()
+            self.writer.close(timeout=2 * self.timeout_s)
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self.log.dispose()
 
 

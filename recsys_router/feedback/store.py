@@ -32,10 +32,7 @@ its answer (404 unknown id, 409 duplicate) is exact.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-import uuid
 import warnings
 from urllib.parse import quote
 
@@ -46,12 +43,14 @@ from sqlalchemy.exc import IntegrityError
 from ..db_urls import redact_url, scrub_url, url_refusal
 from ..errors import DataValidationError
 from ..sqlite_files import read_only_engine, sqlite_file_path
+from .db_deadline import CallDeadline, bounded, engine_options
+from .log_rows import decision_row, new_decision_id, text_hash
 from .logged import feedback_error
 from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
 __all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "SCHEMA_LOCK_KEY", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog",
            "DecisionWriter", "LogFull", "UnknownDecision", "DuplicateFeedback", "MissingLog", "describe_error",
-           "is_value_error", "normalise_url", "new_decision_id", "text_hash"]
+           "is_value_error", "normalise_url", "new_decision_id", "text_hash", "decision_row"]
 
 SCHEMA_VERSION = 1
 #: longest wait of PostgreSQL's ``ALTER TABLE`` adding the ``task`` column to an older log
@@ -132,16 +131,6 @@ def normalise_url(url: str, flag: str = "--log-db") -> str:
     return url
 
 
-def new_decision_id() -> str:
-    """A fresh random decision id (32 hex digits)."""
-    return uuid.uuid4().hex
-
-
-def text_hash(text: str) -> str:
-    """SHA-256 of a query text (what ``--log-text hash`` stores)."""
-    return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
-
-
 class DecisionLog:
     """Connection to the decision-log database (creates and checks the schema).
 
@@ -154,6 +143,11 @@ class DecisionLog:
         read replica or a read-only role serves; a missing log is an error.
     flag : str
         The option named by errors (``--log-db``, ``--log``, ``--db``).
+    timeout_s : float, optional
+        Time limit of every call to a PostgreSQL log: connecting, waiting for a pooled
+        connection, each method's statements (server-side ``statement_timeout`` and a
+        client-side deadline, :mod:`~recsys_router.feedback.db_deadline`); a call past it
+        raises ``OperationalError`` (no answer within the limit). None: no limit (readers).
 
     Example
     -------
@@ -162,7 +156,8 @@ class DecisionLog:
     1
     """
 
-    def __init__(self, url: str, *, read_only: bool = False, flag: str = "--log-db"):
+    def __init__(self, url: str, *, read_only: bool = False, flag: str = "--log-db",
+                 timeout_s: float | None = None):
         self.url = normalise_url(url, flag)
         self.read_only = bool(read_only)
         #: the URL as errors show it: never its password or query values (a bare path as typed)
@@ -173,6 +168,11 @@ class DecisionLog:
         if refusal:
             raise ValueError(f"{flag} {self.shown!r}: {refusal}")
         kw: dict = {}
+        #: bounds every call to a PostgreSQL log when ``timeout_s`` is given (else None)
+        self.deadline: CallDeadline | None = None
+        bound = timeout_s is not None and self.url.startswith("postgresql")
+        if bound:
+            kw.update(engine_options(self.url, timeout_s))
         if self.url.startswith("sqlite"):
             kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
             if self.url in ("sqlite://", "sqlite:///:memory:"):
@@ -191,13 +191,15 @@ class DecisionLog:
                              f"({scrub_url(str(exc), self.url)})") from None
         if self.engine.dialect.name == "sqlite" and path is None:
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        if bound:
+            self.deadline = CallDeadline(self.engine, timeout_s)
         try:
             if self.read_only:
                 self._check_schema()
             else:
                 self._init_schema()
         except sa.exc.DBAPIError as exc:  # cannot connect, read-only, no permission, ...
-            self.engine.dispose()
+            self.dispose()
             raise ValueError(f"{flag} {self.shown!r}: cannot open the database "
                              f"({scrub_url(str(exc.orig).strip(), self.url)})") from None
 
@@ -237,6 +239,7 @@ class DecisionLog:
         self.has_task_column = "task" in self._columns()
         self.schema_version = SCHEMA_VERSION
 
+    @bounded
     def _init_schema(self) -> None:
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "postgresql":
@@ -257,6 +260,7 @@ class DecisionLog:
         self.has_task_column = self._add_task_column()
         self.schema_version = SCHEMA_VERSION
 
+    @bounded
     def _add_task_column(self) -> bool:
         """Give a log written before the ``task`` column its column (nullable: its rows have
         no task); an older package still reads and writes the log, naming its own columns.
@@ -284,6 +288,7 @@ class DecisionLog:
         return True
 
     # ------------------------------------------------------------------ decisions
+    @bounded
     def insert_decisions(self, rows: list[dict]) -> None:
         """Insert decision rows in one transaction (a log without the ``task`` column, which
         could not be added, gets them without it)."""
@@ -293,12 +298,14 @@ class DecisionLog:
             with self.engine.begin() as conn:
                 conn.execute(DECISIONS_T.insert(), rows)
 
+    @bounded
     def has_decision(self, decision_id: str) -> bool:
         with self.engine.connect() as conn:
             return conn.execute(sa.select(DECISIONS_T.c.decision_id)
                                 .where(DECISIONS_T.c.decision_id == decision_id)).first() is not None
 
     # ------------------------------------------------------------------ feedback
+    @bounded
     def add_feedback(self, decision_id: str, *, score: float | None = None, thumbs: str | None = None,
                      cost: float | None = None, latency_ms: float | None = None) -> dict:
         """Record the outcome of a decision.
@@ -331,6 +338,7 @@ class DecisionLog:
         return row
 
     # ------------------------------------------------------------------ reading
+    @bounded
     def read(self, *, with_feedback_only: bool = False) -> pd.DataFrame:
         """Decisions joined with their feedback, one row per decision, oldest first."""
         j = DECISIONS_T.outerjoin(FEEDBACK_T, DECISIONS_T.c.decision_id == FEEDBACK_T.c.decision_id)
@@ -347,6 +355,7 @@ class DecisionLog:
             return pd.DataFrame(conn.execute(q).mappings().all(),
                                 columns=[c.name for c in DECISIONS_T.c] + [c.name for c in fb])
 
+    @bounded
     def counts(self) -> tuple[int, int]:
         """(number of decisions, number of feedback rows)."""
         with self.engine.connect() as conn:
@@ -354,6 +363,8 @@ class DecisionLog:
                     conn.execute(sa.select(sa.func.count()).select_from(FEEDBACK_T)).scalar_one())
 
     def dispose(self) -> None:
+        if self.deadline is not None:
+            self.deadline.stop()
         self.engine.dispose()
 
 
@@ -364,20 +375,3 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
-
-
-def decision_row(*, decision_id: str, instance: str, artifact_sha: str | None, policy: str,
-                 policy_value: float | None, explore: str, candidates: list[str], chosen: str,
-                 propensity: float, probs: dict, scores: dict, costs: dict | None, text: str,
-                 log_text: str, task: str | None = None) -> dict:
-    """One ``rr_decisions`` row (JSON-encodes the per-LLM fields; keeps the text as
-    ``log_text`` says: ``full``, ``hash`` or ``none``, and the query's ``task`` label)."""
-    return {"decision_id": decision_id, "created_at": time.time(), "instance": instance,
-            "artifact_sha": artifact_sha, "policy": policy,
-            "policy_value": None if policy_value is None else float(policy_value),
-            "explore": explore, "candidates": json.dumps(list(candidates)), "chosen": chosen,
-            "propensity": float(propensity), "probs": json.dumps(probs), "scores": json.dumps(scores),
-            "costs": None if costs is None else json.dumps(costs),
-            "query_text": text if log_text == "full" else None,
-            "query_hash": text_hash(text) if log_text in ("full", "hash") else None,
-            "task": task or None}

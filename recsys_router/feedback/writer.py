@@ -16,6 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import warnings
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -104,6 +105,7 @@ class DecisionWriter:
         self._pending: set[str] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._abandoned = False    # close() gave up waiting: the rest is dropped, not tried
         self.written = 0
         self.failed_attempts = 0   # inserts that raised (each retry counts)
         self.dropped = 0           # decisions given up after WRITE_ATTEMPTS failed inserts
@@ -160,6 +162,8 @@ class DecisionWriter:
         or duplicate key is not (the same rows fail the same way)."""
         last: BaseException | None = None
         for attempt in range(WRITE_ATTEMPTS):
+            if self._abandoned:
+                return last or LogFull("the decision log was closed before this batch was written")
             try:
                 self.log.insert_decisions(batch)
                 return None
@@ -231,10 +235,22 @@ class DecisionWriter:
             time.sleep(0.005)
         raise TimeoutError(f"decision log: rows still queued after {timeout} s")
 
-    def close(self) -> None:
-        """Commit everything queued and stop the thread (idempotent)."""
+    def close(self, timeout: float | None = None) -> int:
+        """Commit everything queued and stop the thread (idempotent). With ``timeout``, wait
+        at most that many seconds: rows still uncommitted then are given up (counted as
+        dropped once the thread, a daemon, ends the attempt it is in; never tried again) and
+        a ``RuntimeWarning`` says how many. Returns the number of rows given up."""
         if self._closed:
-            return
+            return 0
         self._closed = True
         self._q.put(None)
-        self._thread.join()
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            return 0
+        with self._lock:
+            self._abandoned = True
+            lost = len(self._pending)
+        warnings.warn(f"decision log: {lost} queued decision(s) were not committed within "
+                      f"{timeout:g} s of shutdown (the database did not take them); they are "
+                      "not logged", RuntimeWarning, stacklevel=2)
+        return lost

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import numbers
 import time
 import warnings
 from collections import Counter
@@ -23,7 +22,7 @@ from typing import Optional
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from ..encoders.cache import memory_only
 from ..errors import RepeatedNameError
@@ -33,50 +32,13 @@ from ..feedback.service import FeedbackLoop, add_feedback_route, log_full_error
 from ..feedback.store import LogFull
 from ..state import json_safe
 from .batcher import MicroBatcher
+from .config import ServiceConfig
 from .json_body import JSONOnlyRoute
-from .keys import ApiKey
 from .guards import (BodyLimit, SafeJSONResponse, SafeStr, check_text, content_length,
                      install_error_handlers, printable, route_label)
 from .llm_admin import ServedRouter, add_llm_admin_routes
 
 __all__ = ["create_app", "ServiceConfig", "RouteRequest"]
-
-
-class ServiceConfig(BaseModel):
-    """Limits and options of the service.
-
-    Limits are checked when the config is made (a ``pydantic.ValidationError``, a
-    ``ValueError``, naming the field): counts and sizes must be >= 1, times finite and >= 0
-    (the backend timeout, the body deadline ``body_timeout_s``: seconds a request body may
-    take to arrive whole, and the log's flush interval > 0), the seed >= 0, counts whole
-    numbers (numpy integers too), and no unknown field is accepted.
-    """
-
-    max_batch: int = Field(default=256, ge=1)
-    max_body_bytes: int = Field(default=1_000_000, ge=1)
-    max_text_chars: int = Field(default=100_000, ge=1)
-    api_key: Optional[ApiKey] = None   # visible ASCII: what a client can send reliably
-    batch_wait_ms: float = Field(default=5.0, ge=0, allow_inf_nan=False)
-    backends: Optional[dict] = None
-    backend_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
-    body_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
-    explore: str = "none"
-    log_db: Optional[str] = None
-    log_text: str = "hash"
-    log_batch: int = Field(default=256, ge=1)
-    log_flush_ms: float = Field(default=200.0, gt=0, allow_inf_nan=False)
-    seed: int = Field(default=0, ge=0)
-
-    model_config = {"extra": "forbid", "hide_input_in_errors": True}   # never echo the API key
-
-    @field_validator("max_batch", "max_body_bytes", "max_text_chars", "log_batch", "seed",
-                     mode="before")
-    @classmethod
-    def _whole_number(cls, v):
-        # an int or a numpy integer; never a bool, a float such as 2.5 or 8.0, or a string
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise ValueError(f"must be a whole number, got {v!r}")
-        return int(v)
 
 
 class RouteRequest(BaseModel):
@@ -249,7 +211,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
 
     batcher = MicroBatcher(_predict, max_batch=cfg.max_batch, max_wait_ms=cfg.batch_wait_ms)
     loop = FeedbackLoop(router, cfg.explore, cfg.log_db, cfg.log_text, seed=cfg.seed,
-                        batch_size=cfg.log_batch, flush_ms=cfg.log_flush_ms)
+                        batch_size=cfg.log_batch, flush_ms=cfg.log_flush_ms,
+                        timeout_s=cfg.log_timeout_s, instance=cfg.instance)
 
     @asynccontextmanager
     async def lifespan(app):
