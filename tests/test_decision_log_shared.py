@@ -2,8 +2,10 @@
 
 Instances opening an empty log at the same moment all start; a database that accepts
 connections and then answers nothing (behind :class:`_SilentProxy`) blocks neither
-``/route`` nor ``/health`` nor the shutdown. The PostgreSQL tests skip with a reason when no
-server answers (``pg_util``)."""
+``/route`` nor ``/health`` nor the shutdown; feedback sent to one instance for a recent decision
+that another still queues is a 503 "retry", never a 404 a client would drop it on. The
+PostgreSQL tests skip with a reason when no server answers (``pg_util``); the others share a
+SQLite file between two services of one process."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import uuid
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
+from recsys_router.feedback.log_rows import decision_time, new_decision_id
+from recsys_router.feedback.service import NOT_YET_S, FeedbackLoop
 from recsys_router.feedback.store import DecisionLog
 from recsys_router.serving import ServiceConfig, create_app
 from pg_util import pg_url  # noqa: F401 - fixture
@@ -205,3 +209,51 @@ def _raised(fn, *args):
     except Exception as exc:  # noqa: BLE001 - returned for the test to check
         return exc
     return None
+
+
+# ------------------------------------------------- feedback on a decision of another instance
+def test_feedback_on_a_decision_another_instance_still_queues_is_a_503_retry(tmp_path, artifact):  # noqa: F811
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    slow = ServiceConfig(log_db=url, log_flush_ms=600_000, log_batch=1000, instance="a")  # writes at shutdown
+    with TestClient(create_app(artifact, ServiceConfig(log_db=url, log_flush_ms=20, instance="b"))) as b:
+        with TestClient(create_app(artifact, slow)) as a:
+            did = a.post("/route", json={"query": "a b"}).json()["decision_id"]
+            r = b.post("/feedback", json={"decision_id": did, "score": 1.0})
+            # the old code: 404 "unknown decision_id" after its own 3 short waits
+            assert r.status_code == 503, r.text
+            assert r.headers["retry-after"] == "1"
+            err = r.json()["error"]
+            assert err.startswith(f"decision {did!r} is not in the log yet (issued ") and \
+                err.endswith("the instance that made it may still be writing it): retry the feedback later")
+        # A stopped, committing its queue: the retry is recorded, once
+        r = b.post("/feedback", json={"decision_id": did, "score": 1.0})
+        assert r.status_code == 200 and r.json()["status"] == "recorded"
+        assert b.post("/feedback", json={"decision_id": did, "score": 1.0}).status_code == 409
+        loop = b.app.state.feedback_loop
+        assert loop.not_yet_s == NOT_YET_S == 60.0
+        # ids no instance can still be writing: 404 (a random version-4 id as older versions
+        # issued, one issued twice the window ago, or ahead of the clock by as much, not an id)
+        now = time.time()
+        for bad in ("nope", uuid.uuid4().hex, "0" * 32, new_decision_id(now=now - 120.5),
+                    new_decision_id(now=now + 120.5)):
+            r = b.post("/feedback", json={"decision_id": bad, "score": 1.0})
+            assert r.status_code == 404 and r.json() == {"error": f"unknown decision_id {bad!r}"}
+        # a well-formed recent id of no decision is "not yet" until the window has passed
+        fresh = new_decision_id(now=now - 30.0)
+        assert b.post("/feedback", json={"decision_id": fresh, "score": 1.0}).status_code == 503
+
+
+def test_decision_ids_carry_their_issuing_time(tmp_path, artifact):  # noqa: F811
+    t = 1_700_000_123.456
+    did = new_decision_id(now=t)
+    u = uuid.UUID(hex=did)   # read by the standard library: a version-7 UUID
+    assert u.version == 7 and u.variant == uuid.RFC_4122 and u.int >> 80 == 1_700_000_123_456
+    assert decision_time(did) == 1_700_000_123.456
+    assert len({new_decision_id(now=t) for _ in range(1000)}) == 1000  # random within one ms
+    assert decision_time(uuid.uuid4().hex) is None and decision_time(did.upper()) is None
+    # a longer flush or call limit widens the window: 5 flushes + 2 x 5 attempts x the limit
+    loop = FeedbackLoop(artifact, log_db=str(tmp_path / "w.db"), flush_ms=30_000.0, timeout_s=6.0)
+    try:
+        assert loop.not_yet_s == 5 * 30.0 + 2 * 5 * 6.0
+    finally:
+        loop.close()

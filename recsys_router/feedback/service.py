@@ -24,12 +24,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .explore import ExplorationPolicy, choice_probabilities, draw, parse_explore, policy_utility
 from .sampling import sample_scores
+from .log_rows import decision_time
 from .store import (WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedback, LogFull,
                     UnknownDecision, decision_row, describe_error, is_value_error,
                     new_decision_id)
 
 __all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES", "COMMIT_WAIT_S",
-           "LOG_THREADS"]
+           "LOG_THREADS", "NOT_YET_S"]
 
 LOG_TEXT_MODES = ("full", "hash", "none")
 #: least time ``POST /feedback`` waits for its own decision's queued row (else a 503); five
@@ -38,6 +39,10 @@ COMMIT_WAIT_S = 2.0
 #: threads making ``POST /feedback``'s database calls: their own pool, never asyncio's default
 #: one, which ``/route``'s model calls use (a database that stops answering cannot take it)
 LOG_THREADS = 4
+#: least time after a decision was issued (the time its id holds) during which feedback on it
+#: that the log does not hold yet is a 503 "retry", not a 404: the instance that made it may
+#: still be writing it (see :attr:`FeedbackLoop.not_yet_s`)
+NOT_YET_S = 60.0
 
 
 class FeedbackRequest(BaseModel):
@@ -118,6 +123,11 @@ class FeedbackLoop:
         self.feedback_error: str | None = None
         #: how long ``POST /feedback`` waits for its decision's queued row to be committed
         self.commit_wait_s = max(COMMIT_WAIT_S, 5 * flush_ms / 1000.0)
+        #: how long after its decision a missing row is "not in the log yet" (503), not unknown
+        #: (404): :data:`NOT_YET_S`, or the longest an instance with these settings may take to
+        #: write a row (5 flush intervals, and each of a batch's inserts running up to twice
+        #: ``timeout_s``: the pool wait, then the connection and statements) if longer
+        self.not_yet_s = max(NOT_YET_S, 5 * flush_ms / 1000.0 + 2 * WRITE_ATTEMPTS * self.timeout_s)
 
     def explore(self, texts, scores, costs, choice, policy, value, mask, router=None, tasks=None):
         """``(choice, propensity, probs)`` after exploration around the greedy ``choice``;
@@ -183,8 +193,9 @@ class FeedbackLoop:
 
     async def feedback(self, req: FeedbackRequest) -> dict:
         """Store one outcome; HTTP errors 404 (unknown id), 409 (duplicate) and 503 (the
-        database is down, or this decision's row is still queued after :attr:`commit_wait_s`:
-        only this decision is waited for, never the whole queue)."""
+        database is down, this decision's row is still queued after :attr:`commit_wait_s`:
+        only this decision is waited for, never the whole queue; or a recent decision is not
+        in the log yet, :meth:`_not_logged`)."""
         if self.log is None:
             raise HTTPException(400, "this service keeps no decision log: start it with --log-db URL")
         if not await self._committed(req.decision_id):
@@ -210,7 +221,7 @@ class FeedbackLoop:
                 raise self._unavailable(describe_error(exc)) from None
             except asyncio.TimeoutError:
                 raise self._unavailable(f"no answer within {self.timeout_s:g} s") from None
-        raise HTTPException(404, f"unknown decision_id {req.decision_id!r}")
+        raise self._not_logged(req.decision_id)
 
     async def _db_call(self, fn, *args, **kwargs):
         """``fn(*args, **kwargs)`` in the log's own threads, awaited at most :attr:`timeout_s`
@@ -224,6 +235,23 @@ class FeedbackLoop:
             raise
         self.feedback_failing = False
         return out
+
+    def _not_logged(self, decision_id: str) -> HTTPException:
+        """The answer for a decision the log does not hold: 404 when it never will (this
+        instance dropped it, or its id is not one :func:`new_decision_id` issued within
+        :attr:`not_yet_s`), else 503 with ``Retry-After`` (another instance may still hold
+        it in its batch)."""
+        if self.writer.was_dropped(decision_id):
+            return HTTPException(404, f"decision {decision_id!r} is not logged: its batch was "
+                                      "dropped after failed inserts (see GET /health)")
+        issued = decision_time(decision_id)
+        age = None if issued is None else time.time() - issued
+        if age is None or abs(age) > self.not_yet_s:  # unknown, or long past any batch
+            return HTTPException(404, f"unknown decision_id {decision_id!r}")
+        return HTTPException(503, f"decision {decision_id!r} is not in the log yet (issued "
+                                  f"{max(age, 0.0):.1f} s ago; the instance that made it may "
+                                  "still be writing it): retry the feedback later",
+                             headers={"Retry-After": "1"})
 
     def _unavailable(self, why: str) -> HTTPException:
         """A 503 for feedback the database could not take, counted for ``/health``."""

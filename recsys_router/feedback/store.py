@@ -27,7 +27,7 @@ only the refused rows are dropped), each counted
 (``DecisionWriter.status``: failed attempts, dropped and rejected decisions, the last error,
 the queue depth), which the service shows in ``GET /health`` and ``GET /metrics``. Feedback
 is written synchronously, one transaction per request, so
-its answer (404 unknown id, 409 duplicate) is exact.
+its answer (not in the log, 409 duplicate) is exact.
 """
 
 from __future__ import annotations

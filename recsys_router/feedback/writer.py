@@ -103,6 +103,7 @@ class DecisionWriter:
         self.log, self.batch_size, self.flush_s = log, int(batch_size), float(flush_ms) / 1000.0
         self._q: queue.Queue = queue.Queue(maxsize=int(max_pending))
         self._pending: set[str] = set()
+        self._dropped_ids: dict[str, None] = {}   # the latest max_pending dropped, oldest first
         self._lock = threading.Lock()
         self._closed = False
         self._abandoned = False    # close() gave up waiting: the rest is dropped, not tried
@@ -135,6 +136,12 @@ class DecisionWriter:
         """Whether a decision is queued here but not yet committed."""
         with self._lock:
             return decision_id in self._pending
+
+    def was_dropped(self, decision_id: str) -> bool:
+        """Whether this writer dropped ``decision_id`` (one of its latest ``max_pending``
+        dropped decisions): it is not in the log and never will be."""
+        with self._lock:
+            return decision_id in self._dropped_ids
 
     def _run(self) -> None:
         while True:
@@ -195,6 +202,10 @@ class DecisionWriter:
                 self.failing = False
             else:
                 self.dropped += len(batch)
+                for r in batch:
+                    self._dropped_ids[r["decision_id"]] = None
+                while len(self._dropped_ids) > self._q.maxsize:
+                    del self._dropped_ids[next(iter(self._dropped_ids))]
             # dropped rows are no longer pending: feedback on them is an honest 404
             self._pending.difference_update(r["decision_id"] for r in batch)
 
