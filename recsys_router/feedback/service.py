@@ -30,7 +30,7 @@ from .store import (WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedba
                     new_decision_id)
 
 __all__ = ["FeedbackLoop", "FeedbackRequest", "add_feedback_route", "LOG_TEXT_MODES", "COMMIT_WAIT_S",
-           "LOG_THREADS", "NOT_YET_S"]
+           "LOG_THREADS", "NOT_YET_S", "exploration_seed"]
 
 LOG_TEXT_MODES = ("full", "hash", "none")
 #: least time ``POST /feedback`` waits for its own decision's queued row (else a 503); five
@@ -67,6 +67,20 @@ class FeedbackRequest(BaseModel):
         return v
 
 
+def exploration_seed(seed: int, instance: str) -> np.random.SeedSequence:
+    """The seed of an instance's exploration draws: ``seed`` and the first 8 bytes of the
+    SHA-256 of the instance's name, as one numpy ``SeedSequence`` (the same pair, the same
+    draws; another name, independent draws).
+
+    Example
+    -------
+    >>> exploration_seed(0, "a").entropy == exploration_seed(0, "a").entropy
+    True
+    """
+    name = int.from_bytes(hashlib.sha256(str(instance).encode("utf-8")).digest()[:8], "big")
+    return np.random.SeedSequence([int(seed), name])
+
+
 def _artifact_sha(router) -> str | None:
     files = (router.manifest or {}).get("files") or {}
     if not files:
@@ -88,7 +102,7 @@ class FeedbackLoop:
         propensities in responses).
     log_text : {"full", "hash", "none"}
     seed : int
-        Seed of the exploration draws.
+        Seed of the exploration draws, with ``instance`` (:func:`exploration_seed`).
     batch_size, flush_ms, max_pending
         See :class:`~recsys_router.feedback.store.DecisionWriter`.
     timeout_s : float
@@ -96,7 +110,9 @@ class FeedbackLoop:
         and pool wait; any log's ``POST /feedback`` call, else a 503); at shutdown the queue
         gets twice this to be committed.
     instance : str, optional
-        Name of this service instance, logged with each decision (default ``host:pid``).
+        Name of this service instance, logged with each decision and part of the exploration
+        seed (default ``host:pid``, so two processes never draw alike; give a fixed name to
+        replay an instance's draws).
     """
 
     def __init__(self, router, explore="none", log_db: str | None = None, log_text: str = "hash",
@@ -109,9 +125,11 @@ class FeedbackLoop:
         if self.policy.kind == "thompson":
             sample_scores(router.router, None, 2, 0, check_only=True)
         self.log_text = log_text
-        self.rng = np.random.default_rng(seed)
         self.seed = int(seed)
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
+        # instances given one --seed must not make the same draws (the shared log would hold
+        # copies, not independent explorations): the instance's name is part of the seed
+        self.rng = np.random.default_rng(exploration_seed(self.seed, self.instance))
         self.artifact_sha = _artifact_sha(router)
         self.timeout_s = float(timeout_s)
         self.log = DecisionLog(log_db, timeout_s=self.timeout_s) if log_db else None
