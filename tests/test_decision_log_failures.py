@@ -277,6 +277,38 @@ def test_feedback_on_a_decision_queued_too_long_is_a_503_then_retried(tmp_path, 
         assert r.status_code == 200 and r.json()["status"] == "recorded"
 
 
+def test_close_with_a_timeout_returns_while_a_full_queue_waits_on_the_database(tmp_path):
+    """close(timeout) first put its stop mark into the queue without a timeout: with the
+    queue full and the database holding the writer's insert, close waited for the database
+    (minutes on a silent PostgreSQL) before its timed wait began. It now gives up on time:
+    the queued rows are counted as given up and the database still holds the insert."""
+    log = DecisionLog(f"sqlite:///{tmp_path / 'q.db'}")
+    entered, release = threading.Event(), threading.Event()
+    real = log.insert_decisions
+
+    def held(rows):
+        entered.set()
+        release.wait(60)
+        real(rows)
+
+    log.insert_decisions = held
+    w = DecisionWriter(log, batch_size=1, flush_ms=1.0, max_pending=2)
+    w.submit([_row("a")])
+    entered.wait(30)                       # the writer holds "a" in the database
+    w.submit([_row("b"), _row("c")])       # the queue is full
+    out = {}
+    closer = threading.Thread(target=lambda: out.setdefault(
+        "lost", w.close(timeout=0.2)), daemon=True)
+    with pytest.warns(RuntimeWarning, match="were not committed"):
+        closer.start()
+        closer.join(30)                    # liveness, not timing: the old close never returned
+    try:
+        assert not closer.is_alive() and not release.is_set()
+        assert out["lost"] == 3            # a, b and c: none committed
+    finally:
+        release.set()
+
+
 def _row(did: str, chosen: str = "m", text: str = "q", log_text: str = "none") -> dict:
     return store.decision_row(decision_id=did, instance="t", artifact_sha=None, policy="argmax",
                               policy_value=None, explore="none", candidates=["m"], chosen=chosen,

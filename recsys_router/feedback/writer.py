@@ -254,8 +254,12 @@ class DecisionWriter:
         if self._closed:
             return 0
         self._closed = True
-        self._q.put(None)
-        self._thread.join(timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        try:   # a full queue makes room only as batches commit: the put counts in the timeout
+            self._q.put(None, timeout=timeout)
+        except queue.Full:
+            pass
+        self._thread.join(None if end is None else max(0.0, end - time.monotonic()))
         if not self._thread.is_alive():
             return 0
         with self._lock:
