@@ -458,3 +458,31 @@ def test_a_backend_waits_in_the_snapshot_of_its_pool(knn_artifact, monkeypatch):
     assert "nb" not in old.proxy_backends and "nb" not in old.llm_names
     assert new.proxy_backends["nb"] == {"base_url": "http://other/v1", "model": "nb", "api_key_env": None}
     assert art.__dict__.get("proxy_backends") is None        # the caller's artifact is untouched
+
+
+def test_the_caps_hold_for_a_compressed_backend(monkeypatch):
+    """A gzip-encoded reply decodes into chunks far larger than what came over the wire: a
+    whole 5,000-byte line ending inside one decoded chunk was relayed past a 1,000-byte line
+    cap (only the bytes left after a chunk's lines were checked), and a reply's last decoded
+    chunk was kept before the size check."""
+    import asyncio
+    import gzip
+
+    import httpx
+
+    from recsys_router.serving.stream_relay import capped_reply, relayed_lines
+
+    def reply(raw: bytes) -> httpx.Response:
+        class Net(httpx.AsyncByteStream):
+            async def __aiter__(self):
+                yield gzip.compress(raw)
+        return httpx.Response(200, headers={"content-encoding": "gzip"}, stream=Net())
+
+    async def relay(raw):
+        return [x async for x in relayed_lines(reply(raw), "a", str, limit=1000)]
+    out = asyncio.run(relay(GOOD + b'data: {"pad": "' + b"x" * 5000 + b'"}\n\n' + REST))
+    assert len(out) == 3 and out[0] == b'data: {"model": "a", "choices": [{"delta": {"content": "hi"}}]}\n'
+    assert json.loads(out[2].split(b"\n")[1][5:])["error"]["message"] == (
+        "backend for 'a' sent a stream line of more than 1,000 bytes")
+    assert asyncio.run(capped_reply(reply(b" " * 5000), limit=1000)) is None
+    assert asyncio.run(capped_reply(reply(b" " * 1000), limit=1000)) == b" " * 1000

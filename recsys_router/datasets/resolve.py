@@ -52,8 +52,8 @@ def seed_option(name_or_path, options: dict, seed: int | None) -> int | None:
     out of ``options``) where given, else ``seed`` (the command's ``--seed``).
 
     A ``seed`` option for a dataset whose loader draws nothing at random (a file, a folder, a
-    benchmark loader without a ``seed`` parameter) is an error naming the dataset; it used to
-    be dropped without a word.
+    benchmark loader without a ``seed`` parameter, or a misspelt name) is an error naming it
+    and the generated datasets; it used to be dropped without a word.
 
     Example
     -------
@@ -65,15 +65,16 @@ def seed_option(name_or_path, options: dict, seed: int | None) -> int | None:
     >>> seed_option("data.csv", {"seed": 3}, 7)
     Traceback (most recent call last):
     ...
-    ValueError: -o seed=3: dataset 'data.csv' is read from a file, not drawn at random; it takes no seed
+    ValueError: -o seed=3: 'data.csv' is not a generated dataset (synthetic, synthetic-many, synthetic-routereval); data read from files takes no seed
     """
     if "seed" not in options:
         return seed
     spec = loader_spec(name_or_path)
     if spec is None or not _takes_seed(spec):
-        where = "read from a file" if spec is None else "read from its files"
-        raise ValueError(f"-o seed={options['seed']}: dataset {str(name_or_path)!r} is {where}, "
-                         "not drawn at random; it takes no seed")
+        from .registry import DATASETS  # noqa: PLC0415
+        drawn = sorted(n for n, s in DATASETS.items() if _takes_seed(s))
+        raise ValueError(f"-o seed={options['seed']}: {str(name_or_path)!r} is not a generated "
+                         f"dataset ({', '.join(drawn)}); data read from files takes no seed")
     return options.pop("seed")
 
 

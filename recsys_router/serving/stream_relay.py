@@ -38,9 +38,9 @@ async def capped_reply(resp: httpx.Response, limit: int | None = None) -> bytes 
     body = bytearray()
     try:
         async for chunk in resp.aiter_bytes():
-            body += chunk
-            if len(body) > limit:
+            if len(body) + len(chunk) > limit:   # checked before the (decoded) chunk is kept
                 return None
+            body += chunk
     finally:
         await resp.aclose()
     return bytes(body)
@@ -62,6 +62,9 @@ async def relayed_lines(resp: httpx.Response, llm: str, broken_off, limit: int |
             buf += chunk
             start = 0
             while (end := buf.find(b"\n", scanned)) >= 0:
+                if end - start > limit:   # a whole long line can arrive in one decoded chunk
+                    yield stream_error(llm, f"sent a stream line of more than {limit:,} bytes")
+                    return
                 out = rewrite_sse_line(bytes(buf[start:end]), llm)
                 if out is None:
                     yield stream_error(llm, BAD_CHUNK)
