@@ -314,3 +314,20 @@ def _row(did: str, chosen: str = "m", text: str = "q", log_text: str = "none") -
                               policy_value=None, explore="none", candidates=["m"], chosen=chosen,
                               propensity=1.0, probs={"m": 1.0}, scores={"m": 0.5}, costs=None,
                               text=text, log_text=log_text)
+
+
+def test_a_retry_of_feedback_whose_write_went_through_is_not_a_409(tmp_path, artifact):  # noqa: F811
+    """A POST /feedback that timed out (503) may still be written by the log's thread; the
+    client's retry, as README tells it to make, got a 409 for its own feedback. The same
+    feedback again is a 200 'already recorded' (and stored once); other values are a 409."""
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    with TestClient(create_app(artifact, ServiceConfig(log_db=url, log_flush_ms=5))) as c:
+        did = c.post("/route", json={"query": "a b"}).json()["decision_id"]
+        loop = c.app.state.feedback_loop
+        loop.writer.flush()
+        loop.log.add_feedback(did, score=0.25, cost=0.5)   # the write of the timed-out request
+        r = c.post("/feedback", json={"decision_id": did, "score": 0.25, "cost": 0.5})
+        assert r.status_code == 200 and r.json()["status"] == "already recorded"
+        for other in ({"score": 0.5, "cost": 0.5}, {"score": 0.25}, {"thumbs": "up", "cost": 0.5}):
+            assert c.post("/feedback", json={"decision_id": did, **other}).status_code == 409
+        assert loop.log.counts() == (1, 1)

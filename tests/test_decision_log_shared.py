@@ -231,7 +231,9 @@ def test_feedback_on_a_decision_another_instance_still_queues_is_a_503_retry(tmp
         # A stopped, committing its queue: the retry is recorded, once
         r = b.post("/feedback", json={"decision_id": did, "score": 1.0})
         assert r.status_code == 200 and r.json()["status"] == "recorded"
-        assert b.post("/feedback", json={"decision_id": did, "score": 1.0}).status_code == 409
+        again = b.post("/feedback", json={"decision_id": did, "score": 1.0})   # the same again
+        assert again.status_code == 200 and again.json()["status"] == "already recorded"
+        assert b.post("/feedback", json={"decision_id": did, "score": 0.0}).status_code == 409
         loop = b.app.state.feedback_loop
         assert loop.not_yet_s == NOT_YET_S == 60.0
         # ids no instance can still be writing: 404 (a random version-4 id as older versions

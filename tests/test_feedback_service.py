@@ -43,7 +43,10 @@ def _exercise(url, artifact):
         fb = {"decision_id": ids[0], "score": 0.75, "cost": 0.01, "latency_ms": 120}
         assert c.post("/feedback", json=fb).status_code == 401  # same auth as /route
         assert c.post("/feedback", json=fb, headers=auth).status_code == 200
-        assert c.post("/feedback", json=fb, headers=auth).status_code == 409
+        again = c.post("/feedback", json=fb, headers=auth)   # a retry of the same: no error
+        assert again.status_code == 200 and again.json()["status"] == "already recorded"
+        for other in ({**fb, "score": 0.5}, {**fb, "cost": 0.02}, {**fb, "latency_ms": None}):
+            assert c.post("/feedback", json=other, headers=auth).status_code == 409
         assert c.post("/feedback", json={"decision_id": "nope", "score": 1}, headers=auth).status_code == 404
         for bad in ({"decision_id": ids[1], "score": 1.5}, {"decision_id": ids[1], "score": -0.1},
                     {"decision_id": ids[1], "thumbs": "sideways"}, {"decision_id": ids[1]},

@@ -224,9 +224,11 @@ class FeedbackLoop:
             # a decision of another instance may still sit in that instance's batch
             await asyncio.sleep(wait)
             try:
-                await self._db_call(self.log.add_feedback, req.decision_id, score=req.score,
-                                    thumbs=req.thumbs, cost=req.cost, latency_ms=req.latency_ms)
-                return {"decision_id": req.decision_id, "status": "recorded"}
+                row = await self._db_call(self.log.add_feedback, req.decision_id, score=req.score,
+                                          thumbs=req.thumbs, cost=req.cost, latency_ms=req.latency_ms)
+                # the same feedback again (a retry after a 503 whose write went through): no 409
+                return {"decision_id": req.decision_id,
+                        "status": "already recorded" if row.get("repeated") else "recorded"}
             except UnknownDecision:
                 continue
             except DuplicateFeedback:

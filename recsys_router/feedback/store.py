@@ -315,7 +315,9 @@ class DecisionLog:
         UnknownDecision
             No such decision in the database.
         DuplicateFeedback
-            The decision already has feedback.
+            The decision already has other feedback. The same feedback again (equal score,
+            thumbs, cost and latency: a client's retry after a 503 whose write went through)
+            is no error: the stored row is returned with ``repeated`` True.
         """
         if (score is None) == (thumbs is None):
             raise ValueError("give exactly one of 'score' (in [0, 1]) or 'thumbs' (up|down)")
@@ -334,8 +336,13 @@ class DecisionLog:
                 with conn.begin_nested():
                     conn.execute(FEEDBACK_T.insert().values(**row))
             except IntegrityError:
-                raise DuplicateFeedback(decision_id) from None
-        return row
+                cols = ("score", "thumbs", "cost", "latency_ms")
+                old = conn.execute(sa.select(*(FEEDBACK_T.c[k] for k in cols + ("created_at",)))
+                                   .where(FEEDBACK_T.c.decision_id == decision_id)).first()
+                if old is None or any(old[i] != row[k] for i, k in enumerate(cols)):
+                    raise DuplicateFeedback(decision_id) from None
+                return {**row, "created_at": old[-1], "repeated": True}
+        return {**row, "repeated": False}
 
     # ------------------------------------------------------------------ reading
     @bounded
