@@ -3,7 +3,9 @@ from a ``{class_path, init_args}`` section (the LightningCLI itself is in
 :mod:`recsys_router.lightning_cli`).
 
 Config files are untrusted input: they are read with ``yaml.safe_load`` (no tags that build
-objects), limited in size, must be mappings, and a ``class_path`` may only name a class of
+objects), limited in size and in nesting depth
+(:data:`~recsys_router.yaml_limits.MAX_YAML_DEPTH`, checked on the parser's events before
+anything is built), must be mappings, and a ``class_path`` may only name a class of
 :mod:`recsys_router.datamodules` (data) or :mod:`recsys_router.models` (models; checked by
 LightningCLI's own base-class rule).
 
@@ -18,6 +20,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from typing import Mapping
+
+from .errors import DataValidationError
+from .yaml_limits import load_yaml_limited
 
 __all__ = ["merge_mappings", "load_yaml_configs", "datamodule_from_config", "MAX_CONFIG_BYTES",
            "DATAMODULE_PREFIX"]
@@ -48,7 +53,6 @@ def load_yaml_configs(paths) -> dict:
     ValueError
         A file is too large, is not valid YAML, or is not a mapping (the message names it).
     """
-    import yaml  # noqa: PLC0415
     merged: dict = {}
     for path in paths:
         p = Path(path)
@@ -56,10 +60,10 @@ def load_yaml_configs(paths) -> dict:
             raise FileNotFoundError(f"config file not found: {p}")
         if p.stat().st_size > MAX_CONFIG_BYTES:
             raise ValueError(f"{p}: config file larger than {MAX_CONFIG_BYTES:,} bytes")
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ValueError(f"{p}: cannot read config ({exc})") from None
+        try:  # nesting bounded before anything is built (MAX_YAML_DEPTH)
+            data = load_yaml_limited(p.read_text(encoding="utf-8"), str(p)) or {}
+        except (OSError, UnicodeDecodeError, DataValidationError) as exc:
+            raise ValueError(f"{p}: cannot read config ({getattr(exc, 'message', exc)})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{p}: a config file must be a YAML mapping, got {type(data).__name__}")
         merged = merge_mappings(merged, data)

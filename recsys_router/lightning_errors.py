@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ALLOWED_IMPORT_PATHS", "argument_error", "error_chain"]
+__all__ = ["ALLOWED_IMPORT_PATHS", "argument_error", "error_chain", "import_path_allowed",
+           "class_path_refusal"]
 
 #: the only import paths a ``class_path`` value may name: the project's models, data modules and
 #: losses, Lightning's loggers / callbacks / strategies and torch's optimizers and schedulers
@@ -30,8 +31,16 @@ _GIVEN_NESTED = re.compile(r"Given value: NestedArg\(key='([\w.]*?)\.?class_path
                            r"val='([^']*)'\)")
 
 
-def _allowed(path: str) -> bool:
-    """Whether ``path`` lies under one of :data:`ALLOWED_IMPORT_PATHS`."""
+def import_path_allowed(path: str) -> bool:
+    """Whether ``path`` lies under one of :data:`ALLOWED_IMPORT_PATHS` (compared as text,
+    nothing imported): the policy the restricted parser applies, for callers that must decide
+    before handing a path to anything that imports.
+
+    Example
+    -------
+    >>> import_path_allowed("recsys_router.models.mf_module.MFModule"), import_path_allowed("this.Model")
+    (True, False)
+    """
     return any(path == root or path.startswith(root + ".") for root in ALLOWED_IMPORT_PATHS)
 
 
@@ -41,13 +50,13 @@ def _refused_nested(chain: list[BaseException]) -> tuple[str, str] | None:
     but reports an internal error (``'NoneType' object has no attribute 'get'``) instead."""
     for err in chain:
         match = _GIVEN_NESTED.search(str(err))
-        if match and not _allowed(match.group(2)):
+        if match and not import_path_allowed(match.group(2)):
             return match.group(1), match.group(2)
     return None
 
 
-def _refusal(class_path: str) -> str:
-    """The message of a refused ``class_path``."""
+def class_path_refusal(class_path: str) -> str:
+    """The message of a refused ``class_path`` (the one ``fit`` prints)."""
     return (f"class_path {class_path!r} is refused: a class_path may only name a class "
             f"under {', '.join(ALLOWED_IMPORT_PATHS)} (nothing was imported)")
 
@@ -57,7 +66,7 @@ def _readable(message: str) -> str:
     if match := _EXPECTED.match(message):
         return f"expected {match.group(1)}, got {match.group(2)!r}"
     if match := _DENIED.match(message):
-        return _refusal(match.group(1))
+        return class_path_refusal(match.group(1))
     return _TYPE_NAME.sub(r"\1", message)
 
 
@@ -161,7 +170,7 @@ def argument_error(exc: BaseException, config=None) -> ValueError:
     nested = _refused_nested(chain) if keys and not denied else None
     if nested:  # --model.init_args.loss.class_path=subprocess.Popen
         key, class_path = nested
-        message = _refusal(class_path)
+        message = class_path_refusal(class_path)
         keys[-1] += f".init_args.{key}" if key else ""
     unknown = _UNKNOWN_OPTION.match(message)
     if keys and unknown:  # name the unknown key itself

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from recsys_router.errors import DataValidationError
+from recsys_router.yaml_limits import load_yaml_limited
 
 # the checks of one parameter's values; MAX_FLOAT_STEPS and MAX_INT_BOUND re-exported here
 from .space_checks import (MAX_FLOAT_STEPS, MAX_INT_BOUND, _fail, check_float_bounds,
@@ -23,8 +22,8 @@ from .space_checks import (MAX_FLOAT_STEPS, MAX_INT_BOUND, _fail, check_float_bo
                            refuse_equal_choices)
 
 __all__ = ["Param", "SearchSpace", "load_search_space", "parse_search_space", "set_dotted",
-           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES", "MAX_FLOAT_STEPS",
-           "MAX_INT_BOUND"]
+           "flatten_keys", "MAX_CHOICES", "MAX_PARAMS", "MAX_FILE_BYTES", "MAX_DEPTH",
+           "MAX_FLOAT_STEPS", "MAX_INT_BOUND"]
 
 TYPES = ("float", "int", "categorical")
 _ALLOWED = {"float": {"type", "low", "high", "log", "step", "when"},
@@ -37,6 +36,9 @@ MAX_CHOICES = 10_000
 MAX_PARAMS = 1_000
 #: largest search-space file read
 MAX_FILE_BYTES = 4 * 1024 * 1024
+#: deepest nesting of mappings and lists in a search file (key, spec, choices, a choice that
+#: is a list of lists...): refused on the parser's events, before any value is built
+MAX_DEPTH = 16
 
 
 @dataclass
@@ -322,16 +324,9 @@ def load_search_space(path) -> SearchSpace:
     if size > MAX_FILE_BYTES:
         raise DataValidationError(f"search space file is {size} bytes; at most {MAX_FILE_BYTES} "
                                   "are read", source=str(path))
-    text = path.read_text()
-    try:
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text)):
-            # an alias repeats its anchor's value: nested ones grow exponentially when expanded
-            raise DataValidationError("YAML aliases (*name) are not allowed in a search space: "
-                                      "write each value out", source=str(path))
-        spec = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError) as err:  # ValueError: an int of over 4,300 digits
-        raise DataValidationError(f"not valid YAML: {' '.join(str(err).split())}",
-                                  source=str(path)) from err
+    # nesting bounded on libyaml's events before anything is built (PyYAML's own scanner is
+    # quadratic in flow nesting, its composer recursive); aliases refused (a bomb when nested)
+    spec = load_yaml_limited(path.read_text(), str(path), max_depth=MAX_DEPTH, aliases=False)
     return parse_search_space(spec, source=str(path))
 
 
