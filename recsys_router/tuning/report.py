@@ -130,6 +130,10 @@ def write_plots(study: optuna.Study, out_dir) -> list[Path]:
     """Optimisation history (``history.png``) and, when it can be computed, parameter
     importance (``importance.png``: needs >= 2 completed trials whose parameters vary).
 
+    Each is drawn into a temporary file beside its target and moved over it once written
+    (:func:`~recsys_router.atomic.atomic_write`): a plot that fails part-way is logged and
+    leaves the previous file as it was.
+
     Returns
     -------
     list of Path
@@ -159,8 +163,11 @@ def write_plots(study: optuna.Study, out_dir) -> list[Path]:
                 ax = fn(study)
             fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
             fig.tight_layout()
-            fig.savefig(out / name, dpi=110)
-            plt.close(fig)
+            try:  # a temporary beside the plot, moved over it once whole
+                with atomic_write(out / name) as tmp:
+                    fig.savefig(tmp, dpi=110, format="png")
+            finally:
+                plt.close(fig)
             written.append(out / name)
         except (ValueError, RuntimeError, ZeroDivisionError) as err:
             log.warning("could not draw %s: %s", name, err)
