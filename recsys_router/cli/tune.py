@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from .args import add_seed_arg, positive_float, positive_int
 
@@ -49,8 +50,10 @@ def add_parser(subparsers) -> None:
                         "'\\' or '..' when it names the default --out")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                    help="seconds for this worker (> 0)")
-    add_seed_arg(p, 0, "study seed; trial n samples and trains with trial_seed(seed, n), "
-                       "a SeedSequence([seed, n]) word")
+    add_seed_arg(p, 0, "study seed; trial n samples with trial_seed(seed, n), a "
+                       "SeedSequence([seed, n]) word, and a Lightning model trains with "
+                       "seed_everything=trial_seed(seed, n); a registry router trains with its "
+                       "config's params.seed (its default when not given) in every trial")
     p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
     p.add_argument("--heartbeat-interval", type=int, default=None, metavar="S",
                    help="seconds between heartbeats of a running trial (default 60)")
@@ -106,17 +109,16 @@ def run(args) -> int:
     study = res.study
     print(f"study {study.study_name!r}: {len(study.trials)} trials in total, {res.n_run} run here")
     print(res.summary)
-    if res.best_config is not None:
-        print(f"best config: {res.best_config}")
-    else:
-        print("no trial completed: no best config written")
     for path in res.plots:
         print(f"plot: {path}")
+    if res.best_config is None:  # completed trials, none with this tool's config (an old study)
+        print("recsys-router tune: error: no completed trial records its config: no best config "
+              "written", file=sys.stderr)
+        return 2
+    print(f"best config: {res.best_config}")
     return 0
 
 
 if __name__ == "__main__":  # `python -m recsys_router.cli.tune ...` (same as `recsys-router tune ...`)
-    import sys
-
     from recsys_router.cli import main
     sys.exit(main(["tune", *sys.argv[1:]]))

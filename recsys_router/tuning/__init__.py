@@ -37,7 +37,9 @@ a registry router ``params.<hyperparameter>``) to a parameter spec::
 * ``categorical``: ``choices``, a non-empty list of distinct values; scalars go to Optuna as
   they are, lists/mappings through their JSON text (decoded back before use).
 * Limits: at most 10,000 ``choices`` per key, 1,000 keys per file, files of 4 MiB; YAML
-  aliases (``*name``) are refused.
+  aliases (``*name``) are refused, and so is a file nesting mappings and lists more than
+  :data:`~recsys_router.tuning.space.MAX_DEPTH` deep (checked on the parser's events,
+  before anything is built).
 * ``when`` (any type): ``{other_key: value}`` or ``{other_key: [values]}``; the parameter
   is sampled (and overridden) only when every ``other_key`` was sampled with one of those
   values. ``other_key`` must be a categorical key of the same file; cycles are rejected.
@@ -56,18 +58,28 @@ Studies
 * Sampler: TPE, re-seeded before each trial from ``numpy.random.SeedSequence([seed,
   trial.number])`` (one worker with the same seed repeats its trial sequence; workers, and
   studies of different seeds, never share start-up points). Trial
-  ``n`` of a Lightning model trains with ``seed_everything = trial_seed(seed, n)``.
+  ``n`` of a Lightning model trains with ``seed_everything = trial_seed(seed, n)``; a
+  registry router trains with its config's ``params.seed`` (the router's default when not
+  given), the same in every trial.
 * Pruner: ``median`` (default) or ``hyperband`` on the epoch-wise validation metric via
   :class:`PruningCallback` (a ``pytorch_lightning`` callback; optuna-integration's one is for
   ``lightning.pytorch``); ``none`` to switch off. Routers are not pruned.
 * Storage: any Optuna RDB URL, default ``sqlite:///<out>/study.db``. Workers with the same
   URL and study name share the study (``load_if_exists``); absolute SQLite paths take four
   slashes (``sqlite:////tmp/x.db``), PostgreSQL/MySQL URLs are passed through. A study
-  records (user attributes ``router``, ``search_space_hash``, ``config_hash``) what it tunes
-  and refuses a run of another router, search space or config; one made by an older version
+  records (user attributes ``router``, ``search_space_hash``, ``config_hash``,
+  ``data_fingerprint``: the contents of the train/val splits) what it tunes and refuses a run
+  of another router, search space, config or data; one made by an older version
   without them is resumed with a logged warning; one made by another tool (trials without the
   ``config``/``overrides`` trial attributes, or parameters outside the search space) is
   refused. ``best_config.yaml`` is the best of this tool's completed trials.
+* Before a study is opened, the configs are built once from the search space's first values and
+  the data is loaded: a config that every trial would fail on is refused without writing
+  anything. A study this run created whose trials all failed (or a run stopped by a config
+  error in a trial) is removed from the storage, so the rerun with the mistake fixed is not
+  refused as another run's; when no trial of the study completed, ``tune`` raises
+  :class:`~recsys_router.tuning.run.NoTrialCompleted` (exit 2) and writes no
+  ``best_config.yaml``.
 * ``--n-trials`` is the study total (trials of every state, all workers and earlier runs):
   a rerun after a kill runs only what is left, a rerun with a larger value extends. A trial
   still RUNNING in a killed process is failed once its heartbeat is older than
@@ -90,11 +102,11 @@ printed at the end.
 from .objective import LightningObjective, RouterObjective, TrialFailed, TuningConfigError
 from .pruning import PruningCallback
 from .report import best_trial, summary_table, write_best_config, write_plots, write_trials_csv
-from .run import TuneResult, default_storage, tune
+from .run import NoTrialCompleted, TuneResult, default_storage, tune
 from .space import Param, SearchSpace, load_search_space, parse_search_space
 from .study import PRUNERS, TrialSeededSampler, make_pruner, make_storage, open_study, run_study
 
-__all__ = ["tune", "TuneResult", "default_storage", "Param", "SearchSpace", "load_search_space",
+__all__ = ["tune", "TuneResult", "NoTrialCompleted", "default_storage", "Param", "SearchSpace", "load_search_space",
            "parse_search_space", "PruningCallback", "LightningObjective", "RouterObjective",
            "TrialFailed", "TuningConfigError", "TrialSeededSampler", "make_pruner", "make_storage",
            "open_study", "run_study", "PRUNERS", "best_trial", "summary_table", "write_best_config",

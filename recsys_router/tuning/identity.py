@@ -20,7 +20,9 @@ log = logging.getLogger("recsys_router.tuning.study")  # the warnings users filt
 
 #: study user attributes that say what a study tunes (see :func:`open_study`)
 _IDENTITY_WHAT = {"router": "router", "search_space_hash": "search space (hash)",
-                  "config_hash": "configs (-c files and overrides, hash)"}
+                  "config_hash": "configs (-c files and overrides, hash)",
+                  "data_fingerprint": "data (fingerprint of the train/val splits' contents: the "
+                                      "data changed since the study was created)"}
 IDENTITY_KEYS = tuple(_IDENTITY_WHAT)
 
 
@@ -80,9 +82,12 @@ def _check_identity(study, identity: dict, study_name: str, where: str) -> None:
                          "another --study-name or --storage)")
 
 
-def study_identity(router: str, search_spec, config) -> dict[str, str]:
+def study_identity(router: str, search_spec, config, data: str | None = None) -> dict[str, str]:
     """What a tuning run tunes, as :func:`open_study` records it: the router (or model class)
-    name and 16-hex-digit SHA-256 hashes of the search-space specification and of the config.
+    name, 16-hex-digit SHA-256 hashes of the search-space specification and of the config,
+    and (``data`` given) the fingerprint of the data the trials are scored on
+    (:func:`~recsys_router.tuning.preflight.splits_fingerprint`): the same configs over a data
+    file that changed are another run.
 
     Example
     -------
@@ -93,5 +98,8 @@ def study_identity(router: str, search_spec, config) -> dict[str, str]:
     def digest(obj) -> str:
         text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    return {"router": str(router), "search_space_hash": digest(search_spec),
-            "config_hash": digest(config)}
+    out = {"router": str(router), "search_space_hash": digest(search_spec),
+           "config_hash": digest(config)}
+    if data is not None:
+        out["data_fingerprint"] = str(data)
+    return out

@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 
 from ..configs import datamodule_from_config, load_yaml_configs
+from .preflight import (SPLIT_KEYS, check_split_keys, preview_values, router_module_class,
+                        splits_fingerprint)
 from .pruning import PruningCallback
 from .space import SearchSpace, flatten_keys, set_dotted
 from .study import trial_seed
@@ -94,54 +96,6 @@ def metric_direction(metric: str, direction: str | None = None) -> str:
         raise TuningConfigError(f"--direction {direction} contradicts --metric {metric!r}: {better} "
                                 f"is better for it (drop --direction, or give --direction {declared})")
     return direction
-
-
-#: data-module arguments that decide which queries (or LLMs) make up the train, validation and
-#: test splits: a trial that changed them would be scored on other validation data
-SPLIT_KEYS = ("dataset", "data_dir", "dataset_options", "split_ratios", "split_column",
-              "val_fraction", "ood_tasks", "seed", "carve_val", "candidates", "candidate_group",
-              "pool_size", "group_method", "battles", "battles_per_query")
-
-
-def check_split_keys(space: SearchSpace) -> None:
-    """Refuse a search-space key that changes the data splits (:data:`SPLIT_KEYS` under
-    ``data.init_args.`` or ``data.``, or the whole ``data``/``data.init_args``/``data.class_path``):
-    trial values on different validation splits cannot be compared.
-
-    Example
-    -------
-    >>> from recsys_router.tuning.space import parse_search_space
-    >>> check_split_keys(parse_search_space({"data.init_args.seed": {"type": "int", "low": 0,
-    ...                                                              "high": 9}}))
-    Traceback (most recent call last):
-    ...
-    recsys_router.tuning.objective.TuningConfigError: search space key 'data.init_args.seed' changes the data splits (which queries are in train/val/test): trials would be scored on different validation data; fix it in the data config instead
-    """
-    whole = {"data", "data.init_args", "data.class_path"}
-    for key in space.keys:
-        parts = key.split(".")
-        arg = parts[2] if parts[:2] == ["data", "init_args"] and len(parts) > 2 else \
-            parts[1] if parts[0] == "data" and len(parts) > 1 else None
-        if key in whole or arg in SPLIT_KEYS:
-            where = f" ({space.source})" if space.source else ""
-            raise TuningConfigError(f"search space key {key!r}{where} changes the data splits "
-                                    "(which queries are in train/val/test): trials would be scored "
-                                    "on different validation data; fix it in the data config instead")
-
-
-def _router_module_class(base: dict):
-    """The config's model class when it is a RouterModule (whose metrics are known), else None."""
-    import importlib  # noqa: PLC0415
-    path = (base.get("model") or {}).get("class_path") if isinstance(base.get("model"), dict) else None
-    if not isinstance(path, str) or "." not in path:
-        return None
-    mod, _, name = path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(mod), name, None)
-    except ImportError:
-        return None  # LightningCLI reports the bad class path itself
-    from recsys_router.models.base.router_module import RouterModule  # noqa: PLC0415
-    return cls if isinstance(cls, type) and issubclass(cls, RouterModule) else None
 
 
 class TuningConfigError(ValueError):
@@ -221,7 +175,7 @@ class LightningObjective:
         self.prune = prune
         self._base = merge_yaml_configs(self.configs)
         check_split_keys(space)
-        cls = _router_module_class(self._base)
+        cls = router_module_class(self._base, ", ".join(self.configs))  # refused before an import
         if cls is not None:  # another LightningModule may log metrics of its own
             check_metric(metric, LIGHTNING_METRICS, f"{cls.__name__} (a RouterModule)")
         keys = flatten_keys(self._base)
@@ -247,7 +201,10 @@ class LightningObjective:
             args.append(f"--trainer.logger.init_args.save_dir={trial_dir}")
         return args
 
-    def _build(self, args: list[str]):
+    def _build(self, args: list[str], shown: list[str] | None = None):
+        """The LightningCLI of ``args`` (not run); a refusal names the arguments ``shown``
+        (default ``args``; the trial's, without the output folders)."""
+        shown = args if shown is None else shown
         from recsys_router.errors import ConfigArgumentError  # noqa: PLC0415
         from recsys_router.lightning_cli import build_lightning_cli  # noqa: PLC0415
         err = io.StringIO()
@@ -257,10 +214,23 @@ class LightningObjective:
                 return build_lightning_cli(args, run=False)
         except SystemExit as exc:
             raise TuningConfigError("LightningCLI rejected the trial arguments "
-                                    f"{args}:\n{err.getvalue().strip()}") from exc
+                                    f"{shown}:\n{err.getvalue().strip()}") from exc
         except ConfigArgumentError as exc:  # the router CLI raises its argument errors
-            raise TuningConfigError(f"LightningCLI rejected the trial arguments {args}: "
+            raise TuningConfigError(f"LightningCLI rejected the trial arguments {shown}: "
                                     f"{exc}") from exc
+
+    def preflight(self) -> str | None:
+        """Build the model, data module and trainer once, from the search space's first values,
+        in a folder removed afterwards (a config or override any trial would fail on is a
+        :class:`TuningConfigError` before a study exists), and load the data: the fingerprint
+        of its train/val splits (:func:`~recsys_router.tuning.preflight.splits_fingerprint`;
+        None for a data module without ``splits``)."""
+        import tempfile  # noqa: PLC0415
+        with tempfile.TemporaryDirectory(prefix="recsys-tune-") as tmp:
+            user = self.user_args(0, preview_values(self.space))
+            cli = self._build(user + self._infra_args(Path(tmp)), user)
+            splits = getattr(cli.datamodule, "splits", None)
+            return splits_fingerprint(splits) if isinstance(splits, dict) else None
 
     def __call__(self, trial) -> float:
         import optuna
@@ -272,7 +242,7 @@ class LightningObjective:
         trial.set_user_attr("overrides", self.space.to_args(values))
         trial.set_user_attr("seed", trial_seed(self.seed, number))
         trial.set_user_attr("trial_dir", str(trial_dir))
-        cli = self._build(user + self._infra_args(trial_dir))
+        cli = self._build(user + self._infra_args(trial_dir), user)
         trial.set_user_attr("config", cli.parser.dump(cli.parser.parse_args(user)))
         pruner = PruningCallback(trial, self.metric) if self.prune else None
         if pruner is not None:
@@ -355,19 +325,44 @@ class RouterObjective:
             self._dms = {key: dm}  # keep one
         return self._dms[key]
 
+    def _config(self, values: dict) -> dict:
+        cfg = copy.deepcopy(self.base)
+        for key, value in values.items():
+            set_dotted(cfg, key, value)
+        return cfg
+
+    def _splits(self, cfg: dict) -> dict:
+        splits = self._datamodule(cfg["data"]).splits
+        if "val" not in splits:
+            raise TuningConfigError("the data config has no validation split to tune on")
+        return splits
+
+    def preflight(self) -> str:
+        """Load the data and build the router once, from the search space's first values (a data
+        config or ``params`` every trial would fail on is a :class:`TuningConfigError` before
+        a study exists; a value only some trials get is left to them): the fingerprint of the
+        train/val splits (:func:`~recsys_router.tuning.preflight.splits_fingerprint`)."""
+        from recsys_router.registry import make_router
+        cfg = self._config(preview_values(self.space))
+        splits = self._splits(cfg)
+        try:
+            make_router(self.router, **cfg["params"])
+        except (TypeError, KeyError) as exc:  # what a trial reports as a config error too
+            raise TuningConfigError(f"router {self.router!r} rejected params {cfg['params']}: "
+                                    f"{exc}") from exc
+        except Exception:  # noqa: BLE001 - a refused sampled value fails its trial only
+            pass
+        return splits_fingerprint(splits)
+
     def __call__(self, trial) -> float:
         from recsys_router.models.base.eval_metrics import epoch_metrics
         from recsys_router.registry import make_router
 
         values = self.space.suggest(trial)
-        cfg = copy.deepcopy(self.base)
-        for key, value in values.items():
-            set_dotted(cfg, key, value)
+        cfg = self._config(values)
         trial.set_user_attr("overrides", self.space.to_args(values))
         trial.set_user_attr("config", yaml.safe_dump(cfg, sort_keys=False))
-        splits = self._datamodule(cfg["data"]).splits
-        if "val" not in splits:
-            raise TuningConfigError("the data config has no validation split to tune on")
+        splits = self._splits(cfg)
         train, val = splits["train"], splits["val"]
         try:
             router = make_router(self.router, **cfg["params"]).fit(train, val)

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import optuna
+from optuna.trial import TrialState
 
 from .objective import (LightningObjective, RouterObjective, TrialFailed, merge_yaml_configs,
                         metric_direction)
@@ -14,7 +15,8 @@ from .report import summary_table, write_best_config, write_plots, write_trials_
 from .space import load_search_space
 from .study import HEARTBEAT_GRACE, HEARTBEAT_INTERVAL, open_study, run_study, study_identity
 
-__all__ = ["tune", "TuneResult", "default_storage", "check_study_name", "MAX_STUDY_NAME"]
+__all__ = ["tune", "TuneResult", "NoTrialCompleted", "default_storage", "check_study_name",
+           "MAX_STUDY_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,8 @@ class TuneResult:
         Trials this worker ran.
     out_dir : Path
     best_config : Path or None
-        ``out_dir/best_config.yaml`` (None when no trial completed).
+        ``out_dir/best_config.yaml`` (None when no completed trial is one of this tool's;
+        with no completed trial at all :func:`tune` raises :class:`NoTrialCompleted`).
     plots : list of Path
     summary : str
         The summary table.
@@ -119,7 +122,9 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     timeout : float, optional
         Seconds for this worker.
     seed : int
-        Sampler seed; trial ``n`` also trains with seed ``trial_seed(seed, n)``.
+        Sampler seed; trial ``n`` of a Lightning model also trains with
+        ``seed_everything = trial_seed(seed, n)``; a registry router trains with its
+        config's ``params.seed`` (its default when not given) in every trial.
     pruner : {"median", "hyperband", "none"}
         Lightning models only (router fits have no epochs to prune on).
     out_dir : path, optional
@@ -138,6 +143,15 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
     Returns
     -------
     TuneResult
+
+    Raises
+    ------
+    NoTrialCompleted
+        No trial of the study completed: no ``best_config.yaml`` is written (``trials.csv``
+        is), and a study this run created is removed from the storage.
+    TuningConfigError, ValueError
+        A config, search space, storage or study refused; refused before the study is opened
+        when the configs (built once from the search space's first values) or the data fail.
     """
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be a whole number >= 1, got {top!r}")
@@ -163,20 +177,67 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
         model = merged.get("model")
         tuned = model.get("class_path", "model") if isinstance(model, dict) else "model"
     direction = metric_direction(metric, direction)  # after the objective checked the metric
+    # the configs built once and the data loaded, before any study exists: a config every
+    # trial would fail on is refused here, writing nothing
+    fingerprint = objective.preflight()
     identity = study_identity(
         tuned, [asdict(p) for p in space.params],  # the file as parsed above
         {"configs": {k: v for k, v in merged.items() if k != "router"},
-         "overrides": list(overrides)})
+         "overrides": list(overrides)}, data=fingerprint)
     storage = storage or default_storage(out)  # SQLite makes the folder of its file (out)
     study = open_study(study_name, storage, direction=direction, seed=seed,
                        pruner="none" if is_router else pruner,
                        heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace,
                        metric=metric, identity=identity, search_keys=space.keys)
+    fresh = not study.get_trials(deepcopy=False)  # no earlier run's or other worker's trials
     out.mkdir(parents=True, exist_ok=True)  # after the checks above: a refused run makes nothing
-    n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
-                      catch=(TrialFailed,))
+    try:
+        n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,
+                          catch=(TrialFailed,))
+    except Exception:
+        _drop_unfinished(study, fresh, study.get_trials())  # the fixed rerun is not refused
+        raise
+    trials = study.get_trials()
+    if not any(t.state == TrialState.COMPLETE for t in trials):
+        write_trials_csv(study, out)
+        dropped = _drop_unfinished(study, fresh, trials)
+        raise NoTrialCompleted(_no_trial_message(study.study_name, trials, dropped, out))
     summary = summary_table(study, top=top)
     best = write_best_config(study, out, metric)
     write_trials_csv(study, out)
     written = write_plots(study, out) if plots else []
     return TuneResult(study, n_run, out, best, written, summary)
+
+
+class NoTrialCompleted(ValueError):
+    """Every trial of the study failed (or was pruned): there is no best config."""
+
+
+def _drop_unfinished(study: optuna.Study, fresh: bool, trials) -> bool:
+    """Delete ``study`` from its storage when this run created it (``fresh``: it had no trial
+    when opened) and it holds no completed, running or queued trial: it records this run's
+    configs, search space and data, and would refuse the corrected rerun as another run's.
+    Returns whether it was deleted."""
+    if not fresh:
+        return False
+    if any(t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING) for t in trials):
+        return False  # another worker's trial: the study is in use
+    try:
+        optuna.delete_study(study_name=study.study_name, storage=study._storage)
+    except Exception as exc:  # noqa: BLE001 - the error that stopped the run is the one to show
+        log.warning("could not remove the failed study %r: %s", study.study_name, exc)
+        return False
+    return True
+
+
+def _no_trial_message(name: str, trials, dropped: bool, out: Path) -> str:
+    """Why ``tune`` wrote no best config: the trials' states, the first trial error, what
+    became of the study."""
+    errors = [t for t in trials if t.user_attrs.get("error")]
+    first = f"; trial {errors[0].number}: {errors[0].user_attrs['error']}" if errors else ""
+    then = ("the study was removed from the storage, so a rerun with the mistake fixed starts a "
+            "new one" if dropped else "the study keeps them")
+    states = ", ".join(sorted({t.state.name for t in trials}))
+    return (f"no trial of study {name!r} completed ({len(trials)} trials"
+            f"{': ' + states if trials else ''}{first[:600]}): no best config "
+            f"written (trials.csv in {out} lists them); {then}")

@@ -129,7 +129,8 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     that create the study in the same instant with different metrics are not caught).
 
     With ``identity`` (user attributes :data:`IDENTITY_KEYS`: the router or model tuned, a
-    hash of the search space and a hash of the configs), the study remembers what its trials
+    hash of the search space, a hash of the configs and the fingerprint of the data's
+    train/val splits), the study remembers what its trials
     tune and refuses a run of anything else: its trials would be mixed with theirs. A study
     that has trials but none of these attributes is accepted (with a logged warning, and gets
     this run's attributes) only when it looks like one of an older recsys-router: every
@@ -151,7 +152,8 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
     metric : str, optional
         What the study optimises.
     identity : dict, optional
-        ``{"router": ..., "search_space_hash": ..., "config_hash": ...}``.
+        ``{"router": ..., "search_space_hash": ..., "config_hash": ...}`` (and optionally
+        ``"data_fingerprint"``), from :func:`study_identity`.
     search_keys : iterable of str, optional
         The search space's keys (Optuna parameter names), for the check of a study without
         ``identity`` attributes (not checked when None).
