@@ -178,5 +178,7 @@ def test_tune_help_names_the_trial_seed(capsys):
         main(["tune", "--help"])
     assert e.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "trial n samples and trains with trial_seed(seed, n)" in text
+    # it said "samples and trains with": a registry router trains with its params.seed
+    assert "trial n samples with trial_seed(seed, n)" in text
+    assert "a Lightning model trains with seed_everything=trial_seed(seed, n)" in text
     assert "seed+n" not in text

@@ -128,10 +128,12 @@ def test_a_metric_of_no_known_direction_needs_one():
 def test_tune_minimises_a_loss_by_default(tmp_path, monkeypatch):
     """``--metric val/loss`` without ``--direction`` makes a minimising study (it maximised)."""
     import recsys_router.tuning.run as run_mod
-    monkeypatch.setattr(run_mod, "run_study", lambda *a, **k: 0)   # no training needed
-    res = tune([MF, SYNTHETIC], KNN.parent / "mf.yaml", metric="val/loss", out_dir=tmp_path / "o",
-               n_trials=1, progress=False, plots=False)
-    assert res.study.direction == optuna.study.StudyDirection.MINIMIZE
+    seen = []   # no training needed; with no completed trial tune now raises NoTrialCompleted
+    monkeypatch.setattr(run_mod, "run_study", lambda study, *a, **k: seen.append(study) or 0)
+    with pytest.raises(run_mod.NoTrialCompleted):
+        tune([MF, SYNTHETIC], KNN.parent / "mf.yaml", metric="val/loss", out_dir=tmp_path / "o",
+             n_trials=1, progress=False, plots=False)
+    assert seen[0].direction == optuna.study.StudyDirection.MINIMIZE
 
 
 def test_cli_refuses_maximising_a_loss_in_one_line(tmp_path, capsys):

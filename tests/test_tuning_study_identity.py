@@ -39,7 +39,9 @@ def test_a_shared_study_refuses_another_router_search_space_or_config(tmp_path, 
         _tune("svm", "svm.yaml", data_cfg, url, tmp_path / "svm", 4)
     other = synthetic_data_config(tmp_path / "other.yaml", dim=32, n_queries=240, n_llms=3,
                                   n_topics=2)
+    # other data too (240 queries): its fingerprint differs as well
     with pytest.raises(ValueError, match=r"created for another run: configs .*hash\) \w+, not \w+"
+                                         r"; data \(fingerprint .*\) \w+, not \w+"
                                          r"; its trials cannot be mixed"):
         _tune("knn", "knn.yaml", other, url, tmp_path / "knn2", 4)
     study = optuna.load_study(study_name="shared", storage=url)
