@@ -25,11 +25,16 @@ import yaml
 
 from .errors import DataValidationError
 
-__all__ = ["MAX_YAML_DEPTH", "load_yaml_limited"]
+__all__ = ["MAX_YAML_DEPTH", "MAX_YAML_NODES", "load_yaml_limited"]
 
 #: the deepest nesting of mappings and lists a YAML file of this project may hold (its
 #: configs and search spaces nest fewer than 10 levels)
 MAX_YAML_DEPTH = 32
+
+#: the most values (mappings, lists and scalars, each alias counted as the value it repeats)
+#: a loaded YAML file may hold: aliases nest anchors inside anchors, so a few hundred bytes
+#: can stand for billions of values or a nesting thousands of levels deep once expanded
+MAX_YAML_NODES = 200_000
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when installed
 
@@ -109,10 +114,34 @@ def load_yaml_limited(text: str, source: str, *, max_depth: int = MAX_YAML_DEPTH
     """
     try:
         _check_events(text, source, max_depth, aliases)
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError, RecursionError) as err:
         # ValueError: an int of over 4,300 digits
         if isinstance(err, DataValidationError):
             raise
         raise DataValidationError(f"not valid YAML: {' '.join(str(err).split())}",
                                   source=source) from err
+    _check_expanded(value, source, max_depth)
+    return value
+
+
+def _check_expanded(value, source: str, max_depth: int) -> None:
+    """Refuse ``value`` when, with every alias expanded, it nests deeper than ``max_depth`` or
+    holds more than :data:`MAX_YAML_NODES` values; an iterative walk that stops at the first
+    value past either limit (so at most that many steps, whatever the aliases stand for)."""
+    stack, seen = [(value, 0)], 0
+    while stack:
+        v, depth = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:
+            raise DataValidationError(
+                f"YAML stands for more than {MAX_YAML_NODES:,} values once its aliases (*name) "
+                "are expanded; write the values out, or use fewer nested aliases", source=source)
+        if isinstance(v, (dict, list)):
+            if depth >= max_depth:
+                raise DataValidationError(
+                    f"YAML nests more than {max_depth} levels deep once its aliases (*name) are "
+                    f"expanded; expected at most {max_depth} levels of mappings and lists",
+                    source=source)
+            items = v.values() if isinstance(v, dict) else v
+            stack.extend((x, depth + 1) for x in items)

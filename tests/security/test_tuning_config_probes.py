@@ -142,3 +142,36 @@ def test_deeply_nested_tune_config_is_refused_fast(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and str(cfg) in err and f"more than {MAX_YAML_DEPTH} levels" in err, err
     assert "under key data[0]" in err and not (tmp_path / "out").exists()
+
+
+def _alias_chain(levels: int, per_anchor: int) -> str:
+    """Each anchor ``per_anchor`` lists deep with the previous alias at its bottom."""
+    lines = ["a0: &a0 1"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} " + "[" * per_anchor + f"*a{i - 1}" + "]" * per_anchor)
+    return "\n".join(lines) + f"\ndeep: *a{levels}\n"
+
+
+def _laughs(levels: int = 9) -> str:
+    lines = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for i in range(1, levels + 1):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text, why", [
+    (_alias_chain(100, 29), "nests more than 32 levels deep once its aliases"),  # ~2,900 levels
+    (_laughs(), "stands for more than 200,000 values once its aliases"),         # 9^10 values
+], ids=["alias-chain-depth", "billion-laughs"])
+def test_a_config_that_aliases_expand_is_refused_when_read(tmp_path, text, why):
+    """Each anchor stayed under the depth limit, or the file was 540 bytes, so the event check
+    passed; expanded (the study identity's JSON hash, a deepcopy) they made a RecursionError
+    or ran out of memory. The loaded value is now walked, at most MAX_YAML_NODES steps."""
+    from recsys_router.configs import load_yaml_configs
+    p = tmp_path / "cfg.yaml"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=why) as err:
+        load_yaml_configs([p])
+    assert str(p) in str(err.value)
+    p.write_text(_alias_chain(1, 29) + _laughs(4))   # shallow aliases, 59,049 values: fine
+    assert load_yaml_configs([p])["deep"][0] is not None
