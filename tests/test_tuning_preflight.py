@@ -141,6 +141,29 @@ def _csv_data(path: Path, seed: int) -> None:
                  "--n-topics", "2", "--seed", str(seed), "--to", str(path)]) == 0
 
 
+def test_a_study_made_before_the_run_is_never_removed(tmp_path):
+    """A study created beforehand (e.g. `optuna create-study` for several workers) had no
+    trials when tune opened it, so tune took it for its own and deleted it when every trial
+    failed (review D5-3); only a study this run created is removed."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    data = synthetic_data_config(tmp_path / "data.yaml", dim=16, n_queries=60, n_llms=3, n_topics=2)
+    (tmp_path / "s.yaml").write_text("params.k: {type: float, low: 1, high: 5}\n")  # all fail
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    made = optuna.create_study(study_name="team", storage=storage, direction="maximize")
+    made.set_user_attr("owner", "alice")
+    with pytest.raises(NoTrialCompleted):
+        tune([str(data)], str(tmp_path / "s.yaml"), router="knn", n_trials=2,
+             out_dir=tmp_path / "out", progress=False, plots=False, study_name="team",
+             storage=storage)
+    kept = optuna.load_study(study_name="team", storage=storage)
+    assert kept.user_attrs["owner"] == "alice" and len(kept.trials) == 2
+    with pytest.raises(NoTrialCompleted):   # a study the run made itself is removed
+        tune([str(data)], str(tmp_path / "s.yaml"), router="knn", n_trials=2,
+             out_dir=tmp_path / "out2", progress=False, plots=False, study_name="mine",
+             storage=storage)
+    assert optuna.get_all_study_names(storage) == ["team"]
+
+
 def test_resume_on_changed_data_is_refused(tmp_path, capsys):
     """r5: the same config over a data file whose contents changed resumed silently."""
     csv = tmp_path / "data.csv"

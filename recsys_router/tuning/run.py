@@ -189,7 +189,9 @@ def tune(configs, search, *, router: str | None = None, n_trials: int = 20,
                        pruner="none" if is_router else pruner,
                        heartbeat_interval=heartbeat_interval, grace_period=heartbeat_grace,
                        metric=metric, identity=identity, search_keys=space.keys)
-    fresh = not study.get_trials(deepcopy=False)  # no earlier run's or other worker's trials
+    # made by this run, with no earlier run's or other worker's trials (a study made before,
+    # e.g. by `optuna create-study` for several workers, is never removed)
+    fresh = getattr(study, "created_here", False) and not study.get_trials(deepcopy=False)
     out.mkdir(parents=True, exist_ok=True)  # after the checks above: a refused run makes nothing
     try:
         n_run = run_study(study, objective, n_trials, timeout=timeout, show_progress_bar=progress,

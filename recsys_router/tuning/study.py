@@ -186,6 +186,7 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
         if storage is None else type(storage).__name__
     if isinstance(storage, str) or storage is None:
         storage = make_storage(storage, heartbeat_interval, grace_period)
+    existed = study_name in optuna.get_all_study_names(storage)
     study = optuna.create_study(study_name=study_name, storage=storage,
                                 direction=direction, sampler=TrialSeededSampler(seed),
                                 pruner=make_pruner(pruner), load_if_exists=True)
@@ -205,6 +206,7 @@ def open_study(study_name: str, storage=None, direction: str = "maximize", seed:
                              "another --study-name or --storage)")
     if identity:
         _check_identity(study, identity, study_name, where)
+    study.created_here = not existed   # tune removes only a study it made (and left empty)
     return study
 
 
