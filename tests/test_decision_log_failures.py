@@ -304,9 +304,13 @@ def test_close_with_a_timeout_returns_while_a_full_queue_waits_on_the_database(t
         closer.join(30)                    # liveness, not timing: the old close never returned
     try:
         assert not closer.is_alive() and not release.is_set()
-        assert out["lost"] == 3            # a, b and c: none committed
+        assert out["lost"] == 3            # a, b and c: none committed when the wait ended
     finally:
         release.set()
+    w._thread.join(30)                     # the insert of "a" ends: the thread ends too (it
+    assert not w._thread.is_alive()        # waited forever for a stop mark that never fit)
+    st = w.status()
+    assert (st["written"], st["dropped"]) == (1, 2) and log.counts() == (1, 0)
 
 
 def _row(did: str, chosen: str = "m", text: str = "q", log_text: str = "none") -> dict:

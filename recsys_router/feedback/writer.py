@@ -159,7 +159,7 @@ class DecisionWriter:
                     break
                 batch.append(item)
             self._commit(batch)
-            if stop:
+            if stop or self._abandoned:   # close() gave up (its stop mark may not have fit)
                 self._drain()
                 return
 
@@ -248,9 +248,11 @@ class DecisionWriter:
 
     def close(self, timeout: float | None = None) -> int:
         """Commit everything queued and stop the thread (idempotent). With ``timeout``, wait
-        at most that many seconds: rows still uncommitted then are given up (counted as
-        dropped once the thread, a daemon, ends the attempt it is in; never tried again) and
-        a ``RuntimeWarning`` says how many. Returns the number of rows given up."""
+        at most that many seconds: rows still uncommitted then are given up (never tried
+        again; the thread, a daemon, ends once the attempt it is in ends, which may still
+        commit the batch the database is holding, and counts the rest as dropped) and a
+        ``RuntimeWarning`` says how many. Returns the number of rows uncommitted when the
+        wait ended."""
         if self._closed:
             return 0
         self._closed = True
@@ -266,6 +268,7 @@ class DecisionWriter:
             self._abandoned = True
             lost = len(self._pending)
         warnings.warn(f"decision log: {lost} queued decision(s) were not committed within "
-                      f"{timeout:g} s of shutdown (the database did not take them); they are "
-                      "not logged", RuntimeWarning, stacklevel=2)
+                      f"{timeout:g} s of shutdown (the database did not take them); the batch "
+                      "the database is holding may still be written, the others are not logged",
+                      RuntimeWarning, stacklevel=2)
         return lost
