@@ -335,3 +335,19 @@ def test_a_retry_of_feedback_whose_write_went_through_is_not_a_409(tmp_path, art
         for other in ({"score": 0.5, "cost": 0.5}, {"score": 0.25}, {"thumbs": "up", "cost": 0.5}):
             assert c.post("/feedback", json={"decision_id": did, **other}).status_code == 409
         assert loop.log.counts() == (1, 1)
+
+
+@pytest.mark.parametrize("bad", [{"cost": float("nan")}, {"cost": float("inf")}, {"cost": -1.0},
+                                 {"latency_ms": float("nan")}, {"cost": True}, {"cost": "1"}])
+def test_add_feedback_refuses_what_post_feedback_refuses(tmp_path, bad):
+    """POST /feedback refuses a non-finite or negative cost or latency; the Python API stored a
+    NaN cost (SQLite keeps it as NULL), and the identical retry then raised DuplicateFeedback
+    (review D5-5). It is a ValueError naming the field; nothing is stored."""
+    import numpy as np
+    log = DecisionLog(f"sqlite:///{tmp_path / 'f.db'}")
+    log.insert_decisions([_row("d1")])
+    field = next(iter(bad))
+    with pytest.raises(ValueError, match=f"{field} must be a finite number >= 0 or None"):
+        log.add_feedback("d1", score=0.5, **bad)
+    assert log.counts() == (1, 0)
+    assert log.add_feedback("d1", score=0.5, cost=np.float32(0.25))["cost"] == 0.25

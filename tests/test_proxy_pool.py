@@ -463,8 +463,9 @@ def test_a_backend_waits_in_the_snapshot_of_its_pool(knn_artifact, monkeypatch):
 def test_the_caps_hold_for_a_compressed_backend(monkeypatch):
     """A gzip-encoded reply decodes into chunks far larger than what came over the wire: a
     whole 5,000-byte line ending inside one decoded chunk was relayed past a 1,000-byte line
-    cap (only the bytes left after a chunk's lines were checked), and a reply's last decoded
-    chunk was kept before the size check."""
+    cap (only the bytes left after a chunk's lines were checked). The reply cap's answers are
+    checked too (they held before: only its memory bound changed, a chunk now checked before
+    it is kept)."""
     import asyncio
     import gzip
 

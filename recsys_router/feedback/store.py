@@ -32,6 +32,8 @@ its answer (not in the log, 409 duplicate) is exact.
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 import warnings
 from urllib.parse import quote
@@ -324,6 +326,10 @@ class DecisionLog:
         err = feedback_error(score=score, thumbs=thumbs)   # the rule log_to_data applies too
         if err:
             raise ValueError(err)
+        for name, v in (("cost", cost), ("latency_ms", latency_ms)):   # as POST /feedback
+            if v is not None and not (isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                      and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0 or None, got {v!r}")
         row = {"decision_id": decision_id, "created_at": time.time(),
                "score": None if score is None else float(score), "thumbs": thumbs,
                "cost": None if cost is None else float(cost),
