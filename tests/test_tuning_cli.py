@@ -18,7 +18,7 @@ import yaml
 
 from recsys_router.cli import main
 from recsys_router.tuning import TuningConfigError, tune
-from tuning_data import synthetic_data_config
+from tuning_data import one_torch_thread, synthetic_data_config  # noqa: F401 - autouse fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 MF = str(ROOT / "configs" / "models" / "mf.yaml")
@@ -28,14 +28,6 @@ TINY = ["--data.init_args.dataset_options={n_queries: 200, n_llms: 4, n_topics: 
         "--trainer.limit_train_batches=2"]
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _search(tmp_path, text: str) -> Path:

@@ -13,7 +13,6 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
-import torch
 import yaml
 
 from recsys_router.cli import main
@@ -21,21 +20,13 @@ from recsys_router.data import RoutingData
 from recsys_router.tuning import NoTrialCompleted, RouterObjective, TuningConfigError, tune
 from recsys_router.tuning.preflight import splits_fingerprint
 from recsys_router.tuning.report import write_plots
-from tuning_data import synthetic_data_config
+from tuning_data import one_torch_thread, synthetic_data_config  # noqa: F401 - autouse fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 MF = str(ROOT / "configs" / "models" / "mf.yaml")
 TINY = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _write(path: Path, text: str) -> Path:

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
-__all__ = ["synthetic_data_config"]
+__all__ = ["synthetic_data_config", "one_torch_thread"]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Run a test with one PyTorch thread (autouse where a test module imports it)."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def synthetic_data_config(path, *, dim: int, n_queries: int, n_llms: int, n_topics: int):
