@@ -95,21 +95,28 @@ def test_any_exception_is_survived_and_counted(tmp_path, monkeypatch):
     assert not w.status()["ok"]  # one decision was lost
 
 
-def test_a_full_queue_counts_rejected_decisions(tmp_path):
+def _full_queue(tmp_path) -> tuple[DecisionLog, DecisionWriter, threading.Event]:
+    """A writer (queue of 2) whose database holds its insert of "a" until the returned event
+    is set, with "b" and "c" queued behind it: the queue is full."""
     log = DecisionLog(f"sqlite:///{tmp_path / 'q.db'}")
     entered, release = threading.Event(), threading.Event()
     real = log.insert_decisions
 
-    def slow(rows):
+    def held(rows):
         entered.set()
-        release.wait(30)
+        release.wait(60)
         real(rows)
 
-    log.insert_decisions = slow
+    log.insert_decisions = held
     w = DecisionWriter(log, batch_size=1, flush_ms=1.0, max_pending=2)
     w.submit([_row("a")])
     entered.wait(30)  # the writer holds "a"; the queue is empty
     w.submit([_row("b"), _row("c")])
+    return log, w, release
+
+
+def test_a_full_queue_counts_rejected_decisions(tmp_path):
+    log, w, release = _full_queue(tmp_path)
     with pytest.raises(LogFull, match="queue is full"):
         w.submit([_row("d")])
     st = w.status()
@@ -282,20 +289,7 @@ def test_close_with_a_timeout_returns_while_a_full_queue_waits_on_the_database(t
     queue full and the database holding the writer's insert, close waited for the database
     (minutes on a silent PostgreSQL) before its timed wait began. It now gives up on time:
     the queued rows are counted as given up and the database still holds the insert."""
-    log = DecisionLog(f"sqlite:///{tmp_path / 'q.db'}")
-    entered, release = threading.Event(), threading.Event()
-    real = log.insert_decisions
-
-    def held(rows):
-        entered.set()
-        release.wait(60)
-        real(rows)
-
-    log.insert_decisions = held
-    w = DecisionWriter(log, batch_size=1, flush_ms=1.0, max_pending=2)
-    w.submit([_row("a")])
-    entered.wait(30)                       # the writer holds "a" in the database
-    w.submit([_row("b"), _row("c")])       # the queue is full
+    log, w, release = _full_queue(tmp_path)   # the database holds "a"; b and c queued
     out = {}
     closer = threading.Thread(target=lambda: out.setdefault(
         "lost", w.close(timeout=0.2)), daemon=True)
