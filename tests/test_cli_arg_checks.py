@@ -316,3 +316,49 @@ def test_group_method_reaches_the_groups_evaluate_builds():
             assert got == {"LLM:" + n for n in names}, (method, g)
     with pytest.raises(ValueError, match="group_method must be one of"):
         evaluate(data, EvalConfig(["best-single"], pools=[3], group_method="best"), progress=False)
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (["--groups", "all-weak"], ("--groups all-weak", "sized candidate pools", "leave --groups out")),
+    (["--group-method", "oracle-best"], ("--group-method oracle-best", "applies only")),
+    (["--pools", "all", "--groups", "all-strong", "--group-method", "oracle-best"],
+     ("leave --groups and --group-method out",)),
+])
+def test_group_options_without_a_sized_pool_refused_before_loading(tmp_path, capsys, monkeypatch,
+                                                                    extra, needles):
+    import recsys_router.cli.data as cli_data
+
+    def no_load(*a, **k):
+        raise AssertionError("the data was loaded before the arguments were checked")
+    monkeypatch.setattr(cli_data, "resolve_dataset", no_load)
+    _fails(_EVAL + ["--routers", "best-single", "--out", str(tmp_path / "o")] + extra,
+           capsys, *needles)
+    assert not (tmp_path / "o").exists()
+
+
+def test_group_given_twice_counts_once():
+    """``--groups all-weak,all-weak`` evaluated the group twice, and the recomputation then
+    failed on decisions covering each query twice; a repeated group now counts once, as a
+    repeated pool size does."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation import EvalConfig, evaluate
+    data = make_synthetic(120, 6, seed=2)
+    runs = {}
+    for groups in (["all-weak"], ["all-weak", "all-weak"]):
+        res = evaluate(data, EvalConfig(["best-single", "random"], protocols=["routereval"],
+                                        pools=[2], groups=groups, encoder="hashing", seed=0),
+                       progress=False)
+        runs[len(groups)] = res.metrics.sort_values(list(res.metrics.columns[:4])
+                                                    ).reset_index(drop=True)
+    assert "all-weak" in set(runs[2]["group"]) and not set(runs[2]["group"]) - {"all-weak", "mean"}
+    assert runs[2].equals(runs[1])
+
+
+def test_library_evaluate_refuses_groups_without_a_sized_pool():
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation import EvalConfig, evaluate
+    data = make_synthetic(60, 3, seed=0)
+    with pytest.raises(ValueError, match=r"groups \(--groups all-weak\) apply only"):
+        evaluate(data, EvalConfig(["best-single"], groups=["all-weak"]), progress=False)
+    with pytest.raises(ValueError, match="unknown candidate group"):
+        evaluate(data, EvalConfig(["best-single"], pools=[2], groups=["weakest"]), progress=False)

@@ -271,6 +271,9 @@ def run_evaluate(args) -> int:
                          f"{own[0].name} alone")
     _check_options_used(args, records)
     _check_protocol_values(args, records)
+    if not own:  # before the data loads: group options without a sized pool do nothing
+        from ..evaluation.splits import check_group_options  # noqa: PLC0415
+        check_group_options(parse_pools(args.pools), args.groups, args.group_method)
     data = _load(args)
     if own:
         print(own[0].run(data, _run_settings(args, own[0])).text)

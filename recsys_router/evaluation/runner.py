@@ -28,7 +28,8 @@ from .protocols import (LLM_PREFIX, PoolView, Predictions, Protocol, get_protoco
 from .recompute import metrics_from_decisions
 # the decision table's layout and assembly; DECISION_COLUMNS re-exported (its public path)
 from .decision_table import DECISION_COLUMNS, _assemble, _block, _decided
-from .splits import complete_queries, make_folds, resolve_pools, text_overlap_note
+from .splits import (check_group_options, complete_queries, make_folds, resolve_pools,
+                     text_overlap_note)
 # the run's configuration and result, re-exported here (their public path before config.py)
 from .config import EvalConfig, EvalResult
 
@@ -232,6 +233,7 @@ def _evaluate(data: RoutingData, cfg: EvalConfig, progress: bool) -> EvalResult:
     if cfg.group_method not in METHODS:
         raise ValueError(f"group_method must be one of {', '.join(METHODS)}, got "
                          f"{cfg.group_method!r}")
+    check_group_options(cfg.pools, cfg.groups, cfg.group_method)  # before any fit
     notes: list[str] = []
     protocols = [get_protocol(p) for p in parse_protocols(cfg.protocols)]
     alone = [p.name for p in protocols if p.run is not None]

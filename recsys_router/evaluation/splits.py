@@ -10,8 +10,8 @@ import numpy as np
 from ..data import RoutingData
 from ..errors import DataValidationError
 
-__all__ = ["Fold", "make_folds", "resolve_pools", "GROUPS", "parse_pools", "complete_queries",
-           "text_overlap_note"]
+__all__ = ["Fold", "make_folds", "resolve_pools", "GROUPS", "parse_pools", "check_group_options",
+           "complete_queries", "text_overlap_note"]
 
 #: RouterEval's candidate-group kinds, in report order
 GROUPS = ("all-strong", "all-weak", "strong-to-weak")
@@ -137,6 +137,40 @@ def parse_pools(text: str | Sequence) -> list:
     return list(dict.fromkeys(out))
 
 
+def check_group_options(pools: Sequence, groups: Sequence[str] | None,
+                        method: str = "routereval") -> None:
+    """Refuse candidate-group options that would do nothing: ``groups`` or a ``method`` other
+    than ``"routereval"`` with no sized pool among ``pools`` (groups are formed only for pool
+    sizes m; ``"all"`` is the whole pool), and group names that are not :data:`GROUPS`.
+
+    Raises
+    ------
+    ValueError
+        Naming the option and what it needs.
+
+    Example
+    -------
+    >>> check_group_options([3, "all"], ["all-weak"])
+    >>> check_group_options(["all"], ["all-weak"])
+    Traceback (most recent call last):
+    ...
+    ValueError: groups (--groups all-weak) apply only to sized candidate pools (--pools 3,5,...); the pools asked for are: all. Give a pool size or leave --groups out
+    """
+    unknown = [g for g in (groups or ()) if g not in GROUPS]
+    if unknown:
+        raise ValueError(f"unknown candidate group(s) {unknown}; valid: {', '.join(GROUPS)}")
+    if any(p != "all" for p in parse_pools(pools)):
+        return
+    given = ([("groups", f"--groups {','.join(groups)}")] if groups else []) + \
+        ([("group method", f"--group-method {method}")] if method != "routereval" else [])
+    if given:
+        what = " and ".join(f"{name} ({flag})" for name, flag in given)
+        flags = " and ".join(flag.split()[0] for _, flag in given)
+        verb = "applies" if given == [("group method", given[0][1])] else "apply"
+        raise ValueError(f"{what} {verb} only to sized candidate pools (--pools 3,5,...); the "
+                         f"pools asked for are: all. Give a pool size or leave {flags} out")
+
+
 def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | None = None, *,
                   seed: int = 0, notes: list[str] | None = None, method: str = "routereval"
                   ) -> list[tuple[str, str, list[str]]]:
@@ -161,7 +195,7 @@ def resolve_pools(train: RoutingData, pools: Sequence, groups: Sequence[str] | N
     -------
     list of (pool label, group, LLM names)
     """
-    wanted = list(groups) if groups else list(GROUPS)
+    wanted = list(dict.fromkeys(groups)) if groups else list(GROUPS)  # once each, as pools
     out = []
     for p in pools:
         if p == "all":
