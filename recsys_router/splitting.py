@@ -13,11 +13,29 @@ import pandas as pd
 
 from .errors import DataValidationError
 
-__all__ = ["split_indices", "SPLIT_LABELS"]
+__all__ = ["split_indices", "split_labels", "SPLIT_LABELS"]
 
 #: the labels a split column may hold (after trimming and lower-casing)
 SPLIT_LABELS = ("train", "val", "test")
 _SPLIT_ALIASES = {"validation": "val", "dev": "val", "valid": "val"}
+
+
+def split_labels(values) -> pd.Series:
+    """Split labels as every split reader compares them: as text, surrounding whitespace
+    stripped, lower-cased, and ``validation``/``dev``/``valid`` read as ``val``. Missing
+    values stay missing. :func:`split_indices` (``--split-column``) and
+    :func:`recsys_router.datasets.resolve.select_split` (``calibrate --split``) both use it.
+
+    Example
+    -------
+    >>> split_labels(["Test ", "dev", None, "train"]).tolist()
+    ['test', 'val', nan, 'train']
+    """
+    vals = pd.Series(values, dtype=object)
+    has = vals.notna()
+    out = pd.Series(np.nan, index=vals.index, dtype=object)
+    out[has] = vals[has].astype(str).str.strip().str.lower().replace(_SPLIT_ALIASES)
+    return out
 
 
 def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 0.1, 0.1), *,
@@ -42,7 +60,7 @@ def split_indices(queries: pd.DataFrame, ratios: Sequence[float] | None = (0.8, 
             raise DataValidationError(f"query {queries['query_id'].iloc[row]!r} has no value in split "
                                       f"column {column!r}", source=source, row=row,
                                       column=column)
-        norm = vals.astype(str).str.strip().str.lower().replace(_SPLIT_ALIASES)
+        norm = split_labels(vals)
         bad = ~norm.isin(SPLIT_LABELS).to_numpy()
         if bad.any():
             row = int(np.flatnonzero(bad)[0])

@@ -88,3 +88,23 @@ def test_non_finite_ratios_refused(ratios):
     d = RoutingData([f"q{i}" for i in range(10)], ["a"], np.ones((10, 1)))
     with pytest.raises(ValueError, match="ratios must be 2 or 3"):
         d.split(ratios)
+
+
+def test_select_split_reads_labels_as_the_split_column_does():
+    """`calibrate --split NAME` (select_split) picks the queries `--split-column` puts in
+    that part: 'Test ' is test and 'dev' is val for both (select_split compared labels
+    exactly: 1 test query, and no 'val' at all)."""
+    q = pd.DataFrame({"query_id": ["q1", "q2", "q3", "q4", "q5"],
+                      "split": ["train", "test", "Test ", "dev", None]})
+    d = RoutingData(q, ["a"], [[1], [0], [1], [0], [1]])
+    assert select_split(d, "test").query_ids == ["q2", "q3"]
+    assert select_split(d, "val").query_ids == ["q4"]
+    assert select_split(d, " Validation").query_ids == ["q4"]
+    assert select_split(d, "TRAIN").query_ids == ["q1"]
+    full = d.subset(np.arange(4))  # split_indices refuses a query without a label
+    parts = full.split(column="split")
+    for name in ("train", "val", "test"):
+        assert select_split(full, name).query_ids == parts[name].query_ids
+    with pytest.raises(ValueError, match=r"no query has split 'holdout' \(splits: \['test', "
+                                         r"'train', 'val'\]; 1 queries have no split\)"):
+        select_split(d, "holdout")

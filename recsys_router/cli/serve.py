@@ -127,7 +127,9 @@ def add_parser(subparsers) -> None:
     c.add_argument("artifact", help="artifact directory")
     add_data_args(c)
     c.add_argument("--split", default=None, metavar="NAME",
-                   help="use only queries whose 'split' column is NAME (default: all queries)")
+                   help="use only queries whose 'split' column is NAME, read as --split-column reads it "
+                        "(case and surrounding spaces ignored, dev/valid/validation = val; "
+                        "default: all queries)")
     t = c.add_mutually_exclusive_group(required=True)
     t.add_argument("--target-cost", type=non_negative_float,
                    help="wanted mean cost per query (a finite number >= 0)")

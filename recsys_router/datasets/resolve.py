@@ -21,6 +21,7 @@ import inspect
 import numpy as np
 
 from ..data import RoutingData
+from ..splitting import split_labels
 
 __all__ = ["resolve_dataset", "stack_splits", "select_split", "loader_spec", "SPLIT_KEYS",
            "seed_option"]
@@ -159,18 +160,34 @@ def stack_splits(data, source: str = "data") -> RoutingData:
 
 
 def select_split(data: RoutingData, split: str | None, source: str = "data") -> RoutingData:
-    """The queries whose ``split`` column is ``split`` (all queries when None)."""
+    """The queries whose ``split`` column is ``split`` (all queries when None).
+
+    Labels and ``split`` are compared as :func:`recsys_router.splitting.split_labels` gives
+    them, as ``--split-column`` reads them: surrounding spaces and case ignored,
+    ``validation``/``dev``/``valid`` meaning ``val``; so ``calibrate --split test`` picks the
+    queries that ``export --split-column split`` holds out as test.
+
+    Example
+    -------
+    >>> import pandas as pd
+    >>> q = pd.DataFrame({"query_id": ["a", "b", "c"], "split": ["train", "Test ", "dev"]})
+    >>> d = RoutingData(q, ["m"], [[1], [0], [1]])
+    >>> select_split(d, "test").query_ids, select_split(d, "Validation").query_ids
+    (['b'], ['c'])
+    """
     if split is None:
         return data
     if "split" not in data.queries.columns:
         raise ValueError(f"{source}: no 'split' column to pick split {split!r} from")
     col = data.queries["split"]
     has = col.notna().to_numpy()
-    labels = np.where(has, col.astype(object).where(col.notna(), "").astype(str).to_numpy(), "")
-    keep = np.flatnonzero(has & (labels == split))
+    labels = split_labels(col)
+    want = split_labels([split]).iloc[0]
+    keep = np.flatnonzero(has & (labels == want).to_numpy())
     if not len(keep):
         n_none = int((~has).sum())
         none = f"; {n_none} queries have no split" if n_none else ""
-        raise ValueError(f"{source}: no query has split {split!r} (splits: "
+        named = "" if want == split else f" (read as {want!r})"
+        raise ValueError(f"{source}: no query has split {split!r}{named} (splits: "
                          f"{sorted(set(labels[has].tolist()))}{none})")
     return data.subset(keep)
