@@ -256,6 +256,26 @@ def _numeric(col: pd.Series) -> np.ndarray:
     return to_floats(col)
 
 
+def _boolean_rows(col: pd.Series) -> np.ndarray:
+    """Mask of the records whose value is a boolean (``true``/``false`` in JSON, a parquet
+    boolean column); the rows are only looked at when some value's type is a boolean.
+
+    Example
+    -------
+    >>> _boolean_rows(pd.Series([1.5, True, None], dtype=object)).tolist()
+    [False, True, False]
+    """
+    if col.dtype.kind == "b":  # numpy bool or pandas' nullable boolean
+        return col.notna().to_numpy()
+    if col.dtype != object:
+        return np.zeros(len(col), dtype=bool)
+    values = col.to_numpy(dtype=object)
+    if not any(issubclass(t, (bool, np.bool_)) for t in set(map(type, values))):
+        return np.zeros(len(col), dtype=bool)
+    return np.fromiter((isinstance(v, (bool, np.bool_)) for v in values), dtype=bool,
+                       count=len(values))
+
+
 def _check_blank(codes: np.ndarray, labels: list[str], col: str, source, row_offset) -> None:
     """A whitespace-only ``query_id`` / ``model`` is an error at its record's row (checked on
     the unique labels, so once per distinct id).
@@ -316,28 +336,3 @@ def _check_spellings(codes: np.ndarray, labels: list[str], col: str, source, row
         f"spelling once surrounding whitespace is stripped and Unicode is NFC-normalised, so "
         f"they would load as two different {_KINDS.get(col, col + ' values')} ({n} such {col} "
         f"spellings); write each one the same way", source=source, row=at[1], column=col)
-
-
-def _factorize_str(col: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Integer codes and string labels of a column, without stringifying every row.
-
-    Labels are factorized as they are and only the uniques are turned into ``str``; if two
-    distinct raw values share a string form (``1`` and ``"1"``) the column is re-factorized
-    on its string form so that they merge. A categorical column keeps its category order
-    (unused categories are dropped) and reuses its codes, which is much faster.
-    """
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        codes = col.cat.codes.to_numpy()
-        used = np.bincount(codes, minlength=len(col.cat.categories)) > 0
-        labels = pd.Index(col.cat.categories[used]).astype(str).tolist()
-        if len(set(labels)) == len(labels):
-            if used.all():
-                return codes, labels
-            remap = (np.cumsum(used) - 1).astype(np.int64)
-            return remap[codes], labels
-    codes, uniques = pd.factorize(col, sort=False)
-    labels = pd.Index(uniques).astype(str).tolist()
-    if len(set(labels)) != len(labels):
-        codes, uniques = pd.factorize(col.astype(str), sort=False)
-        labels = pd.Index(uniques).astype(str).tolist()
-    return np.asarray(codes), labels

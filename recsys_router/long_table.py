@@ -17,9 +17,10 @@ from .errors import DataValidationError
 # row numbering and the per-column checks live in long_columns; re-exported here (their
 # public path, and the private helpers the benchmarks and tests import)
 from .long_columns import (F32_MAX, RowOffset, _NOT_SCALAR, _SCALAR_KINDS,  # noqa: F401
-                           _as_string, _check_blank, _check_float32, _check_labels,
-                           _check_scalar, _check_spellings, _factorize_str, _label_codes,
+                           _as_string, _boolean_rows, _check_blank, _check_float32,
+                           _check_labels, _check_scalar, _check_spellings, _label_codes,
                            _numeric, float32_matrix, row_number)
+from .long_ids import factorize_ids
 from .numeric import shown
 
 __all__ = ["DUPLICATE_MODES", "long_to_matrix", "matrix_to_long", "cell_limit", "MIN_CELLS",
@@ -73,6 +74,10 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     ----------
     df : pandas.DataFrame
         Columns ``query_id``, ``model``, ``score``; optional ``cost`` and per-query columns.
+        Ids become strings as :func:`recsys_router.long_ids.factorize_ids` spells them (a
+        number and a text spelling one id are refused). A boolean ``cost`` is refused (a
+        cost is an amount in USD); a boolean ``score`` is read as 1.0 (true) or 0.0 (false),
+        a correct/incorrect outcome.
     duplicates : {"error", "mean", "first", "last"}
         Handling of repeated (query, LLM) records.
     llms : pandas.DataFrame, optional
@@ -126,6 +131,13 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     _check_float32(score, df["score"], "score", source, row_offset)
     cost = None
     if "cost" in df.columns:
+        flags = _boolean_rows(df["cost"])  # a price in USD: true/false would be $1/$0
+        if flags.any():
+            r = int(np.flatnonzero(flags)[0])
+            raise DataValidationError(f"cost {shown(df['cost'].iloc[r])} is a boolean; expected a "
+                                      f"number >= 0 (a cost in USD, not true/false; "
+                                      f"{int(flags.sum())} such records)", source=source,
+                                      row=row_number(r, row_offset, "cost"), column="cost")
         cost = _numeric(df["cost"])
         badc = np.isinf(cost) | (cost < 0)
         if df["cost"].dtype.kind != "f":  # a non-numeric entry was coerced to NaN
@@ -139,10 +151,10 @@ def long_to_matrix(df: pd.DataFrame, *, duplicates: str = "error", llms: pd.Data
     for col in ("query_id", "model", "task", "split"):
         if col in df.columns:
             _check_scalar(df[col], col, source, row_offset)
-    qcodes, qids = _factorize_str(df["query_id"])
+    qcodes, qids = factorize_ids(df["query_id"], "query_id", source, row_offset)
     _check_blank(qcodes, qids, "query_id", source, row_offset)
     _check_spellings(qcodes, qids, "query_id", source, row_offset)
-    mcodes_raw, mnames = _factorize_str(df["model"])
+    mcodes_raw, mnames = factorize_ids(df["model"], "model", source, row_offset)
     _check_blank(mcodes_raw, mnames, "model", source, row_offset)
     _check_spellings(mcodes_raw, mnames, "model", source, row_offset)
     if llms is not None:

@@ -346,10 +346,17 @@ def test_from_long_categorical_ids_and_mixed_types():
     d = RoutingData.from_long(df)
     assert d.query_ids == ["b", "a"] and d.llm_names == ["x", "y"]  # category order, z dropped
     np.testing.assert_array_equal(d.scores, [[0.5, 1.0], [0.0, NAN]])
-    # 1 and "1" are the same query id once read as text
+    # 1 and "1" would be one query id once read as text: refused, naming both rows (they
+    # were merged silently, as a JSONL file's number and text ids were)
     mixed = pd.DataFrame({"query_id": [1, "1"], "model": ["x", "y"], "score": [1.0, 0.0]},
                          dtype=object).astype({"score": float})
-    m = RoutingData.from_long(mixed)
+    with pytest.raises(DataValidationError, match=r"row 1, column 'query_id': query_id 1 \(row "
+                                                  r"0, an integer\) and '1' \(row 1, a text\)"):
+        RoutingData.from_long(mixed)
+    # equal numbers of one kind are one id: 1 and np.int64(1)
+    m = RoutingData.from_long(pd.DataFrame({"query_id": [1, np.int64(1)], "model": ["x", "y"],
+                                            "score": [1.0, 0.0]}, dtype=object
+                                           ).astype({"score": float}))
     assert m.query_ids == ["1"] and m.scores.tolist() == [[1.0, 0.0]]
 
 

@@ -128,20 +128,33 @@ def read_jsonl(path: Path) -> pd.DataFrame:
     return read_jsonl_lines(path)[0]
 
 
-def read_jsonl_lines(path: Path, limits: ReadLimits | None = None
+def read_jsonl_lines(path: Path, limits: ReadLimits | None = None, exact=()
                      ) -> tuple[pd.DataFrame, np.ndarray]:
     """:func:`read_jsonl` and the 1-based file line of each record (blank lines skipped).
 
     With ``limits``, a ``.gz`` file giving more than ``limits.max_bytes`` decompressed bytes
     or a file of more than ``limits.max_records`` records is refused while it is read.
+
+    The ``exact`` columns (ids, labels) keep each record's JSON value as parsed (Python
+    ``int``, ``float``, ``str``, ...; a missing key or ``null`` is None) in an object column,
+    where pandas would make a column of integers with one float or one null a float column:
+    ``1`` would become ``1.0`` and ``9007199254740993`` the float ``9007199254740992.0``.
+
+    Example
+    -------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.jsonl")
+    >>> _ = open(p, "w").write('{"id": 1}\\n{"id": 2.5}\\n{"x": 0}\\n')
+    >>> read_jsonl_lines(p)[0]["id"].tolist(), read_jsonl_lines(p, exact=["id"])[0]["id"].tolist()
+    ([1.0, 2.5, nan], [1, 2.5, None])
     """
     try:
-        return _read_jsonl(path, limits)
+        return _read_jsonl(path, limits, exact)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise DataValidationError(f"not a readable gzip file ({exc})", source=str(path)) from None
 
 
-def _read_jsonl(path: Path, limits: ReadLimits | None = None):
+def _read_jsonl(path: Path, limits: ReadLimits | None = None, exact=()):
     records, lines = [], []
     with (open_counted(path, limits) if limits is not None else _open_bytes(path)) as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -178,6 +191,9 @@ def _read_jsonl(path: Path, limits: ReadLimits | None = None):
     if not records:
         raise DataValidationError("no records: the file is empty", source=str(path))
     df = pd.DataFrame.from_records(records)
+    for col in exact:  # a float column was upcast from mixed values or has nulls: rebuild it
+        if col in df.columns and df[col].dtype.kind == "f":
+            df[col] = pd.Series([rec.get(col) for rec in records], dtype=object, index=df.index)
     return df, np.asarray(lines, dtype=np.int64)
 
 

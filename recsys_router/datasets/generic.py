@@ -13,9 +13,15 @@ given once (the first non-null value is used); two *different* non-null texts fo
 Row numbers in errors are what a user sees when opening the file: for CSV the file line
 where the record starts (the header is line 1, so the first record is row 2; a quoted field
 may span lines), for JSONL the line (blank lines count), for parquet the 1-based record
-number. In a CSV file only an empty field is missing, so ids and texts such as ``NA``,
-``None`` or ``null`` stay text; in ``score``/``cost`` pandas' spellings of a missing number
-(``NA``, ``NaN``, ``null``, ...) are missing too.
+number. In a CSV file the ids, the ``task``/``split`` labels (and their aliases) and the
+texts are read as text, as written (task ``01`` stays ``"01"``, not the number 1) and only an
+empty field is missing, so values such as ``NA``, ``None`` or ``null`` stay text; in
+``score``/``cost`` pandas' spellings of a missing number (``NA``, ``NaN``, ``null``, ...) are
+missing too. Other per-query columns are parsed by pandas (numbers become numbers). In a
+JSONL file each id and label keeps its JSON value (``1`` is the id ``"1"`` even beside a
+float id ``0.5``, never ``"1.0"``; a large integer is kept whole); a number and a text that
+would spell one id (``1`` and ``"1"``) are refused naming both lines. A boolean ``cost`` is
+refused; a boolean ``score`` reads as 1 (true) or 0 (false).
 
 :func:`write_long` writes ``RoutingData.to_long()`` atomically; reading it back with
 :func:`load_generic` gives the same matrices (LLM order is the order of first appearance,
@@ -51,6 +57,11 @@ log = logging.getLogger(__name__)
 LONG_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".jsonl", ".jsonl.gz")
 _ALIASES = {"llm": "model", "prompt": "query_text", "text": "query_text", "category": "task",
             "eval_name": "task"}
+#: CSV columns read as text: the ids, the per-query labels (task and split, aliases too) and
+#: the texts; "01", "1.10" or "007" stay as written, and a label column with an empty field
+#: does not turn "1" into "1.0"
+_TEXT_COLUMNS = ("query_id", "model", "llm", "query_text", "prompt", "text", "task", "category",
+                 "eval_name", "split")
 
 
 def _suffix(path: Path) -> str:
@@ -106,7 +117,8 @@ def read_long_table(path, limits: ReadLimits | None = None) -> tuple[pd.DataFram
 
     ``row_offset`` is an int (parquet: 1) or a function of the 0-based record index giving
     its file line (CSV, whose quoted fields may span lines; JSONL, whose blank lines are
-    skipped), as :func:`recsys_router.long_table.row_number` takes. In a CSV file only an
+    skipped), as :func:`recsys_router.long_table.row_number` takes. In a CSV file the id,
+    label (``task``, ``split`` and aliases) and text columns are read as text, and only an
     empty field is missing, except in ``score``/``cost`` where ``NA``, ``NaN``, ``null``
     and pandas' other spellings of a missing number are too.
 
@@ -117,13 +129,13 @@ def read_long_table(path, limits: ReadLimits | None = None) -> tuple[pd.DataFram
     limits = limits if limits is not None else ReadLimits()
     suf = _suffix(path)
     if suf in (".csv", ".csv.gz"):
-        opts = csv_na_options(csv_header(path), number=("score", "cost"),   # ids and texts as text
-                              text=("query_id", "model", "llm", "query_text", "prompt", "text"))
+        opts = csv_na_options(csv_header(path), number=("score", "cost"),   # ids, labels, texts
+                              text=_TEXT_COLUMNS)                           # as text
         return read_csv(path, limits, **opts), CsvLines(path)
     if suf == ".parquet":
         return read_parquet(path, limits=limits), 1
     if suf in (".jsonl", ".jsonl.gz"):
-        df, lines = read_jsonl_lines(path, limits)
+        df, lines = read_jsonl_lines(path, limits, exact=_TEXT_COLUMNS)  # ids as written
         return df, lambda i: int(lines[i])
     raise DataValidationError(f"unsupported file type {suf!r}; expected one of {LONG_SUFFIXES}",
                               source=str(path))
