@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
 
 from recsys_router.cli import build_parser, main
@@ -116,3 +117,27 @@ def test_a_seed_option_for_data_read_from_files_is_refused(tmp_path, capsys, arg
         assert (f"-o seed=3: {data!r} is not a generated dataset (synthetic, synthetic-many, "
                 "synthetic-routereval); data read from files takes no seed") in err
         assert not out.exists()
+
+
+@pytest.mark.parametrize("sub", [["info"], ["convert", "--to", "OUT.csv"]], ids=["info", "convert"])
+def test_data_commands_treat_the_seed_option_as_every_command_does(tmp_path, capsys, sub):
+    """``data info``/``data convert`` dropped ``-o seed=3`` on data read from files without a
+    word, and refused ``--seed 3 -o seed=7`` on generated data, which the other commands read
+    as the data's own seed."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.datasets.generic import load_generic, write_long
+    path = tmp_path / "d.csv"
+    write_long(make_synthetic(30, 3, 2, seed=0), path)
+    out = tmp_path / "o.csv"
+    argv = ["data"] + [str(out) if a == "OUT.csv" else a for a in sub]
+    for data in (str(path), "routerbench_zs"):
+        assert main(argv[:2] + [data] + argv[2:] + ["-o", "seed=3"]) == 2
+        err = capsys.readouterr().err
+        assert f"-o seed=3: {data!r} is not a generated dataset" in err
+        assert not out.exists()
+    assert main(argv[:2] + ["synthetic", "--n-queries", "30", "--n-llms", "3", "--seed", "3",
+                            "-o", "seed=7"] + argv[2:]) == 0
+    if sub[0] == "convert":   # the data drawn with seed 7, not --seed 3
+        got = load_generic(out)
+        assert np.array_equal(got.scores, make_synthetic(30, 3, seed=7).scores)
+        assert not np.array_equal(got.scores, make_synthetic(30, 3, seed=3).scores)

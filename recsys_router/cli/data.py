@@ -88,10 +88,27 @@ def load_data(args, **options):
 
 
 def load_from_args(args):
-    """Load the dataset named on the command line with its options (``--seed`` etc.)."""
+    """Load the dataset named on the command line with its options (``--seed`` etc.).
+
+    ``-o seed=N`` draws a generated dataset with N in place of ``--seed`` and is an error for
+    data read from files (:func:`~recsys_router.datasets.resolve.seed_option`, as for every
+    other command).
+
+    Example
+    -------
+    >>> ns = argparse.Namespace(dataset="synthetic", data_dir=None, data_option=["seed=5"],
+    ...                         seed=1, n_queries=20, n_llms=None, n_topics=None, download=False)
+    >>> a = load_from_args(ns)
+    >>> b = load_from_args(argparse.Namespace(**{**vars(ns), "data_option": [], "seed": 5}))
+    >>> (a.n_queries, bool((a.scores == b.scores).all()))
+    (20, True)
+    """
     options = data_options(args)
+    seed = seed_option(args.dataset, options, getattr(args, "seed", None))
+    if seed is not None:
+        options["seed"] = seed
     spec = loader_spec(args.dataset)
-    for name in ("seed", "download") + _SIM_OPTIONS:
+    for name in ("download",) + _SIM_OPTIONS:
         value = getattr(args, name, None)
         if value is None or value is False:
             continue
