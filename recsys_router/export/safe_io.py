@@ -29,6 +29,7 @@ import json
 import math
 import os
 import stat
+import sys
 import zipfile
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from ..state import ARRAY_DTYPES
 from .json_scan import json_depth, json_scan
 
 __all__ = ["LimitError", "MAX_DIM", "shape_span", "read_json", "parse_json", "read_bytes",
-           "sha256_file", "json_depth", "json_scan", "NpzReader"]
+           "sha256_file", "json_depth", "json_scan", "NpzReader", "non_native"]
 
 _MAX_HEADER = 4096
 #: largest array dimension a header or manifest may declare: more than any machine holds,
@@ -197,10 +198,20 @@ def _parse_header(raw: bytes, where: str) -> tuple[np.dtype, tuple, bool, int]:
     if dtype.hasobject or dtype.name not in ARRAY_DTYPES:
         raise LimitError(f"{where}: dtype {descr!r} is not allowed (object, string and structured "
                          "arrays are refused)")
+    if not dtype.isnative:
+        raise LimitError(f"{where}: dtype {descr!r} is {non_native(dtype)}")
     if shape_span(shape, dtype.itemsize) > MAX_DIM:
         raise LimitError(f"{where}: .npy header declares shape {shape}, whose sizes other than 0 "
                          f"times the {dtype.itemsize}-byte item exceed 2**62 (numpy cannot index it)")
     return dtype, shape, fortran, start + hlen
+
+
+def non_native(dtype: np.dtype) -> str:
+    """Why a dtype whose byte order is not this machine's is refused (artifacts store arrays
+    in native order; torch and the checks after loading assume it)."""
+    return (f"stored in {'big' if dtype.byteorder == '>' else 'little'}-endian byte order, not "
+            f"this machine's ({sys.byteorder}-endian); artifacts store arrays in "
+            "native byte order")
 
 
 #: what zipfile raises on a damaged archive (EOFError: a member that the directory says is
@@ -255,9 +266,14 @@ class NpzReader:
             raise LimitError(f"{self.path}: {len(infos)} members, more than {max_members}")
         self._infos = {}
         for info in infos:
-            if not info.filename.endswith(".npy") or info.filename in self._infos:
+            if not info.filename.endswith(".npy"):
                 self._zip.close()
-                raise LimitError(f"{self.path}: unexpected or repeated member {info.filename!r}")
+                raise LimitError(f"{self.path}: unexpected member {info.filename!r} (artifacts "
+                                 "hold only .npy arrays)")
+            if info.filename[:-4] in self._infos:  # keys are stored without ".npy"
+                self._zip.close()
+                raise LimitError(f"{self.path}: repeated member {info.filename!r}: the archive "
+                                 "holds two arrays of that name, so readers could disagree on it")
             self._infos[info.filename[:-4]] = info
         self._headers: dict = {}
 
