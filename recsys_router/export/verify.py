@@ -20,7 +20,8 @@ import numpy as np
 from ..state import (ARRAY_DTYPES, BOOL, FLOAT, INT, JSON_ANY, NAME_RE, STR, DictOf, ListOf, Opt,
                      StateError, TupleOf, check_state, check_value, describe, is_json_number)
 from .provenance import check_onboard_fields
-from .safe_io import MAX_DIM, LimitError, read_bytes, read_json, sha256_file, shape_span
+from .safe_io import (MAX_DIM, LimitError, non_native, read_bytes, read_json, sha256_file,
+                      shape_span)
 
 __all__ = ["FORMAT_VERSION", "LIMITS", "ArtifactError", "verify_artifact", "check_listing",
            "read_verified", "check_policy", "declared_arrays", "signature", "key_bytes"]
@@ -212,6 +213,8 @@ def declared_arrays(manifest: dict, mf: Path, max_bytes: int) -> dict:
             raise ArtifactError(f"{mf}: arrays.{name}.dtype: {str(raw)[:40]!r} is not one of the "
                                 f"allowed dtypes {sorted(ARRAY_DTYPES)}")
         dtype = np.dtype(raw)
+        if not dtype.isnative:
+            raise ArtifactError(f"{mf}: arrays.{name}.dtype: {raw!r} is {non_native(dtype)}")
         shape = spec.get("shape")
         if set(spec) != {"dtype", "shape"} or not isinstance(shape, list) or len(shape) > 8 or \
                 not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
