@@ -233,7 +233,8 @@ class Router(LLMPoolMixin, ABC):
     @classmethod
     def _check_stored_params(cls, params: dict, where: str) -> None:
         """Refuse stored hyperparameters that would make the router load or import
-        something the data chose (families whose parameters name modules override this)."""
+        something the data chose (families whose parameters name modules override this;
+        ``encoder`` and encoder options are checked before, by ``router_state``)."""
 
     @classmethod
     def _check_state(cls, fields: dict, headers: dict, dims: dict) -> dict:

@@ -102,24 +102,58 @@ def _plain(value, where: str):
         return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         # an ``encoder`` entry (a wrapper's parameters for the router it builds) is stored
-        # like the router's own ``encoder`` parameter: by kind
-        return {k: _plain(encoder_param(v) if k == "encoder" else v, f"{where}.{k}")
+        # like the router's own ``encoder`` parameter
+        return {k: _plain(_stored_param(k, v, f"{where}.{k}"), f"{where}.{k}")
                 for k, v in value.items()}
     raise StateError(f"{where}: a {type(value).__name__} is not data (numbers, strings, lists, "
                      "dicts) and cannot be exported")
 
 
-def encoder_param(value):
-    """The JSON form of an ``encoder`` parameter: its name, or an encoder object's kind.
+#: parameters holding the options a router passes to ``get_encoder``
+ENCODER_OPTION_PARAMS = ("encoder_options", "encoder_kwargs")
+
+
+def encoder_param(value, where: str = "parameter encoder"):
+    """The JSON form of an ``encoder`` parameter: a built-in encoder name (an encoder
+    object's kind, ``precomputed`` without its file), which loading accepts.
 
     The object itself may be unfitted (a router fits a copy and stores that copy's state
     as its ``encoder_`` part), so only its kind is read here, as for the name ``"tfidf"``.
+    A name that is not built in (a folder, a Hub model) is a :class:`StateError`.
     """
     from .encoders.base import Encoder
+    from .encoders.state import encoder_kind, stored_encoder_name
     if isinstance(value, Encoder):
-        from .encoders.state import encoder_kind
-        return encoder_kind(value)
+        value = encoder_kind(value)
+    elif isinstance(value, str) and value.strip().lower().startswith("precomputed:"):
+        value = "precomputed"  # the table travels in the state; its file is this machine's
+    return stored_encoder_name(value, where)
+
+
+def _stored_param(name: str, value, where: str):
+    """``value`` as an artifact stores parameter ``name``: an encoder by built-in name, and
+    encoder options without those naming files or folders (the cache directory, the file of
+    precomputed vectors: this machine's business, never stored)."""
+    from .encoders.state import PATH_OPTIONS
+    if name == "encoder":
+        return encoder_param(value, where)
+    if name in ENCODER_OPTION_PARAMS and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in PATH_OPTIONS}
     return value
+
+
+def _check_stored_encoders(params: dict, where: str) -> None:
+    """Check (in place) every ``encoder`` and encoder-options entry of stored parameters,
+    nested dicts included (a wrapper's parameters for the router it builds): a refit or copy
+    of the loaded router builds them, so they may not name a file, folder or model."""
+    from .encoders.state import check_stored_options, stored_encoder_name
+    for key, value in params.items():
+        if key == "encoder":
+            params[key] = stored_encoder_name(value, f"{where}.{key}")
+        elif key in ENCODER_OPTION_PARAMS:
+            check_stored_options(value, f"{where}.{key}")
+        if isinstance(value, dict):
+            _check_stored_encoders(value, f"{where}.{key}")
 
 
 def router_to_state(router: Router) -> tuple[dict, dict]:
@@ -130,8 +164,7 @@ def router_to_state(router: Router) -> tuple[dict, dict]:
     for k, v in router.get_params().items():
         if k in nested:
             continue
-        if k == "encoder":
-            v = encoder_param(v)
+        v = _stored_param(k, v, f"parameter {k}")
         params[k] = _plain(v, f"parameter {k}")
         if isinstance(v, tuple):
             tuples.append(k)
@@ -184,6 +217,7 @@ def check_document(doc, where: str) -> tuple[type, dict, dict]:
     if bad:
         raise StateError(f"{where}.params: {cls.__name__} has no parameter(s) {bad[:5]}")
     _check_param_types(cls, params, where)
+    _check_stored_encoders(params, f"{where}.params")
     cls._check_stored_params(params, where)
     for name in check_value(ListOf(STR, 1000), doc["tuple_params"], f"{where}.tuple_params"):
         if name not in params or not isinstance(params[name], list):

@@ -5,7 +5,10 @@ arrays; it is rebuilt from an explicit table of kinds (``hashing``, ``tfidf``, `
 ``onnx-minilm`` and ``bf16-minilm`` for the packaged MiniLM only, ``precomputed`` with its
 whole embedding table). No encoder is
 built from a name or path found in the data: an artifact cannot make the loader open a
-file or load a model of its choosing. The cache directory is never stored.
+file or load a model of its choosing. The cache directory is never stored. The same holds
+for a router's ``encoder`` parameter, which a refit or copy of a loaded router builds:
+:func:`stored_encoder_name` admits only a built-in encoder name there (``precomputed``
+without its file), and :data:`PATH_OPTIONS` may not appear in its encoder options.
 
 Example
 -------
@@ -26,7 +29,8 @@ from ..state import (BOOL, FLOAT, INT, NUM, STR, Arr, Opt, StateError, TupleOf, 
 from .base import Encoder
 
 __all__ = ["encoder_state", "encoder_from_state", "encoder_kind", "pack_strings", "unpack_strings",
-           "ENCODER_KINDS", "save_encoder_part", "load_encoder_part"]
+           "ENCODER_KINDS", "save_encoder_part", "load_encoder_part", "stored_encoder_name",
+           "check_stored_options", "PATH_OPTIONS"]
 
 _HASHING = {"dim": INT, "word_ngrams": TupleOf(INT, INT), "char_ngrams": Opt(TupleOf(INT, INT)),
             "word_weight": FLOAT, "batch_size": INT}
@@ -46,6 +50,63 @@ _MAX_SIZE, _MAX_NGRAM = 65_536, 16
 #: kind -> declared state of that encoder kind
 ENCODER_KINDS = {"hashing": _HASHING, "tfidf": _TFIDF, "st": _ST, "onnx-minilm": _ONNX,
                  "bf16-minilm": _BF16, "precomputed": _PRECOMPUTED}
+#: kinds that are not themselves encoder names -> the built-in name that builds that kind
+#: (an ``encoder`` parameter given as an object was stored by kind)
+_KIND_NAMES = {"st": "minilm:torch", "onnx-minilm": "minilm", "bf16-minilm": "minilm:bf16"}
+#: built-in encoders an artifact's ``encoder`` parameter may name (after aliases)
+_STORABLE = ("hashing", "tfidf", "minilm", "precomputed")
+#: encoder options naming a file or folder: never written to, and refused in, an artifact
+PATH_OPTIONS = ("cache_dir", "ids_path")
+
+
+def stored_encoder_name(spec, where: str) -> str | None:
+    """The ``encoder`` parameter an artifact may hold, or a :class:`StateError` naming
+    ``where``.
+
+    Allowed: None, a built-in encoder name or alias (``hashing``, ``tfidf``, ``minilm`` and
+    ``minilm:<variant>``), ``precomputed`` without a file, and an encoder kind (mapped to the
+    built-in name that builds it). Anything else (a folder, ``precomputed:<file>``, a Hub
+    model id, an encoder registered only by the running program) would make a refit of the
+    loaded router open a file or load a model the artifact chose.
+
+    Example
+    -------
+    >>> stored_encoder_name("st", "p"), stored_encoder_name("minilm:int8", "p")
+    ('minilm:torch', 'minilm:int8')
+    >>> stored_encoder_name("precomputed:/etc/e.npy", "params.encoder")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.state.StateError: params.encoder: 'precomputed:/etc/e.npy' is not a built-in ...
+    """
+    from . import ENCODERS, check_encoder_argument
+    if spec is None:
+        return None
+    if not isinstance(spec, str):
+        raise StateError(f"{where}: expected an encoder name, got {type(spec).__name__}")
+    key = spec.strip().lower()
+    if key in _KIND_NAMES:
+        return _KIND_NAMES[key]
+    scheme, sep, argument = key.partition(":")
+    name = ENCODERS.canonical(scheme) if scheme in ENCODERS else None
+    ok = name in _STORABLE and not (sep and name == "precomputed")
+    if ok and sep:
+        try:
+            check_encoder_argument(name, argument)
+        except ValueError:
+            ok = False
+    if not ok:
+        raise StateError(f"{where}: {spec[:120]!r} is not a built-in encoder name; an artifact may "
+                         "name only hashing, tfidf, minilm, minilm:<variant> or precomputed "
+                         "(without a file)")
+    return spec
+
+
+def check_stored_options(options, where: str) -> None:
+    """Refuse encoder options read from an artifact that name a file or folder
+    (:data:`PATH_OPTIONS`)."""
+    bad = [k for k in PATH_OPTIONS if isinstance(options, dict) and k in options]
+    if bad:
+        raise StateError(f"{where}.{bad[0]}: a stored artifact may not name a file or folder")
 
 
 def pack_strings(items) -> tuple[np.ndarray, np.ndarray]:
