@@ -90,20 +90,23 @@ def load_data(args, **options):
 def load_from_args(args):
     """Load the dataset named on the command line with its options (``--seed`` etc.).
 
-    ``-o seed=N`` draws a generated dataset with N in place of ``--seed`` and is an error for
-    data read from files (:func:`~recsys_router.datasets.resolve.seed_option`, as for every
-    other command).
+    ``-o seed=N`` draws a generated dataset with N and is an error for data read from files
+    (:func:`~recsys_router.datasets.resolve.seed_option`, as for every other command); beside
+    ``--seed``, which here only draws the data, it is an error too (one value per option).
 
     Example
     -------
     >>> ns = argparse.Namespace(dataset="synthetic", data_dir=None, data_option=["seed=5"],
-    ...                         seed=1, n_queries=20, n_llms=None, n_topics=None, download=False)
+    ...                         seed=None, n_queries=20, n_llms=None, n_topics=None, download=False)
     >>> a = load_from_args(ns)
     >>> b = load_from_args(argparse.Namespace(**{**vars(ns), "data_option": [], "seed": 5}))
     >>> (a.n_queries, bool((a.scores == b.scores).all()))
     (20, True)
     """
     options = data_options(args)
+    if "seed" in options and getattr(args, "seed", None) is not None:
+        # here --seed only draws the data: one value per option, neither silently wins
+        raise ValueError("--seed and -o seed= both set seed; give only one of them")
     seed = seed_option(args.dataset, options, getattr(args, "seed", None))
     if seed is not None:
         options["seed"] = seed
