@@ -362,3 +362,29 @@ def test_library_evaluate_refuses_groups_without_a_sized_pool():
         evaluate(data, EvalConfig(["best-single"], groups=["all-weak"]), progress=False)
     with pytest.raises(ValueError, match="unknown candidate group"):
         evaluate(data, EvalConfig(["best-single"], pools=[2], groups=["weakest"]), progress=False)
+
+
+@pytest.mark.parametrize("protocol", ["routereval", "orbit,routerbench", "bandit"])
+def test_routellm_pair_refused_without_the_routellm_protocol(tmp_path, capsys, monkeypatch,
+                                                              protocol):
+    """``--routellm-pair`` was checked against the data and then ignored when routellm did not
+    run; it is refused, before the data loads, like other options nothing reads."""
+    import recsys_router.cli.data as cli_data
+
+    def no_load(*a, **k):
+        raise AssertionError("the data was loaded before the arguments were checked")
+    monkeypatch.setattr(cli_data, "resolve_dataset", no_load)
+    _fails(_EVAL + ["--routers", "best-single", "--protocol", protocol, "--routellm-pair",
+                    "sim-llm-0,sim-llm-1", "--out", str(tmp_path / "o")], capsys,
+           f"--protocol {protocol} does not use --routellm-pair", "--protocol routellm")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("protocol", ["routellm", "routereval,routellm", "all"])
+def test_routellm_pair_accepted_where_routellm_runs(protocol):
+    from recsys_router.cli.evaluate import _check_options_used
+    from recsys_router.cli import build_parser
+    from recsys_router.evaluation.protocols import get_protocol, parse_protocols
+    args = build_parser().parse_args(_EVAL + ["--routers", "best-single", "--protocol", protocol,
+                                              "--routellm-pair", "a,b", "--out", "o"])
+    _check_options_used(args, [get_protocol(n) for n in parse_protocols(args.protocol)])

@@ -78,12 +78,18 @@ def _check_protocol_values(args, protocols) -> None:
 _SHARED_OPTIONS = {"data", "data_dir", "data_option", "trust_pickle", "routers", "protocol",
                    "encoder", "split_column", "seed", "out", "no_plots", "no_progress"}
 
+#: evaluate options that one sweep protocol alone reads (dest -> protocol): refused, like an
+#: option of a protocol with its own procedure, when that protocol is not among those run
+_SWEEP_PROTOCOL_OPTIONS = {"routellm_pair": "routellm"}
+
 
 def _check_options_used(args, protocols) -> None:
     """Refuse options the chosen protocols would ignore: those set to something other than
     their default (``args.option_defaults``: dest -> (flag, default)) that neither the sweep
-    protocols nor the chosen protocol with its own procedure reads; and, for such a protocol,
-    list items given twice (``--routers knn,knn`` would count one router twice).
+    protocols nor the chosen protocol with its own procedure reads (an option of one sweep
+    protocol, :data:`_SWEEP_PROTOCOL_OPTIONS`, only when that protocol runs); and, for a
+    protocol with its own procedure, list items given twice (``--routers knn,knn`` would
+    count one router twice).
 
     Raises
     ------
@@ -93,6 +99,7 @@ def _check_options_used(args, protocols) -> None:
     from ..evaluation.protocols import registered_protocols  # noqa: PLC0415
     own_of = {opt.flag.lstrip("-").replace("-", "_"): proto.name
               for proto in registered_protocols() for opt in proto.options}
+    owner_of = {**_SWEEP_PROTOCOL_OPTIONS, **own_of}
     defaults = getattr(args, "option_defaults", {})
     own = [p for p in protocols if p.run is not None]
     used = set(_SHARED_OPTIONS)
@@ -100,12 +107,15 @@ def _check_options_used(args, protocols) -> None:
         used |= {k for k, name in own_of.items() if name == own[0].name}
         what = f"--protocol {own[0].name}"
     else:
-        used |= {k for k in defaults if k not in own_of}
+        run = {p.name for p in protocols}
+        used |= {k for k in defaults if k not in own_of
+                 and (k not in _SWEEP_PROTOCOL_OPTIONS or _SWEEP_PROTOCOL_OPTIONS[k] in run)}
         what = f"--protocol {','.join(p.name for p in protocols)}"
     unused = [flag for dest, (flag, default) in defaults.items()
               if dest not in used and getattr(args, dest, default) != default]
     if unused:
-        owners = sorted({own_of[d] for d, (f, _) in defaults.items() if f in unused and d in own_of})
+        owners = sorted({owner_of[d] for d, (f, _) in defaults.items()
+                         if f in unused and d in owner_of})
         sweeps = [p.name for p in registered_protocols() if p.run is None]
         hint = (f" (option(s) of --protocol {', '.join(owners)})" if owners else
                 f" (options of the protocols {', '.join(sweeps)})" if own else "")
