@@ -26,10 +26,13 @@ simulator).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
 from ..data import RoutingData
+from ..errors import DataValidationError
 from ..metrics.orbit import orbit_metrics
 from ..metrics.routereval import mu_o
 from .logged import FEEDBACK_LOSSES
@@ -40,12 +43,84 @@ from .ope import ESTIMATORS, check_n_boot, estimate_all
 from .reward import query_features, ridge_reward
 
 __all__ = ["logging_probabilities", "simulate_log", "simulated_train_log", "log_from_choices",
-           "bandit_evaluate", "online_bandit", "epsilon_schedule", "parse_logging_policy"]
+           "bandit_evaluate", "bandit_parts", "BanditParts", "online_bandit", "epsilon_schedule",
+           "parse_logging_policy"]
 
 
 def _complete(data: RoutingData) -> RoutingData:
     keep = np.flatnonzero(~np.isnan(data.scores).any(axis=1))
     return data if len(keep) == data.n_queries else data.subset(keep)
+
+
+class BanditParts(NamedTuple):
+    """The queries the offline bandit protocol uses: ``train`` the logged training queries,
+    ``test`` the test queries scored on the full matrix, ``warmup`` the training queries the
+    ``router:NAME`` logging policy is fitted on (None for the other policies), ``notes`` what
+    was left out and why."""
+    train: RoutingData
+    test: RoutingData
+    warmup: RoutingData | None
+    notes: list
+
+
+def _complete_part(data: RoutingData, what: str, why: str, notes: list) -> RoutingData:
+    """``data`` without its queries that miss an LLM (a note counts them); an error naming
+    the data when none is complete."""
+    n = data.n_queries
+    keep = int((~np.isnan(data.scores).any(axis=1)).sum())
+    if keep == 0:
+        raise DataValidationError(f"the bandit protocol needs {what} queries with every LLM "
+                                  f"observed ({why}); 0 of {n} are",
+                                  source=data.source or data.name)
+    if keep < n:
+        notes.append(f"{n - keep} of {n} {what} queries left out: each misses the score of at "
+                     f"least one LLM, and {why}")
+    return _complete(data)
+
+
+def bandit_parts(train: RoutingData, test: RoutingData, logging_policy: str = "uniform",
+                 seed: int = 0) -> BanditParts:
+    """Split ``train``/``test`` into the queries :func:`bandit_evaluate` logs, tests and warms
+    the logging router up on.
+
+    Queries with a missing score are left out (the log is simulated from, and the routers
+    scored on, the full matrix), each part's count in a note; ``router:NAME`` then fits its
+    router on a seeded ``max(1, n // 10)`` of the ``n`` complete training queries, which leave
+    the log.
+
+    Raises
+    ------
+    DataValidationError
+        When no training or no test query has every LLM observed, or ``router:NAME`` leaves no
+        training query to log.
+
+    Example
+    -------
+    >>> d = RoutingData(["a", "b", "c"], ["x", "y"], [[1, 0], [np.nan, 1], [0, 1]])
+    >>> parts = bandit_parts(d, d)
+    >>> parts.train.n_queries, parts.notes[0]  # doctest: +NORMALIZE_WHITESPACE
+    (2, '1 of 3 training queries left out: each misses the score of at least one LLM, and the
+    log is simulated from the full matrix')
+    """
+    notes: list[str] = []
+    train = _complete_part(train, "training", "the log is simulated from the full matrix", notes)
+    test = _complete_part(test, "test", "the routers are scored on the full matrix", notes)
+    kind, val = parse_logging_policy(logging_policy)
+    warmup = None
+    if kind == "router":
+        n = train.n_queries
+        if n < 2:
+            raise DataValidationError(f"--logging-policy {logging_policy} needs at least 2 "
+                                      f"complete training queries (a warm-up one to fit the "
+                                      f"logging router, the others to log); the data has {n}",
+                                      source=train.source or train.name)
+        n_warm = max(1, n // 10)
+        perm = np.random.default_rng(seed).permutation(n)
+        warmup = train.subset(np.sort(perm[:n_warm]))
+        train = train.subset(np.sort(perm[n_warm:]))
+        notes.append(f"{n_warm} of the {n} complete training queries fitted the logging router "
+                     f"{val!r} and left the log ({train.n_queries} logged)")
+    return BanditParts(train, test, warmup, notes)
 
 
 def _quality(router, test: RoutingData) -> dict:
@@ -66,7 +141,8 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
     Parameters
     ----------
     train, test : RoutingData
-        Full matrices (queries with any missing score are left out).
+        Full matrices (queries with any missing score are left out: :func:`bandit_parts`
+        says which queries are logged and tested).
     routers : dict
         label -> (registry name, params) of each router to train on the log.
     logging_policy : str
@@ -84,14 +160,10 @@ def bandit_evaluate(train: RoutingData, test: RoutingData, routers: dict, *,
     """
     from ..registry import make_router
     check_n_boot(n_boot)  # before any fit
-    train, test = _complete(train), _complete(test)
-    kind, val = parse_logging_policy(logging_policy)
+    train, test, warmup, _ = bandit_parts(train, test, logging_policy, seed)
     logger = None
-    if kind == "router":
-        n_warm = max(1, train.n_queries // 10)
-        perm = np.random.default_rng(seed).permutation(train.n_queries)
-        logger = make_router(val).fit(train.subset(np.sort(perm[:n_warm])))
-        train = train.subset(np.sort(perm[n_warm:]))
+    if warmup is not None:
+        logger = make_router(parse_logging_policy(logging_policy)[1]).fit(warmup)
     log_tr, _ = simulate_log(train, logging_probabilities(train, train, logging_policy, seed, logger), seed)
     log_te, a_te = simulate_log(test, logging_probabilities(train, test, logging_policy, seed, logger),
                                 seed + 1)

@@ -26,7 +26,7 @@ def run_bandit(data, settings: dict) -> RunOutcome:
     """Run the protocol on ``data`` for every router of ``settings`` and write its files."""
     from tqdm.auto import tqdm  # noqa: PLC0415
 
-    from ...feedback.bandit import bandit_evaluate, online_bandit  # noqa: PLC0415
+    from ...feedback.bandit import bandit_evaluate, bandit_parts, online_bandit  # noqa: PLC0415
     from ...feedback.report import plot_regret  # noqa: PLC0415
     seed = settings["seed"]
     for key, low in (("n_boot", 0), ("online_rounds", 0), ("retrain_every", 1)):
@@ -34,6 +34,8 @@ def run_bandit(data, settings: dict) -> RunOutcome:
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"--{key.replace('_', '-')} must be a whole number >= {low}, got {v!r}")
     train, test = train_test_parts(data, settings.get("split_column"), seed)
+    # the queries bandit_evaluate logs and tests (complete rows, less a router's warm-up)
+    parts = bandit_parts(train, test, settings["logging_policy"], seed)
     losses = list(settings["losses"])
     encoder = settings.get("encoder")
     params = _router_params(settings.get("bandit_param") or [])
@@ -53,10 +55,11 @@ def run_bandit(data, settings: dict) -> RunOutcome:
     summary = rows.pivot_table(index=["router", "loss"], columns="metric",
                                values="value").reset_index()
     cols = [c for c in _REPORT_COLUMNS if c in summary]
+    notes = [f"note: {n}" for n in parts.notes]
     md = [f"# bandit protocol on {data.name}", "",
-          f"logging policy {settings['logging_policy']}; {train.n_queries} logged training "
-          f"queries (one revealed LLM each), {test.n_queries} test queries scored on the full "
-          "matrix.", "", "| router | loss | " + " | ".join(cols) + " |",
+          f"logging policy {settings['logging_policy']}; {parts.train.n_queries} logged "
+          f"training queries (one revealed LLM each), {parts.test.n_queries} test queries "
+          "scored on the full matrix.", *notes, "", "| router | loss | " + " | ".join(cols) + " |",
           "|---|---|" + "---|" * len(cols)]
     for r in summary.to_dict("records"):
         md.append(f"| {r['router']} | {r['loss']} | " +
@@ -82,8 +85,9 @@ def run_bandit(data, settings: dict) -> RunOutcome:
         (tmp / "config.json").write_text(json.dumps({
             "protocol": "bandit", "routers": list(settings["routers"]),
             "logging_policy": settings["logging_policy"], "losses": losses, "seed": seed,
-            "n_train": train.n_queries, "n_test": test.n_queries}, indent=2))
-    return RunOutcome(settings["out"], "\n".join(md[4:]) +
+            "n_train": parts.train.n_queries, "n_test": parts.test.n_queries,
+            "notes": parts.notes}, indent=2))
+    return RunOutcome(settings["out"], "\n".join(notes + md[4 + len(notes):]) +
                       f"\nwrote {settings['out']}/report.md (+ metrics.csv, summary.csv)")
 
 
