@@ -138,32 +138,61 @@ def test_equal_pair_refused_before_fitting():
                                   routellm_pair=(name, name)), progress=False)
 
 
-def test_a_pair_inverted_on_the_test_queries_leaves_apgr_and_cpt_out():
-    """The pair comes from training means: "a" (train mean 1) over "b" (0). On the test
-    queries "a" scores 0.2 and "b" 0.8, so APGR would flip sign and every router would reach
-    the CPT targets with "b" alone: both are left out, the curve and the LLMs' mu_o kept."""
-    import pandas as pd
-
+def _pair_run(test_a, test_b, routers=("best-single", "oracle")):
+    """evaluate() on two LLMs with train means a = 1, b = 0 (so a is the strong one) and the
+    given test scores."""
     from recsys_router.data import RoutingData
     from recsys_router.evaluation.runner import EvalConfig, evaluate
 
-    n_train, n_test = 40, 10
+    n_train, n_test = 40, len(test_a)
     q = pd.DataFrame({"query_id": [f"q{i}" for i in range(n_train + n_test)],
                       "text": [f"question {i}" for i in range(n_train + n_test)],
                       "split": ["train"] * n_train + ["test"] * n_test})
-    test_a = np.array([1.0, 1.0] + [0.0] * 8)        # 0.2 on the test queries
-    test_b = np.array([0.0, 0.0] + [1.0] * 8)        # 0.8
     s = np.vstack([np.column_stack([np.ones(n_train), np.zeros(n_train)]),
                    np.column_stack([test_a, test_b])])
     data = RoutingData(q, ["a", "b"], s)
-    res = evaluate(data, EvalConfig(["best-single", "oracle"], protocols=["routellm"],
-                                    split_column="split", encoder="hashing", fallback=False),
-                   progress=False)
+    return evaluate(data, EvalConfig(list(routers), protocols=["routellm"], split_column="split",
+                                     encoder="hashing", fallback=False), progress=False)
+
+
+def test_a_pair_inverted_on_the_test_queries_leaves_apgr_and_cpt_out():
+    """The pair comes from training means: "a" (train mean 1) over "b" (0). On the test
+    queries "a" scores 0.2 and "b" 0.8, so APGR would flip sign and every router would reach
+    the CPT targets with "b" alone: both are left out (APGR NaN, no CPT rows), the curve and
+    the LLMs' mu_o kept."""
+    test_a = np.array([1.0, 1.0] + [0.0] * 8)        # 0.2 on the test queries
+    test_b = np.array([0.0, 0.0] + [1.0] * 8)        # 0.8
+    res = _pair_run(test_a, test_b)
     m = res.metrics[res.metrics["protocol"] == "routellm"]
-    assert not m["metric"].isin(["apgr", "cpt50", "cpt80"]).any()
+    assert not m["metric"].isin(["cpt50", "cpt80"]).any()
+    apgr_rows = m[m["metric"] == "apgr"].set_index("router")["value"]
+    assert sorted(apgr_rows.index) == ["best-single", "oracle"] and apgr_rows.isna().all()
     mu = m[m["metric"] == "mu_o"].set_index("router")["value"]
     assert mu["LLM:a"] == pytest.approx(0.2) and mu["LLM:b"] == pytest.approx(0.8)
     assert len(res.curves[res.curves["protocol"] == "routellm"]) > 0
+
+
+@pytest.mark.parametrize("test_a, test_b, means", [
+    ([1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], "0.2500 vs 0.7500"),   # inverted
+    ([1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0], "0.5000 vs 0.5000"),   # equal
+])
+def test_an_undefined_pair_shows_dashes_and_says_why(tmp_path, test_a, test_b, means):
+    """The report had empty, malformed RouteLLM and leaderboard tables (``|  |``) and no note
+    when the strong LLM did not beat the weak one on the test queries; each router now has a
+    row of ``-`` cells, and a note gives both test means (worked out by hand above)."""
+    from recsys_router.evaluation import write_results
+
+    res = _pair_run(np.array(test_a), np.array(test_b), routers=("best-single", "random"))
+    note = ("routellm pool all/all fold 0: strong LLM a does not beat weak LLM b on the test "
+            f"queries (mean score {means}): APGR and CPT are undefined, shown as -")
+    assert note in res.notes
+    _, lb = write_results(res, tmp_path / "out", plots=False)
+    assert list(lb["router"]) == ["best-single", "random"] and list(lb["APGR"].isna()) == [True] * 2
+    report = (tmp_path / "out" / "report.md").read_text()
+    section = report[report.index("## RouteLLM"):]
+    for router in ("best-single", "random"):
+        assert f"| {router} | - | - | - |" in section
+    assert f"- {note}" in report and "\n|  |\n" not in report  # no empty table
 
 
 def test_cpt_and_apgr_refuse_a_missing_curve_point():

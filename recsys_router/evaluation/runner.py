@@ -175,6 +175,9 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
                          f"{int((~rows).sum())} test queries without the needed observed LLMs "
                          f"left out of this pool")
         qcode, S, obs = qcode_all[rows], S_all[rows], observed[rows]
+        if proto.test_notes is not None:
+            notes += [f"{proto.name} pool {pool}/{group} fold {fold.fold}: {n}"
+                      for n in proto.test_notes(view, S)]
         Ct = None if C_all is None else C_all[rows]
         m = {"dataset": data.name, "pool": pool, "group": group, "fold": fold.fold,
              "protocol": proto.name}

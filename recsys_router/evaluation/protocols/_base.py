@@ -203,6 +203,10 @@ class Protocol:
         ``plots``, ``progress`` and the values of :attr:`options`. It runs alone.
     options : tuple of ProtocolOption
         The protocol's own command-line options.
+    test_notes : callable, optional
+        ``(PoolView, true scores of the pool's scored test queries) -> list of str``: what the
+        run should note about a pool's test queries (e.g. a reference pair that makes a metric
+        undefined there); each note is prefixed with the protocol, pool, group and fold.
     """
 
     name: str
@@ -218,6 +222,7 @@ class Protocol:
     description: str = ""
     run: Callable | None = None
     options: tuple = ()
+    test_notes: Callable | None = None
 
 
 #: every protocol by name; the public modules of this package are imported on first lookup

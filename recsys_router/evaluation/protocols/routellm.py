@@ -95,8 +95,9 @@ def _metrics(b, ctx):
 
     The pair is chosen by training means; where the "strong" LLM does not beat the weak one
     on these test queries, APGR and CPT are undefined (every router would reach the CPT
-    target with the weak LLM alone) and are left out (the tables show ``-``, and means over
-    folds or pool groups use the others), while the curve and both LLMs' mu_o are kept."""
+    target with the weak LLM alone): each router's APGR is NaN and its CPT rows are left out
+    (the tables show ``-``, :func:`_pair_notes` says why, and means over folds or pool
+    groups use the others), while the curve and both LLMs' mu_o are kept."""
     ms, cs = [], []
     strong = next(n for n, r in b.roles.items() if r == "strong")
     weak = next(n for n, r in b.roles.items() if r == "weak")
@@ -112,9 +113,36 @@ def _metrics(b, ctx):
             ms.append(metric_row(router, "apgr", rl.apgr(frac, qual, wq, sq)))
             ms.append(metric_row(router, "cpt50", rl.cpt(frac, qual, wq, sq, 0.5)))
             ms.append(metric_row(router, "cpt80", rl.cpt(frac, qual, wq, sq, 0.8)))
+        else:  # NaN, not "never reached" (a NaN CPT): the router's row shows "-"
+            ms.append(metric_row(router, "apgr", np.nan))
     ms.append(metric_row("LLM:" + strong, "mu_o", sq))
     ms.append(metric_row("LLM:" + weak, "mu_o", wq))
     return ms, cs
+
+
+def _pair_notes(view, scores) -> list[str]:
+    """Why APGR and CPT are undefined on a pool's test queries: the strong LLM of the pair
+    does not score above the weak one there (mean true scores ``scores``, as in
+    :func:`_metrics`).
+
+    Example
+    -------
+    >>> from ._base import PoolView
+    >>> v = PoolView("all", "all", ["a", "b"], None, None, [], refs=[(0, "strong"), (1, "weak")])
+    >>> _pair_notes(v, np.array([[0.0, 1.0], [1.0, 1.0]]))  # doctest: +NORMALIZE_WHITESPACE
+    ['strong LLM a does not beat weak LLM b on the test queries (mean score 0.5000 vs
+      1.0000): APGR and CPT are undefined, shown as -']
+    >>> _pair_notes(v, np.array([[1.0, 0.0]]))
+    []
+    """
+    roles = {role: j for j, role in view.refs}
+    n = scores.shape[0]
+    sq, wq = (mu_o(scores, np.full(n, roles[r])) for r in ("strong", "weak"))
+    if sq > wq:
+        return []
+    return [f"strong LLM {view.names[roles['strong']]} does not beat weak LLM "
+            f"{view.names[roles['weak']]} on the test queries (mean score {sq:.4f} vs {wq:.4f}): "
+            "APGR and CPT are undefined, shown as -"]
 
 
 def _report(metrics, pool, timings=None):
@@ -132,5 +160,5 @@ def _threshold_plot(result, path) -> bool:
 ROUTELLM = register_protocol(Protocol(
     "routellm", sweep=_sweep, metrics=_metrics, rank=40, references=_references,
     leaderboard=(("apgr", "APGR"), ("cpt50", "CPT(50%)")), report=_report,
-    plots=(("routellm_threshold.png", _threshold_plot),),
+    plots=(("routellm_threshold.png", _threshold_plot),), test_notes=_pair_notes,
     description="strong/weak pair, threshold sweep; APGR, CPT (RouteLLM)"))
