@@ -34,11 +34,13 @@ import numpy as np
 import pandas as pd
 
 from recsys_router.data import RoutingData
+from recsys_router.errors import DataValidationError
 from recsys_router.policies import argmax_policy
 
 from .selection import STRATEGIES, score_profiles, select_probes
 
-__all__ = ["coldstart_rows", "summarise", "plot_curves", "parse_cold_llms", "COLDSTART_METRICS"]
+__all__ = ["coldstart_rows", "summarise", "plot_curves", "parse_cold_llms", "check_cold_llms",
+           "COLDSTART_METRICS"]
 
 #: metric -> direction (+1 higher is better, -1 lower is better)
 COLDSTART_METRICS = {"score_mae": -1, "cell_auc": +1, "cell_rmse": -1, "mu_o_onboarded": +1,
@@ -76,6 +78,43 @@ def parse_cold_llms(spec: str, names: Sequence[str], seed: int = 0) -> list[str]
         raise ValueError(f"--cold-llms: LLM(s) {twice} named more than once (each would repeat "
                          "its rows)")
     return out
+
+
+def check_cold_llms(train: RoutingData, test: RoutingData, cold_llms: Sequence[str]) -> None:
+    """Refuse what the protocol cannot measure: a pool of fewer than 2 LLMs (the cold one and
+    another for the router to be fitted on), a cold LLM with no observed training query (no
+    answers to draw probes from) or with no observed test query (never routable there, so
+    its onboarding cannot be scored: its route_gap would be 0 by construction).
+
+    Raises
+    ------
+    DataValidationError
+        Naming the data and the LLMs at fault.
+
+    Example
+    -------
+    >>> d = RoutingData(["q1", "q2"], ["a", "b"], [[1, np.nan], [0, np.nan]])
+    >>> check_cold_llms(d, d, ["a"])
+    >>> check_cold_llms(d, d, ["b"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: data: LLM(s) 'b' have no observed training queries...
+    """
+    where = train.source or train.name
+    if train.n_llms < 2:
+        raise DataValidationError(f"coldstart needs at least 2 LLMs (the cold one and at least "
+                                  f"one other to fit the router on); the data has "
+                                  f"{train.n_llms}", source=where)
+    for part, what, why in ((train, "training", "so they cannot be onboarded: there are no "
+                             "answers to draw probes from"),
+                            (test, "test", "so their onboarding cannot be scored: no router "
+                             "can route to them there")):
+        seen = np.isfinite(part.scores[:, part.llm_index(cold_llms)]).any(axis=0)
+        none = [c for c, ok in zip(cold_llms, seen) if not ok]
+        if none:
+            raise DataValidationError(f"LLM(s) {', '.join(map(repr, none))} have no observed "
+                                      f"{what} queries, {why}; leave them out of the cold LLMs "
+                                      "(--cold-llms)", source=where)
 
 
 def _auc(p: np.ndarray, y: np.ndarray) -> float:
@@ -146,6 +185,7 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
         raise ValueError(f"unknown probe strategy {bad}; choose from {', '.join(STRATEGIES)}")
+    check_cold_llms(train, test, cold_llms)
     binary = train.is_binary and test.is_binary
     rows = []
     total = len(cold_llms) * len(seeds)

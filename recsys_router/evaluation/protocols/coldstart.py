@@ -34,11 +34,13 @@ def _ints(items) -> list[int]:
 
 def run_coldstart(data, settings: dict) -> RunOutcome:
     """Run the protocol on ``data`` for every router of ``settings`` and write its files."""
-    from ...coldstart.protocol import coldstart_rows, parse_cold_llms, plot_curves, summarise  # noqa: PLC0415
+    from ...coldstart.protocol import (check_cold_llms, coldstart_rows,  # noqa: PLC0415
+                                       parse_cold_llms, plot_curves, summarise)
     from ...router_spec import resolve_router  # noqa: PLC0415
     seed = settings["seed"]
     train, test = train_test_parts(data, settings.get("split_column"), seed)
     cold = parse_cold_llms(settings["cold_llms"], train.llm_names, seed=seed)
+    check_cold_llms(train, test, cold)  # before any fit
     ks = _ints(settings["probes"])
     notes = _probe_notes(train, cold, ks)
     strategies = list(settings["probe_strategy"])
