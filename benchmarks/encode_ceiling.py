@@ -70,19 +70,19 @@ def _rate(fn, flops: float, seconds: float = 2.0) -> float:
     return flops * calls / (time.process_time() - t0)
 
 
-def fp32_ceiling(shapes) -> float:
-    """Float32 product rate (FLOP per CPU second, one thread), the slowest of ``shapes``."""
+def fp32_rates(shapes) -> list[float]:
+    """Float32 product rate (FLOP per CPU second, one thread) of each of ``shapes``."""
     import torch
     rates = []
     for n, k, m in shapes:
         a, b = torch.randn(n, k), torch.randn(k, m)
         rates.append(_rate(lambda: a @ b, 2.0 * n * k * m))
-    return min(rates)
+    return rates
 
 
-def int8_ceiling(shapes, weights: str) -> float:
-    """ONNX Runtime ``MatMulInteger`` rate (operations per CPU second, one thread), the
-    slowest of ``shapes``; uint8 activations times int8 (``s8``) or uint8 (``u8``) weights."""
+def int8_rates(shapes, weights: str) -> list[float]:
+    """ONNX Runtime ``MatMulInteger`` rate (operations per CPU second, one thread) of each of
+    ``shapes``; uint8 activations times int8 (``s8``) or uint8 (``u8``) weights."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
     rng = np.random.default_rng(0)
@@ -103,7 +103,22 @@ def int8_ceiling(shapes, weights: str) -> float:
                                     providers=["CPUExecutionProvider"])
         a = rng.integers(0, 255, (n, k)).astype(np.uint8)
         rates.append(_rate(lambda: sess.run(None, {"A": a}), 2.0 * n * k * m))
-    return min(rates)
+    return rates
+
+
+def ceiling(rates) -> float:
+    """The ceiling of a kind of product: the *fastest* rate measured on the model's shapes.
+
+    Every product of the forward pass is taken to run at the best rate any of its shapes
+    reached, so the ceiling is generous (the slowest shape, or the work-weighted mean, would
+    give a lower one) and a multiple above 1 against it holds a fortiori.
+
+    Example
+    -------
+    >>> ceiling([64.9e9, 83.5e9, 77.0e9]) / 1e9
+    83.5
+    """
+    return max(rates)
 
 
 def main(argv=None) -> None:
@@ -125,12 +140,14 @@ def main(argv=None) -> None:
     weights = int8_weight_type() if args.int8_weights == "auto" else args.int8_weights
     h, f = config["hidden_size"], config["intermediate_size"]
     shapes = [(2048, h, 3 * h), (2048, h, h), (2048, h, f), (2048, f, h)]   # 8 texts x 256
-    fp32, int8 = fp32_ceiling(shapes), int8_ceiling(shapes, weights)
+    fp32_all, int8_all = fp32_rates(shapes), int8_rates(shapes, weights)
+    fp32, int8 = ceiling(fp32_all), ceiling(int8_all)
     print(f"`python benchmarks/encode_ceiling.py --seed {args.seed} --n {args.n} --sets "
           f"{args.sets} --int8-weights {args.int8_weights}` (one thread; 8-bit weights "
           f"{weights})\n")
     print(f"ceilings: float32 products {fp32 / 1e9:.1f} GFLOP/s, ONNX Runtime 8-bit products "
-          f"{int8 / 1e9:.1f} GOP/s (slowest of the model's four projection shapes, 2,048 rows)\n")
+          f"{int8 / 1e9:.1f} GOP/s (the fastest of the model's four projection shapes, 2,048 "
+          f"rows; the slowest: {min(fp32_all) / 1e9:.1f} and {min(int8_all) / 1e9:.1f})\n")
     print("| set | st texts/cpu-s | product GFLOP per text | st GFLOP/s | 3x needs GFLOP/s "
           "| x float32 ceiling | x 8-bit ceiling |")
     print("|---|---|---|---|---|---|---|")
