@@ -15,7 +15,21 @@ from recsys_router.policies import fill_unknown_costs
 from recsys_router.errors import ArgumentValueError
 
 __all__ = ["QueryListDataset", "CellDataset", "PairDataset", "batch_collate",
-           "PermutationBatchSampler"]
+           "PermutationBatchSampler", "epoch_generator"]
+
+
+def epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """A torch generator seeded by ``(seed, epoch)`` together (numpy's ``SeedSequence`` of
+    the two, so nearby seeds and epochs give unrelated streams).
+
+    Example
+    -------
+    >>> a = torch.randperm(6, generator=epoch_generator(0, 1))
+    >>> bool((a == torch.randperm(6, generator=epoch_generator(0, 1))).all())
+    True
+    """
+    state = np.random.SeedSequence([int(seed) % 2**64, int(epoch)]).generate_state(1, np.uint64)
+    return torch.Generator().manual_seed(int(state[0]))
 
 
 class PermutationBatchSampler:
@@ -33,7 +47,17 @@ class PermutationBatchSampler:
     batch_size : int
     shuffle : bool
     generator : torch.Generator, optional
-        Source of the permutations (seeded for reproducible epochs).
+        Source of the permutations when no ``seed`` is given (each pass draws the next one).
+    seed : int, optional
+        When given, the permutation of epoch ``e`` is drawn from a generator seeded by
+        ``(seed, e)`` alone (:func:`epoch_generator`), so an epoch's order does not depend
+        on how many permutations were drawn before it: a fit resumed from a checkpoint (a new
+        sampler) continues the epoch sequence of the run that wrote it. Takes precedence over
+        ``generator``.
+    epoch_of : callable, optional
+        Returns the current epoch (or None) when a pass starts; with ``seed``, the epoch
+        whose permutation is drawn. Without it (or when it returns None) the epoch is the
+        number of passes this sampler made before.
 
     Example
     -------
@@ -41,16 +65,23 @@ class PermutationBatchSampler:
     [[0, 1], [2, 3], [4]]
     """
 
-    def __init__(self, n: int, batch_size: int, shuffle: bool, generator=None):
+    def __init__(self, n: int, batch_size: int, shuffle: bool, generator=None, *,
+                 seed: int | None = None, epoch_of=None):
         if int(batch_size) < 1:
             raise ArgumentValueError(f"batch_size must be >= 1, got {batch_size}")
         self.n, self.batch_size, self.shuffle, self.generator = int(n), int(batch_size), shuffle, generator
+        self.seed, self.epoch_of, self._passes = seed, epoch_of, 0
 
     def __len__(self) -> int:
         return -(-self.n // self.batch_size)
 
     def __iter__(self):
-        if self.shuffle:
+        if self.shuffle and self.seed is not None:
+            epoch = self.epoch_of() if self.epoch_of is not None else None
+            epoch = self._passes if epoch is None else int(epoch)
+            self._passes += 1
+            order = torch.randperm(self.n, generator=epoch_generator(self.seed, epoch)).numpy()
+        elif self.shuffle:
             order = torch.randperm(self.n, generator=self.generator).numpy()
         else:
             order = np.arange(self.n, dtype=np.int64)

@@ -149,28 +149,16 @@ class RoutingDataModule(pl.LightningDataModule):
                               propensity_clip=propensity_clip, dataset=dataset,
                               dataset_options=dataset_options)
         self.save_hyperparameters()
-        self.dataset = dataset
-        self.data_dir = data_dir
+        self.dataset, self.data_dir = dataset, data_dir
         self.dataset_options = dict(dataset_options or {})
-        self.encoder_name = encoder
-        self.encoder_options = dict(encoder_options or {})
-        self.split_ratios = tuple(split_ratios)
-        self.split_column = split_column
-        self.val_fraction = val_fraction
-        self.ood_tasks = ood_tasks
-        self.seed = seed
-        self.candidates = candidates
-        self.candidate_group = candidate_group
-        self.pool_size = pool_size
-        self.group_method = group_method
-        self.batch_size = batch_size
-        self.mode = mode
-        self.selection_ratio = selection_ratio
-        self.max_pairs_per_query = max_pairs_per_query
-        self.num_workers = num_workers
-        self.carve_val = carve_val
-        self.feedback = feedback
-        self.propensity_clip = propensity_clip
+        self.encoder_name, self.encoder_options = encoder, dict(encoder_options or {})
+        self.split_ratios, self.split_column = tuple(split_ratios), split_column
+        self.val_fraction, self.ood_tasks, self.seed = val_fraction, ood_tasks, seed
+        self.candidates, self.candidate_group = candidates, candidate_group
+        self.pool_size, self.group_method = pool_size, group_method
+        self.batch_size, self.mode, self.selection_ratio = batch_size, mode, selection_ratio
+        self.max_pairs_per_query, self.num_workers = max_pairs_per_query, num_workers
+        self.carve_val, self.feedback, self.propensity_clip = carve_val, feedback, propensity_clip
         if logging_policy is not None and feedback is None:
             raise ArgumentValueError("logging_policy simulates logged feedback: set feedback "
                                      "(naive, ips, snips or dr) too")
@@ -347,13 +335,21 @@ class RoutingDataModule(pl.LightningDataModule):
             return PairDataset(x, rows, pos, neg)
         return self._list_dataset("train")
 
+    def _fit_epoch(self) -> int | None:
+        """The fit's epoch as Lightning gives ``set_epoch`` (resumed fits count on), or None."""
+        loop = getattr(getattr(self, "trainer", None), "fit_loop", None)
+        return None if loop is None else int(loop.epoch_progress.current.processed)
+
     def _loader(self, ds: Dataset, shuffle: bool) -> DataLoader:
         gen = torch.Generator().manual_seed(int(self.seed)) if shuffle else None
         trainer = getattr(self, "trainer", None)
         distributed = trainer is not None and getattr(trainer, "world_size", 1) > 1
-        # whole batches, no per-item Python work; under DDP Lightning shards a plain sampler
+        # whole batches, no per-item Python work, epoch e's order from (seed, e) alone (a
+        # resumed fit continues the sequence); under DDP Lightning shards a plain sampler
         if hasattr(ds, "__getitems__") and not distributed:
-            batches = PermutationBatchSampler(len(ds), self.batch_size, shuffle, gen)
+            batches = PermutationBatchSampler(len(ds), self.batch_size, shuffle,
+                                              seed=int(self.seed) if shuffle else None,
+                                              epoch_of=self._fit_epoch)
             return DataLoader(ds, batch_sampler=batches, collate_fn=batch_collate,
                               num_workers=self.num_workers,
                               persistent_workers=self.num_workers > 0)
