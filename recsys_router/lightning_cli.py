@@ -18,18 +18,22 @@ Untrusted input: a ``class_path`` (in a config or an argument) may only name a c
 :data:`ALLOWED_IMPORT_PATHS` (jsonargparse imports the module of any path it parses: anything
 else is refused before an import). An argument that does not parse or that a constructor
 refuses is raised as one :class:`~recsys_router.errors.ConfigArgumentError` naming the argument
-(:func:`argument_error`), which ``recsys-router`` prints as one line (exit 2).
+(:func:`argument_error`), which ``recsys-router`` prints as one line (exit 2). A checkpoint
+is data: ``--ckpt_path`` must be a local file, read as plain data here and by Lightning
+(:mod:`recsys_router.lightning_ckpt`).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from jsonargparse import ArgumentError, lazy_instance
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.loggers import CSVLogger
 
+from recsys_router.lightning_ckpt import check_ckpt_hparams as _check_ckpt_hparams
+from recsys_router.lightning_ckpt import check_ckpt_model_class as _check_ckpt_model_class
+from recsys_router.lightning_ckpt import check_ckpt_path, check_weights_only
+from recsys_router.lightning_ckpt import read_ckpt_hparams as _read_ckpt_hparams
 from recsys_router.lightning_errors import ALLOWED_IMPORT_PATHS, argument_error, error_chain
 from recsys_router.models.base.callbacks import ScoresWriter
 
@@ -120,11 +124,16 @@ class RouterCLI(LightningCLI):
         ``loss`` must be the project's
         :class:`~recsys_router.models.losses.RoutingLoss` as plain data
         (:meth:`RoutingLoss.from_config`); and a checkpoint of another model class than the
-        configured ``--model`` is refused (it would replace that model). Each refusal is one
-        error line, exit 2."""
+        configured ``--model`` is refused (it would replace that model). Before that, the
+        path must be a local file (:func:`~recsys_router.lightning_ckpt.check_ckpt_path`: no
+        URL, fsspec path or Lightning keyword, which Lightning would resolve or fetch itself)
+        and ``--weights_only`` not false. Each refusal is one error line, exit 2."""
         sub = self.config.get("subcommand") if hasattr(self, "config") else None
-        ckpt_path = self.config[sub].get("ckpt_path") if sub else None
-        if not ckpt_path or not Path(ckpt_path).is_file():
+        if not sub:
+            return
+        check_weights_only(self.config[sub].get("weights_only"))
+        ckpt_path = check_ckpt_path(self.config[sub].get("ckpt_path"))
+        if ckpt_path is None:
             return
         hparams = dict(_read_ckpt_hparams(str(ckpt_path)))
         _check_ckpt_hparams(hparams, str(ckpt_path))
@@ -141,86 +150,14 @@ class RouterCLI(LightningCLI):
         except (ArgumentError, ImportError) as exc:  # ImportError: a class_path refused
             raise argument_error(exc) from exc
 
-
-def _read_ckpt_hparams(path: str) -> dict:
-    """The ``hyper_parameters`` mapping of the checkpoint at ``path`` (empty when it has none),
-    read with ``weights_only`` (no pickled code).
-
-    Raises
-    ------
-    DataValidationError
-        Naming the file: it is no torch checkpoint, or it or its ``hyper_parameters`` is not
-        a mapping.
-    """
-    import pickle  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-    from recsys_router.errors import DataValidationError  # noqa: PLC0415
-    try:
-        ckpt = torch.load(path, weights_only=True, map_location="cpu")
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError,
-            AttributeError, ImportError, KeyError, IndexError, OverflowError) as exc:
-        # torch's own text is many lines, about weights_only: the exception type says enough
-        raise DataValidationError(f"{path}: not a torch checkpoint that loads as plain data "
-                                  f"(weights_only; {type(exc).__name__})") from None
-    if not isinstance(ckpt, dict):
-        raise DataValidationError(f"{path}: a checkpoint must be a mapping, got "
-                                  f"{type(ckpt).__name__}")
-    hparams = ckpt.get("hyper_parameters") or {}
-    if not isinstance(hparams, dict):
-        raise DataValidationError(f"{path}: hyper_parameters must be a mapping, got "
-                                  f"{type(hparams).__name__}")
-    return hparams
-
-
-def _check_ckpt_hparams(hparams: dict, source: str) -> None:
-    """Refuse a checkpoint whose model ``_class_path`` lies outside ``recsys_router.models.``,
-    that has ``class_path`` / ``init_args`` keys without ``_class_path`` (LightningCLI always
-    writes ``_class_path``) or whose ``loss`` is not the project's loss as plain data
-    (compared as text, nothing imported).
-
-    Raises
-    ------
-    DataValidationError
-        Naming the checkpoint and the field.
-    """
-    from recsys_router.errors import DataValidationError  # noqa: PLC0415
-    from recsys_router.models.losses import RoutingLoss  # noqa: PLC0415
-    if "_class_path" in hparams:
-        path = hparams["_class_path"]
-        mod, _, name = path.rpartition(".") if isinstance(path, str) else ("", "", "")
-        if not mod.startswith("recsys_router.models.") or not name.isidentifier():
-            raise DataValidationError(f"{source}: hyper_parameters._class_path {path!r} is not a "
-                                      "RouterModule under recsys_router.models. (train with "
-                                      "recsys-router fit)")
-    elif "class_path" in hparams or "init_args" in hparams:
-        # LightningCLI writes the model as _class_path plus its arguments: this shape would be
-        # parsed as a class_path section, nested class paths (a loss) unchecked
-        raise DataValidationError(f"{source}: hyper_parameters has class_path/init_args but no "
-                                  "_class_path: not a checkpoint of recsys-router fit")
-    if isinstance(hparams.get("loss"), dict):
-        try:
-            RoutingLoss.from_config(hparams["loss"], f"{source}: hyper_parameters.loss")
-        except ValueError as exc:  # one error line, exit 2 (recsys_router.cli)
-            raise DataValidationError(str(exc)) from None
-
-
-def _check_ckpt_model_class(hparams: dict, model_config, source: str) -> None:
-    """Refuse a checkpoint of another model class than the configured model's ``class_path``
-    (LightningCLI would parse the checkpoint's class over the config and evaluate it instead
-    of the model the user named). Nothing to compare when either names no class.
-
-    Raises
-    ------
-    DataValidationError
-        Naming the checkpoint, its class and the configured one.
-    """
-    from recsys_router.errors import DataValidationError  # noqa: PLC0415
-    trained = hparams.get("_class_path")
-    configured = model_config.get("class_path") if hasattr(model_config, "get") else None
-    if isinstance(trained, str) and isinstance(configured, str) and trained != configured:
-        raise DataValidationError(
-            f"{source}: the checkpoint holds a {trained} but the config names the model "
-            f"{configured}: give the model config the checkpoint was trained with")
+    def _prepare_subcommand_kwargs(self, subcommand: str) -> dict:
+        """LightningCLI's arguments of the sub-command, with ``weights_only=True``: Lightning's
+        own read of the checkpoint (the one ``--ckpt_path`` names, or one it picks itself, e.g.
+        an HPC resume) unpickles plain data only, whatever ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``
+        says."""
+        kwargs = super()._prepare_subcommand_kwargs(subcommand)
+        kwargs["weights_only"] = True
+        return kwargs
 
 
 def restrict_class_paths() -> None:
