@@ -41,13 +41,17 @@ from recsys_router.models.loss_functions import (listwise_softmax_ce, logged_fee
                                                  popularity_weights, soft_selection_entropy,
                                                  utility_selection)
 
-__all__ = ["LOSS_KINDS", "RoutingLoss", "default_mode", "pointwise_bce", "pointwise_mse", "listwise_softmax_ce",
+__all__ = ["LOSS_KINDS", "LAYOUT_LOSS_KINDS", "RoutingLoss", "default_mode", "pointwise_bce", "pointwise_mse", "listwise_softmax_ce",
            "pairwise_bpr", "pairs_from_lists", "utility_selection", "popularity_weights",
            "soft_selection_entropy", "logged_feedback_loss"]
 
 LOSS_KINDS = ("bce", "mse", "listwise", "bpr", "utility")
 _DEFAULT_MODES = {"bce": "pointwise", "mse": "pointwise", "listwise": "listwise",
                   "utility": "listwise", "bpr": "pairwise"}
+#: the loss kinds :meth:`RoutingLoss.forward` trains on each training-batch layout (a data
+#: module's ``mode``, or ``logged`` for logged feedback); any other kind raises there
+LAYOUT_LOSS_KINDS = {"pointwise": ("bce", "mse"), "pairwise": ("bpr",), "listwise": LOSS_KINDS,
+                     "logged": ("bce", "mse")}
 
 
 def default_mode(kind: str) -> str:

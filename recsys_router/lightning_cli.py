@@ -4,7 +4,8 @@ data module and a trainer, with size links and checkpoint / early-stopping defau
 
 The model is any :class:`~recsys_router.models.base.router_module.RouterModule` subclass and the
 data any :class:`~recsys_router.datamodules.routing_datamodule.RoutingDataModule`. ``n_llms`` and
-``embed_dim`` are linked from the data module, never written in YAML. Defaults: CSVLogger under
+``embed_dim`` are linked from the data module: a config or argument giving another value is
+refused (:func:`check_linked_sizes`; the data's value replaced it silently). Defaults: CSVLogger under
 ``lightning_logs/``, ModelCheckpoint (the best epoch, ``epochNNN-mu_oX.ckpt``) and
 EarlyStopping on ``val/mu_o`` (maximised), ``last.ckpt`` rewritten at every epoch's end (the
 final epoch's state, from the unmonitored ``last_checkpoint`` ModelCheckpoint),
@@ -12,7 +13,8 @@ final epoch's state, from the unmonitored ``last_checkpoint`` ModelCheckpoint),
 score per LLM) of ``--predictions.split`` (default ``test``; linked to the data module's
 ``predict_split``) to the log dir or ``--predictions.output_dir``. A loss
 ``selection_ratio`` that differs from the data module's is refused
-(:func:`check_selection_ratio`): the data module builds the targets from its own.
+(:func:`check_selection_ratio`): the data module builds the targets from its own; so is a
+loss kind the data module's ``mode`` cannot train (:func:`check_mode_loss`).
 
 Untrusted input: a ``class_path`` (in a config or an argument) may only name a class under
 :data:`ALLOWED_IMPORT_PATHS` (jsonargparse imports the module of any path it parses: anything
@@ -39,7 +41,8 @@ from recsys_router.models.base.callbacks import ScoresWriter
 
 __all__ = ["RouterCLI", "build_lightning_cli", "last_checkpoint_path", "MONITOR",
            "LIGHTNING_COMMANDS", "check_selection_ratio", "argument_error",
-           "ALLOWED_IMPORT_PATHS", "restrict_class_paths"]
+           "ALLOWED_IMPORT_PATHS", "restrict_class_paths", "check_linked_sizes",
+           "check_mode_loss"]
 
 #: metric that checkpointing and early stopping watch by default
 MONITOR = "val/mu_o"
@@ -63,6 +66,8 @@ class RouterCLI(LightningCLI):
             super().parse_arguments(parser, args)
         except ArgumentError as exc:
             raise argument_error(exc) from exc
+        # the linked sizes the config itself gives (a --ckpt_path checkpoint's come later)
+        self._given_sizes = _given_sizes(self.config)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.link_arguments("data.n_llms", "model.init_args.n_llms", apply_on="instantiate")
@@ -90,7 +95,10 @@ class RouterCLI(LightningCLI):
 
     def instantiate_classes(self) -> None:
         """Instantiate as LightningCLI does, then refuse a loss ``selection_ratio`` that
-        differs from the data module's (see :func:`check_selection_ratio`). A value a
+        differs from the data module's (see :func:`check_selection_ratio`), a loss kind the
+        data module's batches cannot train (:func:`check_mode_loss`) and an ``n_llms`` /
+        ``embed_dim`` the config gives that differs from the data's
+        (:func:`check_linked_sizes`). A value a
         constructor refuses (its :class:`~recsys_router.errors.ArgumentValueError`) raises
         one ConfigArgumentError naming the argument; another ``ValueError`` (it may be a bug,
         e.g. in the data loading that runs here) one too, ending in "(rerun with --debug for
@@ -110,7 +118,9 @@ class RouterCLI(LightningCLI):
                 error = type(error)(f"{error} (rerun with --debug for the traceback)")
                 error.argument = argument
             raise error from exc
+        check_linked_sizes(getattr(self, "_given_sizes", {}), self.datamodule)
         check_selection_ratio(self.model, self.datamodule)
+        check_mode_loss(self.model, self.datamodule)
 
     def _parse_ckpt_path(self) -> None:
         """Read a ``--ckpt_path`` checkpoint once, check its hyperparameters, then parse them
@@ -206,6 +216,70 @@ def check_selection_ratio(model, datamodule) -> None:
             f"selection_ratio={theirs}: the data module's builds the targets, so set both "
             f"(model.init_args.loss.init_args.selection_ratio and "
             f"data.init_args.selection_ratio) to one value")
+
+
+def _given_sizes(config) -> dict:
+    """The ``n_llms`` / ``embed_dim`` the parsed ``config`` gives the model (None: not given)."""
+    sub = config.get("subcommand") if hasattr(config, "get") else None
+    cfg = config.get(sub) if sub else config
+    model = cfg.get("model") if hasattr(cfg, "get") else None
+    init_args = model.get("init_args") if hasattr(model, "get") else None
+    if not hasattr(init_args, "get"):
+        return {}
+    return {name: init_args.get(name) for name in ("n_llms", "embed_dim")}
+
+
+def check_linked_sizes(given: dict, datamodule) -> None:
+    """Refuse an ``n_llms`` / ``embed_dim`` given in a config or argument that differs from
+    the data module's: both are linked from the data (its value replaced the given one
+    without a word). An equal value passes.
+
+    Raises
+    ------
+    ConfigArgumentError
+        Naming the option, the given value and the data's.
+    """
+    for name in ("n_llms", "embed_dim"):
+        value, linked = given.get(name), getattr(datamodule, name, None)
+        if value is not None and linked is not None and value != linked:
+            from recsys_router.errors import ConfigArgumentError  # noqa: PLC0415
+            raise ConfigArgumentError(
+                f"{value!r} differs from the data's {name} {linked}: {name} is linked from the "
+                f"data module (data.{name}); leave it out", f"--model.init_args.{name}")
+
+
+def check_mode_loss(model, datamodule) -> None:
+    """Refuse a model whose loss kind cannot train on the data module's batches (its
+    ``mode``, or logged feedback when ``feedback`` is set; ``LAYOUT_LOSS_KINDS`` of
+    :mod:`~recsys_router.models.losses`), before training: the loss raised at the first
+    training step. A model with its own ``training_step`` (it does not train through its
+    loss) is not checked.
+
+    Raises
+    ------
+    DataValidationError
+        Naming both settings and what would fit (one error line, exit 2).
+    """
+    from recsys_router.models.base.router_module import RouterModule  # noqa: PLC0415
+    from recsys_router.models.losses import LAYOUT_LOSS_KINDS, default_mode  # noqa: PLC0415
+    kind = getattr(getattr(model, "loss_fn", None), "kind", None)
+    mode = getattr(datamodule, "mode", None)
+    if kind is None or mode is None or type(model).training_step is not RouterModule.training_step:
+        return
+    from recsys_router.errors import DataValidationError  # noqa: PLC0415
+    if getattr(datamodule, "feedback", None) is not None:
+        if kind not in LAYOUT_LOSS_KINDS["logged"]:
+            raise DataValidationError(
+                f"logged feedback (data.init_args.feedback={datamodule.feedback!r}) trains with "
+                f"loss kind 'bce' or 'mse', but the model's loss kind is {kind!r}: set "
+                "model.init_args.loss.init_args.kind")
+        return
+    if mode in LAYOUT_LOSS_KINDS and kind not in LAYOUT_LOSS_KINDS[mode]:
+        raise DataValidationError(
+            f"the data module's mode {mode!r} cannot train the model's loss kind {kind!r} "
+            f"(that mode trains {', '.join(map(repr, LAYOUT_LOSS_KINDS[mode]))}): set "
+            f"data.init_args.mode={default_mode(kind)!r} or another "
+            "model.init_args.loss.init_args.kind")
 
 
 def build_lightning_cli(argv: list[str] | None, *, run: bool = True):

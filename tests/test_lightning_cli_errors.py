@@ -249,3 +249,64 @@ def test_a_refused_nirt_or_two_tower_size_is_one_line_without_the_debug_hint(mod
     config = ["-c", str(ROOT / "configs" / "models" / f"{model}.yaml"), *BASE[2:]]
     assert main(["fit", *config, arg]) == 2
     assert _one_error_line(capsys) == says
+
+
+@pytest.mark.parametrize("args,argument,given,data", [
+    (["--model.init_args.n_llms=5"], "n_llms", 5, 3),
+    (["--model.init_args.embed_dim=17"], "embed_dim", 17, 16),
+    (["--model.init_args.n_llms=3", "--model.init_args.embed_dim=8"], "embed_dim", 8, 16),
+], ids=["n_llms", "embed_dim", "equal_n_llms_other_width"])
+def test_a_linked_size_that_contradicts_the_data_is_one_line(args, argument, given, data, capsys):
+    """n_llms / embed_dim are linked from the data (3 LLMs, 16-dim hashing here): a given value
+    was replaced without a word; now it is refused naming the option and both values."""
+    assert main(["fit", *BASE, *args]) == 2
+    assert _one_error_line(capsys) == (
+        f"--model.init_args.{argument}: {given} differs from the data's {argument} {data}: "
+        f"{argument} is linked from the data module (data.{argument}); leave it out")
+
+
+def test_linked_sizes_in_a_yaml_are_checked_and_equal_ones_pass(tmp_path, capsys):
+    from recsys_router.lightning_cli import build_lightning_cli
+    wrong = tmp_path / "sizes.yaml"
+    wrong.write_text("model:\n  init_args:\n    n_llms: 8\n    embed_dim: 256\n")
+    assert main(["fit", *BASE, "-c", str(wrong)]) == 2
+    assert _one_error_line(capsys) == (
+        "--model.init_args.n_llms: 8 differs from the data's n_llms 3: n_llms is linked from "
+        "the data module (data.n_llms); leave it out")
+    same = tmp_path / "same.yaml"
+    same.write_text("model:\n  init_args:\n    n_llms: 3\n    embed_dim: 16\n")
+    cli = build_lightning_cli(["fit", *BASE, "-c", str(same)])
+    assert (cli.model.hparams.n_llms, cli.model.hparams.embed_dim) == (3, 16)
+    assert cli.trainer.state.finished
+
+
+# the loss kinds each training-batch layout trains (RoutingLoss.forward raises on the others)
+TRAINS = {"pointwise": {"bce", "mse"}, "pairwise": {"bpr"},
+          "listwise": {"bce", "mse", "listwise", "bpr", "utility"}, "ips": {"bce", "mse"}}
+KINDS = ("bce", "mse", "listwise", "bpr", "utility")
+
+
+@pytest.mark.parametrize("layout,kind", [(m, k) for m in TRAINS for k in KINDS])
+def test_a_loss_kind_the_data_mode_cannot_train_is_refused_before_training(layout, kind, capsys):
+    """Refused when the config is read, one line (was a 129-line traceback from inside
+    training_step, exit 1); every other pair trains."""
+    if layout == "ips":  # logged feedback, simulated from the full matrix
+        data = ["--data.init_args.feedback=ips", "--data.init_args.logging_policy=uniform"]
+    else:
+        data = [f"--data.init_args.mode={layout}"]
+    args = ["fit", *BASE, *data, f"--model.init_args.loss.init_args.kind={kind}"]
+    if kind in TRAINS[layout]:
+        assert main(args) == 0
+        return
+    assert main(args) == 2
+    if layout == "ips":
+        says = (f"logged feedback (data.init_args.feedback='ips') trains with loss kind 'bce' "
+                f"or 'mse', but the model's loss kind is {kind!r}: set "
+                "model.init_args.loss.init_args.kind")
+    else:
+        allowed = ", ".join(repr(k) for k in KINDS if k in TRAINS[layout])
+        default = {"bce": "pointwise", "mse": "pointwise", "bpr": "pairwise"}.get(kind, "listwise")
+        says = (f"the data module's mode {layout!r} cannot train the model's loss kind {kind!r} "
+                f"(that mode trains {allowed}): set data.init_args.mode={default!r} or another "
+                "model.init_args.loss.init_args.kind")
+    assert _one_error_line(capsys) == says
