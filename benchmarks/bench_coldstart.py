@@ -5,8 +5,9 @@ For each dataset, each router and each cold LLM (a seeded subset unless ``--cold
 onboards it from K probes chosen by each strategy, and scores the predictions and routes on
 the test queries against the ``probe-mean`` and ``nearest-llm`` baselines and the router
 fitted with the full column. Writes ``<out>/<dataset>.csv`` (every row), prints the aims
-table at ``--aim-k`` (issue 12) and, with ``--readme FILE``, puts it between the
-``<!-- coldstart: <out> -->`` and ``<!-- /coldstart: <out> -->`` markers of FILE.
+table at ``--aim-k`` (issue 12) and, with ``--readme FILE``, puts each dataset's aims table
+and ``score_mae``-against-K table between the ``<!-- coldstart: <out> <dataset> -->`` and
+``<!-- /coldstart: <out> <dataset> -->`` markers of FILE (checked before the run starts).
 
 Usage::
 
@@ -20,9 +21,7 @@ aims table and ``score_mae`` against K per (router, strategy) without running an
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,10 +30,13 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from benchmarks.bench_checks import (int_list, locked_folder, name_list, positive_int,  # noqa: E402
+                                     to_csv_atomic, write_text_atomic)
 from recsys_router.coldstart.protocol import (coldstart_rows, parse_cold_llms, plot_curves,  # noqa: E402
                                               summarise)
 from recsys_router.datasets.registry import load_dataset  # noqa: E402
-from recsys_router.registry import make_router, router_class  # noqa: E402
+from recsys_router.coldstart.selection import STRATEGIES  # noqa: E402
+from recsys_router.registry import available_routers, make_router, router_class  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = {
@@ -133,53 +135,92 @@ def _markdown(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def _write_readme(path: Path, text: str, out: str) -> None:
-    mark = f"<!-- coldstart: {out} -->", f"<!-- /coldstart: {out} -->"
-    body = path.read_text(encoding="utf-8")
-    a, b = body.find(mark[0]), body.find(mark[1])
-    if a < 0 or b < a:
-        raise ValueError(f"{path}: markers {mark[0]} ... {mark[1]} not found")
-    new = body[:a + len(mark[0])] + "\n" + text + "\n" + body[b:]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(new)
-    os.replace(tmp, path)
+def readme_markers(out: str, dataset: str) -> tuple[str, str]:
+    """The markers around the README block of run ``--out out`` on ``dataset``.
+
+    Example
+    -------
+    >>> readme_markers("benchmarks/results/coldstart-A-cruxeval", "cruxeval")[1]
+    '<!-- /coldstart: benchmarks/results/coldstart-A-cruxeval cruxeval -->'
+    """
+    return f"<!-- coldstart: {out} {dataset} -->", f"<!-- /coldstart: {out} {dataset} -->"
+
+
+def missing_markers(body: str, out: str, datasets) -> list[str]:
+    """The datasets whose marker pair (:func:`readme_markers`) ``body`` lacks or holds out of
+    order."""
+    missing = []
+    for ds in datasets:
+        begin, end = readme_markers(out, ds)
+        a, b = body.find(begin), body.find(end)
+        if a < 0 or b < a:
+            missing.append(ds)
+    return missing
+
+
+def readme_block(summary: pd.DataFrame, dataset: str, aim_k: int) -> str:
+    """A dataset's README block: the aims table at ``aim_k``, then ``score_mae`` against K."""
+    return _markdown(aims_table(summary, dataset, aim_k)) + "\n\n" + _markdown(curve_table(summary))
+
+
+def _write_readme(path: Path, text: str, out: str, dataset: str) -> None:
+    """Put ``text`` between the markers of (``out``, ``dataset``) in ``path``: read, changed
+    and renamed over ``path`` (mode kept) under a lock on its folder."""
+    begin, end = readme_markers(out, dataset)
+    with locked_folder(path.parent):
+        body = path.read_text(encoding="utf-8")
+        if missing_markers(body, out, [dataset]):
+            raise ValueError(f"{path}: markers {begin} ... {end} not found")
+        a, b = body.find(begin), body.find(end)
+        write_text_atomic(path, body[:a + len(begin)] + "\n" + text + "\n" + body[b:])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--datasets", default=",".join(DATASETS))
-    ap.add_argument("--routers", default="mf,mirt,knn")
+    ap.add_argument("--datasets", type=name_list(lambda: DATASETS, "dataset"),
+                    default=",".join(DATASETS))
+    ap.add_argument("--routers", type=name_list(available_routers, "router"), default="mf,mirt,knn")
     ap.add_argument("--cold-llms", default="4", help="all | N | NAME,NAME (per dataset)")
-    ap.add_argument("--probes", default="10,50")
-    ap.add_argument("--strategies", default="random,stratified,informative,adaptive")
-    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--probes", type=int_list(1), default="10,50")
+    ap.add_argument("--strategies", type=name_list(lambda: STRATEGIES, "probe strategy"),
+                    default="random,stratified,informative,adaptive")
+    ap.add_argument("--seeds", type=positive_int, default=1)
     ap.add_argument("--encoder", default="hashing")
-    ap.add_argument("--max-epochs", type=int, default=None,
+    ap.add_argument("--max-epochs", type=positive_int, default=None,
                     help="Lightning routers' passes (default: their data-scaled plan)")
-    ap.add_argument("--batch-size", type=int, default=None,
+    ap.add_argument("--batch-size", type=positive_int, default=None,
                     help="Lightning routers' batch size (default: data-scaled)")
-    ap.add_argument("--max-train", type=int, default=2000)
-    ap.add_argument("--max-test", type=int, default=1000)
-    ap.add_argument("--aim-k", type=int, default=50,
+    ap.add_argument("--max-train", type=positive_int, default=2000)
+    ap.add_argument("--max-test", type=positive_int, default=1000)
+    ap.add_argument("--aim-k", type=positive_int, default=50,
                     help="K of the aims table: one of --probes (with --summarise, one of the "
                          "run's K values)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/coldstart")
-    ap.add_argument("--readme", default=None)
+    ap.add_argument("--readme", default=None,
+                    help="also put each dataset's tables into this Markdown file, between its "
+                         "'<!-- coldstart: <out> <dataset> -->' markers")
     ap.add_argument("--summarise", default=None, metavar="OUT",
                     help="print the tables of an earlier run's CSVs in OUT and stop")
     args = ap.parse_args(argv)
     if args.summarise:
         return summarise_out(Path(args.summarise), args.aim_k)
+    ks = args.probes
+    if args.aim_k not in ks:
+        ap.error(f"--aim-k {args.aim_k} is not among --probes {','.join(map(str, ks))}: its aims "
+                 f"table would be empty")
+    readme = Path(args.readme) if args.readme else None
+    if readme is not None:  # before hours of CPU, not after
+        if not readme.is_file():
+            ap.error(f"--readme {readme}: no such file")
+        missing = missing_markers(readme.read_text(encoding="utf-8"), args.out, args.datasets)
+        if missing:
+            ap.error(f"--readme {readme}: no block for " + ", ".join(missing) + "; add "
+                     + " and ".join(f"'{b}' ... '{e}'" for b, e in
+                                    (readme_markers(args.out, ds) for ds in missing)))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    ks = [int(k) for k in args.probes.split(",")]
-    if args.aim_k not in ks:
-        ap.error(f"--aim-k {args.aim_k} is not among --probes {args.probes}: its aims table "
-                 f"would be empty")
-    tables, heads = [], []
-    for ds in args.datasets.split(","):
+    for ds in args.datasets:
         if not DATA.exists():
             print(f"skip {ds}: {DATA} is absent")
             continue
@@ -188,7 +229,7 @@ def main(argv=None) -> int:
         train, test = _split(data, args.seed, args.max_train, args.max_test)
         cold = parse_cold_llms(args.cold_llms, train.llm_names, seed=args.seed)
         frames = []
-        for name in args.routers.split(","):
+        for name in args.routers:
             params = {}
             names = router_class(name)._param_names()
             if "encoder" in names:
@@ -199,23 +240,20 @@ def main(argv=None) -> int:
                 params["batch_size"] = args.batch_size
             frames.append(coldstart_rows(train, test, lambda: make_router(name, **params), router=name,
                                          cold_llms=cold, ks=ks,
-                                         strategies=args.strategies.split(","),
+                                         strategies=args.strategies,
                                          seeds=list(range(args.seed, args.seed + args.seeds))))
         rows = pd.concat(frames, ignore_index=True)
         rows.insert(0, "dataset", ds)
-        rows.to_csv(out / f"{ds}.csv", index=False)
+        to_csv_atomic(rows, out / f"{ds}.csv")
         summary = summarise(rows)
         plot_curves(summary[~summary["router"].str.startswith("nearest-llm (")], out / f"{ds}.png")
         table = aims_table(summary, ds, args.aim_k)
-        tables.append(table)
         head = (f"{ds}: {train.n_queries} train / {test.n_queries} test queries, {train.n_llms} LLMs, "
                 f"cold {len(cold)} x {args.seeds} seed(s), {time.perf_counter() - t0:.0f} s")
-        heads.append(head)
         print("\n" + head)
         print(_markdown(table))
-    if tables and args.readme:
-        text = "\n".join(f"- {h}" for h in heads) + "\n\n" + "\n\n".join(_markdown(t) for t in tables)
-        _write_readme(Path(args.readme), text, args.out)
+        if readme is not None:
+            _write_readme(readme, readme_block(summary, ds, args.aim_k), args.out, ds)
     return 0
 
 

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout
+from recsys_router.cli.args import positive_int  # noqa: E402
 
 
 def _rss_mb() -> float:
@@ -170,14 +172,17 @@ def _report(rows: list[dict], ours: str, baselines: list[str]) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--llms", type=int, default=20, help="LLMs in the generic long table")
-    ap.add_argument("--re-queries", type=int, default=20_000)
-    ap.add_argument("--re-llms", type=int, default=2_000)
+    ap.add_argument("--records", type=positive_int, default=1_000_000)
+    ap.add_argument("--llms", type=positive_int, default=20, help="LLMs in the generic long table")
+    ap.add_argument("--re-queries", type=positive_int, default=20_000)
+    ap.add_argument("--re-llms", type=positive_int, default=2_000)
     ap.add_argument("--skip-routereval", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.records < args.llms:
+        ap.error(f"--records {args.records} is fewer than --llms {args.llms}: the generic long "
+                 "table would have no query")
     if args.child == "prepare/generic":
         prepare_generic(args.work / "generic.parquet", args.records, args.llms, args.seed)
         print(json.dumps({}))

@@ -39,6 +39,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from recsys_router.cli.args import positive_int
 from recsys_router.long_table import _check_labels, _check_scalar, float32_matrix
 from recsys_router.splitting import split_indices
 
@@ -68,13 +69,13 @@ def _row(name: str, size: str, check: float, base: float) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--queries", type=int, default=20000, help="label check: queries")
-    ap.add_argument("--llms", type=int, default=50, help="label check: records per query")
-    ap.add_argument("--split-queries", type=int, default=100000)
-    ap.add_argument("--tasks", type=int, default=5000)
-    ap.add_argument("--rows", type=int, default=5000, help="float32 check: queries")
-    ap.add_argument("--cols", type=int, default=2000, help="float32 check: LLMs")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--queries", type=positive_int, default=20000, help="label check: queries")
+    ap.add_argument("--llms", type=positive_int, default=50, help="label check: records per query")
+    ap.add_argument("--split-queries", type=positive_int, default=100000)
+    ap.add_argument("--tasks", type=positive_int, default=5000)
+    ap.add_argument("--rows", type=positive_int, default=5000, help="float32 check: queries")
+    ap.add_argument("--cols", type=positive_int, default=2000, help="float32 check: LLMs")
+    ap.add_argument("--repeat", type=positive_int, default=3)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     print(f"{'check':<20}{'size':>26}{'check s':>10}{'base s':>10}{'x base':>8}")

@@ -38,6 +38,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from recsys_router.cli.args import positive_int  # noqa: E402
 
 #: name -> (kind, options); kind "st" = sentence-transformers (PyTorch), "onnx" = ONNX Runtime,
 #: "bf16" = the package's bfloat16 PyTorch encoder
@@ -148,11 +149,11 @@ def _token_counts(texts: list[str]) -> np.ndarray:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0, help="seed of the text sample")
-    ap.add_argument("--n", type=int, default=192, help="texts per set")
+    ap.add_argument("--n", type=positive_int, default=192, help="texts per set")
     ap.add_argument("--sets", default="rb,mc", help="comma list of rb (RouterBench), mc "
                                                     "(multiple choice)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--repeats", type=int, default=1, help="timed passes per variant (best)")
+    ap.add_argument("--repeats", type=positive_int, default=1, help="timed passes per variant (best)")
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: wall time, default threads; cpu: CPU seconds, one thread each")

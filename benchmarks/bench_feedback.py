@@ -35,6 +35,7 @@ Example (the configuration of benchmarks/README.md)::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -42,13 +43,16 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from recsys_router.datasets.resolve import resolve_dataset
-from recsys_router.evaluation.protocols.bandit import _router_params
-from recsys_router.feedback.bandit import bandit_evaluate, online_bandit, simulate_log
-from recsys_router.feedback.ope import ESTIMATORS, estimate_all
-from recsys_router.feedback.reward import query_features, ridge_reward
-from recsys_router.metrics.routereval import mu_o
-from recsys_router.registry import make_router
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from benchmarks.bench_checks import count, one_name, positive_int, to_csv_atomic  # noqa: E402
+from recsys_router.datasets.resolve import resolve_dataset  # noqa: E402
+from recsys_router.evaluation.protocols.bandit import _router_params  # noqa: E402
+from recsys_router.feedback.bandit import bandit_evaluate, online_bandit, simulate_log  # noqa: E402
+from recsys_router.feedback.ope import ESTIMATORS, estimate_all  # noqa: E402
+from recsys_router.feedback.reward import query_features, ridge_reward  # noqa: E402
+from recsys_router.metrics.routereval import mu_o  # noqa: E402
+from recsys_router.registry import available_routers, make_router  # noqa: E402
 
 NAMES = {"routerdc": "routerdc_split2_model7"}
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -197,7 +201,7 @@ def online(args, params, out):
         if s == 0:
             plot_regret(runs, out / "regret.png",
                         f"online {args.router} ({args.online_loss}) on {args.online_dataset}")
-    pd.concat(frames, ignore_index=True).to_csv(out / "regret.csv", index=False)
+    to_csv_atomic(pd.concat(frames, ignore_index=True), out / "regret.csv")
 
 
 def main(argv=None) -> int:
@@ -206,32 +210,32 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", default="routerbench_zs,llmrouter,routerdc,cruxeval,bfcl_v1")
     ap.add_argument("--train-datasets", default="routerdc")
     ap.add_argument("--online-dataset", default="routerdc")
-    ap.add_argument("--max-queries", type=int, default=None, help="subsample larger datasets")
-    ap.add_argument("--target", default="knn", help="target router of the OPE part")
+    ap.add_argument("--max-queries", type=positive_int, default=None, help="subsample larger datasets")
+    ap.add_argument("--target", type=one_name(available_routers, "router"), default="knn", help="target router of the OPE part")
     ap.add_argument("--target-frac", type=float, default=0.3)
-    ap.add_argument("--n-logged", type=int, default=None,
+    ap.add_argument("--n-logged", type=positive_int, default=None,
                     help="OPE: logged decisions (the rest trains the target; default 1 - target-frac)")
     ap.add_argument("--reward", choices=("ridge", "mf"), default="ridge", help="OPE reward model")
-    ap.add_argument("--reward-dims", type=int, default=64, help="principal components of the ridge")
+    ap.add_argument("--reward-dims", type=positive_int, default=64, help="principal components of the ridge")
     ap.add_argument("--reward-task", action=argparse.BooleanOptionalAction, default=True,
                     help="add the task one-hot to the ridge's features (when the data has tasks)")
     ap.add_argument("--ridge-alpha", type=float, default=10.0)
-    ap.add_argument("--crossfit", type=int, default=2, help="cross-fitting folds (< 2: off)")
-    ap.add_argument("--n-refit", type=int, default=200, help="resamples that refit the reward model")
+    ap.add_argument("--crossfit", type=count, default=2, help="cross-fitting folds (< 2: off)")
+    ap.add_argument("--n-refit", type=count, default=200, help="resamples that refit the reward model")
     ap.add_argument("--encoder", default="hashing")
-    ap.add_argument("--hash-dim", type=int, default=256)
-    ap.add_argument("--router", default="mf", help="CF router of the training and online parts")
+    ap.add_argument("--hash-dim", type=positive_int, default=256)
+    ap.add_argument("--router", type=one_name(available_routers, "router"), default="mf", help="CF router of the training and online parts")
     ap.add_argument("--params", default="", help="KEY=VALUE,... of the CF router (default plan)")
     ap.add_argument("--epsilon", type=float, default=0.1, help="logging policy of the training part")
-    ap.add_argument("--train-seeds", type=int, default=1)
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--n-boot", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=1500)
-    ap.add_argument("--retrain-every", type=int, default=300)
+    ap.add_argument("--train-seeds", type=positive_int, default=1)
+    ap.add_argument("--seeds", type=positive_int, default=20, help="OPE part: logging seeds")
+    ap.add_argument("--n-boot", type=count, default=200)
+    ap.add_argument("--rounds", type=positive_int, default=1500)
+    ap.add_argument("--retrain-every", type=positive_int, default=300)
     ap.add_argument("--online-epsilon", type=float, default=0.1)
     ap.add_argument("--epsilon-decay", choices=("constant", "sqrt"), default="constant")
     ap.add_argument("--online-loss", default="dr")
-    ap.add_argument("--online-seeds", type=int, default=1)
+    ap.add_argument("--online-seeds", type=positive_int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="results/bench_feedback")
     args = ap.parse_args(argv)
@@ -250,11 +254,11 @@ def main(argv=None) -> int:
         frames = [ope_accuracy(_load(name, args.max_queries, args.seed), name, args, params)
                   for name in tqdm(split(args.datasets), desc="OPE accuracy")]
         ope = pd.concat(frames, ignore_index=True)
-        ope.to_csv(out / "ope.csv", index=False)
+        to_csv_atomic(ope, out / "ope.csv")
         _print_ope(ope, args)
     if "train" in parts:
         train = training(args, params)
-        train.to_csv(out / "training.csv", index=False)
+        to_csv_atomic(train, out / "training.csv")
         _print_training(train, args)
     if "online" in parts:
         online(args, params, out)

@@ -24,6 +24,7 @@ import tracemalloc
 
 import numpy as np
 
+from recsys_router.cli.args import positive_int
 from recsys_router.export.safe_io import json_depth
 
 
@@ -42,7 +43,7 @@ def _time(fn, raw: bytes) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--max-mib", type=int, default=64, help="largest text, in MiB")
+    ap.add_argument("--max-mib", type=positive_int, default=64, help="largest text, in MiB")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)

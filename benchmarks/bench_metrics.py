@@ -25,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, not installed
 
+from recsys_router.cli.args import positive_int  # noqa: E402
 from recsys_router.metrics import (aiq, budget_grid, budget_sweep, nauc_code,  # noqa: E402
                                    ndch, pareto_front, wtp_sweep)
 
@@ -143,9 +144,9 @@ def timed(fn, *args):
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--queries", type=int, default=100_000)
-    ap.add_argument("--llms", type=int, default=11)
-    ap.add_argument("--loop-queries", type=int, default=2_000)
+    ap.add_argument("--queries", type=positive_int, default=100_000)
+    ap.add_argument("--llms", type=positive_int, default=11)
+    ap.add_argument("--loop-queries", type=positive_int, default=2_000)
     args = ap.parse_args(argv)
     n, m, n_loop = args.queries, args.llms, min(args.loop_queries, args.queries)
     s, c, ps, pc = simulate(n, m, args.seed)

@@ -40,6 +40,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from benchmarks.bench_checks import (count, locked_folder, name_list, positive_int,  # noqa: E402
+                                     write_text_atomic)
 from recsys_router.cli.args import auto_folds  # noqa: E402
 from recsys_router.models.cost_aware import CostAwareRouter  # noqa: E402
 from recsys_router.data import RoutingData  # noqa: E402
@@ -109,6 +111,30 @@ def load_shared(name: str) -> RoutingData:
     data = load_dataset(str(path))
     data.name = name
     return data
+
+
+def shared_dataset_names() -> list[str]:
+    """The names :func:`load_shared` takes: registered datasets and the ``<shared>/<name>``
+    folders holding ``<name>.parquet``."""
+    from recsys_router.datasets.registry import available_datasets
+    found = [p.name for p in DATA.glob("*") if (p / f"{p.name}.parquet").is_file()] \
+        if DATA.is_dir() else []
+    return sorted(set(available_datasets()) | set(found))
+
+
+def _cost_aware_name(name: str) -> bool:
+    from recsys_router.registry import available_routers
+    return any(name.startswith(p) and name[len(p):] in available_routers() for p in ("ca-", "cam-"))
+
+
+def _registry_routers() -> list[str]:
+    from recsys_router.registry import available_routers
+    return available_routers()
+
+
+#: ``--routers`` / ``--datasets`` types: unknown names refused at parse time, valid ones listed
+router_names = name_list(_registry_routers, "router (or ca-/cam-<router>)", accept=_cost_aware_name)
+dataset_names = name_list(shared_dataset_names, "dataset")
 
 
 def load_shared_subset(name: str, max_queries: int, seed: int) -> RoutingData:
@@ -237,8 +263,9 @@ def write(out: Path, stem: str, table: pd.DataFrame, res, header: str,
     text = f"{header}\n\n{markdown(table)}\n"
     if res.notes:
         text += "\nNotes:\n" + "\n".join(f"- {n}" for n in dict.fromkeys(res.notes)) + "\n"
-    (out / f"{stem}.md").write_text(text)
-    res.metrics.to_csv(out / f"{stem}.csv", index=False)
+    csv = res.metrics.to_csv(index=False)  # both made before either file is replaced
+    write_text_atomic(out / f"{stem}.csv", csv)
+    write_text_atomic(out / f"{stem}.md", text)
     if readme is not None:
         update_readme(readme, f"{out.as_posix()}/{stem}", text)
     print(text, flush=True)
@@ -248,7 +275,9 @@ def write(out: Path, stem: str, table: pd.DataFrame, res, header: str,
 def update_readme(path: Path, key: str, text: str) -> None:
     r"""Put ``text`` between the markers ``<!-- bench_quality: key -->`` and
     ``<!-- /bench_quality: key -->`` of the Markdown file ``path`` (appended with its markers
-    when absent). Written to a temporary file, then renamed over ``path``.
+    when absent). Written to a temporary file of its own, then renamed over ``path`` (its mode
+    kept); an exclusive lock on the folder around the read-modify-write keeps runs made side
+    by side from losing each other's tables.
 
     Example
     -------
@@ -260,7 +289,13 @@ def update_readme(path: Path, key: str, text: str) -> None:
     (1, True)
     """
     begin, end = f"<!-- bench_quality: {key} -->", f"<!-- /bench_quality: {key} -->"
-    old = path.read_text() if path.exists() else ""
+    with locked_folder(path.parent):
+        old = path.read_text() if path.exists() else ""
+        write_text_atomic(path, _with_block(old, begin, end, text, path))
+
+
+def _with_block(old: str, begin: str, end: str, text: str, path: Path) -> str:
+    """``old`` with ``text`` between ``begin`` and ``end`` (appended when both are absent)."""
     block = f"{begin}\n{text.rstrip()}\n{end}"
     i, j = old.find(begin), old.find(end)
     if i >= 0 and j > i:
@@ -269,22 +304,20 @@ def update_readme(path: Path, key: str, text: str) -> None:
         raise ValueError(f"{path}: marker {begin!r} or {end!r} appears without its pair")
     else:
         new = old.rstrip("\n") + ("\n\n" if old else "") + block + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(new)
-    tmp.replace(path)
+    return new
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--part", choices=["folds", "anchor", "both"], default="both")
-    ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--datasets", default="routerbench_zs,routerdc,llmrouter")
-    ap.add_argument("--routers", default=",".join(BASELINES + CF))
+    ap.add_argument("--folds", type=positive_int, default=5, help="K of K-fold CV (1: one 8:1:1 split)")
+    ap.add_argument("--datasets", type=dataset_names, default="routerbench_zs,routerdc,llmrouter")
+    ap.add_argument("--routers", type=router_names, default=",".join(BASELINES + CF))
     ap.add_argument("--encoder", default="minilm",
                     help="encoder for all datasets; override per dataset with --encoders")
     ap.add_argument("--encoders", default="", help="e.g. routerdc=hashing,llmrouter=hashing")
-    ap.add_argument("--max-queries", type=int, default=0,
+    ap.add_argument("--max-queries", type=count, default=0,
                     help="seeded random subset of queries per dataset (0 = all)")
     ap.add_argument("--params", default="",
                     help="router parameters, e.g. mf.batch_size=512,mirt.batch_size=512")
@@ -293,7 +326,7 @@ def main(argv=None) -> None:
     ap.add_argument("--no-top-check", action="store_true",
                     help="the safe fallback without its top-choice check on data with costs "
                          "(evaluate --no-top-check)")
-    ap.add_argument("--auto", type=int, default=0, metavar="N",
+    ap.add_argument("--auto", type=count, default=0, metavar="N",
                     help="inner Optuna search of N trials per router (evaluate --auto N)")
     ap.add_argument("--auto-objective", choices=("auto", "mu_o", "nauc"), default="auto",
                     help="the --auto search's objective (evaluate --auto-objective)")
@@ -312,7 +345,7 @@ def main(argv=None) -> None:
     readme = Path(a.readme) if a.readme else None
     cmd = "python benchmarks/bench_quality.py " + " ".join(sys.argv[1:] if argv is None else argv)
     per = dict(kv.split("=", 1) for kv in a.encoders.split(",") if kv.strip())
-    names = [r.strip() for r in a.routers.split(",") if r.strip()]
+    names = a.routers
     params = parse_params(a.params)
     if a.part in ("anchor", "both"):
         t0 = time.perf_counter()
@@ -330,7 +363,7 @@ def main(argv=None) -> None:
               f"{time.perf_counter() - t0:.0f} s)"
               f"\n\n`{cmd}`", readme)
     if a.part in ("folds", "both"):
-        for ds in [d.strip() for d in a.datasets.split(",") if d.strip()]:
+        for ds in a.datasets:
             t0 = time.perf_counter()
             data = load_shared_subset(ds, a.max_queries, a.seed)
             enc = per.get(ds, a.encoder)

@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, not installed
 
+from benchmarks.bench_checks import int_list, positive_int, write_text_atomic  # noqa: E402
 from recsys_router.datasets.synthetic import PRESETS, make_synthetic  # noqa: E402
 from recsys_router.evaluation.recompute import metrics_from_decisions  # noqa: E402
 from recsys_router.evaluation.protocols import get_protocol  # noqa: E402
@@ -199,11 +200,14 @@ def _leaderboard(metrics) -> str:
 def _per_llm_reference(decisions) -> dict[str, float]:
     """Seconds of the single-LLM mu_o of the whole pool: one ``mu_o`` call per LLM (how the
     protocol computed it before; each call validates the whole matrix, so quadratic in the
-    number of LLMs) and one :func:`column_means` pass (now), on the same matrix; asserts equal."""
+    number of LLMs) and one :func:`column_means` pass (now), on the same matrix; asserts equal.
+    Empty (no rows to print) when the run has no ``all`` pool: there is nothing to time."""
     from recsys_router.evaluation.recompute import split_block  # noqa: PLC0415
     from recsys_router.evaluation.protocols.routereval import column_means  # noqa: PLC0415
     from recsys_router.metrics.routereval import mu_o  # noqa: PLC0415
     sel = decisions[(decisions["pool"] == "all") & (decisions["protocol"] == "routereval")]
+    if sel.empty:
+        return {}
     S = split_block(sel).scores
     t0 = time.perf_counter()
     loop = [mu_o(S, np.full(S.shape[0], j)) for j in range(S.shape[1])]
@@ -217,7 +221,7 @@ def _per_llm_reference(decisions) -> dict[str, float]:
 
 
 def _scaling(args, routers) -> list[dict]:
-    sizes = [int(x) for x in args.scale_llms.split(",")]
+    sizes = args.scale_llms
     pools = parse_pools(args.scale_pools)
     per: dict[int, dict[str, float]] = {}
     for L in sizes:
@@ -233,6 +237,8 @@ def _scaling(args, routers) -> list[dict]:
         per[L]["total (pools, sweep, metrics)"] = sum(
             v for k, v in stage_s.items() if k.startswith(("pools", "sweep", "assemble", "metrics")))
     names = list(per[sizes[0]])
+    if "all" not in pools:
+        print("\n(--scale-pools has no 'all' pool: the 'LLM mu_o, pool all' rows are left out)")
     head = "| stage | " + " | ".join(f"L={L} s" for L in sizes) + " | " + \
         " | ".join(f"{b}/{a}" for a, b in zip(sizes, sizes[1:])) + " |"
     print("\n" + head)
@@ -250,15 +256,15 @@ def _scaling(args, routers) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--queries", type=int, default=PRESETS["routereval-scale"]["n_queries"])
-    ap.add_argument("--llms", type=int, default=PRESETS["routereval-scale"]["n_llms"])
+    ap.add_argument("--queries", type=positive_int, default=PRESETS["routereval-scale"]["n_queries"])
+    ap.add_argument("--llms", type=positive_int, default=PRESETS["routereval-scale"]["n_llms"])
     ap.add_argument("--routers", default=ROUTERS)
     ap.add_argument("--pools", default=POOLS)
     ap.add_argument("--encoder", default="hashing")
-    ap.add_argument("--scale-llms", default="250,500,1000,2000")
-    ap.add_argument("--scale-queries", type=int, default=2000)
+    ap.add_argument("--scale-llms", type=int_list(1), default="250,500,1000,2000")
+    ap.add_argument("--scale-queries", type=positive_int, default=2000)
     ap.add_argument("--scale-pools", default="3,5,all")
-    ap.add_argument("--max-steps", type=int, default=None,
+    ap.add_argument("--max-steps", type=positive_int, default=None,
                     help="optimizer steps of the Lightning routers, in the full run and the "
                          "scaling check (default: their data-scaled plan); the full run's "
                          "output then also extrapolates their fit to the plan's steps")
@@ -290,7 +296,7 @@ def main(argv=None) -> int:
     if not args.skip_scaling:
         out["scaling"] = _scaling(args, routers)
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1, default=float))
+        write_text_atomic(args.json, json.dumps(out, indent=1, default=float))
     return 0
 
 

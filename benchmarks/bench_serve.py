@@ -43,6 +43,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.bench_checks import int_list, positive_int  # noqa: E402
 
 
 def _free_port() -> int:
@@ -60,6 +61,8 @@ def _texts(rng: np.random.Generator, n: int, tag: str) -> list[str]:
 
 async def _load(url: str, texts: list[str], concurrency: int) -> tuple[float, np.ndarray, int]:
     import httpx
+    if concurrency < 1:  # no client would send anything: a made-up measurement
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     lat = np.empty(len(texts))
     failures = 0
     it = iter(range(len(texts)))
@@ -202,21 +205,35 @@ def _start_server(cmd: list[str], port: int, env: dict) -> tuple[subprocess.Pope
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--requests", type=int, default=300, help="requests per concurrency level")
-    ap.add_argument("--concurrency", default="1,16,128")
+    ap.add_argument("--requests", type=positive_int, default=300, help="requests per concurrency level")
+    ap.add_argument("--concurrency", type=int_list(1), default="1,16,128",
+                    help="comma-separated client counts, each >= 1")
     ap.add_argument("--encoders", default="hashing,minilm")
     ap.add_argument("--batch-wait-ms", type=float, default=None,
                     help="passed to serve (default: serve's own default)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    cache_before = os.environ.get("RECSYS_ROUTER_CACHE")
+    # the exported artifacts and the encoder cache live here, removed however the run ends
+    with tempfile.TemporaryDirectory(prefix="bench-serve-", ignore_cleanup_errors=True) as tmp:
+        try:
+            return _run(args, Path(tmp))
+        finally:
+            if cache_before is None:
+                os.environ.pop("RECSYS_ROUTER_CACHE", None)
+            else:
+                os.environ["RECSYS_ROUTER_CACHE"] = cache_before
+
+
+def _run(args, tmp: Path) -> int:
+    """The benchmark proper, its files in the folder ``tmp``."""
     from recsys_router.datasets.synthetic import make_synthetic
     from recsys_router.encoders.cache import memory_only
     from recsys_router.export import export_router, load_router
     from recsys_router.registry import make_router
 
     rng = np.random.default_rng(args.seed)
-    levels = [int(x) for x in args.concurrency.split(",")]
-    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    levels = args.concurrency
     env = dict(os.environ, RECSYS_ROUTER_CACHE=str(tmp / "cache"), OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     os.environ["RECSYS_ROUTER_CACHE"] = str(tmp / "cache")  # cold cache in process too

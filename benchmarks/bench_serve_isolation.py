@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import _free_port, _start_server, _texts  # noqa: E402
+from recsys_router.cli.args import positive_int  # noqa: E402
 
 MARKER = "poisonpill"
 EXPECTED = {"good": 200, "unencodable": 422, "poison": 500}
@@ -123,13 +124,20 @@ def _jobs(rng, phase: str, clients: int, requests: int) -> list[list[tuple[str, 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--clients", type=int, default=128)
-    ap.add_argument("--requests", type=int, default=20, help="requests per client and phase")
+    ap.add_argument("--clients", type=positive_int, default=128)
+    ap.add_argument("--requests", type=positive_int, default=20, help="requests per client and phase")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return _child(args.child, args.port)
+    # the exported artifact and the encoder cache live here, removed however the run ends
+    with tempfile.TemporaryDirectory(prefix="bench-isolation-", ignore_cleanup_errors=True) as tmp:
+        return _run(args, Path(tmp))
+
+
+def _run(args, tmp: Path) -> int:
+    """The benchmark proper, its files in the folder ``tmp``."""
     from tqdm import tqdm
 
     from recsys_router.datasets.synthetic import make_synthetic
@@ -137,7 +145,6 @@ def main(argv=None) -> int:
     from recsys_router.registry import make_router
 
     rng = np.random.default_rng(args.seed)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-isolation-"))
     env = dict(os.environ, RECSYS_ROUTER_CACHE=str(tmp / "cache"), OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     train = make_synthetic(1000, 8, 6, seed=args.seed)

@@ -63,6 +63,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.bench_checks import name_list, positive_float, positive_int  # noqa: E402
 
 MODELS = ["implicit-als", "als", "bpr", "plain-mf", "mf", "plain-two-tower", "two-tower",
           "plain-mirt", "mirt", "plain-nirt", "nirt", "graph"]
@@ -278,17 +279,24 @@ def run_child(cmd: list, env: dict, timeout: float, label: str, cwd=None) -> dic
     return {**json.loads(line[-1]), "model": label, "process_cpu_s": proc}
 
 
+def model_names() -> list[str]:
+    """What ``--models`` takes: :data:`MODELS` and every registry router."""
+    from recsys_router.registry import available_routers
+    return sorted(set(MODELS) | set(available_routers()))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--queries", type=int, default=100_000)
-    ap.add_argument("--llms", type=int, default=10)
-    ap.add_argument("--dim", type=int, default=384)
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batch-size", type=int, default=4096, help="Lightning models' batch size")
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model")
+    ap.add_argument("--queries", type=positive_int, default=100_000)
+    ap.add_argument("--llms", type=positive_int, default=10)
+    ap.add_argument("--dim", type=positive_int, default=384)
+    ap.add_argument("--epochs", type=positive_int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
+    ap.add_argument("--batch-size", type=positive_int, default=4096, help="Lightning models' batch size")
+    ap.add_argument("--models", type=name_list(model_names, "model"), default=",".join(MODELS),
+                    help="comma-separated: the plain-* loops, implicit-als, or registry routers")
+    ap.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per model")
     ap.add_argument("--defaults", action="store_true",
                     help="fit each router at its registry defaults (data-scaled plan)")
     ap.add_argument("--start", default="cold",
@@ -312,7 +320,7 @@ def main(argv=None) -> None:
     if args.baseline_ref and args.defaults:
         raise SystemExit("--baseline-ref compares throughput rows; it cannot be combined with "
                          "--defaults (the older code's defaults are not these)")
-    models = [x.strip() for x in args.models.split(",") if x.strip()]
+    models = args.models
     import pickle
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     rows, base = [], {}

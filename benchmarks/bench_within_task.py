@@ -62,7 +62,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from benchmarks.bench_quality import load_shared_subset  # noqa: E402
+from benchmarks.bench_checks import at_least, count, positive_int  # noqa: E402
+from benchmarks.bench_quality import dataset_names, load_shared_subset  # noqa: E402
 from recsys_router.atomic import atomic_write  # noqa: E402
 from recsys_router.models.components.ridge import LOO_GRID, ridge_loo  # noqa: E402
 from recsys_router.policies import argmax_policy  # noqa: E402
@@ -265,16 +266,16 @@ def markdown(tab: pd.DataFrame) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0, help="fold seed of the first repeat")
-    ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3, help="fold seeds seed, seed+1, ...")
-    ap.add_argument("--datasets", default="cruxeval,bfcl_v1,llmrouter,routerbench_zs")
+    ap.add_argument("--folds", type=at_least(2), default=5)
+    ap.add_argument("--repeats", type=positive_int, default=3, help="fold seeds seed, seed+1, ...")
+    ap.add_argument("--datasets", type=dataset_names, default="cruxeval,bfcl_v1,llmrouter,routerbench_zs")
     ap.add_argument("--encoder", default="minilm")
-    ap.add_argument("--max-queries", type=int, default=0,
+    ap.add_argument("--max-queries", type=count, default=0,
                     help="seeded subset of larger datasets (0: all)")
     ap.add_argument("--out", default="benchmarks/results/within_task")
     a = ap.parse_args(argv)
     frames = []
-    for name in [d.strip() for d in a.datasets.split(",") if d.strip()]:
+    for name in a.datasets:
         t0 = time.perf_counter()
         data = load_shared_subset(name, a.max_queries, a.seed)
         frames.append(run_dataset(data, a.encoder, a.folds, a.repeats, a.seed))

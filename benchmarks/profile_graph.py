@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from recsys_router.cli.args import positive_int  # noqa: E402
 
 
 def cpu() -> float:
@@ -55,8 +56,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layout", choices=("cells", "queries"), default="queries")
-    ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--batch", type=positive_int, default=4096)
+    ap.add_argument("--steps", type=positive_int, default=4)
     ap.add_argument("--skip-pool", action="store_true")
     args = ap.parse_args(argv)
     import torch

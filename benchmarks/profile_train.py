@@ -25,17 +25,19 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.bench_checks import one_name, positive_int  # noqa: E402
+from recsys_router.registry import available_routers  # noqa: E402
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default="mf")
-    ap.add_argument("--queries", type=int, default=30_000)
-    ap.add_argument("--llms", type=int, default=10)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--batch-size", type=int, default=4096)
-    ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--model", type=one_name(available_routers, "router"), default="mf")
+    ap.add_argument("--queries", type=positive_int, default=30_000)
+    ap.add_argument("--llms", type=positive_int, default=10)
+    ap.add_argument("--epochs", type=positive_int, default=2)
+    ap.add_argument("--batch-size", type=positive_int, default=4096)
+    ap.add_argument("--top", type=positive_int, default=20)
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
