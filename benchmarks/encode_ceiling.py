@@ -38,6 +38,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.bench_checks import name_list, positive_int  # noqa: E402
 
 
 def product_flops(tokens: np.ndarray, config: dict, cap: int = 256) -> np.ndarray:
@@ -124,8 +125,9 @@ def ceiling(rates) -> float:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0, help="seed of the text sample")
-    ap.add_argument("--n", type=int, default=96, help="texts per set")
-    ap.add_argument("--sets", default="rb,mc", help="comma list of rb, mc (as bench_encode.py)")
+    ap.add_argument("--n", type=positive_int, default=96, help="texts per set")
+    ap.add_argument("--sets", type=name_list(lambda: ("rb", "mc"), "text set"), default="rb,mc",
+                    help="comma list of rb, mc (as bench_encode.py)")
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--int8-weights", choices=("auto", "s8", "u8"), default="auto",
                     help="weights of the 8-bit ceiling: auto (what minilm:int8 uses here)")
@@ -143,7 +145,7 @@ def main(argv=None) -> None:
     fp32_all, int8_all = fp32_rates(shapes), int8_rates(shapes, weights)
     fp32, int8 = ceiling(fp32_all), ceiling(int8_all)
     print(f"`python benchmarks/encode_ceiling.py --seed {args.seed} --n {args.n} --sets "
-          f"{args.sets} --int8-weights {args.int8_weights}` (one thread; 8-bit weights "
+          f"{','.join(args.sets)} --int8-weights {args.int8_weights}` (one thread; 8-bit weights "
           f"{weights})\n")
     print(f"ceilings: float32 products {fp32 / 1e9:.1f} GFLOP/s, ONNX Runtime 8-bit products "
           f"{int8 / 1e9:.1f} GOP/s (the fastest of the model's four projection shapes, 2,048 "
@@ -151,7 +153,7 @@ def main(argv=None) -> None:
     print("| set | st texts/cpu-s | product GFLOP per text | st GFLOP/s | 3x needs GFLOP/s "
           "| x float32 ceiling | x 8-bit ceiling |")
     print("|---|---|---|---|---|---|---|")
-    for which in args.sets.split(","):
+    for which in args.sets:
         texts = _texts(which, args.n, args.seed, args.data_dir)
         rate, _ = _timed(_encoder("st", {"unsorted": True}, "cpu"), texts, 1, "cpu")
         per_text = float(product_flops(_token_counts(texts), config).mean())

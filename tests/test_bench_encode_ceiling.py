@@ -26,3 +26,13 @@ def test_ceiling_is_the_fastest_shape(ceiling_script):
     rates = [64.9e9, 83.5e9, 77.0e9, 70.1e9]
     assert ceiling_script.ceiling(rates) == 83.5e9
     assert ceiling_script.ceiling(rates) >= np.average(rates, weights=[3, 1, 4, 4])
+
+
+@pytest.mark.parametrize("argv, says", [(["--n", "-1"], "--n"), (["--n", "0"], "--n"),
+                                        (["--sets", "rb,xx"], "unknown text set 'xx'")])
+def test_bad_arguments_are_one_line(ceiling_script, capsys, argv, says):
+    with pytest.raises(SystemExit) as exc:
+        ceiling_script.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
