@@ -204,6 +204,27 @@ class PrecomputedEncoder(Encoder):
         raise DataValidationError(f"unsupported embeddings file type {p.suffix!r}; expected "
                                   f".npy (+ ids sidecar) or .parquet", source=str(p))
 
+    def stored_identity(self) -> str:
+        """The identity an artifact records: the table's size and a digest of its ids and
+        vectors, never the file's path (a folder name of this machine's, which an exported
+        artifact must not carry); an in-memory table keeps the identity it was given.
+
+        Example
+        -------
+        >>> enc = PrecomputedEncoder(None, table=(["a", "b"], np.eye(2)))
+        >>> enc.stored_identity()
+        'precomputed:table@2x2'
+        >>> PrecomputedEncoder(None, table=(["a", "b"], np.eye(2)),
+        ...                    identity="precomputed:/home/me/e.npy@1").stored_identity()  # doctest: +ELLIPSIS
+        'precomputed:table@2x2#...'
+        """
+        if self.identity.startswith("precomputed:table@"):
+            return self.identity
+        ids, mat = self.table()
+        digest = hashlib.sha1("\n".join(ids).encode("utf-8", "surrogatepass"))
+        digest.update(np.ascontiguousarray(mat, dtype="<f4").tobytes())
+        return f"precomputed:table@{len(ids)}x{self.dim}#{digest.hexdigest()[:12]}"
+
     def table(self) -> tuple[list[str], np.ndarray]:
         """The stored ``(query ids, embedding matrix)``."""
         return list(self._index), self._mat

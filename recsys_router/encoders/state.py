@@ -187,7 +187,7 @@ def encoder_state(enc: Encoder) -> tuple[dict, dict]:
                 "batch_size": int(enc.batch_size)}, {}
     ids, mat = enc.table()
     blob, off = pack_strings(ids)
-    return ({"kind": kind, "identity": enc.identity, "batch_size": int(enc.batch_size)},
+    return ({"kind": kind, "identity": enc.stored_identity(), "batch_size": int(enc.batch_size)},
             {"ids_utf8": blob, "ids_offsets": off, "matrix": np.asarray(mat, np.float32)})
 
 

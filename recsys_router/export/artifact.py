@@ -107,8 +107,9 @@ def _encoder_info(router: Router) -> dict | None:
     if not router.uses_text:
         return None
     enc = getattr(router, "encoder_", None)
-    if enc is not None and hasattr(enc, "identity"):
-        return {"identity": str(enc.identity), "dim": int(enc.dim)}
+    if enc is not None and hasattr(enc, "identity"):  # a precomputed table's: without its path
+        ident = enc.stored_identity() if hasattr(enc, "stored_identity") else enc.identity
+        return {"identity": str(ident), "dim": int(enc.dim)}
     name = getattr(router, "encoder", None)
     return {"identity": str(name), "dim": None} if name is not None else None
 

@@ -136,6 +136,33 @@ def test_export_stores_no_file_and_the_artifact_loads(tmp_path, data):
     np.testing.assert_array_equal(back.predict_scores(data), router.predict_scores(data))
 
 
+def test_exported_precomputed_identity_names_no_local_path(tmp_path, data):
+    """The encoder identity in ``manifest.json`` and in the encoder state held the file's
+    absolute path (a folder of this machine's); both now hold the table's size and a digest
+    of its ids and vectors, and the reloaded artifact records the same identity (no warning
+    of another encoder)."""
+    import hashlib
+    import warnings
+    private = tmp_path / "home_alice_private_project"
+    private.mkdir()
+    npy = private / "e.npy"
+    vectors = np.random.default_rng(1).normal(size=(data.n_queries, 4)).astype(np.float32)
+    np.save(npy, vectors)
+    (private / "e.ids.txt").write_text("".join(f"{q}\n" for q in data.query_ids))
+    router = make_router("knn", encoder=f"precomputed:{npy}").fit(data)
+    out = export_router(router, tmp_path / "art", train_data=data)
+    for f in out.iterdir():
+        assert b"home_alice_private_project" not in f.read_bytes(), f.name
+    digest = hashlib.sha1("\n".join(map(str, data.query_ids)).encode())
+    digest.update(vectors.astype("<f4").tobytes())
+    want = f"precomputed:table@{data.n_queries}x4#{digest.hexdigest()[:12]}"
+    assert json.loads((out / "manifest.json").read_text())["encoder"]["identity"] == want
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # "exported with encoder ..." would raise
+        back = load_router(out)
+    assert back.router.encoder_.identity == want
+
+
 # ------------------------------------------------------------------ r2: repeated npz member
 def _npy(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
