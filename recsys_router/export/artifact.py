@@ -38,7 +38,7 @@ from ..atomic import replace_dir, temp_dir
 from ..coldstart.pool import answer_score_range
 from ..data import RoutingData
 from ..router import Router
-from ..router_state import class_table, router_from_state, router_to_state
+from ..router_state import class_table, encoder_param, router_from_state, router_to_state
 from ..state import StateError, json_safe
 from .exported import ExportedRouter, router_uses_tasks
 from .provenance import check_onboard_fields, check_onboarded_origin, warn_other_encoder
@@ -110,8 +110,8 @@ def _encoder_info(router: Router) -> dict | None:
     if enc is not None and hasattr(enc, "identity"):  # a precomputed table's: without its path
         ident = enc.stored_identity() if hasattr(enc, "stored_identity") else enc.identity
         return {"identity": str(ident), "dim": int(enc.dim)}
-    name = getattr(router, "encoder", None)
-    return {"identity": str(name), "dim": None} if name is not None else None
+    name = getattr(router, "encoder", None)  # a wrapper's: by built-in name, never a file's path
+    return {"identity": encoder_param(name), "dim": None} if name is not None else None
 
 
 def export_router(router: Router, out: str | os.PathLike, *, train_data: RoutingData | None = None,

@@ -163,6 +163,24 @@ def test_exported_precomputed_identity_names_no_local_path(tmp_path, data):
     assert back.router.encoder_.identity == want
 
 
+@pytest.mark.parametrize("name", ["cost-aware", "task-residual"])
+def test_wrapper_given_a_precomputed_file_exports_no_local_path(tmp_path, data, name):
+    """A wrapper has no ``encoder_`` of its own: the manifest's identity came from its
+    ``encoder`` parameter as given, the file's absolute path included; it is now the
+    built-in name, as the stored parameter is."""
+    private = tmp_path / "home_alice_private_project"
+    private.mkdir()
+    npy = private / "e.npy"
+    np.save(npy, np.random.default_rng(1).normal(size=(data.n_queries, 4)).astype(np.float32))
+    (private / "e.ids.txt").write_text("".join(f"{q}\n" for q in data.query_ids))
+    out = export_router(make_router(name, encoder=f"precomputed:{npy}").fit(data),
+                        tmp_path / "art", train_data=data)
+    for f in out.iterdir():
+        assert b"home_alice_private_project" not in f.read_bytes(), f.name
+    assert json.loads((out / "manifest.json").read_text())["encoder"]["identity"] == "precomputed"
+    load_router(out)
+
+
 # ------------------------------------------------------------------ r2: repeated npz member
 def _npy(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
