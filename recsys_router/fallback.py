@@ -3,7 +3,8 @@ training queries hands those queries to the better baseline.
 
 :class:`SafeFallbackRouter` wraps any router. ``fit(train)`` holds out *training* queries
 (seeded, stratified by task): one inner-validation part of ``val_fraction`` of each task
-(``inner_folds=1``), or ``inner_folds`` folds so that every training query is held out
+(``inner_folds=1``; tasks too small for a query of their own, such as two-query tasks at
+0.2, are pooled and give at most one each), or ``inner_folds`` folds so that every training query is held out
 once. It fits the wrapped router on the rest without showing it the held-out part (a
 Lightning router's early stopping picks its checkpoint on its own tenth of the rest: were
 it the held-out part, the comparison below would favour the router) and records, per
@@ -50,9 +51,10 @@ trade-offs along the sweep, but its *top* choice (its LLM with no budget, what R
 ``mu_o`` scores) must then still earn its place: on the held-out queries the router keeps,
 that choice faces the no-cost rule (``top_z="auto"``: lead the better baseline by one SE).
 Where it does not, each such query's prediction for the baseline's LLM is raised just above
-the router's best (:func:`promote_top`); every other prediction is unchanged, so budgets
-below that LLM's cost route as the router does, and the top of the sweep goes where the
-baseline sends it. ``fallback_["top"]`` records the outcome, ``fallback_["top_check"]`` the
+the router's best (:func:`promote_top`; of LLMs tied on the baseline's mean, the one the
+router predicts cheaper, as routing and best-single pick); every other prediction is
+unchanged, so budgets below that LLM's cost route as the router does, and the top of the
+sweep goes where the baseline sends it. ``fallback_["top"]`` records the outcome, ``fallback_["top_check"]`` the
 comparison.
 
 A task with at least ``min_task_queries`` held-out queries departs from it only on
@@ -94,10 +96,11 @@ from .fallback_rule import decide_all, decide_top
 from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import fallback_summary
-from .hyperparams import check_number
+from .hyperparams import check_number, check_seed
 from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_inner_folds, check_z,
                                inner_splits, paired_decision, realised_scores,
                                stratified_holdout, task_keys)
+from .policies import argmax_policy
 from .router import Router
 from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf
@@ -254,6 +257,7 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         if not isinstance(self.enabled, (bool, np.bool_)):      # "no" is not False
             raise ArgumentValueError(f"enabled must be True or False, got {self.enabled!r}")
         check_number(self.z, "z", low=0)                       # all before any fit
+        check_seed(self.seed)                                  # 1.7 is not read as 1
         check_number(self.min_task_queries, "min_task_queries", low=0, integer=True)
         self._set_baselines(train)
         if not self.enabled:
@@ -268,7 +272,8 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         if (n_val < MIN_VAL_QUERIES or min(len(tr) for tr, _ in splits) < MIN_VAL_QUERIES
                 or empty):
             self.router_ = self._clone().fit(train, val)
-            why_ = (f"{train.n_queries} training queries are too few for {k} inner folds "
+            why_ = (self._why_none(train) if k == 1 and empty else
+                    f"{train.n_queries} training queries are too few for {k} inner folds "
                     f"({empty} would hold out no query)" if empty else
                     f"{train.n_queries} training queries are too few to hold out "
                     f"{MIN_VAL_QUERIES} for the comparison")
@@ -310,6 +315,17 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         holds_out = len(splits) == 1 and bool(getattr(router, "holds_out_val", False))
         self.router_ = router if holds_out else self._clone().fit(train, val)
         self.fallback_["refitted"] = not holds_out
+
+    def _why_none(self, train: RoutingData) -> str:
+        """Why one inner split held out no query: a task's only query stays in inner-train,
+        and ``val_fraction`` of the queries in larger tasks rounded to none."""
+        sizes = np.unique(task_keys(train.tasks), return_counts=True)[1]
+        multi = int(sizes[sizes >= 2].sum())
+        if multi == 0:
+            return (f"one inner split holds out no query: each of the {train.n_queries} "
+                    f"training queries is its task's only one (it stays in inner-train)")
+        return (f"one inner split holds out no query: val_fraction={self.val_fraction!r} of "
+                f"the {multi} training queries in tasks of two or more rounds to none")
 
     def _verdict_z(self, train: RoutingData | None) -> float:
         """``verdict_z`` resolved: "auto" -> -1 without observed costs (or no data), else ``z``."""
@@ -360,8 +376,11 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         top = self.fallback_.get("top", "router")
         sel = np.flatnonzero(rows == "router")
         if top != "router" and len(sel):
-            base = baseline_scores(means, data.subset(sel), top)
-            out[sel] = promote_top(out[sel], base.argmax(axis=1))
+            sub = data.subset(sel)
+            # the baseline's LLM as routing (and the top check) picks it: ties to the cheaper
+            # predicted cost, as best-single breaks them
+            pick = argmax_policy(baseline_scores(means, sub, top), self.router_.predict_costs(sub))
+            out[sel] = promote_top(out[sel], pick)
         return out
 
     def _predict_costs(self, data: RoutingData):

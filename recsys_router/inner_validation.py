@@ -127,9 +127,16 @@ def group_means(values: np.ndarray, groups: np.ndarray, n_groups: int,
     return np.where(cnt > 0, tot / np.maximum(cnt, 1.0), np.broadcast_to(fallback, tot.shape))
 
 
-def stratified_holdout(tasks, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def stratified_holdout(tasks, fraction: float, seed: int,
+                       pool_small: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Seeded split of query rows into (inner-train, inner-validation), the same share of
     every task in each part (a task with one query stays in inner-train).
+
+    A task whose own share rounds to no query (two queries at ``fraction`` < 0.25) holds out
+    none, unless ``pool_small``: then such tasks are pooled and ``round(fraction * pooled
+    queries)`` of them (at most one per task, so each keeps a query in inner-train; the
+    tasks taken in a seeded order) hold out one query each. Without it, data made only of
+    two-query tasks would hold out nothing.
 
     Parameters
     ----------
@@ -138,6 +145,9 @@ def stratified_holdout(tasks, fraction: float, seed: int) -> tuple[np.ndarray, n
     fraction : float
         Share held out, in (0, 1).
     seed : int
+    pool_small : bool
+        Pool the tasks whose own share rounds to no query (above); the split is otherwise
+        the same.
 
     Returns
     -------
@@ -149,18 +159,27 @@ def stratified_holdout(tasks, fraction: float, seed: int) -> tuple[np.ndarray, n
     >>> tr, va = stratified_holdout(["a"] * 10, 0.2, 0)
     >>> len(tr), len(va)
     (8, 2)
+    >>> pairs = [f"t{i // 2}" for i in range(20)]          # 10 tasks of two queries
+    >>> [len(stratified_holdout(pairs, 0.2, 0, pool)[1]) for pool in (False, True)]
+    [0, 4]
     """
     if not 0 < fraction < 1:
         raise ValueError(f"validation fraction must be in (0, 1), got {fraction!r}")
     rng = np.random.default_rng(seed)
     keys = task_keys(tasks)
-    val = []
+    val, small = [], []
     for rows in group_rows(keys)[1]:
         if len(rows) < 2:
             continue
         n_val = min(max(int(round(fraction * len(rows))), 1 if len(rows) >= 5 else 0),
                     len(rows) - 1)
-        val.extend(rng.permutation(rows)[:n_val])
+        order = rng.permutation(rows)
+        val.extend(order[:n_val])
+        if n_val == 0:
+            small.append((len(rows), order[0]))
+    if pool_small and small:        # drawn after the tasks: their own splits are unchanged
+        n_pool = min(int(round(fraction * sum(n for n, _ in small))), len(small))
+        val.extend(small[i][1] for i in rng.permutation(len(small))[:n_pool])
     val = np.sort(np.asarray(val, dtype=np.int64))
     train = np.setdiff1d(np.arange(len(keys)), val)
     return train, val
@@ -204,7 +223,8 @@ def stratified_folds(tasks, k: int, seed: int) -> list[tuple[np.ndarray, np.ndar
 
 def inner_splits(tasks, k: int, fraction: float, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """The inner validation's ``(inner-train rows, held-out rows)``: one
-    :func:`stratified_holdout` of ``fraction`` when ``k == 1``, else :func:`stratified_folds`.
+    :func:`stratified_holdout` of ``fraction`` when ``k == 1`` (tasks too small for a share
+    of their own pooled, ``pool_small``), else :func:`stratified_folds`.
 
     Example
     -------
@@ -214,7 +234,7 @@ def inner_splits(tasks, k: int, fraction: float, seed: int) -> list[tuple[np.nda
     [2, 2, 2, 2, 2]
     """
     if k == 1:
-        return [stratified_holdout(tasks, float(fraction), int(seed))]
+        return [stratified_holdout(tasks, float(fraction), int(seed), pool_small=True)]
     return stratified_folds(tasks, k, int(seed))
 
 

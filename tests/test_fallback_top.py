@@ -159,3 +159,20 @@ def test_wrap_router_and_evaluate_pass_the_top_check_switch(tmp_path):
     assert "top choice on the router's queries" in reports[False]
     assert "top choice on the router's queries" not in reports[True]
     assert "safe fallback" in reports[True]
+
+
+def test_promoted_top_choice_breaks_a_mean_tie_by_the_cheaper_cost():
+    # a and b both score 0.8 on average (wrong on different queries) and a costs 10x b: the
+    # top check hands the top choice to best-single, whose LLM is then b (the cheaper of the
+    # tie, as best-single and routing pick), not a (the lower column)
+    n = 200
+    scores = np.zeros((n, 3))
+    scores[:, 0] = np.arange(n) % 5 != 0
+    scores[:, 1] = np.arange(n) % 5 != 1
+    q = pd.DataFrame({"query_id": [f"q{i}" for i in range(n)], "text": [f"t{i}" for i in range(n)]})
+    data = RoutingData(q, pd.DataFrame({"name": ["a", "b", "c"]}), scores,
+                       np.tile([10.0, 1.0, 0.5], (n, 1)))
+    r = SafeFallbackRouter(Fixed((0.1, 0.2, 0.9)), inner_folds=1, verdict_z=1e6,
+                           top_z=-1e6).fit(data)
+    assert r.fallback_["default"] == "router" and r.fallback_["top"] == "best-single"
+    assert r.route(data).tolist() == ["b"] * n
