@@ -24,7 +24,8 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import ArgumentValueError
-from recsys_router.hyperparams import check_fraction, check_number, check_seed
+from recsys_router.hyperparams import (check_fraction, check_number, check_seed,
+                                       held_out_count)
 from recsys_router.metrics.orbit import orbit_metrics
 from recsys_router.policies import fill_unknown_costs
 from recsys_router.router import Router
@@ -247,7 +248,7 @@ class CostAwareRouter(InnerRouterState, Router):
         """
         rng = np.random.default_rng(self.seed)
         perm = rng.permutation(train.n_queries)
-        n_val = max(MIN_HELD_OUT, int(round(self.val_fraction * train.n_queries)))
+        n_val = held_out_count(self.val_fraction, train.n_queries, MIN_HELD_OUT, "cost-aware")
         inner, held = train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
         complete = ~np.isnan(held.scores).any(axis=1) & ~np.isnan(held.costs).any(axis=1)
         observed = (~np.isnan(held.scores)).any(axis=1)

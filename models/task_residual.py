@@ -29,7 +29,8 @@ import numpy as np
 
 from recsys_router.data import RoutingData
 from recsys_router.errors import ArgumentValueError
-from recsys_router.hyperparams import check_fraction, check_number, check_seed
+from recsys_router.hyperparams import (check_fraction, check_number, check_seed,
+                                       held_out_count)
 from recsys_router.router import Router
 from recsys_router.state import FLOAT, STR, Arr, DictOf, ListOf, Opt, number_keys
 
@@ -165,7 +166,7 @@ class TaskResidualRouter(InnerRouterState, Router):
         if train.n_queries < 20:
             return 1.0  # too few queries to hold any out: keep the CF model's ranking
         perm = np.random.default_rng(self.seed).permutation(train.n_queries)
-        n_val = max(5, int(round(self.val_fraction * train.n_queries)))
+        n_val = held_out_count(self.val_fraction, train.n_queries, 5, "task-residual")
         inner, held = train.subset(np.sort(perm[n_val:])), train.subset(np.sort(perm[:n_val]))
         router = self._make().fit(inner)
         stats = self._task_stats(router, inner)

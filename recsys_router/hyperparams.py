@@ -12,7 +12,8 @@ import numbers
 
 from recsys_router.errors import ArgumentValueError
 
-__all__ = ["check_number", "check_fraction", "check_width", "check_seed", "MAX_WIDTH", "MAX_SEED"]
+__all__ = ["check_number", "check_fraction", "check_width", "check_seed", "held_out_count",
+           "MAX_WIDTH", "MAX_SEED"]
 
 #: the largest layer width or embedding size a model accepts (a typo such as 10**9 would
 #: otherwise try to allocate gigabytes before failing)
@@ -124,3 +125,29 @@ def check_seed(value, name: str = "seed", *, none: bool = False):
     recsys_router.errors.ArgumentValueError: seed must be an integer in [0, 4294967295], got 1.5
     """
     return check_number(value, name, low=0, high=MAX_SEED, integer=True, none=none)
+
+
+def held_out_count(fraction: float, n: int, minimum: int, owner: str) -> int:
+    """Queries a router's own tuning split holds out: ``max(minimum, round(fraction * n))``
+    of its ``n`` training queries, refused when that leaves none to fit on.
+
+    Raises
+    ------
+    ArgumentValueError
+        Naming ``owner`` (the router), ``val_fraction`` and the counts.
+
+    Example
+    -------
+    >>> held_out_count(0.2, 50, 10, "cost-aware")
+    10
+    >>> held_out_count(0.99, 45, 10, "cost-aware")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.ArgumentValueError: cost-aware: val_fraction=0.99 holds out 45 of ...
+    """
+    n_val = max(int(minimum), int(round(float(fraction) * int(n))))
+    if n_val >= n:
+        raise ArgumentValueError(f"{owner}: val_fraction={fraction!r} holds out {n_val} of the "
+                                 f"{n} training queries and leaves none to fit on; expected a "
+                                 f"smaller val_fraction")
+    return n_val

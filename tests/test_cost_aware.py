@@ -145,3 +145,13 @@ def test_an_added_twin_gets_the_penalised_scores_of_its_original():
     assert set(r.route(d3).tolist()) == {"b"}
     r.remove_llm("a_twin")
     np.testing.assert_allclose(r.predict_scores(d), np.tile([0.5, 0.57], (6, 1)), rtol=1e-6)
+
+
+def test_a_val_fraction_that_leaves_nothing_to_fit_on_is_named():
+    # 45 priced training queries (>= 40, so the penalty is searched): round(0.99 * 45) = 45
+    # held out, none left for the inner fit
+    from recsys_router.datasets.synthetic import make_synthetic
+    d = make_synthetic(120, 4, 3, seed=0).subset(np.arange(45))
+    with pytest.raises(ValueError, match=r"^cost-aware: val_fraction=0\.99 holds out 45 of the "
+                                         r"45 training queries and leaves none to fit on"):
+        make_router("cost-aware", base="knn", val_fraction=0.99).fit(d)

@@ -82,3 +82,11 @@ def test_bad_alpha_is_rejected():
 
 class TestTaskResidualContract(RouterContract):
     router_factory = staticmethod(lambda: make_router("task-residual", **FAST))
+
+
+def test_a_val_fraction_that_leaves_nothing_to_fit_on_is_named():
+    # 20 training queries (the least that searches alpha): round(0.99 * 20) = 20 held out
+    d = make_synthetic(120, 4, 3, seed=0).subset(np.arange(20))
+    with pytest.raises(ValueError, match=r"^task-residual: val_fraction=0\.99 holds out 20 of "
+                                         r"the 20 training queries and leaves none to fit on"):
+        make_router("task-residual", base="knn", val_fraction=0.99).fit(d)
