@@ -103,8 +103,11 @@ def add_parser(subparsers) -> None:
                           "seed is kept)")
     e.add_argument("--fallback", action="store_true",
                    help="with --router: wrap a learned router in the safe fallback that "
-                        "'evaluate' applies by default (best-single / task-best where the "
-                        "router loses beyond noise on held-out training queries)")
+                        "'evaluate' applies by default: queries go to best-single / "
+                        "task-best unless, on held-out training queries, the router leads "
+                        "that baseline by at least one SE (data without costs) or loses by "
+                        "at most 1.645 SE (data with costs; by its budget sweep's nAUC where "
+                        "every observed cell has a cost)")
     e.add_argument("--auto", type=int, default=0, metavar="N",
                    help="with --router: inner Optuna search of N trials on the training "
                         "queries, as 'evaluate --auto N'")
