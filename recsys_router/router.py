@@ -23,7 +23,7 @@ from .policies import apply_policy, check_policy_values, fill_unknown_costs
 from .router_pool import LLMPoolMixin
 from .state import Part, check_state, collect_state
 
-__all__ = ["Router", "mean_llm_prices"]
+__all__ = ["Router", "mean_llm_prices", "custom_routing"]
 
 
 def mean_llm_prices(llms) -> np.ndarray:
@@ -50,6 +50,23 @@ def mean_llm_prices(llms) -> np.ndarray:
     prices = llms[["input_price", "output_price"]].to_numpy(dtype=np.float64)
     known = np.isfinite(prices).sum(axis=1)
     return np.where(known > 0, np.nansum(prices, axis=1) / np.maximum(known, 1), np.nan)
+
+
+def custom_routing(router) -> bool:
+    """Whether the router decides with its own ``route_indices`` (e.g. zero's budget mix,
+    a cascade's chain), not with :func:`~recsys_router.policies.apply_policy` over its
+    predicted scores and costs.
+
+    ``evaluate`` records such a router's every decision through :meth:`Router.decide`, and
+    an exported artifact routes it through its ``route_indices``.
+
+    Example
+    -------
+    >>> from recsys_router.models.baselines import BestSingleRouter, ZeroRouter
+    >>> custom_routing(BestSingleRouter()), custom_routing(ZeroRouter())
+    (False, True)
+    """
+    return type(router).route_indices is not Router.route_indices
 
 
 class Router(LLMPoolMixin, ABC):
@@ -101,7 +118,8 @@ class Router(LLMPoolMixin, ABC):
     _state_: dict = {}
     #: whether what the router pays on a query can differ from its chosen LLM's cost (e.g. a
     #: cascade pays every LLM it tried): :meth:`decide` then says what it pays, and
-    #: ``evaluate`` takes each of its decisions from :meth:`decide`
+    #: ``evaluate`` takes each of its decisions from :meth:`decide` (as it does for every
+    #: router overriding :meth:`route_indices`, see :func:`custom_routing`)
     own_costs: bool = False
 
     # ------------------------------------------------------------------ parameters
@@ -340,9 +358,11 @@ class Router(LLMPoolMixin, ABC):
         default pays the chosen LLM's true cost in ``data`` (NaN where it is unknown or
         ``data`` has no costs). A router whose realised cost differs (a cascade pays every
         LLM it tried) overrides this, sets :attr:`own_costs` and makes
-        :meth:`route_indices` agree with it; ``evaluate`` records such a router's every
-        decision from here, and the others' from their predictions (the same choices and
-        costs as this default, without predicting once per operating point).
+        :meth:`route_indices` agree with it. ``evaluate`` records from here every decision
+        of such a router and of any router overriding :meth:`route_indices` (zero's budget
+        mix; :func:`custom_routing`); the others' it takes from their predictions (for them
+        the same choices and costs as this default, without predicting once per operating
+        point).
 
         Returns
         -------

@@ -18,7 +18,7 @@ import pandas as pd
 from ..data import RoutingData
 from ..fallback import SafeFallbackRouter, fallback_summary
 from .wrappers import wrap_router
-from ..router import Router
+from ..router import Router, custom_routing
 from ..router_spec import resolve_router
 from ..score_scale import choose_score_scale
 from .embedding import share_encoder
@@ -135,8 +135,11 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
         tuned = router.router_ if isinstance(router, SafeFallbackRouter) else router
         if hasattr(tuned, "best_params_"):
             notes.append(f"fold {fold.fold}: {label} --auto {cfg.auto}: {tuned.summary()}")
+        # a router that says what it pays, or decides with its own route_indices (zero's
+        # budget mix), is recorded through its own decisions at every operating point
+        decided = router.own_costs or custom_routing(router)
         preds[label] = Predictions(P, C, probs, *((router.decide, router.answer_costs)
-                                                  if router.own_costs else (None, None)))
+                                                  if decided else (None, None)))
         if getattr(router, "uses_ground_truth", False):
             truth.add(label)
         timings.append({"dataset": data.name, "fold": fold.fold, "router": label,

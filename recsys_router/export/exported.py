@@ -11,7 +11,7 @@ import pandas as pd
 from ..data import MAX_TASK_CHARS, RoutingData
 from ..encoders.cache import text_key
 from ..policies import apply_policy
-from ..router import Router
+from ..router import Router, custom_routing
 
 __all__ = ["ExportedRouter", "router_uses_tasks", "check_tasks", "check_texts", "MAX_TASK_CHARS"]
 
@@ -107,11 +107,6 @@ def check_tasks(tasks, n: int) -> list[str | None]:
     return out
 
 
-def _custom_routing(router: Router) -> bool:
-    """Whether the router decides with its own ``route_indices`` (not scores + a policy)."""
-    return type(router).route_indices is not Router.route_indices
-
-
 class ExportedRouter:
     """A loaded artifact: the router plus its manifest, routing raw texts.
 
@@ -153,7 +148,7 @@ class ExportedRouter:
     @property
     def custom_routing(self) -> bool:
         """True when the router chooses through its own ``route_indices`` (e.g. zero)."""
-        return _custom_routing(self.router)
+        return custom_routing(self.router)
 
     def to_data(self, texts: Sequence[str], *, tasks: Sequence[str | None] | None = None,
                 validate: bool = False) -> RoutingData:

@@ -71,7 +71,9 @@ class Predictions(NamedTuple):
     """One fitted router's predictions on the test queries of one candidate pool.
 
     ``decide`` is the router's :meth:`~recsys_router.router.Router.decide` when the router
-    says what it pays itself (``own_costs``, e.g. a cascade); ``evaluate`` then takes each
+    says what it pays itself (``own_costs``, e.g. a cascade) or decides with its own
+    ``route_indices`` (zero's budget mix; :func:`~recsys_router.router.custom_routing`);
+    ``evaluate`` then takes each
     wtp, budget or argmax point's choices and paid costs from it, not from the sweep of
     these predictions; ``answer_costs`` (its :meth:`~recsys_router.router.Router.answer_costs`)
     then prices the points of a sweep that is no policy of the router (RouteLLM's thresholds)."""
