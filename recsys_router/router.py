@@ -21,7 +21,7 @@ from .coldstart.pool import core_view, observed_range, pool_changed, pool_costs,
 from .policies import apply_policy, check_policy_values, fill_unknown_costs
 # add_llm / remove_llm / llm_mean_costs: the pool methods every router shares
 from .router_pool import LLMPoolMixin
-from .state import Part, check_state, collect_state
+from .state import Part, StateError, check_state, collect_state
 
 __all__ = ["Router", "mean_llm_prices", "custom_routing"]
 
@@ -166,9 +166,16 @@ class Router(LLMPoolMixin, ABC):
         # lie on; artifacts carry it in their manifest (score_range), not in the router state
         self.score_range_ = observed_range(train.scores)
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
+        self._freeze_params()
         self._fit(train, val)
         self.fitted_ = True
         return self
+
+    def _freeze_params(self) -> None:
+        """Check the hyperparameters prediction reads and fix them as learned state
+        (``mode_``, ``seed_``, ...), so that :meth:`set_params` after ``fit`` changes nothing
+        until the next ``fit``; called by :meth:`fit` before ``_fit`` and when a router is
+        rebuilt from its stored state (from its stored parameters). Default: nothing."""
 
     @abstractmethod
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
@@ -239,6 +246,12 @@ class Router(LLMPoolMixin, ABC):
             A fitted router: ``cls(**params)`` with every declared attribute set.
         """
         router = cls(**params)
+        try:
+            router._freeze_params()
+        except StateError:
+            raise
+        except ValueError as exc:
+            raise StateError(f"{cls.__name__} parameters: {exc}") from exc
         for name, spec in cls.state_spec().items():
             if not isinstance(spec, Part):  # nested parts are restored by the family
                 setattr(router, name, fields[name] if name in fields else arrays.get(name))

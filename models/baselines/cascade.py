@@ -82,10 +82,14 @@ class CascadeRouter(Router):
         self.epsilon = epsilon
         self.seed = seed
 
+    def _freeze_params(self):
+        # fixed at fit: set_params cannot change them
+        self.epsilon_ = check_number(self.epsilon, "cascade: epsilon", low=0.0, high=1.0)
+        self.seed_ = check_seed(self.seed)
+        self.max_cost_ = check_number(self.max_cost, "cascade: max_cost", low=0.0,
+                                      none=True)
+
     def _fit(self, train, val):
-        if not 0.0 <= float(self.epsilon) <= 1.0:
-            raise ValueError(f"cascade: epsilon must be in [0, 1], got {self.epsilon!r}")
-        check_seed(self.seed)
         if self.mean_costs_ is None or not np.isfinite(self.mean_costs_).any():
             raise ValueError("the cascade router orders LLMs by cost and needs costs in the "
                              f"training data ({train.name!r} has none)")
@@ -137,16 +141,16 @@ class CascadeRouter(Router):
         self._check_llms(data)
         mask = self.candidate_mask(candidates)
         chain = self.chain_ if mask is None else self.chain_[mask[self.chain_]]
-        caps = [c for c in (self.max_cost, budget) if c is not None]
+        caps = [c for c in (self.max_cost_, budget) if c is not None]
         if any(np.isnan(c) for c in caps):
-            raise ValueError(f"cost caps must be numbers, got max_cost={self.max_cost!r}, budget={budget!r}")
+            raise ValueError(f"cost caps must be numbers, got max_cost={self.max_cost_!r}, budget={budget!r}")
         cap = min(caps) if caps else np.inf
         s = data.scores.astype(np.float64)
         c = self._costs_of(data)
         # where the routed data does not know a cost, the cap checks use the mean train cost
         # (the cascade's estimate), but what was paid there is unknown
         known = np.zeros(data.shape, dtype=bool) if data.costs is None else ~np.isnan(data.costs)
-        flip = query_uniforms(data.query_ids, self.seed, data.n_llms, stream=3) < float(self.epsilon)
+        flip = query_uniforms(data.query_ids, self.seed_, data.n_llms, stream=3) < self.epsilon_
         n = data.n_queries
         # an LLM without a result on a query (an unobserved cell) is not on that query's
         # chain: it is neither tried nor paid, and the chain goes on to the next one

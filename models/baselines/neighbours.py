@@ -225,11 +225,14 @@ class KNNRouter(TextEmbeddingMixin, Router):
         self.encoder = encoder
         self.seed = seed
 
+    def _freeze_params(self):
+        if self.metric not in _METRICS:
+            raise ValueError(f"metric must be one of {_METRICS}, got {self.metric!r}")
+        self.metric_ = self.metric  # fixed at fit: set_params cannot change it
+
     def _fit(self, train, val):
         check_number(self.k, "k", low=1, integer=True, none=True)
         check_seed(self.seed)
-        if self.metric not in _METRICS:
-            raise ValueError(f"metric must be one of {_METRICS}, got {self.metric!r}")
         x = self._fit_encoder(train)
         keep = train.observed.any(axis=1)
         if not keep.any():
@@ -242,7 +245,7 @@ class KNNRouter(TextEmbeddingMixin, Router):
         if self.k is None:  # the search keeps k <= the usable rows
             self.k_, self.k_scores_ = choose_k(self.x_train_, self.y_train_,
                                                np.asarray(train.tasks, dtype=object)[keep],
-                                               self.metric, int(self.seed))
+                                               self.metric_, int(self.seed))
         elif int(self.k) > n_rows:
             raise ValueError(f"{type(self).__name__}: k={self.k} neighbours but only {n_rows} "
                              f"training queries have an observed score ({train.n_queries} in "
@@ -254,13 +257,13 @@ class KNNRouter(TextEmbeddingMixin, Router):
         """Training-row indices (of the kept rows) of each query's ``k`` neighbours."""
         self._check_fitted()
         unit = None
-        if self.metric == "cosine":  # per fitted state, not per call
+        if self.metric_ == "cosine":  # per fitted state, not per call
             cached = getattr(self, "_unit_train", None)
             if cached is None or cached[0] is not self.x_train_:
                 cached = (self.x_train_, _unit_rows(np.asarray(self.x_train_, dtype=np.float64)))
                 self._unit_train = cached
             unit = cached[1]
-        return knn_indices(self._embed(data), self.x_train_, self.k_, self.metric,
+        return knn_indices(self._embed(data), self.x_train_, self.k_, self.metric_,
                            train_prepared=unit)
 
     def _predict_scores(self, data):

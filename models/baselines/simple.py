@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_seed
+from recsys_router.hyperparams import check_number, check_seed
 from recsys_router.policies import argmax_policy, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import INT, STR, Arr, ListOf, Size
@@ -83,12 +83,14 @@ class RandomRouter(Router):
     def __init__(self, seed: int = 0):
         self.seed = seed
 
+    def _freeze_params(self):
+        self.seed_ = check_seed(self.seed)  # fixed at fit: set_params cannot change it
+
     def _fit(self, train, val):
-        check_seed(self.seed)
         self.n_llms_ = train.n_llms
 
     def _predict_scores(self, data):
-        return query_uniforms(data.query_ids, self.seed, self.n_llms_)
+        return query_uniforms(data.query_ids, self.seed_, self.n_llms_)
 
     def _selection_probs(self, data):
         """Uniform probabilities ``1 / n_llms`` for every query."""
@@ -157,19 +159,21 @@ class ROracleRouter(Router):
         self.p = p
         self.seed = seed
 
+    def _freeze_params(self):
+        # fixed at fit: set_params cannot change them
+        self.p_ = check_number(self.p, "r_o: p", low=0.0, high=1.0)
+        self.seed_ = check_seed(self.seed)
+
     def _fit(self, train, val):
-        if not 0.0 <= float(self.p) <= 1.0:
-            raise ValueError(f"r_o: p must be in [0, 1], got {self.p!r}")
-        check_seed(self.seed)
         self.n_llms_ = train.n_llms
 
     def oracle_mask(self, data: RoutingData) -> np.ndarray:
         """Boolean per query: True where the oracle branch was drawn."""
         self._check_fitted()
-        return query_uniforms(data.query_ids, self.seed, 1, stream=1)[:, 0] < float(self.p)
+        return query_uniforms(data.query_ids, self.seed_, 1, stream=1)[:, 0] < self.p_
 
     def _predict_scores(self, data):
-        rand = query_uniforms(data.query_ids, self.seed, self.n_llms_)
+        rand = query_uniforms(data.query_ids, self.seed_, self.n_llms_)
         return np.where(self.oracle_mask(data)[:, None], truth_scores(data), rand)
 
     def _predict_costs(self, data):
@@ -182,8 +186,8 @@ class ROracleRouter(Router):
         self._check_fitted()
         self._check_llms(data)
         pick = argmax_policy(truth_scores(data), _truth_costs(self, data))
-        probs = np.full((data.n_queries, self.n_llms_), (1.0 - float(self.p)) / self.n_llms_)
-        probs[np.arange(data.n_queries), pick] += float(self.p)
+        probs = np.full((data.n_queries, self.n_llms_), (1.0 - self.p_) / self.n_llms_)
+        probs[np.arange(data.n_queries), pick] += self.p_
         return probs
 
     @staticmethod

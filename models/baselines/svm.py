@@ -90,10 +90,13 @@ class SVMRouter(TextEmbeddingMixin, Router):
         self.seed = seed
         self.encoder = encoder
 
-    def _fit(self, train, val):
-        from sklearn.exceptions import ConvergenceWarning
+    def _freeze_params(self):
         if self.mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {self.mode!r}")
+        self.mode_ = self.mode  # fixed at fit: set_params cannot change it
+
+    def _fit(self, train, val):
+        from sklearn.exceptions import ConvergenceWarning
         if self.tie_break not in _TIES:
             raise ValueError(f"tie_break must be one of {_TIES}, got {self.tie_break!r}")
         max_iter = check_number(self.max_iter, "max_iter", low=1, integer=True)
@@ -121,7 +124,7 @@ class SVMRouter(TextEmbeddingMixin, Router):
         """Fit the LinearSVC (classify) or the per-LLM LinearSVRs (regress)."""
         from sklearn.svm import LinearSVC, LinearSVR
         n_llms = train.n_llms
-        if self.mode == "classify":
+        if self.mode_ == "classify":
             labels = best_llm_labels(train.scores, self.mean_costs_, self._tie_rank(train))
             s = train.scores
             spread = np.nanmax(np.where(train.observed, s, -np.inf), axis=1) - \
@@ -167,7 +170,7 @@ class SVMRouter(TextEmbeddingMixin, Router):
     def _predict_scores(self, data):
         x = self._embed(data)
         n, n_llms = data.n_queries, data.n_llms
-        if self.mode == "regress":
+        if self.mode_ == "regress":
             pred = x @ self.svr_coef_.T + self.svr_intercept_[None, :]
             return np.where(self.svr_fitted_[None, :], pred, self.llm_means_[None, :])
         if self.svc_coef_ is None:

@@ -83,8 +83,10 @@ class ZeroRouter(Router):
     def __init__(self, seed: int = 0):
         self.seed = seed
 
+    def _freeze_params(self):
+        self.seed_ = check_seed(self.seed)  # fixed at fit: set_params cannot change it
+
     def _fit(self, train, val):
-        check_seed(self.seed)
         if self.mean_costs_ is None or not np.isfinite(self.mean_costs_).any():
             raise ValueError("the zero router needs per-query costs in the training data "
                              f"({train.name!r} has none)")
@@ -168,7 +170,7 @@ class ZeroRouter(Router):
             cols = [idx[name] for name in mix]
             if len(cols) == 1:
                 return np.full(n, cols[0], dtype=np.int64)
-            u = query_uniforms(data.query_ids, self.seed, 1, stream=2)[:, 0]
+            u = query_uniforms(data.query_ids, self.seed_, 1, stream=2)[:, 0]
             return np.where(u < mix[self.llm_names_[cols[1]]], cols[1], cols[0]).astype(np.int64)
         if wtp is not None:
             if not np.isfinite(wtp) or wtp < 0:
