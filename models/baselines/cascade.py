@@ -84,7 +84,9 @@ class CascadeRouter(Router):
 
     def _freeze_params(self):
         # fixed at fit: set_params cannot change them
-        self.epsilon_ = check_number(self.epsilon, "cascade: epsilon", low=0.0, high=1.0)
+        if not 0.0 <= float(self.epsilon) <= 1.0:
+            raise ValueError(f"cascade: epsilon must be in [0, 1], got {self.epsilon!r}")
+        self.epsilon_ = float(self.epsilon)
         self.seed_ = check_seed(self.seed)
         self.max_cost_ = check_number(self.max_cost, "cascade: max_cost", low=0.0,
                                       none=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from recsys_router.data import RoutingData
-from recsys_router.hyperparams import check_number, check_seed
+from recsys_router.hyperparams import check_seed
 from recsys_router.policies import argmax_policy, fill_unknown_costs
 from recsys_router.router import Router
 from recsys_router.state import INT, STR, Arr, ListOf, Size
@@ -161,7 +161,9 @@ class ROracleRouter(Router):
 
     def _freeze_params(self):
         # fixed at fit: set_params cannot change them
-        self.p_ = check_number(self.p, "r_o: p", low=0.0, high=1.0)
+        if not 0.0 <= float(self.p) <= 1.0:
+            raise ValueError(f"r_o: p must be in [0, 1], got {self.p!r}")
+        self.p_ = float(self.p)
         self.seed_ = check_seed(self.seed)
 
     def _fit(self, train, val):
