@@ -2,13 +2,12 @@
 
 Every router (classic baseline, collaborative-filtering model, loaded artifact) is a
 :class:`Router`. Conventions (scikit-learn's): the constructor stores hyperparameters
-only; ``fit`` returns ``self``; learned state ends in ``_``; using a router before
-``fit`` raises :class:`~recsys_router.errors.NotFittedError`.
+only (``sklearn.base.clone`` works; see :meth:`Router.get_params`); ``fit`` returns
+``self``; learned state ends in ``_``; using a router before ``fit`` raises :class:`~recsys_router.errors.NotFittedError`.
 """
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from typing import Sequence
 
@@ -21,6 +20,8 @@ from .coldstart.pool import core_view, observed_range, pool_changed, pool_costs,
 from .policies import apply_policy, check_policy_values, fill_unknown_costs
 # add_llm / remove_llm / llm_mean_costs: the pool methods every router shares
 from .router_pool import LLMPoolMixin
+# get_params / set_params / __repr__ / _freeze_params: the hyperparameter methods
+from .router_params import ParamsMixin
 from .state import Part, StateError, check_state, collect_state
 
 __all__ = ["Router", "mean_llm_prices", "custom_routing"]
@@ -53,12 +54,9 @@ def mean_llm_prices(llms) -> np.ndarray:
 
 
 def custom_routing(router) -> bool:
-    """Whether the router decides with its own ``route_indices`` (e.g. zero's budget mix,
-    a cascade's chain), not with :func:`~recsys_router.policies.apply_policy` over its
-    predicted scores and costs.
-
-    ``evaluate`` records such a router's every decision through :meth:`Router.decide`, and
-    an exported artifact routes it through its ``route_indices``.
+    """Whether the router decides with its own ``route_indices`` (zero's budget mix, a
+    cascade's chain), not by a policy over its predictions: ``evaluate`` then records its
+    every decision through :meth:`Router.decide`, an artifact routes through it.
 
     Example
     -------
@@ -69,7 +67,7 @@ def custom_routing(router) -> bool:
     return type(router).route_indices is not Router.route_indices
 
 
-class Router(LLMPoolMixin, ABC):
+class Router(ParamsMixin, LLMPoolMixin, ABC):
     """Abstract base class of every router.
 
     Subclasses implement ``_fit(train, val)`` (setting attributes ending in ``_``) and
@@ -122,29 +120,6 @@ class Router(LLMPoolMixin, ABC):
     #: router overriding :meth:`route_indices`, see :func:`custom_routing`)
     own_costs: bool = False
 
-    # ------------------------------------------------------------------ parameters
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values()
-                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-    def get_params(self) -> dict:
-        """Constructor arguments as a dict (every one is stored as an attribute)."""
-        return {k: getattr(self, k) for k in self._param_names()}
-
-    def set_params(self, **params) -> "Router":
-        valid = set(self._param_names())
-        for k, v in params.items():
-            if k not in valid:
-                raise ValueError(f"{type(self).__name__} has no parameter {k!r}; valid: {sorted(valid)}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
     # ------------------------------------------------------------------ fitting
     def fit(self, train: RoutingData, val: RoutingData | None = None) -> "Router":
         """Learn from the train interaction matrix (and optionally a validation set).
@@ -170,12 +145,6 @@ class Router(LLMPoolMixin, ABC):
         self._fit(train, val)
         self.fitted_ = True
         return self
-
-    def _freeze_params(self) -> None:
-        """Check the hyperparameters prediction reads and fix them as learned state
-        (``mode_``, ``seed_``, ...), so that :meth:`set_params` after ``fit`` changes nothing
-        until the next ``fit``; called by :meth:`fit` before ``_fit`` and when a router is
-        rebuilt from its stored state (from its stored parameters). Default: nothing."""
 
     @abstractmethod
     def _fit(self, train: RoutingData, val: RoutingData | None) -> None:
@@ -248,9 +217,7 @@ class Router(LLMPoolMixin, ABC):
         router = cls(**params)
         try:
             router._freeze_params()
-        except StateError:
-            raise
-        except ValueError as exc:
+        except ValueError as exc:  # a stored parameter that fit would refuse
             raise StateError(f"{cls.__name__} parameters: {exc}") from exc
         for name, spec in cls.state_spec().items():
             if not isinstance(spec, Part):  # nested parts are restored by the family
