@@ -52,7 +52,8 @@ def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str, *
 
     Distances are rounded to 10 decimals before a stable sort, so exact ties (common with
     sparse text features) go to the lower training index and a query gets the same
-    neighbours alone or in a batch.
+    neighbours alone or in a batch. Euclidean distances are computed on rows centred on the
+    training mean, so vectors far from the origin keep their small gaps.
 
     Example
     -------
@@ -67,7 +68,9 @@ def knn_indices(x_query: np.ndarray, x_train: np.ndarray, k: int, metric: str, *
     if metric == "cosine":
         q = _unit_rows(q)
         t = _unit_rows(t) if train_prepared is None else train_prepared
-    else:
+    else:  # centred on the training mean: |q|^2 + |t|^2 - 2 q.t cancels far from the origin
+        centre = t.mean(axis=0) if len(t) else 0.0
+        q, t = q - centre, t - centre
         tn = (t ** 2).sum(axis=1)
     out = np.empty((q.shape[0], k), dtype=np.int64)
     for s in range(0, q.shape[0], _CHUNK):
