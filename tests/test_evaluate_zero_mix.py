@@ -68,3 +68,30 @@ def test_zero_other_points_are_hull_vertices(result):
     m = result.metrics
     mu = m[(m.protocol == "routereval") & (m.router == "zero") & (m.metric == "mu_o")]
     assert mu["value"].item() == pytest.approx(0.9)    # no policy: the top hull vertex
+
+
+def test_zero_under_missing_mask_routes_only_to_observed_llms():
+    """With ``missing="mask"`` every query offers only its observed LLMs. The zero router
+    was given the whole pool and sent queries to LLMs whose score they lack (recorded as NaN
+    scores); each query is now decided among its own observed LLMs. Here c (the top hull
+    vertex) is unobserved on every other test query: at budget 3.0 those queries get the
+    mix of their own hull, a -> d (b, at slope 0.05 from a, lies below the a-d edge's 0.1),
+    and the others c."""
+    data = _data()
+    s = data.scores.copy()
+    hide = np.arange(N_TRAIN, N_TRAIN + N_TEST, 2)
+    s[hide, 2] = np.nan
+    masked = RoutingData(data.queries, list("abcd"), s, data.costs)
+    res = evaluate(masked, EvalConfig(routers=["zero"], protocols=["orbit"], missing="mask",
+                                      split_column="split", fallback=False), progress=False)
+    dec = res.decisions
+    at3 = dec[(dec.router == "zero") & (dec.setting == "budget") & (dec.setting_value == 3.0)]
+    assert len(at3) == N_TEST and not at3.score.isna().any()
+    by_query = dict(zip(at3.query_id.astype(str), at3.llm.astype(str)))
+    hidden = {f"q{i}" for i in hide}
+    assert all(by_query[q] != "c" for q in hidden)
+    # without c the hull is a (0.5, 1) -> d (0.8, 4): budget 3.0 sends 2/3 of them to d
+    got = [by_query[q] for q in hidden]
+    assert set(got) == {"a", "d"}
+    assert abs(got.count("d") / len(got) - 2 / 3) < 0.1      # 200 draws
+    assert {llm for q, llm in by_query.items() if q not in hidden} == {"c"}

@@ -43,15 +43,22 @@ def _block(meta: dict, router: str, setting: str, value: float, qcode: np.ndarra
 
 
 def _decided(decide, test, rows: np.ndarray, cols: np.ndarray, names: list[str],
-             sweep, answer_costs=None) -> list[tuple]:
+             sweep, answer_costs=None, observed: np.ndarray | None = None) -> list[tuple]:
     """``(value, choice, paid)`` per operating point of a router that says what it pays
     (:meth:`~recsys_router.router.Router.decide`), run on the pool's usable test queries with
     the pool's LLMs as candidates: a ``wtp`` / ``budget`` point is that policy at the point's
     value (a cascade's budget is its own cap on the total cost per query), ``argmax`` none;
     a setting that is no router policy (RouteLLM's thresholds) keeps the sweep's choice and
     pays :meth:`~recsys_router.router.Router.answer_costs` (a cascade: the chain that gave
-    its verdict, plus the chosen LLM when the chain did not try it)."""
+    its verdict, plus the chosen LLM when the chain did not try it).
+
+    ``observed`` (usable rows x pool columns), for a router that picks from its own
+    predictions (``--missing mask``): each group of queries with the same observed LLMs is
+    decided with those LLMs as candidates, as the sweeps of predictions mask unobserved cells;
+    without it a query could be routed to an LLM whose score it does not have."""
     sub = test if rows.all() else test.subset(np.flatnonzero(rows))
+    if observed is not None and not observed.all():
+        decide = _by_observed(decide, sub, observed, names)
     pos = np.full(test.n_llms, -1, dtype=np.int64)
     pos[cols] = np.arange(len(cols))
     out = []
@@ -65,6 +72,25 @@ def _decided(decide, test, rows: np.ndarray, cols: np.ndarray, names: list[str],
         ch, paid = decide(sub, candidates=list(names), **kw)
         out.append((value, pos[np.asarray(ch, dtype=np.int64)], paid))
     return out
+
+
+def _by_observed(decide, sub, observed: np.ndarray, names: list[str]):
+    """``decide`` run once per group of rows of ``sub`` sharing an observed pattern, with that
+    pattern's LLMs as candidates; the choices and paid costs put back in row order."""
+    patterns, inverse = np.unique(observed, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    groups = [(np.flatnonzero(inverse == g), [names[j] for j in np.flatnonzero(pat)])
+              for g, pat in enumerate(patterns) if pat.any()]
+
+    def grouped(data, candidates=None, **kw):
+        choice = np.full(data.n_queries, -1, dtype=np.int64)
+        paid = np.full(data.n_queries, np.nan)
+        for idx, cands in groups:
+            ch, pd_ = decide(data.subset(idx), candidates=cands, **kw)
+            choice[idx] = np.asarray(ch, dtype=np.int64)
+            paid[idx] = np.asarray(pd_, dtype=np.float64)
+        return choice, paid
+    return grouped
 
 
 def _assemble(blocks: list[dict], query_ids: list[str], llm_names: list[str]) -> pd.DataFrame:

@@ -139,7 +139,8 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
         # budget mix), is recorded through its own decisions at every operating point
         decided = router.own_costs or custom_routing(router)
         preds[label] = Predictions(P, C, probs, *((router.decide, router.answer_costs)
-                                                  if decided else (None, None)))
+                                                  if decided else (None, None)),
+                                   by_observed=custom_routing(router) and not router.own_costs)
         if getattr(router, "uses_ground_truth", False):
             truth.add(label)
         timings.append({"dataset": data.name, "fold": fold.fold, "router": label,
@@ -194,7 +195,8 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
                                else np.asarray(p.probs, dtype=np.float64)[rows][:, cols])
             sweep = proto.sweep(pred, view)
             points = [(v, ch, None) for v, ch in sweep.points] if p.decide is None else \
-                _decided(p.decide, test, rows, cols, names, sweep, p.answer_costs)
+                _decided(p.decide, test, rows, cols, names, sweep, p.answer_costs,
+                         obs if p.by_observed else None)
             for value, choice, paid in points:
                 blocks.append(_block(m, label, sweep.setting, value, qcode, nm, choice, S, Ct,
                                      sweep.prob_entropy, paid))

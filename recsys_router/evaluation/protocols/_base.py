@@ -76,12 +76,16 @@ class Predictions(NamedTuple):
     ``evaluate`` then takes each
     wtp, budget or argmax point's choices and paid costs from it, not from the sweep of
     these predictions; ``answer_costs`` (its :meth:`~recsys_router.router.Router.answer_costs`)
-    then prices the points of a sweep that is no policy of the router (RouteLLM's thresholds)."""
+    then prices the points of a sweep that is no policy of the router (RouteLLM's thresholds).
+    ``by_observed``: the router picks from its own predictions (zero), so ``evaluate`` gives
+    each query only its observed LLMs as candidates, as the sweeps mask unobserved cells (a
+    cascade reads the true scores and skips unobserved cells itself)."""
     scores: np.ndarray
     costs: np.ndarray | None
     probs: np.ndarray | None
     decide: Callable | None = None
     answer_costs: Callable | None = None
+    by_observed: bool = False
 
 
 class Sweep(NamedTuple):
