@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from recsys_router.atomic import atomic_write
-from recsys_router.cli.args import OptionError, count, positive_float, positive_int
+from recsys_router.cli.args import OptionError, count, fraction, positive_float, positive_int
 
 __all__ = ["OptionError", "count", "positive_int", "positive_float", "at_least", "int_list",
-           "name_list", "one_name", "write_text_atomic", "to_csv_atomic", "locked_folder"]
+           "name_list", "one_name", "item_list", "share", "pool_list", "write_text_atomic",
+           "to_csv_atomic", "locked_folder"]
 
 
 def at_least(low: int) -> Callable[[str], int]:
@@ -106,8 +107,9 @@ def name_list(valid: Callable[[], Iterable[str]], what: str,
     return check
 
 
-def one_name(valid: Callable[[], Iterable[str]], what: str) -> Callable[[str], str]:
-    """An argparse type: exactly one name from ``valid()``.
+def one_name(valid: Callable[[], Iterable[str]], what: str,
+             accept: Callable[[str], bool] | None = None) -> Callable[[str], str]:
+    """An argparse type: exactly one name from ``valid()`` (or one ``accept`` allows).
 
     Example
     -------
@@ -117,10 +119,73 @@ def one_name(valid: Callable[[], Iterable[str]], what: str) -> Callable[[str], s
     def check(text) -> str:
         name = str(text).strip()
         known = set(valid())
-        if name not in known:
+        if name not in known and not (name and accept is not None and accept(name)):
             raise OptionError(f"unknown {what} {name[:60]!r}; expected one of: {_valid_text(known)}")
         return name
     return check
+
+
+def item_list(item: Callable[[str], object], what: str) -> Callable[[str], list]:
+    """An argparse type: a non-empty comma-separated list, each item checked by the argparse
+    type ``item`` (whose message names the bad item).
+
+    Example
+    -------
+    >>> item_list(positive_int, "count")("3, 4")
+    [3, 4]
+    >>> item_list(positive_int, "count")(",")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a comma-separated list of counts, got ','
+    """
+    def check(text) -> list:
+        items = [x.strip() for x in str(text).split(",") if x.strip()]
+        if not items:
+            raise OptionError(f"expected a comma-separated list of {what}s, got {str(text)[:40]!r}")
+        return [item(x) for x in items]
+    return check
+
+
+def share(*, zero: bool = True, one: bool = True) -> Callable[[str], float]:
+    """An argparse type: a number from 0 to 1 (:func:`recsys_router.cli.args.fraction`),
+    0 itself refused unless ``zero`` and 1 itself unless ``one``.
+
+    Example
+    -------
+    >>> share(zero=False)("1")
+    1.0
+    >>> share(zero=False, one=False)("1")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a number > 0 and < 1, got '1'
+    """
+    def check(text) -> float:
+        v = fraction(text)
+        if (v == 0 and not zero) or (v == 1 and not one):
+            raise OptionError(f"expected a number {'>=' if zero else '>'} 0 and "
+                              f"{'<=' if one else '<'} 1, got {str(text)[:40]!r}")
+        return v
+    return check
+
+
+def pool_list(text) -> list:
+    """An argparse type: pool sizes, ``"3,5,all"`` -> ``[3, 5, "all"]``
+    (:func:`recsys_router.evaluation.splits.parse_pools`).
+
+    Example
+    -------
+    >>> pool_list("3,5,all")
+    [3, 5, 'all']
+    >>> pool_list("3,x")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: pool size 'x' is neither an integer nor 'all'
+    """
+    from recsys_router.evaluation.splits import parse_pools
+    try:
+        return parse_pools(str(text))
+    except ValueError as err:
+        raise OptionError(str(err)) from None
 
 
 def write_text_atomic(path, text: str) -> None:

@@ -45,10 +45,13 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from benchmarks.bench_checks import count, one_name, positive_int, to_csv_atomic  # noqa: E402
+from benchmarks.bench_checks import (count, name_list, one_name, positive_float,  # noqa: E402
+                                     positive_int, share, to_csv_atomic)
+from recsys_router.cli.args import encoder_spec, seed_value  # noqa: E402
 from recsys_router.datasets.resolve import resolve_dataset  # noqa: E402
 from recsys_router.evaluation.protocols.bandit import _router_params  # noqa: E402
 from recsys_router.feedback.bandit import bandit_evaluate, online_bandit, simulate_log  # noqa: E402
+from recsys_router.feedback.logged import FEEDBACK_LOSSES  # noqa: E402
 from recsys_router.feedback.ope import ESTIMATORS, estimate_all  # noqa: E402
 from recsys_router.feedback.reward import query_features, ridge_reward  # noqa: E402
 from recsys_router.metrics.routereval import mu_o  # noqa: E402
@@ -57,6 +60,27 @@ from recsys_router.registry import available_routers, make_router  # noqa: E402
 NAMES = {"routerdc": "routerdc_split2_model7"}
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PARTS = ("ope", "train", "online")
+
+
+def dataset_names() -> list[str]:
+    """The names :func:`_load` takes: registered datasets, the short names of :data:`NAMES`
+    and the folders of the shared data (a file or folder path is taken too)."""
+    from recsys_router.datasets.registry import available_datasets
+    found = [p.name for p in DATA.iterdir() if p.is_dir()] if DATA.is_dir() else []
+    return sorted(set(available_datasets()) | set(NAMES) | set(found))
+
+
+def _is_path(name: str) -> bool:
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, RuntimeError):  # a name too long for a path, ...
+        return False
+
+
+#: ``--datasets`` / ``--train-datasets`` / ``--online-dataset`` types (unknown names refused
+#: when the command line is parsed, with the valid ones listed)
+datasets_arg = name_list(dataset_names, "dataset", accept=_is_path)
+one_dataset = one_name(dataset_names, "dataset", accept=_is_path)
 
 
 def _load(name: str, max_queries: int | None, seed: int):
@@ -206,44 +230,45 @@ def online(args, params, out):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default=",".join(PARTS), help="which of ope,train,online to run")
-    ap.add_argument("--datasets", default="routerbench_zs,llmrouter,routerdc,cruxeval,bfcl_v1")
-    ap.add_argument("--train-datasets", default="routerdc")
-    ap.add_argument("--online-dataset", default="routerdc")
+    ap.add_argument("--parts", type=name_list(lambda: PARTS, "part"), default=",".join(PARTS),
+                    help="which of ope,train,online to run")
+    ap.add_argument("--datasets", type=datasets_arg,
+                    default="routerbench_zs,llmrouter,routerdc,cruxeval,bfcl_v1")
+    ap.add_argument("--train-datasets", type=datasets_arg, default="routerdc")
+    ap.add_argument("--online-dataset", type=one_dataset, default="routerdc")
     ap.add_argument("--max-queries", type=positive_int, default=None, help="subsample larger datasets")
     ap.add_argument("--target", type=one_name(available_routers, "router"), default="knn", help="target router of the OPE part")
-    ap.add_argument("--target-frac", type=float, default=0.3)
+    ap.add_argument("--target-frac", type=share(zero=False, one=False), default=0.3,
+                    help="OPE: share of the queries that trains the target (> 0 and < 1)")
     ap.add_argument("--n-logged", type=positive_int, default=None,
                     help="OPE: logged decisions (the rest trains the target; default 1 - target-frac)")
     ap.add_argument("--reward", choices=("ridge", "mf"), default="ridge", help="OPE reward model")
     ap.add_argument("--reward-dims", type=positive_int, default=64, help="principal components of the ridge")
     ap.add_argument("--reward-task", action=argparse.BooleanOptionalAction, default=True,
                     help="add the task one-hot to the ridge's features (when the data has tasks)")
-    ap.add_argument("--ridge-alpha", type=float, default=10.0)
+    ap.add_argument("--ridge-alpha", type=positive_float, default=10.0)
     ap.add_argument("--crossfit", type=count, default=2, help="cross-fitting folds (< 2: off)")
     ap.add_argument("--n-refit", type=count, default=200, help="resamples that refit the reward model")
-    ap.add_argument("--encoder", default="hashing")
+    ap.add_argument("--encoder", type=encoder_spec, default="hashing")
     ap.add_argument("--hash-dim", type=positive_int, default=256)
     ap.add_argument("--router", type=one_name(available_routers, "router"), default="mf", help="CF router of the training and online parts")
     ap.add_argument("--params", default="", help="KEY=VALUE,... of the CF router (default plan)")
-    ap.add_argument("--epsilon", type=float, default=0.1, help="logging policy of the training part")
+    ap.add_argument("--epsilon", type=share(zero=False), default=0.1,
+                    help="epsilon-greedy logging policy of the training part (> 0 and <= 1)")
     ap.add_argument("--train-seeds", type=positive_int, default=1)
     ap.add_argument("--seeds", type=positive_int, default=20, help="OPE part: logging seeds")
     ap.add_argument("--n-boot", type=count, default=200)
     ap.add_argument("--rounds", type=positive_int, default=1500)
     ap.add_argument("--retrain-every", type=positive_int, default=300)
-    ap.add_argument("--online-epsilon", type=float, default=0.1)
+    ap.add_argument("--online-epsilon", type=share(), default=0.1, help="from 0 to 1")
     ap.add_argument("--epsilon-decay", choices=("constant", "sqrt"), default="constant")
-    ap.add_argument("--online-loss", default="dr")
+    ap.add_argument("--online-loss", type=one_name(lambda: FEEDBACK_LOSSES, "loss"), default="dr")
     ap.add_argument("--online-seeds", type=positive_int, default=1)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=seed_value, default=0)
     ap.add_argument("--out", default="results/bench_feedback")
     args = ap.parse_args(argv)
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
-    parts = split(args.parts)
-    if set(parts) - set(PARTS):
-        raise SystemExit(f"--parts: unknown {sorted(set(parts) - set(PARTS))}; choose from {PARTS}")
-    args.train_datasets = split(args.train_datasets)
+    parts = args.parts
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     params = {"encoder": args.encoder, **({"encoder_options": {"dim": args.hash_dim}}
@@ -252,7 +277,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     if "ope" in parts:
         frames = [ope_accuracy(_load(name, args.max_queries, args.seed), name, args, params)
-                  for name in tqdm(split(args.datasets), desc="OPE accuracy")]
+                  for name in tqdm(args.datasets, desc="OPE accuracy")]
         ope = pd.concat(frames, ignore_index=True)
         to_csv_atomic(ope, out / "ope.csv")
         _print_ope(ope, args)

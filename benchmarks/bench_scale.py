@@ -32,13 +32,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, not installed
 
-from benchmarks.bench_checks import int_list, positive_int, write_text_atomic  # noqa: E402
+from benchmarks.bench_checks import (int_list, name_list, pool_list, positive_int,  # noqa: E402
+                                     write_text_atomic)
+from recsys_router.cli.args import encoder_spec, seed_value  # noqa: E402
 from recsys_router.datasets.synthetic import PRESETS, make_synthetic  # noqa: E402
 from recsys_router.evaluation.recompute import metrics_from_decisions  # noqa: E402
 from recsys_router.evaluation.protocols import get_protocol  # noqa: E402
 from recsys_router.evaluation.runner import (EvalConfig, _assemble, _fit_fold,  # noqa: E402
                                              _shared_encoder)
-from recsys_router.evaluation.splits import make_folds, parse_pools, resolve_pools  # noqa: E402
+from recsys_router.evaluation.splits import make_folds, resolve_pools  # noqa: E402
+from recsys_router.registry import available_routers  # noqa: E402
 
 ROUTERS = "best-single,knn,linearr,mf,mirt"
 POOLS = "3,5,100,1000,all"
@@ -222,10 +225,10 @@ def _per_llm_reference(decisions) -> dict[str, float]:
 
 def _scaling(args, routers) -> list[dict]:
     sizes = args.scale_llms
-    pools = parse_pools(args.scale_pools)
+    pools = args.scale_pools
     per: dict[int, dict[str, float]] = {}
     for L in sizes:
-        print(f"\nscaling: {args.scale_queries} queries x {L} LLMs, pools {args.scale_pools}",
+        print(f"\nscaling: {args.scale_queries} queries x {L} LLMs, pools {_text(pools)}",
               flush=True)
         stages, decisions, *_ = pipeline(args.scale_queries, L, routers, pools, args.seed,
                                          args.encoder, max_steps=args.max_steps,
@@ -253,17 +256,21 @@ def _scaling(args, routers) -> list[dict]:
     return rows
 
 
+def _text(items) -> str:
+    return ",".join(map(str, items))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=seed_value, default=0)
     ap.add_argument("--queries", type=positive_int, default=PRESETS["routereval-scale"]["n_queries"])
     ap.add_argument("--llms", type=positive_int, default=PRESETS["routereval-scale"]["n_llms"])
-    ap.add_argument("--routers", default=ROUTERS)
-    ap.add_argument("--pools", default=POOLS)
-    ap.add_argument("--encoder", default="hashing")
+    ap.add_argument("--routers", type=name_list(available_routers, "router"), default=ROUTERS)
+    ap.add_argument("--pools", type=pool_list, default=POOLS)
+    ap.add_argument("--encoder", type=encoder_spec, default="hashing")
     ap.add_argument("--scale-llms", type=int_list(1), default="250,500,1000,2000")
     ap.add_argument("--scale-queries", type=positive_int, default=2000)
-    ap.add_argument("--scale-pools", default="3,5,all")
+    ap.add_argument("--scale-pools", type=pool_list, default="3,5,all")
     ap.add_argument("--max-steps", type=positive_int, default=None,
                     help="optimizer steps of the Lightning routers, in the full run and the "
                          "scaling check (default: their data-scaled plan); the full run's "
@@ -274,14 +281,14 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     args = ap.parse_args(argv)
-    routers = [r.strip() for r in args.routers.split(",") if r.strip()]
+    routers = args.routers
     out: dict = {"args": vars(args) | {"json": str(args.json)}}
     if not args.skip_full:
         print(f"full run: {args.queries} queries x {args.llms} LLMs "
-              f"({args.queries * args.llms / 1e6:.0f}M cells), routers {args.routers}, "
-              f"pools {args.pools}, encoder {args.encoder}, seed {args.seed}", flush=True)
+              f"({args.queries * args.llms / 1e6:.0f}M cells), routers {_text(routers)}, "
+              f"pools {_text(args.pools)}, encoder {args.encoder}, seed {args.seed}", flush=True)
         stages, decisions, metrics, notes = pipeline(args.queries, args.llms, routers,
-                                                     parse_pools(args.pools), args.seed,
+                                                     args.pools, args.seed,
                                                      args.encoder, max_steps=args.max_steps,
                                                      group_method=args.group_method)
         print("\n" + _table(stages.rows))

@@ -43,7 +43,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.bench_checks import int_list, positive_int  # noqa: E402
+from benchmarks.bench_checks import int_list, item_list, positive_int  # noqa: E402
+from recsys_router.cli.args import encoder_spec, non_negative_float, seed_value  # noqa: E402
 
 
 def _free_port() -> int:
@@ -204,12 +205,13 @@ def _start_server(cmd: list[str], port: int, env: dict) -> tuple[subprocess.Pope
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=seed_value, default=0)
     ap.add_argument("--requests", type=positive_int, default=300, help="requests per concurrency level")
     ap.add_argument("--concurrency", type=int_list(1), default="1,16,128",
                     help="comma-separated client counts, each >= 1")
-    ap.add_argument("--encoders", default="hashing,minilm")
-    ap.add_argument("--batch-wait-ms", type=float, default=None,
+    ap.add_argument("--encoders", type=item_list(encoder_spec, "encoder"), default="hashing,minilm",
+                    help="comma-separated encoders of the kNN routers served")
+    ap.add_argument("--batch-wait-ms", type=non_negative_float, default=None,
                     help="passed to serve (default: serve's own default)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -237,7 +239,7 @@ def _run(args, tmp: Path) -> int:
     env = dict(os.environ, RECSYS_ROUTER_CACHE=str(tmp / "cache"), OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     os.environ["RECSYS_ROUTER_CACHE"] = str(tmp / "cache")  # cold cache in process too
-    if "minilm" in args.encoders.split(","):  # export the ONNX model once, outside the timing
+    if "minilm" in args.encoders:  # export the ONNX model once, outside the timing
         from recsys_router.encoders import get_encoder
         get_encoder("minilm", cache=False).encode(["warm-up"])
     train = make_synthetic(1000, 8, 6, seed=args.seed)
@@ -246,7 +248,7 @@ def _run(args, tmp: Path) -> int:
     print(f"{'encoder':8} {'mode':>11} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'q/batch':>7} {'vs in-proc':>10} {'p50 ratio':>9}")
     cpu_rows = []
-    for enc in args.encoders.split(","):
+    for enc in args.encoders:
         art_dir = export_router(make_router("knn", k=10, encoder=enc).fit(train), tmp / f"knn-{enc}")
         art = load_router(art_dir)
         art.route(["warm up the encoder"])
