@@ -30,8 +30,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from benchmarks.bench_checks import (int_list, locked_folder, name_list, positive_int,  # noqa: E402
-                                     to_csv_atomic, write_text_atomic)
+from benchmarks.bench_checks import (OptionError, int_list, locked_folder, name_list,  # noqa: E402
+                                     positive_int, to_csv_atomic, write_text_atomic)
+from recsys_router.cli.args import encoder_spec, repeated, seed_value  # noqa: E402
 from recsys_router.coldstart.protocol import (coldstart_rows, parse_cold_llms, plot_curves,  # noqa: E402
                                               summarise)
 from recsys_router.datasets.registry import load_dataset  # noqa: E402
@@ -53,6 +54,34 @@ def _stack(data):
     if isinstance(data, dict):
         return RoutingData.concat(list(data.values()))
     return data
+
+
+def cold_llms_arg(text) -> str | list[str]:
+    """``--cold-llms``: ``all``, a count N >= 1 or ``NAME,NAME`` (each named once); whether
+    the count or the names fit each dataset's pool is checked once the datasets are loaded,
+    before any of them runs.
+
+    Example
+    -------
+    >>> cold_llms_arg("all"), cold_llms_arg("4"), cold_llms_arg("gpt-4, claude")
+    ('all', '4', ['gpt-4', 'claude'])
+    >>> cold_llms_arg("0")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a whole number >= 1, got '0'
+    """
+    s = str(text).strip()
+    if s == "all":
+        return "all"
+    if s.lstrip("+-").isdigit():
+        return str(positive_int(s))
+    names = [x.strip() for x in s.split(",") if x.strip()]
+    if not names:
+        raise OptionError(f"expected all, a count N >= 1 or NAME,NAME, got {s[:40]!r}")
+    if repeated(names):
+        raise OptionError(f"LLM(s) {repeated(names)} named more than once (each would repeat "
+                          "its rows)")
+    return names
 
 
 def _split(data, seed: int, max_train: int, max_test: int):
@@ -180,12 +209,13 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", type=name_list(lambda: DATASETS, "dataset"),
                     default=",".join(DATASETS))
     ap.add_argument("--routers", type=name_list(available_routers, "router"), default="mf,mirt,knn")
-    ap.add_argument("--cold-llms", default="4", help="all | N | NAME,NAME (per dataset)")
+    ap.add_argument("--cold-llms", type=cold_llms_arg, default="4",
+                    help="all | N | NAME,NAME (per dataset)")
     ap.add_argument("--probes", type=int_list(1), default="10,50")
     ap.add_argument("--strategies", type=name_list(lambda: STRATEGIES, "probe strategy"),
                     default="random,stratified,informative,adaptive")
     ap.add_argument("--seeds", type=positive_int, default=1)
-    ap.add_argument("--encoder", default="hashing")
+    ap.add_argument("--encoder", type=encoder_spec, default="hashing")
     ap.add_argument("--max-epochs", type=positive_int, default=None,
                     help="Lightning routers' passes (default: their data-scaled plan)")
     ap.add_argument("--batch-size", type=positive_int, default=None,
@@ -195,7 +225,7 @@ def main(argv=None) -> int:
     ap.add_argument("--aim-k", type=positive_int, default=50,
                     help="K of the aims table: one of --probes (with --summarise, one of the "
                          "run's K values)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=seed_value, default=0)
     ap.add_argument("--out", default="benchmarks/results/coldstart")
     ap.add_argument("--readme", default=None,
                     help="also put each dataset's tables into this Markdown file, between its "
@@ -218,14 +248,21 @@ def main(argv=None) -> int:
             ap.error(f"--readme {readme}: no block for " + ", ".join(missing) + "; add "
                      + " and ".join(f"'{b}' ... '{e}'" for b, e in
                                     (readme_markers(args.out, ds) for ds in missing)))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    loaded = {}  # every dataset (each loads in about a second) before any runs
     for ds in args.datasets:
         if not DATA.exists():
             print(f"skip {ds}: {DATA} is absent")
             continue
-        t0 = time.perf_counter()
         data = _stack(DATASETS[ds]())
+        try:  # a count or names that do not fit this pool: refused before any dataset runs
+            parse_cold_llms(args.cold_llms, data.llm_names, seed=args.seed)
+        except ValueError as err:
+            ap.error(f"{err} (dataset {ds})")
+        loaded[ds] = data
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for ds, data in loaded.items():
+        t0 = time.perf_counter()
         train, test = _split(data, args.seed, args.max_train, args.max_test)
         cold = parse_cold_llms(args.cold_llms, train.llm_names, seed=args.seed)
         frames = []
