@@ -2,10 +2,9 @@
 which the Router base class did not accept), and the project's own copy still works."""
 
 import pytest
+from sklearn.base import clone
 
 from recsys_router.registry import available_routers, make_router
-
-clone = pytest.importorskip("sklearn.base", reason="scikit-learn is not installed").clone
 
 
 @pytest.mark.parametrize("name", available_routers())
