@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from recsys_router.atomic import atomic_write
-from recsys_router.cli.args import OptionError, count, fraction, positive_float, positive_int
+from recsys_router.cli.args import (OptionError, count, fraction, positive_float, positive_int,
+                                    whole_number)
 
 __all__ = ["OptionError", "count", "positive_int", "positive_float", "at_least", "int_list",
            "name_list", "one_name", "item_list", "share", "pool_list", "write_text_atomic",
@@ -38,14 +39,7 @@ def at_least(low: int) -> Callable[[str], int]:
     recsys_router.cli.args.OptionError: expected a whole number >= 2, got '1'
     """
     def check(text) -> int:
-        s = str(text).strip()
-        try:
-            v = int(s)
-        except ValueError:
-            v = None
-        if v is None or v < low:
-            raise OptionError(f"expected a whole number >= {low}, got {s[:40]!r}")
-        return v
+        return whole_number(text, "a whole number", low)
     return check
 
 
@@ -62,15 +56,11 @@ def int_list(low: int = 1) -> Callable[[str], list[int]]:
     recsys_router.cli.args.OptionError: expected a comma-separated list of whole numbers >= 1, got '1,0'
     """
     def check(text) -> list[int]:
-        items = [x.strip() for x in str(text).split(",")]
         try:
-            vals = [int(x) for x in items]
-        except ValueError:
-            vals = []
-        if not vals or min(vals) < low:
+            return [whole_number(x, "a whole number", low) for x in str(text).split(",")]
+        except OptionError:
             raise OptionError(f"expected a comma-separated list of whole numbers >= {low}, "
-                              f"got {str(text)[:40]!r}")
-        return vals
+                              f"got {str(text)[:40]!r}") from None
     return check
 
 

@@ -140,6 +140,21 @@ def test_good_names_pass_the_checks(bench_script):
         bq.router_names("ca-bogus")
 
 
+@pytest.mark.parametrize("text", ["1_000", "1" * 21, "1e3", " ", "2.0"])
+def test_whole_numbers_are_read_as_the_router_cli_reads_them(bench_script, text):
+    """The benchmarks' number types share the router CLI's parser (at most 20 plain digits):
+    before, ``int()`` let ``1_000`` and a 21-digit number through."""
+    from recsys_router.cli.args import OptionError, positive_int
+    bc = bench_script("bench_checks")
+    with pytest.raises(OptionError):
+        positive_int(text)
+    with pytest.raises(bc.OptionError, match="expected a whole number >= 1"):
+        bc.at_least(1)(text)
+    with pytest.raises(bc.OptionError, match="comma-separated list of whole numbers >= 1"):
+        bc.int_list(1)(f"4,{text}")
+    assert bc.at_least(1)(" +7 ") == 7 and bc.int_list(2)("2, 3") == [2, 3]
+
+
 @pytest.mark.parametrize("level", [0, -3])
 def test_serve_load_refuses_a_level_without_clients(bench_script, level):
     """Called as main calls it, against a port where nothing listens: before, it returned a

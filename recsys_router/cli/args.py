@@ -32,7 +32,7 @@ from recsys_router.hyperparams import MAX_SEED as _MAX_SEED
 __all__ = ["OptionError", "parse_kv", "kv_dict", "split_list", "ListArg", "FloatListArg", "add_data_args",
            "data_options", "add_seed_arg", "auto_folds", "MAX_OPTION_CHARS", "MAX_SEED", "seed_value",
            "count", "positive_int", "finite_float", "non_negative_float", "positive_float",
-           "fraction", "port", "encoder_spec", "repeated"]
+           "fraction", "port", "encoder_spec", "repeated", "whole_number"]
 
 class OptionError(argparse.ArgumentTypeError, ValueError):
     """A malformed command-line item (argparse shows its message; library callers get a
@@ -152,7 +152,32 @@ def data_options(args) -> dict:
 MAX_SEED = _MAX_SEED
 
 
-def _whole(text, what: str, low: int, high: int | None = None) -> int:
+def whole_number(text, what: str, low: int, high: int | None = None) -> int:
+    """``text`` as a whole number from ``low`` (to ``high``), written as at most 20 digits with
+    an optional sign; anything else is an :class:`OptionError` naming ``what`` and the range.
+
+    Parameters
+    ----------
+    text : str
+        The item as given on the command line (surrounding spaces ignored).
+    what : str
+        How the message names the expected value, e.g. ``"a whole number"``.
+    low, high : int
+        The accepted range (``high=None``: no upper bound).
+
+    Returns
+    -------
+    int
+
+    Example
+    -------
+    >>> whole_number(" 12", "a whole number", 1)
+    12
+    >>> whole_number("1e3", "a whole number", 1)
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a whole number >= 1, got '1e3'
+    """
     s = str(text).strip()
     if re.fullmatch(r"[+-]?\d{1,20}", s):
         v = int(s)
@@ -175,7 +200,7 @@ def seed_value(text) -> int:
     ...
     recsys_router.cli.args.OptionError: expected a whole number from 0 to 4294967295, got '-1'
     """
-    return _whole(text, "a whole number", 0, MAX_SEED)
+    return whole_number(text, "a whole number", 0, MAX_SEED)
 
 
 def count(text) -> int:
@@ -186,7 +211,7 @@ def count(text) -> int:
     >>> count("0"), count("12")
     (0, 12)
     """
-    return _whole(text, "a whole number", 0)
+    return whole_number(text, "a whole number", 0)
 
 
 def positive_int(text) -> int:
@@ -197,7 +222,7 @@ def positive_int(text) -> int:
     >>> positive_int("3")
     3
     """
-    return _whole(text, "a whole number", 1)
+    return whole_number(text, "a whole number", 1)
 
 
 def finite_float(text) -> float:
@@ -339,7 +364,7 @@ def port(text) -> int:
     ...
     recsys_router.cli.args.OptionError: expected a port number from 1 to 65535, got '70000'
     """
-    return _whole(text, "a port number", 1, MAX_PORT)
+    return whole_number(text, "a port number", 1, MAX_PORT)
 
 
 #: a Hugging Face hub model id, ``owner/name`` (what sentence-transformers downloads)
