@@ -157,10 +157,14 @@ def ridge_fit(x_train, resid):
 
 def realised(pred: np.ndarray, truth: np.ndarray, costs: np.ndarray | None) -> np.ndarray:
     """Each query's true score at the router's pick among its observed LLMs (cheapest of
-    ties, as the evaluator does)."""
+    ties, as the evaluator does); NaN for a query with no observed LLM (nothing to pick)."""
     obs = ~np.isnan(truth)
-    pick = argmax_policy(pred, costs, obs)
-    return truth[np.arange(len(truth)), pick]
+    rows = np.flatnonzero(obs.any(axis=1))
+    out = np.full(len(truth), np.nan)
+    pick = argmax_policy(np.asarray(pred)[rows], None if costs is None else np.asarray(costs)[rows],
+                         obs[rows])
+    out[rows] = truth[rows, pick]
+    return out
 
 
 def centre_rows(resid: np.ndarray) -> np.ndarray:

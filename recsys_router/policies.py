@@ -21,12 +21,14 @@ def _policy_inputs(scores, costs, mask) -> tuple[np.ndarray, np.ndarray | None,
     """``(scores, costs, mask)`` checked and broadcast to the scores' ``(n_queries, n_llms)``:
     float64 scores and costs (a per-LLM cost vector repeated on every row), a bool mask (a
     strictly 0/1 integer mask converted; any other is refused, as ``v[~mask]`` on integers
-    would index columns).
+    would index columns). A mask must allow at least one LLM on every query: a row with no
+    allowed LLM has no answer a policy could give (it would return a masked-out column).
 
     Raises
     ------
     ValueError
-        Naming ``scores``, ``costs`` or ``mask`` and what was expected.
+        Naming ``scores``, ``costs`` or ``mask`` (and the first query whose mask row allows
+        no LLM) and what was expected.
     """
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2:
@@ -47,11 +49,21 @@ def _policy_inputs(scores, costs, mask) -> tuple[np.ndarray, np.ndarray | None,
                 raise ValueError(f"mask: expected a bool array (or integers 0/1), got dtype "
                                  f"{m.dtype}")
             m = m.astype(bool)
+        vector = m.ndim == 1
         try:
             m = np.broadcast_to(m, s.shape)
         except ValueError:
             raise ValueError(f"mask: expected shape (n_llms,) or (n_queries, n_llms) = "
                              f"{s.shape}, got {m.shape}") from None
+        if vector and s.shape[0] and not m.any():
+            raise ValueError("mask: allows no LLM (every entry False); expected at least one "
+                             "allowed (True) LLM")
+        empty = ~m.any(axis=1)
+        if empty.any():
+            i = int(np.flatnonzero(empty)[0])
+            raise ValueError(f"mask: row {i} (query {i}) allows no LLM; expected at least one "
+                             f"allowed (True) LLM per query ({int(empty.sum()):,} of "
+                             f"{len(empty):,} rows allow none)")
     return s, c, m
 
 
@@ -63,7 +75,8 @@ def _tiebreak_argmax(values: np.ndarray, costs: np.ndarray | None, mask: np.ndar
     best = v.max(axis=1, keepdims=True)
     tied = (v == best)
     if mask is not None:
-        # a row whose allowed values are all NaN ties its allowed columns only
+        # a row whose allowed values are all NaN ties its allowed columns only (a row with
+        # no allowed column comes only from budget_policy's "fits", which handles it)
         tied = np.where(mask.any(axis=1, keepdims=True), tied & mask, tied)
     if costs is None:
         return tied.argmax(axis=1)
@@ -85,7 +98,9 @@ def argmax_policy(scores: np.ndarray, costs: np.ndarray | None = None,
         ``costs``, in every policy).
     mask : ndarray of bool, shape (n_llms,) or (n_queries, n_llms), optional
         Allowed candidates (integers 0/1 are read as bool; any other dtype or shape is a
-        ``ValueError`` naming ``mask``, in every policy).
+        ``ValueError`` naming ``mask``, in every policy). Every query must allow at least
+        one LLM: a row (or a ``(n_llms,)`` mask) with none is a ``ValueError`` naming
+        ``mask`` and the row, in every policy; leave such queries out before routing.
 
     Returns
     -------

@@ -81,6 +81,11 @@ def test_realised_picks_among_observed_and_breaks_ties_by_cost():
     pred = np.array([[0.2, 0.2, 9.0], [0.7, 0.7, 0.1]])
     costs = np.array([[3.0, 1.0, 0.0], [5.0, 1.0, 0.0]])
     assert realised(pred, truth, costs).tolist() == [1.0, 0.0]
+    # a query with no observed LLM has nothing to pick: NaN (the policies refuse a mask row
+    # that allows no LLM, so it is left out of the pick), the others as above
+    got = realised(np.vstack([pred, pred[:1]]), np.vstack([truth, np.full(3, np.nan)]),
+                   np.vstack([costs, costs[:1]]))
+    assert got[:2].tolist() == [1.0, 0.0] and np.isnan(got[2])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -70,3 +70,33 @@ def test_costs_of_the_wrong_shape_are_refused_naming_costs(costs):
         with pytest.raises(ValueError, match=r"^costs: expected shape \(n_llms,\) or "
                                              r"\(n_queries, n_llms\) = \(1, 2\), got"):
             call()
+
+
+@pytest.mark.parametrize("mask, where", [
+    (np.array([[False, False], [True, True]]), r"row 0 \(query 0\) allows no LLM"),
+    (np.array([[True, False], [0, 0]], dtype=bool), r"row 1 \(query 1\) allows no LLM"),
+    (np.array([0, 0]), r"allows no LLM \(every entry False\)"),
+])
+def test_a_mask_row_that_allows_no_llm_is_refused_naming_mask_and_the_row(mask, where):
+    # before: row 0 of the first mask got column 0 from argmax (a masked-out LLM) and column 0
+    # from wtp and budget: an answer the mask forbids, without a word
+    s = np.array([[0.5, 0.9], [0.2, 0.3]])
+    c = np.array([[1.0, 2.0], [1.0, 2.0]])
+    for call in (lambda: argmax_policy(s, c, mask), lambda: wtp_policy(s, c, 1.0, mask),
+                 lambda: budget_policy(s, c, 1.5, mask), lambda: apply_policy(s, c, mask=mask),
+                 lambda: apply_policy(s, c, budget=1.5, mask=mask)):
+        with pytest.raises(ValueError, match=rf"^mask: {where}; expected at least one allowed"):
+            call()
+
+
+def test_a_mask_allowing_one_llm_per_row_still_routes_there():
+    # each row allows one column only: every policy must take it (row 0: 1, row 1: 0), even
+    # the budget policy when that column does not fit (its fallback: the cheapest allowed)
+    s = np.array([[0.9, 0.1], [0.9, 0.1]])
+    c = np.array([[1.0, 9.0], [1.0, 9.0]])
+    mask = np.array([[False, True], [True, False]])
+    assert argmax_policy(s, c, mask).tolist() == [1, 0]
+    assert wtp_policy(s, c, 1.0, mask).tolist() == [1, 0]
+    assert budget_policy(s, c, 2.0, mask).tolist() == [1, 0]
+    # no queries at all: nothing to refuse, nothing chosen
+    assert argmax_policy(np.empty((0, 2)), None, np.array([False, False])).tolist() == []
