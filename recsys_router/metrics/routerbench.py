@@ -50,6 +50,18 @@ def _points(points, name: str = "points") -> np.ndarray:
     return p
 
 
+def _hull(hull, name: str = "hull") -> np.ndarray:
+    """``hull`` checked: finite (cost, quality) rows, cost strictly increasing (as ndch gives)."""
+    h = _points(hull, name)
+    bad = np.flatnonzero(np.diff(h[:, 0]) <= 0) + 1
+    if len(bad):
+        i = int(bad[0])
+        raise DataValidationError(f"{name} row {i} has cost {float(h[i, 0])} after {float(h[i - 1, 0])} "
+                                  f"in row {i - 1}; expected strictly increasing costs (see ndch)",
+                                  row=i, column=name)
+    return h
+
+
 def llm_points(scores: np.ndarray, costs: np.ndarray) -> np.ndarray:
     """Each LLM's ``(mean cost, mean quality)`` on the test queries (both over the queries
     where its score was observed, when some score cells are NaN: a cost on an unobserved cell
@@ -233,12 +245,15 @@ def hull_value(hull: np.ndarray, x) -> np.ndarray:
     """Quality of an NDCH at cost(s) ``x``: linear towards the null router ``(0, 0)`` below its
     cheapest point, linear between vertices, flat beyond its dearest point.
 
+    ``hull`` must be as :func:`ndch` gives it, costs strictly increasing: any other order
+    raises a ``DataValidationError`` naming ``hull`` and the row (never sorted: use ndch).
+
     Example
     -------
     >>> hull_value(np.array([[2., 0.4], [4., 0.8]]), [1.0, 3.0, 5.0]).tolist()
     [0.2, 0.6000000000000001, 0.8]
     """
-    h = _points(hull, "hull")
+    h = _hull(hull)
     x = np.asarray(x, dtype=np.float64)
     y = np.interp(x, h[:, 0], h[:, 1])
     x0, y0 = h[0]
@@ -269,7 +284,7 @@ def aiq(hull: np.ndarray, domain: tuple[float, float]) -> float:
     Parameters
     ----------
     hull : ndarray, shape (h, 2)
-        An NDCH (see :func:`ndch`).
+        An NDCH (see :func:`ndch`), costs strictly increasing (as in :func:`hull_value`).
     domain : tuple of float
         ``(c_min, c_max)`` shared by every compared router (see :func:`shared_domain`).
         When ``c_min == c_max`` the value at that cost is returned.
@@ -283,7 +298,7 @@ def aiq(hull: np.ndarray, domain: tuple[float, float]) -> float:
     >>> aiq(np.array([[2., 0.4], [4., 0.8]]), (0.0, 4.0))
     0.4
     """
-    h = _points(hull, "hull")
+    h = _hull(hull)
     lo, hi = float(domain[0]), float(domain[1])
     if not (np.isfinite(lo) and np.isfinite(hi)) or hi < lo or lo < 0:
         raise ValueError(f"domain must be (c_min, c_max) with 0 <= c_min <= c_max, got {domain!r}")
@@ -310,14 +325,16 @@ def aiq_many(hulls: Sequence[np.ndarray], domain: tuple[float, float] | None = N
 def aiq_code(hulls: Sequence[np.ndarray]) -> np.ndarray:
     """AIQ as RouterBench's code computes it, for routers compared together:
     ``x_max = max over hulls of the dearest cost``; each hull ``H`` gets the extra point
-    ``(x_max, y_last(H))`` and ``AIQ(H) = trapz(H) / x_max``.
+    ``(x_max, y_last(H))`` and ``AIQ(H) = trapz(H) / x_max``. Each hull must be an NDCH,
+    costs strictly increasing (else refused naming ``hulls[k]`` and the row, as by
+    :func:`hull_value`: the trapezoid rule runs along the rows as given).
 
     Example
     -------
     >>> aiq_code([np.array([[2., .4], [4., .8]]), np.array([[1., .5]])]).round(6).tolist()
     [0.3, 0.375]
     """
-    hs = [_points(h, "hull") for h in hulls]
+    hs = [_hull(h, f"hulls[{k}]") for k, h in enumerate(hulls)]
     if not hs:
         raise ValueError("aiq_code needs at least one hull")
     x_max = max(float(h[:, 0].max()) for h in hs)
