@@ -101,6 +101,19 @@ def _prepare(pred_scores, pred_costs, tie_break, seed=0):
     return sorted_cost, prefix_best, col_of_rank, fallback
 
 
+def _budgets(budgets, sort: bool) -> np.ndarray:
+    """Given budgets as a float vector (sorted ascending when ``sort``): at least one, none
+    NaN (``inf`` is a budget every known cost fits, as in ``budget_policy``)."""
+    b = np.atleast_1d(np.asarray(budgets, dtype=np.float64))
+    if b.size == 0:
+        raise DataValidationError("budgets is empty; expected at least one budget", column="budgets")
+    if np.isnan(b).any():
+        i = int(np.flatnonzero(np.isnan(b))[0])
+        raise DataValidationError(f"budgets[{i}] is nan; expected a number (a cost cap)",
+                                  column="budgets")
+    return np.sort(b) if sort else b
+
+
 def _choices_block(sorted_cost, prefix_best, col_of_rank, fallback, budgets):
     n_fit = (sorted_cost[:, :, None] <= budgets[None, None, :]).sum(axis=1)   # (n, B)
     best_rank = np.take_along_axis(prefix_best, np.maximum(n_fit - 1, 0), axis=1)
@@ -113,7 +126,8 @@ def budget_choices(pred_scores: np.ndarray, pred_costs: np.ndarray, budgets, *,
     """Chosen column per (query, budget): the best predicted score among LLMs whose predicted
     cost is ``<= C``; computed for all budgets at once (prefix maxima over LLMs sorted by
     predicted cost). With ``tie_break="cheapest"`` each column equals
-    ``budget_policy(pred_scores, pred_costs, C)``.
+    ``budget_policy(pred_scores, pred_costs, C)``. ``budgets`` must hold at least one budget
+    and no NaN (a ``DataValidationError`` naming ``budgets``); their order is kept.
 
     Returns
     -------
@@ -125,7 +139,7 @@ def budget_choices(pred_scores: np.ndarray, pred_costs: np.ndarray, budgets, *,
     >>> budget_choices(s, c, [0.05, 0.5]).tolist()
     [[0, 0], [0, 1]]
     """
-    b = np.atleast_1d(np.asarray(budgets, dtype=np.float64))
+    b = _budgets(budgets, sort=False)
     prep = _prepare(pred_scores, pred_costs, tie_break, seed)
     n, m = prep[0].shape
     step = max(1, _CHUNK_CELLS // max(1, m * b.size))   # bounds the (rows x LLMs x budgets) mask
@@ -150,7 +164,10 @@ def budget_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nda
     scores, costs : ndarray, shape (n_queries, n_llms)
         True scores and costs.
     budgets : array-like, optional
-        Default :func:`budget_grid` of ``pred_costs``; sorted ascending either way.
+        Default :func:`budget_grid` of ``pred_costs``; sorted ascending either way. Given
+        budgets must be at least one and none NaN (a NaN would sort last and pass for the
+        largest budget): else a :class:`~recsys_router.errors.DataValidationError` naming
+        ``budgets``. ``inf`` is accepted (every known cost fits).
     max_budgets : int
         Passed to :func:`budget_grid`.
     tie_break : {"cheapest", "first", "random"}
@@ -176,8 +193,7 @@ def budget_sweep(pred_scores: np.ndarray, pred_costs: np.ndarray, scores: np.nda
     prep = _prepare(pred_scores, pred_costs, tie_break, seed)
     if prep[0].shape != s.shape:
         raise ValueError(f"pred_scores has shape {prep[0].shape}, expected {s.shape} like scores")
-    b = budget_grid(pred_costs, max_budgets) if budgets is None else \
-        np.sort(np.atleast_1d(np.asarray(budgets, dtype=np.float64)))
+    b = budget_grid(pred_costs, max_budgets) if budgets is None else _budgets(budgets, sort=True)
     n, m = s.shape
     step = max(1, _CHUNK_CELLS // max(1, m * b.size))
     tot_c = np.zeros(b.size)
