@@ -136,26 +136,45 @@ def finite_curve(values: np.ndarray, name: str, hint: str = "") -> None:
 def as_choices(choices, n_queries: int, n_llms: int, name: str = "choices") -> np.ndarray:
     """Validate chosen column indices: int vector of length ``n_queries`` in ``[0, n_llms)``.
 
+    Integer arrays are taken as they are; a float array only when every entry is a whole
+    number (``1.0``). Each index is checked against ``[0, n_llms)`` before it is converted,
+    so an out-of-range value is reported as given (``1e+20``, not what an int64 cast makes
+    of it). A boolean array (a mask, not indices), a text or object array and a NaN, infinite
+    or fractional entry are refused. Every refusal is a
+    :class:`~recsys_router.errors.DataValidationError` naming ``name`` (and the first bad
+    index where one entry is at fault).
+
     Example
     -------
     >>> as_choices([0, 1], 2, 2).tolist()
     [0, 1]
+    >>> as_choices(np.array([1e20, 0.0]), 2, 2)
+    Traceback (most recent call last):
+    ...
+    recsys_router.errors.DataValidationError: row 0, column 'choices': choices[0] = 1e+20 is not a valid LLM index; expected 0..1
     """
     c = np.asarray(choices)
     if c.ndim != 1 or c.shape[0] != n_queries:
         raise DataValidationError(f"{name} must be a 1-D array of {n_queries} column indices (one per "
                                   f"query), got shape {c.shape}", column=name)
-    if c.size and not np.issubdtype(c.dtype, np.integer):
-        if not np.all(np.isfinite(c)) or not np.all(np.asarray(c, dtype=np.float64) % 1 == 0):
-            raise DataValidationError(f"{name} must hold integer column indices, got dtype {c.dtype}",
-                                      column=name)
-    c = c.astype(np.int64)
+    if not c.size:
+        return c.astype(np.int64)
+    if c.dtype.kind not in "iuf":
+        what = "booleans (a mask, not column indices)" if c.dtype.kind == "b" else f"dtype {c.dtype}"
+        raise DataValidationError(f"{name} must hold integer column indices, got {what}", column=name)
+    if c.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(c) | (c % 1 != 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataValidationError(f"{name}[{i}] = {c[i].item()!r}; expected a whole-number column "
+                                      f"index", row=i, column=name)
     bad = (c < 0) | (c >= n_llms)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise DataValidationError(f"{name}[{i}] = {c[i]} is not a valid LLM index; expected 0..{n_llms - 1}",
-                                  row=i, column=name)
-    return c
+        raise DataValidationError(f"{name}[{i}] = {c[i].item()!r} is not a valid LLM index; expected "
+                                  f"0..{n_llms - 1}", row=i, column=name)
+    return c.astype(np.int64)
 
 
 def chosen(values: np.ndarray, choices: np.ndarray) -> np.ndarray:
