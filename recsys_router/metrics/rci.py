@@ -49,6 +49,12 @@ def rci(scores: np.ndarray, costs: np.ndarray, choices: np.ndarray, *, variant: 
     ``B_i subset of D``) and ``p_i <= c[i,ch_i]`` (nothing paid beyond the answer used);
     ``RCI`` = share of the others. An unknown paid or chosen cost (NaN) is never "more".
 
+    A query with no observed score at all (a row of NaN) has no best LLM to route to: it is
+    left out of RCI altogether (of the share and, in ``"orbit_code"``, of the LLMs' mean test
+    costs that decide ``D``), as :func:`~recsys_router.metrics.routereval.mu_o` and
+    :func:`~recsys_router.metrics.routereval.oracle_mean` leave it out; its flag is False.
+    RCI is NaN when no query has an observed score.
+
     Parameters
     ----------
     scores, costs : ndarray, shape (n_queries, n_llms)
@@ -64,6 +70,8 @@ def rci(scores: np.ndarray, costs: np.ndarray, choices: np.ndarray, *, variant: 
     Returns
     -------
     float, or (float, ndarray of bool) when ``per_query``
+        The flags have one entry per query (False for a query left out), so RCI is their
+        mean over the queries with an observed score.
 
     Example
     -------
@@ -77,18 +85,24 @@ def rci(scores: np.ndarray, costs: np.ndarray, choices: np.ndarray, *, variant: 
     c = as_matrix(costs, "costs", s.shape, nonnegative=True, allow_nan=True)
     ch = as_choices(choices, s.shape[0], s.shape[1])
     p = _paid(paid, c, ch)
+    if variant not in ("per_query", "orbit_code"):
+        raise ValueError(f"variant must be 'per_query' or 'orbit_code', got {variant!r}")
+    seen = ~np.isnan(s).all(axis=1)   # queries with a best LLM; the others are left out
+    flags = np.zeros(s.shape[0], dtype=bool)
+    if not seen.any():
+        return (float("nan"), flags) if per_query else float("nan")
+    s, c, ch, p = s[seen], c[seen], ch[seen], p[seen]
     top = np.max(np.where(np.isnan(s), -np.inf, s), axis=1, keepdims=True)
     is_best = s == top
     chosen_best = chosen(is_best, ch)
     if variant == "per_query":
         cheapest_best = np.where(is_best, np.nan_to_num(c, nan=np.inf), np.inf).min(axis=1)
         bad = ~chosen_best | (p > cheapest_best)
-    elif variant == "orbit_code":
+    else:
         mc = np.nan_to_num(observed_means(c), nan=-np.inf)
         dear = mc == mc.max()
         only_dear_best = ~(is_best & ~dear[None, :]).any(axis=1)
         bad = ~(chosen_best & (~dear[ch] | only_dear_best)) | (p > chosen(c, ch))
-    else:
-        raise ValueError(f"variant must be 'per_query' or 'orbit_code', got {variant!r}")
+    flags[seen] = bad
     value = float(bad.mean())
-    return (value, bad) if per_query else value
+    return (value, flags) if per_query else value
