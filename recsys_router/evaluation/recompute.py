@@ -27,6 +27,10 @@ CURVE_COLUMNS = KEYS + ["router", "curve", "setting", "setting_value", "x", "y"]
 def split_block(df: pd.DataFrame) -> Block:
     """Turn the decision rows of one (dataset, protocol, pool, group, fold) into matrices.
 
+    Each (query, LLM) has at most one ``LLM:`` reference row, as each decision run covers
+    each query once: a repeated pair (which would let one row silently replace the other in
+    the truth matrices) raises a ``ValueError`` naming the query and the LLM.
+
     Returns
     -------
     Block
@@ -45,6 +49,14 @@ def split_block(df: pd.DataFrame) -> Block:
     C = np.full_like(S, np.nan)
     qi = qpos.get_indexer(ref["query_id"])
     lj = lpos.get_indexer(ref["llm"])
+    cell = qi * len(names) + lj
+    _, first, counts = np.unique(cell, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        d = int(np.flatnonzero(counts > 1)[0])
+        k = int(first[d])
+        raise ValueError(f"LLM reference rows: query {ref['query_id'].iloc[k]!r} with LLM "
+                         f"{ref['llm'].iloc[k]!r} appears in {int(counts[d])} rows; expected one "
+                         f"row per (query, LLM) of the block")
     S[qi, lj] = ref["score"].to_numpy(dtype=np.float64)
     C[qi, lj] = ref["cost"].to_numpy(dtype=np.float64)
     roles = dict(zip(ref["llm"], ref["setting"]))
