@@ -23,6 +23,10 @@ Class attributes tune the checks:
                        exceptions: ``graph``, whose message passing reads the whole pool, and
                        ``cascade``, whose scores are the one-hot end of its cost chain)
 
+A text router (``uses_text`` and an ``encoder`` parameter) must predict with the encoder
+fixed at ``fit``: ``test_encoder_fixed_at_fit`` sets another encoder (and other encoder
+options) on a fitted copy and expects the same predictions; other routers skip it.
+
 Override the ``data`` fixture (a dict with ``train``/``test`` and optionally ``val``) to
 run on other data; the default is the shared ``sim_split`` fixture (300 simulated queries,
 5 LLMs). The router is fitted once per test class (``fitted`` fixture); checks that need a
@@ -38,10 +42,15 @@ import numpy as np
 import pytest
 
 from recsys_router.data import RoutingData
+from recsys_router.encoders import HashingEncoder
 from recsys_router.errors import DataValidationError, NotFittedError
 from recsys_router.router import Router
 
-__all__ = ["RouterContract", "strip_ground_truth", "mean_routed_score", "with_new_llm"]
+__all__ = ["RouterContract", "strip_ground_truth", "mean_routed_score", "with_new_llm",
+           "query_encoder", "other_encoder", "ENCODER_OPTION_PARAMS"]
+
+#: constructor parameters holding the options a text router passes to its encoder
+ENCODER_OPTION_PARAMS = ("encoder_options", "encoder_kwargs")
 
 
 def strip_ground_truth(data: RoutingData, *, keep_costs: bool = False) -> RoutingData:
@@ -62,6 +71,34 @@ def with_new_llm(data: RoutingData, name: str, level: float, cost: float | None)
     c = None if data.costs is None else np.hstack(
         [data.costs, np.full((data.n_queries, 1), cost, np.float32)])
     return RoutingData(data.queries, data.llm_names + [name], s, c, name=data.name)
+
+
+def query_encoder(router: Router):
+    """The encoder a fitted router embeds query text with (its ``encoder_``, or that of the
+    router it wraps, ``router_``); None when none is found."""
+    for _ in range(8):  # wrappers nest a few levels at most
+        enc = getattr(router, "encoder_", None)
+        if enc is not None:
+            return enc
+        router = getattr(router, "router_", None)
+        if router is None:
+            return None
+    return None
+
+
+def other_encoder(router: Router, texts) -> HashingEncoder:
+    """A deterministic encoder giving ``texts`` other embeddings than ``router``'s own encoder,
+    of the same width (so that reading it at prediction time would change predictions
+    silently rather than fail): hashed words alone, no character n-grams."""
+    mine = query_encoder(router)
+    width = int(getattr(mine, "dim", 0) or 64)
+    other = HashingEncoder(width, word_ngrams=(1, 1), char_ngrams=None, word_weight=1.0)
+    if mine is not None and getattr(mine, "needs_text", True):
+        texts = [str(t) for t in texts]
+        assert not np.allclose(np.asarray(other.encode(texts), np.float64),
+                               np.asarray(mine.encode(texts), np.float64)), \
+            "the replacement encoder must embed the texts differently"
+    return other
 
 
 class RouterContract:
@@ -244,6 +281,32 @@ class RouterContract:
         mu = mean_routed_score(test, fitted.route_indices(test))
         random_mu = float(np.nanmean(np.nanmean(test.scores, axis=1)))
         assert mu >= random_mu + self.quality_margin, (mu, random_mu)
+
+    def test_encoder_fixed_at_fit(self, fitted, data):
+        """A text router predicts with the encoder fixed at ``fit``: setting another encoder
+        (and other encoder options) afterwards changes no prediction until the next fit,
+        while ``get_params`` reports what was set."""
+        params = fitted.get_params()
+        if not fitted.uses_text or "encoder" not in params:
+            pytest.skip("router reads no query text through an encoder parameter")
+        test = data["test"]
+        r = copy.deepcopy(fitted)
+        scores, costs, choice = r.predict_scores(test), r.predict_costs(test), r.route(test)
+        probs = r.selection_probs(test)
+        changes = {"encoder": other_encoder(r, test.texts[:20])}
+        width = int(getattr(query_encoder(r), "dim", 0) or 64)
+        changes.update({k: {"dim": width + 1} for k in ENCODER_OPTION_PARAMS if k in params})
+        assert r.set_params(**changes) is r
+        now = r.get_params()
+        assert all(now[k] is v for k, v in changes.items())
+        np.testing.assert_array_equal(r.predict_scores(test), scores)
+        if costs is None:
+            assert r.predict_costs(test) is None
+        else:
+            np.testing.assert_array_equal(r.predict_costs(test), costs)
+        assert list(r.route(test)) == list(choice)
+        if probs is not None:
+            np.testing.assert_array_equal(r.selection_probs(test), probs)
 
     # ------------------------------------------------------------------ the LLM pool
     def _probes(self, data, level: float):

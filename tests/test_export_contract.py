@@ -6,6 +6,7 @@ without editing this file (fast settings below keep Lightning/MLP routers to one
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -14,6 +15,7 @@ import torch
 
 from recsys_router.export import export_router, load_router
 from recsys_router.registry import available_routers, make_router, router_factory
+from router_contract import ENCODER_OPTION_PARAMS, other_encoder
 
 #: fast hyperparameters per router (only keys the router takes are used)
 FAST = {"max_epochs": 1, "epochs": 3, "encoder_options": {"dim": 32}, "hidden": 8,
@@ -64,6 +66,13 @@ def test_export_reload_identical(name, sim_split, tmp_path):
                                rtol=1e-6, atol=1e-9)
     c0, c1 = router.predict_costs(te), loaded.router.predict_costs(te)
     np.testing.assert_allclose(c1, c0, rtol=1e-6, atol=1e-12)
+    # the loaded router predicts with the stored encoder: another one set afterwards (the
+    # next fit's) changes nothing
+    if "encoder" in loaded.router.get_params():
+        moved = copy.deepcopy(loaded.router).set_params(
+            encoder=other_encoder(loaded.router, te.texts[:20]),
+            **{k: {"dim": 7} for k in ENCODER_OPTION_PARAMS if k in router.get_params()})
+        np.testing.assert_array_equal(moved.predict_scores(te), loaded.router.predict_scores(te))
     # the ExportedRouter answers for a RoutingData as the router itself does
     res = loaded.route(te, budget=budget)
     assert [r["llm"] for r in res] == list(router.route(te, budget=budget))

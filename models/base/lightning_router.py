@@ -125,8 +125,10 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
     net_ : nn.Module
         The trained scoring network (CPU, eval mode).
     encoder_ : Encoder
-        The fitted query encoder (a property: stateless encoders are rebuilt by name, so
-        exported artifacts hold only fitted ones, as ``fitted_encoder_``).
+        The query encoder fixed at fit (a property reading ``fitted_encoder_``: the data
+        module's encoder, fitted on the train texts when it learns from them; the stored
+        one on a router rebuilt from an artifact), so ``set_params(encoder=...)`` or
+        ``encoder_options`` after ``fit`` change no prediction until the next ``fit``.
     train_history_ : dict
         Last logged values (``train/loss``, and ``val/...`` when a val set was given).
     plan_ : dict
@@ -273,10 +275,9 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
         self.net_n_llms_ = int(dm.n_llms)  # the pool the network was built for (export)
         self.added_llm_rows_, self.kept_cols_ = None, None  # a refit forgets onboarded LLMs
         self.logit_calib_ = None    # set by _fit / from_module for ranking losses
-        enc = dm.encoder
-        # a stateless encoder is rebuilt from its name (not stored in exported artifacts)
-        self.fitted_encoder_ = enc if enc.needs_fit else None
-        self._encoder = enc
+        # the encoder the network was trained on, fixed as learned state (prediction never
+        # reads the encoder / encoder_options parameters again)
+        self.fitted_encoder_ = dm.encoder
         self.llm_feature_stats_ = dm.llm_feature_stats
         self.llm_prices_ = mean_llm_prices(dm.splits["train"].llms)  # as Router.fit sets them
 
@@ -329,15 +330,13 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
 
     @property
     def encoder_(self):
-        """The fitted query encoder (rebuilt from ``encoder``/``encoder_options`` when stateless)."""
-        enc = getattr(self, "_encoder", None)
-        if enc is None:
-            enc = self.fitted_encoder_
-            if enc is None:
-                from recsys_router.encoders import get_encoder
-                enc = get_encoder(self.encoder, **(self.encoder_options or {}))
-            self._encoder = enc
-        return enc
+        """The query encoder fixed at fit (``fitted_encoder_``); before the first fit, the one
+        ``encoder`` / ``encoder_options`` name (built on each call, never kept)."""
+        enc = getattr(self, "fitted_encoder_", None)
+        if enc is not None:
+            return enc
+        from recsys_router.encoders import get_encoder
+        return get_encoder(self.encoder, **(self.encoder_options or {}))
 
     # ------------------------------------------------------------------ prediction
     def embed(self, data: RoutingData) -> np.ndarray:

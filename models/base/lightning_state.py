@@ -106,7 +106,6 @@ class LightningStateMixin:
             router.score_scale_ = ScoreScale.from_state(fields["score_scale_"])
         enc = load_encoder_part("encoder_", fields, arrays, cls.__name__)
         router.fitted_encoder_ = enc
-        router._encoder = enc
         info = check_state(_NET, fields["net_"], {}, {}, "net_.")
         if not (0 < info["n_llms"] <= _MAX_SIZE and 0 < info["embed_dim"] <= _MAX_SIZE):
             raise StateError(f"{cls.__name__}.net_: sizes {info} out of range")

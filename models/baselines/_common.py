@@ -160,11 +160,12 @@ class TextEmbeddingMixin:
 
     The router's ``encoder`` parameter is either an encoder name understood by
     :func:`recsys_router.encoders.get_encoder` (e.g. ``"hashing"``) or an encoder object
-    with ``encode(texts, query_ids=None)``. :meth:`_fit_encoder` fits a copy on the train
-    texts when the encoder needs fitting (kept as ``fitted_encoder_``); stateless encoders
-    named by a string are rebuilt from the name on demand (the ``encoder_`` property), so
-    exported artifacts hold only fitted encoder state. :meth:`_embed` turns a
-    :class:`RoutingData` into a float array, raising a clear error for missing text.
+    with ``encode(texts, query_ids=None)``. :meth:`_fit_encoder` fixes the encoder in use
+    as learned state (``fitted_encoder_``: the one the name builds, or the object passed;
+    for an encoder that needs fitting, a copy fitted on the train texts), so
+    ``set_params(encoder=...)`` after ``fit`` changes no prediction until the next ``fit``;
+    a router rebuilt from an artifact gets the stored encoder there. :meth:`_embed` turns
+    a :class:`RoutingData` into a float array, raising a clear error for missing text.
     """
 
     uses_text = True
@@ -186,18 +187,18 @@ class TextEmbeddingMixin:
 
     @property
     def encoder_(self):
-        """The encoder in use: the fitted one, the object passed, or one built by name."""
+        """The encoder fixed at ``fit`` (``fitted_encoder_``); before the first fit, the one
+        the ``encoder`` parameter names (built on each call, never kept)."""
         fitted = getattr(self, "fitted_encoder_", None)
-        if fitted is not None:
-            return fitted
+        return fitted if fitted is not None else self._named_encoder()
+
+    def _named_encoder(self):
+        """The encoder the ``encoder`` parameter names: the object itself, or one built by
+        :func:`~recsys_router.encoders.get_encoder` from the name."""
         if not isinstance(self.encoder, str):
             return self.encoder
-        cached = getattr(self, "_encoder", None)
-        if cached is None or getattr(self, "_encoder_name", None) != self.encoder:
-            from recsys_router.encoders import get_encoder
-            cached = get_encoder(self.encoder)
-            self._encoder, self._encoder_name = cached, self.encoder
-        return cached
+        from recsys_router.encoders import get_encoder
+        return get_encoder(self.encoder)
 
     def _check_embedding_dim(self, dim: int, what: str) -> None:
         """Refuse stored state (``what``, e.g. ``"x_train_"``) whose embedding width ``dim``
@@ -209,15 +210,16 @@ class TextEmbeddingMixin:
                              f"{known if isinstance(known, int) else 'at least 1'}")
 
     def _fit_encoder(self, train: RoutingData) -> np.ndarray:
+        """Fix the encoder as learned state (fitted on ``train``'s texts when it learns from
+        them) and return ``train``'s embeddings."""
         self.fitted_encoder_ = None
-        self._encoder = None
-        enc = self.encoder_
+        enc = self._named_encoder()
         if getattr(enc, "needs_fit", False):
             if enc is self.encoder:  # never mutate a user-supplied hyperparameter
                 enc = copy.deepcopy(enc)
             self._check_text(train)
             enc.fit(list(train.texts))
-            self.fitted_encoder_ = enc
+        self.fitted_encoder_ = enc
         return self._embed(train)
 
     @staticmethod
