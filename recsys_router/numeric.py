@@ -4,6 +4,10 @@ JSON and CSV hold integers of any size: ``10**400`` is valid in both, but no flo
 (``float(10**400)`` raises :class:`OverflowError`, which no loader expected). Here such an
 integer becomes ``±inf``, so the loaders' checks for non-finite values refuse it with the
 file, row and column named; :func:`shown` prints it without its hundreds of digits.
+
+:data:`PROPENSITY_FLOOR` is the smallest logging propensity any reader of logged feedback
+(the long-table loader, the decision-log reader, the off-policy estimators and the debiased
+losses) accepts.
 """
 
 from __future__ import annotations
@@ -11,7 +15,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["to_floats", "shown"]
+__all__ = ["to_floats", "shown", "PROPENSITY_FLOOR"]
+
+#: smallest propensity (the logging policy's probability of the logged choice) accepted.
+#: Off-policy estimators weight a logged outcome by ``w = pi / p <= 1 / p``: with
+#: ``p >= 1e-12`` a weight is at most ``1e12``, the effective sample size's sum of squared
+#: weights at most ``n * 1e24`` (finite for any log) and a weighted outcome ``w * r`` finite
+#: for every ``|r| < 1e296``; a positive ``p`` below it (``1e-320``, a subnormal float) gives
+#: ``1 / p = inf`` or an infinite square, so IPS, SNIPS, DR and the ESS would come out
+#: inf/NaN. A logger serves a choice of probability below ``1e-12`` about once in a million
+#: million decisions, so such a value is a logging error, not an observation.
+PROPENSITY_FLOOR = 1e-12
 
 
 def _one(value) -> float:

@@ -10,7 +10,8 @@ model predicts ``q_ij`` for every LLM. With ``w_i = pi_{i a_i} / p_i``:
 * DM     ``V = (1/n) sum_i sum_j pi_ij q_ij``
 * DR     ``V = (1/n) sum_i [ sum_j pi_ij q_ij + w_i (r_i - q_{i a_i}) ]``
 
-Each comes with a percentile bootstrap 95% interval over resampled decisions and the
+Each comes with a percentile bootstrap 95% interval over resampled decisions (a resample
+where SNIPS is undefined, every weight 0, widens it rather than being dropped) and the
 effective sample size ``ESS = (sum_i w_i)^2 / sum_i w_i^2`` of the importance weights. DM and
 DR depend on a reward model fitted on the same log; given a ``refit(weights) -> q`` callable
 (:mod:`recsys_router.feedback.reward`), :func:`estimate_all` refits it on each of ``n_refit``
@@ -27,8 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ESTIMATORS", "check_propensities", "importance_weights", "ips", "snips", "dm", "dr",
-           "effective_sample_size", "estimate_all", "unsupported", "check_target_probs",
+from .ope_inputs import (PROPENSITY_FLOOR, check_n_boot, check_propensities, check_q,
+                         check_target_probs, row_sum_tolerance, whole_actions)
+
+__all__ = ["ESTIMATORS", "PROPENSITY_FLOOR", "check_propensities", "check_n_boot",
+           "importance_weights", "ips", "snips", "dm", "dr", "effective_sample_size",
+           "estimate_all", "percentile_interval", "unsupported", "check_target_probs",
            "row_sum_tolerance", "SUPPORT_NOTE"]
 
 #: what a support violation does to the estimators (the OPE report prints it)
@@ -39,24 +44,6 @@ SUPPORT_NOTE = ("the target chooses an LLM the logging policy could not have cho
                 "reward model everywhere)")
 
 ESTIMATORS = ("ips", "snips", "dm", "dr")
-
-
-def check_propensities(p, source: str = "log") -> np.ndarray:
-    """Propensities as float64, each in (0, 1]; a clear error naming the first bad row.
-
-    Example
-    -------
-    >>> check_propensities([0.5, 1.0]).tolist()
-    [0.5, 1.0]
-    """
-    p = np.asarray(p, dtype=np.float64)
-    bad = ~(np.isfinite(p) & (p > 0) & (p <= 1))
-    if bad.any():
-        r = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{source}: row {r}: propensity {float(p[r])!r} must be in (0, 1] "
-                         f"({int(bad.sum())} such rows); off-policy estimators and debiased "
-                         "losses divide by it")
-    return p
 
 
 def importance_weights(target_probs_logged, propensity) -> np.ndarray:
@@ -121,7 +108,9 @@ def dr(r, w, q_target, q_logged) -> float:
 
 
 def effective_sample_size(w) -> float:
-    """Kish's effective sample size ``(sum w)^2 / sum w^2`` (0 when every weight is 0).
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` (0 when every weight is 0, NaN
+    when one is not finite), computed on the weights divided by the largest, so squaring a
+    large weight never overflows.
 
     Example
     -------
@@ -129,8 +118,13 @@ def effective_sample_size(w) -> float:
     (4.0, 1.0)
     """
     w = np.asarray(w, np.float64)
-    s2 = float((w * w).sum())
-    return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
+    if not np.isfinite(w).all():
+        return float("nan")
+    top = float(np.max(np.abs(w))) if w.size else 0.0
+    if top == 0:
+        return 0.0
+    w = w / top     # the ratio is scale-free; scaled, no square overflows
+    return float(w.sum() ** 2 / (w * w).sum())
 
 
 def unsupported(target_probs, logged_action, propensity, logging_probs=None) -> np.ndarray:
@@ -167,37 +161,12 @@ def unsupported(target_probs, logged_action, propensity, logging_probs=None) -> 
 
 def _per_row(r, w, q_target, q_logged):
     """Per-decision terms whose (ratio of) means are the four estimators."""
-    terms = {"ips": (w * r, None), "snips": (w * r, w)}
-    if q_target is not None:
-        terms["dm"] = (q_target, None)
-        terms["dr"] = (q_target + w * (r - q_logged), None)
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused by the caller
+        terms = {"ips": (w * r, None), "snips": (w * r, w)}
+        if q_target is not None:
+            terms["dm"] = (q_target, None)
+            terms["dr"] = (q_target + w * (r - q_logged), None)
     return terms
-
-
-def _whole_actions(logged_action) -> np.ndarray:
-    """Logged actions as int64; a value that is not a whole number (``1.7``, NaN, text) is
-    an error naming its row, never truncated."""
-    given = np.asarray(logged_action)
-    if given.dtype.kind in "iu":
-        return given.astype(np.int64)
-    try:
-        f = given.astype(np.float64)
-    except (TypeError, ValueError):
-        f = None
-    ok = None if f is None or given.dtype.kind == "b" else np.isfinite(f) & (f == np.round(f))
-    if ok is None or not ok.all():
-        i = 0 if ok is None or given.ndim == 0 else int(np.flatnonzero(~ok.ravel())[0])
-        shown = given.ravel()[i] if given.ndim else given
-        shown = shown.item() if isinstance(shown, np.generic) else shown
-        raise ValueError(f"row {i}: logged action {shown!r} is not a whole number (the column "
-                         f"of the logged LLM)")
-    return f.astype(np.int64)
-
-
-def check_n_boot(n_boot) -> None:
-    """``n_boot`` must be a whole number >= 0 (0: no intervals); a ValueError says so."""
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise ValueError(f"n_boot must be a whole number >= 0 (0 = no intervals), got {n_boot!r}")
 
 
 def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: int = 200,
@@ -210,7 +179,8 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     r : array (n,)
         Observed outcome of each logged decision.
     propensity : array (n,)
-        Logging probability of the logged action, in (0, 1].
+        Logging probability of the logged action, in [:data:`PROPENSITY_FLOOR`, 1] (1e-12:
+        below it ``1 / p`` or its square overflows).
     target_probs : array (n, L)
         The target policy's choice probabilities (one-hot rows for a deterministic router):
         finite, in [0, 1], each row summing to 1 within 1e-9 (else a ValueError naming the row).
@@ -238,10 +208,25 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
     Returns
     -------
     dict
-        ``{name: {"value", "lo", "hi"}}`` for ``ips``, ``snips`` (and ``dm``, ``dr`` with
-        ``q`` or ``refit``), plus ``"ess"``, ``"n"``, ``"n_refit"`` (resamples DM/DR
-        refitted on; 0 = reward model held fixed) and ``"unsupported"`` (decisions where the
-        target may choose an LLM of logging probability 0: IPS, SNIPS and DR are then biased).
+        ``{name: {"value", "lo", "hi", "undefined_resamples"}}`` for ``ips``, ``snips``
+        (and ``dm``, ``dr`` with ``q`` or ``refit``); ``undefined_resamples`` counts the
+        bootstrap resamples where the estimator is undefined (SNIPS on a resample where the
+        target agrees with no logged choice), which widen the interval (see
+        :func:`percentile_interval`; past ``(n_boot - 1) alpha / 2`` of them ``lo`` and
+        ``hi`` are NaN). Plus ``"ess"``, ``"n"``, ``"n_refit"`` (resamples DM/DR refitted
+        on; 0 = reward model held fixed)
+        and ``"unsupported"`` (decisions where the target may choose an LLM of logging
+        probability 0: IPS, SNIPS and DR are then biased).
+
+    Raises
+    ------
+    ValueError
+        Bad inputs, naming the row: a propensity outside [:data:`PROPENSITY_FLOOR`, 1] or a
+        boolean, an outcome that is not finite, a logged action outside the columns, target
+        probabilities that are not distributions; and an estimate that would not be a finite
+        number (an importance weight times an outcome past float64's range) rather than an
+        inf or NaN in the output. SNIPS alone may be NaN: when the target agrees with no
+        logged choice (every weight 0).
 
     Example
     -------
@@ -263,8 +248,9 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         raise ValueError(f"row {int(np.flatnonzero(~np.isfinite(r))[0])}: outcome is not a finite number")
     given = np.asarray(target_probs)
     pi = given.astype(np.float64)
-    a = _whole_actions(logged_action)
-    prop = np.asarray(propensity)
+    a = whole_actions(logged_action)
+    prop = propensity if isinstance(propensity, np.ndarray) else \
+        np.asarray(propensity, dtype=object)     # a list or Series keeps its booleans
     if pi.ndim != 2 or pi.shape[0] != n or a.shape != (n,) or prop.shape != (n,):
         raise ValueError(f"shapes disagree: {n} outcomes, target probabilities {pi.shape}, "
                          f"actions {a.shape}, propensities {prop.shape} (expected ({n},) "
@@ -281,9 +267,10 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         q = refit(np.ones(n))
     qt = ql = None
     if q is not None:
-        q = _check_q(q, pi.shape)
+        q = check_q(q, pi.shape)
         qt, ql = (pi * q).sum(axis=1), q[np.arange(n), a]
     terms = _per_row(r, w, qt, ql)
+    _check_terms(terms, r, w)
     out: dict = {"n": n, "ess": effective_sample_size(w), "n_refit": 0,
                  "unsupported": int(unsupported(pi, a, propensity, logging_probs).sum())}
     rng = np.random.default_rng(seed)
@@ -296,78 +283,94 @@ def estimate_all(r, propensity, target_probs, logged_action, q=None, *, n_boot: 
         refitted = _refit_boots(refit, idx[:k], pi, a, r, w)
         out["n_refit"] = k
     for name, (num, den) in terms.items():
-        value = float(num.mean()) if den is None else (float(num.sum() / den.sum())
-                                                       if den.sum() > 0 else float("nan"))
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = float(num.mean()) if den is None else (float(num.sum() / den.sum())
+                                                           if den.sum() > 0 else float("nan"))
+        if not np.isfinite(value) and (den is None or den.sum() > 0):
+            raise _overflow(name, "estimate", num)
         lo = hi = float("nan")
+        undefined = 0
         if name in refitted:
             boots = refitted[name]
+            if not np.isfinite(boots).all():
+                raise _overflow(name, "bootstrap resamples", num)
             lo, hi = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
         elif idx is not None:
-            if den is None:
-                boots = num[idx].mean(axis=1)
-            else:
-                d = den[idx].sum(axis=1)
-                boots = np.where(d > 0, num[idx].sum(axis=1) / np.where(d > 0, d, 1.0), np.nan)
-            boots = boots[np.isfinite(boots)]
-            if len(boots):
-                lo, hi = (float(v) for v in np.quantile(boots, [alpha / 2, 1 - alpha / 2]))
-        out[name] = {"value": value, "lo": lo, "hi": hi}
+            with np.errstate(over="ignore", invalid="ignore"):
+                if den is None:
+                    boots, defined = num[idx].mean(axis=1), np.ones(len(idx), dtype=bool)
+                else:
+                    d = den[idx].sum(axis=1)
+                    defined = d > 0
+                    boots = np.where(defined, num[idx].sum(axis=1) / np.where(defined, d, 1.0),
+                                     np.nan)
+            if not np.isfinite(boots[defined]).all():
+                raise _overflow(name, "bootstrap resamples", num)
+            lo, hi = percentile_interval(boots, defined, alpha)
+            undefined = int((~defined).sum())
+        out[name] = {"value": value, "lo": lo, "hi": hi, "undefined_resamples": undefined}
     return out
 
 
-def row_sum_tolerance(dtype, n_cols: int) -> float:
-    """How far from 1 a row of ``n_cols`` probabilities of ``dtype`` may sum from rounding
-    alone: ``max(1e-9, 8 * n_cols * eps)`` with ``eps`` the dtype's machine epsilon (float64
-    for a non-float dtype).
+def percentile_interval(boots, defined, alpha: float) -> tuple[float, float]:
+    """Percentile interval ``[alpha/2, 1 - alpha/2]`` of bootstrap values, honest about the
+    resamples where the estimate is undefined (``defined`` False: SNIPS on a resample where
+    the target agrees with no logged choice).
+
+    Such a resample is counted, not dropped: the lower bound is taken as if every undefined
+    resample fell below all defined ones, the upper bound as if above, so the interval is at
+    least as wide as whatever values they could have had. When more than ``(B - 1) alpha / 2``
+    of the ``B`` resamples are undefined a bound would fall on an undefined one, and the
+    interval is undefined: ``(nan, nan)``. With every resample defined this is numpy's linear
+    percentile.
 
     Example
     -------
-    >>> row_sum_tolerance(np.float64, 4)
-    1e-09
-    >>> row_sum_tolerance(np.float32, 10) == 80 * float(np.finfo(np.float32).eps)
-    True
+    >>> b = np.array([0.1, 0.2, 0.3, 0.4, 0.0])
+    >>> percentile_interval(b, np.ones(5, bool), 0.5)
+    (0.1, 0.3)
+    >>> percentile_interval(b, np.array([1, 1, 1, 1, 0], bool), 0.5)  # one undefined of 5
+    (0.1, 0.4)
+    >>> percentile_interval(b, np.array([1, 1, 1, 0, 0], bool), 0.5)
+    (nan, nan)
     """
-    dt = np.dtype(dtype)
-    eps = float(np.finfo(dt if np.issubdtype(dt, np.floating) else np.float64).eps)
-    return max(1e-9, 8 * max(int(n_cols), 1) * eps)
+    boots, defined = np.asarray(boots, np.float64), np.asarray(defined, bool)
+    u = int((~defined).sum())
+    if u == 0:
+        lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
+        return float(lo), float(hi)
+    B = len(boots)
+    d = np.sort(boots[defined])
+    lo_at = (B - 1) * (alpha / 2) - u    # position among the defined, undefined ones below
+    hi_at = (B - 1) * (1 - alpha / 2)    # undefined ones above
+    if lo_at < 0 or np.ceil(hi_at) > len(d) - 1:
+        return float("nan"), float("nan")
+    return _linear(d, lo_at), _linear(d, hi_at)
 
 
-def check_target_probs(pi, tol: float | None = None) -> None:
-    """Target choice probabilities (n, L): finite, each in [0, 1], each row summing to 1
-    within ``tol`` (by default :func:`row_sum_tolerance` of the given dtype and L, so a
-    float32 softmax passes; sums are taken in float64); a ValueError names the first bad row.
-
-    Example
-    -------
-    >>> check_target_probs(np.array([[0.25, 0.75], [1.0, 0.0]]))
-    >>> check_target_probs(np.array([[3.0, 0.0]]))
-    Traceback (most recent call last):
-    ...
-    ValueError: target probabilities: row 0: [3.0, 0.0] must be finite, each in [0, 1], summing to 1 (sum 3.0; 1 such rows)
-    """
-    given = np.asarray(pi)
-    pi = given.astype(np.float64)
-    if tol is None:
-        tol = row_sum_tolerance(given.dtype, pi.shape[1] if pi.ndim == 2 else 1)
-    with np.errstate(invalid="ignore"):
-        total = pi.sum(axis=1)
-        bad = ~(np.isfinite(pi).all(axis=1) & ((pi >= 0) & (pi <= 1)).all(axis=1)
-                & (np.abs(total - 1.0) <= tol))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        row = pi[i].tolist()
-        shown = str(row if len(row) <= 8 else row[:8] + ["..."])
-        raise ValueError(f"target probabilities: row {i}: {shown} must be finite, each in [0, 1], "
-                         f"summing to 1 (sum {float(total[i])!r}; {int(bad.sum())} such rows)")
+def _linear(d: np.ndarray, at: float) -> float:
+    """Sorted ``d`` read at fractional position ``at`` (linear between neighbours)."""
+    i = int(np.floor(at))
+    j = min(i + 1, len(d) - 1)
+    return float(d[i] + (d[j] - d[i]) * (at - i))
 
 
-def _check_q(q, shape) -> np.ndarray:
-    q = np.asarray(q, np.float64)
-    if q.shape != shape:
-        raise ValueError(f"reward model predictions have shape {q.shape}, expected {shape}")
-    if not np.isfinite(q).all():
-        raise ValueError("reward model predictions are not all finite")
-    return q
+def _check_terms(terms: dict, r: np.ndarray, w: np.ndarray) -> None:
+    """Every per-decision term finite, else a ValueError naming the first row that is not
+    (an importance weight times an outcome past float64's range)."""
+    for name, (num, _) in terms.items():
+        bad = ~np.isfinite(num)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"row {i}: {name.upper()}'s term for this decision is not a finite "
+                             f"number (importance weight {float(w[i])!r}, outcome {float(r[i])!r}): "
+                             "the product overflows float64; rescale the outcomes")
+
+
+def _overflow(name: str, what: str, num: np.ndarray) -> ValueError:
+    """The error of an estimate whose finite per-decision terms sum past float64's range."""
+    return ValueError(f"{name.upper()} {what}: the average of per-decision terms as large as "
+                      f"{float(np.max(np.abs(num))):g} overflows float64; rescale the outcomes")
 
 
 def _refit_boots(refit, idx, pi, a, r, w) -> dict:
@@ -377,7 +380,7 @@ def _refit_boots(refit, idx, pi, a, r, w) -> dict:
     dm_b, dr_b = np.empty(len(idx)), np.empty(len(idx))
     for b, ix in enumerate(idx):
         counts = np.bincount(ix, minlength=n).astype(np.float64)
-        qb = _check_q(refit(counts), pi.shape)
+        qb = check_q(refit(counts), pi.shape)
         qt, ql = (pi * qb).sum(axis=1), qb[rows, a]
         dm_b[b] = counts @ qt / n
         dr_b[b] = counts @ (qt + w * (r - ql)) / n

@@ -90,8 +90,11 @@ def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: 
         Columns ``outcome`` (score|cost), ``estimator``, ``value``, ``lo``, ``hi``, ``ess``, ``n``,
         ``refit`` (bootstrap resamples on which DM/DR's reward model was refitted; 0 = held
         fixed), ``unsupported`` (decisions where the target chooses an LLM the logging policy
-        gave probability 0, from the log's ``probs`` or a propensity of 1) and ``biased``
-        (IPS, SNIPS and DR rows when ``unsupported`` > 0).
+        gave probability 0, from the log's ``probs`` or a propensity of 1), ``biased``
+        (IPS, SNIPS and DR rows when ``unsupported`` > 0) and ``undefined_resamples``
+        (bootstrap resamples where the estimator is undefined: SNIPS where the target agrees
+        with no logged choice; ``lo``/``hi`` are NaN when they are too many, see
+        :func:`~recsys_router.feedback.ope.percentile_interval`).
     """
     from ..registry import make_router
     action, r, p = check_logged(log)
@@ -120,10 +123,12 @@ def evaluate_on_log(router, log: RoutingData, *, wtp=None, budget=None, n_boot: 
         est = estimate_all(y, p[rows_in], pi[rows_in], action[rows_in], qq, n_boot=n_boot,
                            seed=seed, refit=fit, logging_probs=mu[rows_in])
         for e in ESTIMATORS:
-            rows.append({"outcome": name, "estimator": e, **est[e], "ess": est["ess"], "n": est["n"],
+            rows.append({"outcome": name, "estimator": e, "value": est[e]["value"],
+                         "lo": est[e]["lo"], "hi": est[e]["hi"], "ess": est["ess"], "n": est["n"],
                          "refit": est["n_refit"] if e in ("dm", "dr") else 0,
                          "unsupported": est["unsupported"],
-                         "biased": bool(est["unsupported"]) and e != "dm"})
+                         "biased": bool(est["unsupported"]) and e != "dm",
+                         "undefined_resamples": est[e]["undefined_resamples"]})
     return pd.DataFrame(rows)
 
 
@@ -143,8 +148,9 @@ def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> 
             lines += [f"Only {n_boot} bootstrap resamples: the percentile intervals are rough and may "
                       "not even hold their estimate.", ""]
         lines += ["| outcome | estimator | estimate | 95% interval |", "|---|---|---|---|"]
-        lines += [f"| {r.outcome} | {est(r)} | {r.value:.4f} | [{r.lo:.4f}, {r.hi:.4f}] |"
+        lines += [f"| {r.outcome} | {est(r)} | {r.value:.4f} | {_interval(r.lo, r.hi)} |"
                   for r in table.itertuples()]
+        lines += _undefined_lines(table, n_boot)
     n_all = int(table["n"].iloc[0])
     cost = table[table["outcome"] == "cost"]
     if len(cost) and int(cost["n"].iloc[0]) < n_all:
@@ -172,6 +178,29 @@ def ope_markdown(table: pd.DataFrame, title: str, n_boot: int | None = None) -> 
     lines += ["", "IPS/SNIPS re-weight logged outcomes by target / logging probability; DM uses a "
               f"reward model fitted on the log ({how}{costs}); DR combines both."]
     return "\n".join(lines) + "\n"
+
+
+def _interval(lo: float, hi: float) -> str:
+    """``[lo, hi]`` to four decimals, or ``undefined`` when the bootstrap gave no bounds."""
+    return "undefined" if np.isnan(lo) or np.isnan(hi) else f"[{lo:.4f}, {hi:.4f}]"
+
+
+def _undefined_lines(table: pd.DataFrame, n_boot: int | None) -> list[str]:
+    """One note per row whose estimator was undefined on some bootstrap resamples (SNIPS on
+    a resample where the target agrees with no logged choice): how many, and what they did
+    to the interval (:func:`~recsys_router.feedback.ope.percentile_interval`)."""
+    if "undefined_resamples" not in table:
+        return []
+    out = []
+    for r in table[table["undefined_resamples"] > 0].itertuples():
+        of = f" of {n_boot}" if n_boot else ""
+        effect = ("so its interval is undefined (more of them than the 2.5% each bound may "
+                  "leave out)" if np.isnan(r.lo) else
+                  "counted at the worst case on each side, which widens its interval")
+        out += ["", f"{r.estimator.upper()} ({r.outcome}): {int(r.undefined_resamples)}{of} "
+                f"bootstrap resamples hold no decision where the target agrees with the log, "
+                f"where it is undefined; {effect}."]
+    return out
 
 
 def plot_ope(table: pd.DataFrame, path: Path, title: str) -> None:
