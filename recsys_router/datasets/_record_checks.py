@@ -2,7 +2,8 @@
 :func:`~recsys_router.datasets.generic.frame_to_data` before the matrices are built:
 ``query_text`` must be a string or missing, one query id carries one text (or
 ``texts="first"|"longest"`` picks one, :data:`TEXT_MODES`), and a logged-feedback table's
-``propensity`` is a number in (0, 1] on every record or on none. Every error is a
+``propensity`` is a number in (0, 1], not a boolean and not below
+:data:`~recsys_router.numeric.PROPENSITY_FLOOR`, on every record or on none. Every error is a
 :class:`~recsys_router.errors.DataValidationError` naming the file, the row a user sees
 (:func:`~recsys_router.long_table.row_number`) and the column.
 
@@ -19,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataValidationError
+from ..long_columns import _boolean_rows
 from ..long_table import RowOffset, row_number
+from ..numeric import PROPENSITY_FLOOR
 
 __all__ = ["TEXT_MODES", "check_texts", "check_text_types", "check_propensity"]
 
@@ -88,8 +91,10 @@ def check_text_types(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
 
 
 def check_propensity(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
-    """A logged-feedback table's ``propensity``: every given value a number in (0, 1], and
-    given on every record or on none; an error names the file line and the raw value.
+    """A logged-feedback table's ``propensity``: every given value a number in (0, 1] (not a
+    boolean, not below :data:`~recsys_router.numeric.PROPENSITY_FLOOR`, 1e-12, whose inverse
+    or its square overflows), and given on every record or on none; an error names the file
+    line and the raw value.
 
     Example
     -------
@@ -106,14 +111,20 @@ def check_propensity(df: pd.DataFrame, source: str, offset: RowOffset) -> None:
     if not given.any():
         return
     v = pd.to_numeric(raw.where(given), errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~given | ~(np.isfinite(v) & (v > 0) & (v <= 1))
+    flags = _boolean_rows(raw)    # true/false would read as 1/0
+    with np.errstate(invalid="ignore"):
+        bad = ~given | flags | ~(np.isfinite(v) & (v >= PROPENSITY_FLOOR) & (v <= 1))
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
         val = raw.iloc[r]
         val = val.item() if isinstance(val, np.generic) else val
         what = ("no propensity on this record while other records have one" if not given[r]
+                else f"propensity {val!r} is a boolean, not a number in (0, 1]" if flags[r]
                 else f"propensity {val!r} is not a number; expected one in (0, 1]"
-                if np.isnan(v[r]) else f"propensity {val!r} must be in (0, 1]")
+                if np.isnan(v[r]) else
+                f"propensity {val!r} is below {PROPENSITY_FLOOR:g}, the smallest accepted "
+                "(its importance weight 1/p or that weight's square would overflow)"
+                if 0 < v[r] < PROPENSITY_FLOOR else f"propensity {val!r} must be in (0, 1]")
         raise DataValidationError(f"{what}; it is the logging policy's probability of the "
                                   f"logged choice", source=source,
                                   row=row_number(r, offset, "propensity"), column="propensity")

@@ -1,6 +1,7 @@
 """Cells of a decision log: the JSON columns ``candidates``, ``probs`` and ``costs`` read
-from an untrusted file (``recsys-router ope --log``), each within a size cap, with errors
-that name the file, row, decision and column.
+from an untrusted file (``recsys-router ope --log``), each within a size cap, and its
+``decision_id``, ``propensity`` and ``task`` columns, with errors that name the file, row,
+decision and column.
 
 Example
 -------
@@ -21,10 +22,14 @@ import json
 import numpy as np
 import pandas as pd
 
+from ..data import MAX_TASK_CHARS
 from ..json_keys import RepeatedKey, unique_keys
+from ..long_columns import _boolean_rows
+from ..numeric import shown
+from .ope_inputs import bad_propensities, propensity_problem
 
 __all__ = ["MAX_CELL_CHARS", "PROBS_TOL", "is_missing", "json_cell", "is_number", "chosen_cost", "probs_json",
-           "check_probs"]
+           "check_probs", "check_ids", "log_propensities", "task_cell"]
 
 #: most characters one JSON cell of a decision log (``candidates``, ``probs``, ``costs``) may
 #: hold: thousands of LLM names fit; a longer cell is refused before it is parsed
@@ -140,3 +145,55 @@ def check_probs(probs: dict, chosen: str, propensity: float, where: str) -> None
         raise ValueError(f"{where}: probs give the chosen LLM {chosen!r} probability {mine!r}, but "
                          f"its propensity is {float(propensity)!r}; the two must agree "
                          f"(within {PROBS_TOL:g})")
+
+
+def check_ids(ids: pd.Series, source: str) -> None:
+    """Every decision of a log has an id, given once: a missing (or blank) or repeated
+    ``decision_id`` is an error naming its row as given (0-based, decisions without feedback
+    counted) and, when repeated, the row that holds it first."""
+    blank = ids.map(lambda v: is_missing(v) or (isinstance(v, str) and not v.strip()))
+    blank = blank.to_numpy(dtype=bool)
+    if blank.any():
+        i = int(np.flatnonzero(blank)[0])
+        raise ValueError(f"{source}: row {i}: column 'decision_id' is empty "
+                         f"({shown(ids.iloc[i])}); every decision needs its id "
+                         f"({int(blank.sum())} such rows)")
+    keys = ids.astype(str)       # the id each decision's query carries
+    again = keys.duplicated(keep="first").to_numpy()
+    if again.any():
+        i = int(np.flatnonzero(again)[0])
+        first = int(np.flatnonzero(keys.to_numpy()[:i] == keys.iloc[i])[0])
+        raise ValueError(f"{source}: row {i} (decision_id {ids.iloc[i]!r}): column "
+                         f"'decision_id': the id of row {first} again; a decision is logged "
+                         f"once ({int(again.sum())} repeated rows)")
+
+
+def log_propensities(col: pd.Series, at) -> np.ndarray:
+    """A decision log's ``propensity`` column (the decisions with feedback) as float64; a
+    boolean, a value outside (0, 1] or one below
+    :data:`~recsys_router.numeric.PROPENSITY_FLOOR` is an error at ``at(i)`` (file, row as
+    given, decision)."""
+    p = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+    flags = _boolean_rows(col)
+    bad = flags | bad_propensities(p)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raw = col.iloc[i]
+        raw = raw.item() if isinstance(raw, np.generic) else raw
+        raise ValueError(f"{at(i)}: {propensity_problem(raw, p[i])} ({int(bad.sum())} such "
+                         "rows); off-policy estimators and debiased losses divide by it")
+    return p
+
+
+def task_cell(raw, where: str) -> str | None:
+    """A decision-log ``task`` cell: a label of at most :data:`MAX_TASK_CHARS` characters, or
+    nothing (empty, None, NaN)."""
+    if is_missing(raw) or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise ValueError(f"{where}: column 'task': expected a task label (a string) or nothing, "
+                         f"got {type(raw).__name__} {str(raw)[:80]!r}")
+    if len(raw) > MAX_TASK_CHARS:
+        raise ValueError(f"{where}: column 'task' holds {len(raw):,} characters; a task label "
+                         f"has at most {MAX_TASK_CHARS:,}")
+    return raw

@@ -28,9 +28,11 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from ..data import MAX_TASK_CHARS, RoutingData
-from .log_cells import check_probs, chosen_cost, is_missing, json_cell, probs_json
-from .ope import check_propensities
+from ..data import RoutingData
+from ..long_columns import _boolean_rows
+from .log_cells import (check_ids, check_probs, chosen_cost, is_missing, json_cell,
+                        log_propensities, probs_json, task_cell)
+from .ope_inputs import check_propensities, propensity_problem
 from .reward import ridge_fit, ridge_predict
 
 __all__ = ["FEEDBACK_LOSSES", "THUMBS", "check_logged", "feedback_error", "log_to_data", "logged_arrays", "logging_matrix",
@@ -79,6 +81,17 @@ def _check_feedback(log: pd.DataFrame, source: str) -> None:
             if err:
                 raise ValueError(f"{source}: row {i} (decision_id {log['decision_id'].iloc[i]!r}): "
                                  f"column {field!r}: {err}")
+    if "feedback_score" in log and "thumbs" in log:   # the store takes exactly one of the two
+        both = ~log["feedback_score"].map(is_missing).to_numpy(dtype=bool) \
+            & ~log["thumbs"].map(is_missing).to_numpy(dtype=bool)
+        if both.any():
+            i = int(np.flatnonzero(both)[0])
+            score, thumbs = (log[c].iloc[i] for c in ("feedback_score", "thumbs"))
+            score = score.item() if isinstance(score, np.generic) else score
+            raise ValueError(f"{source}: row {i} (decision_id {log['decision_id'].iloc[i]!r}): "
+                             f"columns 'feedback_score' and 'thumbs' both hold feedback "
+                             f"({score!r} and {thumbs!r}); a decision's feedback is exactly one "
+                             f"of the two, as the store takes it ({int(both.sum())} such rows)")
     for i, v in enumerate(log["feedback_cost"] if "feedback_cost" in log else ()):
         if is_missing(v):
             continue              # no cost reported: the decision's predicted cost is used
@@ -145,6 +158,11 @@ def check_logged(data: RoutingData, *, need_propensity: bool = True):
         return action, outcome, np.ones(data.n_queries)
     raw = data.queries["propensity"]
     p = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    flags = _boolean_rows(raw)   # True would read as 1: a deterministic logger
+    if flags.any():
+        r = int(np.flatnonzero(flags)[0])
+        raise ValueError(f"{src}: column 'propensity': query {data.query_ids[r]!r} (row {r}): "
+                         f"{propensity_problem(raw.iloc[r], 1.0)}")
     text = np.isnan(p) & raw.notna().to_numpy()  # a value that is not a number: show it as given
     if text.any():
         r = int(np.flatnonzero(text)[0])
@@ -162,9 +180,12 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     off-policy evaluation can check that the logger could have made the target's choices. Decisions without
     feedback carry no outcome and are left out (their number is in ``data.name``). An error
     names the row of ``log`` as given (0-based, header not counted; decisions without feedback
-    counted too) and its ``decision_id``: a feedback score outside [0, 1] or thumbs other than
-    up|down (the store's rule, :func:`feedback_error`), a ``chosen`` LLM that is not among the
-    decision's candidates, a propensity outside (0, 1], malformed candidates, probs or costs
+    counted too) and its ``decision_id``: a missing, blank or repeated ``decision_id`` (column
+    ``decision_id``; a repeat also names the row that holds the id first), a feedback score
+    outside [0, 1], thumbs other than up|down, or both a score and thumbs on one row (the
+    store's rule, :func:`feedback_error`: exactly one of the two), a ``chosen`` LLM that is
+    not among the decision's candidates, a propensity outside (0, 1], below
+    :data:`~recsys_router.numeric.PROPENSITY_FLOOR` (1e-12) or boolean, malformed candidates, probs or costs
     (a cell over :data:`~recsys_router.feedback.log_cells.MAX_CELL_CHARS`, nested too deeply to parse, naming a key twice, not
     the JSON list or object expected, a cost that is not a number or null, an infinite cost
     of the chosen LLM), probs that do not sum to 1 or that give the chosen LLM a probability
@@ -174,6 +195,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     missing = [c for c in need if c not in log.columns]
     if missing:
         raise ValueError(f"{source}: not a decision log: missing column(s) {missing}")
+    check_ids(log["decision_id"], source)
     _check_feedback(log, source)
     y = thumbs_to_score(log.get("feedback_score"), log.get("thumbs")) if len(log) else np.zeros(0)
     keep = ~np.isnan(y)
@@ -217,13 +239,7 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
         costs = np.full(scores.shape, np.nan, np.float32)
         costs[rows, act] = cost
     text = sub["query_text"] if "query_text" in sub else pd.Series([None] * len(sub))
-    p = pd.to_numeric(sub["propensity"], errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~(np.isfinite(p) & (p > 0) & (p <= 1)))
-    if len(bad):
-        raw = sub["propensity"].iloc[bad[0]]
-        raw = raw.item() if hasattr(raw, "item") else raw
-        raise ValueError(f"{at(bad[0])}: propensity {raw!r} must be in (0, 1] "
-                         f"({len(bad)} such rows); off-policy estimators and debiased losses divide by it")
+    p = log_propensities(sub["propensity"], at)
     q = pd.DataFrame({"query_id": sub["decision_id"].astype(str),
                       "text": [t if isinstance(t, str) else "" for t in text],
                       "propensity": p, "candidates": offered})
@@ -236,26 +252,12 @@ def log_to_data(log: pd.DataFrame, *, source: str = "log") -> RoutingData:
     if "explore" in sub:
         q["explore"] = [x if isinstance(x, str) else None for x in sub["explore"]]
     if "task" in sub:  # the label each decision was routed by (a router reading tasks needs it)
-        labels = [_task_cell(t, at(i)) for i, t in enumerate(sub["task"])]
+        labels = [task_cell(t, at(i)) for i, t in enumerate(sub["task"])]
         if any(t is not None for t in labels):
             q["task"] = labels
     dropped = int((~keep).sum())
     name = f"decision log ({len(sub)} with feedback, {dropped} without)"
     return RoutingData(q, names, scores, costs, name=name, source=source)
-
-
-def _task_cell(raw, where: str) -> str | None:
-    """A decision-log ``task`` cell: a label of at most :data:`MAX_TASK_CHARS` characters, or
-    nothing (empty, None, NaN)."""
-    if is_missing(raw) or raw == "":
-        return None
-    if not isinstance(raw, str):
-        raise ValueError(f"{where}: column 'task': expected a task label (a string) or nothing, "
-                         f"got {type(raw).__name__} {str(raw)[:80]!r}")
-    if len(raw) > MAX_TASK_CHARS:
-        raise ValueError(f"{where}: column 'task' holds {len(raw):,} characters; a task label "
-                         f"has at most {MAX_TASK_CHARS:,}")
-    return raw
 
 
 def logging_matrix(data: RoutingData) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -278,3 +279,55 @@ def test_a_log_url_whose_user_name_holds_a_slash_is_refused_before_connecting(
     assert f"{flag} 'postgresql+psycopg://... (a database URL of" in err, err
     assert "user name or password may be read as its host, database or query" in err and "%2F" in err, err
     assert "Sup3r" not in err and "S3cret" not in err, err
+
+
+def _propensity_file(kind: str, value, tmp_path):
+    """A decision log (``log``) or long table (``long``) file whose record 1 has propensity
+    ``value`` (every record, for a boolean: a parquet column holds one type)."""
+    if kind.startswith("log"):
+        frame = _log()
+        frame = frame.drop(columns=["probs"])
+    else:
+        frame = pd.DataFrame({"query_id": ["q0", "q1", "q2"], "model": ["a", "b", "a"],
+                              "score": [1.0, 0.0, 0.5]})
+    frame["propensity"] = [value] * 3 if isinstance(value, bool) else [0.5, value, 0.5]
+    path = tmp_path / (kind.replace(" ", "_") + (".parquet" if kind.endswith("parquet") else ".csv"))
+    if path.suffix == ".parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
+    return path
+
+
+PROPENSITIES = {   # kind, value, the error after the file name
+    "decision log csv, subnormal": ("log csv", 1e-320,
+                                    r": row 1 \(decision_id 'd1'\): propensity 1e-320 is below 1e-12"),
+    "decision log csv, 1e-13": ("log csv", 1e-13,
+                                r": row 1 \(decision_id 'd1'\): propensity 1e-13 is below 1e-12"),
+    "decision log parquet, boolean": ("log parquet", True,
+                                      r": row 0 \(decision_id 'd0'\): propensity True is a boolean"),
+    "long table csv, subnormal": ("long csv", 1e-320,
+                                  r", row 3, column 'propensity': propensity 1e-320 is below 1e-12"),
+    "long table parquet, boolean": ("long parquet", True,
+                                    r", row 1, column 'propensity': propensity True is a boolean"),
+}
+
+
+@pytest.mark.parametrize("label", list(PROPENSITIES))
+def test_a_boolean_or_sub_floor_propensity_in_a_log_file_is_refused_by_row(label, tmp_path):
+    """A propensity whose inverse (or its square) overflows float64 made every off-policy
+    estimate inf/NaN with exit 0; a boolean one was read as 1 (a deterministic logger)."""
+    kind, value, msg = PROPENSITIES[label]
+    path = _propensity_file(kind, value, tmp_path)
+    with pytest.raises(ValueError, match="^" + re.escape(str(path)) + msg):
+        load_log(path)
+
+
+def test_ope_cli_refuses_a_subnormal_propensity_with_nothing_written(tmp_path, capsys):
+    path = _propensity_file("long csv", 1e-320, tmp_path)
+    out = tmp_path / "o"
+    assert main(["ope", "--log", str(path), "--router", "mf", "--n-boot", "0",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "row 3, column 'propensity': propensity 1e-320 is below 1e-12" in err
+    assert "Traceback" not in err and "RuntimeWarning" not in err and not out.exists()
