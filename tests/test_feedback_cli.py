@@ -102,7 +102,9 @@ def test_ope_bad_inputs(served_log, tmp_path, capsys):
     assert main(["ope", "--log", str(bad), "--router", str(art), "--out", str(out)]) == 2
     assert "propensity 0.0 must be in (0, 1]" in capsys.readouterr().err and not out.exists()
     assert main(["ope", "--log", str(tmp_path / "nope.parquet"), "--router", str(art), "--out", str(out)]) == 2
-    assert main(["ope", "--log", url, "--router", str(art), "--policy", "wtp:x", "--out", str(out)]) == 2
+    with pytest.raises(SystemExit) as exc:    # refused when the command line is parsed (exit 2)
+        main(["ope", "--log", url, "--router", str(art), "--policy", "wtp:x", "--out", str(out)])
+    assert exc.value.code == 2
     assert "policy must be argmax" in capsys.readouterr().err and not out.exists()
     assert main(["log", "export", "--db", url, "--out", str(tmp_path / "x.txt")]) == 2
     no_prop = tmp_path / "np.csv"

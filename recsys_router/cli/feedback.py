@@ -11,9 +11,31 @@ recsys-router evaluate --data synthetic --routers mf --protocol bandit --logging
 
 from __future__ import annotations
 
-from .args import UNUSED_SEED_HELP, add_seed_arg, count, kv_dict, parse_kv
+from .args import UNUSED_SEED_HELP, OptionError, add_seed_arg, count, kv_dict, parse_kv
 
-__all__ = ["add_parser", "run_ope", "run_log_export"]
+__all__ = ["add_parser", "run_ope", "run_log_export", "target_policy"]
+
+
+def target_policy(text: str) -> str:
+    """``--policy``: ``argmax``, ``wtp:LAMBDA`` (finite, >= 0) or ``budget:C`` (>= 0, ``inf``
+    allowed), checked when the command line is parsed, before any log is read or router
+    trained (:func:`recsys_router.feedback.workflow.parse_target_policy`); returned as given.
+
+    Example
+    -------
+    >>> target_policy("wtp:2")
+    'wtp:2'
+    >>> target_policy("wtp:1e400")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: policy must be argmax, wtp:LAMBDA (a finite number >= 0) or budget:C (a number >= 0, inf for no budget), got 'wtp:1e400'
+    """
+    from ..feedback.workflow import parse_target_policy  # noqa: PLC0415
+    try:
+        parse_target_policy(text)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    return text
 
 
 def add_parser(subparsers) -> None:
@@ -34,8 +56,9 @@ def add_parser(subparsers) -> None:
                         "with an artifact)")
     o.add_argument("--param", action="append", default=[], type=parse_kv, metavar="KEY=VALUE",
                    help="hyperparameter of a registry --router (YAML value), repeatable")
-    o.add_argument("--policy", default="argmax", metavar="argmax|wtp:L|budget:C",
-                   help="the target's decision policy (default argmax)")
+    o.add_argument("--policy", default="argmax", type=target_policy, metavar="argmax|wtp:L|budget:C",
+                   help="the target's decision policy (default argmax; L a finite number >= 0, "
+                        "C a number >= 0 or inf)")
     o.add_argument("--dm-router", default="ridge",
                    help="reward model of DM/DR: ridge (default; per-LLM ridge on the queries' "
                         "hashing embeddings and task, cross-fitted, refitted on every bootstrap "

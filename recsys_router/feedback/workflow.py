@@ -4,6 +4,7 @@ and write the off-policy evaluation report."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 __all__ = ["load_log", "parse_target_policy", "run_ope", "export_log", "LOG_DB_SUFFIXES"]
@@ -100,10 +101,19 @@ def _csv_log_options(cols: list[str]) -> dict:
 def parse_target_policy(text: str) -> dict:
     """``argmax``, ``wtp:LAMBDA`` or ``budget:C`` -> the policy keyword of the target router.
 
+    ``LAMBDA`` must be a finite number >= 0 (``wtp:inf`` or ``wtp:1e400``, which reads as
+    inf, is refused here, as :func:`~recsys_router.policies.check_wtp` would refuse it only
+    after the log was read and a router trained); ``C`` a number >= 0, ``inf`` included (no
+    budget).
+
     Example
     -------
     >>> parse_target_policy("argmax"), parse_target_policy("budget:0.5")
     ({}, {'budget': 0.5})
+    >>> parse_target_policy("wtp:inf")
+    Traceback (most recent call last):
+    ...
+    ValueError: policy must be argmax, wtp:LAMBDA (a finite number >= 0) or budget:C (a number >= 0, inf for no budget), got 'wtp:inf'
     """
     kind, _, val = str(text).partition(":")
     if kind == "argmax" and not val:
@@ -113,9 +123,10 @@ def parse_target_policy(text: str) -> dict:
             v = float(val)
         except ValueError:
             v = -1.0
-        if v >= 0:
+        if v >= 0 and (kind == "budget" or math.isfinite(v)):
             return {kind: v}
-    raise ValueError(f"policy must be argmax, wtp:LAMBDA or budget:C (>= 0), got {text!r}")
+    raise ValueError("policy must be argmax, wtp:LAMBDA (a finite number >= 0) or budget:C "
+                     f"(a number >= 0, inf for no budget), got {text!r}")
 
 
 def run_ope(log_spec: str, router: str, out, *, loss: str | None = None, params: dict | None = None,
