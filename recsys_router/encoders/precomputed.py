@@ -16,6 +16,8 @@ from .base import Encoder
 __all__ = ["PrecomputedEncoder", "sidecar_ids_path"]
 
 _SIDE_SUFFIXES = (".ids.txt", ".ids.json", "_ids.txt", "_ids.json")
+#: numpy dtype kinds read as embedding values: signed and unsigned integers, floats
+_REAL = "iuf"
 
 
 def sidecar_ids_path(npy_path: str | Path) -> Path | None:
@@ -74,6 +76,17 @@ def _read_ids(side: Path) -> list[str]:
     return ids
 
 
+def _check_ids(ids: list, source: str, first_row: int) -> list[str]:
+    """``ids`` when every one is a non-empty string; a missing (None) or empty (or blank)
+    id is an error naming ``source`` and its row (counted from ``first_row``): its vector
+    could never be looked up, and an artifact's digest of the ids needs strings."""
+    for r, q in enumerate(ids):
+        if not isinstance(q, str) or not q.strip():
+            raise DataValidationError(f"missing or empty query_id {q!r}; expected a non-empty "
+                                      f"id", source=source, row=r + first_row, column="query_id")
+    return ids
+
+
 class PrecomputedEncoder(Encoder):
     """Look up stored embeddings by query id; texts are ignored.
 
@@ -84,6 +97,10 @@ class PrecomputedEncoder(Encoder):
     * ``.parquet`` with a ``query_id`` column and either one list/array column (named by
       ``column=``, default ``"embedding"`` when present) or numeric columns (all of them
       except ``query_id``, in file order).
+
+    Every id must be a non-empty string, unique, and the values finite integers or floats
+    (not booleans or complex numbers), at least one row of width at least 1; anything else
+    is a :class:`~recsys_router.errors.DataValidationError` naming the file (and row).
 
     Parameters
     ----------
@@ -125,6 +142,10 @@ class PrecomputedEncoder(Encoder):
         if mat.ndim != 2 or len(ids) != mat.shape[0]:
             raise DataValidationError(f"{len(ids)} ids but an embedding matrix of shape "
                                       f"{mat.shape}; expected one row per id", source=str(self.path))
+        if mat.shape[0] == 0 or mat.shape[1] == 0:  # width 0: every query the same features
+            raise DataValidationError(f"an embedding matrix of shape {mat.shape}; expected at "
+                                      f"least one query and one number per query",
+                                      source=str(self.path))
         if not np.isfinite(mat).all():
             r = int(np.flatnonzero(~np.isfinite(mat).all(axis=1))[0])
             raise DataValidationError(f"non-finite embedding for query {ids[r]!r}",
@@ -151,16 +172,17 @@ class PrecomputedEncoder(Encoder):
             except (OSError, ValueError, EOFError) as err:  # object array, truncated, not .npy
                 raise DataValidationError(f"cannot read the embedding matrix ({err}); expected "
                                           f"a numeric .npy array", source=str(p)) from err
-            if mat.dtype.kind not in "biufc":
+            if mat.dtype.kind not in _REAL:  # bool, complex (imaginary parts), text, dates
                 raise DataValidationError(f"embedding matrix of dtype {mat.dtype}; expected "
-                                          f"numbers", source=str(p))
+                                          f"numbers (an integer or float dtype)", source=str(p))
             side = Path(self.ids_path) if self.ids_path is not None else sidecar_ids_path(p)
             if side is None:
                 raise DataValidationError(
                     f"no ids file for the embedding matrix; expected one of "
                     f"{[p.with_suffix('').name + s for s in _SIDE_SUFFIXES]} next to it "
                     f"(one query_id per line) or ids_path=", source=str(p))
-            return _read_ids(side), np.asarray(mat, dtype=np.float32)
+            ids = _read_ids(side)
+            return _check_ids(ids, str(side), 1), np.asarray(mat, dtype=np.float32)
         if p.suffix in (".parquet", ".pq"):
             try:
                 df = pd.read_parquet(p)
@@ -170,7 +192,12 @@ class PrecomputedEncoder(Encoder):
             if "query_id" not in df.columns:
                 raise DataValidationError(f"no 'query_id' column; columns: {list(df.columns)}",
                                           source=str(p), column="query_id")
-            ids = df["query_id"].astype(str).tolist()
+            qid = df["query_id"]
+            # null or nested (list, dict) ids: None, refused with their row by _check_ids
+            bad = (qid.isna() | qid.map(lambda v: isinstance(v, (list, tuple, dict, np.ndarray)))
+                   ).to_numpy(dtype=bool)
+            ids = _check_ids([None if b else s for b, s in zip(bad, qid.astype(str).tolist())],
+                             str(p), 0)
             col = self.column or ("embedding" if "embedding" in df.columns else None)
             if col is not None:
                 if col not in df.columns:
@@ -188,7 +215,10 @@ class PrecomputedEncoder(Encoder):
                     try:
                         if isinstance(v, (str, bytes)):
                             raise ValueError(f"a {type(v).__name__}")
-                        rows.append(np.asarray(v, dtype=np.float32))
+                        a = np.asarray(v)
+                        if a.size and a.dtype.kind not in _REAL:  # bool, complex, nulls
+                            raise ValueError(f"values of dtype {a.dtype}")
+                        rows.append(np.asarray(a, dtype=np.float32))
                     except (TypeError, ValueError) as err:
                         raise DataValidationError(f"embedding of query {ids[r]!r} is not a list "
                                                   f"of numbers ({err})", source=str(p), row=r,
@@ -196,10 +226,12 @@ class PrecomputedEncoder(Encoder):
                 mat = np.stack(rows) if rows else np.zeros((0, 0), np.float32)
                 return ids, mat
             num = [c for c in df.columns if c != "query_id"]
-            bad = [c for c in num if not pd.api.types.is_numeric_dtype(df[c])]
+            bad = [c for c in num if not pd.api.types.is_numeric_dtype(df[c])
+                   or df[c].dtype.kind not in _REAL]   # bool and complex are not features
             if bad or not num:
                 raise DataValidationError(f"expected an 'embedding' list column or numeric "
-                                          f"columns; non-numeric: {bad}", source=str(p))
+                                          f"(integer or float) columns; non-numeric: {bad}",
+                                          source=str(p))
             return ids, df[num].to_numpy(dtype=np.float32)
         raise DataValidationError(f"unsupported embeddings file type {p.suffix!r}; expected "
                                   f".npy (+ ids sidecar) or .parquet", source=str(p))
