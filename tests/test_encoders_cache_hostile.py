@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from recsys_router.encoders import MINILM_VARIANTS, Bf16MiniLMEncoder, get_encoder, neural
-from recsys_router.encoders.cache import DiskCache
+from recsys_router.encoders.cache import DiskCache, text_key
 from recsys_router.encoders.neural import (SentenceTransformerEncoder, folder_stamp,
                                            packaged_minilm_stamp)
 
@@ -135,7 +135,8 @@ def test_a_shard_that_fails_to_open_for_a_moment_is_kept(tmp_path, monkeypatch):
 
     class Flaky(real):
         def __init__(self, file, *a, **k):
-            if isinstance(file, (str, os.PathLike)) and Path(file).name == victim:
+            name = getattr(file, "name", file)   # a shard is opened first, then read as a zip
+            if isinstance(name, (str, os.PathLike)) and Path(name).name == victim:
                 raise OSError(errno.EMFILE, "Too many open files")
             super().__init__(file, *a, **k)
     monkeypatch.setattr(enc_cache.zipfile, "ZipFile", Flaky)
@@ -144,6 +145,80 @@ def test_a_shard_that_fails_to_open_for_a_moment_is_kept(tmp_path, monkeypatch):
     got = DiskCache("flaky", 4, root=tmp_path).get(["a", "b"])
     assert sorted(got) == ["a", "b"]
     np.testing.assert_array_equal(got["a"], np.ones(4, np.float32))
+
+
+def _special_entry(kind: str, target: Path, elsewhere: Path) -> None:
+    """Something that is not a regular file at ``target`` (a shard's name)."""
+    import socket
+    import tempfile
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink-to-fifo":
+        os.mkfifo(elsewhere / "pipe")
+        target.symlink_to(elsewhere / "pipe")
+    elif kind == "symlink-to-shard":   # a real shard outside the folder, serving other vectors
+        with open(elsewhere / "evil.npz", "wb") as f:
+            np.savez(f, keys=np.array([text_key(t) for t in _SPECIAL_TEXTS], dtype="U40"),
+                     vecs=np.full((len(_SPECIAL_TEXTS), 8), 7.0, np.float32))
+        target.symlink_to(elsewhere / "evil.npz")
+    elif kind == "socket":  # bound in a short folder (a socket path has ~107 bytes), moved in
+        short = Path(tempfile.mkdtemp(prefix="s"))
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.bind(str(short / "s"))
+            os.replace(short / "s", target)
+        finally:
+            sock.close()
+            short.rmdir()
+    else:
+        target.mkdir()
+
+
+_SPECIAL_TEXTS = ["warm the cache", "a new text"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-fifo", "symlink-to-shard", "socket",
+                                  "folder"])
+def test_a_shard_name_that_is_not_a_regular_file_is_skipped_unopened(tmp_path, kind):
+    """A FIFO named like a shard made every later encode of that identity wait for ever in
+    ``zipfile.ZipFile(path)``; a symbolic link was followed anywhere. Only regular files are
+    read as shards: the vectors are computed, and the entry is never opened (a FIFO is left
+    without a reader). The encode runs in a thread with a time limit, and a FIFO it waits on
+    is opened for writing after it, so a regression fails here instead of hanging the suite."""
+    import threading
+
+    import recsys_router.encoders.base as enc_base
+    import recsys_router.encoders.cache as enc_cache
+    from recsys_router.encoders import HashingEncoder
+    truth = HashingEncoder(dim=8).encode(_SPECIAL_TEXTS)
+    enc_cache.MEMORY_CACHE.clear()       # the warm-up below must write its shard
+    HashingEncoder(dim=8, cache=True, cache_dir=tmp_path / "c").encode(_SPECIAL_TEXTS[:1])
+    folder = DiskCache(HashingEncoder(dim=8).identity, 8, root=tmp_path / "c").dir
+    (tmp_path / "elsewhere").mkdir()
+    _special_entry(kind, folder / "zzzz-special.npz", tmp_path / "elsewhere")
+    enc_base._DISKS.clear()              # a fresh process's view: nothing cached in memory
+    enc_cache.MEMORY_CACHE.clear()
+    got, direct = [], []
+
+    def encode():
+        direct.append(enc_cache._shard_arrays(folder / "zzzz-special.npz", ("keys", "vecs")))
+        got.append(HashingEncoder(dim=8, cache=True, cache_dir=tmp_path / "c").encode(
+            _SPECIAL_TEXTS))
+    worker = threading.Thread(target=encode, daemon=True)
+    worker.start()
+    worker.join(60)
+    hung = worker.is_alive()
+    for fifo in (folder / "zzzz-special.npz", tmp_path / "elsewhere" / "pipe"):
+        while worker.is_alive() and fifo.exists() and not fifo.is_dir():
+            try:   # a reader is waiting: a writer that opens and closes lets it go on
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+            worker.join(1)
+    assert not hung, "reading the cache waited on a file that is not a shard"
+    assert direct == [False]
+    np.testing.assert_array_equal(got[0], truth)
+    enc_cache.MEMORY_CACHE.clear()
 
 
 def test_local_model_folder_identity_follows_its_files(tmp_path):

@@ -18,10 +18,12 @@ the disk store; the offline paths (evaluate, fit, export) keep the disk cache.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import socket
+import stat
 import time
 import uuid
 import zipfile
@@ -50,6 +52,8 @@ _TMP_RE = re.compile(r"^\.tmp-(?P<host>[0-9a-f]{12})-(?P<pid>\d+)-[0-9a-f]{32}$"
 _OLD_TMP_RE = re.compile(r"^\.tmp-(?:\d+-)?[0-9a-f]{32}$")
 _OLD_TMP_AGE_S = 24 * 3600
 _HOST_TAG: list[str] = []
+#: a shard is opened without following a symbolic link or waiting for a FIFO's writer
+_NO_WAIT = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def cache_root() -> Path:
@@ -113,10 +117,14 @@ def _shard_arrays(path: Path, names: tuple[str, ...]):
     under a shard's name, or a header declaring more entries than its member holds (checked
     before anything is allocated). A shard never changes once it appears, so such a file is
     never read again and its vectors are recomputed; none stops an encode. Pickles are never
-    loaded."""
+    loaded. Only a regular file is opened as a shard: a symbolic link, FIFO, socket or device
+    under a shard's name (a FIFO blocked the open for ever) is ``False`` without being read."""
     try:
+        fh = _open_regular(path)
+        if fh is None:
+            return False
         out = []
-        with zipfile.ZipFile(path) as zf:   # the writer stores members uncompressed
+        with fh, zipfile.ZipFile(fh) as zf:   # the writer stores members uncompressed
             for name in names:
                 info = zf.getinfo(name + ".npy")
                 if info.compress_type != zipfile.ZIP_STORED:
@@ -135,6 +143,25 @@ def _shard_arrays(path: Path, names: tuple[str, ...]):
         return None                   # a permission, an I/O error): skipped now, kept
     except Exception:  # noqa: BLE001 - the content: a damaged or foreign file is never read
         return False
+
+
+def _open_regular(path: Path):
+    """``path`` opened for binary reading when it is a regular file, else None (a symbolic
+    link, FIFO, socket or device: the writer makes only regular files). The type is read with
+    ``lstat`` first, and the open neither follows a link nor waits for a FIFO's writer, so one
+    swapped in meanwhile is refused too. An ``OSError`` (vanished, a permission) propagates."""
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        return None
+    try:
+        fh = open(path, "rb", opener=lambda name, flags: os.open(name, flags | _NO_WAIT))
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENXIO):  # a link or socket swapped in meanwhile
+            return None
+        raise
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        return None
+    return fh
 
 
 class DiskCache:
