@@ -114,17 +114,19 @@ ENCODER_OPTION_PARAMS = ("encoder_options", "encoder_kwargs")
 
 
 def encoder_param(value, where: str = "parameter encoder"):
-    """The JSON form of an ``encoder`` parameter: a built-in encoder name (an encoder
-    object's kind, ``precomputed`` without its file), which loading accepts.
+    """The JSON form of an ``encoder`` parameter: a built-in encoder name (the name that
+    builds an encoder object's kind and MiniLM variant, ``precomputed`` without its file),
+    which loading accepts.
 
     The object itself may be unfitted (a router fits a copy and stores that copy's state
-    as its ``encoder_`` part), so only its kind is read here, as for the name ``"tfidf"``.
-    A name that is not built in (a folder, a Hub model) is a :class:`StateError`.
+    as its ``encoder_`` part), so only its kind (and a MiniLM's variant) is read here, as for
+    the name ``"tfidf"``. A name that is not built in (a folder, a Hub model) is a
+    :class:`StateError`.
     """
     from .encoders.base import Encoder
-    from .encoders.state import encoder_kind, stored_encoder_name
+    from .encoders.state import encoder_name, stored_encoder_name
     if isinstance(value, Encoder):
-        value = encoder_kind(value)
+        value = encoder_name(value)
     elif isinstance(value, str) and value.strip().lower().startswith("precomputed:"):
         value = "precomputed"  # the table travels in the state; its file is this machine's
     return stored_encoder_name(value, where)

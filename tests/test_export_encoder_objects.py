@@ -54,3 +54,46 @@ def test_auto_tuned_router_with_an_encoder_object_exports(split, tmp_path, enc):
                              n_trials=2).fit(train)
     man = _round_trip(router, train, test, tmp_path / "auto")
     assert man["router_params"]["params"]["encoder"] in ("hashing", "tfidf")
+
+
+@pytest.mark.parametrize("name", ["minilm:fp32", "minilm:int8", "minilm:int8-batched"])
+def test_an_onnx_minilm_object_is_stored_as_its_variant(name):
+    """An ONNX MiniLM object was stored as ``minilm``: a refit or copy of the loaded router
+    built the machine's default MiniLM (bf16 on AMX CPUs, per-text int8 elsewhere), other
+    vectors than the fp32 or batched int8 encoder it was configured with."""
+    from recsys_router.router_state import encoder_param
+    from recsys_router.encoders.state import stored_encoder_name
+    enc = get_encoder(name)
+    assert encoder_param(enc) == name
+    rebuilt = get_encoder(stored_encoder_name(encoder_param(enc), "params.encoder"))
+    assert rebuilt.identity == enc.identity and rebuilt.batch_size == enc.batch_size
+
+
+def test_loading_still_takes_built_in_names_only():
+    from recsys_router.encoders.state import stored_encoder_name
+    from recsys_router.state import StateError
+    for name in ("minilm:fp32", "minilm:int8", "minilm:int8-batched"):
+        assert stored_encoder_name(name, "p") == name
+    assert stored_encoder_name("onnx-minilm", "p") == "minilm"   # an older artifact's kind
+    for bad in ("minilm:int9", "minilm:fp32:x", "onnx-minilm:fp32", "/tmp/model"):
+        with pytest.raises(StateError, match="not a built-in encoder name"):
+            stored_encoder_name(bad, "p")
+
+
+def test_router_given_an_fp32_minilm_object_refits_with_fp32(tmp_path):
+    """Export, load, then rebuild from the stored parameters: the same fp32 encoder."""
+    import pandas as pd
+
+    from recsys_router.data import RoutingData
+    texts = ["bake bread", "prove a theorem", "write a unit test", "name a red planet"]
+    data = RoutingData(pd.DataFrame({"query_id": [f"q{i}" for i in range(4)], "text": texts}),
+                       ["m1", "m2"], [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    enc = get_encoder("minilm:fp32", cache=False)
+    router = make_router("knn", k=1, encoder=enc).fit(data)
+    export_router(router, tmp_path / "a", train_data=data)
+    stored = json.loads((tmp_path / "a" / "state.json").read_text())["params"]["encoder"]
+    assert stored == "minilm:fp32"
+    back = load_router(tmp_path / "a").router
+    assert back.get_params()["encoder"] == "minilm:fp32"
+    assert get_encoder(back.get_params()["encoder"]).identity == enc.identity
+    assert back.route(data).tolist() == router.route(data).tolist() == ["m1", "m2", "m1", "m2"]

@@ -30,7 +30,7 @@ from .base import Encoder
 
 __all__ = ["encoder_state", "encoder_from_state", "encoder_kind", "pack_strings", "unpack_strings",
            "ENCODER_KINDS", "save_encoder_part", "load_encoder_part", "stored_encoder_name",
-           "check_stored_options", "PATH_OPTIONS"]
+           "check_stored_options", "PATH_OPTIONS", "encoder_name"]
 
 _HASHING = {"dim": INT, "word_ngrams": TupleOf(INT, INT), "char_ngrams": Opt(TupleOf(INT, INT)),
             "word_weight": FLOAT, "batch_size": INT}
@@ -51,8 +51,27 @@ _MAX_SIZE, _MAX_NGRAM = 65_536, 16
 ENCODER_KINDS = {"hashing": _HASHING, "tfidf": _TFIDF, "st": _ST, "onnx-minilm": _ONNX,
                  "bf16-minilm": _BF16, "precomputed": _PRECOMPUTED}
 #: kinds that are not themselves encoder names -> the built-in name that builds that kind
-#: (an ``encoder`` parameter given as an object was stored by kind)
+#: (an ``encoder`` parameter given as an object is stored by :func:`encoder_name`; older
+#: artifacts stored the kind, and ``onnx-minilm`` alone does not say which variant)
 _KIND_NAMES = {"st": "minilm:torch", "onnx-minilm": "minilm", "bf16-minilm": "minilm:bf16"}
+
+
+def encoder_name(enc) -> str:
+    """The built-in name that builds an encoder object's kind and, for the packaged MiniLM,
+    its variant: an ONNX MiniLM is ``minilm:fp32``, ``minilm:int8`` (one text per call) or
+    ``minilm:int8-batched``, never ``minilm`` (bf16 on AMX CPUs: other vectors).
+
+    Example
+    -------
+    >>> from recsys_router.encoders import get_encoder
+    >>> encoder_name(get_encoder("minilm:int8-batched")), encoder_name(get_encoder("hashing"))
+    ('minilm:int8-batched', 'hashing')
+    """
+    kind = encoder_kind(enc)
+    if kind == "onnx-minilm":
+        return "minilm:fp32" if enc.variant == "fp32" else (
+            "minilm:int8" if enc.per_text else "minilm:int8-batched")
+    return _KIND_NAMES.get(kind, kind)
 #: built-in encoders an artifact's ``encoder`` parameter may name (after aliases)
 _STORABLE = ("hashing", "tfidf", "minilm", "precomputed")
 #: encoder options naming a file or folder: never written to, and refused in, an artifact
