@@ -33,6 +33,7 @@ from ..atomic import atomic_write
 from .base import Encoder
 from .cache import cache_root
 from .neural import file_digest, packaged_files_suffix
+from .onnx_files import discard, fuse, not_loadable, quantize
 
 __all__ = ["OnnxMiniLMEncoder", "HAS_ONNXRUNTIME", "ONNX_VARIANTS", "export_minilm_onnx",
            "int8_weight_type", "minilm_model_dir"]
@@ -133,7 +134,10 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     """Export the packaged MiniLM to ONNX (once; later calls return the cached file).
 
     The file name carries a digest of the packaged weights, so a different package version
-    gets its own export. Writes go to a temporary file renamed into place when complete. When
+    gets its own export. Writes go to a temporary file renamed into place when complete. A
+    cached file that cannot be read when the next one is made from it (cut or emptied by a
+    power cut after its un-synced rename, or foreign) is exported again once; a second failure
+    is a ``ValueError`` naming the file (:mod:`~recsys_router.encoders.onnx_files`). When
     the cache folder cannot be made or written, the export goes (with one warning) to a private
     temporary folder removed at exit.
 
@@ -167,35 +171,23 @@ def export_minilm_onnx(variant: str = "fp32", *, cache_dir=None) -> Path:
     raw = folder / f"{stem}-raw.onnx"  # the graph as torch exports it
     fp32 = folder / f"{stem}-fp32.onnx"  # ONNX Runtime's BERT fusions applied
     int8 = folder / f"{stem}-{_int8_token()}.onnx"
-    with _LOCK:
-        if not fp32.is_file():
-            if not raw.is_file():
-                _export_raw(model_dir, raw)
-            from onnxruntime.transformers.optimizer import optimize_model
-            fused = optimize_model(str(raw), model_type="bert", num_heads=12, hidden_size=384,
-                                   opt_level=1)
-            with atomic_write(fp32) as tmp:
-                fused.save_model_to_file(str(tmp))
-        if variant == "int8" and not int8.is_file():
-            import logging
 
-            import onnx
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-            # per-channel 8-bit weights of the matrix products and fused attention only
-            # (embeddings and layer norms stay fp32): mean cosine >= 0.99 to fp32 on real texts;
+    def export_raw():
+        _export_raw(model_dir, raw)
+
+    def export_fp32():  # a damaged fused file: its raw graph is exported again too
+        export_raw()
+        fuse(raw, fp32, None)
+    with _LOCK:  # a file that cannot be read is made again once (onnx_files.read_or_rebuild)
+        fused_now = not fp32.is_file()
+        if fused_now:
+            raw_now = not raw.is_file()
+            if raw_now:
+                export_raw()
+            fuse(raw, fp32, None if raw_now else export_raw)
+        if variant == "int8" and not int8.is_file():
             # uint8 weights where int8 ones would saturate (int8_weight_type)
-            wtype = QuantType.QInt8 if int8_weight_type() == "s8" else QuantType.QUInt8
-            root = logging.getLogger()
-            level = root.level
-            root.setLevel(logging.ERROR)  # quiets its "consider pre-processing" root-logger advice
-            try:
-                with atomic_write(int8) as tmp:
-                    quantize_dynamic(str(fp32), str(tmp), per_channel=True,
-                                     op_types_to_quantize=["MatMul", "Attention"],
-                                     weight_type=wtype,
-                                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-            finally:
-                root.setLevel(level)
+            quantize(fp32, int8, int8_weight_type(), None if fused_now else export_fp32)
     return fp32 if variant == "fp32" else int8
 
 
@@ -252,7 +244,7 @@ def _export_raw(model_dir: Path, dest: Path) -> None:
                           opset_version=17, dynamo=False)
 
 
-def _session(path: Path, threads: int | None):
+def _session(path: Path, threads: int | None, again: bool = False):
     import onnxruntime as ort
     key = (str(path), threads)
     with _LOCK:
@@ -269,9 +261,7 @@ def _session(path: Path, threads: int | None):
                 _SESSIONS[key] = ort.InferenceSession(str(path), sess_options=opts,
                                                       providers=["CPUExecutionProvider"])
             except Exception as err:  # a truncated or foreign file in the cache folder
-                raise ValueError(f"{path}: not a loadable ONNX model ({type(err).__name__}: "
-                                 f"{str(err)[:200]}); delete it and it is exported "
-                                 f"again") from err
+                raise not_loadable(path, err, again) from err
         return _SESSIONS[key]
 
 
@@ -370,8 +360,13 @@ class OnnxMiniLMEncoder(Encoder):
         if not HAS_ONNXRUNTIME:
             raise ImportError("encoder 'minilm-onnx' needs onnxruntime: pip install onnxruntime")
         model_dir = minilm_model_dir()
-        session = _session(export_minilm_onnx(self.variant, cache_dir=self.cache_dir),
-                           self.threads)
+        path = export_minilm_onnx(self.variant, cache_dir=self.cache_dir)
+        try:
+            session = _session(path, self.threads)
+        except ValueError:  # a damaged exported file (a power cut after its rename): once more
+            discard(path)
+            session = _session(export_minilm_onnx(self.variant, cache_dir=self.cache_dir),
+                               self.threads, again=True)
         enc = _tokenizer(model_dir, self.max_seq_length).encode_batch(texts)
         ids = np.asarray([e.ids for e in enc], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
