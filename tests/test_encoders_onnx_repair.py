@@ -98,3 +98,23 @@ def test_an_export_that_stays_unreadable_is_one_error_naming_it(tmp_path, good, 
     assert ("even after exporting it again" in msg) == cached
     assert msg.endswith("; delete it and it is exported again")
     assert calls == [raw.name]
+
+
+def test_a_damaged_file_that_cannot_be_removed_is_reported_as_it_is(tmp_path, monkeypatch):
+    """A read-only cache folder: the file is not exported again (nothing could be written
+    there), and the error names it and the cause."""
+    import pathlib
+    bad = tmp_path / "m-int8.onnx"
+    bad.write_bytes(b"\x08\x07not an onnx model")
+    asked = []
+    monkeypatch.setattr(onnx_minilm, "export_minilm_onnx",
+                        lambda variant, cache_dir=None: asked.append(variant) or bad)
+
+    def refuse(self, missing_ok=False):
+        raise PermissionError(13, "Permission denied", str(self))
+    monkeypatch.setattr(pathlib.Path, "unlink", refuse)
+    with pytest.raises(ValueError) as info:
+        OnnxMiniLMEncoder("int8", cache=False, batch_size=1).encode(["hello"])
+    msg = str(info.value)
+    assert msg.startswith(f"{bad}: not a loadable ONNX model (") and "even after" not in msg
+    assert asked == ["int8"] and bad.read_bytes() == b"\x08\x07not an onnx model"

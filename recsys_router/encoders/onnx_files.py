@@ -108,11 +108,16 @@ def quantize(fp32: Path, int8: Path, weight_type: str, rebuild_fp32: Callable | 
         root.setLevel(level)
 
 
-def discard(path: Path) -> None:
+def discard(path: Path) -> bool:
     """Remove an exported file an inference session could not load, so that the next export
     makes it again; a fused ``-fp32`` file takes its ``-raw`` graph with it (a graph cut where
     its file still parses fuses into the same unloadable model). Files already gone are fine
-    (another process may have removed them first)."""
-    path.unlink(missing_ok=True)
-    if path.name.endswith("-fp32.onnx"):
-        path.with_name(path.name[:-len("-fp32.onnx")] + "-raw.onnx").unlink(missing_ok=True)
+    (another process may have removed them first). False when they cannot be removed (a
+    read-only cache folder): nothing can be exported there either."""
+    try:
+        path.unlink(missing_ok=True)
+        if path.name.endswith("-fp32.onnx"):
+            path.with_name(path.name[:-len("-fp32.onnx")] + "-raw.onnx").unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True

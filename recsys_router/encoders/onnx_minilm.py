@@ -364,7 +364,8 @@ class OnnxMiniLMEncoder(Encoder):
         try:
             session = _session(path, self.threads)
         except ValueError:  # a damaged exported file (a power cut after its rename): once more
-            discard(path)
+            if not discard(path):  # a read-only cache: the error names the file, as it is
+                raise
             session = _session(export_minilm_onnx(self.variant, cache_dir=self.cache_dir),
                                self.threads, again=True)
         enc = _tokenizer(model_dir, self.max_seq_length).encode_batch(texts)
