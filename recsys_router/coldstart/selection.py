@@ -3,8 +3,14 @@
 Strategies of :func:`select_probes`:
 
 ``random``       uniform without replacement;
-``stratified``   proportional allocation over task labels (k-means clusters of the query
-                 embedding when there are no tasks), random within each stratum;
+``stratified``   proportional allocation over strata, random within each stratum. The strata
+                 are the task labels; without them (or with one), ``min(k, 10)`` k-means
+                 clusters of the router's query embedding, or of the queries' score
+                 profiles (:func:`score_profiles`) for a router that reads no text. A
+                 stratum's share of ``k`` is rounded down or up at random under the seed,
+                 up with probability equal to its fractional part (see :func:`_allocate`):
+                 with more strata than probes, which strata get one is drawn, not taken
+                 in label order;
 ``informative``  cluster anchors (tinyBenchmarks): k-means with ``k`` clusters on the queries'
                  score profiles over the existing LLMs (observed scores, predictions where
                  unobserved), one query per cluster, the one nearest its centre; its weight is
@@ -21,8 +27,12 @@ Strategies of :func:`select_probes`:
 
 Probe weights (``return_weights=True``, for ``Router.add_llm(..., weights=)``): the number of
 candidates each probe stands for, normalised to mean 1: cluster size / probes in the cluster
-for ``informative``, stratum size / probes in the stratum for ``stratified``, equal for
-``random`` and ``adaptive`` (whose probes are fitted by the model, not averaged).
+for ``informative``; for ``stratified``, stratum size / probes in the stratum when its share is
+at least one probe, and candidates / ``k`` (its size / its share, the inverse of its chance of
+being probed) when its share is below one; equal for ``random`` and ``adaptive`` (whose probes
+are fitted by the model, not averaged). The ``stratified`` weighted mean of the probes' scores
+is then unbiased over seeds when every share is at least one or every share below one, and a
+ratio estimate (nearly unbiased) when both kinds of strata are present.
 
 Reference: Polo et al., "tinyBenchmarks: evaluating LLMs with fewer examples", ICML 2024
 (anchor points, IRT); uncertainty sampling (Lewis & Gale, SIGIR 1994).
@@ -69,6 +79,38 @@ def _kmeans_labels(x: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.nda
     return km.labels_, km.cluster_centers_
 
 
+def _allocate(sizes: np.ndarray, k: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Probes per stratum and the number of candidates each of its probes stands for.
+
+    Stratum ``g`` of ``n_g`` candidates (``N`` in all) has the share ``s_g = k n_g / N``; it
+    gets ``floor(s_g)`` probes plus one with probability ``s_g - floor(s_g)`` exactly
+    (systematic sampling of the remainders, in exact integers, over the strata in a seeded
+    random order), so ``k`` probes in all and ``E[probes_g] = s_g``: every candidate is
+    probed with probability ``k / N`` and no stratum is favoured by its label. A probe of a
+    stratum with ``floor(s_g) >= 1`` weighs ``n_g / probes_g``; one of a stratum with
+    ``s_g < 1`` (probed or not, by chance) weighs ``n_g / s_g = N / k``. Each stratum's
+    weighted sum of scores is then an unbiased estimate of its total.
+
+    Example
+    -------
+    >>> take, w = _allocate(np.array([6, 2]), 4, np.random.default_rng(0))
+    >>> take.tolist(), w.tolist()
+    ([3, 1], [2.0, 2.0])
+    """
+    total = int(sizes.sum())
+    whole, part = np.divmod(sizes.astype(np.int64) * k, total)  # s_g = whole + part / total
+    extra = np.zeros(len(sizes), dtype=np.int64)
+    slots = int(part.sum()) // total                              # k - sum(whole)
+    if slots:
+        order = rng.permutation(len(sizes))
+        ends = np.cumsum(part[order])                             # stratum g owns [end - part, end)
+        points = int(rng.integers(total)) + total * np.arange(slots)
+        extra[order[np.searchsorted(ends, points, side="right")]] = 1
+    take = whole + extra
+    weight = np.where(whole >= 1, sizes / np.maximum(take, 1), total / k)
+    return take, weight
+
+
 def _stratified(queries: RoutingData, router, k: int, rng, seed: int) -> tuple[np.ndarray, np.ndarray]:
     tasks = queries.tasks
     if tasks is not None and len(set(map(str, tasks))) > 1:
@@ -80,12 +122,9 @@ def _stratified(queries: RoutingData, router, k: int, rng, seed: int) -> tuple[n
             emb = score_profiles(router, queries)
         labels = _kmeans_labels(emb, min(k, 10, queries.n_queries), seed)[0]
     groups = [np.flatnonzero(labels == g) for g in np.unique(labels)]
-    share = np.array([len(g) for g in groups], dtype=np.float64) * k / queries.n_queries
-    take = np.floor(share).astype(int)
-    for g in np.argsort(-(share - take), kind="stable")[:k - take.sum()]:
-        take[g] += 1
+    take, weight = _allocate(np.array([len(g) for g in groups]), k, rng)
     picks = [rng.choice(g, size=t, replace=False) for g, t in zip(groups, take) if t]
-    weights = [np.full(t, len(g) / t) for g, t in zip(groups, take) if t]
+    weights = [np.full(t, wt) for wt, t in zip(weight, take) if t]
     order = rng.permutation(int(take.sum()))
     return np.concatenate(picks)[order], np.concatenate(weights)[order]
 
