@@ -8,15 +8,56 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_write
-from .args import add_data_args, add_seed_arg, score_range_arg
+from .args import OptionError, add_data_args, add_seed_arg, score_range_arg
 from .serve import _SIGN_HELP, sign_key_from_env
 
-__all__ = ["add_parser", "run_probes", "run_onboard"]
+__all__ = ["add_parser", "run_probes", "run_onboard", "llm_name_arg", "strategy_label_arg"]
 
 
 def _load(args):
     from .data import load_data
     return load_data(args)   # generated data drawn with --seed
+
+
+def llm_name_arg(text) -> str:
+    """``onboard --llm``: a non-blank LLM name of at most 200 characters without control
+    characters, checked when the command line is parsed (so the error names ``--llm``).
+
+    Example
+    -------
+    >>> llm_name_arg(" gpt-x ")
+    'gpt-x'
+    >>> llm_name_arg("")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: LLM name must be a non-empty string, got ''
+    """
+    from ..coldstart.probes_input import check_llm_name
+    try:
+        return check_llm_name(text)
+    except ValueError as err:
+        raise OptionError(str(err)) from None
+
+
+def strategy_label_arg(text) -> str:
+    """``onboard --strategy``: the probe-strategy label recorded as provenance, held to the
+    rule of ``POST /llms``'s ``strategy`` (at most 100 characters) and without control
+    characters, checked when the command line is parsed.
+
+    Example
+    -------
+    >>> strategy_label_arg("informative")
+    'informative'
+    >>> strategy_label_arg("x" * 101)
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: strategy is 101 characters long; at most 100 allowed
+    """
+    from ..coldstart.probes_input import check_strategy_label
+    try:
+        return check_strategy_label(text)
+    except ValueError as err:
+        raise OptionError(str(err)) from None
 
 
 def add_parser(subparsers) -> None:
@@ -38,14 +79,17 @@ def add_parser(subparsers) -> None:
 
     o = subparsers.add_parser("onboard", help="add a new LLM to an artifact from probe answers")
     o.add_argument("artifact", help="exported router directory")
-    o.add_argument("--llm", required=True, help="name of the new LLM")
+    o.add_argument("--llm", required=True, type=llm_name_arg,
+                   help="name of the new LLM (at most 200 characters, no control characters)")
     o.add_argument("--scores", required=True,
                    help="CSV: query_id and/or text, score[, cost][, weight] (weights as written "
                         "by probes)")
     add_data_args(o, required=False, help="dataset to look up probe texts by query_id")
     o.add_argument("--price-in", type=float, default=None, help="USD per 1M input tokens")
     o.add_argument("--price-out", type=float, default=None, help="USD per 1M output tokens")
-    o.add_argument("--strategy", default=None, help="probe strategy, recorded as provenance")
+    o.add_argument("--strategy", default=None, type=strategy_label_arg,
+                   help="probe strategy (e.g. informative), recorded as provenance: a label of "
+                        "at most 100 characters, no control characters")
     o.add_argument("--score-range", type=score_range_arg, default=None, metavar="LOW,HIGH",
                    help="lowest and highest training score, for artifacts that record none "
                         "(written before score_range was recorded; an artifact's own range is "

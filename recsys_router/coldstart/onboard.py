@@ -13,15 +13,18 @@ from recsys_router.data import RoutingData
 from recsys_router.datasets._common import read_csv
 from recsys_router.datasets._rows import CsvLines
 from recsys_router.errors import DataValidationError
+from recsys_router.long_columns import F32_MAX
 
 from .pool import (UNKNOWN_RANGE_SCALE, answer_score_range, observed_range, outside_range,
                    scale_text)
 
 __all__ = ["read_answers", "answer_score_range", "onboard_artifact", "MAX_ANSWER_BYTES",
-           "pool_table", "resolve_score_range", "answers_sha256"]
+           "pool_table", "resolve_score_range", "answers_sha256", "ANSWER_COLUMNS"]
 
 #: largest answers file read (bytes)
 MAX_ANSWER_BYTES = 50_000_000
+#: the columns an answers file may have (``probes --out`` writes query_id, text, task, weight)
+ANSWER_COLUMNS = ("query_id", "text", "task", "score", "cost", "weight")
 
 
 def read_answers(path, name: str, data: RoutingData | None = None, score_range=None, *,
@@ -53,13 +56,20 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
 
     Raises
     ------
+    ValueError
+        ``name`` is no valid LLM name (checked before the file is read).
     DataValidationError
         Naming the file, row (file line) and column (unknown query, empty or repeated
-        query_id, a probe text given twice or blank, missing/NaN score, cost or weight, a
-        score outside ``score_range``, negative cost or weight, no text); naming the file
-        when it holds no records.
+        query_id, a probe text given twice, blank or over
+        :data:`~recsys_router.coldstart.probes_input.MAX_TEXT_LENGTH` characters,
+        missing/NaN score, cost or weight, a score or cost beyond float32, a score outside
+        ``score_range``, negative cost or weight, no text); naming the file and the column
+        for a column outside :data:`ANSWER_COLUMNS` (a misspelt ``wieght`` would otherwise
+        be ignored); naming the file when it holds no records or more than
+        :data:`~recsys_router.coldstart.probes_input.MAX_PROBES`.
     """
-    from .probes_input import probe_data
+    from .probes_input import MAX_PROBES, check_llm_name, probe_data
+    name = check_llm_name(name)   # an option's fault, never blamed on the file
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: answers file not found")
@@ -74,6 +84,14 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
     if df.empty:
         raise DataValidationError("no probe records (at most a header line); expected one record "
                                   "per probe", source=str(path))
+    extra = [str(c)[:100] for c in df.columns if c not in ANSWER_COLUMNS]
+    if extra:
+        raise DataValidationError(f"unknown column {extra[0]!r} in the header; expected only "
+                                  f"{', '.join(ANSWER_COLUMNS)} (a misspelt column would be "
+                                  "ignored)", source=str(path), column=extra[0])
+    if len(df) > MAX_PROBES:
+        raise DataValidationError(f"{len(df)} probe records; at most {MAX_PROBES} allowed",
+                                  source=str(path))
     if "score" not in df.columns or not ({"query_id", "text"} & set(df.columns)):
         raise DataValidationError("expected columns 'score' and 'query_id' and/or 'text'",
                                   source=str(path))
@@ -96,6 +114,11 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
                 shown = repr(raw) if isinstance(raw, str) else str(raw)
                 raise DataValidationError(f"{col} {shown} is not a finite number",
                                           source=str(path), row=line(i, col), column=col)
+            if col != "weight" and (v.abs() > F32_MAX).any():   # stored as float32
+                i = int(np.flatnonzero((v.abs() > F32_MAX).to_numpy())[0])
+                raise DataValidationError(f"{col} {df[col].iloc[i]} is beyond the float32 range "
+                                          f"(|x| <= {F32_MAX:.4g}) the probes are stored in",
+                                          source=str(path), row=line(i, col), column=col)
             if col in ("cost", "weight") and (v < 0).any():
                 i = int(np.flatnonzero((v < 0).to_numpy())[0])
                 raise DataValidationError(f"{col} {v.iloc[i]} is negative; expected a {col} >= 0",
@@ -116,6 +139,7 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
                 f"text {df['text'].iloc[i]!r} is blank; expected the probe's query text"
                 + (" (or an empty cell, to take it from --data by query_id)" if ids_given else ""),
                 source=str(path), row=line(i, "text"), column="text")
+    text_given = df["text"].notna().to_numpy() if "text" in df.columns else np.zeros(len(df), bool)
     if "text" not in df.columns or df["text"].isna().any():
         if data is None:
             raise DataValidationError("rows without 'text' need --data to look the query up by "
@@ -128,6 +152,7 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
                                       source=str(path), row=line(i, "query_id"), column="query_id")
         texts = df["query_id"].map(lookup)
         df["text"] = df["text"].fillna(texts) if "text" in df.columns else texts
+    _check_text_lengths(df, text_given, path, line)
     q = df[["query_id", "text"]].reset_index(drop=True)
     scores = df[["score"]].to_numpy(np.float64)
     costs = df[["cost"]].to_numpy(np.float64) if "cost" in df.columns else None
@@ -153,6 +178,23 @@ def read_answers(path, name: str, data: RoutingData | None = None, score_range=N
                                   column="weight")
     probes = probe_data(name, RoutingData(q, [name], scores, costs, name="answers", source=str(path)))
     return probes, weights
+
+
+def _check_text_lengths(df: pd.DataFrame, given: np.ndarray, path: Path, line) -> None:
+    """Refuse a probe text over ``MAX_TEXT_LENGTH`` characters, naming the file line of the
+    text (``given``) or of the query_id whose text came from ``--data``."""
+    from .probes_input import MAX_TEXT_LENGTH
+    size = df["text"].map(lambda t: len(t) if isinstance(t, str) else 0).to_numpy()
+    over = np.flatnonzero(size > MAX_TEXT_LENGTH)
+    if not over.size:
+        return
+    i = int(over[0])
+    if given[i]:
+        raise DataValidationError(f"text has {size[i]} characters; at most {MAX_TEXT_LENGTH} "
+                                  "allowed", source=str(path), row=line(i, "text"), column="text")
+    raise DataValidationError(f"the text of query {df['query_id'].iloc[i]!r} in --data has "
+                              f"{size[i]} characters; at most {MAX_TEXT_LENGTH} allowed",
+                              source=str(path), row=line(i, "query_id"), column="query_id")
 
 
 def answers_sha256(path) -> str | None:
@@ -235,8 +277,13 @@ def onboard_artifact(artifact, name: str, probes: RoutingData, out, *, price_in=
     empty and the source's move to ``source_metrics``, marked as the source router's.
     ``score_range``: ``(range, source)`` from :func:`resolve_score_range` (default: the
     router's recorded range, else [0, 1] assumed); a range from ``"data"`` or ``"option"``
-    becomes the router's, so the new artifact records it."""
+    becomes the router's, so the new artifact records it. ``strategy``: a label of at most
+    100 printable characters (:func:`~recsys_router.coldstart.probes_input.check_strategy_label`,
+    checked before the artifact is loaded; None records ``"unspecified"``)."""
     from recsys_router.export.artifact import ArtifactError, export_router, load_router
+    from .probes_input import check_strategy_label
+    if strategy is not None:
+        strategy = check_strategy_label(strategy)
     src = loaded if loaded is not None else load_router(artifact, sign_key=sign_key)
     if src.manifest.get("signature") and sign_key is None:
         raise ArtifactError(f"{Path(artifact) / 'manifest.json'} is signed: pass its signing key "

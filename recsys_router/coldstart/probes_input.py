@@ -17,15 +17,17 @@ import pandas as pd
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
 
-__all__ = ["probe_data", "check_llm_name", "probe_weights", "MAX_PROBES", "MAX_NAME_LENGTH",
-           "MAX_TEXT_LENGTH"]
+__all__ = ["probe_data", "check_llm_name", "check_strategy_label", "probe_weights", "MAX_PROBES",
+           "MAX_NAME_LENGTH", "MAX_TEXT_LENGTH", "MAX_STRATEGY_LENGTH"]
 
 #: most probe records one add may carry
 MAX_PROBES = 100_000
 #: longest accepted LLM name
 MAX_NAME_LENGTH = 200
-#: longest accepted probe text (characters)
+#: longest accepted probe text (characters), in every input form
 MAX_TEXT_LENGTH = 100_000
+#: longest probe-strategy label recorded as provenance (the cap ``POST /llms`` puts on it)
+MAX_STRATEGY_LENGTH = 100
 
 
 def check_llm_name(name) -> str:
@@ -44,6 +46,38 @@ def check_llm_name(name) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise ValueError(f"LLM name {name!r} contains a control character")
     return name
+
+
+def check_strategy_label(label) -> str:
+    """The stripped probe-strategy label recorded as an onboarded LLM's provenance, or
+    ValueError when it is blank, longer than :data:`MAX_STRATEGY_LENGTH` characters, holds a
+    control character (a line break would forge a log line) or cannot be UTF-8 encoded.
+    The same bounds as ``POST /llms``'s ``strategy`` field, plus no control characters.
+
+    Example
+    -------
+    >>> check_strategy_label(" informative ")
+    'informative'
+    >>> check_strategy_label("informative\\nforged")
+    Traceback (most recent call last):
+    ...
+    ValueError: strategy 'informative\\nforged' contains a control character; expected a short printable label
+    """
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError(f"strategy must be a non-empty label, got {str(label)[:40]!r}")
+    label = label.strip()
+    if len(label) > MAX_STRATEGY_LENGTH:
+        raise ValueError(f"strategy is {len(label)} characters long; at most "
+                         f"{MAX_STRATEGY_LENGTH} allowed")
+    if any(ord(c) < 32 or ord(c) == 127 for c in label):
+        raise ValueError(f"strategy {label!r} contains a control character; expected a short "
+                         "printable label")
+    try:
+        label.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"strategy {label!r} is not valid Unicode (it cannot be UTF-8 "
+                         "encoded)") from None
+    return label
 
 
 def _number(v, what: str, *, nonneg: bool = False) -> float:
@@ -83,10 +117,15 @@ def _from_mapping(name: str, scores: Mapping, costs: Mapping | None) -> RoutingD
 
 
 def _check_texts(data: RoutingData) -> None:
-    """Every probe text given is a non-blank string, as in the mapping form; a missing one
-    (None/NaN) is left to ``add_llm``, which refuses it for routers that read text."""
+    """Every probe text given is a non-blank string of at most :data:`MAX_TEXT_LENGTH`
+    characters, as in the mapping form; a missing one (None/NaN) is left to ``add_llm``,
+    which refuses it for routers that read text."""
     for i, text in enumerate(data.queries["text"]):
         if isinstance(text, str):
+            if len(text) > MAX_TEXT_LENGTH:
+                raise DataValidationError(f"probe query {data.query_ids[i]!r}: query text has "
+                                          f"{len(text)} characters; at most {MAX_TEXT_LENGTH} "
+                                          "allowed", source=data.source, row=i, column="text")
             if text.strip():
                 continue
         elif pd.api.types.is_scalar(text) and pd.isna(text):
@@ -160,6 +199,9 @@ def probe_data(name: str, scores, costs=None) -> RoutingData:
     """
     name = check_llm_name(name)
     if isinstance(scores, RoutingData):
+        if scores.n_queries > MAX_PROBES:   # before the per-probe checks
+            raise DataValidationError(f"{scores.n_queries} probes given; at most {MAX_PROBES} "
+                                      "allowed", source=scores.source)
         out = _column(name, scores, costs)
     elif isinstance(scores, pd.DataFrame):
         df = scores
@@ -184,7 +226,8 @@ def probe_data(name: str, scores, costs=None) -> RoutingData:
         raise TypeError("probe scores must be a {text: score} mapping, a RoutingData or a long "
                         f"table (DataFrame), got {type(scores).__name__}")
     if out.n_queries > MAX_PROBES:
-        raise DataValidationError(f"{out.n_queries} probes given; at most {MAX_PROBES} allowed")
+        raise DataValidationError(f"{out.n_queries} probes given; at most {MAX_PROBES} allowed",
+                                  source=out.source)
     ids = pd.Series(out.query_ids)
     dup = ids.duplicated().to_numpy()
     if dup.any():
