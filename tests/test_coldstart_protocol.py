@@ -37,3 +37,22 @@ def test_mu_o_routes_each_query_among_its_observed_llms():
 def test_cold_llms_named_twice_are_refused(spec):
     with pytest.raises(ValueError, match=r"--cold-llms: LLM\(s\) \['(a|b)'\] named more than once"):
         parse_cold_llms(spec, ["a", "b", "c"])
+
+
+def test_full_column_rows_record_a_seed_the_run_used():
+    """The full-column rows are fitted once per cold LLM whatever the probe seed; they record
+    the run's first seed (5 here), never a seed the run did not use (they recorded 0)."""
+    rng = np.random.default_rng(0)
+    q = lambda a, n: pd.DataFrame({"query_id": [f"{a}{i}" for i in range(n)],  # noqa: E731
+                                   "text": [f"{a} question {i}" for i in range(n)]})
+    tr = RoutingData(q("tr", 30), ["a", "b", "new"], rng.integers(0, 2, (30, 3)).astype(float))
+    te = RoutingData(q("te", 10), ["a", "b", "new"], rng.integers(0, 2, (10, 3)).astype(float))
+    out = coldstart_rows(tr, te, lambda: make_router("best-single"), router="best-single",
+                         cold_llms=["new"], ks=[4], strategies=["random"], seeds=[5, 6],
+                         progress=False)
+    full = out[out["router"] == "best-single (full column)"]
+    assert len(full) and set(full["seed"]) == {5}
+    assert set(out.loc[out["router"] == "best-single", "seed"]) == {5, 6}
+    with pytest.raises(ValueError, match="at least one probe seed"):
+        coldstart_rows(tr, te, lambda: make_router("best-single"), router="best-single",
+                       cold_llms=["new"], ks=[4], strategies=["random"], seeds=[], progress=False)

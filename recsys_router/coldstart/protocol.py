@@ -178,13 +178,17 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
     ``make()`` returns a fresh unfitted router. Columns: ``router`` (the router name,
     ``probe-mean (ROUTER)`` or ``nearest-llm (ROUTER)``), ``cold_llm``, ``strategy``, ``k`` (the probe count
     asked; 0 for the full-column row), ``n_probes`` (the probes the LLM was onboarded from;
-    the full column's observed training queries on its row), ``seed``, ``metric``,
-    ``value``. A ``k`` above the cold LLM's observed training queries gets no rows (the
-    ``evaluate`` protocol notes it).
+    the full column's observed training queries on its row), ``seed`` (the probe seed; the
+    full-column rows, fitted once whatever the probe seed, record the first of ``seeds``),
+    ``metric``, ``value``. A ``k`` above the cold LLM's observed training queries gets no
+    rows (the ``evaluate`` protocol notes it).
     """
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
         raise ValueError(f"unknown probe strategy {bad}; choose from {', '.join(STRATEGIES)}")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds: expected at least one probe seed")
     check_cold_llms(train, test, cold_llms)
     binary = train.is_binary and test.is_binary
     rows = []
@@ -211,7 +215,7 @@ def coldstart_rows(train: RoutingData, test: RoutingData, make: Callable, *, rou
         full_cell = _cell_metrics(full_pred[:, j], y, binary)
         for m, v in full_cell.items():
             rows.append(dict(router=f"{router} (full column)", cold_llm=c, strategy="-", k=0,
-                             n_probes=int(tr_c.n_queries), seed=0, metric=m, value=v))
+                             n_probes=int(tr_c.n_queries), seed=int(seeds[0]), metric=m, value=v))
         col = tr_c.scores[:, tr_c.llm_names.index(c)].astype(np.float64)
         for seed in seeds:
             for strategy in strategies:
