@@ -162,6 +162,13 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
     one (the row then takes the best predicted score), as :func:`budget_policy` never counts
     an unknown cost as fitting.
 
+    Any finite ``wtp`` is exact: a row where ``lambda * P_hat`` overflows float64 (``wtp``
+    near 1e308 with scores above 1, such as a 1-10 judge scale) is ranked by
+    ``P_hat - c_hat / lambda`` instead, the same order divided by ``lambda > 0``, so it takes
+    the best predicted score (the cheapest among ties) rather than every utility turning
+    infinite and the cost tie-break picking the cheapest LLM. Other rows are computed as
+    ``lambda * P_hat - c_hat``, unchanged.
+
     Example
     -------
     >>> s = np.array([[0.5, 0.9]]); c = np.array([[0.1, 1.0]])
@@ -173,8 +180,12 @@ def wtp_policy(scores: np.ndarray, costs: np.ndarray, wtp: float,
         raise ValueError("costs: the wtp policy needs predicted costs, got None")
     s, c, m = _policy_inputs(scores, costs, mask)
     c = np.nan_to_num(c, nan=np.inf)
-    with np.errstate(invalid="ignore"):
-        util = wtp * s - c
+    with np.errstate(invalid="ignore", over="ignore"):
+        prod = wtp * s
+        util = prod - c
+        over = (np.isinf(prod) & np.isfinite(s)).any(axis=1)
+        if over.any():  # wtp > 0 here: dividing the row by it keeps its order, without overflow
+            util[over] = s[over] - c[over] / wtp
     return _no_known_cost_by_score(_tiebreak_argmax(util, c, m), s, c, m)
 
 

@@ -100,3 +100,37 @@ def test_a_mask_allowing_one_llm_per_row_still_routes_there():
     assert budget_policy(s, c, 2.0, mask).tolist() == [1, 0]
     # no queries at all: nothing to refuse, nothing chosen
     assert argmax_policy(np.empty((0, 2)), None, np.array([False, False])).tolist() == []
+
+
+def test_a_huge_wtp_on_a_1_to_10_scale_buys_the_best_score_not_the_cheapest():
+    """wtp * score overflowed to +inf on every LLM of a 1-10 scale (1e308 * 2 > float64 max),
+    so the cost tie-break took the cheapest LLM: column 0 (score 2.0) instead of 9.5. The
+    order of lambda * s - c for lambda -> inf is the score order, cheaper among equal scores."""
+    s = np.array([[2.0, 9.5],      # best score is dearer: 1
+                  [9.5, 9.5],      # equal scores: the cheaper, 1
+                  [1.0, 9.5],      # a free LLM beside the best: still the best score, 1
+                  [-9.5, -2.0]])   # negative scores overflow to -inf: the higher one, 1
+    c = np.array([[0.001, 0.01], [0.01, 0.001], [0.0, 0.01], [0.001, 0.01]])
+    for wtp in (1e308, 1.7976931348623157e308):
+        assert wtp_policy(s, c, wtp).tolist() == [1, 1, 1, 1]
+    assert wtp_policy(s[:1], c[:1], 1e300).tolist() == [1]   # no overflow: as before
+    # a mask still holds on an overflowing row
+    assert wtp_policy(s[:1], c[:1], 1e308, np.array([[True, False]])).tolist() == [0]
+    # an unknown (NaN) cost is still never taken over a known one, however large wtp is
+    assert wtp_policy(np.array([[2.0, 9.5]]), np.array([[0.001, np.nan]]), 1e308).tolist() == [0]
+
+
+def test_wtp_decisions_for_ordinary_values_match_lambda_s_minus_c_row_by_row():
+    """Rows without overflow keep the arithmetic lambda * s - c exactly: compared with a plain
+    per-row loop (first maximum, cheaper among ties) on scores from 1 to 10."""
+    rng = np.random.default_rng(0)
+    s = np.round(rng.uniform(1, 10, (200, 5)), 1)   # one decimal: many exact ties
+    c = np.round(rng.uniform(0, 1, (200, 5)), 2)
+    for wtp in (0.0, 0.01, 0.1, 1.0, 7.0, 1e6, 1e300):
+        expect = []
+        for i in range(len(s)):
+            util = [wtp * s[i, j] - c[i, j] for j in range(5)]
+            best = max(util)
+            tied = [j for j in range(5) if util[j] == best]
+            expect.append(min(tied, key=lambda j: (c[i, j], j)))
+        assert wtp_policy(s, c, wtp).tolist() == expect, wtp
