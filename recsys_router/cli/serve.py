@@ -23,9 +23,14 @@ from .args import (FloatListArg, OptionError, add_data_args, add_seed_arg, data_
                    positive_int, score_range_arg)
 
 __all__ = ["add_parser", "run_export", "run_calibrate", "run_serve", "add_server_limit_args",
-           "uvicorn_limits"]
+           "uvicorn_limits", "log_batch", "LOG_LEVELS", "MAX_LOG_BATCH"]
 
 API_KEY_ENV = "RECSYS_ROUTER_API_KEY"
+#: uvicorn's log levels (``uvicorn.config.LOG_LEVELS``; not imported: uvicorn loads only to serve)
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+#: the decision log's queue bound (``recsys_router.feedback.writer.MAX_PENDING``; not imported:
+#: SQLAlchemy loads only to serve): ``--log-batch`` may not exceed it
+MAX_LOG_BATCH = 10_000
 
 
 _SIGN_HELP = ("name of an environment variable holding the artifact signing key "
@@ -168,15 +173,17 @@ def add_parser(subparsers) -> None:
     s.add_argument("--batch-wait-ms", type=non_negative_float, default=2.0,
                    help="under load, how long a batch waits for more requests to share its model "
                         "call (a request finding the batcher idle runs at once)")
-    s.add_argument("--log-level", default="warning")
+    s.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                   help="uvicorn's log level (default warning)")
     s.add_argument("--log-db", default=None, metavar="URL",
                    help="decision log database: a SQLAlchemy URL (sqlite:///decisions.db, a bare "
                         "path = SQLite in WAL mode; postgresql://user:pw@host/db for several "
                         "service instances); enables POST /feedback")
     s.add_argument("--log-text", choices=("full", "hash", "none"), default="hash",
                    help="how the log keeps query texts (default: their SHA-256 only)")
-    s.add_argument("--log-batch", type=positive_int, default=256,
-                   help="decisions per database write (a kill -9 loses at most the unwritten batch)")
+    s.add_argument("--log-batch", type=log_batch, default=256,
+                   help="decisions per database write, 1 to 10000 (the decision log queues at "
+                        "most 10000; a kill -9 loses at most the unwritten batch)")
     s.add_argument("--log-flush-ms", type=positive_float, default=200.0,
                    help="longest a decision waits before its batch is written")
     s.add_argument("--log-timeout-s", type=positive_float, default=5.0,
@@ -194,6 +201,26 @@ def add_parser(subparsers) -> None:
     add_server_limit_args(s)
     add_seed_arg(s, 0, "seeds Python, numpy and torch (routers are already seeded per query)")
     s.set_defaults(func=run_serve)
+
+
+def log_batch(text) -> int:
+    """``--log-batch``: a whole number from 1 to :data:`MAX_LOG_BATCH` (a batch must fit in the
+    decision log's queue; checked when the command line is parsed, before the log is opened).
+
+    Example
+    -------
+    >>> log_batch("256")
+    256
+    >>> log_batch("20000")
+    Traceback (most recent call last):
+    ...
+    recsys_router.cli.args.OptionError: expected a whole number from 1 to 10000 (the decision log queues at most 10000 rows), got '20000'
+    """
+    n = positive_int(text)
+    if n > MAX_LOG_BATCH:
+        raise OptionError(f"expected a whole number from 1 to {MAX_LOG_BATCH} (the decision log "
+                          f"queues at most {MAX_LOG_BATCH} rows), got {str(text).strip()[:40]!r}")
+    return n
 
 
 def llm_share(text) -> tuple[str, float]:

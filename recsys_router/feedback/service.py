@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from .explore import ExplorationPolicy, choice_probabilities, draw, parse_explore, policy_utility
 from .sampling import sample_scores
 from .log_rows import decision_time
-from .store import (WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedback, LogFull,
+from .store import (MAX_PENDING, WRITE_ATTEMPTS, DecisionLog, DecisionWriter, DuplicateFeedback, LogFull,
                     UnknownDecision, decision_row, describe_error, is_value_error,
                     new_decision_id)
 
@@ -117,7 +117,7 @@ class FeedbackLoop:
 
     def __init__(self, router, explore="none", log_db: str | None = None, log_text: str = "hash",
                  seed: int = 0, batch_size: int = 256, flush_ms: float = 200.0,
-                 max_pending: int = 10_000, instance: str | None = None, timeout_s: float = 5.0):
+                 max_pending: int = MAX_PENDING, instance: str | None = None, timeout_s: float = 5.0):
         if log_text not in LOG_TEXT_MODES:
             raise ValueError(f"--log-text must be one of {LOG_TEXT_MODES}, got {log_text!r}")
         self.router = router

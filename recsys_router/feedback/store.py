@@ -48,11 +48,12 @@ from ..sqlite_files import read_only_engine, sqlite_file_path
 from .db_deadline import CallDeadline, bounded, engine_options
 from .log_rows import decision_row, new_decision_id, text_hash
 from .logged import feedback_error
-from .writer import WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
+from .writer import MAX_PENDING, WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
 
-__all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "SCHEMA_LOCK_KEY", "TEXT_COLUMNS", "WRITE_ATTEMPTS", "DecisionLog",
-           "DecisionWriter", "LogFull", "UnknownDecision", "DuplicateFeedback", "MissingLog", "describe_error",
-           "is_value_error", "normalise_url", "new_decision_id", "text_hash", "decision_row"]
+__all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "SCHEMA_LOCK_KEY", "TEXT_COLUMNS", "WRITE_ATTEMPTS",
+           "MAX_PENDING", "DecisionLog", "DecisionWriter", "LogFull", "UnknownDecision", "DuplicateFeedback",
+           "MissingLog", "describe_error", "is_value_error", "normalise_url", "new_decision_id", "text_hash",
+           "decision_row"]
 
 SCHEMA_VERSION = 1
 #: longest wait of PostgreSQL's ``ALTER TABLE`` adding the ``task`` column to an older log

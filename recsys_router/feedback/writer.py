@@ -24,11 +24,14 @@ import sqlalchemy as sa
 if TYPE_CHECKING:  # pragma: no cover
     from .store import DecisionLog
 
-__all__ = ["WRITE_ATTEMPTS", "DecisionWriter", "LogFull", "describe_error", "is_value_error"]
+__all__ = ["WRITE_ATTEMPTS", "MAX_PENDING", "DecisionWriter", "LogFull", "describe_error", "is_value_error"]
 
 #: attempts to insert one batch of decisions before it is dropped (counted, not silent)
 WRITE_ATTEMPTS = 5
 _BACKOFF_S = 0.05  # first retry delay; doubles per attempt
+#: most decision rows queued for the log by default (``max_pending``); a batch holds at most
+#: this many (``serve --log-batch`` is checked against it when the command line is parsed)
+MAX_PENDING = 10_000
 
 
 class LogFull(RuntimeError):
@@ -97,9 +100,11 @@ class DecisionWriter:
     """
 
     def __init__(self, log: DecisionLog, batch_size: int = 256, flush_ms: float = 200.0,
-                 max_pending: int = 10_000):
+                 max_pending: int = MAX_PENDING):
         if batch_size < 1 or flush_ms <= 0 or max_pending < batch_size:
-            raise ValueError("need batch_size >= 1, flush_ms > 0 and max_pending >= batch_size")
+            raise ValueError(f"need batch_size >= 1, flush_ms > 0 and max_pending >= batch_size, got "
+                             f"batch_size={batch_size!r}, flush_ms={flush_ms!r}, "
+                             f"max_pending={max_pending!r}")
         self.log, self.batch_size, self.flush_s = log, int(batch_size), float(flush_ms) / 1000.0
         self._q: queue.Queue = queue.Queue(maxsize=int(max_pending))
         self._pending: set[str] = set()

@@ -7,6 +7,7 @@ from typing import Optional
 
 from pydantic import BaseModel, Field, field_validator
 
+from ..feedback.writer import MAX_PENDING
 from .keys import ApiKey
 
 __all__ = ["ServiceConfig"]
@@ -19,7 +20,8 @@ class ServiceConfig(BaseModel):
     ``ValueError``, naming the field): counts and sizes must be >= 1, times finite and >= 0
     (the backend timeout, the body deadline ``body_timeout_s``: seconds a request body may
     take to arrive whole, the log's flush interval and ``log_timeout_s``, the time limit of
-    each decision-log database call, > 0), the seed >= 0, counts whole
+    each decision-log database call, > 0), the seed >= 0, ``log_batch`` at most the decision
+    log's queue bound (:data:`~recsys_router.feedback.writer.MAX_PENDING`, 10,000), counts whole
     numbers (numpy integers too), and no unknown field is accepted.
     """
 
@@ -34,7 +36,7 @@ class ServiceConfig(BaseModel):
     explore: str = "none"
     log_db: Optional[str] = None
     log_text: str = "hash"
-    log_batch: int = Field(default=256, ge=1)
+    log_batch: int = Field(default=256, ge=1, le=MAX_PENDING)   # a batch fits in the log's queue
     log_flush_ms: float = Field(default=200.0, gt=0, allow_inf_nan=False)
     log_timeout_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
     instance: Optional[str] = Field(default=None, min_length=1, max_length=128)
