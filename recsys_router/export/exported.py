@@ -226,12 +226,17 @@ class ExportedRouter:
     def decide(self, queries, scores: np.ndarray, costs: np.ndarray | None, *,
                wtp: float | None = None, budget: float | None = None,
                candidates: Sequence[str] | None = None,
-               tasks: Sequence[str | None] | None = None) -> tuple[np.ndarray, str, float | None]:
+               tasks: Sequence[str | None] | None = None,
+               argmax: bool = False) -> tuple[np.ndarray, str, float | None]:
         """Chosen column per query from predictions (the default policy when neither
-        ``wtp`` nor ``budget`` is given); returns ``(choices, policy, value)``. ``tasks`` as
-        in :meth:`predict` (read by a router with its own ``route_indices``)."""
+        ``wtp`` nor ``budget`` is given, unless ``argmax``: then the best predicted score,
+        whatever the default policy, as the proxy's ``router-argmax`` asks); returns
+        ``(choices, policy, value)``. ``tasks`` as in :meth:`predict` (read by a router with
+        its own ``route_indices``)."""
         self._no_tasks_for_data(queries, tasks)
-        if wtp is None and budget is None:
+        if argmax and (wtp is not None or budget is not None):
+            raise ValueError("argmax takes neither wtp nor budget")
+        if wtp is None and budget is None and not argmax:
             name, value = self.default_policy
             if name == "wtp":
                 wtp = value

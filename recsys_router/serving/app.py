@@ -257,9 +257,11 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def route_texts(texts: list[str], wtp, budget, candidates, snap=None,
-                          fields: list[str] | None = None, tasks: list | None = None) -> list[dict]:
+                          fields: list[str] | None = None, tasks: list | None = None,
+                          argmax: bool = False) -> list[dict]:
         # fields: what the client called each text (the proxy's messages[i].content); tasks:
-        # one task label (or None) per text
+        # one task label (or None) per text; argmax: route by the best predicted score whatever
+        # the artifact's default policy (the proxy's router-argmax)
         if not texts:
             raise HTTPException(400, "give 'query' (a string) or 'queries' (a non-empty list)")
         if len(texts) > cfg.max_batch:
@@ -299,7 +301,8 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
         except Exception as exc:  # noqa: BLE001 - report, do not leak a traceback
             raise _failed(exc) from exc
         asked = "wtp" if wtp is not None else "budget" if budget is not None else None
-        if costs is None and not custom and (asked or snap.default_policy[0] != "argmax"):
+        default = "argmax" if argmax else snap.default_policy[0]   # what routes without wtp/budget
+        if costs is None and not custom and (asked or default != "argmax"):
             if asked:  # what the client asked for: a 400
                 raise HTTPException(400, f"the {asked} policy needs predicted costs; this router "
                                          "has none")
@@ -309,10 +312,10 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             if custom:  # e.g. zero: the router's own decision rule
                 choice, policy, value = await asyncio.to_thread(
                     _decide, texts, scores, costs, snap, wtp=wtp, budget=budget, candidates=candidates,
-                    **({} if tasks is None else {"tasks": tasks}))
+                    argmax=argmax, **({} if tasks is None else {"tasks": tasks}))
             else:
                 choice, policy, value = snap.decide(texts, scores, costs, wtp=wtp, budget=budget,
-                                                    candidates=candidates)
+                                                    candidates=candidates, argmax=argmax)
             choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
                                                      snap.router.candidate_mask(candidates), snap,
                                                      tasks=tasks)

@@ -6,11 +6,12 @@ the answer says which LLM answered: header ``x-recsys-router-llm`` and the ``mod
 field of the JSON body (or of every streamed chunk); header ``x-recsys-router-decision-id``
 names the logged decision (for ``POST /feedback``).
 
-Model names: ``router`` (the artifact's default policy), ``router-argmax``,
-``router-wtp-<lambda>``, ``router-budget-<C>``; ``router-wtp``/``router-budget`` without a
-value take the request's ``wtp``/``budget`` extra field. The extra field ``task`` is the routed
-message's task label, for a router that routes by task (as ``task`` in ``POST /route``).
-These extra fields are never forwarded to the backend.
+Model names: ``router`` (the artifact's default policy), ``router-argmax`` (the best predicted
+score, whatever the default policy), ``router-wtp-<lambda>``, ``router-budget-<C>``;
+``router-wtp``/``router-budget`` without a value take the request's ``wtp``/``budget`` extra
+field, which any other model refuses (400 naming it, see :func:`router_policy`). The extra field
+``task`` is the routed message's task label, for a router that routes by task (as ``task`` in
+``POST /route``). These extra fields are never forwarded to the backend.
 
 It routes among the LLMs of the pool served now that have a backend: those of ``backends.yaml``
 (which may name LLMs still to be added) and those given with ``POST /llms``
@@ -41,8 +42,8 @@ from .guards import SafeJSONResponse, check_text, printable
 from . import stream_relay
 from .stream_relay import capped_reply, relayed_lines
 
-__all__ = ["load_backends", "add_openai_routes", "parse_router_model", "check_chat_body", "request_task",
-           "ROUTING_FIELDS", "routed_message"]
+__all__ = ["load_backends", "add_openai_routes", "router_policy", "parse_router_model", "check_chat_body",
+           "request_task", "ROUTING_FIELDS", "routed_message"]
 
 _MAX_MESSAGES = 1_000
 _MAX_PARTS = 1_000
@@ -55,46 +56,93 @@ _log = logging.getLogger(__name__)
 _NAME_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
 
-def parse_router_model(model: str, body: dict) -> tuple[float | None, float | None]:
-    """``(wtp, budget)`` from a ``router[-policy[-value]]`` model name.
+def _field_value(body: dict, field: str) -> float | None:
+    """The request's ``wtp`` or ``budget`` field: None when absent or null, else a finite JSON
+    number >= 0 (an integer or a float, never a boolean or a numeric string, as in
+    ``POST /route``); anything else is a 400 naming the field."""
+    raw = body.get(field)
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise HTTPException(400, f"'{field}' must be a JSON number (an integer or a float) >= 0, "
+                                 f"got {type(raw).__name__}")
+    try:
+        value = float(raw)
+    except OverflowError:  # an integer of 400 digits: no float holds it
+        value = math.inf
+    if not math.isfinite(value) or value < 0:
+        raise HTTPException(400, f"'{field}' must be a finite number >= 0"
+                                 + (f", got {value:g}" if math.isfinite(value) else ""))
+    return value
+
+
+def router_policy(model: str, body: dict) -> tuple[str | None, float | None]:
+    """``(policy, value)`` asked for by a ``router[-policy[-value]]`` model name and the
+    request's ``wtp``/``budget`` fields: ``(None, None)`` for ``router`` (the artifact's
+    default policy), ``("argmax", None)`` for ``router-argmax`` (the best predicted score,
+    whatever the default policy), ``("wtp", lambda)`` or ``("budget", C)``.
 
     A value in the name is written in ASCII decimal notation (``250``, ``0.5``, ``1e-3``);
     any other spelling, such as ``1_000``, `` 5``, ``inf`` or non-ASCII digits, is a 400
-    naming the model.
+    naming the model. A ``wtp`` or ``budget`` field (null counts as absent) must be a finite
+    JSON number >= 0 whatever the model, else a 400 naming the field; and only
+    ``router-wtp`` / ``router-budget`` (without a value in the name) read it: beside any other
+    model it is a 400 naming the field, never ignored (``router`` with ``budget: 0`` would
+    route by the default policy while ``POST /route`` with it routes by budget).
+
+    Example
+    -------
+    >>> router_policy("router-argmax", {}), router_policy("router-budget", {"budget": 2})
+    (('argmax', None), ('budget', 2.0))
+    """
+    shown = repr(printable(model, 100))
+    kind, raw = None, None
+    if model != "router":
+        parts = model.split("-", 2)
+        if parts[0] != "router" or len(parts) < 2 or parts[1] not in ("argmax", "wtp", "budget"):
+            raise HTTPException(400, f"model must be 'router', 'router-argmax', 'router-wtp-<lambda>' or "
+                                     f"'router-budget-<C>', got {shown}")
+        kind, raw = parts[1], (parts[2] if len(parts) == 3 else None)
+        if kind == "argmax" and raw is not None:
+            raise HTTPException(400, f"model must be 'router', 'router-argmax', 'router-wtp-<lambda>' or "
+                                     f"'router-budget-<C>', got {shown}")
+    given = {f: _field_value(body, f) for f in ("wtp", "budget")}
+    for f, v in given.items():
+        if v is not None and not (kind == f and raw is None):
+            raise HTTPException(400, f"the request's '{f}' field is read only with model "
+                                     f"'router-{f}' (no value in the name); model {shown} does not "
+                                     f"use it: give the policy once, as model 'router-{f}' with "
+                                     f"the field, or 'router-{f}-<value>'")
+    if kind in (None, "argmax"):
+        return kind, None
+    if raw is None:
+        if given[kind] is None:
+            raise HTTPException(400, f"{shown}: the {kind} value must be a number (in the model "
+                                     f"name in ASCII decimal notation such as 250, 0.5 or 1e-3, "
+                                     f"or the request's '{kind}' field as a JSON number)")
+        return kind, given[kind]
+    if _NAME_NUMBER.fullmatch(raw) is None:
+        raise HTTPException(400, f"{shown}: the {kind} value must be a number (in the model name "
+                                 f"in ASCII decimal notation such as 250, 0.5 or 1e-3, or the "
+                                 f"request's '{kind}' field as a JSON number)")
+    value = float(raw)  # ASCII digits: at worst inf (1e999, 400 nines), never an error
+    if not math.isfinite(value) or value < 0:
+        raise HTTPException(400, f"{shown}: the {kind} value must be a finite number >= 0")
+    return kind, value
+
+
+def parse_router_model(model: str, body: dict) -> tuple[float | None, float | None]:
+    """``(wtp, budget)`` from a ``router[-policy[-value]]`` model name and the request's
+    fields, with :func:`router_policy`'s checks; ``router`` and ``router-argmax`` both give
+    ``(None, None)`` (:func:`router_policy` tells them apart).
 
     Example
     -------
     >>> parse_router_model("router-wtp-1e3", {}), parse_router_model("router-budget", {"budget": 2})
     ((1000.0, None), (None, 2.0))
     """
-    if model == "router":
-        return None, None
-    shown = repr(printable(model, 100))
-    parts = model.split("-", 2)
-    if parts[0] != "router" or len(parts) < 2 or parts[1] not in ("argmax", "wtp", "budget"):
-        raise HTTPException(400, f"model must be 'router', 'router-argmax', 'router-wtp-<lambda>' or "
-                                 f"'router-budget-<C>', got {shown}")
-    if parts[1] == "argmax":
-        return None, None
-    in_name = len(parts) == 3
-    raw = parts[2] if in_name else body.get(parts[1])
-    # text only in the model name; the request's field is a JSON number, as in POST /route
-    if in_name:
-        ok = _NAME_NUMBER.fullmatch(raw) is not None
-    else:
-        ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)
-    try:
-        value = float(raw) if ok else math.nan
-    except OverflowError:  # an integer of 400 digits: no float holds it
-        value = math.inf
-    if not ok:
-        raise HTTPException(400, f"{shown}: the {parts[1]} value must be a number (in the "
-                                 f"model name in ASCII decimal notation such as 250, 0.5 or "
-                                 f"1e-3, or the request's '{parts[1]}' field as a JSON "
-                                 f"number)")
-    if not math.isfinite(value) or value < 0:
-        raise HTTPException(400, f"{shown}: the {parts[1]} value must be a finite number >= 0")
-    return (value, None) if parts[1] == "wtp" else (None, value)
+    kind, value = router_policy(model, body)
+    return (value if kind == "wtp" else None), (value if kind == "budget" else None)
 
 
 def _message_text(m, i: int) -> str:
@@ -256,7 +304,8 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
         except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise HTTPException(400, "request body is not valid JSON (or nests too deep)") from None
         at, text = routed_message(body)
-        wtp, budget = parse_router_model(body.get("model", ""), body)
+        policy, value = router_policy(body.get("model", ""), body)
+        wtp, budget = (value if policy == "wtp" else None), (value if policy == "budget" else None)
         task = request_task(body)
         snap = served.current  # the pool this request is routed in, whatever /llms does meanwhile
         backends = snap.proxy_backends   # of the same snapshot as the pool
@@ -266,7 +315,8 @@ def add_openai_routes(app: FastAPI, served, cfg) -> None:
                                      "POST /llms's 'backend' and GET /llms)")
         result = (await app.state.route_texts([text], wtp, budget, candidates, snap,
                                               fields=[f"messages[{at}].content"],
-                                              tasks=None if task is None else [task]))[0]
+                                              tasks=None if task is None else [task],
+                                              argmax=policy == "argmax"))[0]
         llm = result["llm"]
         be = backends[llm]
         fwd = {k: v for k, v in body.items() if k not in ROUTING_FIELDS}

@@ -157,6 +157,28 @@ def test_policy_values_past_float_range_are_400(artifact, body):
     assert len(r.content) < 400  # the model name is cut
 
 
+@pytest.mark.parametrize("model", ["router", "router-argmax", "router-wtp", "router-budget",
+                                   "router-wtp-5", "router-budget-1"])
+@pytest.mark.parametrize("field,value,error", [
+    ("wtp", "abc", "'wtp' must be a JSON number (an integer or a float) >= 0, got str"),
+    ("wtp", True, "'wtp' must be a JSON number (an integer or a float) >= 0, got bool"),
+    ("budget", -1, "'budget' must be a finite number >= 0, got -1"),
+    ("budget", "0", "'budget' must be a JSON number (an integer or a float) >= 0, got str"),
+    ("wtp", [1], "'wtp' must be a JSON number (an integer or a float) >= 0, got list"),
+    ("budget", {"v": 1}, "'budget' must be a JSON number (an integer or a float) >= 0, got dict"),
+    ("wtp", -0.5, "'wtp' must be a finite number >= 0, got -0.5"),
+    ("budget", 10 ** 400, "'budget' must be a finite number >= 0"),
+])
+def test_a_malformed_wtp_or_budget_field_is_a_400_naming_it_whatever_the_model(
+        artifact, model, field, value, error):
+    """With model 'router' (or 'router-argmax', or a value in the name) these fields were
+    dropped unread: a 200 routed by the default policy."""
+    c = _proxy(artifact)
+    r = c.post("/v1/chat/completions", json={"model": model, field: value, "messages": CHAT})
+    assert (r.status_code, r.json()) == (400, {"error": error})
+    assert c.app.state.batcher.texts_run == 0   # refused before routing
+
+
 def test_a_long_unknown_model_name_is_cut(artifact):
     r = _proxy(artifact).post("/v1/chat/completions",
                               json={"model": "router-x" + "y" * 100_000, "messages": CHAT})
