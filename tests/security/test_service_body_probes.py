@@ -168,7 +168,8 @@ def test_policy_values_past_float_range_are_400(artifact, body):
     ("budget", {"v": 1}, "'budget' must be a JSON number (an integer or a float) >= 0, got dict"),
     ("wtp", -0.5, "'wtp' must be a finite number >= 0, got -0.5"),
     ("budget", 10 ** 400, "'budget' must be a finite number >= 0"),
-])
+], ids=["wtp-abc", "wtp-true", "budget-minus-1", "budget-text-0", "wtp-list", "budget-object",
+        "wtp-minus-0.5", "budget-10e400"])
 def test_a_malformed_wtp_or_budget_field_is_a_400_naming_it_whatever_the_model(
         artifact, model, field, value, error):
     """With model 'router' (or 'router-argmax', or a value in the name) these fields were
