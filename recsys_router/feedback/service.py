@@ -22,6 +22,7 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..encoders.cache import memory_only
 from .explore import ExplorationPolicy, choice_probabilities, draw, parse_explore, policy_utility
 from .sampling import sample_scores
 from .log_rows import decision_time
@@ -136,6 +137,9 @@ class FeedbackLoop:
         self.writer = DecisionWriter(self.log, batch_size, flush_ms, max_pending) if self.log else None
         self._pool = (ThreadPoolExecutor(LOG_THREADS, thread_name_prefix="decision-log")
                       if self.log else None)
+        #: the one thread making Thompson draws for :meth:`explore_async` (made on first use):
+        #: off the event loop, one request at a time in the order asked, as the loop ran them
+        self._sampler: ThreadPoolExecutor | None = None
         self.feedback_unavailable = 0   # feedback answered 503: the database failed or timed out
         self.feedback_failing = False   # whether the latest feedback database call failed so
         self.feedback_error: str | None = None
@@ -172,6 +176,29 @@ class FeedbackLoop:
         probs = choice_probabilities(self.policy, choice, util, allowed, samples)
         ch, prop = draw(probs, self.rng)
         return ch, prop, probs
+
+    async def explore_async(self, texts, scores, costs, choice, policy, value, mask, router=None,
+                            tasks=None):
+        """:meth:`explore` for a request handler, awaited without holding the event loop.
+
+        Thompson draws (``n_samples`` passes of the network over the texts, seconds for a large
+        batch) run in this loop's own sampling thread, with the encoders' in-memory cache only
+        (:func:`~recsys_router.encoders.cache.memory_only`, as the model call): other requests
+        are served meanwhile. That thread takes one request at a time, in the order the requests
+        asked, and a request whose client goes away still makes its draws, so the exploration
+        RNG is drawn exactly as by calling :meth:`explore` in that order: the same seed and
+        instance give the same choices and propensities. The other kinds (a few array
+        operations) run inline."""
+        if self.policy.kind != "thompson":
+            return self.explore(texts, scores, costs, choice, policy, value, mask, router, tasks)
+        if self._sampler is None:   # made (and, by close, shut) on the event loop's thread only
+            self._sampler = ThreadPoolExecutor(1, thread_name_prefix="thompson")
+
+        def run():
+            with memory_only():
+                return self.explore(texts, scores, costs, choice, policy, value, mask, router, tasks)
+        fut = asyncio.get_running_loop().run_in_executor(self._sampler, run)
+        return await asyncio.shield(fut)   # a cancelled request never skips its draws
 
     def record(self, texts, results: list[dict], probs: np.ndarray, propensity: np.ndarray,
                candidates, router=None, tasks=None) -> None:
@@ -331,6 +358,9 @@ class FeedbackLoop:
     def close(self) -> None:
         """Commit every queued decision (clean shutdown), waiting at most twice
         :attr:`timeout_s` for the database (the rest is dropped, with a warning)."""
+        if self._sampler is not None:   # a later request (a restarted app) makes a new one
+            self._sampler.shutdown(wait=False)
+            self._sampler = None
         if self.writer is not None:
             self.writer.close(timeout=2 * self.timeout_s)
             self._pool.shutdown(wait=False, cancel_futures=True)

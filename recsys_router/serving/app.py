@@ -316,9 +316,10 @@ def create_app(router: ExportedRouter, config: ServiceConfig | None = None) -> F
             else:
                 choice, policy, value = snap.decide(texts, scores, costs, wtp=wtp, budget=budget,
                                                     candidates=candidates, argmax=argmax)
-            choice, propensity, probs = loop.explore(texts, scores, costs, choice, policy, value,
-                                                     snap.router.candidate_mask(candidates), snap,
-                                                     tasks=tasks)
+            # Thompson draws run off the event loop (the feedback loop's sampling thread)
+            choice, propensity, probs = await loop.explore_async(
+                texts, scores, costs, choice, policy, value, snap.router.candidate_mask(candidates),
+                snap, tasks=tasks)
             out = snap.results(choice, policy, value, scores, costs, candidates)
         except Exception as exc:  # noqa: BLE001
             raise _failed(exc) from exc
