@@ -4,10 +4,13 @@ Any SQLAlchemy URL works; ``sqlite:///path.db`` (the default kind, put in WAL mo
 readers never block the writer) suits one service process, ``postgresql+psycopg://...``
 several processes logging to one database. A bare path is taken as a SQLite file.
 
-Tables (schema version :data:`SCHEMA_VERSION`, stored in ``rr_meta``)::
+Tables (schema version :data:`SCHEMA_VERSION`, stored in ``rr_meta``; declared in
+:mod:`~recsys_router.feedback.log_tables`)::
 
     rr_decisions  decision_id (PK), created_at (unix s), instance, artifact_sha, policy,
-                  policy_value, explore, candidates (JSON list), chosen, propensity,
+                  policy_value, explore, candidates (JSON list), chosen (TEXT: an LLM name
+                  of any length; an older PostgreSQL log's VARCHAR(512) is widened when a
+                  writer opens it), propensity,
                   probs (JSON: LLM -> choice probability), scores, costs (JSON: LLM -> value),
                   query_text, query_hash, task (the query's task label, when the request
                   gave one; added to an older log when a writer opens it)
@@ -46,6 +49,8 @@ from ..db_urls import redact_url, scrub_url, url_refusal
 from ..errors import DataValidationError
 from ..sqlite_files import read_only_engine, sqlite_file_path
 from .db_deadline import CallDeadline, bounded, engine_options
+from .log_tables import (DECISIONS_T, FEEDBACK_T, META_T, METADATA as _META, SCHEMA_LOCK_KEY,
+                         SCHEMA_VERSION, TEXT_COLUMNS)
 from .log_rows import decision_row, new_decision_id, text_hash
 from .logged import feedback_error
 from .writer import MAX_PENDING, WRITE_ATTEMPTS, DecisionWriter, LogFull, describe_error, is_value_error
@@ -55,46 +60,9 @@ __all__ = ["SCHEMA_VERSION", "ALTER_LOCK_TIMEOUT", "SCHEMA_LOCK_KEY", "TEXT_COLU
            "MissingLog", "describe_error", "is_value_error", "normalise_url", "new_decision_id", "text_hash",
            "decision_row"]
 
-SCHEMA_VERSION = 1
-#: longest wait of PostgreSQL's ``ALTER TABLE`` adding the ``task`` column to an older log
+#: longest wait of PostgreSQL's ``ALTER TABLE`` migrating an older log (adding
+#: its ``task`` column, widening its ``chosen`` column)
 ALTER_LOCK_TIMEOUT = "3s"
-#: PostgreSQL advisory lock key taken while a writer creates the log's tables (any constant
-#: that other software in the database is unlikely to use: ``rr_log`` in ASCII, 0x72725f6c6f67)
-SCHEMA_LOCK_KEY = 0x72725F6C6F67
-_META = sa.MetaData()
-META_T = sa.Table("rr_meta", _META, sa.Column("key", sa.String(64), primary_key=True),
-                  sa.Column("value", sa.String(256), nullable=False))
-DECISIONS_T = sa.Table(
-    "rr_decisions", _META,
-    sa.Column("decision_id", sa.String(64), primary_key=True),
-    sa.Column("created_at", sa.Float, nullable=False, index=True),
-    sa.Column("instance", sa.String(128)),
-    sa.Column("artifact_sha", sa.String(128)),
-    sa.Column("policy", sa.String(32), nullable=False),
-    sa.Column("policy_value", sa.Float),
-    sa.Column("explore", sa.String(64), nullable=False),
-    sa.Column("candidates", sa.Text, nullable=False),
-    sa.Column("chosen", sa.String(512), nullable=False),
-    sa.Column("propensity", sa.Float, nullable=False),
-    sa.Column("probs", sa.Text, nullable=False),
-    sa.Column("scores", sa.Text, nullable=False),
-    sa.Column("costs", sa.Text),
-    sa.Column("query_text", sa.Text),
-    sa.Column("query_hash", sa.String(64)),
-    sa.Column("task", sa.String(1000)),
-)
-#: the text columns of a decision log as :meth:`DecisionLog.read` (and ``log export``) gives it
-TEXT_COLUMNS = frozenset([c.name for c in DECISIONS_T.c if isinstance(c.type, sa.String)] + ["thumbs"])
-FEEDBACK_T = sa.Table(
-    "rr_feedback", _META,
-    sa.Column("decision_id", sa.String(64), sa.ForeignKey("rr_decisions.decision_id"),
-              primary_key=True),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("score", sa.Float),
-    sa.Column("thumbs", sa.String(8)),
-    sa.Column("cost", sa.Float),
-    sa.Column("latency_ms", sa.Float),
-)
 
 
 class UnknownDecision(KeyError):
@@ -261,6 +229,7 @@ class DecisionLog:
                     pass
             self._check_version(conn)
         self.has_task_column = self._add_task_column()
+        self._widen_chosen()
         self.schema_version = SCHEMA_VERSION
 
     @bounded
@@ -289,6 +258,30 @@ class DecisionLog:
                           RuntimeWarning, stacklevel=3)
             return False
         return True
+
+    @bounded
+    def _widen_chosen(self) -> None:
+        """Give an older PostgreSQL log's ``chosen`` column (``VARCHAR(512)``, which refused,
+        so dropped, every decision for an LLM whose name is longer) the type ``TEXT``, as a
+        new log has; the change rewrites no row. Its lock is waited for as in
+        :meth:`_add_task_column`; when it cannot be had, a warning says so and the next start
+        tries again. SQLite ignores declared lengths: nothing to change there."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        kind = {c["name"]: c["type"] for c in sa.inspect(self.engine).get_columns("rr_decisions")}
+        length = getattr(kind.get("chosen"), "length", None)
+        if length is None:
+            return
+        try:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{ALTER_LOCK_TIMEOUT}'")
+                conn.exec_driver_sql("ALTER TABLE rr_decisions ALTER COLUMN chosen TYPE TEXT")
+        except sa.exc.DBAPIError as exc:
+            why = scrub_url(describe_error(exc), self.url)
+            warnings.warn(f"{self.shown}: the decision log's 'chosen' column holds at most {length} "
+                          f"characters and could not be widened ({why}); "
+                          "a decision for an LLM with a longer name is dropped (counted in GET "
+                          "/health) until a restart widens it", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ decisions
     @bounded
