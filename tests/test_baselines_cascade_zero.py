@@ -74,6 +74,16 @@ def test_wtp_picks_the_hull_vertex():
     assert set(r.route(q)) == {"c"}
 
 
+def test_wtp_past_float64_picks_the_best_hull_vertex():
+    """On a 1-10 scale, 1e308 * score overflows: every utility was +inf and the first
+    (cheapest) vertex won; the order is that of score - cost / wtp, so the best score wins."""
+    d = RoutingData(["t1", "t2"], ["cheap", "best"], [[2.0, 9.0], [2.0, 9.0]], [[1, 5]] * 2)
+    r = ZeroRouter().fit(d)
+    q = RoutingData(["x"], ["cheap", "best"], np.zeros((1, 2)), [[1, 5]])
+    assert list(r.route(q, wtp=1e308)) == ["best"]
+    assert list(r.route(q, wtp=0.5)) == ["cheap"]   # 0.5*2-1 = 0 > 0.5*9-5 = -0.5
+
+
 def test_candidates_recompute_the_hull():
     r = ZeroRouter().fit(_zero_train())
     # over a, b, d: b (0.55) is below the a-d line (0.583 at cost 2)

@@ -259,3 +259,23 @@ def test_estimate_all_refuses_bad_alpha_fractional_actions_and_misshapen_propens
         estimate_all(r, p[:3], pi, a, n_boot=0)
     with pytest.raises(ValueError, match=r"shapes disagree: 4 outcomes, .*propensities \(\)"):
         estimate_all(r, 0.5, pi, a, n_boot=0)
+
+
+def test_softmax_and_thompson_at_a_wtp_past_float64_follow_the_best_score():
+    """lambda * P_hat overflowing made every allowed utility +inf: softmax split the mass
+    evenly and Thompson took the first column. The limit puts the mass on the best score."""
+    s = np.array([[2.0, 9.0, 9.0, 5.0]])
+    c = np.array([[1.0, 5.0, 5.0, 0.1]])
+    u, a = policy_utility(s, c, "wtp", 1e308)
+    assert u.tolist() == [[-np.inf, -5.0, -5.0, -np.inf]] and a.all()
+    p = choice_probabilities(parse_explore("softmax:1"), np.array([1]), u, a)
+    assert p.tolist() == [[0.0, 0.5, 0.5, 0.0]]        # the two best, equal cost: halves
+    mask = np.array([[True, False, False, True]])       # best allowed score is 5 (column 3)
+    u2, a2 = policy_utility(s, c, "wtp", 1e308, mask)
+    assert np.argmax(np.where(a2, u2, -np.inf)) == 3
+    samples = np.stack([policy_utility(s + d, c, "wtp", 1e308)[0]
+                        for d in ([0.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 0.0])])
+    p = choice_probabilities(parse_explore("thompson:2"), np.array([1]), u, a, samples)
+    assert p.tolist() == [[0.0, 0.5, 0.5, 0.0]]
+    u3, _ = policy_utility(s, c, "wtp", 2.0)            # ordinary values unchanged
+    assert u3.tolist() == [[3.0, 13.0, 13.0, 9.9]]

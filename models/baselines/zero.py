@@ -58,7 +58,9 @@ class ZeroRouter(Router):
       LLM every query goes to it; above the top one, to the top one. Draws are seeded per
       query (batch-invariant); individual queries may exceed ``C``.
     * ``wtp=lambda``: the hull vertex maximising ``lambda * mean_score - mean_cost``
-      (a linear objective is maximised at a vertex, so no mixing is needed).
+      (a linear objective is maximised at a vertex, so no mixing is needed); where
+      ``lambda * mean_score`` overflows float64 the same order is read from
+      ``mean_score - mean_cost / lambda``.
     * neither: the top hull vertex (the best mean score).
 
     ``candidates`` recomputes the hull over the candidate LLMs only. Needs costs.
@@ -175,7 +177,10 @@ class ZeroRouter(Router):
         if wtp is not None:
             if not np.isfinite(wtp) or wtp < 0:
                 raise ValueError(f"wtp (lambda) must be a finite number >= 0, got {wtp!r}")
-            util = wtp * self.mean_scores_[hull] - self.mean_costs_[hull]
+            with np.errstate(over="ignore"):
+                util = wtp * self.mean_scores_[hull] - self.mean_costs_[hull]
+            if np.isinf(util).any():  # lambda * score past float64: the same order, divided
+                util = self.mean_scores_[hull] - self.mean_costs_[hull] / wtp
             best = hull[int(np.flatnonzero(util == util.max())[0])]  # ascending cost: cheapest tie
             return np.full(n, best, dtype=np.int64)
         return np.full(n, hull[-1], dtype=np.int64)

@@ -102,7 +102,11 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
         cheapest allowed one when none is affordable, every allowed one when no allowed LLM
         has a known cost). For ``wtp`` an unknown (NaN) cost counts as infinite, as in
         :func:`~recsys_router.policies.wtp_policy` (utility ``-inf``); a row where no
-        allowed LLM has a known cost has the predicted score as its utility.
+        allowed LLM has a known cost has the predicted score as its utility. A row where
+        ``lambda * P_hat`` overflows float64 (``wtp`` near 1e308) takes its limit: ``-c_hat``
+        on the allowed LLMs with the row's best predicted score, ``-inf`` elsewhere (every
+        other gap is then past any temperature), so exploration agrees with the policy's
+        own choice instead of every utility turning infinite.
 
     Example
     -------
@@ -117,8 +121,13 @@ def policy_utility(scores: np.ndarray, costs: np.ndarray | None, policy: str, va
         # allowed LLMs all have unknown costs is ranked by predicted score alone
         c = np.broadcast_to(np.nan_to_num(np.asarray(costs, dtype=np.float64), nan=np.inf),
                             s.shape)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             util = float(value) * s - c
+        over = (np.isinf(float(value) * np.where(allowed, s, 0.0)) & allowed).any(axis=1)
+        if over.any():  # lambda * P_hat past float64 (wtp near 1e308): the limit of the
+            # utility's order is the best predicted score first, then the cheaper cost
+            so = np.where(allowed[over], s[over], -np.inf)
+            util[over] = np.where(so == so.max(axis=1, keepdims=True), -c[over], -np.inf)
         unknown = ~np.isfinite(np.where(allowed, c, np.inf)).any(axis=1)
         util[unknown] = s[unknown]
         return util, allowed
