@@ -112,6 +112,9 @@ def test_pool_changes_refused_without_a_configured_key(served):
     ({"name": "x", "probes": "BOOLSCORE"}, 422),                # true was read as 1.0
     ({"name": "x", "probes": "STRCOST"}, 422),                  # "1e-6" was read as a number
     ({"name": "x", "probes": "P", "price_in": "1"}, 422),
+    ({"name": "x", "probes": "P", "strategy": "random\nforged: yes"}, 422),  # a line break
+    ({"name": "x", "probes": "P", "strategy": "random\x1b[2J"}, 422),        # an escape
+    ({"name": "x", "probes": "P", "strategy": "   "}, 422),                   # blank
 ])
 def test_bad_adds_change_nothing(served, body, code):
     art, probes = served

@@ -27,6 +27,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
+from ..coldstart.probes_input import check_strategy_label
 from .backends import BackendSpecError, check_backend
 from .guards import SafeStr, printable
 
@@ -159,8 +160,13 @@ def add_llm_admin_routes(app: FastAPI, served, cfg) -> None:
         scores = {p.text: p.score for p in req.probes}
         costs = {p.text: p.cost for p in req.probes} if all(have_cost) else None
         weights = [p.weight for p in req.probes] if all(have_w) else None
+        if req.strategy is not None:  # the rule `onboard --strategy` follows
+            try:
+                check_strategy_label(req.strategy)
+            except ValueError as exc:
+                raise HTTPException(422, str(exc)) from None
         backend = None if req.backend is None else _backend(req)
-        prov = {"strategy": req.strategy or "unspecified",
+        prov = {"strategy": req.strategy.strip() if req.strategy else "unspecified",
                 "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "via": "POST /llms"}
         async with lock:
