@@ -127,6 +127,70 @@ def test_pair_without_costs_never_takes_the_strong_llm_twice():
         assert mean[names.index(weak)] == mean.max()  # another LLM tied for the best
 
 
+def _pair_of(scores, costs):
+    from recsys_router.data import RoutingData
+    from recsys_router.evaluation.protocols.routellm import routellm_pair
+
+    names = ["big", "m1", "m2"]
+    d = RoutingData(["q1", "q2"], names, scores, costs)
+    notes = []
+    return routellm_pair(d, names, None, notes, "x"), notes
+
+
+def test_pair_when_only_the_strong_llm_has_a_train_cost_is_the_second_best_mean():
+    """Review CAL r2: with a cost for "big" only, the masked costs were all inf and argmin
+    took column 0, the strong LLM itself: the pair (big, big), with a note calling "big" the
+    cheapest other LLM. Train means by hand: big 0.95, m1 0.45, m2 0.25; no other LLM has a
+    cost, so the weak LLM is the best of the others, m1, and the note says so."""
+    s = np.array([[1.0, 0.5, 0.2], [0.9, 0.4, 0.3]])
+    c = np.array([[3.0, np.nan, np.nan], [3.0, np.nan, np.nan]])
+    pair, notes = _pair_of(s, c)
+    assert pair == ("big", "m1")
+    assert notes == ["routellm x: the pool has 3 LLMs; evaluated the pair strong=big (best train "
+                     "mean) vs weak=m1 (second-best train mean: no other LLM has a known train "
+                     "cost)"]
+    # costs known for the others: the cheaper of m1 (mean 5) and m2 (mean 2) is the weak one
+    pair, notes = _pair_of(s, np.array([[3.0, 5.0, 2.0], [3.0, 5.0, 2.0]]))
+    assert pair == ("big", "m2") and "weak=m2 (cheapest other LLM by mean train cost)" in notes[0]
+
+
+def test_pair_of_a_pool_without_usable_train_scores_is_skipped_with_a_note():
+    """Review CAL r2: a pool with no observed train score raised numpy's bare "All-NaN slice
+    encountered"; it is now skipped with a note naming the pool and the data. So is a pool
+    where only the strong LLM has a train score and no LLM has a cost (the weak one was
+    column 0, the strong one itself)."""
+    pair, notes = _pair_of(np.full((2, 3), np.nan), np.ones((2, 3)))
+    assert pair is None
+    assert notes == ["routellm x: no LLM of the pool ['big', 'm1', 'm2'] has an observed score "
+                     "in the training data 'data', so there is no strong LLM; skipped"]
+    s = np.array([[1.0, np.nan, np.nan], [0.5, np.nan, np.nan]])
+    pair, notes = _pair_of(s, None)
+    assert pair is None and len(notes) == 1
+    assert notes[0].startswith("routellm x: no LLM of the pool other than the strong one (big) "
+                               "has a known train cost or an observed train score")
+
+
+def test_evaluate_with_costs_for_the_best_llm_only_pairs_two_llms():
+    """End to end (review CAL r2): evaluate --protocol routellm on data where only the best LLM
+    has costs failed with "appears in 2 rows" (both roles on one LLM); it now runs on the
+    pair (best, second-best train mean)."""
+    from recsys_router.datasets.synthetic import make_synthetic
+    from recsys_router.evaluation.runner import EvalConfig, evaluate
+
+    data = make_synthetic(80, 3, seed=3)
+    mean = np.nanmean(data.scores, axis=0)
+    best = int(np.argmax(mean))
+    costs = np.full(data.shape, np.nan)
+    costs[:, best] = data.costs[:, best]
+    data = type(data)(data.queries, data.llms, data.scores, costs, name="only-best-costs")
+    res = evaluate(data, EvalConfig(["best-single"], protocols=["routellm"], encoder="hashing",
+                                    fallback=False, seed=0), progress=False)
+    note = [n for n in res.notes if "evaluated the pair" in n]
+    assert len(note) == 1 and f"strong={data.llm_names[best]} " in note[0]
+    assert "second-best train mean: no other LLM has a known train cost" in note[0]
+    assert len(res.metrics[res.metrics["protocol"] == "routellm"]) > 0
+
+
 def test_equal_pair_refused_before_fitting():
     from recsys_router.datasets.synthetic import make_synthetic
     from recsys_router.evaluation.runner import EvalConfig, evaluate

@@ -45,8 +45,27 @@ def threshold_settings(scores, strong: int, weak: int, n: int = 10):
 
 def routellm_pair(train, names: list[str], pair, notes: list[str],
                   where: str) -> tuple[str, str] | None:
-    """The (strong, weak) pair of a pool: the given one, else the best train mean against the
-    cheapest other LLM (second-best mean without costs); None (with a note) to skip."""
+    """The (strong, weak) pair of a pool, or None (with a note saying why) to skip the pool.
+
+    The given ``pair`` when there is one. Otherwise the strong LLM is the best train mean
+    (the first of tied ones) and the weak one is, among the *other* LLMs, the cheapest by
+    mean train cost; where no other LLM has a known train cost (data without costs, or
+    costs only for the strong LLM) it is the second-best train mean (the best of the other
+    LLMs). In a pool of 2 LLMs the weak one is the other LLM. The weak LLM is never the
+    strong one: a pool of fewer than 2 LLMs, one where no LLM has an observed train score,
+    and one of 3 or more where no other LLM has a known train cost or an observed train
+    score are skipped with a note (``--routellm-pair`` names a pair).
+
+    Example
+    -------
+    >>> from recsys_router.data import RoutingData
+    >>> d = RoutingData(["q"], ["a", "b", "c"], [[0.9, 0.5, 0.7]], [[3.0, float("nan"), None]])
+    >>> notes = []
+    >>> routellm_pair(d, d.llm_names, None, notes, "x")
+    ('a', 'c')
+    >>> notes[0].split("weak=")[-1]
+    'c (second-best train mean: no other LLM has a known train cost)'
+    """
     if pair is not None:
         strong, weak = pair
         missing = [x for x in (strong, weak) if x not in names]
@@ -58,20 +77,29 @@ def routellm_pair(train, names: list[str], pair, notes: list[str],
         notes.append(f"routellm {where}: needs at least 2 LLMs; skipped")
         return None
     sub = train.subset(llms=names)
-    mean = sub.llm_summary()["mean_score"].to_numpy()
-    strong = names[int(np.nanargmax(mean))]
+    mean = sub.llm_summary()["mean_score"].to_numpy(dtype=np.float64)
+    if not np.isfinite(mean).any():
+        notes.append(f"routellm {where}: no LLM of the pool {names} has an observed score in "
+                     f"the training data {train.name!r}, so there is no strong LLM; skipped")
+        return None
+    js = int(np.argmax(np.nan_to_num(mean, nan=-np.inf)))  # the first of tied best means
+    strong = names[js]
     if len(names) == 2:
-        return strong, [n for n in names if n != strong][0]
-    if train.costs is None:
-        others = np.nan_to_num(mean, nan=-np.inf)
-        others[names.index(strong)] = -np.inf  # ties for the best mean: never the strong one
-        weak = names[int(np.argmax(others))]
-        why = "second-best train mean (no costs)"
-    else:
-        mc = np.nan_to_num(sub.mean_costs(), nan=np.inf)
-        mc[names.index(strong)] = np.inf
-        weak = names[int(np.argmin(mc))]
+        return strong, names[1 - js]
+    other = np.arange(len(names)) != js
+    mc = np.asarray(sub.mean_costs(), dtype=np.float64)
+    if (other & np.isfinite(mc)).any():
+        weak = names[int(np.argmin(np.where(other & np.isfinite(mc), mc, np.inf)))]
         why = "cheapest other LLM by mean train cost"
+    elif (other & np.isfinite(mean)).any():
+        weak = names[int(np.argmax(np.where(other & np.isfinite(mean), mean, -np.inf)))]
+        why = ("second-best train mean: no costs" if train.costs is None else
+               "second-best train mean: no other LLM has a known train cost")
+    else:
+        notes.append(f"routellm {where}: no LLM of the pool other than the strong one ({strong}) "
+                     f"has a known train cost or an observed train score in {train.name!r}, so "
+                     "there is no weak LLM to choose; skipped (--routellm-pair names one)")
+        return None
     notes.append(f"routellm {where}: the pool has {len(names)} LLMs; evaluated the pair strong="
                  f"{strong} (best train mean) vs weak={weak} ({why})")
     return strong, weak
