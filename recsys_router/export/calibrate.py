@@ -212,7 +212,11 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
         Queries to calibrate on; must hold every LLM of the artifact's pool. True costs are
         used where a cell has one and the router's predicted cost where not
         (``cost_source``: ``true``, ``mixed`` with ``predicted_cells`` = [cells predicted,
-        cells], or ``predicted`` when the data has no cost at all).
+        cells], or ``predicted`` when the data has no cost at all). A router that says what
+        it pays (the cascade, ``own_costs``) is charged its estimates (the LLMs' mean train
+        costs) for the unknown cells, including every cell of data without costs. A target
+        cost no candidate value has a known mean cost for is refused before anything is
+        written.
     policy : {"wtp", "budget"}
     target_cost : float, optional
         Wanted mean cost per query.
@@ -255,8 +259,10 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
     choose = values = None
     if getattr(art.router, "own_costs", False):  # e.g. cascade: what it really pays
         # an unknown cost is charged its estimate here, as for every router (a cascade's
-        # decide leaves a query with an unknown cost unpaid, NaN, as evaluate does)
-        priced = data if not n_unknown else _with_estimates(data, art.router.llm_mean_costs())
+        # decide leaves a query with an unknown cost unpaid, NaN, as evaluate does); data
+        # without any cost is charged the estimates throughout
+        priced = data if true_costs is not None and not n_unknown else \
+            _with_estimates(data, art.router.llm_mean_costs())
 
         def choose(v):
             return art.router.decide(priced, **{policy: v})
@@ -268,6 +274,10 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
     res = calibrate_policy(scores, costs, policy=policy, target_cost=target_cost,
                            target_share=share, true_costs=true_costs, choose=choose,
                            values=values)
+    if not np.isfinite(res["achieved"]):  # never a NaN in the manifest (not JSON)
+        raise ValueError(f"calibration data {data.name!r} ({data.n_queries} queries): no "
+                         f"{policy} value has a known mean cost (the cost of every decision "
+                         "is unknown); the artifact was not changed")
     res["cost_source"] = ("predicted" if true_costs is None else
                           "true" if not n_unknown else "mixed")
     if n_unknown:
@@ -280,10 +290,14 @@ def calibrate_artifact(path, data, *, policy: str = "wtp", target_cost: float | 
 
 
 def _with_estimates(data, mean_costs: np.ndarray):
-    """``data`` with each unknown (NaN) cost cell set to its LLM's estimated cost
-    (:func:`~recsys_router.policies.fill_unknown_costs` of the router's mean costs)."""
+    """``data`` with each unknown (NaN) cost cell, or every cell of data without costs, set
+    to its LLM's estimated cost (:func:`~recsys_router.policies.fill_unknown_costs` of the
+    router's mean costs)."""
     from ..data import RoutingData  # noqa: PLC0415
     est = fill_unknown_costs(np.asarray(mean_costs, dtype=np.float64))
-    costs = np.where(np.isnan(data.costs), est[None, :], data.costs)
+    if data.costs is None:  # no cost at all: every cell is charged its estimate
+        costs = np.broadcast_to(est, data.shape).copy()
+    else:
+        costs = np.where(np.isnan(data.costs), est[None, :], data.costs)
     return RoutingData(data.queries, data.llms, data.scores, costs, name=data.name,
                        source=data.source, meta=data.meta)
