@@ -147,3 +147,27 @@ def test_routerbench_protocol_reports_routerbench_codes_aiq(result):
     for router, want in (("oracle", 0.7875), ("cascade", 0.775), ("best-single", 0.675),
                          ("zero (LLM hull)", 0.675)):
         assert _metric(result, "routerbench", router, "aiq_code") == pytest.approx(want)
+
+
+def test_running_costs_leave_out_llms_the_chain_skips():
+    """Review CAL r3: the running totals summed every LLM of the chain, also one the chain
+    skips on a query (no result there), so the ORBIT budget grid and ``policy_values`` were
+    [1, 3, 7] and never tried cap 5, where the decisions differ. Chain a (1), b (2), c (4),
+    by hand: q0 skips b, so its chain pays 1 then 1 + 4 = 5; q1 pays 1, 3, 7; q2 skips a, so
+    it pays 2 then 6 (a holds 0, nothing paid when the chain passes it); q3 has no result at
+    all and keeps the full chain's totals. At cap 5, q0 ends on c (5) and q1 on b (3)."""
+    from recsys_router.metrics.orbit import budget_grid
+    names = ["a", "b", "c"]
+    tr = RoutingData(["t0", "t1"], names, [[0., 0., 1.]] * 2, [[1., 2., 4.]] * 2)
+    r = CascadeRouter(threshold=1.0).fit(tr)
+    nan = np.nan
+    d = RoutingData(["q0", "q1", "q2", "q3"], names,
+                    [[0., nan, 1.], [0., 0., 1.], [nan, 0., 1.], [nan, nan, nan]],
+                    [[1., 2., 4.]] * 4)
+    assert r.predict_costs(d).tolist() == [[1., 1., 5.], [1., 3., 7.], [0., 2., 6.],
+                                           [1., 3., 7.]]
+    two = d.subset(["q0", "q1"])
+    assert r.policy_values(two, "budget").tolist() == [1., 3., 5., 7.]
+    assert budget_grid(r.predict_costs(two)).tolist() == [1., 3., 5., 7.]
+    ch, paid = r.decide(two, budget=5.0)
+    assert ch.tolist() == [2, 1] and paid.tolist() == [5., 3.]

@@ -235,10 +235,22 @@ class CascadeRouter(Router):
     def _predict_costs(self, data):
         """The cost paid when the cascade ends on each LLM: the query's costs (true where
         known, mean train cost otherwise, as :meth:`decide` charges) summed along the chain
-        up to it, so sweeps built on these costs reach every cap the cascade can use."""
-        c = self._costs_of(data)
+        up to it over the LLMs the query's chain can try, so sweeps built on these costs
+        reach every cap the cascade can use. An LLM the chain skips on the query (no result
+        there) adds nothing: its cell holds the total paid when the chain passes it. A query
+        on which no LLM has a result is charged the full chain.
+
+        Example
+        -------
+        >>> d = RoutingData(["q"], ["a", "b", "c"], [[0., float("nan"), 1.]], [[1., 2., 4.]])
+        >>> CascadeRouter(threshold=1.0).fit(d).predict_costs(d).tolist()
+        [[1.0, 1.0, 5.0]]
+        """
+        c = self._costs_of(data)[:, self.chain_]
+        on = ~np.isnan(data.scores[:, self.chain_])
+        on |= ~on.any(axis=1, keepdims=True)
         out = np.empty_like(c)
-        out[:, self.chain_] = np.cumsum(c[:, self.chain_], axis=1)
+        out[:, self.chain_] = np.cumsum(np.where(on, c, 0.0), axis=1)
         return out
 
     def policy_values(self, data: RoutingData, policy: str) -> np.ndarray:
