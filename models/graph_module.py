@@ -275,6 +275,12 @@ class GraphRouter(GraphColdStartMixin, LightningRouter):
                "graph_owners_": Opt(ListOf(STR)),
                "llm_offsets_": Arr("float64", ("n_pool",), optional=True)}
 
+    def _freeze_params(self) -> None:
+        """Also fix ``cost_weight`` (``cost_weight_``): whether the cost head was trained,
+        and so predicts the costs, is decided at fit."""
+        super()._freeze_params()
+        self.cost_weight_ = check_number(self.cost_weight, "cost_weight", low=0)
+
     def _plan(self, n_items: int, batch_size: int | None = None):
         """The data-scaled plan, its batch cut to what a step hides and its steps to a budget
         of graph work.
@@ -375,7 +381,7 @@ class GraphRouter(GraphColdStartMixin, LightningRouter):
         with no recorded training cost (the head never saw one) gets the dearest known
         prediction of its row (:func:`~recsys_router.policies.fill_unknown_costs`)."""
         self._check_fitted()
-        if not self.has_costs_ or self.cost_weight <= 0:
+        if not self.has_costs_ or self.cost_weight_ <= 0:
             return super()._predict_costs(data)
         _, c = self._predict_both(data)
         known = np.isfinite(np.asarray(self.mean_costs_, np.float64))   # has_costs_: not None

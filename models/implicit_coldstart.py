@@ -24,8 +24,8 @@ class ImplicitColdStartMixin:
     """The LLM onboarding of :class:`~recsys_router.models.implicit_router.ImplicitRouter`.
 
     Reads and replaces the router's ``llm_factors_`` and ``calib_`` and uses its
-    ``query_factors``, ``_predict_scores``, ``score_range_``, ``alpha``, ``noise_var_`` and
-    ``llm_info_`` (the onboarded LLMs).
+    ``query_factors``, ``_predict_scores``, ``score_range_``, ``alpha_`` (``alpha`` fixed at
+    fit), ``noise_var_`` and ``llm_info_`` (the onboarded LLMs).
     """
 
     native_add_llm = True
@@ -37,7 +37,7 @@ class ImplicitColdStartMixin:
         The probe queries' factors are folded in from their text; a probe is positive by
         the rule of :func:`~recsys_router.models.components.implicit_data.interaction_matrix`
         (scaled score > 0 and at least the query's mean predicted scaled score over the
-        pool), with confidence ``1 + alpha * s`` (1 for
+        pool), with confidence ``1 + alpha_ * s`` (1 for
         the others). The item factor is the MAP of ALS's weighted least squares over the
         probes, each probe's confidence multiplied by its probe weight, under the Gaussian
         prior of the fitted LLMs' factors (:func:`~recsys_router.models.components.item_prior.fold_in_item`;
@@ -57,7 +57,7 @@ class ImplicitColdStartMixin:
         pool = self._predict_scores(probes)
         row_mean = np.clip((pool.mean(axis=1) - lo) / (hi - lo), 0.0, 1.0) if hi > lo else 0.0
         pos = (s > 0) & (s >= row_mean - 1e-12)
-        conf = np.where(pos, 1.0 + float(self.alpha) * s, 1.0)
+        conf = np.where(pos, 1.0 + self.alpha_ * s, 1.0)
         fitted = self._fitted_columns()
         noise = getattr(self, "noise_var_", None)
         v = fold_in_item(x, pos.astype(np.float64), conf, vw, *prior_of(self.llm_factors_[fitted]),

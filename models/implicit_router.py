@@ -200,20 +200,31 @@ class ImplicitRouter(ImplicitColdStartMixin, Router):
         self.seed = seed
 
     # ------------------------------------------------------------------ fitting
+    def _freeze_params(self) -> None:
+        """Fix what prediction and ``add_llm`` read: the fold-in (``fold_in_``), its
+        neighbour count (``k_``) and the confidence slope of an added LLM's probes
+        (``alpha_``); ``set_params`` after ``fit`` changes none of them until the next
+        ``fit`` (a router loaded from an artifact gets them from its stored parameters)."""
+        if self.fold_in not in _FOLD_INS:
+            raise ValueError(f"fold_in must be one of {_FOLD_INS}, got {self.fold_in!r}")
+        if int(self.k) < 1:
+            raise ValueError(f"k must be >= 1, got {self.k!r}")
+        if self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha!r}")
+        self.fold_in_, self.k_, self.alpha_ = self.fold_in, int(self.k), float(self.alpha)
+
     def _check_params(self) -> None:
         if self.model not in ("als", "bpr"):
             raise ValueError(f"model must be 'als' or 'bpr', got {self.model!r}")
-        if self.fold_in not in _FOLD_INS:
-            raise ValueError(f"fold_in must be one of {_FOLD_INS}, got {self.fold_in!r}")
-        if int(self.factors) < 1 or int(self.iterations) < 1 or int(self.k) < 1:
-            raise ValueError("factors, iterations and k must be >= 1")
+        if int(self.factors) < 1 or int(self.iterations) < 1:
+            raise ValueError("factors and iterations must be >= 1")
         if not (self.ridge_alpha == "auto" or (isinstance(self.ridge_alpha, (int, float))
                                                and np.isfinite(self.ridge_alpha)
                                                and self.ridge_alpha >= 0)):
             raise ValueError(f"ridge_alpha must be 'auto' or a finite number >= 0, "
                              f"got {self.ridge_alpha!r}")
-        if self.alpha < 0 or self.regularization < 0:
-            raise ValueError("alpha and regularization must be >= 0")
+        if self.regularization < 0:
+            raise ValueError("regularization must be >= 0")
         check_seed(self.seed)
         if self.model == "bpr":
             check_number(self.learning_rate, "learning_rate", low=0, low_open=True)
@@ -260,12 +271,12 @@ class ImplicitRouter(ImplicitColdStartMixin, Router):
         emb = encode_queries(enc, train)
         fb = getattr(self, "_feedback", None)  # set by LoggedFeedbackRouter for one fit
         if fb is None:
-            mat, calib_target, calib_weight = (interaction_matrix(train, float(self.alpha),
+            mat, calib_target, calib_weight = (interaction_matrix(train, self.alpha_,
                                                                   *self.score_range_),
                                                train.scores, None)
         else:
             t = logged_training(train, emb, fb["feedback"], fb["propensity_clip"], self.model,
-                                float(self.alpha), *self.score_range_, seed=int(self.seed))
+                                self.alpha_, *self.score_range_, seed=int(self.seed))
             mat, calib_target, calib_weight = t["matrix"], t["calib_target"], t["calib_weight"]
         if mat.nnz == 0:
             raise DataValidationError("no positive cell in the train matrix (every observed score "
@@ -289,7 +300,7 @@ class ImplicitRouter(ImplicitColdStartMixin, Router):
             self.ridge_coef_ = ridge(z, self.query_factors_, self.ridge_alpha_)
             loo = self._fold(emb)
         # calibration on leave-one-out folded-in train factors (what a new query gets)
-        if self.fold_in == "knn":
+        if self.fold_in_ == "knn":
             loo = self._fold(emb, leave_out_self=True)
         # the preferences' noise seen from folded-in factors: weighs an added LLM's probes
         self.noise_var_ = noise_variance(mat, loo, self.llm_factors_)
@@ -300,13 +311,13 @@ class ImplicitRouter(ImplicitColdStartMixin, Router):
 
     # ------------------------------------------------------------------ prediction
     def _fold(self, emb: np.ndarray, leave_out_self: bool = False) -> np.ndarray:
-        if self.fold_in == "ridge":
+        if self.fold_in_ == "ridge":
             z = (emb - self.emb_mean_) / self.emb_scale_
             return np.hstack([z, np.ones((len(z), 1))]) @ self.ridge_coef_
         sims = unit_rows(emb) @ self.train_unit_emb_.T
         if leave_out_self and sims.shape[1] > 1:  # emb are the train rows themselves
             np.fill_diagonal(sims, -np.inf)
-        k = min(int(self.k), sims.shape[1] - int(leave_out_self and sims.shape[1] > 1))
+        k = min(self.k_, sims.shape[1] - int(leave_out_self and sims.shape[1] > 1))
         nn = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         return self.query_factors_[nn].mean(axis=1)
 

@@ -25,7 +25,8 @@ Class attributes tune the checks:
 
 A text router (``uses_text`` and an ``encoder`` parameter) must predict with the encoder
 fixed at ``fit``: ``test_encoder_fixed_at_fit`` sets another encoder (and other encoder
-options) on a fitted copy and expects the same predictions; other routers skip it.
+options) on a fitted copy and expects the same predictions; other routers skip it. No
+router reads a constructor parameter after ``fit`` (``tests/router_contract_params.py``).
 
 Override the ``data`` fixture (a dict with ``train``/``test`` and optionally ``val``) to
 run on other data; the default is the shared ``sim_split`` fixture (300 simulated queries,
@@ -45,6 +46,7 @@ from recsys_router.data import RoutingData
 from recsys_router.encoders import HashingEncoder
 from recsys_router.errors import DataValidationError, NotFittedError
 from recsys_router.router import Router
+from router_contract_params import ParamsFixedContract
 
 __all__ = ["RouterContract", "strip_ground_truth", "mean_routed_score", "with_new_llm",
            "query_encoder", "other_encoder", "ENCODER_OPTION_PARAMS"]
@@ -101,7 +103,7 @@ def other_encoder(router: Router, texts) -> HashingEncoder:
     return other
 
 
-class RouterContract:
+class RouterContract(ParamsFixedContract):
     """Mixin of contract tests; subclass it as ``Test<Name>`` and set ``router_factory``."""
 
     router_factory = None

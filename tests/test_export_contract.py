@@ -16,6 +16,7 @@ import torch
 from recsys_router.export import export_router, load_router
 from recsys_router.registry import available_routers, make_router, router_factory
 from router_contract import ENCODER_OPTION_PARAMS, other_encoder
+from router_contract_params import assert_params_fixed
 
 #: fast hyperparameters per router (only keys the router takes are used)
 FAST = {"max_epochs": 1, "epochs": 3, "encoder_options": {"dim": 32}, "hidden": 8,
@@ -73,6 +74,9 @@ def test_export_reload_identical(name, sim_split, tmp_path):
             encoder=other_encoder(loaded.router, te.texts[:20]),
             **{k: {"dim": 7} for k in ENCODER_OPTION_PARAMS if k in router.get_params()})
         np.testing.assert_array_equal(moved.predict_scores(te), loaded.router.predict_scores(te))
+    # and every other hyperparameter prediction reads is restored from the stored parameters
+    # (``_freeze_params`` on load), never read from the parameters afterwards
+    assert_params_fixed(loaded.router, te)
     # the ExportedRouter answers for a RoutingData as the router itself does
     res = loaded.route(te, budget=budget)
     assert [r["llm"] for r in res] == list(router.route(te, budget=budget))

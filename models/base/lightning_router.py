@@ -189,6 +189,13 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
         self.score_transform = score_transform
 
     # ------------------------------------------------------------------ fitting
+    def _freeze_params(self) -> None:
+        """Check the trainer settings (as ``fit`` does) and fix the ``batch_size`` prediction
+        reads as ``batch_size_``: ``set_params`` after ``fit`` changes no prediction until the
+        next ``fit``."""
+        self._check_settings()
+        self.batch_size_ = self.batch_size
+
     def _datamodule(self, train: RoutingData, val: RoutingData | None):
         from recsys_router.datamodules.routing_datamodule import RoutingDataModule
         splits = {"train": train} if val is None else {"train": train, "val": val}
@@ -312,6 +319,7 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
                     "seed": datamodule.seed}
         router = LightningRouter(f"{type(module).__module__}:{type(module).__name__}", hp,
                                  **{**defaults, **options})
+        router._freeze_params()
         train = datamodule.splits["train"]
         router.llm_names_ = list(train.llm_names)
         router.mean_costs_ = train.mean_costs() if train.costs is not None else None
@@ -351,7 +359,9 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
         return self._pool_logits(self.embed(data))
 
     def _pool_logits(self, x: np.ndarray) -> np.ndarray:
-        out = predict_logits(self.net_, x, batch_size=max(256, self.trainer_setting("batch_size") or 0))
+        # rows per network call: the batch size fixed at fit (or the one its plan used), >= 256
+        used = self.batch_size_ or (getattr(self, "plan_", None) or {}).get("batch_size")
+        out = predict_logits(self.net_, x, batch_size=max(256, int(used or 0)))
         return self._with_added_llms(out, x)
 
     def to_data_scale(self, probs: np.ndarray) -> np.ndarray:

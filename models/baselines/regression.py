@@ -182,8 +182,11 @@ class _MLPBase(TextEmbeddingMixin, Router):
         from recsys_router.state.nets import module_arrays
         fields, arrays = super()._get_state()
         lin = [m for m in self.model_.modules() if isinstance(m, torch.nn.Linear)]
+        # sizes read off the fitted network, never off the parameters (set_params after fit
+        # must not change what is stored): hidden width 0 for a linear model
         fields["model_"] = {"in_dim": int(lin[0].in_features), "out_dim": int(lin[-1].out_features),
-                            "hidden_size": int(self.hidden_size), "n_hidden": len(lin) - 1}
+                            "hidden_size": int(lin[0].out_features) if len(lin) > 1 else 0,
+                            "n_hidden": len(lin) - 1}
         arrays.update({f"model_/{k}": v for k, v in module_arrays(self.model_).items()})
         return fields, arrays
 
