@@ -20,7 +20,7 @@ from .coldstart.pool import core_view, observed_range, pool_changed, pool_costs,
 from .policies import apply_policy, check_policy_values, fill_unknown_costs
 # add_llm / remove_llm / llm_mean_costs: the pool methods every router shares
 from .router_pool import LLMPoolMixin
-# get_params / set_params / __repr__ / _freeze_params: the hyperparameter methods
+# get_params / set_params / params_at_fit / _freeze_params: the hyperparameter methods
 from .router_params import ParamsMixin
 from .state import Part, StateError, check_state, collect_state
 
@@ -141,7 +141,7 @@ class Router(ParamsMixin, LLMPoolMixin, ABC):
         # lie on; artifacts carry it in their manifest (score_range), not in the router state
         self.score_range_ = observed_range(train.scores)
         self.core_llms_, self.probe_llms_, self.llm_info_ = None, {}, {}
-        self._freeze_params()
+        self._fix_params()
         self._fit(train, val)
         self.fitted_ = True
         return self
@@ -216,7 +216,7 @@ class Router(ParamsMixin, LLMPoolMixin, ABC):
         """
         router = cls(**params)
         try:
-            router._freeze_params()
+            router._fix_params()
         except ValueError as exc:  # a stored parameter that fit would refuse
             raise StateError(f"{cls.__name__} parameters: {exc}") from exc
         for name, spec in cls.state_spec().items():

@@ -3,7 +3,8 @@
 
 The constructor stores each hyperparameter as an attribute of the same name;
 ``get_params`` / ``set_params`` read and write them; what prediction reads is fixed at
-``fit`` by ``_freeze_params``.
+``fit`` by ``_freeze_params``, and the parameters as of ``fit`` are kept for an export
+(``params_at_fit``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ __all__ = ["ParamsMixin"]
 
 
 class ParamsMixin:
-    """``get_params``, ``set_params``, ``__repr__`` and the ``_freeze_params`` hook.
+    """``get_params``, ``set_params``, ``__repr__``, ``params_at_fit`` and the
+    ``_freeze_params`` hook.
 
     Example
     -------
@@ -51,6 +53,21 @@ class ParamsMixin:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+    def params_at_fit(self) -> dict:
+        """The constructor arguments as they were at the last ``fit`` (or when the router
+        was rebuilt from stored state): what an export stores, so that the loaded router
+        fixes what this one fixed even after a later :meth:`set_params`. Before the first
+        fit, :meth:`get_params`."""
+        fixed = getattr(self, "fit_params_", None)
+        return dict(fixed) if fixed is not None else self.get_params()
+
+    def _fix_params(self) -> None:
+        """Record the parameters as of now (``fit_params_``, read by :meth:`params_at_fit`)
+        and run :meth:`_freeze_params`. Run by ``fit`` and on a router rebuilt from stored
+        state."""
+        self._freeze_params()
+        self.fit_params_ = self.get_params()
 
     def _freeze_params(self) -> None:
         """Check the hyperparameters prediction reads and fix them as state (``mode_``,

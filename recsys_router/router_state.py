@@ -163,7 +163,7 @@ def router_to_state(router: Router) -> tuple[dict, dict]:
     router._check_fitted()
     params, tuples = {}, []
     nested = set(getattr(router, "_part_params_", ()))   # rebuilt from a nested part
-    for k, v in router.get_params().items():
+    for k, v in router.params_at_fit().items():   # a later set_params changes no artifact
         if k in nested:
             continue
         v = _stored_param(k, v, f"parameter {k}")

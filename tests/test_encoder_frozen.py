@@ -74,10 +74,10 @@ def test_export_after_set_params_holds_the_fitted_encoder(split, tmp_path, name)
     r.set_params(encoder="tfidf")                          # the next fit's, unfitted now
     out = export_router(r, tmp_path / name, train_data=train)
     man = json.loads((out / "manifest.json").read_text())
-    assert man["router_params"]["encoder"] == "tfidf"      # the parameters as set
+    assert man["router_params"]["encoder"] == "hashing"    # the parameters as fitted
     assert man["encoder"] == {"identity": HashingEncoder(512).identity, "dim": 512}
     back = load_router(out).router
-    assert back.encoder == "tfidf" and back.encoder_.identity == HashingEncoder(512).identity
+    assert back.encoder == "hashing" and back.encoder_.identity == HashingEncoder(512).identity
     np.testing.assert_array_equal(back.predict_scores(test), before)
     assert back.route(test).tolist() == choice
 

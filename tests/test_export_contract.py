@@ -16,7 +16,7 @@ import torch
 from recsys_router.export import export_router, load_router
 from recsys_router.registry import available_routers, make_router, router_factory
 from router_contract import ENCODER_OPTION_PARAMS, other_encoder
-from router_contract_params import assert_params_fixed
+from router_contract_params import assert_params_fixed, unreadable_params
 
 #: fast hyperparameters per router (only keys the router takes are used)
 FAST = {"max_epochs": 1, "epochs": 3, "encoder_options": {"dim": 32}, "hidden": 8,
@@ -77,6 +77,12 @@ def test_export_reload_identical(name, sim_split, tmp_path):
     # and every other hyperparameter prediction reads is restored from the stored parameters
     # (``_freeze_params`` on load), never read from the parameters afterwards
     assert_params_fixed(loaded.router, te)
+    # an export made after set_params stores the parameters as of fit (never reading the
+    # new ones, which here fail on any use): it loads to the same router
+    moved = copy.deepcopy(router).set_params(**unreadable_params(router))
+    again = load_router(export_router(moved, tmp_path / "moved", train_data=tr)).router
+    assert again.get_params() == loaded.router.get_params()
+    np.testing.assert_array_equal(again.predict_scores(te), loaded.router.predict_scores(te))
     # the ExportedRouter answers for a RoutingData as the router itself does
     res = loaded.route(te, budget=budget)
     assert [r["llm"] for r in res] == list(router.route(te, budget=budget))

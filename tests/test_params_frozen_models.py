@@ -8,7 +8,9 @@ router fitted with the ridge fold-in then folded new queries in by kNN, and the 
 ``cost_weight=0``, whose cost head never trained, answered costs from that untrained head
 after ``set_params(cost_weight=1)``); every Lightning router's ``batch_size`` (a value ``fit``
 refuses broke prediction); and the MLP baselines' export wrote ``hidden_size`` from the
-parameter, so an export after ``set_params(hidden_size=...)`` no longer loaded. The generic
+parameter, so an export after ``set_params(hidden_size=...)`` no longer loaded; and every
+export stored the parameters as set last, not as fitted, so the loaded router fixed other
+values than the exported one (``params_at_fit`` now). The generic
 check of every router is ``RouterContract.test_params_fixed_at_fit``
 (``tests/router_contract_params.py``); these tests add the next fit, the values and the export.
 """
@@ -16,6 +18,7 @@ check of every router is ``RouterContract.test_params_fixed_at_fit``
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -128,3 +131,25 @@ def test_mlp_export_reads_the_fitted_network(split, tmp_path, name, sizes):
     widths = [m.out_features for m in loaded.model_.modules() if isinstance(m, torch.nn.Linear)]
     assert widths == [8] * sizes["n_hidden"] + [train.n_llms]
 
+
+def test_export_after_set_params_stores_the_params_of_fit(split, tmp_path):
+    """An export stores the parameters the router was fitted with: one made after
+    ``set_params(fold_in="knn")`` on a ridge-fitted ALS router loaded as a kNN one (scores
+    0.5 apart on this data) before."""
+    train, test = split
+    r = make_router("als", factors=4, iterations=5).fit(train)
+    r.set_params(fold_in="knn", k=1, alpha=0.5)
+    assert r.params_at_fit()["fold_in"] == "ridge" and r.get_params()["fold_in"] == "knn"
+    out = export_router(r, tmp_path / "als", train_data=train)
+    man = json.loads((out / "manifest.json").read_text())
+    assert (man["router_params"]["fold_in"], man["router_params"]["k"],
+            man["router_params"]["alpha"]) == ("ridge", 10, 10.0)
+    loaded = load_router(out).router
+    assert (loaded.fold_in_, loaded.k_, loaded.alpha_) == ("ridge", 10, 10.0)
+    np.testing.assert_allclose(loaded.predict_scores(test), r.predict_scores(test),
+                               rtol=1e-6, atol=1e-9)
+    # the next fit takes the parameters set since, and so does its export
+    r.fit(train)
+    assert r.params_at_fit()["fold_in"] == "knn"
+    again = load_router(export_router(r, tmp_path / "als2", train_data=train)).router
+    assert (again.fold_in_, again.k_, again.alpha_) == ("knn", 1, 0.5)

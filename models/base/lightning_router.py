@@ -319,7 +319,7 @@ class LightningRouter(ModuleSpecMixin, LLMRowsMixin, LightningStateMixin, Router
                     "seed": datamodule.seed}
         router = LightningRouter(f"{type(module).__module__}:{type(module).__name__}", hp,
                                  **{**defaults, **options})
-        router._freeze_params()
+        router._fix_params()
         train = datamodule.splits["train"]
         router.llm_names_ = list(train.llm_names)
         router.mean_costs_ = train.mean_costs() if train.costs is not None else None

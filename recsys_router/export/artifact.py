@@ -110,7 +110,8 @@ def _encoder_info(router: Router) -> dict | None:
     if enc is not None and hasattr(enc, "identity"):  # a precomputed table's: without its path
         ident = enc.stored_identity() if hasattr(enc, "stored_identity") else enc.identity
         return {"identity": str(ident), "dim": int(enc.dim)}
-    name = getattr(router, "encoder", None)  # a wrapper's: by built-in name, never a file's path
+    # a wrapper's: by built-in name, never a file's path; the one it was fitted with
+    name = router.params_at_fit().get("encoder")
     return {"identity": encoder_param(name), "dim": None} if name is not None else None
 
 
