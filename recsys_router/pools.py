@@ -8,7 +8,9 @@ are formed from the LLMs whose mean train score qualifies. Two constructions
 ``get_router_dataset.py``; where it and the paper differ, the code):
 
 * the LLMs are ranked by mean train score, ascending (ties keep the dataset's LLM order);
-  the qualifying ones have ``low < mean <= high`` (default ``0.1 < mean <= 0.9``);
+  the qualifying ones have ``low < mean <= high`` (default ``0.1 < mean <= 0.9``; the mean
+  is taken in float64 of the float32-stored scores, and one within float32's rounding of a
+  bound counts as equal to it, as RouterEval's float64 data would have it);
 * the region size is ``k = max(floor(frac * N), m)`` with ``N`` *all* the LLMs of the data
   (``frac = 0.2``: ``max(N // 5, m)``);
 * ``"all-weak"``: the lowest region is the ``k`` qualifying LLMs starting at the weakest one;
@@ -57,6 +59,9 @@ GROUPS = ("all-strong", "all-weak", "strong-to-weak")
 #: candidate-group constructions: RouterEval's released code, or the best-combination search
 METHODS = ("routereval", "oracle-best")
 _TOL = 1e-12
+#: float32's unit round-off (2**-24): scores are stored as float32, so a stored score, and the
+#: float64 mean of stored scores, can sit this far (relative) from the value the data meant
+_F32_ROUNDING = float(np.finfo(np.float32).eps) / 2
 
 
 def oracle_score(data: RoutingData, llms: Sequence[str]) -> float:
@@ -84,12 +89,29 @@ def _ranked(train: RoutingData, low: float, high: float, method: str) -> np.ndar
     dataset's LLM order."""
     obs = train.observed
     n = obs.sum(axis=0)
-    total = np.where(obs, train.scores, 0.0).astype(np.float64).sum(axis=0)
+    total = np.where(obs, train.scores.astype(np.float64), 0.0).sum(axis=0)
     mean = np.divide(total, n, out=np.full(train.n_llms, np.nan), where=n > 0)
-    above = mean > low + _TOL if method == "routereval" else mean >= low - _TOL
-    ok = np.flatnonzero(above & (mean <= high + _TOL))
+    tol_low, tol_high = _bound_tolerance(low), _bound_tolerance(high)
+    above = mean > low + tol_low if method == "routereval" else mean >= low - tol_low
+    ok = np.flatnonzero(above & (mean <= high + tol_high))
     sign = 1.0 if method == "routereval" else -1.0
     return ok[np.argsort(sign * mean[ok], kind="stable")]
+
+
+def _bound_tolerance(bound: float) -> float:
+    """How close (float64) a mean of float32-stored scores must be to a qualifying bound to
+    count as equal to it: float32's rounding of a value the size of the bound (at least
+    1e-12). An LLM scoring 0.1 on every query has the float64 mean 0.10000000149 of its
+    stored scores, which RouterEval's float64 rule (``0.1 < mean``) leaves out; so must this.
+
+    Example
+    -------
+    >>> 0.9000000059604645 <= 0.9 + _bound_tolerance(0.9)     # mean of 0.85f and 0.95f
+    True
+    >>> 0.10000000149011612 > 0.1 + _bound_tolerance(0.1)     # mean of 0.1f everywhere
+    False
+    """
+    return max(_TOL, _F32_ROUNDING * abs(float(bound)))
 
 
 def _means(train: RoutingData, cols: np.ndarray) -> np.ndarray:

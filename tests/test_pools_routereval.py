@@ -131,6 +131,24 @@ def test_bounds_exactly_point_one_out_point_nine_in():
                                       "strong-to-weak": ["l1"]}
 
 
+def test_bounds_hold_for_continuous_scores_stored_as_float32():
+    # an LLM scoring 0.1 on every query (mean 0.1: out), one scoring 0.85 / 0.95 (mean 0.9:
+    # in); stored as float32 their float64 means are 0.10000000149 and 0.90000000596
+    s = np.array([[0.10, 0.85, 0.5, 0.6, 0.1000001, 0.9000001],
+                  [0.10, 0.95, 0.5, 0.6, 0.1000001, 0.9000001]])
+    d = _data(s)
+    assert d.scores.dtype == np.float32
+    # the released rule on the float64 values the data meant: l0 out, l1 in; a mean above a
+    # bound by more than float32's rounding still counts (l4 in, l5 out)
+    expected = [f"l{j}" for j in np.argsort(-s.mean(axis=0), kind="stable")
+                if 0.1 < s.mean(axis=0)[j] <= 0.9]
+    assert expected == ["l1", "l3", "l2", "l4"]
+    assert qualified_llms(d)[0] == expected
+    assert qualified_llms(d, method="oracle-best")[0] == ["l1", "l3", "l2", "l4", "l0"]
+    assert candidate_groups(d, 4, groups=["strong-to-weak"]) == {
+        "strong-to-weak": ["l1", "l3", "l2", "l4"]}
+
+
 def test_too_few_qualifying_and_region_outside_the_list_are_one_line_errors():
     s = _fifteen()
     d = _data(np.hstack([s, np.ones((20, 10))]))     # 25 LLMs, 10 above 0.9: 15 qualify
