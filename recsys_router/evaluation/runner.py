@@ -256,6 +256,11 @@ def _evaluate(data: RoutingData, cfg: EvalConfig, progress: bool) -> EvalResult:
         protocols = [p for p in protocols if not p.needs_costs]
     folds = make_folds(data, split=cfg.split, split_column=cfg.split_column,
                        ood_tasks=cfg.ood_tasks, folds=cfg.folds, seed=cfg.seed)
+    # every fold's candidate pools before any router is fitted: a pool size the data cannot
+    # form (more LLMs than the data has, or than qualify on a fold's training part) stops the
+    # run here, not after minutes of fitting
+    fold_pools = [resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed, notes=notes,
+                                method=cfg.group_method) for fold in folds]
     blocks, timings, truth, shared = [], [], set(), {}
     total = _count_steps(cfg, protocols, folds)
     bar = tqdm(total=total, desc="routers x settings", disable=not progress, unit="step")
@@ -266,8 +271,7 @@ def _evaluate(data: RoutingData, cfg: EvalConfig, progress: bool) -> EvalResult:
         test, preds, fold_timings, fold_truth = _fit_fold(fold, cfg, data, shared, notes, bar)
         timings += fold_timings
         truth |= fold_truth
-        for pool, group, names in resolve_pools(fold.train, cfg.pools, cfg.groups, seed=cfg.seed,
-                                                  notes=notes, method=cfg.group_method):
+        for pool, group, names in fold_pools[i]:
             blocks += _sweep_pool(data, fold, test, preds, pool, group, names, protocols, cfg,
                                   notes, bar)
         # the steps of a failed router, a skipped protocol or a group that could not be formed
