@@ -91,16 +91,17 @@ import numpy as np
 
 from .data import RoutingData
 from .errors import ArgumentValueError
-from .fallback_nauc import decide_by_nauc, resolve_verdict_metric
+from .fallback_nauc import resolve_verdict_metric
+from .fallback_pools import (InnerFold, PoolInner, add_fold_scores, decide_record, empty_scores,
+                             pool_scores)
 from .fallback_rule import decide_all, decide_top
-from .fallback_scores import TOP_MARGIN, baseline_means, baseline_scores, promote_top
+from .fallback_scores import TOP_MARGIN, baseline_means, promote_top
 from .fallback_state import MAX_TASKS, FallbackStateChecks
 from .fallback_text import fallback_summary
 from .hyperparams import check_number, check_seed
-from .inner_validation import (AUTO_INNER_FOLDS, DECISIONS, check_inner_folds, check_z,
+from .inner_validation import (AUTO_INNER_FOLDS, check_inner_folds, check_z,
                                inner_splits, paired_decision, realised_scores,
                                stratified_holdout, task_keys)
-from .policies import argmax_policy
 from .router import Router
 from .router_state import InnerRouterState
 from .state import JSON_ANY, STR, Arr, ListOf
@@ -198,6 +199,9 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
     ['topic_0', 'topic_1', 'topic_2']
     """
 
+    #: whether a fit keeps its inner-validation predictions (:meth:`keep_inner_predictions`)
+    _keep_inner = False
+    _pool_inner = None
     #: restored from the nested part ``router_``, not stored as a parameter
     _part_params_ = ("router",)
     _state_ = {"base_overall_": Arr("float64", ("n_llms",)),
@@ -280,41 +284,37 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
             self.fallback_ = {"enabled": True, "tasks": {}, "default": "router",
                               "skipped": why_}
             return
-        got = {k: [] for k in DECISIONS}
-        keys, preds = [], {k: [] for k in ("router", *DECISIONS[1:], "costs", "truth",
-                                             "truth_costs")}
+        got, preds = empty_scores()
+        keys, kept = [], []
         for tr_rows, va_rows in splits:
             inner_tr, inner_va = train.subset(tr_rows), train.subset(va_rows)
             router = self._clone()
             router.fit(inner_tr, None)          # never tuned or early-stopped on inner_va
-            truth = inner_va.scores.astype(np.float64)
-            base = baseline_means(inner_tr)
-            pred = {"router": router.predict_scores(inner_va), "truth": truth,
-                    "costs": router.predict_costs(inner_va),
-                    **{w: baseline_scores(base, inner_va, w) for w in DECISIONS[1:]}}
-            for which in DECISIONS:
-                # ties go to the router's cheaper predicted cost, as routing breaks them
-                got[which].append(realised_scores(pred[which], truth, pred["costs"]))
-            keys.append(task_keys(inner_va.tasks))
-            if vm == "nauc":
-                pred["truth_costs"] = inner_va.costs
-                for name, v in preds.items():
-                    v.append(pred[name])
-        got = {k: np.concatenate(v) for k, v in got.items()}
+            fold = InnerFold(np.asarray(va_rows), router.predict_scores(inner_va),
+                             router.predict_costs(inner_va), baseline_means(inner_tr),
+                             task_keys(inner_va.tasks))
+            add_fold_scores(got, preds, fold, train, None, vm == "nauc")
+            keys.append(fold.keys)
+            if self._keep_inner:                # kept to decide again per candidate pool
+                kept.append(fold)
         keys = np.concatenate(keys)
-        self.fallback_ = self._decide_all(got, keys, n_val, k, vz)
-        if vm == "nauc" and any(c is None for c in preds["costs"]):
-            vm = "mu_o (the router predicts no costs)"
-        if vm == "nauc":
-            decide_by_nauc(self.fallback_, {n: np.concatenate([np.asarray(a, np.float64)
-                                                               for a in v])
-                                            for n, v in preds.items()},
-                           keys, float(self.z), vz, int(self.seed))
-        self.fallback_["verdict_metric"] = vm
-        self._decide_top(got, keys, tz)
+        self.fallback_ = decide_record(self, got, preds, keys, n_val, k, vz, tz, vm)
+        if self._keep_inner:
+            self._pool_inner = PoolInner(train, kept, keys, n_val, k)
         holds_out = len(splits) == 1 and bool(getattr(router, "holds_out_val", False))
         self.router_ = router if holds_out else self._clone().fit(train, val)
         self.fallback_["refitted"] = not holds_out
+
+    def keep_inner_predictions(self, keep: bool = True) -> "SafeFallbackRouter":
+        """Keep the next fit's inner-validation predictions (the wrapped router's scores and
+        costs on every held-out query, for all LLMs: memory of the training score matrix's
+        size in float64, twice with costs), so that
+        :func:`~recsys_router.fallback_pools.pool_record` can take the fallback's decisions
+        again on a candidate pool; ``evaluate`` asks for it with sized pools. Not stored in
+        an artifact. Returns ``self``."""
+        self._keep_inner = bool(keep)
+        self._pool_inner = None
+        return self
 
     def _why_none(self, train: RoutingData) -> str:
         """Why one inner split held out no query: a task's only query stays in inner-train,
@@ -357,31 +357,18 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         vz = self._verdict_z(None) if verdict_z is None else float(verdict_z)
         return decide_all(got, keys, n_val, z, n_min, vz, n_folds)
 
-    def fallback_rows(self, data: RoutingData) -> np.ndarray:
-        """Per query: "router", "best-single" or "task-best" (what decides its LLM)."""
+    def fallback_rows(self, data: RoutingData, record: dict | None = None) -> np.ndarray:
+        """Per query: "router", "best-single" or "task-best" (what decides its LLM) under
+        ``record`` (default ``fallback_``; a candidate pool's: :mod:`recsys_router.fallback_pools`)."""
         self._check_fitted()
-        fb = self.fallback_
+        fb = self.fallback_ if record is None else record
         seen = set(self.base_tasks_)
         return np.array([fb["tasks"].get(t, fb["default"]) if t in seen else fb["default"]
                          for t in task_keys(data.tasks)], dtype=object)
 
     def _predict_scores(self, data: RoutingData) -> np.ndarray:
-        out = np.asarray(self.router_.predict_scores(data), dtype=np.float64).copy()
-        rows = self.fallback_rows(data)
-        means = (self.base_overall_, self.base_tasks_, self.base_task_means_)
-        for which in ("best-single", "task-best"):
-            sel = rows == which
-            if sel.any():
-                out[sel] = baseline_scores(means, data.subset(np.flatnonzero(sel)), which)
-        top = self.fallback_.get("top", "router")
-        sel = np.flatnonzero(rows == "router")
-        if top != "router" and len(sel):
-            sub = data.subset(sel)
-            # the baseline's LLM as routing (and the top check) picks it: ties to the cheaper
-            # predicted cost, as best-single breaks them
-            pick = argmax_policy(baseline_scores(means, sub, top), self.router_.predict_costs(sub))
-            out[sel] = promote_top(out[sel], pick)
-        return out
+        return pool_scores(self, data, self.fallback_, None, self.router_.predict_scores(data),
+                           lambda sel, sub: self.router_.predict_costs(sub))
 
     def _predict_costs(self, data: RoutingData):
         # the private hook: Router.predict_costs lays an added / removed LLM's pool over it

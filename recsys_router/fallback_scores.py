@@ -11,7 +11,7 @@ import numpy as np
 from .data import RoutingData
 from .inner_validation import group_means, task_keys
 
-__all__ = ["baseline_means", "baseline_scores", "promote_top", "TOP_MARGIN"]
+__all__ = ["baseline_means", "baseline_scores", "baseline_scores_for", "promote_top", "TOP_MARGIN"]
 
 #: how far above a row's best prediction :func:`promote_top` puts the baseline's LLM, relative
 #: to the row's largest absolute prediction (at least 1)
@@ -91,11 +91,17 @@ def baseline_scores(means: tuple, data: RoutingData, which: str) -> np.ndarray:
     """Predicted scores of ``best-single`` or ``task-best`` for ``data``'s queries from
     :func:`baseline_means`' ``means`` (every row the overall means; with ``task-best`` a
     known task's row its task's means)."""
+    return baseline_scores_for(means, task_keys(data.tasks), which)
+
+
+def baseline_scores_for(means: tuple, keys: np.ndarray, which: str) -> np.ndarray:
+    """:func:`baseline_scores` for queries given by their task keys
+    (:func:`~recsys_router.inner_validation.task_keys`)."""
     overall, tasks, per_task = means
-    out = np.broadcast_to(overall, (data.n_queries, len(overall))).copy()
+    out = np.broadcast_to(overall, (len(keys), len(overall))).copy()
     if which == "task-best" and len(tasks):
         index = {t: i for i, t in enumerate(tasks)}
-        rows = np.array([index.get(t, -1) for t in task_keys(data.tasks)], dtype=np.int64)
+        rows = np.array([index.get(t, -1) for t in keys], dtype=np.int64)
         known = rows >= 0
         out[known] = per_task[rows[known]]
     return out

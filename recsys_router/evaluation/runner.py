@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..data import RoutingData
 from ..fallback import SafeFallbackRouter, fallback_summary
+from ..fallback_pools import PoolPredictions, full_pool
 from .wrappers import wrap_router
 from ..router import Router, custom_routing
 from ..router_spec import resolve_router
@@ -107,11 +108,16 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
     except ValueError:
         pass
     preds, timings, truth = {}, [], set()
+    # a safe fallback decides again on each sized pool's LLMs (as a fit on them alone would)
+    sized = any(p != "all" for p in cfg.pools)
     for name in cfg.routers:
         label = _label(name, cfg)
         bar.set_postfix_str(f"fold {fold.fold} fit {label}")
         try:
             router = _build_router(name, cfg, shared, data, notes)
+            per_pool = sized and isinstance(router, SafeFallbackRouter)
+            if per_pool:
+                router.keep_inner_predictions()
             t0 = time.perf_counter()
             router.fit(fold.train, fold.val)
             t1 = time.perf_counter()
@@ -122,6 +128,7 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
             for what, arr in (("scores", P), ("costs", C)):
                 if arr is not None and not np.isfinite(arr).all():
                     raise RuntimeError(f"predicted {what} contain NaN or infinite values")
+            for_pool = PoolPredictions(router, test) if per_pool else None
         except (ValueError, TypeError, RuntimeError, ImportError, KeyError) as exc:
             notes.append(f"router {label} failed on fold {fold.fold} and is left out: "
                          f"{type(exc).__name__}: {exc}")
@@ -140,7 +147,8 @@ def _fit_fold(fold, cfg: EvalConfig, data: RoutingData, shared: dict, notes: lis
         decided = router.own_costs or custom_routing(router)
         preds[label] = Predictions(P, C, probs, *((router.decide, router.answer_costs)
                                                   if decided else (None, None)),
-                                   by_observed=custom_routing(router) and not router.own_costs)
+                                   by_observed=custom_routing(router) and not router.own_costs,
+                                   for_pool=for_pool)
         if getattr(router, "uses_ground_truth", False):
             truth.add(label)
         timings.append({"dataset": data.name, "fold": fold.fold, "router": label,
@@ -161,6 +169,14 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
     C_all = None if test.costs is None else test.costs[:, cols]
     observed = ~np.isnan(S_all)
     blocks = []
+    pooled = {}     # label -> (scores, probs): a safe fallback decided on this pool's LLMs
+    if not full_pool(cols, test.n_llms):
+        for label, p in preds.items():
+            if p.for_pool is not None:
+                scores, probs, record = p.for_pool(cols)
+                pooled[label] = (scores, probs)
+                notes.append(f"fold {fold.fold}: {label} safe fallback on pool {pool}/{group}: "
+                             f"{fallback_summary(record)}")
     for proto in protocols:
         view = PoolView(pool, group, list(names), fold.train, cfg, notes)
         refs = proto.references(view)
@@ -189,10 +205,12 @@ def _sweep_pool(data: RoutingData, fold, test: RoutingData, preds: dict, pool: s
             blocks.append(_block(m, LLM_PREFIX + names[j], role, np.nan, qcode, nm,
                                  np.full(len(qcode), j), S, Ct, None))
         for label, p in preds.items():
-            ps, pc = mask_predictions(p.scores[rows][:, cols],
+            scores, probs = pooled[label] if label in pooled else (
+                p.scores[:, cols], None if p.probs is None else np.asarray(p.probs)[:, cols])
+            ps, pc = mask_predictions(scores[rows],
                                       None if p.costs is None else p.costs[rows][:, cols], obs)
-            pred = Predictions(ps, pc, None if p.probs is None
-                               else np.asarray(p.probs, dtype=np.float64)[rows][:, cols])
+            pred = Predictions(ps, pc, None if probs is None
+                               else np.asarray(probs, dtype=np.float64)[rows])
             sweep = proto.sweep(pred, view)
             points = [(v, ch, None) for v, ch in sweep.points] if p.decide is None else \
                 _decided(p.decide, test, rows, cols, names, sweep, p.answer_costs,

@@ -79,13 +79,17 @@ class Predictions(NamedTuple):
     then prices the points of a sweep that is no policy of the router (RouteLLM's thresholds).
     ``by_observed``: the router picks from its own predictions (zero), so ``evaluate`` gives
     each query only its observed LLMs as candidates, as the sweeps mask unobserved cells (a
-    cascade reads the true scores and skips unobserved cells itself)."""
+    cascade reads the true scores and skips unobserved cells itself). ``for_pool``: a safe
+    fallback's :class:`~recsys_router.fallback_pools.PoolPredictions`, which gives a
+    candidate pool's ``(scores, probs, record)`` with the fallback decided on that pool's
+    LLMs alone (columns in the pool's order); None: the pool takes these predictions' columns."""
     scores: np.ndarray
     costs: np.ndarray | None
     probs: np.ndarray | None
     decide: Callable | None = None
     answer_costs: Callable | None = None
     by_observed: bool = False
+    for_pool: Callable | None = None
 
 
 class Sweep(NamedTuple):
