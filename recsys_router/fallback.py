@@ -263,6 +263,7 @@ class SafeFallbackRouter(FallbackStateChecks, InnerRouterState, Router):
         check_number(self.z, "z", low=0)                       # all before any fit
         check_seed(self.seed)                                  # 1.7 is not read as 1
         check_number(self.min_task_queries, "min_task_queries", low=0, integer=True)
+        self._pool_inner = None                                # none kept from an earlier fit
         self._set_baselines(train)
         if not self.enabled:
             self.router_ = self._clone().fit(train, val)
