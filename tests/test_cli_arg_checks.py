@@ -8,22 +8,13 @@ import pytest
 
 from recsys_router.cli import main
 
+from cli_checks import fails_in_one_line
+
 _EVAL = ["evaluate", "--data", "synthetic", "-o", "n_queries=120", "-o", "n_llms=3",
          "--encoder", "hashing", "--no-plots", "--no-progress", "--seed", "0"]
 
 
-def _fails(argv, capsys, *needles):
-    """Run ``argv``; it must exit 2 with one error line holding every needle."""
-    with pytest.raises(SystemExit) as exc:  # argparse errors exit through SystemExit(2) ...
-        rc = main(argv)
-        raise SystemExit(rc)                # ... command errors return 2
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    line = [x for x in err.splitlines() if "error:" in x]
-    assert len(line) == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in line[0], line[0]
-    return line[0]
+_fails = fails_in_one_line
 
 
 @pytest.mark.parametrize("args, needles", [

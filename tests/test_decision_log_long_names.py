@@ -6,8 +6,6 @@ the log, OPE or feedback training, while nothing else limits an LLM name (data, 
 
 from __future__ import annotations
 
-import threading
-import warnings
 
 import pytest
 import sqlalchemy as sa
@@ -20,7 +18,7 @@ from recsys_router.feedback.store import DecisionLog, decision_row
 from recsys_router.serving import ServiceConfig, create_app
 from toy_routers import WordRouter
 
-from pg_util import pg_url  # noqa: F401 - fixture
+from pg_util import open_while_read_locked, pg_url  # noqa: F401 - fixture
 
 LONG = "org/" + "x" * 600           # 604 characters
 ROW = dict(instance="i", artifact_sha=None, policy="argmax", policy_value=None, explore="none",
@@ -116,24 +114,7 @@ def test_the_widening_waits_briefly_for_its_lock_then_warns(pg_url, monkeypatch)
     ALTER_LOCK_TIMEOUT with a warning naming the column, and the next start widens it."""
     monkeypatch.setattr("recsys_router.feedback.store.ALTER_LOCK_TIMEOUT", "300ms")
     _old_postgresql_log(pg_url)
-    reader = sa.create_engine(pg_url)
-    opened: dict = {}
-
-    def open_writer():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            opened["log"] = DecisionLog(pg_url)
-        opened["warnings"] = [str(w.message) for w in caught]
-    with reader.connect() as conn:
-        conn.exec_driver_sql("BEGIN")
-        conn.exec_driver_sql("SELECT count(*) FROM rr_decisions").all()   # holds ACCESS SHARE
-        t = threading.Thread(target=open_writer, daemon=True)
-        t.start()
-        t.join(timeout=20)
-        stuck = t.is_alive()
-        conn.exec_driver_sql("ROLLBACK")
-    t.join(timeout=60)
-    reader.dispose()
+    stuck, opened = open_while_read_locked(pg_url, lambda: DecisionLog(pg_url))
     assert not stuck, "the writer waited for the reader's lock"
     assert any("'chosen' column holds at most 512 characters and could not be widened" in w
                and "until a restart widens it" in w for w in opened["warnings"]), opened["warnings"]

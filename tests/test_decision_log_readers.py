@@ -4,8 +4,6 @@ back with the labels it was written with."""
 
 from __future__ import annotations
 
-import threading
-import warnings
 
 import pytest
 import sqlalchemy as sa
@@ -14,7 +12,7 @@ from recsys_router.cli import main
 from recsys_router.feedback.store import DecisionLog, decision_row
 from recsys_router.feedback.workflow import export_log, load_log
 
-from pg_util import pg_url  # noqa: F401 - fixture
+from pg_util import open_while_read_locked, pg_url  # noqa: F401 - fixture
 from unprivileged import copy_with_pending_wal
 
 ROW = dict(instance="i", artifact_sha=None, policy="argmax", policy_value=None, explore="none",
@@ -85,24 +83,7 @@ def test_the_task_migration_waits_briefly_for_its_lock_then_logs_without_tasks(p
     without task labels (saying so), and another service's insert goes through."""
     monkeypatch.setattr("recsys_router.feedback.store.ALTER_LOCK_TIMEOUT", "300ms")
     _log(pg_url, [None], drop_task=True)
-    reader = sa.create_engine(pg_url)
-    opened: dict = {}
-
-    def open_writer():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            opened["log"] = DecisionLog(pg_url)
-        opened["warnings"] = [str(w.message) for w in caught]
-    with reader.connect() as conn:
-        conn.exec_driver_sql("BEGIN")
-        conn.exec_driver_sql("SELECT count(*) FROM rr_decisions").all()   # holds ACCESS SHARE
-        t = threading.Thread(target=open_writer, daemon=True)
-        t.start()
-        t.join(timeout=20)
-        stuck = t.is_alive()
-        conn.exec_driver_sql("ROLLBACK")
-    t.join(timeout=60)
-    reader.dispose()
+    stuck, opened = open_while_read_locked(pg_url, lambda: DecisionLog(pg_url))
     assert not stuck, "the writer waited for the reader's lock"
     log = opened["log"]
     assert not log.has_task_column and not _has_task_column(pg_url)

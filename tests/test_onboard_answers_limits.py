@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recsys_router.cli import main
 from recsys_router.coldstart.onboard import ANSWER_COLUMNS, onboard_artifact, read_answers
 from recsys_router.coldstart.probes_input import (MAX_PROBES, MAX_TEXT_LENGTH,
                                                    check_strategy_label, probe_data)
 from recsys_router.data import RoutingData
 from recsys_router.errors import DataValidationError
+
+from cli_checks import fails_in_one_line
 
 LONG = "w" * (MAX_TEXT_LENGTH + 1)
 
@@ -53,7 +54,7 @@ def test_a_value_beyond_float32_names_the_file_line_and_column(tmp_path, col, va
     """Record 1 starts on file line 4 (record 0's text spans lines 2-3); the float32 check of
     the matrix named the record index (row 1) and column 'costs'."""
     p = tmp_path / "answers.csv"
-    p.write_text(f'query_id,text,score,cost\nq1,"two\nlines",1,0.5\nq2,b,'
+    p.write_text('query_id,text,score,cost\nq1,"two\nlines",1,0.5\nq2,b,'
                  + ("0,{v}\n" if col == "cost" else "{v},0.5\n").format(v=value), encoding="utf-8")
     with pytest.raises(DataValidationError,
                        match=rf"answers\.csv, row 4, column '{col}': {col} \S+ is beyond the "
@@ -119,15 +120,6 @@ def test_a_bad_llm_name_is_the_name_fault_not_the_file(tmp_path):
         assert "answers.csv" not in str(err.value)
 
 
-def _parse_fails(argv, capsys, *needles):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    line = [x for x in err.splitlines() if "error:" in x]
-    assert len(line) == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in line[0], line[0]
 
 
 @pytest.mark.parametrize("llm, needle", [
@@ -138,7 +130,7 @@ def _parse_fails(argv, capsys, *needles):
 ], ids=["empty", "blank", "line-break", "201-chars"])
 def test_onboard_llm_is_checked_when_parsed(tmp_path, capsys, llm, needle):
     """It was reported as the answers file's 'row 0, column name' after the artifact loaded."""
-    _parse_fails(["onboard", str(tmp_path / "art"), "--llm", llm, "--scores",
+    fails_in_one_line(["onboard", str(tmp_path / "art"), "--llm", llm, "--scores",
                   str(tmp_path / "a.csv"), "--out", str(tmp_path / "out")], capsys,
                  "argument --llm", needle)
     assert not (tmp_path / "out").exists()
@@ -154,7 +146,7 @@ def test_onboard_llm_is_checked_when_parsed(tmp_path, capsys, llm, needle):
 ], ids=["line-break", "tab", "101-chars", "100000-chars", "empty", "undecodable-byte"])
 def test_onboard_strategy_is_checked_when_parsed(tmp_path, capsys, strategy, needle):
     """It was written into the manifest and llm_info_ unchecked (GET /llms shows it)."""
-    _parse_fails(["onboard", str(tmp_path / "art"), "--llm", "new", "--scores",
+    fails_in_one_line(["onboard", str(tmp_path / "art"), "--llm", "new", "--scores",
                   str(tmp_path / "a.csv"), "--strategy", strategy, "--out",
                   str(tmp_path / "out")], capsys, "argument --strategy", needle)
     assert not (tmp_path / "out").exists()
