@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 from recsys_router.cli import main
 from recsys_router.export import export_router, load_router
 from recsys_router.feedback.logged import log_to_data
-from recsys_router.feedback.ope import estimate_all
 from recsys_router.registry import make_router
 from recsys_router.serving import ServiceConfig, create_app
 
