@@ -23,6 +23,10 @@ class WordRouter(Router):
     def __init__(self, bonus: float = 1.0):
         self.bonus = bonus
 
+    def _freeze_params(self):
+        super()._freeze_params()
+        self.bonus_ = float(self.bonus)   # what prediction reads is fixed at fit (contract)
+
     def _fit(self, train, val):
         self.means_ = np.nan_to_num(np.nanmean(train.scores, axis=0))
 
@@ -30,7 +34,7 @@ class WordRouter(Router):
         n = len(self.means_)
         out = np.tile(self.means_, (data.n_queries, 1))
         words = np.array([len(str(t).split()) for t in data.texts])
-        out[np.arange(data.n_queries), words % n] += self.bonus
+        out[np.arange(data.n_queries), words % n] += self.bonus_
         return out
 
 
@@ -45,8 +49,12 @@ class NoisyWordRouter(WordRouter):
         self.bonus = bonus
         self.noise = noise
 
+    def _freeze_params(self):
+        super()._freeze_params()
+        self.noise_ = float(self.noise)
+
     def sample_scores(self, data, n_samples, seed):
         rng = np.random.default_rng(seed)
         mean = self.predict_scores(data)
-        return mean[None] + self.noise * rng.standard_normal((n_samples, *mean.shape))
+        return mean[None] + self.noise_ * rng.standard_normal((n_samples, *mean.shape))
 register_router("toy-noisy-word", f"{__name__}:NoisyWordRouter")
